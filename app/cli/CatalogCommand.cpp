@@ -1,0 +1,158 @@
+// shardscope-cli catalog list|show|import|export|remove
+#include "Catalog.h"
+#include "CliArgs.h"
+#include "Commands.h"
+#include "EntrySummary.h"
+#include "JsonReader.h"
+#include "SpecJson.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+const char* kCatalogUsage =
+    "shardscope-cli catalog list [--kind models|chips|nodes] [--json]\n"
+    "       shardscope-cli catalog show NAME [--json]\n"
+    "       shardscope-cli catalog import FILE.json [--replace]\n"
+    "       shardscope-cli catalog export NAME [--out FILE.json]\n"
+    "       shardscope-cli catalog remove NAME";
+
+void printNotices(const Catalog& catalog, Context& ctx)
+{
+    for (const std::string& n : catalog.notices())
+        ctx.err << "shardscope-cli: " << n << "\n";
+}
+
+std::string prettyJson(const QJsonObject& o) { return QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString(); }
+
+int list(const CliArgs& a, Catalog& catalog, Context& ctx)
+{
+    a.expectPositional(1, kCatalogUsage);
+    std::optional<EntryKind> kind;
+    if (auto k = a.value("kind")) {
+        kind = entryKindFromString(*k);
+        if (!kind)
+            throw UsageError("--kind " + *k + ": expected models, chips or nodes");
+    }
+    const std::vector<CatalogEntry> entries = catalog.list(kind);
+    if (a.flag("json")) {
+        QJsonArray array;
+        for (const CatalogEntry& e : entries)
+            array.append(QJsonObject{{"name", QString::fromStdString(e.name)},
+                                     {"kind", QLatin1String(toString(e.kind))},
+                                     {"builtin", e.builtin},
+                                     {"display_name", QString::fromStdString(e.display_name)}});
+        ctx.out << QJsonDocument(array).toJson(QJsonDocument::Indented).toStdString();
+        return kExitOk;
+    }
+    size_t width = 4;
+    for (const CatalogEntry& e : entries)
+        width = std::max(width, e.name.size());
+    ctx.out << std::left << std::setw(int(width) + 2) << "NAME" << std::setw(7) << "KIND" << std::setw(9) << "SOURCE"
+            << "SUMMARY\n";
+    for (const CatalogEntry& e : entries)
+        ctx.out << std::left << std::setw(int(width) + 2) << e.name << std::setw(7) << toString(e.kind)
+                << std::setw(9) << (e.builtin ? "built-in" : "user") << summarize(catalog, e) << "\n";
+    ctx.out << entries.size() << " entries in " << catalog.path().toStdString() << "\n";
+    return kExitOk;
+}
+
+int show(const CliArgs& a, Catalog& catalog, Context& ctx)
+{
+    a.expectPositional(2, kCatalogUsage);
+    const std::string name = a.positional()[1];
+    const CatalogEntry entry = catalog.entry(name);
+    if (a.flag("json")) {
+        ctx.out << prettyJson(entry.document);
+        return kExitOk;
+    }
+    std::vector<std::pair<std::string, std::string>> rows;
+    switch (entry.kind) {
+    case EntryKind::Model: rows = describe(catalog.model(name)); break;
+    case EntryKind::Chip: rows = describe(catalog.chip(name)); break;
+    case EntryKind::Node: rows = describe(catalog.node(name)); break;
+    }
+    ctx.out << toString(entry.kind) << " " << name << (entry.builtin ? " (built-in)" : " (user)") << "\n";
+    for (const auto& [field, value] : rows)
+        if (!value.empty())
+            ctx.out << "  " << std::left << std::setw(22) << field << value << "\n";
+    return kExitOk;
+}
+
+int import(const CliArgs& a, Catalog& catalog, Context& ctx)
+{
+    a.expectPositional(2, kCatalogUsage);
+    const QString file = QString::fromStdString(a.positional()[1]);
+    QFile f(file);
+    if (!f.open(QIODevice::ReadOnly))
+        throw InputError("cannot read " + file.toStdString() + ": " + f.errorString().toStdString());
+    FieldErrors errors;
+    const QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
+    if (!errors.empty())
+        throw InputError(errors);
+    const std::vector<std::string> names = catalog.importDocument(doc, a.flag("replace"));
+    for (const std::string& n : names)
+        ctx.out << "imported " << n << "\n";
+    return kExitOk;
+}
+
+int exportEntry(const CliArgs& a, Catalog& catalog, Context& ctx)
+{
+    a.expectPositional(2, kCatalogUsage);
+    const std::string name = a.positional()[1];
+    const CatalogEntry entry = catalog.entry(name);
+    const std::string text = prettyJson(entry.document);
+    if (auto out = a.value("out")) {
+        QSaveFile f(QString::fromStdString(*out));
+        if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), qint64(text.size())) != qint64(text.size()) ||
+            !f.commit())
+            throw std::runtime_error("cannot write " + *out + ": " + f.errorString().toStdString());
+        ctx.out << "wrote " << *out << "\n";
+    } else {
+        ctx.out << text;
+    }
+    return kExitOk;
+}
+
+int remove(const CliArgs& a, Catalog& catalog, Context& ctx)
+{
+    a.expectPositional(2, kCatalogUsage);
+    catalog.remove(a.positional()[1]);
+    ctx.out << "removed " << a.positional()[1] << "\n";
+    return kExitOk;
+}
+
+} // namespace
+
+int runCatalog(const std::vector<std::string>& args, Context& ctx)
+{
+    const CliArgs a(args, {"kind", "out"}, {"json", "replace"});
+    if (a.positional().empty())
+        throw UsageError(std::string("missing catalog command; usage: ") + kCatalogUsage);
+    const std::string& verb = a.positional()[0];
+    if (verb != "list" && verb != "show" && verb != "import" && verb != "export" && verb != "remove")
+        throw UsageError("unknown catalog command \"" + verb + "\"; usage: " + kCatalogUsage);
+
+    Catalog catalog(ctx.db_path);
+    printNotices(catalog, ctx);
+    if (verb == "list")
+        return list(a, catalog, ctx);
+    if (verb == "show")
+        return show(a, catalog, ctx);
+    if (verb == "import")
+        return import(a, catalog, ctx);
+    if (verb == "export")
+        return exportEntry(a, catalog, ctx);
+    return remove(a, catalog, ctx);
+}
+
+} // namespace shardscope::cli

@@ -1,0 +1,85 @@
+#include "CliArgs.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace shardscope::cli {
+
+CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::string>& valued,
+                 const std::set<std::string>& flags)
+{
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a.rfind("--", 0) != 0 || a == "--") {
+            positional_.push_back(a);
+            continue;
+        }
+        std::string name = a.substr(2);
+        std::optional<std::string> inlineValue;
+        if (const size_t eq = name.find('='); eq != std::string::npos) {
+            inlineValue = name.substr(eq + 1);
+            name = name.substr(0, eq);
+        }
+        if (valued.count(name)) {
+            if (inlineValue) {
+                values_[name] = *inlineValue;
+            } else if (i + 1 < args.size()) {
+                values_[name] = args[++i];
+            } else {
+                throw UsageError("option --" + name + " needs a value");
+            }
+        } else if (flags.count(name)) {
+            if (inlineValue)
+                throw UsageError("option --" + name + " takes no value");
+            flags_.insert(name);
+        } else {
+            std::string known;
+            for (const auto& v : valued)
+                known += " --" + v + " VALUE";
+            for (const auto& f : flags)
+                known += " --" + f;
+            throw UsageError("unknown option --" + name + (known.empty() ? "" : " (this command takes:" + known + ")"));
+        }
+    }
+}
+
+std::optional<std::string> CliArgs::value(const std::string& name) const
+{
+    auto it = values_.find(name);
+    if (it == values_.end())
+        return std::nullopt;
+    return it->second;
+}
+
+int CliArgs::integer(const std::string& name, int fallback, int lo, int hi) const
+{
+    const double v = number(name, fallback, lo, hi);
+    if (v != std::floor(v))
+        throw UsageError("--" + name + ": " + *value(name) + " is not an integer");
+    return int(v);
+}
+
+double CliArgs::number(const std::string& name, double fallback, double lo, double hi) const
+{
+    const auto text = value(name);
+    if (!text)
+        return fallback;
+    char* end = nullptr;
+    const double v = std::strtod(text->c_str(), &end);
+    if (text->empty() || *end != '\0' || !std::isfinite(v))
+        throw UsageError("--" + name + ": \"" + *text + "\" is not a number");
+    if (v < lo || v > hi)
+        throw UsageError("--" + name + ": " + *text + " is out of range [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "]");
+    return v;
+}
+
+void CliArgs::expectPositional(size_t count, const std::string& usage) const
+{
+    if (positional_.size() < count)
+        throw UsageError("missing argument; usage: " + usage);
+    if (positional_.size() > count)
+        throw UsageError("unexpected argument \"" + positional_[count] + "\"; usage: " + usage);
+}
+
+} // namespace shardscope::cli

@@ -1,0 +1,99 @@
+// shardscope-cli: ShardScope without a GUI. Exit codes: 0 success, 1 runtime
+// failure, 2 bad usage or bad input; errors go to stderr.
+#include "Catalog.h"
+#include "CliArgs.h"
+#include "Commands.h"
+#include "Version.h"
+
+#include <QCoreApplication>
+
+#include <iostream>
+
+namespace shardscope::cli {
+
+std::string mainHelp()
+{
+    return R"(shardscope-cli — plan and validate parallel training layouts for transformer models
+
+Usage: shardscope-cli [--db PATH] COMMAND [ARGS...]
+
+Commands:
+  demo                        what ShardScope computes for the default problem
+                              (GPT-3 175B on 64 x trn1.32xlarge)
+  catalog list [--kind models|chips|nodes] [--json]
+  catalog show NAME [--json]  one entry, with units and sources
+  catalog import FILE.json [--replace]
+                              add models, chips or node types (all-or-nothing)
+  catalog export NAME [--out FILE.json]
+  catalog remove NAME         remove one of your own entries
+
+Options:
+  --db PATH                   catalog database (default: $SHARDSCOPE_DB, else
+                              ~/.local/share/shardscope/catalog.sqlite)
+  -h, --help                  this help
+  --version                   print the version
+
+Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad input.
+)";
+}
+
+namespace {
+
+int run(std::vector<std::string> args)
+{
+    QString db = Catalog::defaultPath();
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--help" || a == "-h" || a == "help") {
+            std::cout << mainHelp();
+            return kExitOk;
+        }
+        if (a == "--version") {
+            std::cout << "shardscope-cli " << kVersion << "\n";
+            return kExitOk;
+        }
+        if (a == "--db") {
+            if (i + 1 >= args.size())
+                throw UsageError("option --db needs a PATH");
+            db = QString::fromStdString(args[++i]);
+        } else if (a.rfind("--db=", 0) == 0) {
+            db = QString::fromStdString(a.substr(5));
+        } else {
+            rest.push_back(a);
+        }
+    }
+    if (rest.empty())
+        throw UsageError("missing command\n\n" + mainHelp());
+    const std::string command = rest.front();
+    rest.erase(rest.begin());
+    Context ctx{db, std::cout, std::cerr};
+    if (command == "catalog")
+        return runCatalog(rest, ctx);
+    if (command == "demo")
+        return runDemo(rest, ctx);
+    throw UsageError("unknown command \"" + command + "\" (see shardscope-cli --help)");
+}
+
+} // namespace
+} // namespace shardscope::cli
+
+int main(int argc, char** argv)
+{
+    using namespace shardscope::cli;
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("shardscope"));
+    QCoreApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i)
+        args.emplace_back(argv[i]);
+    try {
+        return run(args);
+    } catch (const shardscope::InputError& e) {
+        std::cerr << "shardscope-cli: " << e.what() << "\n";
+        return kExitUsage;
+    } catch (const std::exception& e) {
+        std::cerr << "shardscope-cli: error: " << e.what() << "\n";
+        return kExitFailure;
+    }
+}

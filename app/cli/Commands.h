@@ -1,0 +1,24 @@
+// The subcommands of shardscope-cli. Each returns an exit code (CliArgs.h) and
+// throws UsageError/InputError (exit 2) or anything else (exit 1) on failure.
+#pragma once
+
+#include <QString>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace shardscope::cli {
+
+struct Context {
+    QString db_path;      // catalog database file
+    std::ostream& out;
+    std::ostream& err;
+};
+
+int runCatalog(const std::vector<std::string>& args, Context& ctx);
+int runDemo(const std::vector<std::string>& args, Context& ctx);
+
+std::string mainHelp();
+
+} // namespace shardscope::cli

@@ -1,0 +1,173 @@
+#include "EntrySummary.h"
+#include "Units.h"
+
+#include <cstdio>
+
+namespace shardscope {
+
+namespace {
+
+std::string usd(double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "$%.2f", v);
+    return buf;
+}
+
+std::string attentionKind(const ModelSpec& m)
+{
+    if (m.kv_heads == m.heads)
+        return "MHA " + std::to_string(m.heads);
+    if (m.kv_heads == 1)
+        return "MQA " + std::to_string(m.heads) + "/1";
+    return "GQA " + std::to_string(m.heads) + "/" + std::to_string(m.kv_heads);
+}
+
+std::string sourceOf(const std::map<std::string, std::string>& sources, const std::string& field)
+{
+    auto it = sources.find(field);
+    return it == sources.end() ? std::string() : "  [" + it->second + "]";
+}
+
+} // namespace
+
+std::string summarize(const ModelSpec& m)
+{
+    std::string s = toString(m.family);
+    if (m.family == ModelFamily::EncoderDecoder)
+        s += ", " + std::to_string(m.layers) + "+" + std::to_string(m.decoder_layers) + " layers";
+    else
+        s += ", " + std::to_string(m.layers) + " layers";
+    s += ", hidden " + std::to_string(m.hidden) + ", " + attentionKind(m) + ", " + toString(m.mlp);
+    if (m.moe.enabled())
+        s += ", MoE " + std::to_string(m.moe.experts) + " experts top-" + std::to_string(m.moe.top_k);
+    s += ", " + formatCount(parameterCount(m)) + " parameters";
+    return s;
+}
+
+std::string summarize(const ChipSpec& c)
+{
+    std::string s;
+    if (c.peak_flops_bf16 > 0)
+        s += "bf16 " + formatSi(c.peak_flops_bf16, "FLOP/s");
+    else if (c.peak_flops_fp32 > 0)
+        s += "fp32 " + formatSi(c.peak_flops_fp32, "FLOP/s");
+    s += ", " + formatBytes(c.hbm_bytes) + " HBM at " + formatSi(c.hbm_bytes_per_second, "B/s");
+    if (c.devices_per_chip > 1)
+        s += ", " + std::to_string(c.devices_per_chip) + " devices per chip";
+    return s;
+}
+
+std::string summarize(const NodeType& n)
+{
+    std::string s = std::to_string(n.chips_per_node) + " x " + n.chip.name;
+    if (n.chip.devices_per_chip > 1)
+        s.append(" (").append(std::to_string(n.devicesPerNode())).append(" devices)");
+    // append() rather than "literal" + string: GCC 12 warns falsely (-Wrestrict) on the latter.
+    s.append(", ").append(toString(n.intra_topology));
+    if (n.intra_link_bytes_per_second > 0)
+        s.append(" ").append(formatSi(n.intra_link_bytes_per_second, "B/s")).append(" per chip");
+    s.append(", network ").append(n.inter_node_bytes_per_second > 0 ? formatSi(n.inter_node_bytes_per_second, "B/s")
+                                                                     : std::string("not published"));
+    if (n.price_per_node_hour_usd > 0)
+        s += ", " + usd(n.price_per_node_hour_usd) + "/h";
+    return s;
+}
+
+std::string summarize(const Catalog& catalog, const CatalogEntry& e)
+{
+    try {
+        switch (e.kind) {
+        case EntryKind::Model: return summarize(catalog.model(e.name));
+        case EntryKind::Chip: return summarize(catalog.chip(e.name));
+        case EntryKind::Node: return summarize(catalog.node(e.name));
+        }
+    } catch (const std::exception& ex) {
+        return std::string("(invalid: ") + ex.what() + ")";
+    }
+    return {};
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
+{
+    const ParameterBreakdown p = parameterBreakdown(m);
+    std::vector<std::pair<std::string, std::string>> rows{
+        {"name", m.name},
+        {"display name", m.display_name},
+        {"family", toString(m.family)},
+        {"layers", m.family == ModelFamily::EncoderDecoder
+                       ? std::to_string(m.layers) + " encoder + " + std::to_string(m.decoder_layers) + " decoder"
+                       : std::to_string(m.layers)},
+        {"hidden", std::to_string(m.hidden)},
+        {"attention", attentionKind(m) + " heads, head dim " + std::to_string(m.head_dim)},
+        {"MLP", std::string(toString(m.mlp)) + ", ffn " + std::to_string(m.ffn_hidden)},
+        {"vocabulary", formatCount(m.vocab)},
+        {"max sequence", formatCount(m.max_seq)},
+        {"positions", toString(m.positions)},
+        {"norm", std::string(toString(m.norm)) + (m.bias ? ", linear biases" : ", no linear biases")},
+        {"embeddings", m.tied_embeddings ? "tied to the LM head" : "untied LM head"},
+    };
+    if (m.moe.enabled())
+        rows.emplace_back("mixture of experts", std::to_string(m.moe.experts) + " experts, top-" +
+                                                    std::to_string(m.moe.top_k) + " per token");
+    rows.emplace_back("parameters", formatCount(p.total));
+    rows.emplace_back("  embeddings", formatCount(p.embeddings));
+    rows.emplace_back("  layers", formatCount(p.layers_total));
+    if (p.lm_head)
+        rows.emplace_back("  LM head", formatCount(p.lm_head));
+    if (m.moe.enabled())
+        rows.emplace_back("active per token", formatCount(p.active_per_token));
+    rows.emplace_back("forward FLOPs/token",
+                      formatSi(double(forwardFlopsPerToken(m, m.max_seq)), "FLOP") + " at seq " +
+                          std::to_string(m.max_seq));
+    if (!m.source.empty())
+        rows.emplace_back("source", m.source);
+    return rows;
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const ChipSpec& c)
+{
+    std::vector<std::pair<std::string, std::string>> rows{{"name", c.name}, {"display name", c.display_name},
+                                                          {"vendor", c.vendor}};
+    auto peak = [&](const char* type, double v) {
+        if (v > 0)
+            rows.emplace_back(std::string("peak ") + type, formatSi(v, "FLOP/s") +
+                                                                sourceOf(c.sources, std::string("peak_flops.") + type));
+    };
+    peak("bf16", c.peak_flops_bf16);
+    peak("fp16", c.peak_flops_fp16);
+    peak("fp8", c.peak_flops_fp8);
+    peak("fp32", c.peak_flops_fp32);
+    rows.emplace_back("HBM", formatBytes(c.hbm_bytes) + sourceOf(c.sources, "hbm_bytes"));
+    rows.emplace_back("HBM bandwidth", formatSi(c.hbm_bytes_per_second, "B/s") +
+                                           sourceOf(c.sources, "hbm_bytes_per_second"));
+    rows.emplace_back("devices per chip",
+                      std::to_string(c.devices_per_chip) + sourceOf(c.sources, "devices_per_chip"));
+    return rows;
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const NodeType& n)
+{
+    auto known = [](double v, const std::string& text) { return v > 0 ? text : std::string("not published"); };
+    return {
+        {"name", n.name},
+        {"display name", n.display_name},
+        {"chip", n.chip.name + " (" + summarize(n.chip) + ")"},
+        {"chips per node", std::to_string(n.chips_per_node) + sourceOf(n.sources, "chips_per_node")},
+        {"devices per node", std::to_string(n.devicesPerNode())},
+        {"intra-node topology", std::string(toString(n.intra_topology)) + sourceOf(n.sources, "intra_topology")},
+        {"intra-node link", known(n.intra_link_bytes_per_second,
+                                  formatSi(n.intra_link_bytes_per_second, "B/s") + " per chip, one direction" +
+                                      sourceOf(n.sources, "intra_link_bytes_per_second"))},
+        {"scale-up domain", std::to_string(n.scaleUpChips()) + " chips" + sourceOf(n.sources, "scale_up_chips")},
+        {"network per node", known(n.inter_node_bytes_per_second,
+                                   formatSi(n.inter_node_bytes_per_second, "B/s") + " one direction" +
+                                       sourceOf(n.sources, "inter_node_bytes_per_second"))},
+        {"price per node-hour",
+         known(n.price_per_node_hour_usd, usd(n.price_per_node_hour_usd) +
+                                              (n.price_kind.empty() ? "" : " (" + n.price_kind + ")") +
+                                              sourceOf(n.sources, "price_per_node_hour_usd"))},
+    };
+}
+
+} // namespace shardscope

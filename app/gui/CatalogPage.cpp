@@ -1,0 +1,188 @@
+#include "CatalogPage.h"
+#include "Catalog.h"
+#include "EntrySummary.h"
+#include "Units.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+namespace shardscope {
+
+namespace {
+
+QTableWidget* makeTable(const QStringList& headers, QWidget* parent)
+{
+    auto* t = new QTableWidget(0, int(headers.size()), parent);
+    t->setHorizontalHeaderLabels(headers);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->setSelectionMode(QAbstractItemView::SingleSelection);
+    t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    t->verticalHeader()->hide();
+    t->setSortingEnabled(true);
+    t->horizontalHeader()->setStretchLastSection(true);
+    t->setAlternatingRowColors(true);
+    return t;
+}
+
+// An item that sorts by a number while showing formatted text.
+QTableWidgetItem* numberItem(double value, const QString& text)
+{
+    auto* item = new QTableWidgetItem(text);
+    item->setData(Qt::UserRole + 1, value);
+    item->setData(Qt::InitialSortOrderRole, value);
+    item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    return item;
+}
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+} // namespace
+
+CatalogPage::CatalogPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+{
+    tabs_ = new QTabWidget(this);
+    models_ = makeTable({tr("Name"), tr("Model"), tr("Family"), tr("Layers"), tr("Hidden"), tr("Parameters"),
+                         tr("Origin")},
+                        this);
+    chips_ = makeTable({tr("Name"), tr("Chip"), tr("BF16 peak"), tr("HBM"), tr("HBM bandwidth"), tr("Devices/chip"),
+                        tr("Origin")},
+                       this);
+    nodes_ = makeTable({tr("Name"), tr("Node type"), tr("Chips"), tr("Devices"), tr("Scale-up link/chip"),
+                        tr("Network/node"), tr("Price/h"), tr("Origin")},
+                       this);
+    tabs_->addTab(models_, tr("Models"));
+    tabs_->addTab(chips_, tr("Chips"));
+    tabs_->addTab(nodes_, tr("Node types"));
+
+    title_ = new QLabel(this);
+    title_->setTextFormat(Qt::PlainText);
+    QFont f = title_->font();
+    f.setBold(true);
+    title_->setFont(f);
+    details_ = new QTreeWidget(this);
+    details_->setColumnCount(2);
+    details_->setHeaderLabels({tr("Field"), tr("Value")});
+    details_->setRootIsDecorated(false);
+    details_->setWordWrap(true);
+    details_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+
+    auto* right = new QWidget(this);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    rightLayout->addWidget(title_);
+    rightLayout->addWidget(details_);
+
+    auto* splitter = new QSplitter(this);
+    splitter->addWidget(tabs_);
+    splitter->addWidget(right);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 2);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(splitter);
+
+    for (QTableWidget* t : {models_, chips_, nodes_})
+        connect(t, &QTableWidget::itemSelectionChanged, this, [this, t] { showDetails(t); });
+    connect(tabs_, &QTabWidget::currentChanged, this,
+            [this](int i) { showDetails(qobject_cast<QTableWidget*>(tabs_->widget(i))); });
+    reload();
+}
+
+void CatalogPage::reload()
+{
+    for (QTableWidget* t : {models_, chips_, nodes_}) {
+        t->setSortingEnabled(false);
+        t->setRowCount(0);
+    }
+    auto addRow = [](QTableWidget* t, const QList<QTableWidgetItem*>& items) {
+        const int row = t->rowCount();
+        t->insertRow(row);
+        for (int c = 0; c < items.size(); ++c)
+            t->setItem(row, c, items[c]);
+    };
+    auto origin = [](bool builtin) { return new QTableWidgetItem(builtin ? tr("built-in") : tr("yours")); };
+    for (const CatalogEntry& e : catalog_.list()) {
+        try {
+            switch (e.kind) {
+            case EntryKind::Model: {
+                const ModelSpec m = catalog_.model(e.name);
+                const double p = double(parameterCount(m));
+                addRow(models_, {new QTableWidgetItem(q(m.name)), new QTableWidgetItem(q(m.display_name)),
+                                 new QTableWidgetItem(toString(m.family)),
+                                 numberItem(m.totalLayers(), QString::number(m.totalLayers())),
+                                 numberItem(m.hidden, QString::number(m.hidden)),
+                                 numberItem(p, q(formatCount(parameterCount(m)))), origin(e.builtin)});
+                break;
+            }
+            case EntryKind::Chip: {
+                const ChipSpec c = catalog_.chip(e.name);
+                addRow(chips_, {new QTableWidgetItem(q(c.name)), new QTableWidgetItem(q(c.display_name)),
+                                numberItem(c.peak_flops_bf16, c.peak_flops_bf16 > 0
+                                                                  ? q(formatSi(c.peak_flops_bf16, "FLOP/s"))
+                                                                  : tr("not published")),
+                                numberItem(c.hbm_bytes, q(formatBytes(c.hbm_bytes))),
+                                numberItem(c.hbm_bytes_per_second, q(formatSi(c.hbm_bytes_per_second, "B/s"))),
+                                numberItem(c.devices_per_chip, QString::number(c.devices_per_chip)),
+                                origin(e.builtin)});
+                break;
+            }
+            case EntryKind::Node: {
+                const NodeType n = catalog_.node(e.name);
+                auto known = [](double v, const std::string& unit) {
+                    return numberItem(v, v > 0 ? q(formatSi(v, unit)) : tr("not published"));
+                };
+                addRow(nodes_, {new QTableWidgetItem(q(n.name)), new QTableWidgetItem(q(n.display_name)),
+                                numberItem(n.chips_per_node, QString::number(n.chips_per_node) + " x " + q(n.chip.name)),
+                                numberItem(n.devicesPerNode(), QString::number(n.devicesPerNode())),
+                                known(n.intra_link_bytes_per_second, "B/s"),
+                                known(n.inter_node_bytes_per_second, "B/s"),
+                                numberItem(n.price_per_node_hour_usd,
+                                           n.price_per_node_hour_usd > 0
+                                               ? QStringLiteral("$%1").arg(n.price_per_node_hour_usd, 0, 'f', 2)
+                                               : tr("not published")),
+                                origin(e.builtin)});
+                break;
+            }
+            }
+        } catch (const std::exception& ex) {
+            qWarning("catalog entry %s is invalid: %s", e.name.c_str(), ex.what());
+        }
+    }
+    for (QTableWidget* t : {models_, chips_, nodes_}) {
+        t->setSortingEnabled(true);
+        t->resizeColumnsToContents();
+        if (t->rowCount() > 0)
+            t->selectRow(0);
+    }
+    showDetails(qobject_cast<QTableWidget*>(tabs_->currentWidget()));
+}
+
+void CatalogPage::showDetails(QTableWidget* table)
+{
+    details_->clear();
+    if (!table || table->currentRow() < 0 || !table->item(table->currentRow(), 0))
+        return;
+    const std::string name = table->item(table->currentRow(), 0)->text().toStdString();
+    const auto entry = catalog_.find(name);
+    if (!entry)
+        return;
+    std::vector<std::pair<std::string, std::string>> rows;
+    switch (entry->kind) {
+    case EntryKind::Model: rows = describe(catalog_.model(name)); break;
+    case EntryKind::Chip: rows = describe(catalog_.chip(name)); break;
+    case EntryKind::Node: rows = describe(catalog_.node(name)); break;
+    }
+    title_->setText(q(entry->display_name.empty() ? name : entry->display_name));
+    for (const auto& [field, value] : rows) {
+        if (value.empty())
+            continue;
+        auto* item = new QTreeWidgetItem(details_, {q(field), q(value)});
+        item->setToolTip(1, q(value));
+    }
+}
+
+} // namespace shardscope

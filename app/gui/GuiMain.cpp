@@ -1,0 +1,62 @@
+// shardscope: the desktop application.
+//   shardscope [--db PATH] [--screenshots DIR [--size WxH]]
+#include "Catalog.h"
+#include "MainWindow.h"
+#include "Version.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QMessageBox>
+
+#include <cstdio>
+
+int main(int argc, char** argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("shardscope"));
+    QApplication::setApplicationDisplayName(QStringLiteral("ShardScope"));
+    QApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Plan and validate parallel training layouts"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const QCommandLineOption db(QStringLiteral("db"), QStringLiteral("Catalog database file."), QStringLiteral("PATH"));
+    const QCommandLineOption shots(QStringLiteral("screenshots"),
+                                   QStringLiteral("Save a PNG of every page into DIR, then exit."), QStringLiteral("DIR"));
+    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots."),
+                                  QStringLiteral("WxH"), QStringLiteral("1440x900"));
+    parser.addOptions({db, shots, size});
+    parser.process(app);
+
+    const QString dbPath = parser.isSet(db) ? parser.value(db) : shardscope::Catalog::defaultPath();
+    std::unique_ptr<shardscope::Catalog> catalog;
+    try {
+        catalog = std::make_unique<shardscope::Catalog>(dbPath);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "shardscope: %s\n", e.what());
+        if (QApplication::platformName() != QLatin1String("offscreen"))
+            QMessageBox::critical(nullptr, QStringLiteral("ShardScope"), QString::fromUtf8(e.what()));
+        return 1;
+    }
+
+    shardscope::MainWindow window(*catalog);
+    if (parser.isSet(shots)) {
+        const QStringList wh = parser.value(size).split(QLatin1Char('x'));
+        bool okW = false, okH = false;
+        const int w = wh.value(0).toInt(&okW), h = wh.value(1).toInt(&okH);
+        if (wh.size() != 2 || !okW || !okH || w < 320 || h < 240) {
+            std::fprintf(stderr, "shardscope: --size %s: expected WIDTHxHEIGHT, at least 320x240\n",
+                         qPrintable(parser.value(size)));
+            return 2;
+        }
+        window.resize(w, h);
+        window.show();
+        const QStringList files = window.saveScreenshots(parser.value(shots));
+        for (const QString& f : files)
+            std::printf("%s\n", qPrintable(f));
+        return files.isEmpty() ? 1 : 0;
+    }
+    window.show();
+    return app.exec();
+}

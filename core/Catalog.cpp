@@ -1,0 +1,597 @@
+#include "Catalog.h"
+#include "JsonReader.h"
+#include "SpecJson.h"
+
+#include <QCryptographicHash>
+#include <QDateTime>
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QStandardPaths>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+
+namespace shardscope {
+
+namespace {
+
+constexpr std::array kEntryKindNames{
+    EnumName<EntryKind>{EntryKind::Model, "model"},
+    EnumName<EntryKind>{EntryKind::Chip, "chip"},
+    EnumName<EntryKind>{EntryKind::Node, "node"},
+};
+
+QString nowText() { return QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs); }
+
+std::string sqlError(const QSqlQuery& q) { return q.lastError().text().toStdString(); }
+
+// Levenshtein distance, for "did you mean" suggestions on a mistyped name.
+int editDistance(const std::string& a, const std::string& b)
+{
+    std::vector<int> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j)
+        row[j] = int(j);
+    for (size_t i = 1; i <= a.size(); ++i) {
+        int diagonal = row[0];
+        row[0] = int(i);
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const int up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// A parsed entry ready to store.
+struct ParsedEntry {
+    EntryKind kind;
+    std::string name;
+    std::string display_name;
+    QJsonObject document;
+    std::string path;
+};
+
+// The schema, one step per version. Step i takes version i to i+1.
+const std::vector<std::vector<const char*>>& migrations()
+{
+    static const std::vector<std::vector<const char*>> steps{
+        // 0 -> 1: entries and key/value metadata
+        {"CREATE TABLE entries (name TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('model','chip','node')),"
+         " builtin INTEGER NOT NULL, display_name TEXT NOT NULL DEFAULT '', document TEXT NOT NULL,"
+         " created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
+         "CREATE INDEX entries_kind ON entries(kind)",
+         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"},
+        // 1 -> 2: saved plans (a problem, a layout and its prediction as JSON)
+        {"CREATE TABLE plans (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, created_at TEXT NOT NULL,"
+         " software_version TEXT NOT NULL, document TEXT NOT NULL)"},
+    };
+    return steps;
+}
+
+} // namespace
+
+const char* toString(EntryKind kind) { return enumToString<EntryKind>(kEntryKindNames, kind); }
+
+std::optional<EntryKind> entryKindFromString(const std::string& text)
+{
+    std::string singular = text;
+    if (!singular.empty() && singular.back() == 's')
+        singular.pop_back();
+    return enumFromString<EntryKind>(kEntryKindNames, singular);
+}
+
+QString Catalog::defaultPath()
+{
+    const QByteArray env = qgetenv("SHARDSCOPE_DB");
+    if (!env.isEmpty())
+        return QString::fromLocal8Bit(env);
+    QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    if (dir.isEmpty())
+        dir = QDir::homePath() + QStringLiteral("/.local/share/shardscope");
+    return dir + QStringLiteral("/catalog.sqlite");
+}
+
+Catalog::Catalog(const QString& path) : path_(path)
+{
+    static std::atomic<int> counter{0};
+    connection_ = QStringLiteral("shardscope-catalog-%1").arg(counter.fetch_add(1));
+    openOrRecover();
+}
+
+Catalog::~Catalog()
+{
+    {
+        QSqlDatabase db = QSqlDatabase::database(connection_, false);
+        if (db.isOpen())
+            db.close();
+    }
+    QSqlDatabase::removeDatabase(connection_);
+}
+
+void Catalog::exec(const QString& sql) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    if (!q.exec(sql))
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q) + " (in: " + sql.toStdString() + ")");
+}
+
+int Catalog::schemaVersion() const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    if (!q.exec(QStringLiteral("PRAGMA user_version")) || !q.next())
+        return -1;
+    return q.value(0).toInt();
+}
+
+void Catalog::openOrRecover()
+{
+    const QFileInfo info(path_);
+    if (!QDir().mkpath(info.absolutePath()))
+        throw CatalogError("cannot create the folder " + info.absolutePath().toStdString() + " for the catalog");
+    if (!QSqlDatabase::isDriverAvailable(QStringLiteral("QSQLITE")))
+        throw CatalogError("the Qt SQLite driver (QSQLITE) is not installed: install libqt6sql6-sqlite");
+
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        {
+            QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection_);
+            db.setDatabaseName(path_);
+            if (!db.open())
+                throw CatalogError("cannot open catalog " + path_.toStdString() + ": " +
+                                   db.lastError().text().toStdString());
+            // A file that is not a database fails here, on the first read.
+            QSqlQuery check(db);
+            const bool healthy = check.exec(QStringLiteral("PRAGMA quick_check")) && check.next() &&
+                                 check.value(0).toString() == QLatin1String("ok");
+            check.finish();
+            if (healthy)
+                break;
+            db.close();
+        }
+        QSqlDatabase::removeDatabase(connection_);
+        if (attempt == 1)
+            throw CatalogError("catalog " + path_.toStdString() + " is unusable even after recreating it");
+        // Keep the damaged file for the user; never delete it.
+        const QString aside = path_ + QStringLiteral(".corrupt-") +
+                              QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMddTHHmmsszzz"));
+        if (!QFile::rename(path_, aside))
+            throw CatalogError("catalog " + path_.toStdString() + " is not a valid database and could not be moved aside");
+        for (const char* suffix : {"-wal", "-shm"})
+            QFile::rename(path_ + QLatin1String(suffix), aside + QLatin1String(suffix));
+        notices_.push_back("catalog " + path_.toStdString() + " was not a valid database; it was moved to " +
+                           aside.toStdString() + " and a new catalog was created");
+    }
+
+    const int version = schemaVersion();
+    if (version > kSchemaVersion)
+        throw CatalogError("catalog " + path_.toStdString() + " has schema version " + std::to_string(version) +
+                           ", newer than this ShardScope supports (" + std::to_string(kSchemaVersion) +
+                           "); it was left unchanged. Use a newer ShardScope or another file (--db PATH).");
+    if (version == 0) {
+        QSqlQuery q(QSqlDatabase::database(connection_));
+        if (q.exec(QStringLiteral("SELECT count(*) FROM sqlite_master")) && q.next() && q.value(0).toInt() > 0)
+            throw CatalogError("catalog " + path_.toStdString() +
+                               " is an SQLite database of another program; it was left unchanged. "
+                               "Choose another file with --db PATH.");
+    }
+    exec(QStringLiteral("PRAGMA journal_mode=WAL"));
+    exec(QStringLiteral("PRAGMA foreign_keys=ON"));
+    if (version < kSchemaVersion)
+        migrate(version);
+    seedBuiltins();
+}
+
+void Catalog::migrate(int from)
+{
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
+    try {
+        for (int v = from; v < kSchemaVersion; ++v)
+            for (const char* sql : migrations()[size_t(v)])
+                exec(QString::fromLatin1(sql));
+        exec(QStringLiteral("PRAGMA user_version = %1").arg(kSchemaVersion));
+    } catch (...) {
+        db.rollback();
+        throw;
+    }
+    if (!db.commit())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+    if (from > 0)
+        notices_.push_back("catalog " + path_.toStdString() + " was upgraded from schema version " +
+                           std::to_string(from) + " to " + std::to_string(kSchemaVersion));
+}
+
+namespace {
+
+// Reads one entry document of any kind; chips for node references come first
+// from `bundleChips`, then from `lookup`.
+std::optional<ParsedEntry> parseEntry(const QJsonObject& doc, const std::string& path, FieldErrors& errors,
+                                      const std::map<std::string, ChipSpec>& bundleChips, const ChipLookup& lookup)
+{
+    const std::string kind = schemaKind(doc);
+    ParsedEntry e;
+    e.path = path;
+    if (kind == "model") {
+        auto m = modelFromJson(doc, path, errors);
+        if (!m)
+            return std::nullopt;
+        e = {EntryKind::Model, m->name, m->display_name, toJson(*m), path};
+    } else if (kind == "chip") {
+        auto c = chipFromJson(doc, path, errors);
+        if (!c)
+            return std::nullopt;
+        e = {EntryKind::Chip, c->name, c->display_name, toJson(*c), path};
+    } else if (kind == "node") {
+        auto find = [&](const std::string& name) -> std::optional<ChipSpec> {
+            if (auto it = bundleChips.find(name); it != bundleChips.end())
+                return it->second;
+            return lookup(name);
+        };
+        auto n = nodeFromJson(doc, path, errors, find);
+        if (!n)
+            return std::nullopt;
+        e = {EntryKind::Node, n->name, n->display_name, toJson(*n), path};
+    } else {
+        const QJsonValue schema = doc.value(QLatin1String("schema"));
+        errors.push_back({path + ".schema", schema.isUndefined()
+                                                ? std::string("is required (e.g. \"shardscope.model/1\")")
+                                                : "\"" + schema.toString().toStdString() +
+                                                      "\" is not a model, chip or node document"});
+        return std::nullopt;
+    }
+    return e;
+}
+
+// Entries of a bundle or the single document, with the path each is reported under.
+std::vector<std::pair<QJsonObject, std::string>> documentsOf(const QJsonObject& document, FieldErrors& errors)
+{
+    std::vector<std::pair<QJsonObject, std::string>> docs;
+    if (schemaKind(document) != "catalog") {
+        const std::string kind = schemaKind(document);
+        docs.emplace_back(document, kind.empty() ? std::string("document") : kind);
+        return docs;
+    }
+    JsonReader r(document, "", errors);
+    checkSchema(r, "catalog", 1);
+    r.rejectUnknownKeys({"schema", "entries"});
+    const QJsonValue entries = document.value(QLatin1String("entries"));
+    if (!entries.isArray()) {
+        errors.push_back({"entries", "expected an array of model, chip or node documents"});
+        return docs;
+    }
+    const QJsonArray array = entries.toArray();
+    for (qsizetype i = 0; i < array.size(); ++i) {
+        const std::string path = "entries[" + std::to_string(i) + "]";
+        if (!array[i].isObject())
+            errors.push_back({path, "expected an object"});
+        else
+            docs.emplace_back(array[i].toObject(), path);
+    }
+    return docs;
+}
+
+// Parses every document; chips first so that nodes in the same bundle can use them.
+std::vector<ParsedEntry> parseAll(const std::vector<std::pair<QJsonObject, std::string>>& docs, FieldErrors& errors,
+                                  const ChipLookup& lookup)
+{
+    std::map<std::string, ChipSpec> bundleChips;
+    std::vector<ParsedEntry> parsed;
+    for (const auto& [doc, path] : docs) {
+        if (schemaKind(doc) != "chip")
+            continue;
+        if (auto c = chipFromJson(doc, path, errors))
+            bundleChips[c->name] = *c;
+    }
+    for (const auto& [doc, path] : docs) {
+        if (schemaKind(doc) == "chip") {
+            if (auto c = bundleChips.find(doc.value(QLatin1String("name")).toString().toStdString());
+                c != bundleChips.end())
+                parsed.push_back({EntryKind::Chip, c->second.name, c->second.display_name, toJson(c->second), path});
+            continue;
+        }
+        if (auto e = parseEntry(doc, path, errors, bundleChips, lookup))
+            parsed.push_back(*e);
+    }
+    return parsed;
+}
+
+} // namespace
+
+void Catalog::seedBuiltins()
+{
+    // Hash the built-in resources with the schema, reseed only when they changed.
+    QCryptographicHash hash(QCryptographicHash::Sha256);
+    std::vector<std::pair<QString, QByteArray>> files;
+    QDirIterator it(QStringLiteral(":/catalog"), {QStringLiteral("*.json")}, QDir::Files);
+    while (it.hasNext()) {
+        const QString file = it.next();
+        QFile f(file);
+        if (!f.open(QIODevice::ReadOnly))
+            throw CatalogError("cannot read built-in resource " + file.toStdString());
+        files.emplace_back(file, f.readAll());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty())
+        throw CatalogError("no built-in catalog data in the resources (:/catalog/*.json)");
+    for (const auto& [name, bytes] : files) {
+        hash.addData(name.toUtf8());
+        hash.addData(bytes);
+    }
+    const QString digest = QString::fromLatin1(hash.result().toHex());
+
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    {
+        QSqlQuery q(db);
+        q.prepare(QStringLiteral("SELECT value FROM meta WHERE key = 'builtin_sha256'"));
+        if (q.exec() && q.next() && q.value(0).toString() == digest)
+            return;
+    }
+
+    FieldErrors errors;
+    std::vector<std::pair<QJsonObject, std::string>> docs;
+    for (const auto& [name, bytes] : files) {
+        const std::string file = name.toStdString();
+        const QJsonObject root = parseJsonObject(bytes, file, errors);
+        for (auto& [doc, path] : documentsOf(root, errors))
+            docs.emplace_back(doc, file + ": " + path);
+    }
+    const std::vector<ParsedEntry> parsed = parseAll(docs, errors, [](const std::string&) { return std::nullopt; });
+    if (!errors.empty())
+        throw CatalogError("built-in catalog data is invalid:\n" + joinErrors(errors));
+
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
+    try {
+        exec(QStringLiteral("DELETE FROM entries WHERE builtin = 1"));
+        const QString now = nowText();
+        for (const ParsedEntry& e : parsed) {
+            QSqlQuery clash(db);
+            clash.prepare(QStringLiteral("SELECT 1 FROM entries WHERE name = ?"));
+            clash.addBindValue(QString::fromStdString(e.name));
+            if (clash.exec() && clash.next()) {
+                notices_.push_back("your entry \"" + e.name + "\" shadows a built-in entry of the same name");
+                continue;
+            }
+            QSqlQuery q(db);
+            q.prepare(QStringLiteral("INSERT INTO entries (name, kind, builtin, display_name, document, created_at,"
+                                     " updated_at) VALUES (?, ?, 1, ?, ?, ?, ?)"));
+            q.addBindValue(QString::fromStdString(e.name));
+            q.addBindValue(QLatin1String(toString(e.kind)));
+            q.addBindValue(QString::fromStdString(e.display_name));
+            q.addBindValue(QString::fromUtf8(QJsonDocument(e.document).toJson(QJsonDocument::Compact)));
+            q.addBindValue(now);
+            q.addBindValue(now);
+            if (!q.exec())
+                throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+        }
+        QSqlQuery q(db);
+        q.prepare(QStringLiteral("INSERT OR REPLACE INTO meta (key, value) VALUES ('builtin_sha256', ?)"));
+        q.addBindValue(digest);
+        if (!q.exec())
+            throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+    } catch (...) {
+        db.rollback();
+        throw;
+    }
+    if (!db.commit())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+}
+
+CatalogEntry Catalog::entryFromRow(const QSqlQuery& q) const
+{
+    CatalogEntry e;
+    e.name = q.value(0).toString().toStdString();
+    e.kind = entryKindFromString(q.value(1).toString().toStdString()).value_or(EntryKind::Model);
+    e.builtin = q.value(2).toBool();
+    e.display_name = q.value(3).toString().toStdString();
+    e.document = QJsonDocument::fromJson(q.value(4).toString().toUtf8()).object();
+    return e;
+}
+
+std::vector<CatalogEntry> Catalog::list(std::optional<EntryKind> kind) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    QString sql = QStringLiteral("SELECT name, kind, builtin, display_name, document FROM entries");
+    if (kind)
+        sql += QStringLiteral(" WHERE kind = ?");
+    // Built-ins in their file order would be nicer, but name order is stable and predictable.
+    sql += QStringLiteral(" ORDER BY CASE kind WHEN 'model' THEN 0 WHEN 'chip' THEN 1 ELSE 2 END, builtin DESC, name");
+    q.prepare(sql);
+    if (kind)
+        q.addBindValue(QLatin1String(toString(*kind)));
+    if (!q.exec())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+    std::vector<CatalogEntry> out;
+    while (q.next())
+        out.push_back(entryFromRow(q));
+    return out;
+}
+
+std::optional<CatalogEntry> Catalog::find(const std::string& name) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    q.prepare(QStringLiteral("SELECT name, kind, builtin, display_name, document FROM entries WHERE name = ?"));
+    q.addBindValue(QString::fromStdString(name));
+    if (!q.exec())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+    if (!q.next())
+        return std::nullopt;
+    return entryFromRow(q);
+}
+
+std::string Catalog::nearMatches(const std::string& name, std::optional<EntryKind> kind) const
+{
+    std::vector<std::pair<int, std::string>> scored;
+    for (const CatalogEntry& e : list(kind)) {
+        const int d = editDistance(name, e.name);
+        if (d <= 3 || e.name.find(name) != std::string::npos)
+            scored.emplace_back(d, e.name);
+    }
+    std::sort(scored.begin(), scored.end());
+    std::string out;
+    for (size_t i = 0; i < scored.size() && i < 4; ++i)
+        out += (i ? ", " : "") + scored[i].second;
+    return out.empty() ? std::string() : " (did you mean: " + out + "?)";
+}
+
+CatalogEntry Catalog::entry(const std::string& name) const
+{
+    if (auto e = find(name))
+        return *e;
+    throw InputError("no entry named \"" + name + "\" in the catalog" + nearMatches(name, std::nullopt));
+}
+
+namespace {
+
+const char* articleKind(EntryKind kind)
+{
+    switch (kind) {
+    case EntryKind::Model: return "model";
+    case EntryKind::Chip: return "chip";
+    case EntryKind::Node: return "node type";
+    }
+    return "entry";
+}
+
+} // namespace
+
+ModelSpec Catalog::model(const std::string& name) const
+{
+    const auto e = find(name);
+    if (!e || e->kind != EntryKind::Model)
+        throw InputError("no " + std::string(articleKind(EntryKind::Model)) + " named \"" + name +
+                         "\" in the catalog" + nearMatches(name, EntryKind::Model));
+    FieldErrors errors;
+    auto m = modelFromJson(e->document, "model", errors);
+    if (!m)
+        throw CatalogError("stored model \"" + name + "\" is invalid: " + joinErrors(errors));
+    return *m;
+}
+
+std::optional<ChipSpec> Catalog::findChip(const std::string& name) const
+{
+    const auto e = find(name);
+    if (!e || e->kind != EntryKind::Chip)
+        return std::nullopt;
+    FieldErrors errors;
+    return chipFromJson(e->document, "chip", errors);
+}
+
+ChipSpec Catalog::chip(const std::string& name) const
+{
+    if (auto c = findChip(name))
+        return *c;
+    throw InputError("no chip named \"" + name + "\" in the catalog" + nearMatches(name, EntryKind::Chip));
+}
+
+NodeType Catalog::node(const std::string& name) const
+{
+    const auto e = find(name);
+    if (!e || e->kind != EntryKind::Node)
+        throw InputError("no " + std::string(articleKind(EntryKind::Node)) + " named \"" + name +
+                         "\" in the catalog" + nearMatches(name, EntryKind::Node));
+    FieldErrors errors;
+    auto n = nodeFromJson(e->document, "node", errors, [this](const std::string& c) { return findChip(c); });
+    if (!n)
+        throw CatalogError("stored node type \"" + name + "\" is invalid: " + joinErrors(errors));
+    return *n;
+}
+
+std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bool replace)
+{
+    FieldErrors errors;
+    const auto docs = documentsOf(document, errors);
+    const std::vector<ParsedEntry> parsed =
+        parseAll(docs, errors, [this](const std::string& c) { return findChip(c); });
+
+    std::set<std::string> seen;
+    for (const ParsedEntry& e : parsed) {
+        if (!seen.insert(e.name).second) {
+            errors.push_back({e.path + ".name", "\"" + e.name + "\" appears twice in this file"});
+            continue;
+        }
+        if (const auto existing = find(e.name)) {
+            if (existing->builtin)
+                errors.push_back({e.path + ".name", "\"" + e.name + "\" is a built-in entry and cannot be replaced; "
+                                                                    "import it under another name"});
+            else if (existing->kind != e.kind)
+                errors.push_back({e.path + ".name", "\"" + e.name + "\" is already a " + toString(existing->kind)});
+            else if (!replace)
+                errors.push_back({e.path + ".name", "\"" + e.name + "\" already exists; use --replace to overwrite it"});
+        }
+    }
+    if (!errors.empty())
+        throw InputError(errors);
+
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
+    std::vector<std::string> names;
+    try {
+        const QString now = nowText();
+        for (const ParsedEntry& e : parsed) {
+            QSqlQuery q(db);
+            q.prepare(QStringLiteral(
+                "INSERT INTO entries (name, kind, builtin, display_name, document, created_at, updated_at)"
+                " VALUES (?, ?, 0, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET display_name = excluded.display_name,"
+                " document = excluded.document, updated_at = excluded.updated_at"));
+            q.addBindValue(QString::fromStdString(e.name));
+            q.addBindValue(QLatin1String(toString(e.kind)));
+            q.addBindValue(QString::fromStdString(e.display_name));
+            q.addBindValue(QString::fromUtf8(QJsonDocument(e.document).toJson(QJsonDocument::Compact)));
+            q.addBindValue(now);
+            q.addBindValue(now);
+            if (!q.exec())
+                throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+            names.push_back(e.name);
+        }
+    } catch (...) {
+        db.rollback();
+        throw;
+    }
+    if (!db.commit()) {
+        db.rollback();
+        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+    }
+    return names;
+}
+
+void Catalog::remove(const std::string& name)
+{
+    const CatalogEntry e = entry(name);
+    if (e.builtin)
+        throw InputError("\"" + name + "\" is a built-in entry and cannot be removed");
+    if (e.kind == EntryKind::Chip) {
+        std::string users;
+        for (const CatalogEntry& n : list(EntryKind::Node))
+            if (n.document.value(QLatin1String("chip")).toString().toStdString() == name)
+                users += (users.empty() ? "" : ", ") + n.name;
+        if (!users.empty())
+            throw InputError("chip \"" + name + "\" is used by node types " + users + "; remove them first");
+    }
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
+    QSqlQuery q(db);
+    q.prepare(QStringLiteral("DELETE FROM entries WHERE name = ? AND builtin = 0"));
+    q.addBindValue(QString::fromStdString(name));
+    if (!q.exec()) {
+        const std::string message = sqlError(q);
+        db.rollback();
+        throw CatalogError("catalog " + path_.toStdString() + ": " + message);
+    }
+    if (!db.commit())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+}
+
+} // namespace shardscope

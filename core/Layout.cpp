@@ -1,0 +1,207 @@
+#include "Layout.h"
+#include "HardwareSpec.h"
+#include "ModelSpec.h"
+#include "SpecEnums.h"
+#include "TrainingSpec.h"
+
+#include <charconv>
+#include <sstream>
+#include <string_view>
+
+namespace shardscope {
+
+int microBatchesPerStep(const Layout& layout, const TrainingSpec& training)
+{
+    const std::int64_t perStep = std::int64_t(layout.dp) * layout.micro_batch;
+    return perStep > 0 ? int(training.global_batch / perStep) : 0;
+}
+
+namespace {
+
+bool parseInt(std::string_view text, int& out)
+{
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return ec == std::errc() && ptr == end;
+}
+
+std::string trimmed(std::string_view s)
+{
+    while (!s.empty() && s.front() == ' ')
+        s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ')
+        s.remove_suffix(1);
+    return std::string(s);
+}
+
+template <class E, size_t N>
+void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& key, const std::string& value,
+                    E& out, FieldErrors& errors)
+{
+    if (auto v = enumFromString<E>(table, value))
+        out = *v;
+    else
+        errors.push_back({"layout." + key, "unknown value \"" + value + "\" (" + enumChoices<E>(table) + ")"});
+}
+
+} // namespace
+
+Layout parseLayout(const std::string& text, FieldErrors& errors)
+{
+    Layout layout;
+    layout.dp = 0;  // "fill the remaining devices" unless given
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        item = trimmed(item);
+        if (item.empty())
+            continue;
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos) {
+            errors.push_back({"layout", "\"" + item + "\" is not key=value"});
+            continue;
+        }
+        const std::string key = trimmed(std::string_view(item).substr(0, eq));
+        const std::string value = trimmed(std::string_view(item).substr(eq + 1));
+        int* intField = nullptr;
+        if (key == "dp") intField = &layout.dp;
+        else if (key == "tp") intField = &layout.tp;
+        else if (key == "pp") intField = &layout.pp;
+        else if (key == "cp") intField = &layout.cp;
+        else if (key == "zero") intField = &layout.zero_stage;
+        else if (key == "zero_group") intField = &layout.zero_group;
+        else if (key == "mb") intField = &layout.micro_batch;
+        else if (key == "v") intField = &layout.virtual_stages;
+
+        if (intField) {
+            if (!parseInt(value, *intField))
+                errors.push_back({"layout." + key, "\"" + value + "\" is not an integer"});
+        } else if (key == "sp") {
+            if (value == "on" || value == "true" || value == "1")
+                layout.sequence_parallel = true;
+            else if (value == "off" || value == "false" || value == "0")
+                layout.sequence_parallel = false;
+            else
+                errors.push_back({"layout.sp", "unknown value \"" + value + "\" (one of: on, off)"});
+        } else if (key == "schedule") {
+            parseEnumValue(kScheduleNames, key, value, layout.schedule, errors);
+        } else if (key == "recompute") {
+            parseEnumValue(kRecomputeNames, key, value, layout.recompute, errors);
+        } else if (key == "offload") {
+            parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
+        } else {
+            errors.push_back({"layout." + key, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
+                                               "schedule, v, recompute, offload)"});
+        }
+    }
+    return layout;
+}
+
+std::string toString(const Layout& l)
+{
+    std::ostringstream out;
+    out << "dp=" << l.dp << ",tp=" << l.tp << ",pp=" << l.pp << ",cp=" << l.cp
+        << ",sp=" << (l.sequence_parallel ? "on" : "off") << ",zero=" << l.zero_stage
+        << ",zero_group=" << l.zero_group << ",mb=" << l.micro_batch << ",schedule=" << toString(l.schedule)
+        << ",v=" << l.virtual_stages << ",recompute=" << toString(l.recompute) << ",offload=" << toString(l.offload);
+    return out.str();
+}
+
+void resolveDataParallel(Layout& layout, std::int64_t devices, FieldErrors& errors)
+{
+    if (layout.dp != 0)
+        return;
+    const std::int64_t model = std::int64_t(layout.tp) * layout.pp * layout.cp;
+    if (model <= 0 || devices % model != 0) {
+        errors.push_back({"layout.dp", "tp x pp x cp = " + std::to_string(model) + " does not divide the " +
+                                           std::to_string(devices) + " devices"});
+        layout.dp = 1;
+        return;
+    }
+    layout.dp = int(devices / model);
+}
+
+FieldErrors validate(const Layout& l, const std::string& path)
+{
+    FieldErrors errors;
+    auto add = [&](const char* field, const std::string& message) {
+        errors.push_back({path + "." + field, message});
+    };
+    auto positive = [&](const char* field, int value) {
+        if (value < 1 || value > 1'000'000)
+            add(field, std::to_string(value) + " is out of range [1, 1000000]");
+    };
+    positive("dp", l.dp);
+    positive("tp", l.tp);
+    positive("pp", l.pp);
+    positive("cp", l.cp);
+    positive("mb", l.micro_batch);
+    positive("v", l.virtual_stages);
+    if (l.zero_stage < 0 || l.zero_stage > 3)
+        add("zero", std::to_string(l.zero_stage) + " is not a ZeRO stage (0-3)");
+    if (l.zero_group < 0)
+        add("zero_group", std::to_string(l.zero_group) + " must be 0 (whole dp group) or positive");
+    else if (l.zero_group > 0) {
+        if (l.zero_stage == 0)
+            add("zero_group", "a shard group needs zero >= 1");
+        else if (l.dp >= 1 && l.dp % l.zero_group != 0)
+            add("zero_group", std::to_string(l.zero_group) + " does not divide dp " + std::to_string(l.dp));
+    }
+    if (l.sequence_parallel && l.tp == 1)
+        add("sp", "sequence parallelism splits over the tensor-parallel group and needs tp > 1");
+    if (l.schedule == PipelineSchedule::Interleaved) {
+        if (l.pp < 2)
+            add("schedule", "interleaved 1F1B needs pp >= 2");
+        if (l.virtual_stages < 2)
+            add("v", "interleaved 1F1B needs v >= 2 model chunks per device");
+    } else if (l.virtual_stages != 1) {
+        add("v", "v = " + std::to_string(l.virtual_stages) + " needs schedule=interleaved");
+    }
+    if (l.offload == Offload::Optimizer && l.zero_stage == 0)
+        add("offload", "optimizer offload works on the ZeRO optimizer partition and needs zero >= 1");
+    return errors;
+}
+
+FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, const TrainingSpec& t,
+                     const std::string& path)
+{
+    FieldErrors errors = validate(l, path);
+    if (!errors.empty())
+        return errors;  // the rules below divide by these fields
+    auto add = [&](const char* field, const std::string& message) {
+        errors.push_back({path + "." + field, message});
+    };
+    auto s = [](auto v) { return std::to_string(v); };
+
+    if (l.devices() != c.devices())
+        add("dp", "dp x tp x pp x cp = " + s(l.dp) + " x " + s(l.tp) + " x " + s(l.pp) + " x " + s(l.cp) + " = " +
+                      s(l.devices()) + " does not equal the cluster's " + s(c.devices()) + " devices");
+    if (m.heads % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide heads " + s(m.heads));
+    // KV heads are split when tp divides them, replicated when they divide tp (Megatron, NxD).
+    else if (m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
+        add("tp", s(l.tp) + " neither divides nor is a multiple of kv_heads " + s(m.kv_heads));
+    if (m.ffn_hidden % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide ffn_hidden " + s(m.ffn_hidden));
+    const int chunks = l.pp * l.virtual_stages;
+    if (m.totalLayers() % chunks != 0)
+        add("pp", "pp x v = " + s(chunks) + " does not divide the " + s(m.totalLayers()) + " layers");
+    if (t.seq_len % l.cp != 0)
+        add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));
+    if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)
+        add("sp", "sequence parallelism needs tp x cp = " + s(l.cp * l.tp) + " to divide the sequence length " +
+                      s(t.seq_len));
+    const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;
+    if (t.global_batch % perStep != 0)
+        add("mb", "dp x mb = " + s(perStep) + " does not divide the global batch " + s(t.global_batch));
+    else if (l.schedule == PipelineSchedule::Interleaved && microBatchesPerStep(l, t) % l.pp != 0)
+        add("schedule", "interleaved 1F1B needs the " + s(microBatchesPerStep(l, t)) +
+                            " micro-batches to be a multiple of pp " + s(l.pp));
+    return errors;
+}
+
+const char* toString(PipelineSchedule v) { return enumToString<PipelineSchedule>(kScheduleNames, v); }
+const char* toString(Recompute v) { return enumToString<Recompute>(kRecomputeNames, v); }
+const char* toString(Offload v) { return enumToString<Offload>(kOffloadNames, v); }
+
+} // namespace shardscope

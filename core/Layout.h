@@ -1,0 +1,62 @@
+// Layout: how one training step is spread over the cluster's devices.
+// Device mesh order is tp innermost, then cp, then dp, then pp (Megatron's
+// order), so tp groups sit on neighbouring devices of a node.
+#pragma once
+
+#include "FieldError.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardscope {
+
+struct ModelSpec;
+struct ClusterSpec;
+struct TrainingSpec;
+
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+enum class Recompute { None, Selective, Full };
+enum class Offload { None, Optimizer };
+
+struct Layout {
+    int dp = 1;                   // data-parallel replicas
+    int tp = 1;                   // tensor-parallel degree
+    int pp = 1;                   // pipeline stages
+    int cp = 1;                   // context-parallel degree (sequence split for attention)
+    bool sequence_parallel = false;  // Megatron SP: norm/dropout regions split over tp
+    int zero_stage = 0;           // 0: none, 1: optimizer, 2: + gradients, 3: + parameters
+    int zero_group = 0;           // shard-group size; 0 = the whole dp group (FSDP), < dp = HSDP/MiCS
+    int micro_batch = 1;          // sequences per micro-batch per replica
+    PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+    int virtual_stages = 1;       // v: model chunks per device (interleaved 1F1B)
+    Recompute recompute = Recompute::None;
+    Offload offload = Offload::None;
+
+    std::int64_t devices() const { return std::int64_t(dp) * tp * pp * cp; }
+    int zeroGroupSize() const { return zero_group > 0 ? zero_group : dp; }
+    bool operator==(const Layout&) const = default;
+};
+
+// Micro-batches per step and pipeline: global batch / (dp x micro-batch).
+int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
+
+// "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
+// Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
+// devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
+Layout parseLayout(const std::string& text, FieldErrors& errors);
+std::string toString(const Layout& layout);
+
+// dp = devices / (tp x pp x cp) when dp is 0.
+void resolveDataParallel(Layout& layout, std::int64_t devices, FieldErrors& errors);
+
+// The layout's own consistency (ranges, option combinations).
+FieldErrors validate(const Layout& layout, const std::string& path = "layout");
+// The layout's rules against a problem: device count, heads, layers, sequence, batch.
+FieldErrors validate(const Layout& layout, const ModelSpec& model, const ClusterSpec& cluster,
+                     const TrainingSpec& training, const std::string& path = "layout");
+
+const char* toString(PipelineSchedule v);
+const char* toString(Recompute v);
+const char* toString(Offload v);
+
+} // namespace shardscope

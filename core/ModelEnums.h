@@ -1,0 +1,33 @@
+// Spellings of the ModelSpec enums in JSON and on the command line.
+#pragma once
+
+#include "EnumNames.h"
+#include "ModelSpec.h"
+
+#include <array>
+
+namespace shardscope {
+
+inline constexpr std::array kModelFamilyNames{
+    EnumName<ModelFamily>{ModelFamily::DecoderOnly, "decoder"},
+    EnumName<ModelFamily>{ModelFamily::EncoderOnly, "encoder"},
+    EnumName<ModelFamily>{ModelFamily::EncoderDecoder, "encoder-decoder"},
+};
+inline constexpr std::array kMlpKindNames{
+    EnumName<MlpKind>{MlpKind::Gelu, "gelu"},
+    EnumName<MlpKind>{MlpKind::Relu, "relu"},
+    EnumName<MlpKind>{MlpKind::SwiGlu, "swiglu"},
+    EnumName<MlpKind>{MlpKind::GeGlu, "geglu"},
+};
+inline constexpr std::array kPositionKindNames{
+    EnumName<PositionKind>{PositionKind::Learned, "learned"},
+    EnumName<PositionKind>{PositionKind::Rotary, "rotary"},
+    EnumName<PositionKind>{PositionKind::Relative, "relative"},
+    EnumName<PositionKind>{PositionKind::None, "none"},
+};
+inline constexpr std::array kNormKindNames{
+    EnumName<NormKind>{NormKind::LayerNorm, "layernorm"},
+    EnumName<NormKind>{NormKind::RmsNorm, "rmsnorm"},
+};
+
+} // namespace shardscope

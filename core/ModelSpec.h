@@ -1,0 +1,90 @@
+// ModelSpec: the architecture of a transformer, enough to derive its exact
+// parameter count and matmul FLOPs. Parameter counts follow the reference
+// implementations (HF transformers / Megatron): every weight, bias and norm.
+#pragma once
+
+#include "FieldError.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardscope {
+
+enum class ModelFamily { DecoderOnly, EncoderOnly, EncoderDecoder };
+// Gelu/Relu: two matrices (h->f, f->h). SwiGlu/GeGlu: gated, three matrices.
+enum class MlpKind { Gelu, Relu, SwiGlu, GeGlu };
+enum class PositionKind { Learned, Rotary, Relative, None };
+enum class NormKind { LayerNorm, RmsNorm };
+
+struct MoeSpec {
+    int experts = 0;  // 0: dense model
+    int top_k = 0;    // experts active per token
+    bool enabled() const { return experts > 0; }
+    bool operator==(const MoeSpec&) const = default;
+};
+
+struct ModelSpec {
+    std::string name;           // catalog id, lowercase ("llama-2-7b")
+    std::string display_name;   // "Llama 2 7B"
+    std::string source;         // where the architecture is published
+
+    ModelFamily family = ModelFamily::DecoderOnly;
+    int layers = 0;             // decoder-only/encoder-only: all layers; encoder-decoder: encoder layers
+    int decoder_layers = 0;     // encoder-decoder only
+    int hidden = 0;             // d_model
+    int heads = 0;              // query heads
+    int kv_heads = 0;           // key/value heads (== heads: MHA, 1: MQA, else GQA)
+    int head_dim = 0;           // per head; heads*head_dim may differ from hidden (T5-11B)
+    int ffn_hidden = 0;         // MLP inner size (per expert for MoE)
+    MlpKind mlp = MlpKind::Gelu;
+    int vocab = 0;
+    int max_seq = 0;            // longest sequence the model is defined for
+    int position_table = 0;     // learned positions: table rows (0 = max_seq; RoBERTa 514)
+    int token_types = 0;        // BERT segment embeddings (0: none)
+    int relative_buckets = 0;   // T5 relative attention bias buckets (per stack, per head)
+    PositionKind positions = PositionKind::Learned;
+    NormKind norm = NormKind::LayerNorm;
+    bool bias = true;           // biases on linear layers
+    bool tied_embeddings = true;  // LM head shares the token embedding
+    bool embedding_norm = false;  // a norm right after the embeddings (BERT)
+    bool final_norm = true;       // a norm after the last layer of each stack (pre-norm models)
+    bool pooler = false;          // BERT pooler (dense h->h)
+    MoeSpec moe;
+
+    int qDim() const { return heads * head_dim; }
+    int kvDim() const { return kv_heads * head_dim; }
+    int totalLayers() const { return layers + (family == ModelFamily::EncoderDecoder ? decoder_layers : 0); }
+    bool operator==(const ModelSpec&) const = default;
+};
+
+// Parameter counts by component, exact.
+struct ParameterBreakdown {
+    std::int64_t embeddings = 0;       // token (+ position, token-type, embedding norm, relative bias)
+    std::int64_t encoder_layer = 0;    // one layer of the main stack (encoder for enc-dec)
+    std::int64_t decoder_layer = 0;    // one decoder layer of an encoder-decoder
+    std::int64_t layers_total = 0;     // all layers
+    std::int64_t final_norms = 0;
+    std::int64_t lm_head = 0;          // untied output projection only
+    std::int64_t pooler = 0;
+    std::int64_t total = 0;
+    std::int64_t active_per_token = 0; // MoE: parameters used by one token (experts top_k of E)
+};
+
+ParameterBreakdown parameterBreakdown(const ModelSpec& model);
+std::int64_t parameterCount(const ModelSpec& model);
+
+// Forward matmul FLOPs (2 per multiply-add) per token at sequence length `seq`:
+// projections, attention scores and values over the full sequence (Megatron's
+// convention, Narayanan et al. 2021 eq. 3), MLP (active experts only), router,
+// and the logit layer. Lookups, norms and softmax are not matmuls and are left out.
+// Encoder-decoder: encoder and decoder both see `seq` tokens; per decoder token.
+std::int64_t forwardFlopsPerToken(const ModelSpec& model, int seq);
+
+FieldErrors validate(const ModelSpec& model, const std::string& path = "model");
+
+const char* toString(ModelFamily v);
+const char* toString(MlpKind v);
+const char* toString(PositionKind v);
+const char* toString(NormKind v);
+
+} // namespace shardscope

@@ -1,0 +1,20 @@
+#include "Problem.h"
+
+namespace shardscope {
+
+FieldErrors validate(const Problem& p)
+{
+    FieldErrors errors = validate(p.model, "model");
+    for (auto&& list : {validate(p.cluster, "cluster"), validate(p.training, "training")})
+        errors.insert(errors.end(), list.begin(), list.end());
+    // Learned position tables cannot be extended; rotary and relative positions can.
+    if (p.model.positions == PositionKind::Learned && p.training.seq_len > p.model.max_seq)
+        errors.push_back({"training.seq_len", std::to_string(p.training.seq_len) + " exceeds " + p.model.name +
+                                                  "'s learned position table of " + std::to_string(p.model.max_seq)});
+    if (p.cluster.node.chip.peakFlops(computeType(p.training.precision)) <= 0)
+        errors.push_back({"training.precision", std::string(toString(p.training.precision)) +
+                                                    " peak is not published for " + p.cluster.node.chip.name});
+    return errors;
+}
+
+} // namespace shardscope

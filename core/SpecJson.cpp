@@ -1,0 +1,389 @@
+#include "SpecJson.h"
+#include "JsonReader.h"
+#include "ModelEnums.h"
+#include "SpecEnums.h"
+
+#include <QJsonValue>
+
+namespace shardscope {
+
+namespace {
+
+QString schemaTag(const char* kind)
+{
+    return QStringLiteral("shardscope.%1/%2").arg(QLatin1String(kind)).arg(kSpecSchemaVersion);
+}
+
+QJsonObject sourcesToJson(const std::map<std::string, std::string>& sources)
+{
+    QJsonObject out;
+    for (const auto& [field, text] : sources)
+        out.insert(QString::fromStdString(field), QString::fromStdString(text));
+    return out;
+}
+
+std::map<std::string, std::string> readSources(JsonReader& r)
+{
+    std::map<std::string, std::string> out;
+    if (!r.has("sources"))
+        return out;
+    JsonReader s = r.object("sources", false);
+    for (auto it = s.json().begin(); it != s.json().end(); ++it) {
+        if (!it.value().isString())
+            s.error(it.key().toUtf8().constData(), "expected a string naming the source");
+        else
+            out[it.key().toStdString()] = it.value().toString().toStdString();
+    }
+    return out;
+}
+
+void putIfPositive(QJsonObject& o, const char* key, double v)
+{
+    if (v > 0)
+        o.insert(QLatin1String(key), v);
+}
+
+// Runs the spec's own validation and adds its problems, re-rooted at `path`.
+template <class T>
+bool appendValidation(const T& value, const std::string& path, FieldErrors& errors)
+{
+    const FieldErrors found = validate(value, path);
+    errors.insert(errors.end(), found.begin(), found.end());
+    return found.empty();
+}
+
+} // namespace
+
+std::string schemaKind(const QJsonObject& json)
+{
+    const QString schema = json.value(QLatin1String("schema")).toString();
+    if (!schema.startsWith(QLatin1String("shardscope.")))
+        return {};
+    const qsizetype slash = schema.indexOf(QLatin1Char('/'));
+    return schema.mid(11, slash < 0 ? -1 : slash - 11).toStdString();
+}
+
+// ---- model ----------------------------------------------------------------
+
+QJsonObject toJson(const ModelSpec& m)
+{
+    QJsonObject o;
+    o.insert("schema", schemaTag("model"));
+    o.insert("name", QString::fromStdString(m.name));
+    if (!m.display_name.empty())
+        o.insert("display_name", QString::fromStdString(m.display_name));
+    if (!m.source.empty())
+        o.insert("source", QString::fromStdString(m.source));
+    o.insert("family", toString(m.family));
+    o.insert("layers", m.layers);
+    if (m.family == ModelFamily::EncoderDecoder)
+        o.insert("decoder_layers", m.decoder_layers);
+    o.insert("hidden", m.hidden);
+    o.insert("heads", m.heads);
+    o.insert("kv_heads", m.kv_heads);
+    o.insert("head_dim", m.head_dim);
+    o.insert("ffn_hidden", m.ffn_hidden);
+    o.insert("mlp", toString(m.mlp));
+    o.insert("vocab", m.vocab);
+    o.insert("max_seq", m.max_seq);
+    if (m.position_table > 0)
+        o.insert("position_table", m.position_table);
+    if (m.token_types > 0)
+        o.insert("token_types", m.token_types);
+    if (m.relative_buckets > 0)
+        o.insert("relative_buckets", m.relative_buckets);
+    o.insert("positions", toString(m.positions));
+    o.insert("norm", toString(m.norm));
+    o.insert("bias", m.bias);
+    o.insert("tied_embeddings", m.tied_embeddings);
+    o.insert("embedding_norm", m.embedding_norm);
+    o.insert("final_norm", m.final_norm);
+    o.insert("pooler", m.pooler);
+    if (m.moe.enabled())
+        o.insert("moe", QJsonObject{{"experts", m.moe.experts}, {"top_k", m.moe.top_k}});
+    // Derived, output only: doubles hold these counts exactly (< 2^53).
+    o.insert("parameters", double(parameterCount(m)));
+    o.insert("flops_per_token", double(forwardFlopsPerToken(m, m.max_seq)));
+    return o;
+}
+
+std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    checkSchema(r, "model", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "name", "display_name", "source", "family", "layers", "decoder_layers", "hidden",
+                         "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
+                         "token_types", "relative_buckets", "positions", "norm", "bias", "tied_embeddings",
+                         "embedding_norm", "final_norm", "pooler", "moe", "parameters", "flops_per_token"});
+    ModelSpec m;
+    m.name = r.string("name", true);
+    m.display_name = r.string("display_name", false);
+    m.source = r.string("source", false);
+    m.family = r.enumeration<ModelFamily>("family", kModelFamilyNames, ModelFamily::DecoderOnly, true);
+    m.layers = r.integer("layers", 0, true, 1, 10000);
+    const bool encDec = m.family == ModelFamily::EncoderDecoder;
+    m.decoder_layers = r.integer("decoder_layers", 0, encDec, encDec ? 1 : 0, 10000);
+    m.hidden = r.integer("hidden", 0, true, 1, 1 << 20);
+    m.heads = r.integer("heads", 0, true, 1, 1 << 14);
+    m.kv_heads = r.integer("kv_heads", m.heads, false, 1, 1 << 14);
+    // Default head size hidden/heads, as in almost every model; T5-11B overrides it.
+    m.head_dim = r.integer("head_dim", m.heads > 0 ? m.hidden / m.heads : 0, false, 1, 1 << 14);
+    m.ffn_hidden = r.integer("ffn_hidden", 0, true, 1, 1 << 22);
+    m.mlp = r.enumeration<MlpKind>("mlp", kMlpKindNames, MlpKind::Gelu, true);
+    m.vocab = r.integer("vocab", 0, true, 1, 1 << 24);
+    m.max_seq = r.integer("max_seq", 0, true, 1, 1 << 24);
+    m.position_table = r.integer("position_table", 0, false, 0, 1 << 24);
+    m.token_types = r.integer("token_types", 0, false, 0, 1 << 16);
+    m.relative_buckets = r.integer("relative_buckets", 0, false, 0, 1 << 16);
+    m.positions = r.enumeration<PositionKind>("positions", kPositionKindNames, PositionKind::Learned, true);
+    m.norm = r.enumeration<NormKind>("norm", kNormKindNames, NormKind::LayerNorm, true);
+    m.bias = r.boolean("bias", false);
+    m.tied_embeddings = r.boolean("tied_embeddings", false);
+    m.embedding_norm = r.boolean("embedding_norm", false);
+    m.final_norm = r.boolean("final_norm", true);
+    m.pooler = r.boolean("pooler", false);
+    if (r.has("moe")) {
+        JsonReader moe = r.object("moe", false);
+        moe.rejectUnknownKeys({"experts", "top_k"});
+        m.moe.experts = moe.integer("experts", 0, true, 1, 4096);
+        m.moe.top_k = moe.integer("top_k", 0, true, 1, 4096);
+    }
+    if (errors.size() != before)
+        return std::nullopt;
+    if (!appendValidation(m, path, errors))
+        return std::nullopt;
+    return m;
+}
+
+// ---- chip -----------------------------------------------------------------
+
+QJsonObject toJson(const ChipSpec& c)
+{
+    QJsonObject o;
+    o.insert("schema", schemaTag("chip"));
+    o.insert("name", QString::fromStdString(c.name));
+    if (!c.vendor.empty())
+        o.insert("vendor", QString::fromStdString(c.vendor));
+    if (!c.display_name.empty())
+        o.insert("display_name", QString::fromStdString(c.display_name));
+    QJsonObject peak;
+    putIfPositive(peak, "fp32", c.peak_flops_fp32);
+    putIfPositive(peak, "bf16", c.peak_flops_bf16);
+    putIfPositive(peak, "fp16", c.peak_flops_fp16);
+    putIfPositive(peak, "fp8", c.peak_flops_fp8);
+    o.insert("peak_flops", peak);
+    o.insert("hbm_bytes", c.hbm_bytes);
+    o.insert("hbm_bytes_per_second", c.hbm_bytes_per_second);
+    o.insert("devices_per_chip", c.devices_per_chip);
+    if (!c.sources.empty())
+        o.insert("sources", sourcesToJson(c.sources));
+    return o;
+}
+
+std::optional<ChipSpec> chipFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    checkSchema(r, "chip", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "name", "vendor", "display_name", "peak_flops", "hbm_bytes",
+                         "hbm_bytes_per_second", "devices_per_chip", "sources"});
+    ChipSpec c;
+    c.name = r.string("name", true);
+    c.vendor = r.string("vendor", false);
+    c.display_name = r.string("display_name", false);
+    JsonReader peak = r.object("peak_flops", true);
+    peak.rejectUnknownKeys({"fp32", "bf16", "fp16", "fp8"});
+    c.peak_flops_fp32 = peak.quantity("fp32", QuantityKind::FlopsPerSecond, false);
+    c.peak_flops_bf16 = peak.quantity("bf16", QuantityKind::FlopsPerSecond, false);
+    c.peak_flops_fp16 = peak.quantity("fp16", QuantityKind::FlopsPerSecond, false);
+    c.peak_flops_fp8 = peak.quantity("fp8", QuantityKind::FlopsPerSecond, false);
+    c.hbm_bytes = r.quantity("hbm_bytes", QuantityKind::Bytes, true);
+    c.hbm_bytes_per_second = r.quantity("hbm_bytes_per_second", QuantityKind::BytesPerSecond, true);
+    c.devices_per_chip = r.integer("devices_per_chip", 1, false, 1, 256);
+    c.sources = readSources(r);
+    if (errors.size() != before || !appendValidation(c, path, errors))
+        return std::nullopt;
+    return c;
+}
+
+// ---- node -----------------------------------------------------------------
+
+QJsonObject toJson(const NodeType& n)
+{
+    QJsonObject o;
+    o.insert("schema", schemaTag("node"));
+    o.insert("name", QString::fromStdString(n.name));
+    if (!n.display_name.empty())
+        o.insert("display_name", QString::fromStdString(n.display_name));
+    o.insert("chip", QString::fromStdString(n.chip.name));
+    o.insert("chips_per_node", n.chips_per_node);
+    o.insert("devices_per_node", n.devicesPerNode());  // derived, output only
+    o.insert("intra_topology", toString(n.intra_topology));
+    putIfPositive(o, "intra_link_bytes_per_second", n.intra_link_bytes_per_second);
+    if (n.scale_up_chips > 0)
+        o.insert("scale_up_chips", n.scale_up_chips);
+    putIfPositive(o, "inter_node_bytes_per_second", n.inter_node_bytes_per_second);
+    putIfPositive(o, "price_per_node_hour_usd", n.price_per_node_hour_usd);
+    if (!n.price_kind.empty())
+        o.insert("price_kind", QString::fromStdString(n.price_kind));
+    if (!n.sources.empty())
+        o.insert("sources", sourcesToJson(n.sources));
+    return o;
+}
+
+std::optional<NodeType> nodeFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors,
+                                     const ChipLookup& findChip)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    checkSchema(r, "node", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "name", "display_name", "chip", "chips_per_node", "devices_per_node",
+                         "intra_topology", "intra_link_bytes_per_second", "scale_up_chips",
+                         "inter_node_bytes_per_second", "price_per_node_hour_usd", "price_kind", "sources"});
+    NodeType n;
+    n.name = r.string("name", true);
+    n.display_name = r.string("display_name", false);
+    const QJsonValue chip = json.value(QLatin1String("chip"));
+    if (chip.isObject()) {
+        if (auto c = chipFromJson(chip.toObject(), r.fieldPath("chip"), errors))
+            n.chip = *c;
+    } else if (chip.isString()) {
+        const std::string chipName = chip.toString().toStdString();
+        if (auto c = findChip ? findChip(chipName) : std::nullopt)
+            n.chip = *c;
+        else
+            r.error("chip", "no chip named \"" + chipName + "\" in the catalog");
+    } else {
+        r.error("chip", chip.isUndefined() ? "is required" : "expected a chip name or a chip object");
+    }
+    n.chips_per_node = r.integer("chips_per_node", 0, true, 1, 4096);
+    n.intra_topology = r.enumeration<Topology>("intra_topology", kTopologyNames, Topology::Switch, true);
+    n.intra_link_bytes_per_second =
+        r.quantity("intra_link_bytes_per_second", QuantityKind::BytesPerSecond, n.chips_per_node > 1);
+    n.scale_up_chips = r.integer("scale_up_chips", 0, false, 0, 1'000'000);
+    n.inter_node_bytes_per_second = r.quantity("inter_node_bytes_per_second", QuantityKind::BytesPerSecond, false);
+    n.price_per_node_hour_usd = r.number("price_per_node_hour_usd", 0, false, 0, 1e6);
+    n.price_kind = r.string("price_kind", false);
+    n.sources = readSources(r);
+    if (errors.size() != before || !appendValidation(n, path, errors))
+        return std::nullopt;
+    return n;
+}
+
+// ---- training -------------------------------------------------------------
+
+QJsonObject toJson(const TrainingSpec& t)
+{
+    return QJsonObject{{"schema", schemaTag("training")},
+                       {"global_batch", t.global_batch},
+                       {"seq_len", t.seq_len},
+                       {"precision", toString(t.precision)},
+                       {"optimizer", toString(t.optimizer)},
+                       {"tokens_to_train", t.tokens_to_train}};
+}
+
+std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    if (r.has("schema"))
+        checkSchema(r, "training", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train"});
+    TrainingSpec t;
+    t.global_batch = r.integer("global_batch", 0, true, 1, 100'000'000);
+    t.seq_len = r.integer("seq_len", 0, true, 1, 1 << 24);
+    t.precision = r.enumeration<Precision>("precision", kPrecisionNames, Precision::BF16Mixed, false);
+    t.optimizer = r.enumeration<Optimizer>("optimizer", kOptimizerNames, Optimizer::AdamW, false);
+    t.tokens_to_train = r.number("tokens_to_train", 300e9, false, 1, 1e16);
+    if (errors.size() != before || !appendValidation(t, path, errors))
+        return std::nullopt;
+    return t;
+}
+
+// ---- layout ---------------------------------------------------------------
+
+QJsonObject toJson(const Layout& l)
+{
+    return QJsonObject{{"schema", schemaTag("layout")},
+                       {"dp", l.dp},
+                       {"tp", l.tp},
+                       {"pp", l.pp},
+                       {"cp", l.cp},
+                       {"sp", l.sequence_parallel},
+                       {"zero", l.zero_stage},
+                       {"zero_group", l.zero_group},
+                       {"mb", l.micro_batch},
+                       {"schedule", toString(l.schedule)},
+                       {"v", l.virtual_stages},
+                       {"recompute", toString(l.recompute)},
+                       {"offload", toString(l.offload)}};
+}
+
+std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    if (r.has("schema"))
+        checkSchema(r, "layout", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
+                         "recompute", "offload"});
+    constexpr int kMax = 1'000'000;
+    Layout l;
+    l.dp = r.integer("dp", 1, true, 1, kMax);
+    l.tp = r.integer("tp", 1, false, 1, kMax);
+    l.pp = r.integer("pp", 1, false, 1, kMax);
+    l.cp = r.integer("cp", 1, false, 1, kMax);
+    l.sequence_parallel = r.boolean("sp", false);
+    l.zero_stage = r.integer("zero", 0, false, 0, 3);
+    l.zero_group = r.integer("zero_group", 0, false, 0, kMax);
+    l.micro_batch = r.integer("mb", 1, false, 1, kMax);
+    l.schedule = r.enumeration<PipelineSchedule>("schedule", kScheduleNames, PipelineSchedule::OneFOneB, false);
+    l.virtual_stages = r.integer("v", 1, false, 1, kMax);
+    l.recompute = r.enumeration<Recompute>("recompute", kRecomputeNames, Recompute::None, false);
+    l.offload = r.enumeration<Offload>("offload", kOffloadNames, Offload::None, false);
+    if (errors.size() != before || !appendValidation(l, path, errors))
+        return std::nullopt;
+    return l;
+}
+
+// ---- problem --------------------------------------------------------------
+
+QJsonObject toJson(const Problem& p)
+{
+    QJsonObject node = toJson(p.cluster.node);
+    node.insert("chip", toJson(p.cluster.node.chip));  // self-contained: chip inline
+    return QJsonObject{{"schema", schemaTag("problem")},
+                       {"model", toJson(p.model)},
+                       {"cluster", QJsonObject{{"node", node}, {"nodes", p.cluster.nodes}}},
+                       {"training", toJson(p.training)}};
+}
+
+std::optional<Problem> problemFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    if (r.has("schema"))
+        checkSchema(r, "problem", kSpecSchemaVersion);
+    r.rejectUnknownKeys({"schema", "model", "cluster", "training"});
+    Problem p;
+    auto model = modelFromJson(r.object("model", true).json(), r.fieldPath("model"), errors);
+    JsonReader cluster = r.object("cluster", true);
+    cluster.rejectUnknownKeys({"node", "nodes"});
+    auto node = nodeFromJson(cluster.object("node", true).json(), cluster.fieldPath("node"), errors, nullptr);
+    p.cluster.nodes = cluster.integer("nodes", 1, true, 1, 1'000'000);
+    auto training = trainingFromJson(r.object("training", true).json(), r.fieldPath("training"), errors);
+    if (errors.size() != before || !model || !node || !training)
+        return std::nullopt;
+    p.model = *model;
+    p.cluster.node = *node;
+    p.training = *training;
+    const FieldErrors found = validate(p);
+    if (!found.empty()) {
+        errors.insert(errors.end(), found.begin(), found.end());
+        return std::nullopt;
+    }
+    return p;
+}
+
+} // namespace shardscope

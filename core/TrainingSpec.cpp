@@ -1,0 +1,34 @@
+#include "TrainingSpec.h"
+#include "SpecEnums.h"
+
+#include <cmath>
+
+namespace shardscope {
+
+DataType computeType(Precision p)
+{
+    switch (p) {
+    case Precision::FP32: return DataType::FP32;
+    case Precision::BF16Mixed: return DataType::BF16;
+    case Precision::FP16Mixed: return DataType::FP16;
+    case Precision::FP8Mixed: return DataType::FP8;
+    }
+    return DataType::BF16;
+}
+
+FieldErrors validate(const TrainingSpec& t, const std::string& path)
+{
+    FieldErrors errors;
+    if (t.global_batch < 1 || t.global_batch > 100'000'000)
+        errors.push_back({path + ".global_batch", std::to_string(t.global_batch) + " is out of range [1, 1e8]"});
+    if (t.seq_len < 1 || t.seq_len > (1 << 24))
+        errors.push_back({path + ".seq_len", std::to_string(t.seq_len) + " is out of range [1, 16777216]"});
+    if (!std::isfinite(t.tokens_to_train) || t.tokens_to_train <= 0 || t.tokens_to_train > 1e16)
+        errors.push_back({path + ".tokens_to_train", "must be positive and at most 1e16"});
+    return errors;
+}
+
+const char* toString(Precision v) { return enumToString<Precision>(kPrecisionNames, v); }
+const char* toString(Optimizer v) { return enumToString<Optimizer>(kOptimizerNames, v); }
+
+} // namespace shardscope

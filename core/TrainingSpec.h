@@ -1,0 +1,33 @@
+// TrainingSpec: what is trained, independent of model and hardware.
+#pragma once
+
+#include "FieldError.h"
+#include "HardwareSpec.h"
+
+namespace shardscope {
+
+// Mixed precision keeps fp32 master weights and optimizer states (Rajbhandari et al.);
+// Fp32 trains everything in fp32.
+enum class Precision { FP32, BF16Mixed, FP16Mixed, FP8Mixed };
+enum class Optimizer { AdamW, Sgd };
+
+struct TrainingSpec {
+    int global_batch = 0;             // sequences per optimizer step
+    int seq_len = 0;                  // tokens per sequence
+    Precision precision = Precision::BF16Mixed;
+    Optimizer optimizer = Optimizer::AdamW;
+    double tokens_to_train = 300e9;   // token budget for time and cost to train
+
+    std::int64_t tokensPerStep() const { return std::int64_t(global_batch) * seq_len; }
+    bool operator==(const TrainingSpec&) const = default;
+};
+
+// The data type the matmuls run in for a precision.
+DataType computeType(Precision p);
+
+FieldErrors validate(const TrainingSpec& training, const std::string& path = "training");
+
+const char* toString(Precision v);
+const char* toString(Optimizer v);
+
+} // namespace shardscope

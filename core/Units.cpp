@@ -1,0 +1,202 @@
+#include "Units.h"
+#include "FieldError.h"
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+namespace shardscope {
+
+std::string joinErrors(const FieldErrors& errors)
+{
+    std::string out;
+    for (const FieldError& e : errors) {
+        if (!out.empty())
+            out += '\n';
+        out += e.text();
+    }
+    return out;
+}
+
+namespace {
+
+struct UnitFactor {
+    std::string_view unit;
+    QuantityKind kind;
+    double factor;
+};
+
+constexpr double kKi = 1024.0;
+constexpr std::array kUnits{
+    UnitFactor{"B", QuantityKind::Bytes, 1.0},
+    UnitFactor{"KB", QuantityKind::Bytes, 1e3},
+    UnitFactor{"MB", QuantityKind::Bytes, 1e6},
+    UnitFactor{"GB", QuantityKind::Bytes, 1e9},
+    UnitFactor{"TB", QuantityKind::Bytes, 1e12},
+    UnitFactor{"KiB", QuantityKind::Bytes, kKi},
+    UnitFactor{"MiB", QuantityKind::Bytes, kKi * kKi},
+    UnitFactor{"GiB", QuantityKind::Bytes, kKi * kKi * kKi},
+    UnitFactor{"TiB", QuantityKind::Bytes, kKi * kKi * kKi * kKi},
+    UnitFactor{"B/s", QuantityKind::BytesPerSecond, 1.0},
+    UnitFactor{"KB/s", QuantityKind::BytesPerSecond, 1e3},
+    UnitFactor{"MB/s", QuantityKind::BytesPerSecond, 1e6},
+    UnitFactor{"GB/s", QuantityKind::BytesPerSecond, 1e9},
+    UnitFactor{"GBps", QuantityKind::BytesPerSecond, 1e9},
+    UnitFactor{"TB/s", QuantityKind::BytesPerSecond, 1e12},
+    UnitFactor{"GiB/s", QuantityKind::BytesPerSecond, kKi * kKi * kKi},
+    UnitFactor{"TiB/s", QuantityKind::BytesPerSecond, kKi * kKi * kKi * kKi},
+    // Network figures are quoted in bits per second.
+    UnitFactor{"Mbps", QuantityKind::BytesPerSecond, 1e6 / 8},
+    UnitFactor{"Gbps", QuantityKind::BytesPerSecond, 1e9 / 8},
+    UnitFactor{"Gb/s", QuantityKind::BytesPerSecond, 1e9 / 8},
+    UnitFactor{"Tbps", QuantityKind::BytesPerSecond, 1e12 / 8},
+    UnitFactor{"Tb/s", QuantityKind::BytesPerSecond, 1e12 / 8},
+    UnitFactor{"FLOP/s", QuantityKind::FlopsPerSecond, 1.0},
+    UnitFactor{"GFLOP/s", QuantityKind::FlopsPerSecond, 1e9},
+    UnitFactor{"TFLOP/s", QuantityKind::FlopsPerSecond, 1e12},
+    UnitFactor{"PFLOP/s", QuantityKind::FlopsPerSecond, 1e15},
+    UnitFactor{"s", QuantityKind::Seconds, 1.0},
+    UnitFactor{"ms", QuantityKind::Seconds, 1e-3},
+    UnitFactor{"us", QuantityKind::Seconds, 1e-6},
+    UnitFactor{"ns", QuantityKind::Seconds, 1e-9},
+};
+
+const char* kindName(QuantityKind kind)
+{
+    switch (kind) {
+    case QuantityKind::Bytes: return "a size in bytes (e.g. \"32 GiB\")";
+    case QuantityKind::BytesPerSecond: return "a bandwidth (e.g. \"820 GiB/s\", \"800 Gbps\")";
+    case QuantityKind::FlopsPerSecond: return "a compute rate (e.g. \"190 TFLOP/s\")";
+    case QuantityKind::Seconds: return "a duration (e.g. \"5 us\")";
+    }
+    return "a quantity";
+}
+
+std::string trim(std::string_view s)
+{
+    size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+        ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+        --e;
+    return std::string(s.substr(b, e - b));
+}
+
+bool endsWith(const std::string& s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+ParsedQuantity parseQuantity(const std::string& input, QuantityKind kind)
+{
+    ParsedQuantity out;
+    std::string text = trim(input);
+    double directionFactor = 1.0;
+    if (endsWith(text, " bidi")) {
+        if (kind != QuantityKind::BytesPerSecond) {
+            out.error = "\"bidi\" only applies to a bandwidth";
+            return out;
+        }
+        // Both directions added by the source; the model works per direction.
+        directionFactor = 0.5;
+        text = trim(text.substr(0, text.size() - 5));
+    } else if (endsWith(text, " uni")) {
+        text = trim(text.substr(0, text.size() - 4));
+    }
+
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    const double number = std::strtod(begin, &end);
+    if (end == begin) {
+        out.error = "\"" + input + "\" is not " + kindName(kind);
+        return out;
+    }
+    const std::string unit = trim(std::string_view(end));
+    double factor = 0.0;
+    if (unit.empty()) {
+        factor = 1.0;  // plain number: already in base units
+    } else {
+        for (const UnitFactor& u : kUnits) {
+            if (u.kind == kind && u.unit == unit) {
+                factor = u.factor;
+                break;
+            }
+        }
+    }
+    if (factor == 0.0) {
+        out.error = "unknown unit \"" + unit + "\" in \"" + input + "\": expected " + kindName(kind);
+        return out;
+    }
+    if (!std::isfinite(number)) {
+        out.error = "\"" + input + "\" is not a finite number";
+        return out;
+    }
+    out.value = number * factor * directionFactor;
+    return out;
+}
+
+std::string formatSi(double value, const std::string& unit, int significant)
+{
+    static constexpr std::array<const char*, 9> prefixes{"", "K", "M", "G", "T", "P", "E", "Z", "Y"};
+    size_t i = 0;
+    double v = value;
+    while (std::fabs(v) >= 1000.0 && i + 1 < prefixes.size()) {
+        v /= 1000.0;
+        ++i;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g %s%s", significant, v, prefixes[i], unit.c_str());
+    return buf;
+}
+
+std::string formatBytes(double bytes)
+{
+    static constexpr std::array<const char*, 6> units{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t i = 0;
+    double v = bytes;
+    while (std::fabs(v) >= 1024.0 && i + 1 < units.size()) {
+        v /= 1024.0;
+        ++i;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", v, units[i]);
+    return buf;
+}
+
+std::string formatCount(std::int64_t n)
+{
+    std::string digits = std::to_string(n < 0 ? -n : n);
+    std::string out;
+    const int len = static_cast<int>(digits.size());
+    for (int i = 0; i < len; ++i) {
+        if (i > 0 && (len - i) % 3 == 0)
+            out += ',';
+        out += digits[static_cast<size_t>(i)];
+    }
+    return n < 0 ? "-" + out : out;
+}
+
+std::string formatDuration(double seconds)
+{
+    char buf[64];
+    if (seconds < 1e-3)
+        std::snprintf(buf, sizeof buf, "%.3g us", seconds * 1e6);
+    else if (seconds < 1.0)
+        std::snprintf(buf, sizeof buf, "%.3g ms", seconds * 1e3);
+    else if (seconds < 120.0)
+        std::snprintf(buf, sizeof buf, "%.3g s", seconds);
+    else if (seconds < 2 * 3600.0)
+        std::snprintf(buf, sizeof buf, "%.3g min", seconds / 60.0);
+    else if (seconds < 2 * 86400.0)
+        std::snprintf(buf, sizeof buf, "%.3g h", seconds / 3600.0);
+    else
+        std::snprintf(buf, sizeof buf, "%.3g d", seconds / 86400.0);
+    return buf;
+}
+
+} // namespace shardscope

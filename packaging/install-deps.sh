@@ -1,0 +1,46 @@
+#!/bin/sh
+# Installs the Debian 12 packages ShardScope needs, only those missing. Idempotent.
+# Runs apt as root directly, or through sudo when not root.
+#   sh packaging/install-deps.sh            # build + headless tests (what CI needs)
+#   sh packaging/install-deps.sh --review   # + Xvfb and screenshot/PDF/SVG viewing tools
+set -eu
+
+PKGS="build-essential cmake file
+  qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev
+  libqt6sql6-sqlite qt6-qpa-plugins
+  libeigen3-dev libsqlite3-dev libbenchmark-dev
+  fontconfig fonts-dejavu-core"
+REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin"
+
+[ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"
+
+missing=""
+for p in $PKGS; do
+  # "installed" only; half-installed or config-files-only counts as missing.
+  if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != "installed" ]; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "install-deps: missing packages:$missing" >&2
+    echo "install-deps: not root and no sudo; install them as root and re-run" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing:$missing"
+# Wait (up to 10 min) instead of failing if another apt/dpkg holds the lock.
+APT="apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3"
+$SUDO env DEBIAN_FRONTEND=noninteractive $APT update -qq
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive $APT install -y -qq --no-install-recommends $missing

@@ -1,0 +1,32 @@
+#include "ModelStateMemory.h"
+
+namespace shardscope {
+
+StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer optimizer)
+{
+    // Adam keeps momentum and variance (2 x 4 bytes); SGD with momentum keeps one (4 bytes).
+    const double moments = optimizer == Optimizer::AdamW ? 8.0 : 4.0;
+    switch (precision) {
+    case Precision::FP32:
+        return {4.0, 4.0, moments};  // no separate master copy
+    case Precision::BF16Mixed:
+    case Precision::FP16Mixed:
+    case Precision::FP8Mixed:  // fp8 matmuls still keep 16-bit weights and gradients
+        return {2.0, 2.0, 4.0 + moments};  // + fp32 master weights
+    }
+    return {2.0, 2.0, 4.0 + moments};
+}
+
+ModelStateBytes modelStateBytes(double parameters, int zero_stage, int shards, Precision precision,
+                                Optimizer optimizer)
+{
+    const StateBytesPerParameter per = stateBytesPerParameter(precision, optimizer);
+    const double n = shards > 0 ? shards : 1;
+    ModelStateBytes b;
+    b.optimizer = parameters * per.optimizer / (zero_stage >= 1 ? n : 1.0);
+    b.gradients = parameters * per.gradients / (zero_stage >= 2 ? n : 1.0);
+    b.weights = parameters * per.weights / (zero_stage >= 3 ? n : 1.0);
+    return b;
+}
+
+} // namespace shardscope

@@ -1,0 +1,34 @@
+// Model-state memory per device for mixed-precision Adam under ZeRO
+// (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+// Parameter Models", SC'20, Section 3 and Figure 1): 2 bytes of 16-bit weights,
+// 2 bytes of gradients and K = 12 bytes of optimizer state (fp32 master weights,
+// momentum, variance) per parameter, partitioned over the data-parallel group.
+#pragma once
+
+#include "TrainingSpec.h"
+
+#include <cstdint>
+
+namespace shardscope {
+
+struct ModelStateBytes {
+    double weights = 0;
+    double gradients = 0;
+    double optimizer = 0;
+    double total() const { return weights + gradients + optimizer; }
+};
+
+// Bytes per parameter of each state for a precision and optimizer.
+struct StateBytesPerParameter {
+    double weights;
+    double gradients;
+    double optimizer;  // K in the ZeRO paper
+};
+StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer optimizer);
+
+// `parameters` held by one model-parallel rank (P / (tp x pp)), `shards` the
+// ZeRO partition group size (1 when not sharded), `zero_stage` 0-3.
+ModelStateBytes modelStateBytes(double parameters, int zero_stage, int shards, Precision precision,
+                                Optimizer optimizer);
+
+} // namespace shardscope
