@@ -1,0 +1,548 @@
+// shardscope-cli end to end: the real executable run with QProcess against a
+// private catalog database in a QTemporaryDir. Exit codes (0 ok, 2 bad usage or
+// input), the key parts of error messages, JSON output, and the catalog's
+// import/export/remove round trip and all-or-nothing bundles.
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+#ifndef SHARDSCOPE_CLI_PATH
+#error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
+#endif
+#ifndef SHARDSCOPE_PROJECT_VERSION
+#error "SHARDSCOPE_PROJECT_VERSION must hold the CMake project version"
+#endif
+
+namespace {
+
+struct RunResult {
+    bool finished = false;
+    QProcess::ExitStatus status = QProcess::CrashExit;
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+
+    // For failure messages: everything we know about the run.
+    QByteArray describe() const
+    {
+        return "exit code " + QByteArray::number(exitCode) + (finished ? "" : " (did not finish)") +
+               (status == QProcess::NormalExit ? "" : " (crashed)") + "\n--- stdout:\n" + out.left(2000) +
+               "\n--- stderr:\n" + err.left(2000);
+    }
+};
+
+// A plain model document (gpt2-small's shape) that the catalog accepts.
+QJsonObject modelDocument(const QString& name)
+{
+    return QJsonObject{
+        {"schema", "shardscope.model/1"},
+        {"name", name},
+        {"display_name", "Test model " + name},
+        {"family", "decoder"},
+        {"layers", 12},
+        {"hidden", 768},
+        {"heads", 12},
+        {"kv_heads", 12},
+        {"head_dim", 64},
+        {"ffn_hidden", 3072},
+        {"mlp", "gelu"},
+        {"vocab", 50257},
+        {"max_seq", 1024},
+        {"positions", "learned"},
+        {"norm", "layernorm"},
+        {"bias", true},
+        {"tied_embeddings", true},
+        {"final_norm", true},
+        {"embedding_norm", false},
+        {"pooler", false},
+    };
+}
+
+QByteArray compact(const QJsonObject& o) { return QJsonDocument(o).toJson(QJsonDocument::Compact); }
+
+} // namespace
+
+class TstCli : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<QTemporaryDir> dir_;
+
+    QString dbPath() const { return dir_->filePath(QStringLiteral("catalog.sqlite")); }
+    QString file(const QString& name) const { return dir_->filePath(name); }
+
+    // Runs shardscope-cli with `--db <temp db>` first (unless withDb is false).
+    // $SHARDSCOPE_DB and $XDG_DATA_HOME point into the temp dir as well, so that
+    // even a run without --db can never touch the user's real catalog.
+    RunResult run(const QStringList& args, bool withDb = true) const
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("SHARDSCOPE_DB"), file(QStringLiteral("env-default.sqlite")));
+        env.insert(QStringLiteral("XDG_DATA_HOME"), file(QStringLiteral("xdg-data")));
+        env.insert(QStringLiteral("XDG_CONFIG_HOME"), file(QStringLiteral("xdg-config")));
+        p.setProcessEnvironment(env);
+        p.setWorkingDirectory(dir_->path());
+        QStringList all;
+        if (withDb)
+            all << QStringLiteral("--db") << dbPath();
+        all << args;
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH), all);
+        RunResult r;
+        if (!p.waitForStarted(-1)) {
+            r.err = "could not start " SHARDSCOPE_CLI_PATH ": " + p.errorString().toUtf8();
+            return r;
+        }
+        // Safety net only (no timing is asserted): a hung CLI fails instead of blocking the suite.
+        r.finished = p.waitForFinished(120'000);
+        if (!r.finished) {
+            p.kill();
+            p.waitForFinished(-1);
+        }
+        r.status = p.exitStatus();
+        r.exitCode = r.finished && r.status == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = p.readAllStandardOutput();
+        r.err = p.readAllStandardError();
+        return r;
+    }
+
+    bool writeFile(const QString& path, const QByteArray& content) const
+    {
+        QFile f(path);
+        return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(content) == content.size();
+    }
+
+    static QString substitute(QString s, const QString& dir) { return s.replace(QStringLiteral("@DIR@"), dir); }
+
+private slots:
+    void init()
+    {
+        dir_ = std::make_unique<QTemporaryDir>();
+        QVERIFY2(dir_->isValid(), qPrintable(dir_->errorString()));
+    }
+    void cleanup() { dir_.reset(); }
+
+    void help_data()
+    {
+        QTest::addColumn<QString>("option");
+        QTest::newRow("--help") << QStringLiteral("--help");
+        QTest::newRow("-h") << QStringLiteral("-h");
+    }
+
+    void help()
+    {
+        QFETCH(QString, option);
+        const RunResult r = run({option});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QString out = QString::fromUtf8(r.out);
+        for (const char* word : {"demo", "catalog list", "catalog show", "catalog import", "catalog export",
+                                 "catalog remove", "--db", "--version"})
+            QVERIFY2(out.contains(QLatin1String(word)), qPrintable(QStringLiteral("help lacks \"%1\":\n%2")
+                                                                        .arg(QLatin1String(word), out)));
+        QVERIFY2(r.err.isEmpty(), r.describe().constData());
+    }
+
+    void version()
+    {
+        const QByteArray expected = "shardscope-cli " SHARDSCOPE_PROJECT_VERSION;
+        QVERIFY2(QRegularExpression(QStringLiteral("^\\d+\\.\\d+\\.\\d+"))
+                     .match(QStringLiteral(SHARDSCOPE_PROJECT_VERSION))
+                     .hasMatch(),
+                 "SHARDSCOPE_PROJECT_VERSION is not a version number");
+        const RunResult r = run({QStringLiteral("--version")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QCOMPARE(r.out, expected + "\n");
+        QVERIFY2(r.err.isEmpty(), r.describe().constData());
+        // --version needs no database: none may be created.
+        QVERIFY(!QFile::exists(dbPath()));
+    }
+
+    void badUsageOrInput_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QByteArray>("inputFile");       // written to @DIR@/input.json when not empty
+        QTest::addColumn<QStringList>("stderrPatterns"); // regular expressions, case-insensitive
+
+        const QByteArray none;
+        QTest::newRow("no command") << QStringList{} << none << QStringList{"command", "usage"};
+        QTest::newRow("unknown command") << QStringList{"frobnicate"} << none << QStringList{"frobnicate"};
+        QTest::newRow("unknown top-level option")
+            << QStringList{"--frobnicate"} << none << QStringList{"--frobnicate"};
+        QTest::newRow("unknown catalog option")
+            << QStringList{"catalog", "list", "--frobnicate"} << none << QStringList{"--frobnicate"};
+        QTest::newRow("unknown demo option") << QStringList{"demo", "--frobnicate"} << none
+                                             << QStringList{"--frobnicate"};
+        QTest::newRow("catalog without verb") << QStringList{"catalog"} << none << QStringList{"usage"};
+        QTest::newRow("unknown catalog verb")
+            << QStringList{"catalog", "frobnicate"} << none << QStringList{"frobnicate"};
+        QTest::newRow("show without name") << QStringList{"catalog", "show"} << none << QStringList{"usage"};
+        QTest::newRow("show with an extra argument")
+            << QStringList{"catalog", "show", "gpt2-small", "extra"} << none << QStringList{"extra"};
+        QTest::newRow("list with a bad kind")
+            << QStringList{"catalog", "list", "--kind", "bogus"} << none << QStringList{"--kind", "bogus"};
+        QTest::newRow("show unknown name")
+            << QStringList{"catalog", "show", "no-such-model"} << none << QStringList{"no-such-model"};
+        QTest::newRow("show misspelt gpt2-smal suggests gpt2-small")
+            << QStringList{"catalog", "show", "gpt2-smal"} << none << QStringList{"gpt2-smal(?!l)", "gpt2-small"};
+        QTest::newRow("show misspelt llama-3-8 suggests llama-3-8b")
+            << QStringList{"catalog", "show", "llama-3-8"} << none << QStringList{"llama-3-8(?!b)", "llama-3-8b"};
+        QTest::newRow("show misspelt trn1.32xlarg suggests trn1.32xlarge")
+            << QStringList{"catalog", "show", "trn1.32xlarg"} << none
+            << QStringList{"trn1\\.32xlarg(?!e)", "trn1\\.32xlarge"};
+        QTest::newRow("export unknown name")
+            << QStringList{"catalog", "export", "no-such-model"} << none << QStringList{"no-such-model"};
+        QTest::newRow("import missing file")
+            << QStringList{"catalog", "import", "@DIR@/missing.json"} << none << QStringList{"missing\\.json"};
+        QTest::newRow("import truncated JSON")
+            << QStringList{"catalog", "import", "@DIR@/input.json"}
+            << QByteArray("{\n  \"schema\": \"shardscope.model/1\",\n  \"name\": \"cut\",\n  \"layers\": 12,\n")
+            << QStringList{"input\\.json", "\\bline\\b"};
+        QTest::newRow("import JSON that is not an object")
+            << QStringList{"catalog", "import", "@DIR@/input.json"} << QByteArray("[1, 2, 3]\n")
+            << QStringList{"input\\.json", "object"};
+        QJsonObject huge = modelDocument(QStringLiteral("huge-model"));
+        huge.insert(QStringLiteral("layers"), 1e30);
+        QTest::newRow("import model with layers 1e30")
+            << QStringList{"catalog", "import", "@DIR@/input.json"} << compact(huge) << QStringList{"layers"};
+        QTest::newRow("remove a built-in")
+            << QStringList{"catalog", "remove", "gpt2-small"} << none << QStringList{"gpt2-small", "built.?in"};
+        QTest::newRow("remove unknown name")
+            << QStringList{"catalog", "remove", "no-such-model"} << none << QStringList{"no-such-model"};
+        QTest::newRow("demo --nodes abc") << QStringList{"demo", "--nodes", "abc"} << none
+                                          << QStringList{"--nodes", "abc"};
+        QTest::newRow("demo --nodes 0 out of range") << QStringList{"demo", "--nodes", "0"} << none
+                                                     << QStringList{"--nodes"};
+        QTest::newRow("demo --nodes 1.5 not an integer") << QStringList{"demo", "--nodes", "1.5"} << none
+                                                         << QStringList{"--nodes", "1\\.5"};
+        QTest::newRow("demo --model unknown") << QStringList{"demo", "--model", "gpt9-huge"} << none
+                                              << QStringList{"gpt9-huge"};
+        QTest::newRow("option missing its value")
+            << QStringList{"catalog", "export", "gpt2-small", "--out"} << none << QStringList{"--out"};
+    }
+
+    void badUsageOrInput()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QByteArray, inputFile);
+        QFETCH(QStringList, stderrPatterns);
+        if (!inputFile.isEmpty())
+            QVERIFY(writeFile(file(QStringLiteral("input.json")), inputFile));
+        for (QString& a : args)
+            a = substitute(a, dir_->path());
+
+        const RunResult r = run(args);
+        QVERIFY2(r.exitCode == 2, r.describe().constData());
+        const QString err = QString::fromUtf8(r.err);
+        for (const QString& pattern : stderrPatterns) {
+            const QRegularExpression re(pattern, QRegularExpression::CaseInsensitiveOption);
+            QVERIFY2(re.isValid(), qPrintable(pattern));
+            QVERIFY2(re.match(err).hasMatch(),
+                     qPrintable(QStringLiteral("stderr does not match /%1/:\n%2").arg(pattern, err)));
+        }
+        // Errors go to stderr, never as normal output.
+        QVERIFY2(!r.out.contains("imported") && !r.out.contains("removed"), r.describe().constData());
+    }
+
+    void demo()
+    {
+        const RunResult r = run({QStringLiteral("demo")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QVERIFY2(r.out.contains("174,604,259,328"), r.describe().constData());  // GPT-3 175B, exact
+        QVERIFY2(r.out.contains("trn1.32xlarge"), r.describe().constData());
+        QVERIFY2(r.err.isEmpty(), r.describe().constData());
+        // The database named by --db was used (created), not $SHARDSCOPE_DB.
+        QVERIFY(QFile::exists(dbPath()));
+        QVERIFY(!QFile::exists(file(QStringLiteral("env-default.sqlite"))));
+    }
+
+    void demoOptions_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QStringList>("expected");
+        QTest::newRow("llama-3-8b on the default node")
+            << QStringList{"demo", "--model", "llama-3-8b"} << QStringList{"8,030,261,248", "trn1.32xlarge"};
+        QTest::newRow("gpt3-175b on 8 p5.48xlarge")
+            << QStringList{"demo", "--node-type", "p5.48xlarge", "--nodes", "8"}
+            << QStringList{"174,604,259,328", "8 x p5.48xlarge"};
+    }
+
+    void demoOptions()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QStringList, expected);
+        const RunResult r = run(args);
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        for (const QString& e : expected)
+            QVERIFY2(QString::fromUtf8(r.out).contains(e), qPrintable(e + QStringLiteral(" missing\n") +
+                                                                      QString::fromUtf8(r.describe())));
+    }
+
+    void listJson()
+    {
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("list"), QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QJsonParseError pe;
+        const QJsonDocument doc = QJsonDocument::fromJson(r.out, &pe);
+        QVERIFY2(pe.error == QJsonParseError::NoError, qPrintable(pe.errorString()));
+        QVERIFY(doc.isArray());
+        QMap<QString, int> kinds;
+        QSet<QString> names;
+        for (const QJsonValue& v : doc.array()) {
+            QVERIFY(v.isObject());
+            const QJsonObject o = v.toObject();
+            QVERIFY2(o.value(QLatin1String("name")).isString() && !o.value(QLatin1String("name")).toString().isEmpty(),
+                     compact(o).constData());
+            QVERIFY2(o.value(QLatin1String("kind")).isString(), compact(o).constData());
+            QVERIFY2(o.value(QLatin1String("builtin")).isBool(), compact(o).constData());
+            QVERIFY2(o.value(QLatin1String("builtin")).toBool(), compact(o).constData());  // fresh catalog
+            ++kinds[o.value(QLatin1String("kind")).toString()];
+            const QString name = o.value(QLatin1String("name")).toString();
+            QVERIFY2(!names.contains(name), qPrintable(QStringLiteral("duplicate name ") + name));
+            names.insert(name);
+        }
+        QVERIFY2(kinds.value(QStringLiteral("model")) >= 22, qPrintable(QString::number(kinds.value(QStringLiteral("model")))));
+        QVERIFY2(kinds.value(QStringLiteral("chip")) >= 13, qPrintable(QString::number(kinds.value(QStringLiteral("chip")))));
+        QVERIFY2(kinds.value(QStringLiteral("node")) >= 14, qPrintable(QString::number(kinds.value(QStringLiteral("node")))));
+        QCOMPARE(kinds.size(), 3);  // nothing but models, chips and nodes
+        for (const char* n : {"gpt2-small", "llama-3-8b", "mixtral-8x7b", "trn1.32xlarge", "p5.48xlarge",
+                              "tpu-v5p-host", "gaudi3-8"})
+            QVERIFY2(names.contains(QLatin1String(n)), n);
+    }
+
+    void listKindJson_data()
+    {
+        QTest::addColumn<QString>("kindOption");
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<int>("minimum");
+        QTest::newRow("models") << QStringLiteral("models") << QStringLiteral("model") << 22;
+        QTest::newRow("chips") << QStringLiteral("chips") << QStringLiteral("chip") << 13;
+        QTest::newRow("nodes") << QStringLiteral("nodes") << QStringLiteral("node") << 14;
+    }
+
+    void listKindJson()
+    {
+        QFETCH(QString, kindOption);
+        QFETCH(QString, kind);
+        QFETCH(int, minimum);
+        const RunResult all = run({QStringLiteral("catalog"), QStringLiteral("list"), QStringLiteral("--json")});
+        QVERIFY2(all.exitCode == 0, all.describe().constData());
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("list"), QStringLiteral("--kind"),
+                                 kindOption, QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonDocument doc = QJsonDocument::fromJson(r.out);
+        QVERIFY(doc.isArray());
+        QSet<QString> names;
+        for (const QJsonValue& v : doc.array()) {
+            QCOMPARE(v.toObject().value(QLatin1String("kind")).toString(), kind);
+            names.insert(v.toObject().value(QLatin1String("name")).toString());
+        }
+        QVERIFY2(names.size() >= minimum, qPrintable(QString::number(names.size())));
+        // Exactly the entries of that kind in the full list.
+        QSet<QString> expected;
+        for (const QJsonValue& v : QJsonDocument::fromJson(all.out).array())
+            if (v.toObject().value(QLatin1String("kind")).toString() == kind)
+                expected.insert(v.toObject().value(QLatin1String("name")).toString());
+        QCOMPARE(names, expected);
+    }
+
+    void listText()
+    {
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("list")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QString out = QString::fromUtf8(r.out);
+        QVERIFY2(QRegularExpression(QStringLiteral("(^|\\n)gpt2-small\\s+model\\b.*124,439,808"))
+                     .match(out)
+                     .hasMatch(),
+                 qPrintable(out));
+        QVERIFY2(QRegularExpression(QStringLiteral("(^|\\n)trn1\\.32xlarge\\s+node\\b")).match(out).hasMatch(),
+                 qPrintable(out));
+    }
+
+    void showJson_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("parameters");
+        QTest::newRow("llama-3-8b") << QStringLiteral("llama-3-8b") << qint64(8030261248);
+        QTest::newRow("gpt2-small") << QStringLiteral("gpt2-small") << qint64(124439808);
+        QTest::newRow("gpt3-175b") << QStringLiteral("gpt3-175b") << qint64(174604259328);
+    }
+
+    void showJson()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, parameters);
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("show"), name, QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QJsonParseError pe;
+        const QJsonDocument doc = QJsonDocument::fromJson(r.out, &pe);
+        QVERIFY2(pe.error == QJsonParseError::NoError && doc.isObject(), r.describe().constData());
+        const QJsonObject o = doc.object();
+        QCOMPARE(o.value(QLatin1String("name")).toString(), name);
+        QVERIFY(o.value(QLatin1String("parameters")).isDouble());
+        QCOMPARE(o.value(QLatin1String("parameters")).toInteger(), parameters);
+        QVERIFY2(o.value(QLatin1String("flops_per_token")).toDouble() > 0, compact(o).constData());
+    }
+
+    void showText()
+    {
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("show"), QStringLiteral("llama-3-8b")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QVERIFY2(r.out.contains("llama-3-8b"), r.describe().constData());
+        QVERIFY2(QRegularExpression(QStringLiteral("parameters\\s+8,030,261,248"))
+                     .match(QString::fromUtf8(r.out))
+                     .hasMatch(),
+                 r.describe().constData());
+    }
+
+    void importShowReplaceExportRemove()
+    {
+        const QStringList catalog{QStringLiteral("catalog")};
+        const RunResult shown = run(catalog + QStringList{"show", "gpt2-small", "--json"});
+        QVERIFY2(shown.exitCode == 0, shown.describe().constData());
+        QJsonObject doc = QJsonDocument::fromJson(shown.out).object();
+        QCOMPARE(doc.value(QLatin1String("parameters")).toInteger(), qint64(124439808));
+        doc.insert(QStringLiteral("name"), QStringLiteral("my-gpt2"));
+        const QString input = file(QStringLiteral("my-gpt2.json"));
+        QVERIFY(writeFile(input, QJsonDocument(doc).toJson()));
+
+        const RunResult imported = run(catalog + QStringList{"import", input});
+        QVERIFY2(imported.exitCode == 0, imported.describe().constData());
+        QVERIFY2(imported.out.contains("my-gpt2"), imported.describe().constData());
+
+        const RunResult mine = run(catalog + QStringList{"show", "my-gpt2", "--json"});
+        QVERIFY2(mine.exitCode == 0, mine.describe().constData());
+        const QJsonObject mineDoc = QJsonDocument::fromJson(mine.out).object();
+        QCOMPARE(mineDoc.value(QLatin1String("name")).toString(), QStringLiteral("my-gpt2"));
+        QCOMPARE(mineDoc.value(QLatin1String("parameters")).toInteger(), qint64(124439808));
+
+        // Listed as a user entry.
+        const RunResult listed = run(catalog + QStringList{"list", "--kind", "models", "--json"});
+        bool found = false;
+        for (const QJsonValue& v : QJsonDocument::fromJson(listed.out).array())
+            if (v.toObject().value(QLatin1String("name")).toString() == QLatin1String("my-gpt2")) {
+                found = true;
+                QCOMPARE(v.toObject().value(QLatin1String("builtin")).toBool(true), false);
+            }
+        QVERIFY2(found, listed.describe().constData());
+
+        const RunResult again = run(catalog + QStringList{"import", input});
+        QVERIFY2(again.exitCode == 2, again.describe().constData());
+        QVERIFY2(again.err.contains("--replace"), again.describe().constData());
+        QVERIFY2(again.err.contains("my-gpt2"), again.describe().constData());
+
+        const RunResult replaced = run(catalog + QStringList{"import", input, "--replace"});
+        QVERIFY2(replaced.exitCode == 0, replaced.describe().constData());
+
+        const QString exported = file(QStringLiteral("exported.json"));
+        const RunResult ex = run(catalog + QStringList{"export", "my-gpt2", "--out", exported});
+        QVERIFY2(ex.exitCode == 0, ex.describe().constData());
+        QFile f(exported);
+        QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(f.errorString()));
+        QJsonParseError pe;
+        const QJsonDocument exportedDoc = QJsonDocument::fromJson(f.readAll(), &pe);
+        QVERIFY2(pe.error == QJsonParseError::NoError && exportedDoc.isObject(), qPrintable(pe.errorString()));
+        QCOMPARE(exportedDoc.object().value(QLatin1String("name")).toString(), QStringLiteral("my-gpt2"));
+        QCOMPARE(exportedDoc.object().value(QLatin1String("layers")).toInt(), 12);
+
+        // Export to stdout parses too.
+        const RunResult toStdout = run(catalog + QStringList{"export", "my-gpt2"});
+        QVERIFY2(toStdout.exitCode == 0, toStdout.describe().constData());
+        QCOMPARE(QJsonDocument::fromJson(toStdout.out).object().value(QLatin1String("name")).toString(),
+                 QStringLiteral("my-gpt2"));
+
+        const RunResult removed = run(catalog + QStringList{"remove", "my-gpt2"});
+        QVERIFY2(removed.exitCode == 0, removed.describe().constData());
+        const RunResult gone = run(catalog + QStringList{"show", "my-gpt2"});
+        QVERIFY2(gone.exitCode == 2, gone.describe().constData());
+        QVERIFY2(gone.err.contains("my-gpt2"), gone.describe().constData());
+
+        // The built-in it was copied from is untouched.
+        const RunResult original = run(catalog + QStringList{"show", "gpt2-small", "--json"});
+        QVERIFY2(original.exitCode == 0, original.describe().constData());
+        QCOMPARE(QJsonDocument::fromJson(original.out).object(), QJsonDocument::fromJson(shown.out).object());
+    }
+
+    void importBundleIsAllOrNothing()
+    {
+        QJsonObject bad = modelDocument(QStringLiteral("bad-model"));
+        bad.insert(QStringLiteral("heads"), 48);
+        bad.insert(QStringLiteral("kv_heads"), 5);
+        bad.insert(QStringLiteral("head_dim"), 16);  // 48 x 16 = hidden 768: kv_heads is the only problem
+        const QJsonObject bundle{
+            {"schema", "shardscope.catalog/1"},
+            {"entries", QJsonArray{modelDocument(QStringLiteral("ok-model")), bad}},
+        };
+        const QString input = file(QStringLiteral("bundle.json"));
+        QVERIFY(writeFile(input, QJsonDocument(bundle).toJson()));
+
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("import"), input});
+        QVERIFY2(r.exitCode == 2, r.describe().constData());
+        QVERIFY2(r.err.contains("entries[1]"), r.describe().constData());
+        QVERIFY2(r.err.contains("kv_heads"), r.describe().constData());
+        QVERIFY2(!r.err.contains("entries[0]"), r.describe().constData());  // the valid entry is not blamed
+
+        for (const QString& name : {QStringLiteral("ok-model"), QStringLiteral("bad-model")}) {
+            const RunResult shown = run({QStringLiteral("catalog"), QStringLiteral("show"), name});
+            QVERIFY2(shown.exitCode == 2, qPrintable(name + QStringLiteral(" was imported:\n") +
+                                                     QString::fromUtf8(shown.describe())));
+        }
+    }
+
+    void importValidBundle()
+    {
+        const QJsonObject bundle{
+            {"schema", "shardscope.catalog/1"},
+            {"entries", QJsonArray{modelDocument(QStringLiteral("first-model")),
+                                   modelDocument(QStringLiteral("second-model"))}},
+        };
+        const QString input = file(QStringLiteral("bundle.json"));
+        QVERIFY(writeFile(input, QJsonDocument(bundle).toJson()));
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("import"), input});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        for (const QString& name : {QStringLiteral("first-model"), QStringLiteral("second-model")}) {
+            const RunResult shown =
+                run({QStringLiteral("catalog"), QStringLiteral("show"), name, QStringLiteral("--json")});
+            QVERIFY2(shown.exitCode == 0, shown.describe().constData());
+            QCOMPARE(QJsonDocument::fromJson(shown.out).object().value(QLatin1String("parameters")).toInteger(),
+                     qint64(124439808));  // same shape as gpt2-small
+        }
+    }
+
+    void corruptDatabaseIsMovedAside()
+    {
+        QVERIFY(writeFile(dbPath(), "this is not sqlite"));
+        const RunResult r = run({QStringLiteral("catalog"), QStringLiteral("list")});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QString err = QString::fromUtf8(r.err).toLower();
+        QVERIFY2(err.contains(QLatin1String("corrupt")) || err.contains(QLatin1String("moved")),
+                 r.describe().constData());
+        QVERIFY2(r.out.contains("gpt2-small"), r.describe().constData());  // a fresh, seeded catalog
+
+        const QString base = QFileInfo(dbPath()).fileName();
+        const QStringList aside =
+            QDir(dir_->path()).entryList({base + QStringLiteral(".corrupt-*")}, QDir::Files | QDir::Hidden);
+        QVERIFY2(aside.size() == 1, qPrintable(QDir(dir_->path()).entryList().join(QLatin1Char(' '))));
+        QFile moved(dir_->filePath(aside.first()));
+        QVERIFY(moved.open(QIODevice::ReadOnly));
+        QCOMPARE(moved.readAll(), QByteArray("this is not sqlite"));  // kept intact for the user
+
+        // The next run finds a good database: nothing more to report.
+        const RunResult next = run({QStringLiteral("catalog"), QStringLiteral("list")});
+        QVERIFY2(next.exitCode == 0, next.describe().constData());
+        QVERIFY2(!QString::fromUtf8(next.err).contains(QLatin1String("corrupt"), Qt::CaseInsensitive),
+                 next.describe().constData());
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCli)
+#include "tst_cli.moc"

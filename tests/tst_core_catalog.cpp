@@ -1,0 +1,345 @@
+// The SQLite catalog: creation and seeding, published parameter counts of the
+// built-in models, sources for every hardware figure, migration, recovery from
+// a corrupt file, refusal of newer or foreign databases, read-only built-ins,
+// and all-or-nothing imports.
+#include "Catalog.h"
+#include "JsonReader.h"
+#include "MalformedDocuments.h"
+#include "SpecJson.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <set>
+
+using namespace shardscope;
+
+namespace {
+
+QJsonObject parse(const QByteArray& text)
+{
+    FieldErrors errors;
+    const QJsonObject o = parseJsonObject(text, "test", errors);
+    if (!errors.empty())
+        qFatal("%s", joinErrors(errors).c_str());
+    return o;
+}
+
+// Runs raw SQL on a file without going through Catalog, to build old or foreign databases.
+void rawSql(const QString& path, const QStringList& statements)
+{
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "raw");
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        for (const QString& s : statements)
+            QVERIFY2(q.exec(s), qPrintable(s));
+    }
+    QSqlDatabase::removeDatabase("raw");
+}
+
+QByteArray fileBytes(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+size_t countKind(const Catalog& c, EntryKind k) { return c.list(k).size(); }
+
+} // namespace
+
+class TstCoreCatalog : public QObject {
+    Q_OBJECT
+private slots:
+    void createdAndSeeded()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("sub/folder/catalog.sqlite");  // folders are created
+        Catalog c(path);
+        QVERIFY(QFile::exists(path));
+        QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
+        QVERIFY(c.notices().empty());
+        QVERIFY(countKind(c, EntryKind::Model) >= 22);
+        QVERIFY(countKind(c, EntryKind::Chip) >= 13);
+        QVERIFY(countKind(c, EntryKind::Node) >= 14);
+        for (const char* name :
+             {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-1.3b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
+              "bert-base", "bert-large", "roberta-large", "t5-base", "t5-large", "t5-3b", "t5-11b", "llama-2-7b",
+              "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3-405b", "mixtral-8x7b"}) {
+            const auto e = c.find(name);
+            QVERIFY2(e && e->kind == EntryKind::Model && e->builtin, name);
+        }
+        for (const char* name : {"trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+                                 "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "tpu-v4-host", "tpu-v5e-host",
+                                 "tpu-v5p-host", "mi300x-8", "gaudi2-8", "gaudi3-8"}) {
+            const auto e = c.find(name);
+            QVERIFY2(e && e->kind == EntryKind::Node && e->builtin, name);
+            c.node(name);  // resolves its chip
+        }
+        // Reopening neither duplicates nor reseeds.
+        const size_t before = c.list().size();
+        Catalog again(path);
+        QCOMPARE(again.list().size(), before);
+        QVERIFY(again.notices().empty());
+    }
+
+    void builtinModelsHavePublishedCounts_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("parameters");
+        // Hugging Face model cards / num_parameters() of the reference checkpoints.
+        QTest::newRow("gpt2-small") << "gpt2-small" << qint64(124'439'808);
+        QTest::newRow("gpt2-medium") << "gpt2-medium" << qint64(354'823'168);
+        QTest::newRow("gpt2-large") << "gpt2-large" << qint64(774'030'080);
+        QTest::newRow("gpt2-xl") << "gpt2-xl" << qint64(1'557'611'200);
+        QTest::newRow("bert-base") << "bert-base" << qint64(109'482'240);
+        QTest::newRow("bert-large") << "bert-large" << qint64(335'141'888);
+        QTest::newRow("roberta-large") << "roberta-large" << qint64(355'359'744);
+        QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
+        QTest::newRow("t5-large") << "t5-large" << qint64(737'668'096);
+        QTest::newRow("t5-3b") << "t5-3b" << qint64(2'851'598'336);
+        QTest::newRow("t5-11b") << "t5-11b" << qint64(11'307'321'344);
+        QTest::newRow("llama-2-7b") << "llama-2-7b" << qint64(6'738'415'616);
+        QTest::newRow("llama-2-13b") << "llama-2-13b" << qint64(13'015'864'320);
+        QTest::newRow("llama-2-70b") << "llama-2-70b" << qint64(68'976'648'192);
+        QTest::newRow("llama-3-8b") << "llama-3-8b" << qint64(8'030'261'248);
+        QTest::newRow("llama-3-70b") << "llama-3-70b" << qint64(70'553'706'496);
+        QTest::newRow("llama-3-405b") << "llama-3-405b" << qint64(405'853'388'800);
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << qint64(46'702'792'704);
+    }
+    void builtinModelsHavePublishedCounts()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, parameters);
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        QCOMPARE(qint64(parameterCount(c.model(name.toStdString()))), parameters);
+        QCOMPARE(qint64(c.find(name.toStdString())->document.value("parameters").toDouble()), parameters);
+    }
+
+    void everyHardwareFigureHasASource()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        const std::set<std::string> derivedOrNames{"schema", "name", "vendor", "display_name", "chip", "sources",
+                                                   "price_kind", "devices_per_node", "intra_topology_note"};
+        for (EntryKind kind : {EntryKind::Chip, EntryKind::Node}) {
+            for (const CatalogEntry& e : c.list(kind)) {
+                const QJsonObject sources = e.document.value("sources").toObject();
+                for (auto it = e.document.begin(); it != e.document.end(); ++it) {
+                    const std::string key = it.key().toStdString();
+                    if (derivedOrNames.count(key))
+                        continue;
+                    if (it.value().isObject()) {  // peak_flops.<type>
+                        const QJsonObject inner = it.value().toObject();
+                        for (auto jt = inner.begin(); jt != inner.end(); ++jt) {
+                            const QString field = it.key() + "." + jt.key();
+                            QVERIFY2(sources.contains(field), qPrintable(QString::fromStdString(e.name) + ": " + field));
+                        }
+                    } else {
+                        QVERIFY2(sources.contains(it.key()),
+                                 qPrintable(QString::fromStdString(e.name) + ": " + it.key()));
+                    }
+                }
+            }
+        }
+        // Dense figures only: Trainium's 190 TFLOP/s and the H100's 989.4, not the sparse 1,979.
+        QCOMPARE(c.chip("trainium1").peak_flops_bf16, 190e12);
+        QCOMPARE(c.chip("h100-sxm").peak_flops_bf16, 989.4e12);
+        QCOMPARE(c.node("trn1.32xlarge").devicesPerNode(), 32);
+        QCOMPARE(c.node("p5.48xlarge").intra_link_bytes_per_second, 450e9);  // 900 GB/s bidirectional
+        QCOMPARE(c.node("trn1.32xlarge").inter_node_bytes_per_second, 100e9);  // 800 Gbps
+        QCOMPARE(c.node("mi300x-8").inter_node_bytes_per_second, 0.0);      // not published: absent
+    }
+
+    void builtinsAreReadOnly()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        QVERIFY_THROWS_EXCEPTION(InputError, c.remove("gpt2-small"));
+        QJsonObject doc = parse(malformed::validModel("gpt2-small"));
+        QVERIFY_THROWS_EXCEPTION(InputError, c.importDocument(doc, true));
+        QCOMPARE(qint64(parameterCount(c.model("gpt2-small"))), qint64(124'439'808));
+    }
+
+    void userEntriesImportReplaceRemove()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        const size_t before = c.list().size();
+        const auto names = c.importDocument(parse(malformed::validModel("mine")));
+        QCOMPARE(names, std::vector<std::string>{"mine"});
+        QVERIFY(!c.find("mine")->builtin);
+        QCOMPARE(c.list().size(), before + 1);
+        try {
+            c.importDocument(parse(malformed::validModel("mine")));
+            QFAIL("a second import without replace must fail");
+        } catch (const InputError& e) {
+            QVERIFY(QString(e.what()).contains("--replace"));
+        }
+        QJsonObject bigger = parse(malformed::validModel("mine"));
+        bigger["layers"] = 24;
+        c.importDocument(bigger, true);
+        QCOMPARE(c.model("mine").layers, 24);
+        c.remove("mine");
+        QVERIFY(!c.find("mine"));
+        QCOMPARE(c.list().size(), before);
+        QVERIFY_THROWS_EXCEPTION(InputError, c.remove("mine"));
+    }
+
+    void bundleWithChipAndNode()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        const QJsonObject bundle = parse(R"({"schema":"shardscope.catalog/1","entries":[
+            {"schema":"shardscope.node/1","name":"my-node","chip":"my-chip","chips_per_node":4,
+             "intra_topology":"ring","intra_link_bytes_per_second":"100 GB/s","inter_node_bytes_per_second":"400 Gbps"},
+            {"schema":"shardscope.chip/1","name":"my-chip","peak_flops":{"bf16":"100 TFLOP/s"},
+             "hbm_bytes":"24 GiB","hbm_bytes_per_second":"1 TB/s"}]})");
+        const auto names = c.importDocument(bundle);
+        QCOMPARE(names.size(), size_t(2));
+        const NodeType n = c.node("my-node");
+        QCOMPARE(n.chip.peak_flops_bf16, 100e12);
+        QCOMPARE(n.inter_node_bytes_per_second, 50e9);
+        // A chip in use cannot be removed before its node types.
+        try {
+            c.remove("my-chip");
+            QFAIL("removing a chip in use must fail");
+        } catch (const InputError& e) {
+            QVERIFY(QString(e.what()).contains("my-node"));
+        }
+        c.remove("my-node");
+        c.remove("my-chip");
+    }
+
+    void importIsAllOrNothing()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        const size_t before = c.list().size();
+        const QByteArray bundle = "{\"schema\":\"shardscope.catalog/1\",\"entries\":[" + malformed::validModel("ok-1") +
+                                  "," + malformed::replaced("kv_heads", "5") + "]}";
+        try {
+            c.importDocument(parse(bundle));
+            QFAIL("a bundle with one bad entry must fail");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("entries[1].heads"), e.what());
+        }
+        QCOMPARE(c.list().size(), before);
+        QVERIFY(!c.find("ok-1"));
+    }
+
+    void malformedImportsChangeNothing_data() { malformed::addRows(); }
+    void malformedImportsChangeNothing()
+    {
+        QFETCH(QByteArray, text);
+        QFETCH(QString, path);
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        const size_t before = c.list().size();
+        FieldErrors errors;
+        const QJsonObject json = parseJsonObject(text, "file", errors);
+        if (errors.empty()) {
+            try {
+                c.importDocument(json);
+                QFAIL("import must fail");
+            } catch (const InputError& e) {
+                errors = e.errors();
+            }
+        }
+        QVERIFY(!errors.empty());
+        bool named = false;
+        for (const FieldError& e : errors)
+            named |= QString::fromStdString(e.path).contains(path.section('.', -1));
+        QVERIFY2(named, joinErrors(errors).c_str());
+        QCOMPARE(c.list().size(), before);
+    }
+
+    void migratesFromVersion1()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("old.sqlite");
+        const QString doc = QString::fromUtf8(malformed::validModel("kept-model")).simplified();
+        rawSql(path, {"CREATE TABLE entries (name TEXT PRIMARY KEY, kind TEXT NOT NULL, builtin INTEGER NOT NULL,"
+                      " display_name TEXT NOT NULL DEFAULT '', document TEXT NOT NULL, created_at TEXT NOT NULL,"
+                      " updated_at TEXT NOT NULL)",
+                      "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                      "INSERT INTO entries VALUES ('kept-model', 'model', 0, '', '" + doc + "', 'then', 'then')",
+                      "PRAGMA user_version = 1"});
+        Catalog c(path);
+        QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
+        QVERIFY(c.find("kept-model") && !c.find("kept-model")->builtin);
+        QCOMPARE(c.model("kept-model").layers, 12);
+        QVERIFY(c.find("gpt2-small"));
+        QVERIFY(!c.notices().empty());
+        QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 1"));
+    }
+
+    void corruptFileMovedAside()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("catalog.sqlite");
+        const QByteArray garbage = QByteArray("this is not sqlite, just a text file\n").repeated(200);
+        {
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(garbage);
+        }
+        Catalog c(path);
+        QCOMPARE(c.notices().size(), size_t(1));
+        QVERIFY(QString::fromStdString(c.notices().front()).contains("moved to"));
+        QVERIFY(c.find("gpt2-small"));
+        const QStringList aside = QDir(dir.path()).entryList({"catalog.sqlite.corrupt-*"}, QDir::Files);
+        QCOMPARE(aside.size(), 1);
+        QCOMPARE(fileBytes(dir.filePath(aside.front())), garbage);  // the user's file is kept, intact
+    }
+
+    void newerSchemaRefused()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("future.sqlite");
+        rawSql(path, {"CREATE TABLE entries (name TEXT)", "PRAGMA user_version = 99"});
+        const QByteArray before = fileBytes(path);
+        try {
+            Catalog c(path);
+            QFAIL("a newer schema must be refused");
+        } catch (const CatalogError& e) {
+            QVERIFY2(QString(e.what()).contains("newer"), e.what());
+            QVERIFY(QString(e.what()).contains("99"));
+        }
+        QCOMPARE(fileBytes(path), before);
+    }
+
+    void foreignDatabaseRefused()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("other.sqlite");
+        rawSql(path, {"CREATE TABLE invoices (id INTEGER)", "INSERT INTO invoices VALUES (1)"});
+        const QByteArray before = fileBytes(path);
+        QVERIFY_THROWS_EXCEPTION(CatalogError, Catalog c(path));
+        QCOMPARE(fileBytes(path), before);
+    }
+
+    void nearMatchesSuggested()
+    {
+        QTemporaryDir dir;
+        Catalog c(dir.filePath("c.sqlite"));
+        try {
+            c.model("llama-3-8");
+            QFAIL("unknown model must throw");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("llama-3-8b"), e.what());
+        }
+        QVERIFY_THROWS_EXCEPTION(InputError, c.node("gpt2-small"));  // a model is not a node type
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCoreCatalog)
+#include "tst_core_catalog.moc"

@@ -1,0 +1,229 @@
+// JSON round trips of every spec and a table of malformed documents, each of
+// which must be refused with its field path.
+#include "JsonReader.h"
+#include "MalformedDocuments.h"
+#include "SpecJson.h"
+
+#include <QJsonDocument>
+#include <QTest>
+
+using namespace shardscope;
+
+namespace {
+
+ChipSpec h100()
+{
+    ChipSpec c;
+    c.name = "h100-sxm";
+    c.vendor = "NVIDIA";
+    c.peak_flops_bf16 = 989.4e12;
+    c.peak_flops_fp8 = 1978.9e12;
+    c.peak_flops_fp32 = 66.9e12;
+    c.hbm_bytes = 80e9;
+    c.hbm_bytes_per_second = 3350e9;
+    c.sources["hbm_bytes"] = "[V3]";
+    return c;
+}
+
+NodeType p5()
+{
+    NodeType n;
+    n.name = "p5.48xlarge";
+    n.chip = h100();
+    n.chips_per_node = 8;
+    n.intra_topology = Topology::Switch;
+    n.intra_link_bytes_per_second = 450e9;
+    n.inter_node_bytes_per_second = 400e9;
+    n.price_per_node_hour_usd = 39.33;
+    n.price_kind = "capacity-block";
+    return n;
+}
+
+ModelSpec t5()
+{
+    ModelSpec m;
+    m.name = "t5-11b";
+    m.family = ModelFamily::EncoderDecoder;
+    m.layers = 24;
+    m.decoder_layers = 24;
+    m.hidden = 1024;
+    m.heads = 128;
+    m.kv_heads = 128;
+    m.head_dim = 128;
+    m.ffn_hidden = 65536;
+    m.mlp = MlpKind::Relu;
+    m.vocab = 32128;
+    m.max_seq = 512;
+    m.relative_buckets = 32;
+    m.positions = PositionKind::Relative;
+    m.norm = NormKind::RmsNorm;
+    m.bias = false;
+    return m;
+}
+
+ModelSpec mixtral()
+{
+    ModelSpec m;
+    m.name = "mixtral";
+    m.layers = 32;
+    m.hidden = 4096;
+    m.heads = 32;
+    m.kv_heads = 8;
+    m.head_dim = 128;
+    m.ffn_hidden = 14336;
+    m.mlp = MlpKind::SwiGlu;
+    m.vocab = 32000;
+    m.max_seq = 32768;
+    m.positions = PositionKind::Rotary;
+    m.norm = NormKind::RmsNorm;
+    m.bias = false;
+    m.tied_embeddings = false;
+    m.moe = {8, 2};
+    return m;
+}
+
+// Through text, as a file would go.
+QJsonObject throughText(const QJsonObject& o)
+{
+    FieldErrors errors;
+    const QJsonObject back = parseJsonObject(QJsonDocument(o).toJson(), "test", errors);
+    if (!errors.empty())
+        qFatal("%s", joinErrors(errors).c_str());
+    return back;
+}
+
+ChipLookup lookup()
+{
+    return [](const std::string& name) -> std::optional<ChipSpec> {
+        if (name == "h100-sxm")
+            return h100();
+        return std::nullopt;
+    };
+}
+
+} // namespace
+
+class TstCoreJson : public QObject {
+    Q_OBJECT
+private slots:
+    void modelRoundTrip_data()
+    {
+        QTest::addColumn<int>("which");
+        QTest::newRow("encoder-decoder, head_dim != hidden/heads") << 0;
+        QTest::newRow("mixture of experts, GQA") << 1;
+    }
+    void modelRoundTrip()
+    {
+        QFETCH(int, which);
+        const ModelSpec m = which == 0 ? t5() : mixtral();
+        const QJsonObject json = throughText(toJson(m));
+        QCOMPARE(json.value("schema").toString(), QString("shardscope.model/1"));
+        QCOMPARE(json.value("parameters").toDouble(), double(parameterCount(m)));
+        QCOMPARE(json.value("flops_per_token").toDouble(), double(forwardFlopsPerToken(m, m.max_seq)));
+        FieldErrors errors;
+        const auto back = modelFromJson(json, "model", errors);
+        QVERIFY2(back.has_value(), joinErrors(errors).c_str());
+        QVERIFY(*back == m);
+    }
+
+    void hardwareRoundTrip()
+    {
+        FieldErrors errors;
+        const auto chip = chipFromJson(throughText(toJson(h100())), "chip", errors);
+        QVERIFY2(chip.has_value(), joinErrors(errors).c_str());
+        QVERIFY(*chip == h100());
+        const auto node = nodeFromJson(throughText(toJson(p5())), "node", errors, lookup());
+        QVERIFY2(node.has_value(), joinErrors(errors).c_str());
+        QVERIFY(*node == p5());
+        QCOMPARE(toJson(p5()).value("devices_per_node").toInt(), 8);
+    }
+
+    void unitsInDocuments()
+    {
+        // The catalog's source-unit form reads to the same SI values as the plain form.
+        const QByteArray text = R"({"schema":"shardscope.chip/1","name":"trainium1","devices_per_chip":2,
+            "peak_flops":{"bf16":"190 TFLOP/s","fp32":"47.5 TFLOP/s"},
+            "hbm_bytes":"32 GiB","hbm_bytes_per_second":"820 GiB/s"})";
+        FieldErrors errors;
+        const auto c = chipFromJson(parseJsonObject(text, "chip", errors), "chip", errors);
+        QVERIFY2(c.has_value(), joinErrors(errors).c_str());
+        QCOMPARE(c->peak_flops_bf16, 190e12);
+        QCOMPARE(c->hbm_bytes, 32.0 * 1024 * 1024 * 1024);
+        QCOMPARE(c->hbmBytesPerDevice(), 16.0 * 1024 * 1024 * 1024);
+    }
+
+    void layoutTrainingProblemRoundTrip()
+    {
+        Layout l;
+        l.dp = 4;
+        l.tp = 8;
+        l.pp = 4;
+        l.cp = 2;
+        l.sequence_parallel = true;
+        l.zero_stage = 1;
+        l.zero_group = 2;
+        l.micro_batch = 2;
+        l.schedule = PipelineSchedule::Interleaved;
+        l.virtual_stages = 3;
+        l.recompute = Recompute::Full;
+        l.offload = Offload::Optimizer;
+        FieldErrors errors;
+        const auto layout = layoutFromJson(throughText(toJson(l)), "layout", errors);
+        QVERIFY2(layout && *layout == l, joinErrors(errors).c_str());
+
+        Problem p;
+        p.model = mixtral();
+        p.cluster.node = p5();
+        p.cluster.nodes = 16;
+        p.training.global_batch = 512;
+        p.training.seq_len = 4096;
+        p.training.precision = Precision::FP8Mixed;
+        p.training.tokens_to_train = 1e12;
+        const auto problem = problemFromJson(throughText(toJson(p)), "problem", errors);
+        QVERIFY2(problem.has_value(), joinErrors(errors).c_str());
+        QVERIFY(*problem == p);
+    }
+
+    void layoutErrors()
+    {
+        FieldErrors errors;
+        const auto l = layoutFromJson(
+            parseJsonObject(R"({"dp":8,"tp":0,"zero":5,"schedule":"zigzag","pp":"two"})", "layout", errors), "layout",
+            errors);
+        QVERIFY(!l.has_value());
+        const std::string all = joinErrors(errors);
+        for (const char* fragment : {"layout.tp: 0 is out of range", "layout.zero: 5", "layout.schedule: unknown value",
+                                     "layout.pp: expected an integer"})
+            QVERIFY2(all.find(fragment) != std::string::npos, all.c_str());
+    }
+
+    void malformedDocuments_data() { malformed::addRows(); }
+    void malformedDocuments()
+    {
+        QFETCH(QByteArray, text);
+        QFETCH(QString, path);
+        QFETCH(QString, message);
+        FieldErrors errors;
+        const QJsonObject json = parseJsonObject(text, "", errors);
+        if (errors.empty()) {
+            const std::string kind = schemaKind(json);
+            bool ok = false;
+            if (kind == "chip")
+                ok = chipFromJson(json, "chip", errors).has_value();
+            else if (kind == "node")
+                ok = nodeFromJson(json, "node", errors, lookup()).has_value();
+            else
+                ok = modelFromJson(json, "model", errors).has_value();
+            QVERIFY(!ok);
+        }
+        QVERIFY(!errors.empty());
+        bool found = false;
+        for (const FieldError& e : errors)
+            found |= QString::fromStdString(e.path).contains(path) &&
+                     QString::fromStdString(e.message).contains(message);
+        QVERIFY2(found, joinErrors(errors).c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCoreJson)
+#include "tst_core_json.moc"

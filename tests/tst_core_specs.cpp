@@ -1,0 +1,302 @@
+// Units, layout strings and the field-level validation of layouts, hardware,
+// training settings and problems.
+#include "HardwareSpec.h"
+#include "Layout.h"
+#include "ModelSpec.h"
+#include "Problem.h"
+#include "Units.h"
+
+#include <QTest>
+
+using namespace shardscope;
+
+namespace {
+
+bool hasError(const FieldErrors& errors, const std::string& path, const std::string& fragment)
+{
+    for (const FieldError& e : errors)
+        if (e.path == path && e.message.find(fragment) != std::string::npos)
+            return true;
+    return false;
+}
+
+QString dump(const FieldErrors& errors) { return QString::fromStdString(joinErrors(errors)); }
+
+// Llama-2-70B-like model on trn1.32xlarge nodes (32 NeuronCores each sharing 16 chips' HBM).
+Problem llama70bOnTrn1(int nodes)
+{
+    Problem p;
+    ModelSpec& m = p.model;
+    m.name = "llama-2-70b";
+    m.layers = 80;
+    m.hidden = 8192;
+    m.heads = 64;
+    m.kv_heads = 8;
+    m.head_dim = 128;
+    m.ffn_hidden = 28672;
+    m.mlp = MlpKind::SwiGlu;
+    m.vocab = 32000;
+    m.max_seq = 4096;
+    m.positions = PositionKind::Rotary;
+    m.norm = NormKind::RmsNorm;
+    m.bias = false;
+    m.tied_embeddings = false;
+    ChipSpec chip;
+    chip.name = "trainium1";
+    chip.peak_flops_bf16 = 190e12;
+    chip.hbm_bytes = 32.0 * (1 << 30);
+    chip.hbm_bytes_per_second = 820.0 * (1 << 30);
+    chip.devices_per_chip = 2;
+    p.cluster.node.name = "trn1.32xlarge";
+    p.cluster.node.chip = chip;
+    p.cluster.node.chips_per_node = 16;
+    p.cluster.node.intra_topology = Topology::Torus2D;
+    p.cluster.node.intra_link_bytes_per_second = 384.0 * (1 << 30);
+    p.cluster.node.inter_node_bytes_per_second = 800e9 / 8;
+    p.cluster.nodes = nodes;
+    p.training.global_batch = 1024;
+    p.training.seq_len = 4096;
+    return p;
+}
+
+} // namespace
+
+class TstCoreSpecs : public QObject {
+    Q_OBJECT
+private slots:
+    void quantities_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<double>("expected");
+        const int bytes = int(QuantityKind::Bytes), rate = int(QuantityKind::BytesPerSecond),
+                  flops = int(QuantityKind::FlopsPerSecond);
+        QTest::newRow("GiB") << "32 GiB" << bytes << 34359738368.0;
+        QTest::newRow("GB") << "80 GB" << bytes << 80e9;
+        QTest::newRow("plain number") << "1024" << bytes << 1024.0;
+        QTest::newRow("GiB/s") << "820 GiB/s" << rate << 820.0 * 1073741824.0;
+        QTest::newRow("Gbps is bits") << "800 Gbps" << rate << 1e11;
+        QTest::newRow("bidi is halved") << "900 GB/s bidi" << rate << 4.5e11;
+        QTest::newRow("uni as is") << "448 GB/s uni" << rate << 448e9;
+        QTest::newRow("TB/s") << "2.9 TB/s" << rate << 2.9e12;
+        QTest::newRow("TFLOP/s") << "190 TFLOP/s" << flops << 1.9e14;
+        QTest::newRow("PFLOP/s") << "2.25 PFLOP/s" << flops << 2.25e15;
+    }
+    void quantities()
+    {
+        QFETCH(QString, text);
+        QFETCH(int, kind);
+        QFETCH(double, expected);
+        const ParsedQuantity q = parseQuantity(text.toStdString(), QuantityKind(kind));
+        QVERIFY2(q.error.empty(), q.error.c_str());
+        QCOMPARE(q.value, expected);
+    }
+
+    void badQuantities_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<QString>("fragment");
+        QTest::newRow("unknown unit") << "32 parsecs" << int(QuantityKind::Bytes) << "unknown unit";
+        QTest::newRow("no number") << "GB" << int(QuantityKind::Bytes) << "not a size";
+        QTest::newRow("rate for bytes") << "1 TFLOP/s" << int(QuantityKind::Bytes) << "unknown unit";
+        QTest::newRow("bidi on bytes") << "32 GiB bidi" << int(QuantityKind::Bytes) << "bandwidth";
+        QTest::newRow("infinite") << "inf GB/s" << int(QuantityKind::BytesPerSecond) << "finite";
+    }
+    void badQuantities()
+    {
+        QFETCH(QString, text);
+        QFETCH(int, kind);
+        QFETCH(QString, fragment);
+        const ParsedQuantity q = parseQuantity(text.toStdString(), QuantityKind(kind));
+        QVERIFY2(q.error.find(fragment.toStdString()) != std::string::npos, q.error.c_str());
+    }
+
+    void formatting()
+    {
+        QCOMPARE(QString::fromStdString(formatCount(124439808)), QString("124,439,808"));
+        QCOMPARE(QString::fromStdString(formatCount(-1000)), QString("-1,000"));
+        QCOMPARE(QString::fromStdString(formatBytes(34359738368.0)), QString("32.0 GiB"));
+        QCOMPARE(QString::fromStdString(formatSi(1.9e14, "FLOP/s")), QString("190 TFLOP/s"));
+        QCOMPARE(QString::fromStdString(formatDuration(3 * 86400.0)), QString("3 d"));
+    }
+
+    void parseLayoutString()
+    {
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=2,schedule=interleaved,v=2,"
+                                     "recompute=selective,offload=none",
+                                     errors);
+        QVERIFY2(errors.empty(), qPrintable(dump(errors)));
+        QCOMPARE(l.dp, 8);
+        QCOMPARE(l.tp, 8);
+        QCOMPARE(l.pp, 4);
+        QVERIFY(l.sequence_parallel);
+        QCOMPARE(l.zero_stage, 1);
+        QCOMPARE(l.micro_batch, 2);
+        QCOMPARE(l.schedule, PipelineSchedule::Interleaved);
+        QCOMPARE(l.virtual_stages, 2);
+        QCOMPARE(l.recompute, Recompute::Selective);
+        // The printed form parses back to the same layout.
+        FieldErrors again;
+        QVERIFY(parseLayout(toString(l), again) == l);
+        QVERIFY(again.empty());
+    }
+
+    void parseLayoutDefaultsAndFill()
+    {
+        FieldErrors errors;
+        Layout l = parseLayout("tp=8,pp=2", errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(l.dp, 0);  // to be filled
+        QCOMPARE(l.cp, 1);
+        QCOMPARE(l.schedule, PipelineSchedule::OneFOneB);
+        QCOMPARE(l.recompute, Recompute::None);
+        resolveDataParallel(l, 2048, errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(l.dp, 128);
+        Layout odd = parseLayout("tp=3", errors);
+        resolveDataParallel(odd, 32, errors);
+        QVERIFY(hasError(errors, "layout.dp", "does not divide the 32 devices"));
+    }
+
+    void parseLayoutErrors()
+    {
+        FieldErrors errors;
+        parseLayout("tp=eight,pipeline=2,schedule=zigzag,sp=maybe,dp", errors);
+        QVERIFY(hasError(errors, "layout.tp", "not an integer"));
+        QVERIFY(hasError(errors, "layout.pipeline", "unknown key"));
+        QVERIFY(hasError(errors, "layout.schedule", "zigzag"));
+        QVERIFY(hasError(errors, "layout.sp", "maybe"));
+        QVERIFY(hasError(errors, "layout", "not key=value"));
+        QCOMPARE(errors.size(), size_t(5));
+    }
+
+    void layoutRules_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QString>("fragment");
+        // 4 trn1.32xlarge = 128 devices, Llama-2-70B (64 heads, 8 KV heads, 80 layers), batch 1024, seq 4096.
+        QTest::newRow("tp vs heads") << "dp=4,tp=3,pp=1,cp=1" << "layout.tp" << "3 does not divide heads 64";
+        QTest::newRow("device count") << "dp=2,tp=8,pp=2" << "layout.dp" << "does not equal the cluster's 128 devices";
+        QTest::newRow("pp vs layers") << "dp=4,tp=1,pp=32" << "layout.pp" << "does not divide the 80 layers";
+        QTest::newRow("batch") << "dp=128,mb=3" << "layout.mb" << "does not divide the global batch 1024";
+        QTest::newRow("interleaved needs v") << "dp=16,tp=8,schedule=interleaved,pp=1" << "layout.schedule"
+                                             << "needs pp >= 2";
+        QTest::newRow("v without interleaving") << "dp=16,tp=4,pp=2,v=2" << "layout.v" << "schedule=interleaved";
+        QTest::newRow("sp needs tp") << "dp=128,sp=on" << "layout.sp" << "needs tp > 1";
+        QTest::newRow("zero group") << "dp=128,zero=3,zero_group=3" << "layout.zero_group" << "does not divide dp 128";
+        QTest::newRow("zero group needs zero") << "dp=128,zero_group=8" << "layout.zero_group" << "zero >= 1";
+        QTest::newRow("zero stage") << "dp=128,zero=4" << "layout.zero" << "not a ZeRO stage";
+        QTest::newRow("offload needs zero") << "dp=128,offload=optimizer" << "layout.offload" << "zero >= 1";
+    }
+    void layoutRules()
+    {
+        QFETCH(QString, layout);
+        QFETCH(QString, path);
+        QFETCH(QString, fragment);
+        const Problem p = llama70bOnTrn1(4);
+        FieldErrors parseErrors;
+        const Layout l = parseLayout(layout.toStdString(), parseErrors);
+        QVERIFY(parseErrors.empty());
+        const FieldErrors errors = validate(l, p.model, p.cluster, p.training);
+        QVERIFY2(hasError(errors, path.toStdString(), fragment.toStdString()), qPrintable(dump(errors)));
+    }
+
+    void legalLayouts_data()
+    {
+        QTest::addColumn<QString>("layout");
+        // The NxD Llama-2-70B runs: TP=32 on one trn1.32xlarge (KV heads replicated 4x), PP=8.
+        QTest::newRow("tp32 pp4 kv replicated") << "dp=1,tp=32,pp=4,sp=on,zero=1,recompute=selective";
+        QTest::newRow("interleaved") << "dp=4,tp=8,pp=4,schedule=interleaved,v=2,mb=1";
+        QTest::newRow("hsdp") << "dp=128,zero=3,zero_group=32,mb=2";
+        QTest::newRow("context parallel") << "dp=2,tp=8,pp=2,cp=4,sp=on";
+    }
+    void legalLayouts()
+    {
+        QFETCH(QString, layout);
+        const Problem p = llama70bOnTrn1(4);
+        FieldErrors errors;
+        const Layout l = parseLayout(layout.toStdString(), errors);
+        const FieldErrors rules = validate(l, p.model, p.cluster, p.training);
+        QVERIFY2(errors.empty() && rules.empty(), qPrintable(dump(rules)));
+    }
+
+    void everyProblemReported()
+    {
+        // Several rules broken at once are all reported.
+        const Problem p = llama70bOnTrn1(4);
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=3,tp=3,pp=3,mb=5", errors);
+        const FieldErrors rules = validate(l, p.model, p.cluster, p.training);
+        QVERIFY(hasError(rules, "layout.dp", "27"));
+        QVERIFY(hasError(rules, "layout.tp", "heads 64"));
+        QVERIFY(hasError(rules, "layout.pp", "80 layers"));
+        QVERIFY(hasError(rules, "layout.mb", "global batch 1024"));
+    }
+
+    void contextParallelDividesSequence()
+    {
+        Problem p = llama70bOnTrn1(4);
+        p.training.seq_len = 4000;
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=8,tp=8,cp=2,sp=on", errors);
+        QVERIFY(validate(l, p.model, p.cluster, p.training).empty());  // 4000 = 2 x 2000, and 16 x 250
+        const Layout bad = parseLayout("dp=2,tp=1,cp=64", errors);
+        QVERIFY(hasError(validate(bad, p.model, p.cluster, p.training), "layout.cp",
+                         "does not divide the sequence length 4000"));
+        const Layout badSp = parseLayout("dp=1,tp=32,cp=4,sp=on", errors);
+        QVERIFY(hasError(validate(badSp, p.model, p.cluster, p.training), "layout.sp", "tp x cp = 128"));
+    }
+
+    void trainiumDevicesShareChips()
+    {
+        const Problem p = llama70bOnTrn1(1);
+        QCOMPARE(p.cluster.node.devicesPerNode(), 32);
+        QCOMPARE(qint64(p.cluster.devices()), qint64(32));
+        QCOMPARE(p.cluster.node.chip.hbmBytesPerDevice(), 16.0 * (1 << 30));
+        FieldErrors errors;
+        // TP=32 on one trn1.32xlarge is legal: the unit of parallelism is the NeuronCore.
+        const Layout l = parseLayout("dp=1,tp=32", errors);
+        QVERIFY(validate(l, p.model, p.cluster, p.training).empty());
+    }
+
+    void clusterNeedsPublishedNetwork()
+    {
+        Problem p = llama70bOnTrn1(2);
+        p.cluster.node.inter_node_bytes_per_second = 0;  // not published
+        QVERIFY(hasError(validate(p.cluster), "cluster.node.inter_node_bytes_per_second", "not published"));
+        p.cluster.nodes = 1;
+        QVERIFY(validate(p.cluster).empty());  // one node needs no network
+    }
+
+    void hardwareValidation()
+    {
+        ChipSpec c;
+        c.name = "broken";
+        c.hbm_bytes = -1;
+        c.devices_per_chip = 0;
+        const FieldErrors errors = validate(c);
+        QVERIFY(hasError(errors, "chip.hbm_bytes", "out of range"));
+        QVERIFY(hasError(errors, "chip.hbm_bytes_per_second", "required"));
+        QVERIFY(hasError(errors, "chip.devices_per_chip", "out of range"));
+        QVERIFY(hasError(errors, "chip.peak_flops", "at least one"));
+    }
+
+    void problemValidation()
+    {
+        Problem p = llama70bOnTrn1(1);
+        p.model.positions = PositionKind::Learned;
+        p.training.seq_len = 8192;
+        p.training.global_batch = 0;
+        p.training.precision = Precision::FP8Mixed;  // the test chip has no fp8 figure
+        const FieldErrors errors = validate(p);
+        QVERIFY2(hasError(errors, "training.seq_len", "learned position table of 4096"), qPrintable(dump(errors)));
+        QVERIFY(hasError(errors, "training.global_batch", "out of range"));
+        QVERIFY(hasError(errors, "training.precision", "not published"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCoreSpecs)
+#include "tst_core_specs.moc"
