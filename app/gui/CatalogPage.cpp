@@ -29,15 +29,23 @@ QTableWidget* makeTable(const QStringList& headers, QWidget* parent)
     return t;
 }
 
-// An item that sorts by a number while showing formatted text.
-QTableWidgetItem* numberItem(double value, const QString& text)
-{
-    auto* item = new QTableWidgetItem(text);
-    item->setData(Qt::UserRole + 1, value);
-    item->setData(Qt::InitialSortOrderRole, value);
-    item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    return item;
-}
+constexpr int kSortRole = Qt::UserRole + 1;
+
+// Shows formatted text ("1,315,723,264", "190 TFLOP/s") but sorts by the number behind it.
+class NumberItem : public QTableWidgetItem {
+public:
+    NumberItem(double value, const QString& text) : QTableWidgetItem(text)
+    {
+        setData(kSortRole, value);
+        setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    }
+    bool operator<(const QTableWidgetItem& other) const override
+    {
+        return data(kSortRole).toDouble() < other.data(kSortRole).toDouble();
+    }
+};
+
+QTableWidgetItem* numberItem(double value, const QString& text) { return new NumberItem(value, text); }
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
@@ -80,8 +88,9 @@ CatalogPage::CatalogPage(Catalog& catalog, QWidget* parent) : QWidget(parent), c
     auto* splitter = new QSplitter(this);
     splitter->addWidget(tabs_);
     splitter->addWidget(right);
-    splitter->setStretchFactor(0, 3);
-    splitter->setStretchFactor(1, 2);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 1);
+    splitter->setSizes({900, 450});
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(splitter);
 
@@ -154,6 +163,7 @@ void CatalogPage::reload()
     }
     for (QTableWidget* t : {models_, chips_, nodes_}) {
         t->setSortingEnabled(true);
+        t->sortByColumn(0, Qt::AscendingOrder);
         t->resizeColumnsToContents();
         if (t->rowCount() > 0)
             t->selectRow(0);
