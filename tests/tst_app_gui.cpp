@@ -1,4 +1,335 @@
+// The desktop window on the offscreen platform: the overview page, the catalog
+// browser's tables and details against the catalog itself, the item models'
+// consistency (QAbstractItemModelTester), and one screenshot per page.
+// The catalog lives in a QTemporaryDir and QSettings are redirected there too.
+#include "Catalog.h"
+#include "CatalogPage.h"
+#include "MainWindow.h"
+#include "ModelSpec.h"
+#include "Units.h"
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QFontInfo>
+#include <QHeaderView>
+#include <QImage>
+#include <QPlainTextEdit>
+#include <QSet>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTemporaryDir>
 #include <QTest>
-class T : public QObject { Q_OBJECT };
-QTEST_GUILESS_MAIN(T)
+#include <QThreadPool>
+#include <QTreeWidget>
+
+#include <algorithm>
+#include <memory>
+
+using namespace shardscope;
+
+class TstAppGui : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<QTemporaryDir> dir_;
+    std::unique_ptr<Catalog> catalog_;
+    std::unique_ptr<MainWindow> window_;
+
+    CatalogPage* catalogPage() const { return window_->findChild<CatalogPage*>(); }
+
+    // The catalog page's table for one kind, found by its tab title.
+    QTableWidget* table(const QString& tabTitle) const
+    {
+        QTabWidget* kinds = catalogPage()->kindTabs();
+        for (int i = 0; i < kinds->count(); ++i)
+            if (kinds->tabText(i).remove(QLatin1Char('&')) == tabTitle)
+                return qobject_cast<QTableWidget*>(kinds->widget(i));
+        return nullptr;
+    }
+
+    static int column(const QTableWidget* t, const QString& header)
+    {
+        for (int c = 0; c < t->columnCount(); ++c)
+            if (t->horizontalHeaderItem(c) && t->horizontalHeaderItem(c)->text() == header)
+                return c;
+        return -1;
+    }
+
+    static int rowOf(const QTableWidget* t, const QString& name)
+    {
+        for (int r = 0; r < t->rowCount(); ++r)
+            if (t->item(r, 0) && t->item(r, 0)->text() == name)
+                return r;
+        return -1;
+    }
+
+    // The value column of the details row named `field`, or a null string.
+    QString detail(const QString& field) const
+    {
+        const QTreeWidget* details = catalogPage()->findChild<QTreeWidget*>();
+        if (!details)
+            return {};
+        for (int i = 0; i < details->topLevelItemCount(); ++i)
+            if (details->topLevelItem(i)->text(0) == field)
+                return details->topLevelItem(i)->text(1);
+        return {};
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY2(!QFontInfo(QFont()).family().isEmpty(), "no usable font");
+        QStandardPaths::setTestModeEnabled(true);
+        dir_ = std::make_unique<QTemporaryDir>();
+        QVERIFY2(dir_->isValid(), qPrintable(dir_->errorString()));
+        // The window saves its geometry on close: keep that out of the user's settings.
+        QCoreApplication::setOrganizationName(QStringLiteral("shardscope-tests"));
+        QSettings::setDefaultFormat(QSettings::IniFormat);
+        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
+
+        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        QVERIFY(QFileInfo::exists(catalog_->path()));
+        window_ = std::make_unique<MainWindow>(*catalog_);
+        window_->resize(1280, 800);
+        window_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+        QVERIFY(catalogPage());
+    }
+
+    void cleanupTestCase()
+    {
+        if (window_)
+            window_->close();
+        window_.reset();
+        catalog_.reset();
+        QThreadPool::globalInstance()->waitForDone();
+    }
+
+    void pages()
+    {
+        QTabWidget* pages = window_->pages();
+        QVERIFY(pages);
+        QStringList titles;
+        for (int i = 0; i < pages->count(); ++i)
+            titles << pages->tabText(i).remove(QLatin1Char('&'));
+        QVERIFY2(titles.contains(QStringLiteral("Overview")), qPrintable(titles.join(QLatin1String(", "))));
+        QVERIFY2(titles.contains(QStringLiteral("Catalog")), qPrintable(titles.join(QLatin1String(", "))));
+        QCOMPARE(pages->widget(int(titles.indexOf(QStringLiteral("Catalog")))), catalogPage());
+
+        QStringList kinds;
+        for (int i = 0; i < catalogPage()->kindTabs()->count(); ++i)
+            kinds << catalogPage()->kindTabs()->tabText(i).remove(QLatin1Char('&'));
+        QCOMPARE(kinds, (QStringList{"Models", "Chips", "Node types"}));
+    }
+
+    void overview()
+    {
+        const auto* overview = window_->findChild<QPlainTextEdit*>(QStringLiteral("overview"));
+        QVERIFY(overview);
+        const QString text = overview->toPlainText();
+        QVERIFY2(text.contains(QLatin1String("174,604,259,328")), qPrintable(text));  // GPT-3 175B, exact
+        QVERIFY2(text.contains(QLatin1String("trn1.32xlarge")), qPrintable(text));
+        QVERIFY(overview->isReadOnly());
+    }
+
+    void tablesMatchCatalog_data()
+    {
+        QTest::addColumn<QString>("tabTitle");
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<int>("minimum");
+        QTest::newRow("models") << QStringLiteral("Models") << int(EntryKind::Model) << 22;
+        QTest::newRow("chips") << QStringLiteral("Chips") << int(EntryKind::Chip) << 13;
+        QTest::newRow("nodes") << QStringLiteral("Node types") << int(EntryKind::Node) << 14;
+    }
+
+    void tablesMatchCatalog()
+    {
+        QFETCH(QString, tabTitle);
+        QFETCH(int, kind);
+        QFETCH(int, minimum);
+        QCOMPARE(catalogPage()->findChildren<QTableWidget*>().size(), 3);
+        const QTableWidget* t = table(tabTitle);
+        QVERIFY(t);
+        const std::vector<CatalogEntry> entries = catalog_->list(EntryKind(kind));
+        QVERIFY2(int(entries.size()) >= minimum, qPrintable(QString::number(entries.size())));
+        QCOMPARE(t->rowCount(), int(entries.size()));
+        QSet<QString> expected, shown;
+        for (const CatalogEntry& e : entries)
+            expected.insert(QString::fromStdString(e.name));
+        for (int r = 0; r < t->rowCount(); ++r) {
+            QVERIFY(t->item(r, 0));
+            shown.insert(t->item(r, 0)->text());
+        }
+        QCOMPARE(shown, expected);
+    }
+
+    void modelDetails_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("gpt2-small") << QStringLiteral("gpt2-small");
+        QTest::newRow("llama-3-8b") << QStringLiteral("llama-3-8b");
+        QTest::newRow("mixtral-8x7b (MoE)") << QStringLiteral("mixtral-8x7b");
+        QTest::newRow("t5-11b (encoder-decoder)") << QStringLiteral("t5-11b");
+        QTest::newRow("gpt3-175b") << QStringLiteral("gpt3-175b");
+    }
+
+    // Selecting a model fills the details with its exact parameter count, and
+    // the table's Parameters column shows the same figure.
+    void modelDetails()
+    {
+        QFETCH(QString, name);
+        window_->pages()->setCurrentWidget(catalogPage());
+        QTableWidget* models = table(QStringLiteral("Models"));
+        QVERIFY(models);
+        catalogPage()->kindTabs()->setCurrentWidget(models);
+        const int row = rowOf(models, name);
+        QVERIFY2(row >= 0, qPrintable(name));
+        // Select a different row first so that selecting `row` is a real change.
+        models->selectRow(row == 0 ? 1 : 0);
+        QVERIFY(detail(QStringLiteral("name")) != name);
+        models->selectRow(row);
+        QCOMPARE(models->currentRow(), row);
+
+        const QString expected = QString::fromStdString(formatCount(parameterCount(catalog_->model(name.toStdString()))));
+        QVERIFY(expected.count(QLatin1Char(',')) >= 2);  // an exact count, not "124M"
+        QCOMPARE(detail(QStringLiteral("name")), name);
+        QCOMPARE(detail(QStringLiteral("parameters")), expected);
+        const int parameters = column(models, QStringLiteral("Parameters"));
+        QVERIFY(parameters >= 0);
+        QCOMPARE(models->item(row, parameters)->text(), expected);
+    }
+
+    void switchingKindShowsThatKindsDetails_data()
+    {
+        QTest::addColumn<QString>("tabTitle");
+        QTest::addColumn<QString>("name");
+        QTest::newRow("chip trainium1") << QStringLiteral("Chips") << QStringLiteral("trainium1");
+        QTest::newRow("node trn1.32xlarge") << QStringLiteral("Node types") << QStringLiteral("trn1.32xlarge");
+        QTest::newRow("node p5.48xlarge") << QStringLiteral("Node types") << QStringLiteral("p5.48xlarge");
+    }
+
+    void switchingKindShowsThatKindsDetails()
+    {
+        QFETCH(QString, tabTitle);
+        QFETCH(QString, name);
+        window_->pages()->setCurrentWidget(catalogPage());
+        QTableWidget* models = table(QStringLiteral("Models"));
+        catalogPage()->kindTabs()->setCurrentWidget(models);
+        models->selectRow(rowOf(models, QStringLiteral("gpt2-small")));
+        QCOMPARE(detail(QStringLiteral("name")), QStringLiteral("gpt2-small"));
+
+        QTableWidget* t = table(tabTitle);
+        QVERIFY(t);
+        const int row = rowOf(t, name);
+        QVERIFY2(row >= 0, qPrintable(name));
+        t->selectRow(row);
+        catalogPage()->kindTabs()->setCurrentWidget(t);
+        QCOMPARE(detail(QStringLiteral("name")), name);
+        QVERIFY(detail(QStringLiteral("parameters")).isNull());  // not a model's details any more
+    }
+
+    void itemModelsAreConsistent_data()
+    {
+        QTest::addColumn<QString>("tabTitle");
+        QTest::newRow("models") << QStringLiteral("Models");
+        QTest::newRow("chips") << QStringLiteral("Chips");
+        QTest::newRow("nodes") << QStringLiteral("Node types");
+    }
+
+    void itemModelsAreConsistent()
+    {
+        QFETCH(QString, tabTitle);
+        QTableWidget* t = table(tabTitle);
+        QVERIFY(t);
+        const int rows = t->rowCount();
+        {
+            QAbstractItemModelTester tester(t->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+            if (QTest::currentTestFailed())
+                return;
+            // Exercise the model while it is watched: a full reload and a sort on every column.
+            catalogPage()->reload();
+            if (QTest::currentTestFailed())
+                return;
+            for (int c = 0; c < t->columnCount(); ++c) {
+                t->sortByColumn(c, Qt::DescendingOrder);
+                t->sortByColumn(c, Qt::AscendingOrder);
+                if (QTest::currentTestFailed())
+                    return;
+            }
+            t->sortByColumn(0, Qt::AscendingOrder);
+        }
+        QCOMPARE(t->rowCount(), rows);
+        // After a name sort the names are in order.
+        for (int r = 1; r < t->rowCount(); ++r)
+            QVERIFY2(t->item(r - 1, 0)->text() <= t->item(r, 0)->text(), qPrintable(t->item(r, 0)->text()));
+    }
+
+    // Numeric columns sort by value, not by their formatted text ("1,315,723,264" is
+    // less than "124,439,808" as a string).
+    void parametersColumnSortsByValue_data()
+    {
+        QTest::addColumn<int>("order");
+        QTest::newRow("ascending") << int(Qt::AscendingOrder);
+        QTest::newRow("descending") << int(Qt::DescendingOrder);
+    }
+
+    void parametersColumnSortsByValue()
+    {
+        QFETCH(int, order);
+        QTableWidget* models = table(QStringLiteral("Models"));
+        QVERIFY(models);
+        const int parameters = column(models, QStringLiteral("Parameters"));
+        QVERIFY(parameters >= 0);
+        models->sortByColumn(parameters, Qt::SortOrder(order));
+        QList<qint64> counts;
+        for (int r = 0; r < models->rowCount(); ++r)
+            counts << parameterCount(catalog_->model(models->item(r, 0)->text().toStdString()));
+        models->sortByColumn(0, Qt::AscendingOrder);
+        QVERIFY(counts.size() >= 22);
+        if (Qt::SortOrder(order) == Qt::DescendingOrder)
+            std::reverse(counts.begin(), counts.end());
+        QVERIFY2(std::is_sorted(counts.cbegin(), counts.cend()), "Parameters column is not in numeric order");
+        QVERIFY(counts.front() < counts.back());
+    }
+
+    void screenshots()
+    {
+        const QString shots = dir_->filePath(QStringLiteral("shots"));
+        const QStringList files = window_->saveScreenshots(shots);
+        // Overview + the three catalog tabs.
+        QCOMPARE(files.size(), 4);
+        const QSize expectedSize = window_->size() * window_->devicePixelRatio();
+        QList<QImage> images;
+        QSet<QString> names;
+        for (const QString& f : files) {
+            QVERIFY2(QFileInfo(f).absolutePath() == QDir(shots).absolutePath(), qPrintable(f));
+            QVERIFY2(f.endsWith(QLatin1String(".png")), qPrintable(f));
+            names.insert(QFileInfo(f).fileName());
+            QImage image;
+            QVERIFY2(image.load(f, "PNG"), qPrintable(f));
+            QVERIFY2(!image.isNull(), qPrintable(f));
+            QCOMPARE(image.size(), expectedSize);
+            // Not a single uniform colour: sample a 16 x 16 grid.
+            QSet<QRgb> colours;
+            for (int i = 0; i < 16; ++i)
+                for (int j = 0; j < 16; ++j)
+                    colours.insert(image.pixel((image.width() - 1) * i / 15, (image.height() - 1) * j / 15));
+            QVERIFY2(colours.size() > 1, qPrintable(f + QStringLiteral(" is one uniform colour")));
+            images << image.convertToFormat(QImage::Format_ARGB32);
+        }
+        QCOMPARE(names.size(), 4);
+        QVERIFY2(names.contains(QStringLiteral("overview.png")), qPrintable(QStringList(names.values()).join(QLatin1Char(' '))));
+        // Each page really was switched to: no two screenshots are identical.
+        for (int a = 0; a < images.size(); ++a)
+            for (int b = a + 1; b < images.size(); ++b)
+                QVERIFY2(images[a] != images[b], qPrintable(files[a] + QStringLiteral(" == ") + files[b]));
+    }
+};
+
+QTEST_MAIN(TstAppGui)
 #include "tst_app_gui.moc"

@@ -214,6 +214,15 @@ private slots:
         huge.insert(QStringLiteral("layers"), 1e30);
         QTest::newRow("import model with layers 1e30")
             << QStringList{"catalog", "import", "@DIR@/input.json"} << compact(huge) << QStringList{"layers"};
+        QTest::newRow("import over a built-in")
+            << QStringList{"catalog", "import", "@DIR@/input.json"} << compact(modelDocument(QStringLiteral("gpt2-small")))
+            << QStringList{"gpt2-small", "built.?in"};
+        QTest::newRow("import over a built-in with --replace")
+            << QStringList{"catalog", "import", "@DIR@/input.json", "--replace"}
+            << compact(modelDocument(QStringLiteral("gpt2-small"))) << QStringList{"gpt2-small", "built.?in"};
+        QTest::newRow("import a model named like a built-in chip")
+            << QStringList{"catalog", "import", "@DIR@/input.json", "--replace"}
+            << compact(modelDocument(QStringLiteral("trainium1"))) << QStringList{"trainium1"};
         QTest::newRow("remove a built-in")
             << QStringList{"catalog", "remove", "gpt2-small"} << none << QStringList{"gpt2-small", "built.?in"};
         QTest::newRow("remove unknown name")

@@ -1,6 +1,7 @@
 #include "CliArgs.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace shardscope::cli {
@@ -68,9 +69,11 @@ double CliArgs::number(const std::string& name, double fallback, double lo, doub
     const double v = std::strtod(text->c_str(), &end);
     if (text->empty() || *end != '\0' || !std::isfinite(v))
         throw UsageError("--" + name + ": \"" + *text + "\" is not a number");
-    if (v < lo || v > hi)
-        throw UsageError("--" + name + ": " + *text + " is out of range [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "]");
+    if (v < lo || v > hi) {
+        char range[96];
+        std::snprintf(range, sizeof range, "[%.10g, %.10g]", lo, hi);
+        throw UsageError("--" + name + ": " + *text + " is out of range " + range);
+    }
     return v;
 }
 

@@ -42,31 +42,34 @@ namespace {
 int run(std::vector<std::string> args)
 {
     QString db = Catalog::defaultPath();
+    std::string command;
     std::vector<std::string> rest;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (a == "--help" || a == "-h" || a == "help") {
-            std::cout << mainHelp();
-            return kExitOk;
-        }
-        if (a == "--version") {
-            std::cout << "shardscope-cli " << kVersion << "\n";
-            return kExitOk;
-        }
+        // --db may come anywhere; help and version only before the command or as its option,
+        // so that an entry named "help" can still be shown.
         if (a == "--db") {
             if (i + 1 >= args.size())
                 throw UsageError("option --db needs a PATH");
             db = QString::fromStdString(args[++i]);
         } else if (a.rfind("--db=", 0) == 0) {
             db = QString::fromStdString(a.substr(5));
+        } else if (a == "--help" || a == "-h" || (command.empty() && a == "help")) {
+            std::cout << mainHelp();
+            return kExitOk;
+        } else if (a == "--version" && command.empty()) {
+            std::cout << "shardscope-cli " << kVersion << "\n";
+            return kExitOk;
+        } else if (command.empty()) {
+            if (a.rfind("-", 0) == 0)
+                throw UsageError("unknown option " + a + " (see shardscope-cli --help)");
+            command = a;
         } else {
             rest.push_back(a);
         }
     }
-    if (rest.empty())
+    if (command.empty())
         throw UsageError("missing command\n\n" + mainHelp());
-    const std::string command = rest.front();
-    rest.erase(rest.begin());
     Context ctx{db, std::cout, std::cerr};
     if (command == "catalog")
         return runCatalog(rest, ctx);
