@@ -66,6 +66,7 @@ FieldErrors validate(const NodeType& n, const std::string& path)
                                                          " must be at least chips_per_node " +
                                                          std::to_string(n.chips_per_node)});
     checkFigure(errors, path, "inter_node_bytes_per_second", n.inter_node_bytes_per_second, 1e15, false);
+    checkFigure(errors, path, "host_link_bytes_per_second", n.host_link_bytes_per_second, 1e15, false);
     checkFigure(errors, path, "price_per_node_hour_usd", n.price_per_node_hour_usd, 1e6, false);
     return errors;
 }

@@ -42,6 +42,7 @@ struct NodeType {
     double intra_link_bytes_per_second = 0;   // per chip, one direction, scale-up link
     int scale_up_chips = 0;                   // chips reachable over the scale-up link (0: chips_per_node)
     double inter_node_bytes_per_second = 0;   // per node, one direction; 0: not published
+    double host_link_bytes_per_second = 0;    // per chip to host memory (PCIe), one direction; 0: not published
     double price_per_node_hour_usd = 0;       // 0: not published
     std::string price_kind;                   // "on-demand", "capacity-block", ...
     std::map<std::string, std::string> sources;

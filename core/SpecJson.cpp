@@ -224,6 +224,7 @@ QJsonObject toJson(const NodeType& n)
     if (n.scale_up_chips > 0)
         o.insert("scale_up_chips", n.scale_up_chips);
     putIfPositive(o, "inter_node_bytes_per_second", n.inter_node_bytes_per_second);
+    putIfPositive(o, "host_link_bytes_per_second", n.host_link_bytes_per_second);
     putIfPositive(o, "price_per_node_hour_usd", n.price_per_node_hour_usd);
     if (!n.price_kind.empty())
         o.insert("price_kind", QString::fromStdString(n.price_kind));
@@ -240,7 +241,8 @@ std::optional<NodeType> nodeFromJson(const QJsonObject& json, const std::string&
     checkSchema(r, "node", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "name", "display_name", "chip", "chips_per_node", "devices_per_node",
                          "intra_topology", "intra_link_bytes_per_second", "scale_up_chips",
-                         "inter_node_bytes_per_second", "price_per_node_hour_usd", "price_kind", "sources"});
+                         "inter_node_bytes_per_second", "host_link_bytes_per_second", "price_per_node_hour_usd",
+                         "price_kind", "sources"});
     NodeType n;
     n.name = r.string("name", true);
     n.display_name = r.string("display_name", false);
@@ -263,6 +265,7 @@ std::optional<NodeType> nodeFromJson(const QJsonObject& json, const std::string&
         r.quantity("intra_link_bytes_per_second", QuantityKind::BytesPerSecond, n.chips_per_node > 1);
     n.scale_up_chips = r.integer("scale_up_chips", 0, false, 0, 1'000'000);
     n.inter_node_bytes_per_second = r.quantity("inter_node_bytes_per_second", QuantityKind::BytesPerSecond, false);
+    n.host_link_bytes_per_second = r.quantity("host_link_bytes_per_second", QuantityKind::BytesPerSecond, false);
     n.price_per_node_hour_usd = r.number("price_per_node_hour_usd", 0, false, 0, 1e6);
     n.price_kind = r.string("price_kind", false);
     n.sources = readSources(r);
@@ -280,7 +283,8 @@ QJsonObject toJson(const TrainingSpec& t)
                        {"seq_len", t.seq_len},
                        {"precision", toString(t.precision)},
                        {"optimizer", toString(t.optimizer)},
-                       {"tokens_to_train", t.tokens_to_train}};
+                       {"tokens_to_train", t.tokens_to_train},
+                       {"flash_attention", t.flash_attention}};
 }
 
 std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -289,13 +293,15 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     JsonReader r(json, path, errors);
     if (r.has("schema"))
         checkSchema(r, "training", kSpecSchemaVersion);
-    r.rejectUnknownKeys({"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train"});
+    r.rejectUnknownKeys(
+        {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention"});
     TrainingSpec t;
     t.global_batch = r.integer("global_batch", 0, true, 1, 100'000'000);
     t.seq_len = r.integer("seq_len", 0, true, 1, 1 << 24);
     t.precision = r.enumeration<Precision>("precision", kPrecisionNames, Precision::BF16Mixed, false);
     t.optimizer = r.enumeration<Optimizer>("optimizer", kOptimizerNames, Optimizer::AdamW, false);
     t.tokens_to_train = r.number("tokens_to_train", 300e9, false, 1, 1e16);
+    t.flash_attention = r.boolean("flash_attention", false);
     if (errors.size() != before || !appendValidation(t, path, errors))
         return std::nullopt;
     return t;

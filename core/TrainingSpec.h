@@ -17,6 +17,9 @@ struct TrainingSpec {
     Precision precision = Precision::BF16Mixed;
     Optimizer optimizer = Optimizer::AdamW;
     double tokens_to_train = 300e9;   // token budget for time and cost to train
+    // Fused attention (FlashAttention-style): causal blocks above the diagonal are skipped,
+    // probabilities are not stored, scores are recomputed in the backward pass.
+    bool flash_attention = false;
 
     std::int64_t tokensPerStep() const { return std::int64_t(global_batch) * seq_len; }
     bool operator==(const TrainingSpec&) const = default;

@@ -26,6 +26,15 @@ Commands:
                               add models, chips or node types (all-or-nothing)
   catalog export NAME [--out FILE.json]
   catalog remove NAME         remove one of your own entries
+  predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
+          --layout "dp=8,tp=8,pp=4,sp=on,zero=1,mb=1,schedule=1f1b,recompute=selective"
+          [--precision bf16] [--tokens 300e9] [--flash-attention] [--json] [--explain]
+                              step time, memory, throughput, MFU, time and cost to
+                              train for one layout; keys left out of --layout take
+                              defaults (dp fills the devices)
+  calibrate [--fit] [--json] [--out PROFILE.json]
+                              the cost model against published training runs
+                              (calibration-cases.md); --fit refits its efficiency terms
 
 Options:
   --db PATH                   catalog database (default: $SHARDSCOPE_DB, else
@@ -75,6 +84,10 @@ int run(std::vector<std::string> args)
         return runCatalog(rest, ctx);
     if (command == "demo")
         return runDemo(rest, ctx);
+    if (command == "calibrate")
+        return runCalibrate(rest, ctx);
+    if (command == "predict")
+        return runPredict(rest, ctx);
     throw UsageError("unknown command \"" + command + "\" (see shardscope-cli --help)");
 }
 

@@ -18,6 +18,8 @@ struct Context {
 
 int runCatalog(const std::vector<std::string>& args, Context& ctx);
 int runDemo(const std::vector<std::string>& args, Context& ctx);
+int runCalibrate(const std::vector<std::string>& args, Context& ctx);
+int runPredict(const std::vector<std::string>& args, Context& ctx);
 
 std::string mainHelp();
 

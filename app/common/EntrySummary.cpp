@@ -163,6 +163,9 @@ std::vector<std::pair<std::string, std::string>> describe(const NodeType& n)
         {"network per node", known(n.inter_node_bytes_per_second,
                                    formatSi(n.inter_node_bytes_per_second, "B/s") + " one direction" +
                                        sourceOf(n.sources, "inter_node_bytes_per_second"))},
+        {"host link", known(n.host_link_bytes_per_second,
+                            formatSi(n.host_link_bytes_per_second, "B/s") + " per chip, one direction" +
+                                sourceOf(n.sources, "host_link_bytes_per_second"))},
         {"price per node-hour",
          known(n.price_per_node_hour_usd, usd(n.price_per_node_hour_usd) +
                                               (n.price_kind.empty() ? "" : " (" + n.price_kind + ")") +

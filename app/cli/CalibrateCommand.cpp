@@ -1,0 +1,117 @@
+// shardscope-cli calibrate: the cost model against the published runs of
+// calibration-cases.md, and (with --fit) a least-squares fit of its efficiency terms.
+#include "Calibration.h"
+#include "CliArgs.h"
+#include "Commands.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+void printTable(std::ostream& out, const std::vector<CaseResult>& results)
+{
+    char line[256];
+    std::snprintf(line, sizeof line, "%-44s %10s %10s %8s\n", "CASE", "MEASURED", "PREDICTED", "ERROR");
+    out << line;
+    for (const CaseResult& r : results) {
+        std::snprintf(line, sizeof line, "%-44s %10.2f %10.2f %+7.1f%%%s\n", r.id.c_str(), r.measured, r.predicted,
+                      100 * r.relative_error, r.feasible ? "" : "  (out of memory)");
+        out << line;
+    }
+}
+
+void printSummary(std::ostream& out, const char* label, const ErrorSummary& s)
+{
+    char line[160];
+    std::snprintf(line, sizeof line, "%s: median |error| %.1f%%, worst %.1f%%, rms log error %.3f\n", label,
+                  100 * s.median_abs, 100 * s.worst_abs, s.rms_log);
+    out << line;
+}
+
+QJsonArray resultsJson(const std::vector<CaseResult>& results)
+{
+    QJsonArray a;
+    for (const CaseResult& r : results)
+        a.append(QJsonObject{{"id", QString::fromStdString(r.id)},
+                             {"measured", r.measured},
+                             {"predicted", r.predicted},
+                             {"relative_error", r.relative_error},
+                             {"feasible", r.feasible}});
+    return a;
+}
+
+} // namespace
+
+int runCalibrate(const std::vector<std::string>& args, Context& ctx)
+{
+    const CliArgs a(args, {"out", "terms"}, {"fit", "json"});
+    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...]] [--json] [--out PROFILE.json]");
+    // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
+    std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::DpOverlap};
+    if (auto list = a.value("terms")) {
+        terms.clear();
+        size_t start = 0;
+        while (start <= list->size()) {
+            const size_t comma = std::min(list->find(',', start), list->size());
+            const std::string name = list->substr(start, comma - start);
+            bool known = false;
+            for (FitTerm t : {FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::ElementwiseFactor,
+                              FitTerm::DpOverlap, FitTerm::InterNodeEfficiency, FitTerm::IntraLinkEfficiency})
+                if (name == toString(t)) {
+                    terms.push_back(t);
+                    known = true;
+                }
+            if (!known)
+                throw UsageError("--terms: unknown term \"" + name +
+                                 "\" (matmul_efficiency.by_vendor, matmul_half_dim, elementwise_traffic_factor, "
+                                 "dp_overlap, network.inter_node_efficiency, network.intra_link_efficiency)");
+            start = comma + 1;
+        }
+    }
+    Catalog catalog(ctx.db_path);
+    const std::vector<CalibrationCase> cases = builtinCalibrationCases(catalog);
+    CostModelParams params = defaultCostModelParams();
+    const std::vector<CaseResult> before = evaluateCases(cases, params);
+    std::vector<CaseResult> after;
+    FitResult fit;
+    if (a.flag("fit")) {
+        fit = fitCostModel(cases, params, terms);
+        params = fit.params;
+        params.name = "fitted";
+        after = evaluateCases(cases, params);
+    }
+    if (a.flag("json")) {
+        QJsonObject o{{"schema", "shardscope.calibration/1"}, {"cases", resultsJson(before)}};
+        if (a.flag("fit")) {
+            o.insert("fitted", resultsJson(after));
+            o.insert("params", toJson(params));
+        }
+        ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
+    } else {
+        printTable(ctx.out, before);
+        printSummary(ctx.out, "current terms", summarize(before));
+        if (a.flag("fit")) {
+            ctx.out << "\nafter fitting (" << fit.iterations << " iterations):\n";
+            printTable(ctx.out, after);
+            printSummary(ctx.out, "fitted terms", summarize(after));
+            ctx.out << QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented).toStdString();
+        }
+    }
+    if (auto out = a.value("out")) {
+        const QByteArray text = QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented);
+        QSaveFile f(QString::fromStdString(*out));
+        if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit())
+            throw std::runtime_error("cannot write " + *out + ": " + f.errorString().toStdString());
+    }
+    return kExitOk;
+}
+
+} // namespace shardscope::cli

@@ -1,0 +1,123 @@
+// shardscope-cli predict: the cost model's prediction for one layout, as a readable
+// breakdown or a "shardscope.prediction/1" document.
+#include "CliArgs.h"
+#include "Commands.h"
+#include "CostModel.h"
+#include "PredictionJson.h"
+#include "ProblemArgs.h"
+#include "SpecJson.h"
+#include "Units.h"
+
+#include <QJsonDocument>
+
+#include <cstdio>
+#include <ostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+const char* kPredictUsage =
+    "shardscope-cli predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n"
+    "       --layout \"dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,"
+    "offload=none\"\n"
+    "       [--precision fp32|bf16|fp16|fp8] [--tokens 300e9] [--flash-attention] [--json] [--explain]";
+
+std::string line(const char* label, double seconds, double step)
+{
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-22s %12s  %5.1f%%\n", label, formatDuration(seconds).c_str(),
+                  step > 0 ? 100 * seconds / step : 0.0);
+    return buf;
+}
+
+std::string memLine(const char* label, double bytes, double capacity)
+{
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  %-22s %12s  %5.1f%%\n", label, formatBytes(bytes).c_str(),
+                  capacity > 0 ? 100 * bytes / capacity : 0.0);
+    return buf;
+}
+
+void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Prediction& pr)
+{
+    char buf[256];
+    o << p.model.name << " on " << p.cluster.nodes << " x " << p.cluster.node.name << " (" << p.cluster.devices()
+      << " devices), global batch " << p.training.global_batch << " x " << p.training.seq_len << " tokens\n";
+    o << "layout " << toString(l) << "  (" << pr.micro_batches << " micro-batches per step)\n";
+    if (!pr.feasible)
+        o << "NOT FEASIBLE: " << toString(pr.reason) << "\n";
+    o << "\nstep time " << formatDuration(pr.step_time_s) << "\n";
+    const TimeBreakdown& t = pr.time_s;
+    o << line("compute", t.compute, pr.step_time_s) << line("recompute", t.recompute, pr.step_time_s)
+      << line("TP/SP communication", t.tp_comm, pr.step_time_s) << line("CP communication", t.cp_comm, pr.step_time_s)
+      << line("PP communication", t.pp_comm, pr.step_time_s) << line("DP/ZeRO (exposed)", t.dp_comm, pr.step_time_s)
+      << line("pipeline bubble", t.bubble, pr.step_time_s) << line("optimizer", t.optimizer, pr.step_time_s)
+      << line("offload", t.offload, pr.step_time_s);
+    const MemoryBreakdown& m = pr.memory_bytes;
+    o << "\nmemory per device (stage " << pr.memory_stage << ") " << formatBytes(m.total()) << " of "
+      << formatBytes(m.capacity) << "\n";
+    o << memLine("weights", m.weights, m.capacity) << memLine("gradients", m.gradients, m.capacity)
+      << memLine("optimizer states", m.optimizer, m.capacity) << memLine("activations", m.activations, m.capacity)
+      << memLine("buffers", m.buffers, m.capacity) << memLine("reserve", m.reserve, m.capacity);
+    std::snprintf(buf, sizeof buf, "\nthroughput %s tokens/s, MFU %.1f%%, HFU %.1f%%\n",
+                  formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu, 100 * pr.hfu);
+    o << buf;
+    o << "time to train " << formatSi(p.training.tokens_to_train, "tokens") << ": "
+      << formatDuration(pr.time_to_train_s);
+    if (pr.cost_to_train_usd > 0) {
+        std::snprintf(buf, sizeof buf, ", cost $%s", formatCount(std::int64_t(pr.cost_to_train_usd + 0.5)).c_str());
+        o << buf;
+    } else {
+        o << ", cost unknown (no published price for " << p.cluster.node.name << ")";
+    }
+    o << "\n";
+}
+
+} // namespace
+
+int runPredict(const std::vector<std::string>& args, Context& ctx)
+{
+    std::set<std::string> valued = problemValueOptions();
+    valued.insert("layout");
+    std::set<std::string> flags = problemFlagOptions();
+    flags.insert({"json", "explain"});
+    const CliArgs a(args, valued, flags);
+    a.expectPositional(0, kPredictUsage);
+    Catalog catalog(ctx.db_path);
+    const Problem problem = problemFromArgs(a, catalog);
+
+    FieldErrors errors;
+    Layout layout = parseLayout(a.value("layout").value_or(""), errors);
+    resolveDataParallel(layout, problem.cluster.devices(), errors);
+    if (errors.empty())
+        errors = validate(layout, problem.model, problem.cluster, problem.training);
+    if (!errors.empty())
+        throw InputError(errors);
+
+    const CostModel model(problem);
+    const Prediction prediction = model.evaluate(layout);
+    const bool explain = a.flag("explain");
+    if (a.flag("json")) {
+        QJsonObject doc = toJson(prediction, explain ? model.explain(layout) : std::vector<Term>{});
+        doc.insert("problem", toJson(problem));
+        doc.insert("layout", toJson(layout));
+        doc.insert("cost_model", QString::fromStdString(model.params().name));
+        ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
+        return kExitOk;
+    }
+    printReadable(ctx.out, problem, layout, prediction);
+    if (explain) {
+        ctx.out << "\nterms (stage " << prediction.memory_stage << " for memory, the slowest stage for time):\n";
+        for (const Term& t : model.explain(layout)) {
+            const bool bytes = t.figure.rfind("memory", 0) == 0;
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "  %-26s %-46s %12s  %s\n", t.figure.c_str(), t.name.c_str(),
+                          (bytes ? formatBytes(t.value) : formatDuration(t.value)).c_str(), t.formula.c_str());
+            ctx.out << buf;
+        }
+    }
+    return kExitOk;
+}
+
+} // namespace shardscope::cli

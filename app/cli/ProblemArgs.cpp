@@ -1,0 +1,75 @@
+#include "ProblemArgs.h"
+#include "EnumNames.h"
+#include "JsonReader.h"
+#include "SpecEnums.h"
+#include "SpecJson.h"
+
+#include <QFile>
+#include <QFileInfo>
+
+namespace shardscope::cli {
+
+const std::set<std::string>& problemValueOptions()
+{
+    static const std::set<std::string> options{"model", "node-type", "nodes", "global-batch", "seq", "precision",
+                                               "tokens"};
+    return options;
+}
+
+const std::set<std::string>& problemFlagOptions()
+{
+    static const std::set<std::string> options{"flash-attention"};
+    return options;
+}
+
+ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog)
+{
+    const QString path = QString::fromStdString(arg);
+    if (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".json") == 0) {
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly))
+            throw InputError("--model: cannot read " + arg + ": " + f.errorString().toStdString());
+        FieldErrors errors;
+        const QJsonObject json = parseJsonObject(f.readAll(), arg, errors);
+        if (!errors.empty())
+            throw InputError(errors);
+        auto model = modelFromJson(json, "model", errors);
+        if (!model)
+            throw InputError(errors);
+        return *model;
+    }
+    return catalog.model(arg);
+}
+
+Problem problemFromArgs(const CliArgs& a, const Catalog& catalog)
+{
+    auto required = [&](const char* name) {
+        auto v = a.value(name);
+        if (!v)
+            throw UsageError(std::string("missing --") + name);
+        return *v;
+    };
+    Problem p;
+    p.model = modelFromArg(required("model"), catalog);
+    p.cluster.node = catalog.node(required("node-type"));
+    required("nodes");
+    p.cluster.nodes = a.integer("nodes", 1, 1, 1'000'000);
+    required("global-batch");
+    p.training.global_batch = a.integer("global-batch", 1, 1, 100'000'000);
+    required("seq");
+    p.training.seq_len = a.integer("seq", 1, 1, 1 << 24);
+    p.training.tokens_to_train = a.number("tokens", 300e9, 1, 1e16);
+    p.training.flash_attention = a.flag("flash-attention");
+    if (auto precision = a.value("precision")) {
+        auto v = enumFromString<Precision>(kPrecisionNames, *precision);
+        if (!v)
+            throw UsageError("--precision: unknown value \"" + *precision + "\" (" +
+                             enumChoices<Precision>(kPrecisionNames) + ")");
+        p.training.precision = *v;
+    }
+    if (FieldErrors errors = validate(p); !errors.empty())
+        throw InputError(errors);
+    return p;
+}
+
+} // namespace shardscope::cli

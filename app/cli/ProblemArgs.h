@@ -1,0 +1,25 @@
+// Building a Problem from the command line, shared by predict, plan, sweep and compare:
+// --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
+// [--precision fp32|bf16|fp16|fp8] [--tokens T] [--flash-attention].
+#pragma once
+
+#include "Catalog.h"
+#include "CliArgs.h"
+#include "Problem.h"
+
+#include <set>
+#include <string>
+
+namespace shardscope::cli {
+
+// Options ProblemArgs reads, to merge into a command's own.
+const std::set<std::string>& problemValueOptions();
+const std::set<std::string>& problemFlagOptions();
+
+// Throws UsageError for a missing option, InputError for an invalid problem (every field named).
+Problem problemFromArgs(const CliArgs& args, const Catalog& catalog);
+
+// A model by catalog name, or from a JSON file when the argument names one.
+ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog);
+
+} // namespace shardscope::cli

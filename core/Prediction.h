@@ -1,0 +1,64 @@
+// Prediction: what the cost model says about one layout of one problem.
+// Every figure is per device of the most loaded pipeline stage unless stated,
+// and each is a sum of named terms (planner's explain() lists them).
+#pragma once
+
+namespace shardscope {
+
+struct MemoryBreakdown {      // bytes per device
+    double weights = 0;
+    double gradients = 0;
+    double optimizer = 0;     // optimizer states, incl. fp32 master weights in mixed precision
+    double activations = 0;   // stored for backward, over the schedule's in-flight micro-batches
+    double buffers = 0;       // communication buffers, gathered ZeRO-3 parameters
+    double reserve = 0;       // allocator fragmentation and runtime reserve
+    double capacity = 0;      // HBM per device (shared HBM divided among the chip's devices)
+
+    double total() const { return weights + gradients + optimizer + activations + buffers + reserve; }
+};
+
+struct TimeBreakdown {        // seconds per optimizer step, on the critical path
+    double compute = 0;       // forward + backward matmuls and memory-bound element-wise ops
+    double recompute = 0;     // activation recomputation
+    double tp_comm = 0;       // tensor/sequence-parallel collectives, exposed
+    double cp_comm = 0;       // context-parallel K/V exchange, exposed part
+    double pp_comm = 0;       // pipeline point-to-point
+    double dp_comm = 0;       // data-parallel / ZeRO collectives not hidden behind compute
+    double bubble = 0;        // pipeline fill and drain
+    double optimizer = 0;     // optimizer step (memory-bound)
+    double offload = 0;       // optimizer offload transfers over the host link
+
+    double sum() const
+    {
+        return compute + recompute + tp_comm + cp_comm + pp_comm + dp_comm + bubble + optimizer + offload;
+    }
+};
+
+enum class Infeasibility {
+    None,
+    OutOfMemory,          // the most loaded device needs more than its HBM
+    MissingHardwareFigure,  // e.g. offload without a published host link
+};
+
+struct Prediction {
+    bool feasible = true;
+    Infeasibility reason = Infeasibility::None;
+
+    MemoryBreakdown memory_bytes;
+    TimeBreakdown time_s;
+    double step_time_s = 0;
+
+    int micro_batches = 0;         // per step and pipeline
+    int memory_stage = 0;          // the stage whose device holds the most
+    double tokens_per_s = 0;
+    double model_flops_per_step = 0;     // forward + backward (3x forward), all devices, no recompute
+    double hardware_flops_per_step = 0;  // + recomputation
+    double mfu = 0;                // model FLOPs / (step time x devices x peak)
+    double hfu = 0;                // hardware FLOPs / (step time x devices x peak)
+    double time_to_train_s = 0;
+    double cost_to_train_usd = 0;  // 0 when the node type has no published price
+};
+
+const char* toString(Infeasibility reason);
+
+} // namespace shardscope

@@ -1,0 +1,234 @@
+#include "Calibration.h"
+#include "CostModel.h"
+#include "JsonReader.h"
+#include "SpecJson.h"
+
+#include <Eigen/Dense>
+
+#include <QFile>
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace shardscope {
+
+std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const Catalog& catalog,
+                                                      FieldErrors& errors)
+{
+    std::vector<CalibrationCase> out;
+    JsonReader r(json, "", errors);
+    checkSchema(r, "calibration-cases", 1);
+    const QJsonArray cases = json.value(QLatin1String("cases")).toArray();
+    for (qsizetype i = 0; i < cases.size(); ++i) {
+        const std::string path = "cases[" + std::to_string(i) + "]";
+        JsonReader c(cases[i].toObject(), path, errors);
+        CalibrationCase cc;
+        cc.id = c.string("id", true);
+        cc.source = c.string("source", true);
+        cc.metric = c.string("metric", true);
+        if (cc.metric != "tflops_per_device" && cc.metric != "sequences_per_s")
+            c.error("metric", "unknown metric \"" + cc.metric + "\"");
+        cc.measured = c.number("measured", 0, true, 1e-9, 1e12);
+        const size_t before = errors.size();
+        auto model = modelFromJson(c.object("model", true).json(), path + ".model", errors);
+        auto training = trainingFromJson(c.object("training", true).json(), path + ".training", errors);
+        const std::string node = c.string("node", true);
+        try {
+            cc.problem.cluster.node = catalog.node(node);
+        } catch (const std::exception& e) {
+            c.error("node", e.what());
+        }
+        cc.problem.cluster.nodes = c.integer("nodes", 1, true, 1, 1'000'000);
+        cc.layout = parseLayout(c.string("layout", true), errors);
+        if (errors.size() != before || !model || !training)
+            continue;
+        cc.problem.model = *model;
+        cc.problem.training = *training;
+        resolveDataParallel(cc.layout, cc.problem.cluster.devices(), errors);
+        for (const FieldError& e : validate(cc.layout, cc.problem.model, cc.problem.cluster, cc.problem.training,
+                                            path + ".layout"))
+            errors.push_back(e);
+        out.push_back(cc);
+    }
+    return out;
+}
+
+std::vector<CalibrationCase> builtinCalibrationCases(const Catalog& catalog)
+{
+    QFile f(QStringLiteral(":/planner/calibration-cases.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        throw std::runtime_error("built-in calibration cases missing (:/planner/calibration-cases.json)");
+    FieldErrors errors;
+    const QJsonObject json = parseJsonObject(f.readAll(), "calibration-cases.json", errors);
+    auto cases = calibrationCasesFromJson(json, catalog, errors);
+    if (!errors.empty())
+        throw std::runtime_error("built-in calibration cases are invalid:\n" + joinErrors(errors));
+    return cases;
+}
+
+double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible)
+{
+    const Prediction p = CostModel(c.problem, params).evaluate(c.layout);
+    if (feasible)
+        *feasible = p.feasible;
+    if (c.metric == "tflops_per_device")  // Megatron reports hardware FLOPs (eq. 3, with recomputation)
+        return p.hardware_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
+    return double(c.problem.training.global_batch) / p.step_time_s;
+}
+
+std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases, const CostModelParams& params)
+{
+    std::vector<CaseResult> out;
+    out.reserve(cases.size());
+    for (const CalibrationCase& c : cases) {
+        CaseResult r;
+        r.id = c.id;
+        r.measured = c.measured;
+        r.predicted = predictMetric(c, params, &r.feasible);
+        r.relative_error = r.predicted / r.measured - 1;
+        out.push_back(r);
+    }
+    return out;
+}
+
+ErrorSummary summarize(const std::vector<CaseResult>& results)
+{
+    ErrorSummary s;
+    if (results.empty())
+        return s;
+    std::vector<double> abs;
+    double sq = 0;
+    for (const CaseResult& r : results) {
+        abs.push_back(std::fabs(r.relative_error));
+        const double l = std::log(r.predicted / r.measured);
+        sq += l * l;
+    }
+    std::sort(abs.begin(), abs.end());
+    const size_t n = abs.size();
+    s.median_abs = n % 2 ? abs[n / 2] : 0.5 * (abs[n / 2 - 1] + abs[n / 2]);
+    s.worst_abs = abs.back();
+    s.rms_log = std::sqrt(sq / double(n));
+    return s;
+}
+
+const char* toString(FitTerm term)
+{
+    switch (term) {
+    case FitTerm::VendorMatmulEfficiency: return "matmul_efficiency.by_vendor";
+    case FitTerm::MatmulHalfDim: return "matmul_half_dim";
+    case FitTerm::ElementwiseFactor: return "elementwise_traffic_factor";
+    case FitTerm::DpOverlap: return "dp_overlap";
+    case FitTerm::InterNodeEfficiency: return "network.inter_node_efficiency";
+    case FitTerm::IntraLinkEfficiency: return "network.intra_link_efficiency";
+    }
+    return "?";
+}
+
+namespace {
+
+// Unconstrained coordinates: fractions through a logistic, positive values through exp,
+// so that Levenberg-Marquardt can step freely and the terms stay physical.
+double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double logit(double p) { return std::log(p / (1.0 - p)); }
+
+double get(const CostModelParams& p, FitTerm t, const std::string& vendor)
+{
+    switch (t) {
+    case FitTerm::VendorMatmulEfficiency: {
+        auto it = p.matmul_efficiency_by_vendor.find(vendor);
+        return logit(it != p.matmul_efficiency_by_vendor.end() ? it->second : p.matmul_efficiency_default);
+    }
+    case FitTerm::MatmulHalfDim: return std::log(std::max(1e-3, p.matmul_half_dim));
+    case FitTerm::ElementwiseFactor: return std::log(std::max(1e-3, p.elementwise_traffic_factor));
+    case FitTerm::DpOverlap: return logit(std::clamp(p.dp_overlap, 1e-3, 1 - 1e-3));
+    case FitTerm::InterNodeEfficiency: return logit(p.inter_node_efficiency);
+    case FitTerm::IntraLinkEfficiency: return logit(p.intra_link_efficiency);
+    }
+    return 0;
+}
+
+void set(CostModelParams& p, FitTerm t, double x, const std::string& vendor)
+{
+    switch (t) {
+    case FitTerm::VendorMatmulEfficiency: p.matmul_efficiency_by_vendor[vendor] = logistic(x); break;
+    case FitTerm::MatmulHalfDim: p.matmul_half_dim = std::exp(x); break;
+    case FitTerm::ElementwiseFactor: p.elementwise_traffic_factor = std::exp(x); break;
+    case FitTerm::DpOverlap: p.dp_overlap = logistic(x); break;
+    case FitTerm::InterNodeEfficiency: p.inter_node_efficiency = logistic(x); break;
+    case FitTerm::IntraLinkEfficiency: p.intra_link_efficiency = logistic(x); break;
+    }
+}
+
+Eigen::VectorXd residuals(const std::vector<CalibrationCase>& cases, const CostModelParams& p)
+{
+    Eigen::VectorXd r(Eigen::Index(cases.size()));
+    for (size_t i = 0; i < cases.size(); ++i)
+        r(Eigen::Index(i)) = std::log(predictMetric(cases[i], p) / cases[i].measured);
+    return r;
+}
+
+} // namespace
+
+FitResult fitCostModel(const std::vector<CalibrationCase>& cases, const CostModelParams& start,
+                       const std::vector<FitTerm>& terms, const std::string& vendor)
+{
+    FitResult out;
+    out.params = start;
+    out.before = summarize(evaluateCases(cases, start));
+    const Eigen::Index n = Eigen::Index(terms.size());
+    Eigen::VectorXd x(n);
+    for (Eigen::Index j = 0; j < n; ++j)
+        x(j) = get(start, terms[size_t(j)], vendor);
+    auto paramsAt = [&](const Eigen::VectorXd& at) {
+        CostModelParams p = start;
+        for (Eigen::Index j = 0; j < n; ++j)
+            set(p, terms[size_t(j)], at(j), vendor);
+        return p;
+    };
+    Eigen::VectorXd r = residuals(cases, paramsAt(x));
+    double cost = r.squaredNorm();
+    double lambda = 1e-2;
+    for (int it = 0; it < 100; ++it) {
+        out.iterations = it + 1;
+        // Forward-difference Jacobian of the log residuals.
+        Eigen::MatrixXd J(r.size(), n);
+        for (Eigen::Index j = 0; j < n; ++j) {
+            Eigen::VectorXd xp = x;
+            const double step = 1e-4 * std::max(1.0, std::fabs(x(j)));
+            xp(j) += step;
+            J.col(j) = (residuals(cases, paramsAt(xp)) - r) / step;
+        }
+        const Eigen::MatrixXd A = J.transpose() * J;
+        const Eigen::VectorXd g = J.transpose() * r;
+        bool improved = false;
+        for (int tries = 0; tries < 10 && !improved; ++tries) {
+            Eigen::MatrixXd damped = A;
+            damped.diagonal() += lambda * A.diagonal().cwiseMax(1e-9);
+            const Eigen::VectorXd dx = damped.ldlt().solve(-g);
+            const Eigen::VectorXd xn = x + dx;
+            const Eigen::VectorXd rn = residuals(cases, paramsAt(xn));
+            const double cn = rn.squaredNorm();
+            if (std::isfinite(cn) && cn < cost) {
+                const double gain = cost - cn;
+                x = xn;
+                r = rn;
+                cost = cn;
+                lambda = std::max(1e-7, lambda / 3);
+                improved = true;
+                if (gain < 1e-10 * cost)
+                    it = 1000;  // converged
+            } else {
+                lambda *= 4;
+            }
+        }
+        if (!improved)
+            break;
+    }
+    out.params = paramsAt(x);
+    out.after = summarize(evaluateCases(cases, out.params));
+    return out;
+}
+
+} // namespace shardscope

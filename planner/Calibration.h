@@ -1,0 +1,66 @@
+// Calibration against published training runs (resources/planner/calibration-cases.json,
+// transcribed from calibration-cases.md): predict each run's published metric with
+// the cost model, report the errors, and fit the cost model's efficiency terms by
+// least squares on log errors (Levenberg-Marquardt, Eigen).
+#pragma once
+
+#include "Catalog.h"
+#include "CostModelParams.h"
+#include "Layout.h"
+#include "Problem.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct CalibrationCase {
+    std::string id;
+    std::string source;
+    std::string metric;     // "tflops_per_device" (Megatron's eq. 3 FLOPs) or "sequences_per_s"
+    double measured = 0;
+    Problem problem;
+    Layout layout;
+};
+
+struct CaseResult {
+    std::string id;
+    double measured = 0;
+    double predicted = 0;
+    double relative_error = 0;  // predicted / measured - 1
+    bool feasible = true;
+};
+
+// Reads a "shardscope.calibration-cases/1" document; node types by name from the catalog.
+std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const Catalog& catalog,
+                                                      FieldErrors& errors);
+// The built-in cases (compiled in).
+std::vector<CalibrationCase> builtinCalibrationCases(const Catalog& catalog);
+
+double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible = nullptr);
+std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases, const CostModelParams& params);
+
+struct ErrorSummary {
+    double median_abs = 0;   // median |relative error|
+    double worst_abs = 0;
+    double rms_log = 0;      // root mean square of log(predicted / measured)
+};
+ErrorSummary summarize(const std::vector<CaseResult>& results);
+
+// The terms a fit may move.
+enum class FitTerm { VendorMatmulEfficiency, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
+                     IntraLinkEfficiency };
+const char* toString(FitTerm term);
+
+struct FitResult {
+    CostModelParams params;
+    ErrorSummary before, after;
+    int iterations = 0;
+};
+
+// Levenberg-Marquardt on r_i = log(predicted_i / measured_i). `vendor` names the
+// vendor whose matmul efficiency is fitted (its chips have no published measurement).
+FitResult fitCostModel(const std::vector<CalibrationCase>& cases, const CostModelParams& start,
+                       const std::vector<FitTerm>& terms, const std::string& vendor = "AWS");
+
+} // namespace shardscope

@@ -1,0 +1,98 @@
+// Collective costs on the groups' real placement (alpha-beta model, ring
+// algorithms; formulas.md, "Collectives"). A group of n devices placed with a
+// stride in the device mesh either sits inside one scale-up domain (NeuronLink,
+// NVLink/NVSwitch, ICI), or spans domains: then it runs hierarchically — reduce-
+// scatter inside the domain, the cross-domain part over the node's network shared
+// by all its devices, all-gather inside (two-level, when `hierarchical`), or as one
+// flat ring whose cross-domain hops run at each device's share of the node
+// network (NCCL's default rings, DeepSpeed of 2021). Plain inline arithmetic: the cost model
+// calls these millions of times a second.
+#pragma once
+
+#include <algorithm>
+
+namespace shardscope {
+
+// Per-device links, one direction, after efficiency.
+struct LinkModel {
+    double intra_bytes_per_second = 0;  // scale-up link per device
+    double inter_bytes_per_second = 0;  // node network share per device
+    double intra_latency_s = 0;
+    double inter_latency_s = 0;
+    double domain_devices = 1;          // devices in one scale-up domain
+    bool hierarchical = false;          // two-level collectives across domains
+};
+
+// Where a group of n devices with mesh stride `stride` sits.
+struct GroupPlacement {
+    double size = 1;               // n
+    double members_per_domain = 1; // k: members that share a scale-up domain
+    double domains = 1;            // g = n / k
+    bool crossesDomains() const { return domains > 1; }
+};
+
+inline GroupPlacement placeGroup(double n, double stride, double domainDevices)
+{
+    GroupPlacement g;
+    g.size = n;
+    if (n <= 1) {
+        return g;
+    }
+    if (stride * n <= domainDevices) {
+        g.members_per_domain = n;
+        g.domains = 1;
+    } else if (stride >= domainDevices) {
+        g.members_per_domain = 1;
+        g.domains = n;
+    } else {
+        g.members_per_domain = domainDevices / stride;
+        g.domains = n / g.members_per_domain;
+    }
+    return g;
+}
+
+// Ring reduce-scatter or all-gather of `bytes` (the full buffer) among n members over one link.
+inline double ringHalfTime(double n, double bytes, double bandwidth, double latency)
+{
+    if (n <= 1)
+        return 0;
+    return (n - 1) * latency + (n - 1) / n * bytes / bandwidth;
+}
+
+// Reduce-scatter (or all-gather) over a placed group: inside the domain first, then across.
+inline double reduceScatterTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+{
+    if (g.size <= 1)
+        return 0;
+    if (!g.crossesDomains())
+        return ringHalfTime(g.size, bytes, link.intra_bytes_per_second, link.intra_latency_s);
+    const double k = g.members_per_domain;
+    if (!link.hierarchical) {
+        // One ring over all members: every step waits for the slowest (cross-domain) hop.
+        return ringHalfTime(g.size, bytes, std::min(link.intra_bytes_per_second, link.inter_bytes_per_second),
+                            link.inter_latency_s);
+    }
+    return ringHalfTime(k, bytes, link.intra_bytes_per_second, link.intra_latency_s) +
+           ringHalfTime(g.domains, bytes / k, link.inter_bytes_per_second, link.inter_latency_s);
+}
+
+inline double allGatherTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+{
+    return reduceScatterTime(g, bytes, link);  // the same steps in reverse
+}
+
+// All-reduce = reduce-scatter + all-gather; across domains this is the hierarchical
+// (two-level) all-reduce: RS inside, all-reduce of S/k across, AG inside.
+inline double allReduceTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+{
+    return 2 * reduceScatterTime(g, bytes, link);
+}
+
+// Point-to-point between neighbouring pipeline stages.
+inline double sendRecvTime(bool crossesDomains, double bytes, const LinkModel& link)
+{
+    return crossesDomains ? link.inter_latency_s + bytes / link.inter_bytes_per_second
+                          : link.intra_latency_s + bytes / link.intra_bytes_per_second;
+}
+
+} // namespace shardscope

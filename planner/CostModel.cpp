@@ -1,0 +1,511 @@
+// The cost model's arithmetic. Sources:
+//  [M21] Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
+//        Using Megatron-LM", SC'21: FLOPs (eq. 3), bubble (Section 2.2), TP/PP volumes.
+//  [K22] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+//        Models", 2022: activation memory (ActivationMemory.h), SP, selective recomputation,
+//        in-flight micro-batches of 1F1B and the interleaved schedule.
+//  [Z20] Rajbhandari et al., "ZeRO", SC'20: model-state memory and ZeRO communication volume.
+//  formulas.md "Collectives": ring alpha-beta costs (Collectives.h).
+#include "CostModel.h"
+#include "ActivationMemory.h"
+#include "Collectives.h"
+#include "ModelStateMemory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace shardscope {
+
+namespace {
+
+inline void note(TermSink* sink, const char* figure, const char* name, double value, const char* formula)
+{
+    if (sink)
+        sink->term(figure, name, value, formula);
+}
+
+bool gatedMlp(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
+
+// Layout-dependent sizes per device, computed once per evaluate().
+struct Dims {
+    double t, p, c, d, v, b, m;
+    double s, s_local, T;     // sequence, its cp shard, tokens per micro-batch per device
+    double h, hd, q_local, kv_local, heads_local, f_local, V_local;
+    double experts_active, experts, matrices;
+    double sp;                // divisor of the regions outside TP: t with SP, else 1
+    int layers_per_stage;
+};
+
+} // namespace
+
+struct CostModel::StageCost {
+    int encoder_layers = 0;
+    int decoder_layers = 0;
+    double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
+    double fwd_s = 0;             // per micro-batch: matmuls + element-wise
+    double bwd_s = 0;
+    double recompute_s = 0;
+    double tp_s = 0;              // exposed TP/SP collectives per micro-batch
+    double cp_s = 0;              // exposed CP exchange per micro-batch
+    double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
+    double working_bytes = 0;         // live only for one micro-batch at a time
+    double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s; }
+};
+
+CostModel::CostModel(const Problem& problem, const CostModelParams& params) : problem_(problem), params_(params)
+{
+    const ChipSpec& chip = problem.cluster.node.chip;
+    const NodeType& node = problem.cluster.node;
+    const double devicesPerChip = chip.devices_per_chip;
+    peak_flops_device_ = chip.peakFlops(computeType(problem.training.precision)) / devicesPerChip;
+    matmul_efficiency_ = params.matmulEfficiency(chip);
+    hbm_bytes_per_second_device_ = chip.hbm_bytes_per_second / devicesPerChip;
+    hbm_capacity_device_ = chip.hbmBytesPerDevice();
+    host_link_bytes_per_second_device_ = node.host_link_bytes_per_second / devicesPerChip;
+    domain_devices_ = double(node.scaleUpChips()) * devicesPerChip;
+    // The devices of a chip share its scale-up links; the devices of a node share its network.
+    intra_bytes_per_second_device_ = node.intra_link_bytes_per_second * params.intra_link_efficiency / devicesPerChip;
+    inter_bytes_per_second_device_ =
+        node.inter_node_bytes_per_second * params.inter_node_efficiency / node.devicesPerNode();
+    model_flops_per_token_ = double(forwardFlopsPerToken(problem.model, problem.training.seq_len));
+
+    const StateBytesPerParameter state = stateBytesPerParameter(problem.training.precision, problem.training.optimizer);
+    weight_bytes_ = state.weights;
+    grad_bytes_ = state.gradients;
+    optimizer_bytes_ = state.optimizer;
+    activation_bytes_ = problem.training.precision == Precision::FP32 ? 4.0 : 2.0;
+}
+
+Prediction CostModel::evaluate(const Problem& problem, const Layout& layout)
+{
+    return CostModel(problem).evaluate(layout);
+}
+
+namespace {
+
+// Time of one GEMM (M x K) . (K x N), `batch` times, on one device: the slower of its
+// compute at the shape's efficiency and its memory traffic, plus a launch overhead.
+struct GemmPricer {
+    double peak, efficiency, half_dim, hbm, overhead, bytes_per_element;
+
+    double operator()(double M, double N, double K, double batch = 1) const
+    {
+        const double flops = 2 * M * N * K * batch;
+        const double n = std::min({M, N, K});
+        const double eff = efficiency * n / (n + half_dim);
+        const double compute = flops / (peak * eff);
+        const double memory = bytes_per_element * (M * K + K * N + M * N) * batch / hbm;
+        return std::max(compute, memory) + overhead;
+    }
+};
+
+} // namespace
+
+// Cost of stage `stage`'s work for one micro-batch, and what it keeps in memory.
+CostModel::StageCost CostModel::stageCost(const Layout& l, int stage, TermSink* sink) const
+{
+    const ModelSpec& model = problem_.model;
+    const TrainingSpec& tr = problem_.training;
+    const CostModelParams& prm = params_;
+
+    Dims D{};
+    D.t = l.tp;
+    D.p = l.pp;
+    D.c = l.cp;
+    D.d = l.dp;
+    D.v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
+    D.b = l.micro_batch;
+    D.m = microBatchesPerStep(l, tr);
+    D.s = tr.seq_len;
+    D.s_local = D.s / D.c;
+    D.T = D.b * D.s_local;
+    D.h = model.hidden;
+    D.hd = model.head_dim;
+    D.q_local = double(model.qDim()) / D.t;
+    // KV heads split when tp divides them, else each device keeps a replica of one head (NxD, Megatron).
+    const double kvHeadsLocal = model.kv_heads % l.tp == 0 ? double(model.kv_heads / l.tp) : 1.0;
+    D.kv_local = kvHeadsLocal * D.hd;
+    D.heads_local = double(model.heads) / D.t;
+    D.f_local = double(model.ffn_hidden) / D.t;
+    D.V_local = double(model.vocab) / D.t;
+    D.experts = model.moe.enabled() ? model.moe.experts : 1;
+    D.experts_active = model.moe.enabled() ? model.moe.top_k : 1;
+    D.matrices = gatedMlp(model.mlp) ? 3 : 2;
+    D.sp = l.sequence_parallel ? D.t : 1.0;
+    D.layers_per_stage = model.totalLayers() / l.pp;
+
+    StageCost sc;
+    // Encoder layers come first in the pipeline; a stage's layers are consecutive.
+    const int first = stage * D.layers_per_stage;
+    sc.encoder_layers = std::clamp(model.layers - first, 0, D.layers_per_stage);
+    if (model.family != ModelFamily::EncoderDecoder)
+        sc.encoder_layers = D.layers_per_stage;
+    sc.decoder_layers = D.layers_per_stage - sc.encoder_layers;
+
+    // ---- parameters held by one device of this stage ----
+    const double h = D.h;
+    const double bias = model.bias ? 1.0 : 0.0;
+    const double norm = model.norm == NormKind::LayerNorm ? 2 * h : h;
+    const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h);
+    const double mlp = D.experts * (D.matrices * h * D.f_local + bias * ((D.matrices - 1) * D.f_local + h)) +
+                       (model.moe.enabled() ? h * D.experts : 0);
+    const double encoderLayerParams = attention + mlp + 2 * norm;
+    const double decoderLayerParams = encoderLayerParams + attention + norm;
+    sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams;
+    const bool firstStage = stage == 0, lastStage = stage == l.pp - 1;
+    if (firstStage) {
+        double embedding = D.V_local * h + double(model.token_types) * h + (model.embedding_norm ? norm : 0);
+        if (model.positions == PositionKind::Learned)
+            embedding += double(model.position_table > 0 ? model.position_table : model.max_seq) * h;
+        sc.params += embedding;
+    }
+    if (lastStage) {
+        const double stacks = model.family == ModelFamily::EncoderDecoder ? 2 : 1;
+        // Untied heads have their own matrix; a tied head on another stage than the embedding keeps a copy.
+        const bool headCopy = !model.tied_embeddings || l.pp > 1;
+        sc.params += (model.final_norm ? stacks * norm : 0) + (headCopy ? D.V_local * h : 0) +
+                     (model.pooler ? h * h + h : 0);
+    }
+
+    // ---- forward time of one micro-batch ----
+    const GemmPricer gemm{peak_flops_device_, matmul_efficiency_, prm.matmul_half_dim, hbm_bytes_per_second_device_,
+                          prm.kernel_overhead_s, activation_bytes_};
+    const double T = D.T;
+    const double routed = T * D.experts_active;  // expert tokens processed (top-k)
+    // Fused (flash) attention on a causal decoder skips the blocks above the diagonal:
+    // half the keys on average. Encoders and unfused kernels compute the full matrix.
+    const bool causal = model.family != ModelFamily::EncoderOnly;
+    const bool flash = tr.flash_attention;
+    const double keys = flash && causal ? 0.5 * D.s : D.s;
+    const double selfAttentionCore = gemm(D.s_local, keys, D.hd, D.b * D.heads_local) +  // Q K^T
+                                     gemm(D.s_local, D.hd, keys, D.b * D.heads_local);   // P V
+    // FlashAttention-2's backward recomputes the scores: 5 matmuls against the forward's 2
+    // instead of 4, i.e. 2.5x the forward rather than 2x.
+    const double attentionBackwardExtra = flash ? 0.5 * selfAttentionCore : 0.0;
+    const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
+    const double mlpTime = gemm(routed, (D.matrices - 1) * D.f_local, h) + gemm(routed, h, D.f_local) +
+                           (model.moe.enabled() ? gemm(T, D.experts, h) : 0);
+    const double crossAttention = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local) +
+                                  selfAttentionCore;
+
+    LayerActivationShape shape;
+    shape.tokens = T;
+    shape.keys = D.s;
+    shape.hidden = h;
+    shape.q_dim_local = D.q_local;
+    shape.kv_dim_local = D.kv_local;
+    shape.heads_local = D.heads_local;
+    shape.ffn_local = D.f_local * D.experts_active;
+    shape.gated_mlp = gatedMlp(model.mlp);
+    shape.tp = D.t;
+    shape.sequence_parallel = l.sequence_parallel;
+    LayerActivationBytes encAct = layerActivationBytes(shape);
+    shape.cross_attention = true;
+    LayerActivationBytes decAct = layerActivationBytes(shape);
+    if (flash) {  // only the softmax statistics are kept (fp32 per head and token: negligible)
+        encAct.scores = 4.0 * D.heads_local * T;
+        decAct.scores = 2 * encAct.scores;
+    }
+    // Activation bytes above are for 16-bit tensors; fp32 training doubles the tensors (not the masks).
+    const double actScale = activation_bytes_ / 2.0;
+
+    // Element-wise work is memory-bound: its traffic scales with the bytes the layer stores.
+    const double hbm = hbm_bytes_per_second_device_;
+    const double encElementwise = prm.elementwise_traffic_factor * encAct.all() * actScale / hbm;
+    const double decElementwise = prm.elementwise_traffic_factor * decAct.all() * actScale / hbm;
+    const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
+    const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
+    const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
+    double fwdLayers = nEnc * encLayer + nDec * decLayer;
+    double head = 0;
+    if (lastStage) {
+        // Logits and the fp32 cross-entropy over the vocabulary shard.
+        head = gemm(T, D.V_local, h) + prm.elementwise_traffic_factor * 6 * T * D.V_local / hbm;
+    }
+    sc.fwd_s = fwdLayers + head;
+    // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
+    sc.bwd_s = 2 * fwdLayers + 2 * head + (nEnc + 2 * nDec) * attentionBackwardExtra;
+    note(sink, "time_s.compute", "layer matmuls, forward (per micro-batch)",
+         nEnc * (projections + selfAttentionCore + mlpTime) + nDec * (projections + 2 * selfAttentionCore + mlpTime),
+         "sum of GEMM times: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + overhead");
+    note(sink, "time_s.compute", "element-wise ops, forward (per micro-batch)",
+         nEnc * encElementwise + nDec * decElementwise, "factor x stored activation bytes / HBM BW");
+    note(sink, "time_s.compute", "logits and loss, forward (per micro-batch)", head, "GEMM T x h x V/t + CE traffic");
+
+    // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
+    if (l.recompute == Recompute::Full) {
+        sc.recompute_s = fwdLayers;
+    } else if (l.recompute == Recompute::Selective && !flash) {
+        // Recompute the attention core only [K22 Section 5]; fused attention already does.
+        const double scoresElementwise = prm.elementwise_traffic_factor * encAct.scores * actScale / hbm;
+        sc.recompute_s = nEnc * (selfAttentionCore + scoresElementwise) + nDec * 2 * (selfAttentionCore + scoresElementwise);
+    }
+
+    // ---- tensor-parallel collectives: 2 all-reduces (3 with cross attention) forward and
+    // backward per layer [M21]; SP turns each into RS + AG of the same cost [K22]. Full
+    // recomputation repeats the forward ones. The vocab-parallel embedding adds one. ----
+    const LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, prm.intra_latency_s,
+                         prm.inter_latency_s, domain_devices_, prm.hierarchical_collectives};
+    if (l.tp > 1) {
+        const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
+        const double ar = allReduceTime(tpGroup, T * h * activation_bytes_, link);
+        const double perMbForward = (2 * nEnc + 3 * nDec) * ar + (firstStage ? ar : 0);
+        const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
+        sc.tp_s = passes * perMbForward;
+        note(sink, "time_s.tp_comm", "TP all-reduces per micro-batch", sc.tp_s,
+             "(2 per layer, 3 with cross attention) x passes x ring all-reduce of b s h bytes over tp");
+    }
+
+    // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise
+    // attention compute where it can be. ----
+    if (l.cp > 1) {
+        const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
+        const double kvBytes = D.b * D.s * 2 * D.kv_local * activation_bytes_;
+        const double exchange = allGatherTime(cpGroup, kvBytes, link);
+        const double blocks = nEnc + 2 * nDec;
+        const double fwdExposed = std::max(0.0, exchange - selfAttentionCore);
+        const double bwdExposed = std::max(0.0, exchange - 2 * selfAttentionCore);
+        sc.cp_s = blocks * (fwdExposed + bwdExposed) * (l.recompute == Recompute::Full ? 1.5 : 1.0);
+        note(sink, "time_s.cp_comm", "CP K/V exchange not hidden by attention, per micro-batch", sc.cp_s,
+             "max(0, all-gather of K,V over cp - attention core time), forward and backward");
+    }
+
+    // ---- activation memory [K22] ----
+    double perLayerStoredEnc = 0, perLayerStoredDec = 0;
+    switch (l.recompute) {
+    case Recompute::None:
+        perLayerStoredEnc = encAct.all();
+        perLayerStoredDec = decAct.all();
+        break;
+    case Recompute::Selective:
+        perLayerStoredEnc = encAct.all() - encAct.scores;
+        perLayerStoredDec = decAct.all() - decAct.scores;
+        break;
+    case Recompute::Full:
+        perLayerStoredEnc = encAct.input;
+        perLayerStoredDec = decAct.input;
+        // The layer being recomputed holds its full activations during its backward.
+        sc.working_bytes += std::max(nEnc > 0 ? encAct.all() : 0.0, nDec > 0 ? decAct.all() : 0.0) * actScale;
+        break;
+    }
+    sc.stored_bytes_per_mb = (nEnc * perLayerStoredEnc + nDec * perLayerStoredDec) * actScale;
+    if (lastStage)
+        sc.working_bytes += 6 * T * D.V_local;  // 16-bit logits + fp32 copy for the loss
+    return sc;
+}
+
+Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
+{
+    Prediction pr;
+    const TrainingSpec& tr = problem_.training;
+    const CostModelParams& prm = params_;
+    const int p = l.pp;
+    const double m = microBatchesPerStep(l, tr);
+    const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
+    pr.micro_batches = int(m);
+
+    // The stages that can be the most loaded: the first (embedding, most in-flight
+    // micro-batches), the last (logits), and a middle one (sets the bubble).
+    const StageCost firstStage = stageCost(l, 0, nullptr);
+    const StageCost lastStage = p > 1 ? stageCost(l, p - 1, nullptr) : firstStage;
+    const StageCost middleStage = p > 2 ? stageCost(l, p / 2, nullptr) : firstStage;
+    const bool lastIsSlowest = lastStage.total() > firstStage.total() && lastStage.total() >= middleStage.total();
+    const bool middleIsSlowest = !lastIsSlowest && middleStage.total() > firstStage.total();
+    const int slowIndex = lastIsSlowest ? p - 1 : middleIsSlowest ? p / 2 : 0;
+    // Computed again only when someone listens for its terms.
+    const StageCost slow = sink ? stageCost(l, slowIndex, sink)
+                                : (lastIsSlowest ? lastStage : middleIsSlowest ? middleStage : firstStage);
+
+    // ---- step time ----
+    TimeBreakdown& ts = pr.time_s;
+    ts.compute = m * (slow.fwd_s + slow.bwd_s);
+    ts.recompute = m * slow.recompute_s;
+    ts.tp_comm = m * slow.tp_s;
+    ts.cp_comm = m * slow.cp_s;
+    // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
+    const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
+    ts.bubble = (p - 1) * typical / v;
+    note(sink, "time_s.bubble", "pipeline fill and drain", ts.bubble, "(p - 1) x stage time per micro-batch / v");
+
+    const LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, prm.intra_latency_s,
+                         prm.inter_latency_s, domain_devices_, prm.hierarchical_collectives};
+    if (p > 1) {
+        const double stride = double(l.tp) * l.cp * l.dp;
+        const bool crosses = placeGroup(p, stride, domain_devices_).crossesDomains();
+        // Activations of one micro-batch, scattered over tp with SP [M21 4.1 scatter/gather].
+        const double bytes = l.micro_batch * double(tr.seq_len) / l.cp * problem_.model.hidden * 2.0 /
+                             (l.sequence_parallel ? l.tp : 1);
+        const double one = sendRecvTime(crosses, bytes, link);
+        ts.pp_comm = 2 * v * (m + p - 1) * one;
+        note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
+             "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
+    }
+
+    // ---- data-parallel / ZeRO traffic (grads reduced over dp x cp), on the stage holding the
+    // most parameters, hidden behind compute up to the overlap fraction [Z20 Section 7]. ----
+    const StageCost& heavy = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    const double dpGroupSize = double(l.dp) * l.cp;
+    const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
+    const double replicas = dpGroupSize / std::max(1.0, shardGroup);
+    const double gradBytes = heavy.params * grad_bytes_;
+    const double weightBytes = heavy.params * weight_bytes_;
+    double dpComm = 0, window = 0;
+    if (dpGroupSize > 1) {
+        const GroupPlacement all = placeGroup(dpGroupSize, l.tp, domain_devices_);
+        const GroupPlacement shard = placeGroup(shardGroup, l.tp, domain_devices_);
+        const GroupPlacement across = placeGroup(replicas, double(l.tp) * shardGroup, domain_devices_);
+        switch (l.zero_stage) {
+        case 0:
+            dpComm = allReduceTime(all, gradBytes, link);
+            window = slow.bwd_s;  // the last micro-batch's backward
+            break;
+        case 1:
+        case 2:
+            dpComm = reduceScatterTime(shard, gradBytes, link) + allGatherTime(shard, weightBytes, link) +
+                     allReduceTime(across, gradBytes / shardGroup, link);
+            window = slow.bwd_s;
+            break;
+        default:
+            // Parameters gathered before forward and again before backward, gradients reduce-
+            // scattered, for every micro-batch; prefetching overlaps the whole step.
+            dpComm = m * (2 * allGatherTime(shard, weightBytes, link) + reduceScatterTime(shard, gradBytes, link)) +
+                     allReduceTime(across, gradBytes / shardGroup, link);
+            window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
+            break;
+        }
+        ts.dp_comm = std::max(0.0, dpComm - prm.dp_overlap * window);
+        note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", dpComm,
+             "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
+        note(sink, "time_s.dp_comm", "hidden behind compute", -(dpComm - ts.dp_comm),
+             "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
+    }
+
+    // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----
+    const double optimizerShard = l.zero_stage >= 1 ? shardGroup : 1.0;
+    const double localParams = heavy.params / optimizerShard;
+    const double fp32Weights = tr.precision == Precision::FP32 ? 2.0 : 1.0;
+    const double traffic = 2 * optimizer_bytes_ + grad_bytes_ + weight_bytes_ * fp32Weights;
+    if (l.offload == Offload::Optimizer) {
+        if (host_link_bytes_per_second_device_ <= 0) {
+            pr.feasible = false;
+            pr.reason = Infeasibility::MissingHardwareFigure;
+        }
+        const double link = host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
+                                                                    : std::numeric_limits<double>::infinity();
+        ts.offload = localParams * (grad_bytes_ + weight_bytes_) / link +
+                     localParams * traffic / prm.host_memory_bytes_per_second;
+        note(sink, "time_s.offload", "gradients down, weights up, Adam on the host", ts.offload,
+             "shard x (grad + weight bytes) / host link + shard x traffic / host memory BW");
+    } else {
+        ts.optimizer = localParams * traffic / hbm_bytes_per_second_device_;
+        note(sink, "time_s.optimizer", "optimizer step over the local shard", ts.optimizer,
+             "shard params x (2 x state + grad + weight bytes) / HBM BW");
+    }
+    pr.step_time_s = ts.sum();
+
+    // ---- memory of the most loaded stage ----
+    auto memoryOf = [&](const StageCost& sc, int stage) {
+        MemoryBreakdown mb;
+        const ModelStateBytes states = modelStateBytes(sc.params, l.zero_stage, int(shardGroup),
+                                                       tr.precision, tr.optimizer);
+        mb.weights = states.weights;
+        mb.gradients = states.gradients;
+        mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer;
+        double inFlight = 0;
+        switch (l.schedule) {
+        case PipelineSchedule::GPipe: inFlight = m; break;
+        case PipelineSchedule::OneFOneB: inFlight = std::min(m, double(p - stage)); break;
+        case PipelineSchedule::Interleaved:
+            inFlight = std::min(m, double(p - stage) + double(p - 1) / v);  // [K22]: 1 + (p-1)/(p v)
+            break;
+        }
+        mb.activations = inFlight * sc.stored_bytes_per_mb + sc.working_bytes;
+        const double T = l.micro_batch * double(tr.seq_len) / l.cp;
+        const double h = problem_.model.hidden;
+        double buffers = 0;
+        if (l.tp > 1)
+            buffers += 2 * T * h * activation_bytes_;  // all-gather / reduce-scatter staging
+        if (p > 1)
+            buffers += 2 * T * h * activation_bytes_ / (l.sequence_parallel ? l.tp : 1);  // send + receive
+        if (dpGroupSize > 1)
+            buffers += std::min(prm.dp_bucket_bytes, sc.params * grad_bytes_);
+        if (l.zero_stage == 3) {
+            // ZeRO-3 gathers one linear layer at a time; the largest, twice (in use + prefetched).
+            const ModelSpec& model = problem_.model;
+            const double qkv = h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
+            const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
+            buffers += 2 * std::max(qkv, up) * weight_bytes_;
+        }
+        mb.buffers = buffers;
+        mb.capacity = hbm_capacity_device_;
+        mb.reserve = prm.reserve_fraction * hbm_capacity_device_;
+        return mb;
+    };
+    const MemoryBreakdown memFirst = memoryOf(firstStage, 0);
+    const MemoryBreakdown memLast = memoryOf(lastStage, p - 1);
+    const bool lastHeavier = memLast.total() > memFirst.total();
+    pr.memory_bytes = lastHeavier ? memLast : memFirst;
+    pr.memory_stage = lastHeavier ? p - 1 : 0;
+    if (pr.memory_bytes.total() > pr.memory_bytes.capacity) {
+        pr.feasible = false;
+        if (pr.reason == Infeasibility::None)
+            pr.reason = Infeasibility::OutOfMemory;
+    }
+    if (sink) {
+        const MemoryBreakdown& mb = pr.memory_bytes;
+        note(sink, "memory_bytes.weights", "weights", mb.weights, "stage params x weight bytes / (ZeRO-3 shard)");
+        note(sink, "memory_bytes.gradients", "gradients", mb.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
+        note(sink, "memory_bytes.optimizer", "optimizer states", mb.optimizer,
+             "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
+        note(sink, "memory_bytes.activations", "activations", mb.activations,
+             "in-flight micro-batches x layers x per-layer bytes [K22] + working set");
+        note(sink, "memory_bytes.buffers", "communication buffers", mb.buffers, "TP/PP staging, DP bucket, ZeRO-3 gather");
+        note(sink, "memory_bytes.reserve", "reserve", mb.reserve, "reserve fraction x HBM");
+    }
+
+    // ---- throughput and utilisation ----
+    const double tokensPerStep = double(tr.global_batch) * tr.seq_len;
+    const double devices = double(l.devices());
+    pr.tokens_per_s = tokensPerStep / pr.step_time_s;
+    pr.model_flops_per_step = 3 * model_flops_per_token_ * tokensPerStep;
+    double recomputeFlops = 0;
+    if (l.recompute == Recompute::Full) {
+        const ModelSpec& model = problem_.model;
+        recomputeFlops = (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
+    } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
+        const ModelSpec& model = problem_.model;
+        const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
+        recomputeFlops = perToken * tokensPerStep;
+    }
+    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops;
+    const double peakAll = pr.step_time_s * devices * peak_flops_device_;
+    pr.mfu = pr.model_flops_per_step / peakAll;
+    pr.hfu = pr.hardware_flops_per_step / peakAll;
+    pr.time_to_train_s = tr.tokens_to_train / pr.tokens_per_s;
+    pr.cost_to_train_usd = pr.time_to_train_s / 3600.0 * problem_.cluster.nodes *
+                           problem_.cluster.node.price_per_node_hour_usd;
+    return pr;
+}
+
+namespace {
+
+class TermCollector : public TermSink {
+public:
+    std::vector<Term> terms;
+    void term(const char* figure, const char* name, double value, const char* formula) override
+    {
+        terms.push_back({figure, name, value, formula});
+    }
+};
+
+} // namespace
+
+std::vector<Term> CostModel::explain(const Layout& layout) const
+{
+    TermCollector c;
+    evaluate(layout, &c);
+    return c.terms;
+}
+
+} // namespace shardscope

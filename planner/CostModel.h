@@ -1,0 +1,75 @@
+// CostModel: predicts step time, memory per device, throughput, MFU, time and
+// cost to train for one layout of one problem (Calculon's split: the problem is
+// fixed when the model is built, evaluate() prices a layout).
+//
+// evaluate() is pure and allocation-free: everything that depends only on the
+// problem is resolved in the constructor. Every figure of the Prediction is a sum
+// of named terms; pass a TermSink to receive them (explain()).
+//
+// Placement: the device mesh is tp innermost, then cp, dp, pp (Megatron's order).
+// Formulas cite their sources in CostModel.cpp.
+#pragma once
+
+#include "CostModelParams.h"
+#include "Layout.h"
+#include "Prediction.h"
+#include "Problem.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+// Receives the named terms behind each figure. `figure` is the Prediction field
+// ("time_s.compute", "memory_bytes.activations"), `name` the term, `formula` how
+// it was computed. All strings are static.
+class TermSink {
+public:
+    virtual ~TermSink() = default;
+    virtual void term(const char* figure, const char* name, double value, const char* formula) = 0;
+};
+
+struct Term {
+    std::string figure;
+    std::string name;
+    double value = 0;
+    std::string formula;
+};
+
+class CostModel {
+public:
+    explicit CostModel(const Problem& problem, const CostModelParams& params = defaultCostModelParams());
+
+    // The layout must satisfy validate(layout, model, cluster, training); evaluate() does not check rules.
+    Prediction evaluate(const Layout& layout, TermSink* sink = nullptr) const;
+    std::vector<Term> explain(const Layout& layout) const;
+
+    // One-shot convenience with the default parameters.
+    static Prediction evaluate(const Problem& problem, const Layout& layout);
+
+    const Problem& problem() const { return problem_; }
+    const CostModelParams& params() const { return params_; }
+    double peakFlopsPerDevice() const { return peak_flops_device_; }
+    double matmulEfficiency() const { return matmul_efficiency_; }
+
+private:
+    struct StageCost;
+    StageCost stageCost(const Layout& layout, int stage, TermSink* sink) const;
+
+    Problem problem_;
+    CostModelParams params_;
+
+    // Resolved once per problem.
+    double peak_flops_device_ = 0;     // dense peak of the training precision per device
+    double matmul_efficiency_ = 0;     // large-GEMM efficiency for this chip
+    double hbm_bytes_per_second_device_ = 0;
+    double hbm_capacity_device_ = 0;
+    double host_link_bytes_per_second_device_ = 0;
+    double domain_devices_ = 1;        // devices in one scale-up domain
+    double intra_bytes_per_second_device_ = 0;
+    double inter_bytes_per_second_device_ = 0;
+    double model_flops_per_token_ = 0;  // forward, Megatron convention
+    double weight_bytes_ = 2, grad_bytes_ = 2, optimizer_bytes_ = 12, activation_bytes_ = 2;
+};
+
+} // namespace shardscope

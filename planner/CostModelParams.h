@@ -1,0 +1,66 @@
+// CostModelParams: the cost model's efficiency terms — everything that is not a
+// published hardware figure or a formula: achieved matmul efficiency, how it
+// falls for small per-device matrices, memory traffic of element-wise ops,
+// achieved link efficiency and latency, how much data-parallel traffic hides
+// behind compute, and the memory reserve. The defaults live in
+// resources/planner/cost-model.json with the calibration rows that set them;
+// calibration profiles are the same document with other values.
+#pragma once
+
+#include "FieldError.h"
+
+#include <QJsonObject>
+
+#include <map>
+#include <string>
+
+namespace shardscope {
+
+struct CostModelParams {
+    std::string name;
+
+    // Achieved fraction of dense peak for large matmuls: the measured maximum achievable
+    // bf16 matmul rate over the chip's peak where one is published (hardware.md section 4),
+    // else a fraction fitted per vendor, else the default.
+    double matmul_efficiency_default = 0;
+    std::map<std::string, double> measured_matmul_flops_by_chip;  // chip name -> bf16 FLOP/s
+    std::map<std::string, double> matmul_efficiency_by_vendor;    // vendor -> fraction
+
+    // Shape curve: a GEMM whose smallest per-device dimension is n runs at
+    // efficiency x n / (n + matmul_half_dim): narrow shards after heavy TP, short
+    // sequences and small head dimensions lose throughput.
+    double matmul_half_dim = 0;
+    double kernel_overhead_s = 0;  // per kernel launch
+
+    // Element-wise ops (norms, activations, softmax, dropout, residuals) are memory-bound:
+    // forward traffic = factor x the layer's stored activation bytes; backward twice that.
+    double elementwise_traffic_factor = 0;
+
+    // Collectives: achieved fraction of link bandwidth and per-step latency.
+    double intra_link_efficiency = 0;
+    double inter_node_efficiency = 0;
+    double intra_latency_s = 0;
+    double inter_latency_s = 0;
+    // Two-level collectives across scale-up domains (reduce-scatter inside first) instead of
+    // flat rings. The calibration runs (Megatron-LM and DeepSpeed on Selene, 2021) used flat rings.
+    bool hierarchical_collectives = false;
+
+    // Fraction of the overlap window (backward compute; forward + backward for ZeRO-3)
+    // that hides data-parallel / ZeRO traffic.
+    double dp_overlap = 0;
+
+    double reserve_fraction = 0;          // of HBM, for allocator fragmentation and the runtime
+    double dp_bucket_bytes = 0;           // gradient bucket size for bucketed all-reduce
+    double host_memory_bytes_per_second = 0;  // CPU Adam on offloaded optimizer states, per device
+
+    double matmulEfficiency(const struct ChipSpec& chip) const;
+};
+
+// The built-in default profile (resources/planner/cost-model.json, compiled in).
+const CostModelParams& defaultCostModelParams();
+
+QJsonObject toJson(const CostModelParams& params);
+// Every field is required: a profile is complete or refused.
+CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);
+
+} // namespace shardscope

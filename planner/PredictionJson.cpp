@@ -1,0 +1,55 @@
+#include "PredictionJson.h"
+
+#include <QJsonArray>
+
+namespace shardscope {
+
+QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
+{
+    const MemoryBreakdown& m = p.memory_bytes;
+    const TimeBreakdown& t = p.time_s;
+    QJsonObject o{
+        {"schema", "shardscope.prediction/1"},
+        {"feasible", p.feasible},
+        {"reason", QLatin1String(toString(p.reason))},
+        {"memory_bytes", QJsonObject{{"weights", m.weights},
+                                     {"gradients", m.gradients},
+                                     {"optimizer", m.optimizer},
+                                     {"activations", m.activations},
+                                     {"buffers", m.buffers},
+                                     {"reserve", m.reserve},
+                                     {"total", m.total()},
+                                     {"capacity", m.capacity}}},
+        {"memory_stage", p.memory_stage},
+        {"time_s", QJsonObject{{"step", p.step_time_s},
+                               {"compute", t.compute},
+                               {"recompute", t.recompute},
+                               {"tp_comm", t.tp_comm},
+                               {"cp_comm", t.cp_comm},
+                               {"pp_comm", t.pp_comm},
+                               {"dp_comm", t.dp_comm},
+                               {"bubble", t.bubble},
+                               {"optimizer", t.optimizer},
+                               {"offload", t.offload}}},
+        {"micro_batches", p.micro_batches},
+        {"tokens_per_s", p.tokens_per_s},
+        {"mfu", p.mfu},
+        {"hfu", p.hfu},
+        {"flops_per_step", p.model_flops_per_step},
+        {"hardware_flops_per_step", p.hardware_flops_per_step},
+        {"time_to_train_s", p.time_to_train_s},
+        {"cost_to_train_usd", p.cost_to_train_usd},
+    };
+    if (!terms.empty()) {
+        QJsonArray a;
+        for (const Term& term : terms)
+            a.append(QJsonObject{{"figure", QString::fromStdString(term.figure)},
+                                 {"name", QString::fromStdString(term.name)},
+                                 {"value", term.value},
+                                 {"formula", QString::fromStdString(term.formula)}});
+        o.insert("terms", a);
+    }
+    return o;
+}
+
+} // namespace shardscope
