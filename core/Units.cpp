@@ -183,6 +183,8 @@ std::string formatCount(std::int64_t n)
 
 std::string formatDuration(double seconds)
 {
+    if (seconds < 0)
+        return std::string("-").append(formatDuration(-seconds));
     char buf[64];
     if (seconds < 1e-3)
         std::snprintf(buf, sizeof buf, "%.3g us", seconds * 1e6);

@@ -45,6 +45,11 @@ struct CostModel::StageCost {
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
     double fwd_s = 0;             // per micro-batch: matmuls + element-wise
     double bwd_s = 0;
+    // Components of fwd_s + bwd_s, for the named terms.
+    double matmul_fwd_s = 0;      // layer matmuls, forward
+    double matmul_bwd_s = 0;      // layer matmuls, backward (2x forward, + flash recompute)
+    double elementwise_s = 0;     // element-wise ops, forward and backward (1x + 2x)
+    double head_s = 0;            // logits and loss, forward and backward
     double recompute_s = 0;
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double cp_s = 0;              // exposed CP exchange per micro-batch
@@ -103,7 +108,7 @@ struct GemmPricer {
 } // namespace
 
 // Cost of stage `stage`'s work for one micro-batch, and what it keeps in memory.
-CostModel::StageCost CostModel::stageCost(const Layout& l, int stage, TermSink* sink) const
+CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
 {
     const ModelSpec& model = problem_.model;
     const TrainingSpec& tr = problem_.training;
@@ -226,12 +231,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage, TermSink* 
     sc.fwd_s = fwdLayers + head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
     sc.bwd_s = 2 * fwdLayers + 2 * head + (nEnc + 2 * nDec) * attentionBackwardExtra;
-    note(sink, "time_s.compute", "layer matmuls, forward (per micro-batch)",
-         nEnc * (projections + selfAttentionCore + mlpTime) + nDec * (projections + 2 * selfAttentionCore + mlpTime),
-         "sum of GEMM times: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + overhead");
-    note(sink, "time_s.compute", "element-wise ops, forward (per micro-batch)",
-         nEnc * encElementwise + nDec * decElementwise, "factor x stored activation bytes / HBM BW");
-    note(sink, "time_s.compute", "logits and loss, forward (per micro-batch)", head, "GEMM T x h x V/t + CE traffic");
+    const double elementwise = nEnc * encElementwise + nDec * decElementwise;
+    sc.matmul_fwd_s = fwdLayers - elementwise;
+    sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + (nEnc + 2 * nDec) * attentionBackwardExtra;
+    sc.elementwise_s = 3 * elementwise;
+    sc.head_s = 3 * head;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
@@ -253,8 +257,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage, TermSink* 
         const double perMbForward = (2 * nEnc + 3 * nDec) * ar + (firstStage ? ar : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = passes * perMbForward;
-        note(sink, "time_s.tp_comm", "TP all-reduces per micro-batch", sc.tp_s,
-             "(2 per layer, 3 with cross attention) x passes x ring all-reduce of b s h bytes over tp");
     }
 
     // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise
@@ -267,8 +269,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage, TermSink* 
         const double fwdExposed = std::max(0.0, exchange - selfAttentionCore);
         const double bwdExposed = std::max(0.0, exchange - 2 * selfAttentionCore);
         sc.cp_s = blocks * (fwdExposed + bwdExposed) * (l.recompute == Recompute::Full ? 1.5 : 1.0);
-        note(sink, "time_s.cp_comm", "CP K/V exchange not hidden by attention, per micro-batch", sc.cp_s,
-             "max(0, all-gather of K,V over cp - attention core time), forward and backward");
     }
 
     // ---- activation memory [K22] ----
@@ -307,15 +307,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
 
     // The stages that can be the most loaded: the first (embedding, most in-flight
     // micro-batches), the last (logits), and a middle one (sets the bubble).
-    const StageCost firstStage = stageCost(l, 0, nullptr);
-    const StageCost lastStage = p > 1 ? stageCost(l, p - 1, nullptr) : firstStage;
-    const StageCost middleStage = p > 2 ? stageCost(l, p / 2, nullptr) : firstStage;
+    const StageCost firstStage = stageCost(l, 0);
+    const StageCost lastStage = p > 1 ? stageCost(l, p - 1) : firstStage;
+    const StageCost middleStage = p > 2 ? stageCost(l, p / 2) : firstStage;
     const bool lastIsSlowest = lastStage.total() > firstStage.total() && lastStage.total() >= middleStage.total();
     const bool middleIsSlowest = !lastIsSlowest && middleStage.total() > firstStage.total();
-    const int slowIndex = lastIsSlowest ? p - 1 : middleIsSlowest ? p / 2 : 0;
-    // Computed again only when someone listens for its terms.
-    const StageCost slow = sink ? stageCost(l, slowIndex, sink)
-                                : (lastIsSlowest ? lastStage : middleIsSlowest ? middleStage : firstStage);
+    const StageCost& slow = lastIsSlowest ? lastStage : middleIsSlowest ? middleStage : firstStage;
 
     // ---- step time ----
     TimeBreakdown& ts = pr.time_s;
@@ -323,6 +320,23 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.recompute = m * slow.recompute_s;
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
+    if (sink) {
+        note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
+             "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
+        note(sink, "time_s.compute", "layer matmuls, backward", m * slow.matmul_bwd_s,
+             "2 x forward (activation and weight gradients); flash attention: + scores recomputed");
+        note(sink, "time_s.compute", "element-wise ops, forward and backward", m * slow.elementwise_s,
+             "m x 3 x factor x stored activation bytes / HBM BW");
+        note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,
+             "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
+        note(sink, "time_s.recompute",
+             l.recompute == Recompute::Full ? "recomputed forward of every layer" : "recomputed attention core",
+             ts.recompute, "m x forward time of what the recomputation mode discards");
+        note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm,
+             "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
+        note(sink, "time_s.cp_comm", "CP K/V exchange not hidden by attention", ts.cp_comm,
+             "m x layers x max(0, all-gather of K,V over cp - attention core time), forward and backward");
+    }
     // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
     const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
     ts.bubble = (p - 1) * typical / v;
@@ -405,6 +419,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     pr.step_time_s = ts.sum();
 
     // ---- memory of the most loaded stage ----
+    double stored = 0, tpBuffer = 0, ppBuffer = 0, bucket = 0, zeroGather = 0;
     auto memoryOf = [&](const StageCost& sc, int stage) {
         MemoryBreakdown mb;
         const ModelStateBytes states = modelStateBytes(sc.params, l.zero_stage, int(shardGroup),
@@ -421,30 +436,33 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             break;
         }
         mb.activations = inFlight * sc.stored_bytes_per_mb + sc.working_bytes;
+        stored = inFlight * sc.stored_bytes_per_mb;
         const double T = l.micro_batch * double(tr.seq_len) / l.cp;
         const double h = problem_.model.hidden;
         double buffers = 0;
-        if (l.tp > 1)
-            buffers += 2 * T * h * activation_bytes_;  // all-gather / reduce-scatter staging
-        if (p > 1)
-            buffers += 2 * T * h * activation_bytes_ / (l.sequence_parallel ? l.tp : 1);  // send + receive
-        if (dpGroupSize > 1)
-            buffers += std::min(prm.dp_bucket_bytes, sc.params * grad_bytes_);
+        tpBuffer = l.tp > 1 ? 2 * T * h * activation_bytes_ : 0;  // all-gather / reduce-scatter staging
+        ppBuffer = p > 1 ? 2 * T * h * activation_bytes_ / (l.sequence_parallel ? l.tp : 1) : 0;  // send + receive
+        bucket = dpGroupSize > 1 ? std::min(prm.dp_bucket_bytes, sc.params * grad_bytes_) : 0;
+        zeroGather = 0;
+        buffers += tpBuffer + ppBuffer + bucket;
         if (l.zero_stage == 3) {
             // ZeRO-3 gathers one linear layer at a time; the largest, twice (in use + prefetched).
             const ModelSpec& model = problem_.model;
             const double qkv = h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
             const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
-            buffers += 2 * std::max(qkv, up) * weight_bytes_;
+            zeroGather = 2 * std::max(qkv, up) * weight_bytes_;
+            buffers += zeroGather;
         }
         mb.buffers = buffers;
         mb.capacity = hbm_capacity_device_;
         mb.reserve = prm.reserve_fraction * hbm_capacity_device_;
         return mb;
     };
-    const MemoryBreakdown memFirst = memoryOf(firstStage, 0);
     const MemoryBreakdown memLast = memoryOf(lastStage, p - 1);
+    const MemoryBreakdown memFirst = memoryOf(firstStage, 0);  // last call: its parts stay in the locals
     const bool lastHeavier = memLast.total() > memFirst.total();
+    if (lastHeavier && sink)
+        memoryOf(lastStage, p - 1);  // recompute the parts of the stage reported
     pr.memory_bytes = lastHeavier ? memLast : memFirst;
     pr.memory_stage = lastHeavier ? p - 1 : 0;
     if (pr.memory_bytes.total() > pr.memory_bytes.capacity) {
@@ -458,9 +476,15 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "memory_bytes.gradients", "gradients", mb.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
         note(sink, "memory_bytes.optimizer", "optimizer states", mb.optimizer,
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
-        note(sink, "memory_bytes.activations", "activations", mb.activations,
-             "in-flight micro-batches x layers x per-layer bytes [K22] + working set");
-        note(sink, "memory_bytes.buffers", "communication buffers", mb.buffers, "TP/PP staging, DP bucket, ZeRO-3 gather");
+        note(sink, "memory_bytes.activations", "stored for backward", stored,
+             "in-flight micro-batches x stage layers x per-layer bytes [K22]");
+        note(sink, "memory_bytes.activations", "working set", mb.activations - stored,
+             "logits (16-bit + fp32 loss) on the last stage; one layer's full activations under full recomputation");
+        note(sink, "memory_bytes.buffers", "TP/SP collective staging", tpBuffer, "2 x b s h bytes");
+        note(sink, "memory_bytes.buffers", "pipeline send and receive", ppBuffer, "2 x b s h / sp bytes");
+        note(sink, "memory_bytes.buffers", "gradient bucket", bucket, "min(bucket size, gradient bytes)");
+        note(sink, "memory_bytes.buffers", "ZeRO-3 gathered parameters", zeroGather,
+             "2 x largest linear layer (in use + prefetched)");
         note(sink, "memory_bytes.reserve", "reserve", mb.reserve, "reserve fraction x HBM");
     }
 

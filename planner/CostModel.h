@@ -54,7 +54,7 @@ public:
 
 private:
     struct StageCost;
-    StageCost stageCost(const Layout& layout, int stage, TermSink* sink) const;
+    StageCost stageCost(const Layout& layout, int stage) const;
 
     Problem problem_;
     CostModelParams params_;

@@ -1,0 +1,371 @@
+// The cost model against published closed forms, in the settings they assume:
+// Megatron's FLOPs (eq. 3), Korthikanti's activation memory (all five settings),
+// the ZeRO model-state table, bubble fractions, ring collective times; and the
+// model's own invariants: every figure is the sum of its named terms, memory and
+// time respond to the layout the way the physics says.
+#include "ActivationMemory.h"
+#include "Collectives.h"
+#include "CostModel.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <map>
+
+using namespace shardscope;
+
+namespace {
+
+// Megatron's setting: learned positions, tied embeddings, biases, LayerNorm, 4h GeLU, V = 51200.
+ModelSpec megatronGpt(int layers, int hidden, int heads, int vocab = 51200)
+{
+    ModelSpec m;
+    m.name = "gpt";
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = heads;
+    m.head_dim = hidden / heads;
+    m.ffn_hidden = 4 * hidden;
+    m.vocab = vocab;
+    m.max_seq = 2048;
+    return m;
+}
+
+// A DGX A100 80GB node as in the catalog ([P1], [V1]).
+NodeType dgxA100()
+{
+    NodeType n;
+    n.name = "dgx-a100-80gb";
+    n.chip.name = "a100-80gb";
+    n.chip.vendor = "NVIDIA";
+    n.chip.peak_flops_bf16 = 312e12;
+    n.chip.hbm_bytes = 80e9;
+    n.chip.hbm_bytes_per_second = 2039e9;
+    n.chips_per_node = 8;
+    n.intra_topology = Topology::Switch;
+    n.intra_link_bytes_per_second = 300e9;
+    n.inter_node_bytes_per_second = 200e9;
+    n.price_per_node_hour_usd = 30;
+    return n;
+}
+
+Problem problem(const ModelSpec& m, int nodes, int batch, int seq = 2048)
+{
+    Problem p;
+    p.model = m;
+    p.cluster.node = dgxA100();
+    p.cluster.nodes = nodes;
+    p.training.global_batch = batch;
+    p.training.seq_len = seq;
+    return p;
+}
+
+Layout layout(const char* text, const Problem& p)
+{
+    FieldErrors errors;
+    Layout l = parseLayout(text, errors);
+    resolveDataParallel(l, p.cluster.devices(), errors);
+    for (const FieldError& e : validate(l, p.model, p.cluster, p.training))
+        errors.push_back(e);
+    if (!errors.empty())
+        qFatal("bad test layout %s: %s", text, joinErrors(errors).c_str());
+    return l;
+}
+
+bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
+
+} // namespace
+
+class TstPlannerCostModel : public QObject {
+    Q_OBJECT
+private slots:
+    // Narayanan et al. eq. 3 (full recomputation): F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+    void megatronFlopsPerIteration_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<int>("hidden");
+        QTest::addColumn<int>("heads");
+        QTest::addColumn<int>("batch");
+        QTest::newRow("7.5B") << 36 << 4096 << 32 << 512;
+        QTest::newRow("145.6B") << 80 << 12288 << 96 << 2304;
+    }
+    void megatronFlopsPerIteration()
+    {
+        QFETCH(int, layers);
+        QFETCH(int, hidden);
+        QFETCH(int, heads);
+        QFETCH(int, batch);
+        const Problem p = problem(megatronGpt(layers, hidden, heads), 16, batch);
+        const Prediction pr = CostModel::evaluate(p, layout("tp=8,recompute=full", p));
+        const double B = batch, s = 2048, l = layers, h = hidden, V = 51200;
+        const double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+        QVERIFY2(near(pr.hardware_flops_per_step, F, 1e-12), qPrintable(QString::number(pr.hardware_flops_per_step)));
+        // Without recomputation the layers count 72 instead of 96; logits 6 B s h V either way.
+        const double F72 = 72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V;
+        QVERIFY(near(pr.model_flops_per_step, F72, 1e-12));
+        const Prediction none = CostModel::evaluate(p, layout("tp=8,recompute=none", p));
+        QVERIFY(near(none.hardware_flops_per_step, F72, 1e-12));
+        QVERIFY(near(pr.mfu / pr.hfu, F72 / F, 1e-12));
+    }
+
+    // Korthikanti et al. Table 2, bytes per layer, for MHA with f = 4h.
+    void activationMemoryFormulas_data()
+    {
+        QTest::addColumn<QString>("setting");
+        QTest::newRow("no parallelism") << "none";
+        QTest::newRow("tensor parallel") << "tp";
+        QTest::newRow("tensor + sequence parallel") << "tp+sp";
+        QTest::newRow("tensor + sequence parallel, selective") << "tp+sp+selective";
+        QTest::newRow("full recomputation") << "full";
+    }
+    void activationMemoryFormulas()
+    {
+        QFETCH(QString, setting);
+        const double s = 2048, b = 4, h = 12288, a = 96;
+        const double t = setting == "none" || setting == "full" ? 1 : 8;
+        LayerActivationShape shape;
+        shape.tokens = s * b;
+        shape.keys = s;
+        shape.hidden = h;
+        shape.q_dim_local = h / t;
+        shape.kv_dim_local = h / t;
+        shape.heads_local = a / t;
+        shape.ffn_local = 4 * h / t;
+        shape.tp = t;
+        shape.sequence_parallel = setting.contains("sp");
+        const LayerActivationBytes act = layerActivationBytes(shape);
+        double expected = 0, got = act.all();
+        if (setting == "none")
+            expected = s * b * h * (34 + 5 * a * s / h);
+        else if (setting == "tp")
+            expected = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+        else if (setting == "tp+sp")
+            expected = s * b * h / t * (34 + 5 * a * s / h);
+        else if (setting == "tp+sp+selective") {
+            expected = s * b * h / t * 34;
+            got = act.all() - act.scores;
+        } else {
+            expected = 2 * s * b * h;
+            got = act.input;
+        }
+        QCOMPARE(got, expected);
+    }
+
+    // The cost model's activation memory is that per-layer figure x layers x in-flight micro-batches.
+    void activationMemoryInTheModel()
+    {
+        const ModelSpec m = megatronGpt(48, 8192, 64);
+        const Problem p = problem(m, 64, 512);
+        const double s = 2048, b = 1, h = 8192, a = 64, t = 8, V = 51200;
+        // 1F1B, 4 stages: the first stage keeps p = 4 micro-batches of its 12 layers; TP+SP selective.
+        const Prediction pr = CostModel::evaluate(p, layout("tp=8,pp=4,sp=on,recompute=selective", p));
+        QCOMPARE(pr.memory_stage, 0);
+        const double perLayer = s * b * h / t * 34;
+        QVERIFY(near(pr.memory_bytes.activations, 4 * 12 * perLayer, 1e-12));
+        // Interleaved with v = 2 multiplies the first stage's by 1 + (p - 1)/(p v).
+        const Prediction il = CostModel::evaluate(p, layout("tp=8,pp=4,sp=on,recompute=selective,schedule=interleaved,v=2", p));
+        QVERIFY(near(il.memory_bytes.activations, 4 * 12 * perLayer * (1 + 3.0 / 8), 1e-12));
+        // GPipe keeps every micro-batch: m = 512 / 16.
+        const Prediction gp = CostModel::evaluate(p, layout("tp=8,pp=4,sp=on,recompute=selective,schedule=gpipe", p));
+        QVERIFY(near(gp.memory_bytes.activations, 32 * 12 * perLayer, 1e-12));
+        // One stage: the logits (16-bit + fp32 for the loss) join the working set.
+        const Problem one = problem(megatronGpt(4, 8192, 64), 1, 8);
+        const Prediction pr1 = CostModel::evaluate(one, layout("tp=8,sp=on,recompute=selective", one));
+        QVERIFY(near(pr1.memory_bytes.activations, 4 * perLayer + 6 * s * b * V / t, 1e-12));
+        (void)a;
+    }
+
+    // Rajbhandari et al.: (2 + 2 + K) P, 2P + 2P + K P/d, 2P + (2 + K) P/d, (2 + 2 + K) P/d with K = 12.
+    void zeroStatesPerDevice_data()
+    {
+        QTest::addColumn<int>("stage");
+        QTest::addColumn<double>("bytesPerParameter");
+        QTest::newRow("none") << 0 << 16.0;
+        QTest::newRow("ZeRO-1") << 1 << 4 + 12.0 / 64;
+        QTest::newRow("ZeRO-2") << 2 << 2 + 14.0 / 64;
+        QTest::newRow("ZeRO-3") << 3 << 16.0 / 64;
+    }
+    void zeroStatesPerDevice()
+    {
+        QFETCH(int, stage);
+        QFETCH(double, bytesPerParameter);
+        const ModelSpec m = megatronGpt(36, 4096, 32);
+        const Problem p = problem(m, 8, 512);  // 64 devices, dp = 64
+        const QString text = QString("zero=%1").arg(stage);
+        const Prediction pr = CostModel::evaluate(p, layout(text.toLatin1().constData(), p));
+        const MemoryBreakdown& mb = pr.memory_bytes;
+        const double states = mb.weights + mb.gradients + mb.optimizer;
+        QVERIFY2(near(states, bytesPerParameter * double(parameterCount(m)), 1e-12),
+                 qPrintable(QString::number(states / double(parameterCount(m)))));
+    }
+
+    // Bubble fraction of the ideal time: (p - 1)/m for GPipe and 1F1B, (p - 1)/(v m) interleaved.
+    // A tiny vocabulary makes all stages equal, the setting of the formula.
+    void bubbleFractions_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<double>("v");
+        QTest::newRow("1f1b") << "1f1b" << 1.0;
+        QTest::newRow("gpipe") << "gpipe" << 1.0;
+        QTest::newRow("interleaved v=2") << "interleaved,v=2" << 2.0;
+        QTest::newRow("interleaved v=4") << "interleaved,v=4" << 4.0;
+    }
+    void bubbleFractions()
+    {
+        QFETCH(QString, schedule);
+        QFETCH(double, v);
+        const Problem p = problem(megatronGpt(32, 4096, 32, 8), 8, 2048);
+        const QString text = "tp=1,pp=4,mb=1,schedule=" + schedule;  // dp = 16, m = 128
+        const Prediction pr = CostModel::evaluate(p, layout(text.toLatin1().constData(), p));
+        const TimeBreakdown& t = pr.time_s;
+        const double ideal = t.compute + t.recompute + t.tp_comm + t.cp_comm;
+        QCOMPARE(pr.micro_batches, 128);
+        QVERIFY2(near(t.bubble / ideal, 3.0 / (v * 128), 1e-3), qPrintable(QString::number(t.bubble / ideal)));
+    }
+
+    // formulas.md, "Collectives": ring alpha-beta times.
+    void ringCollectives()
+    {
+        const double n = 8, S = 1e9, beta = 100e9, alpha = 5e-6;
+        LinkModel link;
+        link.intra_bytes_per_second = beta;
+        link.intra_latency_s = alpha;
+        link.domain_devices = 8;
+        const GroupPlacement g = placeGroup(n, 1, 8);
+        QVERIFY(!g.crossesDomains());
+        QCOMPARE(allReduceTime(g, S, link), 2 * (n - 1) * alpha + 2 * (n - 1) / n * S / beta);
+        QCOMPARE(reduceScatterTime(g, S, link), (n - 1) * alpha + (n - 1) / n * S / beta);
+        QCOMPARE(allGatherTime(g, S, link), (n - 1) * alpha + (n - 1) / n * S / beta);
+        QCOMPARE(sendRecvTime(false, S, link), alpha + S / beta);
+        QCOMPARE(allReduceTime(placeGroup(1, 1, 8), S, link), 0.0);
+    }
+
+    // Across nodes: hierarchical = RS inside + all-reduce of S/k across + AG inside;
+    // flat ring = one ring at the slowest hop.
+    void collectivesAcrossNodes()
+    {
+        LinkModel link;
+        link.intra_bytes_per_second = 200e9;
+        link.inter_bytes_per_second = 20e9;
+        link.intra_latency_s = 5e-6;
+        link.inter_latency_s = 2e-5;
+        link.domain_devices = 8;
+        const double S = 4e9;
+        const GroupPlacement g = placeGroup(64, 1, 8);  // 8 per node, 8 nodes
+        QCOMPARE(g.members_per_domain, 8.0);
+        QCOMPARE(g.domains, 8.0);
+        link.hierarchical = true;
+        const double rsIntra = 7 * 5e-6 + 7.0 / 8 * S / 200e9;
+        const double arInter = 2 * 7 * 2e-5 + 2 * 7.0 / 8 * (S / 8) / 20e9;
+        QVERIFY(near(allReduceTime(g, S, link), 2 * rsIntra + arInter, 1e-12));
+        link.hierarchical = false;
+        QVERIFY(near(allReduceTime(g, S, link), 2 * 63 * 2e-5 + 2 * 63.0 / 64 * S / 20e9, 1e-12));
+        // A group strided past the node: one member per node.
+        const GroupPlacement dp = placeGroup(16, 8, 8);
+        QCOMPARE(dp.members_per_domain, 1.0);
+        QCOMPARE(dp.domains, 16.0);
+    }
+
+    // Every figure of the prediction is the sum of its named terms.
+    void termsSumToFigures_data()
+    {
+        QTest::addColumn<QString>("layoutText");
+        QTest::newRow("3D + ZeRO-1 + selective") << "tp=8,pp=4,sp=on,zero=1,recompute=selective";
+        QTest::newRow("interleaved + full") << "tp=8,pp=4,schedule=interleaved,v=2,recompute=full";
+        QTest::newRow("ZeRO-3 data parallel") << "zero=3,mb=2,recompute=full";
+        QTest::newRow("context parallel") << "tp=8,cp=2,sp=on";
+    }
+    void termsSumToFigures()
+    {
+        QFETCH(QString, layoutText);
+        const Problem p = problem(megatronGpt(32, 4096, 32), 8, 512);
+        const CostModel model(p);
+        const Layout l = layout(layoutText.toLatin1().constData(), p);
+        const Prediction pr = model.evaluate(l);
+        std::map<std::string, double> sums;
+        for (const Term& t : model.explain(l))
+            sums[t.figure] += t.value;
+        const TimeBreakdown& t = pr.time_s;
+        const MemoryBreakdown& m = pr.memory_bytes;
+        const std::map<std::string, double> figures{
+            {"time_s.compute", t.compute},     {"time_s.recompute", t.recompute},
+            {"time_s.tp_comm", t.tp_comm},     {"time_s.cp_comm", t.cp_comm},
+            {"time_s.pp_comm", t.pp_comm},     {"time_s.dp_comm", t.dp_comm},
+            {"time_s.bubble", t.bubble},       {"time_s.optimizer", t.optimizer},
+            {"memory_bytes.weights", m.weights}, {"memory_bytes.gradients", m.gradients},
+            {"memory_bytes.optimizer", m.optimizer}, {"memory_bytes.activations", m.activations},
+            {"memory_bytes.buffers", m.buffers}, {"memory_bytes.reserve", m.reserve}};
+        for (const auto& [figure, value] : figures)
+            QVERIFY2(near(sums[figure], value, 1e-9) || (value == 0 && std::fabs(sums[figure]) < 1e-15),
+                     qPrintable(QString("%1: terms %2, figure %3").arg(figure.c_str()).arg(sums[figure]).arg(value)));
+        QVERIFY(near(pr.step_time_s, t.sum(), 1e-12));
+    }
+
+    void layoutPhysics()
+    {
+        const Problem p = problem(megatronGpt(96, 12288, 96), 64, 1536);  // 512 A100s
+        const CostModel model(p);
+        auto eval = [&](const char* text) { return model.evaluate(layout(text, p)); };
+        // Recomputation trades memory for time.
+        const Prediction none = eval("tp=8,pp=8,sp=on,recompute=none");
+        const Prediction sel = eval("tp=8,pp=8,sp=on,recompute=selective");
+        const Prediction full = eval("tp=8,pp=8,sp=on,recompute=full");
+        QVERIFY(none.memory_bytes.activations > sel.memory_bytes.activations);
+        QVERIFY(sel.memory_bytes.activations > full.memory_bytes.activations);
+        QVERIFY(none.step_time_s < sel.step_time_s && sel.step_time_s < full.step_time_s);
+        QCOMPARE(none.time_s.recompute, 0.0);
+        // ZeRO shards states and costs traffic.
+        const Prediction z0 = eval("tp=8,pp=8,sp=on,zero=0,recompute=selective");
+        const Prediction z1 = eval("tp=8,pp=8,sp=on,zero=1,recompute=selective");
+        QVERIFY(z1.memory_bytes.optimizer < z0.memory_bytes.optimizer / 7);
+        // More pipeline stages, more bubble for the same micro-batch count.
+        QVERIFY(eval("tp=8,pp=16,sp=on,recompute=selective").time_s.bubble > sel.time_s.bubble);
+        // GPT-3 without any sharding cannot fit: 16 bytes x 175B per device.
+        const Prediction dense = eval("dp=512,recompute=full");
+        QVERIFY(!dense.feasible);
+        QCOMPARE(dense.reason, Infeasibility::OutOfMemory);
+        QVERIFY(dense.memory_bytes.total() > dense.memory_bytes.capacity);
+        // Time and cost to train follow from throughput.
+        QVERIFY(near(sel.time_to_train_s, p.training.tokens_to_train / sel.tokens_per_s, 1e-12));
+        QVERIFY(near(sel.cost_to_train_usd, sel.time_to_train_s / 3600 * 64 * 30, 1e-12));
+    }
+
+    void trainiumSharesChipMemory()
+    {
+        Problem p = problem(megatronGpt(32, 4096, 32), 1, 32);
+        p.cluster.node.chip.devices_per_chip = 2;
+        p.cluster.node.chip.hbm_bytes = 32.0 * (1 << 30);
+        p.cluster.node.chips_per_node = 16;
+        const Prediction pr = CostModel::evaluate(p, layout("tp=32,sp=on,recompute=selective", p));
+        QCOMPARE(pr.memory_bytes.capacity, 16.0 * (1 << 30));
+    }
+
+    void offloadNeedsAPublishedHostLink()
+    {
+        Problem p = problem(megatronGpt(32, 4096, 32), 8, 512);
+        const Prediction missing = CostModel::evaluate(p, layout("zero=1,offload=optimizer", p));
+        QVERIFY(!missing.feasible);
+        QCOMPARE(missing.reason, Infeasibility::MissingHardwareFigure);
+        p.cluster.node.host_link_bytes_per_second = 32e9;
+        const Prediction ok = CostModel::evaluate(p, layout("zero=1,offload=optimizer", p));
+        QVERIFY(ok.feasible);
+        QCOMPARE(ok.memory_bytes.optimizer, 0.0);
+        QVERIFY(ok.time_s.offload > 0);
+        QCOMPARE(ok.time_s.optimizer, 0.0);
+    }
+
+    void flashAttentionDropsScores()
+    {
+        Problem p = problem(megatronGpt(32, 4096, 32), 8, 512, 2048);
+        const Prediction plain = CostModel::evaluate(p, layout("tp=8,sp=on", p));
+        p.training.flash_attention = true;
+        const Prediction flash = CostModel::evaluate(p, layout("tp=8,sp=on", p));
+        QVERIFY(flash.memory_bytes.activations < plain.memory_bytes.activations);
+        QVERIFY(flash.step_time_s < plain.step_time_s);
+        QCOMPARE(flash.model_flops_per_step, plain.model_flops_per_step);  // MFU keeps Megatron's convention
+    }
+};
+
+QTEST_GUILESS_MAIN(TstPlannerCostModel)
+#include "tst_planner_costmodel.moc"
