@@ -69,6 +69,8 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     hbm_capacity_device_ = chip.hbmBytesPerDevice();
     host_link_bytes_per_second_device_ = node.host_link_bytes_per_second / devicesPerChip;
     domain_devices_ = double(node.scaleUpChips()) * devicesPerChip;
+    domain_chips_ = node.scaleUpChips();
+    devices_per_chip_ = devicesPerChip;
     // The devices of a chip share its scale-up links; the devices of a node share its network.
     intra_bytes_per_second_device_ = node.intra_link_bytes_per_second * params.intra_link_efficiency / devicesPerChip;
     inter_bytes_per_second_device_ =
@@ -80,6 +82,45 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     grad_bytes_ = state.gradients;
     optimizer_bytes_ = state.optimizer;
     activation_bytes_ = problem.training.precision == Precision::FP32 ? 4.0 : 2.0;
+}
+
+namespace {
+
+// Fraction of a chip's scale-up bandwidth that ring collectives among `chips` chips of a
+// `domainChips`-chip domain can use. A switch gives every chip its full bandwidth to any
+// peer; a fully connected mesh only the links to the group's other members; a ring or a
+// torus dimension used by a smaller group leaves the other links idle.
+double topologyFraction(Topology topology, double chips, double domainChips)
+{
+    if (chips >= domainChips)
+        return 1.0;
+    switch (topology) {
+    case Topology::Switch: return 1.0;
+    case Topology::FullyConnected: return (chips - 1) / (domainChips - 1);
+    case Topology::Ring: return 0.5;                                          // a segment: no wrap-around
+    case Topology::Torus2D: return 0.5;                                       // 2 of 4 links
+    case Topology::Torus3D: return chips * chips >= domainChips ? 2.0 / 3 : 1.0 / 3;  // a plane, or a line
+    }
+    return 1.0;
+}
+
+} // namespace
+
+LinkModel CostModel::linkFor(double size, double stride) const
+{
+    LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, params_.intra_latency_s,
+                   params_.inter_latency_s, domain_devices_, params_.hierarchical_collectives};
+    const GroupPlacement g = placeGroup(size, stride, domain_devices_);
+    // Chips one domain's members occupy: members at a stride below the chip's device count share chips.
+    const double chips = g.members_per_domain * std::min(stride, devices_per_chip_) / devices_per_chip_;
+    if (chips <= 1) {
+        // All members on one chip (Trainium NeuronCores): an on-chip copy through HBM.
+        link.intra_bytes_per_second = hbm_bytes_per_second_device_;
+    } else {
+        link.intra_bytes_per_second *=
+            topologyFraction(problem_.cluster.node.intra_topology, chips, domain_chips_);
+    }
+    return link;
 }
 
 Prediction CostModel::evaluate(const Problem& problem, const Layout& layout)
@@ -249,11 +290,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // ---- tensor-parallel collectives: 2 all-reduces (3 with cross attention) forward and
     // backward per layer [M21]; SP turns each into RS + AG of the same cost [K22]. Full
     // recomputation repeats the forward ones. The vocab-parallel embedding adds one. ----
-    const LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, prm.intra_latency_s,
-                         prm.inter_latency_s, domain_devices_, prm.hierarchical_collectives};
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
-        const double ar = allReduceTime(tpGroup, T * h * activation_bytes_, link);
+        const double ar = allReduceTime(tpGroup, T * h * activation_bytes_, linkFor(D.t, 1));
         const double perMbForward = (2 * nEnc + 3 * nDec) * ar + (firstStage ? ar : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = passes * perMbForward;
@@ -264,7 +303,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (l.cp > 1) {
         const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
         const double kvBytes = D.b * D.s * 2 * D.kv_local * activation_bytes_;
-        const double exchange = allGatherTime(cpGroup, kvBytes, link);
+        const double exchange = allGatherTime(cpGroup, kvBytes, linkFor(D.c, D.t));
         const double blocks = nEnc + 2 * nDec;
         const double fwdExposed = std::max(0.0, exchange - selfAttentionCore);
         const double bwdExposed = std::max(0.0, exchange - 2 * selfAttentionCore);
@@ -342,15 +381,13 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.bubble = (p - 1) * typical / v;
     note(sink, "time_s.bubble", "pipeline fill and drain", ts.bubble, "(p - 1) x stage time per micro-batch / v");
 
-    const LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, prm.intra_latency_s,
-                         prm.inter_latency_s, domain_devices_, prm.hierarchical_collectives};
     if (p > 1) {
         const double stride = double(l.tp) * l.cp * l.dp;
         const bool crosses = placeGroup(p, stride, domain_devices_).crossesDomains();
         // Activations of one micro-batch, scattered over tp with SP [M21 4.1 scatter/gather].
         const double bytes = l.micro_batch * double(tr.seq_len) / l.cp * problem_.model.hidden * 2.0 /
                              (l.sequence_parallel ? l.tp : 1);
-        const double one = sendRecvTime(crosses, bytes, link);
+        const double one = sendRecvTime(crosses, bytes, linkFor(2, stride));
         ts.pp_comm = 2 * v * (m + p - 1) * one;
         note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
              "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
@@ -369,22 +406,26 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const GroupPlacement all = placeGroup(dpGroupSize, l.tp, domain_devices_);
         const GroupPlacement shard = placeGroup(shardGroup, l.tp, domain_devices_);
         const GroupPlacement across = placeGroup(replicas, double(l.tp) * shardGroup, domain_devices_);
+        const LinkModel allLink = linkFor(dpGroupSize, l.tp);
+        const LinkModel shardLink = linkFor(shardGroup, l.tp);
+        const LinkModel acrossLink = linkFor(replicas, double(l.tp) * shardGroup);
         switch (l.zero_stage) {
         case 0:
-            dpComm = allReduceTime(all, gradBytes, link);
+            dpComm = allReduceTime(all, gradBytes, allLink);
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
         case 2:
-            dpComm = reduceScatterTime(shard, gradBytes, link) + allGatherTime(shard, weightBytes, link) +
-                     allReduceTime(across, gradBytes / shardGroup, link);
+            dpComm = reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
+                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
             window = slow.bwd_s;
             break;
         default:
             // Parameters gathered before forward and again before backward, gradients reduce-
             // scattered, for every micro-batch; prefetching overlaps the whole step.
-            dpComm = m * (2 * allGatherTime(shard, weightBytes, link) + reduceScatterTime(shard, gradBytes, link)) +
-                     allReduceTime(across, gradBytes / shardGroup, link);
+            dpComm = m * (2 * allGatherTime(shard, weightBytes, shardLink) +
+                          reduceScatterTime(shard, gradBytes, shardLink)) +
+                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
             window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
             break;
         }

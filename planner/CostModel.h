@@ -55,6 +55,8 @@ public:
 private:
     struct StageCost;
     StageCost stageCost(const Layout& layout, int stage) const;
+    // The links a group of `size` devices at mesh `stride` runs its collectives on.
+    struct LinkModel linkFor(double size, double stride) const;
 
     Problem problem_;
     CostModelParams params_;
@@ -66,7 +68,9 @@ private:
     double hbm_capacity_device_ = 0;
     double host_link_bytes_per_second_device_ = 0;
     double domain_devices_ = 1;        // devices in one scale-up domain
-    double intra_bytes_per_second_device_ = 0;
+    double intra_bytes_per_second_device_ = 0;   // all of the chip's scale-up links, per device
+    double devices_per_chip_ = 1;
+    double domain_chips_ = 1;
     double inter_bytes_per_second_device_ = 0;
     double model_flops_per_token_ = 0;  // forward, Megatron convention
     double weight_bytes_ = 2, grad_bytes_ = 2, optimizer_bytes_ = 12, activation_bytes_ = 2;

@@ -14,6 +14,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
+
 #include <memory>
 
 #ifndef SHARDSCOPE_CLI_PATH
@@ -237,6 +239,24 @@ private slots:
                                               << QStringList{"gpt9-huge"};
         QTest::newRow("option missing its value")
             << QStringList{"catalog", "export", "gpt2-small", "--out"} << none << QStringList{"--out"};
+        const QStringList predict{"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "4",
+                                  "--global-batch", "1024", "--seq", "4096", "--layout"};
+        QTest::newRow("predict: tp does not divide heads")
+            << (predict + QStringList{"tp=3"}) << none << QStringList{"layout.tp", "heads 64"};
+        QTest::newRow("predict: devices do not add up")
+            << (predict + QStringList{"dp=2,tp=8,pp=2"}) << none << QStringList{"layout.dp", "128 devices"};
+        QTest::newRow("predict: batch not divisible")
+            << (predict + QStringList{"tp=8,pp=2,mb=3"}) << none << QStringList{"layout.mb", "global batch 1024"};
+        QTest::newRow("predict: unknown layout key")
+            << (predict + QStringList{"tp=8,pipeline=2"}) << none << QStringList{"layout.pipeline"};
+        QTest::newRow("predict: missing --seq")
+            << QStringList{"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "4",
+                           "--global-batch", "1024", "--layout", "tp=8"}
+            << none << QStringList{"--seq"};
+        QTest::newRow("predict: network not published")
+            << QStringList{"predict", "--model", "llama-2-7b", "--node-type", "mi300x-8", "--nodes", "2",
+                           "--global-batch", "64", "--seq", "4096", "--layout", "tp=8"}
+            << none << QStringList{"inter_node_bytes_per_second", "not published"};
     }
 
     void badUsageOrInput()
@@ -294,6 +314,57 @@ private slots:
         for (const QString& e : expected)
             QVERIFY2(QString::fromUtf8(r.out).contains(e), qPrintable(e + QStringLiteral(" missing\n") +
                                                                       QString::fromUtf8(r.describe())));
+    }
+
+    // The prediction document's contract (issue: shardscope.prediction/1 keys), and a layout
+    // that does not fit still predicted with its reason (exit 0).
+    void predictJson_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<bool>("feasible");
+        QTest::newRow("NxD Llama-2-70B layout") << QStringLiteral("dp=4,tp=32,pp=8,sp=on,zero=1,recompute=selective")
+                                                << true;
+        QTest::newRow("pure data parallel does not fit") << QStringLiteral("dp=1024") << false;
+    }
+    void predictJson()
+    {
+        QFETCH(QString, layout);
+        QFETCH(bool, feasible);
+        const RunResult r = run({"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "32",
+                                 "--global-batch", "1024", "--seq", "4096", "--layout", layout, "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(o.value("schema").toString(), QStringLiteral("shardscope.prediction/1"));
+        QCOMPARE(o.value("feasible").toBool(), feasible);
+        QCOMPARE(o.value("reason").toString().isEmpty(), feasible);
+        for (const char* key : {"weights", "gradients", "optimizer", "activations", "buffers", "reserve", "total",
+                                "capacity"})
+            QVERIFY2(o.value("memory_bytes").toObject().value(key).toDouble() >= 0 &&
+                         o.value("memory_bytes").toObject().contains(key), key);
+        QCOMPARE(o.value("memory_bytes").toObject().value("capacity").toDouble(), 16.0 * (1 << 30));
+        double sum = 0;
+        const QJsonObject t = o.value("time_s").toObject();
+        for (const char* key : {"compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "bubble",
+                                "optimizer", "offload"}) {
+            QVERIFY2(t.contains(key), key);
+            sum += t.value(key).toDouble();
+        }
+        QVERIFY(std::fabs(sum - t.value("step").toDouble()) <= 1e-9 * sum);
+        for (const char* key : {"tokens_per_s", "mfu", "hfu", "flops_per_step", "time_to_train_s", "cost_to_train_usd"})
+            QVERIFY2(o.value(key).toDouble() > 0, key);
+        QVERIFY(o.value("mfu").toDouble() < 1);
+        // 1024 sequences x 4096 tokens per step.
+        QVERIFY(std::fabs(o.value("tokens_per_s").toDouble() * t.value("step").toDouble() - 1024.0 * 4096) < 1e-3);
+    }
+
+    void predictReadable()
+    {
+        const RunResult r = run({"predict", "--model", "gpt3-175b", "--node-type", "p5.48xlarge", "--nodes", "16",
+                                 "--global-batch", "1536", "--seq", "2048", "--layout", "tp=8,pp=8,sp=on,zero=1",
+                                 "--explain"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        for (const char* text : {"step time", "memory per device", "MFU", "time_s.bubble", "memory_bytes.activations"})
+            QVERIFY2(r.out.contains(text), text);
     }
 
     void listJson()

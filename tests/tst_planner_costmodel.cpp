@@ -331,6 +331,33 @@ private slots:
         QVERIFY(near(sel.cost_to_train_usd, sel.time_to_train_s / 3600 * 64 * 30, 1e-12));
     }
 
+    // A ring over part of a 2D torus uses 2 of each chip's 4 links; a switch gives the full bandwidth;
+    // a fully connected mesh only the links to the group's members.
+    void topologyShapesIntraNodeBandwidth_data()
+    {
+        QTest::addColumn<int>("topology");
+        QTest::addColumn<double>("fraction");
+        QTest::newRow("switch") << int(Topology::Switch) << 1.0;
+        QTest::newRow("2D torus") << int(Topology::Torus2D) << 0.5;
+        QTest::newRow("fully connected, 4 of 8") << int(Topology::FullyConnected) << 3.0 / 7;
+    }
+    void topologyShapesIntraNodeBandwidth()
+    {
+        QFETCH(int, topology);
+        QFETCH(double, fraction);
+        Problem p = problem(megatronGpt(8, 4096, 32), 1, 8);
+        p.cluster.node.intra_topology = Topology(topology);
+        const CostModel model(p);
+        const Prediction pr = model.evaluate(layout("tp=4,recompute=none", p));
+        const CostModelParams& prm = model.params();
+        const double n = 4, S = 2048.0 * 4096 * 2;  // b s h bytes, mb = 1
+        const double beta = 300e9 * prm.intra_link_efficiency * fraction;
+        const double ar = 2 * (n - 1) * prm.intra_latency_s + 2 * (n - 1) / n * S / beta;
+        const double perMicroBatch = 2 * (2 * 8 + 1) * ar;  // fwd + bwd, 2 per layer + embedding
+        QVERIFY2(near(pr.time_s.tp_comm, pr.micro_batches * perMicroBatch, 1e-12),
+                 qPrintable(QString("%1 vs %2").arg(pr.time_s.tp_comm).arg(pr.micro_batches * perMicroBatch)));
+    }
+
     void trainiumSharesChipMemory()
     {
         Problem p = problem(megatronGpt(32, 4096, 32), 1, 32);

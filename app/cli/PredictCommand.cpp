@@ -89,9 +89,15 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
 
     FieldErrors errors;
     Layout layout = parseLayout(a.value("layout").value_or(""), errors);
-    resolveDataParallel(layout, problem.cluster.devices(), errors);
-    if (errors.empty())
-        errors = validate(layout, problem.model, problem.cluster, problem.training);
+    if (errors.empty()) {
+        const bool dpGiven = layout.dp != 0;
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        // Report every broken rule at once; when dp could not be filled in, its device-count
+        // message above already says what the rules below would repeat.
+        for (const FieldError& e : validate(layout, problem.model, problem.cluster, problem.training))
+            if (dpGiven || errors.empty() || e.path != "layout.dp")
+                errors.push_back(e);
+    }
     if (!errors.empty())
         throw InputError(errors);
 
