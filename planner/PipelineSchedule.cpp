@@ -1,0 +1,133 @@
+#include "PipelineSchedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace shardscope {
+
+namespace {
+
+struct OpId {
+    int micro_batch;
+    int chunk;
+    bool backward;
+};
+
+// The order in which device `s` runs its ops.
+std::vector<OpId> deviceOrder(PipelineSchedule schedule, int p, int s, int m, int v)
+{
+    std::vector<OpId> order;
+    order.reserve(size_t(2 * m * v));
+    switch (schedule) {
+    case PipelineSchedule::GPipe:
+        for (int i = 0; i < m; ++i)
+            order.push_back({i, 0, false});
+        for (int i = 0; i < m; ++i)
+            order.push_back({i, 0, true});
+        break;
+    case PipelineSchedule::OneFOneB: {
+        const int warmup = std::min(p - s - 1, m);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f)
+            order.push_back({f, 0, false});
+        while (f < m) {
+            order.push_back({f++, 0, false});
+            order.push_back({b++, 0, true});
+        }
+        while (b < m)
+            order.push_back({b++, 0, true});
+        break;
+    }
+    case PipelineSchedule::Interleaved: {
+        // Forward op k runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
+        // backward ops walk the chunks in reverse.
+        const int total = m * v;
+        auto forwardOp = [&](int k) { return OpId{(k / (p * v)) * p + k % p, (k / p) % v, false}; };
+        auto backwardOp = [&](int k) { return OpId{(k / (p * v)) * p + k % p, v - 1 - (k / p) % v, true}; };
+        const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f)
+            order.push_back(forwardOp(f));
+        while (f < total) {
+            order.push_back(forwardOp(f++));
+            order.push_back(backwardOp(b++));
+        }
+        while (b < total)
+            order.push_back(backwardOp(b++));
+        break;
+    }
+    }
+    return order;
+}
+
+} // namespace
+
+PipelineTimeline simulatePipeline(PipelineSchedule schedule, int p, int m, int v, double forward_s,
+                                  double backward_s)
+{
+    if (schedule != PipelineSchedule::Interleaved)
+        v = 1;
+    if (p < 1 || m < 1 || v < 1)
+        throw std::invalid_argument("pipeline: stages, micro-batches and chunks must be positive");
+    if (schedule == PipelineSchedule::Interleaved && m % p != 0)
+        throw std::invalid_argument("interleaved 1F1B needs the " + std::to_string(m) +
+                                    " micro-batches to be a multiple of the " + std::to_string(p) + " stages");
+    PipelineTimeline t;
+    t.stages = p;
+    t.micro_batches = m;
+    t.chunks = v;
+    const double fwd = forward_s / v, bwd = backward_s / v;
+    const int virtualStages = p * v;
+
+    // end time of forward / backward of (virtual stage, micro-batch); < 0 = not done yet
+    std::vector<double> fwdEnd(size_t(virtualStages) * size_t(m), -1), bwdEnd(size_t(virtualStages) * size_t(m), -1);
+    auto at = [m](int vs, int i) { return size_t(vs) * size_t(m) + size_t(i); };
+
+    std::vector<std::vector<OpId>> orders(static_cast<size_t>(p));
+    for (int s = 0; s < p; ++s)
+        orders[size_t(s)] = deviceOrder(schedule, p, s, m, v);
+    std::vector<size_t> next(size_t(p), 0);
+    std::vector<double> free(size_t(p), 0);
+    size_t remaining = size_t(2) * size_t(m) * size_t(v) * size_t(p);
+    t.ops.reserve(remaining);
+
+    while (remaining > 0) {
+        bool progressed = false;
+        for (int s = 0; s < p; ++s) {
+            // Run every op of this device whose input is ready, in order.
+            while (next[size_t(s)] < orders[size_t(s)].size()) {
+                const OpId op = orders[size_t(s)][next[size_t(s)]];
+                const int vs = op.chunk * p + s;  // virtual stage
+                double ready = 0;
+                if (!op.backward) {
+                    if (vs > 0) {
+                        ready = fwdEnd[at(vs - 1, op.micro_batch)];
+                        if (ready < 0)
+                            break;
+                    }
+                } else {
+                    ready = vs + 1 < virtualStages ? bwdEnd[at(vs + 1, op.micro_batch)] : fwdEnd[at(vs, op.micro_batch)];
+                    if (ready < 0)
+                        break;
+                }
+                const double start = std::max(ready, free[size_t(s)]);
+                const double end = start + (op.backward ? bwd : fwd);
+                (op.backward ? bwdEnd : fwdEnd)[at(vs, op.micro_batch)] = end;
+                free[size_t(s)] = end;
+                t.ops.push_back({s, op.micro_batch, op.chunk, op.backward, start, end});
+                ++next[size_t(s)];
+                --remaining;
+                progressed = true;
+            }
+        }
+        if (!progressed)
+            throw std::logic_error("pipeline schedule deadlocked");  // a bug in deviceOrder, never user input
+    }
+    for (int s = 0; s < p; ++s)
+        t.makespan_s = std::max(t.makespan_s, free[size_t(s)]);
+    t.busy_s = m * (forward_s + backward_s);
+    return t;
+}
+
+} // namespace shardscope

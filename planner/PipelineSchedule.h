@@ -1,0 +1,44 @@
+// PipelineSchedule: the order and timing of forward and backward passes of every
+// micro-batch on every pipeline stage, simulated from the schedule's rules:
+//  - GPipe: all forwards, then all backwards (Huang et al. 2019);
+//  - 1F1B: p - s - 1 warm-up forwards on stage s, then one forward one backward,
+//    then the remaining backwards (Narayanan et al. 2021, PipeDream-Flush);
+//  - interleaved 1F1B: v model chunks per device, micro-batches in groups of p per
+//    chunk, warm-up (p - s - 1) x 2 + (v - 1) x p (Narayanan et al. 2021, Section 2.2.2).
+// Each op starts when its device is free and its input (previous stage's forward, next
+// stage's backward) is done. The makespan reproduces the bubble formulas; the GUI draws it.
+#pragma once
+
+#include "Layout.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct PipelineOp {
+    int stage = 0;        // device (pipeline rank)
+    int micro_batch = 0;
+    int chunk = 0;        // model chunk on the device (0 unless interleaved)
+    bool backward = false;
+    double start_s = 0;
+    double end_s = 0;
+};
+
+struct PipelineTimeline {
+    int stages = 0;
+    int micro_batches = 0;
+    int chunks = 1;
+    std::vector<PipelineOp> ops;  // in start order per stage
+    double makespan_s = 0;
+    double busy_s = 0;            // sum of op durations on the busiest stage
+    // Idle fraction of the makespan on the busiest stage = bubble / makespan.
+    double bubbleFraction() const { return makespan_s > 0 ? 1 - busy_s / makespan_s : 0; }
+};
+
+// Forward and backward time of one micro-batch through a whole stage (all its chunks).
+// Throws std::invalid_argument for an impossible schedule (e.g. interleaved with m % p != 0).
+PipelineTimeline simulatePipeline(PipelineSchedule schedule, int stages, int microBatches, int chunks,
+                                  double forward_s, double backward_s);
+
+} // namespace shardscope

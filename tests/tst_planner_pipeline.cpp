@@ -1,0 +1,102 @@
+// The pipeline schedule simulation against the bubble formulas (Narayanan et al.
+// 2021, Section 2.2): with equal stages, the makespan is (m + p - 1)(t_f + t_b) for
+// GPipe and 1F1B and m(t_f + t_b) + (p - 1)(t_f + t_b)/v for interleaved 1F1B; and
+// the schedules' own rules (dependencies, warm-up depth, in-flight micro-batches).
+#include "PipelineSchedule.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <map>
+
+using namespace shardscope;
+
+class TstPlannerPipeline : public QObject {
+    Q_OBJECT
+private slots:
+    void makespanMatchesBubbleFormula_data()
+    {
+        QTest::addColumn<int>("schedule");
+        QTest::addColumn<int>("p");
+        QTest::addColumn<int>("m");
+        QTest::addColumn<int>("v");
+        QTest::newRow("1f1b p=4 m=8") << int(PipelineSchedule::OneFOneB) << 4 << 8 << 1;
+        QTest::newRow("1f1b p=8 m=3") << int(PipelineSchedule::OneFOneB) << 8 << 3 << 1;
+        QTest::newRow("gpipe p=4 m=16") << int(PipelineSchedule::GPipe) << 4 << 16 << 1;
+        QTest::newRow("interleaved p=4 m=8 v=2") << int(PipelineSchedule::Interleaved) << 4 << 8 << 2;
+        QTest::newRow("interleaved p=4 m=16 v=4") << int(PipelineSchedule::Interleaved) << 4 << 16 << 4;
+        QTest::newRow("interleaved p=2 m=4 v=3") << int(PipelineSchedule::Interleaved) << 2 << 4 << 3;
+    }
+    void makespanMatchesBubbleFormula()
+    {
+        QFETCH(int, schedule);
+        QFETCH(int, p);
+        QFETCH(int, m);
+        QFETCH(int, v);
+        const double tf = 1.0, tb = 2.0;
+        const PipelineTimeline t = simulatePipeline(PipelineSchedule(schedule), p, m, v, tf, tb);
+        const double expected = m * (tf + tb) + (p - 1) * (tf + tb) / (PipelineSchedule(schedule) ==
+                                                                       PipelineSchedule::Interleaved ? v : 1);
+        QVERIFY2(std::fabs(t.makespan_s - expected) < 1e-9,
+                 qPrintable(QString("makespan %1, expected %2").arg(t.makespan_s).arg(expected)));
+        QCOMPARE(t.ops.size(), size_t(2 * p * m * t.chunks));
+        // Bubble fraction of the ideal time: (p - 1) / (v m).
+        const double ideal = m * (tf + tb);
+        QVERIFY(std::fabs((t.makespan_s - ideal) / ideal - (p - 1.0) / (t.chunks * m)) < 1e-9);
+    }
+
+    void dependenciesHold()
+    {
+        const PipelineTimeline t = simulatePipeline(PipelineSchedule::Interleaved, 4, 8, 2, 1.0, 2.0);
+        using Key = std::tuple<int, int, bool>;  // (virtual stage, micro-batch, backward)
+        std::map<Key, PipelineOp> byVirtualStage;
+        for (const PipelineOp& op : t.ops)
+            byVirtualStage[Key(op.chunk * 4 + op.stage, op.micro_batch, op.backward)] = op;
+        QCOMPARE(byVirtualStage.size(), t.ops.size());
+        auto endOf = [&](int vs, int mb, bool backward) { return byVirtualStage.at(Key(vs, mb, backward)).end_s; };
+        for (const auto& [key, op] : byVirtualStage) {
+            const auto [vs, mb, backward] = key;
+            if (!backward && vs > 0)
+                QVERIFY(op.start_s >= endOf(vs - 1, mb, false) - 1e-12);
+            if (backward && vs < 7)
+                QVERIFY(op.start_s >= endOf(vs + 1, mb, true) - 1e-12);
+            if (backward)
+                QVERIFY(op.start_s >= endOf(vs, mb, false) - 1e-12);
+        }
+        // No device runs two ops at once.
+        std::map<int, double> lastEnd;
+        for (const PipelineOp& op : t.ops) {
+            QVERIFY(op.start_s >= lastEnd[op.stage] - 1e-12);
+            lastEnd[op.stage] = op.end_s;
+        }
+    }
+
+    // 1F1B keeps at most p - s micro-batches in flight on stage s; GPipe keeps all m.
+    void inFlightMicroBatches()
+    {
+        const int p = 4, m = 12;
+        for (PipelineSchedule schedule : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe}) {
+            const PipelineTimeline t = simulatePipeline(schedule, p, m, 1, 1.0, 2.0);
+            for (int s = 0; s < p; ++s) {
+                int inFlight = 0, peak = 0;
+                for (const PipelineOp& op : t.ops) {
+                    if (op.stage != s)
+                        continue;
+                    inFlight += op.backward ? -1 : 1;
+                    peak = std::max(peak, inFlight);
+                }
+                QCOMPARE(peak, schedule == PipelineSchedule::GPipe ? m : p - s);
+            }
+        }
+    }
+
+    void impossibleScheduleRefused()
+    {
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 simulatePipeline(PipelineSchedule::Interleaved, 4, 6, 2, 1.0, 2.0));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, simulatePipeline(PipelineSchedule::OneFOneB, 0, 6, 1, 1.0, 2.0));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstPlannerPipeline)
+#include "tst_planner_pipeline.moc"
