@@ -2,6 +2,7 @@
 #include "Catalog.h"
 #include "CatalogPage.h"
 #include "JsonReader.h"
+#include "PlanDetailsPage.h"
 #include "ProblemOverview.h"
 #include "Version.h"
 
@@ -36,6 +37,18 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
         overview->setPlainText(tr("The default problem is not available: %1").arg(QString::fromUtf8(e.what())));
     }
     pages_->addTab(overview, tr("Overview"));
+
+    detailsPage_ = new PlanDetailsPage(this);
+    try {
+        const Problem problem = defaultProblem(catalog_);
+        FieldErrors errors;
+        Layout layout = parseLayout("tp=8,pp=8,sp=on,zero=1,recompute=selective", errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        detailsPage_->showPlan(problem, layout);
+    } catch (const std::exception& e) {
+        detailsPage_->clear(QString::fromUtf8(e.what()));
+    }
+    pages_->addTab(detailsPage_, tr("Plan details"));
 
     catalogPage_ = new CatalogPage(catalog_, this);
     pages_->addTab(catalogPage_, tr("Catalog"));
@@ -118,7 +131,7 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
                 save(QStringLiteral("catalog-") + kinds->tabText(k).toLower().replace(QLatin1Char(' '), QLatin1Char('-')));
             }
         } else {
-            save(pages_->tabText(i).toLower());
+            save(pages_->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('-')));
         }
     }
     return written;

@@ -12,6 +12,7 @@ namespace shardscope {
 
 class Catalog;
 class CatalogPage;
+class PlanDetailsPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -32,6 +33,7 @@ private:
     Catalog& catalog_;
     QTabWidget* pages_ = nullptr;
     CatalogPage* catalogPage_ = nullptr;
+    PlanDetailsPage* detailsPage_ = nullptr;
 };
 
 } // namespace shardscope

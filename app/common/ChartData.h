@@ -1,0 +1,56 @@
+// Plain chart data, independent of the chart library: the GUI's Qt Charts adapters
+// and the report renderer draw these. Builders turn predictions into chart data
+// with units chosen for people (GiB, seconds).
+#pragma once
+
+#include "Prediction.h"
+
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+namespace shardscope {
+
+struct BarSet {
+    QString name;
+    QVector<double> values;  // one per category
+};
+
+// Stacked bars over categories, optionally against a horizontal limit (a capacity).
+struct StackedBarsData {
+    QString title;
+    QString value_axis;      // with its unit: "memory per device (GiB)"
+    QStringList categories;
+    QVector<BarSet> sets;
+    bool horizontal = false;
+    double limit = 0;        // 0: none
+    QString limit_name;
+};
+
+struct XYPoint {
+    double x = 0;
+    double y = 0;
+    QString label;           // tooltip
+};
+
+struct XYSeriesData {
+    QString name;
+    QVector<XYPoint> points;
+    bool line = true;        // line or scatter
+    bool highlighted = false;
+};
+
+struct XYChartData {
+    QString title;
+    QString x_axis;
+    QString y_axis;
+    bool log_x = false;
+    QVector<XYSeriesData> series;
+};
+
+// Memory per device by category against the HBM capacity (GiB).
+StackedBarsData memoryChartData(const Prediction& prediction);
+// Step time by component (seconds), one horizontal stacked bar.
+StackedBarsData stepTimeChartData(const Prediction& prediction);
+
+} // namespace shardscope

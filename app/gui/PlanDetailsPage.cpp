@@ -1,0 +1,185 @@
+#include "PlanDetailsPage.h"
+#include "ChartAdapters.h"
+#include "CostModel.h"
+#include "DeviceMeshWidget.h"
+#include "PipelineSchedule.h"
+#include "PipelineTimelineWidget.h"
+#include "Units.h"
+
+#include <QChartView>
+#include <QHeaderView>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSplitter>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include <map>
+
+namespace shardscope {
+
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+} // namespace
+
+QString predictionSummary(const Problem& problem, const Prediction& p)
+{
+    QString s = QObject::tr("%1 per step, %2 tokens/s, MFU %3%, memory %4 of %5")
+                    .arg(q(formatDuration(p.step_time_s)), q(formatSi(p.tokens_per_s, "")))
+                    .arg(100 * p.mfu, 0, 'f', 1)
+                    .arg(q(formatBytes(p.memory_bytes.total())), q(formatBytes(p.memory_bytes.capacity)));
+    s += QObject::tr(", %1 to train %2 tokens")
+             .arg(q(formatDuration(p.time_to_train_s)), q(formatSi(problem.training.tokens_to_train, "")));
+    if (p.cost_to_train_usd > 0)
+        s += QObject::tr(" for $%1").arg(q(formatCount(std::int64_t(p.cost_to_train_usd + 0.5))));
+    if (!p.feasible)
+        s = QObject::tr("NOT FEASIBLE (%1): ").arg(QLatin1String(toString(p.reason))) + s;
+    return s;
+}
+
+PlanDetailsPage::PlanDetailsPage(QWidget* parent) : QWidget(parent)
+{
+    layoutEdit_ = new QLineEdit(this);
+    layoutEdit_->setPlaceholderText(tr("dp=8,tp=8,pp=4,sp=on,zero=1,mb=1,schedule=1f1b,recompute=selective"));
+    layoutEdit_->setToolTip(tr("Any layout, as on the command line; keys left out take defaults, dp fills the devices. "
+                               "Press Enter to predict it."));
+    layoutErrors_ = new QLabel(this);
+    layoutErrors_->setStyleSheet(QStringLiteral("color: #c0392b"));
+    layoutErrors_->setWordWrap(true);
+    layoutErrors_->hide();
+    connect(layoutEdit_, &QLineEdit::returnPressed, this, &PlanDetailsPage::applyLayoutText);
+    summary_ = new QLabel(this);
+    summary_->setWordWrap(true);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    memory_ = makeStackedBarChart({}, this);
+    time_ = makeStackedBarChart({}, this);
+    timeline_ = new PipelineTimelineWidget(this);
+    mesh_ = new DeviceMeshWidget(this);
+    terms_ = new QTreeWidget(this);
+    terms_->setHeaderLabels({tr("Figure / term"), tr("Value"), tr("How it is computed")});
+    terms_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    terms_->setAlternatingRowColors(true);
+
+    auto* top = new QSplitter(Qt::Horizontal, this);
+    top->addWidget(memory_);
+    top->addWidget(time_);
+    top->setStretchFactor(0, 1);
+    top->setStretchFactor(1, 2);
+    auto* middle = new QSplitter(Qt::Horizontal, this);
+    middle->addWidget(timeline_);
+    middle->addWidget(mesh_);
+    auto* vertical = new QSplitter(Qt::Vertical, this);
+    vertical->addWidget(top);
+    vertical->addWidget(middle);
+    vertical->addWidget(terms_);
+    vertical->setStretchFactor(0, 3);
+    vertical->setStretchFactor(1, 3);
+    vertical->setStretchFactor(2, 2);
+
+    auto* layout = new QVBoxLayout(this);
+    auto* form = new QFormLayout;
+    form->addRow(tr("&Layout:"), layoutEdit_);
+    layout->addLayout(form);
+    layout->addWidget(layoutErrors_);
+    layout->addWidget(summary_);
+    layout->addWidget(vertical, 1);
+    clear(tr("Select a plan to see its details."));
+}
+
+QList<QWidget*> PlanDetailsPage::charts() const { return {memory_, time_, timeline_, mesh_}; }
+
+void PlanDetailsPage::clear(const QString& message)
+{
+    summary_->setText(message);
+    terms_->clear();
+    setStackedBarChart(memory_, {});
+    setStackedBarChart(time_, {});
+    timeline_->setTimeline({}, QString());
+    mesh_->setMesh({}, {});
+}
+
+void PlanDetailsPage::setProblem(const Problem& problem)
+{
+    problem_ = problem;
+    hasProblem_ = true;
+}
+
+void PlanDetailsPage::applyLayoutText()
+{
+    if (!hasProblem_)
+        return;
+    FieldErrors errors;
+    Layout layout = parseLayout(layoutEdit_->text().toStdString(), errors);
+    if (errors.empty()) {
+        resolveDataParallel(layout, problem_.cluster.devices(), errors);
+        if (errors.empty())
+            errors = validate(layout, problem_.model, problem_.cluster, problem_.training);
+    }
+    if (!errors.empty()) {
+        layoutErrors_->setText(QString::fromStdString(joinErrors(errors)));
+        layoutErrors_->show();
+        return;
+    }
+    layoutErrors_->hide();
+    showPlan(problem_, layout);
+}
+
+void PlanDetailsPage::showPlan(const Problem& problem, const Layout& layout)
+{
+    setProblem(problem);
+    layoutEdit_->setText(q(toString(layout)));
+    layoutErrors_->hide();
+    const CostModel model(problem);
+    prediction_ = model.evaluate(layout);
+    const Prediction& p = prediction_;
+    summary_->setText(QStringLiteral("<b>%1</b><br>%2")
+                          .arg(q(toString(layout)).toHtmlEscaped(), predictionSummary(problem, p).toHtmlEscaped()));
+    setStackedBarChart(memory_, memoryChartData(p));
+    setStackedBarChart(time_, stepTimeChartData(p));
+
+    // The schedule of the slowest stage's per-micro-batch work: forward is a third of the
+    // compute, backward the rest plus recomputation; collectives split evenly.
+    const double m = std::max(1, p.micro_batches);
+    const TimeBreakdown& t = p.time_s;
+    const double comm = (t.tp_comm + t.cp_comm) / m;
+    const double forward = t.compute / 3 / m + comm / 2;
+    const double backward = 2 * t.compute / 3 / m + t.recompute / m + comm / 2;
+    try {
+        const PipelineTimeline timeline =
+            simulatePipeline(layout.schedule, layout.pp, p.micro_batches, layout.virtual_stages, forward, backward);
+        timeline_->setTimeline(timeline, tr("Pipeline schedule: %1, %2 stages, %3 micro-batches%4")
+                                             .arg(QLatin1String(toString(layout.schedule)))
+                                             .arg(layout.pp)
+                                             .arg(p.micro_batches)
+                                             .arg(layout.schedule == PipelineSchedule::Interleaved
+                                                      ? tr(", v = %1").arg(layout.virtual_stages)
+                                                      : QString()));
+    } catch (const std::exception& e) {
+        timeline_->setTimeline({}, QString::fromUtf8(e.what()));
+    }
+    mesh_->setMesh(problem, layout);
+
+    terms_->clear();
+    std::map<std::string, QTreeWidgetItem*> figures;
+    for (const Term& term : model.explain(layout)) {
+        const bool bytes = term.figure.rfind("memory", 0) == 0;
+        auto value = [&](double v) { return q(bytes ? formatBytes(v) : formatDuration(v)); };
+        QTreeWidgetItem*& parent = figures[term.figure];
+        if (!parent) {
+            parent = new QTreeWidgetItem(terms_, {q(term.figure)});
+            parent->setFirstColumnSpanned(false);
+            parent->setData(1, Qt::UserRole, 0.0);
+        }
+        const double sum = parent->data(1, Qt::UserRole).toDouble() + term.value;
+        parent->setData(1, Qt::UserRole, sum);
+        parent->setText(1, value(sum));
+        auto* item = new QTreeWidgetItem(parent, {q(term.name), value(term.value), q(term.formula)});
+        item->setToolTip(2, q(term.formula));
+    }
+    terms_->expandAll();
+}
+
+} // namespace shardscope

@@ -1,0 +1,197 @@
+#include "ChartAdapters.h"
+#include "ChartExport.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHorizontalStackedBarSeries>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QStackedBarSeries>
+#include <QToolTip>
+#include <QValueAxis>
+
+#include <QRegularExpression>
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+QChart* newChart(const QString& title)
+{
+    auto* chart = new QChart;
+    chart->setTitle(title);
+    chart->setAnimationOptions(QChart::NoAnimation);  // screenshots and reports must be deterministic
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->setMargins(QMargins(6, 6, 6, 6));
+    return chart;
+}
+
+QChartView* newView(QWidget* parent, const QString& exportName)
+{
+    auto* view = new QChartView(parent);
+    view->setRenderHint(QPainter::Antialiasing);
+    view->setMinimumSize(280, 200);
+    installExportMenu(view, exportName);
+    return view;
+}
+
+void replaceChart(QChartView* view, QChart* chart)
+{
+    QChart* old = view->chart();
+    view->setChart(chart);
+    // QChartView owns the default chart it created; charts we set earlier are ours to delete.
+    if (old && old->parent() == nullptr)
+        delete old;
+}
+
+QString exportNameOf(const QString& title)
+{
+    QString name = title.toLower();
+    name.replace(QRegularExpression(QStringLiteral("[^a-z0-9]+")), QStringLiteral("-"));
+    return name.isEmpty() ? QStringLiteral("chart") : name;
+}
+
+} // namespace
+
+void setStackedBarChart(QChartView* view, const StackedBarsData& d)
+{
+    QChart* chart = newChart(d.title);
+    if (!d.horizontal)
+        chart->legend()->setAlignment(Qt::AlignRight);  // room for the category names beside one tall bar
+    QAbstractBarSeries* series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
+                                              : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
+    double total = 0;
+    for (const BarSet& s : d.sets) {
+        auto* set = new QBarSet(s.name);
+        for (double v : s.values)
+            *set << v;
+        series->append(set);
+        total += s.values.isEmpty() ? 0 : s.values.front();
+    }
+    chart->addSeries(series);
+    auto* categories = new QBarCategoryAxis;
+    categories->append(d.categories);
+    auto* values = new QValueAxis;
+    values->setTitleText(d.value_axis);
+    values->setLabelFormat(QStringLiteral("%.3g"));
+    const double top = std::max(total, d.limit) * 1.1;
+    values->setRange(0, top > 0 ? top : 1);
+    values->applyNiceNumbers();
+    chart->addAxis(categories, d.horizontal ? Qt::AlignLeft : Qt::AlignBottom);
+    chart->addAxis(values, d.horizontal ? Qt::AlignBottom : Qt::AlignLeft);
+    series->attachAxis(categories);
+    series->attachAxis(values);
+    if (d.limit > 0) {
+        // The capacity as a line across the bar, on a hidden 0..1 axis.
+        auto* limit = new QLineSeries;
+        limit->setName(QStringLiteral("%1 (%2)").arg(d.limit_name).arg(d.limit, 0, 'g', 3));
+        QPen pen(Qt::red);
+        pen.setWidth(2);
+        pen.setStyle(Qt::DashLine);
+        limit->setPen(pen);
+        if (d.horizontal)
+            *limit << QPointF(d.limit, 0) << QPointF(d.limit, 1);
+        else
+            *limit << QPointF(0, d.limit) << QPointF(1, d.limit);
+        chart->addSeries(limit);
+        auto* across = new QValueAxis;
+        across->setRange(0, 1);
+        across->setVisible(false);
+        chart->addAxis(across, d.horizontal ? Qt::AlignRight : Qt::AlignTop);
+        limit->attachAxis(values);
+        limit->attachAxis(across);
+    }
+    replaceChart(view, chart);
+}
+
+QChartView* makeStackedBarChart(const StackedBarsData& data, QWidget* parent)
+{
+    QChartView* view = newView(parent, exportNameOf(data.title));
+    setStackedBarChart(view, data);
+    return view;
+}
+
+void setXYChart(QChartView* view, const XYChartData& d)
+{
+    QChart* chart = newChart(d.title);
+    double minX = 1e300, maxX = -1e300, minY = 1e300, maxY = -1e300;
+    for (const XYSeriesData& s : d.series)
+        for (const XYPoint& p : s.points) {
+            minX = std::min(minX, p.x);
+            maxX = std::max(maxX, p.x);
+            minY = std::min(minY, p.y);
+            maxY = std::max(maxY, p.y);
+        }
+    if (minX > maxX) {
+        minX = minY = 0;
+        maxX = maxY = 1;
+    }
+    QAbstractAxis* xAxis = nullptr;
+    if (d.log_x && minX > 0) {
+        auto* log = new QLogValueAxis;
+        log->setBase(2);
+        log->setLabelFormat(QStringLiteral("%g"));
+        log->setRange(minX / 1.5, maxX * 1.5);
+        xAxis = log;
+    } else {
+        auto* lin = new QValueAxis;
+        const double pad = (maxX - minX) * 0.05 + (maxX == minX ? 1 : 0);
+        lin->setRange(minX - pad, maxX + pad);
+        lin->setLabelFormat(QStringLiteral("%.3g"));
+        xAxis = lin;
+    }
+    xAxis->setTitleText(d.x_axis);
+    auto* yAxis = new QValueAxis;
+    const double padY = (maxY - minY) * 0.08 + (maxY == minY ? std::fabs(maxY) * 0.1 + 1e-9 : 0);
+    yAxis->setRange(minY >= 0 ? 0.0 : minY - padY, maxY + padY);
+    yAxis->setLabelFormat(QStringLiteral("%.3g"));
+    yAxis->setTitleText(d.y_axis);
+    chart->addAxis(xAxis, Qt::AlignBottom);
+    chart->addAxis(yAxis, Qt::AlignLeft);
+    for (const XYSeriesData& s : d.series) {
+        QXYSeries* series = nullptr;
+        if (s.line) {
+            series = new QLineSeries;
+        } else {
+            auto* scatter = new QScatterSeries;
+            scatter->setMarkerSize(s.highlighted ? 14 : 8);
+            if (s.highlighted)
+                scatter->setColor(QColor(220, 40, 40));
+            series = scatter;
+        }
+        series->setName(s.name);
+        QVector<QString> labels;
+        for (const XYPoint& p : s.points) {
+            series->append(p.x, p.y);
+            labels.push_back(p.label);
+        }
+        QObject::connect(series, &QXYSeries::hovered, view, [labels, series](const QPointF& point, bool state) {
+            if (!state)
+                return QToolTip::hideText();
+            const auto pts = series->points();
+            for (qsizetype i = 0; i < pts.size(); ++i)
+                if (pts[i] == point && i < labels.size())
+                    return QToolTip::showText(QCursor::pos(), labels[i]);
+        });
+        chart->addSeries(series);
+        series->attachAxis(xAxis);
+        series->attachAxis(yAxis);
+    }
+    replaceChart(view, chart);
+}
+
+QChartView* makeXYChart(const XYChartData& data, QWidget* parent)
+{
+    QChartView* view = newView(parent, exportNameOf(data.title));
+    setXYChart(view, data);
+    return view;
+}
+
+} // namespace shardscope
