@@ -3,7 +3,11 @@
 #include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "CostModel.h"
+#include "PlanCommand.h"
 #include "ProblemOverview.h"
+#include "Search.h"
+#include "Units.h"
 
 #include <ostream>
 
@@ -29,8 +33,27 @@ int runDemo(const std::vector<std::string>& args, Context& ctx)
         throw InputError(errors);
 
     ctx.out << problemOverview(p);
-    ctx.out << "\nThe planner (shardscope-cli plan) turns this into ranked layouts with predicted step times;\n"
-               "browse the catalog with: shardscope-cli catalog list\n";
+
+    // The planner on the same cluster, at a global batch of 1024 sequences (issue 4's demo).
+    Problem planned = p;
+    planned.training.global_batch = 1024;
+    const CostModel model(planned);
+    SearchOptions options;
+    options.top_k = 5;
+    const SearchResult result = search(model, SearchSpace{}, options);
+    ctx.out << "\nBest layouts for global batch " << planned.training.global_batch << " x " << planned.training.seq_len
+            << " tokens (shardscope-cli plan), by throughput:\n";
+    if (const Plan* best = result.best()) {
+        printPlanTable(ctx.out, result.top, result.top.size());
+        ctx.out << "\nbest ";
+        printPlanBreakdown(ctx.out, planned, *best);
+    } else {
+        ctx.out << "  no feasible layout\n";
+    }
+    ctx.out << "  (" << formatCount(result.stats.candidates) << " legal layouts: " << formatCount(result.stats.evaluated)
+            << " priced, " << formatCount(result.stats.pruned) << " pruned by memory, "
+            << formatCount(result.stats.feasible) << " feasible, in " << formatDuration(result.stats.seconds) << ")\n";
+    ctx.out << "\nbrowse the catalog with: shardscope-cli catalog list\n";
     return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "CostModel.h"
+#include "PlanCommand.h"
 #include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "SpecJson.h"
@@ -18,7 +19,8 @@ namespace shardscope::cli {
 namespace {
 
 const char* kPredictUsage =
-    "shardscope-cli predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n"
+    "shardscope-cli predict --plan plan.json [--layout ...] [--json] [--explain]\n"
+    "       shardscope-cli predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n"
     "       --layout \"dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,"
     "offload=none\"\n"
     "       [--precision fp32|bf16|fp16|fp8] [--tokens 300e9] [--flash-attention] [--json] [--explain]";
@@ -79,24 +81,35 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
 int runPredict(const std::vector<std::string>& args, Context& ctx)
 {
     std::set<std::string> valued = problemValueOptions();
-    valued.insert("layout");
+    valued.insert({"layout", "plan"});
     std::set<std::string> flags = problemFlagOptions();
     flags.insert({"json", "explain"});
     const CliArgs a(args, valued, flags);
     a.expectPositional(0, kPredictUsage);
     Catalog catalog(ctx.db_path);
-    const Problem problem = problemFromArgs(a, catalog);
+    // A plan file brings its problem and, unless --layout says otherwise, its best layout.
+    std::optional<PlanDocument> plan;
+    if (auto file = a.value("plan"))
+        plan = loadPlanFile(*file);
+    const Problem problem = plan ? plan->problem : problemFromArgs(a, catalog);
 
     FieldErrors errors;
-    Layout layout = parseLayout(a.value("layout").value_or(""), errors);
-    if (errors.empty()) {
-        const bool dpGiven = layout.dp != 0;
-        resolveDataParallel(layout, problem.cluster.devices(), errors);
-        // Report every broken rule at once; when dp could not be filled in, its device-count
-        // message above already says what the rules below would repeat.
-        for (const FieldError& e : validate(layout, problem.model, problem.cluster, problem.training))
-            if (dpGiven || errors.empty() || e.path != "layout.dp")
-                errors.push_back(e);
+    Layout layout;
+    if (plan && !a.value("layout")) {
+        if (!plan->best)
+            throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
+        layout = *plan->best;  // validated when the file was read
+    } else {
+        layout = parseLayout(a.value("layout").value_or(""), errors);
+        if (errors.empty()) {
+            const bool dpGiven = layout.dp != 0;
+            resolveDataParallel(layout, problem.cluster.devices(), errors);
+            // Report every broken rule at once; when dp could not be filled in, its device-count
+            // message above already says what the rules below would repeat.
+            for (const FieldError& e : validate(layout, problem.model, problem.cluster, problem.training))
+                if (dpGiven || errors.empty() || e.path != "layout.dp")
+                    errors.push_back(e);
+        }
     }
     if (!errors.empty())
         throw InputError(errors);

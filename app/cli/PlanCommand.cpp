@@ -1,0 +1,456 @@
+// shardscope-cli plan, sweep and compare: the planner's search over every legal
+// layout, printed as tables or written as "shardscope.plan/1", "shardscope.sweep/1"
+// and "shardscope.compare/1" documents (planner/PlanJson.h).
+#include "CliArgs.h"
+#include "Commands.h"
+#include "CostModel.h"
+#include "JsonReader.h"
+#include "PlanCommand.h"
+#include "PlanJson.h"
+#include "ProblemArgs.h"
+#include "Search.h"
+#include "SpecJson.h"
+#include "Sweep.h"
+#include "Units.h"
+
+#include <QFile>
+#include <QJsonDocument>
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+
+namespace shardscope::cli {
+
+namespace {
+
+const char* kSearchOptionsUsage =
+    "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
+    "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
+    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--json]";
+
+std::string planUsage()
+{
+    return std::string("shardscope-cli plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n") +
+           kSearchOptionsUsage + " [--out plan.json]";
+}
+std::string sweepUsage()
+{
+    return std::string("shardscope-cli sweep --model NAME|FILE --node-type NAME --nodes 1,2,4,...|1..512 "
+                       "--global-batch B --seq S\n") +
+           kSearchOptionsUsage;
+}
+std::string compareUsage()
+{
+    return std::string("shardscope-cli compare --model NAME|FILE --node-types A,B,C --nodes N|N1,N2,N3 "
+                       "--global-batch B --seq S\n") +
+           kSearchOptionsUsage;
+}
+
+std::set<std::string> searchValueOptions()
+{
+    std::set<std::string> v = problemValueOptions();
+    v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads"});
+    return v;
+}
+std::set<std::string> searchFlagOptions()
+{
+    std::set<std::string> f = problemFlagOptions();
+    f.insert("json");
+    return f;
+}
+
+struct SearchSettings {
+    SearchSpace space;
+    SearchOptions options;
+};
+
+SearchSettings searchSettingsFromArgs(const CliArgs& a, int defaultTop)
+{
+    SearchSettings s;
+    FieldErrors errors;
+    auto append = [&](const FieldErrors& more) { errors.insert(errors.end(), more.begin(), more.end()); };
+    if (auto fix = a.value("fix"))
+        append(applyFixed(s.space, *fix, "--fix"));
+    if (auto lo = a.value("min"))
+        append(applyBounds(s.space, *lo, false, "--min"));
+    if (auto hi = a.value("max"))
+        append(applyBounds(s.space, *hi, true, "--max"));
+    if (auto modes = a.value("recompute"))
+        append(applyRecomputeModes(s.space, *modes, "--recompute"));
+    if (!errors.empty())
+        throw InputError(errors);
+    s.space.max_memory_fraction = a.number("max-mem", 1.0, 0.01, 1.0);
+    s.space.min_micro_batches = a.integer("min-micro-batches", 1, 1, 1'000'000);
+    if (auto objective = a.value("objective")) {
+        auto o = objectiveFromString(*objective);
+        if (!o)
+            throw UsageError("--objective: unknown value \"" + *objective + "\" (one of: throughput, time, cost)");
+        s.options.objective = *o;
+    }
+    s.options.top_k = a.integer("top", defaultTop, 1, 1000);
+    s.options.threads = a.integer("threads", 0, 0, 256);
+    return s;
+}
+
+// The arguments with every --name option replaced by one "--name value".
+std::vector<std::string> withOption(const std::vector<std::string>& args, const std::string& name,
+                                    const std::string& value)
+{
+    std::vector<std::string> out;
+    const std::string flag = "--" + name;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == flag) {
+            ++i;  // skip its value
+            continue;
+        }
+        if (args[i].rfind(flag + "=", 0) == 0)
+            continue;
+        out.push_back(args[i]);
+    }
+    out.push_back(flag);
+    out.push_back(value);
+    return out;
+}
+
+std::vector<std::string> splitList(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ','))
+        if (!item.empty())
+            out.push_back(item);
+    return out;
+}
+
+std::string money(double usd)
+{
+    if (!(usd > 0))
+        return "unknown";
+    return "$" + formatCount(std::int64_t(usd + 0.5));
+}
+
+std::string scheduleText(const Layout& l)
+{
+    if (l.schedule == PipelineSchedule::Interleaved)
+        return "interleaved v=" + std::to_string(l.virtual_stages);
+    return toString(l.schedule);
+}
+
+std::string zeroText(const Layout& l)
+{
+    std::string z = std::to_string(l.zero_stage);
+    if (l.zero_group > 0)
+        z += "/g" + std::to_string(l.zero_group);
+    return z;
+}
+
+void writeDocument(const QJsonObject& doc, const std::string& path)
+{
+    QFile f(QString::fromStdString(path));
+    const QByteArray bytes = QJsonDocument(doc).toJson(QJsonDocument::Indented);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
+        throw std::runtime_error("cannot write " + path + ": " + f.errorString().toStdString());
+}
+
+void printCounts(std::ostream& o, const SearchStats& s)
+{
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "searched %s layouts of %s mesh shapes in %s on %d thread%s (%s evaluations/s): "
+                  "%s evaluated, %s pruned by the memory bound, %s feasible%s\n",
+                  formatCount(s.candidates).c_str(), formatCount(s.mesh_shapes).c_str(),
+                  formatDuration(s.seconds).c_str(), s.threads, s.threads == 1 ? "" : "s",
+                  formatSi(s.evaluationsPerSecond(), "").c_str(), formatCount(s.evaluated).c_str(),
+                  formatCount(s.pruned).c_str(), formatCount(s.feasible).c_str(), s.cancelled ? " (cancelled)" : "");
+    o << buf;
+    if (!s.infeasible_by_reason.empty()) {
+        o << "infeasible:\n";
+        for (const auto& [reason, n] : s.infeasible_by_reason)
+            o << "  " << reason << ": " << formatCount(n) << "\n";
+    }
+}
+
+bool checkObjective(Objective objective, const Problem& problem)
+{
+    if (const std::string why = objectiveProblem(objective, problem); !why.empty())
+        throw InputError("--objective cost: " + why);
+    return true;
+}
+
+} // namespace
+
+void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows)
+{
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s\n", "#",
+                  "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step", "tokens/s",
+                  "MFU", "memory/device", "cost to train");
+    o << buf;
+    for (size_t i = 0; i < plans.size() && i < rows; ++i) {
+        const Layout& l = plans[i].layout;
+        const Prediction& p = plans[i].prediction;
+        const MemoryBreakdown& m = p.memory_bytes;
+        const std::string memory =
+            formatBytes(m.total()) + " (" + std::to_string(int(100 * m.total() / m.capacity + 0.5)) + "%)";
+        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s\n",
+                      i + 1, l.dp, l.tp, l.pp, l.cp, l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
+                      l.micro_batch, scheduleText(l).c_str(), toString(l.recompute), toString(l.offload),
+                      formatDuration(p.step_time_s).c_str(), formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu,
+                      memory.c_str(), money(p.cost_to_train_usd).c_str());
+        o << buf;
+    }
+}
+
+void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& plan)
+{
+    const Prediction& p = plan.prediction;
+    const TimeBreakdown& t = p.time_s;
+    const MemoryBreakdown& m = p.memory_bytes;
+    auto pct = [&](double part) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%.1f%%", p.step_time_s > 0 ? 100 * part / p.step_time_s : 0.0);
+        return std::string(buf);
+    };
+    o << "layout " << toString(plan.layout) << "\n";
+    o << "  step " << formatDuration(p.step_time_s) << " = compute " << formatDuration(t.compute) << " ("
+      << pct(t.compute) << ") + recompute " << formatDuration(t.recompute) << " + TP " << formatDuration(t.tp_comm)
+      << " + CP " << formatDuration(t.cp_comm) << " + PP " << formatDuration(t.pp_comm) << " + DP/ZeRO "
+      << formatDuration(t.dp_comm) << " + bubble " << formatDuration(t.bubble) << " (" << pct(t.bubble)
+      << ") + optimizer " << formatDuration(t.optimizer) << " + offload " << formatDuration(t.offload) << "\n";
+    o << "  memory " << formatBytes(m.total()) << " of " << formatBytes(m.capacity) << " = weights "
+      << formatBytes(m.weights) << " + gradients " << formatBytes(m.gradients) << " + optimizer "
+      << formatBytes(m.optimizer) << " + activations " << formatBytes(m.activations) << " + buffers "
+      << formatBytes(m.buffers) << " + reserve " << formatBytes(m.reserve) << "\n";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %s tokens/s, MFU %.1f%%, %s micro-batches; ", formatSi(p.tokens_per_s, "").c_str(),
+                  100 * p.mfu, std::to_string(p.micro_batches).c_str());
+    o << buf << "time to train " << formatSi(problem.training.tokens_to_train, "tokens") << " "
+      << formatDuration(p.time_to_train_s) << ", cost " << money(p.cost_to_train_usd) << "\n";
+}
+
+PlanDocument loadPlanFile(const std::string& path)
+{
+    QFile f(QString::fromStdString(path));
+    if (!f.open(QIODevice::ReadOnly))
+        throw InputError("--plan: cannot read " + path + ": " + f.errorString().toStdString());
+    FieldErrors errors;
+    const QJsonObject json = parseJsonObject(f.readAll(), path, errors);
+    if (!errors.empty())
+        throw InputError(errors);
+    auto doc = planDocumentFromJson(json, path, errors);
+    if (!doc)
+        throw InputError(errors);
+    return *doc;
+}
+
+int runPlan(const std::vector<std::string>& args, Context& ctx)
+{
+    std::set<std::string> valued = searchValueOptions();
+    valued.insert("out");
+    const CliArgs a(args, valued, searchFlagOptions());
+    a.expectPositional(0, planUsage());
+    Catalog catalog(ctx.db_path);
+    const Problem problem = problemFromArgs(a, catalog);
+    const SearchSettings s = searchSettingsFromArgs(a, 10);
+    checkObjective(s.options.objective, problem);
+
+    const CostModel model(problem);
+    const SearchResult result = search(model, s.space, s.options);
+    const QJsonObject doc = planDocument(problem, result, model.params().name);
+    if (auto out = a.value("out"))
+        writeDocument(doc, *out);
+    if (a.flag("json")) {
+        ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
+    } else {
+        ctx.out << problem.model.name << " on " << problem.cluster.nodes << " x " << problem.cluster.node.name << " ("
+                << problem.cluster.devices() << " devices), global batch " << problem.training.global_batch << " x "
+                << problem.training.seq_len << " tokens, objective " << toString(result.objective) << "\n\n";
+        if (!result.top.empty()) {
+            printPlanTable(ctx.out, result.top, result.top.size());
+            ctx.out << "\nbest ";
+            printPlanBreakdown(ctx.out, problem, result.top.front());
+            // The front from fastest to smallest; long fronts are thinned evenly (all of it is in --json).
+            const auto& front = result.pareto_step_memory.points();
+            constexpr size_t kShown = 12;
+            ctx.out << "\nPareto front, step time vs memory per device (" << front.size() << " layouts"
+                    << (front.size() > kShown ? ", " + std::to_string(kShown) + " shown; all in --json" : std::string())
+                    << "):\n";
+            size_t last = front.size();
+            for (size_t k = 0; k < std::min(front.size(), kShown); ++k) {
+                const size_t i = front.size() <= kShown ? k : k * (front.size() - 1) / (kShown - 1);
+                if (i == last)
+                    continue;
+                last = i;
+                char buf[64];
+                std::snprintf(buf, sizeof buf, "  %10s %11s  ", formatDuration(front[i].x).c_str(),
+                              formatBytes(front[i].y).c_str());
+                ctx.out << buf << toString(front[i].item.layout) << "\n";
+            }
+            ctx.out << "\n";
+        }
+        printCounts(ctx.out, result.stats);
+        if (auto out = a.value("out"))
+            ctx.out << "wrote " << *out << "\n";
+    }
+    if (result.top.empty()) {
+        ctx.err << "shardscope-cli: no feasible layout for " << problem.model.name << " on " << problem.cluster.nodes
+                << " x " << problem.cluster.node.name
+                << (result.stats.mesh_shapes == 0 ? ": the constraints leave no mesh shape dp x tp x pp x cp to search\n"
+                                                  : " (see the infeasible counts)\n");
+        return kExitFailure;
+    }
+    return kExitOk;
+}
+
+int runSweep(const std::vector<std::string>& args, Context& ctx)
+{
+    const CliArgs a(args, searchValueOptions(), searchFlagOptions());
+    a.expectPositional(0, sweepUsage());
+    const auto nodesText = a.value("nodes");
+    if (!nodesText)
+        throw UsageError("missing --nodes (a list \"1,2,4\" or a range \"1..512\")");
+    FieldErrors errors;
+    const std::vector<int> nodes = parseNodeCounts(*nodesText, "--nodes", errors);
+    if (!errors.empty())
+        throw InputError(errors);
+    Catalog catalog(ctx.db_path);
+    // The problem at the first size: every other option is checked once, here.
+    const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
+                                                 searchValueOptions(), searchFlagOptions()),
+                                         catalog);
+    SearchSettings s = searchSettingsFromArgs(a, 1);
+    checkObjective(s.options.objective, base);
+
+    const SweepResult sweep = sweepNodes(base, nodes, s.space, s.options);
+    if (a.flag("json")) {
+        ctx.out << QJsonDocument(sweepDocument(base, sweep, s.options.objective)).toJson(QJsonDocument::Indented).toStdString();
+    } else {
+        char buf[512];
+        ctx.out << base.model.name << " on " << base.cluster.node.name << ", global batch " << base.training.global_batch
+                << " x " << base.training.seq_len << " tokens, " << formatSi(base.training.tokens_to_train, "tokens")
+                << " to train, objective " << toString(s.options.objective) << "\n\n";
+        std::snprintf(buf, sizeof buf, "%6s %8s %10s %10s %6s %10s %12s %14s %8s  %s\n", "nodes", "devices", "step",
+                      "tokens/s", "MFU", "memory", "to train", "cost", "scaling", "best layout");
+        ctx.out << buf;
+        for (const SweepPoint& p : sweep.points) {
+            const Plan* best = p.result.best();
+            if (!best) {
+                const std::string why = !p.error.empty() ? p.error : "no feasible layout";
+                std::snprintf(buf, sizeof buf, "%6d %8lld  %s\n", p.problem.cluster.nodes,
+                              static_cast<long long>(p.problem.cluster.devices()), why.c_str());
+                ctx.out << buf;
+                continue;
+            }
+            const Prediction& pr = best->prediction;
+            std::snprintf(buf, sizeof buf, "%6d %8lld %10s %10s %5.1f%% %10s %12s %14s %7.1f%%  %s\n",
+                          p.problem.cluster.nodes, static_cast<long long>(p.problem.cluster.devices()),
+                          formatDuration(pr.step_time_s).c_str(), formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu,
+                          formatBytes(pr.memory_bytes.total()).c_str(), formatDuration(pr.time_to_train_s).c_str(),
+                          money(pr.cost_to_train_usd).c_str(), 100 * p.scaling_efficiency,
+                          toString(best->layout).c_str());
+            ctx.out << buf;
+        }
+        ctx.out << "\nscaling: tokens/s per device relative to ";
+        if (sweep.reference >= 0)
+            ctx.out << sweep.points[size_t(sweep.reference)].problem.cluster.nodes << " nodes";
+        else
+            ctx.out << "(no size has a feasible plan)";
+        ctx.out << "; not dominated in (time, cost):";
+        for (int i : sweep.pareto_time_cost)
+            ctx.out << " " << sweep.points[size_t(i)].problem.cluster.nodes;
+        ctx.out << "\nswept " << sweep.points.size() << " sizes in " << formatDuration(sweep.seconds) << "\n";
+    }
+    return sweep.reference >= 0 ? kExitOk : kExitFailure;
+}
+
+int runCompare(const std::vector<std::string>& args, Context& ctx)
+{
+    std::set<std::string> valued = searchValueOptions();
+    valued.insert("node-types");
+    const CliArgs a(args, valued, searchFlagOptions());
+    a.expectPositional(0, compareUsage());
+    const auto typesText = a.value("node-types");
+    if (!typesText)
+        throw UsageError("missing --node-types (a list \"trn1.32xlarge,p5.48xlarge\")");
+    if (a.value("node-type"))
+        throw UsageError("compare takes --node-types A,B,C, not --node-type");
+    const std::vector<std::string> types = splitList(*typesText);
+    if (types.empty())
+        throw UsageError("--node-types: no node type given");
+    const auto nodesText = a.value("nodes");
+    if (!nodesText)
+        throw UsageError("missing --nodes (one count for all node types, or one per node type)");
+    FieldErrors errors;
+    std::vector<int> nodes = parseNodeCounts(*nodesText, "--nodes", errors);
+    if (!errors.empty())
+        throw InputError(errors);
+    if (nodes.size() == 1)
+        nodes.assign(types.size(), nodes.front());
+    if (nodes.size() != types.size())
+        throw UsageError("--nodes: give one count, or one per node type (" + std::to_string(types.size()) + ")");
+
+    Catalog catalog(ctx.db_path);
+    const SearchSettings s = searchSettingsFromArgs(a, 1);
+    std::vector<Problem> problems;
+    std::vector<std::string> unpriced;
+    for (size_t i = 0; i < types.size(); ++i) {
+        std::vector<std::string> one = withOption(args, "node-types", types[i]);
+        one = withOption(one, "nodes", std::to_string(nodes[i]));
+        // problemFromArgs reads --node-type; node-types is renamed to it.
+        for (std::string& w : one)
+            if (w == "--node-types")
+                w = "--node-type";
+        std::set<std::string> v = searchValueOptions();
+        problems.push_back(problemFromArgs(CliArgs(one, v, searchFlagOptions()), catalog));
+        if (!objectiveProblem(s.options.objective, problems.back()).empty())
+            unpriced.push_back(types[i]);
+    }
+    if (!unpriced.empty()) {
+        std::string list;
+        for (const std::string& t : unpriced)
+            list += (list.empty() ? "" : ", ") + t;
+        throw InputError("--objective cost: no published price per node-hour for " + list +
+                         "; rank by time or throughput instead");
+    }
+
+    const SweepResult cmp = compareProblems(problems, s.space, s.options);
+    if (a.flag("json")) {
+        ctx.out << QJsonDocument(compareDocument(cmp, s.options.objective)).toJson(QJsonDocument::Indented).toStdString();
+    } else {
+        const Problem& first = problems.front();
+        char buf[512];
+        ctx.out << first.model.name << ", global batch " << first.training.global_batch << " x "
+                << first.training.seq_len << " tokens, " << formatSi(first.training.tokens_to_train, "tokens")
+                << " to train, objective " << toString(s.options.objective) << "\n\n";
+        std::snprintf(buf, sizeof buf, "%-18s %6s %8s %10s %10s %6s %12s %14s %10s  %s\n", "node type", "nodes",
+                      "devices", "step", "tokens/s", "MFU", "to train", "cost", "per dev.", "best layout");
+        ctx.out << buf;
+        for (const SweepPoint& p : cmp.points) {
+            const Plan* best = p.result.best();
+            if (!best) {
+                const std::string why = !p.error.empty() ? p.error : "no feasible layout";
+                std::snprintf(buf, sizeof buf, "%-18s %6d %8lld  %s\n", p.problem.cluster.node.name.c_str(),
+                              p.problem.cluster.nodes, static_cast<long long>(p.problem.cluster.devices()),
+                              why.c_str());
+                ctx.out << buf;
+                continue;
+            }
+            const Prediction& pr = best->prediction;
+            std::snprintf(buf, sizeof buf, "%-18s %6d %8lld %10s %10s %5.1f%% %12s %14s %9.2fx  %s\n",
+                          p.problem.cluster.node.name.c_str(), p.problem.cluster.nodes,
+                          static_cast<long long>(p.problem.cluster.devices()), formatDuration(pr.step_time_s).c_str(),
+                          formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu,
+                          formatDuration(pr.time_to_train_s).c_str(), money(pr.cost_to_train_usd).c_str(),
+                          p.scaling_efficiency, toString(best->layout).c_str());
+            ctx.out << buf;
+        }
+        ctx.out << "\nper dev.: tokens/s per device relative to the first node type with a plan\n"
+                << "compared " << cmp.points.size() << " node types in " << formatDuration(cmp.seconds) << "\n";
+    }
+    return cmp.reference >= 0 ? kExitOk : kExitFailure;
+}
+
+} // namespace shardscope::cli

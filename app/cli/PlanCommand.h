@@ -1,0 +1,21 @@
+// Shared by plan, sweep, compare, demo and predict --plan: plan tables, the
+// breakdown of one plan, and reading a "shardscope.plan/1" file.
+#pragma once
+
+#include "PlanJson.h"
+#include "Search.h"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace shardscope::cli {
+
+// One row per plan: layout keys, step time, tokens/s, MFU, memory per device, cost.
+void printPlanTable(std::ostream& out, const std::vector<Plan>& plans, size_t rows);
+// Step-time and memory breakdown of one plan, time and cost to train.
+void printPlanBreakdown(std::ostream& out, const Problem& problem, const Plan& plan);
+// Throws InputError naming the file and field on any problem.
+PlanDocument loadPlanFile(const std::string& path);
+
+} // namespace shardscope::cli

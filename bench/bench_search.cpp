@@ -1,0 +1,103 @@
+// The planner's full search (issue 4: every legal layout of GPT-3 175B, seq 2048,
+// global batch 1536, on 128 trn1.32xlarge = 4096 NeuronCores and on 256 p5.48xlarge
+// = 2048 H100s, in under 0.5 s on the 2-core machine), and a sweep over cluster sizes.
+// Problems come from the built-in catalog (a private temporary copy). Run by hand:
+//   build/bench/bench_search --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// Wall-clock time (UseRealTime): the work runs on the search's own threads.
+#include "Catalog.h"
+#include "Search.h"
+#include "Sweep.h"
+
+#include <QCoreApplication>
+#include <QTemporaryDir>
+
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+using namespace shardscope;
+
+namespace {
+
+std::unique_ptr<QTemporaryDir> g_dir;
+
+Problem gpt3(const char* nodeType, int nodes)
+{
+    Catalog catalog(g_dir->filePath(QStringLiteral("catalog.sqlite")));
+    Problem p;
+    p.model = catalog.model("gpt3-175b");
+    p.cluster.node = catalog.node(nodeType);
+    p.cluster.nodes = nodes;
+    p.training.seq_len = 2048;
+    p.training.global_batch = 1536;
+    p.training.tokens_to_train = 300e9;
+    return p;
+}
+
+void reportCounters(benchmark::State& state, const SearchStats& s)
+{
+    state.counters["candidates"] = double(s.candidates);
+    state.counters["evaluated"] = double(s.evaluated);
+    state.counters["pruned"] = double(s.pruned);
+    state.counters["feasible"] = double(s.feasible);
+    state.counters["evals_per_s"] = s.evaluationsPerSecond();
+    state.counters["threads"] = s.threads;
+}
+
+void searchBenchmark(benchmark::State& state, const char* nodeType, int nodes)
+{
+    const CostModel model(gpt3(nodeType, nodes));
+    SearchOptions options;
+    options.threads = int(state.range(0));
+    SearchResult last;
+    for (auto _ : state) {
+        last = search(model, SearchSpace{}, options);
+        benchmark::DoNotOptimize(last.top.data());
+    }
+    if (!last.best())
+        state.SkipWithError("no feasible layout");
+    reportCounters(state, last.stats);
+}
+
+void BM_SearchGpt3Trn1x128(benchmark::State& state) { searchBenchmark(state, "trn1.32xlarge", 128); }
+void BM_SearchGpt3P5x256(benchmark::State& state) { searchBenchmark(state, "p5.48xlarge", 256); }
+
+// The best plan at 1, 2, 4, ..., 512 nodes of trn1.32xlarge.
+void BM_SweepGpt3Trn1(benchmark::State& state)
+{
+    const Problem base = gpt3("trn1.32xlarge", 1);
+    std::vector<int> nodes;
+    for (int n = 1; n <= 512; n *= 2)
+        nodes.push_back(n);
+    SearchOptions options;
+    options.threads = int(state.range(0));
+    options.top_k = 1;
+    std::int64_t evaluated = 0;
+    for (auto _ : state) {
+        const SweepResult sweep = sweepNodes(base, nodes, SearchSpace{}, options);
+        evaluated = 0;
+        for (const SweepPoint& p : sweep.points)
+            evaluated += p.result.stats.evaluated;
+        benchmark::DoNotOptimize(sweep.points.data());
+    }
+    state.counters["evaluated"] = double(evaluated);
+}
+
+} // namespace
+
+BENCHMARK(BM_SearchGpt3Trn1x128)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SearchGpt3P5x256)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SweepGpt3Trn1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv)
+{
+    QCoreApplication app(argc, argv);  // Qt SQL (the catalog) wants an application object
+    g_dir = std::make_unique<QTemporaryDir>();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    g_dir.reset();
+    return 0;
+}

@@ -1,0 +1,482 @@
+#include "Search.h"
+#include "ModelStateMemory.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+namespace shardscope {
+
+bool layoutLess(const Layout& a, const Layout& b)
+{
+    // Schedules in the order 1f1b, gpipe, interleaved: of two layouts that tie, the default wins.
+    auto rank = [](PipelineSchedule s) {
+        return s == PipelineSchedule::OneFOneB ? 0 : s == PipelineSchedule::GPipe ? 1 : 2;
+    };
+    auto key = [&](const Layout& l) {
+        return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
+                               l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload);
+    };
+    return key(a) < key(b);
+}
+
+bool planBetter(Objective objective, const Plan& a, const Plan& b)
+{
+    const double oa = objectiveValue(objective, a.prediction), ob = objectiveValue(objective, b.prediction);
+    if (oa != ob)
+        return oa < ob;
+    const double ma = a.prediction.memory_bytes.total(), mb = b.prediction.memory_bytes.total();
+    if (ma != mb)
+        return ma < mb;
+    return layoutLess(a.layout, b.layout);
+}
+
+std::string objectiveProblem(Objective objective, const Problem& problem)
+{
+    if (objective == Objective::CostToTrain && problem.cluster.node.price_per_node_hour_usd <= 0)
+        return "the cost objective needs a price, and " + problem.cluster.node.name +
+               " has no published price per node-hour; rank by time or throughput instead";
+    return {};
+}
+
+double memoryLowerBound(const CostModel& model, const Layout& l)
+{
+    const Problem& p = model.problem();
+    const ModelSpec& m = p.model;
+    // Weight matrices of one transformer layer only (no biases, norms, embeddings, cross
+    // attention): attention Q, K, V, O and the MLP's 2 (3 when gated) matrices per expert.
+    const double h = m.hidden;
+    const bool gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu;
+    const double experts = m.moe.enabled() ? m.moe.experts : 1;
+    const double layer = 2.0 * h * m.qDim() + 2.0 * h * m.kvDim() + experts * (gated ? 3.0 : 2.0) * h * m.ffn_hidden;
+    // Every stage holds totalLayers / pp layers; tp splits each matrix at most tp ways
+    // (replicated KV heads only add to this).
+    const double perDevice = layer / l.tp * double(m.totalLayers() / l.pp);
+    // The shard group spans zero_group x cp devices (gradients reduce over dp x cp).
+    const int shards = l.zero_stage > 0 ? l.zeroGroupSize() * l.cp : 1;
+    const ModelStateBytes s = modelStateBytes(perDevice, l.zero_stage, shards, p.training.precision,
+                                              p.training.optimizer);
+    const double states = s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
+    return states + model.params().reserve_fraction * p.cluster.node.chip.hbmBytesPerDevice();
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Reasons counted by index in the hot loop, named when merged.
+enum ReasonIndex : int {
+    kOutOfMemory,
+    kOverLimit,
+    kMissingFigure,
+    kNoFinite,
+    kSpSequence,
+    kInterleavedMicroBatches,
+    kReasonCount
+};
+const char* reasonName(int r)
+{
+    switch (r) {
+    case kOutOfMemory: return kReasonOutOfMemory;
+    case kOverLimit: return kReasonOverLimit;
+    case kMissingFigure: return toString(Infeasibility::MissingHardwareFigure);
+    case kNoFinite: return kReasonNoFinitePrediction;
+    case kSpSequence: return "sp: tp x cp does not divide the sequence";
+    case kInterleavedMicroBatches: return "interleaved: micro-batches not a multiple of pp";
+    }
+    return "?";
+}
+
+struct MeshShape {
+    int dp, tp, pp, cp;
+};
+
+std::vector<std::int64_t> divisors(std::int64_t n)
+{
+    std::vector<std::int64_t> small, large;
+    for (std::int64_t d = 1; d * d <= n; ++d)
+        if (n % d == 0) {
+            small.push_back(d);
+            if (d != n / d)
+                large.push_back(n / d);
+        }
+    small.insert(small.end(), large.rbegin(), large.rend());
+    return small;
+}
+
+bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// What one worker found. Merged after all workers joined.
+struct WorkerResult {
+    explicit WorkerResult(Objective o) : objective(o) {}
+    Objective objective;
+    std::vector<Plan> heap;  // top-k, worst on top (std heap ordered by planBetter)
+    PlanFront step_memory;
+    PlanFront time_cost;
+    std::array<std::int64_t, kReasonCount> reasons{};
+    std::map<std::string, std::int64_t> other_reasons;
+    std::int64_t candidates = 0, evaluated = 0, pruned = 0, feasible = 0;
+};
+
+class Searcher {
+public:
+    Searcher(const CostModel& model, const SearchSpace& space, const SearchOptions& options)
+        : model_(model), space_(space), options_(options), problem_(model.problem())
+    {
+        capacity_ = problem_.cluster.node.chip.hbmBytesPerDevice();
+        limit_ = space.max_memory_fraction * capacity_;
+        top_k_ = std::max(1, options.top_k);
+    }
+
+    SearchResult run();
+
+private:
+    void enumerateMeshShapes(SearchResult& result);
+    void worker(WorkerResult& out);
+    bool searchShape(const MeshShape& shape, WorkerResult& out);
+    void consider(const Layout& layout, double bound, WorkerResult& out);
+    bool cancelled() const { return options_.cancel && options_.cancel->load(std::memory_order_relaxed); }
+
+    const CostModel& model_;
+    const SearchSpace& space_;
+    const SearchOptions& options_;
+    const Problem& problem_;
+    double capacity_ = 0, limit_ = 0;
+    int top_k_ = 1;
+
+    std::vector<MeshShape> shapes_;
+    std::atomic<std::size_t> next_{0};
+    std::atomic<std::int64_t> done_{0};
+    std::atomic<std::int64_t> evaluated_{0};
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    int running_ = 0;
+};
+
+void Searcher::enumerateMeshShapes(SearchResult& result)
+{
+    const ModelSpec& m = problem_.model;
+    const TrainingSpec& t = problem_.training;
+    const std::int64_t devices = problem_.cluster.devices();
+    auto count = [&](const std::string& reason) { ++result.stats.infeasible_by_reason[reason]; };
+    for (std::int64_t tp : divisors(devices)) {
+        if (!space_.tp.contains(int(std::min<std::int64_t>(tp, INT_MAX))))
+            continue;
+        for (std::int64_t pp : divisors(devices / tp)) {
+            if (!space_.pp.contains(int(std::min<std::int64_t>(pp, INT_MAX))))
+                continue;
+            for (std::int64_t cp : divisors(devices / tp / pp)) {
+                const std::int64_t dp = devices / tp / pp / cp;
+                if (!space_.cp.contains(int(std::min<std::int64_t>(cp, INT_MAX))) ||
+                    !space_.dp.contains(int(std::min<std::int64_t>(dp, INT_MAX))))
+                    continue;
+                ++result.stats.mesh_shapes;
+                const MeshShape s{int(dp), int(tp), int(pp), int(cp)};
+                // The model's rules, cheapest first; the first broken one is the reason.
+                if (m.heads % s.tp != 0) {
+                    count("mesh: tp does not divide heads");
+                    continue;
+                }
+                if (m.kv_heads % s.tp != 0 && s.tp % m.kv_heads != 0) {
+                    count("mesh: tp neither divides nor is a multiple of kv_heads");
+                    continue;
+                }
+                if (m.ffn_hidden % s.tp != 0) {
+                    count("mesh: tp does not divide ffn_hidden");
+                    continue;
+                }
+                if (m.totalLayers() % s.pp != 0) {
+                    count("mesh: pp does not divide layers");
+                    continue;
+                }
+                if (t.seq_len % s.cp != 0) {
+                    count("mesh: cp does not divide the sequence");
+                    continue;
+                }
+                if (t.global_batch % s.dp != 0) {
+                    count("mesh: dp does not divide the global batch");
+                    continue;
+                }
+                if (space_.zero_group && *space_.zero_group > 0 && s.dp % *space_.zero_group != 0) {
+                    count("mesh: zero_group does not divide dp");
+                    continue;
+                }
+                // The rules of core/Layout.h have the last word (a rule added there and not here
+                // is counted under its own message instead of being searched).
+                Layout probe;
+                probe.dp = s.dp;
+                probe.tp = s.tp;
+                probe.pp = s.pp;
+                probe.cp = s.cp;
+                const FieldErrors errors = validate(probe, m, problem_.cluster, t);
+                if (!errors.empty()) {
+                    count("mesh: " + errors.front().text());
+                    continue;
+                }
+                shapes_.push_back(s);
+            }
+        }
+    }
+}
+
+// Every layout of one mesh shape. Returns false when cancelled.
+bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
+{
+    const ModelSpec& m = problem_.model;
+    const TrainingSpec& t = problem_.training;
+    const int perReplica = t.global_batch / s.dp;
+    const int layersPerStage = m.totalLayers() / s.pp;
+    const int devicesPerNode = problem_.cluster.node.devicesPerNode();
+    const int nodeReplicas = devicesPerNode % (s.tp * s.cp) == 0 ? devicesPerNode / (s.tp * s.cp) : 0;
+
+    // Micro-batch sizes (with their micro-batch count) inside the bounds.
+    std::vector<std::pair<int, int>> mbs;
+    for (std::int64_t mb : divisors(perReplica)) {
+        const int micro = perReplica / int(mb);
+        if (space_.mb.contains(int(mb)) && micro >= space_.min_micro_batches)
+            mbs.emplace_back(int(mb), micro);
+    }
+    // Schedules with their v.
+    std::vector<std::pair<PipelineSchedule, int>> schedules;
+    if (space_.v.contains(1)) {
+        for (PipelineSchedule sc : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+            if (space_.allows(sc))
+                schedules.emplace_back(sc, 1);
+    }
+    if (s.pp >= 2 && space_.allows(PipelineSchedule::Interleaved)) {
+        for (std::int64_t v : divisors(layersPerStage))
+            if (v >= 2 && space_.v.contains(int(v)))
+                schedules.emplace_back(PipelineSchedule::Interleaved, int(v));
+    }
+    std::vector<bool> sps;
+    for (bool sp : {false, true}) {
+        if ((space_.sequence_parallel && *space_.sequence_parallel != sp) || (sp && s.tp == 1))
+            continue;
+        sps.push_back(sp);
+    }
+    // ZeRO stage, shard group, offload.
+    struct ZeroConfig {
+        int stage, group;
+        Offload offload;
+    };
+    std::vector<ZeroConfig> zeros;
+    for (int z = std::max(0, space_.zero.lo); z <= std::min(3, space_.zero.hi); ++z) {
+        if (z == 0 && space_.zero_group && *space_.zero_group > 0)
+            continue;  // a fixed shard group implies ZeRO
+        std::vector<int> groups;
+        if (space_.zero_group) {
+            groups.push_back(*space_.zero_group);  // validate() decides (a group needs zero >= 1)
+        } else {
+            groups.push_back(0);
+            if (z >= 1)
+                for (std::int64_t g : divisors(s.dp))
+                    if (g < s.dp && (g > 1 || s.cp > 1) && (powerOfTwo(int(g)) || g == nodeReplicas))
+                        groups.push_back(int(g));
+        }
+        for (int g : groups)
+            for (Offload o : {Offload::None, Offload::Optimizer})
+                if (space_.allows(o) && (o == Offload::None || z >= 1))
+                    zeros.push_back({z, g, o});
+    }
+
+    Layout l;
+    l.dp = s.dp;
+    l.tp = s.tp;
+    l.pp = s.pp;
+    l.cp = s.cp;
+    for (const ZeroConfig& z : zeros) {
+        l.zero_stage = z.stage;
+        l.zero_group = z.group;
+        l.offload = z.offload;
+        // Depends only on the mesh shape and the ZeRO configuration: once per configuration.
+        const double bound = memoryLowerBound(model_, l);
+        for (bool sp : sps) {
+            l.sequence_parallel = sp;
+            for (const auto& [mb, micro] : mbs) {
+                l.micro_batch = mb;
+                if (cancelled())
+                    return false;
+                for (const auto& [schedule, v] : schedules) {
+                    l.schedule = schedule;
+                    l.virtual_stages = v;
+                    for (Recompute r : space_.recomputes) {
+                        l.recompute = r;
+                        // Rules that depend on the inner keys.
+                        if (sp && t.seq_len % (s.tp * s.cp) != 0) {
+                            ++out.reasons[kSpSequence];
+                            continue;
+                        }
+                        if (schedule == PipelineSchedule::Interleaved && micro % s.pp != 0) {
+                            ++out.reasons[kInterleavedMicroBatches];
+                            continue;
+                        }
+                        consider(l, bound, out);
+                    }
+                }
+            }
+        }
+    }
+    return true;
+}
+
+void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
+{
+    // The generator above makes only legal layouts; validate() is the rule book that
+    // `predict` uses, so the two cannot drift apart silently. It allocates only on error.
+    const FieldErrors errors = validate(l, problem_.model, problem_.cluster, problem_.training);
+    if (!errors.empty()) {
+        ++out.other_reasons["rule: " + errors.front().text()];
+        return;
+    }
+    ++out.candidates;
+    if (bound > limit_) {
+        ++out.pruned;
+        ++out.reasons[bound > capacity_ ? kOutOfMemory : kOverLimit];
+        return;
+    }
+    const Prediction pr = model_.evaluate(l);
+    ++out.evaluated;
+    const double memory = pr.memory_bytes.total();
+    if (!pr.feasible) {
+        ++out.reasons[pr.reason == Infeasibility::OutOfMemory ? kOutOfMemory : kMissingFigure];
+        return;
+    }
+    if (!std::isfinite(pr.step_time_s) || !(pr.tokens_per_s > 0) || !std::isfinite(memory)) {
+        ++out.reasons[kNoFinite];
+        return;
+    }
+    if (memory > limit_) {
+        ++out.reasons[kOverLimit];
+        return;
+    }
+    ++out.feasible;
+    const Plan plan{l, pr};
+    auto worse = [&](const Plan& a, const Plan& b) { return planBetter(out.objective, a, b); };
+    if (int(out.heap.size()) < top_k_) {
+        out.heap.push_back(plan);
+        std::push_heap(out.heap.begin(), out.heap.end(), worse);
+    } else if (planBetter(out.objective, plan, out.heap.front())) {
+        std::pop_heap(out.heap.begin(), out.heap.end(), worse);
+        out.heap.back() = plan;
+        std::push_heap(out.heap.begin(), out.heap.end(), worse);
+    }
+    out.step_memory.insert(pr.step_time_s, memory, plan);
+    out.time_cost.insert(pr.time_to_train_s, pr.cost_to_train_usd, plan);
+}
+
+void Searcher::worker(WorkerResult& out)
+{
+    for (;;) {
+        const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+        if (i >= shapes_.size() || cancelled())
+            break;
+        const std::int64_t before = out.evaluated;
+        const bool finished = searchShape(shapes_[i], out);
+        evaluated_.fetch_add(out.evaluated - before, std::memory_order_relaxed);
+        if (!finished)
+            break;
+        done_.fetch_add(1, std::memory_order_relaxed);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --running_;
+    }
+    wake_.notify_one();
+}
+
+SearchResult Searcher::run()
+{
+    const Clock::time_point start = Clock::now();
+    SearchResult result;
+    result.objective = options_.objective;
+    result.error = objectiveProblem(options_.objective, problem_);
+    if (!result.error.empty())
+        return result;
+
+    enumerateMeshShapes(result);
+
+    int threads = options_.threads > 0 ? options_.threads : int(std::thread::hardware_concurrency());
+    threads = std::clamp(threads, 1, std::max(1, int(shapes_.size())));
+    result.stats.threads = threads;
+
+    std::vector<WorkerResult> results(std::size_t(threads), WorkerResult(options_.objective));
+    std::vector<std::thread> pool;
+    running_ = threads;
+    pool.reserve(std::size_t(threads));
+    for (int i = 0; i < threads; ++i)
+        pool.emplace_back([this, &results, i] { worker(results[std::size_t(i)]); });
+
+    auto report = [&] {
+        if (!options_.progress)
+            return;
+        SearchProgress p;
+        p.done = done_.load(std::memory_order_relaxed);
+        p.total = std::int64_t(shapes_.size());
+        p.evaluated = evaluated_.load(std::memory_order_relaxed);
+        p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+        p.remaining_s = p.done > 0 ? p.elapsed_s * double(p.total - p.done) / double(p.done) : 0.0;
+        options_.progress(p);
+    };
+    {
+        // Progress every 50 ms on this thread, until the last worker leaves.
+        constexpr auto kInterval = std::chrono::milliseconds(50);
+        Clock::time_point next = start + kInterval;
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!wake_.wait_until(lock, next, [this] { return running_ == 0; })) {
+            lock.unlock();
+            report();
+            lock.lock();
+            next = std::max(next + kInterval, Clock::now());
+        }
+    }
+    for (std::thread& t : pool)
+        t.join();
+
+    // Merge: every operation below is order-independent (sums, a total order, fronts).
+    SearchStats& st = result.stats;
+    std::vector<Plan> all;
+    for (WorkerResult& w : results) {
+        st.candidates += w.candidates;
+        st.evaluated += w.evaluated;
+        st.pruned += w.pruned;
+        st.feasible += w.feasible;
+        for (int r = 0; r < kReasonCount; ++r)
+            if (w.reasons[std::size_t(r)] > 0)
+                st.infeasible_by_reason[reasonName(r)] += w.reasons[std::size_t(r)];
+        for (const auto& [reason, n] : w.other_reasons)
+            st.infeasible_by_reason[reason] += n;
+        all.insert(all.end(), w.heap.begin(), w.heap.end());
+        result.pareto_step_memory.merge(w.step_memory);
+        result.pareto_time_cost.merge(w.time_cost);
+    }
+    std::sort(all.begin(), all.end(),
+              [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
+    if (int(all.size()) > top_k_)
+        all.resize(std::size_t(top_k_));
+    result.top = std::move(all);
+    st.cancelled = done_.load() < std::int64_t(shapes_.size());
+    st.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    report();
+    return result;
+}
+
+} // namespace
+
+SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options)
+{
+    Searcher searcher(model, space, options);
+    return searcher.run();
+}
+
+SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options)
+{
+    const CostModel model(problem);
+    return search(model, space, options);
+}
+
+} // namespace shardscope

@@ -1,0 +1,117 @@
+// The planner's search: every legal layout of a problem within a SearchSpace,
+// priced by the CostModel, ranked by an objective, with the Pareto fronts.
+//
+//   enumerate  the mesh shapes dp x tp x pp x cp of the device count that satisfy
+//              the model's rules, then per shape every sp, mb, schedule and v,
+//              recomputation, ZeRO stage and group, offload (SearchSpace.h lists the
+//              domain); only legal factors are generated, and each candidate passes
+//              validate(layout, model, cluster, training) before it is priced, so the
+//              search and `predict` agree on what is legal
+//   prune      by a memory lower bound (model states of the transformer layers
+//              alone plus the reserve) before pricing: a layout whose bound
+//              exceeds the memory limit is infeasible without being evaluated
+//   evaluate   CostModel::evaluate on a thread pool; the mesh shapes are the work
+//              items, handed out one at a time; each worker keeps its own top-k and
+//              fronts, merged at the end
+//   rank       by the objective, ties by memory per device, then by the layout's
+//              fields in canonical order: a total order, so the result is the same
+//              for any thread count and equals an exhaustive evaluation
+//
+// Infeasible layouts are counted by reason. Rules broken by a whole mesh shape
+// ("mesh: tp does not divide heads") count mesh shapes; every other reason
+// counts layouts. Infeasibility is a value here, never an exception.
+#pragma once
+
+#include "CostModel.h"
+#include "Layout.h"
+#include "Pareto.h"
+#include "Prediction.h"
+#include "Problem.h"
+#include "SearchSpace.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct Plan {
+    Layout layout;
+    Prediction prediction;
+};
+
+// Canonical order of layouts (dp, tp, pp, cp, sp, zero, zero_group, mb, schedule as
+// 1f1b < gpipe < interleaved, v, recompute, offload): the last tie-breaker of every ranking.
+bool layoutLess(const Layout& a, const Layout& b);
+// Objective, then memory per device, then layoutLess: true when `a` ranks before `b`.
+bool planBetter(Objective objective, const Plan& a, const Plan& b);
+
+struct SearchProgress {
+    std::int64_t done = 0;       // mesh shapes searched
+    std::int64_t total = 0;      // mesh shapes to search
+    std::int64_t evaluated = 0;  // cost-model evaluations so far
+    double elapsed_s = 0;
+    double remaining_s = 0;      // estimate from the shapes done so far
+};
+
+struct SearchOptions {
+    Objective objective = Objective::Throughput;
+    int top_k = 10;
+    int threads = 0;  // 0: one per hardware thread
+    // Set from any thread to stop the search; the partial result is returned promptly
+    // with stats.cancelled set.
+    const std::atomic<bool>* cancel = nullptr;
+    // Called on the thread that called search(), about every 50 ms and once at the end.
+    std::function<void(const SearchProgress&)> progress;
+};
+
+struct SearchStats {
+    std::int64_t mesh_shapes = 0;  // factorisations dp x tp x pp x cp inside the space's bounds
+    std::int64_t candidates = 0;   // legal layouts in the space = evaluated + pruned
+    std::int64_t evaluated = 0;    // priced by the cost model
+    std::int64_t pruned = 0;       // rejected by the memory lower bound without pricing
+    std::int64_t feasible = 0;     // evaluated, fit in memory, finite prediction
+    std::map<std::string, std::int64_t> infeasible_by_reason;
+    double seconds = 0;
+    int threads = 1;
+    bool cancelled = false;
+
+    double evaluationsPerSecond() const { return seconds > 0 ? double(evaluated) / seconds : 0.0; }
+};
+
+// Reasons (keys of infeasible_by_reason).
+inline constexpr const char* kReasonOutOfMemory = "out of memory";
+inline constexpr const char* kReasonOverLimit = "over the memory limit";
+inline constexpr const char* kReasonNoFinitePrediction = "no finite prediction";
+
+struct PlanLess {
+    bool operator()(const Plan& a, const Plan& b) const { return layoutLess(a.layout, b.layout); }
+};
+using PlanFront = ParetoFront<Plan, PlanLess>;
+
+struct SearchResult {
+    Objective objective = Objective::Throughput;
+    std::vector<Plan> top;          // best first; empty when nothing is feasible
+    PlanFront pareto_step_memory;   // x: step time (s), y: memory per device (bytes)
+    PlanFront pareto_time_cost;     // x: time to train (s), y: cost to train (USD)
+    SearchStats stats;
+    std::string error;              // set when the search could not run (e.g. cost without a price)
+
+    const Plan* best() const { return top.empty() ? nullptr : &top.front(); }
+};
+
+// Memory lower bound per device for a layout (only dp, tp, pp, cp, zero, zero_group and
+// offload matter): model states of the transformer layers alone, plus the reserve.
+// Never above CostModel::evaluate()'s memory_bytes.total().
+double memoryLowerBound(const CostModel& model, const Layout& layout);
+
+SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options = {});
+SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options = {});
+
+// Why an objective cannot rank a problem's layouts (cost without a published price), or empty.
+std::string objectiveProblem(Objective objective, const Problem& problem);
+
+} // namespace shardscope

@@ -1,0 +1,204 @@
+#include "SearchSpace.h"
+#include "EnumNames.h"
+#include "Prediction.h"
+#include "SpecEnums.h"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+#include <string_view>
+
+namespace shardscope {
+
+namespace {
+
+std::string trimmed(std::string_view s)
+{
+    while (!s.empty() && s.front() == ' ')
+        s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ')
+        s.remove_suffix(1);
+    return std::string(s);
+}
+
+bool parseInt(const std::string& text, int& out)
+{
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return ec == std::errc() && ptr == end && !text.empty();
+}
+
+// Splits "a=1,b=2" into pairs; malformed items are errors under `path`.
+std::vector<std::pair<std::string, std::string>> keyValues(const std::string& text, const std::string& path,
+                                                           FieldErrors& errors)
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        item = trimmed(item);
+        if (item.empty())
+            continue;
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos) {
+            errors.push_back({path, "\"" + item + "\" is not key=value"});
+            continue;
+        }
+        out.emplace_back(trimmed(std::string_view(item).substr(0, eq)), trimmed(std::string_view(item).substr(eq + 1)));
+    }
+    return out;
+}
+
+IntBounds* intKey(SearchSpace& s, const std::string& key)
+{
+    if (key == "dp") return &s.dp;
+    if (key == "tp") return &s.tp;
+    if (key == "pp") return &s.pp;
+    if (key == "cp") return &s.cp;
+    if (key == "mb") return &s.mb;
+    if (key == "v") return &s.v;
+    if (key == "zero") return &s.zero;
+    return nullptr;
+}
+
+template <class E, size_t N>
+bool enumValue(const std::array<EnumName<E>, N>& table, const std::string& field, const std::string& value, E& out,
+               FieldErrors& errors)
+{
+    if (auto v = enumFromString<E>(table, value)) {
+        out = *v;
+        return true;
+    }
+    errors.push_back({field, "unknown value \"" + value + "\" (" + enumChoices<E>(table) + ")"});
+    return false;
+}
+
+} // namespace
+
+bool SearchSpace::allows(PipelineSchedule s) const
+{
+    return std::find(schedules.begin(), schedules.end(), s) != schedules.end();
+}
+bool SearchSpace::allows(Recompute r) const
+{
+    return std::find(recomputes.begin(), recomputes.end(), r) != recomputes.end();
+}
+bool SearchSpace::allows(Offload o) const { return std::find(offloads.begin(), offloads.end(), o) != offloads.end(); }
+
+FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path)
+{
+    FieldErrors errors;
+    for (const auto& [key, value] : keyValues(text, path, errors)) {
+        const std::string field = path + "." + key;
+        if (IntBounds* b = intKey(space, key)) {
+            int v = 0;
+            if (!parseInt(value, v))
+                errors.push_back({field, "\"" + value + "\" is not an integer"});
+            else if (v < (key == "zero" ? 0 : 1))
+                errors.push_back({field, value + " is out of range"});
+            else
+                *b = IntBounds{v, v};
+        } else if (key == "zero_group") {
+            int v = 0;
+            if (!parseInt(value, v) || v < 0)
+                errors.push_back({field, "\"" + value + "\" is not a shard-group size (0 or positive)"});
+            else
+                space.zero_group = v;
+        } else if (key == "sp") {
+            if (value == "on" || value == "true" || value == "1")
+                space.sequence_parallel = true;
+            else if (value == "off" || value == "false" || value == "0")
+                space.sequence_parallel = false;
+            else
+                errors.push_back({field, "unknown value \"" + value + "\" (one of: on, off)"});
+        } else if (key == "schedule") {
+            PipelineSchedule s{};
+            if (enumValue(kScheduleNames, field, value, s, errors))
+                space.schedules = {s};
+        } else if (key == "recompute") {
+            Recompute r{};
+            if (enumValue(kRecomputeNames, field, value, r, errors))
+                space.recomputes = {r};
+        } else if (key == "offload") {
+            Offload o{};
+            if (enumValue(kOffloadNames, field, value, o, errors))
+                space.offloads = {o};
+        } else {
+            errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
+                                     "recompute, offload)"});
+        }
+    }
+    return errors;
+}
+
+FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path)
+{
+    FieldErrors errors;
+    for (const auto& [key, value] : keyValues(text, path, errors)) {
+        const std::string field = path + "." + key;
+        IntBounds* b = intKey(space, key);
+        int v = 0;
+        if (!b)
+            errors.push_back({field, "unknown key (bounds apply to: dp, tp, pp, cp, zero, mb, v)"});
+        else if (!parseInt(value, v))
+            errors.push_back({field, "\"" + value + "\" is not an integer"});
+        else if (v < (key == "zero" ? 0 : 1))
+            errors.push_back({field, value + " is out of range"});
+        else if (upper)
+            b->hi = std::min(b->hi, v);
+        else
+            b->lo = std::max(b->lo, v);
+    }
+    return errors;
+}
+
+FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, const std::string& path)
+{
+    FieldErrors errors;
+    std::vector<Recompute> modes;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        item = trimmed(item);
+        if (item.empty())
+            continue;
+        Recompute r{};
+        if (enumValue(kRecomputeNames, path, item, r, errors) && std::find(modes.begin(), modes.end(), r) == modes.end())
+            modes.push_back(r);
+    }
+    if (modes.empty() && errors.empty())
+        errors.push_back({path, "no recomputation mode given (" + enumChoices<Recompute>(kRecomputeNames) + ")"});
+    if (errors.empty())
+        space.recomputes = modes;
+    return errors;
+}
+
+double objectiveValue(Objective objective, const Prediction& p)
+{
+    switch (objective) {
+    case Objective::Throughput: return -p.tokens_per_s;
+    case Objective::TimeToTrain: return p.time_to_train_s;
+    case Objective::CostToTrain: return p.cost_to_train_usd;
+    }
+    return 0;
+}
+
+const char* toString(Objective objective)
+{
+    switch (objective) {
+    case Objective::Throughput: return "throughput";
+    case Objective::TimeToTrain: return "time";
+    case Objective::CostToTrain: return "cost";
+    }
+    return "?";
+}
+
+std::optional<Objective> objectiveFromString(const std::string& text)
+{
+    for (Objective o : {Objective::Throughput, Objective::TimeToTrain, Objective::CostToTrain})
+        if (text == toString(o))
+            return o;
+    return std::nullopt;
+}
+
+} // namespace shardscope

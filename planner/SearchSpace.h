@@ -1,0 +1,82 @@
+// SearchSpace: which layouts the planner's search may consider, and what it
+// optimises. The search enumerates every layout that satisfies the model's
+// rules (validate(layout, model, cluster, training) in core/Layout.h) and lies
+// inside these bounds; this file only narrows that space, it never widens it.
+//
+// The domain of each layout key, before the user's constraints:
+//   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count
+//   sp               off, and on when tp > 1
+//   zero             0-3
+//   zero_group       0 (the whole dp group, FSDP) and, for zero >= 1, the HSDP/MiCS
+//                    groups g < dp dividing dp, g a power of two or one node's worth
+//                    of replicas (devices per node / (tp x cp)); the shard group spans
+//                    g x cp devices, so g = 1 is left out when cp = 1 (it shards
+//                    nothing), and g = dp always (it is the same layout as 0)
+//   mb               every divisor of the per-replica batch (global batch / dp)
+//   schedule, v      1f1b and gpipe with v = 1; interleaved (pp >= 2) with every
+//                    v >= 2 dividing layers / pp
+//   recompute        none, selective, full
+//   offload          none, and optimizer when zero >= 1
+#pragma once
+
+#include "FieldError.h"
+#include "Layout.h"
+
+#include <climits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+// What the search ranks by. Lower objective value is better (objectiveValue()).
+enum class Objective {
+    Throughput,   // tokens per second, highest first
+    TimeToTrain,  // time to train the token budget, shortest first
+    CostToTrain,  // cost to train the token budget, cheapest first (needs a node price)
+};
+
+struct IntBounds {
+    int lo = 1;
+    int hi = INT_MAX;
+    bool contains(int v) const { return v >= lo && v <= hi; }
+};
+
+struct SearchSpace {
+    // Inclusive bounds; fixing a key sets lo == hi.
+    IntBounds dp, tp, pp, cp, mb, v;
+    IntBounds zero{0, 3};
+    std::optional<int> zero_group;          // fixed shard group (0: whole dp group)
+    std::optional<bool> sequence_parallel;  // fixed sp
+    std::vector<PipelineSchedule> schedules{PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
+                                            PipelineSchedule::Interleaved};
+    std::vector<Recompute> recomputes{Recompute::None, Recompute::Selective, Recompute::Full};
+    std::vector<Offload> offloads{Offload::None, Offload::Optimizer};
+    // A layout is feasible only if its predicted memory per device is at most this
+    // fraction of the device's HBM.
+    double max_memory_fraction = 1.0;
+    // Micro-batches per step and pipeline (global batch / (dp x mb)) at least this.
+    int min_micro_batches = 1;
+
+    bool allows(PipelineSchedule s) const;
+    bool allows(Recompute r) const;
+    bool allows(Offload o) const;
+};
+
+// "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
+// (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
+// recompute, offload). Errors name the key ("fix.tp: \"x\" is not an integer").
+FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
+// "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v.
+FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);
+// "none,selective": the recomputation modes allowed.
+FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, const std::string& path = "recompute");
+
+// Lower is better: -tokens/s, seconds, or dollars.
+struct Prediction;
+double objectiveValue(Objective objective, const Prediction& prediction);
+
+const char* toString(Objective objective);               // "throughput", "time", "cost"
+std::optional<Objective> objectiveFromString(const std::string& text);
+
+} // namespace shardscope

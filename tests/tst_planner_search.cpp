@@ -1,0 +1,908 @@
+// The planner's search against an exhaustive evaluation of the same space.
+// The exhaustive side enumerates by brute force over ranges wider than the
+// search's domain and lets validate() (core/Layout.h) decide what is legal; the
+// domain rules that validate() does not express (which ZeRO shard groups, v only
+// for the interleaved schedule) are written out here from SearchSpace.h's
+// documentation. Then: thread-count independence, Pareto fronts, constraints,
+// infeasible counts by reason, cancellation, the plan document, and the CLI's
+// plan / sweep / compare end to end.
+#include "Catalog.h"
+#include "CostModel.h"
+#include "PlanJson.h"
+#include "Search.h"
+#include "SpecJson.h"
+#include "Sweep.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+
+#ifndef SHARDSCOPE_CLI_PATH
+#error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
+#endif
+
+using namespace shardscope;
+
+namespace {
+
+bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Every layout of the search's documented domain that validate() accepts.
+std::vector<Layout> bruteForce(const Problem& p)
+{
+    std::vector<Layout> out;
+    const int D = int(p.cluster.devices());
+    const int B = p.training.global_batch;
+    const int L = p.model.totalLayers();
+    const int nodeDevices = p.cluster.node.devicesPerNode();
+    for (int tp = 1; tp <= D; ++tp)
+        for (int pp = 1; tp * pp <= D; ++pp)
+            for (int cp = 1; tp * pp * cp <= D; ++cp)
+                for (int dp = 1; dp * tp * pp * cp <= D; ++dp) {
+                    if (dp * tp * pp * cp != D)
+                        continue;
+                    for (int sp = 0; sp <= 1; ++sp)
+                        for (int zero = 0; zero <= 3; ++zero)
+                            for (int group = 0; group <= dp; ++group) {
+                                // Shard groups: 0, or (ZeRO only) g < dp that shards something and is a
+                                // power of two or one node's worth of replicas.
+                                if (group > 0 && (zero == 0 || group >= dp || (group == 1 && cp == 1) ||
+                                                  !(powerOfTwo(group) || group * tp * cp == nodeDevices)))
+                                    continue;
+                                for (int mb = 1; mb <= B; ++mb)
+                                    for (PipelineSchedule s : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
+                                                               PipelineSchedule::Interleaved})
+                                        for (int v = 1; v <= (s == PipelineSchedule::Interleaved ? L : 1); ++v)
+                                            for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+                                                for (Offload o : {Offload::None, Offload::Optimizer}) {
+                                                    Layout l;
+                                                    l.dp = dp;
+                                                    l.tp = tp;
+                                                    l.pp = pp;
+                                                    l.cp = cp;
+                                                    l.sequence_parallel = sp == 1;
+                                                    l.zero_stage = zero;
+                                                    l.zero_group = group;
+                                                    l.micro_batch = mb;
+                                                    l.schedule = s;
+                                                    l.virtual_stages = v;
+                                                    l.recompute = r;
+                                                    l.offload = o;
+                                                    if (validate(l, p.model, p.cluster, p.training).empty())
+                                                        out.push_back(l);
+                                                }
+                            }
+                }
+    return out;
+}
+
+struct Exhaustive {
+    std::vector<Plan> feasible;  // sorted by planBetter
+    std::int64_t candidates = 0;
+    std::int64_t out_of_memory = 0, over_limit = 0, missing_figure = 0;
+};
+
+// Evaluates every layout; feasibility as the search defines it (fits, finite, under the limit).
+Exhaustive exhaustive(const CostModel& model, const std::vector<Layout>& layouts, Objective objective,
+                      double maxMemoryFraction = 1.0)
+{
+    Exhaustive e;
+    const double limit = maxMemoryFraction * model.problem().cluster.node.chip.hbmBytesPerDevice();
+    for (const Layout& l : layouts) {
+        ++e.candidates;
+        const Prediction p = model.evaluate(l);
+        if (!p.feasible) {
+            ++(p.reason == Infeasibility::OutOfMemory ? e.out_of_memory : e.missing_figure);
+            continue;
+        }
+        if (p.memory_bytes.total() > limit) {
+            ++e.over_limit;
+            continue;
+        }
+        e.feasible.push_back({l, p});
+    }
+    std::sort(e.feasible.begin(), e.feasible.end(),
+              [&](const Plan& a, const Plan& b) { return planBetter(objective, a, b); });
+    return e;
+}
+
+// The Pareto front by its definition, O(n^2): not dominated; exact duplicates collapsed
+// to the layout first in canonical order.
+std::vector<Layout> naiveFront(const std::vector<Plan>& plans, const std::function<double(const Plan&)>& x,
+                               const std::function<double(const Plan&)>& y)
+{
+    std::vector<Layout> front;
+    for (const Plan& a : plans) {
+        bool keep = true;
+        for (const Plan& b : plans) {
+            const bool dominates = x(b) <= x(a) && y(b) <= y(a) && (x(b) < x(a) || y(b) < y(a));
+            const bool earlierDuplicate = x(b) == x(a) && y(b) == y(a) && layoutLess(b.layout, a.layout);
+            if (dominates || earlierDuplicate) {
+                keep = false;
+                break;
+            }
+        }
+        if (keep)
+            front.push_back(a.layout);
+    }
+    std::sort(front.begin(), front.end(), layoutLess);
+    return front;
+}
+
+std::vector<Layout> frontLayouts(const PlanFront& front)
+{
+    std::vector<Layout> out;
+    for (const auto& p : front.points())
+        out.push_back(p.item.layout);
+    std::sort(out.begin(), out.end(), layoutLess);
+    return out;
+}
+
+double stepOf(const Plan& p) { return p.prediction.step_time_s; }
+double memoryOf(const Plan& p) { return p.prediction.memory_bytes.total(); }
+double timeOf(const Plan& p) { return p.prediction.time_to_train_s; }
+double costOf(const Plan& p) { return p.prediction.cost_to_train_usd; }
+
+std::int64_t reason(const SearchStats& s, const std::string& key)
+{
+    auto it = s.infeasible_by_reason.find(key);
+    return it == s.infeasible_by_reason.end() ? 0 : it->second;
+}
+
+QByteArray describe(const Layout& l) { return QByteArray::fromStdString(toString(l)); }
+
+} // namespace
+
+class TstPlannerSearch : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<QTemporaryDir> dir_;
+    std::unique_ptr<Catalog> catalog_;
+
+    Problem problem(const char* model, const char* node, int nodes, int batch, int seq = 2048) const
+    {
+        Problem p;
+        p.model = catalog_->model(model);
+        p.cluster.node = catalog_->node(node);
+        p.cluster.nodes = nodes;
+        p.training.global_batch = batch;
+        p.training.seq_len = seq;
+        p.training.tokens_to_train = 300e9;
+        return p;
+    }
+
+    struct RunResult {
+        int exitCode = -1;
+        QByteArray out, err;
+    };
+
+    RunResult cli(const QStringList& args) const
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("SHARDSCOPE_DB"), dir_->filePath(QStringLiteral("env-default.sqlite")));
+        p.setProcessEnvironment(env);
+        p.setWorkingDirectory(dir_->path());
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH),
+                QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("cli.sqlite"))} + args);
+        RunResult r;
+        if (!p.waitForStarted(-1))
+            return r;
+        // Safety net only (no timing is asserted): a hung CLI fails instead of blocking the suite.
+        if (!p.waitForFinished(120'000)) {
+            p.kill();
+            p.waitForFinished(-1);
+            return r;
+        }
+        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = p.readAllStandardOutput();
+        r.err = p.readAllStandardError();
+        return r;
+    }
+
+    static QJsonObject json(const QByteArray& text)
+    {
+        QJsonParseError error;
+        const QJsonDocument doc = QJsonDocument::fromJson(text, &error);
+        return doc.object();
+    }
+
+    // Rows shared by the exhaustive tests: small enough to enumerate, with every kind of
+    // model rule (MHA, GQA with replicated KV heads, MoE, encoder-decoder) and of infeasibility.
+    void smallProblems()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("node");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("batch");
+        QTest::newRow("gpt3-13b on 1 x p5 (OOM and offload)") << "gpt3-13b" << "p5.48xlarge" << 1 << 16;
+        QTest::newRow("gpt3-1.3b on 1 x trn1 (2 devices per chip, no host link)")
+            << "gpt3-1.3b" << "trn1.32xlarge" << 1 << 32;
+        QTest::newRow("llama-3-8b on 2 x p5 (GQA, KV heads replicated at tp 16)")
+            << "llama-3-8b" << "p5.48xlarge" << 2 << 16;
+        QTest::newRow("mixtral-8x7b on 2 x p5 (MoE)") << "mixtral-8x7b" << "p5.48xlarge" << 2 << 8;
+        QTest::newRow("t5-3b on 1 x p4d (encoder-decoder)") << "t5-3b" << "p4d.24xlarge" << 1 << 24;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        dir_ = std::make_unique<QTemporaryDir>();
+        QVERIFY(dir_->isValid());
+        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+    }
+    void cleanupTestCase()
+    {
+        catalog_.reset();
+        dir_.reset();
+    }
+
+    // ---- the search equals an exhaustive evaluation ----
+
+    void exhaustiveEqualsSearch_data() { smallProblems(); }
+    void exhaustiveEqualsSearch()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        const CostModel cm(p);
+        const std::vector<Layout> all = bruteForce(p);
+        QVERIFY(all.size() > 1000);
+        const Exhaustive e = exhaustive(cm, all, Objective::Throughput);
+        QVERIFY2(!e.feasible.empty(), "the row should have feasible layouts");
+
+        SearchOptions options;
+        options.top_k = 25;
+        options.threads = 2;
+        const SearchResult r = search(cm, SearchSpace{}, options);
+        QVERIFY(r.error.empty());
+        QCOMPARE(r.stats.candidates, e.candidates);
+        QCOMPARE(r.stats.evaluated + r.stats.pruned, r.stats.candidates);
+        QCOMPARE(r.stats.feasible, std::int64_t(e.feasible.size()));
+        QCOMPARE(reason(r.stats, kReasonOutOfMemory), e.out_of_memory);
+        QCOMPARE(reason(r.stats, toString(Infeasibility::MissingHardwareFigure)), e.missing_figure);
+        QVERIFY(r.stats.evaluated < e.candidates || r.stats.pruned == 0);
+
+        // The same top-k, in the same order, with the same predictions.
+        QCOMPARE(r.top.size(), std::min<size_t>(25, e.feasible.size()));
+        for (size_t i = 0; i < r.top.size(); ++i) {
+            QVERIFY2(r.top[i].layout == e.feasible[i].layout,
+                     describe(r.top[i].layout) + " vs " + describe(e.feasible[i].layout));
+            QCOMPARE(r.top[i].prediction.step_time_s, e.feasible[i].prediction.step_time_s);
+            QCOMPARE(r.top[i].prediction.memory_bytes.total(), e.feasible[i].prediction.memory_bytes.total());
+        }
+        // The same fronts.
+        QVERIFY(frontLayouts(r.pareto_step_memory) == naiveFront(e.feasible, stepOf, memoryOf));
+        QVERIFY(frontLayouts(r.pareto_time_cost) == naiveFront(e.feasible, timeOf, costOf));
+    }
+
+    // The pruning bound is a lower bound of the cost model's memory for every legal layout.
+    void memoryBoundIsALowerBound_data() { smallProblems(); }
+    void memoryBoundIsALowerBound()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        const CostModel cm(p);
+        int checked = 0;
+        for (const Layout& l : bruteForce(p)) {
+            const double bound = memoryLowerBound(cm, l);
+            const double actual = cm.evaluate(l).memory_bytes.total();
+            if (bound > actual)
+                QFAIL(qPrintable(QStringLiteral("bound %1 > predicted %2 for %3")
+                                     .arg(bound)
+                                     .arg(actual)
+                                     .arg(QString::fromStdString(toString(l)))));
+            ++checked;
+        }
+        QVERIFY(checked > 1000);
+    }
+
+    // ---- determinism ----
+
+    void threadCountIndependence()
+    {
+        const CostModel cm(problem("gpt3-175b", "trn1.32xlarge", 8, 512));
+        SearchOptions options;
+        options.top_k = 50;
+        options.threads = 1;
+        const SearchResult one = search(cm, SearchSpace{}, options);
+        QVERIFY(one.best());
+        QVERIFY(one.stats.candidates > 100'000);
+        for (int threads : {2, 3, 8}) {
+            options.threads = threads;
+            const SearchResult r = search(cm, SearchSpace{}, options);
+            QCOMPARE(r.stats.threads, threads);
+            QCOMPARE(r.stats.candidates, one.stats.candidates);
+            QCOMPARE(r.stats.evaluated, one.stats.evaluated);
+            QCOMPARE(r.stats.pruned, one.stats.pruned);
+            QCOMPARE(r.stats.feasible, one.stats.feasible);
+            QVERIFY(r.stats.infeasible_by_reason == one.stats.infeasible_by_reason);
+            QCOMPARE(r.top.size(), one.top.size());
+            for (size_t i = 0; i < r.top.size(); ++i) {
+                QVERIFY(r.top[i].layout == one.top[i].layout);
+                QCOMPARE(r.top[i].prediction.tokens_per_s, one.top[i].prediction.tokens_per_s);
+            }
+            QVERIFY(frontLayouts(r.pareto_step_memory) == frontLayouts(one.pareto_step_memory));
+            QVERIFY(frontLayouts(r.pareto_time_cost) == frontLayouts(one.pareto_time_cost));
+        }
+    }
+
+    // ---- Pareto fronts ----
+
+    void paretoFrontDefinition()
+    {
+        const Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
+        const CostModel cm(p);
+        const Exhaustive e = exhaustive(cm, bruteForce(p), Objective::Throughput);
+        const SearchResult r = search(cm, SearchSpace{}, SearchOptions{});
+        const auto& front = r.pareto_step_memory.points();
+        QVERIFY(front.size() >= 3);
+        for (size_t i = 1; i < front.size(); ++i) {  // sorted by step time, memory falling
+            QVERIFY(front[i - 1].x < front[i].x);
+            QVERIFY(front[i - 1].y > front[i].y);
+        }
+        // No front point is dominated by any feasible layout...
+        for (const auto& f : front)
+            for (const Plan& q : e.feasible)
+                QVERIFY(!(stepOf(q) <= f.x && memoryOf(q) <= f.y && (stepOf(q) < f.x || memoryOf(q) < f.y)));
+        // ...and every feasible layout off the front is dominated by (or equal to) a front point.
+        for (const Plan& q : e.feasible)
+            QVERIFY(r.pareto_step_memory.covers(stepOf(q), memoryOf(q)));
+    }
+
+    void paretoFrontIgnoresInsertionOrder()
+    {
+        struct IntLess {
+            bool operator()(int a, int b) const { return a < b; }
+        };
+        std::vector<ParetoPoint<int>> points{{1, 9, 0}, {2, 7, 1}, {2, 7, 2}, {3, 8, 3}, {3, 3, 4},
+                                             {5, 3, 5}, {6, 1, 6}, {6, 1, 7}, {1, 9, 8}, {4, 2, 9}};
+        std::vector<int> expected;
+        {
+            ParetoFront<int, IntLess> f;
+            for (const auto& p : points)
+                f.insert(p.x, p.y, p.item);
+            for (const auto& p : f.points())
+                expected.push_back(p.item);
+        }
+        // (1,9) first of 0/8, (2,7) first of 1/2, (3,3), (4,2), (6,1) first of 6/7.
+        QCOMPARE(expected, (std::vector<int>{0, 1, 4, 9, 6}));
+        std::mt19937 rng(42);
+        for (int round = 0; round < 50; ++round) {
+            std::shuffle(points.begin(), points.end(), rng);
+            ParetoFront<int, IntLess> f;
+            for (const auto& p : points)
+                f.insert(p.x, p.y, p.item);
+            std::vector<int> got;
+            for (const auto& p : f.points())
+                got.push_back(p.item);
+            QCOMPARE(got, expected);
+        }
+    }
+
+    // ---- constraints: the search under a constraint equals the exhaustive set filtered by it ----
+
+    void constraints_data()
+    {
+        QTest::addColumn<QString>("fix");
+        QTest::addColumn<QString>("lower");
+        QTest::addColumn<QString>("upper");
+        QTest::addColumn<QString>("recompute");
+        QTest::addColumn<double>("maxMem");
+        QTest::addColumn<int>("minMicro");
+        const QString none;
+        QTest::newRow("--fix tp=2,pp=2") << "tp=2,pp=2" << none << none << none << 1.0 << 1;
+        QTest::newRow("--fix sp=on,schedule=interleaved,v=2")
+            << "sp=on,schedule=interleaved,v=2" << none << none << none << 1.0 << 1;
+        QTest::newRow("--fix zero=1,offload=optimizer") << "zero=1,offload=optimizer" << none << none << none << 1.0 << 1;
+        QTest::newRow("--fix mb=1,recompute=full,cp=1") << "mb=1,recompute=full,cp=1" << none << none << none << 1.0 << 1;
+        QTest::newRow("--max tp=2,zero=1") << none << none << "tp=2,zero=1" << none << 1.0 << 1;
+        QTest::newRow("--min dp=2,pp=2") << none << "dp=2,pp=2" << none << none << 1.0 << 1;
+        QTest::newRow("--recompute none,selective") << none << none << none << "none,selective" << 1.0 << 1;
+        QTest::newRow("--max-mem 0.5") << none << none << none << none << 0.5 << 1;
+        QTest::newRow("--min-micro-batches 4") << none << none << none << none << 1.0 << 4;
+    }
+    void constraints()
+    {
+        QFETCH(QString, fix);
+        QFETCH(QString, lower);
+        QFETCH(QString, upper);
+        QFETCH(QString, recompute);
+        QFETCH(double, maxMem);
+        QFETCH(int, minMicro);
+        const Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
+        const CostModel cm(p);
+        SearchSpace space;
+        QVERIFY(applyFixed(space, fix.toStdString()).empty());
+        QVERIFY(applyBounds(space, lower.toStdString(), false, "min").empty());
+        QVERIFY(applyBounds(space, upper.toStdString(), true, "max").empty());
+        if (!recompute.isEmpty())
+            QVERIFY(applyRecomputeModes(space, recompute.toStdString()).empty());
+        space.max_memory_fraction = maxMem;
+        space.min_micro_batches = minMicro;
+
+        // The constraint as a predicate, written from the option's meaning.
+        auto inSpace = [&](const Layout& l) {
+            auto within = [](const IntBounds& b, int v) { return v >= b.lo && v <= b.hi; };
+            return within(space.dp, l.dp) && within(space.tp, l.tp) && within(space.pp, l.pp) &&
+                   within(space.cp, l.cp) && within(space.mb, l.micro_batch) && within(space.v, l.virtual_stages) &&
+                   within(space.zero, l.zero_stage) &&
+                   (!space.sequence_parallel || *space.sequence_parallel == l.sequence_parallel) &&
+                   space.allows(l.schedule) && space.allows(l.recompute) && space.allows(l.offload) &&
+                   microBatchesPerStep(l, p.training) >= minMicro;
+        };
+        std::vector<Layout> filtered;
+        for (const Layout& l : bruteForce(p))
+            if (inSpace(l))
+                filtered.push_back(l);
+        const Exhaustive e = exhaustive(cm, filtered, Objective::Throughput, maxMem);
+        QVERIFY2(!e.feasible.empty(), "the constraint should leave feasible layouts");
+
+        SearchOptions options;
+        options.top_k = 1'000'000;  // every feasible layout
+        const SearchResult r = search(cm, space, options);
+        QCOMPARE(r.stats.candidates, e.candidates);
+        QCOMPARE(r.top.size(), e.feasible.size());
+        for (size_t i = 0; i < r.top.size(); ++i) {
+            QVERIFY(r.top[i].layout == e.feasible[i].layout);
+            QVERIFY(inSpace(r.top[i].layout));
+            QVERIFY(r.top[i].prediction.memory_bytes.total() <= maxMem * r.top[i].prediction.memory_bytes.capacity);
+            QVERIFY(r.top[i].prediction.micro_batches >= minMicro);
+        }
+        if (maxMem < 1)
+            QVERIFY(reason(r.stats, kReasonOverLimit) > 0);
+    }
+
+    void fixedShardGroup()
+    {
+        SearchSpace space;
+        QVERIFY(applyFixed(space, "zero_group=2").empty());
+        SearchOptions options;
+        options.top_k = 100'000;
+        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 1, 16), space, options);
+        QVERIFY(!r.top.empty());
+        for (const Plan& plan : r.top) {
+            QCOMPARE(plan.layout.zero_group, 2);
+            QVERIFY(plan.layout.zero_stage >= 1);
+        }
+        QCOMPARE(reason(r.stats, "mesh: zero_group does not divide dp"), std::int64_t(10));  // the 10 shapes with dp = 1
+    }
+
+    void constraintParsing_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("path");
+        QTest::newRow("fix tp=x") << "fix" << "tp=x" << "fix.tp";
+        QTest::newRow("fix unknown key") << "fix" << "tensor=2" << "fix.tensor";
+        QTest::newRow("fix schedule") << "fix" << "schedule=zigzag" << "fix.schedule";
+        QTest::newRow("fix not key=value") << "fix" << "tp" << "fix";
+        QTest::newRow("max sp") << "max" << "sp=1" << "max.sp";
+        QTest::newRow("max tp=0") << "max" << "tp=0" << "max.tp";
+        QTest::newRow("recompute fast") << "recompute" << "none,fast" << "recompute";
+    }
+    void constraintParsing()
+    {
+        QFETCH(QString, kind);
+        QFETCH(QString, text);
+        QFETCH(QString, path);
+        SearchSpace space;
+        const FieldErrors errors = kind == "fix"   ? applyFixed(space, text.toStdString())
+                                   : kind == "max" ? applyBounds(space, text.toStdString(), true, "max")
+                                                   : applyRecomputeModes(space, text.toStdString());
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(QString::fromStdString(errors.front().path), path);
+    }
+
+    // ---- infeasible layouts by reason ----
+
+    void infeasibleReasons_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("node");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("seq");
+        QTest::addColumn<QString>("fix");
+        QTest::addColumn<double>("maxMem");
+        QTest::addColumn<QString>("expected");
+        QTest::addColumn<bool>("anyFeasible");
+        QTest::newRow("tp=8 vs 12 heads") << "gpt2-small" << "p5.48xlarge" << 1 << 16 << 1024 << "tp=8" << 1.0
+                                          << "mesh: tp does not divide heads" << false;
+        QTest::newRow("pp=8 vs 12 layers") << "gpt2-small" << "p5.48xlarge" << 1 << 16 << 1024 << "pp=8" << 1.0
+                                           << "mesh: pp does not divide layers" << false;
+        QTest::newRow("dp=8 vs batch 12") << "gpt2-small" << "p5.48xlarge" << 1 << 12 << 1024 << "dp=8" << 1.0
+                                          << "mesh: dp does not divide the global batch" << false;
+        QTest::newRow("cp=8 vs seq 1020") << "gpt2-small" << "p5.48xlarge" << 1 << 16 << 1020 << "cp=8" << 1.0
+                                          << "mesh: cp does not divide the sequence" << false;
+        QTest::newRow("sp with tp x cp = 8 vs seq 1020") << "gpt2-small" << "p5.48xlarge" << 1 << 16 << 1020
+                                                         << "tp=4,cp=2,sp=on" << 1.0
+                                                         << "sp: tp x cp does not divide the sequence" << false;
+        QTest::newRow("interleaved, 2 micro-batches on pp=4") << "gpt2-small" << "p5.48xlarge" << 1 << 4 << 1024
+                                                              << "pp=4,mb=1,schedule=interleaved" << 1.0
+                                                              << "interleaved: micro-batches not a multiple of pp"
+                                                              << true;
+        QTest::newRow("175B on one node") << "gpt3-175b" << "p5.48xlarge" << 1 << 16 << 2048 << "" << 1.0
+                                          << kReasonOutOfMemory << false;
+        QTest::newRow("offload without a host link figure")
+            << "gpt3-1.3b" << "trn1.32xlarge" << 1 << 32 << 2048 << "offload=optimizer" << 1.0
+            << toString(Infeasibility::MissingHardwareFigure) << false;
+        QTest::newRow("max-mem 0.2") << "gpt3-13b" << "p5.48xlarge" << 1 << 16 << 2048 << "" << 0.2
+                                     << kReasonOverLimit << true;
+    }
+    void infeasibleReasons()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        QFETCH(int, seq);
+        QFETCH(QString, fix);
+        QFETCH(double, maxMem);
+        QFETCH(QString, expected);
+        QFETCH(bool, anyFeasible);
+        SearchSpace space;
+        QVERIFY(applyFixed(space, fix.toStdString()).empty());
+        space.max_memory_fraction = maxMem;
+        const SearchResult r = search(problem(qPrintable(model), qPrintable(node), nodes, batch, seq), space);
+        QVERIFY2(reason(r.stats, expected.toStdString()) > 0,
+                 qPrintable(QString::fromStdString([&] {
+                     std::string all;
+                     for (const auto& [k, n] : r.stats.infeasible_by_reason)
+                         all += k + " = " + std::to_string(n) + "; ";
+                     return all;
+                 }())));
+        QCOMPARE(r.best() != nullptr, anyFeasible);
+        // Every legal layout is accounted for: feasible, or infeasible for a layout-level reason.
+        std::int64_t layoutReasons = 0;
+        for (const auto& [key, n] : r.stats.infeasible_by_reason)
+            if (key.rfind("mesh: ", 0) != 0 && key.rfind("sp: ", 0) != 0 && key.rfind("interleaved: ", 0) != 0)
+                layoutReasons += n;
+        QCOMPARE(r.stats.feasible + layoutReasons, r.stats.candidates);
+    }
+
+    // ---- objectives ----
+
+    void objectives()
+    {
+        const Problem p = problem("gpt3-13b", "p5.48xlarge", 2, 32);
+        SearchOptions options;
+        options.top_k = 5;
+        options.objective = Objective::Throughput;
+        const SearchResult byThroughput = search(p, SearchSpace{}, options);
+        options.objective = Objective::TimeToTrain;
+        const SearchResult byTime = search(p, SearchSpace{}, options);
+        options.objective = Objective::CostToTrain;
+        const SearchResult byCost = search(p, SearchSpace{}, options);
+        QVERIFY(byThroughput.best() && byTime.best() && byCost.best());
+        // On one cluster, time and cost are both the token budget over the throughput (times a price).
+        QVERIFY(byTime.best()->layout == byThroughput.best()->layout);
+        QVERIFY(byCost.best()->layout == byThroughput.best()->layout);
+        for (size_t i = 1; i < byThroughput.top.size(); ++i)
+            QVERIFY(byThroughput.top[i - 1].prediction.tokens_per_s >= byThroughput.top[i].prediction.tokens_per_s);
+
+        // No price: the cost objective says so instead of ranking zeros.
+        const SearchResult unpriced = search(problem("gpt3-13b", "trn1n.32xlarge", 1, 32), SearchSpace{}, options);
+        QVERIFY(unpriced.top.empty());
+        QVERIFY(QString::fromStdString(unpriced.error).contains("trn1n.32xlarge"));
+        QVERIFY(QString::fromStdString(unpriced.error).contains("price"));
+    }
+
+    // ---- cancellation and progress ----
+
+    void cancelBeforeStart()
+    {
+        std::atomic<bool> cancel{true};
+        SearchOptions options;
+        options.cancel = &cancel;
+        const SearchResult r = search(problem("gpt3-175b", "trn1.32xlarge", 128, 1536), SearchSpace{}, options);
+        QVERIFY(r.stats.cancelled);
+        QCOMPARE(r.stats.evaluated, std::int64_t(0));
+        QVERIFY(r.top.empty());
+    }
+
+    void cancelFromProgress()
+    {
+        // A large search on one thread; the first progress report (after about 50 ms) cancels it.
+        const CostModel cm(problem("gpt3-175b", "trn1.32xlarge", 512, 2048));
+        std::atomic<bool> cancel{false};
+        SearchOptions options;
+        options.threads = 1;
+        options.cancel = &cancel;
+        std::vector<SearchProgress> reports;
+        std::chrono::steady_clock::time_point cancelledAt;
+        options.progress = [&](const SearchProgress& p) {
+            reports.push_back(p);
+            if (!cancel.exchange(true))
+                cancelledAt = std::chrono::steady_clock::now();
+        };
+        const SearchResult r = search(cm, SearchSpace{}, options);
+        const double afterCancel = std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelledAt).count();
+        QVERIFY(r.stats.cancelled);
+        QVERIFY(reports.size() >= 2);  // the one that cancelled and the final one
+        QVERIFY(reports.back().done < reports.back().total);
+        QVERIFY(reports.front().elapsed_s > 0);
+        // Prompt: the worker checks the flag between micro-batch sizes. Generous bound,
+        // a safety net against a worker that ignores the flag, not a performance goal.
+        QVERIFY2(afterCancel < 2.0, qPrintable(QString::number(afterCancel)));
+    }
+
+    void progressReachesTotal()
+    {
+        SearchOptions options;
+        std::vector<SearchProgress> reports;
+        options.progress = [&](const SearchProgress& p) { reports.push_back(p); };
+        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 2, 32), SearchSpace{}, options);
+        QVERIFY(!reports.empty());
+        QCOMPARE(reports.back().done, reports.back().total);
+        QCOMPARE(reports.back().evaluated, r.stats.evaluated);
+        QVERIFY(!r.stats.cancelled);
+        for (size_t i = 1; i < reports.size(); ++i)
+            QVERIFY(reports[i].done >= reports[i - 1].done);
+    }
+
+    // ---- sweeps ----
+
+    void sweepOverNodeCounts()
+    {
+        FieldErrors errors;
+        const std::vector<int> nodes = parseNodeCounts("1..8", "nodes", errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(nodes, (std::vector<int>{1, 2, 4, 8}));
+        QCOMPARE(parseNodeCounts("3,5", "nodes", errors), (std::vector<int>{3, 5}));
+        QVERIFY(parseNodeCounts("0,2", "nodes", errors).empty());
+        QCOMPARE(errors.size(), size_t(1));
+
+        SearchOptions options;
+        options.top_k = 1;
+        const Problem base = problem("gpt3-13b", "p5.48xlarge", 1, 64);
+        const SweepResult s = sweepNodes(base, nodes, SearchSpace{}, options);
+        QCOMPARE(s.points.size(), size_t(4));
+        QCOMPARE(s.reference, 0);
+        QCOMPARE(s.points[0].scaling_efficiency, 1.0);
+        for (size_t i = 0; i < s.points.size(); ++i) {
+            QCOMPARE(s.points[i].problem.cluster.nodes, nodes[i]);
+            QVERIFY(s.points[i].result.best());
+            QVERIFY(s.points[i].scaling_efficiency > 0 && std::isfinite(s.points[i].scaling_efficiency));
+            // The point equals a search of that size on its own.
+            Problem alone = base;
+            alone.cluster.nodes = nodes[i];
+            const SearchResult r = search(alone, SearchSpace{}, options);
+            QVERIFY(r.best()->layout == s.points[i].result.best()->layout);
+        }
+        QVERIFY(!s.pareto_time_cost.empty());
+
+        // A node type without a network figure cannot be swept past one node; the point says why.
+        const SweepResult g = sweepNodes(problem("gpt3-1.3b", "gaudi2-8", 1, 64), {1, 2}, SearchSpace{}, options);
+        QVERIFY(g.points[0].error.empty() && g.points[0].result.best());
+        QVERIFY(QString::fromStdString(g.points[1].error).contains("inter_node"));
+    }
+
+    // ---- the plan document ----
+
+    void planDocumentRoundTrip()
+    {
+        const Problem p = problem("gpt3-13b", "p5.48xlarge", 2, 32);
+        const CostModel cm(p);
+        SearchOptions options;
+        options.top_k = 4;
+        const SearchResult r = search(cm, SearchSpace{}, options);
+        QVERIFY(r.best());
+        const QJsonObject doc = planDocument(p, r, cm.params().name);
+        // The keys the issue names.
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
+        for (const char* key : {"problem", "best", "alternatives", "pareto", "search"})
+            QVERIFY2(doc.contains(QLatin1String(key)), key);
+        const QJsonObject best = doc.value("best").toObject();
+        QVERIFY(best.value("layout").isObject());
+        QCOMPARE(best.value("prediction").toObject().value("schema").toString(),
+                 QStringLiteral("shardscope.prediction/1"));
+        const QJsonObject stats = doc.value("search").toObject();
+        for (const char* key : {"evaluated", "pruned", "infeasible_by_reason", "seconds"})
+            QVERIFY2(stats.contains(QLatin1String(key)), key);
+        QCOMPARE(stats.value("evaluated").toInteger(), r.stats.evaluated);
+        QCOMPARE(doc.value("alternatives").toArray().size(), qsizetype(3));
+        QCOMPARE(doc.value("pareto").toArray().size(), qsizetype(r.pareto_step_memory.size()));
+
+        // Through text and back.
+        const QByteArray text = QJsonDocument(doc).toJson();
+        FieldErrors errors;
+        const auto back = planDocumentFromJson(QJsonDocument::fromJson(text).object(), "plan.json", errors);
+        QVERIFY2(back, joinErrors(errors).c_str());
+        QVERIFY(back->problem == p);
+        QVERIFY(back->best && *back->best == r.best()->layout);
+        QCOMPARE(back->alternatives.size(), size_t(3));
+        for (size_t i = 0; i < 3; ++i)
+            QVERIFY(back->alternatives[i] == r.top[i + 1].layout);
+        // Re-predicted from the document, the best plan is what the search said.
+        QCOMPARE(CostModel(back->problem).evaluate(*back->best).step_time_s, r.best()->prediction.step_time_s);
+    }
+
+    void planDocumentErrors()
+    {
+        const Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
+        const SearchResult r = search(p, SearchSpace{}, SearchOptions{});
+        const QJsonObject good = planDocument(p, r, "default");
+        {
+            QJsonObject bad = good;
+            bad.insert("schema", "shardscope.model/1");
+            FieldErrors errors;
+            QVERIFY(!planDocumentFromJson(bad, "plan", errors));
+            QVERIFY(QString::fromStdString(joinErrors(errors)).contains("plan.schema"));
+        }
+        {
+            QJsonObject bad = good;
+            QJsonObject best = bad.value("best").toObject();
+            QJsonObject layout = best.value("layout").toObject();
+            layout.insert("tp", 3);  // does not divide 40 heads or the 8 devices
+            best.insert("layout", layout);
+            bad.insert("best", best);
+            FieldErrors errors;
+            QVERIFY(!planDocumentFromJson(bad, "plan", errors));
+            QVERIFY2(QString::fromStdString(joinErrors(errors)).contains("plan.best.layout.tp"), joinErrors(errors).c_str());
+        }
+        {
+            QJsonObject empty = good;
+            empty.insert("best", QJsonValue::Null);
+            FieldErrors errors;
+            const auto doc = planDocumentFromJson(empty, "plan", errors);
+            QVERIFY(doc && !doc->best);
+        }
+    }
+
+    // ---- the command line ----
+
+    void cliPlan()
+    {
+        const QStringList problemArgs{"--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "2",
+                                      "--global-batch", "32", "--seq", "2048"};
+        const QString out = dir_->filePath(QStringLiteral("plan.json"));
+        RunResult r = cli(QStringList{"plan"} + problemArgs + QStringList{"--top", "3", "--json", "--out", out});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject doc = json(r.out);
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
+        for (const char* key : {"problem", "best", "alternatives", "pareto", "search"})
+            QVERIFY2(doc.contains(QLatin1String(key)), key);
+        QCOMPARE(doc.value("alternatives").toArray().size(), qsizetype(2));
+        for (const char* key : {"evaluated", "pruned", "infeasible_by_reason", "seconds"})
+            QVERIFY2(doc.value("search").toObject().contains(QLatin1String(key)), key);
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        FieldErrors errors;
+        const auto loaded = planDocumentFromJson(QJsonDocument::fromJson(f.readAll()).object(), "plan.json", errors);
+        QVERIFY2(loaded && loaded->best, joinErrors(errors).c_str());
+        FieldErrors none;
+        QVERIFY(*loaded->best == *layoutFromJson(doc.value("best").toObject().value("layout").toObject(), "", none));
+
+        // The readable table and counts.
+        r = cli(QStringList{"plan"} + problemArgs + QStringList{"--fix", "tp=4", "--max-mem", "0.9"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        for (const char* word : {"tokens/s", "MFU", "memory/device", "evaluated", "pruned", "Pareto front"})
+            QVERIFY2(r.out.contains(word), word);
+    }
+
+    void cliPlanErrors_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("message");
+        const QStringList p13{"--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                              "--global-batch", "16", "--seq", "2048"};
+        QTest::newRow("nothing feasible") << (QStringList{"plan", "--model", "gpt3-175b", "--node-type", "p5.48xlarge",
+                                                          "--nodes", "1", "--global-batch", "16", "--seq", "2048"})
+                                          << 1 << "no feasible layout";
+        QTest::newRow("--fix unknown key") << (QStringList{"plan"} + p13 + QStringList{"--fix", "tensor=2"}) << 2
+                                           << "--fix.tensor";
+        QTest::newRow("--objective unknown") << (QStringList{"plan"} + p13 + QStringList{"--objective", "speed"}) << 2
+                                             << "--objective";
+        QTest::newRow("--objective cost without a price")
+            << (QStringList{"plan", "--model", "gpt3-1.3b", "--node-type", "trn1n.32xlarge", "--nodes", "1",
+                            "--global-batch", "32", "--seq", "2048", "--objective", "cost"})
+            << 2 << "price";
+        QTest::newRow("--max-mem 2") << (QStringList{"plan"} + p13 + QStringList{"--max-mem", "2"}) << 2 << "--max-mem";
+        QTest::newRow("missing --model") << (QStringList{"plan", "--nodes", "1"}) << 2 << "--model";
+        QTest::newRow("sweep --nodes abc") << (QStringList{"sweep"} + p13.mid(0, 4) +
+                                               QStringList{"--nodes", "abc", "--global-batch", "16", "--seq", "2048"})
+                                           << 2 << "--nodes";
+        QTest::newRow("compare unknown node type")
+            << (QStringList{"compare", "--model", "gpt3-1.3b", "--node-types", "p5.48xlarge,nonesuch", "--nodes", "1",
+                            "--global-batch", "16", "--seq", "2048"})
+            << 2 << "nonesuch";
+        QTest::newRow("compare counts mismatch")
+            << (QStringList{"compare", "--model", "gpt3-1.3b", "--node-types", "p5.48xlarge,p4d.24xlarge", "--nodes",
+                            "1,2,4", "--global-batch", "16", "--seq", "2048"})
+            << 2 << "--nodes";
+    }
+    void cliPlanErrors()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, exitCode);
+        QFETCH(QString, message);
+        const RunResult r = cli(args);
+        QVERIFY2(r.exitCode == exitCode, (QByteArray::number(r.exitCode) + "\n" + r.out + r.err).constData());
+        QVERIFY2(r.err.contains(message.toUtf8()), r.err.constData());
+    }
+
+    void cliSweep()
+    {
+        const RunResult r = cli({"sweep", "--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "1..4",
+                                 "--global-batch", "64", "--seq", "2048", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject doc = json(r.out);
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.sweep/1"));
+        const QJsonArray points = doc.value("points").toArray();
+        QCOMPARE(points.size(), qsizetype(3));
+        int expectedNodes = 1;
+        for (const QJsonValue& v : points) {
+            const QJsonObject p = v.toObject();
+            QCOMPARE(p.value("nodes").toInt(), expectedNodes);
+            expectedNodes *= 2;
+            QVERIFY(p.value("best").toObject().contains("layout"));
+            QVERIFY(p.value("scaling_efficiency").toDouble() > 0);
+            QVERIFY(p.value("search").toObject().contains("evaluated"));
+        }
+        QCOMPARE(doc.value("reference_nodes").toInt(), 1);
+
+        const RunResult table = cli({"sweep", "--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "1,2",
+                                     "--global-batch", "64", "--seq", "2048"});
+        QVERIFY2(table.exitCode == 0, table.err.constData());
+        QVERIFY(table.out.contains("scaling"));
+    }
+
+    void cliCompare()
+    {
+        const RunResult r = cli({"compare", "--model", "gpt3-13b", "--node-types", "p5.48xlarge,p4d.24xlarge,gaudi2-8",
+                                 "--nodes", "1", "--global-batch", "32", "--seq", "2048", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QJsonObject doc = json(r.out);
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.compare/1"));
+        const QJsonArray entries = doc.value("entries").toArray();
+        QCOMPARE(entries.size(), qsizetype(3));
+        QCOMPARE(entries[0].toObject().value("node_type").toString(), QStringLiteral("p5.48xlarge"));
+        for (const QJsonValue& v : entries) {
+            const QJsonObject e = v.toObject();
+            QVERIFY(e.value("best").toObject().contains("prediction"));
+            QVERIFY(e.value("time_to_train_s").toDouble() > 0);
+            QVERIFY(e.contains("cost_to_train_usd"));
+        }
+        QVERIFY(entries[0].toObject().value("cost_to_train_usd").toDouble() > 0);  // p5 has a price
+        QVERIFY(entries[2].toObject().value("cost_to_train_usd").isNull());       // gaudi2-8 has none
+
+        const RunResult table = cli({"compare", "--model", "gpt3-13b", "--node-types", "p5.48xlarge,p4d.24xlarge",
+                                     "--nodes", "1,2", "--global-batch", "32", "--seq", "2048"});
+        QVERIFY2(table.exitCode == 0, table.err.constData());
+        QVERIFY(table.out.contains("p4d.24xlarge"));
+    }
+
+    void cliHelpAndDemo()
+    {
+        const RunResult help = cli({"--help"});
+        QCOMPARE(help.exitCode, 0);
+        for (const char* word : {"plan ", "sweep ", "compare ", "--objective", "--max-mem"})
+            QVERIFY2(help.out.contains(word), word);
+        const RunResult demo = cli({"demo"});
+        QVERIFY2(demo.exitCode == 0, demo.err.constData());
+        QVERIFY(demo.out.contains("174,604,259,328"));
+        QVERIFY(demo.out.contains("global batch 1024"));
+        QVERIFY(demo.out.contains("tokens/s"));
+        QVERIFY(demo.out.contains("best layout dp="));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstPlannerSearch)
+#include "tst_planner_search.moc"
