@@ -35,6 +35,28 @@ Commands:
   calibrate [--fit] [--json] [--out PROFILE.json]
                               the cost model against published training runs
                               (calibration-cases.md); --fit refits its efficiency terms
+  predict --plan plan.json [--layout ...] [--json] [--explain]
+                              the prediction for a saved plan's best layout (or --layout)
+  plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
+       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...]
+       [--min dp=8,...] [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N]
+       [--recompute none,selective,full] [--threads N] [--json] [--out plan.json]
+                              search every legal layout: the top plans, the Pareto
+                              front (step time vs memory), counts of evaluated,
+                              pruned and infeasible layouts by reason; exit 1 when
+                              none is feasible
+  sweep --nodes 1,2,4,...|1..512 (and the options of plan but --out)
+                              the best plan at each cluster size, scaling efficiency
+  compare --node-types A,B,C --nodes N|N1,N2,N3 (and the options of plan but --out)
+                              the best plan, time and cost to train per node type
+  train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N
+        [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]
+        [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S]
+        [--threads K] [--json]
+                              a real training run of a small GPT on one emulated
+                              device: loss, device-clock and wall time per step,
+                              peak memory by category, FLOPs (scale in (0, 1]
+                              shrinks a catalog chip's memory, FLOP/s, bandwidth)
 
 Options:
   --db PATH                   catalog database (default: $SHARDSCOPE_DB, else
@@ -84,10 +106,18 @@ int run(std::vector<std::string> args)
         return runCatalog(rest, ctx);
     if (command == "demo")
         return runDemo(rest, ctx);
+    if (command == "train")
+        return runTrain(rest, ctx);
     if (command == "calibrate")
         return runCalibrate(rest, ctx);
     if (command == "predict")
         return runPredict(rest, ctx);
+    if (command == "plan")
+        return runPlan(rest, ctx);
+    if (command == "sweep")
+        return runSweep(rest, ctx);
+    if (command == "compare")
+        return runCompare(rest, ctx);
     throw UsageError("unknown command \"" + command + "\" (see shardscope-cli --help)");
 }
 

@@ -37,9 +37,12 @@ StackedBarsData stepTimeChartData(const Prediction& p)
         {QObject::tr("PP comm"), t.pp_comm},     {QObject::tr("DP/ZeRO comm"), t.dp_comm},
         {QObject::tr("bubble"), t.bubble},       {QObject::tr("optimizer"), t.optimizer},
         {QObject::tr("offload"), t.offload}};
-    for (const auto& [name, value] : parts)
+    int color = 0;
+    for (const auto& [name, value] : parts) {
         if (value > 0)
-            d.sets.push_back({name, {value}});
+            d.sets.push_back({name, {value}, color});
+        ++color;
+    }
     return d;
 }
 

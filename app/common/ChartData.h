@@ -14,6 +14,7 @@ namespace shardscope {
 struct BarSet {
     QString name;
     QVector<double> values;  // one per category
+    int color = -1;          // fixed palette index, so a component keeps its colour across charts
 };
 
 // Stacked bars over categories, optionally against a horizontal limit (a capacity).
@@ -45,6 +46,7 @@ struct XYChartData {
     QString x_axis;
     QString y_axis;
     bool log_x = false;
+    double log_base = 10;
     QVector<XYSeriesData> series;
 };
 

@@ -2,11 +2,14 @@
 //   shardscope [--db PATH] [--screenshots DIR [--size WxH]]
 #include "Catalog.h"
 #include "MainWindow.h"
+#include "Theme.h"
 #include "Version.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
 #include <QMessageBox>
+#include <QSettings>
 
 #include <cstdio>
 
@@ -26,8 +29,12 @@ int main(int argc, char** argv)
                                    QStringLiteral("Save a PNG of every page into DIR, then exit."), QStringLiteral("DIR"));
     const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots."),
                                   QStringLiteral("WxH"), QStringLiteral("1440x900"));
-    parser.addOptions({db, shots, size});
+    const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("Palette: system, light or dark."),
+                                   QStringLiteral("THEME"));
+    parser.addOptions({db, shots, size, theme});
     parser.process(app);
+    shardscope::applyTheme(shardscope::themeFromString(
+        parser.isSet(theme) ? parser.value(theme) : QSettings().value(QStringLiteral("theme")).toString()));
 
     const QString dbPath = parser.isSet(db) ? parser.value(db) : shardscope::Catalog::defaultPath();
     std::unique_ptr<shardscope::Catalog> catalog;
@@ -52,6 +59,11 @@ int main(int argc, char** argv)
         }
         window.resize(w, h);
         window.show();
+        // The default problem is searched, its best plan selected, and the sweeps run first.
+        QElapsedTimer waited;
+        waited.start();
+        while ((window.busy() || !window.lastResult()) && waited.elapsed() < 600'000)
+            QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
         const QStringList files = window.saveScreenshots(parser.value(shots));
         for (const QString& f : files)
             std::printf("%s\n", qPrintable(f));

@@ -1,63 +1,97 @@
 #include "MainWindow.h"
 #include "Catalog.h"
 #include "CatalogPage.h"
+#include "ChartExport.h"
+#include "CostModelParams.h"
+#include "ExplorePage.h"
+#include "JobRunner.h"
 #include "JsonReader.h"
 #include "PlanDetailsPage.h"
+#include "PlanJson.h"
+#include "PlansModel.h"
+#include "PlansPage.h"
 #include "ProblemOverview.h"
+#include "Theme.h"
 #include "Version.h"
 
+#include <QAction>
 #include <QApplication>
+#include <QChartView>
 #include <QCloseEvent>
 #include <QDir>
 #include <QFile>
 #include <QFileDialog>
-#include <QFontDatabase>
+#include <QFileInfo>
+#include <QJsonDocument>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QPlainTextEdit>
+#include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTableView>
 
 namespace shardscope {
 
 MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent), catalog_(catalog)
 {
     setWindowTitle(tr("ShardScope"));
+    search_ = new JobRunner(this);
+    sweep_ = new JobRunner(this);
     pages_ = new QTabWidget(this);
     pages_->setDocumentMode(true);
 
-    auto* overview = new QPlainTextEdit(this);
-    overview->setObjectName(QStringLiteral("overview"));
-    overview->setReadOnly(true);
-    overview->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-    try {
-        overview->setPlainText(QString::fromStdString(problemOverview(defaultProblem(catalog_))));
-    } catch (const std::exception& e) {
-        overview->setPlainText(tr("The default problem is not available: %1").arg(QString::fromUtf8(e.what())));
-    }
-    pages_->addTab(overview, tr("Overview"));
-
-    detailsPage_ = new PlanDetailsPage(this);
-    try {
-        const Problem problem = defaultProblem(catalog_);
-        FieldErrors errors;
-        Layout layout = parseLayout("tp=8,pp=8,sp=on,zero=1,recompute=selective", errors);
-        resolveDataParallel(layout, problem.cluster.devices(), errors);
-        detailsPage_->showPlan(problem, layout);
-    } catch (const std::exception& e) {
-        detailsPage_->clear(QString::fromUtf8(e.what()));
-    }
-    pages_->addTab(detailsPage_, tr("Plan details"));
-
+    setup_ = new SetupPage(catalog_, this);
+    plans_ = new PlansPage(this);
+    details_ = new PlanDetailsPage(this);
+    explore_ = new ExplorePage(this);
     catalogPage_ = new CatalogPage(catalog_, this);
-    pages_->addTab(catalogPage_, tr("Catalog"));
+    pages_->addTab(setup_, tr("&Setup"));
+    pages_->addTab(plans_, tr("&Plans"));
+    pages_->addTab(details_, tr("Plan &details"));
+    pages_->addTab(explore_, tr("&Explore"));
+    pages_->addTab(catalogPage_, tr("&Catalog"));
     setCentralWidget(pages_);
 
+    connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
+    connect(plans_, &PlansPage::planSelected, this, &MainWindow::onPlanSelected);
+    connect(plans_, &PlansPage::cancelRequested, search_, &JobRunner::cancel);
+    connect(search_, &JobRunner::progressed, plans_, &PlansPage::searchProgress);
+    connect(search_, &JobRunner::finished, this, [this](quint64, bool cancelled) {
+        plans_->searchEnded(cancelled);
+        if (cancelled)
+            statusBar()->showMessage(tr("Search cancelled"));
+    });
+    connect(search_, &JobRunner::failed, this, [this](quint64, const QString& message) {
+        plans_->showError(tr("The search failed: %1").arg(message));
+    });
+    connect(sweep_, &JobRunner::progressed, explore_, [this](double, const QString& text) { explore_->setStatus(text); });
+
+    // ---- menus and shortcuts ----
     QMenu* file = menuBar()->addMenu(tr("&File"));
-    file->addAction(tr("&Import into catalog..."), QKeySequence::Open, this, &MainWindow::importFile);
+    file->addAction(tr("&Open plan..."), QKeySequence::Open, this, &MainWindow::openPlanDialog);
+    recentMenu_ = file->addMenu(tr("Open &recent"));
+    file->addAction(tr("&Save plans..."), QKeySequence::Save, this, &MainWindow::savePlanDialog);
+    file->addAction(tr("&Export selected plan..."), QKeySequence(tr("Ctrl+E")), this, &MainWindow::exportSelectedPlan);
+    file->addSeparator();
+    file->addAction(tr("&Import into catalog..."), QKeySequence(tr("Ctrl+I")), this, &MainWindow::importFile);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+    QMenu* searchMenu = menuBar()->addMenu(tr("&Search"));
+    searchMenu->addAction(tr("&Run again"), QKeySequence::Refresh, this, &MainWindow::startSearch);
+    searchMenu->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), search_, &JobRunner::cancel);
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    for (int i = 0; i < pages_->count(); ++i)
+        view->addAction(pages_->tabText(i).remove(QLatin1Char('&')), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)),
+                        this, [this, i] { pages_->setCurrentIndex(i); });
+    view->addSeparator();
+    QMenu* theme = view->addMenu(tr("&Theme"));
+    for (Theme t : {Theme::System, Theme::Light, Theme::Dark})
+        theme->addAction(toString(t), this, [this, t] {
+            QSettings().setValue(QStringLiteral("theme"), toString(t));
+            applyTheme(t);
+            refreshViews();
+        });
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
 
@@ -67,16 +101,258 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
 
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
-        resize(1280, 800);
+        resize(1440, 900);
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     pages_->setCurrentIndex(settings.value(QStringLiteral("window/page"), 0).toInt());
+    rebuildRecentMenu();
+    details_->clear(tr("The search runs as soon as the setup is valid; select a plan to see its details."));
 }
+
+MainWindow::~MainWindow() = default;
+
+bool MainWindow::busy() const { return search_->busy() || sweep_->busy() || exploreBusy_; }
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    search_->cancel();
+    sweep_->cancel();
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
     settings.setValue(QStringLiteral("window/page"), pages_->currentIndex());
     event->accept();
+}
+
+void MainWindow::startSearch()
+{
+    FieldErrors errors;
+    const std::optional<SearchRequest> request = setup_->request(errors);
+    if (!request) {
+        statusBar()->showMessage(tr("Setup is not valid: %1").arg(QString::fromStdString(joinErrors(errors))));
+        return;
+    }
+    sweep_->cancel();
+    exploreBusy_ = false;
+    plans_->searchStarted();
+    statusBar()->showMessage(tr("Searching layouts of %1 on %2 x %3...")
+                                 .arg(QString::fromStdString(request->problem.model.name))
+                                 .arg(request->problem.cluster.nodes)
+                                 .arg(QString::fromStdString(request->problem.cluster.node.name)));
+    const SearchRequest r = *request;  // the worker gets copies only
+    std::function<SearchResult(const std::atomic<bool>&, const JobRunner::Progress&)> work =
+        [r](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
+            SearchOptions options;
+            options.objective = r.objective;
+            options.top_k = 50;
+            options.cancel = &cancel;
+            options.progress = [progress](const SearchProgress& p) {
+                progress(p.total > 0 ? double(p.done) / double(p.total) : 0.0,
+                         QObject::tr("%1 of %2 mesh shapes, %3 evaluations, %4 s")
+                             .arg(p.done)
+                             .arg(p.total)
+                             .arg(p.evaluated)
+                             .arg(p.elapsed_s, 0, 'f', 1));
+            };
+            return search(r.problem, r.space, options);
+        };
+    search_->start<SearchResult>(work, [this, r](const SearchResult& result) {
+        problem_ = r.problem;
+        result_ = result;
+        if (!result.error.empty()) {
+            plans_->showError(QString::fromStdString(result.error));
+            return;
+        }
+        plans_->showResult(r.problem, result);
+        details_->setProblem(r.problem);
+        // Keep the plan the user (or an opened file) chose when it is still among the results.
+        int row = result.top.empty() ? -1 : 0;
+        const std::optional<Layout> want = selectAfterSearch_ ? selectAfterSearch_ : selected_;
+        for (size_t i = 0; want && i < result.top.size(); ++i)
+            if (result.top[i].layout == *want)
+                row = int(i);
+        selectAfterSearch_.reset();
+        if (row >= 0)
+            plans_->selectRow(row);
+        else
+            details_->clear(tr("No feasible plan for this setup."));
+        explore_->showSearch(result, selected_ ? &*selected_ : nullptr);
+        statusBar()->showMessage(tr("Search done: %1 layouts evaluated in %2 s")
+                                     .arg(result.stats.evaluated)
+                                     .arg(result.stats.seconds, 0, 'g', 3));
+        emit searchFinished();
+        startExplore(r);
+    });
+}
+
+void MainWindow::startExplore(const SearchRequest& request)
+{
+    const SearchRequest r = request;
+    std::vector<Problem> compared;
+    for (const std::string& name : r.compare_nodes) {
+        Problem p = r.problem;
+        try {
+            p.cluster.node = catalog_.node(name);
+        } catch (const std::exception&) {
+            continue;
+        }
+        // The same number of chips on each node type, so the comparison is like for like.
+        p.cluster.nodes = int(std::max<std::int64_t>(1, r.problem.cluster.chips() / p.cluster.node.chips_per_node));
+        compared.push_back(p);
+    }
+    struct ExploreResult {
+        SweepResult sweep;
+        SweepResult comparison;
+    };
+    exploreBusy_ = true;
+    explore_->setStatus(tr("Sweeping node counts and comparing node types..."));
+    std::function<ExploreResult(const std::atomic<bool>&, const JobRunner::Progress&)> work =
+        [r, compared](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
+            SearchOptions options;
+            options.objective = r.objective == Objective::CostToTrain ? Objective::TimeToTrain : r.objective;
+            options.top_k = 1;
+            options.cancel = &cancel;
+            ExploreResult out;
+            progress(0.0, QObject::tr("Sweeping %1 node counts...").arg(r.sweep_nodes.size()));
+            out.sweep = sweepNodes(r.problem, r.sweep_nodes, r.space, options);
+            progress(0.5, QObject::tr("Comparing %1 node types...").arg(compared.size()));
+            out.comparison = compareProblems(compared, r.space, options);
+            return out;
+        };
+    sweep_->start<ExploreResult>(work, [this](const ExploreResult& result) {
+        explore_->showSweep(result.sweep);
+        explore_->showComparison(result.comparison);
+        explore_->setStatus(tr("Scaling: %1 node counts in %2 s; comparison: %3 node types in %4 s (same chip count)")
+                                .arg(result.sweep.points.size())
+                                .arg(result.sweep.seconds, 0, 'g', 3)
+                                .arg(result.comparison.points.size())
+                                .arg(result.comparison.seconds, 0, 'g', 3));
+    });
+    connect(sweep_, &JobRunner::finished, this, [this](quint64, bool) {
+        exploreBusy_ = false;
+        emit exploreFinished();
+    }, Qt::SingleShotConnection);
+}
+
+void MainWindow::refreshViews()
+{
+    // Charts take their theme when built: rebuild the ones on screen.
+    if (selected_ && result_)
+        details_->showPlan(problem_, *selected_);
+    if (result_)
+        explore_->showSearch(*result_, selected_ ? &*selected_ : nullptr);
+    explore_->refresh();
+}
+
+void MainWindow::onPlanSelected(const Plan& plan)
+{
+    selected_ = plan.layout;
+    details_->showPlan(problem_, plan.layout);
+    if (result_)
+        explore_->showSearch(*result_, &plan.layout);
+}
+
+bool MainWindow::openPlanFile(const QString& path, QString* error)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error)
+            *error = tr("cannot read %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    FieldErrors errors;
+    const QJsonObject json = parseJsonObject(f.readAll(), path.toStdString(), errors);
+    std::optional<PlanDocument> doc;
+    if (errors.empty())
+        doc = planDocumentFromJson(json, "plan", errors);
+    if (!doc) {
+        if (error)
+            *error = QString::fromStdString(joinErrors(errors));
+        return false;
+    }
+    selectAfterSearch_ = doc->best;
+    selected_ = doc->best;
+    setup_->setProblem(doc->problem);
+    addRecentFile(path);
+    statusBar()->showMessage(tr("Opened %1").arg(path));
+    return true;
+}
+
+bool MainWindow::savePlanFile(const QString& path, QString* error) const
+{
+    if (!result_) {
+        if (error)
+            *error = tr("there is no search result to save yet");
+        return false;
+    }
+    SearchResult ordered = *result_;
+    // The selected plan goes first: it is the one the file stands for.
+    if (selected_) {
+        auto it = std::find_if(ordered.top.begin(), ordered.top.end(),
+                               [this](const Plan& p) { return p.layout == *selected_; });
+        if (it != ordered.top.end())
+            std::rotate(ordered.top.begin(), it, it + 1);
+    }
+    const QByteArray text =
+        QJsonDocument(planDocument(problem_, ordered, defaultCostModelParams().name)).toJson(QJsonDocument::Indented);
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit()) {
+        if (error)
+            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::openPlanDialog()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(), tr("Plans (*.json)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!openPlanFile(path, &error))
+        QMessageBox::warning(this, tr("Open plan"), tr("Cannot open %1:\n\n%2").arg(path, error));
+}
+
+void MainWindow::savePlanDialog()
+{
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save plans"), QStringLiteral("plan.json"),
+                                                      tr("Plans (*.json)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!savePlanFile(path, &error))
+        QMessageBox::warning(this, tr("Save plans"), error);
+    else {
+        addRecentFile(path);
+        statusBar()->showMessage(tr("Saved %1").arg(path));
+    }
+}
+
+void MainWindow::exportSelectedPlan() { savePlanDialog(); }
+
+void MainWindow::addRecentFile(const QString& path)
+{
+    QSettings settings;
+    QStringList files = settings.value(QStringLiteral("recentFiles")).toStringList();
+    files.removeAll(path);
+    files.prepend(QFileInfo(path).absoluteFilePath());
+    while (files.size() > 8)
+        files.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), files);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    recentMenu_->clear();
+    const QStringList files = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    for (const QString& f : files)
+        recentMenu_->addAction(QFileInfo(f).fileName(), this, [this, f] {
+            QString error;
+            if (!openPlanFile(f, &error))
+                QMessageBox::warning(this, tr("Open plan"), tr("Cannot open %1:\n\n%2").arg(f, error));
+        })->setToolTip(f);
+    recentMenu_->setEnabled(!files.isEmpty());
 }
 
 void MainWindow::importFile()
@@ -97,6 +373,7 @@ void MainWindow::importFile()
             throw InputError(errors);
         const auto names = catalog_.importDocument(doc);
         catalogPage_->reload();
+        setup_->reloadCatalog();
         statusBar()->showMessage(tr("Imported %n entries from %1", nullptr, int(names.size())).arg(file));
     } catch (const std::exception& e) {
         QMessageBox::warning(this, tr("Import"),
@@ -116,10 +393,15 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
 {
     QStringList written;
     QDir().mkpath(dir);
-    auto save = [&](const QString& name) {
+    auto fileName = [](QString name) {
+        name = name.remove(QLatin1Char('&')).toLower();
+        name.replace(QLatin1Char(' '), QLatin1Char('-'));
+        return name;
+    };
+    auto save = [&](QWidget* widget, const QString& name) {
         QApplication::processEvents();
         const QString path = QDir(dir).filePath(name + QStringLiteral(".png"));
-        if (grab().save(path, "PNG"))
+        if (widget->grab().save(path, "PNG"))
             written << path;
     };
     for (int i = 0; i < pages_->count(); ++i) {
@@ -128,12 +410,25 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
             QTabWidget* kinds = catalogPage_->kindTabs();
             for (int k = 0; k < kinds->count(); ++k) {
                 kinds->setCurrentIndex(k);
-                save(QStringLiteral("catalog-") + kinds->tabText(k).toLower().replace(QLatin1Char(' '), QLatin1Char('-')));
+                save(this, QStringLiteral("catalog-") + fileName(kinds->tabText(k)));
             }
         } else {
-            save(pages_->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('-')));
+            save(this, fileName(pages_->tabText(i)));
         }
     }
+    // Each chart on its own, at the size it has in its page.
+    pages_->setCurrentWidget(details_);
+    const QStringList detailNames{QStringLiteral("chart-memory"), QStringLiteral("chart-step-time"),
+                                  QStringLiteral("chart-pipeline-timeline"), QStringLiteral("chart-device-mesh")};
+    const QList<QWidget*> detailCharts = details_->charts();
+    for (int i = 0; i < detailCharts.size(); ++i)
+        save(detailCharts[i], detailNames.value(i));
+    pages_->setCurrentWidget(explore_);
+    const QStringList exploreNames{QStringLiteral("chart-pareto-step-memory"), QStringLiteral("chart-pareto-time-cost"),
+                                   QStringLiteral("chart-scaling"), QStringLiteral("chart-node-types")};
+    const QList<QChartView*> exploreCharts = explore_->charts();
+    for (int i = 0; i < exploreCharts.size(); ++i)
+        save(exploreCharts[i], exploreNames.value(i));
     return written;
 }
 

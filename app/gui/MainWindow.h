@@ -1,39 +1,87 @@
-// MainWindow: the ShardScope desktop window. Pages are tabs; this first version
-// has an overview of the default problem and the catalog browser.
+// MainWindow: the ShardScope desktop window. Pages: Setup, Plans, Plan details,
+// Explore, Catalog. The search re-runs off the GUI thread whenever the setup
+// changes (stale results are dropped); sweeps and comparisons follow it.
 #pragma once
+
+#include "Search.h"
+#include "SetupPage.h"
+#include "Sweep.h"
 
 #include <QMainWindow>
 
 #include <memory>
+#include <optional>
 
+class QMenu;
 class QTabWidget;
 
 namespace shardscope {
 
 class Catalog;
 class CatalogPage;
+class ExplorePage;
+class JobRunner;
 class PlanDetailsPage;
+class PlansPage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(Catalog& catalog, QWidget* parent = nullptr);
+    ~MainWindow() override;
 
     QTabWidget* pages() const { return pages_; }
-    // Saves one PNG per page (and per catalog tab) into `dir`; returns the files written.
+    SetupPage* setupPage() const { return setup_; }
+    PlansPage* plansPage() const { return plans_; }
+    PlanDetailsPage* detailsPage() const { return details_; }
+    ExplorePage* explorePage() const { return explore_; }
+
+    // True while a search, sweep or comparison runs.
+    bool busy() const;
+    const SearchResult* lastResult() const { return result_ ? &*result_ : nullptr; }
+    const Problem& lastProblem() const { return problem_; }
+
+    bool openPlanFile(const QString& path, QString* error = nullptr);
+    bool savePlanFile(const QString& path, QString* error = nullptr) const;
+    // Saves one PNG per page (and per catalog tab) and one per chart into `dir`.
     QStringList saveScreenshots(const QString& dir);
+
+signals:
+    void searchFinished();
+    void exploreFinished();
 
 protected:
     void closeEvent(class QCloseEvent* event) override;
 
 private:
+    void startSearch();
+    void startExplore(const SearchRequest& request);
+    void onPlanSelected(const Plan& plan);
+    void refreshViews();
+    void openPlanDialog();
+    void savePlanDialog();
+    void exportSelectedPlan();
     void importFile();
     void showAbout();
+    void addRecentFile(const QString& path);
+    void rebuildRecentMenu();
 
     Catalog& catalog_;
     QTabWidget* pages_ = nullptr;
+    SetupPage* setup_ = nullptr;
+    PlansPage* plans_ = nullptr;
+    PlanDetailsPage* details_ = nullptr;
+    ExplorePage* explore_ = nullptr;
     CatalogPage* catalogPage_ = nullptr;
-    PlanDetailsPage* detailsPage_ = nullptr;
+    QMenu* recentMenu_ = nullptr;
+    JobRunner* search_ = nullptr;
+    JobRunner* sweep_ = nullptr;
+
+    Problem problem_;
+    std::optional<SearchResult> result_;
+    std::optional<Layout> selected_;
+    std::optional<Layout> selectAfterSearch_;  // from an opened plan file
+    bool exploreBusy_ = false;
 };
 
 } // namespace shardscope

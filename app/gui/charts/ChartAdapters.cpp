@@ -1,5 +1,6 @@
 #include "ChartAdapters.h"
 #include "ChartExport.h"
+#include "Theme.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>
@@ -26,11 +27,21 @@ namespace {
 QChart* newChart(const QString& title)
 {
     auto* chart = new QChart;
+    chart->setTheme(paletteIsDark() ? QChart::ChartThemeDark : QChart::ChartThemeLight);
     chart->setTitle(title);
     chart->setAnimationOptions(QChart::NoAnimation);  // screenshots and reports must be deterministic
     chart->legend()->setAlignment(Qt::AlignBottom);
     chart->setMargins(QMargins(6, 6, 6, 6));
     return chart;
+}
+
+// A qualitative palette with ten distinct colours (Tableau 10), legible on light and dark
+// backgrounds: the chart themes repeat colours after five series.
+QColor seriesColor(qsizetype i)
+{
+    static const QRgb colors[] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
+                                  0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
+    return QColor::fromRgb(colors[i % 10]);
 }
 
 QChartView* newView(QWidget* parent, const QString& exportName)
@@ -67,14 +78,20 @@ void setStackedBarChart(QChartView* view, const StackedBarsData& d)
         chart->legend()->setAlignment(Qt::AlignRight);  // room for the category names beside one tall bar
     QAbstractBarSeries* series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
                                               : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
-    double total = 0;
+    // The tallest stack over the categories sets the axis.
+    QVector<double> stacks(d.categories.size(), 0.0);
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
-        for (double v : s.values)
-            *set << v;
+        set->setColor(seriesColor(s.color >= 0 ? s.color : series->count()));
+        set->setBorderColor(set->color());
+        for (qsizetype i = 0; i < s.values.size(); ++i) {
+            *set << s.values[i];
+            if (i < stacks.size())
+                stacks[i] += s.values[i];
+        }
         series->append(set);
-        total += s.values.isEmpty() ? 0 : s.values.front();
     }
+    const double total = stacks.isEmpty() ? 0.0 : *std::max_element(stacks.begin(), stacks.end());
     chart->addSeries(series);
     auto* categories = new QBarCategoryAxis;
     categories->append(d.categories);
@@ -136,14 +153,14 @@ void setXYChart(QChartView* view, const XYChartData& d)
     QAbstractAxis* xAxis = nullptr;
     if (d.log_x && minX > 0) {
         auto* log = new QLogValueAxis;
-        log->setBase(2);
+        log->setBase(d.log_base);
         log->setLabelFormat(QStringLiteral("%g"));
         log->setRange(minX / 1.5, maxX * 1.5);
         xAxis = log;
     } else {
         auto* lin = new QValueAxis;
-        const double pad = (maxX - minX) * 0.05 + (maxX == minX ? 1 : 0);
-        lin->setRange(minX - pad, maxX + pad);
+        const double pad = (maxX - minX) * 0.05 + (maxX == minX ? std::fabs(maxX) * 0.1 + 1e-9 : 0);
+        lin->setRange(minX >= 0 ? std::max(0.0, minX - pad) : minX - pad, maxX + pad);
         lin->setLabelFormat(QStringLiteral("%.3g"));
         xAxis = lin;
     }

@@ -65,8 +65,10 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
         if (timeline_.chunks > 1 && op.chunk % 2 == 1)
             c = c.darker(125);  // alternate chunks of the interleaved schedule
         p.fillRect(box, c);
-        p.setPen(QPen(pal.base().color(), 0.5));
-        p.drawRect(box);
+        if (box.width() >= 4) {  // separators only where they do not wash out narrow boxes
+            p.setPen(QPen(pal.base().color(), 0.5));
+            p.drawRect(box);
+        }
         if (labels && box.width() > fm.horizontalAdvance(QStringLiteral("00")) + 2) {
             p.setPen(Qt::white);
             p.drawText(box, Qt::AlignCenter, QString::number(op.micro_batch));

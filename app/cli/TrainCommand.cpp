@@ -1,0 +1,219 @@
+// shardscope-cli train: a short, real training run of a small GPT on one
+// emulated device (this host, measured, or a catalog chip, optionally scaled
+// down), printing per-step loss and times and at the end peak memory by
+// category, FLOPs and achieved FLOP/s; --json prints the measurement document.
+#include "Catalog.h"
+#include "CliArgs.h"
+#include "Commands.h"
+#include "MeasurementJson.h"
+#include "Trainer.h"
+#include "Units.h"
+
+#include <QJsonDocument>
+
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <thread>
+
+namespace shardscope::cli {
+
+using namespace shardscope::engine;
+
+namespace {
+
+const char* kTrainUsage =
+    "shardscope-cli train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N\n"
+    "       [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]\n"
+    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S] [--threads K] [--json]";
+
+std::string fixed(double v, int decimals)
+{
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, v);
+    return text;
+}
+
+// "host" or "NAME[:scale]" with scale in (0, 1] multiplying capacity, FLOP/s and bandwidth.
+DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, bool quiet)
+{
+    if (spec == "host") {
+        DeviceProfile p = measureHostProfile(threads);
+        if (!quiet)
+            ctx.out << "device: host, measured with " << threads << " thread" << (threads == 1 ? "" : "s") << ": "
+                    << formatSi(p.peak_flops_fp32, "FLOP/s") << " fp32 GEMM, "
+                    << formatSi(p.memory_bytes_per_second, "B/s") << " copy bandwidth, "
+                    << formatBytes(p.memory_bytes) << " RAM, "
+                    << fixed(p.kernel_overhead_s * 1e6, 1) << " us per kernel launch\n";
+        return p;
+    }
+    std::string name = spec;
+    double scale = 1;
+    if (const size_t colon = spec.find(':'); colon != std::string::npos) {
+        name = spec.substr(0, colon);
+        const std::string text = spec.substr(colon + 1);
+        char* end = nullptr;
+        scale = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(scale > 0 && scale <= 1))
+            throw UsageError("--device: scale \"" + text + "\" must be a number in (0, 1] (e.g. trainium1:0.001)");
+    }
+    if (name.empty())
+        throw UsageError("--device: expected host or a chip name from the catalog (shardscope-cli catalog list --kind chips)");
+    Catalog catalog(ctx.db_path);
+    for (const std::string& n : catalog.notices())
+        ctx.err << "shardscope-cli: " << n << "\n";
+    const std::optional<ChipSpec> chip = catalog.findChip(name);
+    if (!chip) {
+        catalog.chip(name);  // throws InputError naming the missing chip, with near matches
+        throw UsageError("--device: unknown chip " + name);
+    }
+    DeviceProfile p = profileFromChip(*chip, scale);
+    if (!quiet)
+        ctx.out << "device: " << p.name << " (one of " << chip->devices_per_chip << " per chip): "
+                << formatBytes(p.memory_bytes) << ", " << formatSi(p.peak_flops_bf16, "FLOP/s") << " bf16, "
+                << formatSi(p.peak_flops_fp32, "FLOP/s") << " fp32, "
+                << formatSi(p.memory_bytes_per_second, "B/s")
+                << "; kernel launch overhead not in the catalog (0)\n";
+    return p;
+}
+
+void printSummary(const Measurement& m, Context& ctx)
+{
+    if (m.devices.empty())
+        return;
+    const DeviceMeasurement& d = m.devices.front();
+    ctx.out << "peak memory:";
+    for (int c = 0; c < kMemoryCategories; ++c)
+        ctx.out << (c ? ", " : " ") << toString(MemoryCategory(c)) << " " << formatBytes(d.memory_peak_bytes[size_t(c)]);
+    ctx.out << "; total " << formatBytes(d.memory_peak_total_bytes) << " of " << formatBytes(d.profile.memory_bytes)
+            << "\n";
+    if (m.steps.empty())
+        return;
+    const double steps = double(m.steps.size());
+    const double flopsPerStep = d.counters.totalFlops() / steps;
+    ctx.out << "FLOPs per step: " << formatSi(flopsPerStep, "FLOP") << " (";
+    bool first = true;
+    for (int k = 0; k < kKernelKinds; ++k) {
+        const double f = d.counters.flops[size_t(k)];
+        if (f <= 0)
+            continue;
+        ctx.out << (first ? "" : ", ") << toString(KernelKind(k)) << " " << fixed(100 * f / d.counters.totalFlops(), 1)
+                << "%";
+        first = false;
+    }
+    ctx.out << "); bytes moved per step: " << formatBytes((d.counters.bytes_read + d.counters.bytes_written) / steps)
+            << "\n";
+    const DataType compute = m.request.precision == PrecisionMode::FP32 ? DataType::FP32 : DataType::BF16;
+    const double peak = d.profile.peakFlops(compute);
+    ctx.out << "step time: device clock " << formatDuration(d.device_step_time_s) << " (" 
+            << formatSi(flopsPerStep / d.device_step_time_s, "FLOP/s")
+            << (peak > 0 ? ", " + fixed(100 * flopsPerStep / d.device_step_time_s / peak, 1) + "% of peak" : "")
+            << "), wall " << formatDuration(d.wall_step_time_s) << " (achieved "
+            << formatSi(flopsPerStep / d.wall_step_time_s, "FLOP/s") << " on this host)\n";
+    const double last = m.steps.back().loss;
+    ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(last, 4);
+    if (m.entropy_nats_per_token)
+        ctx.out << " (source entropy " << fixed(*m.entropy_nats_per_token, 4) << " nats/token, gap "
+                << fixed(last - *m.entropy_nats_per_token, 4) << ")";
+    ctx.out << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
+}
+
+} // namespace
+
+int runTrain(const std::vector<std::string>& args, Context& ctx)
+{
+    const CliArgs a(args,
+                    {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps", "precision", "recompute", "data",
+                     "device", "lr", "seed", "threads"},
+                    {"json"});
+    a.expectPositional(0, kTrainUsage);
+    for (const char* required : {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps"})
+        if (!a.value(required))
+            throw UsageError(std::string("--") + required + ": missing; usage: " + kTrainUsage);
+
+    TrainRequest r;
+    r.model.layers = a.integer("layers", 0, 1, 1024);
+    r.model.hidden = a.integer("hidden", 0, 1, 1 << 16);
+    r.model.heads = a.integer("heads", 0, 1, 1 << 12);
+    r.model.vocab = a.integer("vocab", 0, 1, 1 << 22);
+    r.model.seq = a.integer("seq", 0, 1, 1 << 16);
+    r.batch = a.integer("batch", 0, 1, 1 << 20);
+    r.steps = a.integer("steps", 0, 1, 100'000'000);
+    r.optimizer.lr = a.number("lr", r.optimizer.lr, 1e-12, 10);
+    r.seed = std::uint64_t(a.number("seed", 1, 0, 9007199254740992.0));  // integers exact in a double
+    if (auto p = a.value("precision")) {
+        const auto mode = precisionFromString(*p);
+        if (!mode)
+            throw UsageError("--precision: \"" + *p + "\" is not one of fp32, bf16-mixed, bf16-rne, bf16-sr");
+        r.precision = *mode;
+    }
+    if (auto p = a.value("recompute")) {
+        const auto mode = recomputeFromString(*p);
+        if (!mode)
+            throw UsageError("--recompute: \"" + *p + "\" is not one of none, full, selective");
+        r.recompute = *mode;
+    }
+    r.data = a.value("data").value_or("synthetic");
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = a.integer("threads", cores, 1, 1024);
+    const bool json = a.flag("json");
+
+    // Every problem with the request at once, named by option.
+    FieldErrors errors = validate(r);
+    std::unique_ptr<TokenSource> source;
+    try {
+        source = makeTokenSource(r);
+        for (FieldError& f : source->check(r.model.vocab, r.model.seq))
+            errors.push_back(f);
+    } catch (const InputError& e) {
+        errors.push_back({"data", e.what()});
+    }
+    for (FieldError& f : errors) {
+        // "data: cannot read ..." from the source already names its field once.
+        if (f.message.rfind(f.path + ": ", 0) == 0)
+            f.message = f.message.substr(f.path.size() + 2);
+        f.path = "--" + f.path;
+    }
+    if (!errors.empty())
+        throw InputError(errors);
+
+    const DeviceProfile profile = resolveDevice(a.value("device").value_or("host"), threads, ctx, json);
+    if (profile.peakFlops(r.precision == PrecisionMode::FP32 ? DataType::FP32 : DataType::BF16) <= 0)
+        throw InputError("--device: " + profile.name + " has no published peak " +
+                         (r.precision == PrecisionMode::FP32 ? std::string("fp32") : std::string("bf16")) +
+                         " FLOP/s in the catalog; choose another --precision or device");
+    if (profile.memory_bytes_per_second <= 0)
+        throw InputError("--device: " + profile.name + " has no published memory bandwidth in the catalog");
+    EmulatedDevice device(0, profile, threads);
+
+    if (!json) {
+        ctx.out << "model: " << r.model.layers << " layers, hidden " << r.model.hidden << ", " << r.model.heads
+                << " heads, vocab " << r.model.vocab << ", seq " << r.model.seq << ": "
+                << formatCount(parameterCount(r.model)) << " parameters; batch " << r.batch << ", "
+                << toString(r.precision) << ", recompute " << shardscope::toString(r.recompute) << "\n";
+        ctx.out << "data: " << source->description() << "\n";
+    }
+    const int width = int(std::to_string(r.steps).size());
+    auto onStep = [&](const StepRecord& s) {
+        if (json)
+            return;
+        char line[160];
+        std::snprintf(line, sizeof line, "step %*d/%d  loss %.4f  grad norm %.3f  device %s  wall %s\n", width, s.step,
+                      r.steps, s.loss, s.grad_norm, formatDuration(s.device_seconds).c_str(),
+                      formatDuration(s.wall_seconds).c_str());
+        ctx.out << line << std::flush;
+    };
+    const Measurement m = runTraining(r, *source, device, onStep);
+
+    if (json)
+        ctx.out << QJsonDocument(toJson(m)).toJson(QJsonDocument::Indented).toStdString();
+    else
+        printSummary(m, ctx);
+    if (m.error) {
+        ctx.err << "shardscope-cli: train: " << m.error->message << "\n";
+        return kExitFailure;
+    }
+    return kExitOk;
+}
+
+} // namespace shardscope::cli

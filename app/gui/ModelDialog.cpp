@@ -1,0 +1,164 @@
+#include "ModelDialog.h"
+#include "EnumNames.h"
+#include "ModelEnums.h"
+#include "Units.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace shardscope {
+
+namespace {
+
+template <class E, size_t N>
+QComboBox* enumBox(const std::array<EnumName<E>, N>& table, E value, QWidget* parent)
+{
+    auto* box = new QComboBox(parent);
+    for (const auto& e : table)
+        box->addItem(QString::fromLatin1(e.name), int(e.value));
+    box->setCurrentIndex(box->findData(int(value)));
+    return box;
+}
+
+QSpinBox* spin(int value, int lo, int hi, QWidget* parent, const char* name)
+{
+    auto* s = new QSpinBox(parent);
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setObjectName(QLatin1String(name));
+    s->setGroupSeparatorShown(true);
+    return s;
+}
+
+} // namespace
+
+ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(parent), start_(start)
+{
+    setWindowTitle(tr("Model"));
+    name_ = new QLineEdit(QString::fromStdString(start.name), this);
+    displayName_ = new QLineEdit(QString::fromStdString(start.display_name), this);
+    family_ = enumBox(kModelFamilyNames, start.family, this);
+    layers_ = spin(start.layers, 1, 10000, this, "layers");
+    decoderLayers_ = spin(start.decoder_layers, 0, 10000, this, "decoder_layers");
+    hidden_ = spin(start.hidden, 1, 1 << 20, this, "hidden");
+    heads_ = spin(start.heads, 1, 1 << 14, this, "heads");
+    kvHeads_ = spin(start.kv_heads, 1, 1 << 14, this, "kv_heads");
+    headDim_ = spin(start.head_dim, 1, 1 << 14, this, "head_dim");
+    ffn_ = spin(start.ffn_hidden, 1, 1 << 22, this, "ffn_hidden");
+    mlp_ = enumBox(kMlpKindNames, start.mlp, this);
+    vocab_ = spin(start.vocab, 1, 1 << 24, this, "vocab");
+    maxSeq_ = spin(start.max_seq, 1, 1 << 24, this, "max_seq");
+    positions_ = enumBox(kPositionKindNames, start.positions, this);
+    norm_ = enumBox(kNormKindNames, start.norm, this);
+    bias_ = new QCheckBox(tr("biases on linear layers"), this);
+    bias_->setChecked(start.bias);
+    tied_ = new QCheckBox(tr("LM head tied to the token embedding"), this);
+    tied_->setChecked(start.tied_embeddings);
+    experts_ = spin(start.moe.experts, 0, 4096, this, "moe.experts");
+    topK_ = spin(start.moe.top_k, 0, 4096, this, "moe.top_k");
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("Name (catalog id)"), name_);
+    form->addRow(tr("Display name"), displayName_);
+    form->addRow(tr("Family"), family_);
+    form->addRow(tr("Layers (encoder for enc-dec)"), layers_);
+    form->addRow(tr("Decoder layers (enc-dec)"), decoderLayers_);
+    form->addRow(tr("Hidden size"), hidden_);
+    form->addRow(tr("Attention heads"), heads_);
+    form->addRow(tr("KV heads (GQA/MQA)"), kvHeads_);
+    form->addRow(tr("Head dimension"), headDim_);
+    form->addRow(tr("FFN size"), ffn_);
+    form->addRow(tr("MLP"), mlp_);
+    form->addRow(tr("Vocabulary"), vocab_);
+    form->addRow(tr("Max sequence"), maxSeq_);
+    form->addRow(tr("Positions"), positions_);
+    form->addRow(tr("Norm"), norm_);
+    form->addRow(QString(), bias_);
+    form->addRow(QString(), tied_);
+    form->addRow(tr("Experts (0: dense)"), experts_);
+    form->addRow(tr("Experts per token"), topK_);
+
+    parameters_ = new QLabel(this);
+    QFont f = parameters_->font();
+    f.setBold(true);
+    parameters_->setFont(f);
+    messages_ = new QLabel(this);
+    messages_->setStyleSheet(QStringLiteral("color: #c0392b"));
+    messages_->setWordWrap(true);
+    buttons_ = new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel, this);
+    connect(buttons_, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(parameters_);
+    layout->addWidget(messages_);
+    layout->addWidget(buttons_);
+
+    for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
+                        topK_})
+        connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
+    for (QComboBox* c : {family_, mlp_, positions_, norm_})
+        connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
+    for (QCheckBox* c : {bias_, tied_})
+        connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
+    connect(name_, &QLineEdit::textChanged, this, &ModelDialog::refresh);
+    refresh();
+}
+
+QSpinBox* ModelDialog::field(const char* name) const { return findChild<QSpinBox*>(QLatin1String(name)); }
+
+ModelSpec ModelDialog::model() const
+{
+    ModelSpec m = start_;
+    m.name = name_->text().trimmed().toStdString();
+    m.display_name = displayName_->text().trimmed().toStdString();
+    m.family = ModelFamily(family_->currentData().toInt());
+    m.layers = layers_->value();
+    m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? decoderLayers_->value() : 0;
+    m.hidden = hidden_->value();
+    m.heads = heads_->value();
+    m.kv_heads = kvHeads_->value();
+    m.head_dim = headDim_->value();
+    m.ffn_hidden = ffn_->value();
+    m.mlp = MlpKind(mlp_->currentData().toInt());
+    m.vocab = vocab_->value();
+    m.max_seq = maxSeq_->value();
+    m.positions = PositionKind(positions_->currentData().toInt());
+    m.norm = NormKind(norm_->currentData().toInt());
+    m.bias = bias_->isChecked();
+    m.tied_embeddings = tied_->isChecked();
+    m.moe = {experts_->value(), topK_->value()};
+    return m;
+}
+
+void ModelDialog::refresh()
+{
+    decoderLayers_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::EncoderDecoder);
+    const ModelSpec m = model();
+    const FieldErrors errors = validate(m);
+    buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());
+    if (!errors.empty()) {
+        parameters_->setText(tr("Parameters: -"));
+        messages_->setText(QString::fromStdString(joinErrors(errors)));
+        return;
+    }
+    messages_->clear();
+    const ParameterBreakdown p = parameterBreakdown(m);
+    QString text = tr("Parameters: %1").arg(QString::fromStdString(formatCount(p.total)));
+    if (m.moe.enabled())
+        text += tr(" (%1 active per token)").arg(QString::fromStdString(formatCount(p.active_per_token)));
+    text += tr("; forward FLOPs per token at %1: %2")
+                .arg(m.max_seq)
+                .arg(QString::fromStdString(formatSi(double(forwardFlopsPerToken(m, m.max_seq)), "FLOP")));
+    parameters_->setText(text);
+}
+
+} // namespace shardscope

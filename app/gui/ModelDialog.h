@@ -1,0 +1,48 @@
+// ModelDialog: create or edit a custom model, with the exact parameter count and
+// forward FLOPs shown live and every invalid field named as it is typed.
+#pragma once
+
+#include "ModelSpec.h"
+
+#include <QDialog>
+
+class QCheckBox;
+class QComboBox;
+class QDialogButtonBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+
+namespace shardscope {
+
+class ModelDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit ModelDialog(const ModelSpec& start, QWidget* parent = nullptr);
+
+    ModelSpec model() const;
+    QLabel* parameters() const { return parameters_; }
+    QLabel* messages() const { return messages_; }
+    QSpinBox* field(const char* name) const;
+
+private:
+    void refresh();
+
+    QLineEdit* name_ = nullptr;
+    QLineEdit* displayName_ = nullptr;
+    QComboBox* family_ = nullptr;
+    QComboBox* mlp_ = nullptr;
+    QComboBox* positions_ = nullptr;
+    QComboBox* norm_ = nullptr;
+    QCheckBox* bias_ = nullptr;
+    QCheckBox* tied_ = nullptr;
+    QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
+             *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
+             *experts_ = nullptr, *topK_ = nullptr;
+    QLabel* parameters_ = nullptr;
+    QLabel* messages_ = nullptr;
+    QDialogButtonBox* buttons_ = nullptr;
+    ModelSpec start_;
+};
+
+} // namespace shardscope

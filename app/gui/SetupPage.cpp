@@ -1,0 +1,358 @@
+#include "SetupPage.h"
+#include "Catalog.h"
+#include "EntrySummary.h"
+#include "ModelDialog.h"
+#include "ProblemOverview.h"
+#include "SpecEnums.h"
+#include "SpecJson.h"
+#include "Sweep.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QFontDatabase>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+QSpinBox* spin(int value, int lo, int hi, QWidget* parent)
+{
+    auto* s = new QSpinBox(parent);
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setGroupSeparatorShown(true);
+    s->setKeyboardTracking(false);  // re-search when a value is committed, not on every digit
+    return s;
+}
+
+} // namespace
+
+SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+{
+    // --- problem ---
+    model_ = new QComboBox(this);
+    auto* newModel = new QPushButton(tr("&New model..."), this);
+    auto* editButton = new QPushButton(tr("&Edit..."), this);
+    modelInfo_ = new QLabel(this);
+    modelInfo_->setWordWrap(true);
+    node_ = new QComboBox(this);
+    nodes_ = spin(64, 1, 1'000'000, this);
+    batch_ = spin(1536, 1, 100'000'000, this);
+    seq_ = spin(2048, 1, 1 << 24, this);
+    precision_ = new QComboBox(this);
+    for (const auto& p : kPrecisionNames)
+        precision_->addItem(QString::fromLatin1(p.name), int(p.value));
+    precision_->setCurrentIndex(precision_->findData(int(Precision::BF16Mixed)));
+    tokens_ = new QLineEdit(QStringLiteral("300e9"), this);
+    tokens_->setToolTip(tr("Tokens to train, for time and cost to train (e.g. 300e9)"));
+    flash_ = new QCheckBox(tr("fused (flash) attention"), this);
+
+    auto* modelRow = new QHBoxLayout;
+    modelRow->addWidget(model_, 1);
+    modelRow->addWidget(newModel);
+    modelRow->addWidget(editButton);
+    auto* problemForm = new QFormLayout;
+    auto* modelLabel = new QLabel(tr("&Model"), this);
+    modelLabel->setBuddy(model_);
+    problemForm->addRow(modelLabel, modelRow);
+    problemForm->addRow(QString(), modelInfo_);
+    problemForm->addRow(tr("N&ode type"), node_);
+    problemForm->addRow(tr("&Nodes"), nodes_);
+    problemForm->addRow(tr("&Global batch (sequences)"), batch_);
+    problemForm->addRow(tr("&Sequence length"), seq_);
+    problemForm->addRow(tr("&Precision"), precision_);
+    problemForm->addRow(tr("&Tokens to train"), tokens_);
+    problemForm->addRow(QString(), flash_);
+    auto* problemBox = new QGroupBox(tr("Problem"), this);
+    problemBox->setLayout(problemForm);
+
+    // --- search ---
+    objective_ = new QComboBox(this);
+    objective_->addItem(tr("highest throughput"), int(Objective::Throughput));
+    objective_->addItem(tr("shortest time to train"), int(Objective::TimeToTrain));
+    objective_->addItem(tr("lowest cost to train"), int(Objective::CostToTrain));
+    fix_ = new QLineEdit(this);
+    fix_->setPlaceholderText(tr("e.g. tp=8,pp=4,recompute=selective"));
+    upper_ = new QLineEdit(this);
+    upper_->setPlaceholderText(tr("e.g. tp=16,pp=8"));
+    maxMemory_ = new QDoubleSpinBox(this);
+    maxMemory_->setRange(0.1, 1.0);
+    maxMemory_->setSingleStep(0.05);
+    maxMemory_->setValue(0.9);
+    maxMemory_->setKeyboardTracking(false);
+    minMicroBatches_ = spin(1, 1, 100000, this);
+    auto* recomputeRow = new QHBoxLayout;
+    const char* modes[3] = {"none", "selective", "full"};
+    for (int i = 0; i < 3; ++i) {
+        recompute_[i] = new QCheckBox(QString::fromLatin1(modes[i]), this);
+        recompute_[i]->setChecked(true);
+        recomputeRow->addWidget(recompute_[i]);
+    }
+    recomputeRow->addStretch();
+    auto* searchForm = new QFormLayout;
+    searchForm->addRow(tr("O&bjective"), objective_);
+    searchForm->addRow(tr("&Fix layout keys"), fix_);
+    searchForm->addRow(tr("&Upper bounds"), upper_);
+    searchForm->addRow(tr("Max &memory (fraction of HBM)"), maxMemory_);
+    searchForm->addRow(tr("Min micro-batches per pipeline"), minMicroBatches_);
+    searchForm->addRow(tr("Recomputation allowed"), recomputeRow);
+    auto* searchBox = new QGroupBox(tr("Search"), this);
+    searchBox->setLayout(searchForm);
+
+    // --- explore ---
+    sweep_ = new QLineEdit(QStringLiteral("8..256"), this);
+    sweep_->setToolTip(tr("Node counts for the scaling curve: a list (8,16,32) or a range of powers of two (8..256)"));
+    compare_ = new QListWidget(this);
+    compare_->setSelectionMode(QAbstractItemView::MultiSelection);
+    compare_->setMaximumHeight(140);
+    auto* exploreForm = new QFormLayout;
+    exploreForm->addRow(tr("Scaling: node &counts"), sweep_);
+    exploreForm->addRow(tr("Compare node t&ypes"), compare_);
+    auto* exploreBox = new QGroupBox(tr("Explore"), this);
+    exploreBox->setLayout(exploreForm);
+
+    messages_ = new QLabel(this);
+    messages_->setWordWrap(true);
+    messages_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    // What the problem means before any search: sizes, FLOPs, memory, lower bounds.
+    overview_ = new QPlainTextEdit(this);
+    overview_->setObjectName(QStringLiteral("overview"));
+    overview_->setReadOnly(true);
+    overview_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+
+    auto* columns = new QHBoxLayout;
+    auto* left = new QVBoxLayout;
+    left->addWidget(problemBox);
+    left->addStretch();
+    auto* right = new QVBoxLayout;
+    right->addWidget(searchBox);
+    right->addWidget(exploreBox);
+    right->addStretch();
+    columns->addLayout(left, 1);
+    columns->addLayout(right, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(columns);
+    layout->addWidget(messages_);
+    layout->addWidget(overview_, 1);
+
+    reloadCatalog();
+
+    // Any edit re-validates; a short delay coalesces bursts of edits into one search.
+    auto* debounce = new QTimer(this);
+    debounce->setSingleShot(true);
+    debounce->setInterval(250);
+    connect(debounce, &QTimer::timeout, this, &SetupPage::validateAndAnnounce);
+    auto kick = [this, debounce] {
+        if (!loading_)
+            debounce->start();
+    };
+    for (QComboBox* c : {model_, node_, precision_, objective_})
+        connect(c, &QComboBox::currentIndexChanged, this, kick);
+    for (QSpinBox* s : {nodes_, batch_, seq_, minMicroBatches_})
+        connect(s, &QSpinBox::valueChanged, this, kick);
+    connect(maxMemory_, &QDoubleSpinBox::valueChanged, this, kick);
+    for (QLineEdit* e : {tokens_, fix_, upper_, sweep_})
+        connect(e, &QLineEdit::textChanged, this, kick);
+    for (QCheckBox* c : recompute_)
+        connect(c, &QCheckBox::toggled, this, kick);
+    connect(flash_, &QCheckBox::toggled, this, kick);
+    connect(compare_, &QListWidget::itemSelectionChanged, this, kick);
+    connect(newModel, &QPushButton::clicked, this, [this] { editModel(true); });
+    connect(editButton, &QPushButton::clicked, this, [this] { editModel(false); });
+    QTimer::singleShot(0, this, &SetupPage::validateAndAnnounce);
+}
+
+void SetupPage::reloadCatalog()
+{
+    loading_ = true;
+    const QString model = model_->currentData().toString();
+    const QString node = node_->currentData().toString();
+    model_->clear();
+    node_->clear();
+    compare_->clear();
+    for (const CatalogEntry& e : catalog_.list(EntryKind::Model))
+        model_->addItem(QStringLiteral("%1 — %2").arg(QString::fromStdString(e.name), QString::fromStdString(e.display_name)),
+                        QString::fromStdString(e.name));
+    for (const CatalogEntry& e : catalog_.list(EntryKind::Node)) {
+        const QString name = QString::fromStdString(e.name);
+        node_->addItem(name, name);
+        auto* item = new QListWidgetItem(name, compare_);
+        item->setData(Qt::UserRole, name);
+        if (name == QLatin1String("trn1.32xlarge") || name == QLatin1String("p5.48xlarge") ||
+            name == QLatin1String("trn2.48xlarge"))
+            item->setSelected(true);
+    }
+    const int m = model_->findData(model.isEmpty() ? QStringLiteral("gpt3-175b") : model);
+    model_->setCurrentIndex(m >= 0 ? m : 0);
+    const int n = node_->findData(node.isEmpty() ? QStringLiteral("trn1.32xlarge") : node);
+    node_->setCurrentIndex(n >= 0 ? n : 0);
+    loading_ = false;
+}
+
+void SetupPage::setProblem(const Problem& problem)
+{
+    loading_ = true;
+    // A model from a plan file may not be in the catalog: show it as a temporary entry.
+    int m = model_->findData(QString::fromStdString(problem.model.name));
+    if (m < 0 || catalog_.model(problem.model.name) != problem.model) {
+        const QString doc = QString::fromUtf8(QJsonDocument(toJson(problem.model)).toJson(QJsonDocument::Compact));
+        model_->addItem(tr("%1 (from file)").arg(QString::fromStdString(problem.model.name)), doc);
+        m = model_->count() - 1;
+    }
+    model_->setCurrentIndex(m);
+    const int n = node_->findData(QString::fromStdString(problem.cluster.node.name));
+    if (n >= 0)
+        node_->setCurrentIndex(n);
+    nodes_->setValue(problem.cluster.nodes);
+    batch_->setValue(problem.training.global_batch);
+    seq_->setValue(problem.training.seq_len);
+    precision_->setCurrentIndex(precision_->findData(int(problem.training.precision)));
+    tokens_->setText(QString::number(problem.training.tokens_to_train, 'g', 6));
+    flash_->setChecked(problem.training.flash_attention);
+    loading_ = false;
+    validateAndAnnounce();
+}
+
+std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
+{
+    SearchRequest r;
+    const QString modelKey = model_->currentData().toString();
+    try {
+        if (modelKey.startsWith(QLatin1Char('{'))) {  // a model from a file, kept as its document
+            auto m = modelFromJson(QJsonDocument::fromJson(modelKey.toUtf8()).object(), "model", errors);
+            if (m)
+                r.problem.model = *m;
+        } else {
+            r.problem.model = catalog_.model(modelKey.toStdString());
+        }
+        r.problem.cluster.node = catalog_.node(node_->currentData().toString().toStdString());
+    } catch (const std::exception& e) {
+        errors.push_back({"setup", e.what()});
+        return std::nullopt;
+    }
+    r.problem.cluster.nodes = nodes_->value();
+    r.problem.training.global_batch = batch_->value();
+    r.problem.training.seq_len = seq_->value();
+    r.problem.training.precision = Precision(precision_->currentData().toInt());
+    r.problem.training.flash_attention = flash_->isChecked();
+    bool ok = false;
+    const double tokens = tokens_->text().trimmed().toDouble(&ok);
+    if (!ok || !std::isfinite(tokens) || tokens <= 0)
+        errors.push_back({"training.tokens_to_train",
+                          tr("\"%1\" is not a positive number").arg(tokens_->text()).toStdString()});
+    else
+        r.problem.training.tokens_to_train = tokens;
+    for (const FieldError& e : validate(r.problem))
+        errors.push_back(e);
+
+    r.objective = Objective(objective_->currentData().toInt());
+    if (const std::string why = objectiveProblem(r.objective, r.problem); !why.empty())
+        errors.push_back({"objective", why});
+    for (const FieldError& e : applyFixed(r.space, fix_->text().toStdString(), "fix"))
+        errors.push_back(e);
+    for (const FieldError& e : applyBounds(r.space, upper_->text().toStdString(), true, "upper"))
+        errors.push_back(e);
+    r.space.max_memory_fraction = maxMemory_->value();
+    r.space.min_micro_batches = minMicroBatches_->value();
+    std::string modes;
+    QStringList allowed;
+    for (QCheckBox* c : recompute_)
+        if (c->isChecked())
+            allowed << c->text();
+    modes = allowed.join(QLatin1Char(',')).toStdString();
+    if (modes.empty())
+        errors.push_back({"recompute", "allow at least one recomputation mode"});
+    else
+        for (const FieldError& e : applyRecomputeModes(r.space, modes, "recompute"))
+            errors.push_back(e);
+    r.sweep_nodes = parseNodeCounts(sweep_->text().toStdString(), "sweep", errors);
+    for (const QListWidgetItem* item : compare_->selectedItems())
+        r.compare_nodes.push_back(item->data(Qt::UserRole).toString().toStdString());
+    if (!errors.empty())
+        return std::nullopt;
+    return r;
+}
+
+void SetupPage::validateAndAnnounce()
+{
+    FieldErrors errors;
+    const auto r = request(errors);
+    try {
+        const QString key = model_->currentData().toString();
+        const ModelSpec m = key.startsWith(QLatin1Char('{')) ? (r ? r->problem.model : ModelSpec{})
+                                                             : catalog_.model(key.toStdString());
+        modelInfo_->setText(QString::fromStdString(summarize(m)));
+    } catch (const std::exception&) {
+        modelInfo_->clear();
+    }
+    if (!r) {
+        messages_->setStyleSheet(QStringLiteral("color: #c0392b"));
+        messages_->setText(tr("Fix the setup to search:\n%1").arg(QString::fromStdString(joinErrors(errors))));
+        lastAnnounced_.clear();
+        return;
+    }
+    messages_->setStyleSheet(QString());
+    overview_->setPlainText(QString::fromStdString(problemOverview(r->problem)));
+    messages_->setText(tr("%1 devices (%2 per node). The search runs on its own when the setup changes.")
+                           .arg(r->problem.cluster.devices())
+                           .arg(r->problem.cluster.node.devicesPerNode()));
+    // Announce only real changes, so that re-validating does not restart a search.
+    const QString fingerprint =
+        QString::fromUtf8(QJsonDocument(toJson(r->problem)).toJson(QJsonDocument::Compact)) + fix_->text() +
+        upper_->text() + QString::number(maxMemory_->value()) + QString::number(minMicroBatches_->value()) +
+        objective_->currentText() + sweep_->text() + QString::number(recompute_[0]->isChecked()) +
+        QString::number(recompute_[1]->isChecked()) + QString::number(recompute_[2]->isChecked()) +
+        QString::number(compare_->selectedItems().size());
+    if (fingerprint == lastAnnounced_)
+        return;
+    lastAnnounced_ = fingerprint;
+    emit changed();
+}
+
+void SetupPage::editModel(bool create)
+{
+    ModelSpec start;
+    try {
+        start = catalog_.model(model_->currentData().toString().toStdString());
+    } catch (const std::exception&) {
+    }
+    const auto entry = catalog_.find(start.name);
+    const bool builtin = entry && entry->builtin;
+    if (create || builtin) {
+        start.name = create ? "my-model" : start.name + "-custom";
+        start.display_name = create ? "My model" : start.display_name + " (custom)";
+        start.source.clear();
+    }
+    ModelDialog dialog(start, this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const ModelSpec m = dialog.model();
+    try {
+        const bool replace = !create && !builtin && m.name == start.name;
+        catalog_.importDocument(toJson(m), replace);
+    } catch (const std::exception& e) {
+        QMessageBox::warning(this, tr("Save model"), tr("The model was not saved:\n\n%1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    reloadCatalog();
+    model_->setCurrentIndex(model_->findData(QString::fromStdString(m.name)));
+}
+
+} // namespace shardscope

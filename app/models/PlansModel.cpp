@@ -1,0 +1,115 @@
+#include "PlansModel.h"
+#include "Units.h"
+
+#include <QBrush>
+#include <QGuiApplication>
+#include <QPalette>
+
+namespace shardscope {
+
+PlansModel::PlansModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void PlansModel::setPlans(const Problem& problem, std::vector<Plan> plans)
+{
+    beginResetModel();
+    problem_ = problem;
+    plans_ = std::move(plans);
+    endResetModel();
+}
+
+void PlansModel::clear()
+{
+    beginResetModel();
+    plans_.clear();
+    endResetModel();
+}
+
+const Plan* PlansModel::plan(int row) const
+{
+    return row >= 0 && row < int(plans_.size()) ? &plans_[size_t(row)] : nullptr;
+}
+
+int PlansModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(plans_.size()); }
+int PlansModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant PlansModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal)
+        return {};
+    static const char* names[ColumnCount] = {"#",         "dp",        "tp",        "pp",        "cp",
+                                             "sp",        "ZeRO",      "shard grp", "mb",        "schedule",
+                                             "recompute", "offload",   "step time", "tokens/s",  "MFU",
+                                             "memory/device", "of HBM", "time to train", "cost to train",
+                                             "feasible"};
+    static const char* tips[ColumnCount] = {
+        "rank by the objective", "data-parallel replicas", "tensor-parallel degree", "pipeline stages",
+        "context-parallel degree", "sequence parallelism", "ZeRO stage", "ZeRO shard group (0: whole dp group)",
+        "micro-batch size", "pipeline schedule (v chunks when interleaved)", "activation recomputation",
+        "optimizer offload", "predicted time per optimizer step", "training tokens per second",
+        "model FLOPs utilisation", "predicted memory of the most loaded device", "memory per device / HBM",
+        "time to train the token budget", "cost to train the token budget", "fits in memory"};
+    if (section < 0 || section >= ColumnCount)
+        return {};
+    if (role == Qt::DisplayRole)
+        return tr(names[section]);
+    if (role == Qt::ToolTipRole)
+        return tr(tips[section]);
+    return {};
+}
+
+QVariant PlansModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= int(plans_.size()))
+        return {};
+    const Plan& plan = plans_[size_t(index.row())];
+    const Layout& l = plan.layout;
+    const Prediction& p = plan.prediction;
+    const double memFraction = p.memory_bytes.capacity > 0 ? p.memory_bytes.total() / p.memory_bytes.capacity : 0;
+    auto q = [](const std::string& s) { return QString::fromStdString(s); };
+
+    if (role == Qt::ForegroundRole && !p.feasible)
+        return QBrush(QGuiApplication::palette().color(QPalette::Disabled, QPalette::Text));
+    if (role == Qt::ToolTipRole && !p.feasible)
+        return tr("not feasible: %1").arg(QLatin1String(toString(p.reason)));
+    if (role == Qt::TextAlignmentRole)
+        return index.column() >= StepTime || index.column() <= MicroBatch ? int(Qt::AlignRight | Qt::AlignVCenter)
+                                                                           : int(Qt::AlignLeft | Qt::AlignVCenter);
+    if (role != Qt::DisplayRole && role != SortRole)
+        return {};
+    const bool display = role == Qt::DisplayRole;
+    switch (index.column()) {
+    case Rank: return index.row() + 1;
+    case Dp: return l.dp;
+    case Tp: return l.tp;
+    case Pp: return l.pp;
+    case Cp: return l.cp;
+    case Sp: return display ? QVariant(l.sequence_parallel ? tr("on") : tr("off")) : QVariant(int(l.sequence_parallel));
+    case Zero: return l.zero_stage;
+    case ZeroGroup: return l.zero_group;
+    case MicroBatch: return l.micro_batch;
+    case Schedule:
+        return l.schedule == PipelineSchedule::Interleaved
+                   ? QStringLiteral("interleaved v=%1").arg(l.virtual_stages)
+                   : QString::fromLatin1(toString(l.schedule));
+    case Recompute: return QString::fromLatin1(toString(l.recompute));
+    case Offload: return QString::fromLatin1(toString(l.offload));
+    case StepTime: return display ? QVariant(q(formatDuration(p.step_time_s))) : QVariant(p.step_time_s);
+    case TokensPerS: return display ? QVariant(q(formatSi(p.tokens_per_s, ""))) : QVariant(p.tokens_per_s);
+    case Mfu: return display ? QVariant(QStringLiteral("%1%").arg(100 * p.mfu, 0, 'f', 1)) : QVariant(p.mfu);
+    case MemoryPerDevice:
+        return display ? QVariant(q(formatBytes(p.memory_bytes.total()))) : QVariant(p.memory_bytes.total());
+    case MemoryFraction: return display ? QVariant(QStringLiteral("%1%").arg(100 * memFraction, 0, 'f', 0)) : QVariant(memFraction);
+    case TimeToTrain: return display ? QVariant(q(formatDuration(p.time_to_train_s))) : QVariant(p.time_to_train_s);
+    case CostToTrain:
+        if (p.cost_to_train_usd <= 0)
+            return display ? QVariant(tr("no price")) : QVariant(0.0);
+        return display ? QVariant(QStringLiteral("$%1").arg(q(formatCount(std::int64_t(p.cost_to_train_usd + 0.5)))))
+                       : QVariant(p.cost_to_train_usd);
+    case Feasible:
+        return display ? QVariant(p.feasible ? tr("yes") : QString::fromLatin1(toString(p.reason)))
+                       : QVariant(int(p.feasible));
+    }
+    return {};
+}
+
+} // namespace shardscope

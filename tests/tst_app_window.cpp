@@ -1,0 +1,212 @@
+// Driving the main window as a user would, offscreen: change the setup and wait for
+// the search, select a plan and read its details, bad input that must not search,
+// cancel a search, save a plan file and open it again.
+#include "Catalog.h"
+#include "CostModel.h"
+#include "MainWindow.h"
+#include "PlanDetailsPage.h"
+#include "PlanJson.h"
+#include "PlansModel.h"
+#include "PlansPage.h"
+#include "SetupPage.h"
+
+#include <QComboBox>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThreadPool>
+#include <QTreeWidget>
+
+#include <memory>
+
+using namespace shardscope;
+
+class TstAppWindow : public QObject {
+    Q_OBJECT
+    std::unique_ptr<QTemporaryDir> dir_;
+    std::unique_ptr<Catalog> catalog_;
+    std::unique_ptr<MainWindow> window_;
+
+    QJsonObject readJson(const QString& path)
+    {
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly))
+            return {};
+        return QJsonDocument::fromJson(f.readAll()).object();
+    }
+
+    // Waits for the next completed search of the window (never a fixed sleep).
+    bool waitForSearch(QSignalSpy& spy, int count)
+    {
+        return QTest::qWaitFor([&] { return spy.count() >= count; }, 120'000);
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        dir_ = std::make_unique<QTemporaryDir>();
+        QCoreApplication::setOrganizationName(QStringLiteral("shardscope-tests"));
+        QSettings::setDefaultFormat(QSettings::IniFormat);
+        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
+        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        window_ = std::make_unique<MainWindow>(*catalog_);
+        window_->resize(1280, 800);
+        window_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+        // The default problem is searched on start.
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() != nullptr, 120'000);
+        QCOMPARE(window_->lastProblem().model.name, std::string("gpt3-175b"));
+        QCOMPARE(window_->lastProblem().cluster.nodes, 64);
+    }
+
+    void cleanupTestCase()
+    {
+        window_.reset();
+        catalog_.reset();
+        QThreadPool::globalInstance()->waitForDone();
+    }
+
+    void changeSetupSearchesAndShowsTheBestPlan()
+    {
+        QSignalSpy spy(window_.get(), &MainWindow::searchFinished);
+        SetupPage* setup = window_->setupPage();
+        setup->modelBox()->setCurrentIndex(setup->modelBox()->findData(QStringLiteral("llama-2-7b")));
+        setup->nodesBox()->setValue(4);
+        setup->seqBox()->setValue(4096);
+        QVERIFY(waitForSearch(spy, 1));
+        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 4, 120'000);  // the last edit wins
+        QCOMPARE(window_->lastProblem().model.name, std::string("llama-2-7b"));
+        QCOMPARE(window_->lastProblem().training.seq_len, 4096);
+
+        const SearchResult* result = window_->lastResult();
+        QVERIFY(result && result->best());
+        PlansModel* model = window_->plansPage()->model();
+        QCOMPARE(model->rowCount(), int(result->top.size()));
+        // The best plan is selected and its details are its own numbers.
+        const Plan& best = *result->best();
+        PlanDetailsPage* details = window_->detailsPage();
+        QCOMPARE(details->layoutEdit()->text(), QString::fromStdString(toString(best.layout)));
+        QCOMPARE(details->prediction().step_time_s, best.prediction.step_time_s);
+        QVERIFY(details->summary()->text().contains(
+            predictionSummary(window_->lastProblem(), best.prediction).toHtmlEscaped()));
+        // It is what the cost model says for that layout, independently recomputed.
+        const Prediction again = CostModel::evaluate(window_->lastProblem(), best.layout);
+        QCOMPARE(again.step_time_s, best.prediction.step_time_s);
+        QVERIFY(details->terms()->topLevelItemCount() >= 8);
+
+        // Selecting another row shows that plan.
+        window_->plansPage()->selectRow(2);
+        QCOMPARE(details->layoutEdit()->text(), QString::fromStdString(toString(result->top[2].layout)));
+    }
+
+    void badSetupShowsTheFieldAndDoesNotSearch()
+    {
+        SetupPage* setup = window_->setupPage();
+        const Problem before = window_->lastProblem();
+        const SearchResult* resultBefore = window_->lastResult();
+        const double stepBefore = resultBefore->best() ? resultBefore->best()->prediction.step_time_s : 0;
+        setup->fixEdit()->setText(QStringLiteral("tp=banana"));
+        QTRY_VERIFY_WITH_TIMEOUT(setup->messages()->text().contains(QLatin1String("fix.tp")), 10'000);
+        QVERIFY(!window_->busy() || !window_->plansPage()->cancelButton()->isEnabled());
+        QCOMPARE(window_->lastProblem(), before);
+        // Layout rules too: tp = 3 does not divide 32 heads.
+        setup->fixEdit()->setText(QStringLiteral("tp=3"));
+        QTRY_VERIFY_WITH_TIMEOUT(setup->messages()->text().isEmpty() == false, 10'000);
+        // A valid value searches again.
+        QSignalSpy spy(window_.get(), &MainWindow::searchFinished);
+        setup->fixEdit()->setText(QStringLiteral("tp=8"));
+        QVERIFY(waitForSearch(spy, 1));
+        QVERIFY(window_->lastResult()->best());
+        QCOMPARE(window_->lastResult()->best()->layout.tp, 8);
+        QVERIFY(stepBefore > 0);
+        setup->fixEdit()->clear();
+        QSignalSpy again(window_.get(), &MainWindow::searchFinished);
+        QVERIFY(waitForSearch(again, 1));
+    }
+
+    void cancelASearch()
+    {
+        SetupPage* setup = window_->setupPage();
+        setup->modelBox()->setCurrentIndex(setup->modelBox()->findData(QStringLiteral("gpt3-175b")));
+        setup->seqBox()->setValue(2048);
+        PlansPage* plans = window_->plansPage();
+        // Click Cancel as soon as the search has started.
+        QMetaObject::Connection c;
+        bool clicked = false;
+        c = connect(plans->progress(), &QProgressBar::valueChanged, this, [&] {
+            if (!clicked && plans->cancelButton()->isEnabled()) {
+                clicked = true;
+                plans->cancelButton()->click();
+            }
+        });
+        setup->nodesBox()->setValue(512);
+        QTRY_VERIFY_WITH_TIMEOUT(clicked, 60'000);
+        QTRY_VERIFY_WITH_TIMEOUT(plans->progress()->format().contains(QLatin1String("cancelled")) ||
+                                     plans->progress()->format() == QLatin1String("done"),
+                                 120'000);
+        disconnect(c);
+        QVERIFY(!plans->cancelButton()->isEnabled());
+        // A finished search after the click would show "done"; the click was during the search.
+        QCOMPARE(plans->progress()->format(), QStringLiteral("cancelled"));
+        QVERIFY(plans->status()->text().contains(QLatin1String("cancelled")));
+    }
+
+    void saveAndReopenAPlanFile()
+    {
+        QSignalSpy spy(window_.get(), &MainWindow::searchFinished);
+        window_->setupPage()->nodesBox()->setValue(16);
+        QVERIFY(waitForSearch(spy, 1));
+        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 16, 120'000);
+        window_->plansPage()->selectRow(1);  // a plan other than the best
+        const std::string chosen = toString(window_->lastResult()->top[1].layout);
+
+        const QString first = dir_->filePath(QStringLiteral("plan.json"));
+        QString error;
+        QVERIFY2(window_->savePlanFile(first, &error), qPrintable(error));
+        const QJsonObject saved = readJson(first);
+        QCOMPARE(saved.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
+        QCOMPARE(saved.value("best").toObject().value("layout_text").toString(), QString::fromStdString(chosen));
+
+        // Change the setup, then open the file: its problem and its plan come back.
+        QSignalSpy moved(window_.get(), &MainWindow::searchFinished);
+        window_->setupPage()->nodesBox()->setValue(8);
+        QVERIFY(waitForSearch(moved, 1));
+        QSignalSpy reopened(window_.get(), &MainWindow::searchFinished);
+        QVERIFY2(window_->openPlanFile(first, &error), qPrintable(error));
+        QVERIFY(waitForSearch(reopened, 1));
+        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 16, 120'000);
+        QCOMPARE(window_->detailsPage()->layoutEdit()->text(), QString::fromStdString(chosen));
+
+        const QString second = dir_->filePath(QStringLiteral("plan-again.json"));
+        QVERIFY2(window_->savePlanFile(second, &error), qPrintable(error));
+        const QJsonObject again = readJson(second);
+        // Identical but for the search's timing.
+        for (const char* key : {"schema", "problem", "objective", "best", "alternatives", "pareto"})
+            QVERIFY2(saved.value(key) == again.value(key), key);
+
+        // A broken file is refused with its field named, and nothing changes.
+        const QString broken = dir_->filePath(QStringLiteral("broken.json"));
+        QFile f(broken);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"schema":"shardscope.plan/1","problem":{"model":{"schema":"shardscope.model/1"}}})");
+        f.close();
+        QVERIFY(!window_->openPlanFile(broken, &error));
+        QVERIFY2(error.contains(QLatin1String("model")), qPrintable(error));
+        QCOMPARE(window_->lastProblem().cluster.nodes, 16);
+    }
+};
+
+QTEST_MAIN(TstAppWindow)
+#include "tst_app_window.moc"
