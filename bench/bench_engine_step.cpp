@@ -1,0 +1,116 @@
+// One fp32 training step (forward + backward + AdamW with clipping) of the
+// engine's GPT on one emulated device, with 1 and 2 kernel threads:
+//   gpt2small: 12 layers, 768 hidden, 12 heads, vocab 50257, seq 64, batch 4
+//   small:      6 layers, 384 hidden,  6 heads, vocab 50257, seq 256, batch 8
+// The same run measures this machine's sustained fp32 GEMM rate with the
+// engine's threaded GEMM on the step's dominant shape (the MLP's 3072 x 768
+// weight against the step's tokens) and reports the step's achieved model
+// FLOP/s (products only: matmul + attention, 2 per multiply-add) as a fraction.
+// Counters: model_GFLOP (per step), step_GFLOPs, gemm_GFLOPs, fraction_of_gemm.
+#include "Data.h"
+#include "Device.h"
+#include "Gpt.h"
+#include "Ops.h"
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <vector>
+
+using namespace shardscope::engine;
+
+namespace {
+
+struct Shape {
+    GptConfig model;
+    int batch;
+};
+
+const Shape kGpt2Small{{12, 768, 12, 50257, 64}, 4};
+const Shape kSmall{{6, 384, 6, 50257, 256}, 8};
+
+// Capacity is irrelevant to wall time: a profile large enough for both shapes.
+DeviceProfile benchProfile()
+{
+    DeviceProfile p;
+    p.name = "bench";
+    p.memory_bytes = 64.0 * (1ull << 30);
+    p.peak_flops_fp32 = p.peak_flops_bf16 = 1e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
+void stepBenchmark(benchmark::State& state, const Shape& shape)
+{
+    const int threads = int(state.range(0));
+    EmulatedDevice device(0, benchProfile(), threads);
+    const int hidden = shape.model.hidden;
+    const double gemmRate = measureGemmFlops(device.pool(), 4 * hidden, shape.batch * shape.model.seq, hidden, 5);
+
+    ModelOptions options;
+    options.batch = shape.batch;
+    options.seed = 1337;
+    GptModel<float> model(shape.model, options, device);
+    MarkovSource data(shape.model.vocab, 1337);
+    const size_t n = size_t(shape.batch) * shape.model.seq;
+    std::vector<int> inputs(n), targets(n);
+    const AdamWSettings adam{3e-4, 0.9, 0.95, 1e-8, 0.1};
+
+    int step = 0;
+    auto oneStep = [&] {
+        data.batch(step, shape.batch, shape.model.seq, inputs.data(), targets.data());
+        ++step;
+        benchmark::DoNotOptimize(model.forward(inputs.data(), targets.data()));
+        model.zeroGrad();
+        model.backward();
+        benchmark::DoNotOptimize(model.update(adam, 1.0, step));
+    };
+    oneStep();  // warm-up: first touch of every buffer
+    device.resetCounters();
+    double seconds = 0;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        oneStep();
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const DeviceCounters& c = device.counters();
+    const double steps = double(state.iterations());
+    const double modelFlops = (c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)]) / steps;
+    const double achieved = modelFlops / (seconds / steps);
+    state.counters["model_GFLOP"] = modelFlops * 1e-9;
+    state.counters["step_GFLOPs"] = achieved * 1e-9;
+    state.counters["gemm_GFLOPs"] = gemmRate * 1e-9;
+    state.counters["fraction_of_gemm"] = achieved / gemmRate;
+    state.counters["all_GFLOP"] = c.totalFlops() / steps * 1e-9;
+}
+
+void BM_StepGpt2Small(benchmark::State& state) { stepBenchmark(state, kGpt2Small); }
+void BM_StepSmall(benchmark::State& state) { stepBenchmark(state, kSmall); }
+
+// The sustained GEMM rate alone, for square 1024 products and the MLP shape of GPT-2 small.
+void BM_Sgemm(benchmark::State& state)
+{
+    KernelPool pool(int(state.range(0)));
+    const int m = int(state.range(1)), n = int(state.range(2)), k = int(state.range(3));
+    Mat<float> a = Mat<float>::Constant(m, k, 0.5f), b = Mat<float>::Constant(k, n, 0.25f), c(m, n);
+    for (auto _ : state) {
+        gemm<float>(pool, c, a, false, b, false, false);
+        benchmark::DoNotOptimize(c.data());
+    }
+    state.counters["GFLOPs"] =
+        benchmark::Counter(2.0 * m * n * double(k) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+} // namespace
+
+BENCHMARK(BM_StepGpt2Small)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StepSmall)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sgemm)
+    ->Args({1, 1024, 1024, 1024})
+    ->Args({2, 1024, 1024, 1024})
+    ->Args({1, 3072, 256, 768})
+    ->Args({2, 3072, 256, 768})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK_MAIN();

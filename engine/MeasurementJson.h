@@ -1,0 +1,25 @@
+// The measurement as a "shardscope.measurement/1" JSON document (QtCore only;
+// kept apart from the kernels). Keys, all in SI units:
+// {"schema", "model": {layers, hidden, heads, vocab, seq, parameters},
+//  "layout": {devices, dp, tp, pp, batch, precision, recompute},
+//  "training": {steps, lr, seed, grad_clip, data, data_description, entropy_nats_per_token?},
+//  "losses": [...],
+//  "devices": [{id, profile: {...}, threads, memory_capacity_bytes,
+//               memory_peak_bytes: {weights, gradients, optimizer, activations, workspace, total},
+//               flops, flops_per_step, flops_by_kind: {...}, bytes_read, bytes_written,
+//               comm_bytes: {all_reduce, ...}, device_step_time_s, wall_step_time_s,
+//               device_step_times_s: [...], wall_step_times_s: [...], achieved_flops_per_second}],
+//  "wall_seconds", "cancelled", "error"?: {device, message}}
+#pragma once
+
+#include "Trainer.h"
+
+#include <QJsonObject>
+
+namespace shardscope::engine {
+
+inline constexpr const char* kMeasurementSchema = "shardscope.measurement/1";
+
+QJsonObject toJson(const Measurement& m);
+
+} // namespace shardscope::engine

@@ -1,0 +1,92 @@
+// runTraining: a short, real training run of a GptModel on one EmulatedDevice,
+// measured: per-step loss, device-clock and wall time, peak memory by category,
+// FLOPs and bytes by kernel kind. The cluster version (several devices, a
+// layout) will fill Measurement::devices with one entry per device.
+//
+// Errors a run can hit on the device (out of memory, a non-finite loss) are
+// reported in Measurement::error and the caller keeps going; bad requests are
+// InputError (field named) thrown before anything runs.
+#pragma once
+
+#include "Data.h"
+#include "Device.h"
+#include "Gpt.h"
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::engine {
+
+struct TrainRequest {
+    GptConfig model;
+    int batch = 1;                 // sequences per step (B)
+    int steps = 1;
+    PrecisionMode precision = PrecisionMode::FP32;
+    Recompute recompute = Recompute::None;
+    AdamWSettings optimizer{1e-3, 0.9, 0.95, 1e-8, 0.0};
+    double grad_clip = 1.0;        // global-norm clipping; <= 0 disables
+    std::uint64_t seed = 1;        // initialisation, data, stochastic rounding
+    std::string data = "synthetic";  // "synthetic" or a file path (bytes)
+};
+
+// Field names are the CLI's option names without dashes ("heads", "batch", "data").
+FieldErrors validate(const TrainRequest& r);
+
+// The synthetic Markov source for `vocab` or the bytes of the file; throws
+// InputError naming "data" when the file cannot be read.
+std::unique_ptr<TokenSource> makeTokenSource(const TrainRequest& r);
+
+struct StepRecord {
+    int step = 0;                 // 1-based
+    double loss = 0;              // mean cross-entropy, nats per token
+    double grad_norm = 0;         // before clipping
+    double device_seconds = 0;    // device clock for this step
+    double wall_seconds = 0;      // host wall clock for this step
+};
+
+struct DeviceMeasurement {
+    int id = 0;
+    DeviceProfile profile;
+    int threads = 1;
+    std::array<double, kMemoryCategories> memory_peak_bytes{};
+    double memory_peak_total_bytes = 0;
+    DeviceCounters counters;                  // whole run
+    std::map<std::string, double> comm_bytes; // by collective kind; zero on one device
+    double device_step_time_s = 0;            // mean over steps
+    double wall_step_time_s = 0;              // mean over steps
+};
+
+struct RunError {
+    int device = -1;              // -1: not a device's failure
+    std::string message;
+};
+
+struct Measurement {
+    TrainRequest request;
+    std::int64_t parameters = 0;
+    std::string data_description;
+    std::optional<double> entropy_nats_per_token;
+    std::vector<StepRecord> steps;
+    std::vector<DeviceMeasurement> devices;
+    double wall_seconds = 0;      // the whole run, setup included
+    bool cancelled = false;
+    std::optional<RunError> error;
+
+    std::vector<double> losses() const;
+};
+
+using StepCallback = std::function<void(const StepRecord&)>;
+
+// Validates the request (InputError), builds the model on `device` and trains.
+// `cancel` is polled once per step. Out of memory and non-finite losses end the
+// run with Measurement::error set; the device is left with nothing allocated.
+Measurement runTraining(const TrainRequest& request, const TokenSource& source, EmulatedDevice& device,
+                        const StepCallback& onStep = {}, const std::atomic<bool>* cancel = nullptr);
+
+} // namespace shardscope::engine

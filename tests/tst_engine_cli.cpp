@@ -1,0 +1,136 @@
+// shardscope-cli train end to end: the real executable with a private catalog.
+// Bad arguments exit 2 naming the option; a run prints per-step lines and the
+// summary; --json is a shardscope.measurement/1 document; running out of the
+// emulated device's memory exits 1 with the device, category and bytes.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#ifndef SHARDSCOPE_CLI_PATH
+#error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
+#endif
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QByteArray out, err;
+    QByteArray describe() const { return "exit " + QByteArray::number(exitCode) + "\nstdout:\n" + out.left(3000) + "\nstderr:\n" + err; }
+};
+
+const QStringList kSmall{"--layers", "1", "--hidden", "16", "--heads", "2", "--vocab", "12", "--seq", "8",
+                         "--batch", "4", "--steps", "5", "--threads", "1"};
+
+} // namespace
+
+class TstEngineCli : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+
+    Run cli(const QStringList& args)
+    {
+        QProcess p;
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH), QStringList{"--db", dir_.filePath("catalog.sqlite"), "train"} + args);
+        Run r;
+        if (!p.waitForFinished(120000))
+            return r;
+        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = p.readAllStandardOutput();
+        r.err = p.readAllStandardError();
+        return r;
+    }
+
+    static QStringList with(QStringList args, const QString& option, const QString& value)
+    {
+        const qsizetype i = args.indexOf(option);
+        if (i >= 0)
+            args[i + 1] = value;
+        else
+            args << option << value;
+        return args;
+    }
+
+private slots:
+    void badArgumentsNameTheField_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("heads do not divide hidden") << with(kSmall, "--heads", "5") << "--heads";
+        QTest::newRow("zero hidden") << with(kSmall, "--hidden", "0") << "--hidden";
+        QTest::newRow("zero batch") << with(kSmall, "--batch", "0") << "--batch";
+        QTest::newRow("zero steps") << with(kSmall, "--steps", "0") << "--steps";
+        QTest::newRow("missing layers") << QStringList(kSmall.mid(2)) << "--layers";
+        QTest::newRow("missing data file") << with(kSmall, "--data", dir_.filePath("nope.txt")) << "--data";
+        QTest::newRow("bytes need 256 tokens") << with(with(kSmall, "--data", QStringLiteral(SHARDSCOPE_CLI_PATH)), "--vocab", "12") << "--vocab";
+        QTest::newRow("unknown precision") << with(kSmall, "--precision", "fp16") << "--precision";
+        QTest::newRow("unknown recompute") << with(kSmall, "--recompute", "some") << "--recompute";
+        QTest::newRow("scale above 1") << with(kSmall, "--device", "trainium1:2") << "--device";
+        QTest::newRow("unknown chip") << with(kSmall, "--device", "nosuchchip") << "nosuchchip";
+        QTest::newRow("not a number") << with(kSmall, "--seq", "eight") << "--seq";
+    }
+    void badArgumentsNameTheField()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, field);
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 2, r.describe());
+        QVERIFY2(r.err.contains(field.toUtf8()), r.describe());
+    }
+
+    void trainsAndReports()
+    {
+        const Run r = cli(with(kSmall, "--recompute", "full"));
+        QVERIFY2(r.exitCode == 0, r.describe());
+        QVERIFY2(r.out.contains("device: host, measured"), r.describe());
+        QVERIFY2(r.out.contains("step 1/5  loss ") && r.out.contains("step 5/5  loss "), r.describe());
+        QVERIFY2(r.out.contains("peak memory: weights") && r.out.contains("workspace"), r.describe());
+        QVERIFY2(r.out.contains("FLOPs per step:") && r.out.contains("achieved"), r.describe());
+        QVERIFY2(r.out.contains("source entropy"), r.describe());
+    }
+
+    void jsonMeasurement()
+    {
+        const Run r = cli(with(with(kSmall, "--device", "trainium1:0.001"), "--precision", "bf16-sr") << "--json");
+        QVERIFY2(r.exitCode == 0, r.describe());
+        QJsonParseError error;
+        const QJsonObject o = QJsonDocument::fromJson(r.out, &error).object();
+        QVERIFY2(error.error == QJsonParseError::NoError, r.describe());
+        QCOMPARE(o["schema"].toString(), QString("shardscope.measurement/1"));
+        // 1 layer, C = 16, V = 12, T = 8: 12*16 + 8*16 + (12*256 + 13*16) + 2*16
+        QCOMPARE(o["model"].toObject()["parameters"].toDouble(), 3632.0);
+        QCOMPARE(o["layout"].toObject()["precision"].toString(), QString("bf16-sr"));
+        QCOMPARE(o["losses"].toArray().size(), 5);
+        const QJsonObject d = o["devices"].toArray()[0].toObject();
+        QCOMPARE(d["memory_peak_bytes"].toObject()["weights"].toDouble(), 2.0 * 3632);  // bf16
+        QCOMPARE(d["memory_peak_bytes"].toObject()["optimizer"].toDouble(), 8.0 * 3632);
+        QCOMPARE(d["profile"].toObject()["name"].toString(), QString("trainium1:0.001"));
+        // One NeuronCore (half a 32 GiB chip) scaled by 0.001.
+        QVERIFY(std::fabs(d["memory_capacity_bytes"].toDouble() - 16.0 * (1 << 30) * 0.001) < 1);
+        QVERIFY(d["device_step_time_s"].toDouble() > 0);
+        QVERIFY(d.contains("comm_bytes") && d.contains("flops") && d.contains("wall_step_time_s"));
+        QVERIFY(o["wall_seconds"].toDouble() > 0);
+    }
+
+    void outOfMemoryExitsOneAndSaysWhy()
+    {
+        // 16 GiB x 1e-6 = 17 kB per device: the weights fit (14.5 kB), the gradients do not.
+        const Run r = cli(with(kSmall, "--device", "trainium1:0.000001"));
+        QVERIFY2(r.exitCode == 1, r.describe());
+        QVERIFY2(r.err.contains("out of memory") && r.err.contains("gradients") && r.err.contains("requested") &&
+                     r.err.contains("free") && r.err.contains("device 0 (trainium1:1e-06)"),
+                 r.describe());
+        QVERIFY2(r.out.contains("peak memory: weights 14.2 KiB"), r.describe());
+        const Run j = cli(with(kSmall, "--device", "trainium1:0.000001") << "--json");
+        QCOMPARE(j.exitCode, 1);
+        const QJsonObject o = QJsonDocument::fromJson(j.out).object();
+        QVERIFY2(o["error"].toObject()["message"].toString().contains("gradients"), j.describe());
+        QCOMPARE(o["error"].toObject()["device"].toInt(), 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TstEngineCli)
+#include "tst_engine_cli.moc"
