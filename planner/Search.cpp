@@ -116,6 +116,7 @@ struct WorkerResult {
     explicit WorkerResult(Objective o) : objective(o) {}
     Objective objective;
     std::vector<Plan> heap;  // top-k, worst on top (std heap ordered by planBetter)
+    std::vector<Plan> infeasible_heap;  // the same for priced layouts that do not fit
     PlanFront step_memory;
     PlanFront time_cost;
     std::array<std::int64_t, kReasonCount> reasons{};
@@ -342,29 +343,36 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     const Prediction pr = model_.evaluate(l);
     ++out.evaluated;
     const double memory = pr.memory_bytes.total();
-    if (!pr.feasible) {
-        ++out.reasons[pr.reason == Infeasibility::OutOfMemory ? kOutOfMemory : kMissingFigure];
+    auto worse = [&](const Plan& a, const Plan& b) { return planBetter(out.objective, a, b); };
+    auto keep = [&](std::vector<Plan>& heap, const Layout& layout, const Prediction& prediction, const char* why) {
+        if (int(heap.size()) < top_k_) {
+            heap.push_back({layout, prediction, why});
+            std::push_heap(heap.begin(), heap.end(), worse);
+        } else if (planBetter(out.objective, Plan{layout, prediction, why}, heap.front())) {
+            std::pop_heap(heap.begin(), heap.end(), worse);
+            heap.back() = {layout, prediction, why};
+            std::push_heap(heap.begin(), heap.end(), worse);
+        }
+    };
+    if (!std::isfinite(pr.step_time_s) || !(pr.tokens_per_s > 0) || !std::isfinite(memory)) {
+        ++out.reasons[pr.feasible ? kNoFinite : pr.reason == Infeasibility::OutOfMemory ? kOutOfMemory : kMissingFigure];
         return;
     }
-    if (!std::isfinite(pr.step_time_s) || !(pr.tokens_per_s > 0) || !std::isfinite(memory)) {
-        ++out.reasons[kNoFinite];
+    if (!pr.feasible) {
+        const bool oom = pr.reason == Infeasibility::OutOfMemory;
+        ++out.reasons[oom ? kOutOfMemory : kMissingFigure];
+        if (oom)
+            keep(out.infeasible_heap, l, pr, kReasonOutOfMemory);
         return;
     }
     if (memory > limit_) {
         ++out.reasons[kOverLimit];
+        keep(out.infeasible_heap, l, pr, kReasonOverLimit);
         return;
     }
     ++out.feasible;
-    const Plan plan{l, pr};
-    auto worse = [&](const Plan& a, const Plan& b) { return planBetter(out.objective, a, b); };
-    if (int(out.heap.size()) < top_k_) {
-        out.heap.push_back(plan);
-        std::push_heap(out.heap.begin(), out.heap.end(), worse);
-    } else if (planBetter(out.objective, plan, out.heap.front())) {
-        std::pop_heap(out.heap.begin(), out.heap.end(), worse);
-        out.heap.back() = plan;
-        std::push_heap(out.heap.begin(), out.heap.end(), worse);
-    }
+    const Plan plan{l, pr, {}};
+    keep(out.heap, l, pr, "");
     out.step_memory.insert(pr.step_time_s, memory, plan);
     out.time_cost.insert(pr.time_to_train_s, pr.cost_to_train_usd, plan);
 }
@@ -439,8 +447,9 @@ SearchResult Searcher::run()
 
     // Merge: every operation below is order-independent (sums, a total order, fronts).
     SearchStats& st = result.stats;
-    std::vector<Plan> all;
+    std::vector<Plan> all, allInfeasible;
     for (WorkerResult& w : results) {
+        allInfeasible.insert(allInfeasible.end(), w.infeasible_heap.begin(), w.infeasible_heap.end());
         st.candidates += w.candidates;
         st.evaluated += w.evaluated;
         st.pruned += w.pruned;
@@ -459,6 +468,11 @@ SearchResult Searcher::run()
     if (int(all.size()) > top_k_)
         all.resize(std::size_t(top_k_));
     result.top = std::move(all);
+    std::sort(allInfeasible.begin(), allInfeasible.end(),
+              [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
+    if (int(allInfeasible.size()) > top_k_)
+        allInfeasible.resize(std::size_t(top_k_));
+    result.top_infeasible = std::move(allInfeasible);
     st.cancelled = done_.load() < std::int64_t(shapes_.size());
     st.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     report();

@@ -41,6 +41,7 @@ namespace shardscope {
 struct Plan {
     Layout layout;
     Prediction prediction;
+    std::string infeasible;  // why the plan cannot run (out of memory, over the limit); empty when it can
 };
 
 // Canonical order of layouts (dp, tp, pp, cp, sp, zero, zero_group, mb, schedule as
@@ -95,6 +96,9 @@ using PlanFront = ParetoFront<Plan, PlanLess>;
 struct SearchResult {
     Objective objective = Objective::Throughput;
     std::vector<Plan> top;          // best first; empty when nothing is feasible
+    // The best layouts (by the objective) that were priced but do not fit: what the user
+    // would get with more memory. Pruned layouts have no prediction and are not here.
+    std::vector<Plan> top_infeasible;
     PlanFront pareto_step_memory;   // x: step time (s), y: memory per device (bytes)
     PlanFront pareto_time_cost;     // x: time to train (s), y: cost to train (USD)
     SearchStats stats;

@@ -108,7 +108,7 @@ Exhaustive exhaustive(const CostModel& model, const std::vector<Layout>& layouts
             ++e.over_limit;
             continue;
         }
-        e.feasible.push_back({l, p});
+        e.feasible.push_back({l, p, {}});
     }
     std::sort(e.feasible.begin(), e.feasible.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(objective, a, b); });
@@ -283,6 +283,23 @@ private slots:
             QCOMPARE(r.top[i].prediction.step_time_s, e.feasible[i].prediction.step_time_s);
             QCOMPARE(r.top[i].prediction.memory_bytes.total(), e.feasible[i].prediction.memory_bytes.total());
         }
+        // The best priced layouts that do not fit: each really does not fit, with its reason,
+        // ranked by the same objective.
+        QVERIFY(r.top_infeasible.size() <= 25);
+        // Priced but out of memory = out-of-memory count minus those the bound pruned.
+        const std::int64_t pricedOutOfMemory = e.out_of_memory - r.stats.pruned;
+        QCOMPARE(r.top_infeasible.size(), size_t(std::min<std::int64_t>(25, std::max<std::int64_t>(0, pricedOutOfMemory))));
+        for (size_t i = 0; i < r.top_infeasible.size(); ++i) {
+            const Plan& plan = r.top_infeasible[i];
+            const Prediction again = cm.evaluate(plan.layout);
+            QCOMPARE(again.step_time_s, plan.prediction.step_time_s);
+            QCOMPARE(plan.infeasible, std::string(kReasonOutOfMemory));
+            QVERIFY(!again.feasible && again.memory_bytes.total() > again.memory_bytes.capacity);
+            if (i > 0)
+                QVERIFY(!planBetter(Objective::Throughput, plan, r.top_infeasible[i - 1]));
+        }
+        for (const Plan& plan : r.top)
+            QVERIFY(plan.infeasible.empty());
         // The same fronts.
         QVERIFY(frontLayouts(r.pareto_step_memory) == naiveFront(e.feasible, stepOf, memoryOf));
         QVERIFY(frontLayouts(r.pareto_time_cost) == naiveFront(e.feasible, timeOf, costOf));

@@ -2,6 +2,7 @@
 #include "PlansModel.h"
 #include "Units.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -71,6 +72,9 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     progress_ = new QProgressBar(this);
     progress_->setRange(0, 1000);
     progress_->setTextVisible(true);
+    showInfeasible_ = new QCheckBox(tr("Show &infeasible"), this);
+    showInfeasible_->setToolTip(tr("Also list the best layouts that do not fit in memory (greyed), with the reason"));
+    connect(showInfeasible_, &QCheckBox::toggled, this, &PlansPage::fillModel);
     cancel_ = new QPushButton(tr("&Cancel search"), this);
     cancel_->setEnabled(false);
     status_ = new QLabel(this);
@@ -82,6 +86,7 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     filterLabel->setBuddy(filter_);
     bar->addWidget(filterLabel);
     bar->addWidget(filter_, 1);
+    bar->addWidget(showInfeasible_);
     bar->addWidget(progress_, 1);
     bar->addWidget(cancel_);
     auto* layout = new QVBoxLayout(this);
@@ -127,9 +132,19 @@ void PlansPage::showError(const QString& message)
     status_->setText(message);
 }
 
+void PlansPage::fillModel()
+{
+    std::vector<Plan> plans = result_.top;
+    if (showInfeasible_->isChecked())
+        plans.insert(plans.end(), result_.top_infeasible.begin(), result_.top_infeasible.end());
+    model_->setPlans(problem_, std::move(plans));
+}
+
 void PlansPage::showResult(const Problem& problem, const SearchResult& result)
 {
-    model_->setPlans(problem, result.top);
+    problem_ = problem;
+    result_ = result;
+    fillModel();
     const SearchStats& s = result.stats;
     QString reasons;
     for (const auto& [reason, count] : s.infeasible_by_reason)

@@ -7,6 +7,7 @@
 
 #include <QWidget>
 
+class QCheckBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -36,13 +37,19 @@ public:
     QPushButton* cancelButton() const { return cancel_; }
     QLineEdit* filter() const { return filter_; }
     QProgressBar* progress() const { return progress_; }
+    QCheckBox* showInfeasible() const { return showInfeasible_; }
 
 signals:
     void planSelected(const shardscope::Plan& plan);
     void cancelRequested();
 
 private:
+    void fillModel();
+
+    Problem problem_;
+    SearchResult result_;
     PlansModel* model_ = nullptr;
+    QCheckBox* showInfeasible_ = nullptr;
     QSortFilterProxyModel* proxy_ = nullptr;
     QTableView* table_ = nullptr;
     QLabel* status_ = nullptr;

@@ -67,10 +67,13 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
     const double memFraction = p.memory_bytes.capacity > 0 ? p.memory_bytes.total() / p.memory_bytes.capacity : 0;
     auto q = [](const std::string& s) { return QString::fromStdString(s); };
 
-    if (role == Qt::ForegroundRole && !p.feasible)
+    const bool runs = p.feasible && plan.infeasible.empty();
+    const QString why = plan.infeasible.empty() ? QString::fromLatin1(toString(p.reason))
+                                                : QString::fromStdString(plan.infeasible);
+    if (role == Qt::ForegroundRole && !runs)
         return QBrush(QGuiApplication::palette().color(QPalette::Disabled, QPalette::Text));
-    if (role == Qt::ToolTipRole && !p.feasible)
-        return tr("not feasible: %1").arg(QLatin1String(toString(p.reason)));
+    if (role == Qt::ToolTipRole && !runs)
+        return tr("not feasible: %1").arg(why);
     if (role == Qt::TextAlignmentRole)
         return index.column() >= StepTime || index.column() <= MicroBatch ? int(Qt::AlignRight | Qt::AlignVCenter)
                                                                            : int(Qt::AlignLeft | Qt::AlignVCenter);
@@ -78,7 +81,7 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
         return {};
     const bool display = role == Qt::DisplayRole;
     switch (index.column()) {
-    case Rank: return index.row() + 1;
+    case Rank: return runs || !display ? QVariant(index.row() + 1) : QVariant(QStringLiteral("-"));
     case Dp: return l.dp;
     case Tp: return l.tp;
     case Pp: return l.pp;
@@ -105,9 +108,7 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
             return display ? QVariant(tr("no price")) : QVariant(0.0);
         return display ? QVariant(QStringLiteral("$%1").arg(q(formatCount(std::int64_t(p.cost_to_train_usd + 0.5)))))
                        : QVariant(p.cost_to_train_usd);
-    case Feasible:
-        return display ? QVariant(p.feasible ? tr("yes") : QString::fromLatin1(toString(p.reason)))
-                       : QVariant(int(p.feasible));
+    case Feasible: return display ? QVariant(runs ? tr("yes") : why) : QVariant(int(runs));
     }
     return {};
 }
