@@ -363,7 +363,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
         note(sink, "time_s.compute", "layer matmuls, backward", m * slow.matmul_bwd_s,
-             "2 x forward (activation and weight gradients); flash attention: + scores recomputed");
+             "2 x forward (activation and weight gradients), + the scores recomputed when attention is fused (flash)");
         note(sink, "time_s.compute", "element-wise ops, forward and backward", m * slow.elementwise_s,
              "m x 3 x factor x stored activation bytes / HBM BW");
         note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,

@@ -9,7 +9,9 @@ StackedBarsData memoryChartData(const Prediction& p)
     constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
     const MemoryBreakdown& m = p.memory_bytes;
     StackedBarsData d;
-    d.title = QObject::tr("Memory per device (stage %1)").arg(p.memory_stage);
+    d.title = QObject::tr("Memory per device (stage %1) vs HBM %2 GiB")
+                  .arg(p.memory_stage)
+                  .arg(m.capacity / GiB, 0, 'g', 3);
     d.value_axis = QObject::tr("GiB");
     d.categories = {QObject::tr("device")};
     d.sets = {{QObject::tr("weights"), {m.weights / GiB}},

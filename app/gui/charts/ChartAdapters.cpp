@@ -118,6 +118,9 @@ void setStackedBarChart(QChartView* view, const StackedBarsData& d)
         else
             *limit << QPointF(0, d.limit) << QPointF(1, d.limit);
         chart->addSeries(limit);
+        // The capacity is named in the title; its legend entry would crowd a small chart.
+        for (QLegendMarker* marker : chart->legend()->markers(limit))
+            marker->setVisible(false);
         auto* across = new QValueAxis;
         across->setRange(0, 1);
         across->setVisible(false);

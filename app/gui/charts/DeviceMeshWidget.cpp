@@ -81,7 +81,7 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
     p.setFont(font());
 
     const QStringList lines = placementLines();
-    const int textH = int(lines.size() + 1) * fm.height() + 8;
+    const int textH = int(lines.size() + 2) * fm.height() + 8;  // one spare line for wrapping
     const QRectF area(8, fm.height() + 12, width() - 16, height() - fm.height() - 20 - textH);
     // Show as many nodes as fit legibly; pipeline stages are far apart in the mesh, so
     // the nodes shown are spread over the cluster (first, ..., last).
@@ -118,14 +118,11 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
         }
     }
     p.setPen(pal.text().color());
-    double y = height() - textH + 4;
-    p.drawText(QPointF(8, y + fm.ascent()),
-               tr("colour: pipeline stage; number: data-parallel rank; dark edge: start of a tensor-parallel group%1")
-                   .arg(nodes > maxShown ? tr("; %1 of %2 nodes shown").arg(maxShown).arg(nodes) : QString()));
-    for (const QString& line : lines) {
-        y += fm.height();
-        p.drawText(QPointF(8, y + fm.ascent()), line);
-    }
+    const QString legend =
+        tr("colour: pipeline stage; number: data-parallel rank; dark edge: start of a tensor-parallel group%1")
+            .arg(nodes > maxShown ? tr("; %1 of %2 nodes shown").arg(maxShown).arg(nodes) : QString());
+    p.drawText(QRectF(8, height() - textH + 4, width() - 16, textH), Qt::TextWordWrap,
+               QStringList(legend + QLatin1Char('\n') + lines.join(QLatin1Char('\n'))).join(QString()));
 }
 
 } // namespace shardscope
