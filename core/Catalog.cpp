@@ -74,6 +74,12 @@ const std::vector<std::vector<const char*>>& migrations()
         // 1 -> 2: saved plans (a problem, a layout and its prediction as JSON)
         {"CREATE TABLE plans (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, created_at TEXT NOT NULL,"
          " software_version TEXT NOT NULL, document TEXT NOT NULL)"},
+        // 2 -> 3: host measurements (engine device profiles of this machine) and the history
+        // of validation runs (planner prediction vs engine measurement)
+        {"CREATE TABLE host_profiles (host_id TEXT NOT NULL, threads INTEGER NOT NULL, measured_at TEXT NOT NULL,"
+         " document TEXT NOT NULL, PRIMARY KEY (host_id, threads))",
+         "CREATE TABLE validation_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at TEXT NOT NULL,"
+         " software_version TEXT NOT NULL, name TEXT NOT NULL, document TEXT NOT NULL)"},
     };
     return steps;
 }
@@ -585,6 +591,90 @@ void Catalog::remove(const std::string& name)
     QSqlQuery q(db);
     q.prepare(QStringLiteral("DELETE FROM entries WHERE name = ? AND builtin = 0"));
     q.addBindValue(QString::fromStdString(name));
+    if (!q.exec()) {
+        const std::string message = sqlError(q);
+        db.rollback();
+        throw CatalogError("catalog " + path_.toStdString() + ": " + message);
+    }
+    if (!db.commit())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+}
+
+} // namespace shardscope
+
+namespace shardscope {
+
+namespace {
+
+QJsonObject hostProfileJson(const HostProfile& p)
+{
+    return QJsonObject{{"schema", "shardscope.host/1"},
+                       {"host_id", QString::fromStdString(p.host_id)},
+                       {"cpu", QString::fromStdString(p.cpu)},
+                       {"threads", p.threads},
+                       {"gemm_flops_fp32", p.gemm_flops_fp32},
+                       {"memory_bytes_per_second", p.memory_bytes_per_second},
+                       {"kernel_overhead_s", p.kernel_overhead_s},
+                       {"memory_bytes", p.memory_bytes},
+                       {"measured_at", QString::fromStdString(p.measured_at)},
+                       {"engine_version", p.engine_version}};
+}
+
+HostProfile hostProfileFromJson(const QJsonObject& o)
+{
+    HostProfile p;
+    p.host_id = o.value(QLatin1String("host_id")).toString().toStdString();
+    p.cpu = o.value(QLatin1String("cpu")).toString().toStdString();
+    p.threads = o.value(QLatin1String("threads")).toInt();
+    p.gemm_flops_fp32 = o.value(QLatin1String("gemm_flops_fp32")).toDouble();
+    p.memory_bytes_per_second = o.value(QLatin1String("memory_bytes_per_second")).toDouble();
+    p.kernel_overhead_s = o.value(QLatin1String("kernel_overhead_s")).toDouble();
+    p.memory_bytes = o.value(QLatin1String("memory_bytes")).toDouble();
+    p.measured_at = o.value(QLatin1String("measured_at")).toString().toStdString();
+    p.engine_version = o.value(QLatin1String("engine_version")).toInt();
+    return p;
+}
+
+} // namespace
+
+std::optional<HostProfile> Catalog::hostProfile(const std::string& host_id, int threads) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    q.prepare(QStringLiteral("SELECT document FROM host_profiles WHERE host_id = ? AND threads = ?"));
+    q.addBindValue(QString::fromStdString(host_id));
+    q.addBindValue(threads);
+    if (!q.exec())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+    if (!q.next())
+        return std::nullopt;
+    return hostProfileFromJson(QJsonDocument::fromJson(q.value(0).toString().toUtf8()).object());
+}
+
+std::vector<HostProfile> Catalog::hostProfiles() const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    if (!q.exec(QStringLiteral("SELECT document FROM host_profiles ORDER BY host_id, threads")))
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+    std::vector<HostProfile> out;
+    while (q.next())
+        out.push_back(hostProfileFromJson(QJsonDocument::fromJson(q.value(0).toString().toUtf8()).object()));
+    return out;
+}
+
+void Catalog::storeHostProfile(const HostProfile& p)
+{
+    if (p.host_id.empty() || p.threads < 1 || !(p.gemm_flops_fp32 > 0) || !(p.memory_bytes_per_second > 0))
+        throw InputError("host profile: host_id, threads, gemm_flops_fp32 and memory_bytes_per_second are required");
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
+    QSqlQuery q(db);
+    q.prepare(QStringLiteral("INSERT OR REPLACE INTO host_profiles (host_id, threads, measured_at, document)"
+                             " VALUES (?, ?, ?, ?)"));
+    q.addBindValue(QString::fromStdString(p.host_id));
+    q.addBindValue(p.threads);
+    q.addBindValue(QString::fromStdString(p.measured_at));
+    q.addBindValue(QString::fromUtf8(QJsonDocument(hostProfileJson(p)).toJson(QJsonDocument::Compact)));
     if (!q.exec()) {
         const std::string message = sqlError(q);
         db.rollback();

@@ -12,6 +12,7 @@
 
 #include "FieldError.h"
 #include "HardwareSpec.h"
+#include "HostProfile.h"
 #include "ModelSpec.h"
 
 #include <QJsonObject>
@@ -46,7 +47,7 @@ public:
 
 class Catalog {
 public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // Opens (creating, recovering or migrating) the catalog at `path`.
     // Throws CatalogError when the file has a newer schema or cannot be used.
@@ -81,6 +82,12 @@ public:
     std::vector<std::string> importDocument(const QJsonObject& document, bool replace = false);
     // Removes a user entry; built-ins and entries other entries depend on are refused.
     void remove(const std::string& name);
+
+    // The stored measurement of this host at a thread count, if any.
+    std::optional<HostProfile> hostProfile(const std::string& host_id, int threads) const;
+    std::vector<HostProfile> hostProfiles() const;
+    // Stores (or replaces) a measurement, in one transaction.
+    void storeHostProfile(const HostProfile& profile);
 
 private:
     void openOrRecover();

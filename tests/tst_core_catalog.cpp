@@ -282,6 +282,77 @@ private slots:
         QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 1"));
     }
 
+    void hostProfilesStoredPerHostAndThreads()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("c.sqlite");
+        HostProfile p;
+        p.host_id = "machine-1/cpu-x";
+        p.cpu = "CPU X";
+        p.threads = 2;
+        p.gemm_flops_fp32 = 2.1e11;
+        p.memory_bytes_per_second = 3.0e10;
+        p.kernel_overhead_s = 2.8e-6;
+        p.memory_bytes = 24e9;
+        p.measured_at = "2026-11-29T16:00:00Z";
+        {
+            Catalog c(path);
+            QVERIFY(!c.hostProfile(p.host_id, 2));
+            c.storeHostProfile(p);
+            HostProfile one = p;
+            one.threads = 1;
+            one.gemm_flops_fp32 = 1.0e11;
+            c.storeHostProfile(one);
+        }
+        Catalog c(path);  // survives reopening
+        const auto stored = c.hostProfile(p.host_id, 2);
+        QVERIFY(stored.has_value());
+        QVERIFY(*stored == p);
+        QCOMPARE(c.hostProfile(p.host_id, 1)->gemm_flops_fp32, 1.0e11);
+        QVERIFY(!c.hostProfile("another-machine", 2));
+        // Measuring again replaces the figures.
+        HostProfile again = p;
+        again.gemm_flops_fp32 = 2.3e11;
+        c.storeHostProfile(again);
+        QCOMPARE(c.hostProfile(p.host_id, 2)->gemm_flops_fp32, 2.3e11);
+        QCOMPARE(c.hostProfiles().size(), size_t(2));
+        HostProfile bad = p;
+        bad.gemm_flops_fp32 = 0;
+        QVERIFY_THROWS_EXCEPTION(InputError, c.storeHostProfile(bad));
+    }
+
+    void migratesFromVersion2()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("v2.sqlite");
+        rawSql(path, {"CREATE TABLE entries (name TEXT PRIMARY KEY, kind TEXT NOT NULL, builtin INTEGER NOT NULL,"
+                      " display_name TEXT NOT NULL DEFAULT '', document TEXT NOT NULL, created_at TEXT NOT NULL,"
+                      " updated_at TEXT NOT NULL)",
+                      "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                      "CREATE TABLE plans (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,"
+                      " created_at TEXT NOT NULL, software_version TEXT NOT NULL, document TEXT NOT NULL)",
+                      "INSERT INTO plans (name, created_at, software_version, document) VALUES ('kept', 'then', '0.1.0', '{}')",
+                      "PRAGMA user_version = 2"});
+        {
+            Catalog c(path);
+            QCOMPARE(c.schemaVersion(), 3);
+            QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 2"));
+        }
+        QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "check");
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        {
+            QSqlQuery q(db);
+            QVERIFY(q.exec("SELECT name FROM plans") && q.next());
+            QCOMPARE(q.value(0).toString(), QString("kept"));
+            QVERIFY(q.exec("SELECT count(*) FROM host_profiles") && q.next());
+            QVERIFY(q.exec("SELECT count(*) FROM validation_runs") && q.next());
+        }
+        db.close();
+        db = QSqlDatabase();
+        QSqlDatabase::removeDatabase("check");
+    }
+
     void corruptFileMovedAside()
     {
         QTemporaryDir dir;
