@@ -34,6 +34,17 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
     }
 };
 
+// Bytes one device sends per step by collective kind (ring algorithms: reduce-scatter and
+// all-gather send (n - 1)/n of the buffer, all-reduce twice that; point-to-point the message).
+struct CommBytes {
+    double tp = 0;   // tensor/sequence-parallel collectives
+    double cp = 0;   // context-parallel K/V exchange
+    double pp = 0;   // pipeline activations and gradients
+    double dp = 0;   // data-parallel all-reduce / ZeRO reduce-scatter and all-gather
+
+    double total() const { return tp + cp + pp + dp; }
+};
+
 enum class Infeasibility {
     None,
     OutOfMemory,          // the most loaded device needs more than its HBM
@@ -46,6 +57,7 @@ struct Prediction {
 
     MemoryBreakdown memory_bytes;
     TimeBreakdown time_s;
+    CommBytes comm_bytes;          // per device of the slowest stage (dp: of the stage with the most parameters)
     double step_time_s = 0;
 
     int micro_batches = 0;         // per step and pipeline

@@ -88,6 +88,12 @@ inline double allReduceTime(const GroupPlacement& g, double bytes, const LinkMod
     return 2 * reduceScatterTime(g, bytes, link);
 }
 
+// Bytes one member sends in a ring reduce-scatter or all-gather of `bytes`, and in an
+// all-reduce (formulas.md: (n - 1)/n S and 2 (n - 1)/n S). The same for flat and
+// two-level algorithms in this accounting: the data each member contributes.
+inline double ringHalfBytes(double n, double bytes) { return n > 1 ? (n - 1) / n * bytes : 0; }
+inline double allReduceBytes(double n, double bytes) { return 2 * ringHalfBytes(n, bytes); }
+
 // Point-to-point between neighbouring pipeline stages.
 inline double sendRecvTime(bool crossesDomains, double bytes, const LinkModel& link)
 {

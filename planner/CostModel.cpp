@@ -53,6 +53,8 @@ struct CostModel::StageCost {
     double recompute_s = 0;
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double cp_s = 0;              // exposed CP exchange per micro-batch
+    double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
+    double cp_bytes = 0;          // ... in the CP exchange per micro-batch
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
     double working_bytes = 0;         // live only for one micro-batch at a time
     double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s; }
@@ -293,9 +295,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
         const double ar = allReduceTime(tpGroup, T * h * activation_bytes_, linkFor(D.t, 1));
-        const double perMbForward = (2 * nEnc + 3 * nDec) * ar + (firstStage ? ar : 0);
+        const double collectives = 2 * nEnc + 3 * nDec + (firstStage ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
-        sc.tp_s = passes * perMbForward;
+        sc.tp_s = passes * collectives * ar;
+        sc.tp_bytes = passes * collectives * allReduceBytes(D.t, T * h * activation_bytes_);
     }
 
     // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise
@@ -307,7 +310,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double blocks = nEnc + 2 * nDec;
         const double fwdExposed = std::max(0.0, exchange - selfAttentionCore);
         const double bwdExposed = std::max(0.0, exchange - 2 * selfAttentionCore);
-        sc.cp_s = blocks * (fwdExposed + bwdExposed) * (l.recompute == Recompute::Full ? 1.5 : 1.0);
+        const double passes = l.recompute == Recompute::Full ? 1.5 : 1.0;
+        sc.cp_s = blocks * (fwdExposed + bwdExposed) * passes;
+        sc.cp_bytes = blocks * 2 * ringHalfBytes(D.c, kvBytes) * passes;  // K,V gathered, dK,dV scattered
     }
 
     // ---- activation memory [K22] ----
@@ -359,6 +364,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.recompute = m * slow.recompute_s;
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
+    pr.comm_bytes.tp = m * slow.tp_bytes;
+    pr.comm_bytes.cp = m * slow.cp_bytes;
     if (sink) {
         note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
@@ -389,6 +396,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
                              (l.sequence_parallel ? l.tp : 1);
         const double one = sendRecvTime(crosses, bytes, linkFor(2, stride));
         ts.pp_comm = 2 * v * (m + p - 1) * one;
+        // A middle stage sends each micro-batch's activations forward and its gradients back, per chunk.
+        pr.comm_bytes.pp = 2 * v * m * bytes;
         note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
              "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
     }
@@ -412,12 +421,15 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         switch (l.zero_stage) {
         case 0:
             dpComm = allReduceTime(all, gradBytes, allLink);
+            pr.comm_bytes.dp = allReduceBytes(dpGroupSize, gradBytes);
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
         case 2:
             dpComm = reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
+            pr.comm_bytes.dp = ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
+                               allReduceBytes(replicas, gradBytes / shardGroup);
             window = slow.bwd_s;
             break;
         default:
@@ -426,6 +438,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             dpComm = m * (2 * allGatherTime(shard, weightBytes, shardLink) +
                           reduceScatterTime(shard, gradBytes, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
+            pr.comm_bytes.dp = m * (2 * ringHalfBytes(shardGroup, weightBytes) + ringHalfBytes(shardGroup, gradBytes)) +
+                               allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
             break;
         }

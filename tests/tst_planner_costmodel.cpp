@@ -302,6 +302,32 @@ private slots:
         QVERIFY(near(pr.step_time_s, t.sum(), 1e-12));
     }
 
+    // formulas.md, "Communication volume per step, Megatron-style", as bytes one device sends.
+    void communicationVolumes()
+    {
+        const ModelSpec m = megatronGpt(8, 4096, 32);
+        const Problem p = problem(m, 2, 64);  // 16 devices
+        const double P = double(parameterCount(m)), b = 1, s = 2048, h = 4096;
+        // Data parallel: an all-reduce of the gradients, 2 (n - 1)/n x 2 bytes x P.
+        const Prediction dp = CostModel::evaluate(p, layout("dp=16,mb=4", p));
+        QVERIFY(near(dp.comm_bytes.dp, 2 * 15.0 / 16 * 2 * P, 1e-12));
+        QCOMPARE(dp.comm_bytes.tp + dp.comm_bytes.pp + dp.comm_bytes.cp, 0.0);
+        // ZeRO-3 with one micro-batch: all-gather before forward and backward, reduce-scatter: 1.5x.
+        const Prediction z3 = CostModel::evaluate(p, layout("dp=16,zero=3,mb=4", p));
+        QCOMPARE(z3.micro_batches, 1);
+        QVERIFY(near(z3.comm_bytes.dp, 1.5 * dp.comm_bytes.dp, 1e-12));
+        // Tensor parallel: 2 all-reduces of b s h per layer forward and 2 backward (+ the embedding's).
+        const Prediction tp = CostModel::evaluate(p, layout("tp=4,dp=4,mb=1", p));
+        const double perAllReduce = 2 * 3.0 / 4 * b * s * h * 2;
+        QVERIFY(near(tp.comm_bytes.tp, tp.micro_batches * 2 * (2 * 8 + 1) * perAllReduce, 1e-12));
+        // Pipeline: per micro-batch b s h forward and the same backward (a middle stage).
+        const Prediction pp = CostModel::evaluate(p, layout("pp=4,dp=4,mb=1", p));
+        QVERIFY(near(pp.comm_bytes.pp, pp.micro_batches * 2 * b * s * h * 2, 1e-12));
+        // With sequence parallelism the pipeline message is scattered over tp.
+        const Prediction ppsp = CostModel::evaluate(p, layout("pp=2,tp=4,dp=2,sp=on,mb=1", p));
+        QVERIFY(near(ppsp.comm_bytes.pp, ppsp.micro_batches * 2 * b * s * h * 2 / 4, 1e-12));
+    }
+
     void layoutPhysics()
     {
         const Problem p = problem(megatronGpt(96, 12288, 96), 64, 1536);  // 512 A100s
