@@ -5,7 +5,10 @@
 #include "Commands.h"
 #include "Version.h"
 
+#include <QApplication>
 #include <QCoreApplication>
+
+#include <memory>
 
 #include <iostream>
 
@@ -32,6 +35,9 @@ Commands:
                               step time, memory, throughput, MFU, time and cost to
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)
+  report --plan plan.json --out report.html|report.pdf [--charts png|svg]
+                              a self-contained report of a plan with its charts
+                              (rendered offscreen; works without a display)
   calibrate [--fit] [--json] [--out PROFILE.json]
                               the cost model against published training runs
                               (calibration-cases.md); --fit refits its efficiency terms
@@ -112,6 +118,8 @@ int run(std::vector<std::string> args)
         return runCalibrate(rest, ctx);
     if (command == "predict")
         return runPredict(rest, ctx);
+    if (command == "report")
+        return runReport(rest, ctx);
     if (command == "plan")
         return runPlan(rest, ctx);
     if (command == "sweep")
@@ -124,10 +132,39 @@ int run(std::vector<std::string> args)
 } // namespace
 } // namespace shardscope::cli
 
+namespace {
+
+// The command word: the first argument that is neither an option nor --db's value.
+std::string commandOf(int argc, char** argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--db") {
+            ++i;
+            continue;
+        }
+        if (a.rfind("-", 0) != 0)
+            return a;
+    }
+    return {};
+}
+
+} // namespace
+
 int main(int argc, char** argv)
 {
     using namespace shardscope::cli;
-    QCoreApplication app(argc, argv);
+    // Reports render charts with widgets and need a QApplication; everything else runs on
+    // QCoreApplication. Without a display the report renders offscreen.
+    std::unique_ptr<QCoreApplication> app;
+    if (commandOf(argc, argv) == "report") {
+        if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
+            qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+            qputenv("QT_QPA_PLATFORM", "offscreen");
+        app = std::make_unique<QApplication>(argc, argv);
+    } else {
+        app = std::make_unique<QCoreApplication>(argc, argv);
+    }
     QCoreApplication::setApplicationName(QStringLiteral("shardscope"));
     QCoreApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
     std::vector<std::string> args;

@@ -21,6 +21,7 @@ int runDemo(const std::vector<std::string>& args, Context& ctx);
 int runTrain(const std::vector<std::string>& args, Context& ctx);
 int runCalibrate(const std::vector<std::string>& args, Context& ctx);
 int runPredict(const std::vector<std::string>& args, Context& ctx);
+int runReport(const std::vector<std::string>& args, Context& ctx);
 int runPlan(const std::vector<std::string>& args, Context& ctx);
 int runSweep(const std::vector<std::string>& args, Context& ctx);
 int runCompare(const std::vector<std::string>& args, Context& ctx);

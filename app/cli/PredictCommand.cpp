@@ -93,26 +93,14 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         plan = loadPlanFile(*file);
     const Problem problem = plan ? plan->problem : problemFromArgs(a, catalog);
 
-    FieldErrors errors;
     Layout layout;
     if (plan && !a.value("layout")) {
         if (!plan->best)
             throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
         layout = *plan->best;  // validated when the file was read
     } else {
-        layout = parseLayout(a.value("layout").value_or(""), errors);
-        if (errors.empty()) {
-            const bool dpGiven = layout.dp != 0;
-            resolveDataParallel(layout, problem.cluster.devices(), errors);
-            // Report every broken rule at once; when dp could not be filled in, its device-count
-            // message above already says what the rules below would repeat.
-            for (const FieldError& e : validate(layout, problem.model, problem.cluster, problem.training))
-                if (dpGiven || errors.empty() || e.path != "layout.dp")
-                    errors.push_back(e);
-        }
+        layout = layoutFromArg(a.value("layout").value_or(""), problem);
     }
-    if (!errors.empty())
-        throw InputError(errors);
 
     const CostModel model(problem);
     const Prediction prediction = model.evaluate(layout);

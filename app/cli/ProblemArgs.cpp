@@ -41,6 +41,24 @@ ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog)
     return catalog.model(arg);
 }
 
+Layout layoutFromArg(const std::string& text, const Problem& problem)
+{
+    FieldErrors errors;
+    Layout layout = parseLayout(text, errors);
+    if (errors.empty()) {
+        const bool dpGiven = layout.dp != 0;
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        // Every broken rule at once; when dp could not be filled in, its device-count
+        // message already says what the rules would repeat about dp.
+        for (const FieldError& e : validate(layout, problem.model, problem.cluster, problem.training))
+            if (dpGiven || errors.empty() || e.path != "layout.dp")
+                errors.push_back(e);
+    }
+    if (!errors.empty())
+        throw InputError(errors);
+    return layout;
+}
+
 Problem problemFromArgs(const CliArgs& a, const Catalog& catalog)
 {
     auto required = [&](const char* name) {

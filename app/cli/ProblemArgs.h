@@ -5,6 +5,7 @@
 
 #include "Catalog.h"
 #include "CliArgs.h"
+#include "Layout.h"
 #include "Problem.h"
 
 #include <set>
@@ -18,6 +19,10 @@ const std::set<std::string>& problemFlagOptions();
 
 // Throws UsageError for a missing option, InputError for an invalid problem (every field named).
 Problem problemFromArgs(const CliArgs& args, const Catalog& catalog);
+
+// A --layout string for a problem: keys left out take defaults, dp fills the devices.
+// Throws InputError listing every broken rule at once.
+Layout layoutFromArg(const std::string& text, const Problem& problem);
 
 // A model by catalog name, or from a JSON file when the argument names one.
 ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog);

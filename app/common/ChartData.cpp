@@ -1,8 +1,111 @@
 #include "ChartData.h"
+#include "Search.h"
+#include "Sweep.h"
+#include "Units.h"
 
 #include <QObject>
 
 namespace shardscope {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kDay = 86400.0;
+
+QString layoutText(const Layout& l) { return QString::fromStdString(toString(l)); }
+
+} // namespace
+
+XYChartData paretoChartData(const SearchResult& result, const Layout* selected)
+{
+    XYChartData memory{QObject::tr("Pareto front: step time vs memory per device"), QObject::tr("step time (s, log scale)"),
+                       QObject::tr("memory per device (GiB)"), true, 10, {}};
+    XYSeriesData front{QObject::tr("Pareto front"), {}, true, false, -1};
+    XYSeriesData top{QObject::tr("top plans"), {}, false, false, -1};
+    XYSeriesData chosen{QObject::tr("selected plan"), {}, false, true, -1};
+    for (const auto& p : result.pareto_step_memory.points())
+        front.points.push_back({p.x, p.y / kGiB, layoutText(p.item.layout)});
+    for (const Plan& plan : result.top) {
+        const XYPoint point{plan.prediction.step_time_s, plan.prediction.memory_bytes.total() / kGiB,
+                            layoutText(plan.layout)};
+        top.points.push_back(point);
+        if (selected && plan.layout == *selected)
+            chosen.points.push_back(point);
+    }
+    memory.series = {front, top};
+    if (!chosen.points.isEmpty())
+        memory.series.push_back(chosen);
+    return memory;
+}
+
+XYChartData scalingChartData(const SweepResult& sweep)
+{
+    XYChartData d{QObject::tr("Scaling over node counts (best plan at each size)"), QObject::tr("nodes"),
+                  QObject::tr("tokens/s per device"), true, 2, {}};
+    XYSeriesData perDevice{QObject::tr("tokens/s per device"), {}, true, false, -1};
+    XYSeriesData ideal{QObject::tr("perfect scaling"), {}, true, false, -1};
+    double reference = 0;
+    for (const SweepPoint& point : sweep.points) {
+        const Plan* best = point.result.best();
+        if (!best)
+            continue;
+        const double value = best->prediction.tokens_per_s / double(point.problem.cluster.devices());
+        if (reference == 0)
+            reference = value;
+        perDevice.points.push_back({double(point.problem.cluster.nodes), value,
+                                    QObject::tr("%1 nodes: %2, scaling efficiency %3%")
+                                        .arg(point.problem.cluster.nodes)
+                                        .arg(layoutText(best->layout))
+                                        .arg(100 * point.scaling_efficiency, 0, 'f', 0)});
+        ideal.points.push_back({double(point.problem.cluster.nodes), reference, QString()});
+    }
+    d.series = {perDevice, ideal};
+    return d;
+}
+
+XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
+{
+    XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
+                     QObject::tr("time to train (days)"), QObject::tr("cost to train (USD)"), false, 10, {}};
+    XYSeriesData sizes{QObject::tr("node counts"), {}, true, false, -1};
+    XYSeriesData types{QObject::tr("node types"), {}, false, true, -1};
+    auto add = [](XYSeriesData& series, const SweepPoint& point) {
+        if (const Plan* best = point.result.best(); best && best->prediction.cost_to_train_usd > 0)
+            series.points.push_back({best->prediction.time_to_train_s / kDay, best->prediction.cost_to_train_usd,
+                                     QObject::tr("%1 x %2: %3")
+                                         .arg(point.problem.cluster.nodes)
+                                         .arg(QString::fromStdString(point.problem.cluster.node.name))
+                                         .arg(layoutText(best->layout))});
+    };
+    for (const SweepPoint& point : sweep.points)
+        add(sizes, point);
+    for (const SweepPoint& point : comparison.points)
+        add(types, point);
+    cost.series = {sizes, types};
+    return cost;
+}
+
+StackedBarsData nodeTypesChartData(const SweepResult& comparison)
+{
+    StackedBarsData d;
+    d.title = QObject::tr("Node types: time to train (best plan each)");
+    d.value_axis = QObject::tr("days");
+    d.horizontal = true;
+    BarSet days{QObject::tr("time to train"), {}, -1};
+    for (const SweepPoint& point : comparison.points) {
+        const Plan* best = point.result.best();
+        QString label = QString::fromStdString(point.problem.cluster.node.name);
+        if (best && best->prediction.cost_to_train_usd > 0)
+            label += QStringLiteral(" ($%1)").arg(
+                QString::fromStdString(formatCount(std::int64_t(best->prediction.cost_to_train_usd + 0.5))));
+        else if (!best)
+            label += QObject::tr(" (no plan)");
+        d.categories << label;
+        days.values << (best ? best->prediction.time_to_train_s / kDay : 0.0);
+    }
+    d.sets = {days};
+    return d;
+}
 
 StackedBarsData memoryChartData(const Prediction& p)
 {

@@ -11,6 +11,10 @@
 
 namespace shardscope {
 
+struct SearchResult;
+struct SweepResult;
+struct Layout;
+
 struct BarSet {
     QString name;
     QVector<double> values;  // one per category
@@ -39,6 +43,7 @@ struct XYSeriesData {
     QVector<XYPoint> points;
     bool line = true;        // line or scatter
     bool highlighted = false;
+    int color = -1;          // fixed palette index, -1: by position
 };
 
 struct XYChartData {
@@ -49,6 +54,15 @@ struct XYChartData {
     double log_base = 10;
     QVector<XYSeriesData> series;
 };
+
+// Pareto front of step time vs memory of a search, its top plans and the selected one.
+XYChartData paretoChartData(const SearchResult& result, const Layout* selected);
+// Tokens/s per device over node counts against perfect scaling.
+XYChartData scalingChartData(const SweepResult& sweep);
+// Time vs cost to train of the best plan at each size and on each node type.
+XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison);
+// Time to train per node type (comparison), labelled with the cost.
+StackedBarsData nodeTypesChartData(const SweepResult& comparison);
 
 // Memory per device by category against the HBM capacity (GiB).
 StackedBarsData memoryChartData(const Prediction& prediction);

@@ -11,6 +11,7 @@
 #include "PlansModel.h"
 #include "PlansPage.h"
 #include "ProblemOverview.h"
+#include "ReportBuilder.h"
 #include "Theme.h"
 #include "Version.h"
 
@@ -25,6 +26,7 @@
 #include <QJsonDocument>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressDialog>
 #include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
@@ -73,6 +75,8 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     recentMenu_ = file->addMenu(tr("Open &recent"));
     file->addAction(tr("&Save plans..."), QKeySequence::Save, this, &MainWindow::savePlanDialog);
     file->addAction(tr("&Export selected plan..."), QKeySequence(tr("Ctrl+E")), this, &MainWindow::exportSelectedPlan);
+    file->addAction(tr("Export &report (HTML, PDF)..."), QKeySequence(tr("Ctrl+R")), this,
+                    &MainWindow::exportReportDialog);
     file->addSeparator();
     file->addAction(tr("&Import into catalog..."), QKeySequence(tr("Ctrl+I")), this, &MainWindow::importFile);
     file->addSeparator();
@@ -219,6 +223,7 @@ void MainWindow::startExplore(const SearchRequest& request)
             return out;
         };
     sweep_->start<ExploreResult>(work, [this](const ExploreResult& result) {
+        sweepResult_ = result.sweep;
         explore_->showSweep(result.sweep);
         explore_->showComparison(result.comparison);
         explore_->setStatus(tr("Scaling: %1 node counts in %2 s; comparison: %3 node types in %4 s (same chip count)")
@@ -329,6 +334,57 @@ void MainWindow::savePlanDialog()
 }
 
 void MainWindow::exportSelectedPlan() { savePlanDialog(); }
+
+void MainWindow::exportReportDialog()
+{
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export report"), QStringLiteral("report.html"),
+                                                      tr("Reports (*.html *.pdf)"));
+    if (path.isEmpty())
+        return;
+    const QString error = exportReport(path);
+    if (!error.isEmpty())
+        QMessageBox::warning(this, tr("Export report"), error);
+    else
+        statusBar()->showMessage(tr("Wrote %1").arg(path));
+}
+
+QString MainWindow::exportReport(const QString& path, bool showProgress)
+{
+    if (!result_ || !(selected_ || result_->best()))
+        return tr("there is no plan to report yet: wait for the search");
+    ReportFormat format = ReportFormat::Html;
+    if (const QString error = reportFormatFromPath(path, format); !error.isEmpty())
+        return error;
+    ReportInput input;
+    input.problem = problem_;
+    input.chosen = selected_ ? *selected_ : result_->best()->layout;
+    input.result = *result_;
+    input.sweep = sweepResult_;
+    input.title = tr("%1 on %2 x %3")
+                      .arg(QString::fromStdString(problem_.model.name))
+                      .arg(problem_.cluster.nodes)
+                      .arg(QString::fromStdString(problem_.cluster.node.name));
+    ReportBuilder builder(input, path, format, ChartFormat::Png);
+    // Charts are widgets and render on this thread: one per event-loop turn keeps the
+    // window responsive and the dialog's Cancel working.
+    std::unique_ptr<QProgressDialog> progress;
+    if (showProgress) {
+        progress = std::make_unique<QProgressDialog>(tr("Writing the report..."), tr("Cancel"), 0, builder.steps(), this);
+        progress->setWindowModality(Qt::WindowModal);
+        progress->setMinimumDuration(0);
+    }
+    for (int step = 0; step < builder.steps(); ++step) {
+        if (progress) {
+            progress->setValue(step);
+            progress->setLabelText(builder.stepName(step));
+            QApplication::processEvents();
+            if (progress->wasCanceled())
+                return tr("cancelled; nothing was written");
+        }
+        builder.runStep(step);
+    }
+    return builder.finish();
+}
 
 void MainWindow::addRecentFile(const QString& path)
 {

@@ -43,6 +43,9 @@ public:
 
     bool openPlanFile(const QString& path, QString* error = nullptr);
     bool savePlanFile(const QString& path, QString* error = nullptr) const;
+    // Writes an HTML or PDF report of the selected plan, rendering one chart per event-loop
+    // turn with a progress dialog (cancellable); returns an error message or empty.
+    QString exportReport(const QString& path, bool showProgress = true);
     // Saves one PNG per page (and per catalog tab) and one per chart into `dir`.
     QStringList saveScreenshots(const QString& dir);
 
@@ -61,6 +64,7 @@ private:
     void openPlanDialog();
     void savePlanDialog();
     void exportSelectedPlan();
+    void exportReportDialog();
     void importFile();
     void showAbout();
     void addRecentFile(const QString& path);
@@ -79,6 +83,7 @@ private:
 
     Problem problem_;
     std::optional<SearchResult> result_;
+    SweepResult sweepResult_;
     std::optional<Layout> selected_;
     std::optional<Layout> selectAfterSearch_;  // from an opened plan file
     bool exploreBusy_ = false;

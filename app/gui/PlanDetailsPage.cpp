@@ -25,6 +25,16 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
+PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& p)
+{
+    const double m = std::max(1, p.micro_batches);
+    const TimeBreakdown& t = p.time_s;
+    const double comm = (t.tp_comm + t.cp_comm) / m;
+    const double forward = t.compute / 3 / m + comm / 2;
+    const double backward = 2 * t.compute / 3 / m + t.recompute / m + comm / 2;
+    return simulatePipeline(layout.schedule, layout.pp, p.micro_batches, layout.virtual_stages, forward, backward);
+}
+
 QString predictionSummary(const Problem& problem, const Prediction& p)
 {
     QString s = QObject::tr("%1 per step, %2 tokens/s, MFU %3%, memory %4 of %5")
@@ -140,16 +150,8 @@ void PlanDetailsPage::showPlan(const Problem& problem, const Layout& layout)
     setStackedBarChart(memory_, memoryChartData(p));
     setStackedBarChart(time_, stepTimeChartData(p));
 
-    // The schedule of the slowest stage's per-micro-batch work: forward is a third of the
-    // compute, backward the rest plus recomputation; collectives split evenly.
-    const double m = std::max(1, p.micro_batches);
-    const TimeBreakdown& t = p.time_s;
-    const double comm = (t.tp_comm + t.cp_comm) / m;
-    const double forward = t.compute / 3 / m + comm / 2;
-    const double backward = 2 * t.compute / 3 / m + t.recompute / m + comm / 2;
     try {
-        const PipelineTimeline timeline =
-            simulatePipeline(layout.schedule, layout.pp, p.micro_batches, layout.virtual_stages, forward, backward);
+        const PipelineTimeline timeline = pipelineTimelineFor(layout, p);
         timeline_->setTimeline(timeline, tr("Pipeline schedule: %1, %2 stages, %3 micro-batches%4")
                                              .arg(QLatin1String(toString(layout.schedule)))
                                              .arg(layout.pp)

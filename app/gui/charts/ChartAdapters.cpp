@@ -182,11 +182,10 @@ void setXYChart(QChartView* view, const XYChartData& d)
         } else {
             auto* scatter = new QScatterSeries;
             scatter->setMarkerSize(s.highlighted ? 14 : 8);
-            if (s.highlighted)
-                scatter->setColor(QColor(220, 40, 40));
             series = scatter;
         }
         series->setName(s.name);
+        series->setColor(s.highlighted ? QColor(220, 40, 40) : seriesColor(s.color >= 0 ? s.color : chart->series().size()));
         QVector<QString> labels;
         for (const XYPoint& p : s.points) {
             series->append(p.x, p.y);

@@ -1,0 +1,77 @@
+// shardscope-cli report: a self-contained HTML or PDF report of a plan file, with the
+// same charts as the GUI, rendered offscreen (headless: no display needed).
+#include "CliArgs.h"
+#include "Commands.h"
+#include "PlanCommand.h"
+#include "ProblemArgs.h"
+#include "ReportBuilder.h"
+#include "Search.h"
+#include "Sweep.h"
+
+#include <ostream>
+
+namespace shardscope::cli {
+
+int runReport(const std::vector<std::string>& args, Context& ctx)
+{
+    const char* usage = "shardscope-cli report --plan plan.json --out report.html|report.pdf [--charts png|svg] "
+                        "[--layout \"...\"]";
+    const CliArgs a(args, {"plan", "out", "charts", "layout"}, {});
+    a.expectPositional(0, usage);
+    const auto planPath = a.value("plan");
+    const auto out = a.value("out");
+    if (!planPath || !out)
+        throw UsageError(std::string("missing --plan or --out; usage: ") + usage);
+    ReportFormat format = ReportFormat::Html;
+    if (const QString error = reportFormatFromPath(QString::fromStdString(*out), format); !error.isEmpty())
+        throw UsageError("--out: " + error.toStdString());
+    ChartFormat charts = ChartFormat::Png;
+    if (auto c = a.value("charts")) {
+        if (*c == "svg")
+            charts = ChartFormat::Svg;
+        else if (*c != "png")
+            throw UsageError("--charts: \"" + *c + "\" is not png or svg");
+        if (charts == ChartFormat::Svg && format == ReportFormat::Pdf)
+            throw UsageError("--charts svg: a PDF report embeds its charts; SVG charts go with an HTML report");
+    }
+
+    const PlanDocument plan = loadPlanFile(*planPath);
+    ReportInput input;
+    input.problem = plan.problem;
+    if (auto text = a.value("layout")) {
+        input.chosen = layoutFromArg(*text, plan.problem);
+    } else if (plan.best) {
+        input.chosen = *plan.best;
+    } else {
+        throw InputError(*planPath + ": best: the plan has no feasible layout; give one with --layout");
+    }
+    input.title = QStringLiteral("%1 on %2 x %3")
+                      .arg(QString::fromStdString(plan.problem.model.name))
+                      .arg(plan.problem.cluster.nodes)
+                      .arg(QString::fromStdString(plan.problem.cluster.node.name));
+
+    // The search gives the alternatives and the Pareto front; a sweep around the plan's size
+    // the scaling curve. Both are recomputed from the problem, like every prediction.
+    SearchOptions options;
+    options.objective = plan.objective;
+    input.result = search(plan.problem, SearchSpace{}, options);
+    std::vector<int> nodes;
+    for (int n = std::max(1, plan.problem.cluster.nodes / 4); n <= plan.problem.cluster.nodes * 4; n *= 2)
+        nodes.push_back(n);
+    SearchOptions sweepOptions = options;
+    sweepOptions.top_k = 1;
+    input.sweep = sweepNodes(plan.problem, nodes, SearchSpace{}, sweepOptions);
+
+    ReportBuilder builder(input, QString::fromStdString(*out), format, charts);
+    for (int step = 0; step < builder.steps(); ++step)
+        builder.runStep(step);
+    if (const QString error = builder.finish(); !error.isEmpty())
+        throw std::runtime_error(error.toStdString());
+    ctx.out << "wrote " << *out << " (" << builder.chartNames().size() << " charts";
+    if (format == ReportFormat::Pdf)
+        ctx.out << ", " << builder.pageCount() << " pages";
+    ctx.out << ")\n";
+    return kExitOk;
+}
+
+} // namespace shardscope::cli

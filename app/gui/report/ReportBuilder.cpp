@@ -1,0 +1,320 @@
+#include "ReportBuilder.h"
+#include "ChartAdapters.h"
+#include "ChartData.h"
+#include "CostModel.h"
+#include "DeviceMeshWidget.h"
+#include "PipelineTimelineWidget.h"
+#include "PlanDetailsPage.h"
+#include "Units.h"
+#include "Version.h"
+
+#include <QApplication>
+#include <QBuffer>
+#include <QChartView>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QPageSize>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <QTextDocument>
+#include <QUrl>
+
+#include <algorithm>
+
+namespace shardscope {
+
+namespace {
+
+constexpr int kChartWidth = 960;
+constexpr int kChartHeight = 440;
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+QString esc(const QString& s) { return s.toHtmlEscaped(); }
+
+// The layout keys in which `other` differs from `chosen`: "tp 8 -> 4, zero 1 -> 3".
+QString differences(const Layout& chosen, const Layout& other)
+{
+    QStringList out;
+    auto cmp = [&](const char* key, const QString& a, const QString& b) {
+        if (a != b)
+            out << QStringLiteral("%1 %2 &rarr; %3").arg(QLatin1String(key), esc(a), esc(b));
+    };
+    cmp("dp", QString::number(chosen.dp), QString::number(other.dp));
+    cmp("tp", QString::number(chosen.tp), QString::number(other.tp));
+    cmp("pp", QString::number(chosen.pp), QString::number(other.pp));
+    cmp("cp", QString::number(chosen.cp), QString::number(other.cp));
+    cmp("sp", chosen.sequence_parallel ? "on" : "off", other.sequence_parallel ? "on" : "off");
+    cmp("zero", QString::number(chosen.zero_stage), QString::number(other.zero_stage));
+    cmp("zero_group", QString::number(chosen.zero_group), QString::number(other.zero_group));
+    cmp("mb", QString::number(chosen.micro_batch), QString::number(other.micro_batch));
+    cmp("schedule", QLatin1String(toString(chosen.schedule)), QLatin1String(toString(other.schedule)));
+    cmp("v", QString::number(chosen.virtual_stages), QString::number(other.virtual_stages));
+    cmp("recompute", QLatin1String(toString(chosen.recompute)), QLatin1String(toString(other.recompute)));
+    cmp("offload", QLatin1String(toString(chosen.offload)), QLatin1String(toString(other.offload)));
+    return out.isEmpty() ? QObject::tr("(same layout)") : out.join(QStringLiteral(", "));
+}
+
+} // namespace
+
+struct ReportBuilder::Chart {
+    QString name;     // file stem: "memory", "step-time", ...
+    QString caption;
+    QByteArray png;   // always (the PDF embeds PNG)
+    QByteArray svg;   // when SVG charts are asked for
+};
+
+QString reportFormatFromPath(const QString& path, ReportFormat& format)
+{
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    if (suffix == QLatin1String("html") || suffix == QLatin1String("htm"))
+        format = ReportFormat::Html;
+    else if (suffix == QLatin1String("pdf"))
+        format = ReportFormat::Pdf;
+    else
+        return QObject::tr("%1: a report is .html or .pdf").arg(path);
+    return {};
+}
+
+ReportBuilder::ReportBuilder(ReportInput input, QString outputPath, ReportFormat format, ChartFormat charts)
+    : in_(std::move(input)), path_(std::move(outputPath)), format_(format), charts_(charts)
+{
+}
+
+ReportBuilder::~ReportBuilder() = default;
+
+QStringList ReportBuilder::chartNames() const
+{
+    QStringList names{QStringLiteral("memory"), QStringLiteral("step-time"), QStringLiteral("pipeline-timeline"),
+                      QStringLiteral("device-mesh")};
+    if (!in_.result.pareto_step_memory.points().empty())
+        names << QStringLiteral("pareto-step-memory");
+    if (!in_.sweep.points.empty())
+        names << QStringLiteral("scaling");
+    return names;
+}
+
+int ReportBuilder::steps() const { return int(chartNames().size()) + 1; }
+
+QString ReportBuilder::stepName(int step) const
+{
+    const QStringList names = chartNames();
+    return step < names.size() ? QObject::tr("rendering the %1 chart").arg(names[step])
+                               : QObject::tr("writing the document");
+}
+
+void ReportBuilder::runStep(int step)
+{
+    const QStringList names = chartNames();
+    if (step >= names.size())
+        return;
+    const QString name = names[step];
+    const Prediction prediction = CostModel::evaluate(in_.problem, in_.chosen);
+    std::unique_ptr<QWidget> widget;
+    QString caption;
+    if (name == QLatin1String("memory")) {
+        widget.reset(makeStackedBarChart(memoryChartData(prediction)));
+        caption = QObject::tr("Memory per device of the most loaded pipeline stage, by category, against the HBM capacity.");
+    } else if (name == QLatin1String("step-time")) {
+        widget.reset(makeStackedBarChart(stepTimeChartData(prediction)));
+        caption = QObject::tr("Step time on the critical path, by component.");
+    } else if (name == QLatin1String("pipeline-timeline")) {
+        auto* timeline = new PipelineTimelineWidget;
+        try {
+            timeline->setTimeline(pipelineTimelineFor(in_.chosen, prediction),
+                                  QObject::tr("Pipeline schedule: %1, %2 stages, %3 micro-batches")
+                                      .arg(QLatin1String(toString(in_.chosen.schedule)))
+                                      .arg(in_.chosen.pp)
+                                      .arg(prediction.micro_batches));
+        } catch (const std::exception& e) {
+            timeline->setTimeline({}, QString::fromUtf8(e.what()));
+        }
+        widget.reset(timeline);
+        caption = QObject::tr("Forward and backward passes of each micro-batch on each stage over one step; grey is idle.");
+    } else if (name == QLatin1String("device-mesh")) {
+        auto* mesh = new DeviceMeshWidget;
+        mesh->setMesh(in_.problem, in_.chosen);
+        widget.reset(mesh);
+        caption = QObject::tr("Devices coloured by pipeline stage; which groups' traffic stays inside a node.");
+    } else if (name == QLatin1String("pareto-step-memory")) {
+        widget.reset(makeXYChart(paretoChartData(in_.result, &in_.chosen)));
+        caption = QObject::tr("Layouts no other layout beats in both step time and memory; the chosen one in red.");
+    } else {
+        widget.reset(makeXYChart(scalingChartData(in_.sweep)));
+        caption = QObject::tr("Tokens/s per device of the best plan at each node count, against perfect scaling.");
+    }
+    // Offscreen: laid out and painted without ever appearing on a screen.
+    widget->setAttribute(Qt::WA_DontShowOnScreen);
+    widget->resize(kChartWidth, kChartHeight);
+    widget->show();
+    QApplication::processEvents();
+
+    auto chart = std::make_unique<Chart>();
+    chart->name = name;
+    chart->caption = caption;
+    QBuffer png(&chart->png);
+    png.open(QIODevice::WriteOnly);
+    widget->grab().save(&png, "PNG");
+    if (charts_ == ChartFormat::Svg) {
+        QBuffer svgBuffer(&chart->svg);
+        svgBuffer.open(QIODevice::WriteOnly);
+        QSvgGenerator svg;
+        svg.setOutputDevice(&svgBuffer);
+        svg.setSize(widget->size());
+        svg.setViewBox(QRect(QPoint(), widget->size()));
+        QPainter painter(&svg);
+        if (auto* view = qobject_cast<QChartView*>(widget.get()))
+            view->render(&painter, QRectF(QPointF(), widget->size()), view->viewport()->rect());
+        else
+            widget->render(&painter);
+    }
+    rendered_.push_back(std::move(chart));
+}
+
+QString ReportBuilder::html(bool forPdf) const
+{
+    const Problem& p = in_.problem;
+    const Layout& l = in_.chosen;
+    const CostModel model(p);
+    const Prediction pr = model.evaluate(l);
+    const QString filesDir = QFileInfo(path_).completeBaseName() + QStringLiteral("_files");
+
+    auto imageSource = [&](const Chart& c) {
+        if (forPdf)
+            return QStringLiteral("chart-%1.png").arg(c.name);  // a QTextDocument resource
+        if (charts_ == ChartFormat::Svg)
+            return filesDir + QStringLiteral("/%1.svg").arg(c.name);
+        return QStringLiteral("data:image/png;base64,") + QString::fromLatin1(c.png.toBase64());
+    };
+
+    QString h;
+    h += QStringLiteral("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%1</title>\n")
+             .arg(esc(in_.title));
+    h += QStringLiteral("<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
+                        "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
+                        "text-align:left}th{background:#eee}td.n{text-align:right}img{max-width:100%}"
+                        ".caption{color:#555;font-size:90%}</style></head><body>\n");
+    h += QStringLiteral("<h1>%1</h1>\n").arg(esc(in_.title));
+    h += QStringLiteral("<p>ShardScope %1, %2. Every figure below is computed by the cost model from the model's "
+                        "architecture and the catalog's sourced hardware figures.</p>\n")
+             .arg(QLatin1String(kVersion), QDateTime::currentDateTimeUtc().toString(Qt::ISODate));
+
+    // The problem.
+    h += QStringLiteral("<h2>Problem</h2>\n<table>");
+    auto row = [&](const QString& k, const QString& v) {
+        h += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(esc(k), esc(v));
+    };
+    row(QObject::tr("Model"), QStringLiteral("%1 (%2 parameters)")
+                                  .arg(q(p.model.display_name.empty() ? p.model.name : p.model.display_name),
+                                       q(formatCount(parameterCount(p.model)))));
+    row(QObject::tr("Cluster"), QStringLiteral("%1 x %2: %3 chips, %4 devices")
+                                    .arg(p.cluster.nodes)
+                                    .arg(q(p.cluster.node.name))
+                                    .arg(p.cluster.chips())
+                                    .arg(p.cluster.devices()));
+    row(QObject::tr("Training"), QStringLiteral("global batch %1 x %2 tokens, %3, %4 tokens to train")
+                                     .arg(p.training.global_batch)
+                                     .arg(p.training.seq_len)
+                                     .arg(QLatin1String(toString(p.training.precision)))
+                                     .arg(q(formatSi(p.training.tokens_to_train, ""))));
+    h += QStringLiteral("</table>\n");
+
+    // The chosen layout and why.
+    h += QStringLiteral("<h2>Chosen layout</h2>\n<p><b><code>%1</code></b></p>\n").arg(esc(q(toString(l))));
+    h += QStringLiteral("<p>%1</p>\n").arg(esc(predictionSummary(p, pr)));
+    const auto& top = in_.result.top;
+    const auto chosenAt = std::find_if(top.begin(), top.end(), [&](const Plan& plan) { return plan.layout == l; });
+    if (chosenAt != top.end()) {
+        const int rank = int(chosenAt - top.begin()) + 1;
+        h += QStringLiteral("<p>Rank %1 of %2 feasible layouts by %3 (%4 candidates searched).</p>\n")
+                 .arg(rank)
+                 .arg(in_.result.stats.feasible)
+                 .arg(QLatin1String(toString(in_.result.objective)))
+                 .arg(in_.result.stats.candidates);
+    }
+    if (!top.empty()) {
+        h += QStringLiteral("<h3>Alternatives and what separates them</h3>\n<table><tr><th>#</th><th>step</th>"
+                            "<th>tokens/s</th><th>MFU</th><th>memory/device</th><th>vs chosen</th>"
+                            "<th>differs in</th></tr>\n");
+        for (size_t i = 0; i < top.size() && i < 6; ++i) {
+            const Prediction& a = top[i].prediction;
+            h += QStringLiteral("<tr><td class=n>%1</td><td class=n>%2</td><td class=n>%3</td><td class=n>%4%</td>"
+                                "<td class=n>%5</td><td class=n>%6%</td><td>%7</td></tr>\n")
+                     .arg(i + 1)
+                     .arg(esc(q(formatDuration(a.step_time_s))), esc(q(formatSi(a.tokens_per_s, ""))))
+                     .arg(100 * a.mfu, 0, 'f', 1)
+                     .arg(esc(q(formatBytes(a.memory_bytes.total()))))
+                     .arg(100 * (a.step_time_s / pr.step_time_s - 1), 0, 'f', 1)
+                     .arg(differences(l, top[i].layout));
+        }
+        h += QStringLiteral("</table>\n");
+    }
+
+    // Charts.
+    h += QStringLiteral("<h2>Charts</h2>\n");
+    for (const auto& c : rendered_)
+        h += QStringLiteral("<p><img src=\"%1\" width=\"%2\" alt=\"%3\"><br><span class=caption>%4</span></p>\n")
+                 .arg(imageSource(*c))
+                 .arg(forPdf ? 640 : kChartWidth)
+                 .arg(esc(c->name), esc(c->caption));
+
+    // The terms.
+    h += QStringLiteral("<h2>Where the figures come from</h2>\n<table><tr><th>figure</th><th>term</th><th>value</th>"
+                        "<th>how</th></tr>\n");
+    for (const Term& t : model.explain(l)) {
+        const bool bytes = t.figure.rfind("memory", 0) == 0;
+        h += QStringLiteral("<tr><td>%1</td><td>%2</td><td class=n>%3</td><td>%4</td></tr>\n")
+                 .arg(esc(q(t.figure)), esc(q(t.name)),
+                      esc(q(bytes ? formatBytes(t.value) : formatDuration(t.value))), esc(q(t.formula)));
+    }
+    h += QStringLiteral("</table>\n</body></html>\n");
+    return h;
+}
+
+QString ReportBuilder::finish()
+{
+    if (format_ == ReportFormat::Html) {
+        if (charts_ == ChartFormat::Svg) {
+            const QFileInfo info(path_);
+            QDir dir(info.absolutePath());
+            const QString filesDir = info.completeBaseName() + QStringLiteral("_files");
+            if (!dir.mkpath(filesDir))
+                return QObject::tr("cannot create %1").arg(dir.filePath(filesDir));
+            for (const auto& c : rendered_) {
+                QFile f(dir.filePath(filesDir + QStringLiteral("/%1.svg").arg(c->name)));
+                if (!f.open(QIODevice::WriteOnly) || f.write(c->svg) != c->svg.size())
+                    return QObject::tr("cannot write %1").arg(f.fileName());
+            }
+        }
+        const QByteArray text = html(false).toUtf8();
+        QSaveFile f(path_);
+        if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit())
+            return QObject::tr("cannot write %1: %2").arg(path_, f.errorString());
+        pages_ = 1;
+        return {};
+    }
+    QTextDocument doc;
+    for (const auto& c : rendered_) {
+        QImage image;
+        image.loadFromData(c->png, "PNG");
+        doc.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("chart-%1.png").arg(c->name)), image);
+    }
+    doc.setHtml(html(true));
+    QPdfWriter pdf(path_);
+    pdf.setPageSize(QPageSize(QPageSize::A4));
+    pdf.setResolution(96);  // the document's pixels are screen pixels
+    pdf.setTitle(in_.title);
+    pdf.setCreator(QStringLiteral("ShardScope %1").arg(QLatin1String(kVersion)));
+    const QRectF page = pdf.pageLayout().paintRectPixels(pdf.resolution());
+    doc.setPageSize(page.size());
+    pages_ = doc.pageCount();
+    doc.print(&pdf);
+    if (!QFileInfo::exists(path_) || QFileInfo(path_).size() == 0)
+        return QObject::tr("cannot write %1").arg(path_);
+    return {};
+}
+
+} // namespace shardscope

@@ -1,0 +1,191 @@
+// Reports, headless: the HTML references every chart and each image is not blank
+// (pixel variance); SVG charts are written beside the HTML; the PDF has the page count
+// the document laid out; bad requests exit 2 naming what is wrong.
+#include "ReportBuilder.h"
+#include "Search.h"
+
+#include <QFile>
+#include <QImage>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+
+using namespace shardscope;
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QByteArray out, err;
+};
+
+Run cli(const QTemporaryDir& dir, const QStringList& args)
+{
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(SHARDSCOPE_CLI_PATH), QStringList{"--db", dir.filePath("c.sqlite")} + args);
+    p.waitForFinished(300'000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+double pixelVariance(const QImage& image)
+{
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (int y = 0; y < image.height(); y += 3)
+        for (int x = 0; x < image.width(); x += 3) {
+            const double g = qGray(image.pixel(x, y));
+            sum += g;
+            sq += g * g;
+            ++n;
+        }
+    const double mean = sum / n;
+    return sq / n - mean * mean;
+}
+
+QByteArray read(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+} // namespace
+
+class TstAppReport : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString plan_;
+
+private slots:
+    void initTestCase()
+    {
+        plan_ = dir_.filePath("plan.json");
+        const Run r = cli(dir_, {"plan", "--model", "llama-2-7b", "--node-type", "p5.48xlarge", "--nodes", "4",
+                                 "--global-batch", "256", "--seq", "4096", "--out", plan_});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+    }
+
+    void htmlEmbedsEveryChart()
+    {
+        const QString out = dir_.filePath("report.html");
+        const Run r = cli(dir_, {"report", "--plan", plan_, "--out", out});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QString html = QString::fromUtf8(read(out));
+        for (const char* text : {"Chosen layout", "Alternatives and what separates them", "Where the figures come from",
+                                 "llama-2-7b", "6,738,415,616"})
+            QVERIFY2(html.contains(QLatin1String(text)), text);
+        const QRegularExpression image(QStringLiteral("<img src=\"data:image/png;base64,([^\"]+)\"[^>]*alt=\"([^\"]+)\""));
+        QStringList names;
+        for (auto it = image.globalMatch(html); it.hasNext();) {
+            const auto m = it.next();
+            names << m.captured(2);
+            QImage chart;
+            QVERIFY(chart.loadFromData(QByteArray::fromBase64(m.captured(1).toLatin1()), "PNG"));
+            QVERIFY2(pixelVariance(chart) > 50, qPrintable(m.captured(2) + " is blank"));
+        }
+        QCOMPARE(names, (QStringList{"memory", "step-time", "pipeline-timeline", "device-mesh", "pareto-step-memory",
+                                     "scaling"}));
+    }
+
+    void svgChartsBesideTheHtml()
+    {
+        const QString out = dir_.filePath("svg-report.html");
+        const Run r = cli(dir_, {"report", "--plan", plan_, "--out", out, "--charts", "svg"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QString html = QString::fromUtf8(read(out));
+        const QRegularExpression image(QStringLiteral("<img src=\"(svg-report_files/[a-z-]+\\.svg)\""));
+        int count = 0;
+        for (auto it = image.globalMatch(html); it.hasNext(); ++count) {
+            const QByteArray svg = read(dir_.filePath(it.next().captured(1)));
+            QVERIFY(svg.contains("<svg"));
+            QVERIFY(svg.contains("</svg>"));
+            QVERIFY(svg.size() > 2000);
+        }
+        QCOMPARE(count, 6);
+    }
+
+    void pdfHasTheLaidOutPages()
+    {
+        const QString out = dir_.filePath("report.pdf");
+        const Run r = cli(dir_, {"report", "--plan", plan_, "--out", out});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QRegularExpression pages(QStringLiteral("(\\d+) pages"));
+        const auto m = pages.match(QString::fromUtf8(r.out));
+        QVERIFY2(m.hasMatch(), r.out.constData());
+        const int expected = m.captured(1).toInt();
+        QVERIFY(expected >= 3);
+        const QByteArray pdf = read(out);
+        QVERIFY(pdf.startsWith("%PDF"));
+        // One "/Type /Page" object per page ("/Type /Pages" is the page tree).
+        const int objects = int(pdf.count("/Type /Page\n") + pdf.count("/Type /Page ") + pdf.count("/Type /Page/") +
+                                pdf.count("/Type /Page>"));
+        QCOMPARE(objects, expected);
+    }
+
+    void badRequests_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown format") << QStringList{"--out", "report.txt"} << "html or .pdf";
+        QTest::newRow("svg in a pdf") << QStringList{"--out", "r.pdf", "--charts", "svg"} << "SVG";
+        QTest::newRow("unknown chart format") << QStringList{"--out", "r.html", "--charts", "gif"} << "gif";
+        QTest::newRow("bad layout") << QStringList{"--out", "r.html", "--layout", "tp=3"} << "layout.tp";
+    }
+    void badRequests()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        const Run r = cli(dir_, QStringList{"report", "--plan", plan_} + args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(QString::fromUtf8(r.err).contains(message), r.err.constData());
+        const Run missing = cli(dir_, {"report", "--plan", dir_.filePath("nope.json"), "--out", "r.html"});
+        QCOMPARE(missing.exitCode, 2);
+    }
+
+    // The builder in-process, as the GUI uses it.
+    void builderSteps()
+    {
+        Problem p;
+        p.model.name = "tiny";
+        p.model.layers = 4;
+        p.model.hidden = 256;
+        p.model.heads = 4;
+        p.model.kv_heads = 4;
+        p.model.head_dim = 64;
+        p.model.ffn_hidden = 1024;
+        p.model.vocab = 1000;
+        p.model.max_seq = 512;
+        p.cluster.node.name = "n";
+        p.cluster.node.chip.name = "c";
+        p.cluster.node.chip.peak_flops_bf16 = 1e14;
+        p.cluster.node.chip.hbm_bytes = 16e9;
+        p.cluster.node.chip.hbm_bytes_per_second = 1e12;
+        p.cluster.node.chips_per_node = 4;
+        p.cluster.node.intra_link_bytes_per_second = 1e11;
+        p.cluster.nodes = 1;
+        p.training.global_batch = 16;
+        p.training.seq_len = 512;
+        ReportInput input;
+        input.problem = p;
+        input.chosen.dp = 2;
+        input.chosen.pp = 2;
+        input.title = "tiny";
+        ReportBuilder builder(input, dir_.filePath("tiny.html"), ReportFormat::Html, ChartFormat::Png);
+        // No search and no sweep: the four charts of the plan itself.
+        QCOMPARE(builder.chartNames().size(), 4);
+        QCOMPARE(builder.steps(), 5);
+        for (int i = 0; i < builder.steps(); ++i)
+            builder.runStep(i);
+        QVERIFY(builder.finish().isEmpty());
+        QVERIFY(read(dir_.filePath("tiny.html")).contains("pipeline-timeline"));
+    }
+};
+
+QTEST_MAIN(TstAppReport)
+#include "tst_app_report.moc"
