@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QIcon>
 #include <QMessageBox>
 #include <QSettings>
 
@@ -19,6 +20,8 @@ int main(int argc, char** argv)
     QApplication::setApplicationName(QStringLiteral("shardscope"));
     QApplication::setApplicationDisplayName(QStringLiteral("ShardScope"));
     QApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
+    QGuiApplication::setDesktopFileName(QStringLiteral("shardscope"));
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Plan and validate parallel training layouts"));
