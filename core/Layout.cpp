@@ -1,10 +1,10 @@
 #include "Layout.h"
 #include "HardwareSpec.h"
+#include "KeyValues.h"
 #include "ModelSpec.h"
 #include "SpecEnums.h"
 #include "TrainingSpec.h"
 
-#include <charconv>
 #include <sstream>
 #include <string_view>
 
@@ -17,22 +17,6 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training)
 }
 
 namespace {
-
-bool parseInt(std::string_view text, int& out)
-{
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return ec == std::errc() && ptr == end;
-}
-
-std::string trimmed(std::string_view s)
-{
-    while (!s.empty() && s.front() == ' ')
-        s.remove_prefix(1);
-    while (!s.empty() && s.back() == ' ')
-        s.remove_suffix(1);
-    return std::string(s);
-}
 
 template <class E, size_t N>
 void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& key, const std::string& value,
@@ -50,19 +34,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
 {
     Layout layout;
     layout.dp = 0;  // "fill the remaining devices" unless given
-    std::stringstream stream(text);
-    std::string item;
-    while (std::getline(stream, item, ',')) {
-        item = trimmed(item);
-        if (item.empty())
-            continue;
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos) {
-            errors.push_back({"layout", "\"" + item + "\" is not key=value"});
-            continue;
-        }
-        const std::string key = trimmed(std::string_view(item).substr(0, eq));
-        const std::string value = trimmed(std::string_view(item).substr(eq + 1));
+    for (const auto& [key, value] : splitKeyValues(text, "layout", errors)) {
         int* intField = nullptr;
         if (key == "dp") intField = &layout.dp;
         else if (key == "tp") intField = &layout.tp;
@@ -74,7 +46,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         else if (key == "v") intField = &layout.virtual_stages;
 
         if (intField) {
-            if (!parseInt(value, *intField))
+            if (!parseWholeInt(value, *intField))
                 errors.push_back({"layout." + key, "\"" + value + "\" is not an integer"});
         } else if (key == "sp") {
             if (value == "on" || value == "true" || value == "1")

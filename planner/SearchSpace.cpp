@@ -1,5 +1,6 @@
 #include "SearchSpace.h"
 #include "EnumNames.h"
+#include "KeyValues.h"
 #include "Prediction.h"
 #include "SpecEnums.h"
 
@@ -12,42 +13,6 @@ namespace shardscope {
 
 namespace {
 
-std::string trimmed(std::string_view s)
-{
-    while (!s.empty() && s.front() == ' ')
-        s.remove_prefix(1);
-    while (!s.empty() && s.back() == ' ')
-        s.remove_suffix(1);
-    return std::string(s);
-}
-
-bool parseInt(const std::string& text, int& out)
-{
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return ec == std::errc() && ptr == end && !text.empty();
-}
-
-// Splits "a=1,b=2" into pairs; malformed items are errors under `path`.
-std::vector<std::pair<std::string, std::string>> keyValues(const std::string& text, const std::string& path,
-                                                           FieldErrors& errors)
-{
-    std::vector<std::pair<std::string, std::string>> out;
-    std::stringstream stream(text);
-    std::string item;
-    while (std::getline(stream, item, ',')) {
-        item = trimmed(item);
-        if (item.empty())
-            continue;
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos) {
-            errors.push_back({path, "\"" + item + "\" is not key=value"});
-            continue;
-        }
-        out.emplace_back(trimmed(std::string_view(item).substr(0, eq)), trimmed(std::string_view(item).substr(eq + 1)));
-    }
-    return out;
-}
 
 IntBounds* intKey(SearchSpace& s, const std::string& key)
 {
@@ -88,11 +53,11 @@ bool SearchSpace::allows(Offload o) const { return std::find(offloads.begin(), o
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path)
 {
     FieldErrors errors;
-    for (const auto& [key, value] : keyValues(text, path, errors)) {
+    for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
         const std::string field = path + "." + key;
         if (IntBounds* b = intKey(space, key)) {
             int v = 0;
-            if (!parseInt(value, v))
+            if (!parseWholeInt(value, v))
                 errors.push_back({field, "\"" + value + "\" is not an integer"});
             else if (v < (key == "zero" ? 0 : 1))
                 errors.push_back({field, value + " is out of range"});
@@ -100,7 +65,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 *b = IntBounds{v, v};
         } else if (key == "zero_group") {
             int v = 0;
-            if (!parseInt(value, v) || v < 0)
+            if (!parseWholeInt(value, v) || v < 0)
                 errors.push_back({field, "\"" + value + "\" is not a shard-group size (0 or positive)"});
             else
                 space.zero_group = v;
@@ -134,13 +99,13 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path)
 {
     FieldErrors errors;
-    for (const auto& [key, value] : keyValues(text, path, errors)) {
+    for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
         const std::string field = path + "." + key;
         IntBounds* b = intKey(space, key);
         int v = 0;
         if (!b)
             errors.push_back({field, "unknown key (bounds apply to: dp, tp, pp, cp, zero, mb, v)"});
-        else if (!parseInt(value, v))
+        else if (!parseWholeInt(value, v))
             errors.push_back({field, "\"" + value + "\" is not an integer"});
         else if (v < (key == "zero" ? 0 : 1))
             errors.push_back({field, value + " is out of range"});
@@ -159,7 +124,7 @@ FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, con
     std::stringstream stream(text);
     std::string item;
     while (std::getline(stream, item, ',')) {
-        item = trimmed(item);
+        item = trimmedSpaces(item);
         if (item.empty())
             continue;
         Recompute r{};
