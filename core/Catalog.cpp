@@ -131,6 +131,31 @@ void Catalog::exec(const QString& sql) const
         throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q) + " (in: " + sql.toStdString() + ")");
 }
 
+void Catalog::inTransaction(const std::function<void()>& work)
+{
+    QSqlDatabase db = QSqlDatabase::database(connection_);
+    if (!db.transaction())
+        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction: " +
+                           db.lastError().text().toStdString());
+    try {
+        work();
+    } catch (...) {
+        db.rollback();
+        throw;
+    }
+    if (!db.commit()) {
+        const std::string message = db.lastError().text().toStdString();
+        db.rollback();
+        throw CatalogError("catalog " + path_.toStdString() + ": " + message);
+    }
+}
+
+void Catalog::run(QSqlQuery& q) const
+{
+    if (!q.exec())
+        throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+}
+
 int Catalog::schemaVersion() const
 {
     QSqlQuery q(QSqlDatabase::database(connection_));
@@ -198,20 +223,12 @@ void Catalog::openOrRecover()
 
 void Catalog::migrate(int from)
 {
-    QSqlDatabase db = QSqlDatabase::database(connection_);
-    if (!db.transaction())
-        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
-    try {
+    inTransaction([&] {
         for (int v = from; v < kSchemaVersion; ++v)
             for (const char* sql : migrations()[size_t(v)])
                 exec(QString::fromLatin1(sql));
         exec(QStringLiteral("PRAGMA user_version = %1").arg(kSchemaVersion));
-    } catch (...) {
-        db.rollback();
-        throw;
-    }
-    if (!db.commit())
-        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+    });
     if (from > 0)
         notices_.push_back("catalog " + path_.toStdString() + " was upgraded from schema version " +
                            std::to_string(from) + " to " + std::to_string(kSchemaVersion));
@@ -355,9 +372,7 @@ void Catalog::seedBuiltins()
     if (!errors.empty())
         throw CatalogError("built-in catalog data is invalid:\n" + joinErrors(errors));
 
-    if (!db.transaction())
-        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
-    try {
+    inTransaction([&] {
         exec(QStringLiteral("DELETE FROM entries WHERE builtin = 1"));
         const QString now = nowText();
         for (const ParsedEntry& e : parsed) {
@@ -377,20 +392,13 @@ void Catalog::seedBuiltins()
             q.addBindValue(QString::fromUtf8(QJsonDocument(e.document).toJson(QJsonDocument::Compact)));
             q.addBindValue(now);
             q.addBindValue(now);
-            if (!q.exec())
-                throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+            run(q);
         }
         QSqlQuery q(db);
         q.prepare(QStringLiteral("INSERT OR REPLACE INTO meta (key, value) VALUES ('builtin_sha256', ?)"));
         q.addBindValue(digest);
-        if (!q.exec())
-            throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
-    } catch (...) {
-        db.rollback();
-        throw;
-    }
-    if (!db.commit())
-        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+        run(q);
+    });
 }
 
 CatalogEntry Catalog::entryFromRow(const QSqlQuery& q) const
@@ -539,14 +547,11 @@ std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bo
     if (!errors.empty())
         throw InputError(errors);
 
-    QSqlDatabase db = QSqlDatabase::database(connection_);
-    if (!db.transaction())
-        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
     std::vector<std::string> names;
-    try {
+    inTransaction([&] {
         const QString now = nowText();
         for (const ParsedEntry& e : parsed) {
-            QSqlQuery q(db);
+            QSqlQuery q(QSqlDatabase::database(connection_));
             q.prepare(QStringLiteral(
                 "INSERT INTO entries (name, kind, builtin, display_name, document, created_at, updated_at)"
                 " VALUES (?, ?, 0, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET display_name = excluded.display_name,"
@@ -557,18 +562,10 @@ std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bo
             q.addBindValue(QString::fromUtf8(QJsonDocument(e.document).toJson(QJsonDocument::Compact)));
             q.addBindValue(now);
             q.addBindValue(now);
-            if (!q.exec())
-                throw CatalogError("catalog " + path_.toStdString() + ": " + sqlError(q));
+            run(q);
             names.push_back(e.name);
         }
-    } catch (...) {
-        db.rollback();
-        throw;
-    }
-    if (!db.commit()) {
-        db.rollback();
-        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
-    }
+    });
     return names;
 }
 
@@ -585,24 +582,13 @@ void Catalog::remove(const std::string& name)
         if (!users.empty())
             throw InputError("chip \"" + name + "\" is used by node types " + users + "; remove them first");
     }
-    QSqlDatabase db = QSqlDatabase::database(connection_);
-    if (!db.transaction())
-        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
-    QSqlQuery q(db);
-    q.prepare(QStringLiteral("DELETE FROM entries WHERE name = ? AND builtin = 0"));
-    q.addBindValue(QString::fromStdString(name));
-    if (!q.exec()) {
-        const std::string message = sqlError(q);
-        db.rollback();
-        throw CatalogError("catalog " + path_.toStdString() + ": " + message);
-    }
-    if (!db.commit())
-        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+    inTransaction([&] {
+        QSqlQuery q(QSqlDatabase::database(connection_));
+        q.prepare(QStringLiteral("DELETE FROM entries WHERE name = ? AND builtin = 0"));
+        q.addBindValue(QString::fromStdString(name));
+        run(q);
+    });
 }
-
-} // namespace shardscope
-
-namespace shardscope {
 
 namespace {
 
@@ -665,23 +651,16 @@ void Catalog::storeHostProfile(const HostProfile& p)
 {
     if (p.host_id.empty() || p.threads < 1 || !(p.gemm_flops_fp32 > 0) || !(p.memory_bytes_per_second > 0))
         throw InputError("host profile: host_id, threads, gemm_flops_fp32 and memory_bytes_per_second are required");
-    QSqlDatabase db = QSqlDatabase::database(connection_);
-    if (!db.transaction())
-        throw CatalogError("catalog " + path_.toStdString() + ": cannot start a transaction");
-    QSqlQuery q(db);
-    q.prepare(QStringLiteral("INSERT OR REPLACE INTO host_profiles (host_id, threads, measured_at, document)"
-                             " VALUES (?, ?, ?, ?)"));
-    q.addBindValue(QString::fromStdString(p.host_id));
-    q.addBindValue(p.threads);
-    q.addBindValue(QString::fromStdString(p.measured_at));
-    q.addBindValue(QString::fromUtf8(QJsonDocument(hostProfileJson(p)).toJson(QJsonDocument::Compact)));
-    if (!q.exec()) {
-        const std::string message = sqlError(q);
-        db.rollback();
-        throw CatalogError("catalog " + path_.toStdString() + ": " + message);
-    }
-    if (!db.commit())
-        throw CatalogError("catalog " + path_.toStdString() + ": " + db.lastError().text().toStdString());
+    inTransaction([&] {
+        QSqlQuery q(QSqlDatabase::database(connection_));
+        q.prepare(QStringLiteral("INSERT OR REPLACE INTO host_profiles (host_id, threads, measured_at, document)"
+                                 " VALUES (?, ?, ?, ?)"));
+        q.addBindValue(QString::fromStdString(p.host_id));
+        q.addBindValue(p.threads);
+        q.addBindValue(QString::fromStdString(p.measured_at));
+        q.addBindValue(QString::fromUtf8(QJsonDocument(hostProfileJson(p)).toJson(QJsonDocument::Compact)));
+        run(q);
+    });
 }
 
 } // namespace shardscope

@@ -18,6 +18,7 @@
 #include <QJsonObject>
 #include <QString>
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -94,6 +95,10 @@ private:
     void migrate(int from);
     void seedBuiltins();
     void exec(const QString& sql) const;
+    // Runs `work` in one transaction: committed when it returns, rolled back when it throws.
+    void inTransaction(const std::function<void()>& work);
+    // Runs a prepared statement with its bound values; throws CatalogError naming the catalog.
+    void run(class QSqlQuery& query) const;
     CatalogEntry entryFromRow(const QSqlQuery& q) const;
     std::string nearMatches(const std::string& name, std::optional<EntryKind> kind) const;
 
