@@ -274,7 +274,31 @@ void EmulatedDevice::charge(KernelKind kind, const KernelCost& cost, DataType co
 void EmulatedDevice::resetCounters()
 {
     counters_ = DeviceCounters{};
+    comm_ = CommCounters{};
     clock_s_ = 0;
+}
+
+const char* toString(CommKind k)
+{
+    switch (k) {
+    case CommKind::AllReduce: return "all_reduce";
+    case CommKind::ReduceScatter: return "reduce_scatter";
+    case CommKind::AllGather: return "all_gather";
+    case CommKind::Broadcast: return "broadcast";
+    case CommKind::SendRecv: return "send_recv";
+    }
+    return "?";
+}
+
+void EmulatedDevice::communicate(CommKind kind, double bytes_sent, double bytes_received, double start_s, double end_s)
+{
+    const size_t k = size_t(kind);
+    comm_.bytes_sent[k] += bytes_sent;
+    comm_.bytes_received[k] += bytes_received;
+    comm_.seconds[k] += std::max(0.0, end_s - std::max(start_s, clock_s_));
+    comm_.calls[k] += 1;
+    comm_.wait_seconds += std::max(0.0, start_s - clock_s_);
+    clock_s_ = std::max(clock_s_, end_s);
 }
 
 } // namespace shardscope::engine

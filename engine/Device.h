@@ -163,6 +163,19 @@ struct KernelCost {
     double bytes_written = 0;
 };
 
+// Communication, by collective kind (Communicator.h moves the data).
+enum class CommKind { AllReduce, ReduceScatter, AllGather, Broadcast, SendRecv };
+inline constexpr int kCommKinds = 5;
+const char* toString(CommKind k);  // "all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"
+
+struct CommCounters {
+    std::array<double, kCommKinds> bytes_sent{};
+    std::array<double, kCommKinds> bytes_received{};
+    std::array<double, kCommKinds> seconds{};   // device-clock time on the link, per kind
+    std::array<std::int64_t, kCommKinds> calls{};
+    double wait_seconds = 0;  // device-clock time spent waiting for the last member to arrive
+};
+
 struct DeviceCounters {
     std::array<double, kKernelKinds> flops{};
     std::array<double, kKernelKinds> seconds{};  // device-clock time per kind
@@ -190,7 +203,13 @@ public:
     void charge(KernelKind kind, const KernelCost& cost, DataType compute);
     double clockSeconds() const { return clock_s_; }
     const DeviceCounters& counters() const { return counters_; }
+    const CommCounters& comm() const { return comm_; }
     void resetCounters();
+
+    // Records a collective (or one side of a send/recv) this device took part
+    // in: it waited from its clock until `start_s` (the last member's arrival,
+    // >= clockSeconds()), then the link was busy until `end_s`; the clock ends there.
+    void communicate(CommKind kind, double bytes_sent, double bytes_received, double start_s, double end_s);
 
 private:
     int id_;
@@ -198,6 +217,7 @@ private:
     DeviceAllocator allocator_;
     KernelPool pool_;
     DeviceCounters counters_;
+    CommCounters comm_;
     double clock_s_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include "Gpt.h"
 
 #include "Bf16.h"
+#include "KernelCosts.h"
 #include "Ops.h"
 #include "Random.h"
 
@@ -68,6 +69,65 @@ std::optional<Recompute> recomputeFromString(const std::string& text)
             return r;
     return std::nullopt;
 }
+
+std::vector<ParameterTensor> parameterTable(const GptConfig& cfg)
+{
+    // wte (C, V), wpe (C, T), then each layer's 12 tensors, then lnf.
+    std::vector<ParameterTensor> tensors;
+    const std::int64_t C = cfg.hidden, V = cfg.vocab, Tt = cfg.seq;
+    auto addTensor = [&](std::string name, std::int64_t count, bool decay) {
+        const std::int64_t offset = tensors.empty() ? 0 : tensors.back().offset + tensors.back().count;
+        tensors.push_back({std::move(name), offset, count, decay});
+    };
+    addTensor("wte", C * V, true);
+    addTensor("wpe", C * Tt, true);
+    for (int l = 0; l < cfg.layers; ++l) {
+        std::string h = "h";
+        h += std::to_string(l);
+        h += '.';
+        addTensor(h + "ln1w", C, false);
+        addTensor(h + "ln1b", C, false);
+        addTensor(h + "qkvw", C * 3 * C, true);
+        addTensor(h + "qkvb", 3 * C, false);
+        addTensor(h + "attprojw", C * C, true);
+        addTensor(h + "attprojb", C, false);
+        addTensor(h + "ln2w", C, false);
+        addTensor(h + "ln2b", C, false);
+        addTensor(h + "fcw", C * 4 * C, true);
+        addTensor(h + "fcb", 4 * C, false);
+        addTensor(h + "fcprojw", 4 * C * C, true);
+        addTensor(h + "fcprojb", C, false);
+    }
+    addTensor("lnfw", C, false);
+    addTensor("lnfb", C, false);
+    return tensors;
+}
+
+template <class T>
+void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint64_t seed, double init_std,
+                          int layers, T* w)
+{
+    // GPT-2: matrices N(0, std), the two residual projections N(0, std / sqrt(2L));
+    // biases 0; LayerNorm weights 1. One stream in table order.
+    Rng rng(mix64(seed ^ 0x5EEDF00Dull));
+    const double residualStd = init_std / std::sqrt(2.0 * layers);
+    for (const ParameterTensor& t : tensors) {
+        const std::string& n = t.name;
+        const auto endsWith = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::string::npos, s) == 0; };
+        if (endsWith("ln1w") || endsWith("ln2w") || n == "lnfw") {
+            std::fill(w + t.offset, w + t.offset + t.count, T(1));
+        } else if (t.decay) {
+            const double sd = (endsWith("attprojw") || endsWith("fcprojw")) ? residualStd : init_std;
+            for (std::int64_t i = 0; i < t.count; ++i)
+                w[t.offset + i] = T(rng.normal() * sd);
+        } else {
+            std::fill(w + t.offset, w + t.offset + t.count, T(0));
+        }
+    }
+}
+
+template void initializeParameters<float>(const std::vector<ParameterTensor>&, std::uint64_t, double, int, float*);
+template void initializeParameters<double>(const std::vector<ParameterTensor>&, std::uint64_t, double, int, double*);
 
 // ---------------------------------------------------------------- views
 
@@ -144,36 +204,11 @@ GptModel<T>::GptModel(const GptConfig& config, const ModelOptions& options, Emul
     P_ = engine::parameterCount(cfg_);
     compute_ = bf16 ? DataType::BF16 : DataType::FP32;
     eb_ = bf16 ? 2 : 4;
-    const std::int64_t C = C_, N = N_, V = V_, Tt = T_, att = std::int64_t(NH_) * T_ * N;
+    const std::int64_t C = C_, N = N_, V = V_, att = std::int64_t(NH_) * T_ * N;
     const std::size_t hb = sizeof(T);
     gl_ = new Globals{};
     try {
-        // Parameters: wte (C, V), wpe (C, T), then each layer's 12 tensors, then lnf.
-        auto addTensor = [&](std::string name, std::int64_t count, bool decay) {
-            const std::int64_t offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().count;
-            tensors_.push_back({std::move(name), offset, count, decay});
-        };
-        addTensor("wte", C * V, true);
-        addTensor("wpe", C * Tt, true);
-        for (int l = 0; l < L_; ++l) {
-            std::string h = "h";
-            h += std::to_string(l);
-            h += '.';
-            addTensor(h + "ln1w", C, false);
-            addTensor(h + "ln1b", C, false);
-            addTensor(h + "qkvw", C * 3 * C, true);
-            addTensor(h + "qkvb", 3 * C, false);
-            addTensor(h + "attprojw", C * C, true);
-            addTensor(h + "attprojb", C, false);
-            addTensor(h + "ln2w", C, false);
-            addTensor(h + "ln2b", C, false);
-            addTensor(h + "fcw", C * 4 * C, true);
-            addTensor(h + "fcb", 4 * C, false);
-            addTensor(h + "fcprojw", 4 * C * C, true);
-            addTensor(h + "fcprojb", C, false);
-        }
-        addTensor("lnfw", C, false);
-        addTensor("lnfb", C, false);
+        tensors_ = parameterTable(cfg_);
         if (tensors_.back().offset + tensors_.back().count != P_)
             throw std::logic_error("GptModel: parameter table does not add up to P");
 
@@ -274,22 +309,8 @@ GptModel<T>::GptModel(const GptConfig& config, const ModelOptions& options, Emul
         throw;
     }
 
-    // Initialisation (GPT-2): matrices N(0, std), the two residual projections
-    // N(0, std / sqrt(2L)); biases 0; LayerNorm weights 1. One stream in table order.
-    Rng rng(mix64(opts_.seed ^ 0x5EEDF00Dull));
     T* w = weights_.as<T>();
-    const double residualStd = opts_.init_std / std::sqrt(2.0 * L_);
-    for (const ParameterTensor& t : tensors_) {
-        const std::string& n = t.name;
-        const auto endsWith = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::string::npos, s) == 0; };
-        if (endsWith("ln1w") || endsWith("ln2w") || n == "lnfw") {
-            std::fill(w + t.offset, w + t.offset + t.count, T(1));
-        } else if (t.decay) {
-            const double sd = (endsWith("attprojw") || endsWith("fcprojw")) ? residualStd : opts_.init_std;
-            for (std::int64_t i = 0; i < t.count; ++i)
-                w[t.offset + i] = T(rng.normal() * sd);
-        }
-    }
+    initializeParameters<T>(tensors_, opts_.seed, opts_.init_std, L_, w);
     if (gl_->master)
         std::copy(w, w + P_, gl_->master);
     if (bf16)
@@ -334,24 +355,7 @@ const T* GptModel<T>::layerInput(int l) const
 // product (bias, residual add, the causal softmax inside attention) add bytes
 // only. Bytes: device bytes of each tensor read and written once.
 
-namespace {
-struct CostArgs {
-    double e;   // activation / activation-gradient element bytes
-    double we;  // weight and gradient element bytes (same as e here)
-};
-KernelCost matmulForwardCost(double IC, double OC, double N, bool bias, bool residual, CostArgs s)
-{
-    return {2 * IC * OC * N,
-            IC * OC * s.we + IC * N * s.e + (bias ? OC * s.we : 0) + (residual ? OC * N * s.e : 0),
-            OC * N * s.e};
-}
-KernelCost matmulBackwardCost(double IC, double OC, double N, bool bias, CostArgs s)
-{
-    return {4 * IC * OC * N,
-            IC * OC * s.we + OC * N * s.e + IC * N * s.e + IC * OC * s.we + (bias ? OC * s.we : 0),
-            IC * N * s.e + IC * OC * s.we + (bias ? OC * s.we : 0)};
-}
-} // namespace
+// (matmulForwardCost, matmulBackwardCost: KernelCosts.h)
 
 // ---------------------------------------------------------------- forward
 

@@ -83,6 +83,16 @@ struct ParameterTensor {
     bool decay;             // matrices get weight decay; biases and norms do not
 };
 
+// The full model's parameter table, in the flat buffer's order: wte, wpe, then
+// per layer ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb,
+// then lnfw, lnfb. Shards (GptShard) map their tensors onto it.
+std::vector<ParameterTensor> parameterTable(const GptConfig& c);
+// GPT-2 initialisation of the whole flat buffer w (P values) from `seed`, in
+// table order; every shard of a cluster draws the same values from it.
+template <class T>
+void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint64_t seed, double init_std,
+                          int layers, T* w);
+
 // T: float for training; double for gradient checks (fp32 precision mode only).
 template <class T>
 class GptModel {

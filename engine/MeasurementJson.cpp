@@ -31,13 +31,30 @@ QJsonObject toJson(const Measurement& m)
                       {"vocab", r.model.vocab},
                       {"seq", r.model.seq},
                       {"parameters", double(m.parameters)}};
+    const Layout& l = r.layout;
+    const bool cluster = l.devices() > 1;
     QJsonObject layout{{"devices", int(m.devices.size())},
-                       {"dp", 1},
-                       {"tp", 1},
-                       {"pp", 1},
+                       {"dp", l.dp},
+                       {"tp", l.tp},
+                       {"pp", l.pp},
+                       {"cp", l.cp},
+                       {"sp", l.sequence_parallel},
+                       {"zero", l.zero_stage},
+                       {"zero_group", l.zero_stage > 0 ? l.zeroGroupSize() : 0},
+                       {"mb", cluster ? l.micro_batch : r.batch},
+                       {"micro_batches", m.micro_batches},
+                       {"schedule", shardscope::toString(l.schedule)},
+                       {"text", QString::fromStdString(shardscope::toString(l))},
                        {"batch", r.batch},
                        {"precision", toString(r.precision)},
-                       {"recompute", shardscope::toString(r.recompute)}};
+                       {"recompute", shardscope::toString(cluster ? l.recompute : r.recompute)}};
+    if (cluster)
+        layout["links"] = QJsonObject{{"intra_bytes_per_second", r.links.intra_bytes_per_second},
+                                      {"inter_bytes_per_second", r.links.inter_bytes_per_second},
+                                      {"intra_latency_s", r.links.intra_latency_s},
+                                      {"inter_latency_s", r.links.inter_latency_s},
+                                      {"node_devices", r.links.node_devices > 0 ? r.links.node_devices
+                                                                                 : int(m.devices.size())}};
     QJsonObject training{{"steps", r.steps},
                          {"lr", r.optimizer.lr},
                          {"seed", double(r.seed)},  // the CLI keeps seeds below 2^53, exact in a double
@@ -60,20 +77,29 @@ QJsonObject toJson(const Measurement& m)
         QJsonObject byKind;
         for (int k = 0; k < kKernelKinds; ++k)
             byKind[toString(KernelKind(k))] = d.counters.flops[size_t(k)];
-        QJsonObject comm;
-        for (const auto& [kind, bytes] : d.comm_bytes)
-            comm[QString::fromStdString(kind)] = bytes;
+        auto byKindJson = [](const std::map<std::string, double>& values) {
+            QJsonObject o;
+            for (const auto& [kind, v] : values)
+                o[QString::fromStdString(kind)] = v;
+            return o;
+        };
+        QJsonObject resident;
+        for (int c = 0; c < kMemoryCategories; ++c)
+            resident[toString(MemoryCategory(c))] = d.memory_resident_bytes[size_t(c)];
         QJsonArray deviceTimes, wallTimes;
-        for (const StepRecord& s : m.steps) {
-            deviceTimes.append(s.device_seconds);
-            wallTimes.append(s.wall_seconds);
-        }
+        for (double s : d.device_step_times_s)
+            deviceTimes.append(s);
+        for (double s : d.wall_step_times_s)
+            wallTimes.append(s);
         const double flops = d.counters.totalFlops();
         const double steps = double(std::max<size_t>(1, m.steps.size()));
         double wall = 0;
-        for (const StepRecord& s : m.steps)
-            wall += s.wall_seconds;
+        for (double s : d.wall_step_times_s)
+            wall += s;
         devices.append(QJsonObject{{"id", d.id},
+                                   {"mesh", QJsonObject{{"tp", d.tp_rank}, {"dp", d.dp_rank}, {"pp", d.pp_rank},
+                                                        {"node", d.node}}},
+                                   {"memory_resident_bytes", resident},
                                    {"profile", profileJson(d.profile)},
                                    {"threads", d.threads},
                                    {"memory_capacity_bytes", d.profile.memory_bytes},
@@ -83,7 +109,11 @@ QJsonObject toJson(const Measurement& m)
                                    {"flops_by_kind", byKind},
                                    {"bytes_read", d.counters.bytes_read},
                                    {"bytes_written", d.counters.bytes_written},
-                                   {"comm_bytes", comm},
+                                   {"comm_bytes", byKindJson(d.comm_bytes)},
+                                   {"comm_bytes_received", byKindJson(d.comm_bytes_received)},
+                                   {"comm_calls", byKindJson(d.comm_calls)},
+                                   {"comm_seconds", byKindJson(d.comm_seconds)},
+                                   {"comm_wait_seconds", d.comm_wait_seconds},
                                    {"device_step_time_s", d.device_step_time_s},
                                    {"wall_step_time_s", d.wall_step_time_s},
                                    {"device_step_times_s", deviceTimes},

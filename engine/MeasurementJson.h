@@ -1,13 +1,19 @@
 // The measurement as a "shardscope.measurement/1" JSON document (QtCore only;
 // kept apart from the kernels). Keys, all in SI units:
 // {"schema", "model": {layers, hidden, heads, vocab, seq, parameters},
-//  "layout": {devices, dp, tp, pp, batch, precision, recompute},
+//  "layout": {devices, dp, tp, pp, cp, sp, zero, zero_group, mb, micro_batches, schedule,
+//             text (the --layout string), batch, precision, recompute,
+//             links?: {intra_bytes_per_second, inter_bytes_per_second, intra_latency_s,
+//                      inter_latency_s, node_devices}}   (links: clusters only),
 //  "training": {steps, lr, seed, grad_clip, data, data_description, entropy_nats_per_token?},
 //  "losses": [...],
-//  "devices": [{id, profile: {...}, threads, memory_capacity_bytes,
+//  "devices": [{id, mesh: {tp, dp, pp, node}, profile: {...}, threads, memory_capacity_bytes,
 //               memory_peak_bytes: {weights, gradients, optimizer, activations, workspace, total},
+//               memory_resident_bytes: {weights, ...} (held after the last step),
 //               flops, flops_per_step, flops_by_kind: {...}, bytes_read, bytes_written,
-//               comm_bytes: {all_reduce, ...}, device_step_time_s, wall_step_time_s,
+//               comm_bytes: {all_reduce, reduce_scatter, all_gather, broadcast, send_recv} (sent),
+//               comm_bytes_received: {...}, comm_calls: {...}, comm_seconds: {...} (link time),
+//               comm_wait_seconds, device_step_time_s, wall_step_time_s,
 //               device_step_times_s: [...], wall_step_times_s: [...], achieved_flops_per_second}],
 //  "wall_seconds", "cancelled", "error"?: {device, message}}
 #pragma once

@@ -20,6 +20,40 @@ FieldErrors validate(const TrainRequest& r)
         e.push_back({"lr", "must be a positive number"});
     if (r.data.empty())
         e.push_back({"data", "must be \"synthetic\" or a file"});
+    const Layout& l = r.layout;
+    FieldErrors le = validate(l, "layout");
+    if (!le.empty() || !e.empty()) {
+        e.insert(e.end(), le.begin(), le.end());
+        return e;  // the rules below divide by these fields
+    }
+    auto add = [&](const char* field, const std::string& message) { e.push_back({std::string("layout.") + field, message}); };
+    auto s = [](auto v) { return std::to_string(v); };
+    if (l.cp != 1)
+        add("cp", "context parallelism is not executed by the engine (cp must be 1)");
+    if (l.schedule == PipelineSchedule::Interleaved)
+        add("schedule", "the engine executes gpipe and 1f1b (interleaved is planned only)");
+    if (l.offload != Offload::None)
+        add("offload", "the engine does not emulate offload");
+    if (r.model.heads % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide heads " + s(r.model.heads));
+    if (r.model.vocab % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide vocab " + s(r.model.vocab) + " (vocab-parallel embedding)");
+    if (r.model.layers % l.pp != 0)
+        add("pp", s(l.pp) + " does not divide the " + s(r.model.layers) + " layers");
+    const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;
+    if (r.batch % perStep != 0)
+        add("mb", "dp x mb = " + s(perStep) + " does not divide the batch " + s(r.batch));
+    if (l.sequence_parallel && (std::int64_t(l.micro_batch) * r.model.seq) % l.tp != 0)
+        add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(l.micro_batch * r.model.seq) + " tokens");
+    if (l.devices() > 1 && r.precision != PrecisionMode::FP32)
+        e.push_back({"precision", "the emulated cluster trains in fp32 only"});
+    if (l.devices() > 1) {
+        if (!(r.links.intra_bytes_per_second > 0))
+            e.push_back({"links", "the intra-node link bandwidth must be positive"});
+        const int nodeDevices = r.links.node_devices > 0 ? r.links.node_devices : int(l.devices());
+        if (nodeDevices < l.devices() && !(r.links.inter_bytes_per_second > 0))
+            e.push_back({"links", "the devices span several nodes: the inter-node bandwidth must be positive"});
+    }
     return e;
 }
 
@@ -38,29 +72,51 @@ std::vector<double> Measurement::losses() const
     return l;
 }
 
-namespace {
-
-DeviceMeasurement snapshot(const EmulatedDevice& d, const std::vector<StepRecord>& steps)
+DeviceMeasurement measureDevice(const EmulatedDevice& d, const std::vector<double>& device_step_s,
+                                const std::vector<double>& wall_step_s)
 {
     DeviceMeasurement m;
     m.id = d.id();
     m.profile = d.profile();
     m.threads = d.threads();
-    for (int c = 0; c < kMemoryCategories; ++c)
+    for (int c = 0; c < kMemoryCategories; ++c) {
         m.memory_peak_bytes[size_t(c)] = d.allocator().peakBytes(MemoryCategory(c));
+        m.memory_resident_bytes[size_t(c)] = d.allocator().currentBytes(MemoryCategory(c));
+    }
     m.memory_peak_total_bytes = d.allocator().peakTotalBytes();
     m.counters = d.counters();
-    for (const char* kind : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"})
-        m.comm_bytes[kind] = 0;
-    for (const StepRecord& s : steps) {
-        m.device_step_time_s += s.device_seconds;
-        m.wall_step_time_s += s.wall_seconds;
+    const CommCounters& comm = d.comm();
+    for (int k = 0; k < kCommKinds; ++k) {
+        const char* kind = toString(CommKind(k));
+        m.comm_bytes[kind] = comm.bytes_sent[size_t(k)];
+        m.comm_bytes_received[kind] = comm.bytes_received[size_t(k)];
+        m.comm_calls[kind] = double(comm.calls[size_t(k)]);
+        m.comm_seconds[kind] = comm.seconds[size_t(k)];
     }
-    if (!steps.empty()) {
-        m.device_step_time_s /= double(steps.size());
-        m.wall_step_time_s /= double(steps.size());
-    }
+    m.comm_wait_seconds = comm.wait_seconds;
+    m.device_step_times_s = device_step_s;
+    m.wall_step_times_s = wall_step_s;
+    for (double s : device_step_s)
+        m.device_step_time_s += s;
+    for (double s : wall_step_s)
+        m.wall_step_time_s += s;
+    if (!device_step_s.empty())
+        m.device_step_time_s /= double(device_step_s.size());
+    if (!wall_step_s.empty())
+        m.wall_step_time_s /= double(wall_step_s.size());
     return m;
+}
+
+namespace {
+
+DeviceMeasurement snapshot(const EmulatedDevice& d, const std::vector<StepRecord>& steps)
+{
+    std::vector<double> dev, wall;
+    for (const StepRecord& s : steps) {
+        dev.push_back(s.device_seconds);
+        wall.push_back(s.wall_seconds);
+    }
+    return measureDevice(d, dev, wall);
 }
 
 } // namespace
@@ -121,6 +177,8 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
             }
         }
         m.devices.push_back(snapshot(device, m.steps));
+        if (request.keep_parameters)
+            m.final_parameters.assign(model.params(), model.params() + model.parameterCount());
     } catch (const DeviceOutOfMemory& e) {
         m.error = RunError{device.id(), e.what()};
         m.devices.push_back(snapshot(device, m.steps));

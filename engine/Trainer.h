@@ -8,6 +8,7 @@
 // InputError (field named) thrown before anything runs.
 #pragma once
 
+#include "Communicator.h"
 #include "Data.h"
 #include "Device.h"
 #include "Gpt.h"
@@ -33,9 +34,16 @@ struct TrainRequest {
     double grad_clip = 1.0;        // global-norm clipping; <= 0 disables
     std::uint64_t seed = 1;        // initialisation, data, stochastic rounding
     std::string data = "synthetic";  // "synthetic" or a file path (bytes)
+    // The cluster (runClusterTraining): layout.devices() emulated devices; `batch`
+    // is the global batch, split into dp replicas of batch / (dp x mb) micro-batches.
+    Layout layout;                 // default: one device
+    LinkSpec links;                // links between the devices (ignored on one device)
+    std::size_t bucket_bytes = std::size_t(25) << 20;  // DP gradient all-reduce buckets
+    bool keep_parameters = false;  // return the final parameters (Measurement::final_parameters)
 };
 
-// Field names are the CLI's option names without dashes ("heads", "batch", "data").
+// Field names are the CLI's option names without dashes ("heads", "batch", "data"),
+// layout problems "layout.KEY" ("layout.tp: 3 does not divide heads 4").
 FieldErrors validate(const TrainRequest& r);
 
 // The synthetic Markov source for `vocab` or the bytes of the file; throws
@@ -57,9 +65,17 @@ struct DeviceMeasurement {
     std::array<double, kMemoryCategories> memory_peak_bytes{};
     double memory_peak_total_bytes = 0;
     DeviceCounters counters;                  // whole run
-    std::map<std::string, double> comm_bytes; // by collective kind; zero on one device
+    std::map<std::string, double> comm_bytes; // bytes sent, by collective kind; zero on one device
+    std::map<std::string, double> comm_bytes_received;
+    std::map<std::string, double> comm_calls;
+    std::map<std::string, double> comm_seconds;  // device-clock link time by kind
+    double comm_wait_seconds = 0;             // device-clock time waiting for peers
+    std::array<double, kMemoryCategories> memory_resident_bytes{};  // held after the last step
     double device_step_time_s = 0;            // mean over steps
     double wall_step_time_s = 0;              // mean over steps
+    std::vector<double> device_step_times_s;  // this device's clock per step
+    std::vector<double> wall_step_times_s;
+    int tp_rank = 0, dp_rank = 0, pp_rank = 0, node = 0;
 };
 
 struct RunError {
@@ -77,16 +93,40 @@ struct Measurement {
     double wall_seconds = 0;      // the whole run, setup included
     bool cancelled = false;
     std::optional<RunError> error;
+    int micro_batches = 1;        // per replica and step
+    std::vector<float> final_parameters;  // the full model's flat buffer, when keep_parameters
 
     std::vector<double> losses() const;
 };
 
 using StepCallback = std::function<void(const StepRecord&)>;
 
+// A device's counters, memory and comm figures as a DeviceMeasurement.
+DeviceMeasurement measureDevice(const EmulatedDevice& d, const std::vector<double>& device_step_s,
+                                const std::vector<double>& wall_step_s);
+
 // Validates the request (InputError), builds the model on `device` and trains.
 // `cancel` is polled once per step. Out of memory and non-finite losses end the
 // run with Measurement::error set; the device is left with nothing allocated.
 Measurement runTraining(const TrainRequest& request, const TokenSource& source, EmulatedDevice& device,
                         const StepCallback& onStep = {}, const std::atomic<bool>* cancel = nullptr);
+
+// Fault injection for tests: device `device` poisons a weight with NaN before step `step`.
+struct FaultInjection {
+    int device = -1;
+    int step = 0;
+};
+
+// The same run on an emulated cluster laid out by request.layout: one GptShard
+// per device on its own worker thread, the pipeline schedule's micro-batches,
+// the layout's collectives. Losses and the final parameters reproduce
+// runTraining's in fp32 up to floating-point reordering. Measurement::devices
+// has one entry per device (mesh ranks, memory, FLOPs, bytes per collective
+// kind, clocks). The first device to fail (out of memory, a non-finite loss)
+// stops all the others; Measurement::error names it. `cancel` stops every
+// worker at its next step or collective. onStep is called on device 0's worker.
+Measurement runClusterTraining(const TrainRequest& request, const TokenSource& source, const DeviceProfile& profile,
+                               const StepCallback& onStep = {}, const std::atomic<bool>* cancel = nullptr,
+                               const FaultInjection& fault = {});
 
 } // namespace shardscope::engine

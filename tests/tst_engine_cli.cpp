@@ -71,6 +71,13 @@ private slots:
         QTest::newRow("scale above 1") << with(kSmall, "--device", "trainium1:2") << "--device";
         QTest::newRow("unknown chip") << with(kSmall, "--device", "nosuchchip") << "nosuchchip";
         QTest::newRow("not a number") << with(kSmall, "--seq", "eight") << "--seq";
+        QTest::newRow("unknown layout key") << with(kSmall, "--layout", "dp=2,xp=2") << "layout.xp";
+        QTest::newRow("tp does not divide heads") << with(kSmall, "--layout", "tp=4") << "layout.tp";
+        QTest::newRow("devices disagree with the layout") << with(with(kSmall, "--layout", "dp=2,tp=2"), "--devices", "2")
+                                                          << "--devices";
+        QTest::newRow("devices not filled by tp") << with(with(kSmall, "--layout", "tp=2"), "--devices", "3") << "layout.dp";
+        QTest::newRow("cluster in bf16") << with(with(kSmall, "--devices", "2"), "--precision", "bf16-mixed") << "--precision";
+        QTest::newRow("unknown node type") << with(with(kSmall, "--devices", "2"), "--node-type", "nosuchnode") << "nosuchnode";
     }
     void badArgumentsNameTheField()
     {
@@ -113,6 +120,47 @@ private slots:
         QVERIFY(d["device_step_time_s"].toDouble() > 0);
         QVERIFY(d.contains("comm_bytes") && d.contains("flops") && d.contains("wall_step_time_s"));
         QVERIFY(o["wall_seconds"].toDouble() > 0);
+    }
+
+    void clusterRunReportsEveryDevice()
+    {
+        // dp=2 x tp=2 with ZeRO-1 on 4 devices, 2 per node: the document has one entry per
+        // device with its mesh position, and the per-device figures the planner predicts.
+        const Run r = cli(with(with(with(kSmall, "--devices", "4"), "--layout", "tp=2,zero=1,sp=on,recompute=full"),
+                               "--node-devices", "2") << "--json");
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject layout = o["layout"].toObject();
+        QCOMPARE(layout["dp"].toInt(), 2);
+        QCOMPARE(layout["tp"].toInt(), 2);
+        QCOMPARE(layout["zero"].toInt(), 1);
+        QCOMPARE(layout["sp"].toBool(), true);
+        QCOMPARE(layout["recompute"].toString(), QString("full"));
+        QCOMPARE(layout["links"].toObject()["node_devices"].toInt(), 2);
+        const QJsonArray devices = o["devices"].toArray();
+        QCOMPARE(devices.size(), 4);
+        for (int i = 0; i < 4; ++i) {
+            const QJsonObject d = devices[i].toObject();
+            QCOMPARE(d["id"].toInt(), i);
+            QCOMPARE(d["mesh"].toObject()["tp"].toInt(), i % 2);
+            QCOMPARE(d["mesh"].toObject()["dp"].toInt(), i / 2);
+            QCOMPARE(d["mesh"].toObject()["node"].toInt(), i / 2);
+            const QJsonObject sent = d["comm_bytes"].toObject();
+            QVERIFY2(sent["all_reduce"].toDouble() > 0 && sent["reduce_scatter"].toDouble() > 0 &&
+                         sent["all_gather"].toDouble() > 0, r.describe());
+            QCOMPARE(sent["send_recv"].toDouble(), 0.0);
+            QCOMPARE(d["comm_bytes_received"].toObject()["reduce_scatter"].toDouble(), sent["reduce_scatter"].toDouble());
+            // ZeRO-1 over dp = 2: optimizer states are half of 8 bytes per local parameter,
+            // the weights 4 bytes per local parameter: equal.
+            const QJsonObject resident = d["memory_resident_bytes"].toObject();
+            QCOMPARE(resident["optimizer"].toDouble(), resident["weights"].toDouble());
+            QCOMPARE(d["device_step_times_s"].toArray().size(), 5);
+        }
+        QCOMPARE(o["losses"].toArray().size(), 5);
+        const Run text = cli(with(with(with(kSmall, "--devices", "2"), "--layout", "pp=2"), "--layers", "2"));
+        QVERIFY2(text.exitCode == 0, text.describe());
+        QVERIFY2(text.out.contains("cluster: 2 devices") && text.out.contains("device 1 (tp 0, dp 0, pp 1, node 0)") &&
+                     text.out.contains("send_recv"), text.describe());
     }
 
     void outOfMemoryExitsOneAndSaysWhy()

@@ -43,6 +43,11 @@ Commands:
                               (calibration-cases.md); --fit refits its efficiency terms
   predict --plan plan.json [--layout ...] [--json] [--explain]
                               the prediction for a saved plan's best layout (or --layout)
+  export --plan plan.json --format megatron|deepspeed|neuronx|fsdp [--layout ...] [--out FILE]
+                              a saved plan's best layout (or --layout) as the launch
+                              settings of Megatron-LM, DeepSpeed, NeuronX Distributed
+                              or PyTorch FSDP; a feature the framework cannot express
+                              is refused by name (exit 2)
   plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
        [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...]
        [--min dp=8,...] [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N]
@@ -126,6 +131,8 @@ int run(std::vector<std::string> args)
         return runSweep(rest, ctx);
     if (command == "compare")
         return runCompare(rest, ctx);
+    if (command == "export")
+        return runExport(rest, ctx);
     throw UsageError("unknown command \"" + command + "\" (see shardscope-cli --help)");
 }
 

@@ -25,6 +25,7 @@ int runReport(const std::vector<std::string>& args, Context& ctx);
 int runPlan(const std::vector<std::string>& args, Context& ctx);
 int runSweep(const std::vector<std::string>& args, Context& ctx);
 int runCompare(const std::vector<std::string>& args, Context& ctx);
+int runExport(const std::vector<std::string>& args, Context& ctx);
 
 std::string mainHelp();
 

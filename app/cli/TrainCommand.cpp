@@ -1,7 +1,9 @@
 // shardscope-cli train: a short, real training run of a small GPT on one
 // emulated device (this host, measured, or a catalog chip, optionally scaled
-// down), printing per-step loss and times and at the end peak memory by
-// category, FLOPs and achieved FLOP/s; --json prints the measurement document.
+// down), or with --devices/--layout on an emulated cluster executing the layout
+// (dp, tp, sp, pp, ZeRO, schedule, recomputation), printing per-step loss and
+// times and at the end peak memory by category, FLOPs and achieved FLOP/s, and
+// per device the collectives' bytes; --json prints the measurement document.
 #include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
@@ -12,6 +14,7 @@
 #include <QJsonDocument>
 
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <ostream>
 #include <thread>
@@ -25,7 +28,10 @@ namespace {
 const char* kTrainUsage =
     "shardscope-cli train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N\n"
     "       [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]\n"
-    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S] [--threads K] [--json]";
+    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S] [--threads K] [--json]\n"
+    "       [--devices N] [--layout \"dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2,recompute=full\"]\n"
+    "       [--node-type NAME[:scale]] [--node-devices K] [--intra-bw B/s] [--inter-bw B/s]\n"
+    "       [--intra-latency S] [--inter-latency S] [--bucket-bytes N]";
 
 std::string fixed(double v, int decimals)
 {
@@ -77,10 +83,42 @@ DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, 
     return p;
 }
 
+void printDevices(const Measurement& m, Context& ctx)
+{
+    const double steps = double(std::max<size_t>(1, m.steps.size()));
+    for (const DeviceMeasurement& d : m.devices) {
+        ctx.out << "device " << d.id << " (tp " << d.tp_rank << ", dp " << d.dp_rank << ", pp " << d.pp_rank
+                << ", node " << d.node << "): peak " << formatBytes(d.memory_peak_total_bytes) << " (";
+        for (int c = 0; c < kMemoryCategories; ++c)
+            ctx.out << (c ? ", " : "") << toString(MemoryCategory(c)) << " "
+                    << formatBytes(d.memory_peak_bytes[size_t(c)]);
+        ctx.out << "), " << formatSi(d.counters.totalFlops() / steps, "FLOP") << "/step, device "
+                << formatDuration(d.device_step_time_s) << "/step";
+        bool any = false;
+        for (const auto& [kind, bytes] : d.comm_bytes) {
+            if (bytes <= 0)
+                continue;
+            ctx.out << (any ? ", " : "; sent per step: ") << kind << " " << formatBytes(bytes / steps);
+            any = true;
+        }
+        ctx.out << "; waited " << formatDuration(d.comm_wait_seconds / steps) << "/step\n";
+    }
+}
+
 void printSummary(const Measurement& m, Context& ctx)
 {
     if (m.devices.empty())
         return;
+    if (m.devices.size() > 1) {
+        printDevices(m, ctx);
+        if (!m.steps.empty())
+            ctx.out << "step time: device clock " << formatDuration(m.steps.back().device_seconds)
+                    << " (slowest device, last step), wall " << formatDuration(m.steps.back().wall_seconds) << "\n";
+        if (!m.steps.empty())
+            ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(m.steps.back().loss, 4)
+                    << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
+        return;
+    }
     const DeviceMeasurement& d = m.devices.front();
     ctx.out << "peak memory:";
     for (int c = 0; c < kMemoryCategories; ++c)
@@ -124,7 +162,8 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
 {
     const CliArgs a(args,
                     {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps", "precision", "recompute", "data",
-                     "device", "lr", "seed", "threads"},
+                     "device", "lr", "seed", "threads", "devices", "layout", "node-type", "node-devices", "intra-bw",
+                     "inter-bw", "intra-latency", "inter-latency", "bucket-bytes"},
                     {"json"});
     a.expectPositional(0, kTrainUsage);
     for (const char* required : {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps"})
@@ -158,8 +197,38 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     const int threads = a.integer("threads", cores, 1, 1024);
     const bool json = a.flag("json");
 
-    // Every problem with the request at once, named by option.
-    FieldErrors errors = validate(r);
+    // The cluster: --layout (core's layout keys) over --devices; dp fills what tp x pp leave.
+    const bool clusterRun = a.value("layout") || a.value("devices");
+    std::string layoutText = a.value("layout").value_or("");
+    if (clusterRun) {
+        FieldErrors layoutErrors;
+        r.layout = parseLayout(layoutText, layoutErrors);
+        if (!layoutErrors.empty())
+            throw InputError(layoutErrors);
+        if (layoutText.find("recompute") == std::string::npos)
+            r.layout.recompute = r.recompute;  // --recompute applies when the layout does not say
+        r.recompute = r.layout.recompute;
+        const int devices = a.integer("devices", 0, 1, 4096);
+        if (r.layout.dp == 0) {
+            if (devices > 0)
+                resolveDataParallel(r.layout, devices, layoutErrors);
+            else
+                r.layout.dp = 1;
+        }
+        if (!layoutErrors.empty())
+            throw InputError(layoutErrors);
+        if (devices > 0 && r.layout.devices() != devices)
+            throw UsageError("--devices: " + std::to_string(devices) + " devices, but the layout " + layoutText +
+                             " has dp x tp x pp x cp = " + std::to_string(r.layout.devices()));
+        r.bucket_bytes = std::size_t(a.number("bucket-bytes", double(r.bucket_bytes), 4, 1e12));
+    }
+
+    // Every problem with the request at once, named by option (the links are checked
+    // once the device and node type are known).
+    FieldErrors errors;
+    for (FieldError& f : validate(r))
+        if (f.path != "links")
+            errors.push_back(f);
     std::unique_ptr<TokenSource> source;
     try {
         source = makeTokenSource(r);
@@ -177,21 +246,76 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     if (!errors.empty())
         throw InputError(errors);
 
-    const DeviceProfile profile = resolveDevice(a.value("device").value_or("host"), threads, ctx, json);
+    // A node type gives the device (its chip, scaled) and the links, unless --device names the device.
+    std::optional<NodeType> node;
+    double nodeScale = 1;
+    if (auto spec = a.value("node-type")) {
+        std::string name = *spec;
+        if (const size_t colon = spec->find(':'); colon != std::string::npos) {
+            name = spec->substr(0, colon);
+            char* end = nullptr;
+            const std::string text = spec->substr(colon + 1);
+            nodeScale = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !(nodeScale > 0 && nodeScale <= 1))
+                throw UsageError("--node-type: scale \"" + text + "\" must be a number in (0, 1]");
+        }
+        Catalog catalog(ctx.db_path);
+        node = catalog.node(name);  // InputError naming the missing node type
+    }
+    char scaleText[32];
+    std::snprintf(scaleText, sizeof scaleText, ":%g", nodeScale);
+    const std::string deviceSpec = a.value("device").value_or(
+        node ? node->chip.name + (nodeScale != 1 ? std::string(scaleText) : std::string()) : std::string("host"));
+    const DeviceProfile profile = resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json);
+    if (clusterRun) {
+        LinkSpec& l = r.links;
+        if (node) {
+            // Per device, one direction: the chip's scale-up link shared by its devices, the
+            // node network shared by the node's devices; scaled like the device profile.
+            l.intra_bytes_per_second = node->intra_link_bytes_per_second / std::max(1, node->chip.devices_per_chip) * nodeScale;
+            l.inter_bytes_per_second = node->inter_node_bytes_per_second / std::max(1, node->devicesPerNode()) * nodeScale;
+            l.node_devices = node->devicesPerNode();
+        } else if (profile.measured) {
+            // This host's shared memory: a copy reads and writes, so half the measured copy rate.
+            l.intra_bytes_per_second = l.inter_bytes_per_second = profile.memory_bytes_per_second / 2;
+        }
+        l.intra_bytes_per_second = a.number("intra-bw", l.intra_bytes_per_second, 1, 1e15);
+        l.inter_bytes_per_second = a.number("inter-bw", l.inter_bytes_per_second, 1, 1e15);
+        // Link latencies are not in the catalog: 0 unless given.
+        l.intra_latency_s = a.number("intra-latency", 0, 0, 1);
+        l.inter_latency_s = a.number("inter-latency", 0, 0, 1);
+        l.node_devices = a.integer("node-devices", l.node_devices, 1, 4096);
+        FieldErrors linkErrors;
+        for (const FieldError& f : validate(r))
+            if (f.path == "links")
+                linkErrors.push_back({"--intra-bw/--inter-bw", f.message + " (--node-type or the flags)"});
+        if (!linkErrors.empty())
+            throw InputError(linkErrors);
+    }
     if (profile.peakFlops(r.precision == PrecisionMode::FP32 ? DataType::FP32 : DataType::BF16) <= 0)
         throw InputError("--device: " + profile.name + " has no published peak " +
                          (r.precision == PrecisionMode::FP32 ? std::string("fp32") : std::string("bf16")) +
                          " FLOP/s in the catalog; choose another --precision or device");
     if (profile.memory_bytes_per_second <= 0)
         throw InputError("--device: " + profile.name + " has no published memory bandwidth in the catalog");
-    EmulatedDevice device(0, profile, threads);
-
     if (!json) {
         ctx.out << "model: " << r.model.layers << " layers, hidden " << r.model.hidden << ", " << r.model.heads
                 << " heads, vocab " << r.model.vocab << ", seq " << r.model.seq << ": "
                 << formatCount(parameterCount(r.model)) << " parameters; batch " << r.batch << ", "
                 << toString(r.precision) << ", recompute " << shardscope::toString(r.recompute) << "\n";
         ctx.out << "data: " << source->description() << "\n";
+        if (clusterRun) {
+            const LinkSpec& l = r.links;
+            const int perNode = l.node_devices > 0 ? std::min<int>(l.node_devices, int(r.layout.devices()))
+                                                   : int(r.layout.devices());
+            ctx.out << "cluster: " << r.layout.devices() << " devices (" << shardscope::toString(r.layout) << "), "
+                    << (r.layout.devices() + perNode - 1) / perNode << " node(s) of " << perNode
+                    << "; links per device: intra-node " << formatSi(l.intra_bytes_per_second, "B/s") << ", "
+                    << fixed(l.intra_latency_s * 1e6, 1) << " us, inter-node "
+                    << formatSi(l.inter_bytes_per_second, "B/s") << ", " << fixed(l.inter_latency_s * 1e6, 1)
+                    << " us; " << r.batch / (r.layout.dp * r.layout.micro_batch) << " micro-batch(es) of "
+                    << r.layout.micro_batch << " per replica\n";
+        }
     }
     const int width = int(std::to_string(r.steps).size());
     auto onStep = [&](const StepRecord& s) {
@@ -203,7 +327,13 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
                       formatDuration(s.wall_seconds).c_str());
         ctx.out << line << std::flush;
     };
-    const Measurement m = runTraining(r, *source, device, onStep);
+    Measurement m;
+    if (clusterRun) {
+        m = runClusterTraining(r, *source, profile, onStep);
+    } else {
+        EmulatedDevice device(0, profile, threads);
+        m = runTraining(r, *source, device, onStep);
+    }
 
     if (json)
         ctx.out << QJsonDocument(toJson(m)).toJson(QJsonDocument::Indented).toStdString();

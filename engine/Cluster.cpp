@@ -1,0 +1,160 @@
+// EmulatedCluster: devices, mesh groups, worker threads; see Cluster.h.
+#include "Cluster.h"
+
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace shardscope::engine {
+
+namespace {
+Layout flatLayout(int devices)
+{
+    Layout l;
+    l.dp = devices;
+    return l;
+}
+} // namespace
+
+EmulatedCluster::EmulatedCluster(const Layout& layout, const DeviceProfile& profile, const LinkSpec& links,
+                                 const std::atomic<bool>* cancel)
+    : layout_(layout)
+{
+    build(profile, links, cancel);
+}
+
+EmulatedCluster::EmulatedCluster(int devices, const DeviceProfile& profile, const LinkSpec& links,
+                                 const std::atomic<bool>* cancel)
+    : layout_(flatLayout(devices))
+{
+    build(profile, links, cancel);
+}
+
+EmulatedCluster::~EmulatedCluster() = default;
+
+int EmulatedCluster::meshId(int tp, int cp, int dp, int pp) const
+{
+    return ((pp * layout_.dp + dp) * layout_.cp + cp) * layout_.tp + tp;
+}
+
+void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel)
+{
+    const Layout& l = layout_;
+    if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1)
+        throw std::invalid_argument("EmulatedCluster: every parallel degree must be at least 1");
+    if (l.cp != 1)
+        throw std::invalid_argument("EmulatedCluster: context parallelism (cp > 1) is not emulated");
+    const int n = int(l.devices());
+    const int g = l.zero_stage > 0 ? l.zeroGroupSize() : 1;
+    if (g < 1 || l.dp % g != 0)
+        throw std::invalid_argument("EmulatedCluster: the ZeRO shard group must divide dp");
+    std::vector<EmulatedDevice*> raw;
+    for (int i = 0; i < n; ++i) {
+        devices_.push_back(std::make_unique<EmulatedDevice>(i, profile, 1));
+        raw.push_back(devices_.back().get());
+    }
+    comm_ = std::make_unique<Communicator>(raw, links, cancel);
+    positions_.resize(size_t(n));
+    groups_.resize(size_t(n));
+    for (int pp = 0; pp < l.pp; ++pp)
+        for (int dp = 0; dp < l.dp; ++dp)
+            for (int tp = 0; tp < l.tp; ++tp) {
+                const int id = meshId(tp, 0, dp, pp);
+                positions_[size_t(id)] = MeshPosition{tp, 0, dp, pp, links.nodeOf(id)};
+            }
+    auto tag = [](const char* kind, int a, int b) {
+        return std::string(kind) + "(" + std::to_string(a) + "," + std::to_string(b) + ")";
+    };
+    for (int pp = 0; pp < l.pp; ++pp) {
+        for (int dp = 0; dp < l.dp; ++dp) {
+            std::vector<int> ids;
+            for (int tp = 0; tp < l.tp; ++tp)
+                ids.push_back(meshId(tp, 0, dp, pp));
+            CommGroup& grp = comm_->makeGroup(ids, tag("tp", dp, pp));
+            for (int id : ids)
+                groups_[size_t(id)].tp = &grp;
+        }
+        for (int tp = 0; tp < l.tp; ++tp) {
+            std::vector<int> all;
+            for (int dp = 0; dp < l.dp; ++dp)
+                all.push_back(meshId(tp, 0, dp, pp));
+            CommGroup& dpg = comm_->makeGroup(all, tag("dp", tp, pp));
+            for (int id : all)
+                groups_[size_t(id)].dp = &dpg;
+            for (int k = 0; k < l.dp / g; ++k) {
+                std::vector<int> ids(all.begin() + k * g, all.begin() + (k + 1) * g);
+                CommGroup& sg = comm_->makeGroup(ids, tag("shard", tp, pp) + "#" + std::to_string(k));
+                for (int id : ids)
+                    groups_[size_t(id)].shard = &sg;
+            }
+            for (int r = 0; r < g; ++r) {
+                std::vector<int> ids;
+                for (int k = 0; k < l.dp / g; ++k)
+                    ids.push_back(all[size_t(k * g + r)]);
+                CommGroup& rg = comm_->makeGroup(ids, tag("replica", tp, pp) + "#" + std::to_string(r));
+                for (int id : ids)
+                    groups_[size_t(id)].replica = &rg;
+            }
+        }
+    }
+    if (l.pp > 1)
+        for (int dp = 0; dp < l.dp; ++dp)
+            for (int tp = 0; tp < l.tp; ++tp) {
+                const int first = meshId(tp, 0, dp, 0), last = meshId(tp, 0, dp, l.pp - 1);
+                CommGroup& eg = comm_->makeGroup({first, last}, tag("embedding", tp, dp));
+                groups_[size_t(first)].embedding = &eg;
+                groups_[size_t(last)].embedding = &eg;
+            }
+    std::vector<int> everyone;
+    for (int i = 0; i < n; ++i)
+        everyone.push_back(i);
+    CommGroup& world = comm_->makeGroup(everyone, "world");
+    for (DeviceGroups& dg : groups_)
+        dg.world = &world;
+}
+
+int EmulatedCluster::stageNeighbour(int id, int delta) const
+{
+    const MeshPosition& p = position(id);
+    const int stage = p.pp + delta;
+    if (stage < 0 || stage >= layout_.pp)
+        return -1;
+    return meshId(p.tp, p.cp, p.dp, stage);
+}
+
+std::optional<WorkerFailure> EmulatedCluster::run(const std::function<void(int)>& work)
+{
+    std::mutex failureMutex;
+    std::optional<WorkerFailure> failure;
+    cancelled_ = false;
+    std::vector<std::thread> workers;
+    workers.reserve(devices_.size());
+    for (int id = 0; id < size(); ++id)
+        workers.emplace_back([&, id] {
+            std::string message;
+            try {
+                work(id);
+                return;
+            } catch (const ClusterAborted&) {
+                return;  // stopped because another device failed or the run was cancelled
+            } catch (const std::exception& e) {
+                message = e.what();
+            } catch (...) {
+                message = "unknown error";
+            }
+            {
+                std::lock_guard<std::mutex> lock(failureMutex);
+                if (!failure)
+                    failure = WorkerFailure{id, message};
+            }
+            comm_->abort();
+        });
+    for (std::thread& t : workers)
+        t.join();
+    if (!failure && comm_->aborted() && comm_->cancelRequested())
+        cancelled_ = true;
+    return failure;
+}
+
+} // namespace shardscope::engine

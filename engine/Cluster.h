@@ -1,0 +1,97 @@
+// EmulatedCluster: N emulated devices, each driven by its own worker thread,
+// arranged as a layout's device mesh and grouped into emulated nodes, with the
+// Communicator that moves data between them.
+//
+// Mesh (as the planner places it, core/Layout.h): device id =
+//   ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank
+// so tensor-parallel groups are neighbours inside a node, then cp, dp, pp.
+// Emulated node = id / node_devices. Groups made for every device:
+//   tp        same (cp, dp, pp), tp ranks in order
+//   dp        same (tp, cp, pp), dp ranks in order
+//   shard     ZeRO shard group: dp ranks [k*g, (k+1)*g) of the dp group (g = zero group size)
+//   replica   the dp ranks with the same position inside their shard group (HSDP's outer group)
+//   embedding first and last pipeline stage (tied word embedding), when pp > 1
+//   world     every device
+// Pipeline neighbours are reached by send/recv to stageNeighbour().
+//
+// Each device gets a KernelPool of one thread: the workers share the host's cores.
+// Not here: context parallelism (cp must be 1 to run), what the workers compute.
+#pragma once
+
+#include "Communicator.h"
+#include "Device.h"
+#include "Layout.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::engine {
+
+struct MeshPosition {
+    int tp = 0, cp = 0, dp = 0, pp = 0;
+    int node = 0;
+};
+
+struct DeviceGroups {
+    CommGroup* tp = nullptr;
+    CommGroup* dp = nullptr;
+    CommGroup* shard = nullptr;
+    CommGroup* replica = nullptr;
+    CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
+    CommGroup* world = nullptr;
+};
+
+// What stopped a run: the device whose worker failed first and why.
+struct WorkerFailure {
+    int device = -1;
+    std::string message;
+};
+
+class EmulatedCluster {
+public:
+    // layout.devices() devices of `profile` (device i named "device i (profile)").
+    // Throws std::invalid_argument for cp != 1 or a degree < 1.
+    EmulatedCluster(const Layout& layout, const DeviceProfile& profile, const LinkSpec& links,
+                    const std::atomic<bool>* cancel = nullptr);
+    // A flat cluster of n devices (dp = n): for collectives alone.
+    EmulatedCluster(int devices, const DeviceProfile& profile, const LinkSpec& links,
+                    const std::atomic<bool>* cancel = nullptr);
+    ~EmulatedCluster();
+    EmulatedCluster(const EmulatedCluster&) = delete;
+    EmulatedCluster& operator=(const EmulatedCluster&) = delete;
+
+    int size() const { return int(devices_.size()); }
+    const Layout& layout() const { return layout_; }
+    EmulatedDevice& device(int id) { return *devices_[size_t(id)]; }
+    const EmulatedDevice& device(int id) const { return *devices_[size_t(id)]; }
+    Communicator& communicator() { return *comm_; }
+    const MeshPosition& position(int id) const { return positions_[size_t(id)]; }
+    const DeviceGroups& groups(int id) const { return groups_[size_t(id)]; }
+    // The device at pipeline stage pp + delta with the same (tp, cp, dp); -1 outside the pipeline.
+    int stageNeighbour(int id, int delta) const;
+    int meshId(int tp, int cp, int dp, int pp) const;
+
+    // Runs work(device id) on one new thread per device and joins them all,
+    // whatever happens. The first worker to throw (other than ClusterAborted)
+    // aborts the communicator, so the others stop at their next collective;
+    // its id and message are returned. A run stopped by the cancel flag
+    // returns nothing and sets cancelled(). One run at a time.
+    std::optional<WorkerFailure> run(const std::function<void(int device)>& work);
+    bool cancelled() const { return cancelled_; }
+
+private:
+    void build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel);
+
+    Layout layout_;
+    std::vector<std::unique_ptr<EmulatedDevice>> devices_;
+    std::unique_ptr<Communicator> comm_;
+    std::vector<MeshPosition> positions_;
+    std::vector<DeviceGroups> groups_;
+    bool cancelled_ = false;
+};
+
+} // namespace shardscope::engine

@@ -1,0 +1,113 @@
+#include "FrameworkExport.h"
+#include "export/ExportCommon.h"
+
+#include <array>
+
+namespace shardscope {
+
+namespace exportdetail {
+// One per framework, in planner/export/.
+ExportResult exportMegatron(const Problem& problem, const Layout& layout);
+ExportResult exportDeepSpeed(const Problem& problem, const Layout& layout);
+ExportResult exportNeuronX(const Problem& problem, const Layout& layout);
+ExportResult exportFsdp(const Problem& problem, const Layout& layout);
+
+Figures figures(const Problem& p, const Layout& l)
+{
+    Figures f;
+    f.devices_per_node = p.cluster.node.devicesPerNode();
+    f.nodes = p.cluster.nodes;
+    f.devices = p.cluster.devices();
+    f.micro_batches = microBatchesPerStep(l, p.training);
+    f.replica_batch = l.dp > 0 ? p.training.global_batch / l.dp : 0;
+    f.shard_group = l.zeroGroupSize();
+    f.partial_shard = l.zero_stage > 0 && f.shard_group < l.dp;
+    f.pipelined = l.pp > 1;
+    return f;
+}
+
+std::string problemLine(const Problem& p)
+{
+    return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +
+           str(p.cluster.devices()) + " devices), global batch " + str(p.training.global_batch) + " x " +
+           str(p.training.seq_len) + " tokens";
+}
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+std::string commentLines(const std::vector<std::string>& lines)
+{
+    std::string out;
+    for (const std::string& line : lines) {
+        out += line.empty() ? "#" : "# ";
+        out += line;
+        out += '\n';
+    }
+    return out;
+}
+} // namespace exportdetail
+
+namespace {
+struct FormatName {
+    ExportFormat format;
+    const char* name;
+};
+constexpr std::array kFormats{
+    FormatName{ExportFormat::Megatron, "megatron"},
+    FormatName{ExportFormat::DeepSpeed, "deepspeed"},
+    FormatName{ExportFormat::NeuronX, "neuronx"},
+    FormatName{ExportFormat::Fsdp, "fsdp"},
+};
+} // namespace
+
+ExportResult exportSettings(ExportFormat format, const Problem& problem, const Layout& layout)
+{
+    const FieldErrors errors = validate(layout, problem.model, problem.cluster, problem.training);
+    if (!errors.empty()) {
+        ExportResult refused;
+        for (const FieldError& e : errors)
+            refused.refusals.push_back(std::string(toString(format)) + ": " + e.text());
+        return refused;
+    }
+    ExportResult result;
+    switch (format) {
+    case ExportFormat::Megatron: result = exportdetail::exportMegatron(problem, layout); break;
+    case ExportFormat::DeepSpeed: result = exportdetail::exportDeepSpeed(problem, layout); break;
+    case ExportFormat::NeuronX: result = exportdetail::exportNeuronX(problem, layout); break;
+    case ExportFormat::Fsdp: result = exportdetail::exportFsdp(problem, layout); break;
+    }
+    if (!result.ok()) {
+        result.text.clear();
+        result.notes.clear();
+    }
+    return result;
+}
+
+const char* toString(ExportFormat format)
+{
+    for (const FormatName& f : kFormats)
+        if (f.format == format)
+            return f.name;
+    return "?";
+}
+
+std::optional<ExportFormat> exportFormatFromString(const std::string& text)
+{
+    for (const FormatName& f : kFormats)
+        if (text == f.name)
+            return f.format;
+    return std::nullopt;
+}
+
+std::string exportFormatChoices()
+{
+    std::string out;
+    for (const FormatName& f : kFormats) {
+        if (!out.empty())
+            out += '|';
+        out += f.name;
+    }
+    return out;
+}
+
+} // namespace shardscope

@@ -1,0 +1,121 @@
+// DeepSpeed: a ds_config.json. JSON carries no comments, so what the user must still
+// do goes to ExportResult::notes.
+//
+// Key names from deepspeedai/DeepSpeed:
+//   docs/_pages/config-json.md (commit 00376da4): train_batch_size,
+//     train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16.enabled,
+//     fp16.enabled, zero_optimization.stage, zero_optimization.offload_optimizer
+//     {device, pin_memory}, zero_hpz_partition_size, tensor_parallel.autotp_size (AutoTP,
+//     training with ZeRO 0-3), activation_checkpointing {partition_activations,
+//     cpu_checkpointing, contiguous_memory_optimization, synchronize_checkpoint_boundary};
+//     "train_batch_size must be equal to train_micro_batch_size_per_gpu *
+//     gradient_accumulation_steps * number of GPUs" (the data-parallel ranks under model
+//     parallelism: DeepSpeedConfig takes its world size from the data-parallel group);
+//   deepspeed/runtime/zero/config.py (commit 1b88ac36): mics_shard_size (MiCS, ZeRO-3
+//     partitioning within a shard group, replication across groups);
+//   deepspeed/runtime/config.py (commit 029f12b3): the "pipeline" section with "stages"
+//     and "activation_checkpoint_interval";
+//   deepspeed/runtime/pipe/engine.py: PipelineEngine asserts "ZeRO-2 and ZeRO-3 are
+//     incompatible with pipeline parallelism" (the assertion was found in several stored
+//     copies of the file, not attributed to a commit of deepspeedai/DeepSpeed).
+// Decisions: tensor parallelism is AutoTP (tensor_parallel.autotp_size), which needs no
+// Megatron-DeepSpeed; Megatron-style sequence parallelism, context parallelism, fp8,
+// selective recomputation (model code, not a config key), the GPipe and interleaved
+// schedules (PipelineEngine has its own 1F1B-style schedule), AutoTP with pipeline
+// parallelism (not documented together) and a ZeRO-1/2 shard group smaller than dp
+// (mics_shard_size is ZeRO-3; zero_hpz_partition_size only adds a secondary copy of the
+// weights, it does not shrink the optimizer shard group) are refused.
+#include "ExportCommon.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+
+namespace shardscope::exportdetail {
+
+ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    r.notes_in_text = false;
+    Refusals refuse("deepspeed", r.refusals);
+    const Figures f = figures(p, l);
+    const std::string& vendor = p.cluster.node.chip.vendor;
+
+    if (vendor != "NVIDIA" && vendor != "AMD" && vendor != "Intel")
+        refuse.device(p.cluster.node.chip.display_name,
+                   "DeepSpeed's accelerators are CUDA and ROCm GPUs and Intel Gaudi");
+    if (l.cp > 1)
+        refuse.add("context parallelism (cp=" + str(l.cp) + ")", "ds_config has no context-parallel setting");
+    if (l.sequence_parallel)
+        refuse.add("Megatron-style sequence parallelism (sp=on)",
+                   "AutoTP splits the linear layers only; norm and dropout regions stay replicated");
+    if (l.tp > 1 && f.pipelined)
+        refuse.add("tensor parallelism (tp=" + str(l.tp) + ") together with pipeline parallelism (pp=" + str(l.pp) + ")",
+                   "AutoTP is documented with ZeRO data parallelism, not with PipelineModule");
+    if (f.pipelined && l.zero_stage >= 2)
+        refuse.add("ZeRO-" + str(l.zero_stage) + " with pipeline parallelism",
+                   "PipelineEngine asserts ZeRO stage < 2");
+    if (f.pipelined && l.schedule != PipelineSchedule::OneFOneB)
+        refuse.add(std::string("the ") + toString(l.schedule) + " schedule",
+                   "DeepSpeed's PipelineEngine runs its own 1F1B-style schedule");
+    if (f.partial_shard && l.zero_stage < 3)
+        refuse.add("a ZeRO-" + str(l.zero_stage) + " shard group of " + str(f.shard_group) + " of the " + str(l.dp) +
+                       " data-parallel ranks",
+                   "mics_shard_size applies to ZeRO-3; zero_hpz_partition_size only adds a secondary weight copy");
+    if (l.recompute == Recompute::Selective)
+        refuse.add("selective recomputation",
+                   "ds_config checkpoints whole layers; attention-only recomputation is model code");
+    if (p.training.precision == Precision::FP8Mixed)
+        refuse.add("fp8 precision", "ds_config has bf16 and fp16 sections, no fp8");
+    if (refuse.any())
+        return r;
+
+    QJsonObject config;
+    config.insert("train_batch_size", p.training.global_batch);
+    config.insert("train_micro_batch_size_per_gpu", l.micro_batch);
+    config.insert("gradient_accumulation_steps", f.micro_batches);
+    if (p.training.precision == Precision::BF16Mixed)
+        config.insert("bf16", QJsonObject{{"enabled", true}});
+    else if (p.training.precision == Precision::FP16Mixed)
+        config.insert("fp16", QJsonObject{{"enabled", true}});
+
+    QJsonObject zero{{"stage", l.zero_stage}};
+    if (l.offload == Offload::Optimizer)
+        zero.insert("offload_optimizer", QJsonObject{{"device", "cpu"}, {"pin_memory", true}});
+    if (f.partial_shard) {
+        zero.insert("mics_shard_size", f.shard_group);
+        r.notes.push_back("mics_shard_size: shard every model state over groups of " + str(f.shard_group) +
+                          " ranks and replicate across the " + str(l.dp / f.shard_group) +
+                          " groups (MiCS); construct the model under MiCS's zero.Init variant.");
+    }
+    config.insert("zero_optimization", zero);
+
+    if (l.tp > 1) {
+        config.insert("tensor_parallel", QJsonObject{{"autotp_size", l.tp}});
+        r.notes.push_back("tensor_parallel.autotp_size: AutoTP partitions a Hugging Face model by its tp_plan "
+                          "or a preset_model; add preset_model or partition_config if the model has neither.");
+    }
+    if (f.pipelined) {
+        config.insert("pipeline", QJsonObject{{"stages", l.pp},
+                                              {"activation_checkpoint_interval",
+                                               l.recompute == Recompute::Full ? 1 : 0}});
+        r.notes.push_back("pipeline.stages: build the model as a deepspeed.pipe.PipelineModule with num_stages=" +
+                          str(l.pp) + ".");
+    } else if (l.recompute == Recompute::Full) {
+        config.insert("activation_checkpointing", QJsonObject{{"partition_activations", false},
+                                                              {"cpu_checkpointing", false},
+                                                              {"contiguous_memory_optimization", false},
+                                                              {"synchronize_checkpoint_boundary", false}});
+        r.notes.push_back("activation_checkpointing configures deepspeed.checkpointing; the model calls "
+                          "deepspeed.checkpointing.checkpoint on every transformer layer.");
+    }
+
+    r.notes.push_back("train_batch_size " + str(p.training.global_batch) + " = micro-batch " + str(l.micro_batch) +
+                      " x " + str(f.micro_batches) + " accumulation steps x " + str(l.dp) + " data-parallel ranks (" +
+                      str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + ").");
+    r.notes.push_back("The optimizer (" + std::string(toString(p.training.optimizer)) +
+                      ") and learning rate come from your script or an \"optimizer\" section.");
+    r.text = QJsonDocument(config).toJson(QJsonDocument::Indented).toStdString();
+    return r;
+}
+
+} // namespace shardscope::exportdetail

@@ -1,0 +1,172 @@
+// Megatron-LM: the arguments of pretrain_gpt.py as a bash array, and the torchrun line.
+//
+// Option names, and what the version can and cannot do, from NVIDIA/Megatron-LM
+// megatron/training/arguments.py at commit 307dcf37f03d44da131ba21999278abe4112d2ad
+// (the version stored for this lookup; read in full):
+//   --tensor-model-parallel-size, --pipeline-model-parallel-size,
+//   --num-layers-per-virtual-pipeline-stage, --context-parallel-size, --sequence-parallel,
+//   --use-distributed-optimizer, --micro-batch-size, --global-batch-size,
+//   --recompute-granularity full|selective, --recompute-method uniform|block,
+//   --recompute-num-layers, --bf16, --fp16, --fp8-format e4m3|hybrid, --num-layers,
+//   --hidden-size, --ffn-hidden-size, --num-attention-heads, --kv-channels,
+//   --group-query-attention, --num-query-groups, --seq-length, --max-position-embeddings,
+//   --position-embedding-type learned_absolute|rope, --normalization LayerNorm|RMSNorm,
+//   --swiglu, --disable-bias-linear, --untie-embeddings-and-output-weights, --num-experts,
+//   --moe-router-topk, --use-flash-attn, --optimizer adam|sgd.
+// Rules of that version that the export enforces (validate_args):
+//   - the interleaved schedule asserts pipeline-model-parallel size > 2;
+//   - selective recomputation takes no --recompute-method;
+//   - sequence parallelism raises unless CUDA_DEVICE_MAX_CONNECTIONS=1;
+//   - MoE with tp > 1 asserts --sequence-parallel.
+// megatron/core/transformer/attention.py (commit f41b4fd4) divides num_query_groups by the
+// tensor-parallel size, so tp must divide the key/value heads.
+// Not in that version, hence refused: ZeRO-2/3 (the distributed optimizer shards optimizer
+// states only), a shard group smaller than dp, optimizer offload, the GPipe schedule. Newer
+// Megatron versions add --optimizer-cpu-offload, --num-distributed-optimizer-instances and
+// FSDP options; they were seen only in third-party scripts, not in a stored arguments.py,
+// so they are not exported.
+// torchrun options (--nnodes, --nproc_per_node, --node_rank, --master_addr, --master_port)
+// as used by aws-neuron/neuronx-distributed examples/training/llama/tp_pp_llama_hf_pretrain/
+// run_llama2_70B_tp_pp.sh.
+#include "ExportCommon.h"
+
+#include <algorithm>
+
+namespace shardscope::exportdetail {
+
+namespace {
+
+bool runsMegatron(const ChipSpec& chip) { return chip.vendor == "NVIDIA" || chip.vendor == "AMD"; }
+
+} // namespace
+
+ExportResult exportMegatron(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("megatron", r.refusals);
+    const ModelSpec& m = p.model;
+    const Figures f = figures(p, l);
+
+    if (!runsMegatron(p.cluster.node.chip))
+        refuse.device(p.cluster.node.chip.display_name,
+                   "Megatron-LM runs on CUDA GPUs: NVIDIA, or AMD through ROCm");
+    if (m.family != ModelFamily::DecoderOnly)
+        refuse.add(std::string("a model of family ") + toString(m.family),
+                   "the export writes pretrain_gpt.py arguments, which train decoder-only models");
+    if (m.positions == PositionKind::Relative || m.positions == PositionKind::None)
+        refuse.add(std::string("position embedding ") + toString(m.positions),
+                   "--position-embedding-type takes learned_absolute or rope");
+    if (m.mlp == MlpKind::Relu || m.mlp == MlpKind::GeGlu)
+        refuse.add(std::string("the MLP activation ") + toString(m.mlp),
+                   "Megatron offers gelu, --swiglu and --squared-relu");
+    if (!m.final_norm)
+        refuse.add("a model without a final norm", "pretrain_gpt.py always adds one");
+    if (m.kv_heads % l.tp != 0)
+        refuse.add("tp=" + str(l.tp) + " with " + str(m.kv_heads) + " key/value heads",
+                   "megatron/core/transformer/attention.py divides num_query_groups by tp; KV heads are "
+                   "not replicated");
+    if (l.zero_stage >= 2)
+        refuse.add("ZeRO-" + str(l.zero_stage),
+                   "--use-distributed-optimizer shards optimizer states only, as ZeRO-1 does");
+    else if (f.partial_shard)
+        refuse.add("a ZeRO shard group of " + str(f.shard_group) + " of the " + str(l.dp) + " data-parallel ranks",
+                   "the distributed optimizer shards over the whole data-parallel group");
+    if (l.offload == Offload::Optimizer)
+        refuse.add("optimizer offload", "the cited arguments.py has no offload option");
+    if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
+        refuse.add("the GPipe schedule", "Megatron runs 1F1B, or interleaved 1F1B with "
+                                         "--num-layers-per-virtual-pipeline-stage");
+    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved && l.pp <= 2)
+        refuse.add("interleaved 1F1B with pp=" + str(l.pp),
+                   "validate_args asserts pipeline-model-parallel size > 2 with the interleaved schedule");
+    if (m.moe.enabled() && l.tp > 1 && !l.sequence_parallel)
+        refuse.add("MoE with tp=" + str(l.tp) + " and sequence parallelism off",
+                   "validate_args requires --sequence-parallel for MoE with tensor parallelism");
+    if (refuse.any())
+        return r;
+
+    std::vector<std::string> args;
+    auto arg = [&](const std::string& name, const std::string& value = "") {
+        args.push_back(value.empty() ? name : name + " " + value);
+    };
+    arg("--tensor-model-parallel-size", str(l.tp));
+    arg("--pipeline-model-parallel-size", str(l.pp));
+    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved)
+        arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (l.pp * l.virtual_stages)));
+    arg("--context-parallel-size", str(l.cp));
+    if (l.sequence_parallel)
+        arg("--sequence-parallel");
+    if (l.zero_stage == 1)
+        arg("--use-distributed-optimizer");
+    arg("--micro-batch-size", str(l.micro_batch));
+    arg("--global-batch-size", str(p.training.global_batch));
+    if (l.recompute == Recompute::Selective) {
+        arg("--recompute-granularity", "selective");
+    } else if (l.recompute == Recompute::Full) {
+        // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer.
+        arg("--recompute-granularity", "full");
+        arg("--recompute-method", "uniform");
+        arg("--recompute-num-layers", "1");
+    }
+    switch (p.training.precision) {
+    case Precision::BF16Mixed: arg("--bf16"); break;
+    case Precision::FP16Mixed: arg("--fp16"); break;
+    case Precision::FP8Mixed:
+        arg("--bf16");
+        arg("--fp8-format", "hybrid");  // Transformer Engine: E4M3 forward, E5M2 gradients
+        break;
+    case Precision::FP32: break;
+    }
+    arg("--num-layers", str(m.layers));
+    arg("--hidden-size", str(m.hidden));
+    arg("--ffn-hidden-size", str(m.ffn_hidden));
+    arg("--num-attention-heads", str(m.heads));
+    if (m.head_dim * m.heads != m.hidden)
+        arg("--kv-channels", str(m.head_dim));
+    if (m.kv_heads != m.heads) {
+        arg("--group-query-attention");
+        arg("--num-query-groups", str(m.kv_heads));
+    }
+    arg("--seq-length", str(p.training.seq_len));
+    arg("--max-position-embeddings", str(std::max(m.max_seq, p.training.seq_len)));
+    arg("--position-embedding-type", m.positions == PositionKind::Rotary ? "rope" : "learned_absolute");
+    arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
+    if (m.mlp == MlpKind::SwiGlu)
+        arg("--swiglu");
+    if (!m.bias)
+        arg("--disable-bias-linear");
+    if (!m.tied_embeddings)
+        arg("--untie-embeddings-and-output-weights");
+    if (m.moe.enabled()) {
+        arg("--num-experts", str(m.moe.experts));
+        arg("--moe-router-topk", str(m.moe.top_k));
+    }
+    if (p.training.flash_attention)
+        arg("--use-flash-attn");
+    arg("--optimizer", p.training.optimizer == Optimizer::Sgd ? "sgd" : "adam");
+
+    r.notes.push_back("Megatron derives the data-parallel size: " + str(f.devices) + " devices / (tp " + str(l.tp) +
+                      " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + ".");
+    r.notes.push_back(str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
+                      " sequence(s) per data-parallel replica and step.");
+    r.notes.push_back("Yours to add: data (--data-path or --mock-data), the tokenizer (" + str(m.vocab) +
+                      "-entry vocabulary), learning rate and iterations, checkpoints.");
+
+    std::string t = "#!/bin/bash\n";
+    t += commentLines({"Megatron-LM launch settings exported by ShardScope", problemLine(p), "layout " + toString(l),
+                       "Option names: NVIDIA/Megatron-LM megatron/training/arguments.py (commit 307dcf37)", ""});
+    t += commentLines(r.notes);
+    if (l.sequence_parallel)
+        t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # required by --sequence-parallel\n";
+    t += "MEGATRON_ARGS=(\n";
+    for (const std::string& a : args)
+        t += "    " + a + "\n";
+    t += ")\n";
+    t += "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
+         " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 29500 \\\n"
+         "    pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" \"$@\"\n";
+    r.text = t;
+    return r;
+}
+
+} // namespace shardscope::exportdetail

@@ -1,0 +1,176 @@
+// NeuronX Distributed (AWS Trainium): the arguments of NxD's Llama training scripts as
+// a bash array, and the torchrun line.
+//
+// Option names from aws-neuron/neuronx-distributed, examples/training/llama/:
+//   pp > 1: tp_pp_llama_hf_pretrain/run_llama_nxd.py (commit 0598cd8b): --tensor_parallel_size,
+//     --pipeline_parallel_size, --virtual_pipeline_size, --num_microbatches,
+//     --train_batch_size (sequences per data-parallel replica and step), --seq_len,
+//     --use_zero1_optimizer 0|1, --use_sequence_parallel 0|1 (default 1),
+//     --use_selective_checkpoint 0|1 (0 means full checkpointing), --kv_replicator,
+//     --qkv_linear 0|1, --use_flash_attention 0|1, --use_gpu_compatible_precision 0|1,
+//     --training_config (a Hugging Face LlamaConfig directory);
+//   pp = 1: tp_zero1_llama_hf_pretrain/tp_zero1_llama_hf_pretrain.py (commit 3aa65c66):
+//     --tensor_parallel_size, --batch_size (per worker), --grad_accum_usteps, --seq_len,
+//     --use_zero_1, --sequence_parallel_enabled, --selective_checkpoint_enabled,
+//     --qkv_linear (flags), --kv_replicator, --use_flash_attention (default 1),
+//     --use_gpu_compatible_precision, --model_path;
+//   tp_pp_llama_hf_pretrain/run_llama2_70B_tp_pp.sh: torchrun --nproc_per_node 32 per
+//     trn1.32xlarge, --kv_replicator 4 with --qkv_linear 1 at TP 32 over 8 KV heads,
+//     XLA_DOWNCAST_BF16=1;
+//   70B_config_llama2/config.json: the LlamaConfig keys listed in the output.
+// training_utils.py: --use_gpu_compatible_precision keeps fp32 master weights and fp32
+// gradient accumulation, which is ShardScope's bf16 mixed precision.
+// Both scripts activation-checkpoint full layers unless selective checkpointing is on, so
+// a layout without recomputation is refused; so are ZeRO-2/3 and shard groups (the
+// scripts take ZeRO-1 only), optimizer offload, context parallelism, the GPipe schedule,
+// precisions other than bf16 mixed, SGD, and models that are not Llama-shaped (the
+// scripts build LlamaForCausalLM). kv_replicator = tp / kv_heads when tp exceeds the KV
+// heads; that --qkv_linear must accompany it is inferred from the 70B script, not from a
+// stated rule.
+#include "ExportCommon.h"
+
+#include <algorithm>
+
+namespace shardscope::exportdetail {
+
+namespace {
+
+std::string onOff(bool on) { return on ? "1" : "0"; }
+
+// What keeps a model from being the scripts' LlamaForCausalLM, empty when it is one.
+std::string nonLlamaFeatures(const ModelSpec& m)
+{
+    std::string out;
+    auto add = [&](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
+    if (m.family != ModelFamily::DecoderOnly)
+        add(std::string("family ") + toString(m.family));
+    if (m.mlp != MlpKind::SwiGlu)
+        add(std::string("mlp ") + toString(m.mlp));
+    if (m.norm != NormKind::RmsNorm)
+        add(std::string("norm ") + toString(m.norm));
+    if (m.positions != PositionKind::Rotary)
+        add(std::string("positions ") + toString(m.positions));
+    if (m.bias)
+        add("biases");
+    if (m.moe.enabled())
+        add("mixture of experts");
+    if (m.head_dim * m.heads != m.hidden)
+        add("head_dim x heads != hidden");
+    return out;
+}
+
+} // namespace
+
+ExportResult exportNeuronX(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("neuronx", r.refusals);
+    const ModelSpec& m = p.model;
+    const ChipSpec& chip = p.cluster.node.chip;
+    const Figures f = figures(p, l);
+
+    if (chip.vendor != "AWS" || chip.name.rfind("trainium", 0) != 0)
+        refuse.device(chip.display_name, "NeuronX Distributed trains on AWS Trainium");
+    if (const std::string features = nonLlamaFeatures(m); !features.empty())
+        refuse.add("the architecture of " + m.name + " (" + features + ")",
+                   "the NxD Llama training scripts build LlamaForCausalLM");
+    if (l.cp > 1)
+        refuse.add("context parallelism (cp=" + str(l.cp) + ")", "the Llama training scripts take no context-parallel size");
+    if (l.zero_stage >= 2)
+        refuse.add("ZeRO-" + str(l.zero_stage), "the scripts shard optimizer states only, as ZeRO-1 does");
+    else if (f.partial_shard)
+        refuse.add("a ZeRO shard group of " + str(f.shard_group) + " of the " + str(l.dp) + " data-parallel ranks",
+                   "ZeRO-1 shards over the whole data-parallel group");
+    if (l.offload == Offload::Optimizer)
+        refuse.add("optimizer offload", "the scripts take no offload option");
+    if (l.recompute == Recompute::None)
+        refuse.add("no activation recomputation",
+                   "the scripts checkpoint full layers unless selective checkpointing is on");
+    if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
+        refuse.add("the GPipe schedule", "NxD's pipeline runs 1F1B, interleaved with --virtual_pipeline_size");
+    if (p.training.precision != Precision::BF16Mixed)
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "the scripts train in bf16 with fp32 master weights (--use_gpu_compatible_precision 1)");
+    if (p.training.optimizer != Optimizer::AdamW)
+        refuse.add(std::string("the optimizer ") + toString(p.training.optimizer), "the scripts use AdamW");
+    if (refuse.any())
+        return r;
+
+    const int kvReplicator = l.tp > m.kv_heads ? l.tp / m.kv_heads : 1;
+    const bool selective = l.recompute == Recompute::Selective;
+    std::vector<std::string> args;
+    auto arg = [&](const std::string& name, const std::string& value = "") {
+        args.push_back(value.empty() ? name : name + " " + value);
+    };
+    std::string script;
+    if (f.pipelined) {
+        script = "run_llama_nxd.py";
+        arg("--tensor_parallel_size", str(l.tp));
+        arg("--pipeline_parallel_size", str(l.pp));
+        arg("--virtual_pipeline_size", str(l.virtual_stages));
+        arg("--num_microbatches", str(f.micro_batches));
+        arg("--train_batch_size", str(f.replica_batch));
+        arg("--seq_len", str(p.training.seq_len));
+        arg("--use_zero1_optimizer", onOff(l.zero_stage == 1));
+        arg("--use_sequence_parallel", onOff(l.sequence_parallel));
+        arg("--use_selective_checkpoint", onOff(selective));
+        arg("--kv_replicator", str(kvReplicator));
+        arg("--qkv_linear", onOff(kvReplicator > 1));
+        arg("--use_flash_attention", onOff(p.training.flash_attention));
+        arg("--use_gpu_compatible_precision", "1");
+    } else {
+        script = "tp_zero1_llama_hf_pretrain.py";
+        arg("--tensor_parallel_size", str(l.tp));
+        arg("--batch_size", str(l.micro_batch));
+        arg("--grad_accum_usteps", str(f.micro_batches));
+        arg("--seq_len", str(p.training.seq_len));
+        if (l.zero_stage == 1)
+            arg("--use_zero_1");
+        if (l.sequence_parallel)
+            arg("--sequence_parallel_enabled");
+        if (selective)
+            arg("--selective_checkpoint_enabled");
+        arg("--kv_replicator", str(kvReplicator));
+        if (kvReplicator > 1)
+            arg("--qkv_linear");
+        arg("--use_flash_attention", onOff(p.training.flash_attention));
+        arg("--use_gpu_compatible_precision", "1");
+    }
+
+    r.notes.push_back("NxD derives the data-parallel size: " + str(f.devices) + " NeuronCores / (tp " + str(l.tp) +
+                      " x pp " + str(l.pp) + ") = dp " + str(l.dp) + "; " + str(f.micro_batches) +
+                      " micro-batches of " + str(l.micro_batch) + " sequence(s) per replica and step.");
+    if (kvReplicator > 1)
+        r.notes.push_back("kv_replicator " + str(kvReplicator) + ": tp " + str(l.tp) + " over " + str(m.kv_heads) +
+                          " key/value heads replicates each KV head " + str(kvReplicator) + " times.");
+    r.notes.push_back(std::string(f.pipelined ? "--training_config" : "--model_path") +
+                      " DIR: a Hugging Face LlamaConfig config.json with hidden_size " + str(m.hidden) +
+                      ", intermediate_size " + str(m.ffn_hidden) + ", num_hidden_layers " + str(m.layers) +
+                      ", num_attention_heads " + str(m.heads) + ", num_key_value_heads " + str(m.kv_heads) +
+                      ", vocab_size " + str(m.vocab) + ", max_position_embeddings " +
+                      str(std::max(m.max_seq, p.training.seq_len)) + ", tie_word_embeddings " +
+                      (m.tied_embeddings ? "true" : "false") + ".");
+    r.notes.push_back("Yours to add: that directory, the tokenized data, learning rate and steps.");
+
+    std::string t = "#!/bin/bash\n";
+    t += commentLines({"NeuronX Distributed (Trainium) launch settings exported by ShardScope", problemLine(p),
+                       "layout " + toString(l),
+                       "Option names: aws-neuron/neuronx-distributed examples/training/llama/" +
+                           std::string(f.pipelined ? "tp_pp_llama_hf_pretrain/run_llama_nxd.py (commit 0598cd8b)"
+                                                   : "tp_zero1_llama_hf_pretrain/tp_zero1_llama_hf_pretrain.py "
+                                                     "(commit 3aa65c66)"),
+                       ""});
+    t += commentLines(r.notes);
+    t += "export XLA_DOWNCAST_BF16=1  # bf16 compute, as NxD's Llama scripts run it\n";
+    t += "NXD_ARGS=(\n";
+    for (const std::string& a : args)
+        t += "    " + a + "\n";
+    t += ")\n";
+    t += "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
+         " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 29500 \\\n    " + script +
+         " \"${NXD_ARGS[@]}\" \"$@\"\n";
+    r.text = t;
+    return r;
+}
+
+} // namespace shardscope::exportdetail

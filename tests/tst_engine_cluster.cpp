@@ -1,0 +1,405 @@
+// Layouts executed on the emulated cluster. The core property: in fp32 every
+// layout reproduces the single-device run of the same model, data and seed
+// (first 10 losses within 1e-5 relative, final parameters within 1e-5). Then
+// the accounting the planner will be checked against, pinned where exact by
+// construction: weights, gradients and optimizer states under each ZeRO stage,
+// and the TP, PP and DP message sizes of a step (from Megatron-LM's and ZeRO's
+// descriptions, not from the engine). Then failures: out of memory on one
+// device, a NaN loss, a cancelled run: every worker stops, the run says who.
+#include "Trainer.h"
+
+#include <QTest>
+
+#include <atomic>
+#include <cmath>
+
+using namespace shardscope;
+using namespace shardscope::engine;
+
+namespace {
+
+DeviceProfile roomyProfile()
+{
+    DeviceProfile p;
+    p.name = "test";
+    p.memory_bytes = 1e12;
+    p.peak_flops_fp32 = 1e12;
+    p.peak_flops_bf16 = 4e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
+// L=4 layers (pp=4 divides), C=32, NH=4 (tp=4 divides), V=32, T=8; global batch 8.
+TrainRequest baseRequest(int steps = 10)
+{
+    TrainRequest r;
+    r.model = GptConfig{4, 32, 4, 32, 8};
+    r.batch = 8;
+    r.steps = steps;
+    r.optimizer = AdamWSettings{3e-3, 0.9, 0.95, 1e-8, 0.1};
+    r.grad_clip = 1.0;
+    r.seed = 7;
+    r.keep_parameters = true;
+    r.links.intra_bytes_per_second = 1e11;
+    r.links.inter_bytes_per_second = 1e10;
+    r.links.intra_latency_s = 1e-6;
+    r.links.inter_latency_s = 1e-5;
+    return r;
+}
+
+Layout parse(const QString& text)
+{
+    FieldErrors errors;
+    Layout l = parseLayout(text.toStdString(), errors);
+    if (!errors.empty())
+        qFatal("bad layout %s: %s", qPrintable(text), joinErrors(errors).c_str());
+    if (l.dp == 0)
+        l.dp = 1;
+    return l;
+}
+
+Measurement single(TrainRequest r)
+{
+    r.layout = Layout{};
+    EmulatedDevice d(0, roomyProfile(), 1);
+    const auto src = makeTokenSource(r);
+    Measurement m = runTraining(r, *src, d);
+    if (m.error)
+        qFatal("single-device run failed: %s", m.error->message.c_str());
+    return m;
+}
+
+Measurement cluster(const TrainRequest& r, const StepCallback& onStep = {}, const std::atomic<bool>* cancel = nullptr,
+                    const FaultInjection& fault = {})
+{
+    const auto src = makeTokenSource(r);
+    return runClusterTraining(r, *src, roomyProfile(), onStep, cancel, fault);
+}
+
+double sent(const DeviceMeasurement& d, const char* kind) { return d.comm_bytes.at(kind); }
+double resident(const DeviceMeasurement& d, MemoryCategory c) { return d.memory_resident_bytes[size_t(c)]; }
+
+// The test model's sizes, from GPT-2's parameterisation (independent of the engine's tables).
+constexpr double kL = 4, kC = 32, kV = 32, kT = 8, kB = 8;
+constexpr double kP = kV * kC + kT * kC + kL * (12 * kC * kC + 13 * kC) + 2 * kC;  // 52160
+
+} // namespace
+
+class TstEngineCluster : public QObject {
+    Q_OBJECT
+
+    std::map<Recompute, Measurement> reference_;
+
+    const Measurement& reference(Recompute r)
+    {
+        auto it = reference_.find(r);
+        if (it == reference_.end()) {
+            TrainRequest req = baseRequest();
+            req.recompute = r;
+            it = reference_.emplace(r, single(req)).first;
+        }
+        return it->second;
+    }
+
+private slots:
+    void layoutReproducesOneDevice_data()
+    {
+        QTest::addColumn<QString>("layout");
+        const char* rows[] = {"dp=4",
+                              "dp=4,zero=1",
+                              "dp=4,zero=2",
+                              "dp=4,zero=3",
+                              "dp=4,zero=3,zero_group=2",
+                              "dp=4,zero=2,zero_group=2",
+                              "tp=2",
+                              "tp=4",
+                              "tp=2,sp=on",
+                              "tp=4,sp=on",
+                              "pp=2,schedule=gpipe,mb=2",
+                              "pp=2,schedule=1f1b,mb=2",
+                              "pp=4,schedule=gpipe,mb=1",
+                              "pp=4,schedule=1f1b,mb=1",
+                              "dp=2,tp=2,pp=2,mb=2",
+                              "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
+                              "dp=2,tp=2,zero=3",
+                              "tp=2,pp=2,sp=on,schedule=gpipe,mb=1"};
+        for (const char* row : rows) {
+            QTest::newRow(row) << QString(row);
+            QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full";
+        }
+        QTest::newRow("dp=2,pp=2,recompute=selective") << "dp=2,pp=2,recompute=selective";
+        QTest::newRow("tp=2,sp=on,recompute=selective") << "tp=2,sp=on,recompute=selective";
+    }
+    void layoutReproducesOneDevice()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.layout = parse(layout);
+        const Measurement& ref = reference(r.layout.recompute);
+        r.recompute = r.layout.recompute;
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
+        QCOMPARE(m.steps.size(), ref.steps.size());
+        double worstLoss = 0;
+        for (size_t k = 0; k < ref.steps.size(); ++k) {
+            const double a = ref.steps[k].loss, b = m.steps[k].loss;
+            worstLoss = std::max(worstLoss, std::fabs(a - b) / std::fabs(a));
+            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
+                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
+        }
+        QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
+        double worst = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
+            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
+            if (d > worst) {
+                worst = d;
+                at = i;
+            }
+        }
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("parameter %1 differs by %2").arg(at).arg(worst)));
+        qInfo("worst loss difference %.2e relative, worst parameter difference %.2e", worstLoss, worst);
+        // The model learned (the loss moved), so the comparison is not of two untouched models.
+        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+    }
+
+    void zeroStagesShardModelStates_data()
+    {
+        // Per device, fp32 (4 bytes) weights and gradients, AdamW m and v (8 bytes), for P
+        // parameters on dp = 4 and shard group g: ZeRO (Rajbhandari et al. 2020, Figure 1):
+        // stage 1 shards optimizer states, 2 also gradients, 3 also parameters, by P/g each.
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<double>("weights");
+        QTest::addColumn<double>("gradients");
+        QTest::addColumn<double>("optimizer");
+        QTest::newRow("zero 0") << "dp=4" << 4 * kP << 4 * kP << 8 * kP;
+        QTest::newRow("zero 1") << "dp=4,zero=1" << 4 * kP << 4 * kP << 8 * kP / 4;
+        QTest::newRow("zero 2") << "dp=4,zero=2" << 4 * kP << 4 * kP / 4 << 8 * kP / 4;
+        QTest::newRow("zero 3") << "dp=4,zero=3" << 4 * kP / 4 << 4 * kP / 4 << 8 * kP / 4;
+        QTest::newRow("zero 3, group 2 (HSDP)") << "dp=4,zero=3,zero_group=2" << 4 * kP / 2 << 4 * kP / 2 << 8 * kP / 2;
+    }
+    void zeroStagesShardModelStates()
+    {
+        QFETCH(QString, layout);
+        QFETCH(double, weights);
+        QFETCH(double, gradients);
+        QFETCH(double, optimizer);
+        TrainRequest r = baseRequest(2);
+        r.layout = parse(layout);
+        const Measurement m = cluster(r);
+        QVERIFY(!m.error);
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(resident(d, MemoryCategory::Weights), weights);
+            QCOMPARE(resident(d, MemoryCategory::Gradients), gradients);
+            QCOMPARE(resident(d, MemoryCategory::Optimizer), optimizer);
+            QCOMPARE(d.memory_peak_bytes[size_t(MemoryCategory::Optimizer)], optimizer);
+            // Transient units (a gathered layer, a layer's gradient) come on top while in use.
+            QVERIFY(d.memory_peak_bytes[size_t(MemoryCategory::Weights)] >= weights);
+        }
+        if (r.layout.zero_stage == 3) {
+            // A gathered unit is freed after use: the peak holds at most the largest unit
+            // (a layer, 12C^2 + 13C, or wte with lnf) beyond the shard.
+            const double largest = 4 * std::max(12 * kC * kC + 13 * kC, kV * kC + 2 * kC);
+            QVERIFY(m.devices[0].memory_peak_bytes[size_t(MemoryCategory::Weights)] <= weights + 2 * largest);
+        }
+    }
+
+    void dataParallelAllReducesGradientsInBuckets()
+    {
+        // Ring all-reduce of S bytes on n devices moves 2 (n-1)/n S per device; summed over
+        // the devices 2 (n-1) S, whatever the chunking. Per step: the gradients (4P bytes) in
+        // 16 KiB buckets, and the world all-reduce of {squared norm, loss} (2 doubles).
+        TrainRequest r = baseRequest(2);
+        r.layout = parse("dp=4");
+        r.bucket_bytes = 16 << 10;
+        const Measurement m = cluster(r);
+        QVERIFY(!m.error);
+        double total = 0;
+        for (const DeviceMeasurement& d : m.devices) {
+            total += sent(d, "all_reduce");
+            QCOMPARE(d.comm_bytes_received.at("all_reduce"), sent(d, "all_reduce"));
+            const double buckets = std::ceil(4 * kP / (16 << 10));  // 13
+            QCOMPARE(d.comm_calls.at("all_reduce"), 2 * (buckets + 1));
+            QCOMPARE(sent(d, "send_recv") + sent(d, "all_gather") + sent(d, "reduce_scatter"), 0.0);
+        }
+        QCOMPARE(total, 2 * 2 * 3 * (4 * kP + 16));
+    }
+
+    void tensorParallelMessagesPerStep_data()
+    {
+        // tp = 2, one micro-batch of N = B*T tokens. Megatron-LM (Shoeybi et al. 2019, Figure 4):
+        // per layer 2 all-reduces of the (C, N) activations forward and 2 backward; the
+        // vocab-parallel embedding 1 forward, the LM head 1 backward; the cross-entropy's
+        // max and (sum, target logit) over N tokens, in doubles here (3N x 8 bytes); the
+        // world {norm, loss}. On 2 devices a ring all-reduce sends exactly the message.
+        // With full recomputation the forward's 2 per layer run again in backward.
+        // With SP (Korthikanti et al. 2022) each all-reduce becomes a reduce-scatter and an
+        // all-gather (each sends half the message on 2 devices): forward 2 RS + 2 AG per
+        // layer, backward 2 RS + 2 AG and 2 more AG that re-gather the saved LayerNorm
+        // outputs; the embedding 1 RS forward and 1 AG backward; the final norm 1 AG
+        // forward and 1 backward, the head 1 RS; the LayerNorms' gradients (4C per layer
+        // and 2C) all-reduced once.
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<double>("allReduce");
+        QTest::addColumn<double>("reduceScatter");
+        QTest::addColumn<double>("allGather");
+        const double act = kC * kB * kT * 4, ce = 3 * kB * kT * 8, world = 16;
+        QTest::newRow("tp=2") << "tp=2" << (4 * kL + 2) * act + ce + world << 0.0 << 0.0;
+        QTest::newRow("tp=2, full recompute") << "tp=2,recompute=full" << (6 * kL + 2) * act + ce + world << 0.0 << 0.0;
+        QTest::newRow("tp=2, sp") << "tp=2,sp=on" << ce + (4 * kL + 2) * kC * 4 + world << (4 * kL + 2) * act / 2
+                                  << (6 * kL + 3) * act / 2;
+    }
+    void tensorParallelMessagesPerStep()
+    {
+        QFETCH(QString, layout);
+        QFETCH(double, allReduce);
+        QFETCH(double, reduceScatter);
+        QFETCH(double, allGather);
+        TrainRequest r = baseRequest(3);
+        r.layout = parse(layout);
+        const Measurement m = cluster(r);
+        QVERIFY(!m.error);
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(sent(d, "all_reduce") / 3, allReduce);
+            QCOMPARE(sent(d, "reduce_scatter") / 3, reduceScatter);
+            QCOMPARE(sent(d, "all_gather") / 3, allGather);
+        }
+    }
+
+    void pipelineSendsActivationsAndGradients()
+    {
+        // pp = 2, mb = 2: 4 micro-batches of mb*T tokens; each crosses the stage boundary as
+        // (C, mb*T) activations forward and the same size of gradient backward. The tied
+        // embedding's gradient (C x V) is all-reduced between the first and last stage.
+        TrainRequest r = baseRequest(2);
+        r.layout = parse("pp=2,mb=2,schedule=1f1b");
+        const Measurement m = cluster(r);
+        QVERIFY(!m.error);
+        QCOMPARE(m.micro_batches, 4);
+        const double message = kC * 2 * kT * 4;
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(sent(d, "send_recv"), 2 * 4 * message);
+            QCOMPARE(d.comm_bytes_received.at("send_recv"), 2 * 4 * message);
+            QCOMPARE(sent(d, "all_reduce"), 2 * (kC * kV * 4 + 16));
+        }
+        QCOMPARE(m.devices[0].pp_rank, 0);
+        QCOMPARE(m.devices[1].pp_rank, 1);
+    }
+
+    void scheduleDecidesInFlightActivations()
+    {
+        // GPipe keeps all m micro-batches' activations until the backwards start; 1F1B at most
+        // p - s on stage s (Narayanan et al. 2021). Same per-micro-batch size: the peaks'
+        // ratio is exact. pp = 2, m = 4: stage 0 holds 4 vs 2, stage 1 4 vs 1.
+        TrainRequest r = baseRequest(1);
+        r.layout = parse("pp=2,mb=2,schedule=gpipe");
+        const Measurement gpipe = cluster(r);
+        r.layout = parse("pp=2,mb=2,schedule=1f1b");
+        const Measurement onef = cluster(r);
+        QVERIFY(!gpipe.error && !onef.error);
+        const auto acts = [](const Measurement& m, int d) {
+            return m.devices[size_t(d)].memory_peak_bytes[size_t(MemoryCategory::Activations)];
+        };
+        QCOMPARE(acts(gpipe, 0) / acts(onef, 0), 2.0);
+        QCOMPARE(acts(gpipe, 1) / acts(onef, 1), 4.0);
+    }
+
+    void deviceClockAndFlopsPerDevice()
+    {
+        // tp=2 halves every product's FLOPs per device (the replicated LayerNorms do not shrink).
+        TrainRequest r = baseRequest(2);
+        const Measurement one = single(r);
+        r.layout = parse("tp=2");
+        const Measurement m = cluster(r);
+        QVERIFY(!m.error);
+        const double matmulOne = one.devices[0].counters.flops[size_t(KernelKind::Matmul)];
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(d.counters.flops[size_t(KernelKind::Matmul)], matmulOne / 2);
+            QCOMPARE(int(d.device_step_times_s.size()), 2);
+            QVERIFY(d.device_step_time_s > 0);
+            QVERIFY(d.comm_seconds.at("all_reduce") > 0);
+        }
+        // The step's device time is the slowest device's.
+        QCOMPARE(m.steps[0].device_seconds, std::max(m.devices[0].device_step_times_s[0], m.devices[1].device_step_times_s[0]));
+    }
+
+    void outOfMemoryOnOneDeviceStopsTheRun()
+    {
+        TrainRequest r = baseRequest(2);
+        r.layout = parse("pp=2,mb=2");
+        const Measurement roomy = cluster(r);
+        QVERIFY(!roomy.error);
+        const double need0 = roomy.devices[0].memory_peak_total_bytes, need1 = roomy.devices[1].memory_peak_total_bytes;
+        QVERIFY(need0 != need1);
+        const int bigger = need1 > need0 ? 1 : 0;
+        DeviceProfile tight = roomyProfile();
+        tight.memory_bytes = (need0 + need1) / 2;
+        const auto src = makeTokenSource(r);
+        const Measurement m = runClusterTraining(r, *src, tight);
+        QVERIFY(m.error);
+        QCOMPARE(m.error->device, bigger);
+        QVERIFY2(m.error->message.find("out of memory") != std::string::npos, m.error->message.c_str());
+        QVERIFY(m.error->message.find("device " + std::to_string(bigger)) != std::string::npos);
+        QVERIFY(m.steps.empty());
+        QVERIFY(!m.cancelled);
+    }
+
+    void nanLossOnOneDeviceIsReported()
+    {
+        TrainRequest r = baseRequest(5);
+        r.layout = parse("dp=2");
+        const Measurement m = cluster(r, {}, nullptr, FaultInjection{1, 3});
+        QVERIFY(m.error);
+        QCOMPARE(m.error->device, 1);
+        QVERIFY2(m.error->message.find("not finite") != std::string::npos, m.error->message.c_str());
+        QVERIFY(m.error->message.find("step 3") != std::string::npos);
+        QCOMPARE(int(m.steps.size()), 2);  // the steps before the fault completed everywhere
+    }
+
+    void cancelStopsEveryWorker()
+    {
+        std::atomic<bool> cancel{false};
+        TrainRequest r = baseRequest(50);
+        r.layout = parse("dp=2,pp=2,mb=1");
+        int seen = 0;
+        const Measurement m = cluster(r, [&](const StepRecord& s) {
+            seen = s.step;
+            if (s.step == 2)
+                cancel.store(true);
+        }, &cancel);
+        QVERIFY(m.cancelled);
+        QVERIFY(!m.error);
+        QVERIFY(m.steps.size() >= 2 && m.steps.size() <= 3);
+        QVERIFY(seen <= 3);
+    }
+
+    void badLayoutsNameTheField_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("tp does not divide heads") << "tp=3" << "layout.tp";
+        QTest::newRow("pp does not divide layers") << "pp=3" << "layout.pp";
+        QTest::newRow("batch not divisible") << "dp=3" << "layout.mb";
+        QTest::newRow("interleaved") << "pp=2,schedule=interleaved,v=2" << "layout.schedule";
+        QTest::newRow("context parallel") << "cp=2" << "layout.cp";
+    }
+    void badLayoutsNameTheField()
+    {
+        QFETCH(QString, layout);
+        QFETCH(QString, field);
+        TrainRequest r = baseRequest(1);
+        r.layout = parse(layout);
+        bool thrown = false;
+        try {
+            cluster(r);
+        } catch (const InputError& e) {
+            thrown = true;
+            QVERIFY2(QString(e.what()).contains(field), e.what());
+        }
+        QVERIFY(thrown);
+    }
+};
+
+QTEST_GUILESS_MAIN(TstEngineCluster)
+#include "tst_engine_cluster.moc"

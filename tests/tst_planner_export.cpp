@@ -1,0 +1,493 @@
+// Framework exporters (planner/FrameworkExport.h): golden files for at least two layouts
+// per framework, compared byte for byte, the figures in them checked against the
+// models' published shapes (Llama 2 paper Table 1 / Hugging Face config.json, GPT-3
+// paper Table 2.1), a table of layouts each framework refuses with the feature named,
+// and shardscope-cli export end to end.
+//
+// Golden files live in tests/golden/export. After an intended change of an exporter,
+// regenerate them with
+//     SHARDSCOPE_UPDATE_GOLDEN=1 ctest --test-dir build -R tst_planner_export
+// and review the diff.
+#include "Catalog.h"
+#include "FrameworkExport.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+#ifndef SHARDSCOPE_GOLDEN_DIR
+#error "SHARDSCOPE_GOLDEN_DIR must name tests/golden/export"
+#endif
+#ifndef SHARDSCOPE_CLI_PATH
+#error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
+#endif
+
+using namespace shardscope;
+
+Q_DECLARE_METATYPE(shardscope::ExportFormat)
+
+namespace {
+
+struct Case {
+    const char* model;
+    const char* node;
+    int nodes;
+    int global_batch;
+    int seq;
+    Precision precision;
+};
+
+// The first line that differs, for a readable failure.
+QByteArray firstDifference(const QByteArray& expected, const QByteArray& actual)
+{
+    const QList<QByteArray> e = expected.split('\n');
+    const QList<QByteArray> a = actual.split('\n');
+    for (qsizetype i = 0; i < std::max(e.size(), a.size()); ++i) {
+        const QByteArray el = i < e.size() ? e[i] : QByteArray("<end of file>");
+        const QByteArray al = i < a.size() ? a[i] : QByteArray("<end of output>");
+        if (el != al)
+            return "line " + QByteArray::number(i + 1) + "\n  expected: " + el + "\n  actual:   " + al;
+    }
+    return "identical";
+}
+
+struct CliRun {
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+} // namespace
+
+class TstPlannerExport : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<QTemporaryDir> dir_;
+    std::unique_ptr<Catalog> catalog_;
+
+    Problem problem(const Case& c) const
+    {
+        Problem p;
+        p.model = catalog_->model(c.model);
+        p.cluster.node = catalog_->node(c.node);
+        p.cluster.nodes = c.nodes;
+        p.training.global_batch = c.global_batch;
+        p.training.seq_len = c.seq;
+        p.training.precision = c.precision;
+        return p;
+    }
+
+    static Layout layout(const char* text, const Problem& p)
+    {
+        FieldErrors errors;
+        Layout l = parseLayout(text, errors);
+        resolveDataParallel(l, p.cluster.devices(), errors);
+        for (const FieldError& e : validate(l, p.model, p.cluster, p.training))
+            errors.push_back(e);
+        if (!errors.empty())
+            qFatal("bad test layout %s: %s", text, joinErrors(errors).c_str());
+        return l;
+    }
+
+    ExportResult exported(ExportFormat format, const Case& c, const char* layoutText) const
+    {
+        const Problem p = problem(c);
+        return exportSettings(format, p, layout(layoutText, p));
+    }
+
+    CliRun cli(const QStringList& args) const
+    {
+        QProcess process;
+        process.setWorkingDirectory(dir_->path());
+        process.start(QStringLiteral(SHARDSCOPE_CLI_PATH),
+                      QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("cli.sqlite"))} + args);
+        CliRun r;
+        if (!process.waitForStarted(-1) || !process.waitForFinished(120'000))
+            return r;
+        r.exitCode = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+        r.out = process.readAllStandardOutput();
+        r.err = process.readAllStandardError();
+        return r;
+    }
+
+    QString planFile() const { return dir_->filePath(QStringLiteral("plan.json")); }
+
+private slots:
+    void initTestCase()
+    {
+        dir_ = std::make_unique<QTemporaryDir>();
+        QVERIFY(dir_->isValid());
+        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+    }
+
+    void golden_data()
+    {
+        QTest::addColumn<ExportFormat>("format");
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QByteArray>("model");
+        QTest::addColumn<QByteArray>("node");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("seq");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<QByteArray>("layout");
+        const int bf16 = int(Precision::BF16Mixed), fp16 = int(Precision::FP16Mixed), fp32 = int(Precision::FP32);
+
+        QTest::newRow("megatron llama-2-70b p5 tp8 pp4 interleaved selective zero1")
+            << ExportFormat::Megatron << "megatron-llama-2-70b-p5-interleaved.txt" << QByteArray("llama-2-70b")
+            << QByteArray("p5.48xlarge") << 64 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective");
+        QTest::newRow("megatron gpt3-175b a100 tp8 pp16 full fp16")
+            << ExportFormat::Megatron << "megatron-gpt3-175b-a100-full.txt" << QByteArray("gpt3-175b")
+            << QByteArray("dgx-a100-80gb") << 128 << 1536 << 2048 << fp16
+            << QByteArray("tp=8,pp=16,mb=1,recompute=full");
+        QTest::newRow("megatron mixtral-8x7b p5 tp4 sp")
+            << ExportFormat::Megatron << "megatron-mixtral-8x7b-p5.txt" << QByteArray("mixtral-8x7b")
+            << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("deepspeed gpt3-13b p4d zero3 mics8 full")
+            << ExportFormat::DeepSpeed << "deepspeed-gpt3-13b-zero3-mics.json" << QByteArray("gpt3-13b")
+            << QByteArray("p4d.24xlarge") << 16 << 1024 << 2048 << bf16
+            << QByteArray("zero=3,zero_group=8,mb=2,recompute=full");
+        QTest::newRow("deepspeed llama-2-7b p5 autotp2 zero2 offload")
+            << ExportFormat::DeepSpeed << "deepspeed-llama-2-7b-autotp-offload.json" << QByteArray("llama-2-7b")
+            << QByteArray("p5.48xlarge") << 4 << 256 << 4096 << bf16 << QByteArray("tp=2,zero=2,mb=1,offload=optimizer");
+        QTest::newRow("deepspeed gpt3-6.7b p4d pp4 zero1 full fp16")
+            << ExportFormat::DeepSpeed << "deepspeed-gpt3-6.7b-pipeline.json" << QByteArray("gpt3-6.7b")
+            << QByteArray("p4d.24xlarge") << 4 << 512 << 2048 << fp16 << QByteArray("pp=4,zero=1,mb=1,recompute=full");
+        QTest::newRow("neuronx llama-2-70b trn1 tp8 pp4 interleaved selective")
+            << ExportFormat::NeuronX << "neuronx-llama-2-70b-trn1-pipeline.txt" << QByteArray("llama-2-70b")
+            << QByteArray("trn1.32xlarge") << 32 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective");
+        QTest::newRow("neuronx llama-2-7b trn1 tp8 zero1 full")
+            << ExportFormat::NeuronX << "neuronx-llama-2-7b-trn1-tp-zero1.txt" << QByteArray("llama-2-7b")
+            << QByteArray("trn1.32xlarge") << 4 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
+        QTest::newRow("neuronx llama-3-70b trn1 tp32 kv replication")
+            << ExportFormat::NeuronX << "neuronx-llama-3-70b-trn1-kv-replicator.txt" << QByteArray("llama-3-70b")
+            << QByteArray("trn1.32xlarge") << 32 << 1024 << 4096 << bf16
+            << QByteArray("tp=32,pp=8,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("fsdp llama-2-7b p4d full shard full recompute")
+            << ExportFormat::Fsdp << "fsdp-llama-2-7b-full-shard.txt" << QByteArray("llama-2-7b")
+            << QByteArray("p4d.24xlarge") << 8 << 512 << 4096 << bf16 << QByteArray("zero=3,mb=2,recompute=full");
+        QTest::newRow("fsdp gpt3-1.3b p5 hsdp zero2 selective fp16")
+            << ExportFormat::Fsdp << "fsdp-gpt3-1.3b-hsdp-zero2.txt" << QByteArray("gpt3-1.3b")
+            << QByteArray("p5.48xlarge") << 4 << 512 << 2048 << fp16
+            << QByteArray("zero=2,zero_group=8,mb=4,recompute=selective");
+        QTest::newRow("fsdp gpt2-small p4d no shard fp32")
+            << ExportFormat::Fsdp << "fsdp-gpt2-small-no-shard.txt" << QByteArray("gpt2-small")
+            << QByteArray("p4d.24xlarge") << 1 << 64 << 1024 << fp32 << QByteArray("zero=0,mb=8");
+    }
+
+    void golden()
+    {
+        QFETCH(ExportFormat, format);
+        QFETCH(QString, file);
+        QFETCH(QByteArray, model);
+        QFETCH(QByteArray, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        QFETCH(int, seq);
+        QFETCH(int, precision);
+        QFETCH(QByteArray, layout);
+        const Case c{model.constData(), node.constData(), nodes, batch, seq, Precision(precision)};
+        const ExportResult r = exported(format, c, layout.constData());
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QByteArray actual = QByteArray::fromStdString(r.text);
+
+        const QString path = QDir(QStringLiteral(SHARDSCOPE_GOLDEN_DIR)).filePath(file);
+        if (qEnvironmentVariableIntValue("SHARDSCOPE_UPDATE_GOLDEN") == 1) {
+            QFile out(path);
+            QVERIFY2(out.open(QIODevice::WriteOnly | QIODevice::Truncate), qPrintable(path));
+            QCOMPARE(out.write(actual), actual.size());
+            qInfo("updated %s", qPrintable(path));
+            return;
+        }
+        QFile in(path);
+        QVERIFY2(in.open(QIODevice::ReadOnly), qPrintable(path + " is missing (SHARDSCOPE_UPDATE_GOLDEN=1 writes it)"));
+        const QByteArray expected = in.readAll();
+        QVERIFY2(actual == expected, qPrintable(file + ": " + firstDifference(expected, actual)));
+    }
+
+    // The figures inside the exports, against the published shapes and the batch arithmetic.
+    void megatronLlama70bFigures()
+    {
+        const Case c{"llama-2-70b", "p5.48xlarge", 64, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r =
+            exported(ExportFormat::Megatron, c, "tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective");
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        // Llama 2 70B: 80 layers, d_model 8192, 64 heads, 8 KV heads (GQA), FFN 28672, RoPE, RMSNorm, SwiGLU.
+        for (const char* expected :
+             {"--num-layers 80\n", "--hidden-size 8192\n", "--num-attention-heads 64\n", "--group-query-attention\n",
+              "--num-query-groups 8\n", "--ffn-hidden-size 28672\n", "--position-embedding-type rope\n",
+              "--normalization RMSNorm\n", "--swiglu\n", "--disable-bias-linear\n",
+              "--untie-embeddings-and-output-weights\n",
+              // 80 layers / (pp 4 x v 5) = 4 layers per model chunk.
+              "--num-layers-per-virtual-pipeline-stage 4\n", "--tensor-model-parallel-size 8\n",
+              "--pipeline-model-parallel-size 4\n", "--sequence-parallel\n", "--use-distributed-optimizer\n",
+              "--recompute-granularity selective\n", "--micro-batch-size 1\n", "--global-batch-size 1024\n", "--bf16\n",
+              "export CUDA_DEVICE_MAX_CONNECTIONS=1", "--nnodes 64 --nproc_per_node 8"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // Selective recomputation takes no --recompute-method in Megatron.
+        QVERIFY(!t.contains(QLatin1String("--recompute-method")));
+        QVERIFY(t.contains(QLatin1String("= dp 16.")));  // 512 / (8 x 4 x 1)
+    }
+
+    void deepspeedBatchArithmetic()
+    {
+        const Case c{"gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::DeepSpeed, c, "zero=3,zero_group=8,mb=2,recompute=full");
+        QVERIFY(r.ok());
+        QVERIFY(!r.notes_in_text);
+        QJsonParseError error;
+        const QJsonObject ds = QJsonDocument::fromJson(QByteArray::fromStdString(r.text), &error).object();
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        const int micro = ds["train_micro_batch_size_per_gpu"].toInt();
+        const int accumulation = ds["gradient_accumulation_steps"].toInt();
+        // train_batch_size = micro x accumulation x data-parallel ranks (128 GPUs, no model parallelism).
+        QCOMPARE(ds["train_batch_size"].toInt(), 1024);
+        QCOMPARE(micro, 2);
+        QCOMPARE(micro * accumulation * 128, 1024);
+        const QJsonObject zero = ds["zero_optimization"].toObject();
+        QCOMPARE(zero["stage"].toInt(), 3);
+        QCOMPARE(zero["mics_shard_size"].toInt(), 8);
+        QVERIFY(ds["bf16"].toObject()["enabled"].toBool());
+        QVERIFY(ds.contains("activation_checkpointing"));
+        bool micsNote = false;
+        for (const std::string& n : r.notes)
+            micsNote = micsNote || n.find("16 groups") != std::string::npos;  // 128 ranks / 8
+        QVERIFY(micsNote);
+    }
+
+    void neuronxKvReplication()
+    {
+        // Llama 3 70B has 8 KV heads; tp 32 replicates each 4 times, as NxD's 70B script does.
+        const Case c{"llama-3-70b", "trn1.32xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::NeuronX, c, "tp=32,pp=8,sp=on,zero=1,mb=1,recompute=selective");
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        QVERIFY(t.contains(QLatin1String("--kv_replicator 4\n")));
+        QVERIFY(t.contains(QLatin1String("--qkv_linear 1\n")));
+        // 1024 NeuronCores / (32 x 8) = dp 4: 256 sequences per replica, 256 micro-batches of 1.
+        QVERIFY(t.contains(QLatin1String("--train_batch_size 256\n")));
+        QVERIFY(t.contains(QLatin1String("--num_microbatches 256\n")));
+        QVERIFY(t.contains(QLatin1String("--nproc_per_node 32")));
+        QVERIFY(t.contains(QLatin1String("num_key_value_heads 8")));
+    }
+
+    void fsdpStrategies_data()
+    {
+        QTest::addColumn<QByteArray>("layout");
+        QTest::addColumn<QString>("strategy");
+        QTest::addColumn<QString>("mesh");
+        QTest::newRow("zero 0") << QByteArray("zero=0") << "ShardingStrategy.NO_SHARD" << QString();
+        QTest::newRow("zero 2") << QByteArray("zero=2") << "ShardingStrategy.SHARD_GRAD_OP" << QString();
+        QTest::newRow("zero 3") << QByteArray("zero=3") << "ShardingStrategy.FULL_SHARD" << QString();
+        QTest::newRow("zero 3, group = dp") << QByteArray("zero=3,zero_group=32") << "ShardingStrategy.FULL_SHARD"
+                                            << QString();
+        QTest::newRow("zero 3, group 8 of 32") << QByteArray("zero=3,zero_group=8") << "ShardingStrategy.HYBRID_SHARD"
+                                               << "(4, 8)";
+        QTest::newRow("zero 2, group 16 of 32")
+            << QByteArray("zero=2,zero_group=16") << "ShardingStrategy._HYBRID_SHARD_ZERO2" << "(2, 16)";
+    }
+
+    void fsdpStrategies()
+    {
+        QFETCH(QByteArray, layout);
+        QFETCH(QString, strategy);
+        QFETCH(QString, mesh);
+        const Case c{"gpt3-1.3b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::Fsdp, c, layout.constData());
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        QVERIFY2(t.contains("sharding_strategy=" + strategy + ","), qPrintable(t));
+        QCOMPARE(t.contains(QLatin1String("init_device_mesh(\"cuda\", ") + mesh), !mesh.isEmpty());
+    }
+
+    // Each framework refuses what it cannot express, with the feature named.
+    void refused_data()
+    {
+        QTest::addColumn<ExportFormat>("format");
+        QTest::addColumn<QByteArray>("model");
+        QTest::addColumn<QByteArray>("node");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<QByteArray>("layout");
+        QTest::addColumn<QString>("feature");
+        const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Mixed), fp32 = int(Precision::FP32);
+        const auto M = ExportFormat::Megatron, D = ExportFormat::DeepSpeed, N = ExportFormat::NeuronX,
+                   F = ExportFormat::Fsdp;
+        const QByteArray llama7 = "llama-2-7b", llama70 = "llama-2-70b", p5 = "p5.48xlarge", trn1 = "trn1.32xlarge";
+
+        QTest::newRow("megatron: ZeRO-3") << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=3") << "megatron: ZeRO-3";
+        QTest::newRow("megatron: ZeRO-2") << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=2") << "megatron: ZeRO-2";
+        QTest::newRow("megatron: shard group < dp")
+            << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,zero_group=8") << "a ZeRO shard group of 8 of the 32";
+        QTest::newRow("megatron: optimizer offload")
+            << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,offload=optimizer") << "megatron: optimizer offload";
+        QTest::newRow("megatron: GPipe")
+            << M << llama7 << p5 << 4 << bf16 << QByteArray("pp=4,schedule=gpipe") << "the GPipe schedule";
+        QTest::newRow("megatron: interleaved at pp 2")
+            << M << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,schedule=interleaved,v=2")
+            << "interleaved 1F1B with pp=2";
+        QTest::newRow("megatron: tp above the KV heads")
+            << M << llama70 << p5 << 64 << bf16 << QByteArray("tp=16") << "tp=16 with 8 key/value heads";
+        QTest::newRow("megatron: encoder-decoder")
+            << M << QByteArray("t5-large") << p5 << 1 << bf16 << QByteArray("tp=1") << "family encoder-decoder";
+        QTest::newRow("megatron: Trainium") << M << llama7 << trn1 << 1 << bf16 << QByteArray("tp=8")
+                                            << "megatron: AWS Trainium (Trn1) devices are not supported";
+
+        QTest::newRow("deepspeed: context parallelism")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("cp=4") << "deepspeed: context parallelism (cp=4)";
+        QTest::newRow("deepspeed: sequence parallelism")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("tp=2,sp=on") << "sequence parallelism (sp=on)";
+        QTest::newRow("deepspeed: ZeRO-2 with pipeline")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,zero=2") << "ZeRO-2 with pipeline parallelism";
+        QTest::newRow("deepspeed: interleaved")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("pp=4,schedule=interleaved,v=2") << "the interleaved schedule";
+        QTest::newRow("deepspeed: tp with pp")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("tp=2,pp=2") << "tensor parallelism (tp=2) together with";
+        QTest::newRow("deepspeed: ZeRO-1 shard group")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,zero_group=8") << "a ZeRO-1 shard group of 8";
+        QTest::newRow("deepspeed: selective recomputation")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("recompute=selective") << "selective recomputation";
+        QTest::newRow("deepspeed: fp8") << D << llama7 << p5 << 4 << fp8 << QByteArray("zero=1") << "fp8 precision";
+
+        QTest::newRow("neuronx: GPT-3 architecture")
+            << N << QByteArray("gpt3-13b") << trn1 << 4 << bf16 << QByteArray("tp=8,recompute=full")
+            << "the architecture of gpt3-13b (mlp gelu, norm layernorm, positions learned, biases)";
+        QTest::newRow("neuronx: ZeRO-3")
+            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,zero=3,recompute=full") << "neuronx: ZeRO-3";
+        QTest::newRow("neuronx: no recomputation")
+            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8") << "no activation recomputation";
+        QTest::newRow("neuronx: context parallelism")
+            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,cp=2,recompute=full") << "context parallelism (cp=2)";
+        QTest::newRow("neuronx: fp32") << N << llama7 << trn1 << 4 << fp32 << QByteArray("tp=8,recompute=full")
+                                       << "neuronx: fp32 precision";
+        QTest::newRow("neuronx: GPU") << N << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,recompute=full")
+                                      << "NVIDIA H100";
+
+        QTest::newRow("fsdp: tensor parallelism")
+            << F << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,zero=3") << "fsdp: tensor parallelism (tp=8)";
+        QTest::newRow("fsdp: pipeline parallelism")
+            << F << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,zero=3") << "pipeline parallelism (pp=2)";
+        QTest::newRow("fsdp: context parallelism")
+            << F << llama7 << p5 << 4 << bf16 << QByteArray("cp=2,zero=3") << "context parallelism (cp=2)";
+        QTest::newRow("fsdp: ZeRO-1") << F << llama7 << p5 << 4 << bf16 << QByteArray("zero=1") << "fsdp: ZeRO-1";
+        QTest::newRow("fsdp: optimizer offload")
+            << F << llama7 << p5 << 4 << bf16 << QByteArray("zero=3,offload=optimizer") << "optimizer-only offload";
+        QTest::newRow("fsdp: fp8") << F << llama7 << p5 << 4 << fp8 << QByteArray("zero=3") << "fsdp: fp8 precision";
+    }
+
+    void refused()
+    {
+        QFETCH(ExportFormat, format);
+        QFETCH(QByteArray, model);
+        QFETCH(QByteArray, node);
+        QFETCH(int, nodes);
+        QFETCH(int, precision);
+        QFETCH(QByteArray, layout);
+        QFETCH(QString, feature);
+        const Case c{model.constData(), node.constData(), nodes, 512, 2048, Precision(precision)};
+        const ExportResult r = exported(format, c, layout.constData());
+        QVERIFY(!r.ok());
+        QVERIFY(r.text.empty());
+        QString all;
+        for (const std::string& refusal : r.refusals)
+            all += QString::fromStdString(refusal) + "\n";
+        QVERIFY2(all.contains(feature), qPrintable(all));
+        const QString prefix = QString::fromLatin1(toString(format)) + ": ";
+        for (const std::string& refusal : r.refusals)
+            QVERIFY2(QString::fromStdString(refusal).startsWith(prefix), refusal.c_str());
+    }
+
+    // Every feature at once, like validate(): the planner's best layout for Llama 2 70B on trn1.
+    void everyRefusalReported()
+    {
+        const Case c{"llama-2-70b", "trn1.32xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(
+            ExportFormat::DeepSpeed, c,
+            "dp=8,tp=4,pp=4,cp=8,sp=on,zero=3,zero_group=1,mb=2,schedule=interleaved,v=5,recompute=selective");
+        // device, cp, sp, tp with pp, ZeRO-3 with pp, interleaved, selective.
+        QCOMPARE(r.refusals.size(), size_t(7));
+    }
+
+    void invalidLayoutIsRefused()
+    {
+        Problem p = problem({"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed});
+        Layout l;
+        l.dp = 32;
+        l.tp = 3;  // does not divide 32 heads, nor the device count
+        const ExportResult r = exportSettings(ExportFormat::Megatron, p, l);
+        QVERIFY(!r.ok());
+        QVERIFY(r.refusals.front().rfind("megatron: layout.", 0) == 0);
+    }
+
+    void formatNames()
+    {
+        QCOMPARE(exportFormatChoices(), std::string("megatron|deepspeed|neuronx|fsdp"));
+        for (ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::NeuronX, ExportFormat::Fsdp})
+            QCOMPARE(exportFormatFromString(toString(f)), std::optional<ExportFormat>(f));
+        QCOMPARE(exportFormatFromString("Megatron"), std::nullopt);
+    }
+
+    // shardscope-cli export end to end on a small saved plan.
+    void cliExport()
+    {
+        const CliRun plan = cli({"plan", "--model", "gpt2-small", "--node-type", "p4d.24xlarge", "--nodes", "1",
+                                 "--global-batch", "64", "--seq", "1024", "--out", planFile()});
+        QVERIFY2(plan.exitCode == 0, plan.err.constData());
+
+        const CliRun fsdp = cli({"export", "--plan", planFile(), "--format", "fsdp", "--layout", "zero=3,mb=2"});
+        QVERIFY2(fsdp.exitCode == 0, fsdp.err.constData());
+        QVERIFY(fsdp.out.contains("sharding_strategy=ShardingStrategy.FULL_SHARD,"));
+        QVERIFY(fsdp.out.contains("GRADIENT_ACCUMULATION_STEPS = 4"));  // 64 / (8 ranks x 2)
+
+        // --out writes the same text; DeepSpeed's notes go to stderr, the file stays JSON.
+        const QString out = dir_->filePath(QStringLiteral("ds_config.json"));
+        const CliRun ds = cli({"export", "--plan", planFile(), "--format", "deepspeed", "--layout", "zero=2,mb=2",
+                               "--out", out});
+        QVERIFY2(ds.exitCode == 0, ds.err.constData());
+        QVERIFY(ds.out.isEmpty());
+        QVERIFY(ds.err.contains("note: train_batch_size 64"));
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject json = QJsonDocument::fromJson(file.readAll()).object();
+        QCOMPARE(json["zero_optimization"].toObject()["stage"].toInt(), 2);
+        QCOMPARE(json["gradient_accumulation_steps"].toInt(), 4);
+    }
+
+    void cliRefusesByName()
+    {
+        if (!QFile::exists(planFile()))
+            QSKIP("needs the plan written by cliExport");
+        const CliRun refused = cli({"export", "--plan", planFile(), "--format", "fsdp", "--layout", "tp=2,zero=3"});
+        QCOMPARE(refused.exitCode, 2);
+        QVERIFY(refused.out.isEmpty());
+        QVERIFY2(refused.err.contains("fsdp: tensor parallelism (tp=2) is not expressible"), refused.err.constData());
+
+        const CliRun badFormat = cli({"export", "--plan", planFile(), "--format", "jax"});
+        QCOMPARE(badFormat.exitCode, 2);
+        QVERIFY(badFormat.err.contains("megatron|deepspeed|neuronx|fsdp"));
+
+        const CliRun noPlan = cli({"export", "--format", "megatron"});
+        QCOMPARE(noPlan.exitCode, 2);
+        QVERIFY(noPlan.err.contains("--plan"));
+
+        const CliRun badLayout = cli({"export", "--plan", planFile(), "--format", "megatron", "--layout", "tp=5"});
+        QCOMPARE(badLayout.exitCode, 2);
+        QVERIFY(badLayout.err.contains("layout.tp"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstPlannerExport)
+#include "tst_planner_export.moc"
