@@ -51,6 +51,8 @@ public:
     const CostModelParams& params() const { return params_; }
     double peakFlopsPerDevice() const { return peak_flops_device_; }
     double matmulEfficiency() const { return matmul_efficiency_; }
+    // Whether optimizer offload can be priced: the node type publishes its host link.
+    bool offloadPriced() const { return host_link_bytes_per_second_device_ > 0; }
 
 private:
     struct StageCost;

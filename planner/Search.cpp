@@ -335,6 +335,12 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
         return;
     }
     ++out.candidates;
+    // The cost model cannot price offload without the host link's bandwidth: say so without asking it.
+    if (l.offload == Offload::Optimizer && !model_.offloadPriced()) {
+        ++out.pruned;
+        ++out.reasons[kMissingFigure];
+        return;
+    }
     if (bound > limit_) {
         ++out.pruned;
         ++out.reasons[bound > capacity_ ? kOutOfMemory : kOverLimit];

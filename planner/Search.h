@@ -73,7 +73,8 @@ struct SearchStats {
     std::int64_t mesh_shapes = 0;  // factorisations dp x tp x pp x cp inside the space's bounds
     std::int64_t candidates = 0;   // legal layouts in the space = evaluated + pruned
     std::int64_t evaluated = 0;    // priced by the cost model
-    std::int64_t pruned = 0;       // rejected by the memory lower bound without pricing
+    std::int64_t pruned = 0;       // rejected without pricing: the memory lower bound, or optimizer
+                                   // offload on a node type whose host link is not published
     std::int64_t feasible = 0;     // evaluated, fit in memory, finite prediction
     std::map<std::string, std::int64_t> infeasible_by_reason;
     double seconds = 0;
