@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace shardscope::engine {
@@ -130,26 +131,34 @@ std::optional<WorkerFailure> EmulatedCluster::run(const std::function<void(int)>
     cancelled_ = false;
     std::vector<std::thread> workers;
     workers.reserve(devices_.size());
-    for (int id = 0; id < size(); ++id)
-        workers.emplace_back([&, id] {
-            std::string message;
-            try {
-                work(id);
-                return;
-            } catch (const ClusterAborted&) {
-                return;  // stopped because another device failed or the run was cancelled
-            } catch (const std::exception& e) {
-                message = e.what();
-            } catch (...) {
-                message = "unknown error";
-            }
-            {
-                std::lock_guard<std::mutex> lock(failureMutex);
-                if (!failure)
-                    failure = WorkerFailure{id, message};
-            }
-            comm_->abort();
-        });
+    auto body = [&](int id) {
+        std::string message;
+        try {
+            work(id);
+            return;
+        } catch (const ClusterAborted&) {
+            return;  // stopped because another device failed or the run was cancelled
+        } catch (const std::exception& e) {
+            message = e.what();
+        } catch (...) {
+            message = "unknown error";
+        }
+        {
+            std::lock_guard<std::mutex> lock(failureMutex);
+            if (!failure)
+                failure = WorkerFailure{id, message};
+        }
+        comm_->abort();
+    };
+    try {
+        for (int id = 0; id < size(); ++id)
+            workers.emplace_back(body, id);
+    } catch (const std::system_error& e) {
+        // Could not start every worker: stop the started ones (they wait for the missing ones).
+        std::lock_guard<std::mutex> lock(failureMutex);
+        failure = WorkerFailure{int(workers.size()), std::string("cannot start the worker thread: ") + e.what()};
+        comm_->abort();
+    }
     for (std::thread& t : workers)
         t.join();
     if (!failure && comm_->aborted() && comm_->cancelRequested())

@@ -35,6 +35,9 @@ Commands:
                               step time, memory, throughput, MFU, time and cost to
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)
+  validate --suite [--device NAME[:scale]] [--json]
+                              the planner's predictions against real engine runs
+                              of the same cases, metric by metric
   report --plan plan.json --out report.html|report.pdf [--charts png|svg]
                               a self-contained report of a plan with its charts
                               (rendered offscreen; works without a display)
@@ -125,6 +128,8 @@ int run(std::vector<std::string> args)
         return runPredict(rest, ctx);
     if (command == "report")
         return runReport(rest, ctx);
+    if (command == "validate")
+        return runValidate(rest, ctx);
     if (command == "plan")
         return runPlan(rest, ctx);
     if (command == "sweep")

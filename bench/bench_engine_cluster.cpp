@@ -1,0 +1,123 @@
+// The emulated cluster on this machine (2 cores here):
+//  - BM_TrainStep: wall time of one training step of a small GPT (4 layers, 256
+//    hidden, 8 heads, vocab 4096, seq 64, global batch 8), fp32, on one device
+//    (1 and 2 kernel threads) and on dp=2, tp=2 and pp=2 (mb=2, 1F1B) clusters
+//    whose devices run one worker thread each: the same global batch, so the
+//    ratio is the cost of emulating the layout (collectives, pipeline bubbles,
+//    threads sharing the cores). The reported time is the median step of a
+//    5-step run after its first (warm-up) step; setup is excluded.
+//  - BM_AllReduce: the communicator's ring all-reduce of a float buffer across
+//    2, 4 and 8 devices (worker threads), 1 MiB and 64 MiB per device. Counters:
+//    algbw_GBs = bytes / time, busbw_GBs = 2 (n-1)/n bytes / time (the data each
+//    device moves, NCCL's convention).
+//   build/bench/bench_engine_cluster --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include "Cluster.h"
+#include "Trainer.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+using namespace shardscope;
+using namespace shardscope::engine;
+
+namespace {
+
+DeviceProfile benchProfile()
+{
+    DeviceProfile p;
+    p.name = "bench";
+    p.memory_bytes = 64.0 * (1ull << 30);
+    p.peak_flops_fp32 = p.peak_flops_bf16 = 1e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
+TrainRequest benchRequest()
+{
+    TrainRequest r;
+    r.model = GptConfig{4, 256, 8, 4096, 64};
+    r.batch = 8;
+    r.steps = 5;
+    r.seed = 1337;
+    r.links.intra_bytes_per_second = r.links.inter_bytes_per_second = 1e10;
+    return r;
+}
+
+double medianStepAfterWarmup(const Measurement& m)
+{
+    std::vector<double> w;
+    for (size_t i = 1; i < m.steps.size(); ++i)
+        w.push_back(m.steps[i].wall_seconds);
+    std::sort(w.begin(), w.end());
+    return w.empty() ? 0 : w[w.size() / 2];
+}
+
+// range(0): 0 = one device, 1 thread; 1 = one device, 2 threads; 2 = dp=2; 3 = tp=2; 4 = pp=2.
+void BM_TrainStep(benchmark::State& state)
+{
+    const int which = int(state.range(0));
+    static const char* labels[] = {"1 device, 1 thread", "1 device, 2 threads", "dp=2", "tp=2", "pp=2,mb=2,1f1b"};
+    state.SetLabel(labels[which]);
+    TrainRequest r = benchRequest();
+    const auto src = makeTokenSource(r);
+    for (auto _ : state) {
+        Measurement m;
+        if (which <= 1) {
+            EmulatedDevice d(0, benchProfile(), which + 1);
+            m = runTraining(r, *src, d);
+        } else {
+            FieldErrors errors;
+            const char* layouts[] = {"dp=2", "tp=2", "pp=2,mb=2,schedule=1f1b"};
+            r.layout = parseLayout(layouts[which - 2], errors);
+            if (r.layout.dp == 0)
+                r.layout.dp = 1;
+            m = runClusterTraining(r, *src, benchProfile());
+        }
+        if (m.error) {
+            state.SkipWithError(m.error->message.c_str());
+            return;
+        }
+        state.SetIterationTime(medianStepAfterWarmup(m));
+    }
+}
+
+void BM_AllReduce(benchmark::State& state)
+{
+    const int devices = int(state.range(0));
+    const std::size_t bytes = std::size_t(state.range(1));
+    const std::size_t count = bytes / sizeof(float);
+    LinkSpec links;
+    links.intra_bytes_per_second = 1e10;
+    EmulatedCluster cluster(devices, benchProfile(), links);
+    std::vector<std::vector<float>> data(static_cast<size_t>(devices), std::vector<float>(count, 1.0f));
+    const int rounds = bytes >= (32u << 20) ? 3 : 50;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto failure = cluster.run([&](int id) {
+            for (int k = 0; k < rounds; ++k)
+                cluster.groups(id).world->allReduce(id, data[size_t(id)].data(), count);
+        });
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+        if (failure) {
+            state.SkipWithError(failure->message.c_str());
+            return;
+        }
+        state.SetIterationTime(s);
+        state.counters["algbw_GBs"] = double(bytes) / s * 1e-9;
+        state.counters["busbw_GBs"] = 2.0 * (devices - 1) / devices * double(bytes) / s * 1e-9;
+    }
+}
+
+} // namespace
+
+BENCHMARK(BM_TrainStep)->DenseRange(0, 4)->Iterations(1)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_AllReduce)
+    ->ArgsProduct({{2, 4, 8}, {1 << 20, 64 << 20}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+
+BENCHMARK_MAIN();

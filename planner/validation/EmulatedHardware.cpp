@@ -1,0 +1,93 @@
+#include "EmulatedHardware.h"
+
+#include <algorithm>
+
+namespace shardscope {
+
+ModelSpec engineModelSpec(const engine::GptConfig& c)
+{
+    ModelSpec m;
+    m.name = "engine-gpt-" + std::to_string(c.layers) + "x" + std::to_string(c.hidden);
+    m.display_name = "engine GPT " + std::to_string(c.layers) + " layers x " + std::to_string(c.hidden);
+    m.family = ModelFamily::DecoderOnly;
+    m.layers = c.layers;
+    m.hidden = c.hidden;
+    m.heads = c.heads;
+    m.kv_heads = c.heads;
+    m.head_dim = c.heads > 0 ? c.hidden / c.heads : 0;
+    m.ffn_hidden = 4 * c.hidden;
+    m.mlp = MlpKind::Gelu;
+    m.vocab = c.vocab;
+    m.max_seq = c.seq;
+    m.positions = PositionKind::Learned;
+    m.norm = NormKind::LayerNorm;
+    m.bias = true;
+    m.tied_embeddings = true;
+    m.final_norm = true;
+    return m;
+}
+
+Precision plannerPrecision(engine::PrecisionMode mode)
+{
+    return mode == engine::PrecisionMode::FP32 ? Precision::FP32 : Precision::BF16Mixed;
+}
+
+NodeType emulatedNodeType(const engine::DeviceProfile& p, const engine::LinkSpec& links, int devices)
+{
+    NodeType n;
+    const int perNode = links.node_devices > 0 ? std::min(links.node_devices, devices) : devices;
+    n.name = "emulated-" + p.name;
+    n.display_name = "emulated node of " + std::to_string(perNode) + " x " + p.name;
+    n.chip.name = p.name;
+    n.chip.vendor = "emulated";
+    n.chip.display_name = p.name;
+    n.chip.peak_flops_fp32 = p.peak_flops_fp32;
+    n.chip.peak_flops_bf16 = p.peak_flops_bf16 > 0 ? p.peak_flops_bf16 : p.peak_flops_fp32;
+    n.chip.hbm_bytes = p.memory_bytes;
+    n.chip.hbm_bytes_per_second = p.memory_bytes_per_second;
+    n.chip.devices_per_chip = 1;
+    n.chips_per_node = std::max(1, perNode);
+    n.intra_topology = Topology::Switch;  // the communicator's links are point to point
+    n.intra_link_bytes_per_second = links.intra_bytes_per_second > 0 ? links.intra_bytes_per_second : 1e30;
+    n.scale_up_chips = n.chips_per_node;
+    // The engine gives each device its share of the node's network.
+    n.inter_node_bytes_per_second = links.inter_bytes_per_second * n.chips_per_node;
+    return n;
+}
+
+Problem emulatedProblem(const engine::GptConfig& config, int batch, engine::PrecisionMode precision,
+                        const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices)
+{
+    Problem p;
+    p.model = engineModelSpec(config);
+    p.cluster.node = emulatedNodeType(profile, links, devices);
+    p.cluster.nodes = std::max(1, devices / p.cluster.node.chips_per_node);
+    p.training.global_batch = batch;
+    p.training.seq_len = config.seq;
+    p.training.precision = plannerPrecision(precision);
+    p.training.tokens_to_train = 1e9;
+    return p;
+}
+
+CostModelParams engineCostModelParams(const engine::DeviceProfile& profile, const engine::LinkSpec& links,
+                                      std::size_t bucket_bytes, const CostModelParams& base)
+{
+    CostModelParams p = base;
+    p.name = "emulated " + profile.name;
+    p.matmul_efficiency_default = 1.0;
+    p.measured_matmul_flops_by_chip.clear();
+    p.matmul_efficiency_by_vendor.clear();
+    p.matmul_half_dim = 0;
+    p.kernel_overhead_s = profile.kernel_overhead_s;
+    p.intra_link_efficiency = 1.0;
+    p.inter_node_efficiency = 1.0;
+    p.intra_latency_s = links.intra_latency_s;
+    p.inter_latency_s = links.inter_latency_s;
+    p.hierarchical_collectives = false;
+    p.dp_overlap = 0;
+    p.reserve_fraction = 0;
+    p.dp_bucket_bytes = double(bucket_bytes);
+    return p;
+}
+
+} // namespace shardscope

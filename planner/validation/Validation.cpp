@@ -1,0 +1,235 @@
+#include "Validation.h"
+#include "EmulatedHardware.h"
+#include "SpecJson.h"
+
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+double relError(double predicted, double measured)
+{
+    if (measured == 0)
+        return predicted == 0 ? 0.0 : INFINITY;
+    return predicted / measured - 1;
+}
+
+// The device with the largest value of `value(device)`, and that value.
+template <class F>
+std::pair<int, double> busiest(const engine::Measurement& m, F value)
+{
+    int worst = -1;
+    double best = -1;
+    for (const engine::DeviceMeasurement& d : m.devices) {
+        const double v = value(d);
+        if (v > best) {
+            best = v;
+            worst = d.id;
+        }
+    }
+    return {worst, std::max(0.0, best)};
+}
+
+} // namespace
+
+const std::vector<std::string>& validationMetrics()
+{
+    static const std::vector<std::string> names{"weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                                "activations_bytes", "flops", "comm_bytes",
+                                                "device_step_time_s", "wall_step_time_s"};
+    return names;
+}
+
+const MetricComparison* ValidationResult::metric(const std::string& name) const
+{
+    for (const MetricComparison& m : metrics)
+        if (m.metric == name)
+            return &m;
+    return nullptr;
+}
+
+ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base, const std::atomic<bool>* cancel)
+{
+    ValidationResult r;
+    r.c = c;
+    const engine::TrainRequest& req = c.request;
+    if (req.precision == engine::PrecisionMode::BF16RNE || req.precision == engine::PrecisionMode::BF16SR) {
+        r.error = "the planner prices fp32 and bf16 mixed precision; pure bf16 (" +
+                  std::string(toString(req.precision)) + ") has no planner counterpart";
+        return r;
+    }
+    const int devices = int(req.layout.devices());
+    r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
+    const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base);
+    const CostModel model(r.problem, params);
+    if (FieldErrors errors = validate(req.layout, r.problem.model, r.problem.cluster, r.problem.training);
+        !errors.empty()) {
+        r.error = joinErrors(errors);
+        return r;
+    }
+    r.prediction = model.evaluate(req.layout);
+
+    try {
+        const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);
+        if (devices > 1) {
+            r.measurement = engine::runClusterTraining(req, *source, c.profile, {}, cancel);
+        } else {
+            engine::EmulatedDevice device(0, c.profile, 1);
+            r.measurement = engine::runTraining(req, *source, device, {}, cancel);
+        }
+    } catch (const std::exception& e) {  // a request the engine cannot run
+        r.error = e.what();
+        return r;
+    }
+    if (r.measurement.error) {
+        r.error = r.measurement.error->message;
+        return r;
+    }
+    if (r.measurement.cancelled) {
+        r.error = "cancelled";
+        return r;
+    }
+    const engine::Measurement& m = r.measurement;
+    const double steps = std::max<std::size_t>(1, m.steps.size());
+    auto add = [&](const char* name, double predicted, std::pair<int, double> measured) {
+        r.metrics.push_back({name, predicted, measured.second, relError(predicted, measured.second), measured.first});
+    };
+    // The planner predicts the device of its most loaded pipeline stage: compare with that stage's devices.
+    const int stage = r.prediction.memory_stage;
+    auto peak = [stage](engine::MemoryCategory category) {
+        return [category, stage](const engine::DeviceMeasurement& d) {
+            return d.pp_rank == stage ? d.memory_peak_bytes[size_t(category)] : -1.0;
+        };
+    };
+    // Model states are compared as held between steps (resident): ZeRO-3's gathered
+    // parameters and ZeRO-2's full gradient buffer during backward are transient, which
+    // the planner counts as communication buffers.
+    auto resident = [stage](engine::MemoryCategory category) {
+        return [category, stage](const engine::DeviceMeasurement& d) {
+            return d.pp_rank == stage ? d.memory_resident_bytes[size_t(category)] : -1.0;
+        };
+    };
+    const MemoryBreakdown& mem = r.prediction.memory_bytes;
+    add("weights_bytes", mem.weights, busiest(m, resident(engine::MemoryCategory::Weights)));
+    add("gradients_bytes", mem.gradients, busiest(m, resident(engine::MemoryCategory::Gradients)));
+    add("optimizer_bytes", mem.optimizer, busiest(m, resident(engine::MemoryCategory::Optimizer)));
+    add("activations_bytes", mem.activations, busiest(m, peak(engine::MemoryCategory::Activations)));
+    double flops = 0;
+    for (const engine::DeviceMeasurement& d : m.devices)
+        flops += d.counters.totalFlops() / steps;
+    add("flops", r.prediction.hardware_flops_per_step, {-1, flops});
+    add("comm_bytes", r.prediction.comm_bytes.total(), busiest(m, [&](const engine::DeviceMeasurement& d) {
+            double sent = 0;
+            for (const auto& [kind, bytes] : d.comm_bytes)
+                sent += bytes;
+            return sent / steps;
+        }));
+    add("device_step_time_s", r.prediction.step_time_s,
+        busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; }));
+    add("wall_step_time_s", r.prediction.step_time_s,
+        busiest(m, [](const engine::DeviceMeasurement& d) { return d.wall_step_time_s; }));
+    return r;
+}
+
+std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile)
+{
+    struct Row {
+        const char* name;
+        const char* layout;
+        engine::PrecisionMode precision;
+    };
+    const Row rows[] = {
+        {"single device", "dp=1", engine::PrecisionMode::FP32},
+        {"data parallel", "dp=4", engine::PrecisionMode::FP32},
+        {"ZeRO-1", "dp=4,zero=1", engine::PrecisionMode::FP32},
+        {"ZeRO-2", "dp=4,zero=2", engine::PrecisionMode::FP32},
+        {"ZeRO-3", "dp=4,zero=3", engine::PrecisionMode::FP32},
+        {"ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", engine::PrecisionMode::FP32},
+        {"tensor parallel", "tp=4", engine::PrecisionMode::FP32},
+        {"tensor + sequence parallel", "tp=2,sp=on", engine::PrecisionMode::FP32},
+        {"pipeline 1F1B", "pp=2,mb=2,schedule=1f1b", engine::PrecisionMode::FP32},
+        {"pipeline GPipe", "pp=2,mb=2,schedule=gpipe", engine::PrecisionMode::FP32},
+        {"pipeline 4 stages", "pp=4,mb=1,schedule=1f1b", engine::PrecisionMode::FP32},
+        {"full recomputation", "dp=2,recompute=full", engine::PrecisionMode::FP32},
+        {"selective recomputation", "tp=2,recompute=selective", engine::PrecisionMode::FP32},
+        {"3D", "dp=2,tp=2,pp=2,mb=2", engine::PrecisionMode::FP32},
+        {"3D + ZeRO-1 + recompute", "dp=2,tp=2,pp=2,zero=1,sp=on,mb=1,recompute=full", engine::PrecisionMode::FP32},
+        {"pipeline + selective recomputation", "pp=2,mb=2,recompute=selective", engine::PrecisionMode::FP32},
+        {"bf16 mixed, single device", "dp=1", engine::PrecisionMode::BF16Mixed},
+    };
+    std::vector<ValidationCase> cases;
+    for (const Row& row : rows) {
+        ValidationCase c;
+        c.name = row.name;
+        c.profile = profile;
+        engine::TrainRequest& r = c.request;
+        r.model = {4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout above divides it
+        r.batch = 8;
+        r.steps = 3;
+        r.precision = row.precision;
+        FieldErrors errors;
+        r.layout = parseLayout(row.layout, errors);
+        if (r.layout.dp == 0)
+            r.layout.dp = 1;
+        r.recompute = r.layout.recompute;
+        r.links.intra_bytes_per_second = 100e9;
+        r.links.inter_bytes_per_second = 12.5e9;
+        r.links.intra_latency_s = 5e-6;
+        r.links.inter_latency_s = 2e-5;
+        r.links.node_devices = 4;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, const std::string& metric)
+{
+    std::vector<double> errors;
+    for (const ValidationResult& r : results)
+        if (const MetricComparison* m = r.metric(metric); m && std::isfinite(m->rel_error))
+            errors.push_back(std::fabs(m->rel_error));
+    MetricSummary s;
+    s.cases = int(errors.size());
+    if (errors.empty())
+        return s;
+    std::sort(errors.begin(), errors.end());
+    const size_t n = errors.size();
+    s.median_rel_error = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
+    s.worst_rel_error = errors.back();
+    return s;
+}
+
+QJsonObject validationDocument(const std::vector<ValidationResult>& results)
+{
+    QJsonArray cases;
+    for (const ValidationResult& r : results) {
+        QJsonObject metrics;
+        for (const MetricComparison& m : r.metrics)
+            metrics.insert(QString::fromStdString(m.metric),
+                           QJsonObject{{"predicted", m.predicted},
+                                       {"measured", m.measured},
+                                       {"rel_error", std::isfinite(m.rel_error) ? QJsonValue(m.rel_error) : QJsonValue()},
+                                       {"worst_device", m.worst_device}});
+        QJsonObject c{{"name", QString::fromStdString(r.c.name)},
+                      {"layout", QString::fromStdString(toString(r.c.request.layout))},
+                      {"metrics", metrics}};
+        if (!r.error.empty())
+            c.insert("error", QString::fromStdString(r.error));
+        cases.append(c);
+    }
+    QJsonObject summary;
+    for (const std::string& metric : validationMetrics()) {
+        const MetricSummary s = summarizeMetric(results, metric);
+        summary.insert(QString::fromStdString(metric),
+                       QJsonObject{{"median_rel_error", s.median_rel_error},
+                                   {"worst_rel_error", s.worst_rel_error},
+                                   {"cases", s.cases}});
+    }
+    return QJsonObject{{"schema", "shardscope.validation/1"}, {"cases", cases}, {"summary", summary}};
+}
+
+} // namespace shardscope

@@ -1,0 +1,69 @@
+// Validation: a planner prediction against an engine measurement of the same case,
+// metric by metric. A case is an engine training request (model, batch, layout,
+// precision, recomputation, links) on a device profile; the planner prices the same
+// problem with the same CostModel it uses for full-size plans, on the emulated
+// hardware (EmulatedHardware.h).
+//
+// Metrics (per step, per device where the planner predicts one device):
+//   weights_bytes gradients_bytes optimizer_bytes activations_bytes   the most loaded device
+//   flops                                                             all devices, per step
+//   comm_bytes                                                        sent by the busiest device
+//   device_step_time_s wall_step_time_s                               the slowest device
+#pragma once
+
+#include "CostModel.h"
+#include "Trainer.h"
+
+#include <QJsonObject>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct ValidationCase {
+    std::string name;
+    engine::TrainRequest request;
+    engine::DeviceProfile profile;
+};
+
+struct MetricComparison {
+    std::string metric;
+    double predicted = 0;
+    double measured = 0;
+    double rel_error = 0;    // predicted / measured - 1 (0 when both are 0)
+    int worst_device = -1;   // the device measured for the comparison
+};
+
+struct ValidationResult {
+    ValidationCase c;
+    Problem problem;
+    Prediction prediction;
+    engine::Measurement measurement;
+    std::vector<MetricComparison> metrics;
+    std::string error;       // why the case could not be compared (engine error, unsupported precision)
+    const MetricComparison* metric(const std::string& name) const;
+};
+
+// The metric names, in report order (the contract).
+const std::vector<std::string>& validationMetrics();
+
+// Runs the engine and the planner on one case. `cancel` stops the engine run.
+ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base = defaultCostModelParams(),
+                               const std::atomic<bool>* cancel = nullptr);
+
+// The built-in suite: every parallel dimension, ZeRO stage, recomputation mode and schedule.
+std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile);
+
+// "shardscope.validation/1": cases with their metrics and, per metric, the median and worst error.
+QJsonObject validationDocument(const std::vector<ValidationResult>& results);
+
+struct MetricSummary {
+    double median_rel_error = 0;  // of |rel_error|
+    double worst_rel_error = 0;
+    int cases = 0;
+};
+MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, const std::string& metric);
+
+} // namespace shardscope
