@@ -5,6 +5,7 @@
 // times and at the end peak memory by category, FLOPs and achieved FLOP/s, and
 // per device the collectives' bytes; --json prints the measurement document.
 #include "Catalog.h"
+#include "HostProfileCache.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "MeasurementJson.h"
@@ -28,7 +29,7 @@ namespace {
 const char* kTrainUsage =
     "shardscope-cli train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N\n"
     "       [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]\n"
-    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S] [--threads K] [--json]\n"
+    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--remeasure-host] [--lr X] [--seed S] [--threads K] [--json]\n"
     "       [--devices N] [--layout \"dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2,recompute=full\"]\n"
     "       [--node-type NAME[:scale]] [--node-devices K] [--intra-bw B/s] [--inter-bw B/s]\n"
     "       [--intra-latency S] [--inter-latency S] [--bucket-bytes N]";
@@ -41,12 +42,16 @@ std::string fixed(double v, int decimals)
 }
 
 // "host" or "NAME[:scale]" with scale in (0, 1] multiplying capacity, FLOP/s and bandwidth.
-DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, bool quiet)
+DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, bool quiet, bool remeasure)
 {
     if (spec == "host") {
-        DeviceProfile p = measureHostProfile(threads);
+        // Measured once per machine and thread count, kept in the catalog.
+        Catalog catalog(ctx.db_path);
+        const CachedHostProfile cached = hostProfile(catalog, threads, remeasure);
+        const DeviceProfile& p = cached.profile;
         if (!quiet)
-            ctx.out << "device: host, measured with " << threads << " thread" << (threads == 1 ? "" : "s") << ": "
+            ctx.out << "device: host, " << (cached.measured_now ? "measured now" : "measured " + cached.measured_at)
+                    << " with " << threads << " thread" << (threads == 1 ? "" : "s") << ": "
                     << formatSi(p.peak_flops_fp32, "FLOP/s") << " fp32 GEMM, "
                     << formatSi(p.memory_bytes_per_second, "B/s") << " copy bandwidth, "
                     << formatBytes(p.memory_bytes) << " RAM, "
@@ -164,7 +169,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
                     {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps", "precision", "recompute", "data",
                      "device", "lr", "seed", "threads", "devices", "layout", "node-type", "node-devices", "intra-bw",
                      "inter-bw", "intra-latency", "inter-latency", "bucket-bytes"},
-                    {"json"});
+                    {"json", "remeasure-host"});
     a.expectPositional(0, kTrainUsage);
     for (const char* required : {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps"})
         if (!a.value(required))
@@ -266,7 +271,8 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     std::snprintf(scaleText, sizeof scaleText, ":%g", nodeScale);
     const std::string deviceSpec = a.value("device").value_or(
         node ? node->chip.name + (nodeScale != 1 ? std::string(scaleText) : std::string()) : std::string("host"));
-    const DeviceProfile profile = resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json);
+    const DeviceProfile profile =
+        resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json, a.flag("remeasure-host"));
     if (clusterRun) {
         LinkSpec& l = r.links;
         if (node) {
