@@ -1,6 +1,7 @@
 #include "Catalog.h"
 #include "JsonReader.h"
 #include "SpecJson.h"
+#include "Version.h"
 
 #include <QCryptographicHash>
 #include <QDateTime>
@@ -661,6 +662,38 @@ void Catalog::storeHostProfile(const HostProfile& p)
         q.addBindValue(QString::fromUtf8(QJsonDocument(hostProfileJson(p)).toJson(QJsonDocument::Compact)));
         run(q);
     });
+}
+
+int Catalog::storeValidationRun(const std::string& name, const QJsonObject& document)
+{
+    int id = 0;
+    inTransaction([&] {
+        QSqlQuery q(QSqlDatabase::database(connection_));
+        q.prepare(QStringLiteral("INSERT INTO validation_runs (created_at, software_version, name, document)"
+                                 " VALUES (?, ?, ?, ?)"));
+        q.addBindValue(nowText());
+        q.addBindValue(QLatin1String(kVersion));
+        q.addBindValue(QString::fromStdString(name));
+        q.addBindValue(QString::fromUtf8(QJsonDocument(document).toJson(QJsonDocument::Compact)));
+        run(q);
+        id = q.lastInsertId().toInt();
+    });
+    return id;
+}
+
+std::vector<Catalog::ValidationRun> Catalog::validationRuns(int limit) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    q.prepare(QStringLiteral("SELECT id, created_at, software_version, name, document FROM validation_runs"
+                             " ORDER BY id DESC LIMIT ?"));
+    q.addBindValue(limit);
+    run(q);
+    std::vector<ValidationRun> out;
+    while (q.next())
+        out.push_back({q.value(0).toInt(), q.value(1).toString().toStdString(), q.value(2).toString().toStdString(),
+                       q.value(3).toString().toStdString(),
+                       QJsonDocument::fromJson(q.value(4).toString().toUtf8()).object()});
+    return out;
 }
 
 } // namespace shardscope

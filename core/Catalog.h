@@ -90,6 +90,17 @@ public:
     // Stores (or replaces) a measurement, in one transaction.
     void storeHostProfile(const HostProfile& profile);
 
+    // Run history: validation documents (planner prediction vs engine measurement).
+    struct ValidationRun {
+        int id = 0;
+        std::string created_at;        // ISO 8601, UTC
+        std::string software_version;
+        std::string name;
+        QJsonObject document;          // "shardscope.validation/1"
+    };
+    int storeValidationRun(const std::string& name, const QJsonObject& document);
+    std::vector<ValidationRun> validationRuns(int limit = 100) const;  // newest first
+
 private:
     void openOrRecover();
     void migrate(int from);

@@ -3,7 +3,11 @@
 // layout), FLOPs must agree closely, and the validation document keeps its contract.
 // The other metrics are reported by `shardscope-cli validate --suite`; their goals
 // belong to the calibration work (see the issue notes), not to this test.
+#include "Catalog.h"
+#include "ScaledCase.h"
 #include "Validation.h"
+
+#include <QTemporaryDir>
 
 #include <QJsonArray>
 #include <QTest>
@@ -93,6 +97,77 @@ private slots:
             QVERIFY2(std::fabs(m->rel_error) < 0.10, qPrintable(QString("%1: %2").arg(r.c.name.c_str()).arg(m->rel_error)));
             QVERIFY2(m->rel_error < 0, r.c.name.c_str());  // the engine counts more, not less
         }
+    }
+
+    // A full-size plan becomes a case the engine runs here, with what changed said.
+    void scaledCaseFromAPlan()
+    {
+        Problem full;
+        full.model.name = "gpt-ish";
+        full.model.layers = 48;
+        full.model.hidden = 8192;
+        full.model.heads = 64;
+        full.model.kv_heads = 64;
+        full.model.head_dim = 128;
+        full.model.ffn_hidden = 4 * 8192;
+        full.model.vocab = 51200;
+        full.model.max_seq = 2048;
+        full.cluster.node.name = "trn1-like";
+        ChipSpec chip;
+        chip.name = "trainium1";
+        chip.peak_flops_fp32 = 47.5e12;
+        chip.peak_flops_bf16 = 190e12;
+        chip.hbm_bytes = 32.0 * (1 << 30);
+        chip.hbm_bytes_per_second = 820.0 * (1 << 30);
+        chip.devices_per_chip = 2;
+        full.cluster.node.chip = chip;
+        full.cluster.node.chips_per_node = 16;
+        full.cluster.node.intra_link_bytes_per_second = 384.0 * (1 << 30);
+        full.cluster.node.inter_node_bytes_per_second = 100e9;
+        full.cluster.nodes = 16;
+        full.training.global_batch = 512;
+        full.training.seq_len = 2048;
+        FieldErrors errors;
+        Layout layout = parseLayout("dp=8,tp=8,pp=4,cp=2,sp=on,zero=1,schedule=interleaved,v=2,recompute=selective", errors);
+        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
+
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const Layout& l = s.validation.request.layout;
+        QVERIFY(l.devices() <= kMaxValidationDevices);
+        QCOMPARE(l.cp, 1);
+        QCOMPARE(l.schedule, PipelineSchedule::OneFOneB);
+        // 512 devices (cp folded into dp: 16 x 8 x 4) to 16: dp halved to 2, then pp to 2, then tp to 4.
+        QCOMPARE(l.dp, 2);
+        QCOMPARE(l.pp, 2);
+        QCOMPARE(l.tp, 4);
+        QCOMPARE(l.zero_stage, 1);
+        QVERIFY(l.sequence_parallel);
+        QCOMPARE(l.recompute, Recompute::Selective);
+        QVERIFY(s.adaptations.size() >= 3);  // cp folded, interleaving dropped, devices reduced
+        // The same memory pressure: the scaled device is filled as the real one is.
+        const Prediction fullPrediction = CostModel::evaluate(full, layout);
+        const ValidationResult r = runValidation(s.validation);
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        const double fullFraction = fullPrediction.memory_bytes.total() / fullPrediction.memory_bytes.capacity;
+        const double smallFraction = (r.prediction.memory_bytes.total()) / r.prediction.memory_bytes.capacity;
+        QVERIFY2(std::fabs(smallFraction - fullFraction) < 0.01 * fullFraction,
+                 qPrintable(QString("%1 vs %2").arg(smallFraction).arg(fullFraction)));
+        QCOMPARE(r.metric("weights_bytes")->rel_error, 0.0);
+    }
+
+    void historyKeepsEveryRun()
+    {
+        QTemporaryDir dir;
+        Catalog catalog(dir.filePath("c.sqlite"));
+        const QJsonObject doc = validationDocument(results_);
+        const int first = catalog.storeValidationRun("suite", doc);
+        const int second = catalog.storeValidationRun("again", doc);
+        QVERIFY(second > first);
+        const auto runs = catalog.validationRuns();
+        QCOMPARE(runs.size(), size_t(2));
+        QCOMPARE(runs.front().name, std::string("again"));  // newest first
+        QVERIFY(runs.front().document == doc);
+        QVERIFY(!runs.front().software_version.empty());
     }
 
     void documentContract()

@@ -36,8 +36,12 @@ Commands:
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)
   validate --suite [--device NAME[:scale]] [--json]
+  validate --plan plan.json [--layout "..."] [--steps N] [--json]
                               the planner's predictions against real engine runs
-                              of the same cases, metric by metric
+                              of the same cases (a plan: scaled down to run here),
+                              metric by metric; stored in the run history
+  history [--limit N] [--json]
+                              past validation runs
   report --plan plan.json --out report.html|report.pdf [--charts png|svg]
                               a self-contained report of a plan with its charts
                               (rendered offscreen; works without a display)
@@ -130,6 +134,8 @@ int run(std::vector<std::string> args)
         return runReport(rest, ctx);
     if (command == "validate")
         return runValidate(rest, ctx);
+    if (command == "history")
+        return runHistory(rest, ctx);
     if (command == "plan")
         return runPlan(rest, ctx);
     if (command == "sweep")

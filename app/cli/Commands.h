@@ -23,6 +23,7 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx);
 int runPredict(const std::vector<std::string>& args, Context& ctx);
 int runReport(const std::vector<std::string>& args, Context& ctx);
 int runValidate(const std::vector<std::string>& args, Context& ctx);
+int runHistory(const std::vector<std::string>& args, Context& ctx);
 int runPlan(const std::vector<std::string>& args, Context& ctx);
 int runSweep(const std::vector<std::string>& args, Context& ctx);
 int runCompare(const std::vector<std::string>& args, Context& ctx);

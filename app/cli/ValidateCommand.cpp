@@ -1,10 +1,19 @@
 // shardscope-cli validate: the planner's prediction against a real engine run of the
 // same case, metric by metric (planner/validation/Validation.h).
 //   validate --suite [--device NAME[:scale]] [--json]
+//   validate --plan plan.json [--layout "..."] [--steps N] [--json]
+//   history [--json]
+// Every validation is stored in the catalog's run history.
 #include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "PlanCommand.h"
+#include "ProblemArgs.h"
+#include "ScaledCase.h"
+#include "Units.h"
 #include "Validation.h"
+
+#include <QJsonArray>
 
 #include <QJsonDocument>
 
@@ -39,56 +48,162 @@ std::string percent(double x)
     return buf;
 }
 
-} // namespace
-
-int runValidate(const std::vector<std::string>& args, Context& ctx)
+void printCase(std::ostream& o, const ValidationResult& r)
 {
-    const char* usage = "shardscope-cli validate --suite [--device NAME[:scale]] [--json]";
-    const CliArgs a(args, {"device"}, {"suite", "json"});
-    a.expectPositional(0, usage);
-    if (!a.flag("suite"))
-        throw UsageError(std::string("give --suite; usage: ") + usage);
-    Catalog catalog(ctx.db_path);
-    const engine::DeviceProfile profile = suiteProfile(catalog, a.value("device").value_or("trainium1:0.001"));
-
-    std::vector<ValidationResult> results;
-    for (const ValidationCase& c : validationSuite(profile))
-        results.push_back(runValidation(c));
-
-    if (a.flag("json")) {
-        ctx.out << QJsonDocument(validationDocument(results)).toJson(QJsonDocument::Indented).toStdString();
-        return kExitOk;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-20s %14s %14s %9s  %s\n", "metric", "predicted", "measured", "error",
+                  "device");
+    o << line;
+    for (const MetricComparison& m : r.metrics) {
+        const bool bytes = m.metric.find("bytes") != std::string::npos;
+        const bool seconds = m.metric.find("_s") != std::string::npos;
+        auto show = [&](double v) {
+            return bytes ? formatBytes(v) : seconds ? formatDuration(v) : formatSi(v, "FLOP");
+        };
+        std::snprintf(line, sizeof line, "  %-20s %14s %14s %9s  %s\n", m.metric.c_str(), show(m.predicted).c_str(),
+                      show(m.measured).c_str(), percent(m.rel_error).c_str(),
+                      m.worst_device >= 0 ? std::to_string(m.worst_device).c_str() : "all");
+        o << line;
     }
+}
+
+void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
+{
     char line[256];
     std::snprintf(line, sizeof line, "%-30s", "case");
-    ctx.out << line;
+    o << line;
     for (const std::string& metric : validationMetrics()) {
         std::snprintf(line, sizeof line, " %12.12s", metric.c_str());
-        ctx.out << line;
+        o << line;
     }
-    ctx.out << "\n";
+    o << "\n";
     for (const ValidationResult& r : results) {
         std::snprintf(line, sizeof line, "%-30.30s", r.c.name.c_str());
-        ctx.out << line;
+        o << line;
         if (!r.error.empty()) {
-            ctx.out << " " << r.error << "\n";
+            o << " " << r.error << "\n";
             continue;
         }
         for (const std::string& metric : validationMetrics()) {
             const MetricComparison* m = r.metric(metric);
             std::snprintf(line, sizeof line, " %12s", m ? percent(m->rel_error).c_str() : "-");
-            ctx.out << line;
+            o << line;
         }
-        ctx.out << "\n";
+        o << "\n";
     }
-    ctx.out << "\nerror of the prediction (predicted / measured - 1); summary over the cases:\n";
+}
+
+void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
+{
+    char line[256];
+    o << "\nerror of the prediction (predicted / measured - 1); summary over the cases:\n";
     for (const std::string& metric : validationMetrics()) {
         const MetricSummary s = summarizeMetric(results, metric);
         std::snprintf(line, sizeof line, "  %-20s median |error| %6.1f%%, worst %6.1f%% (%d cases)\n", metric.c_str(),
                       100 * s.median_rel_error, 100 * s.worst_rel_error, s.cases);
+        o << line;
+    }
+}
+
+} // namespace
+
+int runValidate(const std::vector<std::string>& args, Context& ctx)
+{
+    const char* usage = "shardscope-cli validate --suite [--device NAME[:scale]] [--json]\n"
+                        "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--json]";
+    const CliArgs a(args, {"device", "plan", "layout", "steps"}, {"suite", "json"});
+    a.expectPositional(0, usage);
+    if (a.flag("suite") == a.value("plan").has_value())
+        throw UsageError(std::string("give either --suite or --plan; usage: ") + usage);
+    Catalog catalog(ctx.db_path);
+    std::vector<ValidationResult> results;
+    std::vector<std::string> adaptations;
+    std::string runName = "suite";
+    engine::DeviceProfile profile;
+    if (a.flag("suite")) {
+        profile = suiteProfile(catalog, a.value("device").value_or("trainium1:0.001"));
+        for (const ValidationCase& c : validationSuite(profile))
+            results.push_back(runValidation(c));
+    } else {
+        const PlanDocument plan = loadPlanFile(*a.value("plan"));
+        Layout layout;
+        if (auto text = a.value("layout"))
+            layout = layoutFromArg(*text, plan.problem);
+        else if (plan.best)
+            layout = *plan.best;
+        else
+            throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
+        const ScaledCase scaled = scaledValidationCase(plan.problem, layout, a.integer("steps", 3, 1, 1000));
+        adaptations = scaled.adaptations;
+        profile = scaled.validation.profile;
+        runName = scaled.validation.name;
+        results.push_back(runValidation(scaled.validation));
+    }
+    QJsonObject doc = validationDocument(results);
+    if (!adaptations.empty()) {
+        QJsonArray notes;
+        for (const std::string& n : adaptations)
+            notes.append(QString::fromStdString(n));
+        doc.insert("adaptations", notes);
+    }
+    doc.insert("device", QString::fromStdString(profile.name));
+    const int id = catalog.storeValidationRun(runName, doc);
+
+    if (a.flag("json")) {
+        ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
+        return kExitOk;
+    }
+    if (results.size() == 1) {
+        const ValidationResult& r = results.front();
+        ctx.out << r.c.name << "\n";
+        for (const std::string& n : adaptations)
+            ctx.out << "  note: " << n << "\n";
+        ctx.out << "  engine model: " << r.c.request.model.layers << " layers, hidden " << r.c.request.model.hidden
+                << ", " << r.c.request.model.heads << " heads, vocab " << r.c.request.model.vocab << ", seq "
+                << r.c.request.model.seq << ", batch " << r.c.request.batch << ", layout "
+                << toString(r.c.request.layout) << "\n";
+        if (!r.error.empty())
+            ctx.out << "  could not compare: " << r.error << "\n";
+        else
+            printCase(ctx.out, r);
+    } else {
+        printSuite(ctx.out, results);
+        printSummary(ctx.out, results);
+    }
+    ctx.out << "device: " << profile.name << "; stored as run " << id << " in the history (shardscope-cli history)\n";
+    return kExitOk;
+}
+
+int runHistory(const std::vector<std::string>& args, Context& ctx)
+{
+    const CliArgs a(args, {"limit"}, {"json"});
+    a.expectPositional(0, "shardscope-cli history [--limit N] [--json]");
+    Catalog catalog(ctx.db_path);
+    const auto runs = catalog.validationRuns(a.integer("limit", 20, 1, 100000));
+    if (a.flag("json")) {
+        QJsonArray array;
+        for (const Catalog::ValidationRun& r : runs)
+            array.append(QJsonObject{{"id", r.id},
+                                     {"created_at", QString::fromStdString(r.created_at)},
+                                     {"software_version", QString::fromStdString(r.software_version)},
+                                     {"name", QString::fromStdString(r.name)},
+                                     {"validation", r.document}});
+        ctx.out << QJsonDocument(array).toJson(QJsonDocument::Indented).toStdString();
+        return kExitOk;
+    }
+    for (const Catalog::ValidationRun& r : runs) {
+        const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
+        const double step = summary.value(QLatin1String("device_step_time_s")).toObject().value(
+            QLatin1String("median_rel_error")).toDouble();
+        const int cases = int(r.document.value(QLatin1String("cases")).toArray().size());
+        char line[512];
+        std::snprintf(line, sizeof line, "%4d  %s  %s  %d case%s, device step time median |error| %.1f%%  %s\n", r.id,
+                      r.created_at.c_str(), r.software_version.c_str(), cases, cases == 1 ? "" : "s", 100 * step,
+                      r.name.c_str());
         ctx.out << line;
     }
-    ctx.out << "device: " << profile.name << "\n";
+    if (runs.empty())
+        ctx.out << "no validation runs yet: shardscope-cli validate --suite\n";
     return kExitOk;
 }
 

@@ -1,0 +1,31 @@
+// From a full-size plan to a validation case the engine can run here: the same layout
+// shape on an engine-sized model of the same family, on the plan's chip scaled down so
+// that the small model feels the same memory pressure as the full one on the real chip.
+//
+// What the engine cannot execute is mapped to the nearest case it can, and said:
+// context parallelism (folded into data parallelism), the interleaved schedule (1F1B),
+// optimizer offload (kept on the device), bf16 on a cluster (fp32), and more than
+// kMaxValidationDevices devices (data parallelism, then pipeline, then tensor degree reduced).
+// The engine's model is GPT-2 shaped: other architectures keep their layout shape but
+// train as GPT-2 (said too).
+#pragma once
+
+#include "Validation.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+inline constexpr int kMaxValidationDevices = 16;
+
+struct ScaledCase {
+    ValidationCase validation;
+    std::vector<std::string> adaptations;  // what differs from the plan, for people
+    double memory_scale = 1;               // the chip's capacity, FLOP/s and bandwidth are multiplied by this
+};
+
+// `steps` training steps. Throws InputError when the plan's chip has no figures to scale.
+ScaledCase scaledValidationCase(const Problem& full, const Layout& layout, int steps);
+
+} // namespace shardscope
