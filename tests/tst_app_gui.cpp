@@ -117,7 +117,7 @@ private slots:
         QStringList titles;
         for (int i = 0; i < pages->count(); ++i)
             titles << pages->tabText(i).remove(QLatin1Char('&'));
-        QCOMPARE(titles, (QStringList{"Setup", "Plans", "Plan details", "Explore", "Catalog"}));
+        QCOMPARE(titles, (QStringList{"Setup", "Plans", "Plan details", "Explore", "Validate", "Catalog"}));
         QCOMPARE(pages->widget(int(titles.indexOf(QStringLiteral("Catalog")))), catalogPage());
 
         QStringList kinds;
@@ -302,11 +302,12 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() != nullptr, 120'000);
         const QString shots = dir_->filePath(QStringLiteral("shots"));
         const QStringList files = window_->saveScreenshots(shots);
-        const QStringList pagesExpected{"setup.png", "plans.png", "plan-details.png", "explore.png",
+        const QStringList pagesExpected{"setup.png", "plans.png", "plan-details.png", "explore.png", "validate.png",
                                         "catalog-models.png", "catalog-chips.png", "catalog-node-types.png"};
         const QStringList chartsExpected{"chart-memory.png", "chart-step-time.png", "chart-pipeline-timeline.png",
                                          "chart-device-mesh.png", "chart-pareto-step-memory.png",
-                                         "chart-pareto-time-cost.png", "chart-scaling.png", "chart-node-types.png"};
+                                         "chart-pareto-time-cost.png", "chart-scaling.png", "chart-node-types.png",
+                                         "chart-validation-loss.png", "chart-validation-errors.png"};
         QCOMPARE(files.size(), pagesExpected.size() + chartsExpected.size());
         const QSize windowSize = window_->size() * window_->devicePixelRatio();
         QList<QImage> pageImages;

@@ -9,6 +9,7 @@
 #include "PlansModel.h"
 #include "PlansPage.h"
 #include "SetupPage.h"
+#include "ValidatePage.h"
 
 #include <QComboBox>
 #include <QFile>
@@ -26,6 +27,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThreadPool>
+#include <QTableWidget>
 #include <QTreeWidget>
 
 #include <memory>
@@ -161,6 +163,35 @@ private slots:
         // A finished search after the click would show "done"; the click was during the search.
         QCOMPARE(plans->progress()->format(), QStringLiteral("cancelled"));
         QVERIFY(plans->status()->text().contains(QLatin1String("cancelled")));
+    }
+
+    // Validate the selected plan: cancel a run, then run one to completion.
+    void validateTheSelectedPlan()
+    {
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        ValidatePage* page = window_->validatePage();
+        QVERIFY(page->runButton()->isEnabled());  // a plan is selected
+        page->setSteps(200);
+        QSignalSpy done(page, &ValidatePage::finished);
+        page->start();
+        QVERIFY(page->busy());
+        QVERIFY(page->cancelButton()->isEnabled());
+        page->cancelButton()->click();
+        QVERIFY(done.wait(120'000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), false);
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+
+        page->setSteps(4);
+        page->start();
+        QVERIFY(done.wait(300'000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), true);
+        QVERIFY(page->result().has_value());
+        QVERIFY2(page->result()->error.empty(), page->result()->error.c_str());
+        QCOMPARE(page->metricsTable()->rowCount(), int(validationMetrics().size()));
+        QCOMPARE(page->result()->metric("weights_bytes")->rel_error, 0.0);
+        QCOMPARE(page->result()->measurement.steps.size(), size_t(4));
+        QVERIFY(page->historyTable()->rowCount() >= 1);  // stored in the catalog's history
+        QVERIFY(!catalog_->validationRuns().empty());
     }
 
     void saveAndReopenAPlanFile()

@@ -3,6 +3,7 @@
 #include "Catalog.h"
 #include "MainWindow.h"
 #include "Theme.h"
+#include "ValidatePage.h"
 #include "Version.h"
 
 #include <QApplication>
@@ -66,6 +67,11 @@ int main(int argc, char** argv)
         QElapsedTimer waited;
         waited.start();
         while ((window.busy() || !window.lastResult()) && waited.elapsed() < 600'000)
+            QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+        // A short validation run of the best plan.
+        window.validatePage()->setSteps(10);
+        window.validatePage()->start();
+        while (window.busy() && waited.elapsed() < 600'000)
             QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
         const QStringList files = window.saveScreenshots(parser.value(shots));
         for (const QString& f : files)

@@ -13,6 +13,7 @@
 #include "ProblemOverview.h"
 #include "ReportBuilder.h"
 #include "Theme.h"
+#include "ValidatePage.h"
 #include "Version.h"
 
 #include <QAction>
@@ -47,11 +48,13 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     plans_ = new PlansPage(this);
     details_ = new PlanDetailsPage(this);
     explore_ = new ExplorePage(this);
+    validate_ = new ValidatePage(catalog_, this);
     catalogPage_ = new CatalogPage(catalog_, this);
     pages_->addTab(setup_, tr("&Setup"));
     pages_->addTab(plans_, tr("&Plans"));
     pages_->addTab(details_, tr("Plan &details"));
     pages_->addTab(explore_, tr("&Explore"));
+    pages_->addTab(validate_, tr("&Validate"));
     pages_->addTab(catalogPage_, tr("&Catalog"));
     setCentralWidget(pages_);
 
@@ -114,12 +117,13 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
 
 MainWindow::~MainWindow() = default;
 
-bool MainWindow::busy() const { return search_->busy() || sweep_->busy() || exploreBusy_; }
+bool MainWindow::busy() const { return search_->busy() || sweep_->busy() || exploreBusy_ || validate_->busy(); }
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
     search_->cancel();
     sweep_->cancel();
+    validate_->cancel();
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
@@ -252,6 +256,7 @@ void MainWindow::onPlanSelected(const Plan& plan)
 {
     selected_ = plan.layout;
     details_->showPlan(problem_, plan.layout);
+    validate_->setPlan(problem_, plan.layout);
     if (result_)
         explore_->showSearch(*result_, &plan.layout);
 }
@@ -473,6 +478,11 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
         }
     }
     // Each chart on its own, at the size it has in its page.
+    pages_->setCurrentWidget(validate_);
+    const QList<QWidget*> validateCharts = validate_->charts();
+    const QStringList validateNames{QStringLiteral("chart-validation-loss"), QStringLiteral("chart-validation-errors")};
+    for (int i = 0; i < validateCharts.size(); ++i)
+        save(validateCharts[i], validateNames.value(i));
     pages_->setCurrentWidget(details_);
     const QStringList detailNames{QStringLiteral("chart-memory"), QStringLiteral("chart-step-time"),
                                   QStringLiteral("chart-pipeline-timeline"), QStringLiteral("chart-device-mesh")};

@@ -23,6 +23,7 @@ class ExplorePage;
 class JobRunner;
 class PlanDetailsPage;
 class PlansPage;
+class ValidatePage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -35,6 +36,7 @@ public:
     PlansPage* plansPage() const { return plans_; }
     PlanDetailsPage* detailsPage() const { return details_; }
     ExplorePage* explorePage() const { return explore_; }
+    ValidatePage* validatePage() const { return validate_; }
 
     // True while a search, sweep or comparison runs.
     bool busy() const;
@@ -76,6 +78,7 @@ private:
     PlansPage* plans_ = nullptr;
     PlanDetailsPage* details_ = nullptr;
     ExplorePage* explore_ = nullptr;
+    ValidatePage* validate_ = nullptr;
     CatalogPage* catalogPage_ = nullptr;
     QMenu* recentMenu_ = nullptr;
     JobRunner* search_ = nullptr;

@@ -52,7 +52,8 @@ const MetricComparison* ValidationResult::metric(const std::string& name) const
     return nullptr;
 }
 
-ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base, const std::atomic<bool>* cancel)
+ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base, const std::atomic<bool>* cancel,
+                               const engine::StepCallback& onStep)
 {
     ValidationResult r;
     r.c = c;
@@ -76,10 +77,10 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     try {
         const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);
         if (devices > 1) {
-            r.measurement = engine::runClusterTraining(req, *source, c.profile, {}, cancel);
+            r.measurement = engine::runClusterTraining(req, *source, c.profile, onStep, cancel);
         } else {
             engine::EmulatedDevice device(0, c.profile, 1);
-            r.measurement = engine::runTraining(req, *source, device, {}, cancel);
+            r.measurement = engine::runTraining(req, *source, device, onStep, cancel);
         }
     } catch (const std::exception& e) {  // a request the engine cannot run
         r.error = e.what();

@@ -50,8 +50,9 @@ struct ValidationResult {
 const std::vector<std::string>& validationMetrics();
 
 // Runs the engine and the planner on one case. `cancel` stops the engine run.
+// `onStep` is called after every training step (on a worker thread).
 ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base = defaultCostModelParams(),
-                               const std::atomic<bool>* cancel = nullptr);
+                               const std::atomic<bool>* cancel = nullptr, const engine::StepCallback& onStep = {});
 
 // The built-in suite: every parallel dimension, ZeRO stage, recomputation mode and schedule.
 std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile);

@@ -1,0 +1,261 @@
+#include "ValidatePage.h"
+#include "Catalog.h"
+#include "ChartAdapters.h"
+#include "ChartData.h"
+#include "JobRunner.h"
+#include "ScaledCase.h"
+#include "Units.h"
+
+#include <QChartView>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QLabel>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+QString valueText(const MetricComparison& m, double v)
+{
+    if (m.metric.find("bytes") != std::string::npos)
+        return q(formatBytes(v));
+    if (m.metric.find("_s") != std::string::npos)
+        return q(formatDuration(v));
+    return q(formatSi(v, "FLOP"));
+}
+
+QTableWidget* table(const QStringList& headers, QWidget* parent)
+{
+    auto* t = new QTableWidget(0, int(headers.size()), parent);
+    t->setHorizontalHeaderLabels(headers);
+    t->verticalHeader()->hide();
+    t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->horizontalHeader()->setStretchLastSection(true);
+    t->setAlternatingRowColors(true);
+    return t;
+}
+
+// A scaled case's parts that a worker may use: copies only, never `this`.
+struct ValidationOutcome {
+    ValidationResult result;
+    std::vector<std::string> notes;
+};
+
+} // namespace
+
+ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+{
+    job_ = new JobRunner(this);
+    caseLabel_ = new QLabel(tr("Select a plan: its validation case is derived from it."), this);
+    caseLabel_->setWordWrap(true);
+    caseLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    run_ = new QPushButton(tr("&Validate the selected plan"), this);
+    cancel_ = new QPushButton(tr("Cancel"), this);
+    cancel_->setEnabled(false);
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 1000);
+    lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}}, this);
+    errorChart_ = makeStackedBarChart({tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}}, this);
+    metrics_ = table({tr("metric"), tr("predicted"), tr("measured"), tr("error"), tr("device")}, this);
+    history_ = table({tr("run"), tr("when"), tr("version"), tr("cases"), tr("device step time |error|"), tr("name")}, this);
+
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(run_);
+    bar->addWidget(cancel_);
+    bar->addWidget(progress_, 1);
+    auto* charts = new QSplitter(Qt::Horizontal, this);
+    charts->addWidget(lossChart_);
+    charts->addWidget(errorChart_);
+    auto* tables = new QSplitter(Qt::Horizontal, this);
+    tables->addWidget(metrics_);
+    tables->addWidget(history_);
+    auto* vertical = new QSplitter(Qt::Vertical, this);
+    vertical->addWidget(charts);
+    vertical->addWidget(tables);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(caseLabel_);
+    layout->addLayout(bar);
+    layout->addWidget(vertical, 1);
+
+    connect(run_, &QPushButton::clicked, this, &ValidatePage::start);
+    connect(cancel_, &QPushButton::clicked, this, &ValidatePage::cancel);
+    connect(job_, &JobRunner::progressed, this, [this](double fraction, const QString& text) {
+        progress_->setValue(int(1000 * fraction));
+        progress_->setFormat(text);
+    });
+    connect(job_, &JobRunner::finished, this, [this](quint64, bool cancelled) {
+        run_->setEnabled(problem_.has_value());
+        cancel_->setEnabled(false);
+        if (cancelled) {
+            progress_->setFormat(tr("cancelled"));
+            emit finished(false);
+        }
+    });
+    connect(job_, &JobRunner::failed, this, [this](quint64, const QString& message) {
+        progress_->setFormat(tr("failed: %1").arg(message));
+        emit finished(false);
+    });
+    run_->setEnabled(false);
+    reloadHistory();
+}
+
+QList<QWidget*> ValidatePage::charts() const { return {lossChart_, errorChart_}; }
+
+bool ValidatePage::busy() const { return job_->busy(); }
+
+void ValidatePage::setPlan(const Problem& problem, const Layout& layout)
+{
+    problem_ = problem;
+    layout_ = layout;
+    run_->setEnabled(!job_->busy());
+    caseLabel_->setText(tr("Plan: %1 on %2 x %3, %4")
+                            .arg(q(problem.model.name))
+                            .arg(problem.cluster.nodes)
+                            .arg(q(problem.cluster.node.name), q(toString(layout))));
+}
+
+void ValidatePage::cancel() { job_->cancel(); }
+
+void ValidatePage::addLoss(int step, double loss)
+{
+    losses_.push_back({double(step), loss});
+    XYSeriesData series{tr("loss"), {}, true, false, 0};
+    for (const QPointF& p : losses_)
+        series.points.push_back({p.x(), p.y(), QStringLiteral("step %1: %2").arg(p.x()).arg(p.y(), 0, 'f', 4)});
+    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {series}});
+}
+
+void ValidatePage::start()
+{
+    if (!problem_ || job_->busy())
+        return;
+    ScaledCase scaled;
+    try {
+        scaled = scaledValidationCase(*problem_, layout_, steps_);
+    } catch (const std::exception& e) {
+        progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    losses_.clear();
+    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
+    run_->setEnabled(false);
+    cancel_->setEnabled(true);
+    progress_->setValue(0);
+    QStringList notes;
+    for (const std::string& n : scaled.adaptations)
+        notes << q(n);
+    const engine::TrainRequest& r = scaled.validation.request;
+    caseLabel_->setText(tr("Validation case: %1 layers, hidden %2, %3 heads, vocab %4, seq %5, batch %6 on %7 devices "
+                           "of %8, layout %9%10")
+                            .arg(r.model.layers)
+                            .arg(r.model.hidden)
+                            .arg(r.model.heads)
+                            .arg(r.model.vocab)
+                            .arg(r.model.seq)
+                            .arg(r.batch)
+                            .arg(r.layout.devices())
+                            .arg(q(scaled.validation.profile.name), q(toString(r.layout)),
+                                 notes.isEmpty() ? QString() : tr("\nAdapted: %1").arg(notes.join(QStringLiteral("; ")))));
+
+    const ScaledCase work = scaled;  // the worker gets copies
+    const int steps = steps_;
+    QPointer<ValidatePage> self(this);
+    const quint64 jobId = job_->currentJob() + 1;  // the id start() below will give
+    std::function<ValidationOutcome(const std::atomic<bool>&, const JobRunner::Progress&)> run =
+        [work, steps, self, jobId](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
+            const engine::StepCallback onStep = [self, jobId, steps, progress](const engine::StepRecord& s) {
+                progress(double(s.step) / steps, QObject::tr("step %1 of %2, loss %3").arg(s.step).arg(steps).arg(s.loss, 0, 'f', 4));
+                const int step = s.step;
+                const double loss = s.loss;
+                QMetaObject::invokeMethod(
+                    self.data(),
+                    [self, jobId, step, loss] {
+                        if (self && self->job_->currentJob() == jobId)
+                            self->addLoss(step, loss);
+                    },
+                    Qt::QueuedConnection);
+            };
+            return ValidationOutcome{runValidation(work.validation, defaultCostModelParams(), &cancel, onStep),
+                                     work.adaptations};
+        };
+    job_->start<ValidationOutcome>(run, [this](const ValidationOutcome& outcome) { showResult(outcome.result, outcome.notes); });
+}
+
+void ValidatePage::showResult(const ValidationResult& result, const std::vector<std::string>& notes)
+{
+    result_ = result;
+    metrics_->setRowCount(0);
+    if (!result.error.empty()) {
+        progress_->setFormat(tr("could not compare: %1").arg(q(result.error)));
+        emit finished(false);
+        return;
+    }
+    StackedBarsData errors{tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}};
+    BarSet set{tr("error"), {}, 0};
+    for (const MetricComparison& m : result.metrics) {
+        const int row = metrics_->rowCount();
+        metrics_->insertRow(row);
+        const QString err = std::isfinite(m.rel_error) ? QStringLiteral("%1%").arg(100 * m.rel_error, 0, 'f', 1) : tr("n/a");
+        const QStringList cells{q(m.metric), valueText(m, m.predicted), valueText(m, m.measured), err,
+                                m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
+        for (int c = 0; c < cells.size(); ++c)
+            metrics_->setItem(row, c, new QTableWidgetItem(cells[c]));
+        errors.categories << q(m.metric);
+        // Bars show the size of the error; the table keeps its sign.
+        set.values << (std::isfinite(m.rel_error) ? std::fabs(100 * m.rel_error) : 0.0);
+    }
+    errors.sets = {set};
+    errors.value_axis = tr("|predicted / measured - 1| (%)");
+    setStackedBarChart(errorChart_, errors);
+    metrics_->resizeColumnsToContents();
+
+    QJsonObject doc = validationDocument({result});
+    QJsonArray adaptations;
+    for (const std::string& n : notes)
+        adaptations.append(q(n));
+    doc.insert("adaptations", adaptations);
+    doc.insert("device", q(result.c.profile.name));
+    try {
+        const int id = catalog_.storeValidationRun(result.c.name, doc);
+        progress_->setFormat(tr("done: stored as run %1").arg(id));
+    } catch (const std::exception& e) {
+        progress_->setFormat(tr("done, but not stored: %1").arg(QString::fromUtf8(e.what())));
+    }
+    progress_->setValue(1000);
+    reloadHistory();
+    emit finished(true);
+}
+
+void ValidatePage::reloadHistory()
+{
+    history_->setRowCount(0);
+    for (const Catalog::ValidationRun& r : catalog_.validationRuns(50)) {
+        const int row = history_->rowCount();
+        history_->insertRow(row);
+        const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
+        const double step = summary.value(QLatin1String("device_step_time_s"))
+                                .toObject()
+                                .value(QLatin1String("median_rel_error"))
+                                .toDouble();
+        const QStringList cells{QString::number(r.id), q(r.created_at), q(r.software_version),
+                                QString::number(r.document.value(QLatin1String("cases")).toArray().size()),
+                                QStringLiteral("%1%").arg(100 * step, 0, 'f', 1), q(r.name)};
+        for (int c = 0; c < cells.size(); ++c)
+            history_->setItem(row, c, new QTableWidgetItem(cells[c]));
+    }
+    history_->resizeColumnsToContents();
+}
+
+} // namespace shardscope

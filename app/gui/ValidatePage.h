@@ -1,0 +1,71 @@
+// ValidatePage: runs the engine on the selected plan's validation case (scaled down to
+// run here, same layout shape and memory pressure) off the GUI thread, with progress, a
+// live loss curve and Cancel; then the planner's prediction against the measurement,
+// metric by metric (table and chart), stored in the run history shown below.
+#pragma once
+
+#include "Layout.h"
+#include "Problem.h"
+#include "Validation.h"
+
+#include <QWidget>
+
+#include <optional>
+
+class QChartView;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QTableWidget;
+
+namespace shardscope {
+
+class Catalog;
+class JobRunner;
+
+class ValidatePage : public QWidget {
+    Q_OBJECT
+public:
+    ValidatePage(Catalog& catalog, QWidget* parent = nullptr);
+
+    // The plan to validate (the selected one).
+    void setPlan(const Problem& problem, const Layout& layout);
+    void start();
+    void cancel();
+    bool busy() const;
+    int steps() const { return steps_; }
+    void setSteps(int steps) { steps_ = steps; }
+
+    const std::optional<ValidationResult>& result() const { return result_; }
+    QPushButton* runButton() const { return run_; }
+    QPushButton* cancelButton() const { return cancel_; }
+    QTableWidget* metricsTable() const { return metrics_; }
+    QTableWidget* historyTable() const { return history_; }
+    QList<QWidget*> charts() const;
+
+signals:
+    void finished(bool ok);
+
+private:
+    void showResult(const ValidationResult& result, const std::vector<std::string>& notes);
+    void reloadHistory();
+    void addLoss(int step, double loss);
+
+    Catalog& catalog_;
+    JobRunner* job_ = nullptr;
+    std::optional<Problem> problem_;
+    Layout layout_;
+    int steps_ = 20;
+    std::optional<ValidationResult> result_;
+    QVector<QPointF> losses_;
+    QLabel* caseLabel_ = nullptr;
+    QPushButton* run_ = nullptr;
+    QPushButton* cancel_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QChartView* lossChart_ = nullptr;
+    QChartView* errorChart_ = nullptr;
+    QTableWidget* metrics_ = nullptr;
+    QTableWidget* history_ = nullptr;
+};
+
+} // namespace shardscope
