@@ -93,6 +93,23 @@ private slots:
                                      "scaling"}));
     }
 
+    // Once the plan has been validated, its report shows the latest validation.
+    void validatedPlanReportShowsTheValidation()
+    {
+        const QString out = dir_.filePath("validated.html");
+        const Run before = cli(dir_, {"report", "--plan", plan_, "--out", out});
+        QVERIFY2(before.exitCode == 0, before.err.constData());
+        QVERIFY(!read(out).contains("Validation: predicted vs measured"));
+        const Run validate = cli(dir_, {"validate", "--plan", plan_, "--steps", "2"});
+        QVERIFY2(validate.exitCode == 0, validate.err.constData());
+        const Run after = cli(dir_, {"report", "--plan", plan_, "--out", out});
+        QVERIFY2(after.exitCode == 0, after.err.constData());
+        const QString html = QString::fromUtf8(read(out));
+        QVERIFY(html.contains("Validation: predicted vs measured"));
+        for (const char* metric : {"weights_bytes", "activations_bytes", "device_step_time_s"})
+            QVERIFY2(html.contains(QLatin1String(metric)), metric);
+    }
+
     void svgChartsBesideTheHtml()
     {
         const QString out = dir_.filePath("svg-report.html");
@@ -161,8 +178,8 @@ private slots:
         p.model.ffn_hidden = 1024;
         p.model.vocab = 1000;
         p.model.max_seq = 512;
-        p.cluster.node.name = "n";
-        p.cluster.node.chip.name = "c";
+        p.cluster.node.name = std::string("test-node");
+        p.cluster.node.chip.name = std::string("test-chip");
         p.cluster.node.chip.peak_flops_bf16 = 1e14;
         p.cluster.node.chip.hbm_bytes = 16e9;
         p.cluster.node.chip.hbm_bytes_per_second = 1e12;

@@ -11,6 +11,8 @@
 #include "SetupPage.h"
 #include "ValidatePage.h"
 
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QJsonArray>
@@ -82,6 +84,9 @@ private slots:
 
     void changeSetupSearchesAndShowsTheBestPlan()
     {
+        // The plans model is checked by Qt's model tester through every reset that follows.
+        new QAbstractItemModelTester(window_->plansPage()->model(), QAbstractItemModelTester::FailureReportingMode::QtTest,
+                                     window_.get());
         QSignalSpy spy(window_.get(), &MainWindow::searchFinished);
         SetupPage* setup = window_->setupPage();
         setup->modelBox()->setCurrentIndex(setup->modelBox()->findData(QStringLiteral("llama-2-7b")));
@@ -107,6 +112,18 @@ private slots:
         const Prediction again = CostModel::evaluate(window_->lastProblem(), best.layout);
         QCOMPARE(again.step_time_s, best.prediction.step_time_s);
         QVERIFY(details->terms()->topLevelItemCount() >= 8);
+
+        // Infeasible plans can be listed too, greyed, after the feasible ones.
+        window_->plansPage()->showInfeasible()->setChecked(true);
+        QCOMPARE(model->rowCount(), int(result->top.size() + result->top_infeasible.size()));
+        if (!result->top_infeasible.empty()) {
+            const QModelIndex last = model->index(model->rowCount() - 1, PlansModel::Feasible);
+            QVERIFY(model->data(last, Qt::DisplayRole).toString() != QLatin1String("yes"));
+            QVERIFY(model->data(last, Qt::ForegroundRole).isValid());
+        }
+        window_->plansPage()->showInfeasible()->setChecked(false);
+        QCOMPARE(model->rowCount(), int(result->top.size()));
+        window_->plansPage()->selectRow(0);
 
         // Selecting another row shows that plan.
         window_->plansPage()->selectRow(2);

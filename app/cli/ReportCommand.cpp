@@ -1,10 +1,12 @@
 // shardscope-cli report: a self-contained HTML or PDF report of a plan file, with the
 // same charts as the GUI, rendered offscreen (headless: no display needed).
+#include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
 #include "ReportBuilder.h"
+#include "ScaledCase.h"
 #include "Search.h"
 #include "Sweep.h"
 
@@ -61,6 +63,18 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
     SearchOptions sweepOptions = options;
     sweepOptions.top_k = 1;
     input.sweep = sweepNodes(plan.problem, nodes, SearchSpace{}, sweepOptions);
+
+    // The latest validation of this plan, when it was validated (shardscope-cli validate --plan).
+    {
+        Catalog catalog(ctx.db_path);
+        const std::string name = validationRunName(plan.problem, input.chosen);
+        for (const Catalog::ValidationRun& run : catalog.validationRuns(1000))
+            if (run.name == name) {
+                input.validation = run.document;
+                input.validation_when = QString::fromStdString(run.created_at);
+                break;
+            }
+    }
 
     ReportBuilder builder(input, QString::fromStdString(*out), format, charts);
     for (int step = 0; step < builder.steps(); ++step)

@@ -12,6 +12,7 @@
 #include "PlansPage.h"
 #include "ProblemOverview.h"
 #include "ReportBuilder.h"
+#include "ScaledCase.h"
 #include "Theme.h"
 #include "ValidatePage.h"
 #include "Version.h"
@@ -369,6 +370,13 @@ QString MainWindow::exportReport(const QString& path, bool showProgress)
                       .arg(QString::fromStdString(problem_.model.name))
                       .arg(problem_.cluster.nodes)
                       .arg(QString::fromStdString(problem_.cluster.node.name));
+    const std::string runName = validationRunName(problem_, input.chosen);
+    for (const Catalog::ValidationRun& run : catalog_.validationRuns(1000))
+        if (run.name == runName) {
+            input.validation = run.document;
+            input.validation_when = QString::fromStdString(run.created_at);
+            break;
+        }
     ReportBuilder builder(input, path, format, ChartFormat::Png);
     // Charts are widgets and render on this thread: one per event-loop turn keeps the
     // window responsive and the dialog's Cancel working.

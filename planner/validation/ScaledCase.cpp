@@ -7,6 +7,12 @@
 
 namespace shardscope {
 
+std::string validationRunName(const Problem& full, const Layout& layout)
+{
+    return full.model.name + " on " + std::to_string(full.cluster.nodes) + " x " + full.cluster.node.name + " " +
+           toString(layout) + " (scaled)";
+}
+
 ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps)
 {
     ScaledCase out;
@@ -98,7 +104,7 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         node.inter_node_bytes_per_second > 0 ? node.inter_node_bytes_per_second / node.devicesPerNode() * out.memory_scale
                                              : r.links.intra_bytes_per_second;
     r.links.node_devices = std::min<int>(node.devicesPerNode(), int(l.devices()));
-    c.name = full.model.name + " " + toString(fullLayout) + " (scaled)";
+    c.name = validationRunName(full, fullLayout);
     return out;
 }
 

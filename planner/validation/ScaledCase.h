@@ -25,6 +25,9 @@ struct ScaledCase {
     double memory_scale = 1;               // the chip's capacity, FLOP/s and bandwidth are multiplied by this
 };
 
+// The name a plan's validation runs are stored under in the history.
+std::string validationRunName(const Problem& full, const Layout& layout);
+
 // `steps` training steps. Throws InputError when the plan's chip has no figures to scale.
 ScaledCase scaledValidationCase(const Problem& full, const Layout& layout, int steps);
 

@@ -15,6 +15,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QPageSize>
 #include <QPainter>
 #include <QPdfWriter>
@@ -260,6 +261,31 @@ QString ReportBuilder::html(bool forPdf) const
                  .arg(imageSource(*c))
                  .arg(forPdf ? 640 : kChartWidth)
                  .arg(esc(c->name), esc(c->caption));
+
+    // The latest validation of this plan.
+    if (in_.validation) {
+        const QJsonArray cases = in_.validation->value(QLatin1String("cases")).toArray();
+        h += QStringLiteral("<h2>Validation: predicted vs measured</h2>\n<p>The plan's layout run for real on an emulated "
+                            "cluster (%1), scaled down to run here; %2.</p>\n")
+                 .arg(esc(in_.validation->value(QLatin1String("device")).toString()), esc(in_.validation_when));
+        for (const QJsonValue& note : in_.validation->value(QLatin1String("adaptations")).toArray())
+            h += QStringLiteral("<p class=caption>adapted: %1</p>\n").arg(esc(note.toString()));
+        if (!cases.isEmpty()) {
+            const QJsonObject metrics = cases.first().toObject().value(QLatin1String("metrics")).toObject();
+            h += QStringLiteral("<table><tr><th>metric</th><th>predicted</th><th>measured</th><th>error</th></tr>\n");
+            for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+                const QJsonObject m = it.value().toObject();
+                const QJsonValue err = m.value(QLatin1String("rel_error"));
+                h += QStringLiteral("<tr><td>%1</td><td class=n>%2</td><td class=n>%3</td><td class=n>%4</td></tr>\n")
+                         .arg(esc(it.key()))
+                         .arg(m.value(QLatin1String("predicted")).toDouble(), 0, 'g', 4)
+                         .arg(m.value(QLatin1String("measured")).toDouble(), 0, 'g', 4)
+                         .arg(err.isDouble() ? QStringLiteral("%1%").arg(100 * err.toDouble(), 0, 'f', 1)
+                                             : QStringLiteral("n/a"));
+            }
+            h += QStringLiteral("</table>\n");
+        }
+    }
 
     // The terms.
     h += QStringLiteral("<h2>Where the figures come from</h2>\n<table><tr><th>figure</th><th>term</th><th>value</th>"

@@ -14,11 +14,13 @@
 #include "Sweep.h"
 
 #include <QByteArray>
+#include <QJsonObject>
 #include <QString>
 #include <QStringList>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace shardscope {
@@ -32,6 +34,9 @@ struct ReportInput {
     SearchResult result;   // alternatives and the Pareto front; may be empty
     SweepResult sweep;     // the scaling curve; may be empty
     QString title;
+    // The latest validation of this plan from the run history ("shardscope.validation/1"), if any.
+    std::optional<QJsonObject> validation;
+    QString validation_when;
 };
 
 class ReportBuilder {
