@@ -522,12 +522,15 @@ NodeType Catalog::node(const std::string& name) const
     return *n;
 }
 
-std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bool replace)
+namespace {
+
+// An import's entries, parsed and checked against the catalog (names, built-ins, kinds).
+std::vector<ParsedEntry> checkedEntries(const Catalog& catalog, const QJsonObject& document, bool replace,
+                                        FieldErrors& errors)
 {
-    FieldErrors errors;
     const auto docs = documentsOf(document, errors);
     const std::vector<ParsedEntry> parsed =
-        parseAll(docs, errors, [this](const std::string& c) { return findChip(c); });
+        parseAll(docs, errors, [&catalog](const std::string& c) { return catalog.findChip(c); });
 
     std::set<std::string> seen;
     for (const ParsedEntry& e : parsed) {
@@ -535,7 +538,7 @@ std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bo
             errors.push_back({e.path + ".name", "\"" + e.name + "\" appears twice in this file"});
             continue;
         }
-        if (const auto existing = find(e.name)) {
+        if (const auto existing = catalog.find(e.name)) {
             if (existing->builtin)
                 errors.push_back({e.path + ".name", "\"" + e.name + "\" is a built-in entry and cannot be replaced; "
                                                                     "import it under another name"});
@@ -545,6 +548,22 @@ std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bo
                 errors.push_back({e.path + ".name", "\"" + e.name + "\" already exists; use --replace to overwrite it"});
         }
     }
+    return parsed;
+}
+
+} // namespace
+
+FieldErrors Catalog::checkImport(const QJsonObject& document, bool replace) const
+{
+    FieldErrors errors;
+    checkedEntries(*this, document, replace, errors);
+    return errors;
+}
+
+std::vector<std::string> Catalog::importDocument(const QJsonObject& document, bool replace)
+{
+    FieldErrors errors;
+    const auto parsed = checkedEntries(*this, document, replace, errors);
     if (!errors.empty())
         throw InputError(errors);
 

@@ -81,6 +81,8 @@ public:
     // and leaves the catalog unchanged. Existing user entries of the same name are
     // replaced only when `replace` is true; built-ins are never replaced.
     std::vector<std::string> importDocument(const QJsonObject& document, bool replace = false);
+    // What importDocument would refuse, without writing anything (for editors that check as you type).
+    FieldErrors checkImport(const QJsonObject& document, bool replace = false) const;
     // Removes a user entry; built-ins and entries other entries depend on are refused.
     void remove(const std::string& name);
 

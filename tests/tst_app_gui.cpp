@@ -4,6 +4,7 @@
 // The catalog lives in a QTemporaryDir and QSettings are redirected there too.
 #include "Catalog.h"
 #include "CatalogPage.h"
+#include "JsonEntryDialog.h"
 #include "MainWindow.h"
 #include "ModelSpec.h"
 #include "Units.h"
@@ -15,6 +16,7 @@
 #include <QFontInfo>
 #include <QHeaderView>
 #include <QImage>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QSet>
 #include <QSettings>
@@ -22,6 +24,9 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QSignalSpy>
+#include <QJsonDocument>
+#include <QFile>
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
@@ -294,6 +299,51 @@ private slots:
             std::reverse(counts.begin(), counts.end());
         QVERIFY2(std::is_sorted(counts.cbegin(), counts.cend()), "Parameters column is not in numeric order");
         QVERIFY(counts.front() < counts.back());
+    }
+
+    // Chips and node types are edited as JSON with import's checks as you type.
+    void jsonEntryEditor()
+    {
+        JsonEntryDialog dialog(*catalog_, catalog_->entry("trainium1").document, false);
+        QVERIFY(!dialog.acceptable());  // the built-in's own name is taken
+        QVERIFY(dialog.messages()->text().contains("built-in"));
+        QJsonObject doc = catalog_->entry("trainium1").document;
+        doc["name"] = "my-trainium";
+        doc["hbm_bytes"] = "32 parsecs";
+        dialog.editor()->setPlainText(QString::fromUtf8(QJsonDocument(doc).toJson()));
+        QVERIFY(!dialog.acceptable());
+        QVERIFY2(dialog.messages()->text().contains("hbm_bytes"), qPrintable(dialog.messages()->text()));
+        doc["hbm_bytes"] = "64 GiB";
+        dialog.editor()->setPlainText(QString::fromUtf8(QJsonDocument(doc).toJson()));
+        QVERIFY2(dialog.acceptable(), qPrintable(dialog.messages()->text()));
+        dialog.editor()->setPlainText(QStringLiteral("{ \"schema\": "));
+        QVERIFY(!dialog.acceptable());
+        QVERIFY(dialog.messages()->text().contains("line"));
+    }
+
+    void catalogPageExportAndRemove()
+    {
+        CatalogPage* page = catalogPage();
+        QSignalSpy changed(page, &CatalogPage::catalogChanged);
+        page->select("gpt2-small");
+        QCOMPARE(page->selectedName(), std::string("gpt2-small"));
+        const QString path = dir_->filePath("gpt2-small.json");
+        QVERIFY(page->exportSelected(path).isEmpty());
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(f.readAll()).object().value("parameters").toDouble(), 124439808.0);
+        QVERIFY(page->removeSelected().contains("built-in"));  // read-only
+        QCOMPARE(changed.count(), 0);
+
+        QJsonObject mine = catalog_->entry("gpt2-small").document;
+        mine["name"] = "my-gpt2";
+        catalog_->importDocument(mine);
+        page->reload();
+        page->select("my-gpt2");
+        QCOMPARE(page->selectedName(), std::string("my-gpt2"));
+        QVERIFY(page->removeSelected().isEmpty());
+        QVERIFY(!catalog_->find("my-gpt2"));
+        QCOMPARE(changed.count(), 1);
     }
 
     void screenshots()

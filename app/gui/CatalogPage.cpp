@@ -1,9 +1,19 @@
 #include "CatalogPage.h"
 #include "Catalog.h"
 #include "EntrySummary.h"
+#include "JsonEntryDialog.h"
+#include "ModelDialog.h"
+#include "SpecJson.h"
 #include "Units.h"
 
+#include <QFileDialog>
+#include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonDocument>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSaveFile>
 #include <QLabel>
 #include <QSplitter>
 #include <QTabWidget>
@@ -79,9 +89,49 @@ CatalogPage::CatalogPage(Catalog& catalog, QWidget* parent) : QWidget(parent), c
     details_->setWordWrap(true);
     details_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
 
+    auto* newButton = new QPushButton(tr("&New..."), this);
+    auto* newMenu = new QMenu(newButton);
+    newMenu->addAction(tr("Model..."), this, [this] { newEntry("model"); });
+    newMenu->addAction(tr("Chip (JSON)..."), this, [this] { newEntry("chip"); });
+    newMenu->addAction(tr("Node type (JSON)..."), this, [this] { newEntry("node"); });
+    newButton->setMenu(newMenu);
+    edit_ = new QPushButton(tr("&Edit..."), this);
+    edit_->setToolTip(tr("Edit your entry; a built-in entry is copied under a new name first"));
+    auto* exportButton = new QPushButton(tr("E&xport..."), this);
+    remove_ = new QPushButton(tr("&Remove"), this);
+    connect(edit_, &QPushButton::clicked, this, &CatalogPage::editSelected);
+    connect(exportButton, &QPushButton::clicked, this, [this] {
+        const std::string name = selectedName();
+        if (name.empty())
+            return;
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export entry"),
+                                                          QString::fromStdString(name) + QStringLiteral(".json"),
+                                                          tr("JSON (*.json)"));
+        if (path.isEmpty())
+            return;
+        if (const QString error = exportSelected(path); !error.isEmpty())
+            QMessageBox::warning(this, tr("Export entry"), error);
+    });
+    connect(remove_, &QPushButton::clicked, this, [this] {
+        const std::string name = selectedName();
+        if (name.empty() ||
+            QMessageBox::question(this, tr("Remove entry"), tr("Remove %1 from the catalog?").arg(QString::fromStdString(name))) !=
+                QMessageBox::Yes)
+            return;
+        if (const QString error = removeSelected(); !error.isEmpty())
+            QMessageBox::warning(this, tr("Remove entry"), error);
+    });
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(newButton);
+    buttons->addWidget(edit_);
+    buttons->addWidget(exportButton);
+    buttons->addWidget(remove_);
+    buttons->addStretch();
+
     auto* right = new QWidget(this);
     auto* rightLayout = new QVBoxLayout(right);
     rightLayout->setContentsMargins(0, 0, 0, 0);
+    rightLayout->addLayout(buttons);
     rightLayout->addWidget(title_);
     rightLayout->addWidget(details_);
 
@@ -171,6 +221,144 @@ void CatalogPage::reload()
     showDetails(qobject_cast<QTableWidget*>(tabs_->currentWidget()));
 }
 
+std::string CatalogPage::selectedName() const
+{
+    const auto* table = qobject_cast<QTableWidget*>(tabs_->currentWidget());
+    if (!table || table->currentRow() < 0 || !table->item(table->currentRow(), 0))
+        return {};
+    return table->item(table->currentRow(), 0)->text().toStdString();
+}
+
+void CatalogPage::select(const std::string& name)
+{
+    for (int t = 0; t < tabs_->count(); ++t) {
+        auto* table = qobject_cast<QTableWidget*>(tabs_->widget(t));
+        for (int r = 0; table && r < table->rowCount(); ++r)
+            if (table->item(r, 0) && table->item(r, 0)->text().toStdString() == name) {
+                tabs_->setCurrentIndex(t);
+                table->selectRow(r);
+                return;
+            }
+    }
+}
+
+QString CatalogPage::exportSelected(const QString& path)
+{
+    const auto entry = catalog_.find(selectedName());
+    if (!entry)
+        return tr("select an entry first");
+    const QByteArray text = QJsonDocument(entry->document).toJson(QJsonDocument::Indented);
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit())
+        return tr("cannot write %1: %2").arg(path, f.errorString());
+    return {};
+}
+
+QString CatalogPage::removeSelected()
+{
+    try {
+        catalog_.remove(selectedName());
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+    reload();
+    emit catalogChanged();
+    return {};
+}
+
+void CatalogPage::newEntry(const char* kind)
+{
+    QJsonObject start;
+    const std::string selected = selectedName();
+    const auto entry = catalog_.find(selected);
+    if (std::string(kind) == "model") {
+        ModelSpec m;
+        if (entry && entry->kind == EntryKind::Model)
+            m = catalog_.model(selected);
+        else
+            m = catalog_.model("gpt2-small");
+        m.name = "my-model";
+        m.display_name = "My model";
+        m.source.clear();
+        ModelDialog dialog(m, this);
+        if (dialog.exec() != QDialog::Accepted)
+            return;
+        try {
+            catalog_.importDocument(toJson(dialog.model()));
+        } catch (const std::exception& e) {
+            QMessageBox::warning(this, tr("New model"), QString::fromUtf8(e.what()));
+            return;
+        }
+        reload();
+        select(dialog.model().name);
+        emit catalogChanged();
+        return;
+    }
+    // A chip or node type starts from the selected one of that kind (or a built-in) as a template.
+    const EntryKind want = std::string(kind) == "chip" ? EntryKind::Chip : EntryKind::Node;
+    if (entry && entry->kind == want)
+        start = entry->document;
+    else
+        start = catalog_.entry(want == EntryKind::Chip ? "trainium1" : "trn1.32xlarge").document;
+    start.insert(QStringLiteral("name"), QStringLiteral("my-%1").arg(QLatin1String(kind)));
+    start.remove(QStringLiteral("sources"));
+    JsonEntryDialog dialog(catalog_, start, false, this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    try {
+        const auto names = catalog_.importDocument(dialog.document());
+        reload();
+        if (!names.empty())
+            select(names.front());
+        emit catalogChanged();
+    } catch (const std::exception& e) {
+        QMessageBox::warning(this, tr("New entry"), QString::fromUtf8(e.what()));
+    }
+}
+
+void CatalogPage::editSelected()
+{
+    const std::string name = selectedName();
+    const auto entry = catalog_.find(name);
+    if (!entry)
+        return;
+    // Built-ins are read-only: editing one edits a copy under a new name.
+    const bool copy = entry->builtin;
+    try {
+        if (entry->kind == EntryKind::Model) {
+            ModelSpec m = catalog_.model(name);
+            if (copy) {
+                m.name += "-custom";
+                m.display_name += " (custom)";
+                m.source.clear();
+            }
+            ModelDialog dialog(m, this);
+            if (dialog.exec() != QDialog::Accepted)
+                return;
+            const ModelSpec edited = dialog.model();
+            catalog_.importDocument(toJson(edited), !copy && edited.name == name);
+            reload();
+            select(edited.name);
+        } else {
+            QJsonObject start = entry->document;
+            if (copy) {
+                start.insert(QStringLiteral("name"), QString::fromStdString(name + "-custom"));
+                start.remove(QStringLiteral("sources"));
+            }
+            JsonEntryDialog dialog(catalog_, start, !copy, this);
+            if (dialog.exec() != QDialog::Accepted)
+                return;
+            const auto names = catalog_.importDocument(dialog.document(), !copy);
+            reload();
+            if (!names.empty())
+                select(names.front());
+        }
+        emit catalogChanged();
+    } catch (const std::exception& e) {
+        QMessageBox::warning(this, tr("Edit entry"), QString::fromUtf8(e.what()));
+    }
+}
+
 void CatalogPage::showDetails(QTableWidget* table)
 {
     details_->clear();
@@ -187,6 +375,8 @@ void CatalogPage::showDetails(QTableWidget* table)
     case EntryKind::Node: rows = describe(catalog_.node(name)); break;
     }
     title_->setText(q(entry->display_name.empty() ? name : entry->display_name));
+    edit_->setText(entry->builtin ? tr("Copy and &edit...") : tr("&Edit..."));
+    remove_->setEnabled(!entry->builtin);
     for (const auto& [field, value] : rows) {
         if (value.empty())
             continue;

@@ -4,6 +4,9 @@
 
 #include <QWidget>
 
+#include <string>
+
+class QPushButton;
 class QTabWidget;
 class QTableWidget;
 class QTreeWidget;
@@ -20,9 +23,21 @@ public:
 
     void reload();
     QTabWidget* kindTabs() const { return tabs_; }
+    // The entry selected in the current tab, or empty.
+    std::string selectedName() const;
+    void select(const std::string& name);
+
+    // Actions on the selected entry (also the buttons). They return an error message or empty.
+    QString exportSelected(const QString& path);
+    QString removeSelected();
+
+signals:
+    void catalogChanged();
 
 private:
     void showDetails(QTableWidget* table);
+    void editSelected();
+    void newEntry(const char* kind);
 
     Catalog& catalog_;
     QTabWidget* tabs_ = nullptr;
@@ -31,6 +46,8 @@ private:
     QTableWidget* nodes_ = nullptr;
     QTreeWidget* details_ = nullptr;
     QLabel* title_ = nullptr;
+    QPushButton* edit_ = nullptr;
+    QPushButton* remove_ = nullptr;
 };
 
 } // namespace shardscope

@@ -57,6 +57,7 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     pages_->addTab(explore_, tr("&Explore"));
     pages_->addTab(validate_, tr("&Validate"));
     pages_->addTab(catalogPage_, tr("&Catalog"));
+    connect(catalogPage_, &CatalogPage::catalogChanged, setup_, &SetupPage::reloadCatalog);
     setCentralWidget(pages_);
 
     connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
