@@ -425,29 +425,54 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
-        case 2:
             dpComm = reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
             window = slow.bwd_s;
             break;
-        default:
-            // Parameters gathered before forward and again before backward, gradients reduce-
-            // scattered, for every micro-batch; prefetching overlaps the whole step.
-            dpComm = m * (2 * allGatherTime(shard, weightBytes, shardLink) +
+        case 2:
+            // Only the gradient shard is kept, so gradients are reduce-scattered after every
+            // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
+            dpComm = m * reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
+                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
+            pr.comm_bytes.dp = m * ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
+                               allReduceBytes(replicas, gradBytes / shardGroup);
+            window = m * slow.bwd_s;
+            break;
+        default: {
+            // Parameters gathered before forward and again before backward (a layer recomputed in
+            // backward reuses the parameters it gathers for it: DeepSpeed's max_reuse_distance), and
+            // gradients reduce-scattered, for every micro-batch; prefetching overlaps the step.
+            const double gathers = 2.0;
+            dpComm = m * (gathers * allGatherTime(shard, weightBytes, shardLink) +
                           reduceScatterTime(shard, gradBytes, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            pr.comm_bytes.dp = m * (2 * ringHalfBytes(shardGroup, weightBytes) + ringHalfBytes(shardGroup, gradBytes)) +
+            pr.comm_bytes.dp = m * (gathers * ringHalfBytes(shardGroup, weightBytes) +
+                                    ringHalfBytes(shardGroup, gradBytes)) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
             break;
+        }
         }
         ts.dp_comm = std::max(0.0, dpComm - prm.dp_overlap * window);
         note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", dpComm,
              "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
         note(sink, "time_s.dp_comm", "hidden behind compute", -(dpComm - ts.dp_comm),
              "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
+    }
+
+    // ---- a tied embedding lives on the first and the last stage: its gradients are all-reduced
+    // between the two once per step (Megatron's embedding group), after the pipeline drains. ----
+    if (p > 1 && problem_.model.tied_embeddings) {
+        const double embeddingBytes = double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_;
+        const double stride = double(l.tp) * l.cp * l.dp * (p - 1);
+        const GroupPlacement ends = placeGroup(2, stride, domain_devices_);
+        const double sync = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
+        ts.dp_comm += sync;
+        pr.comm_bytes.dp += allReduceBytes(2, embeddingBytes);
+        note(sink, "time_s.dp_comm", "tied embedding gradients, first and last stage", sync,
+             "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
     }
 
     // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----
