@@ -171,12 +171,14 @@ Eigen::VectorXd residuals(const std::vector<CalibrationCase>& cases, const CostM
 
 } // namespace
 
-FitResult fitCostModel(const std::vector<CalibrationCase>& cases, const CostModelParams& start,
-                       const std::vector<FitTerm>& terms, const std::string& vendor)
+CostModelParams fitTerms(const std::function<std::vector<double>(const CostModelParams&)>& residualsVector,
+                         const CostModelParams& start, const std::vector<FitTerm>& terms, const std::string& vendor,
+                         int* iterations)
 {
-    FitResult out;
-    out.params = start;
-    out.before = summarize(evaluateCases(cases, start));
+    auto residualsOf = [&](const CostModelParams& p) {
+        const std::vector<double> r = residualsVector(p);
+        return Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(r.data(), Eigen::Index(r.size())));
+    };
     const Eigen::Index n = Eigen::Index(terms.size());
     Eigen::VectorXd x(n);
     for (Eigen::Index j = 0; j < n; ++j)
@@ -187,46 +189,58 @@ FitResult fitCostModel(const std::vector<CalibrationCase>& cases, const CostMode
             set(p, terms[size_t(j)], at(j), vendor);
         return p;
     };
-    Eigen::VectorXd r = residuals(cases, paramsAt(x));
+    Eigen::VectorXd r = residualsOf(paramsAt(x));
     double cost = r.squaredNorm();
     double lambda = 1e-2;
-    for (int it = 0; it < 100; ++it) {
-        out.iterations = it + 1;
-        // Forward-difference Jacobian of the log residuals.
+    int it = 0;
+    for (; it < 100; ++it) {
+        // Forward-difference Jacobian of the residuals.
         Eigen::MatrixXd J(r.size(), n);
         for (Eigen::Index j = 0; j < n; ++j) {
             Eigen::VectorXd xp = x;
             const double step = 1e-4 * std::max(1.0, std::fabs(x(j)));
             xp(j) += step;
-            J.col(j) = (residuals(cases, paramsAt(xp)) - r) / step;
+            J.col(j) = (residualsOf(paramsAt(xp)) - r) / step;
         }
         const Eigen::MatrixXd A = J.transpose() * J;
         const Eigen::VectorXd g = J.transpose() * r;
-        bool improved = false;
+        bool improved = false, converged = false;
         for (int tries = 0; tries < 10 && !improved; ++tries) {
             Eigen::MatrixXd damped = A;
             damped.diagonal() += lambda * A.diagonal().cwiseMax(1e-9);
-            const Eigen::VectorXd dx = damped.ldlt().solve(-g);
-            const Eigen::VectorXd xn = x + dx;
-            const Eigen::VectorXd rn = residuals(cases, paramsAt(xn));
+            const Eigen::VectorXd xn = x + damped.ldlt().solve(-g);
+            const Eigen::VectorXd rn = residualsOf(paramsAt(xn));
             const double cn = rn.squaredNorm();
             if (std::isfinite(cn) && cn < cost) {
-                const double gain = cost - cn;
+                converged = cost - cn < 1e-10 * cost;
                 x = xn;
                 r = rn;
                 cost = cn;
                 lambda = std::max(1e-7, lambda / 3);
                 improved = true;
-                if (gain < 1e-10 * cost)
-                    it = 1000;  // converged
             } else {
                 lambda *= 4;
             }
         }
-        if (!improved)
+        if (!improved || converged)
             break;
     }
-    out.params = paramsAt(x);
+    if (iterations)
+        *iterations = it + 1;
+    return paramsAt(x);
+}
+
+FitResult fitCostModel(const std::vector<CalibrationCase>& cases, const CostModelParams& start,
+                       const std::vector<FitTerm>& terms, const std::string& vendor)
+{
+    FitResult out;
+    out.before = summarize(evaluateCases(cases, start));
+    out.params = fitTerms(
+        [&](const CostModelParams& p) {
+            const Eigen::VectorXd r = residuals(cases, p);
+            return std::vector<double>(r.data(), r.data() + r.size());
+        },
+        start, terms, vendor, &out.iterations);
     out.after = summarize(evaluateCases(cases, out.params));
     return out;
 }

@@ -9,6 +9,7 @@
 #include "Layout.h"
 #include "Problem.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ struct FitResult {
     ErrorSummary before, after;
     int iterations = 0;
 };
+
+// Levenberg-Marquardt over `terms` minimising |residuals(params)|^2 (any residuals: the
+// published runs below, or engine measurements). Terms move in unconstrained coordinates
+// (fractions through a logistic, positive values through exp).
+CostModelParams fitTerms(const std::function<std::vector<double>(const CostModelParams&)>& residuals,
+                         const CostModelParams& start, const std::vector<FitTerm>& terms, const std::string& vendor,
+                         int* iterations = nullptr);
 
 // Levenberg-Marquardt on r_i = log(predicted_i / measured_i). `vendor` names the
 // vendor whose matmul efficiency is fitted (its chips have no published measurement).

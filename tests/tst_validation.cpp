@@ -155,6 +155,20 @@ private slots:
         QCOMPARE(r.metric("weights_bytes")->rel_error, 0.0);
     }
 
+    // Fitting the element-wise term on engine measurements, reported on held-out cases.
+    void engineCalibrationImprovesHeldOutCases()
+    {
+        const EngineFit fit = fitOnEngine(results_, defaultCostModelParams(), 0.3);
+        QVERIFY(fit.holdout_cases.size() >= 4);
+        QCOMPARE(fit.fit_cases.size() + fit.holdout_cases.size(), results_.size());
+        QVERIFY2(fit.fit_after < fit.fit_before, qPrintable(QString("%1 -> %2").arg(fit.fit_before).arg(fit.fit_after)));
+        QVERIFY2(fit.holdout_after < 0.5 * fit.holdout_before,
+                 qPrintable(QString("%1 -> %2").arg(fit.holdout_before).arg(fit.holdout_after)));
+        QVERIFY(fit.params.elementwise_traffic_factor > 0.1 && fit.params.elementwise_traffic_factor < 10);
+        // Only the fitted term moved.
+        QCOMPARE(fit.params.dp_overlap, defaultCostModelParams().dp_overlap);
+    }
+
     void historyKeepsEveryRun()
     {
         QTemporaryDir dir;

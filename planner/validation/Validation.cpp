@@ -234,3 +234,67 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
 }
 
 } // namespace shardscope
+
+#include "Calibration.h"
+
+namespace shardscope {
+
+namespace {
+
+double predictedStep(const ValidationResult& r, const CostModelParams& base)
+{
+    const engine::TrainRequest& req = r.c.request;
+    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base));
+    return model.evaluate(req.layout).step_time_s;
+}
+
+double measuredStep(const ValidationResult& r)
+{
+    const MetricComparison* m = r.metric("device_step_time_s");
+    return m ? m->measured : 0;
+}
+
+std::pair<double, double> medianAndWorst(const std::vector<const ValidationResult*>& cases, const CostModelParams& p)
+{
+    std::vector<double> errors;
+    for (const ValidationResult* r : cases)
+        errors.push_back(std::fabs(predictedStep(*r, p) / measuredStep(*r) - 1));
+    if (errors.empty())
+        return {0, 0};
+    std::sort(errors.begin(), errors.end());
+    const size_t n = errors.size();
+    return {n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]), errors.back()};
+}
+
+} // namespace
+
+EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout)
+{
+    EngineFit out;
+    std::vector<const ValidationResult*> fit, held;
+    const int every = holdout > 0 ? std::max(2, int(std::lround(1.0 / holdout))) : 0;
+    int i = 0;
+    for (const ValidationResult& r : results) {
+        if (!r.error.empty() || measuredStep(r) <= 0)
+            continue;
+        const bool hold = every > 0 && i % every == every - 1;
+        (hold ? held : fit).push_back(&r);
+        (hold ? out.holdout_cases : out.fit_cases).push_back(r.c.name);
+        ++i;
+    }
+    auto residuals = [&](const CostModelParams& p) {
+        std::vector<double> r;
+        for (const ValidationResult* v : fit)
+            r.push_back(std::log(predictedStep(*v, p) / measuredStep(*v)));
+        return r;
+    };
+    out.fit_before = medianAndWorst(fit, start).first;
+    std::tie(out.holdout_before, out.holdout_worst_before) = medianAndWorst(held, start);
+    out.params = fit.empty() ? start : fitTerms(residuals, start, {FitTerm::ElementwiseFactor}, "");
+    out.params.name = "engine-fitted";
+    out.fit_after = medianAndWorst(fit, out.params).first;
+    std::tie(out.holdout_after, out.holdout_worst_after) = medianAndWorst(held, out.params);
+    return out;
+}
+
+} // namespace shardscope

@@ -68,3 +68,20 @@ struct MetricSummary {
 MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, const std::string& metric);
 
 } // namespace shardscope
+
+namespace shardscope {
+
+// Fitting the cost model's terms to engine measurements (device-clock step time), with a
+// held-out share of the cases to report the gain honestly.
+struct EngineFit {
+    CostModelParams params;                   // the fitted terms
+    std::vector<std::string> fit_cases, holdout_cases;
+    double fit_before = 0, fit_after = 0;     // median |error| of device step time on the fit cases
+    double holdout_before = 0, holdout_after = 0;
+    double holdout_worst_before = 0, holdout_worst_after = 0;
+};
+
+// Every k-th case is held out (k = round(1 / holdout)); the element-wise traffic factor is fitted.
+EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout);
+
+} // namespace shardscope
