@@ -4,6 +4,7 @@
 #include "Validation.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "DeviceArgs.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -54,12 +55,7 @@ QJsonArray resultsJson(const std::vector<CaseResult>& results)
 int calibrateOnEngine(const CliArgs& a, Context& ctx)
 {
     Catalog catalog(ctx.db_path);
-    const std::string device = a.value("device").value_or("trainium1:0.001");
-    const size_t colon = device.find(':');
-    const double scale = colon == std::string::npos ? 1e-3 : std::strtod(device.c_str() + colon + 1, nullptr);
-    if (!(scale > 0 && scale <= 1))
-        throw UsageError("--device: scale must be a number in (0, 1]");
-    const engine::DeviceProfile profile = engine::profileFromChip(catalog.chip(device.substr(0, colon)), scale);
+    const engine::DeviceProfile profile = chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
     const double holdout = a.number("holdout", 0.3, 0, 0.9);
     std::vector<ValidationResult> results;
     for (const ValidationCase& c : validationSuite(profile))

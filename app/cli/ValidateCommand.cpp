@@ -7,6 +7,7 @@
 #include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "DeviceArgs.h"
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
@@ -25,19 +26,6 @@ namespace shardscope::cli {
 
 namespace {
 
-engine::DeviceProfile suiteProfile(const Catalog& catalog, const std::string& text)
-{
-    const size_t colon = text.find(':');
-    const std::string name = text.substr(0, colon);
-    double scale = 1e-3;
-    if (colon != std::string::npos) {
-        char* end = nullptr;
-        scale = std::strtod(text.c_str() + colon + 1, &end);
-        if (*end != '\0' || !(scale > 0 && scale <= 1))
-            throw UsageError("--device: scale must be a number in (0, 1] (e.g. trainium1:0.001)");
-    }
-    return engine::profileFromChip(catalog.chip(name), scale);
-}
 
 std::string percent(double x)
 {
@@ -121,7 +109,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     std::string runName = "suite";
     engine::DeviceProfile profile;
     if (a.flag("suite")) {
-        profile = suiteProfile(catalog, a.value("device").value_or("trainium1:0.001"));
+        profile = chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
         for (const ValidationCase& c : validationSuite(profile))
             results.push_back(runValidation(c));
     } else {
