@@ -81,6 +81,8 @@ const std::vector<std::vector<const char*>>& migrations()
          " document TEXT NOT NULL, PRIMARY KEY (host_id, threads))",
          "CREATE TABLE validation_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at TEXT NOT NULL,"
          " software_version TEXT NOT NULL, name TEXT NOT NULL, document TEXT NOT NULL)"},
+        // 3 -> 4: named cost-model profiles (calibrations the planner can use on request)
+        {"CREATE TABLE cost_profiles (name TEXT PRIMARY KEY, created_at TEXT NOT NULL, document TEXT NOT NULL)"},
     };
     return steps;
 }
@@ -712,6 +714,42 @@ std::vector<Catalog::ValidationRun> Catalog::validationRuns(int limit) const
         out.push_back({q.value(0).toInt(), q.value(1).toString().toStdString(), q.value(2).toString().toStdString(),
                        q.value(3).toString().toStdString(),
                        QJsonDocument::fromJson(q.value(4).toString().toUtf8()).object()});
+    return out;
+}
+
+void Catalog::storeCostProfile(const std::string& name, const QJsonObject& document)
+{
+    if (name.empty() || name == "default")
+        throw InputError("cost profile: choose a name other than \"default\" (the built-in profile is never replaced)");
+    inTransaction([&] {
+        QSqlQuery q(QSqlDatabase::database(connection_));
+        q.prepare(QStringLiteral("INSERT OR REPLACE INTO cost_profiles (name, created_at, document) VALUES (?, ?, ?)"));
+        q.addBindValue(QString::fromStdString(name));
+        q.addBindValue(nowText());
+        q.addBindValue(QString::fromUtf8(QJsonDocument(document).toJson(QJsonDocument::Compact)));
+        run(q);
+    });
+}
+
+std::optional<QJsonObject> Catalog::costProfile(const std::string& name) const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    q.prepare(QStringLiteral("SELECT document FROM cost_profiles WHERE name = ?"));
+    q.addBindValue(QString::fromStdString(name));
+    run(q);
+    if (!q.next())
+        return std::nullopt;
+    return QJsonDocument::fromJson(q.value(0).toString().toUtf8()).object();
+}
+
+std::vector<std::string> Catalog::costProfileNames() const
+{
+    QSqlQuery q(QSqlDatabase::database(connection_));
+    q.prepare(QStringLiteral("SELECT name FROM cost_profiles ORDER BY name"));
+    run(q);
+    std::vector<std::string> out;
+    while (q.next())
+        out.push_back(q.value(0).toString().toStdString());
     return out;
 }
 

@@ -48,7 +48,7 @@ public:
 
 class Catalog {
 public:
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
 
     // Opens (creating, recovering or migrating) the catalog at `path`.
     // Throws CatalogError when the file has a newer schema or cannot be used.
@@ -101,6 +101,12 @@ public:
         QJsonObject document;          // "shardscope.validation/1"
     };
     int storeValidationRun(const std::string& name, const QJsonObject& document);
+
+    // Named cost-model profiles (fitted efficiency terms, "shardscope.costmodel/1"): opt-in
+    // alternatives to the built-in default, which is never changed.
+    void storeCostProfile(const std::string& name, const QJsonObject& document);
+    std::optional<QJsonObject> costProfile(const std::string& name) const;
+    std::vector<std::string> costProfileNames() const;
     std::vector<ValidationRun> validationRuns(int limit = 100) const;  // newest first
 
 private:

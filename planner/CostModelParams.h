@@ -59,6 +59,10 @@ struct CostModelParams {
 // The built-in default profile (resources/planner/cost-model.json, compiled in).
 const CostModelParams& defaultCostModelParams();
 
+// A profile by name: "default" is the built-in one, others are stored in the catalog
+// (calibrate --save NAME). Throws InputError naming the profile and the ones there are.
+CostModelParams costModelParamsNamed(const class Catalog& catalog, const std::string& name);
+
 QJsonObject toJson(const CostModelParams& params);
 // Every field is required: a profile is complete or refused.
 CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);

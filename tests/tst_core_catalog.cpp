@@ -335,7 +335,7 @@ private slots:
                       "PRAGMA user_version = 2"});
         {
             Catalog c(path);
-            QCOMPARE(c.schemaVersion(), 3);
+            QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
             QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 2"));
         }
         QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "check");

@@ -169,6 +169,27 @@ private slots:
         QCOMPARE(fit.params.dp_overlap, defaultCostModelParams().dp_overlap);
     }
 
+    // A fitted profile is stored under a name and used on request; the default never changes.
+    void namedCostProfiles()
+    {
+        QTemporaryDir dir;
+        Catalog catalog(dir.filePath("c.sqlite"));
+        const EngineFit fit = fitOnEngine(results_, defaultCostModelParams(), 0.3);
+        catalog.storeCostProfile("engine", toJson(fit.params));
+        const CostModelParams loaded = costModelParamsNamed(catalog, "engine");
+        QCOMPARE(loaded.name, std::string("engine"));
+        QCOMPARE(loaded.elementwise_traffic_factor, fit.params.elementwise_traffic_factor);
+        QCOMPARE(costModelParamsNamed(catalog, "default").elementwise_traffic_factor,
+                 defaultCostModelParams().elementwise_traffic_factor);
+        QVERIFY_THROWS_EXCEPTION(InputError, catalog.storeCostProfile("default", toJson(fit.params)));
+        try {
+            costModelParamsNamed(catalog, "missing");
+            QFAIL("an unknown profile must be refused");
+        } catch (const InputError& e) {
+            QVERIFY(QString(e.what()).contains("engine"));  // names the profiles there are
+        }
+    }
+
     void historyKeepsEveryRun()
     {
         QTemporaryDir dir;

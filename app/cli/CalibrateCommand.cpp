@@ -61,7 +61,11 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     for (const ValidationCase& c : validationSuite(profile))
         results.push_back(runValidation(c));
     const CostModelParams start = defaultCostModelParams();
-    const EngineFit fit = fitOnEngine(results, start, holdout);
+    EngineFit fit = fitOnEngine(results, start, holdout);
+    if (auto name = a.value("save")) {
+        fit.params.name = *name;
+        catalog.storeCostProfile(*name, toJson(fit.params));
+    }
     if (a.flag("json")) {
         QJsonObject o{{"schema", "shardscope.engine-calibration/1"},
                       {"device", QString::fromStdString(profile.name)},
@@ -91,6 +95,8 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     ctx.out << line;
     for (const std::string& name : fit.holdout_cases)
         ctx.out << "  held out: " << name << "\n";
+    if (auto name = a.value("save"))
+        ctx.out << "saved as cost-model profile \"" << *name << "\" (use it with --cost-model " << *name << ")\n";
     return kExitOk;
 }
 
@@ -98,9 +104,10 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 
 int runCalibrate(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"out", "terms", "holdout", "device"}, {"fit", "json", "engine"});
-    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...]] [--json] [--out PROFILE.json]\n"
-                          "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--json]");
+    const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine"});
+    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...]] [--save NAME] [--json] [--out PROFILE.json]\n"
+                          "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
+                          "[--json]");
     if (a.flag("engine"))
         return calibrateOnEngine(a, ctx);
     // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
@@ -153,6 +160,12 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             printSummary(ctx.out, "fitted terms", summarize(after));
             ctx.out << QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented).toStdString();
         }
+    }
+    if (auto name = a.value("save")) {
+        params.name = *name;
+        catalog.storeCostProfile(*name, toJson(params));
+        if (!a.flag("json"))
+            ctx.out << "saved as cost-model profile \"" << *name << "\" (use it with --cost-model " << *name << ")\n";
     }
     if (auto out = a.value("out")) {
         const QByteArray text = QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented);

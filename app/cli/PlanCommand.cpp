@@ -33,7 +33,7 @@ const char* kSearchOptionsUsage =
 std::string planUsage()
 {
     return std::string("shardscope-cli plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n") +
-           kSearchOptionsUsage + " [--out plan.json]";
+           kSearchOptionsUsage + " [--cost-model NAME] [--out plan.json]";
 }
 std::string sweepUsage()
 {
@@ -249,7 +249,7 @@ PlanDocument loadPlanFile(const std::string& path)
 int runPlan(const std::vector<std::string>& args, Context& ctx)
 {
     std::set<std::string> valued = searchValueOptions();
-    valued.insert("out");
+    valued.insert({"out", "cost-model"});
     const CliArgs a(args, valued, searchFlagOptions());
     a.expectPositional(0, planUsage());
     Catalog catalog(ctx.db_path);
@@ -257,7 +257,7 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     const SearchSettings s = searchSettingsFromArgs(a, 10);
     checkObjective(s.options.objective, problem);
 
-    const CostModel model(problem);
+    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
     const SearchResult result = search(model, s.space, s.options);
     const QJsonObject doc = planDocument(problem, result, model.params().name);
     if (auto out = a.value("out"))

@@ -23,7 +23,8 @@ const char* kPredictUsage =
     "       shardscope-cli predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n"
     "       --layout \"dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,"
     "offload=none\"\n"
-    "       [--precision fp32|bf16|fp16|fp8] [--tokens 300e9] [--flash-attention] [--json] [--explain]";
+    "       [--precision fp32|bf16|fp16|fp8] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]\n"
+    "       [--explain]";
 
 std::string line(const char* label, double seconds, double step)
 {
@@ -81,7 +82,7 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
 int runPredict(const std::vector<std::string>& args, Context& ctx)
 {
     std::set<std::string> valued = problemValueOptions();
-    valued.insert({"layout", "plan"});
+    valued.insert({"layout", "plan", "cost-model"});
     std::set<std::string> flags = problemFlagOptions();
     flags.insert({"json", "explain"});
     const CliArgs a(args, valued, flags);
@@ -102,7 +103,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         layout = layoutFromArg(a.value("layout").value_or(""), problem);
     }
 
-    const CostModel model(problem);
+    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
     const Prediction prediction = model.evaluate(layout);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {
