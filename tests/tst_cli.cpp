@@ -241,6 +241,13 @@ private slots:
             << QStringList{"catalog", "export", "gpt2-small", "--out"} << none << QStringList{"--out"};
         const QStringList predict{"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "4",
                                   "--global-batch", "1024", "--seq", "4096", "--layout"};
+        QTest::newRow("validate: nothing to validate") << QStringList{"validate"} << none << QStringList{"--suite"};
+        QTest::newRow("validate: unknown profile")
+            << QStringList{"validate", "--suite", "--profile", "gpu"} << none << QStringList{"--profile"};
+        QTest::newRow("validate: direct case the engine cannot shard")
+            << QStringList{"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96", "--seq", "32",
+                           "--batch", "8", "--layout", "tp=3"}
+            << none << QStringList{"tp"};
         QTest::newRow("predict: tp does not divide heads")
             << (predict + QStringList{"tp=3"}) << none << QStringList{"layout.tp", "heads 64"};
         QTest::newRow("predict: devices do not add up")
@@ -355,6 +362,22 @@ private slots:
         QVERIFY(o.value("mfu").toDouble() < 1);
         // 1024 sequences x 4096 tokens per step.
         QVERIFY(std::fabs(o.value("tokens_per_s").toDouble() * t.value("step").toDouble() - 1024.0 * 4096) < 1e-3);
+    }
+
+    void validateDirectCase()
+    {
+        const RunResult r = run({"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96", "--seq",
+                                 "32", "--batch", "8", "--layout", "dp=2,zero=1", "--steps", "2", "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.validation/1"));
+        const QJsonObject weights =
+            doc.value("cases").toArray().first().toObject().value("metrics").toObject().value("weights_bytes").toObject();
+        QCOMPARE(weights.value("predicted").toDouble(), weights.value("measured").toDouble());
+        // Stored in the history.
+        const RunResult history = run({"history", "--json"});
+        QVERIFY2(history.exitCode == 0, history.describe().constData());
+        QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 1);
     }
 
     void predictReadable()

@@ -35,8 +35,9 @@ Commands:
                               step time, memory, throughput, MFU, time and cost to
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)
-  validate --suite [--device NAME[:scale]] [--json]
-  validate --plan plan.json [--layout "..."] [--steps N] [--json]
+  validate --suite [--profile host|chip] [--device NAME[:scale]] [--json]
+  validate --plan plan.json [--layout "..."] [--steps N] [--profile host|chip] [--json]
+  validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout "..."
                               the planner's predictions against real engine runs
                               of the same cases (a plan: scaled down to run here),
                               metric by metric; stored in the run history
@@ -45,7 +46,8 @@ Commands:
   report --plan plan.json --out report.html|report.pdf [--charts png|svg]
                               a self-contained report of a plan with its charts
                               (rendered offscreen; works without a display)
-  calibrate [--fit] [--json] [--out PROFILE.json]
+  calibrate [--fit] [--save NAME] [--json] [--out PROFILE.json]
+  calibrate --engine [--holdout 0.3] [--save NAME]
                               the cost model against published training runs
                               (calibration-cases.md); --fit refits its efficiency terms
   predict --plan plan.json [--layout ...] [--json] [--explain]

@@ -8,6 +8,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
+#include "HostProfileCache.h"
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
@@ -97,21 +98,64 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
 
 int runValidate(const std::vector<std::string>& args, Context& ctx)
 {
-    const char* usage = "shardscope-cli validate --suite [--device NAME[:scale]] [--json]\n"
-                        "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--json]";
-    const CliArgs a(args, {"device", "plan", "layout", "steps"}, {"suite", "json"});
+    const char* usage =
+        "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--json]\n"
+        "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--profile host|chip] [--json]\n"
+        "       shardscope-cli validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout \"...\"\n"
+        "           [--devices N] [--node-devices K] [--steps N] [--profile host|chip] [--device NAME[:scale]] [--json]";
+    const CliArgs a(args,
+                    {"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab", "seq",
+                     "batch", "devices", "node-devices"},
+                    {"suite", "json"});
     a.expectPositional(0, usage);
-    if (a.flag("suite") == a.value("plan").has_value())
-        throw UsageError(std::string("give either --suite or --plan; usage: ") + usage);
+    const bool direct = a.value("layers").has_value();
+    if (int(a.flag("suite")) + int(a.value("plan").has_value()) + int(direct) != 1)
+        throw UsageError(std::string("give one of --suite, --plan or a direct case (--layers ...); usage: ") + usage);
+    const std::string profileKind = a.value("profile").value_or("chip");
+    if (profileKind != "chip" && profileKind != "host")
+        throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
     Catalog catalog(ctx.db_path);
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
     engine::DeviceProfile profile;
+    // --profile host: this machine as the device (measured once, stored), so that the device
+    // clock and the wall clock describe the same hardware.
+    auto hostDevice = [&] { return engine::hostProfile(catalog, 1).profile; };
     if (a.flag("suite")) {
-        profile = chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+        profile = profileKind == "host" ? hostDevice()
+                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
         for (const ValidationCase& c : validationSuite(profile))
             results.push_back(runValidation(c));
+    } else if (direct) {
+        ValidationCase c;
+        engine::TrainRequest& r = c.request;
+        r.model.layers = a.integer("layers", 1, 1, 1000);
+        r.model.hidden = a.integer("hidden", 1, 1, 1 << 16);
+        r.model.heads = a.integer("heads", 1, 1, 1 << 12);
+        r.model.vocab = a.integer("vocab", 1, 2, 1 << 20);
+        r.model.seq = a.integer("seq", 1, 1, 1 << 16);
+        r.batch = a.integer("batch", 1, 1, 1 << 20);
+        r.steps = a.integer("steps", 3, 1, 1000);
+        FieldErrors errors;
+        r.layout = parseLayout(a.value("layout").value_or(""), errors);
+        resolveDataParallel(r.layout, a.integer("devices", int(std::max<std::int64_t>(1, r.layout.tp * r.layout.pp)),
+                                                1, 64),
+                            errors);
+        if (!errors.empty())
+            throw InputError(errors);
+        r.recompute = r.layout.recompute;
+        profile = profileKind == "host" ? hostDevice()
+                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+        c.profile = profile;
+        r.links.intra_bytes_per_second = profile.memory_bytes_per_second;  // shared memory between devices
+        r.links.inter_bytes_per_second = profile.memory_bytes_per_second / 8;
+        r.links.node_devices = a.integer("node-devices", int(r.layout.devices()), 1, 64);
+        c.name = "direct " + toString(r.layout);
+        if (FieldErrors requestErrors = engine::validate(r); !requestErrors.empty())
+            throw InputError(requestErrors);
+        runName = c.name;
+        results.push_back(runValidation(c));
     } else {
         const PlanDocument plan = loadPlanFile(*a.value("plan"));
         Layout layout;
@@ -121,7 +165,11 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             layout = *plan.best;
         else
             throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
-        const ScaledCase scaled = scaledValidationCase(plan.problem, layout, a.integer("steps", 3, 1, 1000));
+        ScaledCase scaled = scaledValidationCase(plan.problem, layout, a.integer("steps", 3, 1, 1000));
+        if (profileKind == "host") {
+            scaled.validation.profile = hostDevice();
+            scaled.adaptations.push_back("the device is this host (measured), not the plan's chip");
+        }
         adaptations = scaled.adaptations;
         profile = scaled.validation.profile;
         runName = scaled.validation.name;
