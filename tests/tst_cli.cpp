@@ -366,6 +366,10 @@ private slots:
 
     void validateDirectCase()
     {
+        // Nothing stored yet: --from-history says what to run first.
+        const RunResult empty = run({"--db", file("empty-history.sqlite"), "calibrate", "--from-history"}, false);
+        QCOMPARE(empty.exitCode, 2);
+        QVERIFY2(empty.err.contains("validate --suite"), empty.describe().constData());
         const RunResult r = run({"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96", "--seq",
                                  "32", "--batch", "8", "--layout", "dp=2,zero=1", "--steps", "2", "--json"});
         QVERIFY2(r.exitCode == 0, r.describe().constData());
@@ -378,6 +382,14 @@ private slots:
         const RunResult history = run({"history", "--json"});
         QVERIFY2(history.exitCode == 0, history.describe().constData());
         QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 1);
+        // The stored run is priced again from its request, without the engine.
+        const RunResult refit = run({"calibrate", "--from-history", "--holdout", "0", "--json"});
+        QVERIFY2(refit.exitCode == 0, refit.describe().constData());
+        const QJsonObject fit = QJsonDocument::fromJson(refit.out).object();
+        QCOMPARE(fit.value("fit_cases").toInt(), 1);
+        QCOMPARE(fit.value("holdout_cases").toInt(), 0);
+        QVERIFY(fit.value("device_step_time").toObject().value("fit_median_after").toDouble() <
+                fit.value("device_step_time").toObject().value("fit_median_before").toDouble());
     }
 
     void predictReadable()

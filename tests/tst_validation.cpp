@@ -6,6 +6,8 @@
 #include "Catalog.h"
 #include "ScaledCase.h"
 #include "Validation.h"
+#include "ValidationCaseJson.h"
+#include "EmulatedHardware.h"
 
 #include <QTemporaryDir>
 
@@ -203,6 +205,52 @@ private slots:
         QCOMPARE(runs.front().name, std::string("again"));  // newest first
         QVERIFY(runs.front().document == doc);
         QVERIFY(!runs.front().software_version.empty());
+    }
+
+    // `calibrate --from-history`: stored runs are priced again from their requests, without the
+    // engine; the fit on them equals the fit on the live results.
+    void historyRefitsLikeLiveRuns()
+    {
+        const QJsonObject doc = validationDocument(results_);
+        const QJsonArray cases = doc.value("cases").toArray();
+        std::vector<ValidationResult> stored;
+        for (qsizetype i = 0; i < cases.size(); ++i)
+            stored.push_back(validationResultFromJson(cases[i].toObject(), "cases[" + std::to_string(i) + "]"));
+        QCOMPARE(stored.size(), results_.size());
+        for (size_t i = 0; i < stored.size(); ++i) {
+            QCOMPARE(stored[i].c.name, results_[i].c.name);
+            QCOMPARE(toString(stored[i].c.request.layout), toString(results_[i].c.request.layout));
+            QCOMPARE(stored[i].c.profile.peak_flops_fp32, results_[i].c.profile.peak_flops_fp32);
+            QCOMPARE(stored[i].c.request.links.intra_bytes_per_second, results_[i].c.request.links.intra_bytes_per_second);
+            QCOMPARE(stored[i].c.request.bucket_bytes, results_[i].c.request.bucket_bytes);
+            // The rebuilt problem prices the case exactly as the live run did.
+            const CostModel model(stored[i].problem,
+                                  engineCostModelParams(stored[i].c.profile, stored[i].c.request.links,
+                                                        stored[i].c.request.bucket_bytes, defaultCostModelParams()));
+            QCOMPARE(model.evaluate(stored[i].c.request.layout).step_time_s, results_[i].prediction.step_time_s);
+        }
+        const EngineFit live = fitOnEngine(results_, defaultCostModelParams(), 0.3);
+        const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);
+        QCOMPARE(history.params.elementwise_traffic_factor, live.params.elementwise_traffic_factor);
+        QCOMPARE(history.holdout_after, live.holdout_after);
+
+        // A malformed stored request names its field; a run stored without one says so.
+        QJsonObject bad = cases[0].toObject();
+        QJsonObject request = bad.value("request").toObject();
+        QJsonObject model = request.value("model").toObject();
+        model.insert("heads", -3);
+        request.insert("model", model);
+        request.insert("layout", "tp=x");
+        bad.insert("request", request);
+        try {
+            validationResultFromJson(bad, "cases[0]");
+            QFAIL("a malformed request must be refused");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("cases[0].request.model.heads"), e.what());
+            QVERIFY2(QString(e.what()).contains("cases[0].request.layout.tp"), e.what());
+        }
+        bad.remove("request");
+        QVERIFY_THROWS_EXCEPTION(InputError, validationResultFromJson(bad, "cases[0]"));
     }
 
     void documentContract()

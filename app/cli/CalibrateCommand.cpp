@@ -2,6 +2,7 @@
 // calibration-cases.md, and (with --fit) a least-squares fit of its efficiency terms.
 #include "Calibration.h"
 #include "Validation.h"
+#include "ValidationCaseJson.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
@@ -52,14 +53,52 @@ QJsonArray resultsJson(const std::vector<CaseResult>& results)
 
 // The cost model's element-wise term fitted to engine runs of the validation suite, with a
 // held-out share of the cases to show the gain honestly.
+// The cases of every stored validation run that kept its request, oldest first (so the
+// held-out share is stable as runs are added). Runs stored before requests were kept are
+// skipped and counted.
+std::vector<ValidationResult> historyResults(const Catalog& catalog, int& skipped)
+{
+    std::vector<ValidationResult> results;
+    std::vector<Catalog::ValidationRun> runs = catalog.validationRuns(100000);
+    std::reverse(runs.begin(), runs.end());
+    skipped = 0;
+    for (const Catalog::ValidationRun& run : runs) {
+        const QJsonArray cases = run.document.value(QLatin1String("cases")).toArray();
+        for (qsizetype i = 0; i < cases.size(); ++i) {
+            const QJsonObject c = cases[i].toObject();
+            if (!c.contains(QLatin1String("request"))) {
+                ++skipped;
+                continue;
+            }
+            results.push_back(validationResultFromJson(
+                c, "history run " + std::to_string(run.id) + " cases[" + std::to_string(i) + "]"));
+        }
+    }
+    return results;
+}
+
 int calibrateOnEngine(const CliArgs& a, Context& ctx)
 {
     Catalog catalog(ctx.db_path);
-    const engine::DeviceProfile profile = chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+    const bool fromHistory = a.flag("from-history");
     const double holdout = a.number("holdout", 0.3, 0, 0.9);
     std::vector<ValidationResult> results;
-    for (const ValidationCase& c : validationSuite(profile))
-        results.push_back(runValidation(c));
+    std::string source;
+    if (fromHistory) {
+        int skipped = 0;
+        results = historyResults(catalog, skipped);
+        if (results.empty())
+            throw UsageError("calibrate --from-history: the run history holds no validation cases with their "
+                             "requests (run `shardscope-cli validate --suite` first)" +
+                             (skipped ? " (" + std::to_string(skipped) + " older cases without requests)" : std::string()));
+        source = "history (" + std::to_string(results.size()) + " cases)";
+    } else {
+        const engine::DeviceProfile profile =
+            chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+        for (const ValidationCase& c : validationSuite(profile))
+            results.push_back(runValidation(c));
+        source = profile.name;
+    }
     const CostModelParams start = defaultCostModelParams();
     EngineFit fit = fitOnEngine(results, start, holdout);
     if (auto name = a.value("save")) {
@@ -68,7 +107,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     }
     if (a.flag("json")) {
         QJsonObject o{{"schema", "shardscope.engine-calibration/1"},
-                      {"device", QString::fromStdString(profile.name)},
+                      {"source", QString::fromStdString(source)},
                       {"fit_cases", int(fit.fit_cases.size())},
                       {"holdout_cases", int(fit.holdout_cases.size())},
                       {"device_step_time", QJsonObject{{"fit_median_before", fit.fit_before},
@@ -83,7 +122,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     }
     char line[256];
     std::snprintf(line, sizeof line, "element-wise traffic factor: %.3f (published runs) -> %.3f (engine, %s)\n",
-                  start.elementwise_traffic_factor, fit.params.elementwise_traffic_factor, profile.name.c_str());
+                  start.elementwise_traffic_factor, fit.params.elementwise_traffic_factor, source.c_str());
     ctx.out << line;
     std::snprintf(line, sizeof line, "device step time, %zu fit cases: median |error| %.1f%% -> %.1f%%\n",
                   fit.fit_cases.size(), 100 * fit.fit_before, 100 * fit.fit_after);
@@ -104,11 +143,12 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 
 int runCalibrate(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine"});
+    const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine", "from-history"});
     a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...]] [--save NAME] [--json] [--out PROFILE.json]\n"
                           "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
-                          "[--json]");
-    if (a.flag("engine"))
+                          "[--json]\n"
+                          "       shardscope-cli calibrate --from-history [--holdout 0.3] [--save NAME] [--json]");
+    if (a.flag("engine") || a.flag("from-history"))
         return calibrateOnEngine(a, ctx);
     // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
     std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::DpOverlap};

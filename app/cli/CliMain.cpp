@@ -47,9 +47,12 @@ Commands:
                               a self-contained report of a plan with its charts
                               (rendered offscreen; works without a display)
   calibrate [--fit] [--save NAME] [--json] [--out PROFILE.json]
-  calibrate --engine [--holdout 0.3] [--save NAME]
+  calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME]
+  calibrate --from-history [--holdout 0.3] [--save NAME]
                               the cost model against published training runs
-                              (calibration-cases.md); --fit refits its efficiency terms
+                              (calibration-cases.md); --fit refits its efficiency terms;
+                              --engine fits them on fresh engine runs of the suite,
+                              --from-history on the stored validation runs
   predict --plan plan.json [--layout ...] [--json] [--explain]
                               the prediction for a saved plan's best layout (or --layout)
   export --plan plan.json --format megatron|deepspeed|neuronx|fsdp [--layout ...] [--out FILE]

@@ -1,5 +1,6 @@
 #include "Validation.h"
 #include "EmulatedHardware.h"
+#include "ValidationCaseJson.h"
 #include "SpecJson.h"
 
 #include <QJsonArray>
@@ -217,7 +218,8 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                                        {"worst_device", m.worst_device}});
         QJsonObject c{{"name", QString::fromStdString(r.c.name)},
                       {"layout", QString::fromStdString(toString(r.c.request.layout))},
-                      {"metrics", metrics}};
+                      {"metrics", metrics},
+                      {"request", toJson(r.c)}};
         if (!r.error.empty())
             c.insert("error", QString::fromStdString(r.error));
         cases.append(c);

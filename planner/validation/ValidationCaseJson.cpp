@@ -1,0 +1,114 @@
+#include "ValidationCaseJson.h"
+#include "EmulatedHardware.h"
+#include "JsonReader.h"
+
+#include <QJsonArray>
+
+namespace shardscope {
+
+QJsonObject toJson(const ValidationCase& c)
+{
+    const engine::TrainRequest& r = c.request;
+    const engine::DeviceProfile& p = c.profile;
+    return QJsonObject{
+        {"model", QJsonObject{{"layers", r.model.layers},
+                              {"hidden", r.model.hidden},
+                              {"heads", r.model.heads},
+                              {"vocab", r.model.vocab},
+                              {"seq", r.model.seq}}},
+        {"batch", r.batch},
+        {"steps", r.steps},
+        {"precision", engine::toString(r.precision)},
+        {"recompute", toString(r.recompute)},
+        {"layout", QString::fromStdString(toString(r.layout))},
+        {"links", QJsonObject{{"intra_bytes_per_second", r.links.intra_bytes_per_second},
+                              {"inter_bytes_per_second", r.links.inter_bytes_per_second},
+                              {"intra_latency_s", r.links.intra_latency_s},
+                              {"inter_latency_s", r.links.inter_latency_s},
+                              {"node_devices", r.links.node_devices}}},
+        {"bucket_bytes", double(r.bucket_bytes)},
+        {"device", QJsonObject{{"name", QString::fromStdString(p.name)},
+                               {"memory_bytes", p.memory_bytes},
+                               {"peak_flops_fp32", p.peak_flops_fp32},
+                               {"peak_flops_bf16", p.peak_flops_bf16},
+                               {"memory_bytes_per_second", p.memory_bytes_per_second},
+                               {"kernel_overhead_s", p.kernel_overhead_s},
+                               {"scale", p.scale},
+                               {"measured", p.measured}}}};
+}
+
+ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& path)
+{
+    FieldErrors errors;
+    JsonReader in(o, path, errors);
+    ValidationCase c;
+    engine::TrainRequest& r = c.request;
+    JsonReader model = in.object("model", true);
+    r.model.layers = model.integer("layers", 0, true, 1, 1024);
+    r.model.hidden = model.integer("hidden", 0, true, 1, 1 << 16);
+    r.model.heads = model.integer("heads", 0, true, 1, 1024);
+    r.model.vocab = model.integer("vocab", 0, true, 1, 1 << 20);
+    r.model.seq = model.integer("seq", 0, true, 1, 1 << 20);
+    r.batch = in.integer("batch", 1, true, 1, 1 << 20);
+    r.steps = in.integer("steps", 1, false, 1, 1 << 20);
+    if (const std::string text = in.string("precision", true); !text.empty()) {
+        if (auto v = engine::precisionFromString(text))
+            r.precision = *v;
+        else
+            in.error("precision", "unknown value \"" + text + "\" (fp32, bf16-mixed, bf16-rne, bf16-sr)");
+    }
+    if (const std::string text = in.string("recompute", true); !text.empty()) {
+        if (auto v = engine::recomputeFromString(text))
+            r.recompute = *v;
+        else
+            in.error("recompute", "unknown value \"" + text + "\" (none, selective, full)");
+    }
+    {
+        FieldErrors layoutErrors;
+        r.layout = parseLayout(in.string("layout", true), layoutErrors);
+        for (const FieldError& e : layoutErrors)
+            errors.push_back({path.empty() ? e.path : path + "." + e.path, e.message});
+    }
+    JsonReader links = in.object("links", true);
+    r.links.intra_bytes_per_second = links.number("intra_bytes_per_second", 0, false, 0, 1e18);
+    r.links.inter_bytes_per_second = links.number("inter_bytes_per_second", 0, false, 0, 1e18);
+    r.links.intra_latency_s = links.number("intra_latency_s", 0, false, 0, 1e3);
+    r.links.inter_latency_s = links.number("inter_latency_s", 0, false, 0, 1e3);
+    r.links.node_devices = links.integer("node_devices", 0, false, 0, 1 << 20);
+    r.bucket_bytes = std::size_t(in.number("bucket_bytes", double(r.bucket_bytes), false, 1, 1e15));
+    JsonReader device = in.object("device", true);
+    engine::DeviceProfile& p = c.profile;
+    p.name = device.string("name", true);
+    p.memory_bytes = device.number("memory_bytes", 0, true, 1, 1e18);
+    p.peak_flops_fp32 = device.number("peak_flops_fp32", 0, true, 0, 1e20);
+    p.peak_flops_bf16 = device.number("peak_flops_bf16", 0, false, 0, 1e20);
+    p.memory_bytes_per_second = device.number("memory_bytes_per_second", 0, true, 1, 1e18);
+    p.kernel_overhead_s = device.number("kernel_overhead_s", 0, false, 0, 1e3);
+    p.scale = device.number("scale", 1, false, 1e-9, 1);
+    p.measured = device.boolean("measured", false);
+    if (!errors.empty())
+        throw InputError(errors);
+    return c;
+}
+
+ValidationResult validationResultFromJson(const QJsonObject& storedCase, const std::string& path)
+{
+    ValidationResult r;
+    if (!storedCase.contains(QLatin1String("request")))
+        throw InputError(path + ".request: missing (the run was stored before requests were kept)");
+    r.c = validationCaseFromJson(storedCase.value(QLatin1String("request")).toObject(), path + ".request");
+    r.c.name = storedCase.value(QLatin1String("name")).toString().toStdString();
+    r.error = storedCase.value(QLatin1String("error")).toString().toStdString();
+    const engine::TrainRequest& req = r.c.request;
+    r.problem = emulatedProblem(req.model, req.batch, req.precision, r.c.profile, req.links, int(req.layout.devices()));
+    const QJsonObject metrics = storedCase.value(QLatin1String("metrics")).toObject();
+    for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+        const QJsonObject m = it.value().toObject();
+        r.metrics.push_back({it.key().toStdString(), m.value(QLatin1String("predicted")).toDouble(),
+                             m.value(QLatin1String("measured")).toDouble(), m.value(QLatin1String("rel_error")).toDouble(),
+                             m.value(QLatin1String("worst_device")).toInt(-1)});
+    }
+    return r;
+}
+
+} // namespace shardscope
