@@ -323,8 +323,9 @@ void GptShard::forEachGradRange(F&& fn)
 {
     for (size_t ui = 0; ui < units_.size(); ++ui) {
         const ShardUnit& u = units_[ui];
-        const std::int64_t lo = zero_ >= 2 ? u.offset + u.chunk_begin : u.offset;
-        const std::int64_t hi = zero_ >= 2 ? u.offset + u.chunk_end : u.offset + u.count;
+        // With ZeRO, only the owned chunk of each unit is reduced (and updated).
+        const std::int64_t lo = zero_ >= 1 ? u.offset + u.chunk_begin : u.offset;
+        const std::int64_t hi = zero_ >= 1 ? u.offset + u.chunk_end : u.offset + u.count;
         for (int k = 0; k < u.tensors; ++k) {
             const ShardTensor& t = tensors_[size_t(u.first_tensor + k)];
             const std::int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.count);
@@ -753,13 +754,22 @@ double GptShard::reduceGradients()
     float* g = grads_.as<float>();
     // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
     // first (the order a backward produces them, as PyTorch DDP does).
-    if (zero_ < 2 && groups_.dp->size() > 1) {
+    if (zero_ == 0 && groups_.dp->size() > 1) {
         const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(opts_.bucket_bytes / sizeof(float)));
         for (std::int64_t end = P_; end > 0; end -= bucket) {
             const std::int64_t begin = std::max<std::int64_t>(0, end - bucket);
             groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin));
         }
     }
+    // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
+    // reduced: reduce-scatter over the shard group (then all-reduce the chunk over the
+    // replicas, HSDP), half the bytes of an all-reduce; the update all-gathers the weights.
+    if (zero_ == 1 && groups_.dp->size() > 1)
+        for (size_t ui = units_.size(); ui-- > 0;) {
+            const ShardUnit& u = units_[ui];
+            groups_.shard->reduceScatter(shardRank_, g + u.offset, size_t(u.count));
+            groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin, size_t(u.chunk_end - u.chunk_begin));
+        }
     // Sequence parallel: the LayerNorms saw only this rank's tokens; sum over tp in one message.
     if (sp_) {
         packed_.clear();
@@ -785,13 +795,13 @@ double GptShard::reduceGradients()
         });
     }
     // This device's share of the squared norm: every value of the model counted once.
-    const bool countsReplicas = zero_ >= 2 ? replicaIndex_ == 0 : dpRank_ == 0;
+    const bool countsReplicas = zero_ >= 1 ? replicaIndex_ == 0 : dpRank_ == 0;
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
         if (countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0))
             sumSq += sum_of_squares<float>(pool, p, n);
     });
-    const double gc = zero_ >= 2 ? double(S_) : double(P_);
+    const double gc = zero_ >= 1 ? double(S_) : double(P_);
     dev_.charge(KernelKind::Optimizer, {2 * gc, gc * kE, 0}, kCompute);
     return sumSq;
 }
