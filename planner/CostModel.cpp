@@ -388,16 +388,20 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.bubble = (p - 1) * typical / v;
     note(sink, "time_s.bubble", "pipeline fill and drain", ts.bubble, "(p - 1) x stage time per micro-batch / v");
 
+    double ppChunkBytes = 0;  // one direction of one chunk's sends over all micro-batches
     if (p > 1) {
         const double stride = double(l.tp) * l.cp * l.dp;
         const bool crosses = placeGroup(p, stride, domain_devices_).crossesDomains();
         // Activations of one micro-batch, scattered over tp with SP [M21 4.1 scatter/gather].
-        const double bytes = l.micro_batch * double(tr.seq_len) / l.cp * problem_.model.hidden * 2.0 /
+        const double bytes = l.micro_batch * double(tr.seq_len) / l.cp * problem_.model.hidden * activation_bytes_ /
                              (l.sequence_parallel ? l.tp : 1);
         const double one = sendRecvTime(crosses, bytes, linkFor(2, stride));
         ts.pp_comm = 2 * v * (m + p - 1) * one;
-        // A middle stage sends each micro-batch's activations forward and its gradients back, per chunk.
-        pr.comm_bytes.pp = 2 * v * m * bytes;
+        // A middle stage sends each micro-batch's activations forward and its gradients back, per
+        // chunk; with two stages, each device's first (or last) chunk has no one to send back to
+        // (or forward to), so the busiest device sends 2v - 1 of them.
+        ppChunkBytes = m * bytes;
+        pr.comm_bytes.pp = (p > 2 ? 2 * v : 2 * v - 1) * ppChunkBytes;
         note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
              "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
     }
@@ -470,7 +474,13 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const GroupPlacement ends = placeGroup(2, stride, domain_devices_);
         const double sync = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
         ts.dp_comm += sync;
-        pr.comm_bytes.dp += allReduceBytes(2, embeddingBytes);
+        // Bytes are those of the busiest device: an end stage, when its embedding all-reduce
+        // outweighs the one chunk of sends it has less than a middle stage.
+        const double embeddingSent = allReduceBytes(2, embeddingBytes);
+        if (p == 2 || embeddingSent > ppChunkBytes) {
+            pr.comm_bytes.pp = (2 * v - 1) * ppChunkBytes;
+            pr.comm_bytes.dp += embeddingSent;
+        }
         note(sink, "time_s.dp_comm", "tied embedding gradients, first and last stage", sync,
              "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
     }

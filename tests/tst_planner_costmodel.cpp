@@ -320,12 +320,26 @@ private slots:
         const Prediction tp = CostModel::evaluate(p, layout("tp=4,dp=4,mb=1", p));
         const double perAllReduce = 2 * 3.0 / 4 * b * s * h * 2;
         QVERIFY(near(tp.comm_bytes.tp, tp.micro_batches * 2 * (2 * 8 + 1) * perAllReduce, 1e-12));
-        // Pipeline: per micro-batch b s h forward and the same backward (a middle stage).
+        // Pipeline: a middle stage sends b s h per micro-batch forward and the same backward; an
+        // end stage sends one direction and all-reduces the tied embedding's gradients with the
+        // other end (V h x 2 bytes, half of it sent). The busiest device is counted.
         const Prediction pp = CostModel::evaluate(p, layout("pp=4,dp=4,mb=1", p));
-        QVERIFY(near(pp.comm_bytes.pp, pp.micro_batches * 2 * b * s * h * 2, 1e-12));
-        // With sequence parallelism the pipeline message is scattered over tp.
+        const double sends = pp.micro_batches * b * s * h * 2;
+        const double embedding = double(m.vocab) * h * 2;
+        QVERIFY(embedding > sends);  // here the ends are the busiest
+        QVERIFY(near(pp.comm_bytes.pp, sends, 1e-12));
+        const double stageGradients = pp.comm_bytes.dp - embedding;
+        QVERIFY(stageGradients > 0);
+        // With a longer pipeline of micro-batches the middle stages are the busiest.
+        const Prediction longer = CostModel::evaluate(problem(m, 2, 1024), layout("pp=4,dp=4,mb=1", p));
+        const double longerSends = longer.micro_batches * b * s * h * 2;
+        QVERIFY(longerSends > embedding);
+        QVERIFY(near(longer.comm_bytes.pp, 2 * longerSends, 1e-12));
+        QVERIFY(near(longer.comm_bytes.dp, stageGradients, 1e-12));
+        // With sequence parallelism the pipeline message is scattered over tp; with two stages
+        // each device sends one direction only.
         const Prediction ppsp = CostModel::evaluate(p, layout("pp=2,tp=4,dp=2,sp=on,mb=1", p));
-        QVERIFY(near(ppsp.comm_bytes.pp, ppsp.micro_batches * 2 * b * s * h * 2 / 4, 1e-12));
+        QVERIFY(near(ppsp.comm_bytes.pp, ppsp.micro_batches * b * s * h * 2 / 4, 1e-12));
     }
 
     void layoutPhysics()
