@@ -291,14 +291,22 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
 
     // ---- tensor-parallel collectives: 2 all-reduces (3 with cross attention) forward and
     // backward per layer [M21]; SP turns each into RS + AG of the same cost [K22]. Full
-    // recomputation repeats the forward ones. The vocab-parallel embedding adds one. ----
+    // recomputation repeats the forward ones. The vocab-parallel embedding adds one in the
+    // forward (first stage), the tied head one in the backward (last stage). ----
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
-        const double ar = allReduceTime(tpGroup, T * h * activation_bytes_, linkFor(D.t, 1));
-        const double collectives = 2 * nEnc + 3 * nDec + (firstStage ? 1 : 0);
+        const double message = T * h * activation_bytes_;
+        const double ar = allReduceTime(tpGroup, message, linkFor(D.t, 1));
+        const double layerCollectives = 2 * nEnc + 3 * nDec;
+        const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
-        sc.tp_s = passes * collectives * ar;
-        sc.tp_bytes = passes * collectives * allReduceBytes(D.t, T * h * activation_bytes_);
+        sc.tp_s = (passes * layerCollectives + ends) * ar;
+        sc.tp_bytes = (passes * layerCollectives + ends) * allReduceBytes(D.t, message);
+        // With SP, a column-parallel linear keeps only its sequence shard of the input and
+        // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
+        // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
+        if (l.sequence_parallel)
+            sc.tp_bytes += (layerCollectives + (lastStage ? 1 : 0)) * ringHalfBytes(D.t, message);
     }
 
     // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise

@@ -320,6 +320,10 @@ private slots:
         const Prediction tp = CostModel::evaluate(p, layout("tp=4,dp=4,mb=1", p));
         const double perAllReduce = 2 * 3.0 / 4 * b * s * h * 2;
         QVERIFY(near(tp.comm_bytes.tp, tp.micro_batches * 2 * (2 * 8 + 1) * perAllReduce, 1e-12));
+        // Sequence parallel: RS + AG in place of each all-reduce, and each column-parallel linear
+        // (2 per layer, and the head) all-gathers its input again in backward.
+        const Prediction sp = CostModel::evaluate(p, layout("tp=4,dp=4,sp=on,mb=1", p));
+        QVERIFY(near(sp.comm_bytes.tp, tp.comm_bytes.tp + sp.micro_batches * (2 * 8 + 1) * perAllReduce / 2, 1e-12));
         // Pipeline: a middle stage sends b s h per micro-batch forward and the same backward; an
         // end stage sends one direction and all-reduces the tied embedding's gradients with the
         // other end (V h x 2 bytes, half of it sent). The busiest device is counted.
