@@ -297,14 +297,13 @@ void GptShard::releaseGrads(int unit)
 {
     if (zero_ < 2 || --gradUsers_[size_t(unit)] > 0)
         return;
-    // ZeRO-2/3: reduce-scatter the unit's gradient over the shard group, all-reduce
-    // the owned chunk over the replicas (HSDP), accumulate it into the shard.
+    // ZeRO-2/3: reduce-scatter the unit's gradient over the shard group and accumulate the
+    // owned chunk into the shard (the replicas of HSDP sum their shards once per step).
     const ShardUnit& u = units_[size_t(unit)];
     float* b = heldGrads_[size_t(unit)].as<float>();
     groups_.shard->reduceScatter(shardRank_, b, size_t(u.count));
     float* chunk = b + u.chunk_begin;
     const std::int64_t n = u.chunk_end - u.chunk_begin;
-    groups_.replica->allReduce(replicaIndex_, chunk, size_t(n));
     float* dst = grads_.as<float>() + u.shard_offset;
     for (std::int64_t i = 0; i < n; ++i)
         dst[i] += chunk[i];
@@ -770,6 +769,9 @@ double GptShard::reduceGradients()
             groups_.shard->reduceScatter(shardRank_, g + u.offset, size_t(u.count));
             groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin, size_t(u.chunk_end - u.chunk_begin));
         }
+    // ZeRO-2/3 with HSDP: the accumulated shards are summed over the replicas, once per step.
+    if (zero_ >= 2 && groups_.replica->size() > 1)
+        groups_.replica->allReduce(replicaIndex_, g, size_t(S_));
     // Sequence parallel: the LayerNorms saw only this rank's tokens; sum over tp in one message.
     if (sp_) {
         packed_.clear();
