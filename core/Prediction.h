@@ -42,6 +42,10 @@ struct CommBytes {
     double pp = 0;   // pipeline activations and gradients
     double dp = 0;   // data-parallel all-reduce / ZeRO reduce-scatter and all-gather
 
+    // The same bytes by collective kind: all_reduce + reduce_scatter + all_gather + send_recv
+    // equals total().
+    double all_reduce = 0, reduce_scatter = 0, all_gather = 0, send_recv = 0;
+
     double total() const { return tp + cp + pp + dp; }
 };
 

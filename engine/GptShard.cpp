@@ -471,32 +471,33 @@ double GptShard::headForward(Slot& s, const int* targets)
     } else {
         // Vocab-parallel cross-entropy (Megatron): the max and then the sum of exponentials and the
         // target's logit (owned by one rank, zero elsewhere) are all-reduced over tp.
-        double* mx = stats_.data();
-        double* sumTarget = mx + Nm;  // [sum exp (Nm), target logit (Nm)]
+        // fp32 statistics, as Megatron-LM sends them: 3 values per token.
+        float* mx = stats_.data();
+        float* sumTarget = mx + Nm;  // [sum exp (Nm), target logit (Nm)]
         const int lo = tpRank_ * Vt_;
         for (Index n = 0; n < Nm; ++n) {
             const float* col = s.probs + n * Vt;
-            mx[n] = double(*std::max_element(col, col + Vt));
+            mx[n] = *std::max_element(col, col + Vt);
         }
         groups_.tp->allReduce(tpRank_, mx, size_t(Nm), ReduceOp::Max);
         for (Index n = 0; n < Nm; ++n) {
             const float* col = s.probs + n * Vt;
-            const float m = float(mx[n]);
+            const float m = mx[n];
             float sum = 0;
             for (Index v = 0; v < Vt; ++v)
                 sum += std::exp(col[v] - m);
             sumTarget[n] = sum;
             const int t = s.targets[size_t(n)];
-            sumTarget[Nm + n] = (t >= lo && t < lo + Vt_) ? double(col[t - lo]) : 0.0;
+            sumTarget[Nm + n] = (t >= lo && t < lo + Vt_) ? col[t - lo] : 0.0f;
         }
         groups_.tp->allReduce(tpRank_, sumTarget, size_t(2 * Nm));
         for (Index n = 0; n < Nm; ++n) {
             float* col = s.probs + n * Vt;
-            const float m = float(mx[n]);
-            const float inv = 1.0f / float(sumTarget[n]);
+            const float m = mx[n];
+            const float inv = 1.0f / sumTarget[n];
             for (Index v = 0; v < Vt; ++v)
                 col[v] = std::exp(col[v] - m) * inv;
-            s.losses[n] = std::log(float(sumTarget[n])) - (float(sumTarget[Nm + n]) - m);
+            s.losses[n] = std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
         }
     }
     dev_.charge(KernelKind::Softmax, {5 * vt * nm, vt * nm * kE, vt * nm * kE + nm * 4}, kCompute);

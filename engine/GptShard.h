@@ -167,7 +167,7 @@ private:
     DeviceBuffer scratch_;                               // recomputation scratch, shared by micro-batches
     struct Work;
     Work* ws_ = nullptr;                                 // views into workspace_; owned
-    std::vector<double> stats_;                          // vocab-parallel softmax scratch (3 Nm)
+    std::vector<float> stats_;                           // vocab-parallel softmax scratch (3 Nm)
     std::vector<float> packed_;                          // SP LayerNorm gradients packed for one all-reduce
 };
 

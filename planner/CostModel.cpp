@@ -54,6 +54,9 @@ struct CostModel::StageCost {
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double cp_s = 0;              // exposed CP exchange per micro-batch
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
+    double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: half RS, half AG)
+    double tp_all_gather_bytes = 0;   // ... in all-gathers
+    double sp_norm_grad_bytes = 0;    // SP: the norms' gradients all-reduced over tp, per step
     double cp_bytes = 0;          // ... in the CP exchange per micro-batch
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
     double working_bytes = 0;         // live only for one micro-batch at a time
@@ -302,11 +305,32 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = (passes * layerCollectives + ends) * ar;
         sc.tp_bytes = (passes * layerCollectives + ends) * allReduceBytes(D.t, message);
-        // With SP, a column-parallel linear keeps only its sequence shard of the input and
-        // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
-        // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
-        if (l.sequence_parallel)
-            sc.tp_bytes += (layerCollectives + (lastStage ? 1 : 0)) * ringHalfBytes(D.t, message);
+        if (l.sequence_parallel) {
+            sc.tp_all_gather_bytes = sc.tp_bytes / 2;
+            // A column-parallel linear keeps only its sequence shard of the input and
+            // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
+            // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
+            const double regather = (layerCollectives + (lastStage ? 1 : 0)) * ringHalfBytes(D.t, message);
+            sc.tp_bytes += regather;
+            sc.tp_all_gather_bytes += regather;
+        } else {
+            sc.tp_all_reduce_bytes = sc.tp_bytes;
+        }
+        if (lastStage) {
+            // Vocab-parallel cross-entropy [M21]: the max, the sum of exponentials and the
+            // target's logit of every token, fp32, all-reduced over tp.
+            const double stats = 3 * T * 4.0;
+            sc.tp_s += allReduceTime(tpGroup, stats, linkFor(D.t, 1));
+            sc.tp_bytes += allReduceBytes(D.t, stats);
+            sc.tp_all_reduce_bytes += allReduceBytes(D.t, stats);
+        }
+        if (l.sequence_parallel) {
+            // Each tp rank's norms saw only its sequence shard: their gradients are summed over
+            // tp once per step (Megatron-LM's sequence-parallel gradient all-reduce).
+            const double norms = nEnc * 2 * norm + nDec * 3 * norm +
+                                 (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0);
+            sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_);
+        }
     }
 
     // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise
@@ -372,7 +396,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.recompute = m * slow.recompute_s;
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
-    pr.comm_bytes.tp = m * slow.tp_bytes;
+    pr.comm_bytes.tp = m * slow.tp_bytes + slow.sp_norm_grad_bytes;
+    CommBytes& kinds = pr.comm_bytes;
+    kinds.all_reduce = m * slow.tp_all_reduce_bytes + slow.sp_norm_grad_bytes;
+    kinds.all_gather = m * (slow.tp_all_gather_bytes + slow.cp_bytes / 2);  // CP: K,V gathered,
+    kinds.reduce_scatter = m * (slow.tp_bytes - slow.tp_all_reduce_bytes - slow.tp_all_gather_bytes +
+                                slow.cp_bytes / 2);                          // dK,dV scattered
     pr.comm_bytes.cp = m * slow.cp_bytes;
     if (sink) {
         note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
@@ -410,6 +439,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         // (or forward to), so the busiest device sends 2v - 1 of them.
         ppChunkBytes = m * bytes;
         pr.comm_bytes.pp = (p > 2 ? 2 * v : 2 * v - 1) * ppChunkBytes;
+        kinds.send_recv = pr.comm_bytes.pp;
         note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
              "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
     }
@@ -434,6 +464,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         case 0:
             dpComm = allReduceTime(all, gradBytes, allLink);
             pr.comm_bytes.dp = allReduceBytes(dpGroupSize, gradBytes);
+            kinds.all_reduce += pr.comm_bytes.dp;
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
@@ -441,6 +472,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
+            kinds.reduce_scatter += ringHalfBytes(shardGroup, gradBytes);
+            kinds.all_gather += ringHalfBytes(shardGroup, weightBytes);
+            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = slow.bwd_s;
             break;
         case 2:
@@ -450,6 +484,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = m * ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
+            kinds.reduce_scatter += m * ringHalfBytes(shardGroup, gradBytes);
+            kinds.all_gather += ringHalfBytes(shardGroup, weightBytes);
+            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * slow.bwd_s;
             break;
         default: {
@@ -463,6 +500,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             pr.comm_bytes.dp = m * (gathers * ringHalfBytes(shardGroup, weightBytes) +
                                     ringHalfBytes(shardGroup, gradBytes)) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
+            kinds.all_gather += m * gathers * ringHalfBytes(shardGroup, weightBytes);
+            kinds.reduce_scatter += m * ringHalfBytes(shardGroup, gradBytes);
+            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
             break;
         }
@@ -487,10 +527,20 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const double embeddingSent = allReduceBytes(2, embeddingBytes);
         if (p == 2 || embeddingSent > ppChunkBytes) {
             pr.comm_bytes.pp = (2 * v - 1) * ppChunkBytes;
+            kinds.send_recv = pr.comm_bytes.pp;
             pr.comm_bytes.dp += embeddingSent;
+            kinds.all_reduce += embeddingSent;
         }
         note(sink, "time_s.dp_comm", "tied embedding gradients, first and last stage", sync,
              "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
+    }
+
+    // ---- the step's loss and global gradient norm (for clipping): two fp64 scalars
+    // all-reduced over every device; latency only, so no time is charged. ----
+    if (l.devices() > 1) {
+        const double scalars = allReduceBytes(double(l.devices()), 2 * 8.0);
+        pr.comm_bytes.dp += scalars;
+        kinds.all_reduce += scalars;
     }
 
     // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----

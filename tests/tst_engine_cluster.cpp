@@ -244,7 +244,7 @@ private slots:
         QTest::addColumn<double>("allReduce");
         QTest::addColumn<double>("reduceScatter");
         QTest::addColumn<double>("allGather");
-        const double act = kC * kB * kT * 4, ce = 3 * kB * kT * 8, world = 16;
+        const double act = kC * kB * kT * 4, ce = 3 * kB * kT * 4, world = 16;  // ce: fp32 statistics
         QTest::newRow("tp=2") << "tp=2" << (4 * kL + 2) * act + ce + world << 0.0 << 0.0;
         QTest::newRow("tp=2, full recompute") << "tp=2,recompute=full" << (6 * kL + 2) * act + ce + world << 0.0 << 0.0;
         QTest::newRow("tp=2, sp") << "tp=2,sp=on" << ce + (4 * kL + 2) * kC * 4 + world << (4 * kL + 2) * act / 2

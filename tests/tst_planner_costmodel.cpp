@@ -310,20 +310,35 @@ private slots:
         const double P = double(parameterCount(m)), b = 1, s = 2048, h = 4096;
         // Data parallel: an all-reduce of the gradients, 2 (n - 1)/n x 2 bytes x P.
         const Prediction dp = CostModel::evaluate(p, layout("dp=16,mb=4", p));
-        QVERIFY(near(dp.comm_bytes.dp, 2 * 15.0 / 16 * 2 * P, 1e-12));
+        // (+ the step's loss and gradient norm, two fp64 scalars, all-reduced over every device).
+        const double scalars = 2 * 15.0 / 16 * 16;
+        QVERIFY(near(dp.comm_bytes.dp, 2 * 15.0 / 16 * 2 * P + scalars, 1e-12));
+        QCOMPARE(dp.comm_bytes.all_reduce, dp.comm_bytes.dp);
         QCOMPARE(dp.comm_bytes.tp + dp.comm_bytes.pp + dp.comm_bytes.cp, 0.0);
         // ZeRO-3 with one micro-batch: all-gather before forward and backward, reduce-scatter: 1.5x.
         const Prediction z3 = CostModel::evaluate(p, layout("dp=16,zero=3,mb=4", p));
         QCOMPARE(z3.micro_batches, 1);
-        QVERIFY(near(z3.comm_bytes.dp, 1.5 * dp.comm_bytes.dp, 1e-12));
+        QVERIFY(near(z3.comm_bytes.dp - scalars, 1.5 * (dp.comm_bytes.dp - scalars), 1e-12));
+        // By kind: two all-gathers of the weights and one reduce-scatter of the gradients.
+        QVERIFY(near(z3.comm_bytes.all_gather, 2 * z3.comm_bytes.reduce_scatter, 1e-12));
+        QVERIFY(near(z3.comm_bytes.all_gather + z3.comm_bytes.reduce_scatter + z3.comm_bytes.all_reduce,
+                     z3.comm_bytes.total(), 1e-12));
         // Tensor parallel: 2 all-reduces of b s h per layer forward and 2 backward (+ the embedding's).
         const Prediction tp = CostModel::evaluate(p, layout("tp=4,dp=4,mb=1", p));
         const double perAllReduce = 2 * 3.0 / 4 * b * s * h * 2;
-        QVERIFY(near(tp.comm_bytes.tp, tp.micro_batches * 2 * (2 * 8 + 1) * perAllReduce, 1e-12));
+        // (+ the vocab-parallel cross-entropy's fp32 statistics: 3 per token, all-reduced).
+        const double statistics = 2 * 3.0 / 4 * 3 * b * s * 4;
+        QVERIFY(near(tp.comm_bytes.tp, tp.micro_batches * (2 * (2 * 8 + 1) * perAllReduce + statistics), 1e-12));
         // Sequence parallel: RS + AG in place of each all-reduce, and each column-parallel linear
         // (2 per layer, and the head) all-gathers its input again in backward.
         const Prediction sp = CostModel::evaluate(p, layout("tp=4,dp=4,sp=on,mb=1", p));
-        QVERIFY(near(sp.comm_bytes.tp, tp.comm_bytes.tp + sp.micro_batches * (2 * 8 + 1) * perAllReduce / 2, 1e-12));
+        // The norms' gradients (2 LayerNorms of 2h per layer and the final one) are all-reduced
+        // over tp once per step; all the rest is reduce-scatters and all-gathers.
+        const double gradientBytes = dp.memory_bytes.gradients / P;
+        const double norms = 2 * 3.0 / 4 * (8 * 2 + 1) * 2 * h * gradientBytes;
+        QVERIFY(near(sp.comm_bytes.tp, tp.comm_bytes.tp + sp.micro_batches * (2 * 8 + 1) * perAllReduce / 2 + norms,
+                     1e-12));
+        QVERIFY(near(sp.comm_bytes.all_reduce - sp.comm_bytes.dp, sp.micro_batches * statistics + norms, 1e-12));
         // Pipeline: a middle stage sends b s h per micro-batch forward and the same backward; an
         // end stage sends one direction and all-reduces the tied embedding's gradients with the
         // other end (V h x 2 bytes, half of it sent). The busiest device is counted.
@@ -397,7 +412,9 @@ private slots:
         const double n = 4, S = 2048.0 * 4096 * 2;  // b s h bytes, mb = 1
         const double beta = 300e9 * prm.intra_link_efficiency * fraction;
         const double ar = 2 * (n - 1) * prm.intra_latency_s + 2 * (n - 1) / n * S / beta;
-        const double perMicroBatch = 2 * (2 * 8 + 1) * ar;  // fwd + bwd, 2 per layer + embedding
+        // fwd + bwd, 2 per layer + embedding and head; the cross-entropy's fp32 statistics (3 per token).
+        const double stats = 2 * (n - 1) * prm.intra_latency_s + 2 * (n - 1) / n * (3 * 2048 * 4.0) / beta;
+        const double perMicroBatch = 2 * (2 * 8 + 1) * ar + stats;
         QVERIFY2(near(pr.time_s.tp_comm, pr.micro_batches * perMicroBatch, 1e-12),
                  qPrintable(QString("%1 vs %2").arg(pr.time_s.tp_comm).arg(pr.micro_batches * perMicroBatch)));
     }

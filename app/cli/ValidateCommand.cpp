@@ -61,7 +61,7 @@ void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
     char line[256];
     std::snprintf(line, sizeof line, "%-30s", "case");
     o << line;
-    for (const std::string& metric : validationMetrics()) {
+    for (const std::string& metric : validationTableMetrics()) {
         std::snprintf(line, sizeof line, " %12.12s", metric.c_str());
         o << line;
     }
@@ -73,7 +73,7 @@ void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
             o << " " << r.error << "\n";
             continue;
         }
-        for (const std::string& metric : validationMetrics()) {
+        for (const std::string& metric : validationTableMetrics()) {
             const MetricComparison* m = r.metric(metric);
             std::snprintf(line, sizeof line, " %12s", m ? percent(m->rel_error).c_str() : "-");
             o << line;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace shardscope {
 
@@ -41,7 +42,15 @@ const std::vector<std::string>& validationMetrics()
 {
     static const std::vector<std::string> names{"weights_bytes", "gradients_bytes", "optimizer_bytes",
                                                 "activations_bytes", "flops", "comm_bytes",
-                                                "device_step_time_s", "wall_step_time_s"};
+                                                "device_step_time_s", "wall_step_time_s",
+                                                "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes",
+                                                "send_recv_bytes"};
+    return names;
+}
+
+const std::vector<std::string>& validationTableMetrics()
+{
+    static const std::vector<std::string> names(validationMetrics().begin(), validationMetrics().begin() + 8);
     return names;
 }
 
@@ -124,12 +133,24 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     for (const engine::DeviceMeasurement& d : m.devices)
         flops += d.counters.totalFlops() / steps;
     add("flops", r.prediction.hardware_flops_per_step, {-1, flops});
-    add("comm_bytes", r.prediction.comm_bytes.total(), busiest(m, [&](const engine::DeviceMeasurement& d) {
-            double sent = 0;
-            for (const auto& [kind, bytes] : d.comm_bytes)
-                sent += bytes;
-            return sent / steps;
-        }));
+    const std::pair<int, double> busiestSender = busiest(m, [&](const engine::DeviceMeasurement& d) {
+        double sent = 0;
+        for (const auto& [kind, bytes] : d.comm_bytes)
+            sent += bytes;
+        return sent / steps;
+    });
+    add("comm_bytes", r.prediction.comm_bytes.total(), busiestSender);
+    // Bytes by collective kind, on that same device (the planner's is one device too).
+    const CommBytes& kinds = r.prediction.comm_bytes;
+    for (const auto& [metric, kind, predicted] :
+         {std::tuple{"all_reduce_bytes", "all_reduce", kinds.all_reduce},
+          std::tuple{"reduce_scatter_bytes", "reduce_scatter", kinds.reduce_scatter},
+          std::tuple{"all_gather_bytes", "all_gather", kinds.all_gather},
+          std::tuple{"send_recv_bytes", "send_recv", kinds.send_recv}})
+        add(metric, predicted, busiest(m, [&, kind = std::string(kind)](const engine::DeviceMeasurement& d) {
+                const auto it = d.comm_bytes.find(kind);
+                return d.id != busiestSender.first ? -1.0 : it == d.comm_bytes.end() ? 0.0 : it->second / steps;
+            }));
     add("device_step_time_s", r.prediction.step_time_s,
         busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; }));
     add("wall_step_time_s", r.prediction.step_time_s,

@@ -48,6 +48,8 @@ struct ValidationResult {
 
 // The metric names, in report order (the contract).
 const std::vector<std::string>& validationMetrics();
+// The first eight, one column each in the suite's table (the others are in its summary).
+const std::vector<std::string>& validationTableMetrics();
 
 // Runs the engine and the planner on one case. `cancel` stops the engine run.
 // `onStep` is called after every training step (on a worker thread).
