@@ -18,6 +18,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardscope {
@@ -212,6 +213,11 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
                                 m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
         for (int c = 0; c < cells.size(); ++c)
             metrics_->setItem(row, c, new QTableWidgetItem(cells[c]));
+        // The chart shows the summary metrics (the CLI table's columns; the per-kind byte
+        // counts stay in the table: twelve bars no longer leave room for their labels).
+        const auto& charted = validationTableMetrics();
+        if (std::find(charted.begin(), charted.end(), m.metric) == charted.end())
+            continue;
         errors.categories << q(m.metric);
         // Bars show the size of the error; the table keeps its sign.
         set.values << (std::isfinite(m.rel_error) ? std::fabs(100 * m.rel_error) : 0.0);
