@@ -382,14 +382,31 @@ private slots:
         const RunResult history = run({"history", "--json"});
         QVERIFY2(history.exitCode == 0, history.describe().constData());
         QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 1);
+        // An unknown cost-model profile is refused by name before anything runs.
+        const RunResult unknown = run({"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96",
+                                       "--seq", "32", "--batch", "8", "--layout", "dp=2", "--cost-model", "nosuch"});
+        QCOMPARE(unknown.exitCode, 2);
+        QVERIFY2(unknown.err.contains("nosuch"), unknown.describe().constData());
         // The stored run is priced again from its request, without the engine.
-        const RunResult refit = run({"calibrate", "--from-history", "--holdout", "0", "--json"});
+        const RunResult refit = run({"calibrate", "--from-history", "--holdout", "0", "--json", "--save", "fitted-here"});
         QVERIFY2(refit.exitCode == 0, refit.describe().constData());
         const QJsonObject fit = QJsonDocument::fromJson(refit.out).object();
         QCOMPARE(fit.value("fit_cases").toInt(), 1);
         QCOMPARE(fit.value("holdout_cases").toInt(), 0);
         QVERIFY(fit.value("device_step_time").toObject().value("fit_median_after").toDouble() <
                 fit.value("device_step_time").toObject().value("fit_median_before").toDouble());
+        // Validating with the fitted profile: its terms price the case, the document names it.
+        const RunResult again = run({"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96",
+                                     "--seq", "32", "--batch", "8", "--layout", "dp=2,zero=1", "--steps", "2",
+                                     "--cost-model", "fitted-here", "--json"});
+        QVERIFY2(again.exitCode == 0, again.describe().constData());
+        const QJsonObject againDoc = QJsonDocument::fromJson(again.out).object();
+        QCOMPARE(againDoc.value("cost_model").toString(), QStringLiteral("fitted-here"));
+        const double fittedError = std::fabs(againDoc.value("cases").toArray().first().toObject().value("metrics")
+                                                 .toObject().value("device_step_time_s").toObject().value("rel_error").toDouble());
+        const double defaultError = std::fabs(doc.value("cases").toArray().first().toObject().value("metrics")
+                                                  .toObject().value("device_step_time_s").toObject().value("rel_error").toDouble());
+        QVERIFY2(fittedError < defaultError, qPrintable(QString("%1 vs %2").arg(fittedError).arg(defaultError)));
     }
 
     void predictReadable()

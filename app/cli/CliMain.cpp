@@ -35,7 +35,7 @@ Commands:
                               step time, memory, throughput, MFU, time and cost to
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)
-  validate --suite [--profile host|chip] [--device NAME[:scale]] [--json]
+  validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]
   validate --plan plan.json [--layout "..."] [--steps N] [--profile host|chip] [--json]
   validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout "..."
                               the planner's predictions against real engine runs

@@ -99,13 +99,13 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
 int runValidate(const std::vector<std::string>& args, Context& ctx)
 {
     const char* usage =
-        "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--json]\n"
+        "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]\n"
         "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--profile host|chip] [--json]\n"
         "       shardscope-cli validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout \"...\"\n"
         "           [--devices N] [--node-devices K] [--steps N] [--profile host|chip] [--device NAME[:scale]] [--json]";
     const CliArgs a(args,
                     {"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab", "seq",
-                     "batch", "devices", "node-devices"},
+                     "batch", "devices", "node-devices", "cost-model"},
                     {"suite", "json"});
     a.expectPositional(0, usage);
     const bool direct = a.value("layers").has_value();
@@ -115,6 +115,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
     Catalog catalog(ctx.db_path);
+    // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
+    // terms price the cases, on top of the emulated hardware's.
+    const CostModelParams base = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
@@ -126,7 +129,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         profile = profileKind == "host" ? hostDevice()
                                         : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
         for (const ValidationCase& c : validationSuite(profile))
-            results.push_back(runValidation(c));
+            results.push_back(runValidation(c, base));
     } else if (direct) {
         ValidationCase c;
         engine::TrainRequest& r = c.request;
@@ -155,7 +158,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         if (FieldErrors requestErrors = engine::validate(r); !requestErrors.empty())
             throw InputError(requestErrors);
         runName = c.name;
-        results.push_back(runValidation(c));
+        results.push_back(runValidation(c, base));
     } else {
         const PlanDocument plan = loadPlanFile(*a.value("plan"));
         Layout layout;
@@ -173,7 +176,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         adaptations = scaled.adaptations;
         profile = scaled.validation.profile;
         runName = scaled.validation.name;
-        results.push_back(runValidation(scaled.validation));
+        results.push_back(runValidation(scaled.validation, base));
     }
     QJsonObject doc = validationDocument(results);
     if (!adaptations.empty()) {
@@ -183,6 +186,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         doc.insert("adaptations", notes);
     }
     doc.insert("device", QString::fromStdString(profile.name));
+    doc.insert("cost_model", QString::fromStdString(base.name));
     const int id = catalog.storeValidationRun(runName, doc);
 
     if (a.flag("json")) {
