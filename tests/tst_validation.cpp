@@ -120,6 +120,19 @@ private slots:
         qInfo("%s: %d of %d cases exact", qPrintable(metric), exact, compared);
     }
 
+    // The single-device trainer runs the whole batch at once: priced as one micro-batch.
+    void singleDeviceIsPricedAsOneMicroBatch()
+    {
+        for (const ValidationResult& r : results_) {
+            if (r.c.request.layout.devices() != 1)
+                continue;
+            QCOMPARE(pricedLayout(r.c).micro_batch, r.c.request.batch);
+            QCOMPARE(r.prediction.micro_batches, 1);
+            // Activations then agree with the cluster cases' (within the same systematic band).
+            QVERIFY2(std::fabs(r.metric("activations_bytes")->rel_error) < 0.3, r.c.name.c_str());
+        }
+    }
+
     // The planner counts matmul FLOPs (Megatron's convention); the engine counts every
     // kernel, norms and element-wise ops included: a few percent apart, never more.
     void flopsAgree()
@@ -257,7 +270,7 @@ private slots:
             const CostModel model(stored[i].problem,
                                   engineCostModelParams(stored[i].c.profile, stored[i].c.request.links,
                                                         stored[i].c.request.bucket_bytes, defaultCostModelParams()));
-            QCOMPARE(model.evaluate(stored[i].c.request.layout).step_time_s, results_[i].prediction.step_time_s);
+            QCOMPARE(model.evaluate(pricedLayout(stored[i].c)).step_time_s, results_[i].prediction.step_time_s);
         }
         const EngineFit live = fitOnEngine(results_, defaultCostModelParams(), 0.3);
         const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);

@@ -54,6 +54,16 @@ const std::vector<std::string>& validationTableMetrics()
     return names;
 }
 
+Layout pricedLayout(const ValidationCase& c)
+{
+    Layout l = c.request.layout;
+    // The single-device trainer runs the whole batch at once (no gradient accumulation):
+    // price that, not the layout's micro-batch size, which only the cluster trainer follows.
+    if (l.devices() == 1)
+        l.micro_batch = c.request.batch;
+    return l;
+}
+
 const MetricComparison* ValidationResult::metric(const std::string& name) const
 {
     for (const MetricComparison& m : metrics)
@@ -77,12 +87,13 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
     const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base);
     const CostModel model(r.problem, params);
-    if (FieldErrors errors = validate(req.layout, r.problem.model, r.problem.cluster, r.problem.training);
+    const Layout priced = pricedLayout(c);
+    if (FieldErrors errors = validate(priced, r.problem.model, r.problem.cluster, r.problem.training);
         !errors.empty()) {
         r.error = joinErrors(errors);
         return r;
     }
-    r.prediction = model.evaluate(req.layout);
+    r.prediction = model.evaluate(priced);
 
     try {
         const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);
@@ -268,7 +279,7 @@ double predictedStep(const ValidationResult& r, const CostModelParams& base)
 {
     const engine::TrainRequest& req = r.c.request;
     const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base));
-    return model.evaluate(req.layout).step_time_s;
+    return model.evaluate(pricedLayout(r.c)).step_time_s;
 }
 
 double measuredStep(const ValidationResult& r)
