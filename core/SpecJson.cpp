@@ -284,7 +284,8 @@ QJsonObject toJson(const TrainingSpec& t)
                        {"precision", toString(t.precision)},
                        {"optimizer", toString(t.optimizer)},
                        {"tokens_to_train", t.tokens_to_train},
-                       {"flash_attention", t.flash_attention}};
+                       {"flash_attention", t.flash_attention},
+                       {"dropout", t.dropout}};
 }
 
 std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -294,7 +295,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     if (r.has("schema"))
         checkSchema(r, "training", kSpecSchemaVersion);
     r.rejectUnknownKeys(
-        {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention"});
+        {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention", "dropout"});
     TrainingSpec t;
     t.global_batch = r.integer("global_batch", 0, true, 1, 100'000'000);
     t.seq_len = r.integer("seq_len", 0, true, 1, 1 << 24);
@@ -302,6 +303,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     t.optimizer = r.enumeration<Optimizer>("optimizer", kOptimizerNames, Optimizer::AdamW, false);
     t.tokens_to_train = r.number("tokens_to_train", 300e9, false, 1, 1e16);
     t.flash_attention = r.boolean("flash_attention", false);
+    t.dropout = r.boolean("dropout", true);
     if (errors.size() != before || !appendValidation(t, path, errors))
         return std::nullopt;
     return t;

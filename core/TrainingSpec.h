@@ -20,6 +20,9 @@ struct TrainingSpec {
     // Fused attention (FlashAttention-style): causal blocks above the diagonal are skipped,
     // probabilities are not stored, scores are recomputed in the backward pass.
     bool flash_attention = false;
+    // Dropout layers, whose masks are kept for the backward pass (Korthikanti et al.'s setting,
+    // GPT-3, BERT). Models trained without dropout (Llama, the engine's GPT) keep no masks.
+    bool dropout = true;
 
     std::int64_t tokensPerStep() const { return std::int64_t(global_batch) * seq_len; }
     bool operator==(const TrainingSpec&) const = default;

@@ -24,6 +24,7 @@ struct LayerActivationShape {
     double ffn_local = 0;     // f / t (x experts routed per token for MoE)
     bool gated_mlp = false;
     bool cross_attention = false;  // decoder layer of an encoder-decoder
+    bool dropout = true;      // masks kept (1 byte each): sbh per residual branch, a s^2 b on the scores
     double tp = 1;
     bool sequence_parallel = false;
 };
@@ -43,12 +44,15 @@ inline LayerActivationBytes layerActivationBytes(const LayerActivationShape& s)
     const double sp = s.sequence_parallel ? s.tp : 1.0;
     const double sbh = s.tokens * s.hidden;
     const double attentionBlocks = s.cross_attention ? 2.0 : 1.0;
-    // Outside: 2 norm inputs, block inputs, dropout masks (1 byte): 10 sbh (+ 5 sbh per cross attention).
-    a.outside_tp = (10.0 + (s.cross_attention ? 5.0 : 0.0)) * sbh / sp;
+    // Outside: 2 norm inputs, block inputs, dropout masks (1 byte): 10 sbh (+ 5 sbh per cross attention);
+    // without dropout 8 sbh (+ 4 sbh).
+    const double masks = s.dropout ? 1.0 : 0.0;
+    a.outside_tp = (8.0 + 2 * masks + (s.cross_attention ? 4.0 + masks : 0.0)) * sbh / sp;
     const double attention = 4.0 * s.tokens * s.q_dim_local + 4.0 * s.tokens * s.kv_dim_local;
     const double mlp = (s.gated_mlp ? 6.0 : 4.0) * s.tokens * s.ffn_local;
     a.inside_tp = attentionBlocks * attention + mlp;
-    a.scores = attentionBlocks * 5.0 * s.heads_local * s.tokens * s.keys;
+    // Softmax output (2 bytes), and with dropout its mask (1) and output (2).
+    a.scores = attentionBlocks * (s.dropout ? 5.0 : 2.0) * s.heads_local * s.tokens * s.keys;
     a.input = 2.0 * sbh / sp;
     return a;
 }

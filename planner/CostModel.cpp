@@ -251,6 +251,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     shape.gated_mlp = gatedMlp(model.mlp);
     shape.tp = D.t;
     shape.sequence_parallel = l.sequence_parallel;
+    shape.dropout = tr.dropout;
     LayerActivationBytes encAct = layerActivationBytes(shape);
     shape.cross_attention = true;
     LayerActivationBytes decAct = layerActivationBytes(shape);

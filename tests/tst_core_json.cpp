@@ -179,9 +179,16 @@ private slots:
         p.training.seq_len = 4096;
         p.training.precision = Precision::FP8Mixed;
         p.training.tokens_to_train = 1e12;
+        p.training.flash_attention = true;
+        p.training.dropout = false;
         const auto problem = problemFromJson(throughText(toJson(p)), "problem", errors);
         QVERIFY2(problem.has_value(), joinErrors(errors).c_str());
         QVERIFY(*problem == p);
+        // Documents written before "dropout" existed read as with dropout (the published setting).
+        QJsonObject older = toJson(p.training);
+        older.remove("dropout");
+        const auto training = trainingFromJson(older, "training", errors);
+        QVERIFY2(training && training->dropout, joinErrors(errors).c_str());
     }
 
     void layoutErrors()

@@ -150,6 +150,14 @@ private slots:
             got = act.input;
         }
         QCOMPARE(got, expected);
+        // Without dropout no masks are kept: 2 sbh fewer outside (the two residual masks),
+        // and the scores keep only the softmax output, 2 a s^2 b of 5.
+        shape.dropout = false;
+        const LayerActivationBytes plain = layerActivationBytes(shape);
+        const double sp = shape.sequence_parallel ? t : 1;
+        QCOMPARE(plain.outside_tp, act.outside_tp - 2 * s * b * h / sp);
+        QCOMPARE(plain.scores, act.scores * 2 / 5);
+        QCOMPARE(plain.inside_tp, act.inside_tp);
     }
 
     // The cost model's activation memory is that per-layer figure x layers x in-flight micro-batches.

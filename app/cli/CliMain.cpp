@@ -31,7 +31,7 @@ Commands:
   catalog remove NAME         remove one of your own entries
   predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
           --layout "dp=8,tp=8,pp=4,sp=on,zero=1,mb=1,schedule=1f1b,recompute=selective"
-          [--precision bf16] [--tokens 300e9] [--flash-attention] [--json] [--explain]
+          [--precision bf16] [--tokens 300e9] [--flash-attention] [--no-dropout] [--json] [--explain]
                               step time, memory, throughput, MFU, time and cost to
                               train for one layout; keys left out of --layout take
                               defaults (dp fills the devices)

@@ -18,7 +18,7 @@ const std::set<std::string>& problemValueOptions()
 
 const std::set<std::string>& problemFlagOptions()
 {
-    static const std::set<std::string> options{"flash-attention"};
+    static const std::set<std::string> options{"flash-attention", "no-dropout"};
     return options;
 }
 
@@ -78,6 +78,7 @@ Problem problemFromArgs(const CliArgs& a, const Catalog& catalog)
     p.training.seq_len = a.integer("seq", 1, 1, 1 << 24);
     p.training.tokens_to_train = a.number("tokens", 300e9, 1, 1e16);
     p.training.flash_attention = a.flag("flash-attention");
+    p.training.dropout = !a.flag("no-dropout");
     if (auto precision = a.value("precision")) {
         auto v = enumFromString<Precision>(kPrecisionNames, *precision);
         if (!v)

@@ -62,6 +62,9 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     tokens_ = new QLineEdit(QStringLiteral("300e9"), this);
     tokens_->setToolTip(tr("Tokens to train, for time and cost to train (e.g. 300e9)"));
     flash_ = new QCheckBox(tr("fused (flash) attention"), this);
+    dropout_ = new QCheckBox(tr("dropout (masks kept for backward)"), this);
+    dropout_->setChecked(true);
+    dropout_->setToolTip(tr("Korthikanti et al.'s setting (GPT-3, BERT); Llama-style training has none"));
 
     auto* modelRow = new QHBoxLayout;
     modelRow->addWidget(model_, 1);
@@ -79,6 +82,7 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     problemForm->addRow(tr("&Precision"), precision_);
     problemForm->addRow(tr("&Tokens to train"), tokens_);
     problemForm->addRow(QString(), flash_);
+    problemForm->addRow(QString(), dropout_);
     auto* problemBox = new QGroupBox(tr("Problem"), this);
     problemBox->setLayout(problemForm);
 
@@ -173,6 +177,7 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     for (QCheckBox* c : recompute_)
         connect(c, &QCheckBox::toggled, this, kick);
     connect(flash_, &QCheckBox::toggled, this, kick);
+    connect(dropout_, &QCheckBox::toggled, this, kick);
     connect(compare_, &QListWidget::itemSelectionChanged, this, kick);
     connect(newModel, &QPushButton::clicked, this, [this] { editModel(true); });
     connect(editButton, &QPushButton::clicked, this, [this] { editModel(false); });
@@ -226,6 +231,7 @@ void SetupPage::setProblem(const Problem& problem)
     precision_->setCurrentIndex(precision_->findData(int(problem.training.precision)));
     tokens_->setText(QString::number(problem.training.tokens_to_train, 'g', 6));
     flash_->setChecked(problem.training.flash_attention);
+    dropout_->setChecked(problem.training.dropout);
     loading_ = false;
     validateAndAnnounce();
 }
@@ -252,6 +258,7 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
     r.problem.training.seq_len = seq_->value();
     r.problem.training.precision = Precision(precision_->currentData().toInt());
     r.problem.training.flash_attention = flash_->isChecked();
+    r.problem.training.dropout = dropout_->isChecked();
     bool ok = false;
     const double tokens = tokens_->text().trimmed().toDouble(&ok);
     if (!ok || !std::isfinite(tokens) || tokens <= 0)

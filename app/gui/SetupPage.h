@@ -69,6 +69,7 @@ private:
     QComboBox* precision_ = nullptr;
     QLineEdit* tokens_ = nullptr;
     QCheckBox* flash_ = nullptr;
+    QCheckBox* dropout_ = nullptr;
     QComboBox* objective_ = nullptr;
     QLineEdit* fix_ = nullptr;
     QLineEdit* upper_ = nullptr;

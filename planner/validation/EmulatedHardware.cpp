@@ -66,6 +66,7 @@ Problem emulatedProblem(const engine::GptConfig& config, int batch, engine::Prec
     p.training.seq_len = config.seq;
     p.training.precision = plannerPrecision(precision);
     p.training.tokens_to_train = 1e9;
+    p.training.dropout = false;  // the engine's GPT has no dropout
     return p;
 }
 
