@@ -54,7 +54,7 @@ struct CostModel::StageCost {
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double cp_s = 0;              // exposed CP exchange per micro-batch
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
-    double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: half RS, half AG)
+    double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: RS and AG)
     double tp_all_gather_bytes = 0;   // ... in all-gathers
     double sp_norm_grad_bytes = 0;    // SP: the norms' gradients all-reduced over tp, per step
     double cp_bytes = 0;          // ... in the CP exchange per micro-batch
