@@ -141,6 +141,14 @@ private slots:
             const MetricComparison* m = r.metric("flops");
             QVERIFY2(std::fabs(m->rel_error) < 0.10, qPrintable(QString("%1: %2").arg(r.c.name.c_str()).arg(m->rel_error)));
             QVERIFY2(m->rel_error < 0, r.c.name.c_str());  // the engine counts more, not less
+            // Matmul FLOPs (what the planner counts) agree exactly, but under selective
+            // recomputation: the planner recomputes the whole attention core as Megatron-LM's
+            // checkpoint does (QK^T, softmax, attention over V); the engine keeps the attention
+            // output and recomputes only QK^T and the softmax.
+            const MetricComparison* mm = r.metric("matmul_flops");
+            const bool selective = r.c.request.recompute == Recompute::Selective;
+            QVERIFY2(selective ? std::fabs(mm->rel_error) < 0.02 : std::fabs(mm->rel_error) < 1e-9,
+                     qPrintable(QString("%1: %2").arg(r.c.name.c_str()).arg(mm->rel_error)));
         }
     }
 

@@ -44,7 +44,7 @@ const std::vector<std::string>& validationMetrics()
                                                 "activations_bytes", "flops", "comm_bytes",
                                                 "device_step_time_s", "wall_step_time_s",
                                                 "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes",
-                                                "send_recv_bytes"};
+                                                "send_recv_bytes", "matmul_flops"};
     return names;
 }
 
@@ -144,6 +144,13 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     for (const engine::DeviceMeasurement& d : m.devices)
         flops += d.counters.totalFlops() / steps;
     add("flops", r.prediction.hardware_flops_per_step, {-1, flops});
+    // The planner counts matmul FLOPs (Megatron's convention): compare like with like too; the
+    // gap between the two metrics is the engine's norms, softmax and element-wise kernels.
+    double matmulFlops = 0;
+    for (const engine::DeviceMeasurement& d : m.devices)
+        matmulFlops += (d.counters.flops[size_t(engine::KernelKind::Matmul)] +
+                        d.counters.flops[size_t(engine::KernelKind::Attention)]) / steps;
+    add("matmul_flops", r.prediction.hardware_flops_per_step, {-1, matmulFlops});
     const std::pair<int, double> busiestSender = busiest(m, [&](const engine::DeviceMeasurement& d) {
         double sent = 0;
         for (const auto& [kind, bytes] : d.comm_bytes)
