@@ -66,12 +66,12 @@ XYChartData scalingChartData(const SweepResult& sweep)
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
 {
     XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
-                     QObject::tr("time to train (days)"), QObject::tr("cost to train (USD)"), false, 10, {}};
+                     QObject::tr("time to train (days)"), QObject::tr("cost ($ million)"), false, 10, {}};
     XYSeriesData sizes{QObject::tr("node counts"), {}, true, false, -1};
     XYSeriesData types{QObject::tr("node types"), {}, false, true, -1};
     auto add = [](XYSeriesData& series, const SweepPoint& point) {
         if (const Plan* best = point.result.best(); best && best->prediction.cost_to_train_usd > 0)
-            series.points.push_back({best->prediction.time_to_train_s / kDay, best->prediction.cost_to_train_usd,
+            series.points.push_back({best->prediction.time_to_train_s / kDay, best->prediction.cost_to_train_usd / 1e6,
                                      QObject::tr("%1 x %2: %3")
                                          .arg(point.problem.cluster.nodes)
                                          .arg(QString::fromStdString(point.problem.cluster.node.name))

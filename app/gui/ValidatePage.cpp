@@ -79,6 +79,9 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     auto* charts = new QSplitter(Qt::Horizontal, this);
     charts->addWidget(lossChart_);
     charts->addWidget(errorChart_);
+    // Room for one readable label per metric: Qt Charts elides every category label when
+    // a category gets less than a line of height.
+    errorChart_->setMinimumHeight(300);
     auto* tables = new QSplitter(Qt::Horizontal, this);
     tables->addWidget(metrics_);
     tables->addWidget(history_);
