@@ -19,7 +19,7 @@ QString layoutText(const Layout& l) { return QString::fromStdString(toString(l))
 XYChartData paretoChartData(const SearchResult& result, const Layout* selected)
 {
     XYChartData memory{QObject::tr("Pareto front: step time vs memory per device"), QObject::tr("step time (s, log scale)"),
-                       QObject::tr("memory per device (GiB)"), true, 10, {}};
+                       QObject::tr("memory (GiB)"), true, 10, {}};
     XYSeriesData front{QObject::tr("Pareto front"), {}, true, false, -1};
     XYSeriesData top{QObject::tr("top plans"), {}, false, false, -1};
     XYSeriesData chosen{QObject::tr("selected plan"), {}, false, true, -1};
