@@ -370,6 +370,12 @@ private slots:
         const RunResult empty = run({"--db", file("empty-history.sqlite"), "calibrate", "--from-history"}, false);
         QCOMPARE(empty.exitCode, 2);
         QVERIFY2(empty.err.contains("validate --suite"), empty.describe().constData());
+        // Options of another mode are refused by name, not ignored.
+        const RunResult mixed = run({"calibrate", "--from-history", "--device", "trainium1:0.001"});
+        QCOMPARE(mixed.exitCode, 2);
+        QVERIFY2(mixed.err.contains("--device"), mixed.describe().constData());
+        const RunResult both = run({"calibrate", "--from-history", "--engine"});
+        QCOMPARE(both.exitCode, 2);
         const RunResult r = run({"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96", "--seq",
                                  "32", "--batch", "8", "--layout", "dp=2,zero=1", "--steps", "2", "--json"});
         QVERIFY2(r.exitCode == 0, r.describe().constData());

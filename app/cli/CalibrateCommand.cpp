@@ -148,8 +148,19 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
                           "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
                           "[--json]\n"
                           "       shardscope-cli calibrate --from-history [--holdout 0.3] [--save NAME] [--json]");
-    if (a.flag("engine") || a.flag("from-history"))
+    if (a.flag("engine") && a.flag("from-history"))
+        throw UsageError("give one of --engine (fresh engine runs) or --from-history (the stored runs)");
+    if (a.flag("engine") || a.flag("from-history")) {
+        // These fit the engine's terms; the published-run options do not apply.
+        for (const char* option : {"terms", "out"})
+            if (a.value(option))
+                throw UsageError(std::string("--") + option + " applies to the published-run fit, not to --engine or --from-history");
+        if (a.flag("fit"))
+            throw UsageError("--fit applies to the published-run fit; --engine and --from-history always fit");
+        if (a.flag("from-history") && a.value("device"))
+            throw UsageError("--device: the stored runs name their own devices; use it with --engine");
         return calibrateOnEngine(a, ctx);
+    }
     // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
     std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::DpOverlap};
     if (auto list = a.value("terms")) {
