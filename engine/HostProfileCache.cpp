@@ -28,25 +28,31 @@ std::string hostId()
     return id.toStdString() + "/" + cpuModel();
 }
 
+std::optional<CachedHostProfile> storedHostProfile(Catalog& catalog, int threads)
+{
+    const auto stored = catalog.hostProfile(hostId(), threads);
+    if (!stored || stored->engine_version != kEngineKernelVersion)
+        return std::nullopt;
+    CachedHostProfile out;
+    DeviceProfile& p = out.profile;
+    p.name = "host";
+    p.memory_bytes = stored->memory_bytes;
+    p.peak_flops_fp32 = stored->gemm_flops_fp32;
+    p.peak_flops_bf16 = stored->gemm_flops_fp32;  // bf16 is emulated at the fp32 rate
+    p.memory_bytes_per_second = stored->memory_bytes_per_second;
+    p.kernel_overhead_s = stored->kernel_overhead_s;
+    p.measured = true;
+    out.measured_at = stored->measured_at;
+    return out;
+}
+
 CachedHostProfile hostProfile(Catalog& catalog, int threads, bool remeasure)
 {
-    CachedHostProfile out;
+    if (!remeasure)
+        if (auto stored = storedHostProfile(catalog, threads))
+            return *stored;
     const std::string id = hostId();
-    if (!remeasure) {
-        if (const auto stored = catalog.hostProfile(id, threads);
-            stored && stored->engine_version == kEngineKernelVersion) {
-            DeviceProfile& p = out.profile;
-            p.name = "host";
-            p.memory_bytes = stored->memory_bytes;
-            p.peak_flops_fp32 = stored->gemm_flops_fp32;
-            p.peak_flops_bf16 = stored->gemm_flops_fp32;  // bf16 is emulated at the fp32 rate
-            p.memory_bytes_per_second = stored->memory_bytes_per_second;
-            p.kernel_overhead_s = stored->kernel_overhead_s;
-            p.measured = true;
-            out.measured_at = stored->measured_at;
-            return out;
-        }
-    }
+    CachedHostProfile out;
     out.profile = measureHostProfile(threads);
     out.measured_now = true;
     out.measured_at = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();

@@ -6,6 +6,7 @@
 #include "Catalog.h"
 #include "Device.h"
 
+#include <optional>
 #include <string>
 
 namespace shardscope::engine {
@@ -26,5 +27,9 @@ struct CachedHostProfile {
 // Reads the stored profile of this host at `threads`, or measures and stores it when it is
 // missing, stale (another engine kernel version) or `remeasure` is set.
 CachedHostProfile hostProfile(Catalog& catalog, int threads, bool remeasure = false);
+
+// The stored, current profile of this host at `threads`, without measuring (e.g. on a GUI
+// thread, which must not spend the measurement's fraction of a second).
+std::optional<CachedHostProfile> storedHostProfile(Catalog& catalog, int threads);
 
 } // namespace shardscope::engine

@@ -21,6 +21,7 @@ struct LinkModel {
     double inter_latency_s = 0;
     double domain_devices = 1;          // devices in one scale-up domain
     bool hierarchical = false;          // two-level collectives across domains
+    double launch_s = 0;                // once per collective call: launch and handshake
 };
 
 // Where a group of n devices with mesh stride `stride` sits.
@@ -59,8 +60,9 @@ inline double ringHalfTime(double n, double bytes, double bandwidth, double late
     return (n - 1) * latency + (n - 1) / n * bytes / bandwidth;
 }
 
-// Reduce-scatter (or all-gather) over a placed group: inside the domain first, then across.
-inline double reduceScatterTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+// The ring steps of a reduce-scatter (or all-gather) over a placed group: inside the domain
+// first, then across.
+inline double reduceScatterStepsTime(const GroupPlacement& g, double bytes, const LinkModel& link)
 {
     if (g.size <= 1)
         return 0;
@@ -76,16 +78,22 @@ inline double reduceScatterTime(const GroupPlacement& g, double bytes, const Lin
            ringHalfTime(g.domains, bytes / k, link.inter_bytes_per_second, link.inter_latency_s);
 }
 
+// One collective call: its launch and its steps.
+inline double reduceScatterTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+{
+    return g.size <= 1 ? 0 : link.launch_s + reduceScatterStepsTime(g, bytes, link);
+}
+
 inline double allGatherTime(const GroupPlacement& g, double bytes, const LinkModel& link)
 {
     return reduceScatterTime(g, bytes, link);  // the same steps in reverse
 }
 
-// All-reduce = reduce-scatter + all-gather; across domains this is the hierarchical
-// (two-level) all-reduce: RS inside, all-reduce of S/k across, AG inside.
+// All-reduce = reduce-scatter + all-gather in one call; across domains this is the
+// hierarchical (two-level) all-reduce: RS inside, all-reduce of S/k across, AG inside.
 inline double allReduceTime(const GroupPlacement& g, double bytes, const LinkModel& link)
 {
-    return 2 * reduceScatterTime(g, bytes, link);
+    return g.size <= 1 ? 0 : link.launch_s + 2 * reduceScatterStepsTime(g, bytes, link);
 }
 
 // Bytes one member sends in a ring reduce-scatter or all-gather of `bytes`, and in an
@@ -97,8 +105,8 @@ inline double allReduceBytes(double n, double bytes) { return 2 * ringHalfBytes(
 // Point-to-point between neighbouring pipeline stages.
 inline double sendRecvTime(bool crossesDomains, double bytes, const LinkModel& link)
 {
-    return crossesDomains ? link.inter_latency_s + bytes / link.inter_bytes_per_second
-                          : link.intra_latency_s + bytes / link.intra_bytes_per_second;
+    return link.launch_s + (crossesDomains ? link.inter_latency_s + bytes / link.inter_bytes_per_second
+                                           : link.intra_latency_s + bytes / link.intra_bytes_per_second);
 }
 
 } // namespace shardscope

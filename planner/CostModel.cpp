@@ -114,7 +114,8 @@ double topologyFraction(Topology topology, double chips, double domainChips)
 LinkModel CostModel::linkFor(double size, double stride) const
 {
     LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, params_.intra_latency_s,
-                   params_.inter_latency_s, domain_devices_, params_.hierarchical_collectives};
+                   params_.inter_latency_s, domain_devices_, params_.hierarchical_collectives,
+                   params_.collective_launch_s};
     const GroupPlacement g = placeGroup(size, stride, domain_devices_);
     // Chips one domain's members occupy: members at a stride below the chip's device count share chips.
     const double chips = g.members_per_domain * std::min(stride, devices_per_chip_) / devices_per_chip_;
@@ -300,7 +301,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
         const double message = T * h * activation_bytes_;
-        const double ar = allReduceTime(tpGroup, message, linkFor(D.t, 1));
+        // Sequence parallelism runs each all-reduce as a reduce-scatter and an all-gather: the
+        // same steps, two calls.
+        const double ar = l.sequence_parallel
+                              ? reduceScatterTime(tpGroup, message, linkFor(D.t, 1)) +
+                                    allGatherTime(tpGroup, message, linkFor(D.t, 1))
+                              : allReduceTime(tpGroup, message, linkFor(D.t, 1));
         const double layerCollectives = 2 * nEnc + 3 * nDec;
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
@@ -454,6 +460,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double gradBytes = heavy.params * grad_bytes_;
     const double weightBytes = heavy.params * weight_bytes_;
     double dpComm = 0, window = 0;
+    // Sharded states are reduced and gathered a unit at a time: each layer (FSDP's wrapping,
+    // DeepSpeed's per-module hooks and its buckets of about a layer), plus one unit for the
+    // stage's other parameters; one collective call each, the same bytes in all. Plain data
+    // parallelism all-reduces gradient buckets.
+    const double units = heavy.encoder_layers + heavy.decoder_layers + 1;
+    const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(gradBytes / prm.dp_bucket_bytes)) : 1.0;
     if (dpGroupSize > 1) {
         const GroupPlacement all = placeGroup(dpGroupSize, l.tp, domain_devices_);
         const GroupPlacement shard = placeGroup(shardGroup, l.tp, domain_devices_);
@@ -463,13 +475,14 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const LinkModel acrossLink = linkFor(replicas, double(l.tp) * shardGroup);
         switch (l.zero_stage) {
         case 0:
-            dpComm = allReduceTime(all, gradBytes, allLink);
+            dpComm = buckets * allReduceTime(all, gradBytes / buckets, allLink);
             pr.comm_bytes.dp = allReduceBytes(dpGroupSize, gradBytes);
             kinds.all_reduce += pr.comm_bytes.dp;
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
-            dpComm = reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
+            dpComm = units * (reduceScatterTime(shard, gradBytes / units, shardLink) +
+                              allGatherTime(shard, weightBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
@@ -481,7 +494,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         case 2:
             // Only the gradient shard is kept, so gradients are reduce-scattered after every
             // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
-            dpComm = m * reduceScatterTime(shard, gradBytes, shardLink) + allGatherTime(shard, weightBytes, shardLink) +
+            dpComm = units * (m * reduceScatterTime(shard, gradBytes / units, shardLink) +
+                              allGatherTime(shard, weightBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = m * ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
                                allReduceBytes(replicas, gradBytes / shardGroup);
@@ -495,8 +509,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             // backward reuses the parameters it gathers for it: DeepSpeed's max_reuse_distance), and
             // gradients reduce-scattered, for every micro-batch; prefetching overlaps the step.
             const double gathers = 2.0;
-            dpComm = m * (gathers * allGatherTime(shard, weightBytes, shardLink) +
-                          reduceScatterTime(shard, gradBytes, shardLink)) +
+            dpComm = m * units * (gathers * allGatherTime(shard, weightBytes / units, shardLink) +
+                                  reduceScatterTime(shard, gradBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
             pr.comm_bytes.dp = m * (gathers * ringHalfBytes(shardGroup, weightBytes) +
                                     ringHalfBytes(shardGroup, gradBytes)) +

@@ -46,7 +46,7 @@ std::map<std::string, double> readFractions(JsonReader r)
 
 QJsonObject toJson(const CostModelParams& p)
 {
-    return QJsonObject{
+    QJsonObject o{
         {"schema", "shardscope.costmodel/1"},
         {"name", QString::fromStdString(p.name)},
         {"matmul_efficiency",
@@ -60,11 +60,16 @@ QJsonObject toJson(const CostModelParams& p)
                                 {"inter_node_efficiency", p.inter_node_efficiency},
                                 {"intra_latency_s", p.intra_latency_s},
                                 {"inter_latency_s", p.inter_latency_s},
+                                {"collective_launch_s", p.collective_launch_s},
                                 {"hierarchical_collectives", p.hierarchical_collectives}}},
         {"dp_overlap", p.dp_overlap},
         {"memory", QJsonObject{{"reserve_fraction", p.reserve_fraction}, {"dp_bucket_bytes", p.dp_bucket_bytes}}},
         {"host_memory_bytes_per_second", p.host_memory_bytes_per_second},
     };
+    if (!(p.emulation_wall == EmulationWallTerms{}))
+        o.insert("emulation_wall", QJsonObject{{"compute_factor", p.emulation_wall.compute_factor},
+                                               {"sync_s", p.emulation_wall.sync_s}});
+    return o;
 }
 
 CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -74,7 +79,7 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     // "notes" and "fitted_on" document provenance; they are kept in the file only.
     r.rejectUnknownKeys({"schema", "name", "matmul_efficiency", "matmul_half_dim", "kernel_overhead_s",
                          "elementwise_traffic_factor", "network", "dp_overlap", "memory",
-                         "host_memory_bytes_per_second", "notes", "fitted_on", "sources"});
+                         "host_memory_bytes_per_second", "emulation_wall", "notes", "fitted_on", "sources"});
     CostModelParams p;
     p.name = r.string("name", true);
     JsonReader mm = r.object("matmul_efficiency", true);
@@ -91,11 +96,12 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.elementwise_traffic_factor = r.number("elementwise_traffic_factor", 0, true, 0, 100);
     JsonReader net = r.object("network", true);
     net.rejectUnknownKeys({"intra_link_efficiency", "inter_node_efficiency", "intra_latency_s", "inter_latency_s",
-                           "hierarchical_collectives"});
+                           "collective_launch_s", "hierarchical_collectives"});
     p.intra_link_efficiency = net.number("intra_link_efficiency", 0, true, 1e-3, 1.0);
     p.inter_node_efficiency = net.number("inter_node_efficiency", 0, true, 1e-3, 1.0);
     p.intra_latency_s = net.number("intra_latency_s", 0, true, 0, 1e-2);
     p.inter_latency_s = net.number("inter_latency_s", 0, true, 0, 1e-2);
+    p.collective_launch_s = net.number("collective_launch_s", 0, false, 0, 1e-2);
     p.hierarchical_collectives = net.boolean("hierarchical_collectives", false);
     p.dp_overlap = r.number("dp_overlap", 0, true, 0, 1.0);
     JsonReader mem = r.object("memory", true);
@@ -103,6 +109,13 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.reserve_fraction = mem.number("reserve_fraction", 0, true, 0, 0.5);
     p.dp_bucket_bytes = mem.number("dp_bucket_bytes", 0, true, 0, 1e11);
     p.host_memory_bytes_per_second = r.number("host_memory_bytes_per_second", 0, true, 1e6, 1e13);
+    // Profiles fitted on published runs only have no emulation terms: the uncalibrated ones apply.
+    if (r.json().contains(QLatin1String("emulation_wall"))) {
+        JsonReader wall = r.object("emulation_wall", true);
+        wall.rejectUnknownKeys({"compute_factor", "sync_s"});
+        p.emulation_wall.compute_factor = wall.number("compute_factor", 1, true, 1e-3, 1e3);
+        p.emulation_wall.sync_s = wall.number("sync_s", 0, true, 0, 1);
+    }
     return p;
 }
 

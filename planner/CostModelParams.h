@@ -16,6 +16,15 @@
 
 namespace shardscope {
 
+// How the engine's emulated cluster spends host wall-clock time (planner/validation/
+// WallClockModel.h): not a property of any accelerator, fitted on this machine's engine runs
+// (calibrate --engine). The defaults are the uncalibrated model: a pure roofline of the host.
+struct EmulationWallTerms {
+    double compute_factor = 1;         // real time of the device work / its roofline time on the host profile
+    double sync_s = 0;                 // per barrier (a collective's start or ring step)
+    bool operator==(const EmulationWallTerms&) const = default;
+};
+
 struct CostModelParams {
     std::string name;
 
@@ -41,6 +50,7 @@ struct CostModelParams {
     double inter_node_efficiency = 0;
     double intra_latency_s = 0;
     double inter_latency_s = 0;
+    double collective_launch_s = 0;  // per collective call (optional in JSON, 0: not fitted on published runs)
     // Two-level collectives across scale-up domains (reduce-scatter inside first) instead of
     // flat rings. The calibration runs (Megatron-LM and DeepSpeed on Selene, 2021) used flat rings.
     bool hierarchical_collectives = false;
@@ -52,6 +62,8 @@ struct CostModelParams {
     double reserve_fraction = 0;          // of HBM, for allocator fragmentation and the runtime
     double dp_bucket_bytes = 0;           // gradient bucket size for bucketed all-reduce
     double host_memory_bytes_per_second = 0;  // CPU Adam on offloaded optimizer states, per device
+
+    EmulationWallTerms emulation_wall;    // optional in JSON ("emulation_wall"); only validation uses it
 
     double matmulEfficiency(const struct ChipSpec& chip) const;
 };

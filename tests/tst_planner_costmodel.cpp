@@ -247,6 +247,13 @@ private slots:
         QCOMPARE(allGatherTime(g, S, link), (n - 1) * alpha + (n - 1) / n * S / beta);
         QCOMPARE(sendRecvTime(false, S, link), alpha + S / beta);
         QCOMPARE(allReduceTime(placeGroup(1, 1, 8), S, link), 0.0);
+        // A launch cost is paid once per call: an all-reduce is one call, RS + AG are two.
+        const double launch = 7e-6;
+        link.launch_s = launch;
+        QCOMPARE(allReduceTime(g, S, link), launch + 2 * (n - 1) * alpha + 2 * (n - 1) / n * S / beta);
+        QCOMPARE(reduceScatterTime(g, S, link) + allGatherTime(g, S, link), allReduceTime(g, S, link) + launch);
+        QCOMPARE(sendRecvTime(false, S, link), launch + alpha + S / beta);
+        QCOMPARE(allReduceTime(placeGroup(1, 1, 8), S, link), 0.0);
     }
 
     // Across nodes: hierarchical = RS inside + all-reduce of S/k across + AG inside;

@@ -5,6 +5,7 @@
 // belong to the calibration work (see the issue notes), not to this test.
 #include "Catalog.h"
 #include "ScaledCase.h"
+#include "EngineFit.h"
 #include "Validation.h"
 #include "ValidationCaseJson.h"
 #include "EmulatedHardware.h"
@@ -41,8 +42,11 @@ class TstValidation : public QObject {
 private slots:
     void initTestCase()
     {
-        for (const ValidationCase& c : validationSuite(testProfile()))
+        const EmulationHost host = emulationHost(engine::measureHostProfile(1));
+        for (ValidationCase c : validationSuite(testProfile())) {
+            c.host = host;
             results_.push_back(runValidation(c));
+        }
         QVERIFY(results_.size() >= 16);
     }
 
@@ -222,6 +226,86 @@ private slots:
         QCOMPARE(fit.params.dp_overlap, defaultCostModelParams().dp_overlap);
     }
 
+    // The wall-clock model's parts follow the layout: one device has no barriers and runs at
+    // the host's roofline; oversubscribed workers share the cores; every collective call and
+    // ring step is a barrier (a ZeRO-3 step: per micro-batch and unit, two all-gathers and a
+    // reduce-scatter over 4 members, each a call and 3 steps).
+    void wallClockModelParts()
+    {
+        const ValidationResult* single = nullptr;
+        const ValidationResult* zero3 = nullptr;
+        const ValidationResult* dp = nullptr;
+        for (const ValidationResult& r : results_) {
+            if (r.c.name == "single device")
+                single = &r;
+            else if (r.c.name == "ZeRO-3")
+                zero3 = &r;
+            else if (r.c.name == "data parallel")
+                dp = &r;
+        }
+        QVERIFY(single && zero3 && dp);
+        QCOMPARE(single->wall.barriers, 0.0);
+        QCOMPARE(single->wall.oversubscription, 1.0);
+        QCOMPARE(single->wall.compute_s, single->wall.critical_s);
+        // Uncalibrated: the host's roofline alone.
+        QCOMPARE(single->metric("wall_step_time_s")->predicted, single->wall.critical_s);
+
+        const int cores = single->c.host.cores;
+        QCOMPARE(dp->wall.oversubscription, std::max(1.0, 4.0 / cores));
+        QCOMPARE(dp->wall.compute_s, std::max(dp->wall.critical_s, dp->wall.oversubscription * dp->wall.busy_s));
+        // One gradient bucket, all-reduced over 4: a call and 2 x 3 ring steps.
+        QCOMPARE(dp->wall.barriers, 7.0);
+        const Layout& l = zero3->c.request.layout;
+        const double micro = double(zero3->c.request.batch) / l.dp / l.micro_batch;
+        const double units = zero3->c.request.model.layers + 1;
+        QCOMPARE(zero3->wall.barriers, micro * units * 3 * (1 + 3));
+    }
+
+    // The emulation's terms are recovered exactly from measurements they generated, and a term
+    // the measurements do not support stays at zero.
+    void wallTermsAreFittedByLeastSquares()
+    {
+        std::vector<ValidationResult> synthetic = results_;
+        std::vector<const ValidationResult*> cases;
+        for (ValidationResult& r : synthetic) {
+            for (MetricComparison& m : r.metrics)
+                if (m.metric == "wall_step_time_s")
+                    m.measured = 1.25 * r.wall.compute_s + 30e-6 * r.wall.barriers;
+            cases.push_back(&r);
+        }
+        const EmulationWallTerms t = fitWallTerms(cases, defaultCostModelParams());
+        QVERIFY2(std::fabs(t.compute_factor - 1.25) < 1e-9, qPrintable(QString::number(t.compute_factor)));
+        QVERIFY2(std::fabs(t.sync_s - 30e-6) < 1e-12, qPrintable(QString::number(t.sync_s)));
+        // Measurements with no barrier cost at all: the barrier term is not made negative.
+        for (ValidationResult& r : synthetic)
+            for (MetricComparison& m : r.metrics)
+                if (m.metric == "wall_step_time_s")
+                    m.measured = 0.9 * r.wall.compute_s * (r.wall.barriers > 0 ? 0.8 : 1.0);
+        const EmulationWallTerms clamped = fitWallTerms(cases, defaultCostModelParams());
+        QCOMPARE(clamped.sync_s, 0.0);
+        QVERIFY(clamped.compute_factor > 0.7 && clamped.compute_factor < 0.9);
+    }
+
+    // The emulation's terms travel with a profile; a profile without them gets the defaults.
+    void wallTermsInProfiles()
+    {
+        CostModelParams p = defaultCostModelParams();
+        p.emulation_wall = EmulationWallTerms{1.1, 25e-6};
+        FieldErrors errors;
+        const CostModelParams back = costModelParamsFromJson(toJson(p), "p", errors);
+        QVERIFY(errors.empty());
+        QVERIFY(back.emulation_wall == p.emulation_wall);
+        const CostModelParams plain = costModelParamsFromJson(toJson(defaultCostModelParams()), "p", errors);
+        QVERIFY(errors.empty());
+        QVERIFY(plain.emulation_wall == EmulationWallTerms{});
+        QJsonObject bad = toJson(p);
+        bad.insert("emulation_wall", QJsonObject{{"compute_factor", -1}, {"sync_s", 1e-6}});
+        costModelParamsFromJson(bad, "p", errors);
+        QVERIFY(!errors.empty());
+        QVERIFY2(QString::fromStdString(errors.front().path).contains("emulation_wall.compute_factor"),
+                 errors.front().path.c_str());
+    }
+
     // A fitted profile is stored under a name and used on request; the default never changes.
     void namedCostProfiles()
     {
@@ -284,6 +368,12 @@ private slots:
         const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);
         QCOMPARE(history.params.elementwise_traffic_factor, live.params.elementwise_traffic_factor);
         QCOMPARE(history.holdout_after, live.holdout_after);
+        // The host came back too: the wall-clock fit is the same.
+        QCOMPARE(stored[0].c.host.cores, results_[0].c.host.cores);
+        QCOMPARE(stored[0].c.host.profile.peak_flops_fp32, results_[0].c.host.profile.peak_flops_fp32);
+        QCOMPARE(history.wall.fit_cases.size(), results_.size() - history.holdout_cases.size());
+        QVERIFY(history.params.emulation_wall == live.params.emulation_wall);
+        QCOMPARE(history.wall.holdout_after.median, live.wall.holdout_after.median);
 
         // A malformed stored request names its field; a run stored without one says so.
         QJsonObject bad = cases[0].toObject();

@@ -1,6 +1,8 @@
 // shardscope-cli calibrate: the cost model against the published runs of
 // calibration-cases.md, and (with --fit) a least-squares fit of its efficiency terms.
 #include "Calibration.h"
+#include "EngineFit.h"
+#include "HostProfileCache.h"
 #include "Validation.h"
 #include "ValidationCaseJson.h"
 #include "CliArgs.h"
@@ -95,8 +97,11 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     } else {
         const engine::DeviceProfile profile =
             chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
-        for (const ValidationCase& c : validationSuite(profile))
+        const EmulationHost host = emulationHost(engine::hostProfile(catalog, 1).profile);
+        for (ValidationCase c : validationSuite(profile)) {
+            c.host = host;
             results.push_back(runValidation(c));
+        }
         source = profile.name;
     }
     const CostModelParams start = defaultCostModelParams();
@@ -116,6 +121,14 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                                                        {"holdout_median_after", fit.holdout_after},
                                                        {"holdout_worst_before", fit.holdout_worst_before},
                                                        {"holdout_worst_after", fit.holdout_worst_after}}},
+                      {"wall_step_time", QJsonObject{{"fit_cases", fit.wall.fit_before.cases},
+                                                     {"holdout_cases", fit.wall.holdout_before.cases},
+                                                     {"fit_median_before", fit.wall.fit_before.median},
+                                                     {"fit_median_after", fit.wall.fit_after.median},
+                                                     {"holdout_median_before", fit.wall.holdout_before.median},
+                                                     {"holdout_median_after", fit.wall.holdout_after.median},
+                                                     {"holdout_worst_before", fit.wall.holdout_before.worst},
+                                                     {"holdout_worst_after", fit.wall.holdout_after.worst}}},
                       {"params", toJson(fit.params)}};
         ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
@@ -134,6 +147,30 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     ctx.out << line;
     for (const std::string& name : fit.holdout_cases)
         ctx.out << "  held out: " << name << "\n";
+    if (fit.wall.fit_before.cases > 0) {
+        const EmulationWallTerms& w = fit.params.emulation_wall;
+        std::snprintf(line, sizeof line,
+                      "host wall clock terms: compute x %.3f, %.1f us per barrier\n", w.compute_factor,
+                      1e6 * w.sync_s);
+        ctx.out << line;
+        std::snprintf(line, sizeof line, "wall step time, %d fit cases: median |error| %.1f%% -> %.1f%%\n",
+                      fit.wall.fit_before.cases, 100 * fit.wall.fit_before.median, 100 * fit.wall.fit_after.median);
+        ctx.out << line;
+        std::snprintf(line, sizeof line,
+                      "wall step time, %d held-out cases: median |error| %.1f%% -> %.1f%%, worst %.1f%% -> %.1f%%\n",
+                      fit.wall.holdout_before.cases, 100 * fit.wall.holdout_before.median,
+                      100 * fit.wall.holdout_after.median, 100 * fit.wall.holdout_before.worst,
+                      100 * fit.wall.holdout_after.worst);
+        ctx.out << line;
+        for (size_t i = 0; i < fit.wall.holdout_cases.size(); ++i) {
+            std::snprintf(line, sizeof line, "  held out: %-36s %+6.1f%% -> %+6.1f%%\n",
+                          fit.wall.holdout_cases[i].c_str(), 100 * fit.wall.holdout_before.rel_errors[i],
+                          100 * fit.wall.holdout_after.rel_errors[i]);
+            ctx.out << line;
+        }
+    } else {
+        ctx.out << "wall step time: no case knows its host (runs stored before hosts were recorded); not fitted\n";
+    }
     if (auto name = a.value("save"))
         ctx.out << "saved as cost-model profile \"" << *name << "\" (use it with --cost-model " << *name << ")\n";
     return kExitOk;

@@ -125,11 +125,15 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     // --profile host: this machine as the device (measured once, stored), so that the device
     // clock and the wall clock describe the same hardware.
     auto hostDevice = [&] { return engine::hostProfile(catalog, 1).profile; };
+    // Whatever the device, the host runs the emulation: its wall clock is predicted too.
+    const EmulationHost host = emulationHost(hostDevice());
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
                                         : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
-        for (const ValidationCase& c : validationSuite(profile))
+        for (ValidationCase c : validationSuite(profile)) {
+            c.host = host;
             results.push_back(runValidation(c, base));
+        }
     } else if (direct) {
         ValidationCase c;
         engine::TrainRequest& r = c.request;
@@ -158,6 +162,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         if (FieldErrors requestErrors = engine::validate(r); !requestErrors.empty())
             throw InputError(requestErrors);
         runName = c.name;
+        c.host = host;
         results.push_back(runValidation(c, base));
     } else {
         const PlanDocument plan = loadPlanFile(*a.value("plan"));
@@ -176,6 +181,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         adaptations = scaled.adaptations;
         profile = scaled.validation.profile;
         runName = scaled.validation.name;
+        scaled.validation.host = host;
         results.push_back(runValidation(scaled.validation, base));
     }
     QJsonObject doc = validationDocument(results);

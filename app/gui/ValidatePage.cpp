@@ -1,5 +1,6 @@
 #include "ValidatePage.h"
 #include "Catalog.h"
+#include "HostProfileCache.h"
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "JobRunner.h"
@@ -173,12 +174,18 @@ void ValidatePage::start()
                             .arg(q(scaled.validation.profile.name), q(toString(r.layout)),
                                  notes.isEmpty() ? QString() : tr("\nAdapted: %1").arg(notes.join(QStringLiteral("; ")))));
 
-    const ScaledCase work = scaled;  // the worker gets copies
+    ScaledCase work = scaled;  // the worker gets copies
+    // The host runs the emulation; its stored profile prices the wall clock (measured by the
+    // worker when this machine has none yet: a fraction of a second the GUI thread must not spend).
+    if (const auto stored = engine::storedHostProfile(catalog_, 1))
+        work.validation.host = emulationHost(stored->profile);
     const int steps = steps_;
     QPointer<ValidatePage> self(this);
     const quint64 jobId = job_->currentJob() + 1;  // the id start() below will give
     std::function<ValidationOutcome(const std::atomic<bool>&, const JobRunner::Progress&)> run =
-        [work, steps, self, jobId](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
+        [work, steps, self, jobId](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) mutable {
+            if (!work.validation.host.known())
+                work.validation.host = emulationHost(engine::measureHostProfile(1));
             const engine::StepCallback onStep = [self, jobId, steps, progress](const engine::StepRecord& s) {
                 progress(double(s.step) / steps, QObject::tr("step %1 of %2, loss %3").arg(s.step).arg(steps).arg(s.loss, 0, 'f', 4));
                 const int step = s.step;

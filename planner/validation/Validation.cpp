@@ -38,6 +38,15 @@ std::pair<int, double> busiest(const engine::Measurement& m, F value)
 
 } // namespace
 
+double medianOf(std::vector<double> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 const std::vector<std::string>& validationMetrics()
 {
     static const std::vector<std::string> names{"weights_bytes", "gradients_bytes", "optimizer_bytes",
@@ -171,8 +180,14 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
             }));
     add("device_step_time_s", r.prediction.step_time_s,
         busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; }));
-    add("wall_step_time_s", r.prediction.step_time_s,
-        busiest(m, [](const engine::DeviceMeasurement& d) { return d.wall_step_time_s; }));
+    // Wall clock: the host doing the emulation's work (WallClockModel.h). The median over steps,
+    // because the host is shared and the first step also touches fresh memory.
+    if (c.host.known()) {
+        r.wall = estimateWallClock(req, priced, c.host, base);
+        add("wall_step_time_s", r.wall.wall_s, busiest(m, [](const engine::DeviceMeasurement& d) {
+                return medianOf(d.wall_step_times_s);
+            }));
+    }
     return r;
 }
 
@@ -210,7 +225,8 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         engine::TrainRequest& r = c.request;
         r.model = {4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout above divides it
         r.batch = 8;
-        r.steps = 3;
+        // Enough steps for a steady median wall time: a step takes milliseconds on a shared host.
+        r.steps = 20;
         r.precision = row.precision;
         FieldErrors errors;
         r.layout = parseLayout(row.layout, errors);
@@ -237,10 +253,8 @@ MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, cons
     s.cases = int(errors.size());
     if (errors.empty())
         return s;
-    std::sort(errors.begin(), errors.end());
-    const size_t n = errors.size();
-    s.median_rel_error = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-    s.worst_rel_error = errors.back();
+    s.median_rel_error = medianOf(errors);
+    s.worst_rel_error = *std::max_element(errors.begin(), errors.end());
     return s;
 }
 
@@ -261,6 +275,21 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                       {"request", toJson(r.c)}};
         if (!r.error.empty())
             c.insert("error", QString::fromStdString(r.error));
+        if (r.c.host.known() && r.error.empty()) {  // what the wall-clock prediction is made of
+            // Beside it, the collective calls per step the engine made (its busiest caller), by kind.
+            QJsonObject calls;
+            const double steps = std::max<std::size_t>(1, r.measurement.steps.size());
+            for (const engine::DeviceMeasurement& d : r.measurement.devices)
+                for (const auto& [kind, n] : d.comm_calls)
+                    calls.insert(QString::fromStdString(kind),
+                                 std::max(calls.value(QString::fromStdString(kind)).toDouble(), n / steps));
+            c.insert("wall_model", QJsonObject{{"critical_s", r.wall.critical_s},
+                                               {"busy_s", r.wall.busy_s},
+                                               {"oversubscription", r.wall.oversubscription},
+                                               {"barriers", r.wall.barriers},
+                                               {"compute_s", r.wall.compute_s},
+                                               {"engine_collective_calls", calls}});
+        }
         cases.append(c);
     }
     QJsonObject summary;
@@ -272,70 +301,6 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                                    {"cases", s.cases}});
     }
     return QJsonObject{{"schema", "shardscope.validation/1"}, {"cases", cases}, {"summary", summary}};
-}
-
-} // namespace shardscope
-
-#include "Calibration.h"
-
-namespace shardscope {
-
-namespace {
-
-double predictedStep(const ValidationResult& r, const CostModelParams& base)
-{
-    const engine::TrainRequest& req = r.c.request;
-    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base));
-    return model.evaluate(pricedLayout(r.c)).step_time_s;
-}
-
-double measuredStep(const ValidationResult& r)
-{
-    const MetricComparison* m = r.metric("device_step_time_s");
-    return m ? m->measured : 0;
-}
-
-std::pair<double, double> medianAndWorst(const std::vector<const ValidationResult*>& cases, const CostModelParams& p)
-{
-    std::vector<double> errors;
-    for (const ValidationResult* r : cases)
-        errors.push_back(std::fabs(predictedStep(*r, p) / measuredStep(*r) - 1));
-    if (errors.empty())
-        return {0, 0};
-    std::sort(errors.begin(), errors.end());
-    const size_t n = errors.size();
-    return {n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]), errors.back()};
-}
-
-} // namespace
-
-EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout)
-{
-    EngineFit out;
-    std::vector<const ValidationResult*> fit, held;
-    const int every = holdout > 0 ? std::max(2, int(std::lround(1.0 / holdout))) : 0;
-    int i = 0;
-    for (const ValidationResult& r : results) {
-        if (!r.error.empty() || measuredStep(r) <= 0)
-            continue;
-        const bool hold = every > 0 && i % every == every - 1;
-        (hold ? held : fit).push_back(&r);
-        (hold ? out.holdout_cases : out.fit_cases).push_back(r.c.name);
-        ++i;
-    }
-    auto residuals = [&](const CostModelParams& p) {
-        std::vector<double> r;
-        for (const ValidationResult* v : fit)
-            r.push_back(std::log(predictedStep(*v, p) / measuredStep(*v)));
-        return r;
-    };
-    out.fit_before = medianAndWorst(fit, start).first;
-    std::tie(out.holdout_before, out.holdout_worst_before) = medianAndWorst(held, start);
-    out.params = fit.empty() ? start : fitTerms(residuals, start, {FitTerm::ElementwiseFactor}, "");
-    out.params.name = "engine-fitted";
-    out.fit_after = medianAndWorst(fit, out.params).first;
-    std::tie(out.holdout_after, out.holdout_worst_after) = medianAndWorst(held, out.params);
-    return out;
 }
 
 } // namespace shardscope

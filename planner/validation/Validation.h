@@ -8,11 +8,13 @@
 //   weights_bytes gradients_bytes optimizer_bytes activations_bytes   the most loaded device
 //   flops                                                             all devices, per step
 //   comm_bytes                                                        sent by the busiest device
-//   device_step_time_s wall_step_time_s                               the slowest device
+//   device_step_time_s                                                the slowest device
+//   wall_step_time_s    the slowest device, median over steps (WallClockModel.h; only with a known host)
 #pragma once
 
 #include "CostModel.h"
 #include "Trainer.h"
+#include "WallClockModel.h"
 
 #include <QJsonObject>
 
@@ -26,6 +28,7 @@ struct ValidationCase {
     std::string name;
     engine::TrainRequest request;
     engine::DeviceProfile profile;
+    EmulationHost host;  // the machine running the engine; unknown: no wall-clock prediction
 };
 
 struct MetricComparison {
@@ -40,6 +43,7 @@ struct ValidationResult {
     ValidationCase c;
     Problem problem;
     Prediction prediction;
+    WallClockEstimate wall;   // the host wall-clock prediction, when the host is known
     engine::Measurement measurement;
     std::vector<MetricComparison> metrics;
     std::string error;       // why the case could not be compared (engine error, unsupported precision)
@@ -71,23 +75,8 @@ struct MetricSummary {
     double worst_rel_error = 0;
     int cases = 0;
 };
+double medianOf(std::vector<double> values);  // 0 for none
+
 MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, const std::string& metric);
-
-} // namespace shardscope
-
-namespace shardscope {
-
-// Fitting the cost model's terms to engine measurements (device-clock step time), with a
-// held-out share of the cases to report the gain honestly.
-struct EngineFit {
-    CostModelParams params;                   // the fitted terms
-    std::vector<std::string> fit_cases, holdout_cases;
-    double fit_before = 0, fit_after = 0;     // median |error| of device step time on the fit cases
-    double holdout_before = 0, holdout_after = 0;
-    double holdout_worst_before = 0, holdout_worst_after = 0;
-};
-
-// Every k-th case is held out (k = round(1 / holdout)); the element-wise traffic factor is fitted.
-EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout);
 
 } // namespace shardscope

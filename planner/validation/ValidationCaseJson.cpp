@@ -6,11 +6,40 @@
 
 namespace shardscope {
 
+namespace {
+
+QJsonObject toJson(const engine::DeviceProfile& p)
+{
+    return QJsonObject{{"name", QString::fromStdString(p.name)},
+                       {"memory_bytes", p.memory_bytes},
+                       {"peak_flops_fp32", p.peak_flops_fp32},
+                       {"peak_flops_bf16", p.peak_flops_bf16},
+                       {"memory_bytes_per_second", p.memory_bytes_per_second},
+                       {"kernel_overhead_s", p.kernel_overhead_s},
+                       {"scale", p.scale},
+                       {"measured", p.measured}};
+}
+
+engine::DeviceProfile profileFromJson(JsonReader device)
+{
+    engine::DeviceProfile p;
+    p.name = device.string("name", true);
+    p.memory_bytes = device.number("memory_bytes", 0, true, 1, 1e18);
+    p.peak_flops_fp32 = device.number("peak_flops_fp32", 0, true, 0, 1e20);
+    p.peak_flops_bf16 = device.number("peak_flops_bf16", 0, false, 0, 1e20);
+    p.memory_bytes_per_second = device.number("memory_bytes_per_second", 0, true, 1, 1e18);
+    p.kernel_overhead_s = device.number("kernel_overhead_s", 0, false, 0, 1e3);
+    p.scale = device.number("scale", 1, false, 1e-9, 1);
+    p.measured = device.boolean("measured", false);
+    return p;
+}
+
+} // namespace
+
 QJsonObject toJson(const ValidationCase& c)
 {
     const engine::TrainRequest& r = c.request;
-    const engine::DeviceProfile& p = c.profile;
-    return QJsonObject{
+    QJsonObject o{
         {"model", QJsonObject{{"layers", r.model.layers},
                               {"hidden", r.model.hidden},
                               {"heads", r.model.heads},
@@ -27,14 +56,10 @@ QJsonObject toJson(const ValidationCase& c)
                               {"inter_latency_s", r.links.inter_latency_s},
                               {"node_devices", r.links.node_devices}}},
         {"bucket_bytes", double(r.bucket_bytes)},
-        {"device", QJsonObject{{"name", QString::fromStdString(p.name)},
-                               {"memory_bytes", p.memory_bytes},
-                               {"peak_flops_fp32", p.peak_flops_fp32},
-                               {"peak_flops_bf16", p.peak_flops_bf16},
-                               {"memory_bytes_per_second", p.memory_bytes_per_second},
-                               {"kernel_overhead_s", p.kernel_overhead_s},
-                               {"scale", p.scale},
-                               {"measured", p.measured}}}};
+        {"device", toJson(c.profile)}};
+    if (c.host.known())
+        o.insert("host", QJsonObject{{"device", toJson(c.host.profile)}, {"cores", c.host.cores}});
+    return o;
 }
 
 ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& path)
@@ -76,16 +101,13 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.links.inter_latency_s = links.number("inter_latency_s", 0, false, 0, 1e3);
     r.links.node_devices = links.integer("node_devices", 0, false, 0, 1 << 20);
     r.bucket_bytes = std::size_t(in.number("bucket_bytes", double(r.bucket_bytes), false, 1, 1e15));
-    JsonReader device = in.object("device", true);
-    engine::DeviceProfile& p = c.profile;
-    p.name = device.string("name", true);
-    p.memory_bytes = device.number("memory_bytes", 0, true, 1, 1e18);
-    p.peak_flops_fp32 = device.number("peak_flops_fp32", 0, true, 0, 1e20);
-    p.peak_flops_bf16 = device.number("peak_flops_bf16", 0, false, 0, 1e20);
-    p.memory_bytes_per_second = device.number("memory_bytes_per_second", 0, true, 1, 1e18);
-    p.kernel_overhead_s = device.number("kernel_overhead_s", 0, false, 0, 1e3);
-    p.scale = device.number("scale", 1, false, 1e-9, 1);
-    p.measured = device.boolean("measured", false);
+    c.profile = profileFromJson(in.object("device", true));
+    // Runs stored before the host was recorded have none: no wall-clock prediction for them.
+    if (o.contains(QLatin1String("host"))) {
+        JsonReader host = in.object("host", true);
+        c.host.profile = profileFromJson(host.object("device", true));
+        c.host.cores = host.integer("cores", 0, true, 1, 1 << 16);
+    }
     if (!errors.empty())
         throw InputError(errors);
     return c;

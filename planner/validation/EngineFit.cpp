@@ -1,0 +1,150 @@
+#include "EngineFit.h"
+#include "Calibration.h"
+#include "EmulatedHardware.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+double measured(const ValidationResult& r, const char* metric)
+{
+    const MetricComparison* m = r.metric(metric);
+    return m ? m->measured : 0;
+}
+
+double predictedStep(const ValidationResult& r, const CostModelParams& base)
+{
+    const engine::TrainRequest& req = r.c.request;
+    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base));
+    return model.evaluate(pricedLayout(r.c)).step_time_s;
+}
+
+double predictedWall(const ValidationResult& r, const CostModelParams& base)
+{
+    return estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).wall_s;
+}
+
+template <class Predict>
+FitErrors errorsOf(const std::vector<const ValidationResult*>& cases, const char* metric, Predict predict)
+{
+    std::vector<double> errors;
+    FitErrors e;
+    for (const ValidationResult* r : cases) {
+        e.rel_errors.push_back(predict(*r) / measured(*r, metric) - 1);
+        errors.push_back(std::fabs(e.rel_errors.back()));
+    }
+    e.cases = int(errors.size());
+    if (!errors.empty()) {
+        e.median = medianOf(errors);
+        e.worst = *std::max_element(errors.begin(), errors.end());
+    }
+    return e;
+}
+
+} // namespace
+
+EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const CostModelParams& base)
+{
+    // Rows: features / measured . terms = 1 (relative errors).
+    constexpr int kTerms = 2;
+    Eigen::MatrixXd a(Eigen::Index(cases.size()), kTerms);
+    Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(cases.size()));
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const ValidationResult& r = *cases[i];
+        const std::array<double, 2> f = estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).features();
+        const double m = measured(r, "wall_step_time_s");
+        for (int t = 0; t < kTerms; ++t)
+            a(Eigen::Index(i), t) = f[size_t(t)] / m;
+    }
+    // Non-negative least squares by elimination: a term that comes out negative is one the
+    // cases do not support; drop it and solve again.
+    std::array<bool, kTerms> active{true, true};
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(kTerms);
+    for (int round = 0; round < kTerms; ++round) {
+        std::vector<Eigen::Index> columns;
+        for (int t = 0; t < kTerms; ++t)
+            if (active[size_t(t)] && a.col(t).norm() > 0)
+                columns.push_back(t);
+        if (columns.empty() || Eigen::Index(columns.size()) > a.rows())
+            break;
+        const Eigen::MatrixXd sub = a(Eigen::all, columns);
+        const Eigen::VectorXd solution = sub.colPivHouseholderQr().solve(b);
+        x.setZero();
+        bool negative = false;
+        for (size_t k = 0; k < columns.size(); ++k) {
+            x(columns[k]) = solution(Eigen::Index(k));
+            if (solution(Eigen::Index(k)) < 0) {
+                active[size_t(columns[k])] = false;
+                negative = true;
+            }
+        }
+        if (!negative)
+            break;
+        x.setZero();
+    }
+    EmulationWallTerms t;
+    if (x(0) > 0)
+        t.compute_factor = x(0);
+    t.sync_s = std::max(0.0, x(1));
+    return t;
+}
+
+EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout)
+{
+    EngineFit out;
+    std::vector<const ValidationResult*> fit, held, wallFit, wallHeld;
+    const int every = holdout > 0 ? std::max(2, int(std::lround(1.0 / holdout))) : 0;
+    int i = 0;
+    for (const ValidationResult& r : results) {
+        if (!r.error.empty() || measured(r, "device_step_time_s") <= 0)
+            continue;
+        const bool hold = every > 0 && i % every == every - 1;
+        (hold ? held : fit).push_back(&r);
+        (hold ? out.holdout_cases : out.fit_cases).push_back(r.c.name);
+        if (r.c.host.known() && measured(r, "wall_step_time_s") > 0) {
+            (hold ? wallHeld : wallFit).push_back(&r);
+            (hold ? out.wall.holdout_cases : out.wall.fit_cases).push_back(r.c.name);
+        }
+        ++i;
+    }
+    auto residuals = [&](const CostModelParams& p) {
+        std::vector<double> r;
+        for (const ValidationResult* v : fit)
+            r.push_back(std::log(predictedStep(*v, p) / measured(*v, "device_step_time_s")));
+        return r;
+    };
+    auto deviceErrors = [](const std::vector<const ValidationResult*>& cases, const CostModelParams& p) {
+        return errorsOf(cases, "device_step_time_s", [&](const ValidationResult& r) { return predictedStep(r, p); });
+    };
+    auto wallErrors = [](const std::vector<const ValidationResult*>& cases, const CostModelParams& p) {
+        return errorsOf(cases, "wall_step_time_s", [&](const ValidationResult& r) { return predictedWall(r, p); });
+    };
+    out.fit_before = deviceErrors(fit, start).median;
+    const FitErrors heldBefore = deviceErrors(held, start);
+    out.wall.fit_before = wallErrors(wallFit, start);
+    out.wall.holdout_before = wallErrors(wallHeld, start);
+
+    out.params = fit.empty() ? start : fitTerms(residuals, start, {FitTerm::ElementwiseFactor}, "");
+    out.params.name = "engine-fitted";
+    // The host prices the device work with the fitted device terms; then the emulation's own.
+    if (!wallFit.empty())
+        out.params.emulation_wall = fitWallTerms(wallFit, out.params);
+
+    out.fit_after = deviceErrors(fit, out.params).median;
+    const FitErrors heldAfter = deviceErrors(held, out.params);
+    out.holdout_before = heldBefore.median;
+    out.holdout_worst_before = heldBefore.worst;
+    out.holdout_after = heldAfter.median;
+    out.holdout_worst_after = heldAfter.worst;
+    out.wall.fit_after = wallErrors(wallFit, out.params);
+    out.wall.holdout_after = wallErrors(wallHeld, out.params);
+    return out;
+}
+
+} // namespace shardscope
