@@ -403,13 +403,6 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.recompute = m * slow.recompute_s;
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
-    pr.comm_bytes.tp = m * slow.tp_bytes + slow.sp_norm_grad_bytes;
-    CommBytes& kinds = pr.comm_bytes;
-    kinds.all_reduce = m * slow.tp_all_reduce_bytes + slow.sp_norm_grad_bytes;
-    kinds.all_gather = m * (slow.tp_all_gather_bytes + slow.cp_bytes / 2);  // CP: K,V gathered,
-    kinds.reduce_scatter = m * (slow.tp_bytes - slow.tp_all_reduce_bytes - slow.tp_all_gather_bytes +
-                                slow.cp_bytes / 2);                          // dK,dV scattered
-    pr.comm_bytes.cp = m * slow.cp_bytes;
     if (sink) {
         note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
@@ -445,8 +438,6 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         // chunk; with two stages, each device's first (or last) chunk has no one to send back to
         // (or forward to), so the busiest device sends 2v - 1 of them.
         ppChunkBytes = m * bytes;
-        pr.comm_bytes.pp = (p > 2 ? 2 * v : 2 * v - 1) * ppChunkBytes;
-        kinds.send_recv = pr.comm_bytes.pp;
         note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
              "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
     }
@@ -476,19 +467,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         switch (l.zero_stage) {
         case 0:
             dpComm = buckets * allReduceTime(all, gradBytes / buckets, allLink);
-            pr.comm_bytes.dp = allReduceBytes(dpGroupSize, gradBytes);
-            kinds.all_reduce += pr.comm_bytes.dp;
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
             dpComm = units * (reduceScatterTime(shard, gradBytes / units, shardLink) +
                               allGatherTime(shard, weightBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            pr.comm_bytes.dp = ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
-                               allReduceBytes(replicas, gradBytes / shardGroup);
-            kinds.reduce_scatter += ringHalfBytes(shardGroup, gradBytes);
-            kinds.all_gather += ringHalfBytes(shardGroup, weightBytes);
-            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = slow.bwd_s;
             break;
         case 2:
@@ -497,11 +481,6 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             dpComm = units * (m * reduceScatterTime(shard, gradBytes / units, shardLink) +
                               allGatherTime(shard, weightBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            pr.comm_bytes.dp = m * ringHalfBytes(shardGroup, gradBytes) + ringHalfBytes(shardGroup, weightBytes) +
-                               allReduceBytes(replicas, gradBytes / shardGroup);
-            kinds.reduce_scatter += m * ringHalfBytes(shardGroup, gradBytes);
-            kinds.all_gather += ringHalfBytes(shardGroup, weightBytes);
-            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * slow.bwd_s;
             break;
         default: {
@@ -512,12 +491,6 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             dpComm = m * units * (gathers * allGatherTime(shard, weightBytes / units, shardLink) +
                                   reduceScatterTime(shard, gradBytes / units, shardLink)) +
                      allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            pr.comm_bytes.dp = m * (gathers * ringHalfBytes(shardGroup, weightBytes) +
-                                    ringHalfBytes(shardGroup, gradBytes)) +
-                               allReduceBytes(replicas, gradBytes / shardGroup);
-            kinds.all_gather += m * gathers * ringHalfBytes(shardGroup, weightBytes);
-            kinds.reduce_scatter += m * ringHalfBytes(shardGroup, gradBytes);
-            kinds.all_reduce += allReduceBytes(replicas, gradBytes / shardGroup);
             window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
             break;
         }
@@ -537,26 +510,65 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const GroupPlacement ends = placeGroup(2, stride, domain_devices_);
         const double sync = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
         ts.dp_comm += sync;
-        // Bytes are those of the busiest device: an end stage, when its embedding all-reduce
-        // outweighs the one chunk of sends it has less than a middle stage.
-        const double embeddingSent = allReduceBytes(2, embeddingBytes);
-        if (p == 2 || embeddingSent > ppChunkBytes) {
-            pr.comm_bytes.pp = (2 * v - 1) * ppChunkBytes;
-            kinds.send_recv = pr.comm_bytes.pp;
-            pr.comm_bytes.dp += embeddingSent;
-            kinds.all_reduce += embeddingSent;
-        }
         note(sink, "time_s.dp_comm", "tied embedding gradients, first and last stage", sync,
              "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
     }
 
-    // ---- the step's loss and global gradient norm (for clipping): two fp64 scalars
-    // all-reduced over every device; latency only, so no time is charged. ----
-    if (l.devices() > 1) {
-        const double scalars = allReduceBytes(double(l.devices()), 2 * 8.0);
-        pr.comm_bytes.dp += scalars;
-        kinds.all_reduce += scalars;
-    }
+    // ---- bytes sent per step by one device, by collective kind: the busiest stage's device.
+    // The step's loss and global gradient norm (for clipping) add two fp64 scalars all-reduced
+    // over every device (latency only, so no time is charged above). ----
+    const double scalars = l.devices() > 1 ? allReduceBytes(double(l.devices()), 2 * 8.0) : 0.0;
+    auto stageBytes = [&](const StageCost& sc, int stage) {
+        CommBytes b;
+        b.tp = m * sc.tp_bytes + sc.sp_norm_grad_bytes;
+        b.all_reduce = m * sc.tp_all_reduce_bytes + sc.sp_norm_grad_bytes;
+        b.all_gather = m * (sc.tp_all_gather_bytes + sc.cp_bytes / 2);  // CP: K,V gathered,
+        b.reduce_scatter = m * (sc.tp_bytes - sc.tp_all_reduce_bytes - sc.tp_all_gather_bytes +
+                                sc.cp_bytes / 2);                       // dK,dV scattered
+        b.cp = m * sc.cp_bytes;
+        const bool end = stage == 0 || stage == p - 1;
+        if (p > 1) {
+            // A middle stage sends each chunk's activations forward and its gradients back; an end
+            // device's first (or last) chunk has no one to send back to (or forward to).
+            b.pp = (end ? 2 * v - 1 : 2 * v) * ppChunkBytes;
+            b.send_recv = b.pp;
+        }
+        if (dpGroupSize > 1) {
+            const double grads = sc.params * grad_bytes_, weights = sc.params * weight_bytes_;
+            const double across = allReduceBytes(replicas, grads / shardGroup);
+            switch (l.zero_stage) {
+            case 0: b.all_reduce += allReduceBytes(dpGroupSize, grads); break;
+            case 1:
+            case 2: {
+                const double scatters = l.zero_stage == 2 ? m : 1.0;  // ZeRO-2: after every micro-batch
+                b.reduce_scatter += scatters * ringHalfBytes(shardGroup, grads);
+                b.all_gather += ringHalfBytes(shardGroup, weights);
+                b.all_reduce += across;
+                break;
+            }
+            default:
+                b.all_gather += m * 2 * ringHalfBytes(shardGroup, weights);  // before forward and backward
+                b.reduce_scatter += m * ringHalfBytes(shardGroup, grads);
+                b.all_reduce += across;
+                break;
+            }
+        }
+        if (p > 1 && problem_.model.tied_embeddings && end)
+            b.all_reduce += allReduceBytes(2, double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_);
+        b.all_reduce += scalars;
+        b.dp = b.all_reduce + b.all_gather + b.reduce_scatter - b.tp - b.cp;
+        return b;
+    };
+    pr.comm_bytes = stageBytes(firstStage, 0);
+    auto busier = [&](const StageCost& sc, int stage) {
+        const CommBytes b = stageBytes(sc, stage);
+        if (b.total() > pr.comm_bytes.total())
+            pr.comm_bytes = b;
+    };
+    if (p > 1)
+        busier(lastStage, p - 1);
+    if (p > 2)
+        busier(middleStage, p / 2);
 
     // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----
     const double optimizerShard = l.zero_stage >= 1 ? shardGroup : 1.0;

@@ -94,9 +94,12 @@ private slots:
         }
     }
 
-    // Bytes by collective kind on the busiest sender: exact for every case but those where the
-    // planner's one device mixes stages (3D: its tp traffic from the slowest stage, its dp
-    // traffic from the heaviest) or ZeRO-3 gathers the tied embedding a third time for the head.
+    // Bytes by collective kind on the busiest sender: exact for every case (up to the two fp64
+    // scalars of the step's loss and norm, which a ring of more devices than values splits
+    // unevenly: the planner counts the average member) but two: ZeRO-3 gathers the tied
+    // embedding a third time for the head, and with ZeRO and sequence parallelism the engine
+    // all-reduces only its shard of the norms' and the tied embedding's gradients over tp and
+    // the pipeline ends, where Megatron-LM (the planner) all-reduces the whole tensors.
     void collectiveBytes_data()
     {
         QTest::addColumn<QString>("metric");
@@ -114,9 +117,9 @@ private slots:
             if (m->measured == 0 && m->predicted == 0)
                 continue;
             ++compared;
-            const bool isExact = std::fabs(m->predicted - m->measured) <= 1e-9 * m->measured;
+            const bool isExact = std::fabs(m->predicted - m->measured) <= 2 * 8.0;
             exact += isExact;
-            const bool known = r.c.name.starts_with("3D") || r.c.name.starts_with("ZeRO-3");
+            const bool known = r.c.name == "3D + ZeRO-1 + recompute" || r.c.name.starts_with("ZeRO-3");
             QVERIFY2(known ? std::fabs(m->rel_error) < (metric == "all_reduce_bytes" ? 0.7 : 0.03) : isExact,
                      qPrintable(QString("%1: predicted %2, measured %3").arg(r.c.name.c_str()).arg(m->predicted).arg(m->measured)));
         }
