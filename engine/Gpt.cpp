@@ -218,7 +218,9 @@ GptModel<T>::GptModel(const GptConfig& config, const ModelOptions& options, Emul
             a_.assign(size_t(L_), Acts{});
             gl_->encoded = ten.take(C * N);
             gl_->lnf = ten.take(C * N);
-            gl_->probs = ten.take(V * N);
+            // The softmax over the vocabulary is kept in fp32 whatever the precision, as Megatron-LM's
+            // cross-entropy keeps it for backward; the 16-bit logits are transient.
+            gl_->probs = st.take(V * N);
             gl_->lnf_mean = st.take(N);
             gl_->lnf_rstd = st.take(N);
             gl_->losses = st.take(N);
@@ -449,9 +451,8 @@ double GptModel<T>::forward(const int* inputs, const int* targets)
     dev_.charge(KernelKind::Matmul, matmulForwardCost(c, v, n, false, false, s), compute_);
 
     softmax_crossentropy_forward<T>(pool, mat(gl_->probs, V, N), vec(gl_->losses, N), tg);
-    // max, subtract, exp, sum, scale: about 5 FLOPs per logit
-    dev_.charge(KernelKind::Softmax, {5 * v * n, v * n * s.e, v * n * s.e + n * 4}, compute_);
-    round(gl_->probs, V * N);
+    // max, subtract, exp, sum, scale: about 5 FLOPs per logit; fp32 probabilities out
+    dev_.charge(KernelKind::Softmax, {5 * v * n, v * n * s.e, v * n * 4 + n * 4}, compute_);
 
     double sum = 0;
     for (Index i = 0; i < N; ++i)
@@ -547,7 +548,7 @@ void GptModel<T>::backward()
 
     // d mean loss / d logits, written over the probabilities.
     crossentropy_softmax_backward<T>(pool, mat(gl_->probs, V, N), cmat(gl_->probs, V, N), tg, T(1.0 / double(N)));
-    dev_.charge(KernelKind::Softmax, {2 * v * n, v * n * s.e, v * n * s.e}, compute_);
+    dev_.charge(KernelKind::Softmax, {2 * v * n, v * n * 4, v * n * s.e}, compute_);
     round(gl_->probs, V * N);
 
     // LM head: dlnf (C, N) = wte * dlogits; dwte += lnf * dlogits^T.

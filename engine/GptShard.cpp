@@ -64,6 +64,7 @@ struct GptShard::Slot {
 
 struct GptShard::Work {
     float *gath, *partial, *dres, *dresFull, *dfch, *dqkv, *datty, *datt;
+    float* stageOut;  // (C, Ns): a non-last stage's output, sent on and not needed by its backward
 };
 
 // ---------------------------------------------------------------- construction
@@ -207,7 +208,8 @@ GptShard::GptShard(const GptConfig& config, const ShardOptions& options, Emulate
     if (scratch > 0)
         scratch_ = alloc.allocate(MemoryCategory::Activations, double(scratch) * kE, size_t(scratch), sizeof(float));
     const std::int64_t spExtra = sp_ ? 2 * C * Nm : 0;  // gath, dresFull
-    const std::int64_t work = spExtra + C * Nm + C * Ns + 4 * Ct * Nm + 3 * Ct * Nm + Ct * Nm + att;
+    const std::int64_t stageOut = lastStage() ? 0 : C * Ns;
+    const std::int64_t work = spExtra + C * Nm + C * Ns + 4 * Ct * Nm + 3 * Ct * Nm + Ct * Nm + att + stageOut;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * kE, size_t(work), sizeof(float));
     ws_ = new Work{};
     Carver w{workspace_.as<float>(), 0};
@@ -219,6 +221,7 @@ GptShard::GptShard(const GptConfig& config, const ShardOptions& options, Emulate
     ws_->dqkv = w.take(3 * Ct * Nm);
     ws_->datty = w.take(Ct * Nm);
     ws_->datt = w.take(att);
+    ws_->stageOut = lastStage() ? nullptr : w.take(C * Ns);
     heldWeights_.resize(units_.size());
     heldGrads_.resize(units_.size());
     weightUsers_.assign(units_.size(), 0);
@@ -537,10 +540,13 @@ double GptShard::forward(int micro, const int* inputs, const int* targets)
             shared.fch = scr.take(4 * Ct * Nm);
             shared.fchg = scr.take(4 * Ct * Nm);
         }
+        // A stage's output is sent to the next stage and its own backward does not read it (Megatron-LM
+        // frees it once sent): only the last stage keeps it, as the final norm's input.
+        auto output = [&](const Acts& a) { return &a == &s.layers.back() && !lastStage() ? ws_->stageOut : ten.take(C * Ns); };
         for (Acts& a : s.layers) {
             if (full) {
                 a = shared;
-                a.res3 = ten.take(C * Ns);  // the next layer's input: the only tensor kept
+                a.res3 = output(a);  // the next layer's input: the only tensor kept
                 continue;
             }
             a.ln1 = ten.take(C * Ns);
@@ -555,8 +561,9 @@ double GptShard::forward(int micro, const int* inputs, const int* targets)
             a.ln2_rstd = ten.take(Ns);
             a.fch = ten.take(4 * Ct * Nm);
             a.fchg = ten.take(4 * Ct * Nm);
-            a.res3 = ten.take(C * Ns);
+            a.res3 = output(a);
         }
+
         if (lastStage()) {
             s.lnf = ten.take(C * Ns);
             s.lnf_mean = ten.take(Ns);

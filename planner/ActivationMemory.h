@@ -10,6 +10,8 @@
 //   - attention scores (dropped by selective recomputation): softmax out 2as^2b,
 //       dropout mask as^2b, dropout out 2as^2b = 5 a s^2 b
 // With q = kv = h and f = 4h this is exactly s b h (34 + 5 a s / h) (the paper's eq. 1).
+// Beyond the paper: the norms' fp32 statistics (LayerNorm: mean and 1/std per token, RMSNorm:
+// 1/rms), which its count leaves out as small; kept apart, in bytes, so the paper's figure stays.
 #pragma once
 
 namespace shardscope {
@@ -27,6 +29,7 @@ struct LayerActivationShape {
     bool dropout = true;      // masks kept (1 byte each): sbh per residual branch, a s^2 b on the scores
     double tp = 1;
     bool sequence_parallel = false;
+    int norm_statistics = 2;  // fp32 values per token and norm: 2 (LayerNorm), 1 (RMSNorm)
 };
 
 struct LayerActivationBytes {
@@ -34,6 +37,7 @@ struct LayerActivationBytes {
     double inside_tp = 0;   // Q, K, V, projections, MLP intermediates
     double scores = 0;      // attention probabilities and their dropout (selective recompute drops them)
     double input = 0;       // the layer input alone (what full recomputation keeps)
+    double statistics = 0;  // the norms' fp32 statistics, bytes whatever the precision (not in all())
 
     double all() const { return outside_tp + inside_tp + scores; }
 };
@@ -54,6 +58,7 @@ inline LayerActivationBytes layerActivationBytes(const LayerActivationShape& s)
     // Softmax output (2 bytes), and with dropout its mask (1) and output (2).
     a.scores = attentionBlocks * (s.dropout ? 5.0 : 2.0) * s.heads_local * s.tokens * s.keys;
     a.input = 2.0 * sbh / sp;
+    a.statistics = (s.cross_attention ? 3.0 : 2.0) * s.norm_statistics * 4.0 * s.tokens / sp;
     return a;
 }
 

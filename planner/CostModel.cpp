@@ -253,6 +253,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     shape.tp = D.t;
     shape.sequence_parallel = l.sequence_parallel;
     shape.dropout = tr.dropout;
+    shape.norm_statistics = model.norm == NormKind::LayerNorm ? 2 : 1;
     LayerActivationBytes encAct = layerActivationBytes(shape);
     shape.cross_attention = true;
     LayerActivationBytes decAct = layerActivationBytes(shape);
@@ -355,26 +356,42 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
 
     // ---- activation memory [K22] ----
+    // (Tensors in 16-bit units, times actScale; the norms' statistics are fp32 bytes already.)
     double perLayerStoredEnc = 0, perLayerStoredDec = 0;
+    const double scoresEnc = nEnc > 0 ? encAct.scores : 0.0, scoresDec = nDec > 0 ? decAct.scores : 0.0;
     switch (l.recompute) {
     case Recompute::None:
-        perLayerStoredEnc = encAct.all();
-        perLayerStoredDec = decAct.all();
+        perLayerStoredEnc = encAct.all() * actScale + encAct.statistics;
+        perLayerStoredDec = decAct.all() * actScale + decAct.statistics;
         break;
     case Recompute::Selective:
-        perLayerStoredEnc = encAct.all() - encAct.scores;
-        perLayerStoredDec = decAct.all() - decAct.scores;
+        perLayerStoredEnc = (encAct.all() - encAct.scores) * actScale + encAct.statistics;
+        perLayerStoredDec = (decAct.all() - decAct.scores) * actScale + decAct.statistics;
+        // The layer whose attention is recomputed holds its scores again during its backward.
+        sc.working_bytes += std::max(scoresEnc, scoresDec) * actScale;
         break;
     case Recompute::Full:
-        perLayerStoredEnc = encAct.input;
-        perLayerStoredDec = decAct.input;
+        perLayerStoredEnc = encAct.input * actScale;
+        perLayerStoredDec = decAct.input * actScale;
         // The layer being recomputed holds its full activations during its backward.
-        sc.working_bytes += std::max(nEnc > 0 ? encAct.all() : 0.0, nDec > 0 ? decAct.all() : 0.0) * actScale;
+        // (Its input is the checkpoint, already counted.)
+        sc.working_bytes += std::max(nEnc > 0 ? (encAct.all() - encAct.input) * actScale + encAct.statistics : 0.0,
+                                     nDec > 0 ? (decAct.all() - decAct.input) * actScale + decAct.statistics : 0.0);
         break;
     }
-    sc.stored_bytes_per_mb = (nEnc * perLayerStoredEnc + nDec * perLayerStoredDec) * actScale;
-    if (lastStage)
-        sc.working_bytes += 6 * T * D.V_local;  // 16-bit logits + fp32 copy for the loss
+    sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
+    if (lastStage) {
+        // Kept per micro-batch from the head's forward to its backward: the final norm's input
+        // (the last residual) and output (the head's input) with its statistics, the softmax over
+        // the vocabulary in fp32 (Megatron-LM's cross-entropy keeps it so; 16-bit logits are
+        // transient), and the per-token fp32 losses.
+        const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
+        const double finalNorm = model.final_norm ? 2 * spTokens * h * activation_bytes_ +
+                                                        shape.norm_statistics * 4.0 * spTokens
+                                                  : 0.0;
+        const double logits = T * D.V_local * 4.0;
+        sc.stored_bytes_per_mb += finalNorm + logits + 4.0 * T;
+    }
     return sc;
 }
 
@@ -652,9 +669,10 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "memory_bytes.optimizer", "optimizer states", mb.optimizer,
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
         note(sink, "memory_bytes.activations", "stored for backward", stored,
-             "in-flight micro-batches x stage layers x per-layer bytes [K22]");
+             "in-flight micro-batches x (stage layers x per-layer bytes [K22] + norm statistics; last stage: "
+             "final norm, fp32 softmax over the vocabulary, losses)");
         note(sink, "memory_bytes.activations", "working set", mb.activations - stored,
-             "logits (16-bit + fp32 loss) on the last stage; one layer's full activations under full recomputation");
+             "the recomputed layer's activations (full) or attention scores (selective)");
         note(sink, "memory_bytes.buffers", "TP/SP collective staging", tpBuffer, "2 x b s h bytes");
         note(sink, "memory_bytes.buffers", "pipeline send and receive", ppBuffer, "2 x b s h / sp bytes");
         note(sink, "memory_bytes.buffers", "gradient bucket", bucket, "min(bucket size, gradient bytes)");

@@ -123,12 +123,14 @@ private slots:
         // Saved activations, element counts: per layer ln1, qkv, atty, att, res2, ln2, fch, fch_gelu, res3.
         const std::int64_t att = NH * T * T * B;
         const std::int64_t perLayer = C * N + 3 * C * N + C * N + att + C * N + C * N + 4 * C * N + 4 * C * N + C * N;
-        const std::int64_t global = C * N + C * N + V * N;  // encoded, lnf, probs
+        const std::int64_t global = C * N + C * N;  // encoded, lnf
+        // fp32 whatever the precision: the norms' statistics, the vocabulary softmax, the losses.
+        const std::int64_t globalStats = V * N + 3 * N;
         std::int64_t tensors = 0, stats = 0;
         switch (recompute) {
-        case Recompute::None: tensors = L * perLayer + global; stats = L * 4 * N + 3 * N; break;
-        case Recompute::Selective: tensors = L * (perLayer - att) + att + global; stats = L * 4 * N + 3 * N; break;
-        case Recompute::Full: tensors = L * C * N + (perLayer - C * N) + global; stats = 4 * N + 3 * N; break;
+        case Recompute::None: tensors = L * perLayer + global; stats = L * 4 * N + globalStats; break;
+        case Recompute::Selective: tensors = L * (perLayer - att) + att + global; stats = L * 4 * N + globalStats; break;
+        case Recompute::Full: tensors = L * C * N + (perLayer - C * N) + global; stats = 4 * N + globalStats; break;
         }
         const std::int64_t workspace = C * N + C * N + 3 * C * N + 4 * C * N + att;
 
