@@ -15,6 +15,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
+#include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -23,8 +24,11 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QStandardPaths>
+#include <QStyle>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
@@ -80,6 +84,49 @@ private slots:
         window_.reset();
         catalog_.reset();
         QThreadPool::globalInstance()->waitForDone();
+    }
+
+    // The default problem's plans in a small window (1100 x 720): every column is wide
+    // enough for its header and its cells, and all of them fit without scrolling sideways.
+    void plansTableFitsASmallWindow()
+    {
+        PlansPage* plans = window_->plansPage();
+        QTableView* table = plans->table();
+        QHeaderView* header = table->horizontalHeader();
+        QVERIFY(table->model()->rowCount() > 0);
+        const QSize before = window_->size();
+        window_->pages()->setCurrentWidget(plans);
+        window_->resize(1100, 720);
+        QTRY_COMPARE(window_->size(), QSize(1100, 720));
+        QCOMPARE(header->sectionResizeMode(PlansModel::StepTime), QHeaderView::ResizeToContents);
+        QCOMPARE(table->horizontalScrollBarPolicy(), Qt::ScrollBarAsNeeded);  // should it ever not fit
+        // Every feasible plan says "yes": that column is shown only with the infeasible plans.
+        QVERIFY(table->isColumnHidden(PlansModel::Feasible));
+        QTRY_VERIFY(header->length() <= table->viewport()->width());
+        QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+        QFont bold = header->font();
+        bold.setBold(true);  // headers are measured in bold
+        const QFontMetrics fm(bold);
+        const int margin = header->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, header);
+        for (int c = 0; c < header->count(); ++c) {
+            if (header->isSectionHidden(c))
+                continue;
+            const QString text = table->model()->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString();
+            QVERIFY2(header->sectionSize(c) >= fm.horizontalAdvance(text) + 2 * margin, qPrintable(text));
+            QVERIFY2(header->sectionSize(c) >= static_cast<QAbstractItemView*>(table)->sizeHintForColumn(c), qPrintable(text));
+        }
+        // Room for the sort arrow goes to the sorted column.
+        const int plain = header->sectionSize(PlansModel::StepTime);
+        table->sortByColumn(PlansModel::StepTime, Qt::AscendingOrder);
+        QTRY_VERIFY(header->sectionSize(PlansModel::StepTime) > plain);
+        table->sortByColumn(PlansModel::Rank, Qt::AscendingOrder);
+        QTRY_COMPARE(header->sectionSize(PlansModel::StepTime), plain);
+
+        plans->showInfeasible()->setChecked(true);
+        QVERIFY(!table->isColumnHidden(PlansModel::Feasible));
+        plans->showInfeasible()->setChecked(false);
+        QVERIFY(table->isColumnHidden(PlansModel::Feasible));
+        window_->resize(before);
     }
 
     void changeSetupSearchesAndShowsTheBestPlan()

@@ -10,6 +10,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
+#include <QStyle>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -47,6 +48,25 @@ private:
     QString needle_;
 };
 
+// QHeaderView reserves room for the sort arrow in every section; only the sorted one
+// draws it. Reserving it there alone keeps all twenty columns within 1100 px.
+class PlansHeader : public QHeaderView {
+public:
+    explicit PlansHeader(QWidget* parent) : QHeaderView(Qt::Horizontal, parent)
+    {
+        connect(this, &QHeaderView::sortIndicatorChanged, this, [this] { resizeSections(); });
+    }
+
+protected:
+    QSize sectionSizeFromContents(int logicalIndex) const override
+    {
+        QSize size = QHeaderView::sectionSizeFromContents(logicalIndex);
+        if (isSortIndicatorShown() && logicalIndex != sortIndicatorSection())
+            size.rwidth() -= size.height() + style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this);
+        return size;
+    }
+};
+
 } // namespace
 
 PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
@@ -57,6 +77,7 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     proxy->setSortRole(PlansModel::SortRole);
     proxy_ = proxy;
     table_ = new QTableView(this);
+    table_->setHorizontalHeader(new PlansHeader(table_));
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
     table_->sortByColumn(PlansModel::Rank, Qt::AscendingOrder);
@@ -65,6 +86,7 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     table_->setAlternatingRowColors(true);
     table_->verticalHeader()->hide();
     table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    table_->setHorizontalScrollMode(QAbstractItemView::ScrollPerPixel);
 
     filter_ = new QLineEdit(this);
     filter_->setPlaceholderText(tr("filter, e.g. tp=8,zero=1"));
@@ -93,6 +115,12 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     layout->addLayout(bar);
     layout->addWidget(status_);
     layout->addWidget(table_, 1);
+
+    // Every feasible plan says "yes": the column only carries news when infeasible ones are listed.
+    // A model reset shows hidden sections again; the header handled the reset before this runs.
+    auto hideFeasible = [this] { table_->setColumnHidden(PlansModel::Feasible, !showInfeasible_->isChecked()); };
+    connect(proxy_, &QAbstractItemModel::modelReset, this, hideFeasible);
+    hideFeasible();
 
     connect(filter_, &QLineEdit::textChanged, this, [proxy](const QString& t) { proxy->setNeedle(t); });
     connect(cancel_, &QPushButton::clicked, this, &PlansPage::cancelRequested);
