@@ -4,6 +4,7 @@
 // The catalog lives in a QTemporaryDir and QSettings are redirected there too.
 #include "Catalog.h"
 #include "CatalogPage.h"
+#include "ChartAdapters.h"
 #include "JsonEntryDialog.h"
 #include "MainWindow.h"
 #include "ModelSpec.h"
@@ -11,6 +12,8 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QDir>
 #include <QFileInfo>
 #include <QFontInfo>
@@ -30,8 +33,10 @@
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
+#include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 using namespace shardscope;
@@ -344,6 +349,34 @@ private slots:
         QVERIFY(page->removeSelected().isEmpty());
         QVERIFY(!catalog_->find("my-gpt2"));
         QCOMPARE(changed.count(), 1);
+    }
+
+    // Value axes tick at round numbers (1, 2 or 5 x 10^n apart) that cover the data,
+    // e.g. a ten-step loss curve at 0, 2, ..., 12, not at 0.55, 3.02, ...
+    void xyChartAxesTickAtRoundNumbers()
+    {
+        XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss (nats/token)"),
+                      false, 10, {}};
+        XYSeriesData loss{QStringLiteral("loss"), {}, true, false, -1};
+        for (int step = 1; step <= 10; ++step)
+            loss.points.push_back({double(step), 5.2 - 0.09 * step, QString()});
+        d.series = {loss};
+        std::unique_ptr<QChartView> view(makeXYChart(d, nullptr));
+        const QList<QAbstractAxis*> axes = view->chart()->axes();
+        QCOMPARE(axes.size(), 2);
+        for (QAbstractAxis* a : axes) {
+            const auto* axis = qobject_cast<const QValueAxis*>(a);
+            QVERIFY(axis);
+            const QString name = axis->titleText();
+            const double step = (axis->max() - axis->min()) / (axis->tickCount() - 1);
+            QVERIFY2(step > 0, qPrintable(name));
+            const double mantissa = step / std::pow(10.0, std::floor(std::log10(step)));
+            QVERIFY2(qFuzzyCompare(mantissa, 1.0) || qFuzzyCompare(mantissa, 2.0) || qFuzzyCompare(mantissa, 5.0),
+                     qPrintable(name + QStringLiteral(": tick step %1").arg(step)));
+            QVERIFY2(std::fabs(axis->min() / step - std::round(axis->min() / step)) < 1e-9, qPrintable(name));
+            const bool isX = axis->orientation() == Qt::Horizontal;
+            QVERIFY2(axis->min() <= (isX ? 1.0 : 5.2 - 0.9) && axis->max() >= (isX ? 10.0 : 5.2 - 0.09), qPrintable(name));
+        }
     }
 
     void screenshots()

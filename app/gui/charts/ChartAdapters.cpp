@@ -164,6 +164,7 @@ void setXYChart(QChartView* view, const XYChartData& d)
         auto* lin = new QValueAxis;
         const double pad = (maxX - minX) * 0.05 + (maxX == minX ? std::fabs(maxX) * 0.1 + 1e-9 : 0);
         lin->setRange(minX >= 0 ? std::max(0.0, minX - pad) : minX - pad, maxX + pad);
+        lin->applyNiceNumbers();  // ticks at 0, 2, 4 or 100, 200, not at 0.55, 3.02
         lin->setLabelFormat(QStringLiteral("%.3g"));
         xAxis = lin;
     }
@@ -171,6 +172,7 @@ void setXYChart(QChartView* view, const XYChartData& d)
     auto* yAxis = new QValueAxis;
     const double padY = (maxY - minY) * 0.08 + (maxY == minY ? std::fabs(maxY) * 0.1 + 1e-9 : 0);
     yAxis->setRange(minY >= 0 ? 0.0 : minY - padY, maxY + padY);
+    yAxis->applyNiceNumbers();
     yAxis->setLabelFormat(QStringLiteral("%.3g"));
     yAxis->setTitleText(d.y_axis);
     chart->addAxis(xAxis, Qt::AlignBottom);
