@@ -4,6 +4,7 @@
 #include <QPainter>
 #include <QPainterPath>
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardscope {
@@ -43,8 +44,12 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
     const int left = fm.horizontalAdvance(QStringLiteral("stage 00")) + 12;
     const int legendH = fm.height() + 10;
     const int axisH = fm.height() * 2 + 8;
-    const QRectF area(left, titleH + 4, width() - left - 12, height() - titleH - axisH - legendH - 8);
+    // Room on the right for half of the last tick label, which is centred on the axis end.
+    const int right = fm.horizontalAdvance(QString::number(timeline_.makespan_s, 'g', 3)) / 2 + 6;
+    const QRectF area(left, titleH + 4, width() - left - right, height() - titleH - axisH - legendH - 8);
     const double rowH = area.height() / timeline_.stages;
+    // Rows lower than a line of text are labelled every few stages so that labels never overlap.
+    const int labelEvery = std::max(1, int(std::ceil(fm.height() / rowH)));
     const double xScale = area.width() / timeline_.makespan_s;
 
     // Idle time shows through as the bubble colour.
@@ -53,8 +58,11 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
     for (int s = 0; s < timeline_.stages; ++s) {
         const QRectF row(area.left(), area.top() + s * rowH + 1, area.width(), rowH - 2);
         p.fillRect(row, bubble);
+        if (s % labelEvery != 0)
+            continue;
         p.setPen(pal.text().color());
-        p.drawText(QRectF(0, row.top(), left - 6, row.height()), Qt::AlignRight | Qt::AlignVCenter,
+        const double mid = row.center().y();
+        p.drawText(QRectF(0, mid - fm.height() / 2.0, left - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
                    tr("stage %1").arg(s));
     }
     const bool labels = timeline_.micro_batches * timeline_.chunks <= 48;
@@ -78,9 +86,12 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
     p.setPen(pal.text().color());
     const double y = area.bottom() + 2;
     p.drawLine(QPointF(area.left(), y), QPointF(area.right(), y));
-    const int ticks = 5;
-    for (int i = 0; i <= ticks; ++i) {
-        const double t = timeline_.makespan_s * i / ticks;
+    // Ticks at round times (1, 2 or 5 x 10^n apart), about five over the step.
+    const double rough = timeline_.makespan_s / 5;
+    const double decade = std::pow(10.0, std::floor(std::log10(rough)));
+    const double tick = decade * (rough / decade < 1.5 ? 1 : rough / decade < 3.5 ? 2 : rough / decade < 7.5 ? 5 : 10);
+    for (int i = 0; i * tick <= timeline_.makespan_s * (1 + 1e-9); ++i) {
+        const double t = i * tick;
         const double x = area.left() + t * xScale;
         p.drawLine(QPointF(x, y), QPointF(x, y + 4));
         p.drawText(QRectF(x - 40, y + 4, 80, fm.height()), Qt::AlignHCenter, QString::number(t, 'g', 3));
