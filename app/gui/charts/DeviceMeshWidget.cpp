@@ -91,9 +91,10 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
     const double nodeW = area.width() / maxShown;
     const double cell = std::min((nodeW - 12) / cols, (area.height() - fm.height() - 12) / rows);
     const int stride = nodes > maxShown ? (nodes - 1) / std::max(1, maxShown - 1) : 1;
+    const double boxH = rows * cell + fm.height() + 10;
     for (int k = 0; k < maxShown; ++k) {
         const int n = std::min(nodes - 1, k * stride);
-        const QRectF box(area.left() + k * nodeW + 2, area.top(), nodeW - 4, rows * cell + fm.height() + 10);
+        const QRectF box(area.left() + k * nodeW + 2, area.top(), nodeW - 4, boxH);
         p.setPen(QPen(pal.text().color(), 1));
         p.setBrush(Qt::NoBrush);
         p.drawRoundedRect(box, 4, 4);
@@ -121,7 +122,9 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
     const QString legend =
         tr("colour: pipeline stage; number: data-parallel rank; dark edge: start of a tensor-parallel group%1")
             .arg(nodes > maxShown ? tr("; %1 of %2 nodes shown").arg(maxShown).arg(nodes) : QString());
-    p.drawText(QRectF(8, height() - textH + 4, width() - 16, textH), Qt::TextWordWrap,
+    // The explanation right under the nodes it explains, not at the far bottom of a tall widget.
+    const double textTop = std::min(area.top() + boxH + 8, double(height() - textH + 4));
+    p.drawText(QRectF(8, textTop, width() - 16, height() - textTop), Qt::TextWordWrap,
                QStringList(legend + QLatin1Char('\n') + lines.join(QLatin1Char('\n'))).join(QString()));
 }
 
