@@ -80,7 +80,7 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     problemForm->addRow(tr("&Global batch (sequences)"), batch_);
     problemForm->addRow(tr("&Sequence length"), seq_);
     problemForm->addRow(tr("&Precision"), precision_);
-    problemForm->addRow(tr("&Tokens to train"), tokens_);
+    problemForm->addRow(tr("To&kens to train"), tokens_);
     problemForm->addRow(QString(), flash_);
     problemForm->addRow(QString(), dropout_);
     auto* problemBox = new QGroupBox(tr("Problem"), this);
