@@ -21,9 +21,11 @@
 #include <QImage>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QScrollBar>
 #include <QSet>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -349,6 +351,33 @@ private slots:
         QVERIFY(page->removeSelected().isEmpty());
         QVERIFY(!catalog_->find("my-gpt2"));
         QCOMPARE(changed.count(), 1);
+    }
+
+    // Headers keep room for the sort arrow only where it is drawn: the chips table fits its
+    // pane, every header stays readable, and the column sorted by a click widens for its arrow.
+    void catalogHeadersFitWithoutScrolling()
+    {
+        window_->pages()->setCurrentWidget(catalogPage());
+        catalogPage()->kindTabs()->setCurrentWidget(table(QStringLiteral("Chips")));
+        QTableWidget* chips = table(QStringLiteral("Chips"));
+        QVERIFY(chips);
+        QHeaderView* header = chips->horizontalHeader();
+        QTRY_COMPARE(chips->horizontalScrollBar()->maximum(), 0);
+        QFont bold = header->font();
+        bold.setBold(true);
+        const QFontMetrics fm(bold);
+        const int margin = header->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, header);
+        for (int c = 0; c < chips->columnCount(); ++c) {
+            const QString text = chips->horizontalHeaderItem(c)->text();
+            QVERIFY2(header->sectionSize(c) >= fm.horizontalAdvance(text) + 2 * margin, qPrintable(text));
+        }
+        const int devices = column(chips, QStringLiteral("Devices/chip"));  // header wider than its cells
+        QVERIFY(devices > 0);
+        const int before = header->sectionSize(devices);
+        chips->sortByColumn(devices, Qt::DescendingOrder);
+        QVERIFY(header->sectionSize(devices) > before);
+        QCOMPARE(header->sectionSize(devices), header->sectionSizeHint(devices));
+        chips->sortByColumn(0, Qt::AscendingOrder);
     }
 
     // Value axes tick at round numbers (1, 2 or 5 x 10^n apart) that cover the data,

@@ -3,6 +3,7 @@
 #include "EntrySummary.h"
 #include "JsonEntryDialog.h"
 #include "ModelDialog.h"
+#include "SortHeaderView.h"
 #include "SpecJson.h"
 #include "Units.h"
 
@@ -28,6 +29,7 @@ namespace {
 QTableWidget* makeTable(const QStringList& headers, QWidget* parent)
 {
     auto* t = new QTableWidget(0, int(headers.size()), parent);
+    t->setHorizontalHeader(new SortHeaderView(t));
     t->setHorizontalHeaderLabels(headers);
     t->setSelectionBehavior(QAbstractItemView::SelectRows);
     t->setSelectionMode(QAbstractItemView::SingleSelection);

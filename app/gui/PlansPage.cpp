@@ -1,5 +1,6 @@
 #include "PlansPage.h"
 #include "PlansModel.h"
+#include "SortHeaderView.h"
 #include "Units.h"
 
 #include <QCheckBox>
@@ -10,7 +11,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
-#include <QStyle>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -48,25 +48,6 @@ private:
     QString needle_;
 };
 
-// QHeaderView reserves room for the sort arrow in every section; only the sorted one
-// draws it. Reserving it there alone keeps all twenty columns within 1100 px.
-class PlansHeader : public QHeaderView {
-public:
-    explicit PlansHeader(QWidget* parent) : QHeaderView(Qt::Horizontal, parent)
-    {
-        connect(this, &QHeaderView::sortIndicatorChanged, this, [this] { resizeSections(); });
-    }
-
-protected:
-    QSize sectionSizeFromContents(int logicalIndex) const override
-    {
-        QSize size = QHeaderView::sectionSizeFromContents(logicalIndex);
-        if (isSortIndicatorShown() && logicalIndex != sortIndicatorSection())
-            size.rwidth() -= size.height() + style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this);
-        return size;
-    }
-};
-
 } // namespace
 
 PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
@@ -77,7 +58,7 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     proxy->setSortRole(PlansModel::SortRole);
     proxy_ = proxy;
     table_ = new QTableView(this);
-    table_->setHorizontalHeader(new PlansHeader(table_));
+    table_->setHorizontalHeader(new SortHeaderView(table_));
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
     table_->sortByColumn(PlansModel::Rank, Qt::AscendingOrder);
