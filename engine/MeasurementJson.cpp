@@ -74,9 +74,11 @@ QJsonObject toJson(const Measurement& m)
         for (int c = 0; c < kMemoryCategories; ++c)
             peaks[toString(MemoryCategory(c))] = d.memory_peak_bytes[size_t(c)];
         peaks["total"] = d.memory_peak_total_bytes;
-        QJsonObject byKind;
-        for (int k = 0; k < kKernelKinds; ++k)
+        QJsonObject byKind, secondsByKind;
+        for (int k = 0; k < kKernelKinds; ++k) {
             byKind[toString(KernelKind(k))] = d.counters.flops[size_t(k)];
+            secondsByKind[toString(KernelKind(k))] = d.counters.seconds[size_t(k)];
+        }
         auto byKindJson = [](const std::map<std::string, double>& values) {
             QJsonObject o;
             for (const auto& [kind, v] : values)
@@ -107,6 +109,7 @@ QJsonObject toJson(const Measurement& m)
                                    {"flops", flops},
                                    {"flops_per_step", flops / steps},
                                    {"flops_by_kind", byKind},
+                                   {"device_seconds_by_kind", secondsByKind},  // the device clock's breakdown
                                    {"bytes_read", d.counters.bytes_read},
                                    {"bytes_written", d.counters.bytes_written},
                                    {"comm_bytes", byKindJson(d.comm_bytes)},

@@ -13,7 +13,7 @@
 //               flops, flops_per_step, flops_by_kind: {...}, bytes_read, bytes_written,
 //               comm_bytes: {all_reduce, reduce_scatter, all_gather, broadcast, send_recv} (sent),
 //               comm_bytes_received: {...}, comm_calls: {...}, comm_seconds: {...} (link time),
-//               comm_wait_seconds, device_step_time_s, wall_step_time_s,
+//               comm_wait_seconds, device_seconds_by_kind, device_step_time_s, wall_step_time_s,
 //               device_step_times_s: [...], wall_step_times_s: [...], achieved_flops_per_second}],
 //  "wall_seconds", "cancelled", "error"?: {device, message}}
 #pragma once

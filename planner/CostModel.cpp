@@ -43,6 +43,7 @@ struct CostModel::StageCost {
     int encoder_layers = 0;
     int decoder_layers = 0;
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
+    double units = 0;             // ZeRO/FSDP units: each layer, and each module outside the layers
     double fwd_s = 0;             // per micro-batch: matmuls + element-wise
     double bwd_s = 0;
     // Components of fwd_s + bwd_s, for the named terms.
@@ -206,10 +207,17 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double decoderLayerParams = encoderLayerParams + attention + norm;
     sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams;
     const bool firstStage = stage == 0, lastStage = stage == l.pp - 1;
+    // Sharded states are gathered and reduced a unit at a time: each layer (FSDP's per-block
+    // wrapping, DeepSpeed's per-module hooks) and each module outside them (torchtitan wraps the
+    // token embedding, the norm and the output on their own; DeepSpeed hooks every module).
+    sc.units = sc.encoder_layers + sc.decoder_layers;
     if (firstStage) {
         double embedding = D.V_local * h + double(model.token_types) * h + (model.embedding_norm ? norm : 0);
-        if (model.positions == PositionKind::Learned)
+        sc.units += 1 + (model.token_types > 0 ? 1 : 0) + (model.embedding_norm ? 1 : 0);
+        if (model.positions == PositionKind::Learned) {
             embedding += double(model.position_table > 0 ? model.position_table : model.max_seq) * h;
+            sc.units += 1;
+        }
         sc.params += embedding;
     }
     if (lastStage) {
@@ -218,7 +226,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const bool headCopy = !model.tied_embeddings || l.pp > 1;
         sc.params += (model.final_norm ? stacks * norm : 0) + (headCopy ? D.V_local * h : 0) +
                      (model.pooler ? h * h + h : 0);
+        sc.units += (model.final_norm ? stacks : 0) + (headCopy ? 1 : 0) + (model.pooler ? 1 : 0);
     }
+    sc.units = std::max(1.0, sc.units);
 
     // ---- forward time of one micro-batch ----
     const GemmPricer gemm{peak_flops_device_, matmul_efficiency_, prm.matmul_half_dim, hbm_bytes_per_second_device_,
@@ -468,11 +478,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double gradBytes = heavy.params * grad_bytes_;
     const double weightBytes = heavy.params * weight_bytes_;
     double dpComm = 0, window = 0;
-    // Sharded states are reduced and gathered a unit at a time: each layer (FSDP's wrapping,
-    // DeepSpeed's per-module hooks and its buckets of about a layer), plus one unit for the
-    // stage's other parameters; one collective call each, the same bytes in all. Plain data
-    // parallelism all-reduces gradient buckets.
-    const double units = heavy.encoder_layers + heavy.decoder_layers + 1;
+    // Sharded states are reduced and gathered a unit at a time (StageCost::units): one collective
+    // call each, the same bytes in all. Plain data parallelism all-reduces gradient buckets.
+    const double units = heavy.units;
     const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(gradBytes / prm.dp_bucket_bytes)) : 1.0;
     if (dpGroupSize > 1) {
         const GroupPlacement all = placeGroup(dpGroupSize, l.tp, domain_devices_);
@@ -608,6 +616,20 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "time_s.optimizer", "optimizer step over the local shard", ts.optimizer,
              "shard params x (2 x state + grad + weight bytes) / HBM BW");
     }
+    // Every step also reads the gradients it owns for the global norm (clipping), zeroes the
+    // gradient buffer it holds for the next step, and under ZeRO-2/3 adds each micro-batch's
+    // reduced shard into the accumulated one (read both, write one): memory-bound passes. (With
+    // the optimizer offloaded, the norm is taken on the host's copy, inside the offload term.)
+    const double heldGrads = l.zero_stage >= 2 ? localParams : heavy.params;
+    const double gradientPasses =
+        l.offload == Offload::Optimizer ? 0.0 : (localParams + heldGrads) * grad_bytes_ / hbm_bytes_per_second_device_;
+    const double accumulation =
+        l.zero_stage >= 2 && dpGroupSize > 1 ? m * localParams * 3 * grad_bytes_ / hbm_bytes_per_second_device_ : 0.0;
+    ts.optimizer += gradientPasses + accumulation;
+    note(sink, "time_s.optimizer", "gradient norm and zeroing", gradientPasses,
+         "(owned + held gradients) x grad bytes / HBM BW");
+    note(sink, "time_s.optimizer", "ZeRO-2/3 shard accumulation", accumulation,
+         "m x shard x 3 x grad bytes / HBM BW");
     pr.step_time_s = ts.sum();
 
     // ---- memory of the most loaded stage ----

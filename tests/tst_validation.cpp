@@ -236,7 +236,7 @@ private slots:
     // The wall-clock model's parts follow the layout: one device has no barriers and runs at
     // the host's roofline; oversubscribed workers share the cores; every collective call and
     // ring step is a barrier (a ZeRO-3 step: per micro-batch and unit, two all-gathers and a
-    // reduce-scatter over 4 members, each a call and 3 steps).
+    // reduce-scatter over 4 members, each a call and 3 steps), as the engine runs them.
     void wallClockModelParts()
     {
         const ValidationResult* single = nullptr;
@@ -264,7 +264,8 @@ private slots:
         QCOMPARE(dp->wall.barriers, 7.0);
         const Layout& l = zero3->c.request.layout;
         const double micro = double(zero3->c.request.batch) / l.dp / l.micro_batch;
-        const double units = zero3->c.request.model.layers + 1;
+        // Units: each layer, the token and the position embedding, the final norm.
+        const double units = zero3->c.request.model.layers + 3;
         QCOMPARE(zero3->wall.barriers, micro * units * 3 * (1 + 3));
     }
 
@@ -423,6 +424,20 @@ private slots:
             QVERIFY(s.value("median_rel_error").toDouble() <= s.value("worst_rel_error").toDouble());
         }
         QCOMPARE(summary.value("weights_bytes").toObject().value("worst_rel_error").toDouble(), 0.0);
+        // The device clock's breakdown on both sides adds up to the compared step times.
+        for (const QJsonValue& c : cases) {
+            const QJsonObject o = c.toObject();
+            const QJsonObject step = o.value("metrics").toObject().value("device_step_time_s").toObject();
+            const QJsonObject breakdown = o.value("device_time_breakdown").toObject();
+            for (const char* side : {"predicted", "measured"}) {
+                double sum = 0;
+                for (const QJsonValue& v : breakdown.value(side).toObject())
+                    sum += v.toDouble();
+                const double expected = step.value(side).toDouble();
+                QVERIFY2(std::fabs(sum - expected) <= 1e-9 * expected,
+                         qPrintable(QString("%1 %2: %3 vs %4").arg(o.value("name").toString(), side).arg(sum).arg(expected)));
+            }
+        }
     }
 };
 

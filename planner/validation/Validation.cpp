@@ -103,6 +103,7 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
         return r;
     }
     r.prediction = model.evaluate(priced);
+    r.terms = model.explain(priced);
 
     try {
         const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);
@@ -275,6 +276,29 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                       {"request", toJson(r.c)}};
         if (!r.error.empty())
             c.insert("error", QString::fromStdString(r.error));
+        if (r.error.empty()) {
+            // The device clock's breakdown on both sides: the planner's named terms, and the engine's
+            // time per kernel kind on its slowest device (per step).
+            QJsonObject predicted;
+            for (const Term& t : r.terms)
+                if (t.figure.starts_with("time_s."))
+                    predicted.insert(QString::fromStdString(t.figure.substr(7) + ": " + t.name), t.value);
+            QJsonObject measured;
+            const MetricComparison* step = r.metric("device_step_time_s");
+            const double steps = std::max<std::size_t>(1, r.measurement.steps.size());
+            for (const engine::DeviceMeasurement& d : r.measurement.devices) {
+                if (!step || d.id != step->worst_device)
+                    continue;
+                for (int k = 0; k < engine::kKernelKinds; ++k)
+                    measured.insert(engine::toString(engine::KernelKind(k)), d.counters.seconds[size_t(k)] / steps);
+                double comm = 0;
+                for (const auto& [kind, seconds] : d.comm_seconds)
+                    comm += seconds;
+                measured.insert("communication", comm / steps);
+                measured.insert("waiting", d.comm_wait_seconds / steps);
+            }
+            c.insert("device_time_breakdown", QJsonObject{{"predicted", predicted}, {"measured", measured}});
+        }
         if (r.c.host.known() && r.error.empty()) {  // what the wall-clock prediction is made of
             // Beside it, the collective calls per step the engine made (its busiest caller), by kind.
             QJsonObject calls;

@@ -43,6 +43,7 @@ struct ValidationResult {
     ValidationCase c;
     Problem problem;
     Prediction prediction;
+    std::vector<Term> terms;  // the prediction's named terms (CostModel::explain)
     WallClockEstimate wall;   // the host wall-clock prediction, when the host is known
     engine::Measurement measurement;
     std::vector<MetricComparison> metrics;
