@@ -16,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
+#include <QDateTime>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -72,6 +73,8 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     errorChart_ = makeStackedBarChart({tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}}, this);
     metrics_ = table({tr("metric"), tr("predicted"), tr("measured"), tr("error"), tr("device")}, this);
     history_ = table({tr("run"), tr("when"), tr("version"), tr("cases"), tr("device step time |error|"), tr("name")}, this);
+    history_->setWordWrap(false);
+    history_->setTextElideMode(Qt::ElideMiddle);
 
     auto* bar = new QHBoxLayout;
     bar->addWidget(run_);
@@ -265,13 +268,26 @@ void ValidatePage::reloadHistory()
                                 .toObject()
                                 .value(QLatin1String("median_rel_error"))
                                 .toDouble();
-        const QStringList cells{QString::number(r.id), q(r.created_at), q(r.software_version),
+        // Local time to the minute: the stored UTC stamp (with seconds) is in the tooltip.
+        const QDateTime when = QDateTime::fromString(q(r.created_at), Qt::ISODateWithMs);
+        const QStringList cells{QString::number(r.id),
+                                when.isValid() ? when.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm"))
+                                               : q(r.created_at),
+                                q(r.software_version),
                                 QString::number(r.document.value(QLatin1String("cases")).toArray().size()),
                                 QStringLiteral("%1%").arg(100 * step, 0, 'f', 1), q(r.name)};
-        for (int c = 0; c < cells.size(); ++c)
-            history_->setItem(row, c, new QTableWidgetItem(cells[c]));
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (c == 1)
+                item->setToolTip(q(r.created_at));
+            if (c == cells.size() - 1)
+                item->setToolTip(q(r.name));  // long plan names are elided in the cell
+            history_->setItem(row, c, item);
+        }
     }
-    history_->resizeColumnsToContents();
+    // The last column (the run's name) takes the rest of the width, elided in the middle.
+    for (int c = 0; c + 1 < history_->columnCount(); ++c)
+        history_->resizeColumnToContents(c);
 }
 
 } // namespace shardscope
