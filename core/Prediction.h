@@ -69,6 +69,9 @@ struct Prediction {
     double tokens_per_s = 0;
     double model_flops_per_step = 0;     // forward + backward (3x forward), all devices, no recompute
     double hardware_flops_per_step = 0;  // + recomputation
+    // Vector (non-matmul) FLOPs, all devices, per step: norms, activations, bias and residual adds,
+    // the vocabulary softmax, embeddings, the optimizer. Not part of MFU or HFU (Megatron's convention).
+    double vector_flops_per_step = 0;
     double mfu = 0;                // model FLOPs / (step time x devices x peak)
     double hfu = 0;                // hardware FLOPs / (step time x devices x peak)
     double time_to_train_s = 0;

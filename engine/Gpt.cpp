@@ -345,6 +345,15 @@ void GptModel<T>::round(T* x, std::int64_t count)
     }
 }
 
+// The bias and residual adds fused into an output projection: their arithmetic (2 FLOPs per
+// output) as element-wise work, as the cluster's separate pass counts it; their bytes are the
+// product's (KernelCosts.h), so none here.
+template <class T>
+void GptModel<T>::chargeEpilogue(double outputs)
+{
+    dev_.charge(KernelKind::Elementwise, {2 * outputs, 0, 0}, compute_);
+}
+
 template <class T>
 const T* GptModel<T>::layerInput(int l) const
 {
@@ -395,6 +404,7 @@ void GptModel<T>::layerForward(int l)
     matmul_forward<T>(pool, mat(a.res2, C, N), cmat(a.atty, C, N), cmat(w.attprojw, C, C), cvec(w.attprojb, C),
                       cmat(resIn, C, N));
     dev_.charge(KernelKind::Matmul, matmulForwardCost(c, c, n, true, true, s), compute_);
+    chargeEpilogue(c * n);
     round(a.res2, C * N);
 
     layernorm_forward<T>(pool, mat(a.ln2, C, N), vec(a.ln2_mean, N), vec(a.ln2_rstd, N), cmat(a.res2, C, N),
@@ -415,6 +425,7 @@ void GptModel<T>::layerForward(int l)
     matmul_forward<T>(pool, mat(a.res3, C, N), cmat(a.fchg, 4 * C, N), cmat(w.fcprojw, 4 * C, C),
                       cvec(w.fcprojb, C), cmat(a.res2, C, N));
     dev_.charge(KernelKind::Matmul, matmulForwardCost(4 * c, c, n, true, true, s), compute_);
+    chargeEpilogue(c * n);
     round(a.res3, C * N);
 }
 

@@ -130,6 +130,7 @@ private:
     void layerForward(int l);
     void layerBackward(int l);
     void round(T* x, std::int64_t count);
+    void chargeEpilogue(double outputs);
     const T* layerInput(int l) const;
 
     GptConfig cfg_;

@@ -52,6 +52,7 @@ struct CostModel::StageCost {
     double elementwise_s = 0;     // element-wise ops, forward and backward (1x + 2x)
     double head_s = 0;            // logits and loss, forward and backward
     double recompute_s = 0;
+    double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double cp_s = 0;              // exposed CP exchange per micro-batch
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
@@ -390,6 +391,36 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         break;
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
+
+    // ---- vector (non-matmul) FLOPs per micro-batch, per element: LayerNorm 8 forward and 14
+    // backward (RMSNorm 5 and 9), GeLU 10 and 16 (tanh form; SiLU 5 and 8; ReLU 1 and 1; a gated
+    // MLP adds its product, 1 and 2), the bias and residual adds after each output projection
+    // (2, a separate pass after the tensor-parallel reduction), the vocabulary softmax with
+    // cross-entropy 5 and 2, the embedding sum 1 and its gradient 2. The attention softmax is
+    // counted with the attention products (fused). These are the engine's counts too. ----
+    {
+        const bool layerNorm = model.norm == NormKind::LayerNorm;
+        const double normF = layerNorm ? 8 : 5, normB = layerNorm ? 14 : 9;
+        double actF = 10, actB = 16;
+        if (model.mlp == MlpKind::Relu)
+            actF = actB = 1;
+        else if (model.mlp == MlpKind::SwiGlu)
+            actF = 5, actB = 8;
+        if (gatedMlp(model.mlp))
+            actF += 1, actB += 2;
+        const double Ts = T / (l.sequence_parallel ? D.t : 1.0);
+        const double ffn = routed * D.f_local;
+        auto layerForward = [&](double norms, double projections) {
+            return norms * normF * h * Ts + actF * ffn + projections * 2 * h * Ts;
+        };
+        const double forward = nEnc * layerForward(2, 2) + nDec * layerForward(3, 3);
+        const double backward = nEnc * (2 * normB * h * Ts + actB * ffn) + nDec * (3 * normB * h * Ts + actB * ffn);
+        sc.vector_flops_mb = forward + backward + (l.recompute == Recompute::Full ? forward : 0.0);
+        if (firstStage)
+            sc.vector_flops_mb += 3 * h * T;  // embedding sum, and its gradient
+        if (lastStage)
+            sc.vector_flops_mb += (model.final_norm ? (normF + normB) * h * Ts : 0.0) + (5 + 2) * D.V_local * T;
+    }
     if (lastStage) {
         // Kept per micro-batch from the head's forward to its backward: the final norm's input
         // (the last residual) and output (the head's input) with its statistics, the softmax over
@@ -718,6 +749,22 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         recomputeFlops = perToken * tokensPerStep;
     }
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops;
+    // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
+    // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
+    // shard accumulation (1 per owned gradient and micro-batch).
+    {
+        const double perStage = double(l.tp) * l.cp * l.dp;
+        auto stageVector = [&](const StageCost& sc) {
+            const double owned = l.zero_stage >= 1 ? sc.params / shardGroup : sc.params;
+            const double accumulate = l.zero_stage >= 2 && dpGroupSize > 1 ? m * owned : 0.0;
+            return perStage * (m * sc.vector_flops_mb + 12 * owned + 2 * owned + accumulate);
+        };
+        pr.vector_flops_per_step = stageVector(firstStage);
+        if (p > 1)
+            pr.vector_flops_per_step += stageVector(lastStage);
+        if (p > 2)
+            pr.vector_flops_per_step += (p - 2) * stageVector(middleStage);
+    }
     const double peakAll = pr.step_time_s * devices * peak_flops_device_;
     pr.mfu = pr.model_flops_per_step / peakAll;
     pr.hfu = pr.hardware_flops_per_step / peakAll;

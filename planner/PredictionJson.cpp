@@ -46,6 +46,7 @@ QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
         {"hfu", p.hfu},
         {"flops_per_step", p.model_flops_per_step},
         {"hardware_flops_per_step", p.hardware_flops_per_step},
+        {"vector_flops_per_step", p.vector_flops_per_step},
         {"time_to_train_s", p.time_to_train_s},
         {"cost_to_train_usd", p.cost_to_train_usd},
     };

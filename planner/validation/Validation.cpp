@@ -153,9 +153,8 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     double flops = 0;
     for (const engine::DeviceMeasurement& d : m.devices)
         flops += d.counters.totalFlops() / steps;
-    add("flops", r.prediction.hardware_flops_per_step, {-1, flops});
-    // The planner counts matmul FLOPs (Megatron's convention): compare like with like too; the
-    // gap between the two metrics is the engine's norms, softmax and element-wise kernels.
+    add("flops", r.prediction.hardware_flops_per_step + r.prediction.vector_flops_per_step, {-1, flops});
+    // Matmul FLOPs alone (Megatron's convention, what MFU counts): like with like.
     double matmulFlops = 0;
     for (const engine::DeviceMeasurement& d : m.devices)
         matmulFlops += (d.counters.flops[size_t(engine::KernelKind::Matmul)] +
