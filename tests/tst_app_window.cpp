@@ -245,6 +245,15 @@ private slots:
         QCOMPARE(done.takeFirst().at(0).toBool(), false);
         QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
 
+        // A fitted cost-model profile in the catalog can price the case; its name is stored.
+        CostModelParams fitted = defaultCostModelParams();
+        fitted.name = "fitted-here";
+        fitted.emulation_wall = EmulationWallTerms{1.2, 20e-6};
+        catalog_->storeCostProfile("fitted-here", toJson(fitted));
+        page->reloadCostModels();
+        QVERIFY(page->costModelBox()->findText(QStringLiteral("fitted-here")) >= 0);
+        page->costModelBox()->setCurrentText(QStringLiteral("fitted-here"));
+
         page->setSteps(4);
         page->start();
         QVERIFY(done.wait(300'000));
@@ -256,6 +265,11 @@ private slots:
         QCOMPARE(page->result()->measurement.steps.size(), size_t(4));
         QVERIFY(page->historyTable()->rowCount() >= 1);  // stored in the catalog's history
         QVERIFY(!catalog_->validationRuns().empty());
+        QCOMPARE(catalog_->validationRuns().front().document.value("cost_model").toString(), QStringLiteral("fitted-here"));
+        // ... and its wall-clock terms made the wall-clock prediction.
+        const WallClockEstimate& w = page->result()->wall;
+        QVERIFY(w.compute_s > 0);
+        QCOMPARE(page->result()->metric("wall_step_time_s")->predicted, 1.2 * w.compute_s + 20e-6 * w.barriers);
     }
 
     void saveAndReopenAPlanFile()

@@ -16,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
+#include <QComboBox>
 #include <QDateTime>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -67,6 +68,10 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     run_ = new QPushButton(tr("&Validate the selected plan"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
     cancel_->setEnabled(false);
+    costModel_ = new QComboBox(this);
+    costModel_->setToolTip(tr("The cost-model terms that price the case: the built-in default, or a profile "
+                              "fitted on engine runs (shardscope-cli calibrate --engine --save NAME), whose "
+                              "wall-clock terms describe this machine"));
     progress_ = new QProgressBar(this);
     progress_->setRange(0, 1000);
     lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}}, this);
@@ -79,6 +84,10 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     auto* bar = new QHBoxLayout;
     bar->addWidget(run_);
     bar->addWidget(cancel_);
+    auto* costModelLabel = new QLabel(tr("C&ost model:"), this);
+    costModelLabel->setBuddy(costModel_);
+    bar->addWidget(costModelLabel);
+    bar->addWidget(costModel_);
     bar->addWidget(progress_, 1);
     auto* charts = new QSplitter(Qt::Horizontal, this);
     charts->addWidget(lossChart_);
@@ -116,6 +125,7 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
         emit finished(false);
     });
     run_->setEnabled(false);
+    reloadCostModels();
     reloadHistory();
 }
 
@@ -177,6 +187,16 @@ void ValidatePage::start()
                             .arg(q(scaled.validation.profile.name), q(toString(r.layout)),
                                  notes.isEmpty() ? QString() : tr("\nAdapted: %1").arg(notes.join(QStringLiteral("; ")))));
 
+    // The chosen cost-model profile (read here: the catalog belongs to this thread).
+    CostModelParams params = defaultCostModelParams();
+    try {
+        params = costModelParamsNamed(catalog_, costModel_->currentText().toStdString());
+    } catch (const std::exception& e) {
+        progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
+        run_->setEnabled(true);
+        cancel_->setEnabled(false);
+        return;
+    }
     ScaledCase work = scaled;  // the worker gets copies
     // The host runs the emulation; its stored profile prices the wall clock (measured by the
     // worker when this machine has none yet: a fraction of a second the GUI thread must not spend).
@@ -186,7 +206,7 @@ void ValidatePage::start()
     QPointer<ValidatePage> self(this);
     const quint64 jobId = job_->currentJob() + 1;  // the id start() below will give
     std::function<ValidationOutcome(const std::atomic<bool>&, const JobRunner::Progress&)> run =
-        [work, steps, self, jobId](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) mutable {
+        [work, params, steps, self, jobId](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) mutable {
             if (!work.validation.host.known())
                 work.validation.host = emulationHost(engine::measureHostProfile(1));
             const engine::StepCallback onStep = [self, jobId, steps, progress](const engine::StepRecord& s) {
@@ -201,7 +221,7 @@ void ValidatePage::start()
                     },
                     Qt::QueuedConnection);
             };
-            return ValidationOutcome{runValidation(work.validation, defaultCostModelParams(), &cancel, onStep),
+            return ValidationOutcome{runValidation(work.validation, params, &cancel, onStep),
                                      work.adaptations};
         };
     job_->start<ValidationOutcome>(run, [this](const ValidationOutcome& outcome) { showResult(outcome.result, outcome.notes); });
@@ -246,6 +266,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         adaptations.append(q(n));
     doc.insert("adaptations", adaptations);
     doc.insert("device", q(result.c.profile.name));
+    doc.insert("cost_model", costModel_->currentText());
     try {
         const int id = catalog_.storeValidationRun(result.c.name, doc);
         progress_->setFormat(tr("done: stored as run %1").arg(id));
@@ -255,6 +276,27 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     progress_->setValue(1000);
     reloadHistory();
     emit finished(true);
+}
+
+void ValidatePage::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    reloadCostModels();  // profiles saved from the CLI meanwhile appear
+}
+
+void ValidatePage::reloadCostModels()
+{
+    const QString current = costModel_->currentText();
+    costModel_->clear();
+    costModel_->addItem(QStringLiteral("default"));
+    try {
+        for (const std::string& name : catalog_.costProfileNames())
+            costModel_->addItem(q(name));
+    } catch (const std::exception&) {
+        // A catalog that cannot list its profiles still validates with the default.
+    }
+    const int at = costModel_->findText(current);
+    costModel_->setCurrentIndex(at >= 0 ? at : 0);
 }
 
 void ValidatePage::reloadHistory()

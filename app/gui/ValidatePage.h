@@ -16,6 +16,7 @@ class QChartView;
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QComboBox;
 class QTableWidget;
 
 namespace shardscope {
@@ -41,10 +42,17 @@ public:
     QPushButton* cancelButton() const { return cancel_; }
     QTableWidget* metricsTable() const { return metrics_; }
     QTableWidget* historyTable() const { return history_; }
+    QComboBox* costModelBox() const { return costModel_; }
     QList<QWidget*> charts() const;
+
+    // The cost-model profiles in the catalog, re-read (the page does so whenever it is shown).
+    void reloadCostModels();
 
 signals:
     void finished(bool ok);
+
+protected:
+    void showEvent(QShowEvent* event) override;
 
 private:
     void showResult(const ValidationResult& result, const std::vector<std::string>& notes);
@@ -61,6 +69,7 @@ private:
     QLabel* caseLabel_ = nullptr;
     QPushButton* run_ = nullptr;
     QPushButton* cancel_ = nullptr;
+    QComboBox* costModel_ = nullptr;  // "default" or a profile fitted by calibrate --engine --save
     QProgressBar* progress_ = nullptr;
     QChartView* lossChart_ = nullptr;
     QChartView* errorChart_ = nullptr;
