@@ -495,14 +495,19 @@ void GptModel<T>::layerBackward(int l)
     const T* resIn = layerInput(l);
     T *dres = gl_->dres, *dln = gl_->dln, *dqkv = gl_->dqkv, *dfch = gl_->dfch;
 
-    // Recomputation: full redoes the whole layer from its saved input; selective
-    // redoes only the attention probabilities from the saved qkv.
+    // Recomputation: full redoes the whole layer from its saved input; selective redoes the
+    // attention core from the saved qkv, as Megatron-LM's checkpoint of it does: the
+    // probabilities and the attention over V (whose output, also saved, comes out the same).
     if (opts_.recompute == Recompute::Full) {
         layerForward(l);
     } else if (opts_.recompute == Recompute::Selective) {
         attention_probs_forward<T>(pool, mat(a.att, T_, attCols), cmat(a.qkv, 3 * C, N), B_, T_, NH_);
         dev_.charge(KernelKind::Attention, {2 * double(T_) * c * n, 2 * c * n * s.e, att * s.e}, compute_);
         round(a.att, Index(att));
+        attention_values_forward<T>(pool, mat(a.atty, C, N), cmat(a.att, T_, attCols), cmat(a.qkv, 3 * C, N), B_, T_,
+                                    NH_);
+        dev_.charge(KernelKind::Attention, {2 * double(T_) * c * n, att * s.e + c * n * s.e, c * n * s.e}, compute_);
+        round(a.atty, C * N);
     }
 
     // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 and becomes d res2.

@@ -609,6 +609,10 @@ void GptShard::layerBackward(int k, Slot& s)
     } else if (opts_.recompute == Recompute::Selective) {
         attention_probs_forward<float>(pool, mat(a.att, T_, attCols), cmat(a.qkv, 3 * Ct, Nm), mb_, T_, NHt_);
         dev_.charge(KernelKind::Attention, {2 * double(T_) * ct * nm, 2 * ct * nm * kE, att * kE}, kCompute);
+        // The attention over V too, as Megatron-LM's checkpoint of the attention core does.
+        attention_values_forward<float>(pool, mat(a.atty, Ct, Nm), cmat(a.att, T_, attCols), cmat(a.qkv, 3 * Ct, Nm),
+                                        mb_, T_, NHt_);
+        dev_.charge(KernelKind::Attention, {2 * double(T_) * ct * nm, att * kE + ct * nm * kE, ct * nm * kE}, kCompute);
     }
     const Layer d = bind(acquireGrads(unit), unit);
     float* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit

@@ -244,14 +244,14 @@ private slots:
         const double N = B * cfg.seq;
         // Products of one step: forward + backward (twice the forward) = 3x core's forward FLOPs;
         // full recomputation adds the layers' forward again (all but the logits), selective the
-        // attention scores (2*T*C per token and layer).
+        // attention core: scores and attention over V (2 x 2*T*C per token and layer).
         const double forward = double(forwardFlopsPerToken(specOf(cfg), cfg.seq)) * N;
         const double layersForward = forward - 2.0 * cfg.hidden * cfg.vocab * N;
         double expected = 3 * forward;
         if (recompute == Recompute::Full)
             expected += layersForward;
         if (recompute == Recompute::Selective)
-            expected += double(cfg.layers) * 2.0 * cfg.seq * cfg.hidden * N;
+            expected += double(cfg.layers) * 2 * 2.0 * cfg.seq * cfg.hidden * N;
         EmulatedDevice d(0, roomyProfile());
         ModelOptions o;
         o.batch = B;
