@@ -321,13 +321,14 @@ float* GptShard::gradPointer(std::int64_t i, int unit)
 }
 
 template <class F>
-void GptShard::forEachGradRange(F&& fn)
+void GptShard::forEachGradRange(F&& fn, bool whole)
 {
+    const bool owned = zero_ >= 2 || (zero_ == 1 && !whole);
     for (size_t ui = 0; ui < units_.size(); ++ui) {
         const ShardUnit& u = units_[ui];
         // With ZeRO, only the owned chunk of each unit is reduced (and updated).
-        const std::int64_t lo = zero_ >= 1 ? u.offset + u.chunk_begin : u.offset;
-        const std::int64_t hi = zero_ >= 1 ? u.offset + u.chunk_end : u.offset + u.count;
+        const std::int64_t lo = owned ? u.offset + u.chunk_begin : u.offset;
+        const std::int64_t hi = owned ? u.offset + u.chunk_end : u.offset + u.count;
         for (int k = 0; k < u.tensors; ++k) {
             const ShardTensor& t = tensors_[size_t(u.first_tensor + k)];
             const std::int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.count);
@@ -759,10 +760,44 @@ void GptShard::backward(int micro)
 
 // ---------------------------------------------------------------- step
 
+// The tensor-parallel and pipeline sums: the norms' gradients under sequence parallelism (each
+// tp rank saw its own tokens) and the tied embedding's between the pipeline's ends.
+void GptShard::sumAcrossTensorAndPipeline(bool whole)
+{
+    // Sequence parallel: the LayerNorms saw only this rank's tokens; sum over tp in one message.
+    if (sp_) {
+        packed_.clear();
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
+            if (t.sp_partial)
+                packed_.insert(packed_.end(), p, p + n);
+        }, whole);
+        groups_.tp->allReduce(tpRank_, packed_.data(), packed_.size());
+        size_t at = 0;
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
+            if (t.sp_partial) {
+                std::copy_n(packed_.data() + at, n, p);
+                at += size_t(n);
+            }
+        }, whole);
+    }
+    // Tied embedding across the pipeline: the first and last stage add their wte gradients.
+    if (groups_.embedding) {
+        const int rank = groups_.embedding->rankOf(id_);
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
+            if (t.unit == wteUnit_)
+                groups_.embedding->allReduce(rank, p, size_t(n));
+        }, whole);
+    }
+}
+
 double GptShard::reduceGradients()
 {
     KernelPool& pool = dev_.pool();
     float* g = grads_.as<float>();
+    // Megatron-LM's order where gradients are held whole (no ZeRO, ZeRO-1): the tensor-parallel
+    // and pipeline sums of whole tensors first, then the data-parallel reduction.
+    if (zero_ <= 1)
+        sumAcrossTensorAndPipeline(true);
     // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
     // first (the order a backward produces them, as PyTorch DDP does).
     if (zero_ == 0 && groups_.dp->size() > 1) {
@@ -784,30 +819,9 @@ double GptShard::reduceGradients()
     // ZeRO-2/3 with HSDP: the accumulated shards are summed over the replicas, once per step.
     if (zero_ >= 2 && groups_.replica->size() > 1)
         groups_.replica->allReduce(replicaIndex_, g, size_t(S_));
-    // Sequence parallel: the LayerNorms saw only this rank's tokens; sum over tp in one message.
-    if (sp_) {
-        packed_.clear();
-        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
-            if (t.sp_partial)
-                packed_.insert(packed_.end(), p, p + n);
-        });
-        groups_.tp->allReduce(tpRank_, packed_.data(), packed_.size());
-        size_t at = 0;
-        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
-            if (t.sp_partial) {
-                std::copy_n(packed_.data() + at, n, p);
-                at += size_t(n);
-            }
-        });
-    }
-    // Tied embedding across the pipeline: the first and last stage add their wte gradients.
-    if (groups_.embedding) {
-        const int rank = groups_.embedding->rankOf(id_);
-        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
-            if (t.unit == wteUnit_)
-                groups_.embedding->allReduce(rank, p, size_t(n));
-        });
-    }
+    // Under ZeRO-2/3 only the owned shards exist: their tensor-parallel and pipeline sums come last.
+    if (zero_ >= 2)
+        sumAcrossTensorAndPipeline(false);
     // This device's share of the squared norm: every value of the model counted once.
     const bool countsReplicas = zero_ >= 1 ? replicaIndex_ == 0 : dpRank_ == 0;
     double sumSq = 0;

@@ -141,8 +141,11 @@ private:
     void headBackward(Slot& s);
     const float* layerInput(const Slot& s, int local_layer) const;
     float* gradPointer(std::int64_t local_index, int unit);
+    // fn(tensor, local begin, count, grad pointer) over the owned gradients (with ZeRO, the owned
+    // chunk of each unit), or over whole units when `whole` and they are held whole (ZeRO < 2).
     template <class F>
-    void forEachGradRange(F&& fn);  // fn(tensor, local begin, count, grad pointer)
+    void forEachGradRange(F&& fn, bool whole = false);
+    void sumAcrossTensorAndPipeline(bool whole);
 
     GptConfig cfg_;
     ShardOptions opts_;

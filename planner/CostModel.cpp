@@ -348,7 +348,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // tp once per step (Megatron-LM's sequence-parallel gradient all-reduce).
             const double norms = nEnc * 2 * norm + nDec * 3 * norm +
                                  (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0);
-            sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_);
+            // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
+            const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
+            sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
         }
     }
 
@@ -561,7 +563,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     // ---- a tied embedding lives on the first and the last stage: its gradients are all-reduced
     // between the two once per step (Megatron's embedding group), after the pipeline drains. ----
     if (p > 1 && problem_.model.tied_embeddings) {
-        const double embeddingBytes = double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_;
+        // (Under ZeRO-2/3 the owned shard of it: gradients are sharded by then.)
+        const double embeddingBytes = double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
+                                      (l.zero_stage >= 2 ? shardGroup : 1.0);
         const double stride = double(l.tp) * l.cp * l.dp * (p - 1);
         const GroupPlacement ends = placeGroup(2, stride, domain_devices_);
         const double sync = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
@@ -610,7 +614,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             }
         }
         if (p > 1 && problem_.model.tied_embeddings && end)
-            b.all_reduce += allReduceBytes(2, double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_);
+            b.all_reduce += allReduceBytes(2, double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
+                                                  (l.zero_stage >= 2 ? shardGroup : 1.0));
         b.all_reduce += scalars;
         b.dp = b.all_reduce + b.all_gather + b.reduce_scatter - b.tp - b.cp;
         return b;
