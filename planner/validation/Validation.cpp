@@ -191,7 +191,7 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     return r;
 }
 
-std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile)
+std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile, int steps)
 {
     struct Row {
         const char* name;
@@ -225,8 +225,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         engine::TrainRequest& r = c.request;
         r.model = {4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout above divides it
         r.batch = 8;
-        // Enough steps for a steady median wall time: a step takes milliseconds on a shared host.
-        r.steps = 20;
+        r.steps = steps;
         r.precision = row.precision;
         FieldErrors errors;
         r.layout = parseLayout(row.layout, errors);

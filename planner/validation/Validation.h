@@ -66,7 +66,10 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
                                const std::atomic<bool>* cancel = nullptr, const engine::StepCallback& onStep = {});
 
 // The built-in suite: every parallel dimension, ZeRO stage, recomputation mode and schedule.
-std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile);
+// `steps` per case: enough for a steady median wall time on a shared host (a step takes
+// milliseconds; a busy neighbour slows the host for longer than that).
+inline constexpr int kSuiteSteps = 60;
+std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile, int steps = kSuiteSteps);
 
 // "shardscope.validation/1": cases with their metrics and, per metric, the median and worst error.
 QJsonObject validationDocument(const std::vector<ValidationResult>& results);
