@@ -418,6 +418,17 @@ private slots:
             QVERIFY(s.value("median_rel_error").toDouble() <= s.value("worst_rel_error").toDouble());
         }
         QCOMPARE(summary.value("weights_bytes").toObject().value("worst_rel_error").toDouble(), 0.0);
+        // Where a metric is not exact, the document says which term of the model differs.
+        for (const QJsonValue& c : cases) {
+            const QJsonObject o = c.toObject();
+            const QJsonObject metrics = o.value("metrics").toObject();
+            QVERIFY(metrics.value("device_step_time_s").toObject().value("known_difference").toString().contains(
+                "uncalibrated"));  // the default terms price these cases
+            QVERIFY(!metrics.value("weights_bytes").toObject().contains("known_difference"));
+            if (o.value("name").toString() == "ZeRO-3")
+                QVERIFY(metrics.value("all_gather_bytes").toObject().value("known_difference").toString().contains(
+                    "tied embedding"));
+        }
         // The device clock's breakdown on both sides adds up to the compared step times.
         for (const QJsonValue& c : cases) {
             const QJsonObject o = c.toObject();

@@ -19,6 +19,7 @@
 
 #include <QJsonDocument>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -91,6 +92,41 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
         std::snprintf(line, sizeof line, "  %-20s median |error| %6.1f%%, worst %6.1f%% (%d cases)\n", metric.c_str(),
                       100 * s.median_rel_error, 100 * s.worst_rel_error, s.cases);
         o << line;
+    }
+    // Where a metric is not exact, say which term of the model the difference comes from: once
+    // per explanation, with the metrics and cases it applies to.
+    struct Known {
+        std::string why;
+        std::vector<std::pair<std::string, std::vector<std::string>>> where;  // metric -> cases
+    };
+    std::vector<Known> known;
+    for (const std::string& metric : validationTableMetrics())
+        for (const ValidationResult& r : results) {
+            const std::string why = explainDifference(r, metric);
+            if (why.empty())
+                continue;
+            auto k = std::find_if(known.begin(), known.end(), [&](const Known& x) { return x.why == why; });
+            if (k == known.end())
+                k = known.insert(known.end(), Known{why, {}});
+            auto w = std::find_if(k->where.begin(), k->where.end(), [&](const auto& x) { return x.first == metric; });
+            if (w == k->where.end())
+                w = k->where.insert(k->where.end(), {metric, {}});
+            w->second.push_back(r.c.name);
+        }
+    if (!known.empty())
+        o << "\nknown differences (which term of the model):\n";
+    for (const Known& k : known) {
+        o << "  - " << k.why << "\n";
+        for (const auto& [metric, cases] : k.where) {
+            o << "    " << metric << ": ";
+            if (cases.size() == results.size()) {
+                o << "all cases\n";
+                continue;
+            }
+            for (size_t i = 0; i < cases.size(); ++i)
+                o << (i ? ", " : "") << cases[i];
+            o << "\n";
+        }
     }
 }
 

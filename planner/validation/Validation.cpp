@@ -57,6 +57,34 @@ const std::vector<std::string>& validationMetrics()
     return names;
 }
 
+std::string explainDifference(const ValidationResult& r, const std::string& metric)
+{
+    const MetricComparison* m = r.metric(metric);
+    if (!m || m->predicted == m->measured)
+        return {};
+    const engine::TrainRequest& q = r.c.request;
+    const bool time = metric == "device_step_time_s" || metric == "wall_step_time_s";
+    if (time && r.cost_model == "default")
+        return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
+               "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
+               "--engine --save NAME` and price with --cost-model NAME";
+    if ((metric == "all_gather_bytes" || metric == "comm_bytes") && q.layout.zero_stage == 3)
+        return "ZeRO-3 gathers: the planner gathers every unit before forward and before backward (FSDP, DeepSpeed); "
+               "the engine gathers its tied embedding a third time for the head's backward and the position "
+               "embedding once (its backward needs no weights)";
+    if (metric == "wall_step_time_s" && std::fabs(m->rel_error) < 0.10)
+        return {};  // within the host's run-to-run variation
+    if (metric == "wall_step_time_s" && q.precision == engine::PrecisionMode::BF16Mixed)
+        return "the host emulates bf16 by rounding every stored tensor: passes the wall-clock model does not price";
+    if (metric == "wall_step_time_s" && q.layout.sequence_parallel)
+        return "sequence parallelism's backward re-gathers: the planner prices them as hidden behind compute "
+               "(Megatron-LM overlaps them), the engine runs them synchronously (more barriers than priced)";
+    if (metric == "wall_step_time_s")
+        return "the host is shared: its wall clock varies from run to run by 10-30% per case on these 2 cores "
+               "(calibrate --engine reports the fit on held-out cases of one run)";
+    return {};
+}
+
 const std::vector<std::string>& validationTableMetrics()
 {
     static const std::vector<std::string> names(validationMetrics().begin(), validationMetrics().begin() + 8);
@@ -104,6 +132,7 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     }
     r.prediction = model.evaluate(priced);
     r.terms = model.explain(priced);
+    r.cost_model = base.name;
 
     try {
         const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);
@@ -262,12 +291,15 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
     QJsonArray cases;
     for (const ValidationResult& r : results) {
         QJsonObject metrics;
-        for (const MetricComparison& m : r.metrics)
-            metrics.insert(QString::fromStdString(m.metric),
-                           QJsonObject{{"predicted", m.predicted},
-                                       {"measured", m.measured},
-                                       {"rel_error", std::isfinite(m.rel_error) ? QJsonValue(m.rel_error) : QJsonValue()},
-                                       {"worst_device", m.worst_device}});
+        for (const MetricComparison& m : r.metrics) {
+            QJsonObject o{{"predicted", m.predicted},
+                          {"measured", m.measured},
+                          {"rel_error", std::isfinite(m.rel_error) ? QJsonValue(m.rel_error) : QJsonValue()},
+                          {"worst_device", m.worst_device}};
+            if (const std::string why = explainDifference(r, m.metric); !why.empty())
+                o.insert("known_difference", QString::fromStdString(why));
+            metrics.insert(QString::fromStdString(m.metric), o);
+        }
         QJsonObject c{{"name", QString::fromStdString(r.c.name)},
                       {"layout", QString::fromStdString(toString(r.c.request.layout))},
                       {"metrics", metrics},

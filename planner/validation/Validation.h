@@ -48,6 +48,7 @@ struct ValidationResult {
     engine::Measurement measurement;
     std::vector<MetricComparison> metrics;
     std::string error;       // why the case could not be compared (engine error, unsupported precision)
+    std::string cost_model;  // the name of the cost-model terms that priced it
     const MetricComparison* metric(const std::string& name) const;
 };
 
@@ -80,6 +81,10 @@ struct MetricSummary {
     int cases = 0;
 };
 double medianOf(std::vector<double> values);  // 0 for none
+
+// Which term of the model a known difference comes from, for a metric of a case that is not
+// exact; empty when none is known (then the difference is unexplained: report it as such).
+std::string explainDifference(const ValidationResult& result, const std::string& metric);
 
 MetricSummary summarizeMetric(const std::vector<ValidationResult>& results, const std::string& metric);
 
