@@ -100,16 +100,31 @@ void GptShard::buildTables(const GptConfig& cfg)
     auto whole = [&](const ParameterTensor& f, bool spPartial) {
         addTensor(f, f.count, true, spPartial, {{f.offset, 0, f.count}});
     };
+    // The modules outside the layers form one unit, the root (FSDP wraps them so: a tied
+    // embedding and head must share a unit), gathered once for a forward and once for a backward.
+    if (stage_ == 0 || stage_ == stages_ - 1)
+        rootUnit_ = addUnit("root");
     auto addWte = [&](bool tiedCopy) {
-        wteUnit_ = addUnit("wte");
+        wteUnit_ = rootUnit_;
+        wteAt_ = units_.back().count;
         // Vocabulary rows [r Vt, (r+1) Vt) are columns of the (C, V) table: one contiguous run.
         addTensor(full[0], C * Vt, tp_ == 1, false, {{full[0].offset + r * Vt * C, 0, C * Vt}});
         tensors_.back().tied_copy = tiedCopy;
+        tensors_.back().word_embedding = true;
     };
     if (stage_ == 0) {
         addWte(false);
-        wpeUnit_ = addUnit("wpe");
+        wpeUnit_ = rootUnit_;
+        wpeAt_ = units_.back().count;
         whole(full[1], false);
+    }
+    if (stage_ == stages_ - 1) {
+        lnfUnit_ = rootUnit_;
+        lnfAt_ = units_.back().count;
+        whole(full[size_t(2 + 12 * L_)], true);
+        whole(full[size_t(3 + 12 * L_)], true);
+        if (stages_ > 1)
+            addWte(true);
     }
     firstLayerUnit_ = int(units_.size());
     for (int l = layer0_; l < layer0_ + Ls_; ++l) {
@@ -141,13 +156,6 @@ void GptShard::buildTables(const GptConfig& cfg)
             runs.push_back({f[10].offset + j * 4 * C + r * 4 * Ct, j * 4 * Ct, 4 * Ct});
         addTensor(f[10], 4 * Ct * C, false, false, runs);
         whole(f[11], false);  // fcprojb
-    }
-    if (stage_ == stages_ - 1) {
-        lnfUnit_ = addUnit("lnf");
-        whole(full[size_t(2 + 12 * L_)], true);
-        whole(full[size_t(3 + 12 * L_)], true);
-        if (stages_ > 1)
-            addWte(true);
     }
     // ZeRO chunks: member k of the shard group owns [count k / g, count (k+1) / g) of each unit.
     const int g = zero_ > 0 ? groups_.shard->size() : 1;
@@ -425,8 +433,8 @@ void GptShard::embedForward(Slot& s, const int* inputs)
 {
     const Index C = C_, Nm = Index(Nm_);
     s.inputs.assign(inputs, inputs + Nm);
-    const float* wte = acquireWeights(wteUnit_);
-    const float* wpe = acquireWeights(wpeUnit_);
+    const float* wte = acquireWeights(wteUnit_) + wteAt_;
+    const float* wpe = acquireWeights(wpeUnit_) + wpeAt_;
     if (tp_ == 1) {
         const Eigen::Map<const Eigen::VectorXi> in(s.inputs.data(), Nm);
         encoder_forward<float>(mat(s.input, C, Nm), in, cmat(wte, C, V_), cmat(wpe, C, T_), mb_, T_);
@@ -458,13 +466,13 @@ double GptShard::headForward(Slot& s, const int* targets)
     const double c = C, nm = double(Nm), ns = double(Ns), vt = Vt;
     s.targets.assign(targets, targets + Nm);
     const float* x = layerInput(s, Ls_);
-    const float* lnf = acquireWeights(lnfUnit_);
+    const float* lnf = acquireWeights(lnfUnit_) + lnfAt_;
     layernorm_forward<float>(pool, mat(s.lnf, C, Ns), vec(s.lnf_mean, Ns), vec(s.lnf_rstd, Ns), cmat(x, C, Ns),
                              cvec(lnf, C), cvec(lnf + C, C));
     dev_.charge(KernelKind::LayerNorm, {8 * c * ns, c * ns * kE + 2 * c * kE, c * ns * kE + 2 * ns * 4}, kCompute);
     releaseWeights(lnfUnit_);
     const float* lnfFull = gatherTokens(s.lnf, ws_->gath);
-    const float* wte = acquireWeights(wteUnit_);
+    const float* wte = acquireWeights(wteUnit_) + wteAt_;
     matmul_forward<float>(pool, mat(s.probs, Vt, Nm), cmat(lnfFull, C, Nm), cmat(wte, C, Vt), Vec<float>(),
                           Mat<float>());
     dev_.charge(KernelKind::Matmul, matmulForwardCost(c, vt, nm, false, false, kCost), kCompute);
@@ -580,16 +588,23 @@ double GptShard::forward(int micro, const int* inputs, const int* targets)
     Carver ten{s.buffer.as<float>(), 0}, scr{scratch_.as<float>(), 0};
     carve(ten, scr);
 
+    // The root unit is gathered once for the whole forward (FSDP's root), released at its end.
+    if (rootUnit_ >= 0)
+        acquireWeights(rootUnit_);
     if (firstStage())
         embedForward(s, inputs);
     else
         cluster_.communicator().recv(id_, cluster_.stageNeighbour(id_, -1), s.input, size_t(C * Ns));
     for (int k = 0; k < Ls_; ++k)
         layerForward(k, s);
+    double loss = 0;
     if (lastStage())
-        return headForward(s, targets);
-    cluster_.communicator().send(id_, cluster_.stageNeighbour(id_, +1), layerInput(s, Ls_), size_t(C * Ns));
-    return 0;
+        loss = headForward(s, targets);
+    else
+        cluster_.communicator().send(id_, cluster_.stageNeighbour(id_, +1), layerInput(s, Ls_), size_t(C * Ns));
+    if (rootUnit_ >= 0)
+        releaseWeights(rootUnit_);
+    return loss;
 }
 
 // ---------------------------------------------------------------- backward
@@ -681,8 +696,8 @@ void GptShard::headBackward(Slot& s)
     }
     dev_.charge(KernelKind::Softmax, {2 * vt * nm, vt * nm * kE, vt * nm * kE}, kCompute);
 
-    const float* wte = acquireWeights(wteUnit_);
-    float* dwte = acquireGrads(wteUnit_);
+    const float* wte = acquireWeights(wteUnit_) + wteAt_;
+    float* dwte = acquireGrads(wteUnit_) + wteAt_;
     const float* lnfFull = gatherTokens(s.lnf, ws_->gath);
     Vec<float> noBias;
     matmul_backward<float>(pool, mat(ws_->partial, C, Nm), mat(dwte, C, Vt), noBias, cmat(s.probs, Vt, Nm),
@@ -693,8 +708,8 @@ void GptShard::headBackward(Slot& s)
     const float* dlnf = reduceTokens(ws_->partial);
 
     std::fill(ws_->dres, ws_->dres + C * Ns, 0.0f);
-    const float* lnf = acquireWeights(lnfUnit_);
-    float* dlnfw = acquireGrads(lnfUnit_);
+    const float* lnf = acquireWeights(lnfUnit_) + lnfAt_;
+    float* dlnfw = acquireGrads(lnfUnit_) + lnfAt_;
     layernorm_backward<float>(pool, mat(ws_->dres, C, Ns), vec(dlnfw, C), vec(dlnfw + C, C), cmat(dlnf, C, Ns),
                               cmat(layerInput(s, Ls_), C, Ns), cvec(lnf, C), cvec(s.lnf_mean, Ns),
                               cvec(s.lnf_rstd, Ns));
@@ -708,8 +723,8 @@ void GptShard::embedBackward(Slot& s)
 {
     const Index C = C_, Nm = Index(Nm_);
     const float* dout = gatherTokens(ws_->dres, ws_->dresFull);
-    float* dwte = acquireGrads(wteUnit_);
-    float* dwpe = acquireGrads(wpeUnit_);
+    float* dwte = acquireGrads(wteUnit_) + wteAt_;
+    float* dwpe = acquireGrads(wpeUnit_) + wpeAt_;
     if (tp_ == 1) {
         const Eigen::Map<const Eigen::VectorXi> in(s.inputs.data(), Nm);
         encoder_backward<float>(mat(dwte, C, V_), mat(dwpe, C, T_), cmat(dout, C, Nm), in, mb_, T_);
@@ -738,11 +753,13 @@ void GptShard::backward(int micro)
 {
     Slot& s = *slots_.at(size_t(micro));
     const std::size_t n = size_t(C_ * Ns_);
-    // With one stage the tied embedding's gradient is produced by the head first and the
-    // embedding last: hold its (ZeRO-2/3 transient) buffer across the whole backward.
-    const bool holdWte = firstStage() && lastStage();
-    if (holdWte)
-        acquireGrads(wteUnit_);
+    // The root unit is held across the whole backward (FSDP's root: gathered once, its gradient
+    // reduced once at the end; with one stage the tied embedding's gradient comes from the
+    // head first and the embedding last).
+    if (rootUnit_ >= 0) {
+        acquireWeights(rootUnit_);
+        acquireGrads(rootUnit_);
+    }
     if (lastStage())
         headBackward(s);
     else
@@ -753,8 +770,10 @@ void GptShard::backward(int micro)
         embedBackward(s);
     else
         cluster_.communicator().send(id_, cluster_.stageNeighbour(id_, -1), ws_->dres, n);
-    if (holdWte)
-        releaseGrads(wteUnit_);
+    if (rootUnit_ >= 0) {
+        releaseGrads(rootUnit_);
+        releaseWeights(rootUnit_);
+    }
     s.buffer.release();
 }
 
@@ -784,7 +803,7 @@ void GptShard::sumAcrossTensorAndPipeline(bool whole)
     if (groups_.embedding) {
         const int rank = groups_.embedding->rankOf(id_);
         forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, float* p) {
-            if (t.unit == wteUnit_)
+            if (t.word_embedding)
                 groups_.embedding->allReduce(rank, p, size_t(n));
         }, whole);
     }

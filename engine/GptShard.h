@@ -70,12 +70,13 @@ struct ShardTensor {
     bool tp_replicated = false;   // the same values on every tp rank
     bool sp_partial = false;      // its gradient is a partial sum over token shards (SP LayerNorms)
     bool tied_copy = false;       // the last stage's copy of wte (pp > 1)
+    bool word_embedding = false;  // wte, or its copy
     int unit = 0;
     std::vector<ParameterRun> runs;
 };
 
 struct ShardUnit {
-    std::string name;             // "wte", "wpe", "h3", "lnf"
+    std::string name;             // "root" (wte, wpe, lnf: the modules outside the layers), "h3"
     std::int64_t offset = 0;      // local flat offset
     std::int64_t count = 0;
     int first_tensor = 0, tensors = 0;
@@ -159,6 +160,8 @@ private:
     std::int64_t Nm_ = 0, Ns_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     int wteUnit_ = -1, wpeUnit_ = -1, lnfUnit_ = -1, firstLayerUnit_ = 0;
+    int rootUnit_ = -1;                                 // -1 on a middle pipeline stage
+    std::int64_t wteAt_ = 0, wpeAt_ = 0, lnfAt_ = 0;    // their places inside the root unit
     std::vector<ShardTensor> tensors_;
     std::vector<ShardUnit> units_;
     const DeviceGroups& groups_;

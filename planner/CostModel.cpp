@@ -209,16 +209,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams;
     const bool firstStage = stage == 0, lastStage = stage == l.pp - 1;
     // Sharded states are gathered and reduced a unit at a time: each layer (FSDP's per-block
-    // wrapping, DeepSpeed's per-module hooks) and each module outside them (torchtitan wraps the
-    // token embedding, the norm and the output on their own; DeepSpeed hooks every module).
-    sc.units = sc.encoder_layers + sc.decoder_layers;
+    // wrapping) and, on the stages that have them, the modules outside the layers as one root
+    // unit (FSDP's root; a tied embedding and head must share a unit).
+    sc.units = sc.encoder_layers + sc.decoder_layers + (firstStage || lastStage ? 1 : 0);
     if (firstStage) {
         double embedding = D.V_local * h + double(model.token_types) * h + (model.embedding_norm ? norm : 0);
-        sc.units += 1 + (model.token_types > 0 ? 1 : 0) + (model.embedding_norm ? 1 : 0);
-        if (model.positions == PositionKind::Learned) {
+        if (model.positions == PositionKind::Learned)
             embedding += double(model.position_table > 0 ? model.position_table : model.max_seq) * h;
-            sc.units += 1;
-        }
         sc.params += embedding;
     }
     if (lastStage) {
@@ -227,7 +224,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const bool headCopy = !model.tied_embeddings || l.pp > 1;
         sc.params += (model.final_norm ? stacks * norm : 0) + (headCopy ? D.V_local * h : 0) +
                      (model.pooler ? h * h + h : 0);
-        sc.units += (model.final_norm ? stacks : 0) + (headCopy ? 1 : 0) + (model.pooler ? 1 : 0);
     }
     sc.units = std::max(1.0, sc.units);
 

@@ -68,10 +68,6 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
                "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
                "--engine --save NAME` and price with --cost-model NAME";
-    if ((metric == "all_gather_bytes" || metric == "comm_bytes") && q.layout.zero_stage == 3)
-        return "ZeRO-3 gathers: the planner gathers every unit before forward and before backward (FSDP, DeepSpeed); "
-               "the engine gathers its tied embedding a third time for the head's backward and the position "
-               "embedding once (its backward needs no weights)";
     if (metric == "wall_step_time_s" && std::fabs(m->rel_error) < 0.10)
         return {};  // within the host's run-to-run variation
     if (metric == "wall_step_time_s" && q.precision == engine::PrecisionMode::BF16Mixed)
