@@ -63,30 +63,43 @@ EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& case
             a(Eigen::Index(i), t) = f[size_t(t)] / m;
     }
     // Non-negative least squares by elimination: a term that comes out negative is one the
-    // cases do not support; drop it and solve again.
-    std::array<bool, kTerms> active{true, true};
-    Eigen::VectorXd x = Eigen::VectorXd::Zero(kTerms);
-    for (int round = 0; round < kTerms; ++round) {
-        std::vector<Eigen::Index> columns;
-        for (int t = 0; t < kTerms; ++t)
-            if (active[size_t(t)] && a.col(t).norm() > 0)
-                columns.push_back(t);
-        if (columns.empty() || Eigen::Index(columns.size()) > a.rows())
-            break;
-        const Eigen::MatrixXd sub = a(Eigen::all, columns);
-        const Eigen::VectorXd solution = sub.colPivHouseholderQr().solve(b);
-        x.setZero();
-        bool negative = false;
-        for (size_t k = 0; k < columns.size(); ++k) {
-            x(columns[k]) = solution(Eigen::Index(k));
-            if (solution(Eigen::Index(k)) < 0) {
-                active[size_t(columns[k])] = false;
-                negative = true;
+    // cases do not support; drop it and solve again. Rows are weighted (see below).
+    auto solve = [&](const Eigen::VectorXd& w) {
+        std::array<bool, kTerms> active{true, true};
+        Eigen::VectorXd x = Eigen::VectorXd::Zero(kTerms);
+        for (int round = 0; round < kTerms; ++round) {
+            std::vector<Eigen::Index> columns;
+            for (int t = 0; t < kTerms; ++t)
+                if (active[size_t(t)] && a.col(t).norm() > 0)
+                    columns.push_back(t);
+            if (columns.empty() || Eigen::Index(columns.size()) > a.rows())
+                break;
+            const Eigen::MatrixXd sub = w.asDiagonal() * a(Eigen::all, columns);
+            const Eigen::VectorXd solution = sub.colPivHouseholderQr().solve(w.asDiagonal() * b);
+            x.setZero();
+            bool negative = false;
+            for (size_t k = 0; k < columns.size(); ++k) {
+                x(columns[k]) = solution(Eigen::Index(k));
+                if (solution(Eigen::Index(k)) < 0) {
+                    active[size_t(columns[k])] = false;
+                    negative = true;
+                }
             }
+            if (!negative)
+                break;
+            x.setZero();
         }
-        if (!negative)
-            break;
-        x.setZero();
+        return x;
+    };
+    // Least absolute relative error, by iteratively reweighted least squares: a case the shared
+    // host happened to slow down in this run pulls the terms less than it would by its square.
+    Eigen::VectorXd weights = Eigen::VectorXd::Ones(a.rows());
+    Eigen::VectorXd x = solve(weights);
+    for (int iteration = 0; iteration < 20; ++iteration) {
+        const Eigen::VectorXd residual = a * x - b;
+        for (Eigen::Index i = 0; i < a.rows(); ++i)
+            weights(i) = 1.0 / std::sqrt(std::max(std::fabs(residual(i)), 1e-3));
+        x = solve(weights);
     }
     EmulationWallTerms t;
     if (x(0) > 0)
