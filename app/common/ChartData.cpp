@@ -67,8 +67,12 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
 {
     XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
                      QObject::tr("time to train (days)"), QObject::tr("cost ($ million)"), false, 10, {}};
-    XYSeriesData sizes{QObject::tr("node counts"), {}, true, false, -1};
-    XYSeriesData types{QObject::tr("node types"), {}, false, true, -1};
+    // The sweep's node type over its node counts as a line, and each compared node type as its own
+    // point series: the legend names every point (Qt Charts cannot label single points).
+    const QString swept = sweep.points.empty() ? QString()
+                                               : QString::fromStdString(sweep.points.front().problem.cluster.node.name);
+    XYSeriesData sizes{swept.isEmpty() ? QObject::tr("node counts") : QObject::tr("%1, node counts").arg(swept), {},
+                       true, false, 0};
     auto add = [](XYSeriesData& series, const SweepPoint& point) {
         if (const Plan* best = point.result.best(); best && best->prediction.cost_to_train_usd > 0)
             series.points.push_back({best->prediction.time_to_train_s / kDay, best->prediction.cost_to_train_usd / 1e6,
@@ -79,9 +83,25 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
     };
     for (const SweepPoint& point : sweep.points)
         add(sizes, point);
-    for (const SweepPoint& point : comparison.points)
-        add(types, point);
-    cost.series = {sizes, types};
+    cost.series = {sizes};
+    int color = 1;
+    QStringList unpriced;
+    for (const SweepPoint& point : comparison.points) {
+        XYSeriesData type{QObject::tr("%1 x %2").arg(point.problem.cluster.nodes).arg(
+                              QString::fromStdString(point.problem.cluster.node.name)),
+                          {}, false, false, color};
+        add(type, point);
+        if (type.points.isEmpty()) {
+            unpriced << QString::fromStdString(point.problem.cluster.node.name);
+            continue;
+        }
+        cost.series.push_back(type);
+        ++color;
+    }
+    if (cost.series.size() == 1 && comparison.points.empty())
+        cost.series.push_back({QObject::tr("node types"), {}, false, true, -1});  // the empty chart's legend
+    if (!unpriced.isEmpty())
+        cost.x_axis += QObject::tr(" (no published price: %1)").arg(unpriced.join(QStringLiteral(", ")));
     return cost;
 }
 

@@ -183,7 +183,8 @@ void setXYChart(QChartView* view, const XYChartData& d)
             series = new QLineSeries;
         } else {
             auto* scatter = new QScatterSeries;
-            scatter->setMarkerSize(s.highlighted ? 14 : 8);
+            // A series of one point stands for a named thing (a node type): big enough to find.
+            scatter->setMarkerSize(s.highlighted ? 14 : s.points.size() == 1 ? 12 : 8);
             series = scatter;
         }
         series->setName(s.name);
