@@ -12,6 +12,9 @@
 #include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
+#include <QAction>
+#include <QMenuBar>
+#include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
@@ -84,6 +87,37 @@ private slots:
         window_.reset();
         catalog_.reset();
         QThreadPool::globalInstance()->waitForDone();
+    }
+
+    // Keyboard mnemonics (Alt + underlined letter) are unique on every page, counting the tabs
+    // and the menu bar, which are always there: Qt would otherwise cycle between the widgets.
+    void mnemonicsAreUniquePerPage()
+    {
+        QTabWidget* pages = window_->pages();
+        QMap<QString, QString> global;  // key -> owner
+        auto add = [](QMap<QString, QString>& keys, const QString& text, QStringList& clashes) {
+            const QKeySequence key = QKeySequence::mnemonic(text);
+            if (key.isEmpty())
+                return;
+            const QString k = key.toString();
+            if (keys.contains(k))
+                clashes << QStringLiteral("%1: \"%2\" and \"%3\"").arg(k, keys.value(k), text);
+            keys.insert(k, text);
+        };
+        QStringList clashes;
+        for (int i = 0; i < pages->count(); ++i)
+            add(global, pages->tabText(i), clashes);
+        for (QAction* menu : window_->menuBar()->actions())
+            add(global, menu->text(), clashes);
+        for (int i = 0; i < pages->count(); ++i) {
+            QMap<QString, QString> keys = global;
+            for (QAbstractButton* b : pages->widget(i)->findChildren<QAbstractButton*>())
+                add(keys, b->text(), clashes);
+            for (QLabel* l : pages->widget(i)->findChildren<QLabel*>())
+                if (l->buddy())
+                    add(keys, l->text(), clashes);
+        }
+        QVERIFY2(clashes.isEmpty(), qPrintable(clashes.join(QStringLiteral("; "))));
     }
 
     // The default problem's plans in a small window (1100 x 720): every column is wide

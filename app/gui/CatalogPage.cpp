@@ -97,10 +97,10 @@ CatalogPage::CatalogPage(Catalog& catalog, QWidget* parent) : QWidget(parent), c
     newMenu->addAction(tr("Chip (JSON)..."), this, [this] { newEntry("chip"); });
     newMenu->addAction(tr("Node type (JSON)..."), this, [this] { newEntry("node"); });
     newButton->setMenu(newMenu);
-    edit_ = new QPushButton(tr("&Edit..."), this);
+    edit_ = new QPushButton(tr("Ed&it..."), this);
     edit_->setToolTip(tr("Edit your entry; a built-in entry is copied under a new name first"));
     auto* exportButton = new QPushButton(tr("E&xport..."), this);
-    remove_ = new QPushButton(tr("&Remove"), this);
+    remove_ = new QPushButton(tr("Re&move"), this);
     connect(edit_, &QPushButton::clicked, this, &CatalogPage::editSelected);
     connect(exportButton, &QPushButton::clicked, this, [this] {
         const std::string name = selectedName();
@@ -377,7 +377,7 @@ void CatalogPage::showDetails(QTableWidget* table)
     case EntryKind::Node: rows = describe(catalog_.node(name)); break;
     }
     title_->setText(q(entry->display_name.empty() ? name : entry->display_name));
-    edit_->setText(entry->builtin ? tr("Copy and &edit...") : tr("&Edit..."));
+    edit_->setText(entry->builtin ? tr("Copy and ed&it...") : tr("Ed&it..."));
     remove_->setEnabled(!entry->builtin);
     for (const auto& [field, value] : rows) {
         if (value.empty())

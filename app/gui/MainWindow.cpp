@@ -86,10 +86,10 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     file->addAction(tr("&Import into catalog..."), QKeySequence(tr("Ctrl+I")), this, &MainWindow::importFile);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
-    QMenu* searchMenu = menuBar()->addMenu(tr("&Search"));
+    QMenu* searchMenu = menuBar()->addMenu(tr("Sea&rch"));
     searchMenu->addAction(tr("&Run again"), QKeySequence::Refresh, this, &MainWindow::startSearch);
     searchMenu->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), search_, &JobRunner::cancel);
-    QMenu* view = menuBar()->addMenu(tr("&View"));
+    QMenu* view = menuBar()->addMenu(tr("Vie&w"));
     for (int i = 0; i < pages_->count(); ++i)
         view->addAction(pages_->tabText(i).remove(QLatin1Char('&')), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)),
                         this, [this, i] { pages_->setCurrentIndex(i); });

@@ -78,14 +78,14 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     showInfeasible_ = new QCheckBox(tr("Show &infeasible"), this);
     showInfeasible_->setToolTip(tr("Also list the best layouts that do not fit in memory (greyed), with the reason"));
     connect(showInfeasible_, &QCheckBox::toggled, this, &PlansPage::fillModel);
-    cancel_ = new QPushButton(tr("&Cancel search"), this);
+    cancel_ = new QPushButton(tr("Ca&ncel search"), this);
     cancel_->setEnabled(false);
     status_ = new QLabel(this);
     status_->setWordWrap(true);
     status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
     auto* bar = new QHBoxLayout;
-    auto* filterLabel = new QLabel(tr("&Filter:"), this);
+    auto* filterLabel = new QLabel(tr("Fil&ter:"), this);
     filterLabel->setBuddy(filter_);
     bar->addWidget(filterLabel);
     bar->addWidget(filter_, 1);

@@ -48,7 +48,7 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     // --- problem ---
     model_ = new QComboBox(this);
     auto* newModel = new QPushButton(tr("&New model..."), this);
-    auto* editButton = new QPushButton(tr("&Edit..."), this);
+    auto* editButton = new QPushButton(tr("Ed&it..."), this);
     modelInfo_ = new QLabel(this);
     modelInfo_->setWordWrap(true);
     node_ = new QComboBox(this);
@@ -75,11 +75,11 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     modelLabel->setBuddy(model_);
     problemForm->addRow(modelLabel, modelRow);
     problemForm->addRow(QString(), modelInfo_);
-    problemForm->addRow(tr("N&ode type"), node_);
-    problemForm->addRow(tr("&Nodes"), nodes_);
+    problemForm->addRow(tr("Node &type"), node_);
+    problemForm->addRow(tr("Node co&unt"), nodes_);
     problemForm->addRow(tr("&Global batch (sequences)"), batch_);
-    problemForm->addRow(tr("&Sequence length"), seq_);
-    problemForm->addRow(tr("&Precision"), precision_);
+    problemForm->addRow(tr("Se&quence length"), seq_);
+    problemForm->addRow(tr("Precisi&on"), precision_);
     problemForm->addRow(tr("To&kens to train"), tokens_);
     problemForm->addRow(QString(), flash_);
     problemForm->addRow(QString(), dropout_);
@@ -110,10 +110,10 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     }
     recomputeRow->addStretch();
     auto* searchForm = new QFormLayout;
-    searchForm->addRow(tr("O&bjective"), objective_);
-    searchForm->addRow(tr("&Fix layout keys"), fix_);
-    searchForm->addRow(tr("&Upper bounds"), upper_);
-    searchForm->addRow(tr("Max &memory (fraction of HBM)"), maxMemory_);
+    searchForm->addRow(tr("Ob&jective"), objective_);
+    searchForm->addRow(tr("Fi&x layout keys"), fix_);
+    searchForm->addRow(tr("Upper &bounds"), upper_);
+    searchForm->addRow(tr("Max memor&y (fraction of HBM)"), maxMemory_);
     searchForm->addRow(tr("Min micro-batches per pipeline"), minMicroBatches_);
     searchForm->addRow(tr("Recomputation allowed"), recomputeRow);
     auto* searchBox = new QGroupBox(tr("Search"), this);
@@ -126,8 +126,8 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     compare_->setSelectionMode(QAbstractItemView::MultiSelection);
     compare_->setMaximumHeight(140);
     auto* exploreForm = new QFormLayout;
-    exploreForm->addRow(tr("Scaling: node &counts"), sweep_);
-    exploreForm->addRow(tr("Compare node t&ypes"), compare_);
+    exploreForm->addRow(tr("Sca&ling: node counts"), sweep_);
+    exploreForm->addRow(tr("Comp&are node types"), compare_);
     auto* exploreBox = new QGroupBox(tr("Explore"), this);
     exploreBox->setLayout(exploreForm);
 

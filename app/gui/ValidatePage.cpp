@@ -65,7 +65,7 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     caseLabel_ = new QLabel(tr("Select a plan: its validation case is derived from it."), this);
     caseLabel_->setWordWrap(true);
     caseLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    run_ = new QPushButton(tr("&Validate the selected plan"), this);
+    run_ = new QPushButton(tr("Validate the selected pla&n"), this);
     cancel_ = new QPushButton(tr("Cancel"), this);
     cancel_->setEnabled(false);
     costModel_ = new QComboBox(this);
