@@ -5,9 +5,7 @@
 
 namespace shardscope::engine {
 
-namespace {
-
-QJsonObject profileJson(const DeviceProfile& p)
+QJsonObject toJson(const DeviceProfile& p)
 {
     return QJsonObject{{"name", QString::fromStdString(p.name)},
                        {"memory_bytes", p.memory_bytes},
@@ -18,8 +16,6 @@ QJsonObject profileJson(const DeviceProfile& p)
                        {"scale", p.scale},
                        {"measured", p.measured}};
 }
-
-} // namespace
 
 QJsonObject toJson(const Measurement& m)
 {
@@ -102,7 +98,7 @@ QJsonObject toJson(const Measurement& m)
                                    {"mesh", QJsonObject{{"tp", d.tp_rank}, {"dp", d.dp_rank}, {"pp", d.pp_rank},
                                                         {"node", d.node}}},
                                    {"memory_resident_bytes", resident},
-                                   {"profile", profileJson(d.profile)},
+                                   {"profile", toJson(d.profile)},
                                    {"threads", d.threads},
                                    {"memory_capacity_bytes", d.profile.memory_bytes},
                                    {"memory_peak_bytes", peaks},

@@ -28,4 +28,8 @@ inline constexpr const char* kMeasurementSchema = "shardscope.measurement/1";
 
 QJsonObject toJson(const Measurement& m);
 
+// A device profile: name, memory_bytes, peak_flops_fp32, peak_flops_bf16,
+// memory_bytes_per_second, kernel_overhead_s, scale, measured.
+QJsonObject toJson(const DeviceProfile& p);
+
 } // namespace shardscope::engine

@@ -1,24 +1,13 @@
 #include "ValidationCaseJson.h"
 #include "EmulatedHardware.h"
 #include "JsonReader.h"
+#include "MeasurementJson.h"
 
 #include <QJsonArray>
 
 namespace shardscope {
 
 namespace {
-
-QJsonObject toJson(const engine::DeviceProfile& p)
-{
-    return QJsonObject{{"name", QString::fromStdString(p.name)},
-                       {"memory_bytes", p.memory_bytes},
-                       {"peak_flops_fp32", p.peak_flops_fp32},
-                       {"peak_flops_bf16", p.peak_flops_bf16},
-                       {"memory_bytes_per_second", p.memory_bytes_per_second},
-                       {"kernel_overhead_s", p.kernel_overhead_s},
-                       {"scale", p.scale},
-                       {"measured", p.measured}};
-}
 
 engine::DeviceProfile profileFromJson(JsonReader device)
 {
@@ -56,9 +45,9 @@ QJsonObject toJson(const ValidationCase& c)
                               {"inter_latency_s", r.links.inter_latency_s},
                               {"node_devices", r.links.node_devices}}},
         {"bucket_bytes", double(r.bucket_bytes)},
-        {"device", toJson(c.profile)}};
+        {"device", engine::toJson(c.profile)}};
     if (c.host.known())
-        o.insert("host", QJsonObject{{"device", toJson(c.host.profile)}, {"cores", c.host.cores}});
+        o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
     return o;
 }
 
