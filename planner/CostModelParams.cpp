@@ -68,7 +68,8 @@ QJsonObject toJson(const CostModelParams& p)
     };
     if (!(p.emulation_wall == EmulationWallTerms{}))
         o.insert("emulation_wall", QJsonObject{{"compute_factor", p.emulation_wall.compute_factor},
-                                               {"sync_s", p.emulation_wall.sync_s}});
+                                               {"sync_s", p.emulation_wall.sync_s},
+                                               {"hidden_sync_s", p.emulation_wall.hidden_sync_s}});
     return o;
 }
 
@@ -112,9 +113,10 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     // Profiles fitted on published runs only have no emulation terms: the uncalibrated ones apply.
     if (r.json().contains(QLatin1String("emulation_wall"))) {
         JsonReader wall = r.object("emulation_wall", true);
-        wall.rejectUnknownKeys({"compute_factor", "sync_s"});
+        wall.rejectUnknownKeys({"compute_factor", "sync_s", "hidden_sync_s"});
         p.emulation_wall.compute_factor = wall.number("compute_factor", 1, true, 1e-3, 1e3);
         p.emulation_wall.sync_s = wall.number("sync_s", 0, true, 0, 1);
+        p.emulation_wall.hidden_sync_s = wall.number("hidden_sync_s", 0, false, 0, 1);
     }
     return p;
 }

@@ -21,7 +21,8 @@ namespace shardscope {
 // (calibrate --engine). The defaults are the uncalibrated model: a pure roofline of the host.
 struct EmulationWallTerms {
     double compute_factor = 1;         // real time of the device work / its roofline time on the host profile
-    double sync_s = 0;                 // per barrier (a collective's start or ring step)
+    double sync_s = 0;                 // per barrier (a collective's start or ring step) that cores idle for
+    double hidden_sync_s = 0;          // per barrier whose wait other workers fill (switches remain)
     bool operator==(const EmulationWallTerms&) const = default;
 };
 

@@ -282,7 +282,7 @@ private slots:
         // A fitted cost-model profile in the catalog can price the case; its name is stored.
         CostModelParams fitted = defaultCostModelParams();
         fitted.name = "fitted-here";
-        fitted.emulation_wall = EmulationWallTerms{1.2, 20e-6};
+        fitted.emulation_wall = EmulationWallTerms{1.2, 20e-6, 15e-6};
         catalog_->storeCostProfile("fitted-here", toJson(fitted));
         page->reloadCostModels();
         QVERIFY(page->costModelBox()->findText(QStringLiteral("fitted-here")) >= 0);
@@ -303,7 +303,8 @@ private slots:
         // ... and its wall-clock terms made the wall-clock prediction.
         const WallClockEstimate& w = page->result()->wall;
         QVERIFY(w.compute_s > 0);
-        QCOMPARE(page->result()->metric("wall_step_time_s")->predicted, 1.2 * w.compute_s + 20e-6 * w.barriers);
+        QCOMPARE(page->result()->metric("wall_step_time_s")->predicted,
+                 1.2 * w.compute_s + 20e-6 * (w.barriers - w.hidden_barriers) + 15e-6 * w.hidden_barriers);
     }
 
     void saveAndReopenAPlanFile()

@@ -251,8 +251,14 @@ private slots:
         const int cores = single->c.host.cores;
         QCOMPARE(dp->wall.oversubscription, std::max(1.0, 4.0 / cores));
         QCOMPARE(dp->wall.compute_s, std::max(dp->wall.critical_s, dp->wall.oversubscription * dp->wall.busy_s));
-        // One gradient bucket, all-reduced over 4: a call and 2 x 3 ring steps.
+        // One gradient bucket, all-reduced over 4: a call and 2 x 3 ring steps; while its members
+        // wait, no other worker can use their cores (all 4 are in the group).
         QCOMPARE(dp->wall.barriers, 7.0);
+        QCOMPARE(dp->wall.hidden_barriers, 0.0);
+        // The 3D case's groups are pairs among 8 workers: on few cores the others fill the waits.
+        for (const ValidationResult& r : results_)
+            if (r.c.name == "3D")
+                QCOMPARE(r.wall.hidden_barriers, cores <= 6 ? r.wall.barriers : 0.0);
         const Layout& l = zero3->c.request.layout;
         const double micro = double(zero3->c.request.batch) / l.dp / l.micro_batch;
         // Units: each layer, and the root (the embeddings and the final norm).
@@ -269,12 +275,14 @@ private slots:
         for (ValidationResult& r : synthetic) {
             for (MetricComparison& m : r.metrics)
                 if (m.metric == "wall_step_time_s")
-                    m.measured = 1.25 * r.wall.compute_s + 30e-6 * r.wall.barriers;
+                    m.measured = 1.25 * r.wall.compute_s + 30e-6 * (r.wall.barriers - r.wall.hidden_barriers) +
+                                 18e-6 * r.wall.hidden_barriers;
             cases.push_back(&r);
         }
         const EmulationWallTerms t = fitWallTerms(cases, defaultCostModelParams());
         QVERIFY2(std::fabs(t.compute_factor - 1.25) < 1e-9, qPrintable(QString::number(t.compute_factor)));
         QVERIFY2(std::fabs(t.sync_s - 30e-6) < 1e-12, qPrintable(QString::number(t.sync_s)));
+        QVERIFY2(std::fabs(t.hidden_sync_s - 18e-6) < 1e-12, qPrintable(QString::number(t.hidden_sync_s)));
         // Measurements with no barrier cost at all: the barrier term is not made negative.
         for (ValidationResult& r : synthetic)
             for (MetricComparison& m : r.metrics)
@@ -282,6 +290,7 @@ private slots:
                     m.measured = 0.9 * r.wall.compute_s * (r.wall.barriers > 0 ? 0.8 : 1.0);
         const EmulationWallTerms clamped = fitWallTerms(cases, defaultCostModelParams());
         QCOMPARE(clamped.sync_s, 0.0);
+        QCOMPARE(clamped.hidden_sync_s, 0.0);
         QVERIFY(clamped.compute_factor > 0.7 && clamped.compute_factor < 0.9);
     }
 
@@ -289,7 +298,7 @@ private slots:
     void wallTermsInProfiles()
     {
         CostModelParams p = defaultCostModelParams();
-        p.emulation_wall = EmulationWallTerms{1.1, 25e-6};
+        p.emulation_wall = EmulationWallTerms{1.1, 25e-6, 20e-6};
         FieldErrors errors;
         const CostModelParams back = costModelParamsFromJson(toJson(p), "p", errors);
         QVERIFY(errors.empty());

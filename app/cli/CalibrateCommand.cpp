@@ -150,8 +150,8 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     if (fit.wall.fit_before.cases > 0) {
         const EmulationWallTerms& w = fit.params.emulation_wall;
         std::snprintf(line, sizeof line,
-                      "host wall clock terms: compute x %.3f, %.1f us per barrier\n", w.compute_factor,
-                      1e6 * w.sync_s);
+                      "host wall clock terms: compute x %.3f, %.1f us per barrier (%.1f us when other workers fill "
+                      "its wait)\n", w.compute_factor, 1e6 * w.sync_s, 1e6 * w.hidden_sync_s);
         ctx.out << line;
         std::snprintf(line, sizeof line, "wall step time, %d fit cases: median |error| %.1f%% -> %.1f%%\n",
                       fit.wall.fit_before.cases, 100 * fit.wall.fit_before.median, 100 * fit.wall.fit_after.median);

@@ -52,12 +52,12 @@ FitErrors errorsOf(const std::vector<const ValidationResult*>& cases, const char
 EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const CostModelParams& base)
 {
     // Rows: features / measured . terms = 1 (relative errors).
-    constexpr int kTerms = 2;
+    constexpr int kTerms = 3;
     Eigen::MatrixXd a(Eigen::Index(cases.size()), kTerms);
     Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(cases.size()));
     for (size_t i = 0; i < cases.size(); ++i) {
         const ValidationResult& r = *cases[i];
-        const std::array<double, 2> f = estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).features();
+        const std::array<double, 3> f = estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).features();
         const double m = measured(r, "wall_step_time_s");
         for (int t = 0; t < kTerms; ++t)
             a(Eigen::Index(i), t) = f[size_t(t)] / m;
@@ -65,7 +65,7 @@ EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& case
     // Non-negative least squares by elimination: a term that comes out negative is one the
     // cases do not support; drop it and solve again. Rows are weighted (see below).
     auto solve = [&](const Eigen::VectorXd& w) {
-        std::array<bool, kTerms> active{true, true};
+        std::array<bool, kTerms> active{true, true, true};
         Eigen::VectorXd x = Eigen::VectorXd::Zero(kTerms);
         for (int round = 0; round < kTerms; ++round) {
             std::vector<Eigen::Index> columns;
@@ -105,6 +105,7 @@ EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& case
     if (x(0) > 0)
         t.compute_factor = x(0);
     t.sync_s = std::max(0.0, x(1));
+    t.hidden_sync_s = std::max(0.0, x(2));
     return t;
 }
 

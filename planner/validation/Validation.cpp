@@ -337,6 +337,7 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                                                {"busy_s", r.wall.busy_s},
                                                {"oversubscription", r.wall.oversubscription},
                                                {"barriers", r.wall.barriers},
+                                               {"hidden_barriers", r.wall.hidden_barriers},
                                                {"compute_s", r.wall.compute_s},
                                                {"engine_collective_calls", calls}});
         }

@@ -39,11 +39,24 @@ WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const L
     constexpr double kProbeS = 1e-3;
     e.critical_s = base0.step_time_s;
     e.busy_s = std::max(0.0, base0.step_time_s - base0.time_s.bubble);
-    e.barriers = std::max(0.0, (stepWith(kProbeS).step_time_s - e.critical_s) / kProbeS);
+    const Prediction probed = stepWith(kProbeS);
+    e.barriers = std::max(0.0, (probed.step_time_s - e.critical_s) / kProbeS);
     e.oversubscription = std::max(1.0, double(devices) / double(host.cores));
     e.compute_s = std::max(e.critical_s, e.oversubscription * e.busy_s);
+    // A barrier's wait is hidden when the workers outside its group can keep every core busy
+    // meanwhile (N - g >= C). By group: data-parallel (the ZeRO shard group, or dp x cp),
+    // pipeline (pairs), the rest tensor-parallel (with their share of the bubble).
+    const double dpBarriers = std::max(0.0, (probed.time_s.dp_comm - base0.time_s.dp_comm) / kProbeS);
+    const double ppBarriers = std::max(0.0, (probed.time_s.pp_comm - base0.time_s.pp_comm) / kProbeS);
+    const double tpBarriers = std::max(0.0, e.barriers - dpBarriers - ppBarriers);
+    const double dpGroup =
+        double(priced.zero_stage > 0 ? priced.zeroGroupSize() : priced.dp) * double(priced.cp);
+    auto hidden = [&](double group) { return double(devices) - group >= double(host.cores); };
+    e.hidden_barriers = (hidden(dpGroup) ? dpBarriers : 0) + (hidden(2) ? ppBarriers : 0) +
+                        (hidden(double(priced.tp)) ? tpBarriers : 0);
     const EmulationWallTerms& t = base.emulation_wall;
-    e.wall_s = t.compute_factor * e.compute_s + t.sync_s * e.barriers;
+    e.wall_s = t.compute_factor * e.compute_s + t.sync_s * (e.barriers - e.hidden_barriers) +
+               t.hidden_sync_s * e.hidden_barriers;
     return e;
 }
 

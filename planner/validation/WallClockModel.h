@@ -6,7 +6,8 @@
 // the device (its measured single-thread GEMM rate and copy bandwidth; collectives are
 // memory copies at that bandwidth), plus what the emulation itself costs:
 //
-//   wall = compute_factor x max(T_critical, (N / C) x T_busy) + sync_s x barriers
+//   wall = compute_factor x max(T_critical, (N / C) x T_busy)
+//        + sync_s x exposed barriers + hidden_sync_s x hidden barriers
 //
 //   T_critical  the CostModel's step time on the host device (the slowest device's path);
 //   T_busy      the same without the pipeline bubble (the time a worker needs a core):
@@ -14,15 +15,14 @@
 //   barriers    collective calls plus their ring steps on the critical path: every member
 //               of the group waits for the others at each, d T_critical / d (latency per
 //               call and per step); the CostModel prices both linearly on the emulated
-//               machine (nothing overlaps there);
-//   compute_factor, sync_s (EmulationWallTerms) are fitted on this host's runs (calibrate
-//               --engine); before calibration the model is the host's roofline: 1 and 0.
-// The model is linear in its terms, so they are fitted by linear least squares.
-// Tried and left out, because this host's runs give them no weight (the fit drops them or
-// they make held-out cases worse): a host cost per kernel (small kernels are not the
-// emulation's overhead, its barriers are), and a barrier cost growing with oversubscription
-// (a sleeping worker's core runs another worker, so a barrier costs about the same wake-up
-// however many workers share the cores).
+//               machine (nothing overlaps there). A barrier is hidden when the workers
+//               outside its group can keep every core busy while its members wait
+//               (N - group >= C): then its wake-up costs less;
+//   compute_factor, sync_s, hidden_sync_s (EmulationWallTerms) are fitted on this host's runs
+//               (calibrate --engine); before calibration the model is the host's roofline.
+// The model is linear in its terms: they are fitted by least absolute relative error.
+// Tried and left out, because this host's runs give it no weight (the fit drops it): a host
+// cost per kernel (small kernels are not the emulation's overhead, its barriers are).
 #pragma once
 
 #include "CostModelParams.h"
@@ -50,10 +50,12 @@ struct WallClockEstimate {
     double busy_s = 0;            // T_busy
     double oversubscription = 1;  // N / C, at least 1
     double barriers = 0;          // per step on the critical path
+    double hidden_barriers = 0;   // ... of them whose wait the other workers fill (N - group >= cores)
     double compute_s = 0;         // max(T_critical, oversubscription x T_busy)
     double wall_s = 0;
-    // The coefficients of compute_factor and sync_s: wall_s is their dot product with the terms.
-    std::array<double, 2> features() const { return {compute_s, barriers}; }
+    // The coefficients of compute_factor, sync_s and hidden_sync_s: wall_s is their dot product
+    // with the terms.
+    std::array<double, 3> features() const { return {compute_s, barriers - hidden_barriers, hidden_barriers}; }
 };
 
 WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const Layout& priced,
