@@ -248,6 +248,14 @@ private slots:
             << QStringList{"validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "96", "--seq", "32",
                            "--batch", "8", "--layout", "tp=3"}
             << none << QStringList{"tp"};
+        QTest::newRow("validate: full-size case without nodes or devices")
+            << QStringList{"validate", "--model", "llama-2-7b", "--node-type", "trn1.32xlarge", "--global-batch", "256",
+                           "--seq", "4096", "--layout", "tp=8"}
+            << none << QStringList{"--devices"};
+        QTest::newRow("validate: devices not a whole number of nodes")
+            << QStringList{"validate", "--model", "llama-2-7b", "--node-type", "trn1.32xlarge", "--devices", "60",
+                           "--global-batch", "256", "--seq", "4096", "--layout", "tp=8"}
+            << none << QStringList{"devices", "32 devices each"};
         QTest::newRow("predict: tp does not divide heads")
             << (predict + QStringList{"tp=3"}) << none << QStringList{"layout.tp", "heads 64"};
         QTest::newRow("predict: devices do not add up")
@@ -413,6 +421,26 @@ private slots:
         const double defaultError = std::fabs(doc.value("cases").toArray().first().toObject().value("metrics")
                                                   .toObject().value("device_step_time_s").toObject().value("rel_error").toDouble());
         QVERIFY2(fittedError < defaultError, qPrintable(QString("%1 vs %2").arg(fittedError).arg(defaultError)));
+    }
+
+    // The direct form: a catalog model, a layout and a device count, scaled down like a plan.
+    void validateFullSizeModel()
+    {
+        const RunResult r = run({"validate", "--model", "llama-2-7b", "--node-type", "trn1.32xlarge", "--devices", "64",
+                                 "--global-batch", "256", "--seq", "4096", "--layout", "tp=8,pp=2,zero=1,mb=1,recompute=full",
+                                 "--steps", "2", "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject c = doc.value("cases").toArray().first().toObject();
+        QVERIFY2(!c.contains("error"), qPrintable(c.value("error").toString()));
+        QVERIFY(c.value("name").toString().contains("llama-2-7b"));
+        QVERIFY(doc.value("adaptations").toArray().size() >= 1);  // 64 devices reduced, GPT-2-shaped, fp32
+        const QJsonObject metrics = c.value("metrics").toObject();
+        // Exact (bytes: up to the two fp64 loss and norm scalars a ring of 16 splits unevenly).
+        for (const char* exact : {"weights_bytes", "activations_bytes", "flops", "comm_bytes"})
+            QVERIFY2(std::fabs(metrics.value(exact).toObject().value("predicted").toDouble() -
+                               metrics.value(exact).toObject().value("measured").toDouble()) <= 16,
+                     exact);
     }
 
     void predictReadable()

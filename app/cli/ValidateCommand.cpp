@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ostream>
+#include <set>
 
 namespace shardscope::cli {
 
@@ -55,6 +56,9 @@ void printCase(std::ostream& o, const ValidationResult& r)
                       m.worst_device >= 0 ? std::to_string(m.worst_device).c_str() : "all");
         o << line;
     }
+    for (const MetricComparison& m : r.metrics)
+        if (const std::string why = explainDifference(r, m.metric); !why.empty())
+            o << "  known difference, " << m.metric << ": " << why << "\n";
 }
 
 void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
@@ -137,16 +141,22 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     const char* usage =
         "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]\n"
         "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--profile host|chip] [--json]\n"
+        "       shardscope-cli validate --model NAME|FILE --node-type NAME (--nodes N | --devices N) --global-batch B\n"
+        "           --seq S --layout \"...\" [--precision P] [--steps N] [--profile host|chip] [--json]\n"
         "       shardscope-cli validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout \"...\"\n"
         "           [--devices N] [--node-devices K] [--steps N] [--profile host|chip] [--device NAME[:scale]] [--json]";
-    const CliArgs a(args,
-                    {"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab", "seq",
-                     "batch", "devices", "node-devices", "cost-model"},
-                    {"suite", "json"});
+    std::set<std::string> values{"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab",
+                                 "seq", "batch", "devices", "node-devices", "cost-model"};
+    values.insert(problemValueOptions().begin(), problemValueOptions().end());
+    std::set<std::string> flags{"suite", "json"};
+    flags.insert(problemFlagOptions().begin(), problemFlagOptions().end());
+    const CliArgs a(args, values, flags);
     a.expectPositional(0, usage);
     const bool direct = a.value("layers").has_value();
-    if (int(a.flag("suite")) + int(a.value("plan").has_value()) + int(direct) != 1)
-        throw UsageError(std::string("give one of --suite, --plan or a direct case (--layers ...); usage: ") + usage);
+    const bool fullModel = a.value("model").has_value();
+    if (int(a.flag("suite")) + int(a.value("plan").has_value()) + int(direct) + int(fullModel) != 1)
+        throw UsageError(std::string("give one of --suite, --plan, --model (a full-size case) or --layers (an "
+                                     "engine-sized case); usage: ") + usage);
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
@@ -200,6 +210,36 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         runName = c.name;
         c.host = host;
         results.push_back(runValidation(c, base));
+    } else if (fullModel) {
+        // A full-size problem and layout, as `predict` takes them, scaled down like a plan.
+        // --devices N stands for --nodes: the nodes of --node-type that hold N devices.
+        std::vector<std::string> withNodes = args;
+        if (!a.value("nodes")) {
+            const std::string type = a.value("node-type").value_or("");
+            if (type.empty())
+                throw UsageError("--node-type: missing (the full-size case's node type); usage: " + std::string(usage));
+            if (!a.value("devices"))
+                throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + std::string(usage));
+            const int perNode = catalog.node(type).devicesPerNode();
+            const int devices = a.integer("devices", 1, 1, 1 << 24);
+            if (devices % perNode != 0)
+                throw InputError("devices: " + std::to_string(devices) + " is not a whole number of " + type +
+                                 " nodes (" + std::to_string(perNode) + " devices each)");
+            withNodes.insert(withNodes.end(), {"--nodes", std::to_string(devices / perNode)});
+        }
+        const CliArgs full(withNodes, values, flags);
+        const Problem problem = problemFromArgs(full, catalog);
+        const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
+        ScaledCase scaled = scaledValidationCase(problem, layout, a.integer("steps", 3, 1, 1000));
+        if (profileKind == "host") {
+            scaled.validation.profile = hostDevice();
+            scaled.adaptations.push_back("the device is this host (measured), not the problem's chip");
+        }
+        adaptations = scaled.adaptations;
+        profile = scaled.validation.profile;
+        runName = scaled.validation.name;
+        scaled.validation.host = host;
+        results.push_back(runValidation(scaled.validation, base));
     } else {
         const PlanDocument plan = loadPlanFile(*a.value("plan"));
         Layout layout;
