@@ -244,8 +244,14 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         const QString err = std::isfinite(m.rel_error) ? QStringLiteral("%1%").arg(100 * m.rel_error, 0, 'f', 1) : tr("n/a");
         const QStringList cells{q(m.metric), valueText(m, m.predicted), valueText(m, m.measured), err,
                                 m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
-        for (int c = 0; c < cells.size(); ++c)
-            metrics_->setItem(row, c, new QTableWidgetItem(cells[c]));
+        // Where the model is known to differ, the row says which term (tooltip).
+        const QString why = q(explainDifference(result, m.metric));
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (!why.isEmpty())
+                item->setToolTip(tr("Known difference: %1").arg(why));
+            metrics_->setItem(row, c, item);
+        }
         // The chart shows the summary metrics (the CLI table's columns; the per-kind byte
         // counts stay in the table: twelve bars no longer leave room for their labels).
         const auto& charted = validationTableMetrics();
