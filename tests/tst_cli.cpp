@@ -256,6 +256,10 @@ private slots:
             << QStringList{"validate", "--model", "llama-2-7b", "--node-type", "trn1.32xlarge", "--devices", "60",
                            "--global-batch", "256", "--seq", "4096", "--layout", "tp=8"}
             << none << QStringList{"devices", "32 devices each"};
+        QTest::newRow("calibrate: a holdout without a fit")
+            << QStringList{"calibrate", "--holdout", "0.3"} << none << QStringList{"--holdout", "--fit"};
+        QTest::newRow("calibrate: a device for the published runs")
+            << QStringList{"calibrate", "--device", "trainium1:0.001"} << none << QStringList{"--device", "--engine"};
         QTest::newRow("predict: tp does not divide heads")
             << (predict + QStringList{"tp=3"}) << none << QStringList{"layout.tp", "heads 64"};
         QTest::newRow("predict: devices do not add up")
@@ -421,6 +425,19 @@ private slots:
         const double defaultError = std::fabs(doc.value("cases").toArray().first().toObject().value("metrics")
                                                   .toObject().value("device_step_time_s").toObject().value("rel_error").toDouble());
         QVERIFY2(fittedError < defaultError, qPrintable(QString("%1 vs %2").arg(fittedError).arg(defaultError)));
+    }
+
+    // The published-run fit with rows held out of it: every third row (0.3), reported apart.
+    void calibrateWithHoldout()
+    {
+        const RunResult r = run({"calibrate", "--fit", "--terms", "dp_overlap", "--holdout", "0.3", "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject holdout = doc.value("holdout").toObject();
+        const int rows = int(doc.value("cases").toArray().size());
+        QCOMPARE(holdout.value("cases").toArray().size(), qsizetype(rows / 3));
+        QVERIFY(holdout.value("median_before").toDouble() > 0 && holdout.value("median_after").toDouble() > 0);
+        QVERIFY(holdout.value("worst_after").toDouble() >= holdout.value("median_after").toDouble());
     }
 
     // The direct form: a catalog model, a layout and a device count, scaled down like a plan.

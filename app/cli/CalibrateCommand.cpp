@@ -14,6 +14,7 @@
 #include <QSaveFile>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 
@@ -181,7 +182,8 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 int runCalibrate(const std::vector<std::string>& args, Context& ctx)
 {
     const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine", "from-history"});
-    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...]] [--save NAME] [--json] [--out PROFILE.json]\n"
+    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...] [--holdout 0.3]] [--save NAME] [--json] "
+                          "[--out PROFILE.json]\n"
                           "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
                           "[--json]\n"
                           "       shardscope-cli calibrate --from-history [--holdout 0.3] [--save NAME] [--json]");
@@ -198,6 +200,12 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             throw UsageError("--device: the stored runs name their own devices; use it with --engine");
         return calibrateOnEngine(a, ctx);
     }
+    if (a.value("device"))
+        throw UsageError("--device: the published runs name their own hardware; use it with --engine");
+    if (a.value("holdout") && !a.flag("fit"))
+        throw UsageError("--holdout applies to a fit: with --fit (the published runs), --engine or --from-history");
+    // Every k-th published row (k = round(1 / holdout)) is held out of the fit and reported apart.
+    const double holdout = a.number("holdout", 0, 0, 0.9);
     // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
     std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::DpOverlap};
     if (auto list = a.value("terms")) {
@@ -226,17 +234,44 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
     const std::vector<CaseResult> before = evaluateCases(cases, params);
     std::vector<CaseResult> after;
     FitResult fit;
+    std::vector<bool> held(cases.size(), false);
     if (a.flag("fit")) {
-        fit = fitCostModel(cases, params, terms);
+        const int every = holdout > 0 ? std::max(2, int(std::lround(1.0 / holdout))) : 0;
+        std::vector<CalibrationCase> fitCases;
+        for (size_t i = 0; i < cases.size(); ++i) {
+            held[i] = every > 0 && int(i) % every == every - 1;
+            if (!held[i])
+                fitCases.push_back(cases[i]);
+        }
+        fit = fitCostModel(fitCases, params, terms);
         params = fit.params;
         params.name = "fitted";
         after = evaluateCases(cases, params);
     }
+    auto heldOut = [&](const std::vector<CaseResult>& all) {
+        std::vector<CaseResult> out;
+        for (size_t i = 0; i < all.size(); ++i)
+            if (held[i])
+                out.push_back(all[i]);
+        return out;
+    };
+    const bool reportHoldout = a.flag("fit") && std::find(held.begin(), held.end(), true) != held.end();
     if (a.flag("json")) {
         QJsonObject o{{"schema", "shardscope.calibration/1"}, {"cases", resultsJson(before)}};
         if (a.flag("fit")) {
             o.insert("fitted", resultsJson(after));
             o.insert("params", toJson(params));
+        }
+        if (reportHoldout) {
+            const ErrorSummary b = summarize(heldOut(before)), f = summarize(heldOut(after));
+            QJsonArray ids;
+            for (const CaseResult& r : heldOut(before))
+                ids.append(QString::fromStdString(r.id));
+            o.insert("holdout", QJsonObject{{"cases", ids},
+                                            {"median_before", b.median_abs},
+                                            {"median_after", f.median_abs},
+                                            {"worst_before", b.worst_abs},
+                                            {"worst_after", f.worst_abs}});
         }
         ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
     } else {
@@ -246,6 +281,11 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             ctx.out << "\nafter fitting (" << fit.iterations << " iterations):\n";
             printTable(ctx.out, after);
             printSummary(ctx.out, "fitted terms", summarize(after));
+            if (reportHoldout) {
+                ctx.out << "held out of the fit (" << heldOut(before).size() << " rows):\n";
+                printSummary(ctx.out, "  current terms", summarize(heldOut(before)));
+                printSummary(ctx.out, "  fitted terms ", summarize(heldOut(after)));
+            }
             ctx.out << QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented).toStdString();
         }
     }
