@@ -76,8 +76,8 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "sequence parallelism's backward re-gathers: the planner prices them as hidden behind compute "
                "(Megatron-LM overlaps them), the engine runs them synchronously (more barriers than priced)";
     if (metric == "wall_step_time_s")
-        return "the host is shared: its wall clock varies from run to run by 10-30% per case on these 2 cores "
-               "(calibrate --engine reports the fit on held-out cases of one run)";
+        return "no known term: part of it is the shared host's run-to-run variation (10-30% per case on 2 cores; "
+               "calibrate --engine reports the fit on held-out cases of one run)";
     return {};
 }
 
