@@ -43,7 +43,7 @@ struct CostModel::StageCost {
     int encoder_layers = 0;
     int decoder_layers = 0;
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
-    double units = 0;             // ZeRO/FSDP units: each layer, and each module outside the layers
+    double units = 0;             // ZeRO/FSDP units: each layer, and a root unit on the end stages
     double fwd_s = 0;             // per micro-batch: matmuls + element-wise
     double bwd_s = 0;
     // Components of fwd_s + bwd_s, for the named terms.

@@ -1,8 +1,9 @@
 // Fitting the cost model's terms to engine measurements, with a held-out share of the
 // cases to report the gain honestly:
 // - device clock: the element-wise traffic factor (Levenberg-Marquardt on log errors);
-// - host wall clock: the emulation's terms (WallClockModel.h), by linear least squares on
-//   relative errors, on the cases whose host is known.
+// - host wall clock: the emulation's terms (WallClockModel.h), by least absolute relative
+//   error (iteratively reweighted least squares; the model is linear in its terms), on the
+//   cases whose host is known.
 #pragma once
 
 #include "Validation.h"
@@ -36,8 +37,8 @@ struct EngineFit {
 // Every k-th case is held out (k = round(1 / holdout)); the same cases for both clocks.
 EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout);
 
-// The emulation's wall-clock terms that minimise the relative error on `cases` (each
-// coefficient >= 0; a term the cases cannot determine stays 0). `base` prices the host.
+// The emulation's wall-clock terms that minimise the absolute relative error on `cases` (each
+// coefficient >= 0; a term the cases do not support stays 0). `base` prices the host.
 EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const CostModelParams& base);
 
 } // namespace shardscope
