@@ -307,6 +307,33 @@ private slots:
                  1.2 * w.compute_s + 20e-6 * (w.barriers - w.hidden_barriers) + 15e-6 * w.hidden_barriers);
     }
 
+    // Calibrate on this machine: the suite runs off the GUI thread, the fitted profile is stored
+    // and selected; a calibration can be cancelled too.
+    void calibrateOnThisMachine()
+    {
+        ValidatePage* page = window_->validatePage();
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QSignalSpy done(page, &ValidatePage::finished);
+        page->calibrate();
+        QVERIFY(page->busy());
+        QVERIFY(!page->calibrateButton()->isEnabled());
+        page->cancelButton()->click();
+        QVERIFY(done.wait(120'000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), false);
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QVERIFY(page->calibrateButton()->isEnabled());
+
+        QSignalSpy calibrated(page, &ValidatePage::calibrated);
+        page->calibrate();
+        QVERIFY(calibrated.wait(300'000));
+        const QString name = calibrated.takeFirst().at(0).toString();
+        QVERIFY(name.startsWith(QStringLiteral("engine-")));
+        QCOMPARE(page->costModelBox()->currentText(), name);
+        const CostModelParams fitted = costModelParamsNamed(*catalog_, name.toStdString());
+        QVERIFY(fitted.elementwise_traffic_factor != defaultCostModelParams().elementwise_traffic_factor);
+        QVERIFY(fitted.emulation_wall.sync_s > 0 || fitted.emulation_wall.hidden_sync_s > 0);
+    }
+
     void saveAndReopenAPlanFile()
     {
         QSignalSpy spy(window_.get(), &MainWindow::searchFinished);

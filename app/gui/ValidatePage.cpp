@@ -1,6 +1,8 @@
 #include "ValidatePage.h"
 #include "Catalog.h"
 #include "HostProfileCache.h"
+#include "Device.h"
+#include "EngineFit.h"
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "JobRunner.h"
@@ -88,6 +90,10 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
     costModelLabel->setBuddy(costModel_);
     bar->addWidget(costModelLabel);
     bar->addWidget(costModel_);
+    calibrate_ = new QPushButton(tr("Calibr&ate on this machine"), this);
+    calibrate_->setToolTip(tr("Train the 17 validation cases on the engine (a few seconds), fit the cost model's "
+                              "terms to them with held-out cases, and save the result as a cost-model profile"));
+    bar->addWidget(calibrate_);
     bar->addWidget(progress_, 1);
     auto* charts = new QSplitter(Qt::Horizontal, this);
     charts->addWidget(lossChart_);
@@ -108,12 +114,14 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
 
     connect(run_, &QPushButton::clicked, this, &ValidatePage::start);
     connect(cancel_, &QPushButton::clicked, this, &ValidatePage::cancel);
+    connect(calibrate_, &QPushButton::clicked, this, &ValidatePage::calibrate);
     connect(job_, &JobRunner::progressed, this, [this](double fraction, const QString& text) {
         progress_->setValue(int(1000 * fraction));
         progress_->setFormat(text);
     });
     connect(job_, &JobRunner::finished, this, [this](quint64, bool cancelled) {
         run_->setEnabled(problem_.has_value());
+        calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
         if (cancelled) {
             progress_->setFormat(tr("cancelled"));
@@ -121,6 +129,9 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
         }
     });
     connect(job_, &JobRunner::failed, this, [this](quint64, const QString& message) {
+        run_->setEnabled(problem_.has_value());
+        calibrate_->setEnabled(true);
+        cancel_->setEnabled(false);
         progress_->setFormat(tr("failed: %1").arg(message));
         emit finished(false);
     });
@@ -146,6 +157,79 @@ void ValidatePage::setPlan(const Problem& problem, const Layout& layout)
 
 void ValidatePage::cancel() { job_->cancel(); }
 
+namespace {
+struct CalibrationOutcome {
+    EngineFit fit;
+    bool complete = false;  // every case ran (not cancelled)
+};
+} // namespace
+
+void ValidatePage::calibrate()
+{
+    if (job_->busy())
+        return;
+    // Catalog reads stay on this thread: the suite's device (Trainium scaled down, as the CLI's
+    // default) and this host's stored profile (the worker measures it when there is none).
+    engine::DeviceProfile device;
+    try {
+        device = engine::profileFromChip(catalog_.chip("trainium1"), 1e-3);
+    } catch (const std::exception& e) {
+        progress_->setFormat(tr("cannot calibrate: %1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    EmulationHost host;
+    if (const auto stored = engine::storedHostProfile(catalog_, 1))
+        host = emulationHost(stored->profile);
+    run_->setEnabled(false);
+    calibrate_->setEnabled(false);
+    cancel_->setEnabled(true);
+    progress_->setValue(0);
+    std::function<CalibrationOutcome(const std::atomic<bool>&, const JobRunner::Progress&)> work =
+        [device, host](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) mutable {
+            if (!host.known())
+                host = emulationHost(engine::measureHostProfile(1));
+            const std::vector<ValidationCase> suite = validationSuite(device);
+            std::vector<ValidationResult> results;
+            for (size_t i = 0; i < suite.size() && !cancel.load(); ++i) {
+                progress(double(i) / double(suite.size() + 1),
+                         QObject::tr("case %1 of %2: %3").arg(i + 1).arg(suite.size()).arg(q(suite[i].name)));
+                ValidationCase c = suite[i];
+                c.host = host;
+                results.push_back(runValidation(c, defaultCostModelParams(), &cancel));
+            }
+            CalibrationOutcome out;
+            out.complete = !cancel.load() && results.size() == suite.size();
+            if (out.complete)
+                out.fit = fitOnEngine(results, defaultCostModelParams(), 0.3);
+            return out;
+        };
+    job_->start<CalibrationOutcome>(work, [this](const CalibrationOutcome& outcome) {
+        if (!outcome.complete)
+            return;
+        const QString name =
+            QStringLiteral("engine-%1").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+        CostModelParams params = outcome.fit.params;
+        params.name = name.toStdString();
+        try {
+            catalog_.storeCostProfile(params.name, toJson(params));
+        } catch (const std::exception& e) {
+            progress_->setFormat(tr("calibrated, but not stored: %1").arg(QString::fromUtf8(e.what())));
+            return;
+        }
+        reloadCostModels();
+        costModel_->setCurrentText(name);
+        progress_->setValue(1000);
+        const EngineFit& f = outcome.fit;
+        progress_->setFormat(tr("saved as %1: held-out device step time %2% -> %3%, wall %4% -> %5% (median)")
+                                 .arg(name)
+                                 .arg(100 * f.holdout_before, 0, 'f', 1)
+                                 .arg(100 * f.holdout_after, 0, 'f', 1)
+                                 .arg(100 * f.wall.holdout_before.median, 0, 'f', 1)
+                                 .arg(100 * f.wall.holdout_after.median, 0, 'f', 1));
+        emit calibrated(name);
+    });
+}
+
 void ValidatePage::addLoss(int step, double loss)
 {
     losses_.push_back({double(step), loss});
@@ -169,6 +253,7 @@ void ValidatePage::start()
     losses_.clear();
     setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
     run_->setEnabled(false);
+    calibrate_->setEnabled(false);
     cancel_->setEnabled(true);
     progress_->setValue(0);
     QStringList notes;

@@ -33,6 +33,10 @@ public:
     void setPlan(const Problem& problem, const Layout& layout);
     void start();
     void cancel();
+    // Runs the built-in validation suite on the engine (off the GUI thread, with progress and
+    // cancel), fits the cost model's terms to it with held-out cases, stores the fitted profile
+    // in the catalog as "engine-<date>" and selects it. Emits calibrated(name) when done.
+    void calibrate();
     bool busy() const;
     int steps() const { return steps_; }
     void setSteps(int steps) { steps_ = steps; }
@@ -43,6 +47,7 @@ public:
     QTableWidget* metricsTable() const { return metrics_; }
     QTableWidget* historyTable() const { return history_; }
     QComboBox* costModelBox() const { return costModel_; }
+    QPushButton* calibrateButton() const { return calibrate_; }
     QList<QWidget*> charts() const;
 
     // The cost-model profiles in the catalog, re-read (the page does so whenever it is shown).
@@ -50,6 +55,7 @@ public:
 
 signals:
     void finished(bool ok);
+    void calibrated(const QString& profile);
 
 protected:
     void showEvent(QShowEvent* event) override;
@@ -70,6 +76,7 @@ private:
     QPushButton* run_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QComboBox* costModel_ = nullptr;  // "default" or a profile fitted by calibrate --engine --save
+    QPushButton* calibrate_ = nullptr;
     QProgressBar* progress_ = nullptr;
     QChartView* lossChart_ = nullptr;
     QChartView* errorChart_ = nullptr;
