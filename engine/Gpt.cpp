@@ -366,7 +366,7 @@ const T* GptModel<T>::layerInput(int l) const
 // product (bias, residual add, the causal softmax inside attention) add bytes
 // only. Bytes: device bytes of each tensor read and written once.
 
-// (matmulForwardCost, matmulBackwardCost: KernelCosts.h)
+// (matmulForwardCost, chargeMatmulBackward: KernelCosts.h)
 
 // ---------------------------------------------------------------- forward
 
@@ -513,14 +513,14 @@ void GptModel<T>::layerBackward(int l)
     // MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 and becomes d res2.
     matmul_backward<T>(pool, mat(dfch, 4 * C, N), mat(d.fcprojw, 4 * C, C), vec(d.fcprojb, C), cmat(dres, C, N),
                        cmat(a.fchg, 4 * C, N), cmat(w.fcprojw, 4 * C, C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(4 * c, c, n, true, s), compute_);
+    chargeMatmulBackward(dev_, 4 * c, c, n, true, s, compute_);
     round(dfch, 4 * C * N);
     gelu_backward<T>(pool, vec(dfch, 4 * C * N), cvec(a.fch, 4 * C * N), cvec(dfch, 4 * C * N));
     dev_.charge(KernelKind::Gelu, {16 * 4 * c * n, 2 * 4 * c * n * s.e, 4 * c * n * s.e}, compute_);
     round(dfch, 4 * C * N);
     matmul_backward<T>(pool, mat(dln, C, N), mat(d.fcw, C, 4 * C), vec(d.fcb, 4 * C), cmat(dfch, 4 * C, N),
                        cmat(a.ln2, C, N), cmat(w.fcw, C, 4 * C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, 4 * c, n, true, s), compute_);
+    chargeMatmulBackward(dev_, c, 4 * c, n, true, s, compute_);
     round(dln, C * N);
     layernorm_backward<T>(pool, mat(dres, C, N), vec(d.ln2w, C), vec(d.ln2b, C), cmat(dln, C, N), cmat(a.res2, C, N),
                           cvec(w.ln2w, C), cvec(a.ln2_mean, N), cvec(a.ln2_rstd, N));
@@ -532,7 +532,7 @@ void GptModel<T>::layerBackward(int l)
     T* datty = dln;  // dln is free again: its last reader was layernorm_backward above
     matmul_backward<T>(pool, mat(datty, C, N), mat(d.attprojw, C, C), vec(d.attprojb, C), cmat(dres, C, N),
                        cmat(a.atty, C, N), cmat(w.attprojw, C, C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, c, n, true, s), compute_);
+    chargeMatmulBackward(dev_, c, c, n, true, s, compute_);
     round(datty, C * N);
     attention_backward<T>(pool, mat(dqkv, 3 * C, N), mat(gl_->datt, T_, attCols), cmat(datty, C, N),
                           cmat(a.att, T_, attCols), cmat(a.qkv, 3 * C, N), B_, T_, NH_);
@@ -542,7 +542,7 @@ void GptModel<T>::layerBackward(int l)
     round(dqkv, 3 * C * N);
     matmul_backward<T>(pool, mat(dln, C, N), mat(d.qkvw, C, 3 * C), vec(d.qkvb, 3 * C), cmat(dqkv, 3 * C, N),
                        cmat(a.ln1, C, N), cmat(w.qkvw, C, 3 * C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, 3 * c, n, true, s), compute_);
+    chargeMatmulBackward(dev_, c, 3 * c, n, true, s, compute_);
     round(dln, C * N);
     layernorm_backward<T>(pool, mat(dres, C, N), vec(d.ln1w, C), vec(d.ln1b, C), cmat(dln, C, N), cmat(resIn, C, N),
                           cvec(w.ln1w, C), cvec(a.ln1_mean, N), cvec(a.ln1_rstd, N));
@@ -571,7 +571,7 @@ void GptModel<T>::backward()
     Vec<T> noBias;  // the head has no bias: empty, skipped
     matmul_backward<T>(pool, mat(gl_->dln, C, N), mat(gl_->dwte, C, V), noBias,
                        cmat(gl_->probs, V, N), cmat(gl_->lnf, C, N), cmat(gl_->wte, C, V));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, v, n, false, s), compute_);
+    chargeMatmulBackward(dev_, c, v, n, false, s, compute_);
     round(gl_->dln, C * N);
 
     std::fill(gl_->dres, gl_->dres + C * N, T(0));

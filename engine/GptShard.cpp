@@ -637,13 +637,13 @@ void GptShard::layerBackward(int k, Slot& s)
     const float* dout = gatherTokens(dres, ws_->dresFull);
     matmul_backward<float>(pool, mat(ws_->dfch, 4 * Ct, Nm), mat(d.fcprojw, 4 * Ct, C), vec(d.fcprojb, C),
                            cmat(dout, C, Nm), cmat(a.fchg, 4 * Ct, Nm), cmat(w.fcprojw, 4 * Ct, C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(4 * ct, c, nm, true, kCost), kCompute);
+    chargeMatmulBackward(dev_, 4 * ct, c, nm, true, kCost, kCompute);
     gelu_backward<float>(pool, vec(ws_->dfch, 4 * Ct * Nm), cvec(a.fch, 4 * Ct * Nm), cvec(ws_->dfch, 4 * Ct * Nm));
     dev_.charge(KernelKind::Gelu, {16 * 4 * ct * nm, 2 * 4 * ct * nm * kE, 4 * ct * nm * kE}, kCompute);
     const float* ln2 = gatherTokens(a.ln2, ws_->gath);
     matmul_backward<float>(pool, mat(ws_->partial, C, Nm), mat(d.fcw, C, 4 * Ct), vec(d.fcb, 4 * Ct),
                            cmat(ws_->dfch, 4 * Ct, Nm), cmat(ln2, C, Nm), cmat(w.fcw, C, 4 * Ct));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, 4 * ct, nm, true, kCost), kCompute);
+    chargeMatmulBackward(dev_, c, 4 * ct, nm, true, kCost, kCompute);
     const float* dln2 = reduceTokens(ws_->partial);
     layernorm_backward<float>(pool, mat(dres, C, Ns), vec(d.ln2w, C), vec(d.ln2b, C), cmat(dln2, C, Ns),
                               cmat(a.res2, C, Ns), cvec(w.ln2w, C), cvec(a.ln2_mean, Ns), cvec(a.ln2_rstd, Ns));
@@ -654,7 +654,7 @@ void GptShard::layerBackward(int k, Slot& s)
     dout = gatherTokens(dres, ws_->dresFull);
     matmul_backward<float>(pool, mat(ws_->datty, Ct, Nm), mat(d.attprojw, Ct, C), vec(d.attprojb, C),
                            cmat(dout, C, Nm), cmat(a.atty, Ct, Nm), cmat(w.attprojw, Ct, C));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(ct, c, nm, true, kCost), kCompute);
+    chargeMatmulBackward(dev_, ct, c, nm, true, kCost, kCompute);
     attention_backward<float>(pool, mat(ws_->dqkv, 3 * Ct, Nm), mat(ws_->datt, T_, attCols),
                               cmat(ws_->datty, Ct, Nm), cmat(a.att, T_, attCols), cmat(a.qkv, 3 * Ct, Nm), mb_, T_,
                               NHt_);
@@ -663,7 +663,7 @@ void GptShard::layerBackward(int k, Slot& s)
     const float* ln1 = gatherTokens(a.ln1, ws_->gath);
     matmul_backward<float>(pool, mat(ws_->partial, C, Nm), mat(d.qkvw, C, 3 * Ct), vec(d.qkvb, 3 * Ct),
                            cmat(ws_->dqkv, 3 * Ct, Nm), cmat(ln1, C, Nm), cmat(w.qkvw, C, 3 * Ct));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, 3 * ct, nm, true, kCost), kCompute);
+    chargeMatmulBackward(dev_, c, 3 * ct, nm, true, kCost, kCompute);
     const float* dln1 = reduceTokens(ws_->partial);
     layernorm_backward<float>(pool, mat(dres, C, Ns), vec(d.ln1w, C), vec(d.ln1b, C), cmat(dln1, C, Ns),
                               cmat(x, C, Ns), cvec(w.ln1w, C), cvec(a.ln1_mean, Ns), cvec(a.ln1_rstd, Ns));
@@ -702,7 +702,7 @@ void GptShard::headBackward(Slot& s)
     Vec<float> noBias;
     matmul_backward<float>(pool, mat(ws_->partial, C, Nm), mat(dwte, C, Vt), noBias, cmat(s.probs, Vt, Nm),
                            cmat(lnfFull, C, Nm), cmat(wte, C, Vt));
-    dev_.charge(KernelKind::Matmul, matmulBackwardCost(c, vt, nm, false, kCost), kCompute);
+    chargeMatmulBackward(dev_, c, vt, nm, false, kCost, kCompute);
     releaseGrads(wteUnit_);
     releaseWeights(wteUnit_);
     const float* dlnf = reduceTokens(ws_->partial);

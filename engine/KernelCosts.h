@@ -21,11 +21,26 @@ inline KernelCost matmulForwardCost(double IC, double OC, double N, bool bias, b
             OC * N * s.e};
 }
 
-inline KernelCost matmulBackwardCost(double IC, double OC, double N, bool bias, CostArgs s)
+// The backward of a product as the two kernels frameworks run (cuBLAS/NKI dgrad and wgrad):
+// the input gradient dX = W dY reads W and dY and writes dX; the weight gradient dW += X dY^T
+// reads X, dY and the accumulated dW, and writes dW (and the bias gradient, from dY).
+inline KernelCost matmulInputGradCost(double IC, double OC, double N, CostArgs s)
 {
-    return {4 * IC * OC * N,
-            IC * OC * s.we + OC * N * s.e + IC * N * s.e + IC * OC * s.we + (bias ? OC * s.we : 0),
-            IC * N * s.e + IC * OC * s.we + (bias ? OC * s.we : 0)};
+    return {2 * IC * OC * N, IC * OC * s.we + OC * N * s.e, IC * N * s.e};
+}
+
+inline KernelCost matmulWeightGradCost(double IC, double OC, double N, bool bias, CostArgs s)
+{
+    return {2 * IC * OC * N, IC * N * s.e + OC * N * s.e + IC * OC * s.we + (bias ? OC * s.we : 0),
+            IC * OC * s.we + (bias ? OC * s.we : 0)};
+}
+
+// Charges both kernels of a product's backward.
+inline void chargeMatmulBackward(EmulatedDevice& device, double IC, double OC, double N, bool bias, CostArgs s,
+                                 DataType compute)
+{
+    device.charge(KernelKind::Matmul, matmulInputGradCost(IC, OC, N, s), compute);
+    device.charge(KernelKind::Matmul, matmulWeightGradCost(IC, OC, N, bias, s), compute);
 }
 
 } // namespace shardscope::engine
