@@ -16,7 +16,7 @@
 
 namespace shardscope {
 
-// How the engine's emulated cluster spends host wall-clock time (planner/validation/
+// How the engine's emulated cluster spends host wall-clock time (validation/
 // WallClockModel.h): not a property of any accelerator, fitted on this machine's engine runs
 // (calibrate --engine). The defaults are the uncalibrated model: a pure roofline of the host.
 struct EmulationWallTerms {

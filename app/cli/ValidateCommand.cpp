@@ -1,5 +1,5 @@
 // shardscope-cli validate: the planner's prediction against a real engine run of the
-// same case, metric by metric (planner/validation/Validation.h).
+// same case, metric by metric (validation/Validation.h).
 //   validate --suite [--device NAME[:scale]] [--json]
 //   validate --plan plan.json [--layout "..."] [--steps N] [--json]
 //   history [--json]

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "Layout.h"
+#include "PlanFigures.h"
 #include "Prediction.h"
 #include "Problem.h"
 
@@ -51,13 +52,5 @@ private:
     DeviceMeshWidget* mesh_ = nullptr;
     QTreeWidget* terms_ = nullptr;
 };
-
-// The schedule of the slowest stage's per-micro-batch work for a predicted layout:
-// forward is a third of the compute, backward the rest plus recomputation; collectives
-// split evenly. Throws std::invalid_argument for a schedule that cannot run.
-struct PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& prediction);
-
-// One-line summary of a prediction for people: "14.0 s/step, 599K tokens/s, MFU 35.7%, ...".
-QString predictionSummary(const Problem& problem, const Prediction& prediction);
 
 } // namespace shardscope

@@ -4,7 +4,7 @@
 #include "CostModel.h"
 #include "DeviceMeshWidget.h"
 #include "PipelineTimelineWidget.h"
-#include "PlanDetailsPage.h"
+#include "PlanFigures.h"
 #include "Units.h"
 #include "Version.h"
 

@@ -1,0 +1,22 @@
+// Figures of one priced plan shared by the Plan details page and the report: the
+// pipeline timeline derived from a prediction, and a one-line summary for people.
+#pragma once
+
+#include "Layout.h"
+#include "PipelineSchedule.h"
+#include "Prediction.h"
+#include "Problem.h"
+
+#include <QString>
+
+namespace shardscope {
+
+// The schedule of the slowest stage's per-micro-batch work for a predicted layout:
+// forward is a third of the compute, backward the rest plus recomputation; collectives
+// split evenly. Throws std::invalid_argument for a schedule that cannot run.
+PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& prediction);
+
+// One-line summary of a prediction for people: "14.0 s/step, 599K tokens/s, MFU 35.7%, ...".
+QString predictionSummary(const Problem& problem, const Prediction& prediction);
+
+} // namespace shardscope
