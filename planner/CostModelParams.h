@@ -67,6 +67,7 @@ struct CostModelParams {
     EmulationWallTerms emulation_wall;    // optional in JSON ("emulation_wall"); only validation uses it
 
     double matmulEfficiency(const struct ChipSpec& chip) const;
+    bool operator==(const CostModelParams&) const = default;
 };
 
 // The built-in default profile (resources/planner/cost-model.json, compiled in).

@@ -50,15 +50,16 @@ QJsonObject toJson(const SearchStats& s)
                        {"cancelled", s.cancelled}};
 }
 
-QJsonObject planDocument(const Problem& problem, const SearchResult& r, const std::string& costModelName)
+QJsonObject planDocument(const SearchResult& r)
 {
     QJsonArray alternatives;
     for (size_t i = 1; i < r.top.size(); ++i)
         alternatives.append(toJson(r.top[i]));
-    return QJsonObject{{"schema", "shardscope.plan/1"},
-                       {"problem", toJson(problem)},
+    return QJsonObject{{"schema", "shardscope.plan/2"},
+                       {"request", toJson(r.request)},
+                       {"problem", toJson(r.request.problem)},
                        {"objective", toString(r.objective)},
-                       {"cost_model", QString::fromStdString(costModelName)},
+                       {"cost_model", QString::fromStdString(r.request.cost_model.name)},
                        {"best", bestOrNull(r)},
                        {"alternatives", alternatives},
                        {"pareto", frontJson(r.pareto_step_memory)},
@@ -66,8 +67,10 @@ QJsonObject planDocument(const Problem& problem, const SearchResult& r, const st
                        {"search", toJson(r.stats)}};
 }
 
-QJsonObject sweepDocument(const Problem& base, const SweepResult& sweep, Objective objective)
+QJsonObject sweepDocument(const SweepResult& sweep)
 {
+    const Problem& base = sweep.request.problem;
+    const Objective objective = sweep.request.objective;
     QJsonArray points, front;
     for (const SweepPoint& p : sweep.points) {
         QJsonObject o{{"nodes", p.problem.cluster.nodes},
@@ -83,6 +86,7 @@ QJsonObject sweepDocument(const Problem& base, const SweepResult& sweep, Objecti
     for (int i : sweep.pareto_time_cost)
         front.append(sweep.points[size_t(i)].problem.cluster.nodes);
     return QJsonObject{{"schema", "shardscope.sweep/1"},
+                       {"request", toJson(sweep.request)},
                        {"problem", toJson(base)},
                        {"objective", toString(objective)},
                        {"points", points},
@@ -94,8 +98,9 @@ QJsonObject sweepDocument(const Problem& base, const SweepResult& sweep, Objecti
                        {"cancelled", sweep.cancelled}};
 }
 
-QJsonObject compareDocument(const SweepResult& comparison, Objective objective)
+QJsonObject compareDocument(const SweepResult& comparison)
 {
+    const Objective objective = comparison.request.objective;
     QJsonArray entries, front;
     for (const SweepPoint& p : comparison.points) {
         const Plan* best = p.result.best();
@@ -118,6 +123,7 @@ QJsonObject compareDocument(const SweepResult& comparison, Objective objective)
     for (int i : comparison.pareto_time_cost)
         front.append(QString::fromStdString(comparison.points[size_t(i)].problem.cluster.node.name));
     QJsonObject doc{{"schema", "shardscope.compare/1"},
+                    {"request", toJson(comparison.request)},
                     {"objective", toString(objective)},
                     {"entries", entries},
                     {"pareto_time_cost", front},
@@ -135,16 +141,34 @@ std::optional<PlanDocument> planDocumentFromJson(const QJsonObject& json, const 
 {
     const size_t before = errors.size();
     JsonReader r(json, path, errors);
-    checkSchema(r, "plan", 1);
+    checkSchema(r, "plan", 2);
     PlanDocument doc;
-    const std::string objective = r.string("objective", false);
-    if (!objective.empty()) {
-        if (auto o = objectiveFromString(objective))
-            doc.objective = *o;
-        else
-            r.error("objective", "unknown value \"" + objective + "\" (one of: throughput, time, cost)");
+    doc.version = json.value(QLatin1String("schema")).toString() == QLatin1String("shardscope.plan/1") ? 1 : 2;
+    std::optional<Problem> problem;
+    if (doc.version >= 2) {
+        auto request = planRequestFromJson(r.object("request", true).json(), r.fieldPath("request"), errors);
+        if (request) {
+            doc.request = *request;
+            problem = request->problem;
+        }
+    } else {
+        // plan/1 saved the problem and the objective only: the default terms, no constraints.
+        problem = problemFromJson(r.object("problem", true).json(), r.fieldPath("problem"), errors);
+        const std::string objective = r.string("objective", false);
+        if (!objective.empty()) {
+            if (auto o = objectiveFromString(objective))
+                doc.request.objective = *o;
+            else
+                r.error("objective", "unknown value \"" + objective + "\" (one of: throughput, time, cost)");
+        }
+        const std::string named = r.string("cost_model", false);
+        doc.notes.push_back("made by an older ShardScope (shardscope.plan/1), which did not save its cost-model terms "
+                            "or search constraints: priced with the default terms" +
+                            (named.empty() || named == doc.request.cost_model.name
+                                 ? std::string()
+                                 : " (the file names profile \"" + named + "\")") +
+                            ", searched without constraints");
     }
-    auto problem = problemFromJson(r.object("problem", true).json(), r.fieldPath("problem"), errors);
     auto readLayout = [&](const QJsonObject& plan, const std::string& at) -> std::optional<Layout> {
         JsonReader pr(plan, at, errors);
         auto layout = layoutFromJson(pr.object("layout", true).json(), pr.fieldPath("layout"), errors);
@@ -157,30 +181,88 @@ std::optional<PlanDocument> planDocumentFromJson(const QJsonObject& json, const 
         }
         return layout;
     };
-    const QJsonValue best = json.value("best");
-    if (best.isObject())
-        doc.best = readLayout(best.toObject(), r.fieldPath("best"));
-    else if (!best.isNull() && !best.isUndefined())
-        r.error("best", "must be an object or null");
-    const QJsonValue alternatives = json.value("alternatives");
-    if (alternatives.isArray()) {
-        const QJsonArray a = alternatives.toArray();
+    auto readLayouts = [&](const char* key, std::vector<Layout>& out) {
+        const QJsonValue v = json.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        if (!v.isArray()) {
+            r.error(key, "must be an array");
+            return;
+        }
+        const QJsonArray a = v.toArray();
         for (qsizetype i = 0; i < a.size(); ++i) {
-            const std::string at = r.fieldPath("alternatives") + "[" + std::to_string(i) + "]";
+            const std::string at = r.fieldPath(key) + "[" + std::to_string(i) + "]";
             if (!a[i].isObject()) {
                 errors.push_back({at, "must be an object"});
                 continue;
             }
             if (auto l = readLayout(a[i].toObject(), at))
-                doc.alternatives.push_back(*l);
+                out.push_back(*l);
         }
-    } else if (!alternatives.isUndefined()) {
-        r.error("alternatives", "must be an array");
+    };
+    const QJsonValue best = json.value("best");
+    if (best.isObject())
+        doc.best = readLayout(best.toObject(), r.fieldPath("best"));
+    else if (!best.isNull() && !best.isUndefined())
+        r.error("best", "must be an object or null");
+    readLayouts("alternatives", doc.alternatives);
+    readLayouts("pareto", doc.pareto);
+    readLayouts("pareto_time_cost", doc.pareto_time_cost);
+    if (json.value("search").isObject()) {
+        JsonReader st = r.object("search", false);
+        auto count = [&](const char* key) {
+            return std::int64_t(st.number(key, 0, false, 0, 9e15));
+        };
+        doc.stats.mesh_shapes = count("mesh_shapes");
+        doc.stats.candidates = count("candidates");
+        doc.stats.evaluated = count("evaluated");
+        doc.stats.pruned = count("pruned");
+        doc.stats.feasible = count("feasible");
+        doc.stats.seconds = st.number("seconds", 0, false, 0, 1e9);
+        doc.stats.threads = st.integer("threads", 1, false, 1, 1 << 16);
+        doc.stats.cancelled = st.boolean("cancelled", false);
+        const QJsonObject reasons = st.json().value("infeasible_by_reason").toObject();
+        for (auto it = reasons.begin(); it != reasons.end(); ++it)
+            if (it.value().isDouble() && it.value().toDouble() >= 0)
+                doc.stats.infeasible_by_reason[it.key().toStdString()] = std::int64_t(it.value().toDouble());
     }
     if (errors.size() != before || !problem)
         return std::nullopt;
+    doc.request.problem = *problem;
     doc.problem = *problem;
+    doc.objective = doc.request.objective;
     return doc;
+}
+
+SearchResult savedResult(const PlanDocument& doc)
+{
+    SearchResult r;
+    r.request = doc.request;
+    r.objective = doc.request.objective;
+    r.stats = doc.stats;
+    const CostModel model(doc.request.problem, doc.request.cost_model);
+    auto priced = [&](const Layout& layout) {
+        Plan plan{layout, model.evaluate(layout), {}};
+        const MemoryBreakdown& m = plan.prediction.memory_bytes;
+        if (!plan.prediction.feasible)
+            plan.infeasible = toString(plan.prediction.reason);
+        else if (m.total() > doc.request.space.max_memory_fraction * m.capacity)
+            plan.infeasible = kReasonOverLimit;
+        return plan;
+    };
+    if (doc.best)
+        r.top.push_back(priced(*doc.best));
+    for (const Layout& l : doc.alternatives)
+        r.top.push_back(priced(l));
+    for (const Layout& l : doc.pareto) {
+        const Plan p = priced(l);
+        r.pareto_step_memory.insert(p.prediction.step_time_s, p.prediction.memory_bytes.total(), p);
+    }
+    for (const Layout& l : doc.pareto_time_cost) {
+        const Plan p = priced(l);
+        r.pareto_time_cost.insert(p.prediction.time_to_train_s, p.prediction.cost_to_train_usd, p);
+    }
+    return r;
 }
 
 } // namespace shardscope

@@ -490,13 +490,26 @@ SearchResult Searcher::run()
 SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options)
 {
     Searcher searcher(model, space, options);
-    return searcher.run();
+    SearchResult result = searcher.run();
+    result.request = PlanRequest{model.problem(), model.params(), space, options.objective, options.top_k};
+    return result;
 }
 
 SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options)
 {
     const CostModel model(problem);
     return search(model, space, options);
+}
+
+SearchResult search(const PlanRequest& request, const SearchControl& control)
+{
+    SearchOptions options;
+    options.objective = request.objective;
+    options.top_k = request.top_k;
+    options.threads = control.threads;
+    options.cancel = control.cancel;
+    options.progress = control.progress;
+    return search(CostModel(request.problem, request.cost_model), request.space, options);
 }
 
 } // namespace shardscope

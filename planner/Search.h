@@ -25,6 +25,7 @@
 #include "CostModel.h"
 #include "Layout.h"
 #include "Pareto.h"
+#include "PlanRequest.h"
 #include "Prediction.h"
 #include "Problem.h"
 #include "SearchSpace.h"
@@ -69,6 +70,13 @@ struct SearchOptions {
     std::function<void(const SearchProgress&)> progress;
 };
 
+// How a search runs, apart from what it is asked (PlanRequest).
+struct SearchControl {
+    int threads = 0;  // 0: one per hardware thread
+    const std::atomic<bool>* cancel = nullptr;
+    std::function<void(const SearchProgress&)> progress;
+};
+
 struct SearchStats {
     std::int64_t mesh_shapes = 0;  // factorisations dp x tp x pp x cp inside the space's bounds
     std::int64_t candidates = 0;   // legal layouts in the space = evaluated + pruned
@@ -95,6 +103,7 @@ struct PlanLess {
 using PlanFront = ParetoFront<Plan, PlanLess>;
 
 struct SearchResult {
+    PlanRequest request;            // what was searched: problem, terms, space, objective, top_k
     Objective objective = Objective::Throughput;
     std::vector<Plan> top;          // best first; empty when nothing is feasible
     // The best layouts (by the objective) that were priced but do not fit: what the user
@@ -115,6 +124,8 @@ double memoryLowerBound(const CostModel& model, const Layout& layout);
 
 SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options = {});
 SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options = {});
+// The request's problem, terms, space, objective and top_k.
+SearchResult search(const PlanRequest& request, const SearchControl& control = {});
 
 // Why an objective cannot rank a problem's layouts (cost without a published price), or empty.
 std::string objectiveProblem(Objective objective, const Problem& problem);

@@ -138,6 +138,94 @@ FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, con
     return errors;
 }
 
+namespace {
+
+constexpr const char* kIntKeys[] = {"dp", "tp", "pp", "cp", "zero", "mb", "v"};
+
+// Appends `item` to a separated list.
+void appendItem(std::string& list, const std::string& item, char separator = ',')
+{
+    if (!list.empty())
+        list += separator;
+    list += item;
+}
+
+template <class E, size_t N>
+std::string namesOf(const std::array<EnumName<E>, N>& table, const std::vector<E>& values)
+{
+    std::string out;
+    for (E v : values)
+        appendItem(out, enumToString<E>(table, v));
+    return out;
+}
+
+} // namespace
+
+std::string fixedText(const SearchSpace& s)
+{
+    const SearchSpace defaults;
+    SearchSpace copy = s;  // intKey() takes a mutable space
+    std::string out;
+    auto add = [&](const std::string& key, const std::string& value) { appendItem(out, key + "=" + value); };
+    for (const char* key : kIntKeys) {
+        const IntBounds& b = *intKey(copy, key);
+        if (b.lo == b.hi)
+            add(key, std::to_string(b.lo));
+    }
+    if (s.zero_group)
+        add("zero_group", std::to_string(*s.zero_group));
+    if (s.sequence_parallel)
+        add("sp", *s.sequence_parallel ? "on" : "off");
+    if (s.schedules.size() == 1 && s.schedules != defaults.schedules)
+        add("schedule", toString(s.schedules.front()));
+    if (s.offloads.size() == 1 && s.offloads != defaults.offloads)
+        add("offload", toString(s.offloads.front()));
+    return out;
+}
+
+std::string boundsText(const SearchSpace& s, bool upper)
+{
+    SearchSpace copy = s, defaults;
+    std::string out;
+    for (const char* key : kIntKeys) {
+        const IntBounds& b = *intKey(copy, key);
+        const IntBounds& d = *intKey(defaults, key);
+        if (b.lo == b.hi)
+            continue;  // fixed: fixedText says it
+        const int value = upper ? b.hi : b.lo;
+        if (value != (upper ? d.hi : d.lo))
+            appendItem(out, std::string(key) + "=" + std::to_string(value));
+    }
+    return out;
+}
+
+std::string recomputeModesText(const SearchSpace& s) { return namesOf(kRecomputeNames, s.recomputes); }
+
+std::string constraintsText(const SearchSpace& s)
+{
+    const SearchSpace defaults;
+    std::string out;
+    auto add = [&](const std::string& flag, const std::string& value) {
+        if (!value.empty())
+            appendItem(out, flag + " " + value, ' ');
+    };
+    add("--fix", fixedText(s));
+    add("--min", boundsText(s, false));
+    add("--max", boundsText(s, true));
+    if (s.recomputes != defaults.recomputes)
+        add("--recompute", recomputeModesText(s));
+    if (s.schedules.size() > 1 && s.schedules != defaults.schedules)
+        add("schedules", namesOf(kScheduleNames, s.schedules));
+    if (s.max_memory_fraction != defaults.max_memory_fraction) {
+        std::ostringstream f;
+        f << s.max_memory_fraction;
+        add("--max-mem", f.str());
+    }
+    if (s.min_micro_batches != defaults.min_micro_batches)
+        add("--min-micro-batches", std::to_string(s.min_micro_batches));
+    return out.empty() ? "none" : out;
+}
+
 double objectiveValue(Objective objective, const Prediction& p)
 {
     switch (objective) {

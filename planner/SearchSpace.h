@@ -40,6 +40,7 @@ struct IntBounds {
     int lo = 1;
     int hi = INT_MAX;
     bool contains(int v) const { return v >= lo && v <= hi; }
+    bool operator==(const IntBounds&) const = default;
 };
 
 struct SearchSpace {
@@ -61,6 +62,7 @@ struct SearchSpace {
     bool allows(PipelineSchedule s) const;
     bool allows(Recompute r) const;
     bool allows(Offload o) const;
+    bool operator==(const SearchSpace&) const = default;
 };
 
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
@@ -71,6 +73,17 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);
 // "none,selective": the recomputation modes allowed.
 FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, const std::string& path = "recompute");
+
+// The inverse of the three above, so a saved space can be shown and edited as it was typed:
+// applyFixed(fixedText(s)), then applyBounds(boundsText(s, false)) and (true), then
+// applyRecomputeModes(recomputeModesText(s)) on a default space give `s` back for every space
+// those functions can make. Keys at their defaults are left out; fixedText also names a single
+// allowed schedule or offload mode.
+std::string fixedText(const SearchSpace& space);
+std::string boundsText(const SearchSpace& space, bool upper);
+std::string recomputeModesText(const SearchSpace& space);  // "none,selective,full"
+// For people: "--fix tp=8,cp=1 --max pp=8 --max-mem 0.9 --min-micro-batches 4", or "none".
+std::string constraintsText(const SearchSpace& space);
 
 // Lower is better: -tokens/s, seconds, or dollars.
 struct Prediction;

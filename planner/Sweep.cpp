@@ -8,17 +8,20 @@ namespace shardscope {
 
 namespace {
 
-SweepResult searchAll(std::vector<Problem> problems, const SearchSpace& space, const SearchOptions& options)
+SweepResult searchAll(std::vector<Problem> problems, const PlanRequest& base, const SearchControl& control)
 {
     const auto start = std::chrono::steady_clock::now();
     SweepResult out;
+    out.request = base;
     for (Problem& problem : problems) {
         SweepPoint point;
         point.problem = std::move(problem);
         if (const FieldErrors errors = validate(point.problem); !errors.empty()) {
             point.error = joinErrors(errors);
         } else {
-            point.result = search(point.problem, space, options);
+            PlanRequest request = base;
+            request.problem = point.problem;
+            point.result = search(request, control);
             point.error = point.result.error;
             out.cancelled = out.cancelled || point.result.stats.cancelled;
         }
@@ -52,24 +55,44 @@ SweepResult searchAll(std::vector<Problem> problems, const SearchSpace& space, c
     return out;
 }
 
+// The request of the older entry points: default terms, the options' objective and top_k.
+PlanRequest requestOf(const Problem& problem, const SearchSpace& space, const SearchOptions& options)
+{
+    return PlanRequest{problem, defaultCostModelParams(), space, options.objective, options.top_k};
+}
+
+SearchControl controlOf(const SearchOptions& options) { return {options.threads, options.cancel, options.progress}; }
+
 } // namespace
+
+SweepResult sweepNodes(const PlanRequest& base, const std::vector<int>& nodes, const SearchControl& control)
+{
+    std::vector<Problem> problems;
+    for (int n : nodes) {
+        Problem p = base.problem;
+        p.cluster.nodes = n;
+        problems.push_back(std::move(p));
+    }
+    return searchAll(std::move(problems), base, control);
+}
+
+SweepResult compareProblems(const PlanRequest& base, const std::vector<Problem>& problems,
+                            const SearchControl& control)
+{
+    return searchAll(problems, base, control);
+}
 
 SweepResult sweepNodes(const Problem& base, const std::vector<int>& nodes, const SearchSpace& space,
                        const SearchOptions& options)
 {
-    std::vector<Problem> problems;
-    for (int n : nodes) {
-        Problem p = base;
-        p.cluster.nodes = n;
-        problems.push_back(std::move(p));
-    }
-    return searchAll(std::move(problems), space, options);
+    return sweepNodes(requestOf(base, space, options), nodes, controlOf(options));
 }
 
 SweepResult compareProblems(const std::vector<Problem>& problems, const SearchSpace& space,
                             const SearchOptions& options)
 {
-    return searchAll(problems, space, options);
+    return compareProblems(requestOf(problems.empty() ? Problem{} : problems.front(), space, options), problems,
+                           controlOf(options));
 }
 
 std::vector<int> parseNodeCounts(const std::string& text, const std::string& path, FieldErrors& errors)

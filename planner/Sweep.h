@@ -19,6 +19,7 @@ struct SweepPoint {
 };
 
 struct SweepResult {
+    PlanRequest request;              // the base request: terms, space, objective (its problem: the first asked)
     std::vector<SweepPoint> points;   // in the order asked
     int reference = -1;               // index of the reference point, -1 when none has a plan
     // Indices of the points whose best plans are not dominated in (time to train, cost to
@@ -28,7 +29,15 @@ struct SweepResult {
     bool cancelled = false;
 };
 
-// The best plans of `base` at each node count (base.cluster.nodes is replaced).
+// The best plans of the base request's problem at each node count (its cluster.nodes is
+// replaced), each searched with the request's terms, space, objective and top_k.
+SweepResult sweepNodes(const PlanRequest& base, const std::vector<int>& nodes, const SearchControl& control = {});
+// The best plans of each problem (typically one per node type) under the base request's
+// terms, space and objective; scaling efficiency relative to the first problem with a plan.
+SweepResult compareProblems(const PlanRequest& base, const std::vector<Problem>& problems,
+                            const SearchControl& control = {});
+
+// The same with the default terms and the options' objective and top_k.
 SweepResult sweepNodes(const Problem& base, const std::vector<int>& nodes, const SearchSpace& space,
                        const SearchOptions& options = {});
 

@@ -188,10 +188,13 @@ private slots:
         p.cluster.nodes = 1;
         p.training.global_batch = 16;
         p.training.seq_len = 512;
+        Layout layout;
+        layout.dp = 2;
+        layout.pp = 2;
+        PlanRequest request;
+        request.problem = p;
         ReportInput input;
-        input.problem = p;
-        input.chosen.dp = 2;
-        input.chosen.pp = 2;
+        input.chosen = pricePlan(request, layout);
         input.title = "tiny";
         ReportBuilder builder(input, dir_.filePath("tiny.html"), ReportFormat::Html, ChartFormat::Png);
         // No search and no sweep: the four charts of the plan itself.

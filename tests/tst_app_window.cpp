@@ -3,6 +3,8 @@
 // cancel a search, save a plan file and open it again.
 #include "Catalog.h"
 #include "CostModel.h"
+#include "CostModelParams.h"
+#include "Units.h"
 #include "MainWindow.h"
 #include "PlanDetailsPage.h"
 #include "PlanJson.h"
@@ -336,36 +338,93 @@ private slots:
 
     void saveAndReopenAPlanFile()
     {
+        // A plan made with a profile other than the default and with constraints.
+        CostModelParams terms = defaultCostModelParams();
+        terms.name = "gui-test-profile";
+        terms.dp_overlap = 0.25;
+        terms.matmul_half_dim = 2 * terms.matmul_half_dim + 64;
+        catalog_->storeCostProfile(terms.name, toJson(terms));
+        SetupPage* setup = window_->setupPage();
+        setup->reloadCostModels();
         QSignalSpy spy(window_.get(), &MainWindow::searchFinished);
-        window_->setupPage()->nodesBox()->setValue(16);
-        QVERIFY(waitForSearch(spy, 1));
-        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 16, 120'000);
+        setup->costModelBox()->setCurrentIndex(setup->costModelBox()->findData(QStringLiteral("gui-test-profile")));
+        setup->fixEdit()->setText(QStringLiteral("cp=1,zero=1"));
+        setup->upperEdit()->setText(QStringLiteral("tp=8"));
+        setup->lowerEdit()->setText(QStringLiteral("pp=2"));
+        setup->nodesBox()->setValue(16);
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastRequest() && window_->lastProblem().cluster.nodes == 16 &&
+                                     window_->lastRequest()->cost_model.name == terms.name &&
+                                     window_->lastRequest()->space.pp.lo == 2 && !window_->busy(),
+                                 120'000);
+        const PlanRequest request = *window_->lastRequest();
+        QVERIFY(request.cost_model == terms);
+        QCOMPARE(request.space.tp.hi, 8);
+        QCOMPARE(request.space.cp, (IntBounds{1, 1}));
+        QCOMPARE(request.space.zero, (IntBounds{1, 1}));
+        QVERIFY(window_->lastResult()->top.size() >= 2);
         window_->plansPage()->selectRow(1);  // a plan other than the best
-        const std::string chosen = toString(window_->lastResult()->top[1].layout);
+        const Plan chosen = window_->lastResult()->top[1];
+        QCOMPARE(chosen.layout.cp, 1);
+        QVERIFY(chosen.layout.tp <= 8 && chosen.layout.pp >= 2);
+        // Priced by the profile's terms, not the default's.
+        QVERIFY(CostModel(request.problem).evaluate(chosen.layout).step_time_s != chosen.prediction.step_time_s);
 
         const QString first = dir_->filePath(QStringLiteral("plan.json"));
         QString error;
         QVERIFY2(window_->savePlanFile(first, &error), qPrintable(error));
         const QJsonObject saved = readJson(first);
-        QCOMPARE(saved.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
-        QCOMPARE(saved.value("best").toObject().value("layout_text").toString(), QString::fromStdString(chosen));
+        QCOMPARE(saved.value("schema").toString(), QStringLiteral("shardscope.plan/2"));
+        QCOMPARE(saved.value("cost_model").toString(), QStringLiteral("gui-test-profile"));
+        QCOMPARE(saved.value("best").toObject().value("layout_text").toString(),
+                 QString::fromStdString(toString(chosen.layout)));
 
-        // Change the setup, then open the file: its problem and its plan come back.
-        QSignalSpy moved(window_.get(), &MainWindow::searchFinished);
-        window_->setupPage()->nodesBox()->setValue(8);
-        QVERIFY(waitForSearch(moved, 1));
-        QSignalSpy reopened(window_.get(), &MainWindow::searchFinished);
+        // Change the setup (terms and constraints too), then open the file: the saved request and
+        // plan come back exactly, without a new search.
+        setup->costModelBox()->setCurrentIndex(setup->costModelBox()->findData(QStringLiteral("default")));
+        setup->fixEdit()->clear();
+        setup->lowerEdit()->clear();
+        setup->nodesBox()->setValue(8);
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastProblem().cluster.nodes == 8 && !window_->busy(), 120'000);
+        QVERIFY(window_->lastRequest()->cost_model.name != terms.name);
+        QSignalSpy searches(window_.get(), &MainWindow::searchFinished);
         QVERIFY2(window_->openPlanFile(first, &error), qPrintable(error));
-        QVERIFY(waitForSearch(reopened, 1));
-        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 16, 120'000);
-        QCOMPARE(window_->detailsPage()->layoutEdit()->text(), QString::fromStdString(chosen));
+        QVERIFY(*window_->lastRequest() == request);
+        QCOMPARE(window_->detailsPage()->layoutEdit()->text(), QString::fromStdString(toString(chosen.layout)));
+        const Prediction& shown = window_->detailsPage()->prediction();
+        QCOMPARE(shown.step_time_s, chosen.prediction.step_time_s);  // to the last digit
+        QCOMPARE(shown.memory_bytes.total(), chosen.prediction.memory_bytes.total());
+        QCOMPARE(shown.tokens_per_s, chosen.prediction.tokens_per_s);
+        QVERIFY(window_->detailsPage()->summary()->text().contains(QLatin1String("gui-test-profile")));
+        QCOMPARE(window_->plansPage()->model()->rowCount(), int(saved.value("alternatives").toArray().size()) + 1);
+        // Setup shows the request as it was typed, and the Validate page got the same request.
+        QCOMPARE(setup->costModelBox()->currentData().toString(), QStringLiteral("gui-test-profile"));
+        QCOMPARE(setup->fixEdit()->text(), QStringLiteral("cp=1,zero=1"));
+        QCOMPARE(setup->lowerEdit()->text(), QStringLiteral("pp=2"));
+        QCOMPARE(setup->upperEdit()->text(), QStringLiteral("tp=8"));
+        QVERIFY(window_->validatePage()->planRequest() && *window_->validatePage()->planRequest() == request);
+        // Nothing was searched again (the setup's debounce has long passed).
+        QTest::qWait(600);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        QCOMPARE(searches.count(), 0);
+        QVERIFY(*window_->lastRequest() == request);
 
+        // Saved again: the same document but for the search's timing.
         const QString second = dir_->filePath(QStringLiteral("plan-again.json"));
         QVERIFY2(window_->savePlanFile(second, &error), qPrintable(error));
         const QJsonObject again = readJson(second);
-        // Identical but for the search's timing.
-        for (const char* key : {"schema", "problem", "objective", "best", "alternatives", "pareto"})
+        for (const char* key : {"schema", "request", "problem", "objective", "cost_model", "best", "alternatives",
+                                "pareto"})
             QVERIFY2(saved.value(key) == again.value(key), key);
+
+        // The report exported from the window reports this plan with these terms.
+        const QString report = dir_->filePath(QStringLiteral("report.html"));
+        QCOMPARE(window_->exportReport(report, false), QString());
+        QFile r(report);
+        QVERIFY(r.open(QIODevice::ReadOnly));
+        const QString html = QString::fromUtf8(r.readAll());
+        QVERIFY(html.contains(QLatin1String("gui-test-profile")));
+        QVERIFY(html.contains(QString::fromStdString(toString(chosen.layout))));
+        QVERIFY(html.contains(QString::fromStdString(formatDuration(chosen.prediction.step_time_s))));
 
         // A broken file is refused with its field named, and nothing changes.
         const QString broken = dir_->filePath(QStringLiteral("broken.json"));
@@ -376,6 +435,22 @@ private slots:
         QVERIFY(!window_->openPlanFile(broken, &error));
         QVERIFY2(error.contains(QLatin1String("model")), qPrintable(error));
         QCOMPARE(window_->lastProblem().cluster.nodes, 16);
+    }
+
+    void tokensToTrainReadsBackAsTyped()
+    {
+        // "300e9" comes back as "300e9", not "3e+11".
+        PlanRequest request = *window_->lastRequest();
+        request.problem.training.tokens_to_train = 300e9;
+        window_->setupPage()->setRequest(request);
+        FieldErrors errors;
+        const auto back = window_->setupPage()->request(errors);
+        QVERIFY2(back, joinErrors(errors).c_str());
+        QCOMPARE(back->plan.problem.training.tokens_to_train, 300e9);
+        bool found = false;
+        for (QLineEdit* e : window_->setupPage()->findChildren<QLineEdit*>())
+            found = found || e->text() == QLatin1String("300e9");
+        QVERIFY(found);
     }
 };
 

@@ -722,9 +722,9 @@ private slots:
         options.top_k = 4;
         const SearchResult r = search(cm, SearchSpace{}, options);
         QVERIFY(r.best());
-        const QJsonObject doc = planDocument(p, r, cm.params().name);
+        const QJsonObject doc = planDocument(r);
         // The keys the issue names.
-        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/2"));
         for (const char* key : {"problem", "best", "alternatives", "pareto", "search"})
             QVERIFY2(doc.contains(QLatin1String(key)), key);
         const QJsonObject best = doc.value("best").toObject();
@@ -756,7 +756,7 @@ private slots:
     {
         const Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
         const SearchResult r = search(p, SearchSpace{}, SearchOptions{});
-        const QJsonObject good = planDocument(p, r, "default");
+        const QJsonObject good = planDocument(r);
         {
             QJsonObject bad = good;
             bad.insert("schema", "shardscope.model/1");
@@ -794,8 +794,8 @@ private slots:
         RunResult r = cli(QStringList{"plan"} + problemArgs + QStringList{"--top", "3", "--json", "--out", out});
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const QJsonObject doc = json(r.out);
-        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/1"));
-        for (const char* key : {"problem", "best", "alternatives", "pareto", "search"})
+        QCOMPARE(doc.value("schema").toString(), QStringLiteral("shardscope.plan/2"));
+        for (const char* key : {"request", "problem", "best", "alternatives", "pareto", "search"})
             QVERIFY2(doc.contains(QLatin1String(key)), key);
         QCOMPARE(doc.value("alternatives").toArray().size(), qsizetype(2));
         for (const char* key : {"evaluated", "pruned", "infeasible_by_reason", "seconds"})

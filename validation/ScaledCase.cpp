@@ -13,7 +13,7 @@ std::string validationRunName(const Problem& full, const Layout& layout)
            toString(layout) + " (scaled)";
 }
 
-ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps)
+ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps, const CostModelParams& fullTerms)
 {
     ScaledCase out;
     std::vector<std::string>& notes = out.adaptations;
@@ -86,7 +86,8 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     const ChipSpec& chip = full.cluster.node.chip;
     if (!(chip.hbm_bytes > 0) || !(chip.hbm_bytes_per_second > 0))
         throw InputError("the plan's chip " + chip.name + " has no memory figures to scale");
-    const Prediction fullPrediction = CostModel::evaluate(full, fullLayout);
+    out.full_prediction = CostModel(full, fullTerms).evaluate(fullLayout);
+    const Prediction& fullPrediction = out.full_prediction;
     const double fraction = fullPrediction.memory_bytes.total() / fullPrediction.memory_bytes.capacity;
     engine::DeviceProfile unit = engine::profileFromChip(chip, 1.0);
     const engine::LinkSpec noLinks;

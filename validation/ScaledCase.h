@@ -23,12 +23,16 @@ struct ScaledCase {
     ValidationCase validation;
     std::vector<std::string> adaptations;  // what differs from the plan, for people
     double memory_scale = 1;               // the chip's capacity, FLOP/s and bandwidth are multiplied by this
+    Prediction full_prediction;            // the full-size plan priced with the terms it was made with
 };
 
 // The name a plan's validation runs are stored under in the history.
 std::string validationRunName(const Problem& full, const Layout& layout);
 
-// `steps` training steps. Throws InputError when the plan's chip has no figures to scale.
-ScaledCase scaledValidationCase(const Problem& full, const Layout& layout, int steps);
+// `steps` training steps. The memory pressure to reproduce comes from the full-size plan priced
+// with `fullTerms` (a plan's own request terms). Throws InputError when the plan's chip has no
+// figures to scale.
+ScaledCase scaledValidationCase(const Problem& full, const Layout& layout, int steps,
+                                const CostModelParams& fullTerms = defaultCostModelParams());
 
 } // namespace shardscope

@@ -38,7 +38,7 @@ int runExport(const std::vector<std::string>& args, Context& ctx)
     if (!format)
         throw UsageError("--format: unknown format \"" + *formatName + "\" (one of: " + exportFormatChoices() + ")");
 
-    const PlanDocument plan = loadPlanFile(*planFile);
+    const PlanDocument plan = loadPlanFile(*planFile, ctx.err);
     Layout layout;
     if (auto text = a.value("layout")) {
         layout = layoutFromArg(*text, plan.problem);

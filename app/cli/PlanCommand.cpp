@@ -28,12 +28,12 @@ namespace {
 const char* kSearchOptionsUsage =
     "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
     "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
-    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--json]";
+    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]";
 
 std::string planUsage()
 {
     return std::string("shardscope-cli plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n") +
-           kSearchOptionsUsage + " [--cost-model NAME] [--out plan.json]";
+           kSearchOptionsUsage + " [--out plan.json]";
 }
 std::string sweepUsage()
 {
@@ -51,7 +51,8 @@ std::string compareUsage()
 std::set<std::string> searchValueOptions()
 {
     std::set<std::string> v = problemValueOptions();
-    v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads"});
+    v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads",
+              "cost-model"});
     return v;
 }
 std::set<std::string> searchFlagOptions()
@@ -61,36 +62,40 @@ std::set<std::string> searchFlagOptions()
     return f;
 }
 
+// What the user asked (terms, constraints, objective, top_k; the problem is filled in by the
+// caller) and how to run it.
 struct SearchSettings {
-    SearchSpace space;
-    SearchOptions options;
+    PlanRequest request;
+    SearchControl control;
 };
 
-SearchSettings searchSettingsFromArgs(const CliArgs& a, int defaultTop)
+SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, int defaultTop)
 {
     SearchSettings s;
+    SearchSpace& space = s.request.space;
     FieldErrors errors;
     auto append = [&](const FieldErrors& more) { errors.insert(errors.end(), more.begin(), more.end()); };
     if (auto fix = a.value("fix"))
-        append(applyFixed(s.space, *fix, "--fix"));
+        append(applyFixed(space, *fix, "--fix"));
     if (auto lo = a.value("min"))
-        append(applyBounds(s.space, *lo, false, "--min"));
+        append(applyBounds(space, *lo, false, "--min"));
     if (auto hi = a.value("max"))
-        append(applyBounds(s.space, *hi, true, "--max"));
+        append(applyBounds(space, *hi, true, "--max"));
     if (auto modes = a.value("recompute"))
-        append(applyRecomputeModes(s.space, *modes, "--recompute"));
+        append(applyRecomputeModes(space, *modes, "--recompute"));
     if (!errors.empty())
         throw InputError(errors);
-    s.space.max_memory_fraction = a.number("max-mem", 1.0, 0.01, 1.0);
-    s.space.min_micro_batches = a.integer("min-micro-batches", 1, 1, 1'000'000);
+    space.max_memory_fraction = a.number("max-mem", 1.0, 0.01, 1.0);
+    space.min_micro_batches = a.integer("min-micro-batches", 1, 1, 1'000'000);
     if (auto objective = a.value("objective")) {
         auto o = objectiveFromString(*objective);
         if (!o)
             throw UsageError("--objective: unknown value \"" + *objective + "\" (one of: throughput, time, cost)");
-        s.options.objective = *o;
+        s.request.objective = *o;
     }
-    s.options.top_k = a.integer("top", defaultTop, 1, 1000);
-    s.options.threads = a.integer("threads", 0, 0, 256);
+    s.request.top_k = a.integer("top", defaultTop, 1, 1000);
+    s.request.cost_model = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
+    s.control.threads = a.integer("threads", 0, 0, 256);
     return s;
 }
 
@@ -231,7 +236,7 @@ void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& pla
       << formatDuration(p.time_to_train_s) << ", cost " << money(p.cost_to_train_usd) << "\n";
 }
 
-PlanDocument loadPlanFile(const std::string& path)
+PlanDocument loadPlanFile(const std::string& path, std::ostream& notes)
 {
     QFile f(QString::fromStdString(path));
     if (!f.open(QIODevice::ReadOnly))
@@ -243,23 +248,25 @@ PlanDocument loadPlanFile(const std::string& path)
     auto doc = planDocumentFromJson(json, path, errors);
     if (!doc)
         throw InputError(errors);
+    for (const std::string& note : doc->notes)
+        notes << "note: " << path << ": " << note << "\n";
     return *doc;
 }
 
 int runPlan(const std::vector<std::string>& args, Context& ctx)
 {
     std::set<std::string> valued = searchValueOptions();
-    valued.insert({"out", "cost-model"});
+    valued.insert("out");
     const CliArgs a(args, valued, searchFlagOptions());
     a.expectPositional(0, planUsage());
     Catalog catalog(ctx.db_path);
-    const Problem problem = problemFromArgs(a, catalog);
-    const SearchSettings s = searchSettingsFromArgs(a, 10);
-    checkObjective(s.options.objective, problem);
+    SearchSettings s = searchSettingsFromArgs(a, catalog, 10);
+    s.request.problem = problemFromArgs(a, catalog);
+    const Problem& problem = s.request.problem;
+    checkObjective(s.request.objective, problem);
 
-    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
-    const SearchResult result = search(model, s.space, s.options);
-    const QJsonObject doc = planDocument(problem, result, model.params().name);
+    const SearchResult result = search(s.request, s.control);
+    const QJsonObject doc = planDocument(result);
     if (auto out = a.value("out"))
         writeDocument(doc, *out);
     if (a.flag("json")) {
@@ -267,7 +274,8 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     } else {
         ctx.out << problem.model.name << " on " << problem.cluster.nodes << " x " << problem.cluster.node.name << " ("
                 << problem.cluster.devices() << " devices), global batch " << problem.training.global_batch << " x "
-                << problem.training.seq_len << " tokens, objective " << toString(result.objective) << "\n\n";
+                << problem.training.seq_len << " tokens, objective " << toString(result.objective) << ", cost model "
+                << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space) << "\n\n";
         if (!result.top.empty()) {
             printPlanTable(ctx.out, result.top, result.top.size());
             ctx.out << "\nbest ";
@@ -321,17 +329,19 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
                                                  searchValueOptions(), searchFlagOptions()),
                                          catalog);
-    SearchSettings s = searchSettingsFromArgs(a, 1);
-    checkObjective(s.options.objective, base);
+    SearchSettings s = searchSettingsFromArgs(a, catalog, 1);
+    s.request.problem = base;
+    checkObjective(s.request.objective, base);
 
-    const SweepResult sweep = sweepNodes(base, nodes, s.space, s.options);
+    const SweepResult sweep = sweepNodes(s.request, nodes, s.control);
     if (a.flag("json")) {
-        ctx.out << QJsonDocument(sweepDocument(base, sweep, s.options.objective)).toJson(QJsonDocument::Indented).toStdString();
+        ctx.out << QJsonDocument(sweepDocument(sweep)).toJson(QJsonDocument::Indented).toStdString();
     } else {
         char buf[512];
         ctx.out << base.model.name << " on " << base.cluster.node.name << ", global batch " << base.training.global_batch
                 << " x " << base.training.seq_len << " tokens, " << formatSi(base.training.tokens_to_train, "tokens")
-                << " to train, objective " << toString(s.options.objective) << "\n\n";
+                << " to train, objective " << toString(s.request.objective) << ", cost model "
+                << s.request.cost_model.name << "\n\n";
         std::snprintf(buf, sizeof buf, "%6s %8s %10s %10s %6s %10s %12s %14s %8s  %s\n", "nodes", "devices", "step",
                       "tokens/s", "MFU", "memory", "to train", "cost", "scaling", "best layout");
         ctx.out << buf;
@@ -393,7 +403,7 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
         throw UsageError("--nodes: give one count, or one per node type (" + std::to_string(types.size()) + ")");
 
     Catalog catalog(ctx.db_path);
-    const SearchSettings s = searchSettingsFromArgs(a, 1);
+    SearchSettings s = searchSettingsFromArgs(a, catalog, 1);
     std::vector<Problem> problems;
     std::vector<std::string> unpriced;
     for (size_t i = 0; i < types.size(); ++i) {
@@ -405,7 +415,7 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
                 w = "--node-type";
         std::set<std::string> v = searchValueOptions();
         problems.push_back(problemFromArgs(CliArgs(one, v, searchFlagOptions()), catalog));
-        if (!objectiveProblem(s.options.objective, problems.back()).empty())
+        if (!objectiveProblem(s.request.objective, problems.back()).empty())
             unpriced.push_back(types[i]);
     }
     if (!unpriced.empty()) {
@@ -416,15 +426,17 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
                          "; rank by time or throughput instead");
     }
 
-    const SweepResult cmp = compareProblems(problems, s.space, s.options);
+    s.request.problem = problems.front();
+    const SweepResult cmp = compareProblems(s.request, problems, s.control);
     if (a.flag("json")) {
-        ctx.out << QJsonDocument(compareDocument(cmp, s.options.objective)).toJson(QJsonDocument::Indented).toStdString();
+        ctx.out << QJsonDocument(compareDocument(cmp)).toJson(QJsonDocument::Indented).toStdString();
     } else {
         const Problem& first = problems.front();
         char buf[512];
         ctx.out << first.model.name << ", global batch " << first.training.global_batch << " x "
                 << first.training.seq_len << " tokens, " << formatSi(first.training.tokens_to_train, "tokens")
-                << " to train, objective " << toString(s.options.objective) << "\n\n";
+                << " to train, objective " << toString(s.request.objective) << ", cost model "
+                << s.request.cost_model.name << "\n\n";
         std::snprintf(buf, sizeof buf, "%-18s %6s %8s %10s %10s %6s %12s %14s %10s  %s\n", "node type", "nodes",
                       "devices", "step", "tokens/s", "MFU", "to train", "cost", "per dev.", "best layout");
         ctx.out << buf;

@@ -1,5 +1,5 @@
 // Shared by plan, sweep, compare, demo and predict --plan: plan tables, the
-// breakdown of one plan, and reading a "shardscope.plan/1" file.
+// breakdown of one plan, and reading a plan file ("shardscope.plan/1" or "/2").
 #pragma once
 
 #include "PlanJson.h"
@@ -15,7 +15,8 @@ namespace shardscope::cli {
 void printPlanTable(std::ostream& out, const std::vector<Plan>& plans, size_t rows);
 // Step-time and memory breakdown of one plan, time and cost to train.
 void printPlanBreakdown(std::ostream& out, const Problem& problem, const Plan& plan);
-// Throws InputError naming the file and field on any problem.
-PlanDocument loadPlanFile(const std::string& path);
+// Reads a plan file (its request and layouts); what the reader should know about it (an older
+// schema's defaults) goes to `notes`. Throws InputError naming the file and field on any problem.
+PlanDocument loadPlanFile(const std::string& path, std::ostream& notes);
 
 } // namespace shardscope::cli

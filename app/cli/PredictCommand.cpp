@@ -91,7 +91,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
     // A plan file brings its problem and, unless --layout says otherwise, its best layout.
     std::optional<PlanDocument> plan;
     if (auto file = a.value("plan"))
-        plan = loadPlanFile(*file);
+        plan = loadPlanFile(*file, ctx.err);
     const Problem problem = plan ? plan->problem : problemFromArgs(a, catalog);
 
     Layout layout;
@@ -103,7 +103,12 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         layout = layoutFromArg(a.value("layout").value_or(""), problem);
     }
 
-    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
+    // A plan is priced with the terms it was made with; --cost-model prices a problem given here.
+    if (plan && a.value("cost-model"))
+        throw UsageError("--cost-model: the plan file carries its own cost-model terms (profile \"" +
+                         plan->request.cost_model.name + "\"); leave out --plan to price with another profile");
+    const CostModel model(problem, plan ? plan->request.cost_model
+                                        : costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
     const Prediction prediction = model.evaluate(layout);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {

@@ -37,37 +37,37 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
             throw UsageError("--charts svg: a PDF report embeds its charts; SVG charts go with an HTML report");
     }
 
-    const PlanDocument plan = loadPlanFile(*planPath);
+    const PlanDocument plan = loadPlanFile(*planPath, ctx.err);
     ReportInput input;
-    input.problem = plan.problem;
+    Layout chosen;
     if (auto text = a.value("layout")) {
-        input.chosen = layoutFromArg(*text, plan.problem);
+        chosen = layoutFromArg(*text, plan.problem);
     } else if (plan.best) {
-        input.chosen = *plan.best;
+        chosen = *plan.best;
     } else {
         throw InputError(*planPath + ": best: the plan has no feasible layout; give one with --layout");
     }
+    // Exactly the saved plan: its layouts priced with its own terms, its constraints, no new search.
+    input.chosen = pricePlan(plan.request, chosen);
+    input.result = savedResult(plan);
     input.title = QStringLiteral("%1 on %2 x %3")
                       .arg(QString::fromStdString(plan.problem.model.name))
                       .arg(plan.problem.cluster.nodes)
                       .arg(QString::fromStdString(plan.problem.cluster.node.name));
 
-    // The search gives the alternatives and the Pareto front; a sweep around the plan's size
-    // the scaling curve. Both are recomputed from the problem, like every prediction.
-    SearchOptions options;
-    options.objective = plan.objective;
-    input.result = search(plan.problem, SearchSpace{}, options);
+    // The scaling curve around the plan's size: the same request (terms, constraints, objective)
+    // searched at each node count, the best plan of each.
     std::vector<int> nodes;
     for (int n = std::max(1, plan.problem.cluster.nodes / 4); n <= plan.problem.cluster.nodes * 4; n *= 2)
         nodes.push_back(n);
-    SearchOptions sweepOptions = options;
-    sweepOptions.top_k = 1;
-    input.sweep = sweepNodes(plan.problem, nodes, SearchSpace{}, sweepOptions);
+    PlanRequest sweepRequest = plan.request;
+    sweepRequest.top_k = 1;
+    input.sweep = sweepNodes(sweepRequest, nodes);
 
     // The latest validation of this plan, when it was validated (shardscope-cli validate --plan).
     {
         Catalog catalog(ctx.db_path);
-        const std::string name = validationRunName(plan.problem, input.chosen);
+        const std::string name = validationRunName(plan.problem, chosen);
         for (const Catalog::ValidationRun& run : catalog.validationRuns(1000))
             if (run.name == name) {
                 input.validation = run.document;

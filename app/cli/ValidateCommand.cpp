@@ -10,6 +10,7 @@
 #include "DeviceArgs.h"
 #include "HostProfileCache.h"
 #include "PlanCommand.h"
+#include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
 #include "Units.h"
@@ -167,12 +168,32 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
+    std::optional<QJsonObject> fullSize;  // the full-size plan as priced by its own terms
     engine::DeviceProfile profile;
     // --profile host: this machine as the device (measured once, stored), so that the device
     // clock and the wall clock describe the same hardware.
     auto hostDevice = [&] { return engine::hostProfile(catalog, 1).profile; };
     // Whatever the device, the host runs the emulation: its wall clock is predicted too.
     const EmulationHost host = emulationHost(hostDevice());
+    // A full-size case (a plan's request, or a problem given here) scaled down to run here.
+    auto runScaled = [&](const PlanRequest& request, const Layout& layout, const char* what) {
+        ScaledCase scaled = scaledValidationCase(request.problem, layout, a.integer("steps", 3, 1, 1000),
+                                                 request.cost_model);
+        if (profileKind == "host") {
+            scaled.validation.profile = hostDevice();
+            scaled.adaptations.push_back(std::string("the device is this host (measured), not the ") + what +
+                                         "'s chip");
+        }
+        adaptations = scaled.adaptations;
+        profile = scaled.validation.profile;
+        runName = scaled.validation.name;
+        scaled.validation.host = host;
+        fullSize = QJsonObject{{"cost_model", QString::fromStdString(request.cost_model.name)},
+                               {"constraints", QString::fromStdString(constraintsText(request.space))},
+                               {"layout", QString::fromStdString(toString(layout))},
+                               {"prediction", toJson(scaled.full_prediction)}};
+        results.push_back(runValidation(scaled.validation, base));
+    };
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
                                         : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
@@ -230,18 +251,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         const CliArgs full(withNodes, values, flags);
         const Problem problem = problemFromArgs(full, catalog);
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
-        ScaledCase scaled = scaledValidationCase(problem, layout, a.integer("steps", 3, 1, 1000));
-        if (profileKind == "host") {
-            scaled.validation.profile = hostDevice();
-            scaled.adaptations.push_back("the device is this host (measured), not the problem's chip");
-        }
-        adaptations = scaled.adaptations;
-        profile = scaled.validation.profile;
-        runName = scaled.validation.name;
-        scaled.validation.host = host;
-        results.push_back(runValidation(scaled.validation, base));
+        runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1}, layout, "problem");
     } else {
-        const PlanDocument plan = loadPlanFile(*a.value("plan"));
+        const PlanDocument plan = loadPlanFile(*a.value("plan"), ctx.err);
         Layout layout;
         if (auto text = a.value("layout"))
             layout = layoutFromArg(*text, plan.problem);
@@ -249,16 +261,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             layout = *plan.best;
         else
             throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
-        ScaledCase scaled = scaledValidationCase(plan.problem, layout, a.integer("steps", 3, 1, 1000));
-        if (profileKind == "host") {
-            scaled.validation.profile = hostDevice();
-            scaled.adaptations.push_back("the device is this host (measured), not the plan's chip");
-        }
-        adaptations = scaled.adaptations;
-        profile = scaled.validation.profile;
-        runName = scaled.validation.name;
-        scaled.validation.host = host;
-        results.push_back(runValidation(scaled.validation, base));
+        runScaled(plan.request, layout, "plan");
     }
     QJsonObject doc = validationDocument(results);
     if (!adaptations.empty()) {
@@ -267,6 +270,8 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             notes.append(QString::fromStdString(n));
         doc.insert("adaptations", notes);
     }
+    if (fullSize)
+        doc.insert("full_size", *fullSize);
     doc.insert("device", QString::fromStdString(profile.name));
     doc.insert("cost_model", QString::fromStdString(base.name));
     const int id = catalog.storeValidationRun(runName, doc);
@@ -280,6 +285,13 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         ctx.out << r.c.name << "\n";
         for (const std::string& n : adaptations)
             ctx.out << "  note: " << n << "\n";
+        if (fullSize) {
+            const QJsonObject pr = fullSize->value(QLatin1String("prediction")).toObject();
+            ctx.out << "  full size: " << fullSize->value(QLatin1String("layout")).toString().toStdString() << ", "
+                    << formatDuration(pr.value(QLatin1String("step_time_s")).toDouble()) << " per step (cost model "
+                    << fullSize->value(QLatin1String("cost_model")).toString().toStdString() << ", constraints "
+                    << fullSize->value(QLatin1String("constraints")).toString().toStdString() << ")\n";
+        }
         ctx.out << "  engine model: " << r.c.request.model.layers << " layers, hidden " << r.c.request.model.hidden
                 << ", " << r.c.request.model.heads << " heads, vocab " << r.c.request.model.vocab << ", seq "
                 << r.c.request.model.seq << ", batch " << r.c.request.batch << ", layout "

@@ -2,7 +2,6 @@
 #include "Catalog.h"
 #include "CatalogPage.h"
 #include "ChartExport.h"
-#include "CostModelParams.h"
 #include "ExplorePage.h"
 #include "JobRunner.h"
 #include "JsonReader.h"
@@ -58,6 +57,7 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     pages_->addTab(validate_, tr("&Validate"));
     pages_->addTab(catalogPage_, tr("&Catalog"));
     connect(catalogPage_, &CatalogPage::catalogChanged, setup_, &SetupPage::reloadCatalog);
+    connect(validate_, &ValidatePage::calibrated, setup_, &SetupPage::reloadCostModels);
     setCentralWidget(pages_);
 
     connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
@@ -145,17 +145,16 @@ void MainWindow::startSearch()
     exploreBusy_ = false;
     plans_->searchStarted();
     statusBar()->showMessage(tr("Searching layouts of %1 on %2 x %3...")
-                                 .arg(QString::fromStdString(request->problem.model.name))
-                                 .arg(request->problem.cluster.nodes)
-                                 .arg(QString::fromStdString(request->problem.cluster.node.name)));
-    const SearchRequest r = *request;  // the worker gets copies only
+                                 .arg(QString::fromStdString(request->plan.problem.model.name))
+                                 .arg(request->plan.problem.cluster.nodes)
+                                 .arg(QString::fromStdString(request->plan.problem.cluster.node.name)));
+    SearchRequest r = *request;  // the worker gets copies only
+    r.plan.top_k = 50;
     std::function<SearchResult(const std::atomic<bool>&, const JobRunner::Progress&)> work =
         [r](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
-            SearchOptions options;
-            options.objective = r.objective;
-            options.top_k = 50;
-            options.cancel = &cancel;
-            options.progress = [progress](const SearchProgress& p) {
+            SearchControl control;
+            control.cancel = &cancel;
+            control.progress = [progress](const SearchProgress& p) {
                 progress(p.total > 0 ? double(p.done) / double(p.total) : 0.0,
                          QObject::tr("%1 of %2 mesh shapes, %3 evaluations, %4 s")
                              .arg(p.done)
@@ -163,29 +162,15 @@ void MainWindow::startSearch()
                              .arg(p.evaluated)
                              .arg(p.elapsed_s, 0, 'f', 1));
             };
-            return search(r.problem, r.space, options);
+            return search(r.plan, control);
         };
     search_->start<SearchResult>(work, [this, r](const SearchResult& result) {
-        problem_ = r.problem;
-        result_ = result;
         if (!result.error.empty()) {
+            result_ = result;
             plans_->showError(QString::fromStdString(result.error));
             return;
         }
-        plans_->showResult(r.problem, result);
-        details_->setProblem(r.problem);
-        // Keep the plan the user (or an opened file) chose when it is still among the results.
-        int row = result.top.empty() ? -1 : 0;
-        const std::optional<Layout> want = selectAfterSearch_ ? selectAfterSearch_ : selected_;
-        for (size_t i = 0; want && i < result.top.size(); ++i)
-            if (result.top[i].layout == *want)
-                row = int(i);
-        selectAfterSearch_.reset();
-        if (row >= 0)
-            plans_->selectRow(row);
-        else
-            details_->clear(tr("No feasible plan for this setup."));
-        explore_->showSearch(result, selected_ ? &*selected_ : nullptr);
+        showResult(result, selected_);
         statusBar()->showMessage(tr("Search done: %1 layouts evaluated in %2 s")
                                      .arg(result.stats.evaluated)
                                      .arg(result.stats.seconds, 0, 'g', 3));
@@ -194,19 +179,36 @@ void MainWindow::startSearch()
     });
 }
 
+void MainWindow::showResult(const SearchResult& result, const std::optional<Layout>& want)
+{
+    result_ = result;
+    const Problem& problem = result.request.problem;
+    plans_->showResult(problem, result);
+    details_->setRequest(result.request);
+    int row = result.top.empty() ? -1 : 0;
+    for (size_t i = 0; want && i < result.top.size(); ++i)
+        if (result.top[i].layout == *want)
+            row = int(i);
+    if (row >= 0)
+        plans_->selectRow(row);
+    else
+        details_->clear(tr("No feasible plan for this setup."));
+    explore_->showSearch(result, selected_ ? &*selected_ : nullptr);
+}
+
 void MainWindow::startExplore(const SearchRequest& request)
 {
     const SearchRequest r = request;
     std::vector<Problem> compared;
     for (const std::string& name : r.compare_nodes) {
-        Problem p = r.problem;
+        Problem p = r.plan.problem;
         try {
             p.cluster.node = catalog_.node(name);
         } catch (const std::exception&) {
             continue;
         }
         // The same number of chips on each node type, so the comparison is like for like.
-        p.cluster.nodes = int(std::max<std::int64_t>(1, r.problem.cluster.chips() / p.cluster.node.chips_per_node));
+        p.cluster.nodes = int(std::max<std::int64_t>(1, r.plan.problem.cluster.chips() / p.cluster.node.chips_per_node));
         compared.push_back(p);
     }
     struct ExploreResult {
@@ -217,15 +219,17 @@ void MainWindow::startExplore(const SearchRequest& request)
     explore_->setStatus(tr("Sweeping node counts and comparing node types..."));
     std::function<ExploreResult(const std::atomic<bool>&, const JobRunner::Progress&)> work =
         [r, compared](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
-            SearchOptions options;
-            options.objective = r.objective == Objective::CostToTrain ? Objective::TimeToTrain : r.objective;
-            options.top_k = 1;
-            options.cancel = &cancel;
+            // The same terms and constraints; node types without a price cannot rank by cost.
+            PlanRequest base = r.plan;
+            base.objective = base.objective == Objective::CostToTrain ? Objective::TimeToTrain : base.objective;
+            base.top_k = 1;
+            SearchControl control;
+            control.cancel = &cancel;
             ExploreResult out;
             progress(0.0, QObject::tr("Sweeping %1 node counts...").arg(r.sweep_nodes.size()));
-            out.sweep = sweepNodes(r.problem, r.sweep_nodes, r.space, options);
+            out.sweep = sweepNodes(base, r.sweep_nodes, control);
             progress(0.5, QObject::tr("Comparing %1 node types...").arg(compared.size()));
-            out.comparison = compareProblems(compared, r.space, options);
+            out.comparison = compareProblems(base, compared, control);
             return out;
         };
     sweep_->start<ExploreResult>(work, [this](const ExploreResult& result) {
@@ -248,7 +252,7 @@ void MainWindow::refreshViews()
 {
     // Charts take their theme when built: rebuild the ones on screen.
     if (selected_ && result_)
-        details_->showPlan(problem_, *selected_);
+        details_->showPlan(pricePlan(result_->request, *selected_));
     if (result_)
         explore_->showSearch(*result_, selected_ ? &*selected_ : nullptr);
     explore_->refresh();
@@ -257,8 +261,10 @@ void MainWindow::refreshViews()
 void MainWindow::onPlanSelected(const Plan& plan)
 {
     selected_ = plan.layout;
-    details_->showPlan(problem_, plan.layout);
-    validate_->setPlan(problem_, plan.layout);
+    if (!result_)
+        return;
+    details_->showPlan(pricePlan(result_->request, plan.layout));
+    validate_->setPlan(result_->request, plan.layout);
     if (result_)
         explore_->showSearch(*result_, &plan.layout);
 }
@@ -281,11 +287,26 @@ bool MainWindow::openPlanFile(const QString& path, QString* error)
             *error = QString::fromStdString(joinErrors(errors));
         return false;
     }
-    selectAfterSearch_ = doc->best;
+    // The saved plans exactly: the file's request (terms, constraints, objective) in Setup, its
+    // layouts priced with its terms on every page; no new search until the setup is changed.
+    search_->cancel();
+    sweep_->cancel();
     selected_ = doc->best;
-    setup_->setProblem(doc->problem);
+    setup_->setRequest(doc->request);
+    showResult(savedResult(*doc), doc->best);
+    SearchRequest explore;
+    FieldErrors setupErrors;
+    if (const auto fromSetup = setup_->request(setupErrors)) {
+        explore = *fromSetup;
+        explore.plan = doc->request;
+        startExplore(explore);
+    }
     addRecentFile(path);
-    statusBar()->showMessage(tr("Opened %1").arg(path));
+    QString message = tr("Opened %1: the saved plans, priced with cost model %2")
+                          .arg(path, QString::fromStdString(doc->request.cost_model.name));
+    for (const std::string& note : doc->notes)
+        message += QStringLiteral("; ") + QString::fromStdString(note);
+    statusBar()->showMessage(message);
     return true;
 }
 
@@ -304,8 +325,7 @@ bool MainWindow::savePlanFile(const QString& path, QString* error) const
         if (it != ordered.top.end())
             std::rotate(ordered.top.begin(), it, it + 1);
     }
-    const QByteArray text =
-        QJsonDocument(planDocument(problem_, ordered, defaultCostModelParams().name)).toJson(QJsonDocument::Indented);
+    const QByteArray text = QJsonDocument(planDocument(ordered)).toJson(QJsonDocument::Indented);
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit()) {
         if (error)
@@ -362,16 +382,17 @@ QString MainWindow::exportReport(const QString& path, bool showProgress)
     ReportFormat format = ReportFormat::Html;
     if (const QString error = reportFormatFromPath(path, format); !error.isEmpty())
         return error;
+    const Problem& problem = result_->request.problem;
+    const Layout chosen = selected_ ? *selected_ : result_->best()->layout;
     ReportInput input;
-    input.problem = problem_;
-    input.chosen = selected_ ? *selected_ : result_->best()->layout;
+    input.chosen = pricePlan(result_->request, chosen);
     input.result = *result_;
     input.sweep = sweepResult_;
     input.title = tr("%1 on %2 x %3")
-                      .arg(QString::fromStdString(problem_.model.name))
-                      .arg(problem_.cluster.nodes)
-                      .arg(QString::fromStdString(problem_.cluster.node.name));
-    const std::string runName = validationRunName(problem_, input.chosen);
+                      .arg(QString::fromStdString(problem.model.name))
+                      .arg(problem.cluster.nodes)
+                      .arg(QString::fromStdString(problem.cluster.node.name));
+    const std::string runName = validationRunName(problem, chosen);
     for (const Catalog::ValidationRun& run : catalog_.validationRuns(1000))
         if (run.name == runName) {
             input.validation = run.document;

@@ -41,7 +41,9 @@ public:
     // True while a search, sweep or comparison runs.
     bool busy() const;
     const SearchResult* lastResult() const { return result_ ? &*result_ : nullptr; }
-    const Problem& lastProblem() const { return problem_; }
+    const Problem& lastProblem() const { return result_ ? result_->request.problem : noProblem_; }
+    // The request behind the plans shown (searched here or opened from a file).
+    const PlanRequest* lastRequest() const { return result_ ? &result_->request : nullptr; }
 
     bool openPlanFile(const QString& path, QString* error = nullptr);
     bool savePlanFile(const QString& path, QString* error = nullptr) const;
@@ -62,6 +64,9 @@ private:
     void startSearch();
     void startExplore(const SearchRequest& request);
     void onPlanSelected(const Plan& plan);
+    // Shows a search result (a fresh one, or the saved plans of an opened file) on every page,
+    // keeping the plan the user chose when it is still there.
+    void showResult(const SearchResult& result, const std::optional<Layout>& want);
     void refreshViews();
     void openPlanDialog();
     void savePlanDialog();
@@ -84,11 +89,10 @@ private:
     JobRunner* search_ = nullptr;
     JobRunner* sweep_ = nullptr;
 
-    Problem problem_;
+    Problem noProblem_;
     std::optional<SearchResult> result_;
     SweepResult sweepResult_;
     std::optional<Layout> selected_;
-    std::optional<Layout> selectAfterSearch_;  // from an opened plan file
     bool exploreBusy_ = false;
 };
 

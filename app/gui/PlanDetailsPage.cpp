@@ -1,6 +1,5 @@
 #include "PlanDetailsPage.h"
 #include "ChartAdapters.h"
-#include "CostModel.h"
 #include "DeviceMeshWidget.h"
 #include "PipelineSchedule.h"
 #include "PipelineTimelineWidget.h"
@@ -86,22 +85,19 @@ void PlanDetailsPage::clear(const QString& message)
     mesh_->setMesh({}, {});
 }
 
-void PlanDetailsPage::setProblem(const Problem& problem)
-{
-    problem_ = problem;
-    hasProblem_ = true;
-}
+void PlanDetailsPage::setRequest(const PlanRequest& request) { request_ = request; }
 
 void PlanDetailsPage::applyLayoutText()
 {
-    if (!hasProblem_)
+    if (!request_)
         return;
+    const Problem& problem = request_->problem;
     FieldErrors errors;
     Layout layout = parseLayout(layoutEdit_->text().toStdString(), errors);
     if (errors.empty()) {
-        resolveDataParallel(layout, problem_.cluster.devices(), errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
         if (errors.empty())
-            errors = validate(layout, problem_.model, problem_.cluster, problem_.training);
+            errors = validate(layout, problem.model, problem.cluster, problem.training);
     }
     if (!errors.empty()) {
         layoutErrors_->setText(QString::fromStdString(joinErrors(errors)));
@@ -109,19 +105,23 @@ void PlanDetailsPage::applyLayoutText()
         return;
     }
     layoutErrors_->hide();
-    showPlan(problem_, layout);
+    showPlan(pricePlan(*request_, layout));
 }
 
-void PlanDetailsPage::showPlan(const Problem& problem, const Layout& layout)
+void PlanDetailsPage::showPlan(const PricedPlan& plan)
 {
-    setProblem(problem);
+    plan_ = plan;
+    request_ = plan.request;
+    const Problem& problem = plan_.request.problem;
+    const Layout& layout = plan_.layout;
     layoutEdit_->setText(q(toString(layout)));
     layoutErrors_->hide();
-    const CostModel model(problem);
-    prediction_ = model.evaluate(layout);
-    const Prediction& p = prediction_;
-    summary_->setText(QStringLiteral("<b>%1</b><br>%2")
-                          .arg(q(toString(layout)).toHtmlEscaped(), predictionSummary(problem, p).toHtmlEscaped()));
+    const Prediction& p = plan_.prediction;
+    summary_->setText(QStringLiteral("<b>%1</b><br>%2<br><small>%3</small>")
+                          .arg(q(toString(layout)).toHtmlEscaped(), predictionSummary(problem, p).toHtmlEscaped(),
+                               tr("Cost model: %1; search constraints: %2")
+                                   .arg(q(plan_.request.cost_model.name), q(constraintsText(plan_.request.space)))
+                                   .toHtmlEscaped()));
     setStackedBarChart(memory_, memoryChartData(p));
     setStackedBarChart(time_, stepTimeChartData(p));
 
@@ -141,7 +141,7 @@ void PlanDetailsPage::showPlan(const Problem& problem, const Layout& layout)
 
     terms_->clear();
     std::map<std::string, QTreeWidgetItem*> figures;
-    for (const Term& term : model.explain(layout)) {
+    for (const Term& term : plan_.terms) {
         const bool bytes = term.figure.rfind("memory", 0) == 0;
         auto value = [&](double v) { return q(bytes ? formatBytes(v) : formatDuration(v)); };
         QTreeWidgetItem*& parent = figures[term.figure];

@@ -5,8 +5,11 @@
 
 #include "Layout.h"
 #include "PlanFigures.h"
+#include "PlanRequest.h"
 #include "Prediction.h"
 #include "Problem.h"
+
+#include <optional>
 
 #include <QWidget>
 
@@ -25,14 +28,16 @@ class PlanDetailsPage : public QWidget {
 public:
     explicit PlanDetailsPage(QWidget* parent = nullptr);
 
-    // Shows a layout of a problem; the layout field lets the user try any other by hand.
-    void showPlan(const Problem& problem, const Layout& layout);
-    void setProblem(const Problem& problem);
+    // Shows a priced plan as it is (the page never builds a cost model). The layout field lets
+    // the user try any other layout, priced by the same request's terms.
+    void showPlan(const PricedPlan& plan);
+    void setRequest(const PlanRequest& request);  // what a typed layout is priced by
     void clear(const QString& message);
     QLineEdit* layoutEdit() const { return layoutEdit_; }
     QLabel* layoutErrors() const { return layoutErrors_; }
 
-    const Prediction& prediction() const { return prediction_; }
+    const Prediction& prediction() const { return plan_.prediction; }
+    const PricedPlan& plan() const { return plan_; }
     QLabel* summary() const { return summary_; }
     QTreeWidget* terms() const { return terms_; }
     QList<QWidget*> charts() const;
@@ -40,9 +45,8 @@ public:
 private:
     void applyLayoutText();
 
-    Problem problem_;
-    bool hasProblem_ = false;
-    Prediction prediction_;
+    std::optional<PlanRequest> request_;
+    PricedPlan plan_;
     QLineEdit* layoutEdit_ = nullptr;
     QLabel* layoutErrors_ = nullptr;
     QLabel* summary_ = nullptr;

@@ -1,5 +1,6 @@
 #include "SetupPage.h"
 #include "Catalog.h"
+#include "CostModelParams.h"
 #include "EntrySummary.h"
 #include "ModelDialog.h"
 #include "ProblemOverview.h"
@@ -40,6 +41,24 @@ QSpinBox* spin(int value, int lo, int hi, QWidget* parent)
     s->setKeyboardTracking(false);  // re-search when a value is committed, not on every digit
     return s;
 }
+
+// "300e9" for 3e11: how people write token budgets (QString::number gives "3e+11"), exactly
+// the same number when read back.
+QString tokensText(double tokens)
+{
+    for (int exponent : {12, 9, 6, 3}) {
+        const double scale = std::pow(10.0, exponent);
+        if (tokens >= scale) {
+            const QString text = QString::number(tokens / scale, 'g', 15) + QStringLiteral("e%1").arg(exponent);
+            if (text.toDouble() == tokens)
+                return text;
+            break;
+        }
+    }
+    return QString::number(tokens, 'g', 17);
+}
+
+constexpr const char* kFileTermsKey = "\x01file";  // the combo's data for a plan file's own terms
 
 } // namespace
 
@@ -93,8 +112,13 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     objective_->addItem(tr("lowest cost to train"), int(Objective::CostToTrain));
     fix_ = new QLineEdit(this);
     fix_->setPlaceholderText(tr("e.g. tp=8,pp=4,recompute=selective"));
+    lower_ = new QLineEdit(this);
+    lower_->setPlaceholderText(tr("e.g. dp=8,mb=2"));
     upper_ = new QLineEdit(this);
     upper_->setPlaceholderText(tr("e.g. tp=16,pp=8"));
+    costModel_ = new QComboBox(this);
+    costModel_->setToolTip(tr("The cost model's efficiency terms: the built-in default (fitted on published "
+                              "training runs) or a profile saved by shardscope-cli calibrate --save NAME"));
     maxMemory_ = new QDoubleSpinBox(this);
     maxMemory_->setRange(0.1, 1.0);
     maxMemory_->setSingleStep(0.05);
@@ -111,7 +135,9 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
     recomputeRow->addStretch();
     auto* searchForm = new QFormLayout;
     searchForm->addRow(tr("Ob&jective"), objective_);
+    searchForm->addRow(tr("Cost model"), costModel_);
     searchForm->addRow(tr("Fi&x layout keys"), fix_);
+    searchForm->addRow(tr("Lower bounds"), lower_);
     searchForm->addRow(tr("Upper &bounds"), upper_);
     searchForm->addRow(tr("Max memor&y (fraction of HBM)"), maxMemory_);
     searchForm->addRow(tr("Min micro-batches per pipeline"), minMicroBatches_);
@@ -167,12 +193,12 @@ SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catal
         if (!loading_)
             debounce->start();
     };
-    for (QComboBox* c : {model_, node_, precision_, objective_})
+    for (QComboBox* c : {model_, node_, precision_, objective_, costModel_})
         connect(c, &QComboBox::currentIndexChanged, this, kick);
     for (QSpinBox* s : {nodes_, batch_, seq_, minMicroBatches_})
         connect(s, &QSpinBox::valueChanged, this, kick);
     connect(maxMemory_, &QDoubleSpinBox::valueChanged, this, kick);
-    for (QLineEdit* e : {tokens_, fix_, upper_, sweep_})
+    for (QLineEdit* e : {tokens_, fix_, lower_, upper_, sweep_})
         connect(e, &QLineEdit::textChanged, this, kick);
     for (QCheckBox* c : recompute_)
         connect(c, &QCheckBox::toggled, this, kick);
@@ -208,10 +234,34 @@ void SetupPage::reloadCatalog()
     model_->setCurrentIndex(m >= 0 ? m : 0);
     const int n = node_->findData(node.isEmpty() ? QStringLiteral("trn1.32xlarge") : node);
     node_->setCurrentIndex(n >= 0 ? n : 0);
+    reloadCostModels();
     loading_ = false;
 }
 
+void SetupPage::reloadCostModels()
+{
+    const bool wasLoading = loading_;
+    loading_ = true;
+    const QString current = costModel_->currentData().toString();
+    costModel_->clear();
+    costModel_->addItem(QString::fromStdString(defaultCostModelParams().name), QStringLiteral("default"));
+    for (const std::string& name : catalog_.costProfileNames())
+        costModel_->addItem(QString::fromStdString(name), QString::fromStdString(name));
+    if (fileTerms_)
+        costModel_->addItem(tr("%1 (from the plan file)").arg(QString::fromStdString(fileTerms_->name)),
+                            QLatin1String(kFileTermsKey));
+    const int i = costModel_->findData(current);
+    costModel_->setCurrentIndex(i >= 0 ? i : 0);
+    loading_ = wasLoading;
+}
+
 void SetupPage::setProblem(const Problem& problem)
+{
+    fillProblem(problem);
+    validateAndAnnounce();
+}
+
+void SetupPage::fillProblem(const Problem& problem)
 {
     loading_ = true;
     // A model from a plan file may not be in the catalog: show it as a temporary entry.
@@ -229,16 +279,54 @@ void SetupPage::setProblem(const Problem& problem)
     batch_->setValue(problem.training.global_batch);
     seq_->setValue(problem.training.seq_len);
     precision_->setCurrentIndex(precision_->findData(int(problem.training.precision)));
-    tokens_->setText(QString::number(problem.training.tokens_to_train, 'g', 6));
+    tokens_->setText(tokensText(problem.training.tokens_to_train));
     flash_->setChecked(problem.training.flash_attention);
     dropout_->setChecked(problem.training.dropout);
     loading_ = false;
+}
+
+void SetupPage::setRequest(const PlanRequest& request)
+{
+    fillProblem(request.problem);
+    loading_ = true;
+    objective_->setCurrentIndex(objective_->findData(int(request.objective)));
+    // The catalog's profile of the same name when its terms are the file's, else the file's own terms.
+    const CostModelParams& terms = request.cost_model;
+    std::optional<CostModelParams> stored;
+    try {
+        stored = costModelParamsNamed(catalog_, terms.name);
+    } catch (const std::exception&) {
+    }
+    fileTerms_.reset();
+    if (!stored || !(*stored == terms))
+        fileTerms_ = terms;
+    reloadCostModels();
+    const QString key = fileTerms_ ? QLatin1String(kFileTermsKey)
+                                   : (terms.name == defaultCostModelParams().name && terms == defaultCostModelParams()
+                                          ? QStringLiteral("default")
+                                          : QString::fromStdString(terms.name));
+    costModel_->setCurrentIndex(std::max(0, costModel_->findData(key)));
+    const SearchSpace& space = request.space;
+    fix_->setText(QString::fromStdString(fixedText(space)));
+    lower_->setText(QString::fromStdString(boundsText(space, false)));
+    upper_->setText(QString::fromStdString(boundsText(space, true)));
+    maxMemory_->setValue(space.max_memory_fraction);
+    minMicroBatches_->setValue(space.min_micro_batches);
+    const Recompute modes[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
+    for (int i = 0; i < 3; ++i)
+        recompute_[i]->setChecked(space.allows(modes[i]));
+    loading_ = false;
+    // Shown, not announced: the caller shows the saved plans of this very request.
+    FieldErrors errors;
+    if (const auto r = this->request(errors))
+        lastAnnounced_ = fingerprint(*r);
     validateAndAnnounce();
 }
 
 std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
 {
-    SearchRequest r;
+    SearchRequest out;
+    PlanRequest& r = out.plan;
     const QString modelKey = model_->currentData().toString();
     try {
         if (modelKey.startsWith(QLatin1Char('{'))) {  // a model from a file, kept as its document
@@ -272,7 +360,19 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
     r.objective = Objective(objective_->currentData().toInt());
     if (const std::string why = objectiveProblem(r.objective, r.problem); !why.empty())
         errors.push_back({"objective", why});
+    const QString terms = costModel_->currentData().toString();
+    if (terms == QLatin1String(kFileTermsKey) && fileTerms_) {
+        r.cost_model = *fileTerms_;
+    } else {
+        try {
+            r.cost_model = costModelParamsNamed(catalog_, terms.isEmpty() ? "default" : terms.toStdString());
+        } catch (const std::exception& e) {
+            errors.push_back({"cost_model", e.what()});
+        }
+    }
     for (const FieldError& e : applyFixed(r.space, fix_->text().toStdString(), "fix"))
+        errors.push_back(e);
+    for (const FieldError& e : applyBounds(r.space, lower_->text().toStdString(), false, "lower"))
         errors.push_back(e);
     for (const FieldError& e : applyBounds(r.space, upper_->text().toStdString(), true, "upper"))
         errors.push_back(e);
@@ -289,12 +389,23 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
     else
         for (const FieldError& e : applyRecomputeModes(r.space, modes, "recompute"))
             errors.push_back(e);
-    r.sweep_nodes = parseNodeCounts(sweep_->text().toStdString(), "sweep", errors);
+    out.sweep_nodes = parseNodeCounts(sweep_->text().toStdString(), "sweep", errors);
     for (const QListWidgetItem* item : compare_->selectedItems())
-        r.compare_nodes.push_back(item->data(Qt::UserRole).toString().toStdString());
+        out.compare_nodes.push_back(item->data(Qt::UserRole).toString().toStdString());
     if (!errors.empty())
         return std::nullopt;
-    return r;
+    return out;
+}
+
+QString SetupPage::fingerprint(const SearchRequest& r) const
+{
+    // The whole request (terms and constraints included) and the explore settings.
+    QString f = QString::fromUtf8(QJsonDocument(toJson(r.plan)).toJson(QJsonDocument::Compact));
+    for (int n : r.sweep_nodes)
+        f += QStringLiteral(",%1").arg(n);
+    for (const std::string& node : r.compare_nodes)
+        f += QStringLiteral(";") + QString::fromStdString(node);
+    return f;
 }
 
 void SetupPage::validateAndAnnounce()
@@ -303,7 +414,7 @@ void SetupPage::validateAndAnnounce()
     const auto r = request(errors);
     try {
         const QString key = model_->currentData().toString();
-        const ModelSpec m = key.startsWith(QLatin1Char('{')) ? (r ? r->problem.model : ModelSpec{})
+        const ModelSpec m = key.startsWith(QLatin1Char('{')) ? (r ? r->plan.problem.model : ModelSpec{})
                                                              : catalog_.model(key.toStdString());
         modelInfo_->setText(QString::fromStdString(summarize(m)));
     } catch (const std::exception&) {
@@ -316,20 +427,15 @@ void SetupPage::validateAndAnnounce()
         return;
     }
     messages_->setStyleSheet(QString());
-    overview_->setPlainText(QString::fromStdString(problemOverview(r->problem)));
+    overview_->setPlainText(QString::fromStdString(problemOverview(r->plan.problem)));
     messages_->setText(tr("%1 devices (%2 per node). The search runs on its own when the setup changes.")
-                           .arg(r->problem.cluster.devices())
-                           .arg(r->problem.cluster.node.devicesPerNode()));
+                           .arg(r->plan.problem.cluster.devices())
+                           .arg(r->plan.problem.cluster.node.devicesPerNode()));
     // Announce only real changes, so that re-validating does not restart a search.
-    const QString fingerprint =
-        QString::fromUtf8(QJsonDocument(toJson(r->problem)).toJson(QJsonDocument::Compact)) + fix_->text() +
-        upper_->text() + QString::number(maxMemory_->value()) + QString::number(minMicroBatches_->value()) +
-        objective_->currentText() + sweep_->text() + QString::number(recompute_[0]->isChecked()) +
-        QString::number(recompute_[1]->isChecked()) + QString::number(recompute_[2]->isChecked()) +
-        QString::number(compare_->selectedItems().size());
-    if (fingerprint == lastAnnounced_)
+    const QString now = fingerprint(*r);
+    if (now == lastAnnounced_)
         return;
-    lastAnnounced_ = fingerprint;
+    lastAnnounced_ = now;
     emit changed();
 }
 

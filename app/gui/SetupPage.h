@@ -4,6 +4,7 @@
 // a valid setup is announced (changed()), so a bad value never starts a search.
 #pragma once
 
+#include "PlanRequest.h"
 #include "Problem.h"
 #include "SearchSpace.h"
 
@@ -27,9 +28,7 @@ namespace shardscope {
 class Catalog;
 
 struct SearchRequest {
-    Problem problem;
-    SearchSpace space;
-    Objective objective = Objective::Throughput;
+    PlanRequest plan;                       // problem, cost-model terms, constraints, objective
     std::vector<int> sweep_nodes;           // node counts for the scaling curve
     std::vector<std::string> compare_nodes;  // node types for the comparison
 };
@@ -41,8 +40,13 @@ public:
 
     // The setup as a request, or nothing with every problem listed in `errors`.
     std::optional<SearchRequest> request(FieldErrors& errors) const;
-    void setProblem(const Problem& problem);  // e.g. from an opened plan file
+    void setProblem(const Problem& problem);  // the problem only; announces the change
+    // Every field from a saved request (e.g. an opened plan file): problem, cost model (the
+    // file's own terms when the catalog has no identical profile), constraints and objective.
+    // Does not announce a change: the caller shows the saved plans instead of searching.
+    void setRequest(const PlanRequest& request);
     void reloadCatalog();
+    void reloadCostModels();  // the catalog's profiles (e.g. after a calibration), keeping the choice
 
     QLabel* messages() const { return messages_; }
     QComboBox* modelBox() const { return model_; }
@@ -51,12 +55,18 @@ public:
     QSpinBox* batchBox() const { return batch_; }
     QSpinBox* seqBox() const { return seq_; }
     QLineEdit* fixEdit() const { return fix_; }
+    QLineEdit* lowerEdit() const { return lower_; }
+    QLineEdit* upperEdit() const { return upper_; }
+    QComboBox* costModelBox() const { return costModel_; }
+    QDoubleSpinBox* maxMemoryBox() const { return maxMemory_; }
 
 signals:
     void changed();  // the setup is valid and differs from the last announced one
 
 private:
     void validateAndAnnounce();
+    void fillProblem(const Problem& problem);
+    QString fingerprint(const SearchRequest& request) const;
     void editModel(bool create);
 
     Catalog& catalog_;
@@ -72,7 +82,10 @@ private:
     QCheckBox* dropout_ = nullptr;
     QComboBox* objective_ = nullptr;
     QLineEdit* fix_ = nullptr;
+    QLineEdit* lower_ = nullptr;
     QLineEdit* upper_ = nullptr;
+    QComboBox* costModel_ = nullptr;        // "default", the catalog's profiles, or a plan file's terms
+    std::optional<CostModelParams> fileTerms_;  // the terms of an opened plan not in the catalog
     QDoubleSpinBox* maxMemory_ = nullptr;
     QSpinBox* minMicroBatches_ = nullptr;
     QCheckBox* recompute_[3] = {};

@@ -120,7 +120,7 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
         progress_->setFormat(text);
     });
     connect(job_, &JobRunner::finished, this, [this](quint64, bool cancelled) {
-        run_->setEnabled(problem_.has_value());
+        run_->setEnabled(request_.has_value());
         calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
         if (cancelled) {
@@ -129,7 +129,7 @@ ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent),
         }
     });
     connect(job_, &JobRunner::failed, this, [this](quint64, const QString& message) {
-        run_->setEnabled(problem_.has_value());
+        run_->setEnabled(request_.has_value());
         calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
         progress_->setFormat(tr("failed: %1").arg(message));
@@ -144,9 +144,10 @@ QList<QWidget*> ValidatePage::charts() const { return {lossChart_, errorChart_};
 
 bool ValidatePage::busy() const { return job_->busy(); }
 
-void ValidatePage::setPlan(const Problem& problem, const Layout& layout)
+void ValidatePage::setPlan(const PlanRequest& request, const Layout& layout)
 {
-    problem_ = problem;
+    request_ = request;
+    const Problem& problem = request.problem;
     layout_ = layout;
     run_->setEnabled(!job_->busy());
     caseLabel_->setText(tr("Plan: %1 on %2 x %3, %4")
@@ -241,11 +242,11 @@ void ValidatePage::addLoss(int step, double loss)
 
 void ValidatePage::start()
 {
-    if (!problem_ || job_->busy())
+    if (!request_ || job_->busy())
         return;
     ScaledCase scaled;
     try {
-        scaled = scaledValidationCase(*problem_, layout_, steps_);
+        scaled = scaledValidationCase(request_->problem, layout_, steps_, request_->cost_model);
     } catch (const std::exception& e) {
         progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
         return;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "Layout.h"
+#include "PlanRequest.h"
 #include "Problem.h"
 #include "Validation.h"
 
@@ -29,8 +30,9 @@ class ValidatePage : public QWidget {
 public:
     ValidatePage(Catalog& catalog, QWidget* parent = nullptr);
 
-    // The plan to validate (the selected one).
-    void setPlan(const Problem& problem, const Layout& layout);
+    // The plan to validate (the selected one) and the request it was made with: the full-size
+    // plan's memory pressure, which the scaled case reproduces, is priced by its terms.
+    void setPlan(const PlanRequest& request, const Layout& layout);
     void start();
     void cancel();
     // Runs the built-in validation suite on the engine (off the GUI thread, with progress and
@@ -42,6 +44,7 @@ public:
     void setSteps(int steps) { steps_ = steps; }
 
     const std::optional<ValidationResult>& result() const { return result_; }
+    const std::optional<PlanRequest>& planRequest() const { return request_; }
     QPushButton* runButton() const { return run_; }
     QPushButton* cancelButton() const { return cancel_; }
     QTableWidget* metricsTable() const { return metrics_; }
@@ -67,7 +70,7 @@ private:
 
     Catalog& catalog_;
     JobRunner* job_ = nullptr;
-    std::optional<Problem> problem_;
+    std::optional<PlanRequest> request_;
     Layout layout_;
     int steps_ = 20;
     std::optional<ValidationResult> result_;

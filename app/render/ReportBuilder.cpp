@@ -1,7 +1,6 @@
 #include "ReportBuilder.h"
 #include "ChartAdapters.h"
 #include "ChartData.h"
-#include "CostModel.h"
 #include "DeviceMeshWidget.h"
 #include "PipelineTimelineWidget.h"
 #include "PlanFigures.h"
@@ -113,7 +112,8 @@ void ReportBuilder::runStep(int step)
     if (step >= names.size())
         return;
     const QString name = names[step];
-    const Prediction prediction = CostModel::evaluate(in_.problem, in_.chosen);
+    const Prediction& prediction = in_.chosen.prediction;
+    const Layout& chosen = in_.chosen.layout;
     std::unique_ptr<QWidget> widget;
     QString caption;
     if (name == QLatin1String("memory")) {
@@ -125,10 +125,10 @@ void ReportBuilder::runStep(int step)
     } else if (name == QLatin1String("pipeline-timeline")) {
         auto* timeline = new PipelineTimelineWidget;
         try {
-            timeline->setTimeline(pipelineTimelineFor(in_.chosen, prediction),
+            timeline->setTimeline(pipelineTimelineFor(chosen, prediction),
                                   QObject::tr("Pipeline schedule: %1, %2 stages, %3 micro-batches")
-                                      .arg(QLatin1String(toString(in_.chosen.schedule)))
-                                      .arg(in_.chosen.pp)
+                                      .arg(QLatin1String(toString(chosen.schedule)))
+                                      .arg(chosen.pp)
                                       .arg(prediction.micro_batches));
         } catch (const std::exception& e) {
             timeline->setTimeline({}, QString::fromUtf8(e.what()));
@@ -137,11 +137,11 @@ void ReportBuilder::runStep(int step)
         caption = QObject::tr("Forward and backward passes of each micro-batch on each stage over one step; grey is idle.");
     } else if (name == QLatin1String("device-mesh")) {
         auto* mesh = new DeviceMeshWidget;
-        mesh->setMesh(in_.problem, in_.chosen);
+        mesh->setMesh(in_.chosen.request.problem, chosen);
         widget.reset(mesh);
         caption = QObject::tr("Devices coloured by pipeline stage; which groups' traffic stays inside a node.");
     } else if (name == QLatin1String("pareto-step-memory")) {
-        widget.reset(makeXYChart(paretoChartData(in_.result, &in_.chosen)));
+        widget.reset(makeXYChart(paretoChartData(in_.result, &chosen)));
         caption = QObject::tr("Layouts no other layout beats in both step time and memory; the chosen one in red.");
     } else {
         widget.reset(makeXYChart(scalingChartData(in_.sweep)));
@@ -177,10 +177,9 @@ void ReportBuilder::runStep(int step)
 
 QString ReportBuilder::html(bool forPdf) const
 {
-    const Problem& p = in_.problem;
-    const Layout& l = in_.chosen;
-    const CostModel model(p);
-    const Prediction pr = model.evaluate(l);
+    const Problem& p = in_.chosen.request.problem;
+    const Layout& l = in_.chosen.layout;
+    const Prediction& pr = in_.chosen.prediction;
     const QString filesDir = QFileInfo(path_).completeBaseName() + QStringLiteral("_files");
 
     auto imageSource = [&](const Chart& c) {
@@ -221,6 +220,9 @@ QString ReportBuilder::html(bool forPdf) const
                                      .arg(p.training.seq_len)
                                      .arg(QLatin1String(toString(p.training.precision)))
                                      .arg(q(formatSi(p.training.tokens_to_train, ""))));
+    // The request the figures come from: the terms and the constraints the plan was made with.
+    row(QObject::tr("Cost model"), q(in_.chosen.request.cost_model.name));
+    row(QObject::tr("Constraints"), q(constraintsText(in_.chosen.request.space)));
     h += QStringLiteral("</table>\n");
 
     // The chosen layout and why.
@@ -290,7 +292,7 @@ QString ReportBuilder::html(bool forPdf) const
     // The terms.
     h += QStringLiteral("<h2>Where the figures come from</h2>\n<table><tr><th>figure</th><th>term</th><th>value</th>"
                         "<th>how</th></tr>\n");
-    for (const Term& t : model.explain(l)) {
+    for (const Term& t : in_.chosen.terms) {
         const bool bytes = t.figure.rfind("memory", 0) == 0;
         h += QStringLiteral("<tr><td>%1</td><td>%2</td><td class=n>%3</td><td>%4</td></tr>\n")
                  .arg(esc(q(t.figure)), esc(q(t.name)),

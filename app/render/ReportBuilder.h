@@ -29,8 +29,7 @@ enum class ReportFormat { Html, Pdf };
 enum class ChartFormat { Png, Svg };
 
 struct ReportInput {
-    Problem problem;
-    Layout chosen;
+    PricedPlan chosen;     // the reported plan, priced by its request's terms (problem included)
     SearchResult result;   // alternatives and the Pareto front; may be empty
     SweepResult sweep;     // the scaling curve; may be empty
     QString title;

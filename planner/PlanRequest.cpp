@@ -1,0 +1,165 @@
+#include "PlanRequest.h"
+#include "JsonReader.h"
+#include "SpecEnums.h"
+#include "SpecJson.h"
+
+#include <QJsonArray>
+
+namespace shardscope {
+
+PricedPlan pricePlan(const PlanRequest& request, const Layout& layout)
+{
+    const CostModel model(request.problem, request.cost_model);
+    PricedPlan p{request, layout, model.evaluate(layout), model.explain(layout)};
+    return p;
+}
+
+Prediction predictLayout(const PlanRequest& request, const Layout& layout)
+{
+    return CostModel(request.problem, request.cost_model).evaluate(layout);
+}
+
+namespace {
+
+struct BoundsKey {
+    const char* key;
+    IntBounds SearchSpace::*member;
+    int minimum;
+};
+constexpr BoundsKey kBoundsKeys[] = {
+    {"dp", &SearchSpace::dp, 1}, {"tp", &SearchSpace::tp, 1}, {"pp", &SearchSpace::pp, 1},
+    {"cp", &SearchSpace::cp, 1}, {"mb", &SearchSpace::mb, 1}, {"v", &SearchSpace::v, 1},
+    {"zero", &SearchSpace::zero, 0},
+};
+
+template <class E, size_t N>
+QJsonArray namesJson(const std::array<EnumName<E>, N>& table, const std::vector<E>& values)
+{
+    QJsonArray a;
+    for (E v : values)
+        a.append(QLatin1String(enumToString<E>(table, v)));
+    return a;
+}
+
+// A non-empty list of distinct names of `table`; the default list when the key is absent.
+template <class E, size_t N>
+std::vector<E> namesFromJson(const QJsonObject& json, const char* key, const std::array<EnumName<E>, N>& table,
+                             const std::vector<E>& fallback, const std::string& path, FieldErrors& errors)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined())
+        return fallback;
+    const std::string at = path + "." + key;
+    if (!v.isArray() || v.toArray().isEmpty()) {
+        errors.push_back({at, "must be a non-empty array of names (" + enumChoices<E>(table) + ")"});
+        return fallback;
+    }
+    std::vector<E> out;
+    const QJsonArray a = v.toArray();
+    for (qsizetype i = 0; i < a.size(); ++i) {
+        const std::string name = a[i].toString().toStdString();
+        const auto e = enumFromString<E>(table, name);
+        if (!a[i].isString() || !e)
+            errors.push_back({at + "[" + std::to_string(i) + "]",
+                              "unknown value \"" + name + "\" (" + enumChoices<E>(table) + ")"});
+        else if (std::find(out.begin(), out.end(), *e) == out.end())
+            out.push_back(*e);
+    }
+    return out.empty() ? fallback : out;
+}
+
+} // namespace
+
+QJsonObject toJson(const SearchSpace& s)
+{
+    QJsonObject bounds;
+    for (const BoundsKey& k : kBoundsKeys) {
+        const IntBounds& b = s.*(k.member);
+        bounds.insert(QLatin1String(k.key),
+                      QJsonArray{b.lo, b.hi == INT_MAX ? QJsonValue(QJsonValue::Null) : QJsonValue(b.hi)});
+    }
+    return QJsonObject{
+        {"bounds", bounds},
+        {"zero_group", s.zero_group ? QJsonValue(*s.zero_group) : QJsonValue(QJsonValue::Null)},
+        {"sequence_parallel", s.sequence_parallel ? QJsonValue(*s.sequence_parallel) : QJsonValue(QJsonValue::Null)},
+        {"schedules", namesJson(kScheduleNames, s.schedules)},
+        {"recompute", namesJson(kRecomputeNames, s.recomputes)},
+        {"offload", namesJson(kOffloadNames, s.offloads)},
+        {"max_memory_fraction", s.max_memory_fraction},
+        {"min_micro_batches", s.min_micro_batches},
+        {"constraints", QString::fromStdString(constraintsText(s))},
+    };
+}
+
+SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    SearchSpace s;
+    JsonReader r(json, path, errors);
+    r.rejectUnknownKeys({"bounds", "zero_group", "sequence_parallel", "schedules", "recompute", "offload",
+                         "max_memory_fraction", "min_micro_batches", "constraints"});
+    const JsonReader bounds = r.object("bounds", false);
+    for (const BoundsKey& k : kBoundsKeys) {
+        const QJsonValue v = bounds.json().value(QLatin1String(k.key));
+        if (v.isUndefined())
+            continue;
+        const std::string at = bounds.fieldPath(k.key);
+        const QJsonArray a = v.toArray();
+        const bool hiOpen = a.size() == 2 && a[1].isNull();
+        const bool shape = v.isArray() && a.size() == 2 && a[0].isDouble() && (a[1].isDouble() || hiOpen);
+        const double lo = shape ? a[0].toDouble() : 0, hi = shape && !hiOpen ? a[1].toDouble() : double(INT_MAX);
+        if (!shape || lo != double(int(lo)) || hi != double(int(hi)) || lo < k.minimum || hi < lo) {
+            errors.push_back({at, "must be [lo, hi] with integers " + std::to_string(k.minimum) +
+                                      " <= lo <= hi, or [lo, null] for no upper bound"});
+            continue;
+        }
+        s.*(k.member) = IntBounds{int(lo), int(hi)};
+    }
+    const QJsonValue group = json.value(QLatin1String("zero_group"));
+    if (group.isDouble() && group.toDouble() >= 0 && group.toDouble() == double(int(group.toDouble())))
+        s.zero_group = int(group.toDouble());
+    else if (!group.isNull() && !group.isUndefined())
+        r.error("zero_group", "must be a shard-group size (0 or positive) or null");
+    const QJsonValue sp = json.value(QLatin1String("sequence_parallel"));
+    if (sp.isBool())
+        s.sequence_parallel = sp.toBool();
+    else if (!sp.isNull() && !sp.isUndefined())
+        r.error("sequence_parallel", "must be true, false or null");
+    s.schedules = namesFromJson(json, "schedules", kScheduleNames, s.schedules, path, errors);
+    s.recomputes = namesFromJson(json, "recompute", kRecomputeNames, s.recomputes, path, errors);
+    s.offloads = namesFromJson(json, "offload", kOffloadNames, s.offloads, path, errors);
+    s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
+    s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
+    return s;
+}
+
+QJsonObject toJson(const PlanRequest& request)
+{
+    return QJsonObject{{"problem", toJson(request.problem)},
+                       {"cost_model", toJson(request.cost_model)},
+                       {"space", toJson(request.space)},
+                       {"objective", toString(request.objective)},
+                       {"top_k", request.top_k}};
+}
+
+std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    const size_t before = errors.size();
+    JsonReader r(json, path, errors);
+    r.rejectUnknownKeys({"problem", "cost_model", "space", "objective", "top_k"});
+    PlanRequest request;
+    auto problem = problemFromJson(r.object("problem", true).json(), r.fieldPath("problem"), errors);
+    request.cost_model = costModelParamsFromJson(r.object("cost_model", true).json(), r.fieldPath("cost_model"), errors);
+    request.space = searchSpaceFromJson(r.object("space", false).json(), r.fieldPath("space"), errors);
+    const std::string objective = r.string("objective", true);
+    if (auto o = objectiveFromString(objective))
+        request.objective = *o;
+    else if (!objective.empty())
+        r.error("objective", "unknown value \"" + objective + "\" (one of: throughput, time, cost)");
+    request.top_k = r.integer("top_k", 10, false, 1, 1000);
+    if (errors.size() != before || !problem)
+        return std::nullopt;
+    request.problem = *problem;
+    return request;
+}
+
+} // namespace shardscope
