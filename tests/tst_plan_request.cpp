@@ -1,0 +1,296 @@
+// The plan request travels whole: a plan made with a non-default cost-model profile and
+// search constraints is saved, reopened by every consumer (predict, export, report and
+// validate --plan), and each shows the same layout, step time and memory to the last digit;
+// old plan files still open; the JSON forms of the request and its space round-trip.
+#include "Catalog.h"
+#include "CostModel.h"
+#include "CostModelParams.h"
+#include "PlanJson.h"
+#include "PlanRequest.h"
+#include "Search.h"
+#include "SpecJson.h"
+#include "Sweep.h"
+#include "Units.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+using namespace shardscope;
+
+namespace {
+
+// A profile that prices every plan differently from the default.
+CostModelParams testProfile()
+{
+    CostModelParams p = defaultCostModelParams();
+    p.name = "request-test";
+    p.dp_overlap = 0.2;
+    p.matmul_half_dim = 2 * p.matmul_half_dim + 96;
+    p.inter_node_efficiency *= 0.7;
+    return p;
+}
+
+} // namespace
+
+class TstPlanRequest : public QObject {
+    Q_OBJECT
+    std::unique_ptr<QTemporaryDir> dir_;
+    std::unique_ptr<Catalog> catalog_;
+
+    struct RunResult {
+        int exitCode = -1;
+        QByteArray out, err;
+    };
+
+    RunResult cli(const QStringList& args) const
+    {
+        QProcess p;
+        p.setWorkingDirectory(dir_->path());
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH),
+                QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("catalog.sqlite"))} + args);
+        RunResult r;
+        if (!p.waitForStarted(-1))
+            return r;
+        if (!p.waitForFinished(300'000)) {  // a safety net only: no timing is asserted
+            p.kill();
+            p.waitForFinished(-1);
+            return r;
+        }
+        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = p.readAllStandardOutput();
+        r.err = p.readAllStandardError();
+        return r;
+    }
+
+    QJsonObject readJson(const QString& path) const
+    {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject{};
+    }
+
+    Problem problem() const
+    {
+        Problem p;
+        p.model = catalog_->model("gpt3-13b");
+        p.cluster.node = catalog_->node("p5.48xlarge");
+        p.cluster.nodes = 2;
+        p.training.global_batch = 32;
+        p.training.seq_len = 2048;
+        p.training.tokens_to_train = 300e9;
+        return p;
+    }
+
+    const QStringList problemArgs{"--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "2",
+                                  "--global-batch", "32", "--seq", "2048"};
+    const QStringList constraintArgs{"--fix", "cp=1,zero=1,schedule=1f1b", "--min", "pp=2", "--max", "tp=4", "--max-mem", "0.9",
+                                     "--recompute", "selective,full", "--cost-model", "request-test"};
+
+private slots:
+    void initTestCase()
+    {
+        dir_ = std::make_unique<QTemporaryDir>();
+        QVERIFY(dir_->isValid());
+        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        catalog_->storeCostProfile(testProfile().name, toJson(testProfile()));
+    }
+    void cleanupTestCase()
+    {
+        catalog_.reset();
+        dir_.reset();
+    }
+
+    void searchSpaceTextIsTheInverseOfTheConstraints()
+    {
+        SearchSpace s;
+        QVERIFY(applyFixed(s, "tp=8,cp=1,zero_group=0,sp=on,schedule=interleaved,offload=none").empty());
+        QVERIFY(applyBounds(s, "pp=2,dp=4,mb=2", false, "min").empty());
+        QVERIFY(applyBounds(s, "pp=16,v=4,zero=2", true, "max").empty());
+        QVERIFY(applyRecomputeModes(s, "selective,full").empty());
+        SearchSpace back;
+        QVERIFY(applyFixed(back, fixedText(s)).empty());
+        QVERIFY(applyBounds(back, boundsText(s, false), false, "min").empty());
+        QVERIFY(applyBounds(back, boundsText(s, true), true, "max").empty());
+        QVERIFY(applyRecomputeModes(back, recomputeModesText(s)).empty());
+        back.max_memory_fraction = s.max_memory_fraction;
+        back.min_micro_batches = s.min_micro_batches;
+        QVERIFY(back == s);
+        QCOMPARE(fixedText(SearchSpace{}), std::string());
+        QCOMPARE(constraintsText(SearchSpace{}), std::string("none"));
+        QCOMPARE(constraintsText(s), std::string("--fix tp=8,cp=1,zero_group=0,sp=on,schedule=interleaved,offload=none "
+                                                 "--min dp=4,pp=2,mb=2 --max pp=16,zero=2,v=4 --recompute selective,full"));
+    }
+
+    void requestJsonRoundTrips()
+    {
+        PlanRequest r;
+        r.problem = problem();
+        r.cost_model = testProfile();
+        QVERIFY(applyFixed(r.space, "cp=1,zero=1,sp=off").empty());
+        QVERIFY(applyBounds(r.space, "tp=4", true, "max").empty());
+        r.space.max_memory_fraction = 0.85;
+        r.space.min_micro_batches = 4;
+        r.objective = Objective::TimeToTrain;
+        r.top_k = 7;
+        const QByteArray text = QJsonDocument(toJson(r)).toJson();
+        FieldErrors errors;
+        const auto back = planRequestFromJson(QJsonDocument::fromJson(text).object(), "request", errors);
+        QVERIFY2(back, joinErrors(errors).c_str());
+        QVERIFY(back->problem == r.problem);
+        QVERIFY(back->cost_model == r.cost_model);  // every term, to the last bit
+        QVERIFY(back->space == r.space);
+        QVERIFY(*back == r);
+
+        // Bad spaces are refused with the field named.
+        QJsonObject json = toJson(r);
+        QJsonObject space = json.value("space").toObject();
+        QJsonObject bounds = space.value("bounds").toObject();
+        bounds.insert("tp", QJsonArray{4, 2});
+        space.insert("bounds", bounds);
+        space.insert("recompute", QJsonArray{"sometimes"});
+        json.insert("space", space);
+        errors.clear();
+        QVERIFY(!planRequestFromJson(json, "request", errors));
+        const QString all = QString::fromStdString(joinErrors(errors));
+        QVERIFY2(all.contains("request.space.bounds.tp") && all.contains("request.space.recompute[0]"), qPrintable(all));
+    }
+
+    void savedPlansArePricedAsSearched()
+    {
+        PlanRequest r;
+        r.problem = problem();
+        r.cost_model = testProfile();
+        QVERIFY(applyFixed(r.space, "cp=1").empty());
+        r.top_k = 5;
+        const SearchResult searched = search(r);
+        QVERIFY(searched.best());
+        QVERIFY(searched.request == r);
+        const QByteArray text = QJsonDocument(planDocument(searched)).toJson();
+        FieldErrors errors;
+        const auto doc = planDocumentFromJson(QJsonDocument::fromJson(text).object(), "plan", errors);
+        QVERIFY2(doc, joinErrors(errors).c_str());
+        QVERIFY(doc->notes.empty());
+        QVERIFY(doc->request == r);
+        const SearchResult saved = savedResult(*doc);
+        QCOMPARE(saved.top.size(), searched.top.size());
+        for (size_t i = 0; i < saved.top.size(); ++i) {
+            QVERIFY(saved.top[i].layout == searched.top[i].layout);
+            QCOMPARE(saved.top[i].prediction.step_time_s, searched.top[i].prediction.step_time_s);
+            QCOMPARE(saved.top[i].prediction.memory_bytes.total(), searched.top[i].prediction.memory_bytes.total());
+        }
+        QCOMPARE(saved.pareto_step_memory.size(), searched.pareto_step_memory.size());
+        QCOMPARE(saved.stats.evaluated, searched.stats.evaluated);
+        // The default terms would say otherwise: the file's terms are the ones used.
+        QVERIFY(CostModel(r.problem).evaluate(searched.best()->layout).step_time_s !=
+                saved.best()->prediction.step_time_s);
+    }
+
+    void planVersion1StillOpens()
+    {
+        // What ShardScope wrote before plan/2: a problem, an objective, a profile's name only.
+        const Problem p = problem();
+        const SearchResult r = search(p, SearchSpace{}, SearchOptions{});
+        QVERIFY(r.best());
+        QJsonObject old{{"schema", "shardscope.plan/1"},
+                        {"problem", toJson(p)},
+                        {"objective", "throughput"},
+                        {"cost_model", "engine-20261129"},
+                        {"best", QJsonObject{{"layout", toJson(r.best()->layout)}}},
+                        {"alternatives", QJsonArray{}}};
+        FieldErrors errors;
+        const auto doc = planDocumentFromJson(old, "old.json", errors);
+        QVERIFY2(doc, joinErrors(errors).c_str());
+        QCOMPARE(doc->version, 1);
+        QVERIFY(doc->request.cost_model == defaultCostModelParams());
+        QVERIFY(doc->request.space == SearchSpace{});
+        QCOMPARE(doc->notes.size(), size_t(1));
+        const QString note = QString::fromStdString(doc->notes.front());
+        QVERIFY2(note.contains("default terms") && note.contains("without constraints") &&
+                     note.contains("engine-20261129"),
+                 qPrintable(note));
+        QCOMPARE(savedResult(*doc).best()->prediction.step_time_s, r.best()->prediction.step_time_s);
+    }
+
+    void everyConsumerShowsTheSavedPlan()
+    {
+        const QString planPath = dir_->filePath(QStringLiteral("plan.json"));
+        RunResult run = cli(QStringList{"plan"} + problemArgs + constraintArgs + QStringList{"--out", planPath});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const QJsonObject plan = readJson(planPath);
+        QCOMPARE(plan.value("schema").toString(), QStringLiteral("shardscope.plan/2"));
+        const QJsonObject request = plan.value("request").toObject();
+        QCOMPARE(request.value("cost_model").toObject().value("name").toString(), QStringLiteral("request-test"));
+        QCOMPARE(request.value("cost_model").toObject().value("dp_overlap").toDouble(), testProfile().dp_overlap);
+        QCOMPARE(request.value("space").toObject().value("constraints").toString(),
+                 QStringLiteral("--fix cp=1,zero=1,schedule=1f1b --min pp=2 --max tp=4 --recompute selective,full --max-mem 0.9"));
+        const QJsonObject best = plan.value("best").toObject();
+        const QString layoutText = best.value("layout_text").toString();
+        const double step = best.value("prediction").toObject().value("step_time_s").toDouble();
+        const double memory =
+            best.value("prediction").toObject().value("memory_bytes").toObject().value("total").toDouble();
+        FieldErrors none;
+        const Layout layout = *layoutFromJson(best.value("layout").toObject(), "", none);
+        QVERIFY(layout.cp == 1 && layout.zero_stage == 1 && layout.pp >= 2 && layout.tp <= 4);
+        QVERIFY(layout.recompute != Recompute::None);
+        // The unconstrained search with the default terms picks another layout, or prices it otherwise.
+        const SearchResult free = search(problem(), SearchSpace{}, SearchOptions{});
+        QVERIFY(free.best());
+        QVERIFY(!(free.best()->layout == layout) || free.best()->prediction.step_time_s != step);
+
+        // predict --plan: the same figures, to the last digit, with the file's terms.
+        run = cli({"predict", "--plan", planPath, "--json"});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const QJsonObject predicted = QJsonDocument::fromJson(run.out).object();
+        QCOMPARE(predicted.value("cost_model").toString(), QStringLiteral("request-test"));
+        QCOMPARE(predicted.value("step_time_s").toDouble(), step);
+        QCOMPARE(predicted.value("memory_bytes").toObject().value("total").toDouble(), memory);
+        // Other terms for a plan file are refused by name.
+        run = cli({"predict", "--plan", planPath, "--cost-model", "default"});
+        QCOMPARE(run.exitCode, 2);
+        QVERIFY2(run.err.contains("carries its own cost-model terms"), run.err.constData());
+
+        // export --plan: the saved layout.
+        run = cli({"export", "--plan", planPath, "--format", "megatron"});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        QVERIFY2(run.out.contains(("# layout " + toString(layout)).c_str()), run.out.constData());
+
+        // report --plan: the saved plan, its terms and constraints.
+        const QString reportPath = dir_->filePath(QStringLiteral("report.html"));
+        run = cli({"report", "--plan", planPath, "--out", reportPath});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        QFile f(reportPath);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString html = QString::fromUtf8(f.readAll());
+        QVERIFY(html.contains(layoutText));
+        QVERIFY(html.contains("request-test"));
+        QVERIFY(html.contains("--fix cp=1,zero=1,schedule=1f1b --min pp=2 --max tp=4"));
+        QVERIFY(html.contains(QString::fromStdString(formatDuration(step))));
+        QVERIFY(html.contains(QStringLiteral("Rank 1 of")));
+
+        // validate --plan: the full-size plan's memory pressure priced by the file's terms.
+        run = cli({"validate", "--plan", planPath, "--steps", "2", "--json"});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const QJsonObject validation = QJsonDocument::fromJson(run.out).object();
+        const QJsonObject full = validation.value("full_size").toObject();
+        QCOMPARE(full.value("cost_model").toString(), QStringLiteral("request-test"));
+        QCOMPARE(full.value("layout").toString(), layoutText);
+        QCOMPARE(full.value("prediction").toObject().value("step_time_s").toDouble(), step);
+        QCOMPARE(full.value("prediction").toObject().value("memory_bytes").toObject().value("total").toDouble(), memory);
+
+        // A sweep and a comparison write their request too.
+        run = cli(QStringList{"sweep", "--model", "gpt3-13b", "--node-type", "p5.48xlarge", "--nodes", "1,2",
+                              "--global-batch", "32", "--seq", "2048", "--cost-model", "request-test", "--json"});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const QJsonObject sweep = QJsonDocument::fromJson(run.out).object();
+        QCOMPARE(sweep.value("request").toObject().value("cost_model").toObject().value("name").toString(),
+                 QStringLiteral("request-test"));
+    }
+};
+
+QTEST_MAIN(TstPlanRequest)
+#include "tst_plan_request.moc"
