@@ -63,6 +63,12 @@ const std::vector<std::string>& validationTableMetrics();
 
 // Runs the engine and the planner on one case. `cancel` stops the engine run.
 // `onStep` is called after every training step (on a worker thread).
+// The suite's emulated device unless the user names another (validate --suite, calibrate
+// --engine, the GUI's calibration): Trainium scaled down so that the suite's small models feel
+// the memory pressure of real plans.
+inline constexpr const char* kSuiteChip = "trainium1";
+inline constexpr double kSuiteChipScale = 1e-3;
+
 ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base = defaultCostModelParams(),
                                const std::atomic<bool>* cancel = nullptr, const engine::StepCallback& onStep = {});
 

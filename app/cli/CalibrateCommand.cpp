@@ -1,6 +1,7 @@
 // shardscope-cli calibrate: the cost model against the published runs of
 // calibration-cases.md, and (with --fit) a least-squares fit of its efficiency terms.
 #include "Calibration.h"
+#include "EngineCalibration.h"
 #include "EngineFit.h"
 #include "HostProfileCache.h"
 #include "Validation.h"
@@ -84,7 +85,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 {
     Catalog catalog(ctx.db_path);
     const bool fromHistory = a.flag("from-history");
-    const double holdout = a.number("holdout", 0.3, 0, 0.9);
+    const double holdout = a.number("holdout", kCalibrationHoldout, 0, 0.9);
     std::vector<ValidationResult> results;
     std::string source;
     if (fromHistory) {
@@ -95,18 +96,21 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                              "requests (run `shardscope-cli validate --suite` first)" +
                              (skipped ? " (" + std::to_string(skipped) + " older cases without requests)" : std::string()));
         source = "history (" + std::to_string(results.size()) + " cases)";
-    } else {
-        const engine::DeviceProfile profile =
-            chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
-        const EmulationHost host = emulationHost(engine::hostProfile(catalog, 1).profile);
-        for (ValidationCase c : validationSuite(profile)) {
-            c.host = host;
-            results.push_back(runValidation(c));
-        }
-        source = profile.name;
     }
     const CostModelParams start = defaultCostModelParams();
-    EngineFit fit = fitOnEngine(results, start, holdout);
+    EngineFit fit;
+    if (fromHistory) {
+        fit = fitOnEngine(results, start, holdout);
+    } else {
+        EngineCalibrationRequest request;
+        request.device = chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
+        request.host = emulationHost(engine::hostProfile(catalog, 1).profile);
+        request.holdout = holdout;
+        request.start = start;
+        const EngineCalibration run = calibrateOnEngine(request);
+        fit = run.fit;
+        source = request.device.name;
+    }
     if (auto name = a.value("save")) {
         fit.params.name = *name;
         catalog.storeCostProfile(*name, toJson(fit.params));

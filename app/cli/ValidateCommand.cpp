@@ -196,7 +196,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     };
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
         for (ValidationCase c : validationSuite(profile)) {
             c.host = host;
             results.push_back(runValidation(c, base));
@@ -220,7 +220,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             throw InputError(errors);
         r.recompute = r.layout.recompute;
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
         c.profile = profile;
         r.links.intra_bytes_per_second = profile.memory_bytes_per_second;  // shared memory between devices
         r.links.inter_bytes_per_second = profile.memory_bytes_per_second / 8;

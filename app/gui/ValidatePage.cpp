@@ -1,4 +1,5 @@
 #include "ValidatePage.h"
+#include "EngineCalibration.h"
 #include "Catalog.h"
 #include "HostProfileCache.h"
 #include "Device.h"
@@ -158,59 +159,38 @@ void ValidatePage::setPlan(const PlanRequest& request, const Layout& layout)
 
 void ValidatePage::cancel() { job_->cancel(); }
 
-namespace {
-struct CalibrationOutcome {
-    EngineFit fit;
-    bool complete = false;  // every case ran (not cancelled)
-};
-} // namespace
-
 void ValidatePage::calibrate()
 {
     if (job_->busy())
         return;
-    // Catalog reads stay on this thread: the suite's device (Trainium scaled down, as the CLI's
-    // default) and this host's stored profile (the worker measures it when there is none).
-    engine::DeviceProfile device;
+    // Catalog reads stay on this thread: the suite's device and this host's stored profile
+    // (the use case measures the host when there is none).
+    EngineCalibrationRequest request;
     try {
-        device = engine::profileFromChip(catalog_.chip("trainium1"), 1e-3);
+        request.device = engine::profileFromChip(catalog_.chip(kSuiteChip), kSuiteChipScale);
     } catch (const std::exception& e) {
         progress_->setFormat(tr("cannot calibrate: %1").arg(QString::fromUtf8(e.what())));
         return;
     }
-    EmulationHost host;
     if (const auto stored = engine::storedHostProfile(catalog_, 1))
-        host = emulationHost(stored->profile);
+        request.host = emulationHost(stored->profile);
     run_->setEnabled(false);
     calibrate_->setEnabled(false);
     cancel_->setEnabled(true);
     progress_->setValue(0);
-    std::function<CalibrationOutcome(const std::atomic<bool>&, const JobRunner::Progress&)> work =
-        [device, host](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) mutable {
-            if (!host.known())
-                host = emulationHost(engine::measureHostProfile(1));
-            const std::vector<ValidationCase> suite = validationSuite(device);
-            std::vector<ValidationResult> results;
-            for (size_t i = 0; i < suite.size() && !cancel.load(); ++i) {
-                progress(double(i) / double(suite.size() + 1),
-                         QObject::tr("case %1 of %2: %3").arg(i + 1).arg(suite.size()).arg(q(suite[i].name)));
-                ValidationCase c = suite[i];
-                c.host = host;
-                results.push_back(runValidation(c, defaultCostModelParams(), &cancel));
-            }
-            CalibrationOutcome out;
-            out.complete = !cancel.load() && results.size() == suite.size();
-            if (out.complete)
-                out.fit = fitOnEngine(results, defaultCostModelParams(), 0.3);
-            return out;
+    std::function<EngineCalibration(const std::atomic<bool>&, const JobRunner::Progress&)> work =
+        [request](const std::atomic<bool>& cancel, const JobRunner::Progress& progress) {
+            return calibrateOnEngine(request, &cancel, [&](int done, int total, const std::string& next) {
+                progress(double(done) / double(total + 1),
+                         QObject::tr("case %1 of %2: %3").arg(done + 1).arg(total).arg(q(next)));
+            });
         };
-    job_->start<CalibrationOutcome>(work, [this](const CalibrationOutcome& outcome) {
+    job_->start<EngineCalibration>(work, [this](const EngineCalibration& outcome) {
         if (!outcome.complete)
             return;
-        const QString name =
-            QStringLiteral("engine-%1").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
         CostModelParams params = outcome.fit.params;
-        params.name = name.toStdString();
+        params.name = engineProfileName();
+        const QString name = q(params.name);
         try {
             catalog_.storeCostProfile(params.name, toJson(params));
         } catch (const std::exception& e) {
@@ -220,13 +200,7 @@ void ValidatePage::calibrate()
         reloadCostModels();
         costModel_->setCurrentText(name);
         progress_->setValue(1000);
-        const EngineFit& f = outcome.fit;
-        progress_->setFormat(tr("saved as %1: held-out device step time %2% -> %3%, wall %4% -> %5% (median)")
-                                 .arg(name)
-                                 .arg(100 * f.holdout_before, 0, 'f', 1)
-                                 .arg(100 * f.holdout_after, 0, 'f', 1)
-                                 .arg(100 * f.wall.holdout_before.median, 0, 'f', 1)
-                                 .arg(100 * f.wall.holdout_after.median, 0, 'f', 1));
+        progress_->setFormat(tr("saved as %1: %2").arg(name, q(calibrationSummary(outcome.fit))));
         emit calibrated(name);
     });
 }
