@@ -3,6 +3,7 @@
 // validate --plan), and each shows the same layout, step time and memory to the last digit;
 // old plan files still open; the JSON forms of the request and its space round-trip.
 #include "Catalog.h"
+#include "CliRunner.h"
 #include "CostModel.h"
 #include "CostModelParams.h"
 #include "PlanJson.h"
@@ -15,7 +16,6 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -43,29 +43,11 @@ class TstPlanRequest : public QObject {
     std::unique_ptr<QTemporaryDir> dir_;
     std::unique_ptr<Catalog> catalog_;
 
-    struct RunResult {
-        int exitCode = -1;
-        QByteArray out, err;
-    };
-
+    using RunResult = CliRun;
     RunResult cli(const QStringList& args) const
     {
-        QProcess p;
-        p.setWorkingDirectory(dir_->path());
-        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH),
-                QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("catalog.sqlite"))} + args);
-        RunResult r;
-        if (!p.waitForStarted(-1))
-            return r;
-        if (!p.waitForFinished(300'000)) {  // a safety net only: no timing is asserted
-            p.kill();
-            p.waitForFinished(-1);
-            return r;
-        }
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-        r.out = p.readAllStandardOutput();
-        r.err = p.readAllStandardError();
-        return r;
+        return runCli(QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("catalog.sqlite"))} + args,
+                      dir_->path());
     }
 
     QJsonObject readJson(const QString& path) const

@@ -7,6 +7,7 @@
 // infeasible counts by reason, cancellation, the plan document, and the CLI's
 // plan / sweep / compare end to end.
 #include "Catalog.h"
+#include "CliRunner.h"
 #include "CostModel.h"
 #include "PlanJson.h"
 #include "Search.h"
@@ -181,33 +182,13 @@ private:
         return p;
     }
 
-    struct RunResult {
-        int exitCode = -1;
-        QByteArray out, err;
-    };
-
+    using RunResult = CliRun;
     RunResult cli(const QStringList& args) const
     {
-        QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("SHARDSCOPE_DB"), dir_->filePath(QStringLiteral("env-default.sqlite")));
-        p.setProcessEnvironment(env);
-        p.setWorkingDirectory(dir_->path());
-        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH),
-                QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("cli.sqlite"))} + args);
-        RunResult r;
-        if (!p.waitForStarted(-1))
-            return r;
-        // Safety net only (no timing is asserted): a hung CLI fails instead of blocking the suite.
-        if (!p.waitForFinished(120'000)) {
-            p.kill();
-            p.waitForFinished(-1);
-            return r;
-        }
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-        r.out = p.readAllStandardOutput();
-        r.err = p.readAllStandardError();
-        return r;
+        return runCli(QStringList{QStringLiteral("--db"), dir_->filePath(QStringLiteral("cli.sqlite"))} + args,
+                      dir_->path(), env, 120'000);
     }
 
     static QJsonObject json(const QByteArray& text)
