@@ -66,10 +66,6 @@ QJsonObject toJson(const CostModelParams& p)
         {"memory", QJsonObject{{"reserve_fraction", p.reserve_fraction}, {"dp_bucket_bytes", p.dp_bucket_bytes}}},
         {"host_memory_bytes_per_second", p.host_memory_bytes_per_second},
     };
-    if (!(p.emulation_wall == EmulationWallTerms{}))
-        o.insert("emulation_wall", QJsonObject{{"compute_factor", p.emulation_wall.compute_factor},
-                                               {"sync_s", p.emulation_wall.sync_s},
-                                               {"hidden_sync_s", p.emulation_wall.hidden_sync_s}});
     return o;
 }
 
@@ -77,7 +73,8 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
 {
     JsonReader r(json, path, errors);
     checkSchema(r, "costmodel", 1);
-    // "notes" and "fitted_on" document provenance; they are kept in the file only.
+    // "notes" and "fitted_on" document provenance; they are kept in the file only. "emulation_wall"
+    // belongs to validation (validation/ValidationProfile.h), which reads the same document.
     r.rejectUnknownKeys({"schema", "name", "matmul_efficiency", "matmul_half_dim", "kernel_overhead_s",
                          "elementwise_traffic_factor", "network", "dp_overlap", "memory",
                          "host_memory_bytes_per_second", "emulation_wall", "notes", "fitted_on", "sources"});
@@ -110,14 +107,6 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.reserve_fraction = mem.number("reserve_fraction", 0, true, 0, 0.5);
     p.dp_bucket_bytes = mem.number("dp_bucket_bytes", 0, true, 0, 1e11);
     p.host_memory_bytes_per_second = r.number("host_memory_bytes_per_second", 0, true, 1e6, 1e13);
-    // Profiles fitted on published runs only have no emulation terms: the uncalibrated ones apply.
-    if (r.json().contains(QLatin1String("emulation_wall"))) {
-        JsonReader wall = r.object("emulation_wall", true);
-        wall.rejectUnknownKeys({"compute_factor", "sync_s", "hidden_sync_s"});
-        p.emulation_wall.compute_factor = wall.number("compute_factor", 1, true, 1e-3, 1e3);
-        p.emulation_wall.sync_s = wall.number("sync_s", 0, true, 0, 1);
-        p.emulation_wall.hidden_sync_s = wall.number("hidden_sync_s", 0, false, 0, 1);
-    }
     return p;
 }
 

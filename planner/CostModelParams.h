@@ -16,16 +16,6 @@
 
 namespace shardscope {
 
-// How the engine's emulated cluster spends host wall-clock time (validation/
-// WallClockModel.h): not a property of any accelerator, fitted on this machine's engine runs
-// (calibrate --engine). The defaults are the uncalibrated model: a pure roofline of the host.
-struct EmulationWallTerms {
-    double compute_factor = 1;         // real time of the device work / its roofline time on the host profile
-    double sync_s = 0;                 // per barrier (a collective's start or ring step) that cores idle for
-    double hidden_sync_s = 0;          // per barrier whose wait other workers fill (switches remain)
-    bool operator==(const EmulationWallTerms&) const = default;
-};
-
 struct CostModelParams {
     std::string name;
 
@@ -63,8 +53,6 @@ struct CostModelParams {
     double reserve_fraction = 0;          // of HBM, for allocator fragmentation and the runtime
     double dp_bucket_bytes = 0;           // gradient bucket size for bucketed all-reduce
     double host_memory_bytes_per_second = 0;  // CPU Adam on offloaded optimizer states, per device
-
-    EmulationWallTerms emulation_wall;    // optional in JSON ("emulation_wall"); only validation uses it
 
     double matmulEfficiency(const struct ChipSpec& chip) const;
     bool operator==(const CostModelParams&) const = default;

@@ -11,6 +11,7 @@
 #include "PlansModel.h"
 #include "PlansPage.h"
 #include "SetupPage.h"
+#include "StoredProfiles.h"
 #include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
@@ -282,9 +283,9 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
 
         // A fitted cost-model profile in the catalog can price the case; its name is stored.
-        CostModelParams fitted = defaultCostModelParams();
-        fitted.name = "fitted-here";
-        fitted.emulation_wall = EmulationWallTerms{1.2, 20e-6, 15e-6};
+        CostModelParams fittedTerms = defaultCostModelParams();
+        fittedTerms.name = "fitted-here";
+        const ValidationProfile fitted(fittedTerms, EmulationWallTerms{1.2, 20e-6, 15e-6});
         catalog_->storeCostProfile("fitted-here", toJson(fitted));
         page->reloadCostModels();
         QVERIFY(page->costModelBox()->findText(QStringLiteral("fitted-here")) >= 0);
@@ -331,9 +332,11 @@ private slots:
         const QString name = calibrated.takeFirst().at(0).toString();
         QVERIFY(name.startsWith(QStringLiteral("engine-")));
         QCOMPARE(page->costModelBox()->currentText(), name);
-        const CostModelParams fitted = costModelParamsNamed(*catalog_, name.toStdString());
-        QVERIFY(fitted.elementwise_traffic_factor != defaultCostModelParams().elementwise_traffic_factor);
-        QVERIFY(fitted.emulation_wall.sync_s > 0 || fitted.emulation_wall.hidden_sync_s > 0);
+        const ValidationProfile fitted = validationProfileNamed(*catalog_, name.toStdString());
+        QVERIFY(fitted.terms.elementwise_traffic_factor != defaultCostModelParams().elementwise_traffic_factor);
+        QVERIFY(fitted.wall.sync_s > 0 || fitted.wall.hidden_sync_s > 0);
+        // The planner reads the same profile (its terms; the wall terms are validation's).
+        QVERIFY(costModelParamsNamed(*catalog_, name.toStdString()) == fitted.terms);
     }
 
     void saveAndReopenAPlanFile()

@@ -219,9 +219,9 @@ private slots:
         QVERIFY2(fit.fit_after < fit.fit_before, qPrintable(QString("%1 -> %2").arg(fit.fit_before).arg(fit.fit_after)));
         QVERIFY2(fit.holdout_after < 0.5 * fit.holdout_before,
                  qPrintable(QString("%1 -> %2").arg(fit.holdout_before).arg(fit.holdout_after)));
-        QVERIFY(fit.params.elementwise_traffic_factor > 0.1 && fit.params.elementwise_traffic_factor < 10);
+        QVERIFY(fit.profile.terms.elementwise_traffic_factor > 0.1 && fit.profile.terms.elementwise_traffic_factor < 10);
         // Only the fitted term moved.
-        QCOMPARE(fit.params.dp_overlap, defaultCostModelParams().dp_overlap);
+        QCOMPARE(fit.profile.terms.dp_overlap, defaultCostModelParams().dp_overlap);
     }
 
     // The wall-clock model's parts follow the layout: one device has no barriers and runs at
@@ -297,18 +297,20 @@ private slots:
     // The emulation's terms travel with a profile; a profile without them gets the defaults.
     void wallTermsInProfiles()
     {
-        CostModelParams p = defaultCostModelParams();
-        p.emulation_wall = EmulationWallTerms{1.1, 25e-6, 20e-6};
+        const ValidationProfile p(defaultCostModelParams(), EmulationWallTerms{1.1, 25e-6, 20e-6});
         FieldErrors errors;
-        const CostModelParams back = costModelParamsFromJson(toJson(p), "p", errors);
+        const ValidationProfile back = validationProfileFromJson(toJson(p), "p", errors);
         QVERIFY(errors.empty());
-        QVERIFY(back.emulation_wall == p.emulation_wall);
-        const CostModelParams plain = costModelParamsFromJson(toJson(defaultCostModelParams()), "p", errors);
+        QVERIFY(back == p);
+        // The planner reads the same document for its own terms.
+        QVERIFY(costModelParamsFromJson(toJson(p), "p", errors) == p.terms);
         QVERIFY(errors.empty());
-        QVERIFY(plain.emulation_wall == EmulationWallTerms{});
+        const ValidationProfile plain = validationProfileFromJson(toJson(defaultCostModelParams()), "p", errors);
+        QVERIFY(errors.empty());
+        QVERIFY(plain.wall == EmulationWallTerms{});
         QJsonObject bad = toJson(p);
         bad.insert("emulation_wall", QJsonObject{{"compute_factor", -1}, {"sync_s", 1e-6}});
-        costModelParamsFromJson(bad, "p", errors);
+        validationProfileFromJson(bad, "p", errors);
         QVERIFY(!errors.empty());
         QVERIFY2(QString::fromStdString(errors.front().path).contains("emulation_wall.compute_factor"),
                  errors.front().path.c_str());
@@ -320,13 +322,13 @@ private slots:
         QTemporaryDir dir;
         Catalog catalog(dir.filePath("c.sqlite"));
         const EngineFit fit = fitOnEngine(results_, defaultCostModelParams(), 0.3);
-        catalog.storeCostProfile("engine", toJson(fit.params));
+        catalog.storeCostProfile("engine", toJson(fit.profile));
         const CostModelParams loaded = costModelParamsNamed(catalog, "engine");
         QCOMPARE(loaded.name, std::string("engine"));
-        QCOMPARE(loaded.elementwise_traffic_factor, fit.params.elementwise_traffic_factor);
+        QCOMPARE(loaded.elementwise_traffic_factor, fit.profile.terms.elementwise_traffic_factor);
         QCOMPARE(costModelParamsNamed(catalog, "default").elementwise_traffic_factor,
                  defaultCostModelParams().elementwise_traffic_factor);
-        QVERIFY_THROWS_EXCEPTION(InputError, catalog.storeCostProfile("default", toJson(fit.params)));
+        QVERIFY_THROWS_EXCEPTION(InputError, catalog.storeCostProfile("default", toJson(fit.profile)));
         try {
             costModelParamsNamed(catalog, "missing");
             QFAIL("an unknown profile must be refused");
@@ -374,13 +376,13 @@ private slots:
         }
         const EngineFit live = fitOnEngine(results_, defaultCostModelParams(), 0.3);
         const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);
-        QCOMPARE(history.params.elementwise_traffic_factor, live.params.elementwise_traffic_factor);
+        QCOMPARE(history.profile.terms.elementwise_traffic_factor, live.profile.terms.elementwise_traffic_factor);
         QCOMPARE(history.holdout_after, live.holdout_after);
         // The host came back too: the wall-clock fit is the same.
         QCOMPARE(stored[0].c.host.cores, results_[0].c.host.cores);
         QCOMPARE(stored[0].c.host.profile.peak_flops_fp32, results_[0].c.host.profile.peak_flops_fp32);
         QCOMPARE(history.wall.fit_cases.size(), results_.size() - history.holdout_cases.size());
-        QVERIFY(history.params.emulation_wall == live.params.emulation_wall);
+        QVERIFY(history.profile.wall == live.profile.wall);
         QCOMPARE(history.wall.holdout_after.median, live.wall.holdout_after.median);
 
         // A malformed stored request names its field; a run stored without one says so.

@@ -22,7 +22,7 @@ struct EngineCalibrationRequest {
     engine::DeviceProfile device;          // the emulated device of every case
     std::optional<EmulationHost> host;     // the machine running the engine; measured when absent
     double holdout = kCalibrationHoldout;  // share of the cases held out of the fit
-    CostModelParams start = defaultCostModelParams();
+    ValidationProfile start;
 };
 
 struct EngineCalibration {

@@ -18,14 +18,14 @@ double measured(const ValidationResult& r, const char* metric)
     return m ? m->measured : 0;
 }
 
-double predictedStep(const ValidationResult& r, const CostModelParams& base)
+double predictedStep(const ValidationResult& r, const ValidationProfile& base)
 {
     const engine::TrainRequest& req = r.c.request;
-    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base));
+    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base.terms));
     return model.evaluate(pricedLayout(r.c)).step_time_s;
 }
 
-double predictedWall(const ValidationResult& r, const CostModelParams& base)
+double predictedWall(const ValidationResult& r, const ValidationProfile& base)
 {
     return estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).wall_s;
 }
@@ -49,7 +49,7 @@ FitErrors errorsOf(const std::vector<const ValidationResult*>& cases, const char
 
 } // namespace
 
-EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const CostModelParams& base)
+EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const ValidationProfile& base)
 {
     // Rows: features / measured . terms = 1 (relative errors).
     constexpr int kTerms = 3;
@@ -109,7 +109,7 @@ EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& case
     return t;
 }
 
-EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout)
+EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const ValidationProfile& start, double holdout)
 {
     EngineFit out;
     std::vector<const ValidationResult*> fit, held, wallFit, wallHeld;
@@ -130,13 +130,13 @@ EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostMo
     auto residuals = [&](const CostModelParams& p) {
         std::vector<double> r;
         for (const ValidationResult* v : fit)
-            r.push_back(std::log(predictedStep(*v, p) / measured(*v, "device_step_time_s")));
+            r.push_back(std::log(predictedStep(*v, ValidationProfile(p, start.wall)) / measured(*v, "device_step_time_s")));
         return r;
     };
-    auto deviceErrors = [](const std::vector<const ValidationResult*>& cases, const CostModelParams& p) {
+    auto deviceErrors = [](const std::vector<const ValidationResult*>& cases, const ValidationProfile& p) {
         return errorsOf(cases, "device_step_time_s", [&](const ValidationResult& r) { return predictedStep(r, p); });
     };
-    auto wallErrors = [](const std::vector<const ValidationResult*>& cases, const CostModelParams& p) {
+    auto wallErrors = [](const std::vector<const ValidationResult*>& cases, const ValidationProfile& p) {
         return errorsOf(cases, "wall_step_time_s", [&](const ValidationResult& r) { return predictedWall(r, p); });
     };
     out.fit_before = deviceErrors(fit, start).median;
@@ -144,20 +144,22 @@ EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostMo
     out.wall.fit_before = wallErrors(wallFit, start);
     out.wall.holdout_before = wallErrors(wallHeld, start);
 
-    out.params = fit.empty() ? start : fitTerms(residuals, start, {FitTerm::ElementwiseFactor}, "");
-    out.params.name = "engine-fitted";
+    out.profile = start;
+    if (!fit.empty())
+        out.profile.terms = fitTerms(residuals, start.terms, {FitTerm::ElementwiseFactor}, "");
+    out.profile.terms.name = "engine-fitted";
     // The host prices the device work with the fitted device terms; then the emulation's own.
     if (!wallFit.empty())
-        out.params.emulation_wall = fitWallTerms(wallFit, out.params);
+        out.profile.wall = fitWallTerms(wallFit, out.profile);
 
-    out.fit_after = deviceErrors(fit, out.params).median;
-    const FitErrors heldAfter = deviceErrors(held, out.params);
+    out.fit_after = deviceErrors(fit, out.profile).median;
+    const FitErrors heldAfter = deviceErrors(held, out.profile);
     out.holdout_before = heldBefore.median;
     out.holdout_worst_before = heldBefore.worst;
     out.holdout_after = heldAfter.median;
     out.holdout_worst_after = heldAfter.worst;
-    out.wall.fit_after = wallErrors(wallFit, out.params);
-    out.wall.holdout_after = wallErrors(wallHeld, out.params);
+    out.wall.fit_after = wallErrors(wallFit, out.profile);
+    out.wall.holdout_after = wallErrors(wallHeld, out.profile);
     return out;
 }
 

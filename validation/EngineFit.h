@@ -26,7 +26,7 @@ struct ClockFit {        // one clock's errors before and after the fit
 };
 
 struct EngineFit {
-    CostModelParams params;                   // the fitted terms
+    ValidationProfile profile;                // the fitted terms: device (element-wise) and host wall clock
     std::vector<std::string> fit_cases, holdout_cases;
     double fit_before = 0, fit_after = 0;     // median |error| of device step time on the fit cases
     double holdout_before = 0, holdout_after = 0;
@@ -35,10 +35,10 @@ struct EngineFit {
 };
 
 // Every k-th case is held out (k = round(1 / holdout)); the same cases for both clocks.
-EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const CostModelParams& start, double holdout);
+EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const ValidationProfile& start, double holdout);
 
 // The emulation's wall-clock terms that minimise the absolute relative error on `cases` (each
 // coefficient >= 0; a term the cases do not support stays 0). `base` prices the host.
-EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const CostModelParams& base);
+EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& cases, const ValidationProfile& base);
 
 } // namespace shardscope

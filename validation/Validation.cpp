@@ -105,7 +105,7 @@ const MetricComparison* ValidationResult::metric(const std::string& name) const
     return nullptr;
 }
 
-ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base, const std::atomic<bool>* cancel,
+ValidationResult runValidation(const ValidationCase& c, const ValidationProfile& base, const std::atomic<bool>* cancel,
                                const engine::StepCallback& onStep)
 {
     ValidationResult r;
@@ -118,7 +118,7 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     }
     const int devices = int(req.layout.devices());
     r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
-    const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base);
+    const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base.terms);
     const CostModel model(r.problem, params);
     const Layout priced = pricedLayout(c);
     if (FieldErrors errors = validate(priced, r.problem.model, r.problem.cluster, r.problem.training);
@@ -128,7 +128,7 @@ ValidationResult runValidation(const ValidationCase& c, const CostModelParams& b
     }
     r.prediction = model.evaluate(priced);
     r.terms = model.explain(priced);
-    r.cost_model = base.name;
+    r.cost_model = base.terms.name;
 
     try {
         const std::unique_ptr<engine::TokenSource> source = engine::makeTokenSource(req);

@@ -69,7 +69,7 @@ const std::vector<std::string>& validationTableMetrics();
 inline constexpr const char* kSuiteChip = "trainium1";
 inline constexpr double kSuiteChipScale = 1e-3;
 
-ValidationResult runValidation(const ValidationCase& c, const CostModelParams& base = defaultCostModelParams(),
+ValidationResult runValidation(const ValidationCase& c, const ValidationProfile& base = ValidationProfile(),
                                const std::atomic<bool>* cancel = nullptr, const engine::StepCallback& onStep = {});
 
 // The built-in suite: every parallel dimension, ZeRO stage, recomputation mode and schedule.

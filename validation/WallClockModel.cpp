@@ -13,7 +13,7 @@ EmulationHost emulationHost(const engine::DeviceProfile& profile)
 }
 
 WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const Layout& priced,
-                                    const EmulationHost& host, const CostModelParams& base)
+                                    const EmulationHost& host, const ValidationProfile& base)
 {
     WallClockEstimate e;
     if (!host.known())
@@ -28,7 +28,7 @@ WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const L
     // The host holds every value as a float (bf16 is rounded, not stored narrow): its traffic is fp32's.
     const Problem problem = emulatedProblem(request.model, request.batch, engine::PrecisionMode::FP32, device, links,
                                             devices);
-    const CostModelParams roofline = engineCostModelParams(device, links, request.bucket_bytes, base);
+    const CostModelParams roofline = engineCostModelParams(device, links, request.bucket_bytes, base.terms);
     auto stepWith = [&](double barrierS) {
         CostModelParams p = roofline;
         p.intra_latency_s = p.inter_latency_s = p.collective_launch_s = barrierS;
@@ -54,7 +54,7 @@ WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const L
     auto hidden = [&](double group) { return double(devices) - group >= double(host.cores); };
     e.hidden_barriers = (hidden(dpGroup) ? dpBarriers : 0) + (hidden(2) ? ppBarriers : 0) +
                         (hidden(double(priced.tp)) ? tpBarriers : 0);
-    const EmulationWallTerms& t = base.emulation_wall;
+    const EmulationWallTerms& t = base.wall;
     e.wall_s = t.compute_factor * e.compute_s + t.sync_s * (e.barriers - e.hidden_barriers) +
                t.hidden_sync_s * e.hidden_barriers;
     return e;

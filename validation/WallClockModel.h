@@ -26,6 +26,7 @@
 #pragma once
 
 #include "CostModelParams.h"
+#include "ValidationProfile.h"
 #include "Device.h"
 #include "Trainer.h"
 
@@ -59,6 +60,6 @@ struct WallClockEstimate {
 };
 
 WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const Layout& priced,
-                                    const EmulationHost& host, const CostModelParams& base);
+                                    const EmulationHost& host, const ValidationProfile& base);
 
 } // namespace shardscope

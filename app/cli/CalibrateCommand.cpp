@@ -98,7 +98,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
         source = "history (" + std::to_string(results.size()) + " cases)";
     }
     const CostModelParams start = defaultCostModelParams();
-    EngineFit fit;
+    EngineFit fit;  // the published-run terms are the start; the engine moves the element-wise one
     if (fromHistory) {
         fit = fitOnEngine(results, start, holdout);
     } else {
@@ -112,8 +112,8 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
         source = request.device.name;
     }
     if (auto name = a.value("save")) {
-        fit.params.name = *name;
-        catalog.storeCostProfile(*name, toJson(fit.params));
+        fit.profile.terms.name = *name;
+        catalog.storeCostProfile(*name, toJson(fit.profile));
     }
     if (a.flag("json")) {
         QJsonObject o{{"schema", "shardscope.engine-calibration/1"},
@@ -134,13 +134,13 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                                                      {"holdout_median_after", fit.wall.holdout_after.median},
                                                      {"holdout_worst_before", fit.wall.holdout_before.worst},
                                                      {"holdout_worst_after", fit.wall.holdout_after.worst}}},
-                      {"params", toJson(fit.params)}};
+                      {"params", toJson(fit.profile)}};
         ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
     }
     char line[256];
     std::snprintf(line, sizeof line, "element-wise traffic factor: %.3f (published runs) -> %.3f (engine, %s)\n",
-                  start.elementwise_traffic_factor, fit.params.elementwise_traffic_factor, source.c_str());
+                  start.elementwise_traffic_factor, fit.profile.terms.elementwise_traffic_factor, source.c_str());
     ctx.out << line;
     std::snprintf(line, sizeof line, "device step time, %zu fit cases: median |error| %.1f%% -> %.1f%%\n",
                   fit.fit_cases.size(), 100 * fit.fit_before, 100 * fit.fit_after);
@@ -153,7 +153,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     for (const std::string& name : fit.holdout_cases)
         ctx.out << "  held out: " << name << "\n";
     if (fit.wall.fit_before.cases > 0) {
-        const EmulationWallTerms& w = fit.params.emulation_wall;
+        const EmulationWallTerms& w = fit.profile.wall;
         std::snprintf(line, sizeof line,
                       "host wall clock terms: compute x %.3f, %.1f us per barrier (%.1f us when other workers fill "
                       "its wait)\n", w.compute_factor, 1e6 * w.sync_s, 1e6 * w.hidden_sync_s);

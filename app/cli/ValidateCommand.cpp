@@ -13,6 +13,7 @@
 #include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
+#include "StoredProfiles.h"
 #include "Units.h"
 #include "Validation.h"
 
@@ -164,7 +165,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     Catalog catalog(ctx.db_path);
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
-    const CostModelParams base = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
+    const ValidationProfile base = validationProfileNamed(catalog, a.value("cost-model").value_or("default"));
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
@@ -273,7 +274,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     if (fullSize)
         doc.insert("full_size", *fullSize);
     doc.insert("device", QString::fromStdString(profile.name));
-    doc.insert("cost_model", QString::fromStdString(base.name));
+    doc.insert("cost_model", QString::fromStdString(base.terms.name));
     const int id = catalog.storeValidationRun(runName, doc);
 
     if (a.flag("json")) {

@@ -8,6 +8,7 @@
 #include "ChartData.h"
 #include "JobRunner.h"
 #include "ScaledCase.h"
+#include "StoredProfiles.h"
 #include "Units.h"
 
 #include <QChartView>
@@ -188,11 +189,11 @@ void ValidatePage::calibrate()
     job_->start<EngineCalibration>(work, [this](const EngineCalibration& outcome) {
         if (!outcome.complete)
             return;
-        CostModelParams params = outcome.fit.params;
-        params.name = engineProfileName();
-        const QString name = q(params.name);
+        ValidationProfile profile = outcome.fit.profile;
+        profile.terms.name = engineProfileName();
+        const QString name = q(profile.terms.name);
         try {
-            catalog_.storeCostProfile(params.name, toJson(params));
+            catalog_.storeCostProfile(profile.terms.name, toJson(profile));
         } catch (const std::exception& e) {
             progress_->setFormat(tr("calibrated, but not stored: %1").arg(QString::fromUtf8(e.what())));
             return;
@@ -248,9 +249,9 @@ void ValidatePage::start()
                                  notes.isEmpty() ? QString() : tr("\nAdapted: %1").arg(notes.join(QStringLiteral("; ")))));
 
     // The chosen cost-model profile (read here: the catalog belongs to this thread).
-    CostModelParams params = defaultCostModelParams();
+    ValidationProfile params;
     try {
-        params = costModelParamsNamed(catalog_, costModel_->currentText().toStdString());
+        params = validationProfileNamed(catalog_, costModel_->currentText().toStdString());
     } catch (const std::exception& e) {
         progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
         run_->setEnabled(true);
