@@ -10,6 +10,7 @@
 #include "ProblemArgs.h"
 #include "Search.h"
 #include "SpecJson.h"
+#include "Store.h"
 #include "Sweep.h"
 #include "Units.h"
 
@@ -252,12 +253,13 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     valued.insert({"out", "cost-model"});
     const CliArgs a(args, valued, searchFlagOptions());
     a.expectPositional(0, planUsage());
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
     const Problem problem = problemFromArgs(a, catalog);
     const SearchSettings s = searchSettingsFromArgs(a, 10);
     checkObjective(s.options.objective, problem);
 
-    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
+    const CostModel model(problem, store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
     const SearchResult result = search(model, s.space, s.options);
     const QJsonObject doc = planDocument(problem, result, model.params().name);
     if (auto out = a.value("out"))
@@ -316,7 +318,8 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     const std::vector<int> nodes = parseNodeCounts(*nodesText, "--nodes", errors);
     if (!errors.empty())
         throw InputError(errors);
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
     // The problem at the first size: every other option is checked once, here.
     const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
                                                  searchValueOptions(), searchFlagOptions()),
@@ -392,7 +395,8 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
     if (nodes.size() != types.size())
         throw UsageError("--nodes: give one count, or one per node type (" + std::to_string(types.size()) + ")");
 
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
     const SearchSettings s = searchSettingsFromArgs(a, 1);
     std::vector<Problem> problems;
     std::vector<std::string> unpriced;

@@ -7,6 +7,7 @@
 #include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "SpecJson.h"
+#include "Store.h"
 #include "Units.h"
 
 #include <QJsonDocument>
@@ -87,12 +88,12 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
     flags.insert({"json", "explain"});
     const CliArgs a(args, valued, flags);
     a.expectPositional(0, kPredictUsage);
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
     // A plan file brings its problem and, unless --layout says otherwise, its best layout.
     std::optional<PlanDocument> plan;
     if (auto file = a.value("plan"))
         plan = loadPlanFile(*file);
-    const Problem problem = plan ? plan->problem : problemFromArgs(a, catalog);
+    const Problem problem = plan ? plan->problem : problemFromArgs(a, store.specs());
 
     Layout layout;
     if (plan && !a.value("layout")) {
@@ -103,7 +104,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         layout = layoutFromArg(a.value("layout").value_or(""), problem);
     }
 
-    const CostModel model(problem, costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
+    const CostModel model(problem, store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
     const Prediction prediction = model.evaluate(layout);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {

@@ -3,8 +3,7 @@
 //   validate --suite [--device NAME[:scale]] [--json]
 //   validate --plan plan.json [--layout "..."] [--steps N] [--json]
 //   history [--json]
-// Every validation is stored in the catalog's run history.
-#include "Catalog.h"
+// Every validation is stored in the run history (store/RunStore.h).
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
@@ -12,6 +11,7 @@
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
+#include "Store.h"
 #include "Units.h"
 #include "Validation.h"
 
@@ -160,22 +160,22 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
-    Catalog catalog(ctx.db_path);
+    Store store(ctx.db_path);
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
-    const CostModelParams base = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
+    const CostModelParams base = store.runs().costModelParamsNamed(a.value("cost-model").value_or("default"));
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
     engine::DeviceProfile profile;
     // --profile host: this machine as the device (measured once, stored), so that the device
     // clock and the wall clock describe the same hardware.
-    auto hostDevice = [&] { return engine::hostProfile(catalog, 1).profile; };
+    auto hostDevice = [&] { return cachedHostProfile(store.runs(), 1).profile; };
     // Whatever the device, the host runs the emulation: its wall clock is predicted too.
     const EmulationHost host = emulationHost(hostDevice());
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), store.specs(), 1e-3);
         for (ValidationCase c : validationSuite(profile)) {
             c.host = host;
             results.push_back(runValidation(c, base));
@@ -199,7 +199,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             throw InputError(errors);
         r.recompute = r.layout.recompute;
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), catalog, 1e-3);
+                                        : chipProfileFromArg(a.value("device").value_or("trainium1:0.001"), store.specs(), 1e-3);
         c.profile = profile;
         r.links.intra_bytes_per_second = profile.memory_bytes_per_second;  // shared memory between devices
         r.links.inter_bytes_per_second = profile.memory_bytes_per_second / 8;
@@ -220,7 +220,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                 throw UsageError("--node-type: missing (the full-size case's node type); usage: " + std::string(usage));
             if (!a.value("devices"))
                 throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + std::string(usage));
-            const int perNode = catalog.node(type).devicesPerNode();
+            const int perNode = store.specs().node(type).devicesPerNode();
             const int devices = a.integer("devices", 1, 1, 1 << 24);
             if (devices % perNode != 0)
                 throw InputError("devices: " + std::to_string(devices) + " is not a whole number of " + type +
@@ -228,7 +228,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             withNodes.insert(withNodes.end(), {"--nodes", std::to_string(devices / perNode)});
         }
         const CliArgs full(withNodes, values, flags);
-        const Problem problem = problemFromArgs(full, catalog);
+        const Problem problem = problemFromArgs(full, store.specs());
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
         ScaledCase scaled = scaledValidationCase(problem, layout, a.integer("steps", 3, 1, 1000));
         if (profileKind == "host") {
@@ -269,7 +269,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     }
     doc.insert("device", QString::fromStdString(profile.name));
     doc.insert("cost_model", QString::fromStdString(base.name));
-    const int id = catalog.storeValidationRun(runName, doc);
+    const int id = store.runs().storeValidationRun(runName, doc);
 
     if (a.flag("json")) {
         ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
@@ -300,11 +300,11 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
 {
     const CliArgs a(args, {"limit"}, {"json"});
     a.expectPositional(0, "shardscope-cli history [--limit N] [--json]");
-    Catalog catalog(ctx.db_path);
-    const auto runs = catalog.validationRuns(a.integer("limit", 20, 1, 100000));
+    Store store(ctx.db_path);
+    const auto runs = store.runs().validationRuns(a.integer("limit", 20, 1, 100000));
     if (a.flag("json")) {
         QJsonArray array;
-        for (const Catalog::ValidationRun& r : runs)
+        for (const RunStore::ValidationRun& r : runs)
             array.append(QJsonObject{{"id", r.id},
                                      {"created_at", QString::fromStdString(r.created_at)},
                                      {"software_version", QString::fromStdString(r.software_version)},
@@ -313,7 +313,7 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
         ctx.out << QJsonDocument(array).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
     }
-    for (const Catalog::ValidationRun& r : runs) {
+    for (const RunStore::ValidationRun& r : runs) {
         const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
         const double step = summary.value(QLatin1String("device_step_time_s")).toObject().value(
             QLatin1String("median_rel_error")).toDouble();

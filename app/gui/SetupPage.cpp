@@ -1,5 +1,5 @@
 #include "SetupPage.h"
-#include "Catalog.h"
+#include "SpecCatalog.h"
 #include "EntrySummary.h"
 #include "ModelDialog.h"
 #include "ProblemOverview.h"
@@ -43,7 +43,7 @@ QSpinBox* spin(int value, int lo, int hi, QWidget* parent)
 
 } // namespace
 
-SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+SetupPage::SetupPage(SpecCatalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
 {
     // --- problem ---
     model_ = new QComboBox(this);

@@ -24,7 +24,7 @@ class QSpinBox;
 
 namespace shardscope {
 
-class Catalog;
+class SpecCatalog;
 
 struct SearchRequest {
     Problem problem;
@@ -37,7 +37,7 @@ struct SearchRequest {
 class SetupPage : public QWidget {
     Q_OBJECT
 public:
-    explicit SetupPage(Catalog& catalog, QWidget* parent = nullptr);
+    explicit SetupPage(SpecCatalog& catalog, QWidget* parent = nullptr);
 
     // The setup as a request, or nothing with every problem listed in `errors`.
     std::optional<SearchRequest> request(FieldErrors& errors) const;
@@ -59,7 +59,7 @@ private:
     void validateAndAnnounce();
     void editModel(bool create);
 
-    Catalog& catalog_;
+    SpecCatalog& catalog_;
     QComboBox* model_ = nullptr;
     QLabel* modelInfo_ = nullptr;
     QComboBox* node_ = nullptr;

@@ -21,13 +21,13 @@ class QTableWidget;
 
 namespace shardscope {
 
-class Catalog;
+class Store;
 class JobRunner;
 
 class ValidatePage : public QWidget {
     Q_OBJECT
 public:
-    ValidatePage(Catalog& catalog, QWidget* parent = nullptr);
+    ValidatePage(Store& store, QWidget* parent = nullptr);
 
     // The plan to validate (the selected one).
     void setPlan(const Problem& problem, const Layout& layout);
@@ -65,7 +65,7 @@ private:
     void reloadHistory();
     void addLoss(int step, double loss);
 
-    Catalog& catalog_;
+    Store& store_;
     JobRunner* job_ = nullptr;
     std::optional<Problem> problem_;
     Layout layout_;
