@@ -81,6 +81,10 @@ void Database::openOrRecover()
     if (!QSqlDatabase::isDriverAvailable(QStringLiteral("QSQLITE")))
         throw StoreError("the Qt SQLite driver (QSQLITE) is not installed: install libqt6sql6-sqlite");
 
+    // Not a database at all: moved aside before SQLite opens it, so that its companions
+    // (which SQLite deletes when it closes such a file) go with it intact.
+    if (!hasSqliteHeaderOrIsEmpty(path_))
+        moveAside();
     for (int attempt = 0; attempt < 2; ++attempt) {
         {
             QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection_);

@@ -2,7 +2,7 @@
 //
 // - Created on first open (with its folder).
 // - A file that is not a valid database is moved aside (NAME.corrupt-<time>, with its
-//   -wal/-shm) and a fresh one created; notices() says so.
+//   -wal/-shm/-journal) and a fresh one created; notices() says so.
 // - A file with a newer schema, or another program's SQLite database, is refused and left
 //   byte for byte as it was.
 // - An older schema is migrated forward in one transaction; notices() says so.

@@ -7,14 +7,26 @@ namespace shardscope {
 
 namespace {
 
-// WAL mode's log and shared-memory index belong to the main file.
-constexpr const char* kCompanionSuffixes[] = {"-wal", "-shm"};
+// A rollback journal (-journal) is what a crashed write left behind in the default journal
+// mode; -wal and -shm are WAL mode's. Whichever exists belongs to the main file.
+constexpr const char* kCompanionSuffixes[] = {"-wal", "-shm", "-journal"};
 
 } // namespace
 
 QString fileTimeTag()
 {
     return QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMddTHHmmsszzz")) + QLatin1Char('Z');
+}
+
+bool hasSqliteHeaderOrIsEmpty(const QString& path)
+{
+    static constexpr char kHeader[] = "SQLite format 3";  // 16 bytes with its '\0'
+    QFile f(path);
+    if (!f.exists() || f.size() == 0)
+        return true;
+    if (!f.open(QIODevice::ReadOnly))
+        return true;  // unreadable: let SQLite report why
+    return f.read(sizeof kHeader) == QByteArray(kHeader, sizeof kHeader);
 }
 
 bool moveDatabaseFiles(const QString& path, const QString& aside)

@@ -377,6 +377,11 @@ private slots:
             QFile f(path);
             QVERIFY(f.open(QIODevice::WriteOnly));
             f.write(garbage);
+            for (const char* companion : {"-wal", "-journal"}) {  // companion files go with it, intact
+                QFile side(path + companion);
+                QVERIFY(side.open(QIODevice::WriteOnly));
+                side.write(QByteArray("its ") + companion);
+            }
         }
         Store store(path);
         SpecCatalog& c = store.specs();
@@ -386,6 +391,10 @@ private slots:
         const QStringList aside = QDir(dir.path()).entryList({"catalog.sqlite.corrupt-*Z"}, QDir::Files);  // not its companions
         QCOMPARE(aside.size(), 1);
         QCOMPARE(fileBytes(dir.filePath(aside.front())), garbage);  // the user's file is kept, intact
+        for (const char* companion : {"-wal", "-journal"}) {
+            QCOMPARE(fileBytes(dir.filePath(aside.front() + companion)), QByteArray("its ") + companion);
+            QVERIFY(!QFile::exists(path + companion) || fileBytes(path + companion) != QByteArray("its ") + companion);
+        }
     }
 
     void newerSchemaRefused()
