@@ -109,10 +109,13 @@ void Database::openOrRecover()
 
     const int version = schemaVersion();
     refuseUnusable(version);
+    // Before anything writes: switching to WAL rewrites the header, and the backup must be
+    // the file as the older ShardScope left it.
+    const QString backup = version > 0 && version < kSchemaVersion ? backUp(version) : QString();
     exec(QStringLiteral("PRAGMA journal_mode=WAL"));
     exec(QStringLiteral("PRAGMA foreign_keys=ON"));
     if (version < kSchemaVersion)
-        migrate(version);
+        migrate(version, backup);
 }
 
 void Database::moveAside()
@@ -140,7 +143,25 @@ void Database::refuseUnusable(int version) const
     }
 }
 
-void Database::migrate(int from)
+QString Database::backUp(int version)
+{
+    // A file in WAL mode may hold committed pages only in its -wal: fold them into the main
+    // file so that a copy of the main file alone is the whole catalog. TRUNCATE also empties
+    // the -wal, so nothing is left that the copy lacks. (busy = 1 means another connection
+    // kept part of the log: copying then would lose data, so nothing is migrated.)
+    QSqlQuery q(connection());
+    if (!q.exec(QStringLiteral("PRAGMA wal_checkpoint(TRUNCATE)")) || !q.next() || q.value(0).toInt() != 0)
+        fail("cannot back up the file before upgrading it from schema version " + std::to_string(version) +
+             " (another program is using it?); it was left unchanged");
+    q.finish();
+    const QString backup = path_ + QStringLiteral(".schema-v%1-").arg(version) + fileTimeTag() + QStringLiteral(".bak");
+    if (!copyDatabaseFile(path_, backup))
+        fail("cannot write the backup " + backup.toStdString() + " before upgrading from schema version " +
+             std::to_string(version) + " (disk full?); it was left unchanged");
+    return backup;
+}
+
+void Database::migrate(int from, const QString& backup)
 {
     inTransaction([&] {
         for (int v = from; v < kSchemaVersion; ++v)
@@ -150,7 +171,8 @@ void Database::migrate(int from)
     });
     if (from > 0)
         notices_.push_back("catalog " + path_.toStdString() + " was upgraded from schema version " +
-                           std::to_string(from) + " to " + std::to_string(kSchemaVersion));
+                           std::to_string(from) + " to " + std::to_string(kSchemaVersion) +
+                           "; the previous file was kept as " + backup.toStdString());
 }
 
 } // namespace shardscope

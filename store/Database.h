@@ -5,7 +5,8 @@
 //   -wal/-shm/-journal) and a fresh one created; notices() says so.
 // - A file with a newer schema, or another program's SQLite database, is refused and left
 //   byte for byte as it was.
-// - An older schema is migrated forward in one transaction; notices() says so.
+// - An older schema is migrated forward in one transaction, after a byte copy of the file
+//   is kept beside it (NAME.schema-v<old>-<time>.bak); notices() says where.
 // - WAL mode; work() runs a unit of writes as one transaction.
 // Used from the thread that opened it (Qt Sql connections belong to one thread).
 #pragma once
@@ -47,7 +48,9 @@ private:
     void openOrRecover();
     void moveAside();
     void refuseUnusable(int version) const;
-    void migrate(int from);
+    // Returns the backup's path.
+    QString backUp(int version);
+    void migrate(int from, const QString& backup);
     [[noreturn]] void fail(const std::string& what) const;
 
     QString path_;

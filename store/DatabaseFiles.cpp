@@ -39,4 +39,14 @@ bool moveDatabaseFiles(const QString& path, const QString& aside)
     return true;
 }
 
+bool copyDatabaseFile(const QString& path, const QString& copy)
+{
+    if (QFile::exists(copy))
+        return false;
+    if (QFile::copy(path, copy))
+        return true;
+    QFile::remove(copy);  // a partial copy (disk full) is no backup
+    return false;
+}
+
 } // namespace shardscope

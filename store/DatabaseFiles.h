@@ -17,5 +17,8 @@ bool hasSqliteHeaderOrIsEmpty(const QString& path);
 // false, having moved nothing, when the main file cannot be moved.
 bool moveDatabaseFiles(const QString& path, const QString& aside);
 
+// Copies the main file byte for byte to `copy` (which must not exist). The caller makes
+// the main file complete first (a WAL checkpoint), so the companions are not needed.
+bool copyDatabaseFile(const QString& path, const QString& copy);
 
 } // namespace shardscope

@@ -7,7 +7,7 @@
 
 namespace shardscope {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // The SQL statements of each step, kSchemaVersion steps in all.
 const std::vector<std::vector<const char*>>& schemaSteps();
