@@ -9,6 +9,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSqlDatabase>
@@ -154,6 +155,40 @@ private slots:
             QCOMPARE(again.runs().validationRuns().size(), size_t(2));
         }
         QCOMPARE(QDir(dir.path()).entryList({"*.bak"}, QDir::Files).size(), 1);
+    }
+
+    // A schema-4 catalog in WAL mode whose last write is still only in its -wal (another
+    // connection keeps the file open, so nothing checkpointed it): the backup holds that write.
+    void backupIncludesWhatIsOnlyInTheWal()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("catalog.sqlite");
+        loadDump(QStringLiteral(SHARDSCOPE_SCHEMA_V4_DUMP), path);
+        {
+            QSqlDatabase other = QSqlDatabase::addDatabase("QSQLITE", "other");
+            other.setDatabaseName(path);
+            QVERIFY(other.open());
+            {
+                QSqlQuery q(other);
+                QVERIFY(q.exec("PRAGMA journal_mode=WAL"));
+                QVERIFY(q.exec("PRAGMA wal_autocheckpoint=0"));
+                QVERIFY(q.exec("INSERT INTO validation_runs (created_at, software_version, name, document)"
+                               " VALUES ('then', '0.1.0', 'only-in-wal', '{}')"));
+            }
+            QVERIFY(QFileInfo(path + "-wal").size() > 0);
+            {
+                Store store(path);
+                QCOMPARE(store.schemaVersion(), kSchemaVersion);
+                QCOMPARE(store.runs().validationRuns().front().name, std::string("only-in-wal"));
+            }
+            other.close();
+        }
+        QSqlDatabase::removeDatabase("other");
+        const QStringList backups = QDir(dir.path()).entryList({"catalog.sqlite.schema-v4-*.bak"}, QDir::Files);
+        QCOMPARE(backups.size(), 1);
+        QCOMPARE(rawValue(dir.filePath(backups.front()), "SELECT name FROM validation_runs ORDER BY id DESC"),
+                 QString("only-in-wal"));
+        QCOMPARE(rawValue(dir.filePath(backups.front()), "PRAGMA user_version"), QString("4"));
     }
 };
 
