@@ -1,32 +1,25 @@
 // The planner's full search (issue 4: every legal layout of GPT-3 175B, seq 2048,
 // global batch 1536, on 128 trn1.32xlarge = 4096 NeuronCores and on 256 p5.48xlarge
 // = 2048 H100s, in under 0.5 s on the 2-core machine), and a sweep over cluster sizes.
-// Problems come from the built-in catalog (a private temporary copy). Run by hand:
+// Problems come from the built-in specs (core/BuiltinSpecs.h, no database). Run by hand:
 //   build/bench/bench_search --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Wall-clock time (UseRealTime): the work runs on the search's own threads.
-#include "Catalog.h"
+#include "BuiltinSpecs.h"
 #include "Search.h"
 #include "Sweep.h"
 
-#include <QCoreApplication>
-#include <QTemporaryDir>
-
 #include <benchmark/benchmark.h>
-
-#include <memory>
 
 using namespace shardscope;
 
 namespace {
 
-std::unique_ptr<QTemporaryDir> g_dir;
-
 Problem gpt3(const char* nodeType, int nodes)
 {
-    Catalog catalog(g_dir->filePath(QStringLiteral("catalog.sqlite")));
+    const BuiltinSpecs& specs = BuiltinSpecs::instance();  // no database: the built-in specs suffice
     Problem p;
-    p.model = catalog.model("gpt3-175b");
-    p.cluster.node = catalog.node(nodeType);
+    p.model = specs.model("gpt3-175b");
+    p.cluster.node = specs.node(nodeType);
     p.cluster.nodes = nodes;
     p.training.seq_len = 2048;
     p.training.global_batch = 1536;
@@ -91,13 +84,10 @@ BENCHMARK(BM_SweepGpt3Trn1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillis
 
 int main(int argc, char** argv)
 {
-    QCoreApplication app(argc, argv);  // Qt SQL (the catalog) wants an application object
-    g_dir = std::make_unique<QTemporaryDir>();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv))
         return 1;
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
-    g_dir.reset();
     return 0;
 }

@@ -1,8 +1,9 @@
 // HostProfile: this machine measured as an emulated device — sustained fp32 GEMM
 // rate, memory bandwidth, per-kernel overhead — with what identifies the machine
-// and the measurement, so that it is measured once, stored in the catalog, and
+// and the measurement, so that it is measured once, kept in the run store, and
 // measured again when the machine, the thread count or the engine's kernels change.
-// A plain value here; the engine measures it (engine/Device.h, measureHostProfile).
+// A plain value here; the engine measures it (engine/Device.h, measureHostProfile; the
+// record: engine/HostMeasurement.h), the run store keeps it (store/RunStore.h).
 #pragma once
 
 #include <string>

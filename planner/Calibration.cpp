@@ -1,4 +1,5 @@
 #include "Calibration.h"
+#include "BuiltinSpecs.h"
 #include "CostModel.h"
 #include "JsonReader.h"
 #include "SpecJson.h"
@@ -14,7 +15,7 @@
 
 namespace shardscope {
 
-std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const Catalog& catalog,
+std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const SpecLookup& specs,
                                                       FieldErrors& errors)
 {
     std::vector<CalibrationCase> out;
@@ -36,7 +37,7 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
         auto training = trainingFromJson(c.object("training", true).json(), path + ".training", errors);
         const std::string node = c.string("node", true);
         try {
-            cc.problem.cluster.node = catalog.node(node);
+            cc.problem.cluster.node = specs.node(node);
         } catch (const std::exception& e) {
             c.error("node", e.what());
         }
@@ -55,14 +56,14 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
     return out;
 }
 
-std::vector<CalibrationCase> builtinCalibrationCases(const Catalog& catalog)
+std::vector<CalibrationCase> builtinCalibrationCases()
 {
     QFile f(QStringLiteral(":/planner/calibration-cases.json"));
     if (!f.open(QIODevice::ReadOnly))
         throw std::runtime_error("built-in calibration cases missing (:/planner/calibration-cases.json)");
     FieldErrors errors;
     const QJsonObject json = parseJsonObject(f.readAll(), "calibration-cases.json", errors);
-    auto cases = calibrationCasesFromJson(json, catalog, errors);
+    auto cases = calibrationCasesFromJson(json, BuiltinSpecs::instance(), errors);
     if (!errors.empty())
         throw std::runtime_error("built-in calibration cases are invalid:\n" + joinErrors(errors));
     return cases;

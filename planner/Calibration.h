@@ -4,10 +4,10 @@
 // least squares on log errors (Levenberg-Marquardt, Eigen).
 #pragma once
 
-#include "Catalog.h"
 #include "CostModelParams.h"
 #include "Layout.h"
 #include "Problem.h"
+#include "SpecLookup.h"
 
 #include <functional>
 #include <string>
@@ -32,11 +32,11 @@ struct CaseResult {
     bool feasible = true;
 };
 
-// Reads a "shardscope.calibration-cases/1" document; node types by name from the catalog.
-std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const Catalog& catalog,
+// Reads a "shardscope.calibration-cases/1" document; node types by name from `specs`.
+std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, const SpecLookup& specs,
                                                       FieldErrors& errors);
-// The built-in cases (compiled in).
-std::vector<CalibrationCase> builtinCalibrationCases(const Catalog& catalog);
+// The built-in cases (compiled in), on the built-in node types (core/BuiltinSpecs.h).
+std::vector<CalibrationCase> builtinCalibrationCases();
 
 double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible = nullptr);
 std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases, const CostModelParams& params);

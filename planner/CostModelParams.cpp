@@ -1,5 +1,4 @@
 #include "CostModelParams.h"
-#include "Catalog.h"
 #include "HardwareSpec.h"
 #include "JsonReader.h"
 
@@ -124,25 +123,6 @@ const CostModelParams& defaultCostModelParams()
         return p;
     }();
     return params;
-}
-
-CostModelParams costModelParamsNamed(const Catalog& catalog, const std::string& name)
-{
-    if (name.empty() || name == "default")
-        return defaultCostModelParams();
-    const auto document = catalog.costProfile(name);
-    if (!document) {
-        std::string known = "default";
-        for (const std::string& n : catalog.costProfileNames())
-            known += ", " + n;
-        throw InputError("cost model profile \"" + name + "\" is not in the catalog (there are: " + known + ")");
-    }
-    FieldErrors errors;
-    CostModelParams p = costModelParamsFromJson(*document, "cost_model." + name, errors);
-    if (!errors.empty())
-        throw InputError(errors);
-    p.name = name;
-    return p;
 }
 
 } // namespace shardscope

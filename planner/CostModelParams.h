@@ -58,12 +58,9 @@ struct CostModelParams {
     bool operator==(const CostModelParams&) const = default;
 };
 
-// The built-in default profile (resources/planner/cost-model.json, compiled in).
+// The built-in default profile (resources/planner/cost-model.json, compiled in). Other
+// profiles by name come from the run store (store/RunStore.h, costModelParamsNamed).
 const CostModelParams& defaultCostModelParams();
-
-// A profile by name: "default" is the built-in one, others are stored in the catalog
-// (calibrate --save NAME). Throws InputError naming the profile and the ones there are.
-CostModelParams costModelParamsNamed(const class Catalog& catalog, const std::string& name);
 
 QJsonObject toJson(const CostModelParams& params);
 // Every field is required: a profile is complete or refused.

@@ -2,7 +2,7 @@
 // browser's tables and details against the catalog itself, the item models'
 // consistency (QAbstractItemModelTester), and one screenshot per page.
 // The catalog lives in a QTemporaryDir and QSettings are redirected there too.
-#include "Catalog.h"
+#include "Store.h"
 #include "CatalogPage.h"
 #include "ChartAdapters.h"
 #include "JsonEntryDialog.h"
@@ -48,7 +48,8 @@ class TstAppGui : public QObject {
 
 private:
     std::unique_ptr<QTemporaryDir> dir_;
-    std::unique_ptr<Catalog> catalog_;
+    std::unique_ptr<Store> store_;
+    SpecCatalog* catalog_ = nullptr;
     std::unique_ptr<MainWindow> window_;
 
     CatalogPage* catalogPage() const { return window_->findChild<CatalogPage*>(); }
@@ -104,9 +105,10 @@ private slots:
         QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
         QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
 
-        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
-        QVERIFY(QFileInfo::exists(catalog_->path()));
-        window_ = std::make_unique<MainWindow>(*catalog_);
+        store_ = std::make_unique<Store>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        QVERIFY(QFileInfo::exists(store_->path()));
+        catalog_ = &store_->specs();
+        window_ = std::make_unique<MainWindow>(*store_);
         window_->resize(1280, 800);
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
@@ -118,7 +120,8 @@ private slots:
         if (window_)
             window_->close();
         window_.reset();
-        catalog_.reset();
+        catalog_ = nullptr;
+        store_.reset();
         QThreadPool::globalInstance()->waitForDone();
     }
 

@@ -1,7 +1,7 @@
 // Driving the main window as a user would, offscreen: change the setup and wait for
 // the search, select a plan and read its details, bad input that must not search,
 // cancel a search, save a plan file and open it again.
-#include "Catalog.h"
+#include "Store.h"
 #include "CostModel.h"
 #include "CostModelParams.h"
 #include "Units.h"
@@ -11,7 +11,6 @@
 #include "PlansModel.h"
 #include "PlansPage.h"
 #include "SetupPage.h"
-#include "StoredProfiles.h"
 #include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
@@ -49,7 +48,7 @@ using namespace shardscope;
 class TstAppWindow : public QObject {
     Q_OBJECT
     std::unique_ptr<QTemporaryDir> dir_;
-    std::unique_ptr<Catalog> catalog_;
+    std::unique_ptr<Store> store_;
     std::unique_ptr<MainWindow> window_;
 
     QJsonObject readJson(const QString& path)
@@ -74,8 +73,8 @@ private slots:
         QCoreApplication::setOrganizationName(QStringLiteral("shardscope-tests"));
         QSettings::setDefaultFormat(QSettings::IniFormat);
         QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, dir_->filePath(QStringLiteral("settings")));
-        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
-        window_ = std::make_unique<MainWindow>(*catalog_);
+        store_ = std::make_unique<Store>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        window_ = std::make_unique<MainWindow>(*store_);
         window_->resize(1280, 800);
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
@@ -88,7 +87,7 @@ private slots:
     void cleanupTestCase()
     {
         window_.reset();
-        catalog_.reset();
+        store_.reset();
         QThreadPool::globalInstance()->waitForDone();
     }
 
@@ -286,7 +285,7 @@ private slots:
         CostModelParams fittedTerms = defaultCostModelParams();
         fittedTerms.name = "fitted-here";
         const ValidationProfile fitted(fittedTerms, EmulationWallTerms{1.2, 20e-6, 15e-6});
-        catalog_->storeCostProfile("fitted-here", toJson(fitted));
+        store_->runs().storeCostProfile("fitted-here", fitted);
         page->reloadCostModels();
         QVERIFY(page->costModelBox()->findText(QStringLiteral("fitted-here")) >= 0);
         page->costModelBox()->setCurrentText(QStringLiteral("fitted-here"));
@@ -301,8 +300,8 @@ private slots:
         QCOMPARE(page->result()->metric("weights_bytes")->rel_error, 0.0);
         QCOMPARE(page->result()->measurement.steps.size(), size_t(4));
         QVERIFY(page->historyTable()->rowCount() >= 1);  // stored in the catalog's history
-        QVERIFY(!catalog_->validationRuns().empty());
-        QCOMPARE(catalog_->validationRuns().front().document.value("cost_model").toString(), QStringLiteral("fitted-here"));
+        QVERIFY(!store_->runs().validationRuns().empty());
+        QCOMPARE(store_->runs().validationRuns().front().document.value("cost_model").toString(), QStringLiteral("fitted-here"));
         // ... and its wall-clock terms made the wall-clock prediction.
         const WallClockEstimate& w = page->result()->wall;
         QVERIFY(w.compute_s > 0);
@@ -332,11 +331,11 @@ private slots:
         const QString name = calibrated.takeFirst().at(0).toString();
         QVERIFY(name.startsWith(QStringLiteral("engine-")));
         QCOMPARE(page->costModelBox()->currentText(), name);
-        const ValidationProfile fitted = validationProfileNamed(*catalog_, name.toStdString());
+        const ValidationProfile fitted = store_->runs().validationProfileNamed(name.toStdString());
         QVERIFY(fitted.terms.elementwise_traffic_factor != defaultCostModelParams().elementwise_traffic_factor);
         QVERIFY(fitted.wall.sync_s > 0 || fitted.wall.hidden_sync_s > 0);
         // The planner reads the same profile (its terms; the wall terms are validation's).
-        QVERIFY(costModelParamsNamed(*catalog_, name.toStdString()) == fitted.terms);
+        QVERIFY(store_->runs().costModelParamsNamed(name.toStdString()) == fitted.terms);
     }
 
     void saveAndReopenAPlanFile()
@@ -346,7 +345,7 @@ private slots:
         terms.name = "gui-test-profile";
         terms.dp_overlap = 0.25;
         terms.matmul_half_dim = 2 * terms.matmul_half_dim + 64;
-        catalog_->storeCostProfile(terms.name, toJson(terms));
+        store_->runs().storeCostProfile(terms.name, terms);
         SetupPage* setup = window_->setupPage();
         setup->reloadCostModels();
         QSignalSpy spy(window_.get(), &MainWindow::searchFinished);

@@ -2,7 +2,6 @@
 // search constraints is saved, reopened by every consumer (predict, export, report and
 // validate --plan), and each shows the same layout, step time and memory to the last digit;
 // old plan files still open; the JSON forms of the request and its space round-trip.
-#include "Catalog.h"
 #include "CliRunner.h"
 #include "CostModel.h"
 #include "CostModelParams.h"
@@ -10,6 +9,7 @@
 #include "PlanRequest.h"
 #include "Search.h"
 #include "SpecJson.h"
+#include "Store.h"
 #include "Sweep.h"
 #include "Units.h"
 
@@ -41,7 +41,7 @@ CostModelParams testProfile()
 class TstPlanRequest : public QObject {
     Q_OBJECT
     std::unique_ptr<QTemporaryDir> dir_;
-    std::unique_ptr<Catalog> catalog_;
+    std::unique_ptr<Store> store_;
 
     using RunResult = CliRun;
     RunResult cli(const QStringList& args) const
@@ -59,8 +59,8 @@ class TstPlanRequest : public QObject {
     Problem problem() const
     {
         Problem p;
-        p.model = catalog_->model("gpt3-13b");
-        p.cluster.node = catalog_->node("p5.48xlarge");
+        p.model = store_->specs().model("gpt3-13b");
+        p.cluster.node = store_->specs().node("p5.48xlarge");
         p.cluster.nodes = 2;
         p.training.global_batch = 32;
         p.training.seq_len = 2048;
@@ -78,12 +78,12 @@ private slots:
     {
         dir_ = std::make_unique<QTemporaryDir>();
         QVERIFY(dir_->isValid());
-        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
-        catalog_->storeCostProfile(testProfile().name, toJson(testProfile()));
+        store_ = std::make_unique<Store>(dir_->filePath(QStringLiteral("catalog.sqlite")));
+        store_->runs().storeCostProfile(testProfile().name, testProfile());
     }
     void cleanupTestCase()
     {
-        catalog_.reset();
+        store_.reset();
         dir_.reset();
     }
 

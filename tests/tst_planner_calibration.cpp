@@ -4,25 +4,20 @@
 // from them does not improve the fit.
 #include "Calibration.h"
 
-#include <QTemporaryDir>
 #include <QTest>
 
 #include <cmath>
-#include <memory>
 
 using namespace shardscope;
 
 class TstPlannerCalibration : public QObject {
     Q_OBJECT
-    QTemporaryDir dir_;
-    std::unique_ptr<Catalog> catalog_;
     std::vector<CalibrationCase> cases_;
 
 private slots:
     void initTestCase()
     {
-        catalog_ = std::make_unique<Catalog>(dir_.filePath("c.sqlite"));
-        cases_ = builtinCalibrationCases(*catalog_);
+        cases_ = builtinCalibrationCases();
         QCOMPARE(cases_.size(), size_t(29));  // 10 + 12 Megatron-LM rows, 7 Trainium configurations
     }
 
@@ -30,9 +25,7 @@ private slots:
     void publishedRun_data()
     {
         QTest::addColumn<int>("index");
-        QTemporaryDir dir;
-        Catalog catalog(dir.filePath("c.sqlite"));
-        const auto cases = builtinCalibrationCases(catalog);
+        const auto cases = builtinCalibrationCases();
         for (size_t i = 0; i < cases.size(); ++i)
             QTest::newRow(cases[i].id.c_str()) << int(i);
     }
@@ -84,8 +77,6 @@ private slots:
         QVERIFY(std::fabs(fit.params.elementwise_traffic_factor - defaultCostModelParams().elementwise_traffic_factor) <
                 0.05 * defaultCostModelParams().elementwise_traffic_factor);
     }
-
-    void cleanupTestCase() { catalog_.reset(); }
 };
 
 QTEST_GUILESS_MAIN(TstPlannerCalibration)

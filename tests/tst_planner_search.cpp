@@ -6,7 +6,7 @@
 // documentation. Then: thread-count independence, Pareto fronts, constraints,
 // infeasible counts by reason, cancellation, the plan document, and the CLI's
 // plan / sweep / compare end to end.
-#include "Catalog.h"
+#include "BuiltinSpecs.h"
 #include "CliRunner.h"
 #include "CostModel.h"
 #include "PlanJson.h"
@@ -168,7 +168,7 @@ class TstPlannerSearch : public QObject {
 
 private:
     std::unique_ptr<QTemporaryDir> dir_;
-    std::unique_ptr<Catalog> catalog_;
+    const SpecLookup* catalog_ = &BuiltinSpecs::instance();  // the built-in specs, no database
 
     Problem problem(const char* model, const char* node, int nodes, int batch, int seq = 2048) const
     {
@@ -220,11 +220,9 @@ private slots:
     {
         dir_ = std::make_unique<QTemporaryDir>();
         QVERIFY(dir_->isValid());
-        catalog_ = std::make_unique<Catalog>(dir_->filePath(QStringLiteral("catalog.sqlite")));
     }
     void cleanupTestCase()
     {
-        catalog_.reset();
         dir_.reset();
     }
 

@@ -3,7 +3,7 @@
 // layout), FLOPs must agree closely, and the validation document keeps its contract.
 // The other metrics are reported by `shardscope-cli validate --suite`; their goals
 // belong to the calibration work (see the issue notes), not to this test.
-#include "Catalog.h"
+#include "Store.h"
 #include "ScaledCase.h"
 #include "EngineFit.h"
 #include "Validation.h"
@@ -320,17 +320,20 @@ private slots:
     void namedCostProfiles()
     {
         QTemporaryDir dir;
-        Catalog catalog(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        RunStore& runs = store.runs();
         const EngineFit fit = fitOnEngine(results_, defaultCostModelParams(), 0.3);
-        catalog.storeCostProfile("engine", toJson(fit.profile));
-        const CostModelParams loaded = costModelParamsNamed(catalog, "engine");
+        runs.storeCostProfile("engine", fit.profile);
+        const CostModelParams loaded = runs.costModelParamsNamed("engine");
         QCOMPARE(loaded.name, std::string("engine"));
         QCOMPARE(loaded.elementwise_traffic_factor, fit.profile.terms.elementwise_traffic_factor);
-        QCOMPARE(costModelParamsNamed(catalog, "default").elementwise_traffic_factor,
+        QCOMPARE(runs.costModelParamsNamed("default").elementwise_traffic_factor,
                  defaultCostModelParams().elementwise_traffic_factor);
-        QVERIFY_THROWS_EXCEPTION(InputError, catalog.storeCostProfile("default", toJson(fit.profile)));
+        QVERIFY_THROWS_EXCEPTION(InputError, runs.storeCostProfile("default", fit.profile));
+        // The wall terms are stored with it, for validation.
+        QVERIFY(runs.validationProfileNamed("engine").wall == fit.profile.wall);
         try {
-            costModelParamsNamed(catalog, "missing");
+            runs.costModelParamsNamed("missing");
             QFAIL("an unknown profile must be refused");
         } catch (const InputError& e) {
             QVERIFY(QString(e.what()).contains("engine"));  // names the profiles there are
@@ -340,12 +343,12 @@ private slots:
     void historyKeepsEveryRun()
     {
         QTemporaryDir dir;
-        Catalog catalog(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
         const QJsonObject doc = validationDocument(results_);
-        const int first = catalog.storeValidationRun("suite", doc);
-        const int second = catalog.storeValidationRun("again", doc);
+        const int first = store.runs().storeValidationRun("suite", doc);
+        const int second = store.runs().storeValidationRun("again", doc);
         QVERIFY(second > first);
-        const auto runs = catalog.validationRuns();
+        const auto runs = store.runs().validationRuns();
         QCOMPARE(runs.size(), size_t(2));
         QCOMPARE(runs.front().name, std::string("again"));  // newest first
         QVERIFY(runs.front().document == doc);

@@ -4,6 +4,7 @@
 #include "EngineCalibration.h"
 #include "EngineFit.h"
 #include "HostProfileCache.h"
+#include "Store.h"
 #include "Validation.h"
 #include "ValidationCaseJson.h"
 #include "CliArgs.h"
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <ostream>
 
 namespace shardscope::cli {
@@ -60,13 +62,13 @@ QJsonArray resultsJson(const std::vector<CaseResult>& results)
 // The cases of every stored validation run that kept its request, oldest first (so the
 // held-out share is stable as runs are added). Runs stored before requests were kept are
 // skipped and counted.
-std::vector<ValidationResult> historyResults(const Catalog& catalog, int& skipped)
+std::vector<ValidationResult> historyResults(const RunStore& runStore, int& skipped)
 {
     std::vector<ValidationResult> results;
-    std::vector<Catalog::ValidationRun> runs = catalog.validationRuns(100000);
+    std::vector<RunStore::ValidationRun> runs = runStore.validationRuns(100000);
     std::reverse(runs.begin(), runs.end());
     skipped = 0;
-    for (const Catalog::ValidationRun& run : runs) {
+    for (const RunStore::ValidationRun& run : runs) {
         const QJsonArray cases = run.document.value(QLatin1String("cases")).toArray();
         for (qsizetype i = 0; i < cases.size(); ++i) {
             const QJsonObject c = cases[i].toObject();
@@ -83,14 +85,14 @@ std::vector<ValidationResult> historyResults(const Catalog& catalog, int& skippe
 
 int calibrateOnEngine(const CliArgs& a, Context& ctx)
 {
-    Catalog catalog(ctx.db_path);
+    Store store(ctx.db_path);
     const bool fromHistory = a.flag("from-history");
     const double holdout = a.number("holdout", kCalibrationHoldout, 0, 0.9);
     std::vector<ValidationResult> results;
     std::string source;
     if (fromHistory) {
         int skipped = 0;
-        results = historyResults(catalog, skipped);
+        results = historyResults(store.runs(), skipped);
         if (results.empty())
             throw UsageError("calibrate --from-history: the run history holds no validation cases with their "
                              "requests (run `shardscope-cli validate --suite` first)" +
@@ -103,8 +105,8 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
         fit = fitOnEngine(results, start, holdout);
     } else {
         EngineCalibrationRequest request;
-        request.device = chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
-        request.host = emulationHost(engine::hostProfile(catalog, 1).profile);
+        request.device = chipProfileFromArg(a.value("device").value_or(kSuiteChip), store.specs(), kSuiteChipScale);
+        request.host = emulationHost(cachedHostProfile(store.runs(), 1).profile);
         request.holdout = holdout;
         request.start = start;
         const EngineCalibration run = calibrateOnEngine(request);
@@ -113,7 +115,7 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
     }
     if (auto name = a.value("save")) {
         fit.profile.terms.name = *name;
-        catalog.storeCostProfile(*name, toJson(fit.profile));
+        store.runs().storeCostProfile(*name, fit.profile);
     }
     if (a.flag("json")) {
         QJsonObject o{{"schema", "shardscope.engine-calibration/1"},
@@ -232,8 +234,11 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             start = comma + 1;
         }
     }
-    Catalog catalog(ctx.db_path);
-    const std::vector<CalibrationCase> cases = builtinCalibrationCases(catalog);
+    // Opened before any work only to keep the profile: a catalog that cannot take it fails first.
+    std::optional<Store> store;
+    if (a.value("save"))
+        store.emplace(ctx.db_path);
+    const std::vector<CalibrationCase> cases = builtinCalibrationCases();
     CostModelParams params = defaultCostModelParams();
     const std::vector<CaseResult> before = evaluateCases(cases, params);
     std::vector<CaseResult> after;
@@ -295,7 +300,7 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
     }
     if (auto name = a.value("save")) {
         params.name = *name;
-        catalog.storeCostProfile(*name, toJson(params));
+        store->runs().storeCostProfile(*name, params);
         if (!a.flag("json"))
             ctx.out << "saved as cost-model profile \"" << *name << "\" (use it with --cost-model " << *name << ")\n";
     }

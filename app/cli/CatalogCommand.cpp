@@ -1,10 +1,10 @@
 // shardscope-cli catalog list|show|import|export|remove
-#include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "EntrySummary.h"
 #include "JsonReader.h"
 #include "SpecJson.h"
+#include "Store.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -26,15 +26,15 @@ const char* kCatalogUsage =
     "       shardscope-cli catalog export NAME [--out FILE.json]\n"
     "       shardscope-cli catalog remove NAME";
 
-void printNotices(const Catalog& catalog, Context& ctx)
+void printNotices(const Store& store, Context& ctx)
 {
-    for (const std::string& n : catalog.notices())
+    for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";
 }
 
 std::string prettyJson(const QJsonObject& o) { return QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString(); }
 
-int list(const CliArgs& a, Catalog& catalog, Context& ctx)
+int list(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
     a.expectPositional(1, kCatalogUsage);
     std::optional<EntryKind> kind;
@@ -62,11 +62,11 @@ int list(const CliArgs& a, Catalog& catalog, Context& ctx)
     for (const CatalogEntry& e : entries)
         ctx.out << std::left << std::setw(int(width) + 2) << e.name << std::setw(7) << toString(e.kind)
                 << std::setw(9) << (e.builtin ? "built-in" : "user") << summarize(catalog, e) << "\n";
-    ctx.out << entries.size() << " entries in " << catalog.path().toStdString() << "\n";
+    ctx.out << entries.size() << " entries in " << ctx.db_path.toStdString() << "\n";
     return kExitOk;
 }
 
-int show(const CliArgs& a, Catalog& catalog, Context& ctx)
+int show(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
     a.expectPositional(2, kCatalogUsage);
     const std::string name = a.positional()[1];
@@ -88,7 +88,7 @@ int show(const CliArgs& a, Catalog& catalog, Context& ctx)
     return kExitOk;
 }
 
-int import(const CliArgs& a, Catalog& catalog, Context& ctx)
+int import(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
     a.expectPositional(2, kCatalogUsage);
     const QString file = QString::fromStdString(a.positional()[1]);
@@ -105,7 +105,7 @@ int import(const CliArgs& a, Catalog& catalog, Context& ctx)
     return kExitOk;
 }
 
-int exportEntry(const CliArgs& a, Catalog& catalog, Context& ctx)
+int exportEntry(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
     a.expectPositional(2, kCatalogUsage);
     const std::string name = a.positional()[1];
@@ -123,7 +123,7 @@ int exportEntry(const CliArgs& a, Catalog& catalog, Context& ctx)
     return kExitOk;
 }
 
-int remove(const CliArgs& a, Catalog& catalog, Context& ctx)
+int remove(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
     a.expectPositional(2, kCatalogUsage);
     catalog.remove(a.positional()[1]);
@@ -142,8 +142,9 @@ int runCatalog(const std::vector<std::string>& args, Context& ctx)
     if (verb != "list" && verb != "show" && verb != "import" && verb != "export" && verb != "remove")
         throw UsageError("unknown catalog command \"" + verb + "\"; usage: " + kCatalogUsage);
 
-    Catalog catalog(ctx.db_path);
-    printNotices(catalog, ctx);
+    Store store(ctx.db_path);
+    printNotices(store, ctx);
+    SpecCatalog& catalog = store.specs();
     if (verb == "list")
         return list(a, catalog, ctx);
     if (verb == "show")

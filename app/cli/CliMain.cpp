@@ -1,6 +1,6 @@
 // shardscope-cli: ShardScope without a GUI. Exit codes: 0 success, 1 runtime
 // failure, 2 bad usage or bad input; errors go to stderr.
-#include "Catalog.h"
+#include "Store.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "Version.h"
@@ -95,7 +95,7 @@ namespace {
 
 int run(std::vector<std::string> args)
 {
-    QString db = Catalog::defaultPath();
+    QString db = Store::defaultPath();
     std::string command;
     std::vector<std::string> rest;
     for (size_t i = 0; i < args.size(); ++i) {

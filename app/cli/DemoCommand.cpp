@@ -1,12 +1,12 @@
 // shardscope-cli demo: what ShardScope knows about the default problem,
 // GPT-3 175B on 64 trn1.32xlarge, computed from the catalog.
-#include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "CostModel.h"
 #include "PlanCommand.h"
 #include "ProblemOverview.h"
 #include "Search.h"
+#include "Store.h"
 #include "Units.h"
 
 #include <ostream>
@@ -17,9 +17,10 @@ int runDemo(const std::vector<std::string>& args, Context& ctx)
 {
     const CliArgs a(args, {"model", "node-type", "nodes", "seq", "tokens"}, {});
     a.expectPositional(0, "shardscope-cli demo [--model NAME] [--node-type NAME] [--nodes N] [--seq S] [--tokens T]");
-    Catalog catalog(ctx.db_path);
-    for (const std::string& n : catalog.notices())
+    const Store store(ctx.db_path);
+    for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";
+    const SpecCatalog& catalog = store.specs();
 
     Problem p = defaultProblem(catalog);
     if (auto model = a.value("model"))

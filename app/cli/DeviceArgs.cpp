@@ -5,7 +5,7 @@
 
 namespace shardscope::cli {
 
-engine::DeviceProfile chipProfileFromArg(const std::string& text, const Catalog& catalog, double defaultScale)
+engine::DeviceProfile chipProfileFromArg(const std::string& text, const SpecLookup& specs, double defaultScale)
 {
     const size_t colon = text.find(':');
     double scale = defaultScale;
@@ -16,7 +16,7 @@ engine::DeviceProfile chipProfileFromArg(const std::string& text, const Catalog&
         if (number.empty() || *end != '\0' || !(scale > 0 && scale <= 1))
             throw UsageError("--device: scale \"" + number + "\" must be a number in (0, 1] (e.g. trainium1:0.001)");
     }
-    return engine::profileFromChip(catalog.chip(text.substr(0, colon)), scale);
+    return engine::profileFromChip(specs.chip(text.substr(0, colon)), scale);
 }
 
 } // namespace shardscope::cli

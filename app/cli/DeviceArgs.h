@@ -3,7 +3,7 @@
 // large one feels on the real chip. Shared by validate and calibrate --engine.
 #pragma once
 
-#include "Catalog.h"
+#include "SpecLookup.h"
 #include "Device.h"
 
 #include <string>
@@ -11,6 +11,6 @@
 namespace shardscope::cli {
 
 // Throws UsageError for a malformed scale, InputError (with near matches) for an unknown chip.
-engine::DeviceProfile chipProfileFromArg(const std::string& text, const Catalog& catalog, double defaultScale);
+engine::DeviceProfile chipProfileFromArg(const std::string& text, const SpecLookup& specs, double defaultScale);
 
 } // namespace shardscope::cli

@@ -10,6 +10,7 @@
 #include "ProblemArgs.h"
 #include "Search.h"
 #include "SpecJson.h"
+#include "Store.h"
 #include "Sweep.h"
 #include "Units.h"
 
@@ -69,7 +70,7 @@ struct SearchSettings {
     SearchControl control;
 };
 
-SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, int defaultTop)
+SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, int defaultTop)
 {
     SearchSettings s;
     SearchSpace& space = s.request.space;
@@ -94,7 +95,7 @@ SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, 
         s.request.objective = *o;
     }
     s.request.top_k = a.integer("top", defaultTop, 1, 1000);
-    s.request.cost_model = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
+    s.request.cost_model = runs.costModelParamsNamed(a.value("cost-model").value_or("default"));
     s.control.threads = a.integer("threads", 0, 0, 256);
     return s;
 }
@@ -259,8 +260,9 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     valued.insert("out");
     const CliArgs a(args, valued, searchFlagOptions());
     a.expectPositional(0, planUsage());
-    Catalog catalog(ctx.db_path);
-    SearchSettings s = searchSettingsFromArgs(a, catalog, 10);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
+    SearchSettings s = searchSettingsFromArgs(a, store.runs(), 10);
     s.request.problem = problemFromArgs(a, catalog);
     const Problem& problem = s.request.problem;
     checkObjective(s.request.objective, problem);
@@ -324,12 +326,13 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     const std::vector<int> nodes = parseNodeCounts(*nodesText, "--nodes", errors);
     if (!errors.empty())
         throw InputError(errors);
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
     // The problem at the first size: every other option is checked once, here.
     const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
                                                  searchValueOptions(), searchFlagOptions()),
                                          catalog);
-    SearchSettings s = searchSettingsFromArgs(a, catalog, 1);
+    SearchSettings s = searchSettingsFromArgs(a, store.runs(), 1);
     s.request.problem = base;
     checkObjective(s.request.objective, base);
 
@@ -402,8 +405,9 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
     if (nodes.size() != types.size())
         throw UsageError("--nodes: give one count, or one per node type (" + std::to_string(types.size()) + ")");
 
-    Catalog catalog(ctx.db_path);
-    SearchSettings s = searchSettingsFromArgs(a, catalog, 1);
+    const Store store(ctx.db_path);
+    const SpecCatalog& catalog = store.specs();
+    SearchSettings s = searchSettingsFromArgs(a, store.runs(), 1);
     std::vector<Problem> problems;
     std::vector<std::string> unpriced;
     for (size_t i = 0; i < types.size(); ++i) {

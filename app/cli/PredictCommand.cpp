@@ -7,6 +7,7 @@
 #include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "SpecJson.h"
+#include "Store.h"
 #include "Units.h"
 
 #include <QJsonDocument>
@@ -87,12 +88,12 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
     flags.insert({"json", "explain"});
     const CliArgs a(args, valued, flags);
     a.expectPositional(0, kPredictUsage);
-    Catalog catalog(ctx.db_path);
+    const Store store(ctx.db_path);
     // A plan file brings its problem and, unless --layout says otherwise, its best layout.
     std::optional<PlanDocument> plan;
     if (auto file = a.value("plan"))
         plan = loadPlanFile(*file, ctx.err);
-    const Problem problem = plan ? plan->problem : problemFromArgs(a, catalog);
+    const Problem problem = plan ? plan->problem : problemFromArgs(a, store.specs());
 
     Layout layout;
     if (plan && !a.value("layout")) {
@@ -108,7 +109,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         throw UsageError("--cost-model: the plan file carries its own cost-model terms (profile \"" +
                          plan->request.cost_model.name + "\"); leave out --plan to price with another profile");
     const CostModel model(problem, plan ? plan->request.cost_model
-                                        : costModelParamsNamed(catalog, a.value("cost-model").value_or("default")));
+                                        : store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
     const Prediction prediction = model.evaluate(layout);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {

@@ -22,7 +22,7 @@ const std::set<std::string>& problemFlagOptions()
     return options;
 }
 
-ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog)
+ModelSpec modelFromArg(const std::string& arg, const SpecLookup& specs)
 {
     const QString path = QString::fromStdString(arg);
     if (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".json") == 0) {
@@ -38,7 +38,7 @@ ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog)
             throw InputError(errors);
         return *model;
     }
-    return catalog.model(arg);
+    return specs.model(arg);
 }
 
 Layout layoutFromArg(const std::string& text, const Problem& problem)
@@ -59,7 +59,7 @@ Layout layoutFromArg(const std::string& text, const Problem& problem)
     return layout;
 }
 
-Problem problemFromArgs(const CliArgs& a, const Catalog& catalog)
+Problem problemFromArgs(const CliArgs& a, const SpecLookup& specs)
 {
     auto required = [&](const char* name) {
         auto v = a.value(name);
@@ -68,8 +68,8 @@ Problem problemFromArgs(const CliArgs& a, const Catalog& catalog)
         return *v;
     };
     Problem p;
-    p.model = modelFromArg(required("model"), catalog);
-    p.cluster.node = catalog.node(required("node-type"));
+    p.model = modelFromArg(required("model"), specs);
+    p.cluster.node = specs.node(required("node-type"));
     required("nodes");
     p.cluster.nodes = a.integer("nodes", 1, 1, 1'000'000);
     required("global-batch");

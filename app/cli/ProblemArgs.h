@@ -3,7 +3,7 @@
 // [--precision fp32|bf16|fp16|fp8] [--tokens T] [--flash-attention].
 #pragma once
 
-#include "Catalog.h"
+#include "SpecLookup.h"
 #include "CliArgs.h"
 #include "Layout.h"
 #include "Problem.h"
@@ -18,13 +18,13 @@ const std::set<std::string>& problemValueOptions();
 const std::set<std::string>& problemFlagOptions();
 
 // Throws UsageError for a missing option, InputError for an invalid problem (every field named).
-Problem problemFromArgs(const CliArgs& args, const Catalog& catalog);
+Problem problemFromArgs(const CliArgs& args, const SpecLookup& specs);
 
 // A --layout string for a problem: keys left out take defaults, dp fills the devices.
 // Throws InputError listing every broken rule at once.
 Layout layoutFromArg(const std::string& text, const Problem& problem);
 
 // A model by catalog name, or from a JSON file when the argument names one.
-ModelSpec modelFromArg(const std::string& arg, const Catalog& catalog);
+ModelSpec modelFromArg(const std::string& arg, const SpecLookup& specs);
 
 } // namespace shardscope::cli

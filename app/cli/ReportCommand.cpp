@@ -1,6 +1,5 @@
 // shardscope-cli report: a self-contained HTML or PDF report of a plan file, with the
 // same charts as the GUI, rendered offscreen (headless: no display needed).
-#include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "PlanCommand.h"
@@ -8,6 +7,7 @@
 #include "ReportBuilder.h"
 #include "ScaledCase.h"
 #include "Search.h"
+#include "Store.h"
 #include "Sweep.h"
 
 #include <ostream>
@@ -66,9 +66,9 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
 
     // The latest validation of this plan, when it was validated (shardscope-cli validate --plan).
     {
-        Catalog catalog(ctx.db_path);
+        const Store store(ctx.db_path);
         const std::string name = validationRunName(plan.problem, chosen);
-        for (const Catalog::ValidationRun& run : catalog.validationRuns(1000))
+        for (const RunStore::ValidationRun& run : store.runs().validationRuns(1000))
             if (run.name == name) {
                 input.validation = run.document;
                 input.validation_when = QString::fromStdString(run.created_at);

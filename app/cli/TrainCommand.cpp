@@ -4,8 +4,8 @@
 // (dp, tp, sp, pp, ZeRO, schedule, recomputation), printing per-step loss and
 // times and at the end peak memory by category, FLOPs and achieved FLOP/s, and
 // per device the collectives' bytes; --json prints the measurement document.
-#include "Catalog.h"
 #include "HostProfileCache.h"
+#include "Store.h"
 #include "CliArgs.h"
 #include "Commands.h"
 #include "MeasurementJson.h"
@@ -45,9 +45,9 @@ std::string fixed(double v, int decimals)
 DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, bool quiet, bool remeasure)
 {
     if (spec == "host") {
-        // Measured once per machine and thread count, kept in the catalog.
-        Catalog catalog(ctx.db_path);
-        const CachedHostProfile cached = hostProfile(catalog, threads, remeasure);
+        // Measured once per machine and thread count, kept in the run store.
+        Store store(ctx.db_path);
+        const CachedHostProfile cached = cachedHostProfile(store.runs(), threads, remeasure);
         const DeviceProfile& p = cached.profile;
         if (!quiet)
             ctx.out << "device: host, " << (cached.measured_now ? "measured now" : "measured " + cached.measured_at)
@@ -70,12 +70,12 @@ DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, 
     }
     if (name.empty())
         throw UsageError("--device: expected host or a chip name from the catalog (shardscope-cli catalog list --kind chips)");
-    Catalog catalog(ctx.db_path);
-    for (const std::string& n : catalog.notices())
+    const Store store(ctx.db_path);
+    for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";
-    const std::optional<ChipSpec> chip = catalog.findChip(name);
+    const std::optional<ChipSpec> chip = store.specs().findChip(name);
     if (!chip) {
-        catalog.chip(name);  // throws InputError naming the missing chip, with near matches
+        store.specs().chip(name);  // throws InputError naming the missing chip, with near matches
         throw UsageError("--device: unknown chip " + name);
     }
     DeviceProfile p = profileFromChip(*chip, scale);
@@ -264,8 +264,8 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
             if (text.empty() || *end != '\0' || !(nodeScale > 0 && nodeScale <= 1))
                 throw UsageError("--node-type: scale \"" + text + "\" must be a number in (0, 1]");
         }
-        Catalog catalog(ctx.db_path);
-        node = catalog.node(name);  // InputError naming the missing node type
+        const Store store(ctx.db_path);
+        node = store.specs().node(name);  // InputError naming the missing node type
     }
     char scaleText[32];
     std::snprintf(scaleText, sizeof scaleText, ":%g", nodeScale);

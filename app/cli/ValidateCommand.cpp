@@ -3,8 +3,7 @@
 //   validate --suite [--device NAME[:scale]] [--json]
 //   validate --plan plan.json [--layout "..."] [--steps N] [--json]
 //   history [--json]
-// Every validation is stored in the catalog's run history.
-#include "Catalog.h"
+// Every validation is stored in the run history (store/RunStore.h).
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
@@ -13,7 +12,7 @@
 #include "PredictionJson.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
-#include "StoredProfiles.h"
+#include "Store.h"
 #include "Units.h"
 #include "Validation.h"
 
@@ -162,10 +161,10 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
-    Catalog catalog(ctx.db_path);
+    Store store(ctx.db_path);
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
-    const ValidationProfile base = validationProfileNamed(catalog, a.value("cost-model").value_or("default"));
+    const ValidationProfile base = store.runs().validationProfileNamed(a.value("cost-model").value_or("default"));
     std::vector<ValidationResult> results;
     std::vector<std::string> adaptations;
     std::string runName = "suite";
@@ -173,7 +172,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     engine::DeviceProfile profile;
     // --profile host: this machine as the device (measured once, stored), so that the device
     // clock and the wall clock describe the same hardware.
-    auto hostDevice = [&] { return engine::hostProfile(catalog, 1).profile; };
+    auto hostDevice = [&] { return cachedHostProfile(store.runs(), 1).profile; };
     // Whatever the device, the host runs the emulation: its wall clock is predicted too.
     const EmulationHost host = emulationHost(hostDevice());
     // A full-size case (a plan's request, or a problem given here) scaled down to run here.
@@ -197,7 +196,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     };
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
+                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), store.specs(), kSuiteChipScale);
         for (ValidationCase c : validationSuite(profile)) {
             c.host = host;
             results.push_back(runValidation(c, base));
@@ -221,7 +220,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             throw InputError(errors);
         r.recompute = r.layout.recompute;
         profile = profileKind == "host" ? hostDevice()
-                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), catalog, kSuiteChipScale);
+                                        : chipProfileFromArg(a.value("device").value_or(kSuiteChip), store.specs(), kSuiteChipScale);
         c.profile = profile;
         r.links.intra_bytes_per_second = profile.memory_bytes_per_second;  // shared memory between devices
         r.links.inter_bytes_per_second = profile.memory_bytes_per_second / 8;
@@ -242,7 +241,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                 throw UsageError("--node-type: missing (the full-size case's node type); usage: " + std::string(usage));
             if (!a.value("devices"))
                 throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + std::string(usage));
-            const int perNode = catalog.node(type).devicesPerNode();
+            const int perNode = store.specs().node(type).devicesPerNode();
             const int devices = a.integer("devices", 1, 1, 1 << 24);
             if (devices % perNode != 0)
                 throw InputError("devices: " + std::to_string(devices) + " is not a whole number of " + type +
@@ -250,7 +249,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             withNodes.insert(withNodes.end(), {"--nodes", std::to_string(devices / perNode)});
         }
         const CliArgs full(withNodes, values, flags);
-        const Problem problem = problemFromArgs(full, catalog);
+        const Problem problem = problemFromArgs(full, store.specs());
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
         runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1}, layout, "problem");
     } else {
@@ -275,7 +274,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         doc.insert("full_size", *fullSize);
     doc.insert("device", QString::fromStdString(profile.name));
     doc.insert("cost_model", QString::fromStdString(base.terms.name));
-    const int id = catalog.storeValidationRun(runName, doc);
+    const int id = store.runs().storeValidationRun(runName, doc);
 
     if (a.flag("json")) {
         ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
@@ -313,11 +312,11 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
 {
     const CliArgs a(args, {"limit"}, {"json"});
     a.expectPositional(0, "shardscope-cli history [--limit N] [--json]");
-    Catalog catalog(ctx.db_path);
-    const auto runs = catalog.validationRuns(a.integer("limit", 20, 1, 100000));
+    Store store(ctx.db_path);
+    const auto runs = store.runs().validationRuns(a.integer("limit", 20, 1, 100000));
     if (a.flag("json")) {
         QJsonArray array;
-        for (const Catalog::ValidationRun& r : runs)
+        for (const RunStore::ValidationRun& r : runs)
             array.append(QJsonObject{{"id", r.id},
                                      {"created_at", QString::fromStdString(r.created_at)},
                                      {"software_version", QString::fromStdString(r.software_version)},
@@ -326,7 +325,7 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
         ctx.out << QJsonDocument(array).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
     }
-    for (const Catalog::ValidationRun& r : runs) {
+    for (const RunStore::ValidationRun& r : runs) {
         const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
         const double step = summary.value(QLatin1String("device_step_time_s")).toObject().value(
             QLatin1String("median_rel_error")).toDouble();

@@ -74,13 +74,13 @@ std::string summarize(const NodeType& n)
     return s;
 }
 
-std::string summarize(const Catalog& catalog, const CatalogEntry& e)
+std::string summarize(const SpecLookup& specs, const CatalogEntry& e)
 {
     try {
         switch (e.kind) {
-        case EntryKind::Model: return summarize(catalog.model(e.name));
-        case EntryKind::Chip: return summarize(catalog.chip(e.name));
-        case EntryKind::Node: return summarize(catalog.node(e.name));
+        case EntryKind::Model: return summarize(specs.model(e.name));
+        case EntryKind::Chip: return summarize(specs.chip(e.name));
+        case EntryKind::Node: return summarize(specs.node(e.name));
         }
     } catch (const std::exception& ex) {
         return std::string("(invalid: ") + ex.what() + ")";

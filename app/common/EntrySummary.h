@@ -2,7 +2,7 @@
 // shared by the CLI tables and the GUI's catalog page.
 #pragma once
 
-#include "Catalog.h"
+#include "SpecLookup.h"
 
 #include <string>
 #include <utility>
@@ -16,8 +16,8 @@ std::string summarize(const ModelSpec& model);
 std::string summarize(const ChipSpec& chip);
 // "16 x trainium1 (32 devices), torus2d 412 GB/s per chip, 100 GB/s per node, $21.50/h"
 std::string summarize(const NodeType& node);
-// Any entry, resolved through the catalog.
-std::string summarize(const Catalog& catalog, const CatalogEntry& entry);
+// Any entry, resolved through the catalog it came from.
+std::string summarize(const SpecLookup& specs, const CatalogEntry& entry);
 
 // Field/value rows for a detailed view, with units and sources.
 std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& model);

@@ -22,11 +22,11 @@ std::string percent(double fraction)
 
 } // namespace
 
-Problem defaultProblem(const Catalog& catalog)
+Problem defaultProblem(const SpecLookup& specs)
 {
     Problem p;
-    p.model = catalog.model("gpt3-175b");
-    p.cluster.node = catalog.node("trn1.32xlarge");
+    p.model = specs.model("gpt3-175b");
+    p.cluster.node = specs.node("trn1.32xlarge");
     p.cluster.nodes = 64;
     p.training.seq_len = 2048;
     p.training.global_batch = 1536;

@@ -2,14 +2,14 @@
 // overview of any problem, computed from the catalog, never typed in.
 #pragma once
 
-#include "Catalog.h"
+#include "SpecLookup.h"
 #include "Problem.h"
 
 #include <string>
 
 namespace shardscope {
 
-Problem defaultProblem(const Catalog& catalog);
+Problem defaultProblem(const SpecLookup& specs);
 std::string problemOverview(const Problem& problem);
 
 } // namespace shardscope

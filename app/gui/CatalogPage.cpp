@@ -1,5 +1,5 @@
 #include "CatalogPage.h"
-#include "Catalog.h"
+#include "SpecCatalog.h"
 #include "EntrySummary.h"
 #include "JsonEntryDialog.h"
 #include "ModelDialog.h"
@@ -63,7 +63,7 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
-CatalogPage::CatalogPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+CatalogPage::CatalogPage(SpecCatalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
 {
     tabs_ = new QTabWidget(this);
     models_ = makeTable({tr("Name"), tr("Model"), tr("Family"), tr("Layers"), tr("Hidden"), tr("Parameters"),

@@ -14,12 +14,12 @@ class QLabel;
 
 namespace shardscope {
 
-class Catalog;
+class SpecCatalog;
 
 class CatalogPage : public QWidget {
     Q_OBJECT
 public:
-    explicit CatalogPage(Catalog& catalog, QWidget* parent = nullptr);
+    explicit CatalogPage(SpecCatalog& catalog, QWidget* parent = nullptr);
 
     void reload();
     QTabWidget* kindTabs() const { return tabs_; }
@@ -39,7 +39,7 @@ private:
     void editSelected();
     void newEntry(const char* kind);
 
-    Catalog& catalog_;
+    SpecCatalog& catalog_;
     QTabWidget* tabs_ = nullptr;
     QTableWidget* models_ = nullptr;
     QTableWidget* chips_ = nullptr;

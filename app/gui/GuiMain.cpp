@@ -1,6 +1,6 @@
 // shardscope: the desktop application.
 //   shardscope [--db PATH] [--screenshots DIR [--size WxH]]
-#include "Catalog.h"
+#include "Store.h"
 #include "MainWindow.h"
 #include "Theme.h"
 #include "ValidatePage.h"
@@ -40,10 +40,10 @@ int main(int argc, char** argv)
     shardscope::applyTheme(shardscope::themeFromString(
         parser.isSet(theme) ? parser.value(theme) : QSettings().value(QStringLiteral("theme")).toString()));
 
-    const QString dbPath = parser.isSet(db) ? parser.value(db) : shardscope::Catalog::defaultPath();
-    std::unique_ptr<shardscope::Catalog> catalog;
+    const QString dbPath = parser.isSet(db) ? parser.value(db) : shardscope::Store::defaultPath();
+    std::unique_ptr<shardscope::Store> store;
     try {
-        catalog = std::make_unique<shardscope::Catalog>(dbPath);
+        store = std::make_unique<shardscope::Store>(dbPath);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "shardscope: %s\n", e.what());
         if (QApplication::platformName() != QLatin1String("offscreen"))
@@ -51,7 +51,7 @@ int main(int argc, char** argv)
         return 1;
     }
 
-    shardscope::MainWindow window(*catalog);
+    shardscope::MainWindow window(*store);
     if (parser.isSet(shots)) {
         const QStringList wh = parser.value(size).split(QLatin1Char('x'));
         bool okW = false, okH = false;

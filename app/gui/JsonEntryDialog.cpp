@@ -1,5 +1,5 @@
 #include "JsonEntryDialog.h"
-#include "Catalog.h"
+#include "SpecCatalog.h"
 #include "JsonReader.h"
 
 #include <QDialogButtonBox>
@@ -12,7 +12,7 @@
 
 namespace shardscope {
 
-JsonEntryDialog::JsonEntryDialog(const Catalog& catalog, const QJsonObject& start, bool replace, QWidget* parent)
+JsonEntryDialog::JsonEntryDialog(const SpecCatalog& catalog, const QJsonObject& start, bool replace, QWidget* parent)
     : QDialog(parent), catalog_(catalog), replace_(replace)
 {
     setWindowTitle(tr("Catalog entry (JSON)"));

@@ -12,13 +12,13 @@ class QPlainTextEdit;
 
 namespace shardscope {
 
-class Catalog;
+class SpecCatalog;
 
 class JsonEntryDialog : public QDialog {
     Q_OBJECT
 public:
     // `replace`: the document may overwrite the user entry of the same name.
-    JsonEntryDialog(const Catalog& catalog, const QJsonObject& start, bool replace, QWidget* parent = nullptr);
+    JsonEntryDialog(const SpecCatalog& catalog, const QJsonObject& start, bool replace, QWidget* parent = nullptr);
 
     QJsonObject document() const { return document_; }
     QPlainTextEdit* editor() const { return editor_; }
@@ -28,7 +28,7 @@ public:
 private:
     void check();
 
-    const Catalog& catalog_;
+    const SpecCatalog& catalog_;
     bool replace_;
     QJsonObject document_;
     QPlainTextEdit* editor_ = nullptr;

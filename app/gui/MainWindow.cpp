@@ -1,5 +1,5 @@
 #include "MainWindow.h"
-#include "Catalog.h"
+#include "Store.h"
 #include "CatalogPage.h"
 #include "ChartExport.h"
 #include "ExplorePage.h"
@@ -36,7 +36,7 @@
 
 namespace shardscope {
 
-MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent), catalog_(catalog)
+MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), store_(store)
 {
     setWindowTitle(tr("ShardScope"));
     search_ = new JobRunner(this);
@@ -44,12 +44,12 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     pages_ = new QTabWidget(this);
     pages_->setDocumentMode(true);
 
-    setup_ = new SetupPage(catalog_, this);
+    setup_ = new SetupPage(store_.specs(), store_.runs(), this);
     plans_ = new PlansPage(this);
     details_ = new PlanDetailsPage(this);
     explore_ = new ExplorePage(this);
-    validate_ = new ValidatePage(catalog_, this);
-    catalogPage_ = new CatalogPage(catalog_, this);
+    validate_ = new ValidatePage(store_, this);
+    catalogPage_ = new CatalogPage(store_.specs(), this);
     pages_->addTab(setup_, tr("&Setup"));
     pages_->addTab(plans_, tr("&Plans"));
     pages_->addTab(details_, tr("Plan &details"));
@@ -104,8 +104,8 @@ MainWindow::MainWindow(Catalog& catalog, QWidget* parent) : QMainWindow(parent),
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
 
-    statusBar()->showMessage(tr("Catalog: %1").arg(catalog_.path()));
-    for (const std::string& n : catalog_.notices())
+    statusBar()->showMessage(tr("Catalog: %1").arg(store_.path()));
+    for (const std::string& n : store_.notices())
         statusBar()->showMessage(QString::fromStdString(n));
 
     QSettings settings;
@@ -203,7 +203,7 @@ void MainWindow::startExplore(const SearchRequest& request)
     for (const std::string& name : r.compare_nodes) {
         Problem p = r.plan.problem;
         try {
-            p.cluster.node = catalog_.node(name);
+            p.cluster.node = store_.specs().node(name);
         } catch (const std::exception&) {
             continue;
         }
@@ -393,7 +393,7 @@ QString MainWindow::exportReport(const QString& path, bool showProgress)
                       .arg(problem.cluster.nodes)
                       .arg(QString::fromStdString(problem.cluster.node.name));
     const std::string runName = validationRunName(problem, chosen);
-    for (const Catalog::ValidationRun& run : catalog_.validationRuns(1000))
+    for (const RunStore::ValidationRun& run : store_.runs().validationRuns(1000))
         if (run.name == runName) {
             input.validation = run.document;
             input.validation_when = QString::fromStdString(run.created_at);
@@ -462,7 +462,7 @@ void MainWindow::importFile()
         const QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
         if (!errors.empty())
             throw InputError(errors);
-        const auto names = catalog_.importDocument(doc);
+        const auto names = store_.specs().importDocument(doc);
         catalogPage_->reload();
         setup_->reloadCatalog();
         statusBar()->showMessage(tr("Imported %n entries from %1", nullptr, int(names.size())).arg(file));
@@ -477,7 +477,7 @@ void MainWindow::showAbout()
     QMessageBox::about(this, tr("About ShardScope"),
                        tr("ShardScope %1\n\nPlans and validates parallel training layouts for transformer models "
                           "on clusters of AI chips.\n\nCatalog: %2")
-                           .arg(QString::fromLatin1(kVersion), catalog_.path()));
+                           .arg(QString::fromLatin1(kVersion), store_.path()));
 }
 
 QStringList MainWindow::saveScreenshots(const QString& dir)

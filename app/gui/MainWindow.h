@@ -17,7 +17,7 @@ class QTabWidget;
 
 namespace shardscope {
 
-class Catalog;
+class Store;
 class CatalogPage;
 class ExplorePage;
 class JobRunner;
@@ -28,7 +28,7 @@ class ValidatePage;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    explicit MainWindow(Catalog& catalog, QWidget* parent = nullptr);
+    explicit MainWindow(Store& store, QWidget* parent = nullptr);
     ~MainWindow() override;
 
     QTabWidget* pages() const { return pages_; }
@@ -77,7 +77,7 @@ private:
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
 
-    Catalog& catalog_;
+    Store& store_;
     QTabWidget* pages_ = nullptr;
     SetupPage* setup_ = nullptr;
     PlansPage* plans_ = nullptr;

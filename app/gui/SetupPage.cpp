@@ -1,6 +1,7 @@
 #include "SetupPage.h"
-#include "Catalog.h"
 #include "CostModelParams.h"
+#include "RunStore.h"
+#include "SpecCatalog.h"
 #include "EntrySummary.h"
 #include "ModelDialog.h"
 #include "ProblemOverview.h"
@@ -62,7 +63,8 @@ constexpr const char* kFileTermsKey = "\x01file";  // the combo's data for a pla
 
 } // namespace
 
-SetupPage::SetupPage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent)
+    : QWidget(parent), catalog_(catalog), runs_(runs)
 {
     // --- problem ---
     model_ = new QComboBox(this);
@@ -245,7 +247,7 @@ void SetupPage::reloadCostModels()
     const QString current = costModel_->currentData().toString();
     costModel_->clear();
     costModel_->addItem(QString::fromStdString(defaultCostModelParams().name), QStringLiteral("default"));
-    for (const std::string& name : catalog_.costProfileNames())
+    for (const std::string& name : runs_.costProfileNames())
         costModel_->addItem(QString::fromStdString(name), QString::fromStdString(name));
     if (fileTerms_)
         costModel_->addItem(tr("%1 (from the plan file)").arg(QString::fromStdString(fileTerms_->name)),
@@ -294,7 +296,7 @@ void SetupPage::setRequest(const PlanRequest& request)
     const CostModelParams& terms = request.cost_model;
     std::optional<CostModelParams> stored;
     try {
-        stored = costModelParamsNamed(catalog_, terms.name);
+        stored = runs_.costModelParamsNamed(terms.name);
     } catch (const std::exception&) {
     }
     fileTerms_.reset();
@@ -365,7 +367,7 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
         r.cost_model = *fileTerms_;
     } else {
         try {
-            r.cost_model = costModelParamsNamed(catalog_, terms.isEmpty() ? "default" : terms.toStdString());
+            r.cost_model = runs_.costModelParamsNamed(terms.isEmpty() ? "default" : terms.toStdString());
         } catch (const std::exception& e) {
             errors.push_back({"cost_model", e.what()});
         }

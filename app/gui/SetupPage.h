@@ -25,7 +25,8 @@ class QSpinBox;
 
 namespace shardscope {
 
-class Catalog;
+class RunStore;
+class SpecCatalog;
 
 struct SearchRequest {
     PlanRequest plan;                       // problem, cost-model terms, constraints, objective
@@ -36,7 +37,8 @@ struct SearchRequest {
 class SetupPage : public QWidget {
     Q_OBJECT
 public:
-    explicit SetupPage(Catalog& catalog, QWidget* parent = nullptr);
+    // Specs come from the catalog, cost-model profiles from the run store.
+    SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent = nullptr);
 
     // The setup as a request, or nothing with every problem listed in `errors`.
     std::optional<SearchRequest> request(FieldErrors& errors) const;
@@ -69,7 +71,8 @@ private:
     QString fingerprint(const SearchRequest& request) const;
     void editModel(bool create);
 
-    Catalog& catalog_;
+    SpecCatalog& catalog_;
+    const RunStore& runs_;
     QComboBox* model_ = nullptr;
     QLabel* modelInfo_ = nullptr;
     QComboBox* node_ = nullptr;

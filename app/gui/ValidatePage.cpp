@@ -1,14 +1,13 @@
 #include "ValidatePage.h"
 #include "EngineCalibration.h"
-#include "Catalog.h"
 #include "HostProfileCache.h"
+#include "Store.h"
 #include "Device.h"
 #include "EngineFit.h"
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "JobRunner.h"
 #include "ScaledCase.h"
-#include "StoredProfiles.h"
 #include "Units.h"
 
 #include <QChartView>
@@ -63,7 +62,7 @@ struct ValidationOutcome {
 
 } // namespace
 
-ValidatePage::ValidatePage(Catalog& catalog, QWidget* parent) : QWidget(parent), catalog_(catalog)
+ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), store_(store)
 {
     job_ = new JobRunner(this);
     caseLabel_ = new QLabel(tr("Select a plan: its validation case is derived from it."), this);
@@ -168,12 +167,12 @@ void ValidatePage::calibrate()
     // (the use case measures the host when there is none).
     EngineCalibrationRequest request;
     try {
-        request.device = engine::profileFromChip(catalog_.chip(kSuiteChip), kSuiteChipScale);
+        request.device = engine::profileFromChip(store_.specs().chip(kSuiteChip), kSuiteChipScale);
     } catch (const std::exception& e) {
         progress_->setFormat(tr("cannot calibrate: %1").arg(QString::fromUtf8(e.what())));
         return;
     }
-    if (const auto stored = engine::storedHostProfile(catalog_, 1))
+    if (const auto stored = storedHostProfile(store_.runs(), 1))
         request.host = emulationHost(stored->profile);
     run_->setEnabled(false);
     calibrate_->setEnabled(false);
@@ -193,7 +192,7 @@ void ValidatePage::calibrate()
         profile.terms.name = engineProfileName();
         const QString name = q(profile.terms.name);
         try {
-            catalog_.storeCostProfile(profile.terms.name, toJson(profile));
+            store_.runs().storeCostProfile(profile.terms.name, profile);
         } catch (const std::exception& e) {
             progress_->setFormat(tr("calibrated, but not stored: %1").arg(QString::fromUtf8(e.what())));
             return;
@@ -251,7 +250,7 @@ void ValidatePage::start()
     // The chosen cost-model profile (read here: the catalog belongs to this thread).
     ValidationProfile params;
     try {
-        params = validationProfileNamed(catalog_, costModel_->currentText().toStdString());
+        params = store_.runs().validationProfileNamed(costModel_->currentText().toStdString());
     } catch (const std::exception& e) {
         progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
         run_->setEnabled(true);
@@ -261,7 +260,7 @@ void ValidatePage::start()
     ScaledCase work = scaled;  // the worker gets copies
     // The host runs the emulation; its stored profile prices the wall clock (measured by the
     // worker when this machine has none yet: a fraction of a second the GUI thread must not spend).
-    if (const auto stored = engine::storedHostProfile(catalog_, 1))
+    if (const auto stored = storedHostProfile(store_.runs(), 1))
         work.validation.host = emulationHost(stored->profile);
     const int steps = steps_;
     QPointer<ValidatePage> self(this);
@@ -335,7 +334,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     doc.insert("device", q(result.c.profile.name));
     doc.insert("cost_model", costModel_->currentText());
     try {
-        const int id = catalog_.storeValidationRun(result.c.name, doc);
+        const int id = store_.runs().storeValidationRun(result.c.name, doc);
         progress_->setFormat(tr("done: stored as run %1").arg(id));
     } catch (const std::exception& e) {
         progress_->setFormat(tr("done, but not stored: %1").arg(QString::fromUtf8(e.what())));
@@ -357,7 +356,7 @@ void ValidatePage::reloadCostModels()
     costModel_->clear();
     costModel_->addItem(QStringLiteral("default"));
     try {
-        for (const std::string& name : catalog_.costProfileNames())
+        for (const std::string& name : store_.runs().costProfileNames())
             costModel_->addItem(q(name));
     } catch (const std::exception&) {
         // A catalog that cannot list its profiles still validates with the default.
@@ -369,7 +368,7 @@ void ValidatePage::reloadCostModels()
 void ValidatePage::reloadHistory()
 {
     history_->setRowCount(0);
-    for (const Catalog::ValidationRun& r : catalog_.validationRuns(50)) {
+    for (const RunStore::ValidationRun& r : store_.runs().validationRuns(50)) {
         const int row = history_->rowCount();
         history_->insertRow(row);
         const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();

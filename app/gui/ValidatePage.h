@@ -22,13 +22,13 @@ class QTableWidget;
 
 namespace shardscope {
 
-class Catalog;
+class Store;
 class JobRunner;
 
 class ValidatePage : public QWidget {
     Q_OBJECT
 public:
-    ValidatePage(Catalog& catalog, QWidget* parent = nullptr);
+    ValidatePage(Store& store, QWidget* parent = nullptr);
 
     // The plan to validate (the selected one) and the request it was made with: the full-size
     // plan's memory pressure, which the scaled case reproduces, is priced by its terms.
@@ -68,7 +68,7 @@ private:
     void reloadHistory();
     void addLoss(int step, double loss);
 
-    Catalog& catalog_;
+    Store& store_;
     JobRunner* job_ = nullptr;
     std::optional<PlanRequest> request_;
     Layout layout_;

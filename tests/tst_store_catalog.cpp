@@ -1,11 +1,15 @@
-// The SQLite catalog: creation and seeding, published parameter counts of the
-// built-in models, sources for every hardware figure, migration, recovery from
-// a corrupt file, refusal of newer or foreign databases, read-only built-ins,
-// and all-or-nothing imports.
-#include "Catalog.h"
+// The store's spec catalog and its database: creation and seeding, published parameter
+// counts of the built-in models, sources for every hardware figure, migration, recovery
+// from a corrupt file, refusal of newer or foreign databases, read-only built-ins,
+// all-or-nothing imports, host profiles in the run store; the built-in specs without a
+// database resolve the same names.
+#include "BuiltinSpecs.h"
 #include "JsonReader.h"
 #include "MalformedDocuments.h"
+#include "Schema.h"
 #include "SpecJson.h"
+#include "Store.h"
+#include "StoreError.h"
 
 #include <QDir>
 #include <QFile>
@@ -31,7 +35,7 @@ QJsonObject parse(const QByteArray& text)
     return o;
 }
 
-// Runs raw SQL on a file without going through Catalog, to build old or foreign databases.
+// Runs raw SQL on a file without going through the store, to build old or foreign databases.
 void rawSql(const QString& path, const QStringList& statements)
 {
     {
@@ -51,21 +55,22 @@ QByteArray fileBytes(const QString& path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
-size_t countKind(const Catalog& c, EntryKind k) { return c.list(k).size(); }
+size_t countKind(const SpecLookup& c, EntryKind k) { return c.list(k).size(); }
 
 } // namespace
 
-class TstCoreCatalog : public QObject {
+class TstStoreCatalog : public QObject {
     Q_OBJECT
 private slots:
     void createdAndSeeded()
     {
         QTemporaryDir dir;
         const QString path = dir.filePath("sub/folder/catalog.sqlite");  // folders are created
-        Catalog c(path);
+        Store store(path);
+        SpecCatalog& c = store.specs();
         QVERIFY(QFile::exists(path));
-        QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
-        QVERIFY(c.notices().empty());
+        QCOMPARE(store.schemaVersion(), kSchemaVersion);
+        QVERIFY(store.notices().empty());
         QVERIFY(countKind(c, EntryKind::Model) >= 22);
         QVERIFY(countKind(c, EntryKind::Chip) >= 13);
         QVERIFY(countKind(c, EntryKind::Node) >= 14);
@@ -85,8 +90,8 @@ private slots:
         }
         // Reopening neither duplicates nor reseeds.
         const size_t before = c.list().size();
-        Catalog again(path);
-        QCOMPARE(again.list().size(), before);
+        Store again(path);
+        QCOMPARE(again.specs().list().size(), before);
         QVERIFY(again.notices().empty());
     }
 
@@ -119,7 +124,8 @@ private slots:
         QFETCH(QString, name);
         QFETCH(qint64, parameters);
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         QCOMPARE(qint64(parameterCount(c.model(name.toStdString()))), parameters);
         QCOMPARE(qint64(c.find(name.toStdString())->document.value("parameters").toDouble()), parameters);
     }
@@ -127,7 +133,8 @@ private slots:
     void everyHardwareFigureHasASource()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         const std::set<std::string> derivedOrNames{"schema", "name", "vendor", "display_name", "chip", "sources",
                                                    "price_kind", "devices_per_node", "intra_topology_note"};
         for (EntryKind kind : {EntryKind::Chip, EntryKind::Node}) {
@@ -162,7 +169,8 @@ private slots:
     void builtinsAreReadOnly()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         QVERIFY_THROWS_EXCEPTION(InputError, c.remove("gpt2-small"));
         QJsonObject doc = parse(malformed::validModel("gpt2-small"));
         QVERIFY_THROWS_EXCEPTION(InputError, c.importDocument(doc, true));
@@ -172,7 +180,8 @@ private slots:
     void userEntriesImportReplaceRemove()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         const size_t before = c.list().size();
         const auto names = c.importDocument(parse(malformed::validModel("mine")));
         QCOMPARE(names, std::vector<std::string>{"mine"});
@@ -197,7 +206,8 @@ private slots:
     void bundleWithChipAndNode()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         const QJsonObject bundle = parse(R"({"schema":"shardscope.catalog/1","entries":[
             {"schema":"shardscope.node/1","name":"my-node","chip":"my-chip","chips_per_node":4,
              "intra_topology":"ring","intra_link_bytes_per_second":"100 GB/s","inter_node_bytes_per_second":"400 Gbps"},
@@ -222,7 +232,8 @@ private slots:
     void importIsAllOrNothing()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         const size_t before = c.list().size();
         const QByteArray bundle = "{\"schema\":\"shardscope.catalog/1\",\"entries\":[" + malformed::validModel("ok-1") +
                                   "," + malformed::replaced("kv_heads", "5") + "]}";
@@ -242,7 +253,8 @@ private slots:
         QFETCH(QByteArray, text);
         QFETCH(QString, path);
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         const size_t before = c.list().size();
         FieldErrors errors;
         const QJsonObject json = parseJsonObject(text, "file", errors);
@@ -273,13 +285,14 @@ private slots:
                       "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
                       "INSERT INTO entries VALUES ('kept-model', 'model', 0, '', '" + doc + "', 'then', 'then')",
                       "PRAGMA user_version = 1"});
-        Catalog c(path);
-        QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
+        Store store(path);
+        SpecCatalog& c = store.specs();
+        QCOMPARE(store.schemaVersion(), kSchemaVersion);
         QVERIFY(c.find("kept-model") && !c.find("kept-model")->builtin);
         QCOMPARE(c.model("kept-model").layers, 12);
         QVERIFY(c.find("gpt2-small"));
-        QVERIFY(!c.notices().empty());
-        QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 1"));
+        QVERIFY(!store.notices().empty());
+        QVERIFY(QString::fromStdString(store.notices().front()).contains("upgraded from schema version 1"));
     }
 
     void hostProfilesStoredPerHostAndThreads()
@@ -296,15 +309,17 @@ private slots:
         p.memory_bytes = 24e9;
         p.measured_at = "2026-11-29T16:00:00Z";
         {
-            Catalog c(path);
-            QVERIFY(!c.hostProfile(p.host_id, 2));
-            c.storeHostProfile(p);
+            Store store(path);
+            RunStore& runs = store.runs();
+            QVERIFY(!runs.hostProfile(p.host_id, 2));
+            runs.storeHostProfile(p);
             HostProfile one = p;
             one.threads = 1;
             one.gemm_flops_fp32 = 1.0e11;
-            c.storeHostProfile(one);
+            runs.storeHostProfile(one);
         }
-        Catalog c(path);  // survives reopening
+        Store store(path);
+        RunStore& c = store.runs();  // survives reopening
         const auto stored = c.hostProfile(p.host_id, 2);
         QVERIFY(stored.has_value());
         QVERIFY(*stored == p);
@@ -334,23 +349,29 @@ private slots:
                       "INSERT INTO plans (name, created_at, software_version, document) VALUES ('kept', 'then', '0.1.0', '{}')",
                       "PRAGMA user_version = 2"});
         {
-            Catalog c(path);
-            QCOMPARE(c.schemaVersion(), Catalog::kSchemaVersion);
-            QVERIFY(QString::fromStdString(c.notices().front()).contains("upgraded from schema version 2"));
+            Store store(path);
+            QCOMPARE(store.schemaVersion(), kSchemaVersion);
+            QVERIFY(QString::fromStdString(store.notices().front()).contains("upgraded from schema version 2"));
         }
-        QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "check");
-        db.setDatabaseName(path);
-        QVERIFY(db.open());
-        {
-            QSqlQuery q(db);
-            QVERIFY(q.exec("SELECT name FROM plans") && q.next());
-            QCOMPARE(q.value(0).toString(), QString("kept"));
-            QVERIFY(q.exec("SELECT count(*) FROM host_profiles") && q.next());
-            QVERIFY(q.exec("SELECT count(*) FROM validation_runs") && q.next());
+        // The unused plans table is gone from the catalog (schema 5), and kept in the backup.
+        const QStringList backups = QDir(dir.path()).entryList({"v2.sqlite.schema-v2-*.bak"}, QDir::Files);
+        QCOMPARE(backups.size(), 1);
+        for (const auto& [file, hasPlans] : {std::pair(path, false), std::pair(dir.filePath(backups.front()), true)}) {
+            QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", "check");
+            db.setDatabaseName(file);
+            QVERIFY(db.open());
+            {
+                QSqlQuery q(db);
+                QCOMPARE(q.exec("SELECT name FROM plans") && q.next(), hasPlans);
+                if (hasPlans)
+                    QCOMPARE(q.value(0).toString(), QString("kept"));
+                QCOMPARE(q.exec("SELECT count(*) FROM host_profiles") && q.next(), !hasPlans);
+                QCOMPARE(q.exec("SELECT count(*) FROM validation_runs") && q.next(), !hasPlans);
+            }
+            db.close();
+            db = QSqlDatabase();
+            QSqlDatabase::removeDatabase("check");
         }
-        db.close();
-        db = QSqlDatabase();
-        QSqlDatabase::removeDatabase("check");
     }
 
     void corruptFileMovedAside()
@@ -362,14 +383,24 @@ private slots:
             QFile f(path);
             QVERIFY(f.open(QIODevice::WriteOnly));
             f.write(garbage);
+            for (const char* companion : {"-wal", "-journal"}) {  // companion files go with it, intact
+                QFile side(path + companion);
+                QVERIFY(side.open(QIODevice::WriteOnly));
+                side.write(QByteArray("its ") + companion);
+            }
         }
-        Catalog c(path);
-        QCOMPARE(c.notices().size(), size_t(1));
-        QVERIFY(QString::fromStdString(c.notices().front()).contains("moved to"));
+        Store store(path);
+        SpecCatalog& c = store.specs();
+        QCOMPARE(store.notices().size(), size_t(1));
+        QVERIFY(QString::fromStdString(store.notices().front()).contains("moved to"));
         QVERIFY(c.find("gpt2-small"));
-        const QStringList aside = QDir(dir.path()).entryList({"catalog.sqlite.corrupt-*"}, QDir::Files);
+        const QStringList aside = QDir(dir.path()).entryList({"catalog.sqlite.corrupt-*Z"}, QDir::Files);  // not its companions
         QCOMPARE(aside.size(), 1);
         QCOMPARE(fileBytes(dir.filePath(aside.front())), garbage);  // the user's file is kept, intact
+        for (const char* companion : {"-wal", "-journal"}) {
+            QCOMPARE(fileBytes(dir.filePath(aside.front() + companion)), QByteArray("its ") + companion);
+            QVERIFY(!QFile::exists(path + companion) || fileBytes(path + companion) != QByteArray("its ") + companion);
+        }
     }
 
     void newerSchemaRefused()
@@ -379,9 +410,9 @@ private slots:
         rawSql(path, {"CREATE TABLE entries (name TEXT)", "PRAGMA user_version = 99"});
         const QByteArray before = fileBytes(path);
         try {
-            Catalog c(path);
+            Store store(path);
             QFAIL("a newer schema must be refused");
-        } catch (const CatalogError& e) {
+        } catch (const StoreError& e) {
             QVERIFY2(QString(e.what()).contains("newer"), e.what());
             QVERIFY(QString(e.what()).contains("99"));
         }
@@ -394,14 +425,15 @@ private slots:
         const QString path = dir.filePath("other.sqlite");
         rawSql(path, {"CREATE TABLE invoices (id INTEGER)", "INSERT INTO invoices VALUES (1)"});
         const QByteArray before = fileBytes(path);
-        QVERIFY_THROWS_EXCEPTION(CatalogError, Catalog c(path));
+        QVERIFY_THROWS_EXCEPTION(StoreError, Store store(path));
         QCOMPARE(fileBytes(path), before);
     }
 
     void nearMatchesSuggested()
     {
         QTemporaryDir dir;
-        Catalog c(dir.filePath("c.sqlite"));
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
         try {
             c.model("llama-3-8");
             QFAIL("unknown model must throw");
@@ -410,7 +442,33 @@ private slots:
         }
         QVERIFY_THROWS_EXCEPTION(InputError, c.node("gpt2-small"));  // a model is not a node type
     }
+
+    // Without a database, the compiled-in specs resolve the same names to the same documents
+    // as a fresh catalog's built-ins, with the same errors and suggestions.
+    void builtinSpecsMatchTheSeededCatalog()
+    {
+        QTemporaryDir dir;
+        Store store(dir.filePath("c.sqlite"));
+        const BuiltinSpecs& builtins = BuiltinSpecs::instance();
+        const std::vector<CatalogEntry> seeded = store.specs().list();
+        const std::vector<CatalogEntry> compiled = builtins.list();
+        QCOMPARE(compiled.size(), seeded.size());
+        for (size_t i = 0; i < seeded.size(); ++i) {
+            QCOMPARE(compiled[i].name, seeded[i].name);  // the same order as well
+            QVERIFY(compiled[i].builtin);
+            QVERIFY2(compiled[i].document == seeded[i].document, seeded[i].name.c_str());
+        }
+        QVERIFY(builtins.node("trn1.32xlarge") == store.specs().node("trn1.32xlarge"));
+        try {
+            builtins.model("llama-3-8");
+            QFAIL("unknown model must throw");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("did you mean: llama-3-8b"), e.what());
+        }
+        QVERIFY(!builtins.findChip("trn1.32xlarge"));  // a node type is not a chip
+        QCOMPARE(builtins.sha256().size(), size_t(64));
+    }
 };
 
-QTEST_GUILESS_MAIN(TstCoreCatalog)
-#include "tst_core_catalog.moc"
+QTEST_GUILESS_MAIN(TstStoreCatalog)
+#include "tst_store_catalog.moc"
