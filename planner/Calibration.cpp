@@ -29,7 +29,7 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
         cc.id = c.string("id", true);
         cc.source = c.string("source", true);
         cc.metric = c.string("metric", true);
-        if (cc.metric != "tflops_per_device" && cc.metric != "sequences_per_s")
+        if (cc.metric != "tflops_per_device" && cc.metric != "model_tflops_per_device" && cc.metric != "sequences_per_s")
             c.error("metric", "unknown metric \"" + cc.metric + "\"");
         cc.measured = c.number("measured", 0, true, 1e-9, 1e12);
         const size_t before = errors.size();
@@ -74,8 +74,10 @@ double predictMetric(const CalibrationCase& c, const CostModelParams& params, bo
     const Prediction p = CostModel(c.problem, params).evaluate(c.layout);
     if (feasible)
         *feasible = p.feasible;
-    if (c.metric == "tflops_per_device")  // Megatron reports hardware FLOPs (eq. 3, with recomputation)
+    if (c.metric == "tflops_per_device")  // Megatron's paper reports hardware FLOPs (eq. 3, with recomputation)
         return p.hardware_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
+    if (c.metric == "model_tflops_per_device")  // Megatron-Core's logs: model FLOPs, no recomputation
+        return p.model_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
     return double(c.problem.training.global_batch) / p.step_time_s;
 }
 
