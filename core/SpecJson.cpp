@@ -325,7 +325,9 @@ QJsonObject toJson(const Layout& l)
                        {"schedule", toString(l.schedule)},
                        {"v", l.virtual_stages},
                        {"recompute", toString(l.recompute)},
-                       {"offload", toString(l.offload)}};
+                       {"offload", toString(l.offload)},
+                       {"tp_comm_overlap", l.tp_comm_overlap},
+                       {"overlap_param_gather", l.overlap_param_gather}};
 }
 
 std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -335,7 +337,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     if (r.has("schema"))
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
-                         "recompute", "offload"});
+                         "recompute", "offload", "tp_comm_overlap", "overlap_param_gather"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -350,6 +352,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.virtual_stages = r.integer("v", 1, false, 1, kMax);
     l.recompute = r.enumeration<Recompute>("recompute", kRecomputeNames, Recompute::None, false);
     l.offload = r.enumeration<Offload>("offload", kOffloadNames, Offload::None, false);
+    l.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+    l.overlap_param_gather = r.boolean("overlap_param_gather", false);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

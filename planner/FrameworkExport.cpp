@@ -26,6 +26,14 @@ Figures figures(const Problem& p, const Layout& l)
     return f;
 }
 
+void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
+{
+    if (l.tp_comm_overlap)
+        refuse.add("tp_comm_overlap=on", "it is Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers)");
+    if (l.overlap_param_gather)
+        refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +

@@ -20,7 +20,8 @@ bool layoutLess(const Layout& a, const Layout& b)
     };
     auto key = [&](const Layout& l) {
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
-                               l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload);
+                               l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
+                               l.tp_comm_overlap, l.overlap_param_gather);
     };
     return key(a) < key(b);
 }
@@ -294,10 +295,14 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         l.zero_stage = z.stage;
         l.zero_group = z.group;
         l.offload = z.offload;
+        // Overlap options are the framework's, not a search dimension: on wherever the space
+        // turns them on and the layout can use them.
+        l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
         // Depends only on the mesh shape and the ZeRO configuration: once per configuration.
         const double bound = memoryLowerBound(model_, l);
         for (bool sp : sps) {
             l.sequence_parallel = sp;
+            l.tp_comm_overlap = space_.tp_comm_overlap && sp;
             for (const auto& [mb, micro] : mbs) {
                 l.micro_batch = mb;
                 if (cancelled())

@@ -2,10 +2,9 @@
 // A100 (Megatron-LM 2021) and Trainium (NeuronX) rows within 25% each and their summary
 // goals (median |error| <= 10%, worst <= 25%); the shipped efficiency terms are the
 // least-squares optimum on these rows: refitting from them does not improve the fit.
-// The H100 rows (Megatron-Core r0.8.0) are held out of the shipped fit; they run with
-// overlap options (--tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather) the
-// model does not express yet (issue 15), so they are held to the state they are in —
-// median <= 20%, worst <= 35% — until that physics lands and tightens these bounds.
+// The H100 rows (Megatron-Core r0.8.0, with the overlap options its README states) are held
+// out of the shipped fit: every row within 25%, their median within 20% (15.2% today; the
+// unstated micro-batch and the multi-NIC rings of issue 15 are what remains).
 #include "Calibration.h"
 
 #include <QTest>
@@ -21,7 +20,7 @@ class TstPlannerCalibration : public QObject {
     std::vector<CalibrationCase> fitted_;  // the rows the shipped terms were fitted on
 
     static bool shippedFit(const CalibrationCase& c) { return c.family == "a100" || c.family == "trainium1"; }
-    static double tolerance(const CalibrationCase& c) { return shippedFit(c) ? 0.25 : 0.35; }
+    static double tolerance(const CalibrationCase&) { return 0.25; }
 
 private slots:
     void initTestCase()
@@ -72,7 +71,7 @@ private slots:
                   100 * s.worst_abs, s.rms_log);
             const bool shipped = family != "h100";
             QVERIFY2(s.median_abs <= (shipped ? 0.10 : 0.20), family.c_str());
-            QVERIFY2(s.worst_abs <= (shipped ? 0.25 : 0.35), family.c_str());
+            QVERIFY2(s.worst_abs <= 0.25, family.c_str());
         }
         const ErrorSummary fitted = summarize(evaluateCases(fitted_, defaultCostModelParams()));
         QVERIFY(fitted.median_abs <= 0.10 && fitted.worst_abs <= 0.25);

@@ -239,6 +239,29 @@ private slots:
         // Selective recomputation takes no --recompute-method in Megatron.
         QVERIFY(!t.contains(QLatin1String("--recompute-method")));
         QVERIFY(t.contains(QLatin1String("= dp 16.")));  // 512 / (8 x 4 x 1)
+        QVERIFY(!t.contains(QLatin1String("overlap")));  // not asked for
+    }
+
+    // Megatron's overlap options export as its own flags (validate_args: --tp-comm-overlap needs
+    // --sequence-parallel, --overlap-param-gather needs the distributed optimizer and
+    // --overlap-grad-reduce); frameworks without them refuse them by name.
+    void megatronOverlapFlags()
+    {
+        const Case c{"llama-2-70b", "p5.48xlarge", 64, 1024, 4096, Precision::BF16Mixed};
+        const char* text = "tp=8,pp=4,sp=on,zero=1,mb=1,tp_comm_overlap=on,overlap_param_gather=on";
+        const ExportResult r = exported(ExportFormat::Megatron, c, text);
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--tp-comm-overlap\n", "--overlap-grad-reduce\n", "--overlap-param-gather\n",
+                                     "--sequence-parallel\n", "--use-distributed-optimizer\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        const ExportResult d = exported(ExportFormat::DeepSpeed, c, text);
+        QVERIFY(!d.ok());
+        QString refusals;
+        for (const std::string& line : d.refusals)
+            refusals += QString::fromStdString(line) + QLatin1Char('\n');
+        QVERIFY2(refusals.contains("tp_comm_overlap=on") && refusals.contains("overlap_param_gather=on"),
+                 qPrintable(refusals));
     }
 
     void deepspeedBatchArithmetic()

@@ -37,6 +37,7 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     ExportResult r;
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r.refusals);
+    refuseMegatronOverlaps(refuse, l);
     const Figures f = figures(p, l);
     const std::string& vendor = p.cluster.node.chip.vendor;
 

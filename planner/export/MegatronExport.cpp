@@ -98,6 +98,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--sequence-parallel");
     if (l.zero_stage == 1)
         arg("--use-distributed-optimizer");
+    if (l.tp_comm_overlap)
+        arg("--tp-comm-overlap");  // validate_args: needs --sequence-parallel (the layout has it)
+    if (l.overlap_param_gather) {
+        // validate_args: --overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce.
+        arg("--overlap-grad-reduce");
+        arg("--overlap-param-gather");
+    }
     arg("--micro-batch-size", str(l.micro_batch));
     arg("--global-batch-size", str(p.training.global_batch));
     if (l.recompute == Recompute::Selective) {
