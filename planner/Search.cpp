@@ -26,6 +26,31 @@ bool layoutLess(const Layout& a, const Layout& b)
     return key(a) < key(b);
 }
 
+bool samePlanCost(Objective objective, const Plan& a, const Plan& b)
+{
+    auto same = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)); };
+    return same(objectiveValue(objective, a.prediction), objectiveValue(objective, b.prediction)) &&
+           same(a.prediction.step_time_s, b.prediction.step_time_s) &&
+           same(a.prediction.memory_bytes.total(), b.prediction.memory_bytes.total());
+}
+
+std::vector<Plan> collapseVariants(const std::vector<Plan>& ranked, int top_k, Objective objective)
+{
+    std::vector<Plan> out;
+    for (const Plan& p : ranked) {
+        if (!out.empty() && samePlanCost(objective, out.back(), p)) {
+            if (int(out.back().variants.size()) < kMaxVariants)
+                out.back().variants.push_back(p.layout);
+            continue;
+        }
+        if (int(out.size()) == top_k)
+            break;
+        out.push_back(p);
+        out.back().variants.clear();
+    }
+    return out;
+}
+
 bool planBetter(Objective objective, const Plan& a, const Plan& b)
 {
     const double oa = objectiveValue(objective, a.prediction), ob = objectiveValue(objective, b.prediction);
@@ -133,6 +158,8 @@ public:
         capacity_ = problem_.cluster.node.chip.hbmBytesPerDevice();
         limit_ = space.max_memory_fraction * capacity_;
         top_k_ = std::max(1, options.top_k);
+        // Room for the variants folded into the top plans (collapseVariants).
+        keep_k_ = top_k_ * kVariantHeadroom;
     }
 
     SearchResult run();
@@ -150,6 +177,8 @@ private:
     const Problem& problem_;
     double capacity_ = 0, limit_ = 0;
     int top_k_ = 1;
+    static constexpr int kVariantHeadroom = 8;
+    int keep_k_ = kVariantHeadroom;  // plans each worker keeps: the top-k and their likely variants
 
     std::vector<MeshShape> shapes_;
     std::atomic<std::size_t> next_{0};
@@ -356,7 +385,8 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     const double memory = pr.memory_bytes.total();
     auto worse = [&](const Plan& a, const Plan& b) { return planBetter(out.objective, a, b); };
     auto keep = [&](std::vector<Plan>& heap, const Layout& layout, const Prediction& prediction, const char* why) {
-        if (int(heap.size()) < top_k_) {
+        const int k = &heap == &out.heap ? keep_k_ : top_k_;
+        if (int(heap.size()) < k) {
             heap.push_back({layout, prediction, why});
             std::push_heap(heap.begin(), heap.end(), worse);
         } else if (planBetter(out.objective, Plan{layout, prediction, why}, heap.front())) {
@@ -476,9 +506,10 @@ SearchResult Searcher::run()
     }
     std::sort(all.begin(), all.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
-    if (int(all.size()) > top_k_)
-        all.resize(std::size_t(top_k_));
-    result.top = std::move(all);
+    // The global top keep_k_ first (the same for any thread count), then folded.
+    if (int(all.size()) > keep_k_)
+        all.resize(std::size_t(keep_k_));
+    result.top = collapseVariants(all, top_k_, options_.objective);
     std::sort(allInfeasible.begin(), allInfeasible.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
     if (int(allInfeasible.size()) > top_k_)

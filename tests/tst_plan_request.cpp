@@ -162,6 +162,7 @@ private slots:
         QCOMPARE(saved.top.size(), searched.top.size());
         for (size_t i = 0; i < saved.top.size(); ++i) {
             QVERIFY(saved.top[i].layout == searched.top[i].layout);
+            QVERIFY(saved.top[i].variants == searched.top[i].variants);  // folded layouts come back
             QCOMPARE(saved.top[i].prediction.step_time_s, searched.top[i].prediction.step_time_s);
             QCOMPARE(saved.top[i].prediction.memory_bytes.total(), searched.top[i].prediction.memory_bytes.total());
         }
@@ -170,6 +171,36 @@ private slots:
         // The default terms would say otherwise: the file's terms are the ones used.
         QVERIFY(CostModel(r.problem).evaluate(searched.best()->layout).step_time_s !=
                 saved.best()->prediction.step_time_s);
+    }
+
+    // Layouts the cost model cannot tell apart (dp/cp permutations here) are one row with
+    // variants, so the top plans are different choices.
+    void sameCostLayoutsAreOneRow()
+    {
+        PlanRequest r;
+        r.problem.model = store_->specs().model("llama-2-7b");
+        r.problem.cluster.node = store_->specs().node("trn1.32xlarge");
+        r.problem.cluster.nodes = 4;
+        r.problem.training.global_batch = 256;
+        r.problem.training.seq_len = 4096;
+        r.top_k = 8;
+        const SearchResult result = search(r);
+        QCOMPARE(result.top.size(), size_t(8));
+        size_t folded = 0;
+        for (size_t i = 0; i < result.top.size(); ++i) {
+            const Plan& plan = result.top[i];
+            folded += plan.variants.size();
+            if (i > 0)
+                QVERIFY(!samePlanCost(r.objective, result.top[i - 1], plan));
+            for (const Layout& v : plan.variants) {
+                QVERIFY(!(v == plan.layout));
+                const Plan again{v, predictLayout(r, v), {}, {}};
+                QVERIFY(samePlanCost(r.objective, again, plan));
+            }
+        }
+        QVERIFY2(folded > 0, "this problem has dp/cp permutations of the same cost");
+        const QJsonObject best = planDocument(result).value("best").toObject();
+        QCOMPARE(best.value("variants").toArray().size(), qsizetype(result.top.front().variants.size()));
     }
 
     void planVersion1StillOpens()

@@ -191,9 +191,9 @@ bool checkObjective(Objective objective, const Problem& problem)
 void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows)
 {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s\n", "#",
-                  "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step", "tokens/s",
-                  "MFU", "memory/device", "cost to train");
+    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s %s\n",
+                  "#", "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step",
+                  "tokens/s", "MFU", "memory/device", "cost to train", " same cost");
     o << buf;
     for (size_t i = 0; i < plans.size() && i < rows; ++i) {
         const Layout& l = plans[i].layout;
@@ -201,11 +201,16 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
         const MemoryBreakdown& m = p.memory_bytes;
         const std::string memory =
             formatBytes(m.total()) + " (" + std::to_string(int(100 * m.total() / m.capacity + 0.5)) + "%)";
-        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s\n",
+        // Layouts of the same cost are one choice: counted here, listed in --json ("variants").
+        const std::string same =
+            plans[i].variants.empty()
+                ? std::string()
+                : " +" + std::to_string(plans[i].variants.size()) + (plans[i].variants.size() == 1 ? " variant" : " variants");
+        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s%s\n",
                       i + 1, l.dp, l.tp, l.pp, l.cp, l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
                       l.micro_batch, scheduleText(l).c_str(), toString(l.recompute), toString(l.offload),
                       formatDuration(p.step_time_s).c_str(), formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu,
-                      memory.c_str(), money(p.cost_to_train_usd).c_str());
+                      memory.c_str(), money(p.cost_to_train_usd).c_str(), same.c_str());
         o << buf;
     }
 }
