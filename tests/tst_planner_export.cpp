@@ -242,6 +242,33 @@ private slots:
         QVERIFY(!t.contains(QLatin1String("overlap")));  // not asked for
     }
 
+    // What validate_args and TransformerConfig of Megatron-LM d98e8a64 need: CUDA_DEVICE_MAX_CONNECTIONS
+    // whenever tp > 1 or cp > 1 before Blackwell, dropout 0 passed when the plan has none (the
+    // defaults are 0.1), the model's RoPE base, the attention kernel by --attention-backend.
+    void megatronCurrentArguments()
+    {
+        Problem p = problem(Case{"llama-3-8b", "p5.48xlarge", 2, 64, 8192, Precision::BF16Mixed});
+        p.training.dropout = false;
+        p.training.flash_attention = true;
+        const ExportResult r = exportSettings(ExportFormat::Megatron, p, layout("tp=2,cp=2,zero=1", p));
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"export CUDA_DEVICE_MAX_CONNECTIONS=1", "--rotary-base 500000\n",
+                                     "--hidden-dropout 0\n", "--attention-dropout 0\n", "--attention-backend auto\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        QVERIFY(!t.contains(QLatin1String("--use-flash-attn")));  // parsed, but read nowhere
+        // Blackwell lifts the CUDA_DEVICE_MAX_CONNECTIONS requirement; dropout left at its default.
+        Problem b = problem(Case{"llama-3-8b", "p6-b200.48xlarge", 2, 64, 8192, Precision::BF16Mixed});
+        const ExportResult rb = exportSettings(ExportFormat::Megatron, b, layout("tp=2,cp=2,zero=1", b));
+        QVERIFY(rb.ok());
+        QVERIFY(!QString::fromStdString(rb.text).contains(QLatin1String("CUDA_DEVICE_MAX_CONNECTIONS")));
+        QVERIFY(!QString::fromStdString(rb.text).contains(QLatin1String("--hidden-dropout")));
+        QVERIFY(QString::fromStdString(rb.text).contains(QLatin1String("--attention-backend unfused\n")));
+        // tp = cp = 1: no requirement either.
+        const ExportResult r1 = exportSettings(ExportFormat::Megatron, p, layout("tp=1,cp=1,pp=2,zero=1", p));
+        QVERIFY(r1.ok() && r1.text.find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos);
+    }
+
     // Megatron's overlap options export as its own flags (validate_args: --tp-comm-overlap needs
     // --sequence-parallel, --overlap-param-gather needs the distributed optimizer and
     // --overlap-grad-reduce); frameworks without them refuse them by name.

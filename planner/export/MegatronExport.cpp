@@ -16,8 +16,20 @@
 // Rules of that version that the export enforces (validate_args):
 //   - the interleaved schedule asserts pipeline-model-parallel size > 2;
 //   - selective recomputation takes no --recompute-method;
-//   - sequence parallelism raises unless CUDA_DEVICE_MAX_CONNECTIONS=1;
 //   - MoE with tp > 1 asserts --sequence-parallel.
+// Re-read at commit d98e8a64 (megatron/training/arguments.py; TransformerConfig in
+// megatron/core/transformer/transformer_config.py, whose fields become options through
+// ArgumentGroupFactory):
+//   - validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 whenever tp > 1 or cp > 1 on a
+//     device older than Blackwell (get_device_arch_version() < 10), not only with sp;
+//   - --hidden-dropout and --attention-dropout default to 0.1 (TransformerConfig): a plan
+//     priced without dropout passes 0 for both;
+//   - --rotary-base defaults to 10000: passed from the model (Llama 3: 500000);
+//   - --use-flash-attn is still parsed but --attention-backend (flash, fused, unfused, local,
+//     auto; AttnBackend in megatron/core/transformer/enums.py) is what selects the kernel:
+//     auto (a fused kernel: flash or cuDNN) for fused attention, unfused otherwise;
+//   - --tp-comm-overlap needs --sequence-parallel; --overlap-param-gather needs the
+//     distributed optimizer and --overlap-grad-reduce.
 // megatron/core/transformer/attention.py (commit f41b4fd4) divides num_query_groups by the
 // tensor-parallel size, so tp must divide the key/value heads.
 // Not in that version, hence refused: ZeRO-2/3 (the distributed optimizer shards optimizer
@@ -31,12 +43,26 @@
 #include "ExportCommon.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace shardscope::exportdetail {
 
 namespace {
 
 bool runsMegatron(const ChipSpec& chip) { return chip.vendor == "NVIDIA" || chip.vendor == "AMD"; }
+
+// get_device_arch_version() < 10: every NVIDIA part before Blackwell (B200/GB200/B300 are
+// compute capability 10.x) and AMD's Instinct parts (ROCm reports gfx9 as 9.x).
+bool olderThanBlackwell(const ChipSpec& chip)
+{
+    if (chip.vendor != "NVIDIA")
+        return true;
+    for (const char* blackwell : {"b200", "gb200", "b300", "gb300"})
+        if (chip.name.rfind(blackwell, 0) == 0)
+            return false;
+    return true;
+}
 
 } // namespace
 
@@ -79,6 +105,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     if (f.pipelined && l.schedule == PipelineSchedule::Interleaved && l.pp <= 2)
         refuse.add("interleaved 1F1B with pp=" + str(l.pp),
                    "validate_args asserts pipeline-model-parallel size > 2 with the interleaved schedule");
+    if (m.positions == PositionKind::Rotary && m.rope_base != std::floor(m.rope_base))
+        refuse.add("a RoPE base of " + std::to_string(m.rope_base), "--rotary-base takes an integer");
     if (m.moe.enabled() && l.tp > 1 && !l.sequence_parallel)
         refuse.add("MoE with tp=" + str(l.tp) + " and sequence parallelism off",
                    "validate_args requires --sequence-parallel for MoE with tensor parallelism");
@@ -137,6 +165,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--seq-length", str(p.training.seq_len));
     arg("--max-position-embeddings", str(std::max(m.max_seq, p.training.seq_len)));
     arg("--position-embedding-type", m.positions == PositionKind::Rotary ? "rope" : "learned_absolute");
+    if (m.positions == PositionKind::Rotary) {
+        char base[32];
+        std::snprintf(base, sizeof base, "%.15g", m.rope_base);
+        arg("--rotary-base", base);  // an int option in arguments.py
+    }
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.mlp == MlpKind::SwiGlu)
         arg("--swiglu");
@@ -148,8 +181,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--num-experts", str(m.moe.experts));
         arg("--moe-router-topk", str(m.moe.top_k));
     }
-    if (p.training.flash_attention)
-        arg("--use-flash-attn");
+    arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
+    if (!p.training.dropout) {
+        arg("--hidden-dropout", "0");
+        arg("--attention-dropout", "0");
+    }
     arg("--optimizer", p.training.optimizer == Optimizer::Sgd ? "sgd" : "adam");
 
     r.notes.push_back("Megatron derives the data-parallel size: " + str(f.devices) + " devices / (tp " + str(l.tp) +
@@ -161,10 +197,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
 
     std::string t = "#!/bin/bash\n";
     t += commentLines({"Megatron-LM launch settings exported by ShardScope", problemLine(p), "layout " + toString(l),
-                       "Option names: NVIDIA/Megatron-LM megatron/training/arguments.py (commit 307dcf37)", ""});
+                       "Option names: NVIDIA/Megatron-LM megatron/training/arguments.py (commits 307dcf37, d98e8a64)",
+                       ""});
     t += commentLines(r.notes);
-    if (l.sequence_parallel)
-        t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # required by --sequence-parallel\n";
+    if ((l.tp > 1 || l.cp > 1) && olderThanBlackwell(p.cluster.node.chip))
+        t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # validate_args: tp > 1 or cp > 1 before Blackwell\n";
     t += "MEGATRON_ARGS=(\n";
     for (const std::string& a : args)
         t += "    " + a + "\n";
