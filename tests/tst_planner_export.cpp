@@ -315,6 +315,18 @@ private slots:
         for (const std::string& n : r.notes)
             micsNote = micsNote || n.find("16 groups") != std::string::npos;  // 128 ranks / 8
         QVERIFY(micsNote);
+
+        // AutoTP: DeepSpeedConfig counts every rank (no mpu yet), so train_batch_size is left for
+        // it to derive, and _batch_assertion holds: micro x accumulation x all ranks.
+        const Case t{"llama-2-7b", "p5.48xlarge", 4, 256, 4096, Precision::BF16Mixed};
+        const ExportResult a = exported(ExportFormat::DeepSpeed, t, "tp=2,zero=1,mb=1");
+        QVERIFY(a.ok());
+        const QJsonObject autotp = QJsonDocument::fromJson(QByteArray::fromStdString(a.text)).object();
+        QVERIFY(!autotp.contains("train_batch_size"));
+        QCOMPARE(autotp["tensor_parallel"].toObject()["autotp_size"].toInt(), 2);
+        const int dp = 32 / 2;
+        QCOMPARE(autotp["train_micro_batch_size_per_gpu"].toInt() * autotp["gradient_accumulation_steps"].toInt() * dp,
+                 256);
     }
 
     void neuronxKvReplication()
