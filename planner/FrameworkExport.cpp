@@ -91,6 +91,31 @@ ExportResult exportSettings(ExportFormat format, const Problem& problem, const L
     return result;
 }
 
+bool frameworkRuns(ExportFormat format, const Problem& problem, const Layout& layout)
+{
+    return exportSettings(format, problem, layout).ok();
+}
+
+const std::vector<ExportFormat>& exportFormats()
+{
+    static const std::vector<ExportFormat> all = [] {
+        std::vector<ExportFormat> v;
+        for (const FormatName& f : kFormats)
+            v.push_back(f.format);
+        return v;
+    }();
+    return all;
+}
+
+std::vector<ExportFormat> frameworksThatRun(const Problem& problem, const Layout& layout)
+{
+    std::vector<ExportFormat> out;
+    for (ExportFormat f : exportFormats())
+        if (frameworkRuns(f, problem, layout))
+            out.push_back(f);
+    return out;
+}
+
 const char* toString(ExportFormat format)
 {
     for (const FormatName& f : kFormats)

@@ -1,4 +1,5 @@
 #include "PlanJson.h"
+#include "FrameworkExport.h"
 #include "JsonReader.h"
 #include "PredictionJson.h"
 #include "SpecJson.h"
@@ -59,15 +60,24 @@ QJsonObject toJson(const SearchStats& s)
 
 QJsonObject planDocument(const SearchResult& r)
 {
+    // Each plan says which frameworks can run it (their exporters refuse nothing).
+    auto withFrameworks = [&](const Plan& plan) {
+        QJsonObject o = toJson(plan);
+        QJsonArray runs;
+        for (ExportFormat f : frameworksThatRun(r.request.problem, plan.layout))
+            runs.append(QLatin1String(toString(f)));
+        o.insert("frameworks", runs);
+        return o;
+    };
     QJsonArray alternatives;
     for (size_t i = 1; i < r.top.size(); ++i)
-        alternatives.append(toJson(r.top[i]));
+        alternatives.append(withFrameworks(r.top[i]));
     return QJsonObject{{"schema", "shardscope.plan/2"},
                        {"request", toJson(r.request)},
                        {"problem", toJson(r.request.problem)},
                        {"objective", toString(r.objective)},
                        {"cost_model", QString::fromStdString(r.request.cost_model.name)},
-                       {"best", bestOrNull(r)},
+                       {"best", r.best() ? QJsonValue(withFrameworks(*r.best())) : QJsonValue(QJsonValue::Null)},
                        {"alternatives", alternatives},
                        {"pareto", frontJson(r.pareto_step_memory)},
                        {"pareto_time_cost", frontJson(r.pareto_time_cost)},

@@ -143,14 +143,16 @@ QJsonObject toJson(const PlanRequest& request)
                        {"cost_model", toJson(request.cost_model)},
                        {"space", toJson(request.space)},
                        {"objective", toString(request.objective)},
-                       {"top_k", request.top_k}};
+                       {"top_k", request.top_k},
+                       {"framework", request.framework ? QJsonValue(QLatin1String(toString(*request.framework)))
+                                                       : QJsonValue(QJsonValue::Null)}};
 }
 
 std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
 {
     const size_t before = errors.size();
     JsonReader r(json, path, errors);
-    r.rejectUnknownKeys({"problem", "cost_model", "space", "objective", "top_k"});
+    r.rejectUnknownKeys({"problem", "cost_model", "space", "objective", "top_k", "framework"});
     PlanRequest request;
     auto problem = problemFromJson(r.object("problem", true).json(), r.fieldPath("problem"), errors);
     request.cost_model = costModelParamsFromJson(r.object("cost_model", true).json(), r.fieldPath("cost_model"), errors);
@@ -161,6 +163,16 @@ std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const st
     else if (!objective.empty())
         r.error("objective", "unknown value \"" + objective + "\" (one of: throughput, time, cost)");
     request.top_k = r.integer("top_k", 10, false, 1, 1000);
+    const QJsonValue framework = json.value(QLatin1String("framework"));
+    if (framework.isString()) {
+        if (auto f = exportFormatFromString(framework.toString().toStdString()))
+            request.framework = *f;
+        else
+            r.error("framework", "unknown framework \"" + framework.toString().toStdString() + "\" (one of: " +
+                                     exportFormatChoices() + ")");
+    } else if (!framework.isNull() && !framework.isUndefined()) {
+        r.error("framework", "must be a framework name or null");
+    }
     if (errors.size() != before || !problem)
         return std::nullopt;
     request.problem = *problem;

@@ -160,6 +160,9 @@ public:
         top_k_ = std::max(1, options.top_k);
         // Room for the variants folded into the top plans (collapseVariants).
         keep_k_ = top_k_ * kVariantHeadroom;
+        space_framework_ = options.framework;
+        if (space_framework_)
+            frameworkReason_ = std::string("not runnable by ") + toString(*space_framework_);
     }
 
     SearchResult run();
@@ -179,6 +182,8 @@ private:
     int top_k_ = 1;
     static constexpr int kVariantHeadroom = 8;
     int keep_k_ = kVariantHeadroom;  // plans each worker keeps: the top-k and their likely variants
+    std::optional<ExportFormat> space_framework_;  // only layouts this framework runs
+    std::string frameworkReason_;
 
     std::vector<MeshShape> shapes_;
     std::atomic<std::size_t> next_{0};
@@ -413,6 +418,21 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     }
     ++out.feasible;
     const Plan plan{l, pr, {}};
+    if (space_framework_) {
+        // Checked only when the plan would rank (enter the top or a front): the exporter builds
+        // text, and a plan that cannot rank needs no answer. The result is exact; the count of
+        // refused layouts covers the ones that were asked.
+        const bool ranks = int(out.heap.size()) < keep_k_ || planBetter(out.objective, plan, out.heap.front()) ||
+                           !out.step_memory.dominates(pr.step_time_s, memory) ||
+                           !out.time_cost.dominates(pr.time_to_train_s, pr.cost_to_train_usd);
+        if (!ranks)
+            return;
+        if (!frameworkRuns(*space_framework_, problem_, l)) {
+            --out.feasible;
+            ++out.other_reasons[frameworkReason_];
+            return;
+        }
+    }
     keep(out.heap, l, pr, "");
     out.step_memory.insert(pr.step_time_s, memory, plan);
     out.time_cost.insert(pr.time_to_train_s, pr.cost_to_train_usd, plan);
@@ -527,7 +547,8 @@ SearchResult search(const CostModel& model, const SearchSpace& space, const Sear
 {
     Searcher searcher(model, space, options);
     SearchResult result = searcher.run();
-    result.request = PlanRequest{model.problem(), model.params(), space, options.objective, options.top_k};
+    result.request = PlanRequest{model.problem(), model.params(), space, options.objective, options.top_k,
+                                 options.framework};
     return result;
 }
 
@@ -545,7 +566,10 @@ SearchResult search(const PlanRequest& request, const SearchControl& control)
     options.threads = control.threads;
     options.cancel = control.cancel;
     options.progress = control.progress;
-    return search(CostModel(request.problem, request.cost_model), request.space, options);
+    options.framework = request.framework;
+    SearchResult result = search(CostModel(request.problem, request.cost_model), request.space, options);
+    result.request.framework = request.framework;
+    return result;
 }
 
 } // namespace shardscope

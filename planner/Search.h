@@ -77,6 +77,8 @@ struct SearchOptions {
     const std::atomic<bool>* cancel = nullptr;
     // Called on the thread that called search(), about every 50 ms and once at the end.
     std::function<void(const SearchProgress&)> progress;
+    // Only layouts this framework's exporter takes (PlanRequest::framework).
+    std::optional<ExportFormat> framework;
 };
 
 // How a search runs, apart from what it is asked (PlanRequest).

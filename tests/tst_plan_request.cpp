@@ -5,6 +5,7 @@
 #include "CliRunner.h"
 #include "CostModel.h"
 #include "CostModelParams.h"
+#include "FrameworkExport.h"
 #include "PlanJson.h"
 #include "PlanRequest.h"
 #include "Search.h"
@@ -201,6 +202,58 @@ private slots:
         QVERIFY2(folded > 0, "this problem has dp/cp permutations of the same cost");
         const QJsonObject best = planDocument(result).value("best").toObject();
         QCOMPARE(best.value("variants").toArray().size(), qsizetype(result.top.front().variants.size()));
+    }
+
+    // --framework: the search keeps only layouts that framework runs, so the top plan exports;
+    // exactly the best runnable layouts (an exhaustive filter agrees), the fronts too.
+    void searchForAFramework()
+    {
+        PlanRequest r;
+        r.problem.model = store_->specs().model("llama-2-7b");
+        r.problem.cluster.node = store_->specs().node("p5.48xlarge");
+        r.problem.cluster.nodes = 2;
+        r.problem.training.global_batch = 64;
+        r.problem.training.seq_len = 4096;
+        r.top_k = 5;
+        const SearchResult free = search(r);
+        QVERIFY(free.best());
+        QVERIFY2(!frameworkRuns(ExportFormat::DeepSpeed, r.problem, free.best()->layout),
+                 "the unconstrained best should need a feature DeepSpeed lacks (sp, cp, ...)");
+        r.framework = ExportFormat::DeepSpeed;
+        const SearchResult ds = search(r);
+        QVERIFY(ds.best());
+        QVERIFY(ds.request.framework == ExportFormat::DeepSpeed);
+        for (const Plan& p : ds.top)
+            QVERIFY(frameworkRuns(ExportFormat::DeepSpeed, r.problem, p.layout));
+        for (const auto& point : ds.pareto_step_memory.points())
+            QVERIFY(frameworkRuns(ExportFormat::DeepSpeed, r.problem, point.item.layout));
+        // The same as the free search's ranking filtered by the exporter (a deep enough list).
+        PlanRequest wide = r;
+        wide.framework.reset();
+        wide.top_k = 1000;
+        const SearchResult all = search(wide);
+        std::vector<Layout> runnable;
+        for (const Plan& p : all.top) {
+            if (frameworkRuns(ExportFormat::DeepSpeed, r.problem, p.layout))
+                runnable.push_back(p.layout);
+            for (const Layout& v : p.variants)
+                if (frameworkRuns(ExportFormat::DeepSpeed, r.problem, v))
+                    runnable.push_back(v);
+        }
+        QVERIFY(!runnable.empty());
+        QVERIFY2(ds.best()->layout == runnable.front(), toString(ds.best()->layout).c_str());
+        QVERIFY(ds.stats.infeasible_by_reason.count("not runnable by deepspeed") == 1);
+        // The request and each plan's frameworks in the document.
+        const QJsonObject doc = planDocument(ds);
+        QCOMPARE(doc.value("request").toObject().value("framework").toString(), QStringLiteral("deepspeed"));
+        QVERIFY(doc.value("best").toObject().value("frameworks").toArray().contains(QStringLiteral("deepspeed")));
+        FieldErrors errors;
+        const auto back = planDocumentFromJson(doc, "plan", errors);
+        QVERIFY2(back, joinErrors(errors).c_str());
+        QVERIFY(back->request.framework == ExportFormat::DeepSpeed);
+        const RunResult bad = cli(QStringList{"plan"} + problemArgs + QStringList{"--framework", "jax"});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains("--framework") && bad.err.contains("megatron"), bad.err.constData());
     }
 
     void planVersion1StillOpens()

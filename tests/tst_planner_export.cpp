@@ -512,8 +512,8 @@ private slots:
         const ExportResult r = exported(
             ExportFormat::DeepSpeed, c,
             "dp=8,tp=4,pp=4,cp=8,sp=on,zero=3,zero_group=1,mb=2,schedule=interleaved,v=5,recompute=selective");
-        // device, cp, sp, tp with pp, ZeRO-3 with pp, interleaved, selective.
-        QCOMPARE(r.refusals.size(), size_t(7));
+        // device, cp, sp, tp with pp, AutoTP with ZeRO-3, ZeRO-3 with pp, interleaved, selective.
+        QCOMPARE(r.refusals.size(), size_t(8));
     }
 
     void invalidLayoutIsRefused()

@@ -4,6 +4,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "CostModel.h"
+#include "FrameworkExport.h"
 #include "JsonReader.h"
 #include "PlanCommand.h"
 #include "PlanJson.h"
@@ -29,7 +30,8 @@ namespace {
 const char* kSearchOptionsUsage =
     "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
     "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
-    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]";
+    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME]\n"
+    "       [--framework megatron|deepspeed|neuronx|fsdp] [--json]";
 
 std::string planUsage()
 {
@@ -53,7 +55,7 @@ std::set<std::string> searchValueOptions()
 {
     std::set<std::string> v = problemValueOptions();
     v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads",
-              "cost-model"});
+              "cost-model", "framework"});
     return v;
 }
 std::set<std::string> searchFlagOptions()
@@ -96,6 +98,13 @@ SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, in
     }
     s.request.top_k = a.integer("top", defaultTop, 1, 1000);
     s.request.cost_model = runs.costModelParamsNamed(a.value("cost-model").value_or("default"));
+    if (auto framework = a.value("framework")) {
+        // Only layouts that framework can run: the top plan exports with `export --format`.
+        s.request.framework = exportFormatFromString(*framework);
+        if (!s.request.framework)
+            throw UsageError("--framework: unknown framework \"" + *framework + "\" (one of: " + exportFormatChoices() +
+                             ")");
+    }
     s.control.threads = a.integer("threads", 0, 0, 256);
     return s;
 }
@@ -282,7 +291,10 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
         ctx.out << problem.model.name << " on " << problem.cluster.nodes << " x " << problem.cluster.node.name << " ("
                 << problem.cluster.devices() << " devices), global batch " << problem.training.global_batch << " x "
                 << problem.training.seq_len << " tokens, objective " << toString(result.objective) << ", cost model "
-                << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space) << "\n\n";
+                << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space)
+                << (result.request.framework ? std::string(", runnable by ") + toString(*result.request.framework)
+                                             : std::string())
+                << "\n\n";
         if (!result.top.empty()) {
             printPlanTable(ctx.out, result.top, result.top.size());
             ctx.out << "\nbest ";

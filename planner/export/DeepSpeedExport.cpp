@@ -59,6 +59,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (l.tp > 1 && f.pipelined)
         refuse.add("tensor parallelism (tp=" + str(l.tp) + ") together with pipeline parallelism (pp=" + str(l.pp) + ")",
                    "AutoTP is documented with ZeRO data parallelism, not with PipelineModule");
+    if (l.tp > 1 && l.zero_stage == 3)
+        refuse.add("AutoTP (tp=" + str(l.tp) + ") with ZeRO-3",
+                   "deepspeed/runtime/engine.py (38327e07f) asserts ZeRO stage <= 2 with autotp_size > 1");
     if (f.pipelined && l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage) + " with pipeline parallelism",
                    "PipelineEngine asserts ZeRO stage < 2");
