@@ -41,6 +41,7 @@
 #include <QTableWidget>
 #include <QTreeWidget>
 
+#include <algorithm>
 #include <memory>
 
 using namespace shardscope;
@@ -163,6 +164,62 @@ private slots:
         plans->showInfeasible()->setChecked(false);
         QVERIFY(table->isColumnHidden(PlansModel::Feasible));
         window_->resize(before);
+    }
+
+    // A click on a column header sorts by it (the plans and the catalog tables); a double-click
+    // or Enter on a plan opens its details.
+    void headersSortAndRowsOpen()
+    {
+        PlansPage* plans = window_->plansPage();
+        QTableView* table = plans->table();
+        QHeaderView* header = table->horizontalHeader();
+        window_->pages()->setCurrentWidget(plans);
+        QVERIFY(table->model()->rowCount() > 2);
+        QVERIFY(header->sectionsClickable());
+        auto column = [&](int c) {
+            std::vector<double> v;
+            for (int r = 0; r < table->model()->rowCount(); ++r)
+                v.push_back(table->model()->index(r, c).data(PlansModel::SortRole).toDouble());
+            return v;
+        };
+        auto clickHeader = [&](int section) {
+            const QPoint at(header->sectionViewportPosition(section) + header->sectionSize(section) / 2,
+                            header->height() / 2);
+            QTest::mouseClick(header->viewport(), Qt::LeftButton, {}, at);
+        };
+        clickHeader(PlansModel::MemoryPerDevice);
+        QCOMPARE(header->sortIndicatorSection(), int(PlansModel::MemoryPerDevice));
+        std::vector<double> memory = column(PlansModel::MemoryPerDevice);
+        QVERIFY(std::is_sorted(memory.begin(), memory.end()) || std::is_sorted(memory.rbegin(), memory.rend()));
+        const Qt::SortOrder first = header->sortIndicatorOrder();
+        clickHeader(PlansModel::MemoryPerDevice);  // again: the other order
+        QVERIFY(header->sortIndicatorOrder() != first);
+        memory = column(PlansModel::MemoryPerDevice);
+        QVERIFY(std::is_sorted(memory.begin(), memory.end()) || std::is_sorted(memory.rbegin(), memory.rend()));
+        clickHeader(PlansModel::Rank);
+        if (header->sortIndicatorOrder() != Qt::AscendingOrder)
+            clickHeader(PlansModel::Rank);
+        QCOMPARE(column(PlansModel::Rank).front(), 1.0);
+
+        // Double-click the third row: Plan details shows it.
+        const QModelIndex third = table->model()->index(2, PlansModel::StepTime);
+        const QRect cell = table->visualRect(third);
+        // As a user does: the first click presses the row, the second makes it a double-click.
+        QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, cell.center());
+        QTest::mouseDClick(table->viewport(), Qt::LeftButton, {}, cell.center());
+        QTRY_COMPARE(window_->pages()->currentWidget(), static_cast<QWidget*>(window_->detailsPage()));
+        QCOMPARE(window_->detailsPage()->layoutEdit()->text(),
+                 QString::fromStdString(toString(window_->lastResult()->top[2].layout)));
+        // Enter on another row does the same.
+        window_->pages()->setCurrentWidget(plans);
+        table->setFocus();
+        plans->selectRow(1);
+        QTest::keyClick(table, Qt::Key_Return);
+        QTRY_COMPARE(window_->pages()->currentWidget(), static_cast<QWidget*>(window_->detailsPage()));
+        QCOMPARE(window_->detailsPage()->layoutEdit()->text(),
+                 QString::fromStdString(toString(window_->lastResult()->top[1].layout)));
+        window_->pages()->setCurrentWidget(plans);
+        plans->selectRow(0);
     }
 
     void changeSetupSearchesAndShowsTheBestPlan()

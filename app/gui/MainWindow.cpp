@@ -62,6 +62,10 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
 
     connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
     connect(plans_, &PlansPage::planSelected, this, &MainWindow::onPlanSelected);
+    connect(plans_, &PlansPage::planActivated, this, [this](const Plan& plan) {
+        onPlanSelected(plan);
+        pages_->setCurrentWidget(details_);
+    });
     connect(plans_, &PlansPage::cancelRequested, search_, &JobRunner::cancel);
     connect(search_, &JobRunner::progressed, plans_, &PlansPage::searchProgress);
     connect(search_, &JobRunner::finished, this, [this](quint64, bool cancelled) {

@@ -105,6 +105,13 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
 
     connect(filter_, &QLineEdit::textChanged, this, [proxy](const QString& t) { proxy->setNeedle(t); });
     connect(cancel_, &QPushButton::clicked, this, &PlansPage::cancelRequested);
+    // Enter (activated) and double-click both open the plan's details.
+    auto activate = [this](const QModelIndex& index) {
+        if (const Plan* plan = model_->plan(proxy_->mapToSource(index).row()))
+            emit planActivated(*plan);
+    };
+    connect(table_, &QAbstractItemView::activated, this, activate);
+    connect(table_, &QAbstractItemView::doubleClicked, this, activate);
     connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& current) {
                 const QModelIndex source = proxy_->mapToSource(current);

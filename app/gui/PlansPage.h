@@ -41,6 +41,8 @@ public:
 
 signals:
     void planSelected(const shardscope::Plan& plan);
+    // Double-click or Enter on a row: the user wants that plan's details.
+    void planActivated(const shardscope::Plan& plan);
     void cancelRequested();
 
 private:

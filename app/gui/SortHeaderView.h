@@ -12,6 +12,10 @@ class SortHeaderView : public QHeaderView {
 public:
     explicit SortHeaderView(QWidget* parent) : QHeaderView(Qt::Horizontal, parent)
     {
+        // A replacement header is not clickable by default (QTableView makes only its own header
+        // so): without this, clicking a column never sorts.
+        setSectionsClickable(true);
+        setHighlightSections(true);
         // The arrow moves: sections sized to their contents follow it, others widen to it.
         connect(this, &QHeaderView::sortIndicatorChanged, this, [this](int section) {
             resizeSections();
