@@ -364,6 +364,34 @@ private slots:
         QVERIFY(w.compute_s > 0);
         QCOMPARE(page->result()->metric("wall_step_time_s")->predicted,
                  1.2 * w.compute_s + 20e-6 * (w.barriers - w.hidden_barriers) + 15e-6 * w.hidden_barriers);
+        QVERIFY2(page->status()->text().contains(QLatin1String("stored as run")), qPrintable(page->status()->text()));
+
+        // Another plan: the previous run's results are gone from the page, not shown under it.
+        const SearchResult* result = window_->lastResult();
+        QVERIFY(result && result->top.size() >= 2);
+        window_->plansPage()->selectRow(1);
+        QVERIFY(!page->result().has_value());
+        QCOMPARE(page->metricsTable()->rowCount(), 0);
+        QVERIFY(!page->status()->text().contains(QLatin1String("stored as run")));
+
+        // A run that cannot go (a chip the engine cannot emulate) says why in full, with no old charts.
+        PlanRequest tpu = *window_->lastRequest();
+        tpu.problem.cluster.node = store_->specs().node("tpu-v5p-host");
+        tpu.problem.cluster.nodes = 1;
+        FieldErrors errors;
+        Layout single = parseLayout("dp=1", errors);
+        resolveDataParallel(single, tpu.problem.cluster.devices(), errors);
+        page->setPlan(tpu, single);
+        page->setSteps(2);
+        page->start();
+        if (page->busy())
+            QVERIFY(done.wait(300'000));
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QCOMPARE(page->metricsTable()->rowCount(), 0);
+        QVERIFY(!page->result().has_value() || !page->result()->error.empty());
+        QVERIFY2(page->status()->text().length() > 20 && page->status()->styleSheet().contains(QLatin1String("c0392b")),
+                 qPrintable(page->status()->text()));
+        window_->plansPage()->selectRow(0);
     }
 
     // Calibrate on this machine: the suite runs off the GUI thread, the fitted profile is stored

@@ -76,6 +76,9 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
                               "fitted on engine runs (shardscope-cli calibrate --engine --save NAME), whose "
                               "wall-clock terms describe this machine"));
     progress_ = new QProgressBar(this);
+    status_ = new QLabel(this);
+    status_->setWordWrap(true);
+    status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     progress_->setRange(0, 1000);
     lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}}, this);
     errorChart_ = makeStackedBarChart({tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}}, this);
@@ -111,6 +114,7 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(caseLabel_);
     layout->addLayout(bar);
+    layout->addWidget(status_);
     layout->addWidget(vertical, 1);
 
     connect(run_, &QPushButton::clicked, this, &ValidatePage::start);
@@ -125,7 +129,7 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
         calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
         if (cancelled) {
-            progress_->setFormat(tr("cancelled"));
+            report(tr("Cancelled: nothing was stored."), false);
             emit finished(false);
         }
     });
@@ -133,7 +137,8 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
         run_->setEnabled(request_.has_value());
         calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
-        progress_->setFormat(tr("failed: %1").arg(message));
+        clearResults();
+        report(tr("The run failed: %1").arg(message), true);
         emit finished(false);
     });
     run_->setEnabled(false);
@@ -147,6 +152,12 @@ bool ValidatePage::busy() const { return job_->busy(); }
 
 void ValidatePage::setPlan(const PlanRequest& request, const Layout& layout)
 {
+    // Another plan: the results shown so far are not its own.
+    if (!job_->busy() && (!request_ || !(*request_ == request) || !(layout_ == layout))) {
+        clearResults();
+        progress_->setValue(0);
+        report(tr("Run the engine to validate this plan."), false);
+    }
     request_ = request;
     const Problem& problem = request.problem;
     layout_ = layout;
@@ -169,7 +180,7 @@ void ValidatePage::calibrate()
     try {
         request.device = engine::profileFromChip(store_.specs().chip(kSuiteChip), kSuiteChipScale);
     } catch (const std::exception& e) {
-        progress_->setFormat(tr("cannot calibrate: %1").arg(QString::fromUtf8(e.what())));
+        report(tr("Cannot calibrate: %1").arg(QString::fromUtf8(e.what())), true);
         return;
     }
     if (const auto stored = storedHostProfile(store_.runs(), 1))
@@ -194,13 +205,13 @@ void ValidatePage::calibrate()
         try {
             store_.runs().storeCostProfile(profile.terms.name, profile);
         } catch (const std::exception& e) {
-            progress_->setFormat(tr("calibrated, but not stored: %1").arg(QString::fromUtf8(e.what())));
+            report(tr("Calibrated, but not stored: %1").arg(QString::fromUtf8(e.what())), true);
             return;
         }
         reloadCostModels();
         costModel_->setCurrentText(name);
         progress_->setValue(1000);
-        progress_->setFormat(tr("saved as %1: %2").arg(name, q(calibrationSummary(outcome.fit))));
+        report(tr("Saved as %1: %2").arg(name, q(calibrationSummary(outcome.fit))), false);
         emit calibrated(name);
     });
 }
@@ -222,11 +233,12 @@ void ValidatePage::start()
     try {
         scaled = scaledValidationCase(request_->problem, layout_, steps_, request_->cost_model);
     } catch (const std::exception& e) {
-        progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
+        clearResults();
+        report(tr("Cannot validate this plan: %1").arg(QString::fromUtf8(e.what())), true);
         return;
     }
-    losses_.clear();
-    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
+    clearResults();  // nothing of an earlier run stays under the new case's header
+    report(tr("Running the validation case on the engine..."), false);
     run_->setEnabled(false);
     calibrate_->setEnabled(false);
     cancel_->setEnabled(true);
@@ -252,7 +264,8 @@ void ValidatePage::start()
     try {
         params = store_.runs().validationProfileNamed(costModel_->currentText().toStdString());
     } catch (const std::exception& e) {
-        progress_->setFormat(tr("cannot validate: %1").arg(QString::fromUtf8(e.what())));
+        clearResults();
+        report(tr("Cannot validate this plan: %1").arg(QString::fromUtf8(e.what())), true);
         run_->setEnabled(true);
         cancel_->setEnabled(false);
         return;
@@ -292,7 +305,8 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     result_ = result;
     metrics_->setRowCount(0);
     if (!result.error.empty()) {
-        progress_->setFormat(tr("could not compare: %1").arg(q(result.error)));
+        clearResults();
+        report(tr("Could not compare: %1").arg(q(result.error)), true);
         emit finished(false);
         return;
     }
@@ -335,13 +349,30 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     doc.insert("cost_model", costModel_->currentText());
     try {
         const int id = store_.runs().storeValidationRun(result.c.name, doc);
-        progress_->setFormat(tr("done: stored as run %1").arg(id));
+        report(tr("Done: stored as run %1 in the history.").arg(id), false);
     } catch (const std::exception& e) {
-        progress_->setFormat(tr("done, but not stored: %1").arg(QString::fromUtf8(e.what())));
+        report(tr("Done, but not stored: %1").arg(QString::fromUtf8(e.what())), true);
     }
     progress_->setValue(1000);
     reloadHistory();
     emit finished(true);
+}
+
+void ValidatePage::clearResults()
+{
+    result_.reset();
+    metrics_->setRowCount(0);
+    losses_.clear();
+    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
+    setStackedBarChart(errorChart_, {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}});
+}
+
+void ValidatePage::report(const QString& text, bool error)
+{
+    status_->setText(text);
+    status_->setStyleSheet(error ? QStringLiteral("color: #c0392b") : QString());
+    // The bar keeps the gist: a long message is read in full below it.
+    progress_->setFormat(error ? tr("failed") : text.section(QLatin1Char(':'), 0, 0));
 }
 
 void ValidatePage::showEvent(QShowEvent* event)

@@ -52,6 +52,7 @@ public:
     QComboBox* costModelBox() const { return costModel_; }
     QPushButton* calibrateButton() const { return calibrate_; }
     QList<QWidget*> charts() const;
+    QLabel* status() const { return status_; }
 
     // The cost-model profiles in the catalog, re-read (the page does so whenever it is shown).
     void reloadCostModels();
@@ -65,6 +66,10 @@ protected:
 
 private:
     void showResult(const ValidationResult& result, const std::vector<std::string>& notes);
+    // Empties the charts and the metrics table: what is shown always belongs to the plan named.
+    void clearResults();
+    // A message in full under the bar (red when it is an error), and its gist in the bar.
+    void report(const QString& text, bool error);
     void reloadHistory();
     void addLoss(int step, double loss);
 
@@ -76,6 +81,7 @@ private:
     std::optional<ValidationResult> result_;
     QVector<QPointF> losses_;
     QLabel* caseLabel_ = nullptr;
+    QLabel* status_ = nullptr;
     QPushButton* run_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QComboBox* costModel_ = nullptr;  // "default" or a profile fitted by calibrate --engine --save
