@@ -391,7 +391,19 @@ private slots:
         QVERIFY(!page->result().has_value() || !page->result()->error.empty());
         QVERIFY2(page->status()->text().length() > 20 && page->status()->styleSheet().contains(QLatin1String("c0392b")),
                  qPrintable(page->status()->text()));
+
+        // The screenshots' demonstration run is shown, not stored in the user's history.
         window_->plansPage()->selectRow(0);
+        const size_t stored = store_->runs().validationRuns(1000).size();
+        page->setStoresRuns(false);
+        page->setSteps(2);
+        done.clear();
+        page->start();
+        QVERIFY(done.wait(300'000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), true);
+        QVERIFY(page->result().has_value() && page->metricsTable()->rowCount() > 0);
+        QCOMPARE(store_->runs().validationRuns(1000).size(), stored);
+        page->setStoresRuns(true);
     }
 
     // Calibrate on this machine: the suite runs off the GUI thread, the fitted profile is stored

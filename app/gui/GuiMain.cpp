@@ -68,7 +68,8 @@ int main(int argc, char** argv)
         waited.start();
         while ((window.busy() || !window.lastResult()) && waited.elapsed() < 600'000)
             QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
-        // A short validation run of the best plan.
+        // A short validation run of the best plan, shown but kept out of the user's history.
+        window.validatePage()->setStoresRuns(false);
         window.validatePage()->setSteps(10);
         window.validatePage()->start();
         while (window.busy() && waited.elapsed() < 600'000)

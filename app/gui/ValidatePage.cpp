@@ -347,6 +347,12 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     doc.insert("adaptations", adaptations);
     doc.insert("device", q(result.c.profile.name));
     doc.insert("cost_model", costModel_->currentText());
+    if (!storesRuns_) {
+        report(tr("Done (not stored in the history)."), false);
+        progress_->setValue(1000);
+        emit finished(true);
+        return;
+    }
     try {
         const int id = store_.runs().storeValidationRun(result.c.name, doc);
         report(tr("Done: stored as run %1 in the history.").arg(id), false);

@@ -41,6 +41,8 @@ public:
     void calibrate();
     bool busy() const;
     int steps() const { return steps_; }
+    // Whether finished runs go to the run history (not for the screenshots' demonstration run).
+    void setStoresRuns(bool store) { storesRuns_ = store; }
     void setSteps(int steps) { steps_ = steps; }
 
     const std::optional<ValidationResult>& result() const { return result_; }
@@ -78,6 +80,7 @@ private:
     std::optional<PlanRequest> request_;
     Layout layout_;
     int steps_ = 20;
+    bool storesRuns_ = true;
     std::optional<ValidationResult> result_;
     QVector<QPointF> losses_;
     QLabel* caseLabel_ = nullptr;
