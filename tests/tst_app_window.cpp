@@ -222,6 +222,36 @@ private slots:
         plans->selectRow(0);
     }
 
+    // The Plans filter reads the layout grammar (unknown keys refused by name) and filters the
+    // whole space, not the rows shown, and says what matched.
+    void filterSearchesTheWholeSpace()
+    {
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        PlansPage* plans = window_->plansPage();
+        const int shown = plans->model()->rowCount();
+        QVERIFY(shown > 0);
+        plans->filter()->setText(QStringLiteral("banana=7"));
+        QTRY_VERIFY(plans->filterStatus()->isVisible());
+        QVERIFY2(plans->filterStatus()->text().contains(QLatin1String("filter.banana")),
+                 qPrintable(plans->filterStatus()->text()));
+        QCOMPARE(plans->model()->rowCount(), shown);  // nothing changed
+        // A key the shown plans lack: the filtered search finds the best layouts that have it.
+        const int tp = window_->lastResult()->best()->layout.tp == 2 ? 4 : 2;
+        QSignalSpy filtered(window_.get(), &MainWindow::filterFinished);
+        plans->filter()->setText(QStringLiteral("tp=%1").arg(tp));
+        QVERIFY(filtered.wait(120'000));
+        QVERIFY(plans->model()->rowCount() > 0);
+        for (int r = 0; r < plans->model()->rowCount(); ++r)
+            QCOMPARE(plans->model()->plan(r)->layout.tp, tp);
+        QVERIFY2(plans->filterStatus()->text().contains(QStringLiteral("have tp=%1").arg(tp)),
+                 qPrintable(plans->filterStatus()->text()));
+        // Cleared: the search's own plans again.
+        plans->filter()->clear();
+        QTRY_VERIFY(plans->model()->plan(0) && plans->model()->plan(0)->layout == window_->lastResult()->best()->layout);
+        QCOMPARE(plans->model()->rowCount(), int(window_->lastResult()->top.size()));
+        QVERIFY(!plans->filterStatus()->isVisible());
+    }
+
     void changeSetupSearchesAndShowsTheBestPlan()
     {
         // The plans model is checked by Qt's model tester through every reset that follows.

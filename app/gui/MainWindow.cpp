@@ -41,6 +41,7 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
     setWindowTitle(tr("ShardScope"));
     search_ = new JobRunner(this);
     sweep_ = new JobRunner(this);
+    filter_ = new JobRunner(this);
     pages_ = new QTabWidget(this);
     pages_->setDocumentMode(true);
 
@@ -62,6 +63,7 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
 
     connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
     connect(plans_, &PlansPage::planSelected, this, &MainWindow::onPlanSelected);
+    connect(plans_, &PlansPage::filterRequested, this, &MainWindow::startFilteredSearch);
     connect(plans_, &PlansPage::planActivated, this, [this](const Plan& plan) {
         onPlanSelected(plan);
         pages_->setCurrentWidget(details_);
@@ -123,12 +125,16 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
 
 MainWindow::~MainWindow() = default;
 
-bool MainWindow::busy() const { return search_->busy() || sweep_->busy() || exploreBusy_ || validate_->busy(); }
+bool MainWindow::busy() const
+{
+    return search_->busy() || sweep_->busy() || filter_->busy() || exploreBusy_ || validate_->busy();
+}
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
     search_->cancel();
     sweep_->cancel();
+    filter_->cancel();
     validate_->cancel();
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
@@ -146,6 +152,7 @@ void MainWindow::startSearch()
         return;
     }
     sweep_->cancel();
+    filter_->cancel();
     exploreBusy_ = false;
     plans_->searchStarted();
     statusBar()->showMessage(tr("Searching layouts of %1 on %2 x %3...")
@@ -180,6 +187,31 @@ void MainWindow::startSearch()
                                      .arg(result.stats.seconds, 0, 'g', 3));
         emit searchFinished();
         startExplore(r);
+    });
+}
+
+void MainWindow::startFilteredSearch(const QString& filter)
+{
+    if (!result_ || !result_->error.empty())
+        return;
+    if (filter.isEmpty()) {
+        filter_->cancel();
+        plans_->showResult(result_->request.problem, *result_);
+        return;
+    }
+    PlanRequest r = result_->request;
+    if (!applyFixed(r.space, filter.toStdString(), "filter").empty())
+        return;  // the page checked it; nothing to search
+    r.top_k = 50;
+    std::function<SearchResult(const std::atomic<bool>&, const JobRunner::Progress&)> work =
+        [r](const std::atomic<bool>& cancel, const JobRunner::Progress&) {
+            SearchControl control;
+            control.cancel = &cancel;
+            return search(r, control);
+        };
+    filter_->start<SearchResult>(work, [this, filter](const SearchResult& filtered) {
+        plans_->showFiltered(filtered, filter);
+        emit filterFinished();
     });
 }
 

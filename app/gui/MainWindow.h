@@ -39,7 +39,7 @@ public:
     ValidatePage* validatePage() const { return validate_; }
 
     // True while a search, sweep or comparison runs.
-    bool busy() const;
+    bool busy() const;  // a search, sweep, comparison, filter or validation runs
     const SearchResult* lastResult() const { return result_ ? &*result_ : nullptr; }
     const Problem& lastProblem() const { return result_ ? result_->request.problem : noProblem_; }
     // The request behind the plans shown (searched here or opened from a file).
@@ -56,6 +56,7 @@ public:
 signals:
     void searchFinished();
     void exploreFinished();
+    void filterFinished();
 
 protected:
     void closeEvent(class QCloseEvent* event) override;
@@ -63,6 +64,8 @@ protected:
 private:
     void startSearch();
     void startExplore(const SearchRequest& request);
+    // The Plans filter over the whole space: the request searched again with its keys fixed.
+    void startFilteredSearch(const QString& filter);
     void onPlanSelected(const Plan& plan);
     // Shows a search result (a fresh one, or the saved plans of an opened file) on every page,
     // keeping the plan the user chose when it is still there.
@@ -88,6 +91,7 @@ private:
     QMenu* recentMenu_ = nullptr;
     JobRunner* search_ = nullptr;
     JobRunner* sweep_ = nullptr;
+    JobRunner* filter_ = nullptr;
 
     Problem noProblem_;
     std::optional<SearchResult> result_;

@@ -12,48 +12,15 @@
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace shardscope {
 
-namespace {
-
-// Filters rows on the whole layout text ("tp=8", "interleaved", "zero=3"), not one column.
-class LayoutFilterProxy : public QSortFilterProxyModel {
-public:
-    using QSortFilterProxyModel::QSortFilterProxyModel;
-    void setNeedle(const QString& text)
-    {
-        needle_ = text.trimmed();
-        invalidateRowsFilter();
-    }
-
-protected:
-    bool filterAcceptsRow(int row, const QModelIndex&) const override
-    {
-        if (needle_.isEmpty())
-            return true;
-        const auto* plans = static_cast<const PlansModel*>(sourceModel());
-        const Plan* plan = plans->plan(row);
-        if (!plan)
-            return false;
-        const QString layout = QString::fromStdString(toString(plan->layout));
-        for (const QString& part : needle_.split(QLatin1Char(','), Qt::SkipEmptyParts))
-            if (!layout.contains(part.trimmed(), Qt::CaseInsensitive))
-                return false;
-        return true;
-    }
-
-private:
-    QString needle_;
-};
-
-} // namespace
-
 PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
 {
     model_ = new PlansModel(this);
-    auto* proxy = new LayoutFilterProxy(this);
+    auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(model_);
     proxy->setSortRole(PlansModel::SortRole);
     proxy_ = proxy;
@@ -70,7 +37,10 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     table_->setHorizontalScrollMode(QAbstractItemView::ScrollPerPixel);
 
     filter_ = new QLineEdit(this);
-    filter_->setPlaceholderText(tr("filter, e.g. tp=8,zero=1"));
+    filter_->setPlaceholderText(tr("filter, e.g. tp=8,zero=1 (layout keys: searches every layout)"));
+    filterStatus_ = new QLabel(this);
+    filterStatus_->setWordWrap(true);
+    filterStatus_->hide();
     filter_->setClearButtonEnabled(true);
     progress_ = new QProgressBar(this);
     progress_->setRange(0, 1000);
@@ -94,6 +64,7 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     bar->addWidget(cancel_);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
+    layout->addWidget(filterStatus_);
     layout->addWidget(status_);
     layout->addWidget(table_, 1);
 
@@ -103,7 +74,13 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     connect(proxy_, &QAbstractItemModel::modelReset, this, hideFeasible);
     hideFeasible();
 
-    connect(filter_, &QLineEdit::textChanged, this, [proxy](const QString& t) { proxy->setNeedle(t); });
+    // A short pause after typing, then the filter is checked and (if valid) searched.
+    auto* debounce = new QTimer(this);
+    debounce->setSingleShot(true);
+    debounce->setInterval(300);
+    connect(debounce, &QTimer::timeout, this, &PlansPage::applyFilter);
+    connect(filter_, &QLineEdit::textChanged, debounce, qOverload<>(&QTimer::start));
+    connect(filter_, &QLineEdit::returnPressed, this, &PlansPage::applyFilter);
     connect(cancel_, &QPushButton::clicked, this, &PlansPage::cancelRequested);
     // Enter (activated) and double-click both open the plan's details.
     auto activate = [this](const QModelIndex& index) {
@@ -158,6 +135,13 @@ void PlansPage::fillModel()
 
 void PlansPage::showResult(const Problem& problem, const SearchResult& result)
 {
+    // A new search result (the setup changed): an earlier filter no longer applies.
+    lastFilter_.clear();
+    if (!filter_->text().isEmpty()) {
+        const QSignalBlocker block(filter_);
+        filter_->clear();
+    }
+    filterStatus_->hide();
     problem_ = problem;
     result_ = result;
     fillModel();
@@ -180,6 +164,49 @@ void PlansPage::showResult(const Problem& problem, const SearchResult& result)
     if (result.top.empty())
         status_->setText(status_->text() + tr("\nNo layout fits: relax the constraints, add nodes or allow "
                                               "recomputation, ZeRO or offload."));
+}
+
+QString PlansPage::filterProblem(const QString& text)
+{
+    SearchSpace space;
+    const FieldErrors errors = applyFixed(space, text.trimmed().toStdString(), "filter");
+    return QString::fromStdString(joinErrors(errors));
+}
+
+void PlansPage::applyFilter()
+{
+    const QString text = filter_->text().trimmed();
+    if (text == lastFilter_)
+        return;
+    if (const QString problem = filterProblem(text); !problem.isEmpty()) {
+        filterStatus_->setStyleSheet(QStringLiteral("color: #c0392b"));
+        filterStatus_->setText(tr("Not a layout filter: %1").arg(problem));
+        filterStatus_->show();
+        return;  // the plans shown stay as they were
+    }
+    lastFilter_ = text;
+    filterStatus_->setStyleSheet(QString());
+    filterStatus_->setVisible(!text.isEmpty());
+    filterStatus_->setText(tr("Searching every layout with %1...").arg(text));
+    emit filterRequested(text);
+}
+
+void PlansPage::showFiltered(const SearchResult& result, const QString& filter)
+{
+    result_ = result;
+    fillModel();
+    const SearchStats& s = result.stats;
+    filterStatus_->setStyleSheet(QString());
+    filterStatus_->show();
+    if (result.top.empty())
+        filterStatus_->setText(tr("No feasible layout has %1 (%2 such layouts searched; see the counts below).")
+                                   .arg(filter, QString::fromStdString(formatCount(s.candidates))));
+    else
+        filterStatus_->setText(tr("%1 feasible layouts have %2; the best %3 by %4 are shown. Clear the filter for "
+                                  "all plans.")
+                                   .arg(QString::fromStdString(formatCount(s.feasible)), filter)
+                                   .arg(result.top.size())
+                                   .arg(QLatin1String(toString(result.objective))));
 }
 
 void PlansPage::selectRow(int row)
