@@ -6,7 +6,10 @@
 #include "CatalogPage.h"
 #include "ChartAdapters.h"
 #include "JsonEntryDialog.h"
+#include "ChartData.h"
 #include "MainWindow.h"
+#include "SetupPage.h"
+#include "Sweep.h"
 #include "ModelSpec.h"
 #include "Units.h"
 
@@ -32,6 +35,7 @@
 #include <QSignalSpy>
 #include <QJsonDocument>
 #include <QFile>
+#include <QListWidget>
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
@@ -409,6 +413,41 @@ private slots:
             const bool isX = axis->orientation() == Qt::Horizontal;
             QVERIFY2(axis->min() <= (isX ? 1.0 : 5.2 - 0.9) && axis->max() >= (isX ? 10.0 : 5.2 - 0.09), qPrintable(name));
         }
+    }
+
+    // Explore says why a node type has no plan, and tells no plan from no price.
+    void noPlanSaysWhy()
+    {
+        SweepPoint point;
+        point.problem.cluster.node = store_->specs().node("gaudi3-8");
+        point.problem.cluster.nodes = 1;
+        point.result.stats.mesh_shapes = 4;
+        point.result.stats.infeasible_by_reason = {{"out of memory", 1200}, {"mesh: tp does not divide heads", 3}};
+        QCOMPARE(noPlanReason(point), QStringLiteral("out of memory (1,200 layouts)"));
+        SweepResult comparison;
+        comparison.points = {point};
+        const XYChartData cost = timeCostChartData(SweepResult{}, comparison);
+        QVERIFY2(cost.x_axis.contains(QLatin1String("no plan: gaudi3-8: out of memory")), qPrintable(cost.x_axis));
+        QVERIFY2(!cost.x_axis.contains(QLatin1String("no published price")), qPrintable(cost.x_axis));
+        const StackedBarsData days = nodeTypesChartData(comparison);
+        QVERIFY(days.categories.front().contains(QLatin1String("no plan: out of memory")));
+        point.error = "cluster.nodes: 1 node of gaudi3-8 has no inter-node network";
+        QCOMPARE(noPlanReason(point), QString::fromStdString(point.error));
+    }
+
+    // A catalog change (a model added) keeps the node types the user chose to compare.
+    void compareSelectionSurvivesACatalogChange()
+    {
+        SetupPage* setup = window_->setupPage();
+        QListWidget* compare = setup->findChild<QListWidget*>();
+        QVERIFY(compare);
+        compare->clearSelection();
+        for (int i = 0; i < compare->count(); ++i)
+            if (compare->item(i)->text() == QLatin1String("gaudi3-8"))
+                compare->item(i)->setSelected(true);
+        setup->reloadCatalog();
+        QCOMPARE(compare->selectedItems().size(), qsizetype(1));
+        QCOMPARE(compare->selectedItems().front()->text(), QStringLiteral("gaudi3-8"));
     }
 
     void screenshots()

@@ -63,6 +63,24 @@ XYChartData scalingChartData(const SweepResult& sweep)
     return d;
 }
 
+QString noPlanReason(const SweepPoint& point)
+{
+    if (!point.error.empty())
+        return QString::fromStdString(point.error).section(QLatin1Char('\n'), 0, 0);
+    // The reason most layouts failed for (out of memory, over the limit, ...).
+    std::string reason;
+    std::int64_t most = 0;
+    for (const auto& [why, count] : point.result.stats.infeasible_by_reason)
+        if (count > most && why.rfind("mesh:", 0) != 0) {
+            most = count;
+            reason = why;
+        }
+    if (reason.empty())
+        return point.result.stats.mesh_shapes == 0 ? QObject::tr("no mesh shape fits the constraints")
+                                                   : QObject::tr("no feasible layout");
+    return QObject::tr("%1 (%2 layouts)").arg(QString::fromStdString(reason), QString::fromStdString(formatCount(most)));
+}
+
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
 {
     XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
@@ -85,14 +103,19 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
         add(sizes, point);
     cost.series = {sizes};
     int color = 1;
-    QStringList unpriced;
+    QStringList unpriced, noPlan;
     for (const SweepPoint& point : comparison.points) {
         XYSeriesData type{QObject::tr("%1 x %2").arg(point.problem.cluster.nodes).arg(
                               QString::fromStdString(point.problem.cluster.node.name)),
                           {}, false, false, color};
         add(type, point);
         if (type.points.isEmpty()) {
-            unpriced << QString::fromStdString(point.problem.cluster.node.name);
+            // Off the chart for one of two reasons, said apart: no plan at all, or no price.
+            const QString name = QString::fromStdString(point.problem.cluster.node.name);
+            if (!point.result.best())
+                noPlan << QObject::tr("%1: %2").arg(name, noPlanReason(point));
+            else
+                unpriced << name;
             continue;
         }
         cost.series.push_back(type);
@@ -100,6 +123,8 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
     }
     if (cost.series.size() == 1 && comparison.points.empty())
         cost.series.push_back({QObject::tr("node types"), {}, false, true, -1});  // the empty chart's legend
+    if (!noPlan.isEmpty())
+        cost.x_axis += QObject::tr(" (no plan: %1)").arg(noPlan.join(QStringLiteral("; ")));
     if (!unpriced.isEmpty())
         cost.x_axis += QObject::tr(" (no published price: %1)").arg(unpriced.join(QStringLiteral(", ")));
     return cost;
@@ -119,7 +144,7 @@ StackedBarsData nodeTypesChartData(const SweepResult& comparison)
             label += QStringLiteral(" ($%1)").arg(
                 QString::fromStdString(formatCount(std::int64_t(best->prediction.cost_to_train_usd + 0.5))));
         else if (!best)
-            label += QObject::tr(" (no plan)");
+            label += QObject::tr(" (no plan: %1)").arg(noPlanReason(point));
         d.categories << label;
         days.values << (best ? best->prediction.time_to_train_s / kDay : 0.0);
     }

@@ -13,6 +13,7 @@ namespace shardscope {
 
 struct SearchResult;
 struct SweepResult;
+struct SweepPoint;
 struct Layout;
 
 struct BarSet {
@@ -60,6 +61,10 @@ XYChartData paretoChartData(const SearchResult& result, const Layout* selected);
 // Tokens/s per device over node counts against perfect scaling.
 XYChartData scalingChartData(const SweepResult& sweep);
 // Time vs cost to train of the best plan at each size and on each node type.
+// Why a sweep or comparison point has no plan, for people: its error, or the reason most
+// layouts failed ("out of memory (1,234 layouts)").
+QString noPlanReason(const SweepPoint& point);
+
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison);
 // Time to train per node type (comparison), labelled with the cost.
 StackedBarsData nodeTypesChartData(const SweepResult& comparison);

@@ -162,8 +162,8 @@ void PlansPage::showResult(const Problem& problem, const SearchResult& result)
                          .arg(result.top.size())
                          .arg(QLatin1String(toString(result.objective))));
     if (result.top.empty())
-        status_->setText(status_->text() + tr("\nNo layout fits: relax the constraints, add nodes or allow "
-                                              "recomputation, ZeRO or offload."));
+        status_->setText(status_->text() + tr("\nNo layout fits: relax the Setup's constraints (fixed keys, upper "
+                                              "bounds, max memory), allow more recomputation modes, or add nodes."));
 }
 
 QString PlansPage::filterProblem(const QString& text)

@@ -225,6 +225,14 @@ void SetupPage::reloadCatalog()
     loading_ = true;
     const QString model = model_->currentData().toString();
     const QString node = node_->currentData().toString();
+    // The user's comparison choice survives a catalog change (a model added, a node edited);
+    // the first load selects three common node types.
+    const bool firstLoad = compare_->count() == 0;
+    QStringList compared;
+    for (const QListWidgetItem* item : compare_->selectedItems())
+        compared << item->data(Qt::UserRole).toString();
+    if (firstLoad)
+        compared = {QStringLiteral("trn1.32xlarge"), QStringLiteral("p5.48xlarge"), QStringLiteral("trn2.48xlarge")};
     model_->clear();
     node_->clear();
     compare_->clear();
@@ -236,8 +244,7 @@ void SetupPage::reloadCatalog()
         node_->addItem(name, name);
         auto* item = new QListWidgetItem(name, compare_);
         item->setData(Qt::UserRole, name);
-        if (name == QLatin1String("trn1.32xlarge") || name == QLatin1String("p5.48xlarge") ||
-            name == QLatin1String("trn2.48xlarge"))
+        if (compared.contains(name))
             item->setSelected(true);
     }
     const int m = model_->findData(model.isEmpty() ? QStringLiteral("gpt3-175b") : model);
