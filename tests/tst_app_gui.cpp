@@ -10,12 +10,14 @@
 #include "MainWindow.h"
 #include "SetupPage.h"
 #include "Sweep.h"
+#include "ModelDialog.h"
 #include "ModelSpec.h"
 #include "Units.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QChart>
+#include <QCheckBox>
 #include <QChartView>
 #include <QDir>
 #include <QFileInfo>
@@ -433,6 +435,33 @@ private slots:
         QVERIFY(days.categories.front().contains(QLatin1String("no plan: out of memory")));
         point.error = "cluster.nodes: 1 node of gaudi3-8 has no inter-node network";
         QCOMPARE(noPlanReason(point), QString::fromStdString(point.error));
+    }
+
+    // "New model..." starts from the family's structure, not from hidden fields of the model that
+    // happened to be selected; every field that changes the count is a visible control.
+    void newModelKeepsNothingUnseen()
+    {
+        ModelSpec bert = store_->specs().model("bert-base");
+        QVERIFY(bert.pooler && bert.token_types > 0 && bert.embedding_norm);
+        bert.family = ModelFamily::DecoderOnly;  // the user makes a Llama-style model from it
+        const ModelSpec fresh = ModelDialog::withFamilyDefaults(bert);
+        QVERIFY(!fresh.pooler && fresh.token_types == 0 && !fresh.embedding_norm && fresh.final_norm);
+        QCOMPARE(fresh.hidden, bert.hidden);  // the visible sizes are kept
+        ModelSpec plain = fresh;  // the same shape written out by hand
+        plain.pooler = false;
+        plain.token_types = 0;
+        plain.embedding_norm = false;
+        plain.final_norm = true;
+        QCOMPARE(parameterCount(fresh), parameterCount(plain));
+        // The dialog shows every structural field, so its count is what the user sees.
+        ModelDialog dialog(store_->specs().model("bert-base"));
+        QStringList boxes;
+        for (const QCheckBox* c : dialog.findChildren<QCheckBox*>())
+            boxes << c->text();
+        for (const char* expected : {"pooler", "norm after the embeddings", "final norm"})
+            QVERIFY2(boxes.join(QLatin1Char('|')).contains(QLatin1String(expected)), expected);
+        QVERIFY(dialog.model() == store_->specs().model("bert-base"));  // every field round-trips
+        QCOMPARE(ModelDialog::withFamilyDefaults(store_->specs().model("bert-base")).pooler, true);
     }
 
     // A catalog change (a model added) keeps the node types the user chose to compare.

@@ -4,6 +4,7 @@
 #include "Units.h"
 
 #include <QCheckBox>
+#include <QDoubleSpinBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
@@ -61,6 +62,20 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     bias_->setChecked(start.bias);
     tied_ = new QCheckBox(tr("LM head tied to the token embedding"), this);
     tied_->setChecked(start.tied_embeddings);
+    embeddingNorm_ = new QCheckBox(tr("norm after the embeddings (BERT)"), this);
+    embeddingNorm_->setChecked(start.embedding_norm);
+    finalNorm_ = new QCheckBox(tr("final norm after the last layer (pre-norm models)"), this);
+    finalNorm_->setChecked(start.final_norm);
+    pooler_ = new QCheckBox(tr("pooler, dense h x h (BERT)"), this);
+    pooler_->setChecked(start.pooler);
+    tokenTypes_ = spin(start.token_types, 0, 1 << 16, this, "token_types");
+    positionTable_ = spin(start.position_table, 0, 1 << 24, this, "position_table");
+    relativeBuckets_ = spin(start.relative_buckets, 0, 1 << 16, this, "relative_buckets");
+    ropeBase_ = new QDoubleSpinBox(this);
+    ropeBase_->setRange(1, 1e12);
+    ropeBase_->setDecimals(0);
+    ropeBase_->setValue(start.rope_base);
+    ropeBase_->setToolTip(tr("RoPE base (theta) for rotary positions: Llama 3 500000, Mixtral 1000000"));
     experts_ = spin(start.moe.experts, 0, 4096, this, "moe.experts");
     topK_ = spin(start.moe.top_k, 0, 4096, this, "moe.top_k");
 
@@ -79,9 +94,16 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(tr("Vocabulary"), vocab_);
     form->addRow(tr("Max sequence"), maxSeq_);
     form->addRow(tr("Positions"), positions_);
+    form->addRow(tr("Learned position rows (0: max sequence)"), positionTable_);
+    form->addRow(tr("RoPE base"), ropeBase_);
+    form->addRow(tr("Relative attention buckets (T5)"), relativeBuckets_);
+    form->addRow(tr("Token types (BERT segments)"), tokenTypes_);
     form->addRow(tr("Norm"), norm_);
     form->addRow(QString(), bias_);
     form->addRow(QString(), tied_);
+    form->addRow(QString(), embeddingNorm_);
+    form->addRow(QString(), finalNorm_);
+    form->addRow(QString(), pooler_);
     form->addRow(tr("Experts (0: dense)"), experts_);
     form->addRow(tr("Experts per token"), topK_);
 
@@ -103,17 +125,46 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     layout->addWidget(buttons_);
 
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
-                        topK_})
+                        topK_, tokenTypes_, positionTable_, relativeBuckets_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
+    connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
-    for (QCheckBox* c : {bias_, tied_})
+    for (QCheckBox* c : {bias_, tied_, embeddingNorm_, finalNorm_, pooler_})
         connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
     connect(name_, &QLineEdit::textChanged, this, &ModelDialog::refresh);
     refresh();
 }
 
 QSpinBox* ModelDialog::field(const char* name) const { return findChild<QSpinBox*>(QLatin1String(name)); }
+
+ModelSpec ModelDialog::withFamilyDefaults(ModelSpec m)
+{
+    const ModelSpec plain;  // the format's defaults: no pooler, no token types, a final norm
+    m.pooler = plain.pooler;
+    m.token_types = plain.token_types;
+    m.embedding_norm = plain.embedding_norm;
+    m.final_norm = plain.final_norm;
+    m.position_table = plain.position_table;
+    m.relative_buckets = plain.relative_buckets;
+    m.rope_base = plain.rope_base;
+    m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? m.decoder_layers : 0;
+    switch (m.family) {
+    case ModelFamily::EncoderOnly:  // BERT (Devlin et al. 2019): post-norm with an embedding norm
+        m.embedding_norm = true;
+        m.final_norm = false;
+        m.pooler = true;
+        m.token_types = 2;
+        break;
+    case ModelFamily::EncoderDecoder:  // T5 (Raffel et al. 2020): relative attention buckets
+        if (m.positions == PositionKind::Relative)
+            m.relative_buckets = 32;
+        break;
+    case ModelFamily::DecoderOnly:
+        break;
+    }
+    return m;
+}
 
 ModelSpec ModelDialog::model() const
 {
@@ -135,6 +186,13 @@ ModelSpec ModelDialog::model() const
     m.norm = NormKind(norm_->currentData().toInt());
     m.bias = bias_->isChecked();
     m.tied_embeddings = tied_->isChecked();
+    m.embedding_norm = embeddingNorm_->isChecked();
+    m.final_norm = finalNorm_->isChecked();
+    m.pooler = pooler_->isChecked();
+    m.token_types = tokenTypes_->value();
+    m.position_table = positionTable_->value();
+    m.relative_buckets = relativeBuckets_->value();
+    m.rope_base = ropeBase_->value();
     m.moe = {experts_->value(), topK_->value()};
     return m;
 }
@@ -142,6 +200,7 @@ ModelSpec ModelDialog::model() const
 void ModelDialog::refresh()
 {
     decoderLayers_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::EncoderDecoder);
+    ropeBase_->setEnabled(PositionKind(positions_->currentData().toInt()) == PositionKind::Rotary);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());

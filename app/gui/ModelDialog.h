@@ -7,6 +7,7 @@
 #include <QDialog>
 
 class QCheckBox;
+class QDoubleSpinBox;
 class QComboBox;
 class QDialogButtonBox;
 class QLabel;
@@ -25,6 +26,11 @@ public:
     QLabel* messages() const { return messages_; }
     QSpinBox* field(const char* name) const;
 
+    // A model's structural fields as its family has them (decoder: a final norm and nothing
+    // else; encoder: BERT's embedding norm, token types and pooler; encoder-decoder: T5's
+    // relative buckets), its sizes kept: where "New model..." starts.
+    static ModelSpec withFamilyDefaults(ModelSpec start);
+
 private:
     void refresh();
 
@@ -36,6 +42,12 @@ private:
     QComboBox* norm_ = nullptr;
     QCheckBox* bias_ = nullptr;
     QCheckBox* tied_ = nullptr;
+    // The structure BERT- and T5-style models differ in: each changes the count or the export.
+    QCheckBox* embeddingNorm_ = nullptr;
+    QCheckBox* finalNorm_ = nullptr;
+    QCheckBox* pooler_ = nullptr;
+    QSpinBox *tokenTypes_ = nullptr, *positionTable_ = nullptr, *relativeBuckets_ = nullptr;
+    QDoubleSpinBox* ropeBase_ = nullptr;
     QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
              *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
              *experts_ = nullptr, *topK_ = nullptr;

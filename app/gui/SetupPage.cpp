@@ -468,6 +468,8 @@ void SetupPage::editModel(bool create)
     }
     const auto entry = catalog_.find(start.name);
     const bool builtin = entry && entry->builtin;
+    if (create)  // the selected model's sizes, but its family's structure: nothing unseen is kept
+        start = ModelDialog::withFamilyDefaults(start);
     if (create || builtin) {
         start.name = create ? "my-model" : start.name + "-custom";
         start.display_name = create ? "My model" : start.display_name + " (custom)";
