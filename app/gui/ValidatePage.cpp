@@ -129,7 +129,7 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
         calibrate_->setEnabled(true);
         cancel_->setEnabled(false);
         if (cancelled) {
-            report(tr("Cancelled: nothing was stored."), false);
+            report(tr("Cancelled: nothing was stored."), false, tr("cancelled"));
             emit finished(false);
         }
     });
@@ -156,7 +156,7 @@ void ValidatePage::setPlan(const PlanRequest& request, const Layout& layout)
     if (!job_->busy() && (!request_ || !(*request_ == request) || !(layout_ == layout))) {
         clearResults();
         progress_->setValue(0);
-        report(tr("Run the engine to validate this plan."), false);
+        report(tr("Run the engine to validate this plan."), false, QString());
     }
     request_ = request;
     const Problem& problem = request.problem;
@@ -211,7 +211,7 @@ void ValidatePage::calibrate()
         reloadCostModels();
         costModel_->setCurrentText(name);
         progress_->setValue(1000);
-        report(tr("Saved as %1: %2").arg(name, q(calibrationSummary(outcome.fit))), false);
+        report(tr("Saved as %1: %2").arg(name, q(calibrationSummary(outcome.fit))), false, tr("calibrated"));
         emit calibrated(name);
     });
 }
@@ -238,7 +238,7 @@ void ValidatePage::start()
         return;
     }
     clearResults();  // nothing of an earlier run stays under the new case's header
-    report(tr("Running the validation case on the engine..."), false);
+    report(tr("Running the validation case on the engine..."), false, tr("starting..."));
     run_->setEnabled(false);
     calibrate_->setEnabled(false);
     cancel_->setEnabled(true);
@@ -348,14 +348,14 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     doc.insert("device", q(result.c.profile.name));
     doc.insert("cost_model", costModel_->currentText());
     if (!storesRuns_) {
-        report(tr("Done (not stored in the history)."), false);
+        report(tr("Done (not stored in the history)."), false, tr("done"));
         progress_->setValue(1000);
         emit finished(true);
         return;
     }
     try {
         const int id = store_.runs().storeValidationRun(result.c.name, doc);
-        report(tr("Done: stored as run %1 in the history.").arg(id), false);
+        report(tr("Done: stored as run %1 in the history.").arg(id), false, tr("done"));
     } catch (const std::exception& e) {
         report(tr("Done, but not stored: %1").arg(QString::fromUtf8(e.what())), true);
     }
@@ -373,12 +373,12 @@ void ValidatePage::clearResults()
     setStackedBarChart(errorChart_, {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}});
 }
 
-void ValidatePage::report(const QString& text, bool error)
+void ValidatePage::report(const QString& text, bool error, const QString& bar)
 {
     status_->setText(text);
     status_->setStyleSheet(error ? QStringLiteral("color: #c0392b") : QString());
-    // The bar keeps the gist: a long message is read in full below it.
-    progress_->setFormat(error ? tr("failed") : text.section(QLatin1Char(':'), 0, 0));
+    // The bar keeps the state in a word: the message is read in full below it.
+    progress_->setFormat(error ? tr("failed") : bar);
 }
 
 void ValidatePage::showEvent(QShowEvent* event)

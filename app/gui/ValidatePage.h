@@ -70,8 +70,9 @@ private:
     void showResult(const ValidationResult& result, const std::vector<std::string>& notes);
     // Empties the charts and the metrics table: what is shown always belongs to the plan named.
     void clearResults();
-    // A message in full under the bar (red when it is an error), and its gist in the bar.
-    void report(const QString& text, bool error);
+    // A message in full under the bar (red when it is an error), and the state in the bar
+    // ("failed" for errors).
+    void report(const QString& text, bool error, const QString& bar = QString());
     void reloadHistory();
     void addLoss(int step, double loss);
 
