@@ -5,6 +5,7 @@
 #include "CostModel.h"
 #include "CostModelParams.h"
 #include "Units.h"
+#include "FrameworkExport.h"
 #include "MainWindow.h"
 #include "PlanDetailsPage.h"
 #include "PlanJson.h"
@@ -250,6 +251,31 @@ private slots:
         QTRY_VERIFY(plans->model()->plan(0) && plans->model()->plan(0)->layout == window_->lastResult()->best()->layout);
         QCOMPARE(plans->model()->rowCount(), int(window_->lastResult()->top.size()));
         QVERIFY(!plans->filterStatus()->isVisible());
+    }
+
+    // File > Export launch settings: the selected plan as a framework's settings, or every
+    // refusal by name.
+    void exportLaunchSettings()
+    {
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy() && window_->lastResult(), 120'000);
+        const Layout best = window_->lastResult()->best()->layout;
+        const Problem& problem = window_->lastProblem();
+        for (ExportFormat f : exportFormats()) {
+            const QString path = dir_->filePath(QStringLiteral("launch-%1").arg(toString(f)));
+            QString error;
+            const bool ok = window_->exportLaunchSettings(f, path, &error);
+            QCOMPARE(ok, frameworkRuns(f, problem, best));
+            if (ok) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY(file.size() > 100);
+            } else {
+                QVERIFY2(error.contains(QLatin1String(toString(f))) && error.contains(QLatin1String("cannot run")),
+                         qPrintable(error));
+                QVERIFY(!QFile::exists(path));  // nothing half-written
+            }
+        }
+        QVERIFY2(!frameworkRuns(ExportFormat::Megatron, problem, best), "a Trainium plan: Megatron refuses it");
     }
 
     void changeSetupSearchesAndShowsTheBestPlan()

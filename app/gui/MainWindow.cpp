@@ -24,6 +24,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QJsonDocument>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -86,6 +87,8 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
     recentMenu_ = file->addMenu(tr("Open &recent"));
     file->addAction(tr("&Save plans..."), QKeySequence::Save, this, &MainWindow::savePlanDialog);
     file->addAction(tr("&Export selected plan..."), QKeySequence(tr("Ctrl+E")), this, &MainWindow::exportSelectedPlan);
+    file->addAction(tr("Export &launch settings..."), QKeySequence(tr("Ctrl+L")), this,
+                    &MainWindow::exportLaunchSettingsDialog);
     file->addAction(tr("Export &report (HTML, PDF)..."), QKeySequence(tr("Ctrl+R")), this,
                     &MainWindow::exportReportDialog);
     file->addSeparator();
@@ -397,6 +400,75 @@ void MainWindow::savePlanDialog()
 }
 
 void MainWindow::exportSelectedPlan() { savePlanDialog(); }
+
+bool MainWindow::exportLaunchSettings(ExportFormat format, const QString& path, QString* error) const
+{
+    if (!result_ || !(selected_ || result_->best())) {
+        if (error)
+            *error = tr("there is no plan to export yet: wait for the search");
+        return false;
+    }
+    const Layout layout = selected_ ? *selected_ : result_->best()->layout;
+    const ExportResult r = exportSettings(format, result_->request.problem, layout);
+    if (!r.ok()) {
+        if (error) {
+            QStringList lines;
+            for (const std::string& refusal : r.refusals)
+                lines << QString::fromStdString(refusal);
+            *error = tr("%1 cannot run %2:\n%3")
+                         .arg(QLatin1String(toString(format)), QString::fromStdString(toString(layout)),
+                              lines.join(QLatin1Char('\n')));
+        }
+        return false;
+    }
+    const QByteArray bytes = QByteArray::fromStdString(r.text);
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
+        if (error)
+            *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::exportLaunchSettingsDialog()
+{
+    // The frameworks that can run the plan first; the others are listed with what they refuse.
+    QStringList items;
+    std::vector<ExportFormat> formats;
+    const Layout* layout = selected_ ? &*selected_ : result_ && result_->best() ? &result_->best()->layout : nullptr;
+    if (!layout) {
+        QMessageBox::information(this, tr("Export launch settings"), tr("There is no plan to export yet."));
+        return;
+    }
+    for (ExportFormat f : exportFormats()) {
+        const bool runs = frameworkRuns(f, result_->request.problem, *layout);
+        items << (runs ? QString::fromLatin1(toString(f)) : tr("%1 (cannot run this plan)").arg(toString(f)));
+        formats.push_back(f);
+    }
+    bool ok = false;
+    const QString choice =
+        QInputDialog::getItem(this, tr("Export launch settings"), tr("Framework:"), items, 0, false, &ok);
+    if (!ok)
+        return;
+    const ExportFormat format = formats[size_t(items.indexOf(choice))];
+    const QString suggested = QStringLiteral("launch-%1.%2")
+                                  .arg(QLatin1String(toString(format)),
+                                       format == ExportFormat::DeepSpeed ? QStringLiteral("json") : QStringLiteral("sh"));
+    QString error;
+    if (!frameworkRuns(format, result_->request.problem, *layout)) {
+        exportLaunchSettings(format, QString(), &error);  // only for the refusals
+        QMessageBox::warning(this, tr("Export launch settings"), error);
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export launch settings"), suggested);
+    if (path.isEmpty())
+        return;
+    if (!exportLaunchSettings(format, path, &error))
+        QMessageBox::warning(this, tr("Export launch settings"), error);
+    else
+        statusBar()->showMessage(tr("Wrote %1 (%2)").arg(path, QLatin1String(toString(format))));
+}
 
 void MainWindow::exportReportDialog()
 {

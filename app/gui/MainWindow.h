@@ -3,6 +3,7 @@
 // changes (stale results are dropped); sweeps and comparisons follow it.
 #pragma once
 
+#include "FrameworkExport.h"
 #include "Search.h"
 #include "SetupPage.h"
 #include "Sweep.h"
@@ -47,6 +48,9 @@ public:
 
     bool openPlanFile(const QString& path, QString* error = nullptr);
     bool savePlanFile(const QString& path, QString* error = nullptr) const;
+    // The selected plan (else the best) as a framework's launch settings, written to `path`;
+    // false with every refusal (or the write error) in `error`.
+    bool exportLaunchSettings(ExportFormat format, const QString& path, QString* error = nullptr) const;
     // Writes an HTML or PDF report of the selected plan, rendering one chart per event-loop
     // turn with a progress dialog (cancellable); returns an error message or empty.
     QString exportReport(const QString& path, bool showProgress = true);
@@ -74,6 +78,7 @@ private:
     void openPlanDialog();
     void savePlanDialog();
     void exportSelectedPlan();
+    void exportLaunchSettingsDialog();
     void exportReportDialog();
     void importFile();
     void showAbout();
