@@ -185,12 +185,9 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 
 int runCalibrate(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine", "from-history"});
-    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...] [--holdout 0.3]] [--save NAME] [--json] "
-                          "[--out PROFILE.json]\n"
-                          "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
-                          "[--json]\n"
-                          "       shardscope-cli calibrate --from-history [--holdout 0.3] [--save NAME] [--json]");
+    const CommandHelp& help = commandHelp("calibrate");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     if (a.flag("engine") && a.flag("from-history"))
         throw UsageError("give one of --engine (fresh engine runs) or --from-history (the stored runs)");
     if (a.flag("engine") || a.flag("from-history")) {

@@ -25,43 +25,6 @@ namespace shardscope::cli {
 
 namespace {
 
-const char* kSearchOptionsUsage =
-    "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
-    "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
-    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]";
-
-std::string planUsage()
-{
-    return std::string("shardscope-cli plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n") +
-           kSearchOptionsUsage + " [--out plan.json]";
-}
-std::string sweepUsage()
-{
-    return std::string("shardscope-cli sweep --model NAME|FILE --node-type NAME --nodes 1,2,4,...|1..512 "
-                       "--global-batch B --seq S\n") +
-           kSearchOptionsUsage;
-}
-std::string compareUsage()
-{
-    return std::string("shardscope-cli compare --model NAME|FILE --node-types A,B,C --nodes N|N1,N2,N3 "
-                       "--global-batch B --seq S\n") +
-           kSearchOptionsUsage;
-}
-
-std::set<std::string> searchValueOptions()
-{
-    std::set<std::string> v = problemValueOptions();
-    v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads",
-              "cost-model"});
-    return v;
-}
-std::set<std::string> searchFlagOptions()
-{
-    std::set<std::string> f = problemFlagOptions();
-    f.insert("json");
-    return f;
-}
-
 // What the user asked (terms, constraints, objective, top_k; the problem is filled in by the
 // caller) and how to run it.
 struct SearchSettings {
@@ -255,12 +218,11 @@ PlanDocument loadPlanFile(const std::string& path, std::ostream& notes)
 
 int runPlan(const std::vector<std::string>& args, Context& ctx)
 {
-    std::set<std::string> valued = searchValueOptions();
-    valued.insert("out");
-    const CliArgs a(args, valued, searchFlagOptions());
-    a.expectPositional(0, planUsage());
+    const CommandHelp& help = commandHelp("plan");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     Catalog catalog(ctx.db_path);
-    SearchSettings s = searchSettingsFromArgs(a, catalog, 10);
+    SearchSettings s = searchSettingsFromArgs(a, catalog, PlanRequest{}.top_k);
     s.request.problem = problemFromArgs(a, catalog);
     const Problem& problem = s.request.problem;
     checkObjective(s.request.objective, problem);
@@ -315,8 +277,9 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
 
 int runSweep(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, searchValueOptions(), searchFlagOptions());
-    a.expectPositional(0, sweepUsage());
+    const CommandHelp& help = commandHelp("sweep");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const auto nodesText = a.value("nodes");
     if (!nodesText)
         throw UsageError("missing --nodes (a list \"1,2,4\" or a range \"1..512\")");
@@ -326,8 +289,7 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
         throw InputError(errors);
     Catalog catalog(ctx.db_path);
     // The problem at the first size: every other option is checked once, here.
-    const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
-                                                 searchValueOptions(), searchFlagOptions()),
+    const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())), help),
                                          catalog);
     SearchSettings s = searchSettingsFromArgs(a, catalog, 1);
     s.request.problem = base;
@@ -378,10 +340,9 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
 
 int runCompare(const std::vector<std::string>& args, Context& ctx)
 {
-    std::set<std::string> valued = searchValueOptions();
-    valued.insert("node-types");
-    const CliArgs a(args, valued, searchFlagOptions());
-    a.expectPositional(0, compareUsage());
+    const CommandHelp& help = commandHelp("compare");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const auto typesText = a.value("node-types");
     if (!typesText)
         throw UsageError("missing --node-types (a list \"trn1.32xlarge,p5.48xlarge\")");
@@ -413,8 +374,7 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
         for (std::string& w : one)
             if (w == "--node-types")
                 w = "--node-type";
-        std::set<std::string> v = searchValueOptions();
-        problems.push_back(problemFromArgs(CliArgs(one, v, searchFlagOptions()), catalog));
+        problems.push_back(problemFromArgs(CliArgs(one, help), catalog));
         if (!objectiveProblem(s.request.objective, problems.back()).empty())
             unpriced.push_back(types[i]);
     }

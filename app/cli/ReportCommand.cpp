@@ -16,14 +16,14 @@ namespace shardscope::cli {
 
 int runReport(const std::vector<std::string>& args, Context& ctx)
 {
-    const char* usage = "shardscope-cli report --plan plan.json --out report.html|report.pdf [--charts png|svg] "
-                        "[--layout \"...\"]";
-    const CliArgs a(args, {"plan", "out", "charts", "layout"}, {});
+    const CommandHelp& help = commandHelp("report");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
     a.expectPositional(0, usage);
     const auto planPath = a.value("plan");
     const auto out = a.value("out");
     if (!planPath || !out)
-        throw UsageError(std::string("missing --plan or --out; usage: ") + usage);
+        throw UsageError("missing --plan or --out; usage: " + usage);
     ReportFormat format = ReportFormat::Html;
     if (const QString error = reportFormatFromPath(QString::fromStdString(*out), format); !error.isEmpty())
         throw UsageError("--out: " + error.toStdString());

@@ -140,25 +140,15 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
 
 int runValidate(const std::vector<std::string>& args, Context& ctx)
 {
-    const char* usage =
-        "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]\n"
-        "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--profile host|chip] [--json]\n"
-        "       shardscope-cli validate --model NAME|FILE --node-type NAME (--nodes N | --devices N) --global-batch B\n"
-        "           --seq S --layout \"...\" [--precision P] [--steps N] [--profile host|chip] [--json]\n"
-        "       shardscope-cli validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout \"...\"\n"
-        "           [--devices N] [--node-devices K] [--steps N] [--profile host|chip] [--device NAME[:scale]] [--json]";
-    std::set<std::string> values{"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab",
-                                 "seq", "batch", "devices", "node-devices", "cost-model"};
-    values.insert(problemValueOptions().begin(), problemValueOptions().end());
-    std::set<std::string> flags{"suite", "json"};
-    flags.insert(problemFlagOptions().begin(), problemFlagOptions().end());
-    const CliArgs a(args, values, flags);
+    const CommandHelp& help = commandHelp("validate");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
     a.expectPositional(0, usage);
     const bool direct = a.value("layers").has_value();
     const bool fullModel = a.value("model").has_value();
     if (int(a.flag("suite")) + int(a.value("plan").has_value()) + int(direct) + int(fullModel) != 1)
-        throw UsageError(std::string("give one of --suite, --plan, --model (a full-size case) or --layers (an "
-                                     "engine-sized case); usage: ") + usage);
+        throw UsageError("give one of --suite, --plan, --model (a full-size case) or --layers (an "
+                         "engine-sized case); usage: " + usage);
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
@@ -239,9 +229,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         if (!a.value("nodes")) {
             const std::string type = a.value("node-type").value_or("");
             if (type.empty())
-                throw UsageError("--node-type: missing (the full-size case's node type); usage: " + std::string(usage));
+                throw UsageError("--node-type: missing (the full-size case's node type); usage: " + usage);
             if (!a.value("devices"))
-                throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + std::string(usage));
+                throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + usage);
             const int perNode = catalog.node(type).devicesPerNode();
             const int devices = a.integer("devices", 1, 1, 1 << 24);
             if (devices % perNode != 0)
@@ -249,7 +239,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                                  " nodes (" + std::to_string(perNode) + " devices each)");
             withNodes.insert(withNodes.end(), {"--nodes", std::to_string(devices / perNode)});
         }
-        const CliArgs full(withNodes, values, flags);
+        const CliArgs full(withNodes, help);
         const Problem problem = problemFromArgs(full, catalog);
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
         runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1}, layout, "problem");
@@ -311,8 +301,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
 
 int runHistory(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"limit"}, {"json"});
-    a.expectPositional(0, "shardscope-cli history [--limit N] [--json]");
+    const CommandHelp& help = commandHelp("history");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     Catalog catalog(ctx.db_path);
     const auto runs = catalog.validationRuns(a.integer("limit", 20, 1, 100000));
     if (a.flag("json")) {
