@@ -11,12 +11,15 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <cmath>
 
 #include <memory>
+
+#include <signal.h>
 
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
@@ -409,6 +412,63 @@ private slots:
         }
         // Errors go to stderr, never as normal output.
         QVERIFY2(!r.out.contains("imported") && !r.out.contains("removed"), r.describe().constData());
+    }
+
+    // Progress goes to stderr only on a terminal (script(1) gives the CLI a pseudo-terminal),
+    // never with --quiet or into a pipe; stdout is the same either way.
+    void progressOnlyOnATerminal()
+    {
+        if (QStandardPaths::findExecutable(QStringLiteral("script")).isEmpty())
+            QSKIP("script(1) (bsdutils) is not installed");
+        const QStringList validate{"validate", "--layers", "1", "--hidden", "16", "--heads", "2", "--vocab", "16",
+                                   "--seq", "8", "--batch", "2", "--layout", "dp=1", "--steps", "1"};
+        auto onTerminal = [&](const QStringList& extra) {
+            QStringList words{QStringLiteral(SHARDSCOPE_CLI_PATH), QStringLiteral("--db"), dbPath()};
+            words << validate << extra;
+            for (QString& w : words)
+                w = QLatin1Char('\'') + w + QLatin1Char('\'');
+            QProcess p;
+            p.start(QStringLiteral("script"), {"-qfec", words.join(QLatin1Char(' ')), "/dev/null"});
+            const bool finished = p.waitForFinished(120'000);
+            return std::make_pair(finished && p.exitCode() == 0, p.readAllStandardOutput());
+        };
+        const auto [ok, terminal] = onTerminal({});
+        QVERIFY2(ok, terminal.constData());
+        QVERIFY2(terminal.contains("validate: training direct"), terminal.constData());
+        QVERIFY2(terminal.contains("\r\033[K"), terminal.constData());  // the line is cleared again
+        const auto [okQuiet, quiet] = onTerminal({QStringLiteral("--quiet")});
+        QVERIFY2(okQuiet, quiet.constData());
+        QVERIFY2(!quiet.contains("validate: training"), quiet.constData());
+        QVERIFY2(quiet.contains("weights_bytes"), quiet.constData());
+        const RunResult piped = run(validate);
+        QVERIFY2(piped.exitCode == 0, piped.describe().constData());
+        QVERIFY2(!piped.err.contains("validate:"), piped.describe().constData());
+    }
+
+    // Ctrl-C stops the suite between cases: exit 130, nothing printed, nothing stored.
+    void interruptStoresNothing()
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("XDG_DATA_HOME"), file(QStringLiteral("xdg-data")));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH), {"--db", dbPath(), "validate", "--suite"});
+        QVERIFY(p.waitForStarted());
+        // Once the catalog exists the suite is running (the handler is installed before it).
+        for (int i = 0; i < 200 && !QFile::exists(dbPath()); ++i)
+            QTest::qWait(50);
+        QTest::qWait(500);
+        QVERIFY2(p.state() == QProcess::Running, "validate --suite ended before it could be interrupted");
+        ::kill(pid_t(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(120'000));
+        const QByteArray err = p.readAllStandardError();
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(p.exitCode(), 130);
+        QVERIFY2(err.contains("interrupted"), err.constData());
+        QVERIFY2(p.readAllStandardOutput().isEmpty(), err.constData());
+        const RunResult history = run({QStringLiteral("history"), QStringLiteral("--json")});
+        QVERIFY2(history.exitCode == 0, history.describe().constData());
+        QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 0);
     }
 
     void demo()

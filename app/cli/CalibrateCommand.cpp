@@ -9,6 +9,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
+#include "Progress.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -107,7 +108,17 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
         request.host = emulationHost(engine::hostProfile(catalog, 1).profile);
         request.holdout = holdout;
         request.start = start;
-        const EngineCalibration run = calibrateOnEngine(request);
+        // Case by case on the engine: progress on a terminal, Ctrl-C stops before the fit (nothing saved).
+        Progress progress(ctx.err, a.flag("quiet"));
+        const EngineCalibration run =
+            calibrateOnEngine(request, interruptFlag(), [&](int done, int total, const std::string& next) {
+                progress.update("calibrate: case " + std::to_string(done + 1) + " of " + std::to_string(total) +
+                                ": " + next);
+            });
+        progress.clear();
+        throwIfInterrupted();
+        if (!run.complete)
+            throw std::runtime_error("calibrate --engine: the engine runs did not complete");
         fit = run.fit;
         source = request.device.name;
     }

@@ -4,6 +4,7 @@
 #include "Catalog.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "Progress.h"
 
 #include <QApplication>
 #include <QCoreApplication>
@@ -167,6 +168,9 @@ int main(int argc, char** argv)
         args.emplace_back(argv[i]);
     try {
         return run(args);
+    } catch (const Interrupted& e) {
+        std::cerr << "shardscope-cli: " << e.what() << "\n";
+        return kExitInterrupted;
     } catch (const shardscope::InputError& e) {
         std::cerr << "shardscope-cli: " << e.what() << "\n";
         return kExitUsage;

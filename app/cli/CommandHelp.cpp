@@ -455,10 +455,18 @@ void appendManOptions(std::string& out, const std::vector<OptionHelp>& options)
     for (const OptionHelp& o : options) {
         if (o.hidden)
             continue;
-        out += ".TP\n\\fB\\-\\-" + roff(o.name) + "\\fR";
-        if (!o.flag())
-            out += " \\fI" + roff(o.value) + "\\fR";
-        out += "\n" + roff(optionText(o)) + "\n";
+        // Appended piece by piece: GCC 12 warns wrongly (-Wrestrict, bug 105329) on "literal" + string.
+        out += ".TP\n\\fB\\-\\-";
+        out += roff(o.name);
+        out += "\\fR";
+        if (!o.flag()) {
+            out += " \\fI";
+            out += roff(o.value);
+            out += "\\fR";
+        }
+        out += "\n";
+        out += roff(optionText(o));
+        out += "\n";
     }
 }
 
@@ -500,7 +508,7 @@ const std::vector<OptionHelp>& guiOptions()
     static const std::vector<OptionHelp> options{
         value("db", "PATH", "the catalog database ($SHARDSCOPE_DB, else ~/.local/share/shardscope/catalog.sqlite)",
               {}, ValueKind::File),
-        choice("theme", {"system", "light", "dark"}, "the palette (remembered)", "system"),
+        choice("theme", {"system", "light", "dark"}, "the palette; remembered for the next start (at first: system)"),
         value("screenshots", "DIR",
               "search the default problem, save a PNG of every page and chart into DIR, then exit", {},
               ValueKind::File),

@@ -8,6 +8,7 @@
 #include "PlanCommand.h"
 #include "PlanJson.h"
 #include "ProblemArgs.h"
+#include "Progress.h"
 #include "Search.h"
 #include "SpecJson.h"
 #include "Sweep.h"
@@ -15,6 +16,7 @@
 
 #include <QFile>
 #include <QJsonDocument>
+#include <QSaveFile>
 
 #include <algorithm>
 #include <cstdio>
@@ -32,7 +34,8 @@ struct SearchSettings {
     SearchControl control;
 };
 
-SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, int defaultTop)
+// defaultTop: the --top of sweep and compare (one plan per point); plan keeps PlanRequest's.
+SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, std::optional<int> defaultTop)
 {
     SearchSettings s;
     SearchSpace& space = s.request.space;
@@ -56,7 +59,7 @@ SearchSettings searchSettingsFromArgs(const CliArgs& a, const Catalog& catalog, 
             throw UsageError("--objective: unknown value \"" + *objective + "\" (one of: throughput, time, cost)");
         s.request.objective = *o;
     }
-    s.request.top_k = a.integer("top", defaultTop, 1, 1000);
+    s.request.top_k = a.integer("top", defaultTop.value_or(s.request.top_k), 1, 1000);
     s.request.cost_model = costModelParamsNamed(catalog, a.value("cost-model").value_or("default"));
     s.control.threads = a.integer("threads", 0, 0, 256);
     return s;
@@ -115,12 +118,27 @@ std::string zeroText(const Layout& l)
     return z;
 }
 
+// Written beside and renamed over (QSaveFile): an interrupted or failed write leaves the old
+// file, never half a plan.
 void writeDocument(const QJsonObject& doc, const std::string& path)
 {
-    QFile f(QString::fromStdString(path));
+    QSaveFile f(QString::fromStdString(path));
     const QByteArray bytes = QJsonDocument(doc).toJson(QJsonDocument::Indented);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
         throw std::runtime_error("cannot write " + path + ": " + f.errorString().toStdString());
+}
+
+// Sweeps and comparisons run one search per point: the line shows how many points, the
+// current search's share of mesh shapes and the time so far. Ctrl-C cancels the search.
+void watch(SearchControl& control, Progress& progress, const std::string& what)
+{
+    control.cancel = interruptFlag();
+    control.progress = [&progress, what](const SearchProgress& p) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, ": searching %lld of %lld mesh shapes, %s evaluations", (long long)p.done,
+                      (long long)p.total, formatCount(p.evaluated).c_str());
+        progress.update(what + buf);
+    };
 }
 
 void printCounts(std::ostream& o, const SearchStats& s)
@@ -222,12 +240,15 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     const CliArgs a(args, help);
     a.expectPositional(0, usageText(help));
     Catalog catalog(ctx.db_path);
-    SearchSettings s = searchSettingsFromArgs(a, catalog, PlanRequest{}.top_k);
+    SearchSettings s = searchSettingsFromArgs(a, catalog, std::nullopt);
     s.request.problem = problemFromArgs(a, catalog);
     const Problem& problem = s.request.problem;
     checkObjective(s.request.objective, problem);
 
+    s.control.cancel = interruptFlag();  // Ctrl-C: no table, no --out file
     const SearchResult result = search(s.request, s.control);
+    if (result.stats.cancelled)
+        throw Interrupted();
     const QJsonObject doc = planDocument(result);
     if (auto out = a.value("out"))
         writeDocument(doc, *out);
@@ -295,7 +316,12 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     s.request.problem = base;
     checkObjective(s.request.objective, base);
 
+    Progress progress(ctx.err, a.flag("quiet"));
+    watch(s.control, progress, "sweep of " + std::to_string(nodes.size()) + " sizes");
     const SweepResult sweep = sweepNodes(s.request, nodes, s.control);
+    progress.clear();
+    if (sweep.cancelled)
+        throw Interrupted();
     if (a.flag("json")) {
         ctx.out << QJsonDocument(sweepDocument(sweep)).toJson(QJsonDocument::Indented).toStdString();
     } else {
@@ -387,7 +413,12 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
     }
 
     s.request.problem = problems.front();
+    Progress progress(ctx.err, a.flag("quiet"));
+    watch(s.control, progress, "comparison of " + std::to_string(problems.size()) + " node types");
     const SweepResult cmp = compareProblems(s.request, problems, s.control);
+    progress.clear();
+    if (cmp.cancelled)
+        throw Interrupted();
     if (a.flag("json")) {
         ctx.out << QJsonDocument(compareDocument(cmp)).toJson(QJsonDocument::Indented).toStdString();
     } else {
