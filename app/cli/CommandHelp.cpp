@@ -11,6 +11,7 @@
 #include "Validation.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -426,6 +427,13 @@ void appendOptions(std::string& out, const std::vector<OptionHelp>& options)
     }
 }
 
+std::string upperCase(std::string s)
+{
+    for (char& ch : s)
+        ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    return s;
+}
+
 // roff: backslashes doubled, every "-" an ASCII hyphen-minus (\-) so that options can be
 // copied and searched, and a line starting with "." or "'" protected.
 std::string roff(const std::string& text)
@@ -546,7 +554,7 @@ std::string mainHelpText()
     out += "\nOptions:\n";
     std::vector<OptionHelp> options = globalOptions();
     appendOptions(out, options);
-    out += "\nExit codes: 0 success, 1 runtime failure, 2 bad usage or bad input.\n"
+    out += "\nExit codes: 0 success, 1 runtime failure, 2 bad usage or bad input, 130 interrupted (Ctrl-C).\n"
            "See also: man shardscope-cli\n";
     return out;
 }
@@ -592,60 +600,69 @@ std::string groupHelpText(const std::string& group)
     return out;
 }
 
-std::string cliManPage(const std::string& version, const std::string& date)
+namespace {
+
+// A man page: title, name, synopsis (roff), description, options, then `body` (roff: more
+// sections), the environment and the other page.
+std::string manPage(const std::string& program, const std::string& summary, const std::string& synopsis,
+                    const std::string& description, const std::vector<OptionHelp>& options, const std::string& body,
+                    const std::string& seeAlso, const std::string& version, const std::string& date)
 {
     std::string m = ".\\\" Generated from app/cli/CommandHelp.cpp by shardscope-docgen; do not edit.\n";
-    m += ".TH SHARDSCOPE\\-CLI 1 \"" + date + "\" \"shardscope " + roff(version) + "\" \"User Commands\"\n";
-    m += ".SH NAME\nshardscope\\-cli \\- plan and validate parallel training layouts for transformer models\n";
-    m += ".SH SYNOPSIS\n.B shardscope\\-cli\n[\\fB\\-\\-db\\fR \\fIPATH\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR...]\n";
-    m += ".SH DESCRIPTION\n" +
-         roff("shardscope-cli is ShardScope without a GUI. A planner searches the parallelism and memory layouts "
-              "of training a transformer model on a cluster of AI chips (data, tensor, pipeline, sequence and "
-              "context parallelism, ZeRO/FSDP sharding, recomputation, offload, micro-batching, pipeline "
-              "schedules) and predicts step time, memory per device, throughput, MFU, time and cost to train. An "
-              "embedded engine trains scaled-down models for real on an emulated cluster with the same layout and "
-              "measures what the planner predicted.") +
-         "\n.SH OPTIONS\n";
-    appendManOptions(m, globalOptions());
-    m += ".SH COMMANDS\n";
-    for (const CommandHelp& c : commandHelps()) {
-        m += ".SS " + roff(c.name) + "\n";
-        for (const std::string& u : c.usage)
-            m += ".B shardscope\\-cli\n" + roff(u) + "\n.br\n";
-        m += ".PP\n" + roff(c.description) + "\n";
-        appendManOptions(m, c.options);
-        for (const std::string& e : c.examples)
-            m += ".PP\nExample:\n.RS\n.EX\nshardscope\\-cli " + roff(e) + "\n.EE\n.RE\n";
-    }
-    m += ".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nruntime failure (also: no feasible layout)\n.TP\n2\n" +
-         roff("bad usage or bad input; the message names the field (model.heads: 48 is not divisible by "
-              "kv_heads 5)") +
-         "\n";
+    m += ".TH " + roff(upperCase(program)) + " 1 \"" + date + "\" \"shardscope " + roff(version) + "\" \"User Commands\"\n";
+    m += ".SH NAME\n" + roff(program) + " \\- " + roff(summary) + "\n";
+    m += ".SH SYNOPSIS\n.B " + roff(program) + "\n" + synopsis + "\n";
+    m += ".SH DESCRIPTION\n" + roff(description) + "\n.SH OPTIONS\n";
+    appendManOptions(m, options);
+    m += body;
     m += ".SH ENVIRONMENT\n.TP\n.B SHARDSCOPE_DB\n" + roff("the catalog database when --db is not given") + "\n";
-    m += ".SH FILES\n.TP\n.I ~/.local/share/shardscope/catalog.sqlite\n" +
-         roff("the catalog: models, chips, node types, saved cost-model profiles and the validation history; "
-              "created on first use") +
-         "\n";
-    m += ".SH SEE ALSO\n.BR shardscope (1)\n";
+    m += ".SH SEE ALSO\n.BR " + roff(seeAlso) + " (1)\n";
     return m;
+}
+
+} // namespace
+
+std::string cliManPage(const std::string& version, const std::string& date)
+{
+    std::string body = ".SH COMMANDS\n";
+    for (const CommandHelp& c : commandHelps()) {
+        body += ".SS " + roff(c.name) + "\n";
+        for (const std::string& u : c.usage)
+            body += ".B shardscope\\-cli\n" + roff(u) + "\n.br\n";
+        body += ".PP\n" + roff(c.description) + "\n";
+        appendManOptions(body, c.options);
+        for (const std::string& e : c.examples)
+            body += ".PP\nExample:\n.RS\n.EX\nshardscope\\-cli " + roff(e) + "\n.EE\n.RE\n";
+    }
+    body += ".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nruntime failure (also: no feasible layout)\n.TP\n2\n" +
+            roff("bad usage or bad input; the message names the field (model.heads: 48 is not divisible by "
+                 "kv_heads 5)") +
+            "\n.TP\n130\n" + roff("interrupted (Ctrl-C); nothing was written") + "\n";
+    body += ".SH FILES\n.TP\n.I ~/.local/share/shardscope/catalog.sqlite\n" +
+            roff("the catalog: models, chips, node types, saved cost-model profiles and the validation history; "
+                 "created on first use") +
+            "\n";
+    return manPage("shardscope-cli", "plan and validate parallel training layouts for transformer models",
+                   "[\\fB\\-\\-db\\fR \\fIPATH\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR...]",
+                   "shardscope-cli is ShardScope without a GUI. A planner searches the parallelism and memory layouts "
+                   "of training a transformer model on a cluster of AI chips (data, tensor, pipeline, sequence and "
+                   "context parallelism, ZeRO/FSDP sharding, recomputation, offload, micro-batching, pipeline "
+                   "schedules) and predicts step time, memory per device, throughput, MFU, time and cost to train. "
+                   "An embedded engine trains scaled-down models for real on an emulated cluster with the same "
+                   "layout and measures what the planner predicted. Long commands show their progress on stderr "
+                   "when it is a terminal (not with --quiet).",
+                   globalOptions(), body, "shardscope", version, date);
 }
 
 std::string guiManPage(const std::string& version, const std::string& date)
 {
-    std::string m = ".\\\" Generated from app/cli/CommandHelp.cpp by shardscope-docgen; do not edit.\n";
-    m += ".TH SHARDSCOPE 1 \"" + date + "\" \"shardscope " + roff(version) + "\" \"User Commands\"\n";
-    m += ".SH NAME\nshardscope \\- desktop planner of parallel training layouts for transformer models\n";
-    m += ".SH SYNOPSIS\n.B shardscope\n[\\fIOPTIONS\\fR]\n";
-    m += ".SH DESCRIPTION\n" +
-         roff("ShardScope's desktop window: choose a model and a cluster, browse the plans of every legal layout "
-              "(memory against capacity, step-time breakdown, pipeline schedule, device mesh), explore Pareto "
-              "fronts, scaling curves and chip types, and validate a plan against real training runs on an "
-              "emulated cluster.") +
-         "\n.SH OPTIONS\n";
-    appendManOptions(m, guiOptions());
-    m += ".SH ENVIRONMENT\n.TP\n.B SHARDSCOPE_DB\n" + roff("the catalog database when --db is not given") + "\n";
-    m += ".SH SEE ALSO\n.BR shardscope\\-cli (1)\n";
-    return m;
+    return manPage("shardscope", "desktop planner of parallel training layouts for transformer models",
+                   "[\\fIOPTIONS\\fR]",
+                   "ShardScope's desktop window: choose a model and a cluster, browse the plans of every legal layout "
+                   "(memory against capacity, step-time breakdown, pipeline schedule, device mesh), explore Pareto "
+                   "fronts, scaling curves and chip types, and validate a plan against real training runs on an "
+                   "emulated cluster.",
+                   guiOptions(), {}, "shardscope-cli", version, date);
 }
 
 std::string bashCompletion()
