@@ -4,6 +4,7 @@
 // - central finite differences in double precision: every backward is the
 //   derivative of its forward. The scalar checked is sum(R .* out) for a fixed
 //   random R, so the analytic gradient is backward(dout = R).
+#include "GemmIsa.h"
 #include "Ops.h"
 #include "OpsReference.h"
 #include "Random.h"
@@ -119,6 +120,47 @@ private slots:
                 }
             QVERIFY2(relDiff(c.cast<double>(), expected) < kFloatTol, qPrintable(QString::number(M)));
         }
+    }
+
+    // A portable build's per-level GEMM blocks (GemmIsa.h), every level this CPU supports, on
+    // blocks inside larger matrices (column strides larger than the rows), in float and double.
+    void gemmLevelsMatchNaive()
+    {
+        const std::vector<isa::GemmKernels> levels = isa::supportedGemmKernels();
+        if (levels.empty())
+            QSKIP("a native build (SHARDSCOPE_NATIVE=ON) or a CPU without AVX2: no per-level kernels");
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_ENGINE_ISA"))
+            QCOMPARE(QByteArray(isa::gemmKernels().level), QByteArray(levels.front().level));
+        const int M = 37, N = 29, K = 41, pad = 5;
+        for (const isa::GemmKernels& level : levels)
+            for (bool transA : {false, true})
+                for (bool transB : {false, true})
+                    for (bool accumulate : {false, true}) {
+                        const Mat<double> a = transA ? randomMat<double>(K + pad, M, 1) : randomMat<double>(M + pad, K, 1);
+                        const Mat<double> b = transB ? randomMat<double>(N + pad, K, 2) : randomMat<double>(K + pad, N, 2);
+                        const Mat<double> c0 = randomMat<double>(M + pad, N, 3);
+                        Mat<double> expected = c0;
+                        for (int i = 0; i < M; ++i)
+                            for (int j = 0; j < N; ++j) {
+                                double acc = accumulate ? c0(i, j) : 0.0;
+                                for (int k = 0; k < K; ++k)
+                                    acc += (transA ? a(k, i) : a(i, k)) * (transB ? b(j, k) : b(k, j));
+                                expected(i, j) = acc;
+                            }
+                        Mat<double> c64 = c0;
+                        level.f64({c64.data(), c64.rows(), a.data(), a.rows(), b.data(), b.rows(), M, N, K, transA,
+                                   transB, accumulate});
+                        Mat<float> c32 = c0.cast<float>();
+                        const Mat<float> a32 = a.cast<float>(), b32 = b.cast<float>();
+                        level.f32({c32.data(), c32.rows(), a32.data(), a32.rows(), b32.data(), b32.rows(), M, N, K,
+                                   transA, transB, accumulate});
+                        const QString what = QStringLiteral("%1 %2%3%4").arg(QLatin1String(level.level),
+                            transA ? "At" : "A", transB ? "Bt" : "B", accumulate ? " +=" : " =");
+                        QVERIFY2(relDiff(c64, expected) < 1e-12, qPrintable(what));
+                        QVERIFY2(relDiff(c32.cast<double>(), expected) < kFloatTol, qPrintable(what));
+                        // The padding rows below the block are untouched.
+                        QCOMPARE(c64.bottomRows(pad), c0.bottomRows(pad));
+                    }
     }
 
     void matmulMatchesNaive_data()
