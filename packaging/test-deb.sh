@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the .deb with CPack and checks it as Debian and a user would: lintian clean
 # (no error or warning at the default level), the desktop file and AppStream metadata
-# valid, the binaries hardened (PIE, relro, bind now); then unpacks it into a
+# valid, the binaries hardened (PIE, relro, bind now) and portable (AVX only in the kernels
+# chosen at run time); then unpacks it into a
 # temporary root (dpkg -x, no root needed) and checks there that both man pages
 # render, the bash completion loads and completes commands, options and catalog
 # names, and the installed CLI prints its version and runs `demo`.
@@ -61,6 +62,18 @@ for b in shardscope shardscope-cli; do
   readelf -lW "$root/usr/bin/$b" | grep -q GNU_RELRO || fail "$b has no RELRO segment"
   readelf -dW "$root/usr/bin/$b" | grep -Eq 'BIND_NOW|FLAGS_1.*NOW' || fail "$b is not linked with -z now"
 done
+
+# Portable: AVX2/AVX-512 registers appear only in the per-level GEMM kernels chosen at run time
+# (engine/GemmIsa.h), never in code every CPU runs. Checked on the build's binaries, which the
+# package holds stripped (without the symbols that say which function an instruction is in).
+for b in shardscope shardscope-cli; do
+  objdump -d --no-show-raw-insn -C "$build/app/$b" | awk '
+    /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
+    /%[yz]mm/ { if (fn ~ /Eigen_v[34]|isa::v[34]/) level++; else { print "  " fn; bad++ } }
+    END { if (bad) exit 1; if (!level) { print "  no per-level kernels"; exit 1 } }' >"$work/wide.txt" ||
+    { head -n 20 "$work/wide.txt"; fail "$b: wide vector instructions outside the per-level kernels (a native build?)"; }
+done
+echo "portable: wide vector code only in the per-level GEMM kernels"
 
 # The man pages render without warnings and document every command.
 for page in shardscope shardscope-cli; do
