@@ -29,20 +29,28 @@ struct GemmBlock {
     bool transA, transB, accumulate;
 };
 
-struct GemmKernels {
+// x (n) = softmax((x - max) * scale) in place; *max and *sum (of the exponentials) returned.
+template <class T>
+using SoftmaxKernel = void (*)(T* x, std::ptrdiff_t n, T scale, T* max, T* sum);
+
+// One level's kernels: the products, and the softmax of the vocabulary (a cross-entropy
+// exponentiates V values per token, the largest elementwise work of a step) and attention.
+struct LevelKernels {
     const char* level = "";  // "x86-64-v4", "x86-64-v3"; empty: none (the caller's own Eigen code)
     void (*f32)(const GemmBlock<float>&) = nullptr;
     void (*f64)(const GemmBlock<double>&) = nullptr;
+    SoftmaxKernel<float> softmax32 = nullptr;
+    SoftmaxKernel<double> softmax64 = nullptr;
 };
 
 // Every level built into this binary that this CPU (and OS) supports, widest first; empty
 // when the build is native (-march=native: Ops.cpp's own Eigen code is already the widest).
-std::vector<GemmKernels> supportedGemmKernels();
+std::vector<LevelKernels> supportedLevelKernels();
 
 // The kernels the engine uses, decided once: the widest supported level, unless
 // SHARDSCOPE_ENGINE_ISA names a narrower one ("x86-64-v3", or "baseline" for Ops.cpp's own
 // code), to compare levels on one machine. An unknown or unsupported name is reported on
 // stderr and the widest level used.
-const GemmKernels& gemmKernels();
+const LevelKernels& levelKernels();
 
 } // namespace shardscope::engine::isa

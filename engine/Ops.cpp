@@ -4,7 +4,7 @@
 #include "Ops.h"
 
 #include "Bf16.h"
-#include "EigenProduct.h"
+#include "EigenKernels.h"
 #include "GemmIsa.h"
 #include "Random.h"
 
@@ -34,11 +34,32 @@ constexpr Index kChunk = 256;
 template <class T>
 auto levelGemm()
 {
-    const isa::GemmKernels& kernels = isa::gemmKernels();
+    const isa::LevelKernels& kernels = isa::levelKernels();
     if constexpr (std::is_same_v<T, float>)
         return kernels.f32;
     else
         return kernels.f64;
+}
+
+// softmax((x - max) * scale) of a contiguous column in place, at the CPU's widest level in a
+// portable build; returns the max and the sum of the exponentials.
+template <class T, class Column>
+std::pair<T, T> softmaxColumn(Column&& x, T scale)
+{
+    const isa::LevelKernels& kernels = isa::levelKernels();
+    T mx = 0, sum = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        if (kernels.softmax32) {
+            kernels.softmax32(x.data(), x.size(), scale, &mx, &sum);
+            return {mx, sum};
+        }
+    } else {
+        if (kernels.softmax64) {
+            kernels.softmax64(x.data(), x.size(), scale, &mx, &sum);
+            return {mx, sum};
+        }
+    }
+    return eigenSoftmax(x, scale);
 }
 
 // c = op(a) * op(b) (+= when accumulate) for one block, on the calling thread. Every product
@@ -185,10 +206,7 @@ void attention_probs_forward(KernelPool& pool, MatRef<T> att, CMatRef<T> qkv, in
             auto S = att.middleCols(i * T_, T_);  // (T, T): S(t2, t1) for key t2, query t1
             blockGemm<T>(S, k, true, q, false, false);
             for (Index t1 = 0; t1 < T_; ++t1) {
-                auto visible = S.col(t1).head(t1 + 1);  // keys t2 <= t1
-                const T mx = visible.maxCoeff();
-                visible = ((visible.array() - mx) * scale).exp().matrix();
-                visible *= T(1) / visible.sum();
+                softmaxColumn(S.col(t1).head(t1 + 1), scale);  // keys t2 <= t1
                 S.col(t1).tail(T_ - t1 - 1).setZero();
             }
         }
@@ -307,10 +325,7 @@ void softmax_crossentropy_forward(KernelPool& pool, MatRef<T> logits_to_probs, V
         for (Index n = n0; n < n1; ++n) {
             auto col = logits_to_probs.col(n);
             const T target = col(targets(n));
-            const T mx = col.maxCoeff();
-            col = (col.array() - mx).exp().matrix();
-            const T sum = col.sum();
-            col *= T(1) / sum;
+            const auto [mx, sum] = softmaxColumn(col, T(1));
             // -log p[target] from the logits, exact even where p underflows.
             losses(n) = std::log(sum) - (target - mx);
         }

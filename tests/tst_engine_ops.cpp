@@ -122,17 +122,18 @@ private slots:
         }
     }
 
-    // A portable build's per-level GEMM blocks (GemmIsa.h), every level this CPU supports, on
-    // blocks inside larger matrices (column strides larger than the rows), in float and double.
-    void gemmLevelsMatchNaive()
+    // A portable build's per-level kernels (GemmIsa.h), every level this CPU supports: GEMM
+    // blocks inside larger matrices (column strides larger than the rows) and the softmax, in
+    // float and double.
+    void levelKernelsMatchNaive()
     {
-        const std::vector<isa::GemmKernels> levels = isa::supportedGemmKernels();
+        const std::vector<isa::LevelKernels> levels = isa::supportedLevelKernels();
         if (levels.empty())
             QSKIP("a native build (SHARDSCOPE_NATIVE=ON) or a CPU without AVX2: no per-level kernels");
         if (qEnvironmentVariableIsEmpty("SHARDSCOPE_ENGINE_ISA"))
-            QCOMPARE(QByteArray(isa::gemmKernels().level), QByteArray(levels.front().level));
+            QCOMPARE(QByteArray(isa::levelKernels().level), QByteArray(levels.front().level));
         const int M = 37, N = 29, K = 41, pad = 5;
-        for (const isa::GemmKernels& level : levels)
+        for (const isa::LevelKernels& level : levels)
             for (bool transA : {false, true})
                 for (bool transB : {false, true})
                     for (bool accumulate : {false, true}) {
@@ -161,6 +162,26 @@ private slots:
                         // The padding rows below the block are untouched.
                         QCOMPARE(c64.bottomRows(pad), c0.bottomRows(pad));
                     }
+        // The softmax of a long column (a vocabulary's logits), with a scale (attention's).
+        const Vec<double> x = randomVec<double>(5003, 4, 3.0);
+        for (const isa::LevelKernels& level : levels)
+            for (double scale : {1.0, 0.125}) {
+                const double mx = x.maxCoeff();
+                const Vec<double> e = ((x.array() - mx) * scale).exp().matrix();
+                const Vec<double> expected = e / e.sum();
+                Vec<double> y64 = x;
+                double max64 = 0, sum64 = 0;
+                level.softmax64(y64.data(), y64.size(), scale, &max64, &sum64);
+                Vec<float> y32 = x.cast<float>();
+                float max32 = 0, sum32 = 0;
+                level.softmax32(y32.data(), y32.size(), float(scale), &max32, &sum32);
+                const QString what = QStringLiteral("%1 softmax scale %2").arg(QLatin1String(level.level)).arg(scale);
+                QVERIFY2(relDiff(y64, expected) < 1e-12, qPrintable(what));
+                QVERIFY2(relDiff(y32.cast<double>(), expected) < kFloatTol, qPrintable(what));
+                QCOMPARE(max64, mx);
+                QVERIFY2(std::abs(sum64 / e.sum() - 1) < 1e-12, qPrintable(what));
+                QVERIFY2(std::abs(double(sum32) / e.sum() - 1) < kFloatTol, qPrintable(what));
+            }
     }
 
     void matmulMatchesNaive_data()
