@@ -35,7 +35,8 @@ int main(int argc, char** argv)
     auto option = [](const char* name) {
         for (const shardscope::cli::OptionHelp& o : shardscope::cli::guiOptions())
             if (o.name == name)
-                return QCommandLineOption(QString::fromStdString(o.name), QString::fromStdString(o.help),
+                return QCommandLineOption(QString::fromStdString(o.name),
+                                          QString::fromStdString(o.help + (o.def.empty() ? "" : " (default: " + o.def + ")")),
                                           QString::fromStdString(o.value), QString::fromStdString(o.def));
         throw std::logic_error(std::string("no GUI option --") + name);
     };
