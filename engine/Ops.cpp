@@ -4,6 +4,8 @@
 #include "Ops.h"
 
 #include "Bf16.h"
+#include "EigenKernels.h"
+#include "GemmIsa.h"
 #include "Random.h"
 
 #include <algorithm>
@@ -28,6 +30,52 @@ constexpr double kParallelGemmMacs = 64.0 * 64 * 64;
 // same values (they stay in L1 between passes) without heap temporaries.
 constexpr Index kChunk = 256;
 
+// The x86-64 level's GEMM for T in a portable build (GemmIsa.h); nullptr: Eigen here.
+template <class T>
+auto levelGemm()
+{
+    const isa::LevelKernels& kernels = isa::levelKernels();
+    if constexpr (std::is_same_v<T, float>)
+        return kernels.f32;
+    else
+        return kernels.f64;
+}
+
+// softmax((x - max) * scale) of a contiguous column in place, at the CPU's widest level in a
+// portable build; returns the max and the sum of the exponentials.
+template <class T, class Column>
+std::pair<T, T> softmaxColumn(Column&& x, T scale)
+{
+    const isa::LevelKernels& kernels = isa::levelKernels();
+    T mx = 0, sum = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        if (kernels.softmax32) {
+            kernels.softmax32(x.data(), x.size(), scale, &mx, &sum);
+            return {mx, sum};
+        }
+    } else {
+        if (kernels.softmax64) {
+            kernels.softmax64(x.data(), x.size(), scale, &mx, &sum);
+            return {mx, sum};
+        }
+    }
+    return eigenSoftmax(x, scale);
+}
+
+// c = op(a) * op(b) (+= when accumulate) for one block, on the calling thread. Every product
+// of the engine goes through here, so that a portable build runs all of them at the CPU's
+// widest level.
+template <class T, class CBlock, class ABlock, class BBlock>
+void blockGemm(CBlock&& c, const ABlock& a, bool transA, const BBlock& b, bool transB, bool accumulate)
+{
+    if (const auto f = levelGemm<T>()) {
+        f({c.data(), c.outerStride(), a.data(), a.outerStride(), b.data(), b.outerStride(), c.rows(), c.cols(),
+           transA ? a.rows() : a.cols(), transA, transB, accumulate});
+        return;
+    }
+    eigenProduct(c, a, transA, b, transB, accumulate);
+}
+
 } // namespace
 
 template <class T>
@@ -45,22 +93,11 @@ void gemm(KernelPool& pool, MatRef<T> c, CMatRef<T> a, bool transA, CMatRef<T> b
             c.setZero();
         return;
     }
-    // One block: rows [r0, r0+nr) and columns [c0, c0+nc) of c.
+    // One block: rows [r0, r0+nr) and columns [c0, c0+nc) of c, with the rows of op(a) and
+    // the columns of op(b) it needs.
     auto block = [&](Index r0, Index nr, Index c0, Index nc) {
-        auto cb = c.block(r0, c0, nr, nc);
-        if (!transA && !transB) {
-            if (accumulate) cb.noalias() += a.middleRows(r0, nr) * b.middleCols(c0, nc);
-            else cb.noalias() = a.middleRows(r0, nr) * b.middleCols(c0, nc);
-        } else if (transA && !transB) {
-            if (accumulate) cb.noalias() += a.middleCols(r0, nr).transpose() * b.middleCols(c0, nc);
-            else cb.noalias() = a.middleCols(r0, nr).transpose() * b.middleCols(c0, nc);
-        } else if (!transA && transB) {
-            if (accumulate) cb.noalias() += a.middleRows(r0, nr) * b.middleRows(c0, nc).transpose();
-            else cb.noalias() = a.middleRows(r0, nr) * b.middleRows(c0, nc).transpose();
-        } else {
-            if (accumulate) cb.noalias() += a.middleCols(r0, nr).transpose() * b.middleRows(c0, nc).transpose();
-            else cb.noalias() = a.middleCols(r0, nr).transpose() * b.middleRows(c0, nc).transpose();
-        }
+        blockGemm<T>(c.block(r0, c0, nr, nc), transA ? a.block(0, r0, K, nr) : a.block(r0, 0, nr, K), transA,
+                     transB ? b.block(c0, 0, nc, K) : b.block(0, c0, K, nc), transB, accumulate);
     };
     if (pool.threads() == 1 || double(M) * double(N) * double(K) < kParallelGemmMacs) {
         block(0, M, 0, N);
@@ -167,12 +204,9 @@ void attention_probs_forward(KernelPool& pool, MatRef<T> att, CMatRef<T> qkv, in
             const auto q = qkv.block(h * hs, b * T_, hs, T_);
             const auto k = qkv.block(C + h * hs, b * T_, hs, T_);
             auto S = att.middleCols(i * T_, T_);  // (T, T): S(t2, t1) for key t2, query t1
-            S.noalias() = k.transpose() * q;
+            blockGemm<T>(S, k, true, q, false, false);
             for (Index t1 = 0; t1 < T_; ++t1) {
-                auto visible = S.col(t1).head(t1 + 1);  // keys t2 <= t1
-                const T mx = visible.maxCoeff();
-                visible = ((visible.array() - mx) * scale).exp().matrix();
-                visible *= T(1) / visible.sum();
+                softmaxColumn(S.col(t1).head(t1 + 1), scale);  // keys t2 <= t1
                 S.col(t1).tail(T_ - t1 - 1).setZero();
             }
         }
@@ -188,7 +222,7 @@ void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, C
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH;
             const auto v = qkv.block(2 * C + h * hs, b * T_, hs, T_);
-            out.block(h * hs, b * T_, hs, T_).noalias() = v * att.middleCols(i * T_, T_);
+            blockGemm<T>(out.block(h * hs, b * T_, hs, T_), v, false, att.middleCols(i * T_, T_), false, false);
         }
     });
 }
@@ -208,8 +242,8 @@ void attention_backward(KernelPool& pool, MatRef<T> dqkv, MatRef<T> datt, CMatRe
             const auto dy = dout.block(h * hs, b * T_, hs, T_);
             const auto S = att.middleCols(i * T_, T_);
             auto dS = datt.middleCols(i * T_, T_);
-            dqkv.block(2 * C + h * hs, b * T_, hs, T_).noalias() = dy * S.transpose();  // dV (hs, T)
-            dS.noalias() = v.transpose() * dy;                                       // d probs (T, T)
+            blockGemm<T>(dqkv.block(2 * C + h * hs, b * T_, hs, T_), dy, false, S, true, false);  // dV (hs, T)
+            blockGemm<T>(dS, v, true, dy, false, false);  // d probs (T, T)
             // Softmax backward per query column, then the 1/sqrt(hs) of the scores.
             for (Index t1 = 0; t1 < T_; ++t1) {
                 const auto p = S.col(t1).head(t1 + 1).array();
@@ -218,8 +252,8 @@ void attention_backward(KernelPool& pool, MatRef<T> dqkv, MatRef<T> datt, CMatRe
                 d.array() = p * (d.array() - dot) * scale;
                 dS.col(t1).tail(T_ - t1 - 1).setZero();
             }
-            dqkv.block(h * hs, b * T_, hs, T_).noalias() = k * dS;                  // dQ (hs, T)
-            dqkv.block(C + h * hs, b * T_, hs, T_).noalias() = q * dS.transpose();  // dK (hs, T)
+            blockGemm<T>(dqkv.block(h * hs, b * T_, hs, T_), k, false, dS, false, false);      // dQ (hs, T)
+            blockGemm<T>(dqkv.block(C + h * hs, b * T_, hs, T_), q, false, dS, true, false);  // dK (hs, T)
         }
     });
 }
@@ -291,10 +325,7 @@ void softmax_crossentropy_forward(KernelPool& pool, MatRef<T> logits_to_probs, V
         for (Index n = n0; n < n1; ++n) {
             auto col = logits_to_probs.col(n);
             const T target = col(targets(n));
-            const T mx = col.maxCoeff();
-            col = (col.array() - mx).exp().matrix();
-            const T sum = col.sum();
-            col *= T(1) / sum;
+            const auto [mx, sum] = softmaxColumn(col, T(1));
             // -log p[target] from the logits, exact even where p underflows.
             losses(n) = std::log(sum) - (target - mx);
         }

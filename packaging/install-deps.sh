@@ -1,5 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages ShardScope needs, only those missing. Idempotent.
+# lintian, man-db, bash-completion, desktop-file-utils and appstream check the package
+# (CTest's packaging_deb): lintian, the man pages (man -l), the completion, the desktop
+# file and the AppStream metadata.
 # Runs apt as root directly, or through sudo when not root.
 #   sh packaging/install-deps.sh            # build + headless tests (what CI needs)
 #   sh packaging/install-deps.sh --review   # + Xvfb and screenshot/PDF/SVG viewing tools
@@ -9,7 +12,8 @@ PKGS="build-essential cmake file
   qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev
   libqt6sql6-sqlite qt6-qpa-plugins
   libeigen3-dev libsqlite3-dev libbenchmark-dev
-  fontconfig fonts-dejavu-core"
+  fontconfig fonts-dejavu-core
+  lintian man-db bash-completion desktop-file-utils appstream"
 REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin"
 
 [ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"

@@ -11,6 +11,7 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -18,11 +19,16 @@
 
 #include <memory>
 
+#include <signal.h>
+
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
 #endif
 #ifndef SHARDSCOPE_PROJECT_VERSION
 #error "SHARDSCOPE_PROJECT_VERSION must hold the CMake project version"
+#endif
+#if !defined(SHARDSCOPE_PACKAGE_VERSION) || !defined(SHARDSCOPE_GIT_SHA) || !defined(SHARDSCOPE_GIT_DATE)
+#error "SHARDSCOPE_PACKAGE_VERSION, SHARDSCOPE_GIT_SHA and SHARDSCOPE_GIT_DATE must come from cmake/BuildVersion.cmake"
 #endif
 
 namespace {
@@ -156,17 +162,111 @@ private slots:
 
     void version()
     {
-        const QByteArray expected = "shardscope-cli " SHARDSCOPE_PROJECT_VERSION;
         QVERIFY2(QRegularExpression(QStringLiteral("^\\d+\\.\\d+\\.\\d+"))
                      .match(QStringLiteral(SHARDSCOPE_PROJECT_VERSION))
                      .hasMatch(),
                  "SHARDSCOPE_PROJECT_VERSION is not a version number");
+        // In a git checkout: PROJECT_VERSION+git<commits>.g<sha>, and the commit named after it.
+        const QByteArray sha = SHARDSCOPE_GIT_SHA;
+        const QByteArray expected = sha.isEmpty() ? QByteArray("shardscope-cli " SHARDSCOPE_PROJECT_VERSION)
+                                                  : "shardscope-cli " SHARDSCOPE_PACKAGE_VERSION " (commit " + sha +
+                                                        ", " SHARDSCOPE_GIT_DATE ")";
+        if (!sha.isEmpty())
+            QVERIFY2(QRegularExpression(QStringLiteral("^%1\\+git\\d+\\.g%2$")
+                                            .arg(QRegularExpression::escape(QStringLiteral(SHARDSCOPE_PROJECT_VERSION)),
+                                                 QString::fromLatin1(sha)))
+                         .match(QStringLiteral(SHARDSCOPE_PACKAGE_VERSION))
+                         .hasMatch(),
+                     SHARDSCOPE_PACKAGE_VERSION);
         const RunResult r = run({QStringLiteral("--version")});
         QVERIFY2(r.exitCode == 0, r.describe().constData());
         QCOMPARE(r.out, expected + "\n");
         QVERIFY2(r.err.isEmpty(), r.describe().constData());
         // --version needs no database: none may be created.
         QVERIFY(!QFile::exists(dbPath()));
+    }
+
+    // Per-command help: that command's options only, with defaults and an example, whichever
+    // way it is asked for.
+    void commandHelp_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("usage");        // the first line starts with it
+        QTest::addColumn<QStringList>("contains"); // plain substrings
+        QTest::addColumn<QStringList>("lacks");    // other commands' options
+        QTest::newRow("plan --help") << QStringList{"plan", "--help"} << "Usage: shardscope-cli plan --model"
+                                     << QStringList{"--objective throughput|time|cost", "(default: throughput)",
+                                                    "--top K", "(default: 10)", "--out FILE", "(required)",
+                                                    "Example:\n  shardscope-cli plan --model"}
+                                     << QStringList{"--suite", "catalog import", "--format", "--node-types"};
+        QTest::newRow("help plan") << QStringList{"help", "plan"} << "Usage: shardscope-cli plan --model"
+                                   << QStringList{"--objective", "(default: 10)"} << QStringList{"--suite"};
+        QTest::newRow("sweep -h: its own default top") << QStringList{"sweep", "-h"} << "Usage: shardscope-cli sweep"
+                                                      << QStringList{"--top K", "(default: 1)", "--quiet"}
+                                                      << QStringList{"--out FILE", "(default: 10)"};
+        QTest::newRow("export -h") << QStringList{"export", "-h"} << "Usage: shardscope-cli export --plan"
+                                   << QStringList{"--format megatron|deepspeed|neuronx|fsdp", "Example:"}
+                                   << QStringList{"--objective", "--suite"};
+        QTest::newRow("catalog list --help")
+            << QStringList{"catalog", "list", "--help"} << "Usage: shardscope-cli catalog list"
+            << QStringList{"--kind models|chips|nodes", "--names", "--json"} << QStringList{"--replace", "--out"};
+        QTest::newRow("help catalog list") << QStringList{"help", "catalog", "list"}
+                                           << "Usage: shardscope-cli catalog list" << QStringList{"--kind"}
+                                           << QStringList{"--replace"};
+        QTest::newRow("catalog --help: the verbs")
+            << QStringList{"catalog", "--help"} << "Usage: shardscope-cli catalog VERB"
+            << QStringList{"catalog list", "catalog show NAME", "catalog import", "catalog export", "catalog remove"}
+            << QStringList{"--objective"};
+        QTest::newRow("validate --help") << QStringList{"validate", "--help"} << "Usage: shardscope-cli validate --suite"
+                                         << QStringList{"--device NAME[:scale]", "(default: trainium1:0.001)"}
+                                         << QStringList{"--objective"};
+    }
+
+    void commandHelp()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, usage);
+        QFETCH(QStringList, contains);
+        QFETCH(QStringList, lacks);
+        const RunResult r = run(args);
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        QVERIFY2(r.err.isEmpty(), r.describe().constData());
+        const QString out = QString::fromUtf8(r.out);
+        QVERIFY2(out.startsWith(usage), qPrintable(out));
+        for (const QString& c : contains)
+            QVERIFY2(out.contains(c), qPrintable(QStringLiteral("help lacks \"%1\":\n%2").arg(c, out)));
+        for (const QString& l : lacks)
+            QVERIFY2(!out.contains(l), qPrintable(QStringLiteral("help has \"%1\":\n%2").arg(l, out)));
+        // The global help is shorter than any one command's options would make it.
+        QVERIFY2(!out.contains(QLatin1String("Commands:")), qPrintable(out));
+        // Help needs no database.
+        QVERIFY(!QFile::exists(dbPath()));
+    }
+
+    void helpFormsAgree()
+    {
+        const RunResult a = run({QStringLiteral("plan"), QStringLiteral("--help")});
+        const RunResult b = run({QStringLiteral("help"), QStringLiteral("plan")});
+        const RunResult c = run({QStringLiteral("plan"), QStringLiteral("--model"), QStringLiteral("x"),
+                                 QStringLiteral("-h")});
+        QVERIFY2(a.exitCode == 0 && b.exitCode == 0 && c.exitCode == 0, (a.describe() + b.describe()).constData());
+        QCOMPARE(a.out, b.out);
+        QCOMPARE(a.out, c.out);
+    }
+
+    // The names catalog list --names prints are exactly the entries (what completion offers).
+    void catalogNames()
+    {
+        const RunResult names = run({QStringLiteral("catalog"), QStringLiteral("list"), QStringLiteral("--names"),
+                                     QStringLiteral("--kind"), QStringLiteral("nodes")});
+        const RunResult json = run({QStringLiteral("catalog"), QStringLiteral("list"), QStringLiteral("--json"),
+                                    QStringLiteral("--kind"), QStringLiteral("nodes")});
+        QVERIFY2(names.exitCode == 0 && json.exitCode == 0, (names.describe() + json.describe()).constData());
+        QStringList expected;
+        for (const QJsonValue& v : QJsonDocument::fromJson(json.out).array())
+            expected << v.toObject().value(QLatin1String("name")).toString();
+        QVERIFY(expected.contains(QLatin1String("trn1.32xlarge")));
+        QCOMPARE(QString::fromUtf8(names.out).split(QLatin1Char('\n'), Qt::SkipEmptyParts), expected);
     }
 
     void badUsageOrInput_data()
@@ -178,6 +278,19 @@ private slots:
         const QByteArray none;
         QTest::newRow("no command") << QStringList{} << none << QStringList{"command", "usage"};
         QTest::newRow("unknown command") << QStringList{"frobnicate"} << none << QStringList{"frobnicate"};
+        QTest::newRow("misspelt command: did you mean")
+            << QStringList{"plann"} << none << QStringList{"unknown command \"plann\"", "did you mean plan\\?"};
+        QTest::newRow("misspelt option: did you mean")
+            << QStringList{"plan", "--objectiv", "time"} << none
+            << QStringList{"unknown option --objectiv for plan", "did you mean --objective\\?", "plan --help"};
+        QTest::newRow("misspelt catalog verb: did you mean")
+            << QStringList{"catalog", "lst"} << none << QStringList{"\"lst\"", "did you mean list\\?"};
+        QTest::newRow("help for an unknown command")
+            << QStringList{"help", "validat"} << none << QStringList{"validat", "did you mean validate\\?"};
+        QTest::newRow("an option of another catalog verb")
+            << QStringList{"catalog", "list", "--replace"} << none << QStringList{"--replace for catalog list"};
+        QTest::newRow("misspelt global option")
+            << QStringList{"--verison"} << none << QStringList{"--verison", "did you mean --version\\?"};
         QTest::newRow("unknown top-level option")
             << QStringList{"--frobnicate"} << none << QStringList{"--frobnicate"};
         QTest::newRow("unknown catalog option")
@@ -299,6 +412,63 @@ private slots:
         }
         // Errors go to stderr, never as normal output.
         QVERIFY2(!r.out.contains("imported") && !r.out.contains("removed"), r.describe().constData());
+    }
+
+    // Progress goes to stderr only on a terminal (script(1) gives the CLI a pseudo-terminal),
+    // never with --quiet or into a pipe; stdout is the same either way.
+    void progressOnlyOnATerminal()
+    {
+        if (QStandardPaths::findExecutable(QStringLiteral("script")).isEmpty())
+            QSKIP("script(1) (bsdutils) is not installed");
+        const QStringList validate{"validate", "--layers", "1", "--hidden", "16", "--heads", "2", "--vocab", "16",
+                                   "--seq", "8", "--batch", "2", "--layout", "dp=1", "--steps", "1"};
+        auto onTerminal = [&](const QStringList& extra) {
+            QStringList words{QStringLiteral(SHARDSCOPE_CLI_PATH), QStringLiteral("--db"), dbPath()};
+            words << validate << extra;
+            for (QString& w : words)
+                w = QLatin1Char('\'') + w + QLatin1Char('\'');
+            QProcess p;
+            p.start(QStringLiteral("script"), {"-qfec", words.join(QLatin1Char(' ')), "/dev/null"});
+            const bool finished = p.waitForFinished(120'000);
+            return std::make_pair(finished && p.exitCode() == 0, p.readAllStandardOutput());
+        };
+        const auto [ok, terminal] = onTerminal({});
+        QVERIFY2(ok, terminal.constData());
+        QVERIFY2(terminal.contains("validate: training direct"), terminal.constData());
+        QVERIFY2(terminal.contains("\r\033[K"), terminal.constData());  // the line is cleared again
+        const auto [okQuiet, quiet] = onTerminal({QStringLiteral("--quiet")});
+        QVERIFY2(okQuiet, quiet.constData());
+        QVERIFY2(!quiet.contains("validate: training"), quiet.constData());
+        QVERIFY2(quiet.contains("weights_bytes"), quiet.constData());
+        const RunResult piped = run(validate);
+        QVERIFY2(piped.exitCode == 0, piped.describe().constData());
+        QVERIFY2(!piped.err.contains("validate:"), piped.describe().constData());
+    }
+
+    // Ctrl-C stops the suite between cases: exit 130, nothing printed, nothing stored.
+    void interruptStoresNothing()
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("XDG_DATA_HOME"), file(QStringLiteral("xdg-data")));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(SHARDSCOPE_CLI_PATH), {"--db", dbPath(), "validate", "--suite"});
+        QVERIFY(p.waitForStarted());
+        // Once the catalog exists the suite is running (the handler is installed before it).
+        for (int i = 0; i < 200 && !QFile::exists(dbPath()); ++i)
+            QTest::qWait(50);
+        QTest::qWait(500);
+        QVERIFY2(p.state() == QProcess::Running, "validate --suite ended before it could be interrupted");
+        ::kill(pid_t(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(120'000));
+        const QByteArray err = p.readAllStandardError();
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(p.exitCode(), 130);
+        QVERIFY2(err.contains("interrupted"), err.constData());
+        QVERIFY2(p.readAllStandardOutput().isEmpty(), err.constData());
+        const RunResult history = run({QStringLiteral("history"), QStringLiteral("--json")});
+        QVERIFY2(history.exitCode == 0, history.describe().constData());
+        QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 0);
     }
 
     void demo()

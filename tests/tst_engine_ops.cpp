@@ -4,6 +4,7 @@
 // - central finite differences in double precision: every backward is the
 //   derivative of its forward. The scalar checked is sum(R .* out) for a fixed
 //   random R, so the analytic gradient is backward(dout = R).
+#include "GemmIsa.h"
 #include "Ops.h"
 #include "OpsReference.h"
 #include "Random.h"
@@ -119,6 +120,68 @@ private slots:
                 }
             QVERIFY2(relDiff(c.cast<double>(), expected) < kFloatTol, qPrintable(QString::number(M)));
         }
+    }
+
+    // A portable build's per-level kernels (GemmIsa.h), every level this CPU supports: GEMM
+    // blocks inside larger matrices (column strides larger than the rows) and the softmax, in
+    // float and double.
+    void levelKernelsMatchNaive()
+    {
+        const std::vector<isa::LevelKernels> levels = isa::supportedLevelKernels();
+        if (levels.empty())
+            QSKIP("a native build (SHARDSCOPE_NATIVE=ON) or a CPU without AVX2: no per-level kernels");
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_ENGINE_ISA"))
+            QCOMPARE(QByteArray(isa::levelKernels().level), QByteArray(levels.front().level));
+        const int M = 37, N = 29, K = 41, pad = 5;
+        for (const isa::LevelKernels& level : levels)
+            for (bool transA : {false, true})
+                for (bool transB : {false, true})
+                    for (bool accumulate : {false, true}) {
+                        const Mat<double> a = transA ? randomMat<double>(K + pad, M, 1) : randomMat<double>(M + pad, K, 1);
+                        const Mat<double> b = transB ? randomMat<double>(N + pad, K, 2) : randomMat<double>(K + pad, N, 2);
+                        const Mat<double> c0 = randomMat<double>(M + pad, N, 3);
+                        Mat<double> expected = c0;
+                        for (int i = 0; i < M; ++i)
+                            for (int j = 0; j < N; ++j) {
+                                double acc = accumulate ? c0(i, j) : 0.0;
+                                for (int k = 0; k < K; ++k)
+                                    acc += (transA ? a(k, i) : a(i, k)) * (transB ? b(j, k) : b(k, j));
+                                expected(i, j) = acc;
+                            }
+                        Mat<double> c64 = c0;
+                        level.f64({c64.data(), c64.rows(), a.data(), a.rows(), b.data(), b.rows(), M, N, K, transA,
+                                   transB, accumulate});
+                        Mat<float> c32 = c0.cast<float>();
+                        const Mat<float> a32 = a.cast<float>(), b32 = b.cast<float>();
+                        level.f32({c32.data(), c32.rows(), a32.data(), a32.rows(), b32.data(), b32.rows(), M, N, K,
+                                   transA, transB, accumulate});
+                        const QString what = QStringLiteral("%1 %2%3%4").arg(QLatin1String(level.level),
+                            transA ? "At" : "A", transB ? "Bt" : "B", accumulate ? " +=" : " =");
+                        QVERIFY2(relDiff(c64, expected) < 1e-12, qPrintable(what));
+                        QVERIFY2(relDiff(c32.cast<double>(), expected) < kFloatTol, qPrintable(what));
+                        // The padding rows below the block are untouched.
+                        QCOMPARE(c64.bottomRows(pad), c0.bottomRows(pad));
+                    }
+        // The softmax of a long column (a vocabulary's logits), with a scale (attention's).
+        const Vec<double> x = randomVec<double>(5003, 4, 3.0);
+        for (const isa::LevelKernels& level : levels)
+            for (double scale : {1.0, 0.125}) {
+                const double mx = x.maxCoeff();
+                const Vec<double> e = ((x.array() - mx) * scale).exp().matrix();
+                const Vec<double> expected = e / e.sum();
+                Vec<double> y64 = x;
+                double max64 = 0, sum64 = 0;
+                level.softmax64(y64.data(), y64.size(), scale, &max64, &sum64);
+                Vec<float> y32 = x.cast<float>();
+                float max32 = 0, sum32 = 0;
+                level.softmax32(y32.data(), y32.size(), float(scale), &max32, &sum32);
+                const QString what = QStringLiteral("%1 softmax scale %2").arg(QLatin1String(level.level)).arg(scale);
+                QVERIFY2(relDiff(y64, expected) < 1e-12, qPrintable(what));
+                QVERIFY2(relDiff(y32.cast<double>(), expected) < kFloatTol, qPrintable(what));
+                QCOMPARE(max64, mx);
+                QVERIFY2(std::abs(sum64 / e.sum() - 1) < 1e-12, qPrintable(what));
+                QVERIFY2(std::abs(double(sum32) / e.sum() - 1) < kFloatTol, qPrintable(what));
+            }
     }
 
     void matmulMatchesNaive_data()

@@ -906,8 +906,15 @@ private slots:
     {
         const RunResult help = cli({"--help"});
         QCOMPARE(help.exitCode, 0);
-        for (const char* word : {"plan ", "sweep ", "compare ", "--objective", "--max-mem"})
+        for (const char* word : {"plan ", "sweep ", "compare "})
             QVERIFY2(help.out.contains(word), word);
+        // The search's options are in each search command's own help (issue 20).
+        for (const char* command : {"plan", "sweep", "compare"}) {
+            const RunResult own = cli({command, "--help"});
+            QCOMPARE(own.exitCode, 0);
+            for (const char* word : {"--objective", "--max-mem", "--fix", "--recompute"})
+                QVERIFY2(own.out.contains(word), (std::string(command) + " --help lacks " + word).c_str());
+        }
         const RunResult demo = cli({"demo"});
         QVERIFY2(demo.exitCode == 0, demo.err.constData());
         QVERIFY(demo.out.contains("174,604,259,328"));

@@ -10,6 +10,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "DeviceArgs.h"
+#include "Progress.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -132,7 +133,17 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
         request.host = emulationHost(cachedHostProfile(store.runs(), 1).profile);
         request.holdout = holdout;
         request.start = start;
-        const EngineCalibration run = calibrateOnEngine(request);
+        // Case by case on the engine: progress on a terminal, Ctrl-C stops before the fit (nothing saved).
+        Progress progress(ctx.err, a.flag("quiet"));
+        const EngineCalibration run =
+            calibrateOnEngine(request, interruptFlag(), [&](int done, int total, const std::string& next) {
+                progress.update("calibrate: case " + std::to_string(done + 1) + " of " + std::to_string(total) +
+                                ": " + next);
+            });
+        progress.clear();
+        throwIfInterrupted();
+        if (!run.complete)
+            throw std::runtime_error("calibrate --engine: the engine runs did not complete");
         fit = run.fit;
         source = request.device.name;
     }
@@ -210,12 +221,9 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
 
 int runCalibrate(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"out", "terms", "holdout", "device", "save"}, {"fit", "json", "engine", "from-history"});
-    a.expectPositional(0, "shardscope-cli calibrate [--fit [--terms a,b,...] [--holdout 0.3]] [--save NAME] [--json] "
-                          "[--out PROFILE.json]\n"
-                          "       shardscope-cli calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME] "
-                          "[--json]\n"
-                          "       shardscope-cli calibrate --from-history [--holdout 0.3] [--save NAME] [--json]");
+    const CommandHelp& help = commandHelp("calibrate");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     if (a.flag("engine") && a.flag("from-history"))
         throw UsageError("give one of --engine (fresh engine runs) or --from-history (the stored runs)");
     if (a.flag("engine") || a.flag("from-history")) {

@@ -19,12 +19,14 @@ namespace shardscope::cli {
 
 namespace {
 
-const char* kCatalogUsage =
-    "shardscope-cli catalog list [--kind models|chips|nodes] [--json]\n"
-    "       shardscope-cli catalog show NAME [--json]\n"
-    "       shardscope-cli catalog import FILE.json [--replace]\n"
-    "       shardscope-cli catalog export NAME [--out FILE.json]\n"
-    "       shardscope-cli catalog remove NAME";
+// The usage of every verb, for an error that does not know which verb was meant.
+std::string catalogUsage()
+{
+    std::string out;
+    for (const std::string& verb : commandNames("catalog"))
+        out += (out.empty() ? "" : "\n       ") + usageText(commandHelp("catalog " + verb));
+    return out;
+}
 
 void printNotices(const Store& store, Context& ctx)
 {
@@ -36,7 +38,7 @@ std::string prettyJson(const QJsonObject& o) { return QJsonDocument(o).toJson(QJ
 
 int list(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
-    a.expectPositional(1, kCatalogUsage);
+    a.expectPositional(1, usageText(commandHelp("catalog list")));
     std::optional<EntryKind> kind;
     if (auto k = a.value("kind")) {
         kind = entryKindFromString(*k);
@@ -44,6 +46,11 @@ int list(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
             throw UsageError("--kind " + *k + ": expected models, chips or nodes");
     }
     const std::vector<CatalogEntry> entries = catalog.list(kind);
+    if (a.flag("names")) {
+        for (const CatalogEntry& e : entries)
+            ctx.out << e.name << "\n";
+        return kExitOk;
+    }
     if (a.flag("json")) {
         QJsonArray array;
         for (const CatalogEntry& e : entries)
@@ -68,7 +75,7 @@ int list(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 
 int show(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
-    a.expectPositional(2, kCatalogUsage);
+    a.expectPositional(2, usageText(commandHelp("catalog show")));
     const std::string name = a.positional()[1];
     const CatalogEntry entry = catalog.entry(name);
     if (a.flag("json")) {
@@ -90,7 +97,7 @@ int show(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 
 int import(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
-    a.expectPositional(2, kCatalogUsage);
+    a.expectPositional(2, usageText(commandHelp("catalog import")));
     const QString file = QString::fromStdString(a.positional()[1]);
     QFile f(file);
     if (!f.open(QIODevice::ReadOnly))
@@ -107,7 +114,7 @@ int import(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 
 int exportEntry(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
-    a.expectPositional(2, kCatalogUsage);
+    a.expectPositional(2, usageText(commandHelp("catalog export")));
     const std::string name = a.positional()[1];
     const CatalogEntry entry = catalog.entry(name);
     const std::string text = prettyJson(entry.document);
@@ -125,7 +132,7 @@ int exportEntry(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 
 int remove(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 {
-    a.expectPositional(2, kCatalogUsage);
+    a.expectPositional(2, usageText(commandHelp("catalog remove")));
     catalog.remove(a.positional()[1]);
     ctx.out << "removed " << a.positional()[1] << "\n";
     return kExitOk;
@@ -135,12 +142,21 @@ int remove(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
 
 int runCatalog(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"kind", "out"}, {"json", "replace"});
-    if (a.positional().empty())
-        throw UsageError(std::string("missing catalog command; usage: ") + kCatalogUsage);
-    const std::string& verb = a.positional()[0];
-    if (verb != "list" && verb != "show" && verb != "import" && verb != "export" && verb != "remove")
-        throw UsageError("unknown catalog command \"" + verb + "\"; usage: " + kCatalogUsage);
+    // The verb is the first word that is no option's value: found with every verb's options,
+    // then the arguments are read again with the options of that verb only.
+    std::set<std::string> valued, flags;
+    for (const std::string& v : commandNames("catalog"))
+        for (const OptionHelp& o : commandHelp("catalog " + v).options)
+            (o.flag() ? flags : valued).insert(o.name);
+    const CliArgs any(args, valued, flags);
+    if (any.positional().empty())
+        throw UsageError("missing catalog command; usage: " + catalogUsage());
+    const std::string verb = any.positional()[0];
+    const CommandHelp* help = findCommandHelp("catalog " + verb);
+    if (!help)
+        throw UsageError("unknown catalog command \"" + verb + "\"" + didYouMean(verb, commandNames("catalog")) +
+                         "; usage: " + catalogUsage());
+    const CliArgs a(args, *help);
 
     Store store(ctx.db_path);
     printNotices(store, ctx);

@@ -1,4 +1,5 @@
 #include "CliArgs.h"
+#include "EditDistance.h"
 
 #include <cmath>
 #include <cstdio>
@@ -6,8 +7,32 @@
 
 namespace shardscope::cli {
 
+std::string didYouMean(const std::string& word, const std::vector<std::string>& known, const std::string& prefix)
+{
+    // One edit in a short word already changes its meaning ("--top" vs "--tp").
+    const std::vector<std::string> near = nearMatches(word, known, word.size() <= 4 ? 1 : 2);
+    std::string out;
+    for (size_t k = 0; k < near.size(); ++k)
+        out += (k ? ", " : "; did you mean ") + prefix + near[k];
+    return near.empty() ? out : out + "?";
+}
+
 CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::string>& valued,
                  const std::set<std::string>& flags)
+{
+    parse(args, valued, flags, {});
+}
+
+CliArgs::CliArgs(const std::vector<std::string>& args, const CommandHelp& command)
+{
+    std::set<std::string> valued, flags;
+    for (const OptionHelp& o : command.options)
+        (o.flag() ? flags : valued).insert(o.name);
+    parse(args, valued, flags, command.name);
+}
+
+void CliArgs::parse(const std::vector<std::string>& args, const std::set<std::string>& valued,
+                    const std::set<std::string>& flags, const std::string& command)
 {
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
@@ -34,12 +59,23 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
                 throw UsageError("option --" + name + " takes no value");
             flags_.insert(name);
         } else {
-            std::string known;
-            for (const auto& v : valued)
-                known += " --" + v + " VALUE";
-            for (const auto& f : flags)
-                known += " --" + f;
-            throw UsageError("unknown option --" + name + (known.empty() ? "" : " (this command takes:" + known + ")"));
+            std::vector<std::string> known(valued.begin(), valued.end());
+            known.insert(known.end(), flags.begin(), flags.end());
+            std::string message = "unknown option --" + name;
+            if (!command.empty())
+                message += " for " + command;
+            const std::string near = didYouMean(name, known, "--");
+            message += near;
+            if (!command.empty())
+                message += " (see shardscope-cli " + command + " --help)";
+            else if (near.empty() && !known.empty())
+                message += " (this command takes: --" + [&] {
+                    std::string list;
+                    for (size_t k = 0; k < known.size(); ++k)
+                        list += (k ? ", --" : "") + known[k];
+                    return list;
+                }() + ")";
+            throw UsageError(message);
         }
     }
 }

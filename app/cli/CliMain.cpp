@@ -1,9 +1,10 @@
 // shardscope-cli: ShardScope without a GUI. Exit codes: 0 success, 1 runtime
 // failure, 2 bad usage or bad input; errors go to stderr.
+#include "BuildInfo.h"
 #include "Store.h"
 #include "CliArgs.h"
 #include "Commands.h"
-#include "Version.h"
+#include "Progress.h"
 
 #include <QApplication>
 #include <QCoreApplication>
@@ -14,113 +15,84 @@
 
 namespace shardscope::cli {
 
-std::string mainHelp()
-{
-    return R"(shardscope-cli — plan and validate parallel training layouts for transformer models
-
-Usage: shardscope-cli [--db PATH] COMMAND [ARGS...]
-
-Commands:
-  demo                        what ShardScope computes for the default problem
-                              (GPT-3 175B on 64 x trn1.32xlarge)
-  catalog list [--kind models|chips|nodes] [--json]
-  catalog show NAME [--json]  one entry, with units and sources
-  catalog import FILE.json [--replace]
-                              add models, chips or node types (all-or-nothing)
-  catalog export NAME [--out FILE.json]
-  catalog remove NAME         remove one of your own entries
-  predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
-          --layout "dp=8,tp=8,pp=4,sp=on,zero=1,mb=1,schedule=1f1b,recompute=selective"
-          [--precision bf16] [--tokens 300e9] [--flash-attention] [--no-dropout] [--json] [--explain]
-                              step time, memory, throughput, MFU, time and cost to
-                              train for one layout; keys left out of --layout take
-                              defaults (dp fills the devices)
-  validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]
-  validate --plan plan.json [--layout "..."] [--steps N] [--profile host|chip] [--json]
-  validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout "..."
-                              the planner's predictions against real engine runs
-                              of the same cases (a plan: scaled down to run here),
-                              metric by metric; stored in the run history
-  history [--limit N] [--json]
-                              past validation runs
-  report --plan plan.json --out report.html|report.pdf [--charts png|svg]
-                              a self-contained report of a plan with its charts
-                              (rendered offscreen; works without a display)
-  calibrate [--fit] [--save NAME] [--json] [--out PROFILE.json]
-  calibrate --engine [--holdout 0.3] [--device NAME[:scale]] [--save NAME]
-  calibrate --from-history [--holdout 0.3] [--save NAME]
-                              the cost model against published training runs
-                              (calibration-cases.md); --fit refits its efficiency terms;
-                              --engine fits them on fresh engine runs of the suite,
-                              --from-history on the stored validation runs
-  predict --plan plan.json [--layout ...] [--json] [--explain]
-                              the prediction for a saved plan's best layout (or --layout)
-  export --plan plan.json --format megatron|deepspeed|neuronx|fsdp [--layout ...] [--out FILE]
-                              a saved plan's best layout (or --layout) as the launch
-                              settings of Megatron-LM, DeepSpeed, NeuronX Distributed
-                              or PyTorch FSDP; a feature the framework cannot express
-                              is refused by name (exit 2)
-  plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S
-       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...]
-       [--min dp=8,...] [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N]
-       [--recompute none,selective,full] [--threads N] [--json] [--out plan.json]
-                              search every legal layout: the top plans, the Pareto
-                              front (step time vs memory), counts of evaluated,
-                              pruned and infeasible layouts by reason; exit 1 when
-                              none is feasible
-  sweep --nodes 1,2,4,...|1..512 (and the options of plan but --out)
-                              the best plan at each cluster size, scaling efficiency
-  compare --node-types A,B,C --nodes N|N1,N2,N3 (and the options of plan but --out)
-                              the best plan, time and cost to train per node type
-  train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N
-        [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]
-        [--data synthetic|FILE] [--device host|NAME[:scale]] [--lr X] [--seed S]
-        [--threads K] [--json]
-                              a real training run of a small GPT on one emulated
-                              device: loss, device-clock and wall time per step,
-                              peak memory by category, FLOPs (scale in (0, 1]
-                              shrinks a catalog chip's memory, FLOP/s, bandwidth)
-
-Options:
-  --db PATH                   catalog database (default: $SHARDSCOPE_DB, else
-                              ~/.local/share/shardscope/catalog.sqlite)
-  -h, --help                  this help
-  --version                   print the version
-
-Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad input.
-)";
-}
+std::string mainHelp() { return mainHelpText(); }
 
 namespace {
+
+// The help of `command` and, for a group (catalog), of the verb among `words`.
+std::string helpFor(const std::string& command, const std::vector<std::string>& words)
+{
+    const std::vector<std::string> verbs = commandNames(command);
+    if (!verbs.empty()) {
+        for (const std::string& w : words) {
+            if (w.rfind("-", 0) == 0)
+                continue;
+            if (const CommandHelp* c = findCommandHelp(command + " " + w))
+                return commandHelpText(*c);
+            throw UsageError("unknown " + command + " verb \"" + w + "\"" + didYouMean(w, verbs) +
+                             " (see shardscope-cli help " + command + ")");
+        }
+        return groupHelpText(command);
+    }
+    if (const CommandHelp* c = findCommandHelp(command))
+        return commandHelpText(*c);
+    throw UsageError("unknown command \"" + command + "\"" + didYouMean(command, commandNames()) +
+                     " (see shardscope-cli --help)");
+}
 
 int run(std::vector<std::string> args)
 {
     QString db = Store::defaultPath();
     std::string command;
     std::vector<std::string> rest;
+    bool help = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        // --db may come anywhere; help and version only before the command or as its option,
-        // so that an entry named "help" can still be shown.
+        // --db may come anywhere. --help/-h before the command is the global help, after it the
+        // command's; "help" only as the command word, so that an entry named "help" can be shown.
         if (a == "--db") {
             if (i + 1 >= args.size())
                 throw UsageError("option --db needs a PATH");
             db = QString::fromStdString(args[++i]);
         } else if (a.rfind("--db=", 0) == 0) {
             db = QString::fromStdString(a.substr(5));
-        } else if (a == "--help" || a == "-h" || (command.empty() && a == "help")) {
-            std::cout << mainHelp();
-            return kExitOk;
+        } else if (a == "--help" || a == "-h") {
+            if (command.empty()) {
+                std::cout << mainHelp();
+                return kExitOk;
+            }
+            help = true;
         } else if (a == "--version" && command.empty()) {
-            std::cout << "shardscope-cli " << kVersion << "\n";
+            std::cout << "shardscope-cli " << kPackageVersion;
+            if (*kGitCommit)
+                std::cout << " (commit " << kGitCommit << ", " << kGitDate << ")";
+            std::cout << "\n";
             return kExitOk;
         } else if (command.empty()) {
-            if (a.rfind("-", 0) == 0)
-                throw UsageError("unknown option " + a + " (see shardscope-cli --help)");
+            if (a.rfind("-", 0) == 0) {
+                std::vector<std::string> known;
+                for (const OptionHelp& o : globalOptions())
+                    known.push_back(o.name);
+                std::string bare = a;
+                bare.erase(0, bare.find_first_not_of('-'));
+                throw UsageError("unknown option " + a + didYouMean(bare, known, "--") + " (see shardscope-cli --help)");
+            }
             command = a;
         } else {
             rest.push_back(a);
         }
+    }
+    if (command == "help") {
+        if (rest.empty()) {
+            std::cout << mainHelp();
+            return kExitOk;
+        }
+        std::cout << helpFor(rest.front(), {rest.begin() + 1, rest.end()});
+        return kExitOk;
+    }
+    if (help) {
+        std::cout << helpFor(command, rest);
+        return kExitOk;
     }
     if (command.empty())
         throw UsageError("missing command\n\n" + mainHelp());
@@ -149,7 +121,8 @@ int run(std::vector<std::string> args)
         return runCompare(rest, ctx);
     if (command == "export")
         return runExport(rest, ctx);
-    throw UsageError("unknown command \"" + command + "\" (see shardscope-cli --help)");
+    throw UsageError("unknown command \"" + command + "\"" + didYouMean(command, commandNames()) +
+                     " (see shardscope-cli --help)");
 }
 
 } // namespace
@@ -189,12 +162,15 @@ int main(int argc, char** argv)
         app = std::make_unique<QCoreApplication>(argc, argv);
     }
     QCoreApplication::setApplicationName(QStringLiteral("shardscope"));
-    QCoreApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
+    QCoreApplication::setApplicationVersion(QString::fromLatin1(shardscope::kPackageVersion));
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i)
         args.emplace_back(argv[i]);
     try {
         return run(args);
+    } catch (const Interrupted& e) {
+        std::cerr << "shardscope-cli: " << e.what() << "\n";
+        return kExitInterrupted;
     } catch (const shardscope::InputError& e) {
         std::cerr << "shardscope-cli: " << e.what() << "\n";
         return kExitUsage;

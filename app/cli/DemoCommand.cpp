@@ -15,8 +15,9 @@ namespace shardscope::cli {
 
 int runDemo(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"model", "node-type", "nodes", "seq", "tokens"}, {});
-    a.expectPositional(0, "shardscope-cli demo [--model NAME] [--node-type NAME] [--nodes N] [--seq S] [--tokens T]");
+    const CommandHelp& help = commandHelp("demo");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const Store store(ctx.db_path);
     for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";

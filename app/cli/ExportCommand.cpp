@@ -14,26 +14,18 @@
 
 namespace shardscope::cli {
 
-namespace {
-
-std::string exportUsage()
-{
-    return "shardscope-cli export --plan plan.json --format " + exportFormatChoices() +
-           " [--layout \"tp=8,pp=4,...\"] [--out FILE]";
-}
-
-} // namespace
-
 int runExport(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"plan", "format", "layout", "out"}, {});
-    a.expectPositional(0, exportUsage());
+    const CommandHelp& help = commandHelp("export");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
+    a.expectPositional(0, usage);
     const auto planFile = a.value("plan");
     if (!planFile)
-        throw UsageError("missing --plan\nusage: " + exportUsage());
+        throw UsageError("missing --plan\nusage: " + usage);
     const auto formatName = a.value("format");
     if (!formatName)
-        throw UsageError("missing --format\nusage: " + exportUsage());
+        throw UsageError("missing --format\nusage: " + usage);
     const std::optional<ExportFormat> format = exportFormatFromString(*formatName);
     if (!format)
         throw UsageError("--format: unknown format \"" + *formatName + "\" (one of: " + exportFormatChoices() + ")");

@@ -9,6 +9,7 @@
 #include "PlanCommand.h"
 #include "PlanJson.h"
 #include "ProblemArgs.h"
+#include "Progress.h"
 #include "Search.h"
 #include "SpecJson.h"
 #include "Store.h"
@@ -17,6 +18,7 @@
 
 #include <QFile>
 #include <QJsonDocument>
+#include <QSaveFile>
 
 #include <algorithm>
 #include <cstdio>
@@ -27,44 +29,6 @@ namespace shardscope::cli {
 
 namespace {
 
-const char* kSearchOptionsUsage =
-    "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
-    "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
-    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME]\n"
-    "       [--framework megatron|deepspeed|neuronx|fsdp] [--json]";
-
-std::string planUsage()
-{
-    return std::string("shardscope-cli plan --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n") +
-           kSearchOptionsUsage + " [--out plan.json]";
-}
-std::string sweepUsage()
-{
-    return std::string("shardscope-cli sweep --model NAME|FILE --node-type NAME --nodes 1,2,4,...|1..512 "
-                       "--global-batch B --seq S\n") +
-           kSearchOptionsUsage;
-}
-std::string compareUsage()
-{
-    return std::string("shardscope-cli compare --model NAME|FILE --node-types A,B,C --nodes N|N1,N2,N3 "
-                       "--global-batch B --seq S\n") +
-           kSearchOptionsUsage;
-}
-
-std::set<std::string> searchValueOptions()
-{
-    std::set<std::string> v = problemValueOptions();
-    v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads",
-              "cost-model", "framework"});
-    return v;
-}
-std::set<std::string> searchFlagOptions()
-{
-    std::set<std::string> f = problemFlagOptions();
-    f.insert("json");
-    return f;
-}
-
 // What the user asked (terms, constraints, objective, top_k; the problem is filled in by the
 // caller) and how to run it.
 struct SearchSettings {
@@ -72,7 +36,8 @@ struct SearchSettings {
     SearchControl control;
 };
 
-SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, int defaultTop)
+// defaultTop: the --top of sweep and compare (one plan per point); plan keeps PlanRequest's.
+SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, std::optional<int> defaultTop)
 {
     SearchSettings s;
     SearchSpace& space = s.request.space;
@@ -96,7 +61,7 @@ SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, in
             throw UsageError("--objective: unknown value \"" + *objective + "\" (one of: throughput, time, cost)");
         s.request.objective = *o;
     }
-    s.request.top_k = a.integer("top", defaultTop, 1, 1000);
+    s.request.top_k = a.integer("top", defaultTop.value_or(s.request.top_k), 1, 1000);
     s.request.cost_model = runs.costModelParamsNamed(a.value("cost-model").value_or("default"));
     if (auto framework = a.value("framework")) {
         // Only layouts that framework can run: the top plan exports with `export --format`.
@@ -162,12 +127,27 @@ std::string zeroText(const Layout& l)
     return z;
 }
 
+// Written beside and renamed over (QSaveFile): an interrupted or failed write leaves the old
+// file, never half a plan.
 void writeDocument(const QJsonObject& doc, const std::string& path)
 {
-    QFile f(QString::fromStdString(path));
+    QSaveFile f(QString::fromStdString(path));
     const QByteArray bytes = QJsonDocument(doc).toJson(QJsonDocument::Indented);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
         throw std::runtime_error("cannot write " + path + ": " + f.errorString().toStdString());
+}
+
+// Sweeps and comparisons run one search per point: the line shows how many points, the
+// current search's share of mesh shapes and the time so far. Ctrl-C cancels the search.
+void watch(SearchControl& control, Progress& progress, const std::string& what)
+{
+    control.cancel = interruptFlag();
+    control.progress = [&progress, what](const SearchProgress& p) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, ": searching %lld of %lld mesh shapes, %s evaluations", (long long)p.done,
+                      (long long)p.total, formatCount(p.evaluated).c_str());
+        progress.update(what + buf);
+    };
 }
 
 void printCounts(std::ostream& o, const SearchStats& s)
@@ -270,18 +250,20 @@ PlanDocument loadPlanFile(const std::string& path, std::ostream& notes)
 
 int runPlan(const std::vector<std::string>& args, Context& ctx)
 {
-    std::set<std::string> valued = searchValueOptions();
-    valued.insert("out");
-    const CliArgs a(args, valued, searchFlagOptions());
-    a.expectPositional(0, planUsage());
+    const CommandHelp& help = commandHelp("plan");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const Store store(ctx.db_path);
     const SpecCatalog& catalog = store.specs();
-    SearchSettings s = searchSettingsFromArgs(a, store.runs(), 10);
+    SearchSettings s = searchSettingsFromArgs(a, store.runs(), std::nullopt);
     s.request.problem = problemFromArgs(a, catalog);
     const Problem& problem = s.request.problem;
     checkObjective(s.request.objective, problem);
 
+    s.control.cancel = interruptFlag();  // Ctrl-C: no table, no --out file
     const SearchResult result = search(s.request, s.control);
+    if (result.stats.cancelled)
+        throw Interrupted();
     const QJsonObject doc = planDocument(result);
     if (auto out = a.value("out"))
         writeDocument(doc, *out);
@@ -334,8 +316,9 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
 
 int runSweep(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, searchValueOptions(), searchFlagOptions());
-    a.expectPositional(0, sweepUsage());
+    const CommandHelp& help = commandHelp("sweep");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const auto nodesText = a.value("nodes");
     if (!nodesText)
         throw UsageError("missing --nodes (a list \"1,2,4\" or a range \"1..512\")");
@@ -346,14 +329,18 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     const Store store(ctx.db_path);
     const SpecCatalog& catalog = store.specs();
     // The problem at the first size: every other option is checked once, here.
-    const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())),
-                                                 searchValueOptions(), searchFlagOptions()),
+    const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())), help),
                                          catalog);
     SearchSettings s = searchSettingsFromArgs(a, store.runs(), 1);
     s.request.problem = base;
     checkObjective(s.request.objective, base);
 
+    Progress progress(ctx.err, a.flag("quiet"));
+    watch(s.control, progress, "sweep of " + std::to_string(nodes.size()) + " sizes");
     const SweepResult sweep = sweepNodes(s.request, nodes, s.control);
+    progress.clear();
+    if (sweep.cancelled)
+        throw Interrupted();
     if (a.flag("json")) {
         ctx.out << QJsonDocument(sweepDocument(sweep)).toJson(QJsonDocument::Indented).toStdString();
     } else {
@@ -398,10 +385,9 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
 
 int runCompare(const std::vector<std::string>& args, Context& ctx)
 {
-    std::set<std::string> valued = searchValueOptions();
-    valued.insert("node-types");
-    const CliArgs a(args, valued, searchFlagOptions());
-    a.expectPositional(0, compareUsage());
+    const CommandHelp& help = commandHelp("compare");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const auto typesText = a.value("node-types");
     if (!typesText)
         throw UsageError("missing --node-types (a list \"trn1.32xlarge,p5.48xlarge\")");
@@ -434,8 +420,7 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
         for (std::string& w : one)
             if (w == "--node-types")
                 w = "--node-type";
-        std::set<std::string> v = searchValueOptions();
-        problems.push_back(problemFromArgs(CliArgs(one, v, searchFlagOptions()), catalog));
+        problems.push_back(problemFromArgs(CliArgs(one, help), catalog));
         if (!objectiveProblem(s.request.objective, problems.back()).empty())
             unpriced.push_back(types[i]);
     }
@@ -448,7 +433,12 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
     }
 
     s.request.problem = problems.front();
+    Progress progress(ctx.err, a.flag("quiet"));
+    watch(s.control, progress, "comparison of " + std::to_string(problems.size()) + " node types");
     const SweepResult cmp = compareProblems(s.request, problems, s.control);
+    progress.clear();
+    if (cmp.cancelled)
+        throw Interrupted();
     if (a.flag("json")) {
         ctx.out << QJsonDocument(compareDocument(cmp)).toJson(QJsonDocument::Indented).toStdString();
     } else {

@@ -19,14 +19,6 @@ namespace shardscope::cli {
 
 namespace {
 
-const char* kPredictUsage =
-    "shardscope-cli predict --plan plan.json [--layout ...] [--json] [--explain]\n"
-    "       shardscope-cli predict --model NAME|FILE --node-type NAME --nodes N --global-batch B --seq S\n"
-    "       --layout \"dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,"
-    "offload=none\"\n"
-    "       [--precision fp32|bf16|fp16|fp8] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]\n"
-    "       [--explain]";
-
 std::string line(const char* label, double seconds, double step)
 {
     char buf[128];
@@ -82,12 +74,9 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
 
 int runPredict(const std::vector<std::string>& args, Context& ctx)
 {
-    std::set<std::string> valued = problemValueOptions();
-    valued.insert({"layout", "plan", "cost-model"});
-    std::set<std::string> flags = problemFlagOptions();
-    flags.insert({"json", "explain"});
-    const CliArgs a(args, valued, flags);
-    a.expectPositional(0, kPredictUsage);
+    const CommandHelp& help = commandHelp("predict");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     const Store store(ctx.db_path);
     // A plan file brings its problem and, unless --layout says otherwise, its best layout.
     std::optional<PlanDocument> plan;

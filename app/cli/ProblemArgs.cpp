@@ -9,19 +9,6 @@
 
 namespace shardscope::cli {
 
-const std::set<std::string>& problemValueOptions()
-{
-    static const std::set<std::string> options{"model", "node-type", "nodes", "global-batch", "seq", "precision",
-                                               "tokens"};
-    return options;
-}
-
-const std::set<std::string>& problemFlagOptions()
-{
-    static const std::set<std::string> options{"flash-attention", "no-dropout"};
-    return options;
-}
-
 ModelSpec modelFromArg(const std::string& arg, const SpecLookup& specs)
 {
     const QString path = QString::fromStdString(arg);
@@ -76,7 +63,7 @@ Problem problemFromArgs(const CliArgs& a, const SpecLookup& specs)
     p.training.global_batch = a.integer("global-batch", 1, 1, 100'000'000);
     required("seq");
     p.training.seq_len = a.integer("seq", 1, 1, 1 << 24);
-    p.training.tokens_to_train = a.number("tokens", 300e9, 1, 1e16);
+    p.training.tokens_to_train = a.number("tokens", TrainingSpec{}.tokens_to_train, 1, 1e16);
     p.training.flash_attention = a.flag("flash-attention");
     p.training.dropout = !a.flag("no-dropout");
     if (auto precision = a.value("precision")) {

@@ -13,9 +13,7 @@
 
 namespace shardscope::cli {
 
-// Options ProblemArgs reads, to merge into a command's own.
-const std::set<std::string>& problemValueOptions();
-const std::set<std::string>& problemFlagOptions();
+// Its options are described once, with their help, in CommandHelp.cpp (problemOptions).
 
 // Throws UsageError for a missing option, InputError for an invalid problem (every field named).
 Problem problemFromArgs(const CliArgs& args, const SpecLookup& specs);

@@ -4,6 +4,7 @@
 #include "Commands.h"
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
+#include "Progress.h"
 #include "ReportBuilder.h"
 #include "ScaledCase.h"
 #include "Search.h"
@@ -16,14 +17,14 @@ namespace shardscope::cli {
 
 int runReport(const std::vector<std::string>& args, Context& ctx)
 {
-    const char* usage = "shardscope-cli report --plan plan.json --out report.html|report.pdf [--charts png|svg] "
-                        "[--layout \"...\"]";
-    const CliArgs a(args, {"plan", "out", "charts", "layout"}, {});
+    const CommandHelp& help = commandHelp("report");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
     a.expectPositional(0, usage);
     const auto planPath = a.value("plan");
     const auto out = a.value("out");
     if (!planPath || !out)
-        throw UsageError(std::string("missing --plan or --out; usage: ") + usage);
+        throw UsageError("missing --plan or --out; usage: " + usage);
     ReportFormat format = ReportFormat::Html;
     if (const QString error = reportFormatFromPath(QString::fromStdString(*out), format); !error.isEmpty())
         throw UsageError("--out: " + error.toStdString());
@@ -62,7 +63,13 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
         nodes.push_back(n);
     PlanRequest sweepRequest = plan.request;
     sweepRequest.top_k = 1;
-    input.sweep = sweepNodes(sweepRequest, nodes);
+    Progress progress(ctx.err, a.flag("quiet"));
+    SearchControl control;
+    control.cancel = interruptFlag();
+    progress.update("report: the scaling curve (" + std::to_string(nodes.size()) + " sizes)");
+    input.sweep = sweepNodes(sweepRequest, nodes, control);
+    if (input.sweep.cancelled)
+        throw Interrupted();
 
     // The latest validation of this plan, when it was validated (shardscope-cli validate --plan).
     {
@@ -77,8 +84,16 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
     }
 
     ReportBuilder builder(input, QString::fromStdString(*out), format, charts);
-    for (int step = 0; step < builder.steps(); ++step)
+    // Chart by chart; the report (and its chart files) are written by finish() only, so Ctrl-C
+    // before it leaves nothing behind.
+    for (int step = 0; step < builder.steps(); ++step) {
+        throwIfInterrupted();
+        progress.update("report: " + std::to_string(step + 1) + " of " + std::to_string(builder.steps()) + ": " +
+                        builder.stepName(step).toStdString());
         builder.runStep(step);
+    }
+    throwIfInterrupted();
+    progress.clear();
     if (const QString error = builder.finish(); !error.isEmpty())
         throw std::runtime_error(error.toStdString());
     ctx.out << "wrote " << *out << " (" << builder.chartNames().size() << " charts";

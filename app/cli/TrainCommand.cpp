@@ -26,14 +26,6 @@ using namespace shardscope::engine;
 
 namespace {
 
-const char* kTrainUsage =
-    "shardscope-cli train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N\n"
-    "       [--precision fp32|bf16-mixed|bf16-rne|bf16-sr] [--recompute none|full|selective]\n"
-    "       [--data synthetic|FILE] [--device host|NAME[:scale]] [--remeasure-host] [--lr X] [--seed S] [--threads K] [--json]\n"
-    "       [--devices N] [--layout \"dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2,recompute=full\"]\n"
-    "       [--node-type NAME[:scale]] [--node-devices K] [--intra-bw B/s] [--inter-bw B/s]\n"
-    "       [--intra-latency S] [--inter-latency S] [--bucket-bytes N]";
-
 std::string fixed(double v, int decimals)
 {
     char text[64];
@@ -165,15 +157,13 @@ void printSummary(const Measurement& m, Context& ctx)
 
 int runTrain(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args,
-                    {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps", "precision", "recompute", "data",
-                     "device", "lr", "seed", "threads", "devices", "layout", "node-type", "node-devices", "intra-bw",
-                     "inter-bw", "intra-latency", "inter-latency", "bucket-bytes"},
-                    {"json", "remeasure-host"});
-    a.expectPositional(0, kTrainUsage);
-    for (const char* required : {"layers", "hidden", "heads", "vocab", "seq", "batch", "steps"})
-        if (!a.value(required))
-            throw UsageError(std::string("--") + required + ": missing; usage: " + kTrainUsage);
+    const CommandHelp& help = commandHelp("train");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
+    a.expectPositional(0, usage);
+    for (const OptionHelp& o : help.options)
+        if (o.required && !a.value(o.name))
+            throw UsageError("--" + o.name + ": missing; usage: " + usage);
 
     TrainRequest r;
     r.model.layers = a.integer("layers", 0, 1, 1024);

@@ -10,6 +10,7 @@
 #include "HostProfileCache.h"
 #include "PlanCommand.h"
 #include "PredictionJson.h"
+#include "Progress.h"
 #include "ProblemArgs.h"
 #include "ScaledCase.h"
 #include "Store.h"
@@ -62,28 +63,40 @@ void printCase(std::ostream& o, const ValidationResult& r)
             o << "  known difference, " << m.metric << ": " << why << "\n";
 }
 
+// One column per metric, as wide as its name (never cut) or its widest cell, and the case
+// names as wide as the longest.
 void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
 {
-    char line[256];
-    std::snprintf(line, sizeof line, "%-30s", "case");
-    o << line;
-    for (const std::string& metric : validationTableMetrics()) {
-        std::snprintf(line, sizeof line, " %12.12s", metric.c_str());
-        o << line;
+    const std::vector<std::string>& metrics = validationTableMetrics();
+    std::vector<std::vector<std::string>> cells(results.size());
+    std::vector<size_t> width;
+    for (const std::string& metric : metrics)
+        width.push_back(metric.size());
+    size_t nameWidth = 4;
+    for (size_t i = 0; i < results.size(); ++i) {
+        nameWidth = std::max(nameWidth, results[i].c.name.size());
+        for (size_t k = 0; k < metrics.size() && results[i].error.empty(); ++k) {
+            const MetricComparison* m = results[i].metric(metrics[k]);
+            cells[i].push_back(m ? percent(m->rel_error) : "-");
+            width[k] = std::max(width[k], cells[i].back().size());
+        }
     }
+    auto pad = [&](const std::string& text, size_t w, bool left) {
+        const std::string fill(w > text.size() ? w - text.size() : 0, ' ');
+        return left ? text + fill : fill + text;
+    };
+    o << pad("case", nameWidth, true);
+    for (size_t k = 0; k < metrics.size(); ++k)
+        o << " " << pad(metrics[k], width[k], false);
     o << "\n";
-    for (const ValidationResult& r : results) {
-        std::snprintf(line, sizeof line, "%-30.30s", r.c.name.c_str());
-        o << line;
-        if (!r.error.empty()) {
-            o << " " << r.error << "\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+        o << pad(results[i].c.name, nameWidth, true);
+        if (!results[i].error.empty()) {
+            o << " " << results[i].error << "\n";
             continue;
         }
-        for (const std::string& metric : validationTableMetrics()) {
-            const MetricComparison* m = r.metric(metric);
-            std::snprintf(line, sizeof line, " %12s", m ? percent(m->rel_error).c_str() : "-");
-            o << line;
-        }
+        for (size_t k = 0; k < metrics.size(); ++k)
+            o << " " << pad(cells[i][k], width[k], false);
         o << "\n";
     }
 }
@@ -139,28 +152,21 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
 
 int runValidate(const std::vector<std::string>& args, Context& ctx)
 {
-    const char* usage =
-        "shardscope-cli validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]\n"
-        "       shardscope-cli validate --plan plan.json [--layout \"...\"] [--steps N] [--profile host|chip] [--json]\n"
-        "       shardscope-cli validate --model NAME|FILE --node-type NAME (--nodes N | --devices N) --global-batch B\n"
-        "           --seq S --layout \"...\" [--precision P] [--steps N] [--profile host|chip] [--json]\n"
-        "       shardscope-cli validate --layers L --hidden H --heads A --vocab V --seq T --batch B --layout \"...\"\n"
-        "           [--devices N] [--node-devices K] [--steps N] [--profile host|chip] [--device NAME[:scale]] [--json]";
-    std::set<std::string> values{"device", "plan", "layout", "steps", "profile", "layers", "hidden", "heads", "vocab",
-                                 "seq", "batch", "devices", "node-devices", "cost-model"};
-    values.insert(problemValueOptions().begin(), problemValueOptions().end());
-    std::set<std::string> flags{"suite", "json"};
-    flags.insert(problemFlagOptions().begin(), problemFlagOptions().end());
-    const CliArgs a(args, values, flags);
+    const CommandHelp& help = commandHelp("validate");
+    const std::string usage = usageText(help);
+    const CliArgs a(args, help);
     a.expectPositional(0, usage);
     const bool direct = a.value("layers").has_value();
     const bool fullModel = a.value("model").has_value();
     if (int(a.flag("suite")) + int(a.value("plan").has_value()) + int(direct) + int(fullModel) != 1)
-        throw UsageError(std::string("give one of --suite, --plan, --model (a full-size case) or --layers (an "
-                                     "engine-sized case); usage: ") + usage);
+        throw UsageError("give one of --suite, --plan, --model (a full-size case) or --layers (an "
+                         "engine-sized case); usage: " + usage);
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
+    Progress progress(ctx.err, a.flag("quiet"));
+    if (a.flag("suite"))
+        interruptFlag();  // Ctrl-C stops the suite between cases: nothing stored, nothing printed
     Store store(ctx.db_path);
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
@@ -192,15 +198,21 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                                {"constraints", QString::fromStdString(constraintsText(request.space))},
                                {"layout", QString::fromStdString(toString(layout))},
                                {"prediction", toJson(scaled.full_prediction)}};
+        progress.update("validate: training " + scaled.validation.name + " on the engine");
         results.push_back(runValidation(scaled.validation, base));
     };
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
                                         : chipProfileFromArg(a.value("device").value_or(kSuiteChip), store.specs(), kSuiteChipScale);
-        for (ValidationCase c : validationSuite(profile)) {
+        const std::vector<ValidationCase> suite = validationSuite(profile);
+        for (ValidationCase c : suite) {
+            throwIfInterrupted();
+            progress.update("validate: case " + std::to_string(results.size() + 1) + " of " +
+                            std::to_string(suite.size()) + ": " + c.name);
             c.host = host;
             results.push_back(runValidation(c, base));
         }
+        throwIfInterrupted();
     } else if (direct) {
         ValidationCase c;
         engine::TrainRequest& r = c.request;
@@ -230,6 +242,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             throw InputError(requestErrors);
         runName = c.name;
         c.host = host;
+        progress.update("validate: training " + c.name + " on the engine");
         results.push_back(runValidation(c, base));
     } else if (fullModel) {
         // A full-size problem and layout, as `predict` takes them, scaled down like a plan.
@@ -238,9 +251,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         if (!a.value("nodes")) {
             const std::string type = a.value("node-type").value_or("");
             if (type.empty())
-                throw UsageError("--node-type: missing (the full-size case's node type); usage: " + std::string(usage));
+                throw UsageError("--node-type: missing (the full-size case's node type); usage: " + usage);
             if (!a.value("devices"))
-                throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + std::string(usage));
+                throw UsageError("give --nodes N or --devices N for the full-size case; usage: " + usage);
             const int perNode = store.specs().node(type).devicesPerNode();
             const int devices = a.integer("devices", 1, 1, 1 << 24);
             if (devices % perNode != 0)
@@ -248,7 +261,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                                  " nodes (" + std::to_string(perNode) + " devices each)");
             withNodes.insert(withNodes.end(), {"--nodes", std::to_string(devices / perNode)});
         }
-        const CliArgs full(withNodes, values, flags);
+        const CliArgs full(withNodes, help);
         const Problem problem = problemFromArgs(full, store.specs());
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
         runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1}, layout, "problem");
@@ -263,6 +276,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             throw InputError(*a.value("plan") + ": best: the plan has no feasible layout; give one with --layout");
         runScaled(plan.request, layout, "plan");
     }
+    progress.clear();
     QJsonObject doc = validationDocument(results);
     if (!adaptations.empty()) {
         QJsonArray notes;
@@ -310,8 +324,9 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
 
 int runHistory(const std::vector<std::string>& args, Context& ctx)
 {
-    const CliArgs a(args, {"limit"}, {"json"});
-    a.expectPositional(0, "shardscope-cli history [--limit N] [--json]");
+    const CommandHelp& help = commandHelp("history");
+    const CliArgs a(args, help);
+    a.expectPositional(0, usageText(help));
     Store store(ctx.db_path);
     const auto runs = store.runs().validationRuns(a.integer("limit", 20, 1, 100000));
     if (a.flag("json")) {

@@ -1,5 +1,7 @@
 // shardscope: the desktop application.
 //   shardscope [--db PATH] [--screenshots DIR [--size WxH]]
+#include "BuildInfo.h"
+#include "CommandHelp.h"
 #include "Store.h"
 #include "MainWindow.h"
 #include "Theme.h"
@@ -14,13 +16,14 @@
 #include <QSettings>
 
 #include <cstdio>
+#include <stdexcept>
 
 int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("shardscope"));
     QApplication::setApplicationDisplayName(QStringLiteral("ShardScope"));
-    QApplication::setApplicationVersion(QString::fromLatin1(shardscope::kVersion));
+    QApplication::setApplicationVersion(QString::fromLatin1(shardscope::kPackageVersion));
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
     QGuiApplication::setDesktopFileName(QStringLiteral("shardscope"));
 
@@ -28,13 +31,17 @@ int main(int argc, char** argv)
     parser.setApplicationDescription(QStringLiteral("Plan and validate parallel training layouts"));
     parser.addHelpOption();
     parser.addVersionOption();
-    const QCommandLineOption db(QStringLiteral("db"), QStringLiteral("Catalog database file."), QStringLiteral("PATH"));
-    const QCommandLineOption shots(QStringLiteral("screenshots"),
-                                   QStringLiteral("Save a PNG of every page into DIR, then exit."), QStringLiteral("DIR"));
-    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots."),
-                                  QStringLiteral("WxH"), QStringLiteral("1440x900"));
-    const QCommandLineOption theme(QStringLiteral("theme"), QStringLiteral("Palette: system, light or dark."),
-                                   QStringLiteral("THEME"));
+    // The options, their help and defaults come from the table the man page is made from.
+    auto option = [](const char* name) {
+        for (const shardscope::cli::OptionHelp& o : shardscope::cli::guiOptions())
+            if (o.name == name)
+                return QCommandLineOption(QString::fromStdString(o.name),
+                                          QString::fromStdString(o.help + (o.def.empty() ? "" : " (default: " + o.def + ")")),
+                                          QString::fromStdString(o.value), QString::fromStdString(o.def));
+        throw std::logic_error(std::string("no GUI option --") + name);
+    };
+    const QCommandLineOption db = option("db"), shots = option("screenshots"), size = option("size"),
+                             theme = option("theme");
     parser.addOptions({db, shots, size, theme});
     parser.process(app);
     shardscope::applyTheme(shardscope::themeFromString(
