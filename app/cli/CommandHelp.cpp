@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -25,6 +27,15 @@ namespace {
 std::string num(double v)
 {
     char buf[64];
+    // Large counts as people type them: an exponent that is a multiple of three ("300e9").
+    for (int exponent : {12, 9, 6}) {
+        const double scale = std::pow(10.0, exponent);
+        if (v >= scale && v < 1000 * scale) {
+            std::snprintf(buf, sizeof buf, "%.10ge%d", v / scale, exponent);
+            if (std::strtod(buf, nullptr) == v)
+                return buf;
+        }
+    }
     std::snprintf(buf, sizeof buf, "%.10g", v);
     std::string s = buf;
     if (const size_t e = s.find("e+"); e != std::string::npos)
