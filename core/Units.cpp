@@ -186,6 +186,8 @@ std::string formatDuration(double seconds)
     if (seconds < 0)
         return std::string("-").append(formatDuration(-seconds));
     char buf[64];
+    if (seconds == 0)
+        return "0 s";  // nothing, not "0 us"
     if (seconds < 1e-3)
         std::snprintf(buf, sizeof buf, "%.3g us", seconds * 1e6);
     else if (seconds < 1.0)
@@ -196,8 +198,10 @@ std::string formatDuration(double seconds)
         std::snprintf(buf, sizeof buf, "%.3g min", seconds / 60.0);
     else if (seconds < 2 * 86400.0)
         std::snprintf(buf, sizeof buf, "%.3g h", seconds / 3600.0);
-    else
+    else if (seconds < 999.5 * 86400.0)
         std::snprintf(buf, sizeof buf, "%.3g d", seconds / 86400.0);
+    else  // no scientific notation for long runs ("1150 d", not "1.15e+03 d")
+        std::snprintf(buf, sizeof buf, "%.0f d", seconds / 86400.0);
     return buf;
 }
 

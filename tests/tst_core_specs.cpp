@@ -119,6 +119,9 @@ private slots:
         QCOMPARE(QString::fromStdString(formatBytes(34359738368.0)), QString("32.0 GiB"));
         QCOMPARE(QString::fromStdString(formatSi(1.9e14, "FLOP/s")), QString("190 TFLOP/s"));
         QCOMPARE(QString::fromStdString(formatDuration(3 * 86400.0)), QString("3 d"));
+        // No scientific notation, and nothing is "0 us".
+        QCOMPARE(QString::fromStdString(formatDuration(1150 * 86400.0)), QString("1150 d"));
+        QCOMPARE(QString::fromStdString(formatDuration(0)), QString("0 s"));
     }
 
     void parseLayoutString()
