@@ -308,6 +308,11 @@ private slots:
         const Prediction again = CostModel::evaluate(window_->lastProblem(), best.layout);
         QCOMPARE(again.step_time_s, best.prediction.step_time_s);
         QVERIFY(details->terms()->topLevelItemCount() >= 8);
+        for (int i = 0; i < details->terms()->topLevelItemCount(); ++i) {  // words, not keys
+            const QString figure = details->terms()->topLevelItem(i)->text(0);
+            QVERIFY2(figure.startsWith(QLatin1String("Step time: ")) || figure.startsWith(QLatin1String("Memory: ")),
+                     qPrintable(figure));
+        }
 
         // Infeasible plans can be listed too, greyed, after the feasible ones.
         window_->plansPage()->showInfeasible()->setChecked(true);

@@ -146,7 +146,8 @@ void PlanDetailsPage::showPlan(const PricedPlan& plan)
         auto value = [&](double v) { return q(bytes ? formatBytes(v) : formatDuration(v)); };
         QTreeWidgetItem*& parent = figures[term.figure];
         if (!parent) {
-            parent = new QTreeWidgetItem(terms_, {q(term.figure)});
+            parent = new QTreeWidgetItem(terms_, {figureName(term.figure)});
+            parent->setToolTip(0, q(term.figure));  // the key, as predict --explain and the JSON name it
             parent->setFirstColumnSpanned(false);
             parent->setData(1, Qt::UserRole, 0.0);
         }

@@ -1,9 +1,11 @@
 #include "PlanFigures.h"
 #include "Units.h"
 
+#include <QCoreApplication>
 #include <QObject>
 
 #include <algorithm>
+#include <utility>
 
 namespace shardscope {
 
@@ -12,6 +14,31 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
+
+QString figureName(const std::string& figure)
+{
+    static const std::pair<const char*, const char*> kNames[] = {
+        {"time_s.compute", QT_TRANSLATE_NOOP("PlanFigures", "Step time: compute")},
+        {"time_s.recompute", QT_TRANSLATE_NOOP("PlanFigures", "Step time: recomputation")},
+        {"time_s.tp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: tensor/sequence-parallel communication")},
+        {"time_s.cp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: context-parallel communication")},
+        {"time_s.pp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: pipeline communication")},
+        {"time_s.dp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: data-parallel / ZeRO communication")},
+        {"time_s.bubble", QT_TRANSLATE_NOOP("PlanFigures", "Step time: pipeline bubble")},
+        {"time_s.optimizer", QT_TRANSLATE_NOOP("PlanFigures", "Step time: optimizer")},
+        {"time_s.offload", QT_TRANSLATE_NOOP("PlanFigures", "Step time: offload")},
+        {"memory_bytes.weights", QT_TRANSLATE_NOOP("PlanFigures", "Memory: weights")},
+        {"memory_bytes.gradients", QT_TRANSLATE_NOOP("PlanFigures", "Memory: gradients")},
+        {"memory_bytes.optimizer", QT_TRANSLATE_NOOP("PlanFigures", "Memory: optimizer states")},
+        {"memory_bytes.activations", QT_TRANSLATE_NOOP("PlanFigures", "Memory: activations")},
+        {"memory_bytes.buffers", QT_TRANSLATE_NOOP("PlanFigures", "Memory: communication buffers")},
+        {"memory_bytes.reserve", QT_TRANSLATE_NOOP("PlanFigures", "Memory: reserve")},
+    };
+    for (const auto& [key, name] : kNames)
+        if (figure == key)
+            return QCoreApplication::translate("PlanFigures", name);
+    return QString::fromStdString(figure);
+}
 
 PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& p)
 {

@@ -16,6 +16,10 @@ namespace shardscope {
 // split evenly. Throws std::invalid_argument for a schedule that cannot run.
 PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& prediction);
 
+// A term's figure in words: "time_s.dp_comm" -> "Step time: data-parallel / ZeRO communication"
+// (the key itself for a figure this does not know).
+QString figureName(const std::string& figure);
+
 // One-line summary of a prediction for people: "14.0 s/step, 599K tokens/s, MFU 35.7%, ...".
 QString predictionSummary(const Problem& problem, const Prediction& prediction);
 

@@ -295,7 +295,7 @@ QString ReportBuilder::html(bool forPdf) const
     for (const Term& t : in_.chosen.terms) {
         const bool bytes = t.figure.rfind("memory", 0) == 0;
         h += QStringLiteral("<tr><td>%1</td><td>%2</td><td class=n>%3</td><td>%4</td></tr>\n")
-                 .arg(esc(q(t.figure)), esc(q(t.name)),
+                 .arg(esc(figureName(t.figure)), esc(q(t.name)),
                       esc(q(bytes ? formatBytes(t.value) : formatDuration(t.value))), esc(q(t.formula)));
     }
     h += QStringLiteral("</table>\n</body></html>\n");
