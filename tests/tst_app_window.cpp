@@ -304,6 +304,14 @@ private slots:
         QCOMPARE(details->prediction().step_time_s, best.prediction.step_time_s);
         QVERIFY(details->summary()->text().contains(
             predictionSummary(window_->lastProblem(), best.prediction).toHtmlEscaped()));
+        // A cost says what kind of price it is (trn1.32xlarge: on-demand, per the catalog).
+        if (best.prediction.cost_to_train_usd > 0 && !window_->lastProblem().cluster.node.price_kind.empty()) {
+            QVERIFY(predictionSummary(window_->lastProblem(), best.prediction)
+                        .contains(QStringLiteral("(%1 price)")
+                                      .arg(QString::fromStdString(window_->lastProblem().cluster.node.price_kind))));
+            const QModelIndex cost = window_->plansPage()->model()->index(0, PlansModel::CostToTrain);
+            QVERIFY(cost.data(Qt::ToolTipRole).toString().contains(QLatin1String("price")));
+        }
         // It is what the cost model says for that layout, independently recomputed.
         const Prediction again = CostModel::evaluate(window_->lastProblem(), best.layout);
         QCOMPARE(again.step_time_s, best.prediction.step_time_s);

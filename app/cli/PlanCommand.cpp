@@ -228,7 +228,11 @@ void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& pla
     std::snprintf(buf, sizeof buf, "  %s tokens/s, MFU %.1f%%, %s micro-batches; ", formatSi(p.tokens_per_s, "").c_str(),
                   100 * p.mfu, std::to_string(p.micro_batches).c_str());
     o << buf << "time to train " << formatSi(problem.training.tokens_to_train, "tokens") << " "
-      << formatDuration(p.time_to_train_s) << ", cost " << money(p.cost_to_train_usd) << "\n";
+      << formatDuration(p.time_to_train_s) << ", cost " << money(p.cost_to_train_usd)
+      << (p.cost_to_train_usd > 0 && !problem.cluster.node.price_kind.empty()
+              ? " (" + problem.cluster.node.price_kind + " price)"
+              : std::string())
+      << "\n";
 }
 
 PlanDocument loadPlanFile(const std::string& path, std::ostream& notes)

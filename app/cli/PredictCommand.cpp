@@ -62,7 +62,8 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
     o << "time to train " << formatSi(p.training.tokens_to_train, "tokens") << ": "
       << formatDuration(pr.time_to_train_s);
     if (pr.cost_to_train_usd > 0) {
-        std::snprintf(buf, sizeof buf, ", cost $%s", formatCount(std::int64_t(pr.cost_to_train_usd + 0.5)).c_str());
+        std::snprintf(buf, sizeof buf, ", cost $%s%s", formatCount(std::int64_t(pr.cost_to_train_usd + 0.5)).c_str(),
+                      p.cluster.node.price_kind.empty() ? "" : (" (" + p.cluster.node.price_kind + " price)").c_str());
         o << buf;
     } else {
         o << ", cost unknown (no published price for " << p.cluster.node.name << ")";

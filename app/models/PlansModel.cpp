@@ -74,6 +74,13 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
         return QBrush(QGuiApplication::palette().color(QPalette::Disabled, QPalette::Text));
     if (role == Qt::ToolTipRole && !runs)
         return tr("not feasible: %1").arg(why);
+    if (role == Qt::ToolTipRole && index.column() == CostToTrain && p.cost_to_train_usd > 0) {
+        const NodeType& node = problem_.cluster.node;
+        return tr("%1 node-hours at $%2 per node-hour%3")
+            .arg(q(formatCount(std::int64_t(p.cost_to_train_usd / node.price_per_node_hour_usd + 0.5))))
+            .arg(node.price_per_node_hour_usd)
+            .arg(node.price_kind.empty() ? QString() : tr(" (%1 price)").arg(q(node.price_kind)));
+    }
     if (role == Qt::ToolTipRole && !plan.variants.empty()) {
         // Layouts the cost model cannot tell apart from this one: one choice, shown once.
         QStringList same;

@@ -58,8 +58,12 @@ QString predictionSummary(const Problem& problem, const Prediction& p)
                     .arg(q(formatBytes(p.memory_bytes.total())), q(formatBytes(p.memory_bytes.capacity)));
     s += QObject::tr(", %1 to train %2 tokens")
              .arg(q(formatDuration(p.time_to_train_s)), q(formatSi(problem.training.tokens_to_train, "")));
-    if (p.cost_to_train_usd > 0)
+    if (p.cost_to_train_usd > 0) {
         s += QObject::tr(" for $%1").arg(q(formatCount(std::int64_t(p.cost_to_train_usd + 0.5))));
+        // A price is on-demand, a capacity block or reserved: the cost says which.
+        if (!problem.cluster.node.price_kind.empty())
+            s += QObject::tr(" (%1 price)").arg(q(problem.cluster.node.price_kind));
+    }
     if (!p.feasible)
         s = QObject::tr("NOT FEASIBLE (%1): ").arg(QLatin1String(toString(p.reason))) + s;
     return s;
