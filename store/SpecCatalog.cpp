@@ -49,13 +49,20 @@ void SpecCatalog::seedBuiltins()
 {
     const BuiltinSpecs& builtins = BuiltinSpecs::instance();
     const QString digest = QString::fromStdString(builtins.sha256());
-    {
+    auto seeded = [&] {
         QSqlQuery q(db_.connection());
         q.prepare(QStringLiteral("SELECT value FROM meta WHERE key = 'builtin_sha256'"));
-        if (q.exec() && q.next() && q.value(0).toString() == digest)
-            return;
-    }
+        db_.run(q);
+        return q.next() && q.value(0).toString() == digest;
+    };
+    // Checked without a write lock (the usual case: nothing to do, and a catalog another
+    // process is writing opens without waiting), then again under it: of several processes
+    // that start at once, one seeds and the others find it done.
+    if (seeded())
+        return;
     db_.inTransaction([&] {
+        if (seeded())
+            return;
         db_.exec(QStringLiteral("DELETE FROM entries WHERE builtin = 1"));
         const QString now = nowText();
         for (const CatalogEntry& e : builtins.entries()) {
