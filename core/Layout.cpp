@@ -109,6 +109,20 @@ FieldErrors validate(const Layout& l, const std::string& path)
     positive("cp", l.cp);
     positive("mb", l.micro_batch);
     positive("v", l.virtual_stages);
+    // Each degree in range does not keep their products in range: pp=65536 with v=65536
+    // wrapped an int to 0, and a later "layers % (pp x v)" divided by it.
+    if (errors.empty()) {
+        auto s = [](auto v) { return std::to_string(v); };
+        const auto mesh = checkedMul(std::int64_t(l.dp) * l.tp, std::int64_t(l.pp) * l.cp);
+        if (!mesh || *mesh > kMaxLayoutProduct)
+            add("dp", "dp x tp x pp x cp = " + s(l.dp) + " x " + s(l.tp) + " x " + s(l.pp) + " x " + s(l.cp) + " = " +
+                          (mesh ? s(*mesh) : std::string("more than 9.2e18")) + " devices overflows the limit of " +
+                          s(kMaxLayoutProduct));
+        const std::int64_t chunks = std::int64_t(l.pp) * l.virtual_stages;
+        if (chunks > kMaxLayoutProduct)
+            add("v", "pp x v = " + s(l.pp) + " x " + s(l.virtual_stages) + " = " + s(chunks) +
+                         " model chunks overflows the limit of " + s(kMaxLayoutProduct));
+    }
     if (l.zero_stage < 0 || l.zero_stage > 3)
         add("zero", std::to_string(l.zero_stage) + " is not a ZeRO stage (0-3)");
     if (l.zero_group < 0)

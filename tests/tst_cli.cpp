@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include <memory>
+#include <utility>
 
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
@@ -268,6 +269,30 @@ private slots:
             << (predict + QStringList{"tp=8,pp=2,mb=3"}) << none << QStringList{"layout.mb", "global batch 1024"};
         QTest::newRow("predict: unknown layout key")
             << (predict + QStringList{"tp=8,pipeline=2"}) << none << QStringList{"layout.pipeline"};
+        // Issue 19: products of layout fields in range overflowed an int (SIGFPE, exit 136) or
+        // int64 (a wrong device count); now each is refused by name.
+        const QStringList smallPredict{"predict", "--model", "gpt2-small", "--node-type", "trn1.32xlarge", "--nodes",
+                                       "1", "--global-batch", "32", "--seq", "1024", "--layout"};
+        QTest::newRow("predict: pp x v overflows an int")
+            << (smallPredict + QStringList{"pp=65536,v=65536,schedule=interleaved"}) << none
+            << QStringList{"layout\\.v", "pp x v = 65536 x 65536 = 4294967296", "overflows"};
+        QTest::newRow("predict: tp x cp overflows an int")
+            << (smallPredict + QStringList{"tp=65536,cp=65536,sp=on"}) << none
+            << QStringList{"layout\\.dp", "4294967296"};
+        QTest::newRow("predict: dp x tp x pp x cp overflows int64")
+            << (smallPredict + QStringList{"dp=1000000,tp=1000000,pp=1000000,cp=1000000"}) << none
+            << QStringList{"layout\\.dp", "more than 9\\.2e18", "overflows"};
+        // Issue 19: llama-3-8b with layers 10000, hidden 1048576 and 16384 heads of dim 16384
+        // (each in range) imported and showed negative parameters.
+        QJsonObject overflowing = modelDocument(QStringLiteral("llama-overflow"));
+        for (const auto& [key, value] : {std::pair("layers", 10000), std::pair("hidden", 1048576),
+                                         std::pair("heads", 16384), std::pair("kv_heads", 8),
+                                         std::pair("head_dim", 16384), std::pair("ffn_hidden", 14336),
+                                         std::pair("vocab", 128256), std::pair("max_seq", 8192)})
+            overflowing.insert(QLatin1String(key), value);
+        QTest::newRow("import a model whose counts overflow int64")
+            << QStringList{"catalog", "import", "@DIR@/input.json"} << compact(overflowing)
+            << QStringList{"llama-overflow|model\\.", "overflows a 64-bit integer"};
         QTest::newRow("predict: missing --seq")
             << QStringList{"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "4",
                            "--global-batch", "1024", "--layout", "tp=8"}
