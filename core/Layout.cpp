@@ -25,7 +25,7 @@ void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& 
     if (auto v = enumFromString<E>(table, value))
         out = *v;
     else
-        errors.push_back({"layout." + key, "unknown value \"" + value + "\" (" + enumChoices<E>(table) + ")"});
+        errors.push_back({"layout." + key, "unknown value " + quotedValue(value) + " (" + enumChoices<E>(table) + ")"});
 }
 
 } // namespace
@@ -47,14 +47,14 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
-                errors.push_back({"layout." + key, "\"" + value + "\" is not an integer"});
+                errors.push_back({"layout." + key, quotedValue(value) + " is not an integer"});
         } else if (key == "sp") {
             if (value == "on" || value == "true" || value == "1")
                 layout.sequence_parallel = true;
             else if (value == "off" || value == "false" || value == "0")
                 layout.sequence_parallel = false;
             else
-                errors.push_back({"layout.sp", "unknown value \"" + value + "\" (one of: on, off)"});
+                errors.push_back({"layout.sp", "unknown value " + quotedValue(value) + " (one of: on, off)"});
         } else if (key == "schedule") {
             parseEnumValue(kScheduleNames, key, value, layout.schedule, errors);
         } else if (key == "recompute") {
@@ -62,7 +62,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         } else if (key == "offload") {
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
         } else {
-            errors.push_back({"layout." + key, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
+            errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload)"});
         }
     }

@@ -176,8 +176,8 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
         }
         return true;
     };
-    if (m.name.empty())
-        add("name", "must not be empty");
+    if (const std::string problem = nameProblem(m.name); !problem.empty())
+        add("name", problem);
     range("layers", m.layers, 1, 10000);
     if (m.family == ModelFamily::EncoderDecoder)
         range("decoder_layers", m.decoder_layers, 1, 10000);
