@@ -83,14 +83,17 @@ void resolveDataParallel(Layout& layout, std::int64_t devices, FieldErrors& erro
 {
     if (layout.dp != 0)
         return;
-    const std::int64_t model = std::int64_t(layout.tp) * layout.pp * layout.cp;
-    if (model <= 0 || devices % model != 0) {
-        errors.push_back({"layout.dp", "tp x pp x cp = " + std::to_string(model) + " does not divide the " +
-                                           std::to_string(devices) + " devices"});
+    // Before validate(): the degrees may be anything the text said, so their product is
+    // checked (found by fuzz_layout: tp=1000100,pp=15516105,cp=10000800 overflowed int64).
+    const auto tpPp = checkedMul(layout.tp, layout.pp);
+    const auto model = tpPp ? checkedMul(*tpPp, layout.cp) : std::nullopt;
+    if (!model || *model <= 0 || devices % *model != 0) {
+        errors.push_back({"layout.dp", "tp x pp x cp = " + (model ? std::to_string(*model) : "more than 9.2e18") +
+                                           " does not divide the " + std::to_string(devices) + " devices"});
         layout.dp = 1;
         return;
     }
-    layout.dp = int(devices / model);
+    layout.dp = int(devices / *model);
 }
 
 FieldErrors validate(const Layout& l, const std::string& path)

@@ -326,6 +326,51 @@ private slots:
         QVERIFY2(!r.out.contains("imported") && !r.out.contains("removed"), r.describe().constData());
     }
 
+    // Issue 19: a plan file whose saved layout has pp=65536, v=65536 crashed predict, export,
+    // report and validate with SIGFPE; each now refuses it with exit 2, naming layout.v.
+    void overflowingLayoutInAPlanFile()
+    {
+        const QString plan = file(QStringLiteral("plan.json"));
+        const RunResult made = run({"plan", "--model", "gpt2-small", "--node-type", "trn1.32xlarge", "--nodes", "1",
+                                    "--global-batch", "32", "--seq", "1024", "--top", "1", "--out", plan});
+        QVERIFY2(made.exitCode == 0, made.describe().constData());
+        QFile f(plan);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+        f.close();
+        // Every saved layout of the plan: the best one and those of the alternatives and fronts.
+        auto overflow = [](QJsonValue saved) {
+            QJsonObject p = saved.toObject();
+            QJsonObject layout = p.value("layout").toObject();
+            layout["pp"] = 65536;
+            layout["v"] = 65536;
+            layout["schedule"] = "interleaved";
+            p["layout"] = layout;
+            p["layout_text"] = "pp=65536,v=65536,schedule=interleaved";
+            return p;
+        };
+        QVERIFY(doc.value("best").toObject().contains("layout"));
+        doc["best"] = overflow(doc.value("best"));
+        for (const char* list : {"alternatives", "pareto", "pareto_time_cost"}) {
+            QJsonArray plans = doc.value(list).toArray();
+            for (qsizetype i = 0; i < plans.size(); ++i)
+                plans[i] = overflow(plans[i]);
+            doc[list] = plans;
+        }
+        QVERIFY(writeFile(plan, QJsonDocument(doc).toJson()));
+        const QString report = file(QStringLiteral("report.html"));
+        for (const QStringList& args : {QStringList{"predict", "--plan", plan},
+                                        QStringList{"export", "--plan", plan, "--format", "megatron"},
+                                        QStringList{"report", "--plan", plan, "--out", report},
+                                        QStringList{"validate", "--plan", plan}}) {
+            const RunResult r = run(args);
+            QVERIFY2(r.exitCode == 2, qPrintable(args.front() + ": " + QString::fromUtf8(r.describe())));
+            QVERIFY2(r.err.contains("layout.v") && r.err.contains("overflows"),
+                     qPrintable(args.front() + ": " + QString::fromUtf8(r.err)));
+        }
+        QVERIFY(!QFile::exists(report));
+    }
+
     void demo()
     {
         const RunResult r = run({QStringLiteral("demo")});

@@ -219,7 +219,6 @@ private slots:
             QSKIP("mounting a small tmpfs needs root");
         const QString path = disk.path("catalog.sqlite");
         makeCatalog(path);
-        const QByteArray before = fileBytes(path);
         const QString filler = disk.fill();
         try {
             Store store(path);
@@ -236,8 +235,7 @@ private slots:
         QVERIFY(store.notices().empty());
         const auto runs = store.runs().validationRuns(1000);
         QVERIFY(!runs.empty());
-        QCOMPARE(runs.back().name, std::string("kept"));
-        QVERIFY(!before.isEmpty());
+        QCOMPARE(runs.back().name, std::string("kept"));  // the oldest run, from before the disk filled
     }
 
     // A catalog on a read-only file system: the error says the folder cannot be written,
