@@ -9,7 +9,8 @@ PKGS="build-essential cmake file
   qt6-base-dev libqt6opengl6-dev qt6-charts-dev qt6-svg-dev
   libqt6sql6-sqlite qt6-qpa-plugins
   libeigen3-dev libsqlite3-dev libbenchmark-dev
-  fontconfig fonts-dejavu-core"
+  fontconfig fonts-dejavu-core
+  clang libclang-rt-dev"
 REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin"
 
 [ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"
