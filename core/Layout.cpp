@@ -48,13 +48,16 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         if (intField) {
             if (!parseWholeInt(value, *intField))
                 errors.push_back({"layout." + key, quotedValue(value) + " is not an integer"});
-        } else if (key == "sp") {
+        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
+            bool& flag = key == "sp" ? layout.sequence_parallel
+                         : key == "tp_comm_overlap" ? layout.tp_comm_overlap
+                                                    : layout.overlap_param_gather;
             if (value == "on" || value == "true" || value == "1")
-                layout.sequence_parallel = true;
+                flag = true;
             else if (value == "off" || value == "false" || value == "0")
-                layout.sequence_parallel = false;
+                flag = false;
             else
-                errors.push_back({"layout.sp", "unknown value " + quotedValue(value) + " (one of: on, off)"});
+                errors.push_back({"layout." + key, "unknown value " + quotedValue(value) + " (one of: on, off)"});
         } else if (key == "schedule") {
             parseEnumValue(kScheduleNames, key, value, layout.schedule, errors);
         } else if (key == "recompute") {
@@ -63,7 +66,8 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
-                                               "schedule, v, recompute, offload)"});
+                                               "schedule, v, recompute, offload, tp_comm_overlap, "
+                                               "overlap_param_gather)"});
         }
     }
     return layout;
@@ -76,6 +80,10 @@ std::string toString(const Layout& l)
         << ",sp=" << (l.sequence_parallel ? "on" : "off") << ",zero=" << l.zero_stage
         << ",zero_group=" << l.zero_group << ",mb=" << l.micro_batch << ",schedule=" << toString(l.schedule)
         << ",v=" << l.virtual_stages << ",recompute=" << toString(l.recompute) << ",offload=" << toString(l.offload);
+    if (l.tp_comm_overlap)
+        out << ",tp_comm_overlap=on";
+    if (l.overlap_param_gather)
+        out << ",overlap_param_gather=on";
     return out.str();
 }
 
@@ -148,6 +156,12 @@ FieldErrors validate(const Layout& l, const std::string& path)
     }
     if (l.offload == Offload::Optimizer && l.zero_stage == 0)
         add("offload", "optimizer offload works on the ZeRO optimizer partition and needs zero >= 1");
+    if (l.tp_comm_overlap && !l.sequence_parallel)
+        add("tp_comm_overlap", "TP communication/GEMM overlap needs sequence parallelism (sp=on), as Megatron-LM "
+                               "requires");
+    if (l.overlap_param_gather && (l.zero_stage < 1 || l.zero_stage > 2))
+        add("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (zero=1 "
+                                    "or 2); ZeRO-3 gathers parameters per layer anyway");
     return errors;
 }
 

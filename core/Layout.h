@@ -36,6 +36,12 @@ struct Layout {
     int virtual_stages = 1;       // v: model chunks per device (interleaved 1F1B)
     Recompute recompute = Recompute::None;
     Offload offload = Offload::None;
+    // Communication overlap as Megatron-LM names it (megatron/training/arguments.py):
+    // --tp-comm-overlap pipelines the SP all-gathers and reduce-scatters with the GEMMs they
+    // feed (needs sp); --overlap-param-gather (with --overlap-grad-reduce) gathers the
+    // distributed optimizer's parameters during the next step's first forward (needs zero >= 1).
+    bool tp_comm_overlap = false;
+    bool overlap_param_gather = false;
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -52,6 +58,7 @@ struct Layout {
 int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
+// (+ ",tp_comm_overlap=on,overlap_param_gather=on" when on: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);

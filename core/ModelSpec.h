@@ -43,6 +43,9 @@ struct ModelSpec {
     int token_types = 0;        // BERT segment embeddings (0: none)
     int relative_buckets = 0;   // T5 relative attention bias buckets (per stack, per head)
     PositionKind positions = PositionKind::Learned;
+    // RoPE's base (theta) for rotary positions: 10000 in RoFormer and the frameworks' defaults,
+    // 500000 for Llama 3, 1e6 for Mixtral. It changes no count, but a launch must pass it.
+    double rope_base = 10000;
     NormKind norm = NormKind::LayerNorm;
     bool bias = true;           // biases on linear layers
     bool tied_embeddings = true;  // LM head shares the token embedding

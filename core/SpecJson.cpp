@@ -93,6 +93,8 @@ QJsonObject toJson(const ModelSpec& m)
     if (m.relative_buckets > 0)
         o.insert("relative_buckets", m.relative_buckets);
     o.insert("positions", toString(m.positions));
+    if (m.positions == PositionKind::Rotary)
+        o.insert("rope_base", m.rope_base);
     o.insert("norm", toString(m.norm));
     o.insert("bias", m.bias);
     o.insert("tied_embeddings", m.tied_embeddings);
@@ -114,7 +116,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     checkSchema(r, "model", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "name", "display_name", "source", "family", "layers", "decoder_layers", "hidden",
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
-                         "token_types", "relative_buckets", "positions", "norm", "bias", "tied_embeddings",
+                         "token_types", "relative_buckets", "positions", "rope_base", "norm", "bias", "tied_embeddings",
                          "embedding_norm", "final_norm", "pooler", "moe", "parameters", "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
@@ -137,6 +139,9 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     m.token_types = r.integer("token_types", 0, false, 0, 1 << 16);
     m.relative_buckets = r.integer("relative_buckets", 0, false, 0, 1 << 16);
     m.positions = r.enumeration<PositionKind>("positions", kPositionKindNames, PositionKind::Learned, true);
+    m.rope_base = r.number("rope_base", 10000, false, 1, 1e12);
+    if (r.has("rope_base") && m.positions != PositionKind::Rotary)
+        r.error("rope_base", "applies to rotary positions only (positions is \"" + std::string(toString(m.positions)) + "\")");
     m.norm = r.enumeration<NormKind>("norm", kNormKindNames, NormKind::LayerNorm, true);
     m.bias = r.boolean("bias", false);
     m.tied_embeddings = r.boolean("tied_embeddings", false);
@@ -325,7 +330,9 @@ QJsonObject toJson(const Layout& l)
                        {"schedule", toString(l.schedule)},
                        {"v", l.virtual_stages},
                        {"recompute", toString(l.recompute)},
-                       {"offload", toString(l.offload)}};
+                       {"offload", toString(l.offload)},
+                       {"tp_comm_overlap", l.tp_comm_overlap},
+                       {"overlap_param_gather", l.overlap_param_gather}};
 }
 
 std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -335,7 +342,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     if (r.has("schema"))
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
-                         "recompute", "offload"});
+                         "recompute", "offload", "tp_comm_overlap", "overlap_param_gather"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -350,6 +357,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.virtual_stages = r.integer("v", 1, false, 1, kMax);
     l.recompute = r.enumeration<Recompute>("recompute", kRecomputeNames, Recompute::None, false);
     l.offload = r.enumeration<Offload>("offload", kOffloadNames, Offload::None, false);
+    l.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+    l.overlap_param_gather = r.boolean("overlap_param_gather", false);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

@@ -47,6 +47,7 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
             continue;
         cc.problem.model = *model;
         cc.problem.training = *training;
+        cc.family = chipFamily(cc.problem.cluster.node.chip);
         resolveDataParallel(cc.layout, cc.problem.cluster.devices(), errors);
         for (const FieldError& e : validate(cc.layout, cc.problem.model, cc.problem.cluster, cc.problem.training,
                                             path + ".layout"))
@@ -88,6 +89,7 @@ std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases,
     for (const CalibrationCase& c : cases) {
         CaseResult r;
         r.id = c.id;
+        r.family = c.family;
         r.measured = c.measured;
         r.predicted = predictMetric(c, params, &r.feasible);
         r.relative_error = r.predicted / r.measured - 1;
@@ -115,6 +117,22 @@ ErrorSummary summarize(const std::vector<CaseResult>& results)
     s.rms_log = std::sqrt(sq / double(n));
     return s;
 }
+
+std::vector<std::pair<std::string, ErrorSummary>> summarizeByFamily(const std::vector<CaseResult>& results)
+{
+    std::vector<std::pair<std::string, ErrorSummary>> out;
+    for (const CaseResult& r : results) {
+        if (std::any_of(out.begin(), out.end(), [&](const auto& f) { return f.first == r.family; }))
+            continue;
+        std::vector<CaseResult> family;
+        std::copy_if(results.begin(), results.end(), std::back_inserter(family),
+                     [&](const CaseResult& x) { return x.family == r.family; });
+        out.emplace_back(r.family, summarize(family));
+    }
+    return out;
+}
+
+std::string chipFamily(const ChipSpec& chip) { return chip.name.substr(0, chip.name.find('-')); }
 
 const char* toString(FitTerm term)
 {

@@ -18,7 +18,9 @@ namespace shardscope {
 struct CalibrationCase {
     std::string id;
     std::string source;
-    std::string metric;     // "tflops_per_device" (Megatron's eq. 3 FLOPs) or "sequences_per_s"
+    std::string metric;     // "tflops_per_device" (Megatron's eq. 3 FLOPs), "model_tflops_per_device"
+                            // (no recomputation, as Megatron-Core logs it) or "sequences_per_s"
+    std::string family;     // the chip family the run measured ("a100", "h100", "trainium1"): errors are reported per family
     double measured = 0;
     Problem problem;
     Layout layout;
@@ -26,6 +28,7 @@ struct CalibrationCase {
 
 struct CaseResult {
     std::string id;
+    std::string family;
     double measured = 0;
     double predicted = 0;
     double relative_error = 0;  // predicted / measured - 1
@@ -47,6 +50,10 @@ struct ErrorSummary {
     double rms_log = 0;      // root mean square of log(predicted / measured)
 };
 ErrorSummary summarize(const std::vector<CaseResult>& results);
+// The same per chip family, in the order the families first appear.
+std::vector<std::pair<std::string, ErrorSummary>> summarizeByFamily(const std::vector<CaseResult>& results);
+// A chip's family: its catalog name up to the first '-' ("a100-80gb" -> "a100", "h100-sxm" -> "h100").
+std::string chipFamily(const struct ChipSpec& chip);
 
 // The terms a fit may move.
 enum class FitTerm { VendorMatmulEfficiency, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,

@@ -54,6 +54,7 @@ struct CostModel::StageCost {
     double recompute_s = 0;
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
+    double tp_hidden_s = 0;       // ... and the part tp-comm-overlap hides behind the GEMMs
     double cp_s = 0;              // exposed CP exchange per micro-batch
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
     double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: RS and AG)
@@ -319,6 +320,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = (passes * layerCollectives + ends) * ar;
+        if (l.tp_comm_overlap) {
+            // Megatron's --tp-comm-overlap (Transformer Engine userbuffers) splits each layer's
+            // SP all-gather and reduce-scatter into tp chunks pipelined with the GEMM they feed
+            // or drain: one chunk of each stays exposed, and whatever the layer's GEMMs (forward,
+            // backward and a full recomputation's forward) cannot cover. Embedding and head
+            // collectives are not overlapped.
+            const double layerComm = passes * layerCollectives * ar;
+            const double gemms = sc.matmul_fwd_s * (l.recompute == Recompute::Full ? 2.0 : 1.0) + sc.matmul_bwd_s;
+            const double exposed = std::max(layerComm / D.t, layerComm - gemms);
+            sc.tp_hidden_s = layerComm - exposed;
+            sc.tp_s -= sc.tp_hidden_s;
+        }
         sc.tp_bytes = (passes * layerCollectives + ends) * allReduceBytes(D.t, message);
         if (l.sequence_parallel) {
             sc.tp_all_gather_bytes = sc.tp_bytes / 2;
@@ -471,8 +484,11 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "time_s.recompute",
              l.recompute == Recompute::Full ? "recomputed forward of every layer" : "recomputed attention core",
              ts.recompute, "m x forward time of what the recomputation mode discards");
-        note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm,
+        note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm + m * slow.tp_hidden_s,
              "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
+        if (l.tp_comm_overlap)
+            note(sink, "time_s.tp_comm", "hidden behind the GEMMs (tp-comm-overlap)", -m * slow.tp_hidden_s,
+                 "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
         note(sink, "time_s.cp_comm", "CP K/V exchange not hidden by attention", ts.cp_comm,
              "m x layers x max(0, all-gather of K,V over cp - attention core time), forward and backward");
     }
@@ -507,6 +523,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double gradBytes = heavy.params * grad_bytes_;
     const double weightBytes = heavy.params * weight_bytes_;
     double dpComm = 0, window = 0;
+    double gather = 0, gatherWindow = -1;  // the parameter all-gather when it has its own window
     // Sharded states are reduced and gathered a unit at a time (StageCost::units): one collective
     // call each, the same bytes in all. Plain data parallelism all-reduces gradient buckets.
     const double units = heavy.units;
@@ -524,19 +541,23 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             window = slow.bwd_s;  // the last micro-batch's backward
             break;
         case 1:
-            dpComm = units * (reduceScatterTime(shard, gradBytes / units, shardLink) +
-                              allGatherTime(shard, weightBytes / units, shardLink)) +
-                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            window = slow.bwd_s;
-            break;
-        case 2:
-            // Only the gradient shard is kept, so gradients are reduce-scattered after every
+        case 2: {
+            // ZeRO-2 keeps only the gradient shard, so gradients are reduce-scattered after every
             // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
-            dpComm = units * (m * reduceScatterTime(shard, gradBytes / units, shardLink) +
-                              allGatherTime(shard, weightBytes / units, shardLink)) +
-                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            window = m * slow.bwd_s;
+            const double scatters = l.zero_stage == 2 ? m : 1.0;
+            const double grads = units * scatters * reduceScatterTime(shard, gradBytes / units, shardLink) +
+                                 allReduceTime(across, gradBytes / shardGroup, acrossLink);
+            gather = units * allGatherTime(shard, weightBytes / units, shardLink);
+            dpComm = grads + gather;
+            window = scatters * slow.bwd_s;
+            if (l.overlap_param_gather) {
+                // --overlap-param-gather: the updated parameters are gathered bucket by bucket
+                // during the next step's first forward, not in the backward window.
+                dpComm = grads;
+                gatherWindow = slow.fwd_s;
+            }
             break;
+        }
         default: {
             // Parameters gathered before forward and again before backward (a layer recomputed in
             // backward reuses the parameters it gathers for it: DeepSpeed's max_reuse_distance), and
@@ -550,10 +571,16 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         }
         }
         ts.dp_comm = std::max(0.0, dpComm - prm.dp_overlap * window);
-        note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", dpComm,
+        const double traffic = dpComm + (gatherWindow >= 0 ? gather : 0.0);
+        if (gatherWindow >= 0)
+            ts.dp_comm += std::max(0.0, gather - prm.dp_overlap * gatherWindow);
+        note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", traffic,
              "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
-        note(sink, "time_s.dp_comm", "hidden behind compute", -(dpComm - ts.dp_comm),
-             "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
+        note(sink, "time_s.dp_comm", "hidden behind compute", -(traffic - ts.dp_comm),
+             gatherWindow >= 0
+                 ? "gradients: min(traffic, overlap fraction x last backward); parameter all-gather: min(traffic, "
+                   "overlap fraction x first forward) (overlap-param-gather)"
+                 : "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
     }
 
     // ---- a tied embedding lives on the first and the last stage: its gradients are all-reduced

@@ -26,6 +26,14 @@ Figures figures(const Problem& p, const Layout& l)
     return f;
 }
 
+void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
+{
+    if (l.tp_comm_overlap)
+        refuse.add("tp_comm_overlap=on", "it is Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers)");
+    if (l.overlap_param_gather)
+        refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +
@@ -81,6 +89,31 @@ ExportResult exportSettings(ExportFormat format, const Problem& problem, const L
         result.notes.clear();
     }
     return result;
+}
+
+bool frameworkRuns(ExportFormat format, const Problem& problem, const Layout& layout)
+{
+    return exportSettings(format, problem, layout).ok();
+}
+
+const std::vector<ExportFormat>& exportFormats()
+{
+    static const std::vector<ExportFormat> all = [] {
+        std::vector<ExportFormat> v;
+        for (const FormatName& f : kFormats)
+            v.push_back(f.format);
+        return v;
+    }();
+    return all;
+}
+
+std::vector<ExportFormat> frameworksThatRun(const Problem& problem, const Layout& layout)
+{
+    std::vector<ExportFormat> out;
+    for (ExportFormat f : exportFormats())
+        if (frameworkRuns(f, problem, layout))
+            out.push_back(f);
+    return out;
 }
 
 const char* toString(ExportFormat format)

@@ -42,6 +42,13 @@ struct ExportResult {
 // problem is refused with the field errors.
 ExportResult exportSettings(ExportFormat format, const Problem& problem, const Layout& layout);
 
+// Whether the framework can run the layout (its exporter refuses nothing).
+bool frameworkRuns(ExportFormat format, const Problem& problem, const Layout& layout);
+// Every export format, in the order of exportFormatChoices().
+const std::vector<ExportFormat>& exportFormats();
+// The formats whose framework can run the layout.
+std::vector<ExportFormat> frameworksThatRun(const Problem& problem, const Layout& layout);
+
 const char* toString(ExportFormat format);             // "megatron", "deepspeed", "neuronx", "fsdp"
 std::optional<ExportFormat> exportFormatFromString(const std::string& text);
 std::string exportFormatChoices();                     // "megatron|deepspeed|neuronx|fsdp"

@@ -73,6 +73,16 @@ public:
         return false;
     }
 
+    // Whether a point of the front is at least as good in both and better in one: inserting
+    // (x, y) could not change the front (an exact tie might, by its item).
+    bool dominates(double x, double y) const
+    {
+        for (const ParetoPoint<T>& p : points_)
+            if (p.x <= x && p.y <= y && (p.x < x || p.y < y))
+                return true;
+        return false;
+    }
+
     const std::vector<ParetoPoint<T>>& points() const { return points_; }
     size_t size() const { return points_.size(); }
     bool empty() const { return points_.empty(); }

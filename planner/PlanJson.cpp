@@ -1,4 +1,5 @@
 #include "PlanJson.h"
+#include "FrameworkExport.h"
 #include "JsonReader.h"
 #include "PredictionJson.h"
 #include "SpecJson.h"
@@ -28,9 +29,16 @@ QJsonArray frontJson(const PlanFront& front)
 
 QJsonObject toJson(const Plan& plan)
 {
-    return QJsonObject{{"layout", toJson(plan.layout)},
-                       {"layout_text", QString::fromStdString(toString(plan.layout))},
-                       {"prediction", toJson(plan.prediction)}};
+    QJsonObject o{{"layout", toJson(plan.layout)},
+                  {"layout_text", QString::fromStdString(toString(plan.layout))},
+                  {"prediction", toJson(plan.prediction)}};
+    if (!plan.variants.empty()) {
+        QJsonArray variants;
+        for (const Layout& v : plan.variants)
+            variants.append(toJson(v));
+        o.insert("variants", variants);  // layouts of the same cost, folded into this one
+    }
+    return o;
 }
 
 QJsonObject toJson(const SearchStats& s)
@@ -52,15 +60,24 @@ QJsonObject toJson(const SearchStats& s)
 
 QJsonObject planDocument(const SearchResult& r)
 {
+    // Each plan says which frameworks can run it (their exporters refuse nothing).
+    auto withFrameworks = [&](const Plan& plan) {
+        QJsonObject o = toJson(plan);
+        QJsonArray runs;
+        for (ExportFormat f : frameworksThatRun(r.request.problem, plan.layout))
+            runs.append(QLatin1String(toString(f)));
+        o.insert("frameworks", runs);
+        return o;
+    };
     QJsonArray alternatives;
     for (size_t i = 1; i < r.top.size(); ++i)
-        alternatives.append(toJson(r.top[i]));
+        alternatives.append(withFrameworks(r.top[i]));
     return QJsonObject{{"schema", "shardscope.plan/2"},
                        {"request", toJson(r.request)},
                        {"problem", toJson(r.request.problem)},
                        {"objective", toString(r.objective)},
                        {"cost_model", QString::fromStdString(r.request.cost_model.name)},
-                       {"best", bestOrNull(r)},
+                       {"best", r.best() ? QJsonValue(withFrameworks(*r.best())) : QJsonValue(QJsonValue::Null)},
                        {"alternatives", alternatives},
                        {"pareto", frontJson(r.pareto_step_memory)},
                        {"pareto_time_cost", frontJson(r.pareto_time_cost)},
@@ -169,16 +186,28 @@ std::optional<PlanDocument> planDocumentFromJson(const QJsonObject& json, const 
                                  : " (the file names profile \"" + named + "\")") +
                             ", searched without constraints");
     }
-    auto readLayout = [&](const QJsonObject& plan, const std::string& at) -> std::optional<Layout> {
-        JsonReader pr(plan, at, errors);
-        auto layout = layoutFromJson(pr.object("layout", true).json(), pr.fieldPath("layout"), errors);
+    auto checked = [&](std::optional<Layout> layout, const std::string& at) -> std::optional<Layout> {
         if (layout && problem) {
-            const FieldErrors rules = validate(*layout, problem->model, problem->cluster, problem->training,
-                                               pr.fieldPath("layout"));
+            const FieldErrors rules = validate(*layout, problem->model, problem->cluster, problem->training, at);
             errors.insert(errors.end(), rules.begin(), rules.end());
             if (!rules.empty())
                 return std::nullopt;
         }
+        return layout;
+    };
+    // A plan's layout, and its variants (layouts of the same cost) when it has them.
+    auto readLayout = [&](const QJsonObject& plan, const std::string& at) -> std::optional<Layout> {
+        JsonReader pr(plan, at, errors);
+        auto layout = checked(layoutFromJson(pr.object("layout", true).json(), pr.fieldPath("layout"), errors),
+                              pr.fieldPath("layout"));
+        std::vector<Layout> variants;
+        const QJsonArray a = plan.value(QLatin1String("variants")).toArray();
+        for (qsizetype i = 0; i < a.size(); ++i) {
+            const std::string vat = pr.fieldPath("variants") + "[" + std::to_string(i) + "]";
+            if (auto v = checked(layoutFromJson(a[i].toObject(), vat, errors), vat))
+                variants.push_back(*v);
+        }
+        doc.variants.push_back(std::move(variants));
         return layout;
     };
     auto readLayouts = [&](const char* key, std::vector<Layout>& out) {
@@ -254,6 +283,8 @@ SearchResult savedResult(const PlanDocument& doc)
         r.top.push_back(priced(*doc.best));
     for (const Layout& l : doc.alternatives)
         r.top.push_back(priced(l));
+    for (size_t i = 0; i < r.top.size() && i < doc.variants.size(); ++i)
+        r.top[i].variants = doc.variants[i];
     for (const Layout& l : doc.pareto) {
         const Plan p = priced(l);
         r.pareto_step_memory.insert(p.prediction.step_time_s, p.prediction.memory_bytes.total(), p);

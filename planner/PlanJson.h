@@ -42,6 +42,9 @@ struct PlanDocument {
     Objective objective = Objective::Throughput;  // request.objective
     std::optional<Layout> best;        // absent when the search found nothing feasible
     std::vector<Layout> alternatives;
+    // Per plan read (best first, then the alternatives; then the fronts' plans), the layouts of
+    // the same cost folded into it.
+    std::vector<std::vector<Layout>> variants;
     std::vector<Layout> pareto;        // the (step time, memory) front's layouts
     std::vector<Layout> pareto_time_cost;
     SearchStats stats;                 // as saved (counts, seconds, threads)

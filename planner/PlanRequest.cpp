@@ -85,6 +85,8 @@ QJsonObject toJson(const SearchSpace& s)
         {"schedules", namesJson(kScheduleNames, s.schedules)},
         {"recompute", namesJson(kRecomputeNames, s.recomputes)},
         {"offload", namesJson(kOffloadNames, s.offloads)},
+        {"tp_comm_overlap", s.tp_comm_overlap},
+        {"overlap_param_gather", s.overlap_param_gather},
         {"max_memory_fraction", s.max_memory_fraction},
         {"min_micro_batches", s.min_micro_batches},
         {"constraints", QString::fromStdString(constraintsText(s))},
@@ -96,7 +98,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     SearchSpace s;
     JsonReader r(json, path, errors);
     r.rejectUnknownKeys({"bounds", "zero_group", "sequence_parallel", "schedules", "recompute", "offload",
-                         "max_memory_fraction", "min_micro_batches", "constraints"});
+                         "tp_comm_overlap", "overlap_param_gather", "max_memory_fraction", "min_micro_batches",
+                         "constraints"});
     const JsonReader bounds = r.object("bounds", false);
     for (const BoundsKey& k : kBoundsKeys) {
         const QJsonValue v = bounds.json().value(QLatin1String(k.key));
@@ -127,6 +130,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     s.schedules = namesFromJson(json, "schedules", kScheduleNames, s.schedules, path, errors);
     s.recomputes = namesFromJson(json, "recompute", kRecomputeNames, s.recomputes, path, errors);
     s.offloads = namesFromJson(json, "offload", kOffloadNames, s.offloads, path, errors);
+    s.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
+    s.overlap_param_gather = r.boolean("overlap_param_gather", false);
     s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
     s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
     return s;
@@ -138,14 +143,16 @@ QJsonObject toJson(const PlanRequest& request)
                        {"cost_model", toJson(request.cost_model)},
                        {"space", toJson(request.space)},
                        {"objective", toString(request.objective)},
-                       {"top_k", request.top_k}};
+                       {"top_k", request.top_k},
+                       {"framework", request.framework ? QJsonValue(QLatin1String(toString(*request.framework)))
+                                                       : QJsonValue(QJsonValue::Null)}};
 }
 
 std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
 {
     const size_t before = errors.size();
     JsonReader r(json, path, errors);
-    r.rejectUnknownKeys({"problem", "cost_model", "space", "objective", "top_k"});
+    r.rejectUnknownKeys({"problem", "cost_model", "space", "objective", "top_k", "framework"});
     PlanRequest request;
     auto problem = problemFromJson(r.object("problem", true).json(), r.fieldPath("problem"), errors);
     request.cost_model = costModelParamsFromJson(r.object("cost_model", true).json(), r.fieldPath("cost_model"), errors);
@@ -156,6 +163,16 @@ std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const st
     else if (!objective.empty())
         r.error("objective", "unknown value \"" + objective + "\" (one of: throughput, time, cost)");
     request.top_k = r.integer("top_k", 10, false, 1, 1000);
+    const QJsonValue framework = json.value(QLatin1String("framework"));
+    if (framework.isString()) {
+        if (auto f = exportFormatFromString(framework.toString().toStdString()))
+            request.framework = *f;
+        else
+            r.error("framework", "unknown framework \"" + framework.toString().toStdString() + "\" (one of: " +
+                                     exportFormatChoices() + ")");
+    } else if (!framework.isNull() && !framework.isUndefined()) {
+        r.error("framework", "must be a framework name or null");
+    }
     if (errors.size() != before || !problem)
         return std::nullopt;
     request.problem = *problem;

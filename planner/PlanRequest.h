@@ -13,6 +13,7 @@
 #include "CostModel.h"
 #include "CostModelParams.h"
 #include "FieldError.h"
+#include "FrameworkExport.h"
 #include "Layout.h"
 #include "Prediction.h"
 #include "Problem.h"
@@ -32,6 +33,9 @@ struct PlanRequest {
     SearchSpace space;
     Objective objective = Objective::Throughput;
     int top_k = 10;
+    // The framework the plans must run on: the search keeps only layouts its exporter takes,
+    // so the top plan always exports. Unset: any layout the cost model can price.
+    std::optional<ExportFormat> framework;
 
     bool operator==(const PlanRequest&) const = default;
 };
@@ -48,7 +52,8 @@ PricedPlan pricePlan(const PlanRequest& request, const Layout& layout);
 // The same without the named terms (cheaper; for tables).
 Prediction predictLayout(const PlanRequest& request, const Layout& layout);
 
-// {"problem","cost_model":{"schema":"shardscope.costmodel/1",...},"space":{...},"objective","top_k"}
+// {"problem","cost_model":{"schema":"shardscope.costmodel/1",...},"space":{...},"objective","top_k",
+//  "framework":"megatron"|null}
 QJsonObject toJson(const PlanRequest& request);
 std::optional<PlanRequest> planRequestFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);
 

@@ -20,9 +20,35 @@ bool layoutLess(const Layout& a, const Layout& b)
     };
     auto key = [&](const Layout& l) {
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
-                               l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload);
+                               l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
+                               l.tp_comm_overlap, l.overlap_param_gather);
     };
     return key(a) < key(b);
+}
+
+bool samePlanCost(Objective objective, const Plan& a, const Plan& b)
+{
+    auto same = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)); };
+    return same(objectiveValue(objective, a.prediction), objectiveValue(objective, b.prediction)) &&
+           same(a.prediction.step_time_s, b.prediction.step_time_s) &&
+           same(a.prediction.memory_bytes.total(), b.prediction.memory_bytes.total());
+}
+
+std::vector<Plan> collapseVariants(const std::vector<Plan>& ranked, int top_k, Objective objective)
+{
+    std::vector<Plan> out;
+    for (const Plan& p : ranked) {
+        if (!out.empty() && samePlanCost(objective, out.back(), p)) {
+            if (int(out.back().variants.size()) < kMaxVariants)
+                out.back().variants.push_back(p.layout);
+            continue;
+        }
+        if (int(out.size()) == top_k)
+            break;
+        out.push_back(p);
+        out.back().variants.clear();
+    }
+    return out;
 }
 
 bool planBetter(Objective objective, const Plan& a, const Plan& b)
@@ -132,6 +158,11 @@ public:
         capacity_ = problem_.cluster.node.chip.hbmBytesPerDevice();
         limit_ = space.max_memory_fraction * capacity_;
         top_k_ = std::max(1, options.top_k);
+        // Room for the variants folded into the top plans (collapseVariants).
+        keep_k_ = top_k_ * kVariantHeadroom;
+        space_framework_ = options.framework;
+        if (space_framework_)
+            frameworkReason_ = std::string("not runnable by ") + toString(*space_framework_);
     }
 
     SearchResult run();
@@ -149,6 +180,10 @@ private:
     const Problem& problem_;
     double capacity_ = 0, limit_ = 0;
     int top_k_ = 1;
+    static constexpr int kVariantHeadroom = 8;
+    int keep_k_ = kVariantHeadroom;  // plans each worker keeps: the top-k and their likely variants
+    std::optional<ExportFormat> space_framework_;  // only layouts this framework runs
+    std::string frameworkReason_;
 
     std::vector<MeshShape> shapes_;
     std::atomic<std::size_t> next_{0};
@@ -294,10 +329,14 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         l.zero_stage = z.stage;
         l.zero_group = z.group;
         l.offload = z.offload;
+        // Overlap options are the framework's, not a search dimension: on wherever the space
+        // turns them on and the layout can use them.
+        l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
         // Depends only on the mesh shape and the ZeRO configuration: once per configuration.
         const double bound = memoryLowerBound(model_, l);
         for (bool sp : sps) {
             l.sequence_parallel = sp;
+            l.tp_comm_overlap = space_.tp_comm_overlap && sp;
             for (const auto& [mb, micro] : mbs) {
                 l.micro_batch = mb;
                 if (cancelled())
@@ -351,7 +390,8 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     const double memory = pr.memory_bytes.total();
     auto worse = [&](const Plan& a, const Plan& b) { return planBetter(out.objective, a, b); };
     auto keep = [&](std::vector<Plan>& heap, const Layout& layout, const Prediction& prediction, const char* why) {
-        if (int(heap.size()) < top_k_) {
+        const int k = &heap == &out.heap ? keep_k_ : top_k_;
+        if (int(heap.size()) < k) {
             heap.push_back({layout, prediction, why});
             std::push_heap(heap.begin(), heap.end(), worse);
         } else if (planBetter(out.objective, Plan{layout, prediction, why}, heap.front())) {
@@ -378,6 +418,21 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     }
     ++out.feasible;
     const Plan plan{l, pr, {}};
+    if (space_framework_) {
+        // Checked only when the plan would rank (enter the top or a front): the exporter builds
+        // text, and a plan that cannot rank needs no answer. The result is exact; the count of
+        // refused layouts covers the ones that were asked.
+        const bool ranks = int(out.heap.size()) < keep_k_ || planBetter(out.objective, plan, out.heap.front()) ||
+                           !out.step_memory.dominates(pr.step_time_s, memory) ||
+                           !out.time_cost.dominates(pr.time_to_train_s, pr.cost_to_train_usd);
+        if (!ranks)
+            return;
+        if (!frameworkRuns(*space_framework_, problem_, l)) {
+            --out.feasible;
+            ++out.other_reasons[frameworkReason_];
+            return;
+        }
+    }
     keep(out.heap, l, pr, "");
     out.step_memory.insert(pr.step_time_s, memory, plan);
     out.time_cost.insert(pr.time_to_train_s, pr.cost_to_train_usd, plan);
@@ -471,9 +526,10 @@ SearchResult Searcher::run()
     }
     std::sort(all.begin(), all.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
-    if (int(all.size()) > top_k_)
-        all.resize(std::size_t(top_k_));
-    result.top = std::move(all);
+    // The global top keep_k_ first (the same for any thread count), then folded.
+    if (int(all.size()) > keep_k_)
+        all.resize(std::size_t(keep_k_));
+    result.top = collapseVariants(all, top_k_, options_.objective);
     std::sort(allInfeasible.begin(), allInfeasible.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(options_.objective, a, b); });
     if (int(allInfeasible.size()) > top_k_)
@@ -491,7 +547,8 @@ SearchResult search(const CostModel& model, const SearchSpace& space, const Sear
 {
     Searcher searcher(model, space, options);
     SearchResult result = searcher.run();
-    result.request = PlanRequest{model.problem(), model.params(), space, options.objective, options.top_k};
+    result.request = PlanRequest{model.problem(), model.params(), space, options.objective, options.top_k,
+                                 options.framework};
     return result;
 }
 
@@ -509,7 +566,10 @@ SearchResult search(const PlanRequest& request, const SearchControl& control)
     options.threads = control.threads;
     options.cancel = control.cancel;
     options.progress = control.progress;
-    return search(CostModel(request.problem, request.cost_model), request.space, options);
+    options.framework = request.framework;
+    SearchResult result = search(CostModel(request.problem, request.cost_model), request.space, options);
+    result.request.framework = request.framework;
+    return result;
 }
 
 } // namespace shardscope

@@ -43,6 +43,9 @@ struct Plan {
     Layout layout;
     Prediction prediction;
     std::string infeasible;  // why the plan cannot run (out of memory, over the limit); empty when it can
+    // Layouts the cost model cannot tell apart from this one (the same step time, memory per
+    // device and objective): dp/cp permutations, GPipe vs 1F1B at pp = 1. One choice, one row.
+    std::vector<Layout> variants;
 };
 
 // Canonical order of layouts (dp, tp, pp, cp, sp, zero, zero_group, mb, schedule as
@@ -50,6 +53,12 @@ struct Plan {
 bool layoutLess(const Layout& a, const Layout& b);
 // Objective, then memory per device, then layoutLess: true when `a` ranks before `b`.
 bool planBetter(Objective objective, const Plan& a, const Plan& b);
+// Whether two priced plans cost the same in every figure the search ranks by (relative 1e-9).
+bool samePlanCost(Objective objective, const Plan& a, const Plan& b);
+// Plans ranked best first, with each run of plans of the same cost folded into its best-ranked
+// one (the rest become its variants, at most kMaxVariants kept); at most `top_k` plans.
+inline constexpr int kMaxVariants = 16;
+std::vector<Plan> collapseVariants(const std::vector<Plan>& ranked, int top_k, Objective objective);
 
 struct SearchProgress {
     std::int64_t done = 0;       // mesh shapes searched
@@ -68,6 +77,8 @@ struct SearchOptions {
     const std::atomic<bool>* cancel = nullptr;
     // Called on the thread that called search(), about every 50 ms and once at the end.
     std::function<void(const SearchProgress&)> progress;
+    // Only layouts this framework's exporter takes (PlanRequest::framework).
+    std::optional<ExportFormat> framework;
 };
 
 // How a search runs, apart from what it is asked (PlanRequest).

@@ -69,13 +69,20 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 errors.push_back({field, quotedValue(value) + " is not a shard-group size (0 or positive)"});
             else
                 space.zero_group = v;
-        } else if (key == "sp") {
+        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
+            std::optional<bool> on;
             if (value == "on" || value == "true" || value == "1")
-                space.sequence_parallel = true;
+                on = true;
             else if (value == "off" || value == "false" || value == "0")
-                space.sequence_parallel = false;
+                on = false;
             else
                 errors.push_back({field, "unknown value " + quotedValue(value) + " (one of: on, off)"});
+            if (on && key == "sp")
+                space.sequence_parallel = *on;
+            else if (on && key == "tp_comm_overlap")
+                space.tp_comm_overlap = *on;
+            else if (on)
+                space.overlap_param_gather = *on;
         } else if (key == "schedule") {
             PipelineSchedule s{};
             if (enumValue(kScheduleNames, field, value, s, errors))
@@ -90,7 +97,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 space.offloads = {o};
         } else {
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
-                                     "recompute, offload)"});
+                                     "recompute, offload, tp_comm_overlap, overlap_param_gather)"});
         }
     }
     return errors;
@@ -180,6 +187,10 @@ std::string fixedText(const SearchSpace& s)
         add("schedule", toString(s.schedules.front()));
     if (s.offloads.size() == 1 && s.offloads != defaults.offloads)
         add("offload", toString(s.offloads.front()));
+    if (s.tp_comm_overlap)
+        add("tp_comm_overlap", "on");
+    if (s.overlap_param_gather)
+        add("overlap_param_gather", "on");
     return out;
 }
 

@@ -49,6 +49,9 @@ struct SearchSpace {
     IntBounds zero{0, 3};
     std::optional<int> zero_group;          // fixed shard group (0: whole dp group)
     std::optional<bool> sequence_parallel;  // fixed sp
+    // Megatron's overlap options (Layout.h), applied to every layout that can use them.
+    bool tp_comm_overlap = false;
+    bool overlap_param_gather = false;
     std::vector<PipelineSchedule> schedules{PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
                                             PipelineSchedule::Interleaved};
     std::vector<Recompute> recomputes{Recompute::None, Recompute::Selective, Recompute::Full};
@@ -67,7 +70,7 @@ struct SearchSpace {
 
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
-// recompute, offload). Errors name the key ("fix.tp: \"x\" is not an integer").
+// recompute, offload, tp_comm_overlap, overlap_param_gather). Errors name the key ("fix.tp: \"x\" is not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
 // "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v.
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);

@@ -1,5 +1,6 @@
 // JSON round trips of every spec and a table of malformed documents, each of
 // which must be refused with its field path.
+#include "BuiltinSpecs.h"
 #include "CatalogDocument.h"
 #include "JsonReader.h"
 #include "MalformedDocuments.h"
@@ -107,6 +108,26 @@ ChipLookup lookup()
 class TstCoreJson : public QObject {
     Q_OBJECT
 private slots:
+    // RoPE's base travels with rotary models (Llama 3: 500000, from its config.json) and is
+    // refused on other position kinds.
+    void ropeBase()
+    {
+        const ModelSpec llama3 = BuiltinSpecs::instance().model("llama-3-8b");
+        QCOMPARE(llama3.rope_base, 500000.0);
+        QCOMPARE(BuiltinSpecs::instance().model("llama-2-7b").rope_base, 10000.0);
+        QCOMPARE(BuiltinSpecs::instance().model("mixtral-8x7b").rope_base, 1e6);
+        FieldErrors errors;
+        const auto back = modelFromJson(toJson(llama3), "model", errors);
+        QVERIFY(back && errors.empty());
+        QCOMPARE(back->rope_base, 500000.0);
+        QJsonObject gpt2 = toJson(BuiltinSpecs::instance().model("gpt2-small"));
+        QVERIFY(!gpt2.contains("rope_base"));  // learned positions have none
+        gpt2.insert("rope_base", 10000);
+        errors.clear();
+        QVERIFY(!modelFromJson(gpt2, "model", errors));
+        QVERIFY2(QString::fromStdString(joinErrors(errors)).contains("model.rope_base"), joinErrors(errors).c_str());
+    }
+
     void modelRoundTrip_data()
     {
         QTest::addColumn<int>("which");

@@ -5,6 +5,7 @@
 #include "CliRunner.h"
 #include "CostModel.h"
 #include "CostModelParams.h"
+#include "FrameworkExport.h"
 #include "PlanJson.h"
 #include "PlanRequest.h"
 #include "Search.h"
@@ -162,6 +163,7 @@ private slots:
         QCOMPARE(saved.top.size(), searched.top.size());
         for (size_t i = 0; i < saved.top.size(); ++i) {
             QVERIFY(saved.top[i].layout == searched.top[i].layout);
+            QVERIFY(saved.top[i].variants == searched.top[i].variants);  // folded layouts come back
             QCOMPARE(saved.top[i].prediction.step_time_s, searched.top[i].prediction.step_time_s);
             QCOMPARE(saved.top[i].prediction.memory_bytes.total(), searched.top[i].prediction.memory_bytes.total());
         }
@@ -170,6 +172,88 @@ private slots:
         // The default terms would say otherwise: the file's terms are the ones used.
         QVERIFY(CostModel(r.problem).evaluate(searched.best()->layout).step_time_s !=
                 saved.best()->prediction.step_time_s);
+    }
+
+    // Layouts the cost model cannot tell apart (dp/cp permutations here) are one row with
+    // variants, so the top plans are different choices.
+    void sameCostLayoutsAreOneRow()
+    {
+        PlanRequest r;
+        r.problem.model = store_->specs().model("llama-2-7b");
+        r.problem.cluster.node = store_->specs().node("trn1.32xlarge");
+        r.problem.cluster.nodes = 4;
+        r.problem.training.global_batch = 256;
+        r.problem.training.seq_len = 4096;
+        r.top_k = 8;
+        const SearchResult result = search(r);
+        QCOMPARE(result.top.size(), size_t(8));
+        size_t folded = 0;
+        for (size_t i = 0; i < result.top.size(); ++i) {
+            const Plan& plan = result.top[i];
+            folded += plan.variants.size();
+            if (i > 0)
+                QVERIFY(!samePlanCost(r.objective, result.top[i - 1], plan));
+            for (const Layout& v : plan.variants) {
+                QVERIFY(!(v == plan.layout));
+                const Plan again{v, predictLayout(r, v), {}, {}};
+                QVERIFY(samePlanCost(r.objective, again, plan));
+            }
+        }
+        QVERIFY2(folded > 0, "this problem has dp/cp permutations of the same cost");
+        const QJsonObject best = planDocument(result).value("best").toObject();
+        QCOMPARE(best.value("variants").toArray().size(), qsizetype(result.top.front().variants.size()));
+    }
+
+    // --framework: the search keeps only layouts that framework runs, so the top plan exports;
+    // exactly the best runnable layouts (an exhaustive filter agrees), the fronts too.
+    void searchForAFramework()
+    {
+        PlanRequest r;
+        r.problem.model = store_->specs().model("llama-2-7b");
+        r.problem.cluster.node = store_->specs().node("p5.48xlarge");
+        r.problem.cluster.nodes = 2;
+        r.problem.training.global_batch = 64;
+        r.problem.training.seq_len = 4096;
+        r.top_k = 5;
+        const SearchResult free = search(r);
+        QVERIFY(free.best());
+        QVERIFY2(!frameworkRuns(ExportFormat::DeepSpeed, r.problem, free.best()->layout),
+                 "the unconstrained best should need a feature DeepSpeed lacks (sp, cp, ...)");
+        r.framework = ExportFormat::DeepSpeed;
+        const SearchResult ds = search(r);
+        QVERIFY(ds.best());
+        QVERIFY(ds.request.framework == ExportFormat::DeepSpeed);
+        for (const Plan& p : ds.top)
+            QVERIFY(frameworkRuns(ExportFormat::DeepSpeed, r.problem, p.layout));
+        for (const auto& point : ds.pareto_step_memory.points())
+            QVERIFY(frameworkRuns(ExportFormat::DeepSpeed, r.problem, point.item.layout));
+        // The same as the free search's ranking filtered by the exporter (a deep enough list).
+        PlanRequest wide = r;
+        wide.framework.reset();
+        wide.top_k = 1000;
+        const SearchResult all = search(wide);
+        std::vector<Layout> runnable;
+        for (const Plan& p : all.top) {
+            if (frameworkRuns(ExportFormat::DeepSpeed, r.problem, p.layout))
+                runnable.push_back(p.layout);
+            for (const Layout& v : p.variants)
+                if (frameworkRuns(ExportFormat::DeepSpeed, r.problem, v))
+                    runnable.push_back(v);
+        }
+        QVERIFY(!runnable.empty());
+        QVERIFY2(ds.best()->layout == runnable.front(), toString(ds.best()->layout).c_str());
+        QVERIFY(ds.stats.infeasible_by_reason.count("not runnable by deepspeed") == 1);
+        // The request and each plan's frameworks in the document.
+        const QJsonObject doc = planDocument(ds);
+        QCOMPARE(doc.value("request").toObject().value("framework").toString(), QStringLiteral("deepspeed"));
+        QVERIFY(doc.value("best").toObject().value("frameworks").toArray().contains(QStringLiteral("deepspeed")));
+        FieldErrors errors;
+        const auto back = planDocumentFromJson(doc, "plan", errors);
+        QVERIFY2(back, joinErrors(errors).c_str());
+        QVERIFY(back->request.framework == ExportFormat::DeepSpeed);
+        const RunResult bad = cli(QStringList{"plan"} + problemArgs + QStringList{"--framework", "jax"});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains("--framework") && bad.err.contains("megatron"), bad.err.constData());
     }
 
     void planVersion1StillOpens()

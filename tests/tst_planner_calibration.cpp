@@ -1,11 +1,15 @@
-// The cost model against the published runs of calibration-cases.md: every row
-// within its tolerance, and the summary goals (median |error| <= 10%, worst <= 25%).
-// The shipped efficiency terms are the least-squares optimum on these rows: refitting
-// from them does not improve the fit.
+// The cost model against the published runs of calibration-cases.md, per chip family:
+// A100 (Megatron-LM 2021) and Trainium (NeuronX) rows within 25% each and their summary
+// goals (median |error| <= 10%, worst <= 25%); the shipped efficiency terms are the
+// least-squares optimum on these rows: refitting from them does not improve the fit.
+// The H100 rows (Megatron-Core r0.8.0, with the overlap options its README states) are held
+// out of the shipped fit: every row within 25%, their median within 20% (15.2% today; the
+// unstated micro-batch and the multi-NIC rings of issue 15 are what remains).
 #include "Calibration.h"
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace shardscope;
@@ -13,15 +17,27 @@ using namespace shardscope;
 class TstPlannerCalibration : public QObject {
     Q_OBJECT
     std::vector<CalibrationCase> cases_;
+    std::vector<CalibrationCase> fitted_;  // the rows the shipped terms were fitted on
+
+    static bool shippedFit(const CalibrationCase& c) { return c.family == "a100" || c.family == "trainium1"; }
+    static double tolerance(const CalibrationCase&) { return 0.25; }
 
 private slots:
     void initTestCase()
     {
         cases_ = builtinCalibrationCases();
-        QCOMPARE(cases_.size(), size_t(29));  // 10 + 12 Megatron-LM rows, 7 Trainium configurations
+        // 10 + 12 Megatron-LM rows (A100), 7 Trainium configurations, 9 Megatron-Core rows (H100)
+        QCOMPARE(cases_.size(), size_t(38));
+        for (const CalibrationCase& c : cases_)
+            if (shippedFit(c))
+                fitted_.push_back(c);
+        QCOMPARE(fitted_.size(), size_t(29));
+        QCOMPARE(size_t(std::count_if(cases_.begin(), cases_.end(),
+                                      [](const CalibrationCase& c) { return c.family == "h100"; })),
+                 size_t(9));
     }
 
-    // Each published run, predicted within 25% (the issue's worst-case goal).
+    // Each published run, predicted within its family's tolerance.
     void publishedRun_data()
     {
         QTest::addColumn<int>("index");
@@ -36,7 +52,7 @@ private slots:
         bool feasible = false;
         const double predicted = predictMetric(c, defaultCostModelParams(), &feasible);
         const double error = predicted / c.measured - 1;
-        QVERIFY2(std::fabs(error) <= 0.25, qPrintable(QString("%1: measured %2, predicted %3 (%4%)")
+        QVERIFY2(std::fabs(error) <= tolerance(c), qPrintable(QString("%1: measured %2, predicted %3 (%4%)")
                                                           .arg(c.id.c_str())
                                                           .arg(c.measured)
                                                           .arg(predicted)
@@ -47,18 +63,25 @@ private slots:
 
     void summaryGoals()
     {
-        const ErrorSummary s = summarize(evaluateCases(cases_, defaultCostModelParams()));
-        qInfo("median |error| %.1f%%, worst %.1f%%, rms log error %.3f", 100 * s.median_abs, 100 * s.worst_abs,
-              s.rms_log);
-        QVERIFY(s.median_abs <= 0.10);
-        QVERIFY(s.worst_abs <= 0.25);
+        const std::vector<CaseResult> results = evaluateCases(cases_, defaultCostModelParams());
+        const auto families = summarizeByFamily(results);
+        QCOMPARE(families.size(), size_t(3));
+        for (const auto& [family, s] : families) {
+            qInfo("%s: median |error| %.1f%%, worst %.1f%%, rms log error %.3f", family.c_str(), 100 * s.median_abs,
+                  100 * s.worst_abs, s.rms_log);
+            const bool shipped = family != "h100";
+            QVERIFY2(s.median_abs <= (shipped ? 0.10 : 0.20), family.c_str());
+            QVERIFY2(s.worst_abs <= 0.25, family.c_str());
+        }
+        const ErrorSummary fitted = summarize(evaluateCases(fitted_, defaultCostModelParams()));
+        QVERIFY(fitted.median_abs <= 0.10 && fitted.worst_abs <= 0.25);
     }
 
     void shippedTermsAreTheFit()
     {
         const std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::ElementwiseFactor,
                                          FitTerm::DpOverlap};
-        const FitResult refit = fitCostModel(cases_, defaultCostModelParams(), terms);
+        const FitResult refit = fitCostModel(fitted_, defaultCostModelParams(), terms);
         QVERIFY2(refit.after.rms_log >= 0.99 * refit.before.rms_log,
                  qPrintable(QString("refit improves rms log error from %1 to %2: update cost-model.json")
                                 .arg(refit.before.rms_log)
@@ -72,7 +95,7 @@ private slots:
         poor.elementwise_traffic_factor = 0.5;
         poor.dp_overlap = 0.95;
         const FitResult fit = fitCostModel(
-            cases_, poor, {FitTerm::VendorMatmulEfficiency, FitTerm::ElementwiseFactor, FitTerm::DpOverlap});
+            fitted_, poor, {FitTerm::VendorMatmulEfficiency, FitTerm::ElementwiseFactor, FitTerm::DpOverlap});
         QVERIFY(fit.before.rms_log > 2 * fit.after.rms_log);
         QVERIFY(std::fabs(fit.params.elementwise_traffic_factor - defaultCostModelParams().elementwise_traffic_factor) <
                 0.05 * defaultCostModelParams().elementwise_traffic_factor);

@@ -297,6 +297,7 @@ private slots:
         QTest::newRow("interleaved + full") << "tp=8,pp=4,schedule=interleaved,v=2,recompute=full";
         QTest::newRow("ZeRO-3 data parallel") << "zero=3,mb=2,recompute=full";
         QTest::newRow("context parallel") << "tp=8,cp=2,sp=on";
+        QTest::newRow("Megatron overlaps") << "tp=8,pp=2,sp=on,zero=1,tp_comm_overlap=on,overlap_param_gather=on";
     }
     void termsSumToFigures()
     {
@@ -322,6 +323,60 @@ private slots:
             QVERIFY2(near(sums[figure], value, 1e-9) || (value == 0 && std::fabs(sums[figure]) < 1e-15),
                      qPrintable(QString("%1: terms %2, figure %3").arg(figure.c_str()).arg(sums[figure]).arg(value)));
         QVERIFY(near(pr.step_time_s, t.sum(), 1e-12));
+    }
+
+    // Megatron's --tp-comm-overlap: each layer's SP collectives pipelined with its GEMMs keep
+    // one chunk in tp exposed, or what the GEMMs cannot cover; nothing else changes.
+    void tpCommOverlapHidesBehindTheGemms()
+    {
+        const Problem p = problem(megatronGpt(32, 4096, 32), 8, 512);
+        const CostModel model(p);
+        const Layout plain = layout("tp=8,pp=2,sp=on,zero=1", p);
+        Layout overlapped = plain;
+        overlapped.tp_comm_overlap = true;
+        const Prediction a = model.evaluate(plain), b = model.evaluate(overlapped);
+        QVERIFY(b.time_s.tp_comm < a.time_s.tp_comm);
+        // At least one chunk of every layer collective stays exposed (a / tp bounds it below,
+        // embedding and head collectives included in a).
+        QVERIFY(b.time_s.tp_comm >= a.time_s.tp_comm / plain.tp);
+        QCOMPARE(b.time_s.compute, a.time_s.compute);
+        QCOMPARE(b.memory_bytes.total(), a.memory_bytes.total());
+        QCOMPARE(b.comm_bytes.total(), a.comm_bytes.total());  // the same bytes, hidden
+        double hidden = 0;
+        for (const Term& t : model.explain(overlapped))
+            if (t.figure == "time_s.tp_comm" && t.value < 0)
+                hidden -= t.value;
+        QVERIFY(near(hidden, a.time_s.tp_comm - b.time_s.tp_comm, 1e-9));
+        // Megatron requires sequence parallelism for it.
+        Layout noSp = layout("tp=8,pp=2,zero=1", p);
+        noSp.tp_comm_overlap = true;
+        QVERIFY(!validate(noSp).empty());
+    }
+
+    // --overlap-param-gather: the distributed optimizer's parameter all-gather moves from the
+    // backward window into the next step's first forward, so it hides behind its own compute.
+    void overlapParamGatherHasItsOwnWindow()
+    {
+        const Problem p = problem(megatronGpt(24, 2048, 16), 8, 64);
+        const CostModel model(p);
+        const Layout plain = layout("zero=1", p);  // 64-way data parallel: gathers matter
+        Layout overlapped = plain;
+        overlapped.overlap_param_gather = true;
+        const Prediction a = model.evaluate(plain), b = model.evaluate(overlapped);
+        QVERIFY2(b.time_s.dp_comm < a.time_s.dp_comm,
+                 qPrintable(QString("%1 vs %2").arg(b.time_s.dp_comm).arg(a.time_s.dp_comm)));
+        QCOMPARE(b.comm_bytes.total(), a.comm_bytes.total());
+        for (int zero : {0, 3}) {
+            Layout bad = layout(zero == 0 ? "zero=0" : "zero=3", p);
+            bad.overlap_param_gather = true;
+            QVERIFY(!validate(bad).empty());
+        }
+        // The layout grammar names them; they survive text and JSON.
+        FieldErrors errors;
+        const Layout parsed = parseLayout("dp=8,tp=8,sp=on,zero=1,tp_comm_overlap=on,overlap_param_gather=on", errors);
+        QVERIFY(errors.empty() && parsed.tp_comm_overlap && parsed.overlap_param_gather);
+        QVERIFY(toString(parsed).find(",tp_comm_overlap=on,overlap_param_gather=on") != std::string::npos);
+        QVERIFY(toString(plain).find("overlap") == std::string::npos);  // off: the text is as before
     }
 
     // formulas.md, "Communication volume per step, Megatron-style", as bytes one device sends.

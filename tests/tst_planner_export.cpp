@@ -239,6 +239,101 @@ private slots:
         // Selective recomputation takes no --recompute-method in Megatron.
         QVERIFY(!t.contains(QLatin1String("--recompute-method")));
         QVERIFY(t.contains(QLatin1String("= dp 16.")));  // 512 / (8 x 4 x 1)
+        QVERIFY(!t.contains(QLatin1String("overlap")));  // not asked for
+    }
+
+    // What validate_args and TransformerConfig of Megatron-LM d98e8a64 need: CUDA_DEVICE_MAX_CONNECTIONS
+    // whenever tp > 1 or cp > 1 before Blackwell, dropout 0 passed when the plan has none (the
+    // defaults are 0.1), the model's RoPE base, the attention kernel by --attention-backend.
+    void megatronCurrentArguments()
+    {
+        Problem p = problem(Case{"llama-3-8b", "p5.48xlarge", 2, 64, 8192, Precision::BF16Mixed});
+        p.training.dropout = false;
+        p.training.flash_attention = true;
+        const ExportResult r = exportSettings(ExportFormat::Megatron, p, layout("tp=2,cp=2,zero=1", p));
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"export CUDA_DEVICE_MAX_CONNECTIONS=1", "--rotary-base 500000\n",
+                                     "--hidden-dropout 0\n", "--attention-dropout 0\n", "--attention-backend auto\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        QVERIFY(!t.contains(QLatin1String("--use-flash-attn")));  // parsed, but read nowhere
+        // Blackwell lifts the CUDA_DEVICE_MAX_CONNECTIONS requirement; dropout left at its default.
+        Problem b = problem(Case{"llama-3-8b", "p6-b200.48xlarge", 2, 64, 8192, Precision::BF16Mixed});
+        const ExportResult rb = exportSettings(ExportFormat::Megatron, b, layout("tp=2,cp=2,zero=1", b));
+        QVERIFY(rb.ok());
+        QVERIFY(!QString::fromStdString(rb.text).contains(QLatin1String("CUDA_DEVICE_MAX_CONNECTIONS")));
+        QVERIFY(!QString::fromStdString(rb.text).contains(QLatin1String("--hidden-dropout")));
+        QVERIFY(QString::fromStdString(rb.text).contains(QLatin1String("--attention-backend unfused\n")));
+        // tp = cp = 1: no requirement either.
+        const ExportResult r1 = exportSettings(ExportFormat::Megatron, p, layout("tp=1,cp=1,pp=2,zero=1", p));
+        QVERIFY(r1.ok() && r1.text.find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos);
+    }
+
+    // What Megatron-LM refused at 307dcf37 and runs at d98e8a64, each with its own flags.
+    void megatronRunsWhatItNowCan_data()
+    {
+        QTest::addColumn<QByteArray>("model");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<QByteArray>("layoutText");
+        QTest::addColumn<QStringList>("expected");
+        QTest::addColumn<QStringList>("absent");
+        QTest::newRow("ZeRO-3: Megatron-FSDP") << QByteArray("llama-2-7b") << 4 << QByteArray("zero=3")
+            << QStringList{"--use-megatron-fsdp\n", "--data-parallel-sharding-strategy optim_grads_params\n",
+                           "--ckpt-format fsdp_dtensor\n", "--use-distributed-optimizer\n",
+                           "unset CUDA_DEVICE_MAX_CONNECTIONS"}
+            << QStringList{"export CUDA_DEVICE_MAX_CONNECTIONS=1"};
+        QTest::newRow("ZeRO-2 with tp: Megatron-FSDP, no CUDA_DEVICE_MAX_CONNECTIONS=1")
+            << QByteArray("llama-2-7b") << 4 << QByteArray("tp=2,zero=2")
+            << QStringList{"--data-parallel-sharding-strategy optim_grads\n", "unset CUDA_DEVICE_MAX_CONNECTIONS"}
+            << QStringList{"export CUDA_DEVICE_MAX_CONNECTIONS=1"};
+        QTest::newRow("shard group < dp") << QByteArray("llama-2-7b") << 4 << QByteArray("zero=1,zero_group=8")
+            << QStringList{"--use-distributed-optimizer\n", "--num-distributed-optimizer-instances 4\n"}
+            << QStringList{"--use-megatron-fsdp"};
+        QTest::newRow("optimizer offload") << QByteArray("llama-2-7b") << 4 << QByteArray("zero=1,offload=optimizer")
+            << QStringList{"--optimizer-cpu-offload\n", "--use-precision-aware-optimizer\n"} << QStringList{};
+        QTest::newRow("interleaved at pp 2") << QByteArray("llama-2-7b") << 4
+            << QByteArray("pp=2,schedule=interleaved,v=2")
+            << QStringList{"--num-layers-per-virtual-pipeline-stage 8\n"} << QStringList{};
+        QTest::newRow("tp a multiple of the KV heads") << QByteArray("llama-2-70b") << 64 << QByteArray("tp=16")
+            << QStringList{"--tensor-model-parallel-size 16\n", "--num-query-groups 8\n"} << QStringList{};
+    }
+    void megatronRunsWhatItNowCan()
+    {
+        QFETCH(QByteArray, model);
+        QFETCH(int, nodes);
+        QFETCH(QByteArray, layoutText);
+        QFETCH(QStringList, expected);
+        QFETCH(QStringList, absent);
+        const Case c{model.constData(), "p5.48xlarge", nodes, 256, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::Megatron, c, layoutText.constData());
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const QString& e : expected)
+            QVERIFY2(t.contains(e), qPrintable(e));
+        for (const QString& e : absent)
+            QVERIFY2(!t.contains(e), qPrintable(e));
+    }
+
+    // Megatron's overlap options export as its own flags (validate_args: --tp-comm-overlap needs
+    // --sequence-parallel, --overlap-param-gather needs the distributed optimizer and
+    // --overlap-grad-reduce); frameworks without them refuse them by name.
+    void megatronOverlapFlags()
+    {
+        const Case c{"llama-2-70b", "p5.48xlarge", 64, 1024, 4096, Precision::BF16Mixed};
+        const char* text = "tp=8,pp=4,sp=on,zero=1,mb=1,tp_comm_overlap=on,overlap_param_gather=on";
+        const ExportResult r = exported(ExportFormat::Megatron, c, text);
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--tp-comm-overlap\n", "--overlap-grad-reduce\n", "--overlap-param-gather\n",
+                                     "--sequence-parallel\n", "--use-distributed-optimizer\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        const ExportResult d = exported(ExportFormat::DeepSpeed, c, text);
+        QVERIFY(!d.ok());
+        QString refusals;
+        for (const std::string& line : d.refusals)
+            refusals += QString::fromStdString(line) + QLatin1Char('\n');
+        QVERIFY2(refusals.contains("tp_comm_overlap=on") && refusals.contains("overlap_param_gather=on"),
+                 qPrintable(refusals));
     }
 
     void deepspeedBatchArithmetic()
@@ -265,6 +360,18 @@ private slots:
         for (const std::string& n : r.notes)
             micsNote = micsNote || n.find("16 groups") != std::string::npos;  // 128 ranks / 8
         QVERIFY(micsNote);
+
+        // AutoTP: DeepSpeedConfig counts every rank (no mpu yet), so train_batch_size is left for
+        // it to derive, and _batch_assertion holds: micro x accumulation x all ranks.
+        const Case t{"llama-2-7b", "p5.48xlarge", 4, 256, 4096, Precision::BF16Mixed};
+        const ExportResult a = exported(ExportFormat::DeepSpeed, t, "tp=2,zero=1,mb=1");
+        QVERIFY(a.ok());
+        const QJsonObject autotp = QJsonDocument::fromJson(QByteArray::fromStdString(a.text)).object();
+        QVERIFY(!autotp.contains("train_batch_size"));
+        QCOMPARE(autotp["tensor_parallel"].toObject()["autotp_size"].toInt(), 2);
+        const int dp = 32 / 2;
+        QCOMPARE(autotp["train_micro_batch_size_per_gpu"].toInt() * autotp["gradient_accumulation_steps"].toInt() * dp,
+                 256);
     }
 
     void neuronxKvReplication()
@@ -327,19 +434,8 @@ private slots:
                    F = ExportFormat::Fsdp;
         const QByteArray llama7 = "llama-2-7b", llama70 = "llama-2-70b", p5 = "p5.48xlarge", trn1 = "trn1.32xlarge";
 
-        QTest::newRow("megatron: ZeRO-3") << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=3") << "megatron: ZeRO-3";
-        QTest::newRow("megatron: ZeRO-2") << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=2") << "megatron: ZeRO-2";
-        QTest::newRow("megatron: shard group < dp")
-            << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,zero_group=8") << "a ZeRO shard group of 8 of the 32";
-        QTest::newRow("megatron: optimizer offload")
-            << M << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,offload=optimizer") << "megatron: optimizer offload";
         QTest::newRow("megatron: GPipe")
             << M << llama7 << p5 << 4 << bf16 << QByteArray("pp=4,schedule=gpipe") << "the GPipe schedule";
-        QTest::newRow("megatron: interleaved at pp 2")
-            << M << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,schedule=interleaved,v=2")
-            << "interleaved 1F1B with pp=2";
-        QTest::newRow("megatron: tp above the KV heads")
-            << M << llama70 << p5 << 64 << bf16 << QByteArray("tp=16") << "tp=16 with 8 key/value heads";
         QTest::newRow("megatron: encoder-decoder")
             << M << QByteArray("t5-large") << p5 << 1 << bf16 << QByteArray("tp=1") << "family encoder-decoder";
         QTest::newRow("megatron: Trainium") << M << llama7 << trn1 << 1 << bf16 << QByteArray("tp=8")
@@ -416,8 +512,8 @@ private slots:
         const ExportResult r = exported(
             ExportFormat::DeepSpeed, c,
             "dp=8,tp=4,pp=4,cp=8,sp=on,zero=3,zero_group=1,mb=2,schedule=interleaved,v=5,recompute=selective");
-        // device, cp, sp, tp with pp, ZeRO-3 with pp, interleaved, selective.
-        QCOMPARE(r.refusals.size(), size_t(7));
+        // device, cp, sp, tp with pp, AutoTP with ZeRO-3, ZeRO-3 with pp, interleaved, selective.
+        QCOMPARE(r.refusals.size(), size_t(8));
     }
 
     void invalidLayoutIsRefused()

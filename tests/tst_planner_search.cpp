@@ -254,13 +254,25 @@ private slots:
         QCOMPARE(reason(r.stats, toString(Infeasibility::MissingHardwareFigure)), e.missing_figure);
         QVERIFY(r.stats.evaluated < e.candidates || r.stats.pruned == 0);
 
-        // The same top-k, in the same order, with the same predictions.
-        QCOMPARE(r.top.size(), std::min<size_t>(25, e.feasible.size()));
+        // The same top-k, in the same order, with the same predictions and the same variants:
+        // the exhaustive ranking folded the same way (plans of the same cost are one choice).
+        std::vector<Plan> ranked = e.feasible;
+        if (ranked.size() > 25 * 8)
+            ranked.resize(25 * 8);  // the search's headroom for variants
+        const std::vector<Plan> folded = collapseVariants(ranked, 25, Objective::Throughput);
+        QCOMPARE(r.top.size(), folded.size());
         for (size_t i = 0; i < r.top.size(); ++i) {
-            QVERIFY2(r.top[i].layout == e.feasible[i].layout,
-                     describe(r.top[i].layout) + " vs " + describe(e.feasible[i].layout));
-            QCOMPARE(r.top[i].prediction.step_time_s, e.feasible[i].prediction.step_time_s);
-            QCOMPARE(r.top[i].prediction.memory_bytes.total(), e.feasible[i].prediction.memory_bytes.total());
+            QVERIFY2(r.top[i].layout == folded[i].layout,
+                     describe(r.top[i].layout) + " vs " + describe(folded[i].layout));
+            QCOMPARE(r.top[i].prediction.step_time_s, folded[i].prediction.step_time_s);
+            QCOMPARE(r.top[i].prediction.memory_bytes.total(), folded[i].prediction.memory_bytes.total());
+            QVERIFY(r.top[i].variants == folded[i].variants);
+            for (const Layout& v : r.top[i].variants) {  // each variant really costs the same
+                const Plan again{v, cm.evaluate(v), {}, {}};
+                QVERIFY(samePlanCost(Objective::Throughput, again, r.top[i]));
+            }
+            if (i > 0)  // and distinct rows really differ
+                QVERIFY(!samePlanCost(Objective::Throughput, r.top[i - 1], r.top[i]));
         }
         // The best priced layouts that do not fit: each really does not fit, with its reason,
         // ranked by the same objective.
@@ -455,9 +467,12 @@ private slots:
         options.top_k = 1'000'000;  // every feasible layout
         const SearchResult r = search(cm, space, options);
         QCOMPARE(r.stats.candidates, e.candidates);
-        QCOMPARE(r.top.size(), e.feasible.size());
+        // Every feasible layout, each run of the same cost folded into one plan.
+        const std::vector<Plan> folded = collapseVariants(e.feasible, options.top_k, Objective::Throughput);
+        QCOMPARE(r.top.size(), folded.size());
         for (size_t i = 0; i < r.top.size(); ++i) {
-            QVERIFY(r.top[i].layout == e.feasible[i].layout);
+            QVERIFY(r.top[i].layout == folded[i].layout);
+            QVERIFY(r.top[i].variants == folded[i].variants);
             QVERIFY(inSpace(r.top[i].layout));
             QVERIFY(r.top[i].prediction.memory_bytes.total() <= maxMem * r.top[i].prediction.memory_bytes.capacity);
             QVERIFY(r.top[i].prediction.micro_batches >= minMicro);

@@ -45,6 +45,29 @@ void printSummary(std::ostream& out, const char* label, const ErrorSummary& s)
     out << line;
 }
 
+// The summary, then one line per chip family (the goals are per family).
+void printSummaries(std::ostream& out, const char* label, const std::vector<CaseResult>& results)
+{
+    printSummary(out, label, summarize(results));
+    for (const auto& [family, s] : summarizeByFamily(results)) {
+        const std::string indented = std::string("  ") + family;
+        printSummary(out, indented.c_str(), s);
+    }
+}
+
+QJsonObject summaryJson(const ErrorSummary& s)
+{
+    return QJsonObject{{"median_abs", s.median_abs}, {"worst_abs", s.worst_abs}, {"rms_log", s.rms_log}};
+}
+
+QJsonObject byFamilyJson(const std::vector<CaseResult>& results)
+{
+    QJsonObject o;
+    for (const auto& [family, s] : summarizeByFamily(results))
+        o.insert(QString::fromStdString(family), summaryJson(s));
+    return o;
+}
+
 QJsonArray resultsJson(const std::vector<CaseResult>& results)
 {
     QJsonArray a;
@@ -266,9 +289,12 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
     };
     const bool reportHoldout = a.flag("fit") && std::find(held.begin(), held.end(), true) != held.end();
     if (a.flag("json")) {
-        QJsonObject o{{"schema", "shardscope.calibration/1"}, {"cases", resultsJson(before)}};
+        QJsonObject o{{"schema", "shardscope.calibration/1"},
+                      {"cases", resultsJson(before)},
+                      {"by_family", byFamilyJson(before)}};
         if (a.flag("fit")) {
             o.insert("fitted", resultsJson(after));
+            o.insert("fitted_by_family", byFamilyJson(after));
             o.insert("params", toJson(params));
         }
         if (reportHoldout) {
@@ -280,20 +306,22 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
                                             {"median_before", b.median_abs},
                                             {"median_after", f.median_abs},
                                             {"worst_before", b.worst_abs},
-                                            {"worst_after", f.worst_abs}});
+                                            {"worst_after", f.worst_abs},
+                                            {"by_family_before", byFamilyJson(heldOut(before))},
+                                            {"by_family_after", byFamilyJson(heldOut(after))}});
         }
         ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
     } else {
         printTable(ctx.out, before);
-        printSummary(ctx.out, "current terms", summarize(before));
+        printSummaries(ctx.out, "current terms", before);
         if (a.flag("fit")) {
             ctx.out << "\nafter fitting (" << fit.iterations << " iterations):\n";
             printTable(ctx.out, after);
-            printSummary(ctx.out, "fitted terms", summarize(after));
+            printSummaries(ctx.out, "fitted terms", after);
             if (reportHoldout) {
                 ctx.out << "held out of the fit (" << heldOut(before).size() << " rows):\n";
-                printSummary(ctx.out, "  current terms", summarize(heldOut(before)));
-                printSummary(ctx.out, "  fitted terms ", summarize(heldOut(after)));
+                printSummaries(ctx.out, "current terms", heldOut(before));
+                printSummaries(ctx.out, "fitted terms ", heldOut(after));
             }
             ctx.out << QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented).toStdString();
         }

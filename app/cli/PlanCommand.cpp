@@ -4,6 +4,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "CostModel.h"
+#include "FrameworkExport.h"
 #include "JsonReader.h"
 #include "PlanCommand.h"
 #include "PlanJson.h"
@@ -29,7 +30,8 @@ namespace {
 const char* kSearchOptionsUsage =
     "       [--objective throughput|time|cost] [--top K] [--fix tp=8,pp=2,...] [--min dp=8,...]\n"
     "       [--max tp=16,...] [--max-mem 0.9] [--min-micro-batches N] [--recompute none,selective,full]\n"
-    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME] [--json]";
+    "       [--threads N] [--precision bf16] [--tokens 300e9] [--flash-attention] [--cost-model NAME]\n"
+    "       [--framework megatron|deepspeed|neuronx|fsdp] [--json]";
 
 std::string planUsage()
 {
@@ -53,7 +55,7 @@ std::set<std::string> searchValueOptions()
 {
     std::set<std::string> v = problemValueOptions();
     v.insert({"objective", "top", "fix", "min", "max", "max-mem", "min-micro-batches", "recompute", "threads",
-              "cost-model"});
+              "cost-model", "framework"});
     return v;
 }
 std::set<std::string> searchFlagOptions()
@@ -96,6 +98,13 @@ SearchSettings searchSettingsFromArgs(const CliArgs& a, const RunStore& runs, in
     }
     s.request.top_k = a.integer("top", defaultTop, 1, 1000);
     s.request.cost_model = runs.costModelParamsNamed(a.value("cost-model").value_or("default"));
+    if (auto framework = a.value("framework")) {
+        // Only layouts that framework can run: the top plan exports with `export --format`.
+        s.request.framework = exportFormatFromString(*framework);
+        if (!s.request.framework)
+            throw UsageError("--framework: unknown framework \"" + *framework + "\" (one of: " + exportFormatChoices() +
+                             ")");
+    }
     s.control.threads = a.integer("threads", 0, 0, 256);
     return s;
 }
@@ -191,9 +200,9 @@ bool checkObjective(Objective objective, const Problem& problem)
 void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows)
 {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s\n", "#",
-                  "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step", "tokens/s",
-                  "MFU", "memory/device", "cost to train");
+    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s %s\n",
+                  "#", "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step",
+                  "tokens/s", "MFU", "memory/device", "cost to train", " same cost");
     o << buf;
     for (size_t i = 0; i < plans.size() && i < rows; ++i) {
         const Layout& l = plans[i].layout;
@@ -201,11 +210,16 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
         const MemoryBreakdown& m = p.memory_bytes;
         const std::string memory =
             formatBytes(m.total()) + " (" + std::to_string(int(100 * m.total() / m.capacity + 0.5)) + "%)";
-        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s\n",
+        // Layouts of the same cost are one choice: counted here, listed in --json ("variants").
+        const std::string same =
+            plans[i].variants.empty()
+                ? std::string()
+                : " +" + std::to_string(plans[i].variants.size()) + (plans[i].variants.size() == 1 ? " variant" : " variants");
+        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s%s\n",
                       i + 1, l.dp, l.tp, l.pp, l.cp, l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
                       l.micro_batch, scheduleText(l).c_str(), toString(l.recompute), toString(l.offload),
                       formatDuration(p.step_time_s).c_str(), formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu,
-                      memory.c_str(), money(p.cost_to_train_usd).c_str());
+                      memory.c_str(), money(p.cost_to_train_usd).c_str(), same.c_str());
         o << buf;
     }
 }
@@ -277,7 +291,10 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
         ctx.out << problem.model.name << " on " << problem.cluster.nodes << " x " << problem.cluster.node.name << " ("
                 << problem.cluster.devices() << " devices), global batch " << problem.training.global_batch << " x "
                 << problem.training.seq_len << " tokens, objective " << toString(result.objective) << ", cost model "
-                << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space) << "\n\n";
+                << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space)
+                << (result.request.framework ? std::string(", runnable by ") + toString(*result.request.framework)
+                                             : std::string())
+                << "\n\n";
         if (!result.top.empty()) {
             printPlanTable(ctx.out, result.top, result.top.size());
             ctx.out << "\nbest ";

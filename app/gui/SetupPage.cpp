@@ -1,5 +1,6 @@
 #include "SetupPage.h"
 #include "CostModelParams.h"
+#include "FrameworkExport.h"
 #include "RunStore.h"
 #include "SpecCatalog.h"
 #include "EntrySummary.h"
@@ -118,6 +119,12 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     lower_->setPlaceholderText(tr("e.g. dp=8,mb=2"));
     upper_ = new QLineEdit(this);
     upper_->setPlaceholderText(tr("e.g. tp=16,pp=8"));
+    framework_ = new QComboBox(this);
+    framework_->addItem(tr("any"), -1);  // each plan then lists the frameworks that run it
+    for (ExportFormat f : exportFormats())
+        framework_->addItem(QString::fromLatin1(toString(f)), int(f));
+    framework_->setToolTip(tr("Search only the layouts this framework can run, so that the best plan exports "
+                              "(shardscope-cli plan --framework NAME)"));
     costModel_ = new QComboBox(this);
     costModel_->setToolTip(tr("The cost model's efficiency terms: the built-in default (fitted on published "
                               "training runs) or a profile saved by shardscope-cli calibrate --save NAME"));
@@ -138,6 +145,7 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     auto* searchForm = new QFormLayout;
     searchForm->addRow(tr("Ob&jective"), objective_);
     searchForm->addRow(tr("Cost model"), costModel_);
+    searchForm->addRow(tr("Framework"), framework_);
     searchForm->addRow(tr("Fi&x layout keys"), fix_);
     searchForm->addRow(tr("Lower bounds"), lower_);
     searchForm->addRow(tr("Upper &bounds"), upper_);
@@ -195,7 +203,7 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
         if (!loading_)
             debounce->start();
     };
-    for (QComboBox* c : {model_, node_, precision_, objective_, costModel_})
+    for (QComboBox* c : {model_, node_, precision_, objective_, costModel_, framework_})
         connect(c, &QComboBox::currentIndexChanged, this, kick);
     for (QSpinBox* s : {nodes_, batch_, seq_, minMicroBatches_})
         connect(s, &QSpinBox::valueChanged, this, kick);
@@ -292,6 +300,7 @@ void SetupPage::setRequest(const PlanRequest& request)
     fillProblem(request.problem);
     loading_ = true;
     objective_->setCurrentIndex(objective_->findData(int(request.objective)));
+    framework_->setCurrentIndex(std::max(0, framework_->findData(request.framework ? int(*request.framework) : -1)));
     // The catalog's profile of the same name when its terms are the file's, else the file's own terms.
     const CostModelParams& terms = request.cost_model;
     std::optional<CostModelParams> stored;
@@ -362,6 +371,8 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
     r.objective = Objective(objective_->currentData().toInt());
     if (const std::string why = objectiveProblem(r.objective, r.problem); !why.empty())
         errors.push_back({"objective", why});
+    if (const int f = framework_->currentData().toInt(); f >= 0)
+        r.framework = ExportFormat(f);
     const QString terms = costModel_->currentData().toString();
     if (terms == QLatin1String(kFileTermsKey) && fileTerms_) {
         r.cost_model = *fileTerms_;

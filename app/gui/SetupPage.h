@@ -60,6 +60,7 @@ public:
     QLineEdit* lowerEdit() const { return lower_; }
     QLineEdit* upperEdit() const { return upper_; }
     QComboBox* costModelBox() const { return costModel_; }
+    QComboBox* frameworkBox() const { return framework_; }
     QDoubleSpinBox* maxMemoryBox() const { return maxMemory_; }
 
 signals:
@@ -88,6 +89,7 @@ private:
     QLineEdit* lower_ = nullptr;
     QLineEdit* upper_ = nullptr;
     QComboBox* costModel_ = nullptr;        // "default", the catalog's profiles, or a plan file's terms
+    QComboBox* framework_ = nullptr;        // any, or the framework the plans must run on
     std::optional<CostModelParams> fileTerms_;  // the terms of an opened plan not in the catalog
     QDoubleSpinBox* maxMemory_ = nullptr;
     QSpinBox* minMicroBatches_ = nullptr;

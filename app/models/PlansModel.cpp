@@ -74,6 +74,14 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
         return QBrush(QGuiApplication::palette().color(QPalette::Disabled, QPalette::Text));
     if (role == Qt::ToolTipRole && !runs)
         return tr("not feasible: %1").arg(why);
+    if (role == Qt::ToolTipRole && !plan.variants.empty()) {
+        // Layouts the cost model cannot tell apart from this one: one choice, shown once.
+        QStringList same;
+        for (const Layout& v : plan.variants)
+            same << q(toString(v));
+        return tr("The same cost as %n other layout(s):\n%1", nullptr, int(plan.variants.size()))
+            .arg(same.join(QLatin1Char('\n')));
+    }
     if (role == Qt::TextAlignmentRole)
         return index.column() >= StepTime || index.column() <= MicroBatch ? int(Qt::AlignRight | Qt::AlignVCenter)
                                                                            : int(Qt::AlignLeft | Qt::AlignVCenter);

@@ -18,6 +18,13 @@
 //   deepspeed/runtime/pipe/engine.py: PipelineEngine asserts "ZeRO-2 and ZeRO-3 are
 //     incompatible with pipeline parallelism" (the assertion was found in several stored
 //     copies of the file, not attributed to a commit of deepspeedai/DeepSpeed).
+//   deepspeed/runtime/config.py and deepspeed/__init__.py (commit 38327e07f): DeepSpeedConfig is
+//     built in deepspeed.initialize before the engine sets up AutoTP's groups, with the
+//     data-parallel world size of the mpu passed, else of the mesh, else of all ranks; with
+//     AutoTP and no mpu that is every rank (tp copies included), so _batch_assertion would
+//     refuse train_batch_size = micro x accumulation x dp. AutoTP exports therefore leave
+//     train_batch_size out and let _set_batch_related_parameters derive it (DeepSpeed's own
+//     tests/unit/model_parallelism/test_autotp_training.py give only the micro-batch).
 // Decisions: tensor parallelism is AutoTP (tensor_parallel.autotp_size), which needs no
 // Megatron-DeepSpeed; Megatron-style sequence parallelism, context parallelism, fp8,
 // selective recomputation (model code, not a config key), the GPipe and interleaved
@@ -37,6 +44,7 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     ExportResult r;
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r.refusals);
+    refuseMegatronOverlaps(refuse, l);
     const Figures f = figures(p, l);
     const std::string& vendor = p.cluster.node.chip.vendor;
 
@@ -51,6 +59,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (l.tp > 1 && f.pipelined)
         refuse.add("tensor parallelism (tp=" + str(l.tp) + ") together with pipeline parallelism (pp=" + str(l.pp) + ")",
                    "AutoTP is documented with ZeRO data parallelism, not with PipelineModule");
+    if (l.tp > 1 && l.zero_stage == 3)
+        refuse.add("AutoTP (tp=" + str(l.tp) + ") with ZeRO-3",
+                   "deepspeed/runtime/engine.py (38327e07f) asserts ZeRO stage <= 2 with autotp_size > 1");
     if (f.pipelined && l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage) + " with pipeline parallelism",
                    "PipelineEngine asserts ZeRO stage < 2");
@@ -70,7 +81,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
         return r;
 
     QJsonObject config;
-    config.insert("train_batch_size", p.training.global_batch);
+    const bool autotp = l.tp > 1;
+    if (!autotp)
+        config.insert("train_batch_size", p.training.global_batch);
     config.insert("train_micro_batch_size_per_gpu", l.micro_batch);
     config.insert("gradient_accumulation_steps", f.micro_batches);
     if (p.training.precision == Precision::BF16Mixed)
@@ -109,9 +122,17 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
                           "deepspeed.checkpointing.checkpoint on every transformer layer.");
     }
 
-    r.notes.push_back("train_batch_size " + str(p.training.global_batch) + " = micro-batch " + str(l.micro_batch) +
-                      " x " + str(f.micro_batches) + " accumulation steps x " + str(l.dp) + " data-parallel ranks (" +
-                      str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + ").");
+    if (autotp)
+        r.notes.push_back("train_batch_size is left to DeepSpeed: it counts all " + str(f.devices) +
+                          " ranks before AutoTP's groups exist (micro-batch x accumulation x " + str(f.devices) + " = " +
+                          str(std::int64_t(l.micro_batch) * f.micro_batches * f.devices) +
+                          "); the sequences per step are " + str(p.training.global_batch) + " = micro-batch " +
+                          str(l.micro_batch) + " x " + str(f.micro_batches) + " accumulation steps x " + str(l.dp) +
+                          " data-parallel ranks (the " + str(l.tp) + " ranks of a tensor-parallel group share inputs).");
+    else
+        r.notes.push_back("train_batch_size " + str(p.training.global_batch) + " = micro-batch " + str(l.micro_batch) +
+                          " x " + str(f.micro_batches) + " accumulation steps x " + str(l.dp) + " data-parallel ranks (" +
+                          str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + ").");
     r.notes.push_back("The optimizer (" + std::string(toString(p.training.optimizer)) +
                       ") and learning rate come from your script or an \"optimizer\" section.");
     r.text = QJsonDocument(config).toJson(QJsonDocument::Indented).toStdString();

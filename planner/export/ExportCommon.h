@@ -31,6 +31,10 @@ private:
     std::vector<std::string>& out_;
 };
 
+// Megatron-LM's communication-overlap options (Layout.h) in a framework that has no such
+// flags: each one set is refused by name.
+void refuseMegatronOverlaps(Refusals& refuse, const Layout& layout);
+
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {
     int devices_per_node = 0;

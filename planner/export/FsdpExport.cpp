@@ -28,6 +28,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("fsdp", r.refusals);
+    refuseMegatronOverlaps(refuse, l);
     const Figures f = figures(p, l);
     const ChipSpec& chip = p.cluster.node.chip;
 

@@ -14,29 +14,55 @@
 //   --swiglu, --disable-bias-linear, --untie-embeddings-and-output-weights, --num-experts,
 //   --moe-router-topk, --use-flash-attn, --optimizer adam|sgd.
 // Rules of that version that the export enforces (validate_args):
-//   - the interleaved schedule asserts pipeline-model-parallel size > 2;
 //   - selective recomputation takes no --recompute-method;
-//   - sequence parallelism raises unless CUDA_DEVICE_MAX_CONNECTIONS=1;
 //   - MoE with tp > 1 asserts --sequence-parallel.
+// Re-read at commit d98e8a64 (megatron/training/arguments.py; TransformerConfig in
+// megatron/core/transformer/transformer_config.py, whose fields become options through
+// ArgumentGroupFactory):
+//   - validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 whenever tp > 1 or cp > 1 on a
+//     device older than Blackwell (get_device_arch_version() < 10), not only with sp;
+//   - --hidden-dropout and --attention-dropout default to 0.1 (TransformerConfig): a plan
+//     priced without dropout passes 0 for both;
+//   - --rotary-base defaults to 10000: passed from the model (Llama 3: 500000);
+//   - --use-flash-attn is still parsed but --attention-backend (flash, fused, unfused, local,
+//     auto; AttnBackend in megatron/core/transformer/enums.py) is what selects the kernel:
+//     auto (a fused kernel: flash or cuDNN) for fused attention, unfused otherwise;
+//   - --tp-comm-overlap needs --sequence-parallel; --overlap-param-gather needs the
+//     distributed optimizer and --overlap-grad-reduce.
 // megatron/core/transformer/attention.py (commit f41b4fd4) divides num_query_groups by the
 // tensor-parallel size, so tp must divide the key/value heads.
-// Not in that version, hence refused: ZeRO-2/3 (the distributed optimizer shards optimizer
-// states only), a shard group smaller than dp, optimizer offload, the GPipe schedule. Newer
-// Megatron versions add --optimizer-cpu-offload, --num-distributed-optimizer-instances and
-// FSDP options; they were seen only in third-party scripts, not in a stored arguments.py,
-// so they are not exported.
+// At d98e8a64 (read in full) Megatron also runs what 307dcf37 could not: ZeRO-2/3 as
+// Megatron-FSDP (--use-megatron-fsdp, --data-parallel-sharding-strategy), optimizer CPU offload
+// (--optimizer-cpu-offload with --use-precision-aware-optimizer), shard groups smaller than dp
+// (--num-distributed-optimizer-instances), tp a multiple of the KV heads (TransformerConfig),
+// and the interleaved schedule at pp = 2 (allowed with --overlap-p2p-communication, the
+// default). Still refused: the GPipe schedule.
 // torchrun options (--nnodes, --nproc_per_node, --node_rank, --master_addr, --master_port)
 // as used by aws-neuron/neuronx-distributed examples/training/llama/tp_pp_llama_hf_pretrain/
 // run_llama2_70B_tp_pp.sh.
 #include "ExportCommon.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace shardscope::exportdetail {
 
 namespace {
 
 bool runsMegatron(const ChipSpec& chip) { return chip.vendor == "NVIDIA" || chip.vendor == "AMD"; }
+
+// get_device_arch_version() < 10: every NVIDIA part before Blackwell (B200/GB200/B300 are
+// compute capability 10.x) and AMD's Instinct parts (ROCm reports gfx9 as 9.x).
+bool olderThanBlackwell(const ChipSpec& chip)
+{
+    if (chip.vendor != "NVIDIA")
+        return true;
+    for (const char* blackwell : {"b200", "gb200", "b300", "gb300"})
+        if (chip.name.rfind(blackwell, 0) == 0)
+            return false;
+    return true;
+}
 
 } // namespace
 
@@ -61,24 +87,16 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
                    "Megatron offers gelu, --swiglu and --squared-relu");
     if (!m.final_norm)
         refuse.add("a model without a final norm", "pretrain_gpt.py always adds one");
-    if (m.kv_heads % l.tp != 0)
+    if (m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
         refuse.add("tp=" + str(l.tp) + " with " + str(m.kv_heads) + " key/value heads",
-                   "megatron/core/transformer/attention.py divides num_query_groups by tp; KV heads are "
-                   "not replicated");
-    if (l.zero_stage >= 2)
-        refuse.add("ZeRO-" + str(l.zero_stage),
-                   "--use-distributed-optimizer shards optimizer states only, as ZeRO-1 does");
-    else if (f.partial_shard)
-        refuse.add("a ZeRO shard group of " + str(f.shard_group) + " of the " + str(l.dp) + " data-parallel ranks",
-                   "the distributed optimizer shards over the whole data-parallel group");
-    if (l.offload == Offload::Optimizer)
-        refuse.add("optimizer offload", "the cited arguments.py has no offload option");
+                   "TransformerConfig (d98e8a64) needs num_query_groups to be a multiple or a divisor of tp");
+    if (l.zero_stage == 3 && l.overlap_param_gather)
+        refuse.add("overlap_param_gather with ZeRO-3", "Megatron-FSDP gathers parameters itself");
     if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
         refuse.add("the GPipe schedule", "Megatron runs 1F1B, or interleaved 1F1B with "
                                          "--num-layers-per-virtual-pipeline-stage");
-    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved && l.pp <= 2)
-        refuse.add("interleaved 1F1B with pp=" + str(l.pp),
-                   "validate_args asserts pipeline-model-parallel size > 2 with the interleaved schedule");
+    if (m.positions == PositionKind::Rotary && m.rope_base != std::floor(m.rope_base))
+        refuse.add("a RoPE base of " + std::to_string(m.rope_base), "--rotary-base takes an integer");
     if (m.moe.enabled() && l.tp > 1 && !l.sequence_parallel)
         refuse.add("MoE with tp=" + str(l.tp) + " and sequence parallelism off",
                    "validate_args requires --sequence-parallel for MoE with tensor parallelism");
@@ -96,8 +114,33 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--context-parallel-size", str(l.cp));
     if (l.sequence_parallel)
         arg("--sequence-parallel");
-    if (l.zero_stage == 1)
+    // ZeRO-1 is the distributed optimizer; ZeRO-2/3 are Megatron-FSDP's sharding strategies
+    // (--data-parallel-sharding-strategy optim_grads | optim_grads_params; validate_args
+    // asserts the fsdp_dtensor checkpoint format and CUDA_DEVICE_MAX_CONNECTIONS != 1, as
+    // examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh sets them).
+    const bool megatronFsdp = l.zero_stage >= 2;
+    if (l.zero_stage >= 1)
         arg("--use-distributed-optimizer");
+    if (megatronFsdp) {
+        arg("--use-megatron-fsdp");
+        arg("--data-parallel-sharding-strategy", l.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+        arg("--ckpt-format", "fsdp_dtensor");
+    }
+    // A shard group smaller than dp: that many distributed-optimizer (or FSDP) copies across dp.
+    if (f.partial_shard)
+        arg("--num-distributed-optimizer-instances", str(l.dp / f.shard_group));
+    if (l.offload == Offload::Optimizer) {
+        // validate_args: the CPU offload reuses the precision-aware optimizer's code path.
+        arg("--optimizer-cpu-offload");
+        arg("--use-precision-aware-optimizer");
+    }
+    if (l.tp_comm_overlap)
+        arg("--tp-comm-overlap");  // validate_args: needs --sequence-parallel (the layout has it)
+    if (l.overlap_param_gather) {
+        // validate_args: --overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce.
+        arg("--overlap-grad-reduce");
+        arg("--overlap-param-gather");
+    }
     arg("--micro-batch-size", str(l.micro_batch));
     arg("--global-batch-size", str(p.training.global_batch));
     if (l.recompute == Recompute::Selective) {
@@ -130,6 +173,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--seq-length", str(p.training.seq_len));
     arg("--max-position-embeddings", str(std::max(m.max_seq, p.training.seq_len)));
     arg("--position-embedding-type", m.positions == PositionKind::Rotary ? "rope" : "learned_absolute");
+    if (m.positions == PositionKind::Rotary) {
+        char base[32];
+        std::snprintf(base, sizeof base, "%.15g", m.rope_base);
+        arg("--rotary-base", base);  // an int option in arguments.py
+    }
     arg("--normalization", m.norm == NormKind::RmsNorm ? "RMSNorm" : "LayerNorm");
     if (m.mlp == MlpKind::SwiGlu)
         arg("--swiglu");
@@ -141,8 +189,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--num-experts", str(m.moe.experts));
         arg("--moe-router-topk", str(m.moe.top_k));
     }
-    if (p.training.flash_attention)
-        arg("--use-flash-attn");
+    arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
+    if (!p.training.dropout) {
+        arg("--hidden-dropout", "0");
+        arg("--attention-dropout", "0");
+    }
     arg("--optimizer", p.training.optimizer == Optimizer::Sgd ? "sgd" : "adam");
 
     r.notes.push_back("Megatron derives the data-parallel size: " + str(f.devices) + " devices / (tp " + str(l.tp) +
@@ -154,10 +205,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
 
     std::string t = "#!/bin/bash\n";
     t += commentLines({"Megatron-LM launch settings exported by ShardScope", problemLine(p), "layout " + toString(l),
-                       "Option names: NVIDIA/Megatron-LM megatron/training/arguments.py (commit 307dcf37)", ""});
+                       "Option names: NVIDIA/Megatron-LM megatron/training/arguments.py (commits 307dcf37, d98e8a64)",
+                       ""});
     t += commentLines(r.notes);
-    if (l.sequence_parallel)
-        t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # required by --sequence-parallel\n";
+    if (megatronFsdp)
+        t += "unset CUDA_DEVICE_MAX_CONNECTIONS  # validate_args: Megatron-FSDP requires it unset or > 1\n";
+    else if ((l.tp > 1 || l.cp > 1) && olderThanBlackwell(p.cluster.node.chip))
+        t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # validate_args: tp > 1 or cp > 1 before Blackwell\n";
     t += "MEGATRON_ARGS=(\n";
     for (const std::string& a : args)
         t += "    " + a + "\n";

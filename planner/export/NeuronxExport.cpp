@@ -65,6 +65,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("neuronx", r.refusals);
+    refuseMegatronOverlaps(refuse, l);
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
     const Figures f = figures(p, l);
