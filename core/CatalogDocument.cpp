@@ -48,8 +48,12 @@ std::optional<ParsedEntry> parseEntry(const QJsonObject& doc, const std::string&
     }
     const QJsonValue schema = doc.value(QLatin1String("schema"));
     std::string message = "is required (e.g. \"shardscope.model/1\")";
-    if (!schema.isUndefined())
-        message = std::string("\"").append(schema.toString().toStdString()).append("\" is not a model, chip or node document");
+    if (schema.isString())
+        message = quotedValue(schema.toString().toStdString()) + " is not a model, chip or node document";
+    else if (!schema.isUndefined())  // a number's toString() is "", which named nothing
+        message = "expected a string such as \"shardscope.model/1\", got " +
+                  (schema.isDouble() ? "the number " + printable(QString::number(schema.toDouble(), 'g', 17).toStdString())
+                                     : std::string("a value of another type"));
     errors.push_back({path + ".schema", message});
     return std::nullopt;
 }
@@ -71,7 +75,8 @@ EntryDocuments entryDocuments(const QJsonObject& document, FieldErrors& errors)
     EntryDocuments docs;
     if (schemaKind(document) != "catalog") {
         const std::string kind = schemaKind(document);
-        docs.emplace_back(document, kind.empty() ? std::string("document") : kind);
+        // The kind names the document in error paths: from the user's text, so made printable.
+        docs.emplace_back(document, kind.empty() ? std::string("document") : printable(kind, 40));
         return docs;
     }
     JsonReader r(document, "", errors);

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope {
@@ -21,6 +22,17 @@ using FieldErrors = std::vector<FieldError>;
 
 // All messages, one per line.
 std::string joinErrors(const FieldErrors& errors);
+
+// Text from the user as an error message shows it: control characters escaped (a NUL would
+// end the message wherever it is printed as a C string) and cut after `keep` characters with
+// the whole length named, so that a 10 MB value is named, not echoed.
+std::string printable(std::string_view text, size_t keep = 60);
+// What is wrong with the name of a catalog entry, or empty when nothing is: names are printed
+// in every message and table, so they are not empty, not longer than 200 bytes, and have no
+// control characters (fuzz_json: a NUL in a model's name cut the messages that named it).
+std::string nameProblem(std::string_view name);
+// The same in double quotes: "abc", "abcdef... (10000000 bytes)".
+std::string quotedValue(std::string_view value, size_t keep = 60);
 
 // Thrown at boundaries for bad user input (a file, a flag, a name).
 // The CLI maps it to exit code 2; everything else that fails is exit code 1.

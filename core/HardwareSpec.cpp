@@ -34,8 +34,8 @@ void checkFigure(FieldErrors& errors, const std::string& path, const char* field
 FieldErrors validate(const ChipSpec& c, const std::string& path)
 {
     FieldErrors errors;
-    if (c.name.empty())
-        errors.push_back({path + ".name", "must not be empty"});
+    if (const std::string problem = nameProblem(c.name); !problem.empty())
+        errors.push_back({path + ".name", problem});
     checkFigure(errors, path, "peak_flops.fp32", c.peak_flops_fp32, 1e18, false);
     checkFigure(errors, path, "peak_flops.bf16", c.peak_flops_bf16, 1e18, false);
     checkFigure(errors, path, "peak_flops.fp16", c.peak_flops_fp16, 1e18, false);
@@ -53,8 +53,8 @@ FieldErrors validate(const ChipSpec& c, const std::string& path)
 FieldErrors validate(const NodeType& n, const std::string& path)
 {
     FieldErrors errors;
-    if (n.name.empty())
-        errors.push_back({path + ".name", "must not be empty"});
+    if (const std::string problem = nameProblem(n.name); !problem.empty())
+        errors.push_back({path + ".name", problem});
     for (const FieldError& e : validate(n.chip, path + ".chip"))
         errors.push_back(e);
     if (n.chips_per_node < 1 || n.chips_per_node > 4096)

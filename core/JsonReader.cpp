@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <vector>
 
 namespace shardscope {
 
@@ -30,6 +32,125 @@ std::string numberText(double v)
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.10g", v);
     return buf;
+}
+
+// Appends code point `cp` to `out` as UTF-8.
+void appendUtf8(std::string& out, char32_t cp)
+{
+    if (cp < 0x80) {
+        out += char(cp);
+    } else if (cp < 0x800) {
+        out += char(0xc0 | (cp >> 6));
+        out += char(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        out += char(0xe0 | (cp >> 12));
+        out += char(0x80 | ((cp >> 6) & 0x3f));
+        out += char(0x80 | (cp & 0x3f));
+    } else {
+        out += char(0xf0 | (cp >> 18));
+        out += char(0x80 | ((cp >> 12) & 0x3f));
+        out += char(0x80 | ((cp >> 6) & 0x3f));
+        out += char(0x80 | (cp & 0x3f));
+    }
+}
+
+// Reads the JSON string literal starting at text[i] == '"' and returns it decoded, with
+// i left on its closing quote. The text has been parsed by Qt already, so it is well formed;
+// escapes are decoded so that "a" and "\u0061" count as the same key.
+std::string decodeString(const QByteArray& text, qsizetype& i)
+{
+    std::string out;
+    auto hex4 = [&](qsizetype at) { return char32_t(text.mid(at, 4).toUInt(nullptr, 16)); };
+    for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] != '\\') {
+            out += text[i];
+            continue;
+        }
+        const char e = i + 1 < text.size() ? text[++i] : '\\';
+        switch (e) {
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+            char32_t cp = hex4(i + 1);
+            i += 4;
+            // A surrogate pair (two escapes) is one code point.
+            if (cp >= 0xd800 && cp < 0xdc00 && i + 6 < text.size() && text[i + 1] == '\\' && text[i + 2] == 'u') {
+                const char32_t low = hex4(i + 3);
+                if (low >= 0xdc00 && low < 0xe000) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+                    i += 6;
+                }
+            }
+            appendUtf8(out, cp);
+            break;
+        }
+        default: out += e; break;  // \" \\ \/
+        }
+    }
+    return out;
+}
+
+// Qt keeps one value of a key given twice in an object, without a word; such a document
+// is ambiguous ("layers": 12 ... "layers": 24), so every key given twice is an error named by
+// its path in the document and the lines of both. `text` has been parsed by Qt already.
+void findDuplicateKeys(const QByteArray& text, const std::string& where, FieldErrors& errors)
+{
+    struct Level {
+        bool object = false;
+        std::map<std::string, int> keys;  // key -> line of its first appearance
+        std::string current;              // the key (object) or "[index]" (array) being read
+        int index = 0;
+    };
+    std::vector<Level> stack;
+    // Appended piece by piece: GCC 12 misreads `"." + string` here as an overlapping copy.
+    auto pathTo = [&](const std::string& key) {
+        std::string path;
+        auto member = [&](const std::string& name) {
+            if (!path.empty())
+                path += '.';
+            path += printable(name);
+        };
+        for (size_t l = 0; l + 1 < stack.size(); ++l) {
+            if (stack[l].object)
+                member(stack[l].current);
+            else
+                path += stack[l].current;
+        }
+        member(key);
+        return path;
+    };
+    int line = 1;
+    for (qsizetype i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\n') {
+            ++line;
+        } else if (c == '{' || c == '[') {
+            Level level;
+            level.object = c == '{';
+            level.current = level.object ? std::string() : "[0]";
+            stack.push_back(std::move(level));
+        } else if ((c == '}' || c == ']') && !stack.empty()) {
+            stack.pop_back();
+        } else if (c == ',' && !stack.empty() && !stack.back().object) {
+            stack.back().current = std::string(1, '[').append(std::to_string(++stack.back().index)).append("]");
+        } else if (c == '"') {
+            std::string s = decodeString(text, i);
+            qsizetype next = i + 1;
+            while (next < text.size() && (text[next] == ' ' || text[next] == '\t' || text[next] == '\r' || text[next] == '\n'))
+                ++next;
+            if (stack.empty() || !stack.back().object || next >= text.size() || text[next] != ':')
+                continue;  // a value, not a key
+            Level& object = stack.back();
+            if (auto [it, fresh] = object.keys.emplace(s, line); !fresh)
+                errors.push_back({pathTo(s), "given twice in " + (where.empty() ? std::string("the document") : where) +
+                                                 " (lines " + std::to_string(it->second) + " and " +
+                                                 std::to_string(line) + "); give each key once"});
+            object.current = std::move(s);
+        }
+    }
 }
 
 } // namespace
@@ -159,7 +280,7 @@ void JsonReader::rejectUnknownKeys(std::initializer_list<const char*> known)
                 break;
             }
         if (!ok)
-            errors_.push_back({fieldPath(it.key().toUtf8().constData()), "unknown field"});
+            errors_.push_back({fieldPath(printable(it.key().toStdString()).c_str()), "unknown field"});
     }
 }
 
@@ -185,6 +306,10 @@ QJsonObject parseJsonObject(const QByteArray& text, const std::string& path, Fie
         errors.push_back({path, "expected a JSON object at the top level"});
         return {};
     }
+    const size_t before = errors.size();
+    findDuplicateKeys(text, path, errors);
+    if (errors.size() != before)
+        return {};
     return doc.object();
 }
 
@@ -195,7 +320,7 @@ void checkSchema(JsonReader& reader, const std::string& kind, int maxVersion)
         return;
     const std::string prefix = "shardscope." + kind + "/";
     if (schema.rfind(prefix, 0) != 0) {
-        reader.error("schema", "\"" + schema + "\" is not a " + kind + " document (expected \"" + prefix + "1\")");
+        reader.error("schema", quotedValue(schema) + " is not a " + kind + " document (expected \"" + prefix + "1\")");
         return;
     }
     const std::string version = schema.substr(prefix.size());
@@ -208,7 +333,7 @@ void checkSchema(JsonReader& reader, const std::string& kind, int maxVersion)
         v = v * 10 + (c - '0');
     }
     if (v < 1)
-        reader.error("schema", "\"" + schema + "\" has no valid version number");
+        reader.error("schema", quotedValue(schema) + " has no valid version number");
     else if (v > maxVersion)
         reader.error("schema", "version " + std::to_string(v) + " is newer than this ShardScope reads (" +
                                    std::to_string(maxVersion) + ")");

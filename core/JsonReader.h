@@ -42,7 +42,7 @@ public:
             return fallback;
         if (auto v = enumFromString<E>(table, text))
             return *v;
-        error(key, "unknown value \"" + text + "\" (" + enumChoices<E>(table) + ")");
+        error(key, "unknown value " + quotedValue(text) + " (" + enumChoices<E>(table) + ")");
         return fallback;
     }
 

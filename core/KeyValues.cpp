@@ -1,5 +1,6 @@
 #include "KeyValues.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -33,11 +34,20 @@ std::vector<std::pair<std::string, std::string>> splitKeyValues(const std::strin
             continue;
         const size_t eq = item.find('=');
         if (eq == std::string::npos) {
-            errors.push_back({path, "\"" + item + "\" is not key=value"});
+            errors.push_back({path, quotedValue(item) + " is not key=value"});
             continue;
         }
-        out.emplace_back(trimmedSpaces(std::string_view(item).substr(0, eq)),
-                         trimmedSpaces(std::string_view(item).substr(eq + 1)));
+        std::string key = trimmedSpaces(std::string_view(item).substr(0, eq));
+        std::string value = trimmedSpaces(std::string_view(item).substr(eq + 1));
+        // "tp=2,tp=4" is ambiguous: refused rather than letting the last one win.
+        const auto same = std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == key; });
+        if (same != out.end()) {
+            errors.push_back({path + "." + printable(key), "given twice (" + quotedValue(key + "=" + same->second) +
+                                                                " and " + quotedValue(key + "=" + value) +
+                                                                "); give each key once"});
+            continue;
+        }
+        out.emplace_back(std::move(key), std::move(value));
     }
     return out;
 }

@@ -25,7 +25,7 @@ void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& 
     if (auto v = enumFromString<E>(table, value))
         out = *v;
     else
-        errors.push_back({"layout." + key, "unknown value \"" + value + "\" (" + enumChoices<E>(table) + ")"});
+        errors.push_back({"layout." + key, "unknown value " + quotedValue(value) + " (" + enumChoices<E>(table) + ")"});
 }
 
 } // namespace
@@ -47,7 +47,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
-                errors.push_back({"layout." + key, "\"" + value + "\" is not an integer"});
+                errors.push_back({"layout." + key, quotedValue(value) + " is not an integer"});
         } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
             bool& flag = key == "sp" ? layout.sequence_parallel
                          : key == "tp_comm_overlap" ? layout.tp_comm_overlap
@@ -57,7 +57,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             else if (value == "off" || value == "false" || value == "0")
                 flag = false;
             else
-                errors.push_back({"layout." + key, "unknown value \"" + value + "\" (one of: on, off)"});
+                errors.push_back({"layout." + key, "unknown value " + quotedValue(value) + " (one of: on, off)"});
         } else if (key == "schedule") {
             parseEnumValue(kScheduleNames, key, value, layout.schedule, errors);
         } else if (key == "recompute") {
@@ -65,7 +65,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         } else if (key == "offload") {
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
         } else {
-            errors.push_back({"layout." + key, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
+            errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather)"});
         }
@@ -91,14 +91,17 @@ void resolveDataParallel(Layout& layout, std::int64_t devices, FieldErrors& erro
 {
     if (layout.dp != 0)
         return;
-    const std::int64_t model = std::int64_t(layout.tp) * layout.pp * layout.cp;
-    if (model <= 0 || devices % model != 0) {
-        errors.push_back({"layout.dp", "tp x pp x cp = " + std::to_string(model) + " does not divide the " +
-                                           std::to_string(devices) + " devices"});
+    // Before validate(): the degrees may be anything the text said, so their product is
+    // checked (found by fuzz_layout: tp=1000100,pp=15516105,cp=10000800 overflowed int64).
+    const auto tpPp = checkedMul(layout.tp, layout.pp);
+    const auto model = tpPp ? checkedMul(*tpPp, layout.cp) : std::nullopt;
+    if (!model || *model <= 0 || devices % *model != 0) {
+        errors.push_back({"layout.dp", "tp x pp x cp = " + (model ? std::to_string(*model) : "more than 9.2e18") +
+                                           " does not divide the " + std::to_string(devices) + " devices"});
         layout.dp = 1;
         return;
     }
-    layout.dp = int(devices / model);
+    layout.dp = int(devices / *model);
 }
 
 FieldErrors validate(const Layout& l, const std::string& path)
@@ -117,6 +120,20 @@ FieldErrors validate(const Layout& l, const std::string& path)
     positive("cp", l.cp);
     positive("mb", l.micro_batch);
     positive("v", l.virtual_stages);
+    // Each degree in range does not keep their products in range: pp=65536 with v=65536
+    // wrapped an int to 0, and a later "layers % (pp x v)" divided by it.
+    if (errors.empty()) {
+        auto s = [](auto v) { return std::to_string(v); };
+        const auto mesh = checkedMul(std::int64_t(l.dp) * l.tp, std::int64_t(l.pp) * l.cp);
+        if (!mesh || *mesh > kMaxLayoutProduct)
+            add("dp", "dp x tp x pp x cp = " + s(l.dp) + " x " + s(l.tp) + " x " + s(l.pp) + " x " + s(l.cp) + " = " +
+                          (mesh ? s(*mesh) : std::string("more than 9.2e18")) + " devices overflows the limit of " +
+                          s(kMaxLayoutProduct));
+        const std::int64_t chunks = std::int64_t(l.pp) * l.virtual_stages;
+        if (chunks > kMaxLayoutProduct)
+            add("v", "pp x v = " + s(l.pp) + " x " + s(l.virtual_stages) + " = " + s(chunks) +
+                         " model chunks overflows the limit of " + s(kMaxLayoutProduct));
+    }
     if (l.zero_stage < 0 || l.zero_stage > 3)
         add("zero", std::to_string(l.zero_stage) + " is not a ZeRO stage (0-3)");
     if (l.zero_group < 0)

@@ -3,6 +3,7 @@
 // order), so tp groups sit on neighbouring devices of a node.
 #pragma once
 
+#include "CheckedMath.h"
 #include "FieldError.h"
 
 #include <cstdint>
@@ -17,6 +18,10 @@ struct TrainingSpec;
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
 enum class Offload { None, Optimizer };
+
+// The largest device count (dp x tp x pp x cp) and model-chunk count (pp x v) a layout may
+// have: the planner and the engine count both in int.
+inline constexpr std::int64_t kMaxLayoutProduct = 2'147'483'647;
 
 struct Layout {
     int dp = 1;                   // data-parallel replicas
@@ -38,7 +43,13 @@ struct Layout {
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
 
-    std::int64_t devices() const { return std::int64_t(dp) * tp * pp * cp; }
+    // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
+    // whose product passes kMaxLayoutProduct, naming it).
+    std::int64_t devices() const
+    {
+        const auto product = checkedMul(std::int64_t(dp) * tp, std::int64_t(pp) * cp);
+        return product ? *product : INT64_MAX;
+    }
     int zeroGroupSize() const { return zero_group > 0 ? zero_group : dp; }
     bool operator==(const Layout&) const = default;
 };

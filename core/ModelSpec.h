@@ -73,6 +73,8 @@ struct ParameterBreakdown {
     std::int64_t active_per_token = 0; // MoE: parameters used by one token (experts top_k of E)
 };
 
+// Both counts below throw InputError naming the model when a count overflows int64, which
+// validate() refuses beforehand: a model that passed validation never throws.
 ParameterBreakdown parameterBreakdown(const ModelSpec& model);
 std::int64_t parameterCount(const ModelSpec& model);
 
@@ -82,6 +84,8 @@ std::int64_t parameterCount(const ModelSpec& model);
 // and the logit layer. Lookups, norms and softmax are not matmuls and are left out.
 // Encoder-decoder: encoder and decoder both see `seq` tokens; per decoder token.
 std::int64_t forwardFlopsPerToken(const ModelSpec& model, int seq);
+// False when the parameter count, or the FLOP count per token at `seq`, overflows int64.
+bool countsFit(const ModelSpec& model, int seq);
 
 FieldErrors validate(const ModelSpec& model, const std::string& path = "model");
 

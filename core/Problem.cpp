@@ -11,6 +11,11 @@ FieldErrors validate(const Problem& p)
     if (p.model.positions == PositionKind::Learned && p.training.seq_len > p.model.max_seq)
         errors.push_back({"training.seq_len", std::to_string(p.training.seq_len) + " exceeds " + p.model.name +
                                                   "'s learned position table of " + std::to_string(p.model.max_seq)});
+    // The model's counts fit at its max_seq (validate(model)); a longer rotary sequence may not.
+    else if (errors.empty() && !countsFit(p.model, p.training.seq_len))
+        errors.push_back({"training.seq_len", "the FLOP count per token of " + p.model.name + " at " +
+                                                  std::to_string(p.training.seq_len) +
+                                                  " tokens overflows a 64-bit integer (more than 9.2e18)"});
     if (p.cluster.node.chip.peakFlops(computeType(p.training.precision)) <= 0)
         errors.push_back({"training.precision", std::string(toString(p.training.precision)) +
                                                     " peak is not published for " + p.cluster.node.chip.name});

@@ -30,7 +30,7 @@ std::map<std::string, std::string> readSources(JsonReader& r)
     JsonReader s = r.object("sources", false);
     for (auto it = s.json().begin(); it != s.json().end(); ++it) {
         if (!it.value().isString())
-            s.error(it.key().toUtf8().constData(), "expected a string naming the source");
+            s.error(printable(it.key().toStdString()).c_str(), "expected a string naming the source");
         else
             out[it.key().toStdString()] = it.value().toString().toStdString();
     }
@@ -260,7 +260,7 @@ std::optional<NodeType> nodeFromJson(const QJsonObject& json, const std::string&
         if (auto c = findChip ? findChip(chipName) : std::nullopt)
             n.chip = *c;
         else
-            r.error("chip", "no chip named \"" + chipName + "\" in the catalog");
+            r.error("chip", "no chip named " + quotedValue(chipName) + " in the catalog");
     } else {
         r.error("chip", chip.isUndefined() ? "is required" : "expected a chip name or a chip object");
     }

@@ -23,7 +23,7 @@ const char* noun(EntryKind kind)
     std::vector<std::string> known;
     for (const CatalogEntry& e : specs.list(kind))
         known.push_back(e.name);
-    throw InputError("no " + std::string(kind ? noun(*kind) : "entry") + " named \"" + name + "\" in the catalog" +
+    throw InputError("no " + std::string(kind ? noun(*kind) : "entry") + " named " + quotedValue(name) + " in the catalog" +
                      didYouMean(name, known));
 }
 

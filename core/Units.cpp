@@ -10,17 +10,6 @@
 
 namespace shardscope {
 
-std::string joinErrors(const FieldErrors& errors)
-{
-    std::string out;
-    for (const FieldError& e : errors) {
-        if (!out.empty())
-            out += '\n';
-        out += e.text();
-    }
-    return out;
-}
-
 namespace {
 
 struct UnitFactor {
@@ -90,12 +79,51 @@ bool endsWith(const std::string& s, std::string_view suffix)
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The length of the decimal number at the start of `s` ("-1.5e3 GiB" -> 6), 0 when there
+// is none. Only what catalog sources write: digits, a fraction, an exponent. strtod alone
+// would also read "0x10" as 16 and "+8", "infinity" or "nan" as numbers.
+size_t decimalLength(std::string_view s)
+{
+    size_t i = 0;
+    auto digits = [&] {
+        const size_t start = i;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9')
+            ++i;
+        return i - start;
+    };
+    if (i < s.size() && s[i] == '-')
+        ++i;
+    size_t mantissa = digits();
+    if (i < s.size() && s[i] == '.') {
+        ++i;
+        mantissa += digits();
+    }
+    if (mantissa == 0)
+        return 0;
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        const size_t mark = i;
+        ++i;
+        if (i < s.size() && (s[i] == '+' || s[i] == '-'))
+            ++i;
+        if (digits() == 0)
+            i = mark;  // "5 E" is not an exponent: leave it to the unit
+    }
+    // "0x10": a hexadecimal prefix after a leading zero is not a decimal number.
+    if (i < s.size() && (s[i] == 'x' || s[i] == 'X'))
+        return 0;
+    return i;
+}
+
 } // namespace
 
 ParsedQuantity parseQuantity(const std::string& input, QuantityKind kind)
 {
     ParsedQuantity out;
     std::string text = trim(input);
+    if (text.size() != input.size()) {
+        out.error = quotedValue(input) + " has spaces around it: write the quantity alone, e.g. \"32 GiB\"";
+        return out;
+    }
     double directionFactor = 1.0;
     if (endsWith(text, " bidi")) {
         if (kind != QuantityKind::BytesPerSecond) {
@@ -109,14 +137,21 @@ ParsedQuantity parseQuantity(const std::string& input, QuantityKind kind)
         text = trim(text.substr(0, text.size() - 4));
     }
 
-    const char* begin = text.c_str();
-    char* end = nullptr;
-    const double number = std::strtod(begin, &end);
-    if (end == begin) {
-        out.error = "\"" + input + "\" is not " + kindName(kind);
+    const size_t length = decimalLength(text);
+    if (length == 0) {
+        const std::string lower = [&] {
+            std::string l;
+            for (char c : text.substr(0, 3))
+                l += char(std::tolower(static_cast<unsigned char>(c)));
+            return l;
+        }();
+        out.error = lower == "inf" || lower == "nan" ? quotedValue(input) + " is not a finite number"
+                                                     : quotedValue(input) + " is not " + kindName(kind) +
+                                                           " (a decimal number, then a unit)";
         return out;
     }
-    const std::string unit = trim(std::string_view(end));
+    const double number = std::strtod(text.substr(0, length).c_str(), nullptr);
+    const std::string unit = trim(std::string_view(text).substr(length));
     double factor = 0.0;
     if (unit.empty()) {
         factor = 1.0;  // plain number: already in base units
@@ -129,11 +164,11 @@ ParsedQuantity parseQuantity(const std::string& input, QuantityKind kind)
         }
     }
     if (factor == 0.0) {
-        out.error = "unknown unit \"" + unit + "\" in \"" + input + "\": expected " + kindName(kind);
+        out.error = "unknown unit " + quotedValue(unit) + " in " + quotedValue(input) + ": expected " + kindName(kind);
         return out;
     }
     if (!std::isfinite(number)) {
-        out.error = "\"" + input + "\" is not a finite number";
+        out.error = quotedValue(input) + " is not a finite number";
         return out;
     }
     out.value = number * factor * directionFactor;

@@ -13,7 +13,7 @@ PKGS="build-essential cmake file
   libqt6sql6-sqlite qt6-qpa-plugins
   libeigen3-dev libsqlite3-dev libbenchmark-dev
   fontconfig fonts-dejavu-core
-  lintian man-db bash-completion desktop-file-utils appstream"
+  lintian man-db bash-completion desktop-file-utils appstream clang libclang-rt-dev"
 REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin"
 
 [ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"

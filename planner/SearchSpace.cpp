@@ -34,7 +34,7 @@ bool enumValue(const std::array<EnumName<E>, N>& table, const std::string& field
         out = *v;
         return true;
     }
-    errors.push_back({field, "unknown value \"" + value + "\" (" + enumChoices<E>(table) + ")"});
+    errors.push_back({field, "unknown value " + quotedValue(value) + " (" + enumChoices<E>(table) + ")"});
     return false;
 }
 
@@ -54,11 +54,11 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
 {
     FieldErrors errors;
     for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
-        const std::string field = path + "." + key;
+        const std::string field = path + "." + printable(key);
         if (IntBounds* b = intKey(space, key)) {
             int v = 0;
             if (!parseWholeInt(value, v))
-                errors.push_back({field, "\"" + value + "\" is not an integer"});
+                errors.push_back({field, quotedValue(value) + " is not an integer"});
             else if (v < (key == "zero" ? 0 : 1))
                 errors.push_back({field, value + " is out of range"});
             else
@@ -66,7 +66,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
         } else if (key == "zero_group") {
             int v = 0;
             if (!parseWholeInt(value, v) || v < 0)
-                errors.push_back({field, "\"" + value + "\" is not a shard-group size (0 or positive)"});
+                errors.push_back({field, quotedValue(value) + " is not a shard-group size (0 or positive)"});
             else
                 space.zero_group = v;
         } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
@@ -76,7 +76,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
             else if (value == "off" || value == "false" || value == "0")
                 on = false;
             else
-                errors.push_back({field, "unknown value \"" + value + "\" (one of: on, off)"});
+                errors.push_back({field, "unknown value " + quotedValue(value) + " (one of: on, off)"});
             if (on && key == "sp")
                 space.sequence_parallel = *on;
             else if (on && key == "tp_comm_overlap")
@@ -107,13 +107,13 @@ FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper,
 {
     FieldErrors errors;
     for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
-        const std::string field = path + "." + key;
+        const std::string field = path + "." + printable(key);
         IntBounds* b = intKey(space, key);
         int v = 0;
         if (!b)
             errors.push_back({field, "unknown key (bounds apply to: dp, tp, pp, cp, zero, mb, v)"});
         else if (!parseWholeInt(value, v))
-            errors.push_back({field, "\"" + value + "\" is not an integer"});
+            errors.push_back({field, quotedValue(value) + " is not an integer"});
         else if (v < (key == "zero" ? 0 : 1))
             errors.push_back({field, value + " is out of range"});
         else if (upper)

@@ -3,6 +3,8 @@
 #include <QDateTime>
 #include <QFile>
 
+#include <vector>
+
 namespace shardscope {
 
 namespace {
@@ -33,9 +35,19 @@ bool moveDatabaseFiles(const QString& path, const QString& aside)
 {
     if (!QFile::rename(path, aside))
         return false;
-    for (const char* suffix : kCompanionSuffixes)
-        if (QFile::exists(path + QLatin1String(suffix)))
-            QFile::rename(path + QLatin1String(suffix), aside + QLatin1String(suffix));
+    // A companion left behind would be read as the new file's own log: all move, or none.
+    std::vector<const char*> moved;
+    for (const char* suffix : kCompanionSuffixes) {
+        if (!QFile::exists(path + QLatin1String(suffix)))
+            continue;
+        if (!QFile::rename(path + QLatin1String(suffix), aside + QLatin1String(suffix))) {
+            for (const char* back : moved)
+                QFile::rename(aside + QLatin1String(back), path + QLatin1String(back));
+            QFile::rename(aside, path);
+            return false;
+        }
+        moved.push_back(suffix);
+    }
     return true;
 }
 

@@ -14,7 +14,7 @@ QString fileTimeTag();
 bool hasSqliteHeaderOrIsEmpty(const QString& path);
 
 // Renames `path` to `aside` and each companion file beside it (aside-wal, ...). Returns
-// false, having moved nothing, when the main file cannot be moved.
+// false, having moved nothing (or moved it all back), when any of them cannot be moved.
 bool moveDatabaseFiles(const QString& path, const QString& aside);
 
 // Copies the main file byte for byte to `copy` (which must not exist). The caller makes

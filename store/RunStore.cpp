@@ -137,7 +137,7 @@ ValidationProfile RunStore::validationProfileNamed(const std::string& name) cons
     std::string known = "default";
     for (const std::string& n : costProfileNames())
         known += ", " + n;
-    throw InputError("cost model profile \"" + name + "\" is not in the catalog (there are: " + known + ")");
+    throw InputError("cost model profile " + quotedValue(name) + " is not in the catalog (there are: " + known + ")");
 }
 
 std::optional<HostProfile> RunStore::hostProfile(const std::string& host_id, int threads) const

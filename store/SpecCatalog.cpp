@@ -49,13 +49,20 @@ void SpecCatalog::seedBuiltins()
 {
     const BuiltinSpecs& builtins = BuiltinSpecs::instance();
     const QString digest = QString::fromStdString(builtins.sha256());
-    {
+    auto seeded = [&] {
         QSqlQuery q(db_.connection());
         q.prepare(QStringLiteral("SELECT value FROM meta WHERE key = 'builtin_sha256'"));
-        if (q.exec() && q.next() && q.value(0).toString() == digest)
-            return;
-    }
+        db_.run(q);
+        return q.next() && q.value(0).toString() == digest;
+    };
+    // Checked without a write lock (the usual case: nothing to do, and a catalog another
+    // process is writing opens without waiting), then again under it: of several processes
+    // that start at once, one seeds and the others find it done.
+    if (seeded())
+        return;
     db_.inTransaction([&] {
+        if (seeded())
+            return;
         db_.exec(QStringLiteral("DELETE FROM entries WHERE builtin = 1"));
         const QString now = nowText();
         for (const CatalogEntry& e : builtins.entries()) {
@@ -110,17 +117,17 @@ std::vector<ParsedEntry> SpecCatalog::checkedEntries(const QJsonObject& document
     for (const ParsedEntry& p : parsed) {
         const CatalogEntry& e = p.entry;
         if (!seen.insert(e.name).second) {
-            errors.push_back({p.path + ".name", "\"" + e.name + "\" appears twice in this file"});
+            errors.push_back({p.path + ".name", quotedValue(e.name) + " appears twice in this file"});
             continue;
         }
         if (const auto existing = find(e.name)) {
             if (existing->builtin)
-                errors.push_back({p.path + ".name", "\"" + e.name + "\" is a built-in entry and cannot be replaced; "
+                errors.push_back({p.path + ".name", quotedValue(e.name) + " is a built-in entry and cannot be replaced; "
                                                                     "import it under another name"});
             else if (existing->kind != e.kind)
-                errors.push_back({p.path + ".name", "\"" + e.name + "\" is already a " + toString(existing->kind)});
+                errors.push_back({p.path + ".name", quotedValue(e.name) + " is already a " + toString(existing->kind)});
             else if (!replace)
-                errors.push_back({p.path + ".name", "\"" + e.name + "\" already exists; use --replace to overwrite it"});
+                errors.push_back({p.path + ".name", quotedValue(e.name) + " already exists; use --replace to overwrite it"});
         }
     }
     return parsed;
@@ -154,14 +161,14 @@ void SpecCatalog::remove(const std::string& name)
 {
     const CatalogEntry e = entry(name);
     if (e.builtin)
-        throw InputError("\"" + name + "\" is a built-in entry and cannot be removed");
+        throw InputError(quotedValue(name) + " is a built-in entry and cannot be removed");
     if (e.kind == EntryKind::Chip) {
         std::string users;
         for (const CatalogEntry& n : list(EntryKind::Node))
             if (n.document.value(QLatin1String("chip")).toString().toStdString() == name)
                 users += (users.empty() ? "" : ", ") + n.name;
         if (!users.empty())
-            throw InputError("chip \"" + name + "\" is used by node types " + users + "; remove them first");
+            throw InputError("chip " + quotedValue(name) + " is used by node types " + users + "; remove them first");
     }
     db_.inTransaction([&] {
         QSqlQuery q(db_.connection());

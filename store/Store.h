@@ -11,6 +11,7 @@
 #include <QString>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardscope {
@@ -19,7 +20,8 @@ class Store {
 public:
     // Opens (creating, recovering or migrating) the file at `path`; throws StoreError
     // when it has a newer schema or cannot be used (store/Database.h).
-    explicit Store(const QString& path) : db_(path), specs_(db_), runs_(db_) {}
+    explicit Store(const QString& path, DatabaseOptions options = {})
+        : db_(path, std::move(options)), specs_(db_), runs_(db_) {}
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
 

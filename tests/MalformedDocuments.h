@@ -67,6 +67,12 @@ inline void addRows()
         << QByteArray(R"({"schema":"shardscope.node/1","name":"n","chip":"h100-sxm","chips_per_node":8,
                           "intra_topology":"hypercube","intra_link_bytes_per_second":"450 GB/s"})")
         << "node.intra_topology" << "hypercube";
+    // Issue 19: Qt kept the last of two equal keys without a word.
+    QTest::newRow("duplicate key") << QByteArray(validModel()).replace("\"layers\":12,", "\"layers\":12,\"layers\":24,")
+                                   << "layers" << "given twice";
+    QTest::newRow("duplicate key written with an escape")
+        << QByteArray(validModel()).replace("\"hidden\":768,", "\"hidden\":768,\"hidd\\u0065n\":1024,") << "hidden"
+        << "given twice";
     QTest::newRow("unknown kind") << QByteArray(R"({"schema":"shardscope.spaceship/1","name":"x"})") << "schema"
                                   << "is not a";
 }

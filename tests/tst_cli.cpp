@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include <memory>
+#include <utility>
 
 #include <signal.h>
 
@@ -381,6 +382,30 @@ private slots:
             << (predict + QStringList{"tp=8,pp=2,mb=3"}) << none << QStringList{"layout.mb", "global batch 1024"};
         QTest::newRow("predict: unknown layout key")
             << (predict + QStringList{"tp=8,pipeline=2"}) << none << QStringList{"layout.pipeline"};
+        // Issue 19: products of layout fields in range overflowed an int (SIGFPE, exit 136) or
+        // int64 (a wrong device count); now each is refused by name.
+        const QStringList smallPredict{"predict", "--model", "gpt2-small", "--node-type", "trn1.32xlarge", "--nodes",
+                                       "1", "--global-batch", "32", "--seq", "1024", "--layout"};
+        QTest::newRow("predict: pp x v overflows an int")
+            << (smallPredict + QStringList{"pp=65536,v=65536,schedule=interleaved"}) << none
+            << QStringList{"layout\\.v", "pp x v = 65536 x 65536 = 4294967296", "overflows"};
+        QTest::newRow("predict: tp x cp overflows an int")
+            << (smallPredict + QStringList{"tp=65536,cp=65536,sp=on"}) << none
+            << QStringList{"layout\\.dp", "4294967296"};
+        QTest::newRow("predict: dp x tp x pp x cp overflows int64")
+            << (smallPredict + QStringList{"dp=1000000,tp=1000000,pp=1000000,cp=1000000"}) << none
+            << QStringList{"layout\\.dp", "more than 9\\.2e18", "overflows"};
+        // Issue 19: llama-3-8b with layers 10000, hidden 1048576 and 16384 heads of dim 16384
+        // (each in range) imported and showed negative parameters.
+        QJsonObject overflowing = modelDocument(QStringLiteral("llama-overflow"));
+        for (const auto& [key, value] : {std::pair("layers", 10000), std::pair("hidden", 1048576),
+                                         std::pair("heads", 16384), std::pair("kv_heads", 8),
+                                         std::pair("head_dim", 16384), std::pair("ffn_hidden", 14336),
+                                         std::pair("vocab", 128256), std::pair("max_seq", 8192)})
+            overflowing.insert(QLatin1String(key), value);
+        QTest::newRow("import a model whose counts overflow int64")
+            << QStringList{"catalog", "import", "@DIR@/input.json"} << compact(overflowing)
+            << QStringList{"llama-overflow|model\\.", "overflows a 64-bit integer"};
         QTest::newRow("predict: missing --seq")
             << QStringList{"predict", "--model", "llama-2-70b", "--node-type", "trn1.32xlarge", "--nodes", "4",
                            "--global-batch", "1024", "--layout", "tp=8"}
@@ -469,6 +494,51 @@ private slots:
         const RunResult history = run({QStringLiteral("history"), QStringLiteral("--json")});
         QVERIFY2(history.exitCode == 0, history.describe().constData());
         QCOMPARE(QJsonDocument::fromJson(history.out).array().size(), 0);
+    }
+
+    // Issue 19: a plan file whose saved layout has pp=65536, v=65536 crashed predict, export,
+    // report and validate with SIGFPE; each now refuses it with exit 2, naming layout.v.
+    void overflowingLayoutInAPlanFile()
+    {
+        const QString plan = file(QStringLiteral("plan.json"));
+        const RunResult made = run({"plan", "--model", "gpt2-small", "--node-type", "trn1.32xlarge", "--nodes", "1",
+                                    "--global-batch", "32", "--seq", "1024", "--top", "1", "--out", plan});
+        QVERIFY2(made.exitCode == 0, made.describe().constData());
+        QFile f(plan);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+        f.close();
+        // Every saved layout of the plan: the best one and those of the alternatives and fronts.
+        auto overflow = [](QJsonValue saved) {
+            QJsonObject p = saved.toObject();
+            QJsonObject layout = p.value("layout").toObject();
+            layout["pp"] = 65536;
+            layout["v"] = 65536;
+            layout["schedule"] = "interleaved";
+            p["layout"] = layout;
+            p["layout_text"] = "pp=65536,v=65536,schedule=interleaved";
+            return p;
+        };
+        QVERIFY(doc.value("best").toObject().contains("layout"));
+        doc["best"] = overflow(doc.value("best"));
+        for (const char* list : {"alternatives", "pareto", "pareto_time_cost"}) {
+            QJsonArray plans = doc.value(list).toArray();
+            for (qsizetype i = 0; i < plans.size(); ++i)
+                plans[i] = overflow(plans[i]);
+            doc[list] = plans;
+        }
+        QVERIFY(writeFile(plan, QJsonDocument(doc).toJson()));
+        const QString report = file(QStringLiteral("report.html"));
+        for (const QStringList& args : {QStringList{"predict", "--plan", plan},
+                                        QStringList{"export", "--plan", plan, "--format", "megatron"},
+                                        QStringList{"report", "--plan", plan, "--out", report},
+                                        QStringList{"validate", "--plan", plan}}) {
+            const RunResult r = run(args);
+            QVERIFY2(r.exitCode == 2, qPrintable(args.front() + ": " + QString::fromUtf8(r.describe())));
+            QVERIFY2(r.err.contains("layout.v") && r.err.contains("overflows"),
+                     qPrintable(args.front() + ": " + QString::fromUtf8(r.err)));
+        }
+        QVERIFY(!QFile::exists(report));
     }
 
     void demo()

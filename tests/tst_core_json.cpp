@@ -1,6 +1,7 @@
 // JSON round trips of every spec and a table of malformed documents, each of
 // which must be refused with its field path.
 #include "BuiltinSpecs.h"
+#include "CatalogDocument.h"
 #include "JsonReader.h"
 #include "MalformedDocuments.h"
 #include "SpecJson.h"
@@ -223,6 +224,70 @@ private slots:
         for (const char* fragment : {"layout.tp: 0 is out of range", "layout.zero: 5", "layout.schedule: unknown value",
                                      "layout.pp: expected an integer"})
             QVERIFY2(all.find(fragment) != std::string::npos, all.c_str());
+    }
+
+    // Issue 19: every key given twice is named by its path in the document and both lines.
+    void duplicateKeysNamedByPath_data()
+    {
+        QTest::addColumn<QByteArray>("text");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("top level") << QByteArray("{\"a\": 1,\n \"a\": 2}") << "a: given twice in file.json (lines 1 and 2)";
+        QTest::newRow("nested object") << QByteArray(R"({"moe": {"experts": 8, "top_k": 2, "experts": 4}})")
+                                       << "moe.experts: given twice";
+        QTest::newRow("in an array")
+            << QByteArray(R"({"entries": [{"name": "x"}, {"name": "y", "name": "z"}]})") << "entries[1].name: given twice";
+    }
+    void duplicateKeysNamedByPath()
+    {
+        QFETCH(QByteArray, text);
+        QFETCH(QString, expected);
+        FieldErrors errors;
+        const QJsonObject o = parseJsonObject(text, "file.json", errors);
+        QVERIFY(o.isEmpty());
+        QVERIFY2(QString::fromStdString(joinErrors(errors)).contains(expected), joinErrors(errors).c_str());
+    }
+    void equalKeysInDifferentObjectsAreFine()
+    {
+        FieldErrors errors;
+        const QJsonObject o = parseJsonObject(
+            R"({"name": "a", "x": {"name": "b"}, "list": [{"name": "c"}, {"name": "d"}], "s": "name"})", "f", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QCOMPARE(o.value("name").toString(), QString("a"));
+    }
+
+    // Issue 19: a 10 MB value was echoed whole in the error; a NUL cut the message; a number
+    // as the schema was shown as "".
+    void longAndControlValuesInErrors()
+    {
+        const QString big(10'000'000, 'x');
+        FieldErrors errors;
+        QJsonObject model = parseJsonObject(malformed::validModel(), "", errors);
+        model["mlp"] = big;
+        model[big] = 1;
+        QVERIFY(!modelFromJson(model, "model", errors));
+        const std::string all = joinErrors(errors);
+        QVERIFY2(all.size() < 2000, all.substr(0, 2000).c_str());
+        QVERIFY2(all.find("model.mlp: unknown value \"xxx") != std::string::npos, all.c_str());
+        QVERIFY2(all.find("(10000000 bytes)") != std::string::npos, all.c_str());
+
+        QJsonObject nul = model;
+        nul.remove(big);
+        nul["mlp"] = "gelu";
+        nul["schema"] = QString::fromUtf8("shardscope.mo\0del/1", 19);
+        FieldErrors nulErrors;
+        parseEntries(entryDocuments(nul, nulErrors), nulErrors, nullptr);
+        const std::string nulText = joinErrors(nulErrors);
+        QVERIFY2(nulText.find("\"shardscope.mo\\u0000del/1\" is not a model") != std::string::npos, nulText.c_str());
+        QVERIFY(nulText.find('\0') == std::string::npos);
+
+        QJsonObject number = nul;
+        number["schema"] = 2147483647;
+        FieldErrors numberErrors;
+        parseEntries(entryDocuments(number, numberErrors), numberErrors, nullptr);
+        const std::string numberText = joinErrors(numberErrors);
+        QVERIFY2(numberText.find("document.schema: expected a string such as \"shardscope.model/1\", got the number "
+                                 "2147483647") != std::string::npos,
+                 numberText.c_str());
     }
 
     void malformedDocuments_data() { malformed::addRows(); }

@@ -102,6 +102,13 @@ private slots:
         QTest::newRow("rate for bytes") << "1 TFLOP/s" << int(QuantityKind::Bytes) << "unknown unit";
         QTest::newRow("bidi on bytes") << "32 GiB bidi" << int(QuantityKind::Bytes) << "bandwidth";
         QTest::newRow("infinite") << "inf GB/s" << int(QuantityKind::BytesPerSecond) << "finite";
+        // Issue 19: strtod read these as numbers.
+        QTest::newRow("hexadecimal") << "0x10 GiB" << int(QuantityKind::Bytes) << "decimal number";
+        QTest::newRow("hexadecimal alone") << "0x10" << int(QuantityKind::Bytes) << "decimal number";
+        QTest::newRow("plus sign") << "+8 GiB" << int(QuantityKind::Bytes) << "decimal number";
+        QTest::newRow("leading space") << " 8 GiB" << int(QuantityKind::Bytes) << "spaces around";
+        QTest::newRow("trailing space") << "8 GiB " << int(QuantityKind::Bytes) << "spaces around";
+        QTest::newRow("nan") << "nan TB/s" << int(QuantityKind::BytesPerSecond) << "finite";
     }
     void badQuantities()
     {
@@ -144,6 +151,29 @@ private slots:
         FieldErrors again;
         QVERIFY(parseLayout(toString(l), again) == l);
         QVERIFY(again.empty());
+    }
+
+    // Issue 19: "tp=2,tp=4" silently kept the last; integers in text are decimal only.
+    void parseLayoutRefusesDuplicatesAndNonDecimal_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("key twice") << "tp=2,tp=4" << "layout.tp: given twice (\"tp=2\" and \"tp=4\")";
+        QTest::newRow("key twice with spaces") << "tp=2, pp=2 , tp = 2" << "layout.tp: given twice";
+        QTest::newRow("hexadecimal") << "tp=0x10" << "layout.tp: \"0x10\" is not an integer";
+        QTest::newRow("plus sign") << "tp=+8" << "layout.tp: \"+8\" is not an integer";
+        QTest::newRow("inner space") << "tp=8 8" << "layout.tp: \"8 8\" is not an integer";
+        QTest::newRow("long value cut") << "tp=" + QString(100'000, '9') << "(100000 bytes)";
+    }
+    void parseLayoutRefusesDuplicatesAndNonDecimal()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, expected);
+        FieldErrors errors;
+        parseLayout(text.toStdString(), errors);
+        const QString all = QString::fromStdString(joinErrors(errors));
+        QVERIFY2(all.contains(expected), qPrintable(all));
+        QVERIFY2(all.size() < 500, qPrintable(all.left(500)));
     }
 
     void parseLayoutDefaultsAndFill()
