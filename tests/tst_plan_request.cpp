@@ -57,6 +57,18 @@ class TstPlanRequest : public QObject {
         return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject{};
     }
 
+    PlanRequest request(const char* model, const char* node, int nodes, int batch, int topK) const
+    {
+        PlanRequest r;
+        r.problem.model = store_->specs().model(model);
+        r.problem.cluster.node = store_->specs().node(node);
+        r.problem.cluster.nodes = nodes;
+        r.problem.training.global_batch = batch;
+        r.problem.training.seq_len = 4096;
+        r.top_k = topK;
+        return r;
+    }
+
     Problem problem() const
     {
         Problem p;
@@ -178,13 +190,7 @@ private slots:
     // variants, so the top plans are different choices.
     void sameCostLayoutsAreOneRow()
     {
-        PlanRequest r;
-        r.problem.model = store_->specs().model("llama-2-7b");
-        r.problem.cluster.node = store_->specs().node("trn1.32xlarge");
-        r.problem.cluster.nodes = 4;
-        r.problem.training.global_batch = 256;
-        r.problem.training.seq_len = 4096;
-        r.top_k = 8;
+        const PlanRequest r = request("llama-2-7b", "trn1.32xlarge", 4, 256, 8);
         const SearchResult result = search(r);
         QCOMPARE(result.top.size(), size_t(8));
         size_t folded = 0;
@@ -208,13 +214,7 @@ private slots:
     // exactly the best runnable layouts (an exhaustive filter agrees), the fronts too.
     void searchForAFramework()
     {
-        PlanRequest r;
-        r.problem.model = store_->specs().model("llama-2-7b");
-        r.problem.cluster.node = store_->specs().node("p5.48xlarge");
-        r.problem.cluster.nodes = 2;
-        r.problem.training.global_batch = 64;
-        r.problem.training.seq_len = 4096;
-        r.top_k = 5;
+        PlanRequest r = request("llama-2-7b", "p5.48xlarge", 2, 64, 5);
         const SearchResult free = search(r);
         QVERIFY(free.best());
         QVERIFY2(!frameworkRuns(ExportFormat::DeepSpeed, r.problem, free.best()->layout),

@@ -349,6 +349,22 @@ bool MainWindow::openPlanFile(const QString& path, QString* error)
     return true;
 }
 
+namespace {
+
+// Writes the whole file or nothing (a temporary file renamed over the target).
+bool writeWhole(const QString& path, const QByteArray& bytes, QString* error)
+{
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
+        if (error)
+            *error = QObject::tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
 bool MainWindow::savePlanFile(const QString& path, QString* error) const
 {
     if (!result_) {
@@ -364,14 +380,7 @@ bool MainWindow::savePlanFile(const QString& path, QString* error) const
         if (it != ordered.top.end())
             std::rotate(ordered.top.begin(), it, it + 1);
     }
-    const QByteArray text = QJsonDocument(planDocument(ordered)).toJson(QJsonDocument::Indented);
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit()) {
-        if (error)
-            *error = tr("cannot write %1: %2").arg(path, f.errorString());
-        return false;
-    }
-    return true;
+    return writeWhole(path, QJsonDocument(planDocument(ordered)).toJson(QJsonDocument::Indented), error);
 }
 
 void MainWindow::openPlanDialog()
@@ -421,14 +430,7 @@ bool MainWindow::exportLaunchSettings(ExportFormat format, const QString& path, 
         }
         return false;
     }
-    const QByteArray bytes = QByteArray::fromStdString(r.text);
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        if (error)
-            *error = tr("cannot write %1: %2").arg(path, f.errorString());
-        return false;
-    }
-    return true;
+    return writeWhole(path, QByteArray::fromStdString(r.text), error);
 }
 
 void MainWindow::exportLaunchSettingsDialog()
