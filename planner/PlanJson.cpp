@@ -271,7 +271,7 @@ SearchResult savedResult(const PlanDocument& doc)
     r.stats = doc.stats;
     const CostModel model(doc.request.problem, doc.request.cost_model);
     auto priced = [&](const Layout& layout) {
-        Plan plan{layout, model.evaluate(layout), {}};
+        Plan plan{layout, model.evaluate(layout), {}, {}};
         const MemoryBreakdown& m = plan.prediction.memory_bytes;
         if (!plan.prediction.feasible)
             plan.infeasible = toString(plan.prediction.reason);

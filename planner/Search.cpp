@@ -392,11 +392,11 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     auto keep = [&](std::vector<Plan>& heap, const Layout& layout, const Prediction& prediction, const char* why) {
         const int k = &heap == &out.heap ? keep_k_ : top_k_;
         if (int(heap.size()) < k) {
-            heap.push_back({layout, prediction, why});
+            heap.push_back({layout, prediction, why, {}});
             std::push_heap(heap.begin(), heap.end(), worse);
-        } else if (planBetter(out.objective, Plan{layout, prediction, why}, heap.front())) {
+        } else if (planBetter(out.objective, Plan{layout, prediction, why, {}}, heap.front())) {
             std::pop_heap(heap.begin(), heap.end(), worse);
-            heap.back() = {layout, prediction, why};
+            heap.back() = {layout, prediction, why, {}};
             std::push_heap(heap.begin(), heap.end(), worse);
         }
     };
@@ -417,7 +417,7 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
         return;
     }
     ++out.feasible;
-    const Plan plan{l, pr, {}};
+    const Plan plan{l, pr, {}, {}};
     if (space_framework_) {
         // Checked only when the plan would rank (enter the top or a front): the exporter builds
         // text, and a plan that cannot rank needs no answer. The result is exact; the count of

@@ -58,7 +58,7 @@ SweepResult searchAll(std::vector<Problem> problems, const PlanRequest& base, co
 // The request of the older entry points: default terms, the options' objective and top_k.
 PlanRequest requestOf(const Problem& problem, const SearchSpace& space, const SearchOptions& options)
 {
-    return PlanRequest{problem, defaultCostModelParams(), space, options.objective, options.top_k};
+    return PlanRequest{problem, defaultCostModelParams(), space, options.objective, options.top_k, std::nullopt};
 }
 
 SearchControl controlOf(const SearchOptions& options) { return {options.threads, options.cancel, options.progress}; }
