@@ -12,9 +12,12 @@ ExplorePage::ExplorePage(QWidget* parent) : QWidget(parent)
 {
     const SearchResult noSearch;
     paretoMemory_ = makeXYChart(paretoChartData(noSearch, nullptr), this);
-    paretoCost_ = makeXYChart(timeCostChartData(SweepResult{}, SweepResult{}), this);
-    scaling_ = makeXYChart(scalingChartData(SweepResult{}), this);
-    compare_ = makeStackedBarChart(nodeTypesChartData(SweepResult{}), this);
+    // Empty charts until the first sweep (one named empty result: GCC 12 warns, wrongly, that a
+    // temporary's maps may be used uninitialised).
+    const SweepResult none;
+    paretoCost_ = makeXYChart(timeCostChartData(none, none), this);
+    scaling_ = makeXYChart(scalingChartData(none), this);
+    compare_ = makeStackedBarChart(nodeTypesChartData(none), this);
     status_ = new QLabel(this);
     status_->setWordWrap(true);
     auto* grid = new QGridLayout;
