@@ -109,7 +109,7 @@ std::vector<ValidationResult> historyResults(const RunStore& runStore, int& skip
 
 int calibrateOnEngine(const CliArgs& a, Context& ctx)
 {
-    Store store(ctx.db_path);
+    Store store(ctx.db_path, ctx.store_options);
     const bool fromHistory = a.flag("from-history");
     const double holdout = a.number("holdout", kCalibrationHoldout, 0, 0.9);
     std::vector<ValidationResult> results;

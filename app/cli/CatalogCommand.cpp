@@ -158,7 +158,7 @@ int runCatalog(const std::vector<std::string>& args, Context& ctx)
                          "; usage: " + catalogUsage());
     const CliArgs a(args, *help);
 
-    Store store(ctx.db_path);
+    Store store(ctx.db_path, ctx.store_options);
     printNotices(store, ctx);
     SpecCatalog& catalog = store.specs();
     if (verb == "list")

@@ -96,7 +96,10 @@ int run(std::vector<std::string> args)
     }
     if (command.empty())
         throw UsageError("missing command\n\n" + mainHelp());
-    Context ctx{db, std::cout, std::cerr};
+    Context ctx{db, std::cout, std::cerr, {}};
+    ctx.store_options.on_wait = [](const std::string& message) {
+        std::cerr << "shardscope-cli: " << message << "\n";
+    };
     if (command == "catalog")
         return runCatalog(rest, ctx);
     if (command == "demo")

@@ -2,6 +2,8 @@
 // throws UsageError/InputError (exit 2) or anything else (exit 1) on failure.
 #pragma once
 
+#include "Database.h"
+
 #include <QString>
 
 #include <iosfwd>
@@ -14,6 +16,9 @@ struct Context {
     QString db_path;      // catalog database file
     std::ostream& out;
     std::ostream& err;
+    // How commands open the catalog: a file another process holds locked is waited for, and
+    // the wait is said on stderr instead of hanging silently.
+    DatabaseOptions store_options;
 };
 
 int runCatalog(const std::vector<std::string>& args, Context& ctx);

@@ -18,7 +18,7 @@ int runDemo(const std::vector<std::string>& args, Context& ctx)
     const CommandHelp& help = commandHelp("demo");
     const CliArgs a(args, help);
     a.expectPositional(0, usageText(help));
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";
     const SpecCatalog& catalog = store.specs();

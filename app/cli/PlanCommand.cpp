@@ -257,7 +257,7 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     const CommandHelp& help = commandHelp("plan");
     const CliArgs a(args, help);
     a.expectPositional(0, usageText(help));
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     const SpecCatalog& catalog = store.specs();
     SearchSettings s = searchSettingsFromArgs(a, store.runs(), std::nullopt);
     s.request.problem = problemFromArgs(a, catalog);
@@ -330,7 +330,7 @@ int runSweep(const std::vector<std::string>& args, Context& ctx)
     const std::vector<int> nodes = parseNodeCounts(*nodesText, "--nodes", errors);
     if (!errors.empty())
         throw InputError(errors);
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     const SpecCatalog& catalog = store.specs();
     // The problem at the first size: every other option is checked once, here.
     const Problem base = problemFromArgs(CliArgs(withOption(args, "nodes", std::to_string(nodes.front())), help),
@@ -412,7 +412,7 @@ int runCompare(const std::vector<std::string>& args, Context& ctx)
     if (nodes.size() != types.size())
         throw UsageError("--nodes: give one count, or one per node type (" + std::to_string(types.size()) + ")");
 
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     const SpecCatalog& catalog = store.specs();
     SearchSettings s = searchSettingsFromArgs(a, store.runs(), 1);
     std::vector<Problem> problems;

@@ -78,7 +78,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
     const CommandHelp& help = commandHelp("predict");
     const CliArgs a(args, help);
     a.expectPositional(0, usageText(help));
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     // A plan file brings its problem and, unless --layout says otherwise, its best layout.
     std::optional<PlanDocument> plan;
     if (auto file = a.value("plan"))

@@ -73,7 +73,7 @@ int runReport(const std::vector<std::string>& args, Context& ctx)
 
     // The latest validation of this plan, when it was validated (shardscope-cli validate --plan).
     {
-        const Store store(ctx.db_path);
+        const Store store(ctx.db_path, ctx.store_options);
         const std::string name = validationRunName(plan.problem, chosen);
         for (const RunStore::ValidationRun& run : store.runs().validationRuns(1000))
             if (run.name == name) {

@@ -38,7 +38,7 @@ DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, 
 {
     if (spec == "host") {
         // Measured once per machine and thread count, kept in the run store.
-        Store store(ctx.db_path);
+        Store store(ctx.db_path, ctx.store_options);
         const CachedHostProfile cached = cachedHostProfile(store.runs(), threads, remeasure);
         const DeviceProfile& p = cached.profile;
         if (!quiet)
@@ -62,7 +62,7 @@ DeviceProfile resolveDevice(const std::string& spec, int threads, Context& ctx, 
     }
     if (name.empty())
         throw UsageError("--device: expected host or a chip name from the catalog (shardscope-cli catalog list --kind chips)");
-    const Store store(ctx.db_path);
+    const Store store(ctx.db_path, ctx.store_options);
     for (const std::string& n : store.notices())
         ctx.err << "shardscope-cli: " << n << "\n";
     const std::optional<ChipSpec> chip = store.specs().findChip(name);
@@ -254,7 +254,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
             if (text.empty() || *end != '\0' || !(nodeScale > 0 && nodeScale <= 1))
                 throw UsageError("--node-type: scale \"" + text + "\" must be a number in (0, 1]");
         }
-        const Store store(ctx.db_path);
+        const Store store(ctx.db_path, ctx.store_options);
         node = store.specs().node(name);  // InputError naming the missing node type
     }
     char scaleText[32];

@@ -167,7 +167,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     Progress progress(ctx.err, a.flag("quiet"));
     if (a.flag("suite"))
         interruptFlag();  // Ctrl-C stops the suite between cases: nothing stored, nothing printed
-    Store store(ctx.db_path);
+    Store store(ctx.db_path, ctx.store_options);
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
     const ValidationProfile base = store.runs().validationProfileNamed(a.value("cost-model").value_or("default"));
@@ -264,7 +264,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         const CliArgs full(withNodes, help);
         const Problem problem = problemFromArgs(full, store.specs());
         const Layout layout = layoutFromArg(a.value("layout").value_or(""), problem);
-        runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1}, layout, "problem");
+        runScaled(PlanRequest{problem, defaultCostModelParams(), {}, Objective::Throughput, 1, std::nullopt}, layout, "problem");
     } else {
         const PlanDocument plan = loadPlanFile(*a.value("plan"), ctx.err);
         Layout layout;
@@ -327,7 +327,7 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
     const CommandHelp& help = commandHelp("history");
     const CliArgs a(args, help);
     a.expectPositional(0, usageText(help));
-    Store store(ctx.db_path);
+    Store store(ctx.db_path, ctx.store_options);
     const auto runs = store.runs().validationRuns(a.integer("limit", 20, 1, 100000));
     if (a.flag("json")) {
         QJsonArray array;
