@@ -428,7 +428,8 @@ private slots:
         QCOMPARE(noPlanReason(point), QStringLiteral("out of memory (1,200 layouts)"));
         SweepResult comparison;
         comparison.points = {point};
-        const XYChartData cost = timeCostChartData(SweepResult{}, comparison);
+        const SweepResult noSweep;
+        const XYChartData cost = timeCostChartData(noSweep, comparison);
         QVERIFY2(cost.x_axis.contains(QLatin1String("no plan: gaudi3-8: out of memory")), qPrintable(cost.x_axis));
         QVERIFY2(!cost.x_axis.contains(QLatin1String("no published price")), qPrintable(cost.x_axis));
         const StackedBarsData days = nodeTypesChartData(comparison);

@@ -109,7 +109,7 @@ Exhaustive exhaustive(const CostModel& model, const std::vector<Layout>& layouts
             ++e.over_limit;
             continue;
         }
-        e.feasible.push_back({l, p, {}});
+        e.feasible.push_back({l, p, {}, {}});
     }
     std::sort(e.feasible.begin(), e.feasible.end(),
               [&](const Plan& a, const Plan& b) { return planBetter(objective, a, b); });
