@@ -1,0 +1,93 @@
+// The block kinds beyond GPT-2's, forward and backward, by the rules of Ops.h
+// (column-major (C, N) activations, token n = b*T + t in column n, weight and
+// bias gradients ACCUMULATED, input gradients OVERWRITTEN unless said otherwise,
+// no allocation, templated on the scalar and instantiated for float and double).
+//
+//   RMSNorm        Zhang & Sennrich 2019 (Llama, Mistral, T5): x * rstd * w, no mean, no bias
+//   ReLU           max(0, x) (OPT, T5 v1.0)
+//   gated MLPs     Shazeer 2020, "GLU Variants Improve Transformer": SwiGLU = silu(gate) * up
+//                  (Llama), GeGLU = gelu_tanh(gate) * up (T5 v1.1, Gemma)
+//   RoPE           Su et al. 2021 (RoFormer), the rotate-half pairing of GPT-NeoX, HF Llama
+//                  and Megatron-LM's default (dimension i pairs with i + hd/2)
+//   attention      grouped-query (Ainslie et al. 2023): NH query heads share NKV key/value
+//                  heads, query head h reading kv head h / (NH / NKV); MHA is NKV = NH and
+//                  MQA NKV = 1. Head size hd is independent of the hidden size. Causal
+//                  (decoders) or bidirectional (encoders, cross-attention with Tq != Tk).
+#pragma once
+
+#include "Ops.h"
+
+namespace shardscope::engine {
+
+// A strided view of rows of a bigger matrix (q, k and v are row blocks of the fused qkv).
+template <class T> using RowsRef = Eigen::Ref<Mat<T>, 0, Eigen::OuterStride<>>;
+template <class T> using CRowsRef = Eigen::Ref<const Mat<T>, 0, Eigen::OuterStride<>>;
+
+// ---------------------------------------------------------------- RMSNorm
+
+// out (C, N) = inp * rstd * weight per column, rstd (N) = 1 / sqrt(mean(inp^2) + eps), cached.
+template <class T>
+void rmsnorm_forward(KernelPool& pool, MatRef<T> out, VecRef<T> rstd, CMatRef<T> inp, CVecRef<T> weight, double eps);
+// dinp (C, N) += (it is the residual stream, as layernorm_backward), dweight (C) +=.
+template <class T>
+void rmsnorm_backward(KernelPool& pool, MatRef<T> dinp, VecRef<T> dweight, CMatRef<T> dout, CMatRef<T> inp,
+                      CVecRef<T> weight, CVecRef<T> rstd);
+
+// ---------------------------------------------------------------- activations
+
+template <class T>
+void relu_forward(KernelPool& pool, VecRef<T> out, CVecRef<T> inp);
+// dinp = (inp > 0) * dout (overwritten; may alias dout).
+template <class T>
+void relu_backward(KernelPool& pool, VecRef<T> dinp, CVecRef<T> inp, CVecRef<T> dout);
+
+enum class GateKind { SiLU, GeLU };
+// inp (2F, N): rows [0, F) the gate, [F, 2F) the up projection (a tensor-parallel shard
+// holds its own F columns of each, in the same order). out (F, N) = act(gate) * up.
+template <class T>
+void gated_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> inp, GateKind kind);
+// dinp (2F, N) overwritten from dout (F, N).
+template <class T>
+void gated_backward(KernelPool& pool, MatRef<T> dinp, CMatRef<T> inp, CMatRef<T> dout, GateKind kind);
+
+// ---------------------------------------------------------------- rotary positions
+
+// In place on x (heads*hd, N): for each head and token n, the pair (i, i + hd/2),
+// i < hd/2, rotates by angle positions[n] * base^(-2i/hd). positions: N values
+// (the token's place in its sequence; under context parallelism not n % T).
+template <class T>
+void rope_forward(KernelPool& pool, RowsRef<T> x, const int* positions, int heads, int hd, double base);
+// The gradient through the rotation: dx rotated by the opposite angle, in place.
+template <class T>
+void rope_backward(KernelPool& pool, RowsRef<T> dx, const int* positions, int heads, int hd, double base);
+
+// ---------------------------------------------------------------- grouped-query attention
+
+struct AttentionShape {
+    int B = 1;        // sequences
+    int Tq = 1;       // query tokens per sequence
+    int Tk = 1;       // key/value tokens per sequence (== Tq for self-attention)
+    int NH = 1;       // query heads (this shard's)
+    int NKV = 1;      // key/value heads (this shard's); NH % NKV == 0
+    int hd = 1;       // head size
+    bool causal = true;  // key t2 > query t1 masked (needs Tq == Tk)
+    Eigen::Index probColumns() const { return Eigen::Index(B) * NH * Tq; }
+};
+
+// att (Tk, B*NH*Tq): the block of (b, h) starts at column (b*NH + h)*Tq and holds
+// att(t2, t1) = softmax over t2 of q_h(t1) . k_g(t2) / sqrt(hd), g = h / (NH/NKV);
+// zero where masked. q (NH*hd, B*Tq), k (NKV*hd, B*Tk).
+template <class T>
+void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s);
+// out (NH*hd, B*Tq): head h's rows = v_g * att_h. v (NKV*hd, B*Tk).
+template <class T>
+void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
+                              const AttentionShape& s);
+// dq, dk, dv overwritten (dk, dv summed over the query heads of their group);
+// datt (Tk, B*NH*Tq) is scratch, overwritten.
+template <class T>
+void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
+                        CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
+                        const AttentionShape& s);
+
+} // namespace shardscope::engine
