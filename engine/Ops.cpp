@@ -146,15 +146,15 @@ void matmul_backward(KernelPool& pool, MatRef<T> dinp, MatRef<T> dweight, VecRef
 
 template <class T>
 void layernorm_forward(KernelPool& pool, MatRef<T> out, VecRef<T> mean, VecRef<T> rstd, CMatRef<T> inp,
-                       CVecRef<T> weight, CVecRef<T> bias)
+                       CVecRef<T> weight, CVecRef<T> bias, double eps)
 {
-    const T eps = T(kLayerNormEps);
+    const T e = T(eps);
     pool.parallelFor(inp.cols(), 4, [&](std::int64_t n0, std::int64_t n1) {
         for (Index n = n0; n < n1; ++n) {
             const auto x = inp.col(n).array();
             const T m = x.mean();
             const T var = (x - m).square().mean();  // biased variance, as PyTorch's LayerNorm
-            const T rs = T(1) / std::sqrt(var + eps);
+            const T rs = T(1) / std::sqrt(var + e);
             out.col(n).array() = (x - m) * rs * weight.array() + bias.array();
             mean(n) = m;
             rstd(n) = rs;
@@ -437,7 +437,7 @@ void round_to_bf16(KernelPool& pool, float* x, std::int64_t count)
     template void matmul_backward<T>(KernelPool&, MatRef<T>, MatRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>,        \
                                      CMatRef<T>);                                                                 \
     template void layernorm_forward<T>(KernelPool&, MatRef<T>, VecRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>,      \
-                                       CVecRef<T>);                                                               \
+                                       CVecRef<T>, double);                                                       \
     template void layernorm_backward<T>(KernelPool&, MatRef<T>, VecRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>,     \
                                         CVecRef<T>, CVecRef<T>, CVecRef<T>);                                      \
     template void attention_probs_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, int, int, int);                  \

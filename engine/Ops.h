@@ -56,11 +56,12 @@ template <class T>
 void matmul_backward(KernelPool& pool, MatRef<T> dinp, MatRef<T> dweight, VecRef<T> dbias, CMatRef<T> dout,
                      CMatRef<T> inp, CMatRef<T> weight);
 
-// out (C, N) = (inp - mean) * rstd * weight + bias per column; caches mean, rstd (N).
+// out (C, N) = (inp - mean) * rstd * weight + bias per column; caches mean, rstd (N),
+// rstd = 1 / sqrt(var + eps) (GPT-2's 1e-5 by default; some models use 1e-6 or 1e-12).
 inline constexpr double kLayerNormEps = 1e-5;
 template <class T>
 void layernorm_forward(KernelPool& pool, MatRef<T> out, VecRef<T> mean, VecRef<T> rstd, CMatRef<T> inp,
-                       CVecRef<T> weight, CVecRef<T> bias);
+                       CVecRef<T> weight, CVecRef<T> bias, double eps = kLayerNormEps);
 // dinp (C, N) += ..., dweight (C) +=, dbias (C) +=.
 template <class T>
 void layernorm_backward(KernelPool& pool, MatRef<T> dinp, VecRef<T> dweight, VecRef<T> dbias, CMatRef<T> dout,

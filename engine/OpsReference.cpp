@@ -44,7 +44,7 @@ void matmul_backward(MatRef<T> dinp, MatRef<T> dweight, VecRef<T> dbias, CMatRef
 
 template <class T>
 void layernorm_forward(MatRef<T> out, VecRef<T> mean, VecRef<T> rstd, CMatRef<T> inp, CVecRef<T> weight,
-                       CVecRef<T> bias)
+                       CVecRef<T> bias, double eps)
 {
     const Index C = inp.rows();
     for (Index n = 0; n < inp.cols(); ++n) {
@@ -56,7 +56,7 @@ void layernorm_forward(MatRef<T> out, VecRef<T> mean, VecRef<T> rstd, CMatRef<T>
         for (Index c = 0; c < C; ++c)
             var += (inp(c, n) - m) * (inp(c, n) - m);
         var /= T(C);
-        const T rs = T(1) / std::sqrt(var + T(kLayerNormEps));
+        const T rs = T(1) / std::sqrt(var + T(eps));
         for (Index c = 0; c < C; ++c)
             out(c, n) = (inp(c, n) - m) * rs * weight(c) + bias(c);
         mean(n) = m;
@@ -226,7 +226,8 @@ void adamw_update(T* params, const T* grads, T* m, T* v, std::int64_t count, con
 #define SHARDSCOPE_ENGINE_REFERENCE(T)                                                                            \
     template void matmul_forward<T>(MatRef<T>, CMatRef<T>, CMatRef<T>, CVecRef<T>, CMatRef<T>);                   \
     template void matmul_backward<T>(MatRef<T>, MatRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>, CMatRef<T>);        \
-    template void layernorm_forward<T>(MatRef<T>, VecRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>, CVecRef<T>);      \
+    template void layernorm_forward<T>(MatRef<T>, VecRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>, CVecRef<T>,       \
+                                       double);                                                                   \
     template void layernorm_backward<T>(MatRef<T>, VecRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>, CVecRef<T>,      \
                                         CVecRef<T>, CVecRef<T>);                                                  \
     template void attention_forward<T>(MatRef<T>, MatRef<T>, CMatRef<T>, int, int, int);                          \

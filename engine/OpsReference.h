@@ -15,7 +15,7 @@ void matmul_backward(MatRef<T> dinp, MatRef<T> dweight, VecRef<T> dbias, CMatRef
                      CMatRef<T> weight);
 template <class T>
 void layernorm_forward(MatRef<T> out, VecRef<T> mean, VecRef<T> rstd, CMatRef<T> inp, CVecRef<T> weight,
-                       CVecRef<T> bias);
+                       CVecRef<T> bias, double eps = kLayerNormEps);
 template <class T>
 void layernorm_backward(MatRef<T> dinp, VecRef<T> dweight, VecRef<T> dbias, CMatRef<T> dout, CMatRef<T> inp,
                         CVecRef<T> weight, CVecRef<T> mean, CVecRef<T> rstd);

@@ -247,6 +247,20 @@ private slots:
         QVERIFY(relDiff(out, outRef) < kFloatTol);
         QVERIFY(relDiff(mean, meanRef) < kFloatTol);
         QVERIFY(relDiff(rstd, rstdRef) < kFloatTol);
+        // An explicit eps reaches the variance: rstd = 1 / sqrt(var + eps), on a small-variance input.
+        {
+            const Mat<float> small = randomMat<float>(C, N, 8, 0.05);
+            Mat<float> o(C, N), oRef(C, N);
+            Vec<float> m(N), r(N), mRef(N), rRef(N), rDefault(N);
+            layernorm_forward<float>(pool, o, m, r, small, w, b, 1e-2);
+            reference::layernorm_forward<float>(oRef, mRef, rRef, small, w, b, 1e-2);
+            QVERIFY(relDiff(o, oRef) < kFloatTol);
+            QVERIFY(relDiff(r, rRef) < kFloatTol);
+            const double var = (small.col(0).cast<double>().array() - small.col(0).cast<double>().mean()).square().mean();
+            QVERIFY(std::fabs(double(r(0)) - 1.0 / std::sqrt(var + 1e-2)) < 1e-5 * double(r(0)));
+            layernorm_forward<float>(pool, o, m, rDefault, small, w, b);
+            QVERIFY(std::fabs(double(rDefault(0)) - 1.0 / std::sqrt(var + kLayerNormEps)) < 1e-5 * double(rDefault(0)));
+        }
 
         Mat<float> dinp = randomMat<float>(C, N, 5), dinpRef = dinp;  // accumulates
         Vec<float> dw = randomVec<float>(C, 6), dwRef = dw, db = randomVec<float>(C, 7), dbRef = db;
