@@ -4,8 +4,7 @@
 #include "Ops.h"
 
 #include "Bf16.h"
-#include "EigenKernels.h"
-#include "GemmIsa.h"
+#include "OpsKernels.h"
 #include "Random.h"
 
 #include <algorithm>
@@ -20,63 +19,12 @@ namespace shardscope::engine {
 
 using Eigen::Index;
 
-namespace {
-
-// Products smaller than this many multiply-adds run on the calling thread:
-// splitting them costs more in synchronisation than it saves.
-constexpr double kParallelGemmMacs = 64.0 * 64 * 64;
-
-// Fixed-size chunk for elementwise kernels that need several passes over the
-// same values (they stay in L1 between passes) without heap temporaries.
-constexpr Index kChunk = 256;
-
-// The x86-64 level's GEMM for T in a portable build (GemmIsa.h); nullptr: Eigen here.
-template <class T>
-auto levelGemm()
-{
-    const isa::LevelKernels& kernels = isa::levelKernels();
-    if constexpr (std::is_same_v<T, float>)
-        return kernels.f32;
-    else
-        return kernels.f64;
-}
-
-// softmax((x - max) * scale) of a contiguous column in place, at the CPU's widest level in a
-// portable build; returns the max and the sum of the exponentials.
-template <class T, class Column>
-std::pair<T, T> softmaxColumn(Column&& x, T scale)
-{
-    const isa::LevelKernels& kernels = isa::levelKernels();
-    T mx = 0, sum = 0;
-    if constexpr (std::is_same_v<T, float>) {
-        if (kernels.softmax32) {
-            kernels.softmax32(x.data(), x.size(), scale, &mx, &sum);
-            return {mx, sum};
-        }
-    } else {
-        if (kernels.softmax64) {
-            kernels.softmax64(x.data(), x.size(), scale, &mx, &sum);
-            return {mx, sum};
-        }
-    }
-    return eigenSoftmax(x, scale);
-}
-
-// c = op(a) * op(b) (+= when accumulate) for one block, on the calling thread. Every product
-// of the engine goes through here, so that a portable build runs all of them at the CPU's
-// widest level.
-template <class T, class CBlock, class ABlock, class BBlock>
-void blockGemm(CBlock&& c, const ABlock& a, bool transA, const BBlock& b, bool transB, bool accumulate)
-{
-    if (const auto f = levelGemm<T>()) {
-        f({c.data(), c.outerStride(), a.data(), a.outerStride(), b.data(), b.outerStride(), c.rows(), c.cols(),
-           transA ? a.rows() : a.cols(), transA, transB, accumulate});
-        return;
-    }
-    eigenProduct(c, a, transA, b, transB, accumulate);
-}
-
-} // namespace
+using detail::blockGemm;
+using detail::kChunk;
+using detail::kGeluA;
+using detail::kGeluC;
+using detail::kParallelGemmMacs;
+using detail::softmaxColumn;
 
 template <class T>
 void gemm(KernelPool& pool, MatRef<T> c, CMatRef<T> a, bool transA, CMatRef<T> b, bool transB, bool accumulate)
@@ -259,11 +207,6 @@ void attention_backward(KernelPool& pool, MatRef<T> dqkv, MatRef<T> datt, CMatRe
 }
 
 // ---------------------------------------------------------------- gelu
-
-namespace {
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluA = 0.044715;
-} // namespace
 
 template <class T>
 void gelu_forward(KernelPool& pool, VecRef<T> out, CVecRef<T> inp)
