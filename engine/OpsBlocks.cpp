@@ -1,0 +1,364 @@
+// The fast kernels of OpsBlocks.h: vectorised array expressions and Eigen GEMM blocks
+// (through OpsKernels.h, so a portable build multiplies at the CPU's widest level), split
+// over the device's KernelPool into disjoint blocks of the output. The loops of
+// OpsBlocksReference.cpp compute the same things one scalar at a time; tests hold the two
+// equal. No allocation: intermediate values live in fixed-size chunks on the stack.
+//
+// Dimension legend: B sequences, Tq / Tk query / key tokens per sequence, N = B*T tokens,
+// C channels, F the gated MLP's hidden size (this shard's), NH query heads, NKV key/value
+// heads (NH % NKV == 0, group size R = NH / NKV), hd head size.
+//
+// Every split depends only on the shapes and fixed grains, and each block is computed the
+// same way whoever runs it, so results are bitwise independent of the thread count.
+#include "OpsBlocks.h"
+
+#include "OpsKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace shardscope::engine {
+
+using Eigen::Index;
+
+using detail::blockGemm;
+using detail::kChunk;
+using detail::kGeluA;
+using detail::kGeluC;
+using detail::softmaxColumn;
+
+namespace {
+
+// Key columns per block of attention_backward's dk/dv pass: fixed, so that the products
+// (and their summation order) do not depend on the thread count.
+constexpr Index kKeyBlock = 64;
+
+void checkAttentionShape(const AttentionShape& s, const char* what)
+{
+    if (s.B < 1 || s.Tq < 1 || s.Tk < 1 || s.NH < 1 || s.NKV < 1 || s.hd < 1)
+        throw std::invalid_argument(std::string(what) + ": sizes must be positive");
+    if (s.NH % s.NKV != 0)
+        throw std::invalid_argument(std::string(what) + ": NH must be a multiple of NKV");
+    if (s.causal && s.Tq != s.Tk)
+        throw std::invalid_argument(std::string(what) + ": causal attention needs Tq == Tk");
+}
+
+template <class M>
+void checkShape(const M& m, Index rows, Index cols, const char* what, const char* name)
+{
+    if (m.rows() != rows || m.cols() != cols)
+        throw std::invalid_argument(std::string(what) + ": " + name + " has the wrong shape");
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- RMSNorm
+
+template <class T>
+void rmsnorm_forward(KernelPool& pool, MatRef<T> out, VecRef<T> rstd, CMatRef<T> inp, CVecRef<T> weight, double eps)
+{
+    const Index C = inp.rows(), N = inp.cols();
+    checkShape(out, C, N, "rmsnorm_forward", "out");
+    if (rstd.size() != N || weight.size() != C)
+        throw std::invalid_argument("rmsnorm_forward: rstd or weight has the wrong size");
+    const T e = T(eps);
+    pool.parallelFor(N, 4, [&](std::int64_t n0, std::int64_t n1) {
+        for (Index n = n0; n < n1; ++n) {
+            const auto x = inp.col(n).array();
+            const T rs = T(1) / std::sqrt(x.square().mean() + e);
+            out.col(n).array() = x * rs * weight.array();
+            rstd(n) = rs;
+        }
+    });
+}
+
+template <class T>
+void rmsnorm_backward(KernelPool& pool, MatRef<T> dinp, VecRef<T> dweight, CMatRef<T> dout, CMatRef<T> inp,
+                      CVecRef<T> weight, CVecRef<T> rstd)
+{
+    const Index C = inp.rows(), N = inp.cols();
+    checkShape(dinp, C, N, "rmsnorm_backward", "dinp");
+    checkShape(dout, C, N, "rmsnorm_backward", "dout");
+    if (rstd.size() != N || weight.size() != C || dweight.size() != C)
+        throw std::invalid_argument("rmsnorm_backward: rstd, weight or dweight has the wrong size");
+    // dinp: with xhat = x * rstd and g = weight * dout, dx = rstd * (g - xhat * mean(g * xhat)).
+    pool.parallelFor(N, 4, [&](std::int64_t n0, std::int64_t n1) {
+        for (Index n = n0; n < n1; ++n) {
+            const T rs = rstd(n);
+            const auto xhat = inp.col(n).array() * rs;
+            const auto g = weight.array() * dout.col(n).array();
+            const T gxMean = (g * xhat).mean();
+            dinp.col(n).array() += rs * (g - xhat * gxMean);
+        }
+    });
+    // dweight: rows split over threads, each summed over N in order.
+    pool.parallelFor(C, 16, [&](std::int64_t r0, std::int64_t r1) {
+        const Index nr = r1 - r0;
+        auto dw = dweight.segment(r0, nr);
+        for (Index n = 0; n < N; ++n)
+            dw.array() += dout.col(n).segment(r0, nr).array() * inp.col(n).segment(r0, nr).array() * rstd(n);
+    });
+}
+
+// ---------------------------------------------------------------- activations
+
+template <class T>
+void relu_forward(KernelPool& pool, VecRef<T> out, CVecRef<T> inp)
+{
+    if (out.size() != inp.size())
+        throw std::invalid_argument("relu_forward: out and inp differ in size");
+    pool.parallelFor(inp.size(), 4096, [&](std::int64_t i0, std::int64_t i1) {
+        out.segment(i0, i1 - i0) = inp.segment(i0, i1 - i0).cwiseMax(T(0));
+    });
+}
+
+template <class T>
+void relu_backward(KernelPool& pool, VecRef<T> dinp, CVecRef<T> inp, CVecRef<T> dout)
+{
+    if (dinp.size() != inp.size() || dout.size() != inp.size())
+        throw std::invalid_argument("relu_backward: sizes differ");
+    pool.parallelFor(inp.size(), 4096, [&](std::int64_t i0, std::int64_t i1) {
+        const Index n = i1 - i0;
+        // Elementwise, so dinp may alias dout.
+        dinp.segment(i0, n).array() = (inp.segment(i0, n).array() > T(0)).select(dout.segment(i0, n).array(), T(0));
+    });
+}
+
+template <class T>
+void gated_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> inp, GateKind kind)
+{
+    const Index F = out.rows(), N = out.cols();
+    checkShape(inp, 2 * F, N, "gated_forward", "inp");
+    pool.parallelFor(N, 4, [&](std::int64_t n0, std::int64_t n1) {
+        for (Index n = n0; n < n1; ++n) {
+            const auto g = inp.col(n).head(F).array();
+            const auto u = inp.col(n).tail(F).array();
+            if (kind == GateKind::SiLU)
+                out.col(n).array() = g / (T(1) + (-g).exp()) * u;
+            else
+                out.col(n).array() = T(0.5) * g * (T(1) + (T(kGeluC) * (g + T(kGeluA) * g * g * g)).tanh()) * u;
+        }
+    });
+}
+
+template <class T>
+void gated_backward(KernelPool& pool, MatRef<T> dinp, CMatRef<T> inp, CMatRef<T> dout, GateKind kind)
+{
+    const Index F = dout.rows(), N = dout.cols();
+    checkShape(inp, 2 * F, N, "gated_backward", "inp");
+    checkShape(dinp, 2 * F, N, "gated_backward", "dinp");
+    pool.parallelFor(N, 4, [&](std::int64_t n0, std::int64_t n1) {
+        Eigen::Array<T, kChunk, 1> sg;  // sigmoid(g) or tanh(u) of one chunk, on the stack
+        for (Index n = n0; n < n1; ++n)
+            for (Index c0 = 0; c0 < F; c0 += kChunk) {
+                const Index m = std::min<Index>(kChunk, F - c0);
+                const auto g = inp.col(n).segment(c0, m).array();
+                const auto u = inp.col(n).segment(F + c0, m).array();
+                const auto dy = dout.col(n).segment(c0, m).array();
+                auto dg = dinp.col(n).segment(c0, m).array();
+                auto du = dinp.col(n).segment(F + c0, m).array();
+                auto s = sg.head(m);
+                if (kind == GateKind::SiLU) {
+                    // silu = g * s, silu' = s * (1 + g * (1 - s)), s = sigmoid(g).
+                    s = T(1) / (T(1) + (-g).exp());
+                    du = g * s * dy;
+                    dg = s * (T(1) + g * (T(1) - s)) * u * dy;
+                } else {
+                    s = (T(kGeluC) * (g + T(kGeluA) * g * g * g)).tanh();
+                    du = T(0.5) * g * (T(1) + s) * dy;
+                    dg = (T(0.5) * (T(1) + s) +
+                          T(0.5) * g * (T(1) - s * s) * T(kGeluC) * (T(1) + T(3 * kGeluA) * g * g)) *
+                         u * dy;
+                }
+            }
+    });
+}
+
+// ---------------------------------------------------------------- rotary positions
+
+namespace {
+
+// Rotates every (i, i + hd/2) pair of every head of every column by sign * positions[n] *
+// base^(-2i/hd). The angle, its cosine and sine are computed in double once per (token, i)
+// and shared by the heads.
+template <class T>
+void rotate(KernelPool& pool, RowsRef<T> x, const int* positions, int heads, int hd, double base, double sign,
+            const char* what)
+{
+    if (heads < 1 || hd < 2 || hd % 2 != 0)
+        throw std::invalid_argument(std::string(what) + ": heads must be positive and hd even");
+    if (x.rows() != Index(heads) * hd)
+        throw std::invalid_argument(std::string(what) + ": x must have heads * hd rows");
+    if (x.cols() > 0 && !positions)
+        throw std::invalid_argument(std::string(what) + ": no positions");
+    const Index half = hd / 2;
+    pool.parallelFor(x.cols(), 4, [&](std::int64_t n0, std::int64_t n1) {
+        for (Index n = n0; n < n1; ++n) {
+            const double p = double(positions[n]);
+            T* col = x.col(n).data();
+            for (Index i = 0; i < half; ++i) {
+                const double angle = sign * p * std::pow(base, -2.0 * double(i) / double(hd));
+                const T c = T(std::cos(angle)), s = T(std::sin(angle));
+                for (Index h = 0; h < heads; ++h) {
+                    T* a = col + h * hd + i;
+                    T* b = a + half;
+                    const T x1 = *a, x2 = *b;
+                    *a = x1 * c - x2 * s;
+                    *b = x2 * c + x1 * s;
+                }
+            }
+        }
+    });
+}
+
+} // namespace
+
+template <class T>
+void rope_forward(KernelPool& pool, RowsRef<T> x, const int* positions, int heads, int hd, double base)
+{
+    rotate<T>(pool, x, positions, heads, hd, base, 1.0, "rope_forward");
+}
+
+template <class T>
+void rope_backward(KernelPool& pool, RowsRef<T> dx, const int* positions, int heads, int hd, double base)
+{
+    // The rotation is orthogonal: its transpose, the gradient's map, is the opposite rotation.
+    rotate<T>(pool, dx, positions, heads, hd, base, -1.0, "rope_backward");
+}
+
+// ---------------------------------------------------------------- grouped-query attention
+
+template <class T>
+void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s)
+{
+    checkAttentionShape(s, "attention_probs_forward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
+    checkShape(att, Tk, s.probColumns(), "attention_probs_forward", "att");
+    checkShape(q, NH * hd, Index(s.B) * Tq, "attention_probs_forward", "q");
+    checkShape(k, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_probs_forward", "k");
+    const T scale = T(1) / std::sqrt(T(hd));
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            const auto qh = q.block(h * hd, b * Tq, hd, Tq);
+            const auto kg = k.block(g * hd, b * Tk, hd, Tk);
+            auto S = att.middleCols(i * Tq, Tq);  // (Tk, Tq): S(t2, t1) for key t2, query t1
+            blockGemm<T>(S, kg, true, qh, false, false);
+            for (Index t1 = 0; t1 < Tq; ++t1) {
+                if (s.causal) {
+                    softmaxColumn(S.col(t1).head(t1 + 1), scale);  // keys t2 <= t1
+                    S.col(t1).tail(Tk - t1 - 1).setZero();
+                } else {
+                    softmaxColumn(S.col(t1), scale);
+                }
+            }
+        }
+    });
+}
+
+template <class T>
+void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
+                              const AttentionShape& s)
+{
+    checkAttentionShape(s, "attention_values_forward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
+    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_values_forward", "out");
+    checkShape(att, Tk, s.probColumns(), "attention_values_forward", "att");
+    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_values_forward", "v");
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            blockGemm<T>(out.block(h * hd, b * Tq, hd, Tq), v.block(g * hd, b * Tk, hd, Tk), false,
+                         att.middleCols(i * Tq, Tq), false, false);
+        }
+    });
+}
+
+template <class T>
+void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
+                        CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
+                        const AttentionShape& s)
+{
+    checkAttentionShape(s, "attention_backward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
+    const Index Nq = Index(s.B) * Tq, Nk = Index(s.B) * Tk;
+    checkShape(dq, NH * hd, Nq, "attention_backward", "dq");
+    checkShape(q, NH * hd, Nq, "attention_backward", "q");
+    checkShape(dout, NH * hd, Nq, "attention_backward", "dout");
+    checkShape(dk, NKV * hd, Nk, "attention_backward", "dk");
+    checkShape(dv, NKV * hd, Nk, "attention_backward", "dv");
+    checkShape(k, NKV * hd, Nk, "attention_backward", "k");
+    checkShape(v, NKV * hd, Nk, "attention_backward", "v");
+    checkShape(att, Tk, s.probColumns(), "attention_backward", "att");
+    checkShape(datt, Tk, s.probColumns(), "attention_backward", "datt");
+    const T scale = T(1) / std::sqrt(T(hd));
+
+    // Pass 1, per (b, h): the scores' gradient into datt, and dq (each head its own rows).
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            const auto kg = k.block(g * hd, b * Tk, hd, Tk);
+            const auto vg = v.block(g * hd, b * Tk, hd, Tk);
+            const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+            const auto P = att.middleCols(i * Tq, Tq);
+            auto dS = datt.middleCols(i * Tq, Tq);
+            blockGemm<T>(dS, vg, true, dy, false, false);  // d probs (Tk, Tq)
+            // Softmax backward per query column, then the 1/sqrt(hd) of the scores.
+            for (Index t1 = 0; t1 < Tq; ++t1) {
+                const Index live = s.causal ? t1 + 1 : Tk;  // unmasked keys
+                const auto p = P.col(t1).head(live).array();
+                auto d = dS.col(t1).head(live);
+                const T dot = (p * d.array()).sum();
+                d.array() = p * (d.array() - dot) * scale;
+                dS.col(t1).tail(Tk - live).setZero();
+            }
+            blockGemm<T>(dq.block(h * hd, b * Tq, hd, Tq), kg, false, dS, false, false);  // dq (hd, Tq)
+        }
+    });
+
+    // Pass 2, per (b, g, block of kKeyBlock keys): dk and dv summed over the group's R query
+    // heads in order, the first overwriting.
+    const Index keyBlocks = (Tk + kKeyBlock - 1) / kKeyBlock;
+    pool.parallelFor(std::int64_t(s.B) * NKV * keyBlocks, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index kb = i % keyBlocks, bg = i / keyBlocks, b = bg / NKV, g = bg % NKV;
+            const Index t0 = kb * kKeyBlock, nt = std::min(kKeyBlock, Tk - t0);
+            auto dkg = dk.block(g * hd, b * Tk + t0, hd, nt);
+            auto dvg = dv.block(g * hd, b * Tk + t0, hd, nt);
+            for (Index j = 0; j < R; ++j) {
+                const Index h = g * R + j, col = (b * NH + h) * Tq;
+                const auto qh = q.block(h * hd, b * Tq, hd, Tq);
+                const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+                // (hd, Tq) * (Tq, nt): the keys' rows of this head's (Tk, Tq) blocks, transposed.
+                blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, j > 0);
+                blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, j > 0);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- instantiations
+
+#define SHARDSCOPE_ENGINE_OPS_BLOCKS(T)                                                                           \
+    template void rmsnorm_forward<T>(KernelPool&, MatRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>, double);          \
+    template void rmsnorm_backward<T>(KernelPool&, MatRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>, CVecRef<T>,      \
+                                      CVecRef<T>);                                                                \
+    template void relu_forward<T>(KernelPool&, VecRef<T>, CVecRef<T>);                                            \
+    template void relu_backward<T>(KernelPool&, VecRef<T>, CVecRef<T>, CVecRef<T>);                               \
+    template void gated_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, GateKind);                                 \
+    template void gated_backward<T>(KernelPool&, MatRef<T>, CMatRef<T>, CMatRef<T>, GateKind);                    \
+    template void rope_forward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                         \
+    template void rope_backward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                        \
+    template void attention_probs_forward<T>(KernelPool&, MatRef<T>, CRowsRef<T>, CRowsRef<T>,                    \
+                                             const AttentionShape&);                                              \
+    template void attention_values_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, CRowsRef<T>,                   \
+                                              const AttentionShape&);                                             \
+    template void attention_backward<T>(KernelPool&, RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>, CMatRef<T>,   \
+                                        CMatRef<T>, CRowsRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);
+
+SHARDSCOPE_ENGINE_OPS_BLOCKS(float)
+SHARDSCOPE_ENGINE_OPS_BLOCKS(double)
+
+} // namespace shardscope::engine
