@@ -38,7 +38,7 @@ DeviceProfile benchProfile()
 TrainRequest benchRequest()
 {
     TrainRequest r;
-    r.model = GptConfig{4, 256, 8, 4096, 64};
+    r.model = ModelConfig{4, 256, 8, 4096, 64};
     r.batch = 8;
     r.steps = 5;
     r.seed = 1337;

@@ -1,6 +1,9 @@
 // One fp32 training step (forward + backward + AdamW with clipping) of the
-// engine's GPT on one emulated device, with 1 and 2 kernel threads:
+// engine's model executor on one emulated device, with 1 and 2 kernel threads:
 //   gpt2small: 12 layers, 768 hidden, 12 heads, vocab 50257, seq 64, batch 4
+//   llama:     12 layers, 768 hidden, 12 heads / 4 kv heads, SwiGLU 2048, RMSNorm, RoPE,
+//              untied head, no biases, vocab 32000, seq 64, batch 4 (Llama's blocks at
+//              GPT-2-small's width)
 //   small:      6 layers, 384 hidden,  6 heads, vocab 50257, seq 256, batch 8
 // The same run measures this machine's sustained fp32 GEMM rate with the
 // engine's threaded GEMM on the step's dominant shape (the MLP's (4C, C) weight
@@ -10,13 +13,14 @@
 // Counters: model_GFLOP (per step), step_GFLOPs, gemm_GFLOPs, fraction_of_gemm.
 #include "Data.h"
 #include "Device.h"
-#include "Gpt.h"
+#include "ModelExecutor.h"
 #include "Ops.h"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 using namespace shardscope::engine;
@@ -24,11 +28,25 @@ using namespace shardscope::engine;
 namespace {
 
 struct Shape {
-    GptConfig model;
+    ModelConfig model;
     int batch;
 };
 
+ModelConfig llamaShape()
+{
+    ModelConfig c{12, 768, 12, 32000, 64};
+    c.kv_heads = 4;
+    c.ffn_hidden = 2048;
+    c.mlp = shardscope::MlpKind::SwiGlu;
+    c.norm = shardscope::NormKind::RmsNorm;
+    c.positions = shardscope::PositionKind::Rotary;
+    c.bias = false;
+    c.tied_embeddings = false;
+    return c;
+}
+
 const Shape kGpt2Small{{12, 768, 12, 50257, 64}, 4};
+const Shape kLlama{llamaShape(), 4};
 const Shape kSmall{{6, 384, 6, 50257, 256}, 8};
 
 // Capacity is irrelevant to wall time: a profile large enough for both shapes.
@@ -48,10 +66,13 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     EmulatedDevice device(0, benchProfile(), threads);
     const int hidden = shape.model.hidden, tokens = shape.batch * shape.model.seq;
 
-    ModelOptions options;
-    options.batch = shape.batch;
+    ExecutorOptions options;
+    options.micro_batch = shape.batch;
+    options.global_tokens = std::int64_t(tokens);
     options.seed = 1337;
-    GptModel<float> model(shape.model, options, device);
+    shardscope::Layout layout;
+    layout.micro_batch = shape.batch;
+    ModelExecutor<float> model(shape.model, options, singleDevice(device, layout));
     MarkovSource data(shape.model.vocab, 1337);
     const size_t n = size_t(tokens);
     std::vector<int> inputs(n), targets(n);
@@ -61,10 +82,10 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     auto oneStep = [&] {
         data.batch(step, shape.batch, shape.model.seq, inputs.data(), targets.data());
         ++step;
-        benchmark::DoNotOptimize(model.forward(inputs.data(), targets.data()));
-        model.zeroGrad();
-        model.backward();
-        benchmark::DoNotOptimize(model.update(adam, 1.0, step));
+        benchmark::DoNotOptimize(model.forward(0, inputs.data(), targets.data()));
+        model.backward(0);
+        const double norm = std::sqrt(model.reduceGradients());
+        model.update(adam, norm > 1.0 ? 1.0 / (norm + 1e-6) : 1.0, step);
     };
     oneStep();  // warm-up: first touch of every buffer
     device.resetCounters();
@@ -91,6 +112,7 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
 }
 
 void BM_StepGpt2Small(benchmark::State& state) { stepBenchmark(state, kGpt2Small); }
+void BM_StepLlama(benchmark::State& state) { stepBenchmark(state, kLlama); }
 void BM_StepSmall(benchmark::State& state) { stepBenchmark(state, kSmall); }
 
 // The sustained GEMM rate alone, for square 1024 products and the MLP shape of GPT-2 small.
@@ -110,6 +132,7 @@ void BM_Sgemm(benchmark::State& state)
 } // namespace
 
 BENCHMARK(BM_StepGpt2Small)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_StepLlama)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_StepSmall)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_Sgemm)
     ->Args({1, 1024, 1024, 1024})

@@ -1,5 +1,5 @@
 // AdamW's settings and how updated weights are stored: plain types shared by
-// the optimizer kernel (Ops.h) and the model (Gpt.h) without pulling in Eigen.
+// the optimizer kernel (Ops.h) and the model (ModelExecutor.h) without pulling in Eigen.
 #pragma once
 
 namespace shardscope::engine {

@@ -1,10 +1,9 @@
 // runClusterTraining: the layout executed on an EmulatedCluster; see Trainer.h.
-// Each worker runs its stage's pipeline schedule over its replica's micro-batches,
-// reduces gradients, joins the step's one world all-reduce (squared gradient norm
-// and loss sum, so every device clips with the same global norm) and updates.
+// Each worker runs the step loop of TrainingLoop.h on its own ModelExecutor.
 #include "Cluster.h"
-#include "GptShard.h"
+#include "ModelExecutor.h"
 #include "Trainer.h"
+#include "TrainingLoop.h"
 
 #include <chrono>
 #include <cmath>
@@ -12,48 +11,6 @@
 namespace shardscope::engine {
 
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-struct PipelineOp {
-    int micro;
-    bool backward;
-};
-
-// The op order of stage s of p with m micro-batches, by the same rules as the
-// planner's simulated schedule (planner/PipelineSchedule.cpp): GPipe runs all
-// forwards then all backwards; 1F1B runs p - s - 1 warm-up forwards, then one
-// forward one backward, then the remaining backwards (PipeDream-Flush).
-std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m)
-{
-    std::vector<PipelineOp> order;
-    if (schedule == PipelineSchedule::GPipe) {
-        for (int i = 0; i < m; ++i)
-            order.push_back({i, false});
-        for (int i = 0; i < m; ++i)
-            order.push_back({i, true});
-        return order;
-    }
-    const int warmup = std::min(p - s - 1, m);
-    int f = 0, b = 0;
-    for (; f < warmup; ++f)
-        order.push_back({f, false});
-    while (f < m) {
-        order.push_back({f++, false});
-        order.push_back({b++, true});
-    }
-    while (b < m)
-        order.push_back({b++, true});
-    return order;
-}
-
-// What one worker records; written by its own thread only, read after the join.
-struct WorkerRecord {
-    std::vector<double> device_s, wall_s, loss, grad_norm;
-    std::array<double, kMemoryCategories> resident{};
-};
-
-} // namespace
 
 Measurement runClusterTraining(const TrainRequest& request, const TokenSource& source, const DeviceProfile& profile,
                                const StepCallback& onStep, const std::atomic<bool>* cancel,
@@ -79,65 +36,30 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
 
     EmulatedCluster cluster(layout, profile, request.links, cancel);
     const int n = cluster.size();
-    std::vector<std::unique_ptr<GptShard>> shards(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<ModelExecutor<float>>> shards(static_cast<size_t>(n));
     std::vector<WorkerRecord> records(static_cast<size_t>(n));
 
-    ShardOptions options;
+    ExecutorOptions options;
     options.micro_batch = layout.micro_batch;
     options.global_tokens = std::int64_t(B) * T;
-    options.recompute = layout.recompute;
+    options.precision = request.precision;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;
 
     auto work = [&](int id) {
-        EmulatedDevice& dev = cluster.device(id);
-        WorkerRecord& rec = records[size_t(id)];
-        const MeshPosition& pos = cluster.position(id);
-        shards[size_t(id)] = std::make_unique<GptShard>(request.model, options, cluster, id);
-        GptShard& shard = *shards[size_t(id)];
-        CommGroup& world = *cluster.groups(id).world;
-        const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, micros);
-        std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
-        for (int step = 1; step <= request.steps; ++step) {
-            cluster.communicator().checkpoint();  // a cancel stops every worker here or in a collective
-            if (fault.device == id && fault.step == step)
-                shard.injectNaN();
-            const auto t0 = Clock::now();
-            const double c0 = dev.clockSeconds();
-            // The global batch, as on one device; this replica takes rows [dp * B/dp, ...).
-            source.batch(step - 1, B, T, inputs.data(), targets.data());
-            double lossSum = 0;
-            for (const PipelineOp& op : order) {
-                const size_t row = size_t(pos.dp) * perReplica + size_t(op.micro) * layout.micro_batch;
-                if (op.backward) {
-                    shard.backward(op.micro);
-                    continue;
-                }
-                const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T);
-                if (!std::isfinite(l))
-                    throw std::runtime_error(dev.label() + ": step " + std::to_string(step) + ", micro-batch " +
-                                             std::to_string(op.micro) + ": the loss is not finite (" +
-                                             std::to_string(l) + ")");
-                lossSum += l;
-            }
-            double reduced[2] = {shard.reduceGradients(), shard.lastStage() && pos.tp == 0 ? lossSum : 0.0};
-            world.allReduce(id, reduced, 2);
-            const double norm = std::sqrt(reduced[0]);
-            if (!std::isfinite(norm))
-                throw std::runtime_error(dev.label() + ": step " + std::to_string(step) +
-                                         ": the gradient norm is not finite");
-            const double scale = (request.grad_clip > 0 && norm > request.grad_clip)
-                                     ? request.grad_clip / (norm + 1e-6) : 1.0;
-            shard.update(request.optimizer, scale, step);
-            rec.device_s.push_back(dev.clockSeconds() - c0);
-            rec.wall_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-            rec.loss.push_back(reduced[1] / double(std::int64_t(B) * T));
-            rec.grad_norm.push_back(norm);
-            if (id == 0 && onStep)
-                onStep(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});
-        }
-        for (int c = 0; c < kMemoryCategories; ++c)
-            rec.resident[size_t(c)] = dev.allocator().currentBytes(MemoryCategory(c));
+        shards[size_t(id)] = std::make_unique<ModelExecutor<float>>(request.model, options, placementIn(cluster, id));
+        WorkerContext c;
+        c.request = &request;
+        c.source = &source;
+        c.shard = shards[size_t(id)].get();
+        c.device = &cluster.device(id);
+        c.position = cluster.position(id);
+        c.world = cluster.groups(id).world;
+        c.micro_batches = micros;
+        c.checkpoint = [&cluster] { cluster.communicator().checkpoint(); };  // a cancel stops every worker here or in a collective
+        c.fault = fault;
+        c.on_step = id == 0 ? &onStep : nullptr;
+        trainWorker(c, records[size_t(id)]);
     };
     const std::optional<WorkerFailure> failure = cluster.run(work);
     if (failure)

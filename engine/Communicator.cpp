@@ -102,7 +102,8 @@ inline T combine(T a, T b, ReduceOp op)
 // Chunk c travels from member c+1 around the ring and is complete on member c:
 // in step k member r adds its left neighbour's partial chunk (r - 2 - k) mod n.
 template <class T>
-void CommGroup::ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double& sent, double& received)
+void CommGroup::ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double eb, double& sent,
+                                  double& received)
 {
     const int n = size();
     const int left = (rank + n - 1) % n;
@@ -117,16 +118,16 @@ void CommGroup::ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp
             for (std::size_t i = b; i < e; ++i)
                 data[i] = combine(data[i], peer[i], op);
         }
-        received += double(e - b) * sizeof(T);
+        received += double(e - b) * eb;
         const int mine = ((rank - 1 - k) % n + 2 * n) % n;  // what the right neighbour takes from me
-        sent += double(chunkBegin(count, n, mine + 1) - chunkBegin(count, n, mine)) * sizeof(T);
+        sent += double(chunkBegin(count, n, mine + 1) - chunkBegin(count, n, mine)) * eb;
         arrive();
     }
 }
 
 // Member r owns chunk r; in step k it copies chunk (r - 1 - k) mod n from its left neighbour.
 template <class T>
-void CommGroup::ringAllGather(int rank, T* data, std::size_t count, double& sent, double& received)
+void CommGroup::ringAllGather(int rank, T* data, std::size_t count, double eb, double& sent, double& received)
 {
     const int n = size();
     const int left = (rank + n - 1) % n;
@@ -136,52 +137,55 @@ void CommGroup::ringAllGather(int rank, T* data, std::size_t count, double& sent
         const std::size_t b = chunkBegin(count, n, c), e = chunkBegin(count, n, c + 1);
         if (e > b)
             std::memcpy(data + b, peer + b, (e - b) * sizeof(T));
-        received += double(e - b) * sizeof(T);
+        received += double(e - b) * eb;
         const int mine = ((rank - k) % n + 2 * n) % n;
-        sent += double(chunkBegin(count, n, mine + 1) - chunkBegin(count, n, mine)) * sizeof(T);
+        sent += double(chunkBegin(count, n, mine + 1) - chunkBegin(count, n, mine)) * eb;
         arrive();
     }
 }
 
 template <class T>
-void CommGroup::allReduce(int rank, T* data, std::size_t count, ReduceOp op)
+void CommGroup::allReduce(int rank, T* data, std::size_t count, ReduceOp op, double element_bytes)
 {
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
     const int n = size();
     if (n == 1)
         return;
     const double start = begin(rank, data);
     double sent = 0, received = 0;
-    ringReduceScatter(rank, data, count, op, sent, received);
-    ringAllGather(rank, data, count, sent, received);
-    const double chunk = double(count) * sizeof(T) / n;
+    ringReduceScatter(rank, data, count, op, eb, sent, received);
+    ringAllGather(rank, data, count, eb, sent, received);
+    const double chunk = double(count) * eb / n;
     devices_[size_t(rank)]->communicate(CommKind::AllReduce, sent, received, start,
                                         start + 2 * (n - 1) * stepSeconds(chunk));
 }
 
 template <class T>
-void CommGroup::reduceScatter(int rank, T* data, std::size_t count, ReduceOp op)
+void CommGroup::reduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double element_bytes)
 {
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
     const int n = size();
     if (n == 1)
         return;
     const double start = begin(rank, data);
     double sent = 0, received = 0;
-    ringReduceScatter(rank, data, count, op, sent, received);
-    const double chunk = double(count) * sizeof(T) / n;
+    ringReduceScatter(rank, data, count, op, eb, sent, received);
+    const double chunk = double(count) * eb / n;
     devices_[size_t(rank)]->communicate(CommKind::ReduceScatter, sent, received, start,
                                         start + (n - 1) * stepSeconds(chunk));
 }
 
 template <class T>
-void CommGroup::allGather(int rank, T* data, std::size_t count)
+void CommGroup::allGather(int rank, T* data, std::size_t count, double element_bytes)
 {
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
     const int n = size();
     if (n == 1)
         return;
     const double start = begin(rank, data);
     double sent = 0, received = 0;
-    ringAllGather(rank, data, count, sent, received);
-    const double chunk = double(count) * sizeof(T) / n;
+    ringAllGather(rank, data, count, eb, sent, received);
+    const double chunk = double(count) * eb / n;
     devices_[size_t(rank)]->communicate(CommKind::AllGather, sent, received, start,
                                         start + (n - 1) * stepSeconds(chunk));
 }
@@ -189,6 +193,7 @@ void CommGroup::allGather(int rank, T* data, std::size_t count)
 template <class T>
 void CommGroup::broadcast(int rank, int root, T* data, std::size_t count)
 {
+    const double eb = double(sizeof(T));
     const int n = size();
     if (n == 1)
         return;
@@ -201,26 +206,26 @@ void CommGroup::broadcast(int rank, int root, T* data, std::size_t count)
         if (c == rank && rank != root) {
             if (e > b)
                 std::memcpy(data + b, src + b, (e - b) * sizeof(T));
-            received += double(e - b) * sizeof(T);
+            received += double(e - b) * eb;
         } else if (rank == root && c != root) {
-            sent += double(e - b) * sizeof(T);
+            sent += double(e - b) * eb;
         }
     }
     arrive();
-    ringAllGather(rank, data, count, sent, received);
-    const double chunk = double(count) * sizeof(T) / n;
+    ringAllGather(rank, data, count, eb, sent, received);
+    const double chunk = double(count) * eb / n;
     // The root's one link carries n - 1 chunks in the scatter, then n - 1 ring steps.
     const double scatter = stepSeconds((n - 1) * chunk);
     devices_[size_t(rank)]->communicate(CommKind::Broadcast, sent, received, start,
                                         start + scatter + (n - 1) * stepSeconds(chunk));
 }
 
-template void CommGroup::allReduce<float>(int, float*, std::size_t, ReduceOp);
-template void CommGroup::allReduce<double>(int, double*, std::size_t, ReduceOp);
-template void CommGroup::reduceScatter<float>(int, float*, std::size_t, ReduceOp);
-template void CommGroup::reduceScatter<double>(int, double*, std::size_t, ReduceOp);
-template void CommGroup::allGather<float>(int, float*, std::size_t);
-template void CommGroup::allGather<double>(int, double*, std::size_t);
+template void CommGroup::allReduce<float>(int, float*, std::size_t, ReduceOp, double);
+template void CommGroup::allReduce<double>(int, double*, std::size_t, ReduceOp, double);
+template void CommGroup::reduceScatter<float>(int, float*, std::size_t, ReduceOp, double);
+template void CommGroup::reduceScatter<double>(int, double*, std::size_t, ReduceOp, double);
+template void CommGroup::allGather<float>(int, float*, std::size_t, double);
+template void CommGroup::allGather<double>(int, double*, std::size_t, double);
 template void CommGroup::broadcast<float>(int, int, float*, std::size_t);
 template void CommGroup::broadcast<double>(int, int, double*, std::size_t);
 
@@ -262,10 +267,10 @@ Communicator::Channel& Communicator::channel(int from, int to)
     return *c;
 }
 
-void Communicator::send(int from, int to, const float* data, std::size_t count)
+void Communicator::send(int from, int to, const float* data, std::size_t count, double element_bytes)
 {
     checkpoint();
-    const double bytes = double(count) * sizeof(float);
+    const double bytes = double(count) * (element_bytes > 0 ? element_bytes : double(sizeof(float)));
     const bool across = links_.nodeOf(from) != links_.nodeOf(to);
     const double link = (across ? links_.inter_latency_s : links_.intra_latency_s) +
                         bytes / (across ? links_.inter_bytes_per_second : links_.intra_bytes_per_second);
@@ -288,7 +293,7 @@ void Communicator::send(int from, int to, const float* data, std::size_t count)
     d.communicate(CommKind::SendRecv, bytes, 0, t0, t0 + link);
 }
 
-void Communicator::recv(int to, int from, float* data, std::size_t count)
+void Communicator::recv(int to, int from, float* data, std::size_t count, double element_bytes)
 {
     checkpoint();
     Channel& c = channel(from, to);
@@ -311,7 +316,7 @@ void Communicator::recv(int to, int from, float* data, std::size_t count)
     }
     EmulatedDevice& d = device(to);
     const double now = d.clockSeconds();
-    d.communicate(CommKind::SendRecv, 0, double(count) * sizeof(float), std::max(now, sendClock),
+    d.communicate(CommKind::SendRecv, 0, double(count) * (element_bytes > 0 ? element_bytes : double(sizeof(float))), std::max(now, sendClock),
                   std::max(now, sendClock + link));
 }
 

@@ -77,16 +77,18 @@ public:
     // Chunk c of count values among n members: [chunkBegin(c), chunkBegin(c + 1)).
     static std::size_t chunkBegin(std::size_t count, int n, int c) { return count * std::size_t(c) / std::size_t(n); }
 
+    // element_bytes (allReduce, reduceScatter, allGather): what one value costs on the link,
+    // for the accounting and the clock (2 for bf16 tensors held as float); 0: sizeof(T).
     // Ring all-reduce in place: every member ends with the same, bitwise identical values.
     template <class T>
-    void allReduce(int rank, T* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
+    void allReduce(int rank, T* data, std::size_t count, ReduceOp op = ReduceOp::Sum, double element_bytes = 0);
     // Ring reduce-scatter in place: afterwards member r's chunk r of `data` holds
     // the reduction of everyone's chunk r; the rest of `data` is scratch.
     template <class T>
-    void reduceScatter(int rank, T* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
+    void reduceScatter(int rank, T* data, std::size_t count, ReduceOp op = ReduceOp::Sum, double element_bytes = 0);
     // Ring all-gather in place: member r's chunk r is valid on entry; all chunks on exit.
     template <class T>
-    void allGather(int rank, T* data, std::size_t count);
+    void allGather(int rank, T* data, std::size_t count, double element_bytes = 0);
     // Scatter from `root`, then ring all-gather (van de Geijn's broadcast for long messages).
     template <class T>
     void broadcast(int rank, int root, T* data, std::size_t count);
@@ -97,9 +99,9 @@ private:
     void arrive();  // group barrier; throws ClusterAborted after an abort
     double begin(int rank, void* data);  // publish and wait for all; returns the start clock
     template <class T>
-    void ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double& sent, double& received);
+    void ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double eb, double& sent, double& received);
     template <class T>
-    void ringAllGather(int rank, T* data, std::size_t count, double& sent, double& received);
+    void ringAllGather(int rank, T* data, std::size_t count, double eb, double& sent, double& received);
 
     friend class Communicator;
     Communicator& comm_;
@@ -132,8 +134,9 @@ public:
     CommGroup& makeGroup(const std::vector<int>& device_ids, const std::string& name);
 
     // Buffered point-to-point (float data), called by the sender's and the receiver's workers.
-    void send(int from, int to, const float* data, std::size_t count);
-    void recv(int to, int from, float* data, std::size_t count);
+    // element_bytes: what one value costs on the link (2 for bf16 held as float); 0: 4.
+    void send(int from, int to, const float* data, std::size_t count, double element_bytes = 0);
+    void recv(int to, int from, float* data, std::size_t count, double element_bytes = 0);
 
     // Wakes every waiter; they throw ClusterAborted. Idempotent, any thread.
     void abort();

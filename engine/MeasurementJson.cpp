@@ -20,13 +20,24 @@ QJsonObject toJson(const DeviceProfile& p)
 QJsonObject toJson(const Measurement& m)
 {
     const TrainRequest& r = m.request;
-    QJsonObject model{{"family", "decoder"},
+    QJsonObject model{{"family", r.model.causal ? "decoder" : "encoder"},
                       {"layers", r.model.layers},
                       {"hidden", r.model.hidden},
                       {"heads", r.model.heads},
+                      {"kv_heads", r.model.kvHeads()},
+                      {"head_dim", r.model.headDim()},
+                      {"ffn_hidden", r.model.ffn()},
+                      {"mlp", shardscope::toString(r.model.mlp)},
+                      {"norm", shardscope::toString(r.model.norm)},
+                      {"norm_eps", r.model.norm_eps},
+                      {"positions", shardscope::toString(r.model.positions)},
+                      {"rope_base", r.model.rope_base},
+                      {"bias", r.model.bias},
+                      {"tied_embeddings", r.model.tied_embeddings},
                       {"vocab", r.model.vocab},
                       {"seq", r.model.seq},
-                      {"parameters", double(m.parameters)}};
+                      {"parameters", double(m.parameters)},
+                      {"blocks", QString::fromStdString(describe(r.model))}};
     const Layout& l = r.layout;
     const bool cluster = l.devices() > 1;
     QJsonObject layout{{"devices", int(m.devices.size())},
@@ -37,13 +48,13 @@ QJsonObject toJson(const Measurement& m)
                        {"sp", l.sequence_parallel},
                        {"zero", l.zero_stage},
                        {"zero_group", l.zero_stage > 0 ? l.zeroGroupSize() : 0},
-                       {"mb", cluster ? l.micro_batch : r.batch},
+                       {"mb", l.micro_batch},
                        {"micro_batches", m.micro_batches},
                        {"schedule", shardscope::toString(l.schedule)},
                        {"text", QString::fromStdString(shardscope::toString(l))},
                        {"batch", r.batch},
                        {"precision", toString(r.precision)},
-                       {"recompute", shardscope::toString(cluster ? l.recompute : r.recompute)}};
+                       {"recompute", shardscope::toString(l.recompute)}};
     if (cluster)
         layout["links"] = QJsonObject{{"intra_bytes_per_second", r.links.intra_bytes_per_second},
                                       {"inter_bytes_per_second", r.links.inter_bytes_per_second},

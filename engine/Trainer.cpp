@@ -1,6 +1,9 @@
 // runTraining: validate, build the model on the device, step, measure; device
 // failures (out of memory, non-finite loss) end the run with Measurement::error.
+// The step loop is the cluster's (TrainingLoop.h), on one device.
 #include "Trainer.h"
+
+#include "TrainingLoop.h"
 
 #include <chrono>
 #include <cmath>
@@ -29,24 +32,16 @@ FieldErrors validate(const TrainRequest& r)
     auto add = [&](const char* field, const std::string& message) { e.push_back({std::string("layout.") + field, message}); };
     auto s = [](auto v) { return std::to_string(v); };
     if (l.cp != 1)
-        add("cp", "context parallelism is not executed by the engine (cp must be 1)");
+        add("cp", "context parallelism is not executed by the engine yet (cp must be 1)");
     if (l.schedule == PipelineSchedule::Interleaved)
-        add("schedule", "the engine executes gpipe and 1f1b (interleaved is planned only)");
+        add("schedule", "the engine executes gpipe and 1f1b (interleaved is not executed yet)");
     if (l.offload != Offload::None)
-        add("offload", "the engine does not emulate offload");
-    if (r.model.heads % l.tp != 0)
-        add("tp", s(l.tp) + " does not divide heads " + s(r.model.heads));
-    if (r.model.vocab % l.tp != 0)
-        add("tp", s(l.tp) + " does not divide vocab " + s(r.model.vocab) + " (vocab-parallel embedding)");
-    if (r.model.layers % l.pp != 0)
-        add("pp", s(l.pp) + " does not divide the " + s(r.model.layers) + " layers");
+        add("offload", "the engine does not emulate optimizer offload yet");
+    for (FieldError& f : validateShardable(r.model, l, l.micro_batch))
+        e.push_back(std::move(f));
     const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;
     if (r.batch % perStep != 0)
         add("mb", "dp x mb = " + s(perStep) + " does not divide the batch " + s(r.batch));
-    if (l.sequence_parallel && (std::int64_t(l.micro_batch) * r.model.seq) % l.tp != 0)
-        add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(l.micro_batch * r.model.seq) + " tokens");
-    if (l.devices() > 1 && r.precision != PrecisionMode::FP32)
-        e.push_back({"precision", "the emulated cluster trains in fp32 only"});
     if (l.devices() > 1) {
         if (!(r.links.intra_bytes_per_second > 0))
             e.push_back({"links", "the intra-node link bandwidth must be positive"});
@@ -139,50 +134,51 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
     device.resetCounters();
     device.allocator().resetPeaks();
 
+    if (request.layout.devices() != 1)
+        throw InputError("layout: runTraining runs one device; the layout has " +
+                         std::to_string(request.layout.devices()) + " (run it on a cluster)");
+    ExecutorOptions options;
+    options.micro_batch = request.layout.micro_batch;
+    options.global_tokens = std::int64_t(request.batch) * request.model.seq;
+    options.precision = request.precision;
+    options.seed = request.seed;
+    options.bucket_bytes = request.bucket_bytes;
+    m.micro_batches = request.batch / request.layout.micro_batch;
+    WorkerRecord record;
+    struct Cancelled {};
     try {
-        ModelOptions options;
-        options.batch = request.batch;
-        options.precision = request.precision;
-        options.recompute = request.recompute;
-        options.seed = request.seed;
-        GptModel<float> model(request.model, options, device);
-
-        const size_t n = size_t(request.batch) * size_t(request.model.seq);
-        std::vector<int> inputs(n), targets(n);
-        for (int step = 1; step <= request.steps; ++step) {
-            if (cancel && cancel->load(std::memory_order_relaxed)) {
-                m.cancelled = true;
-                break;
-            }
-            const auto t0 = Clock::now();
-            const double d0 = device.clockSeconds();
-            source.batch(step - 1, request.batch, request.model.seq, inputs.data(), targets.data());
-            StepRecord r;
-            r.step = step;
-            r.loss = model.forward(inputs.data(), targets.data());
-            model.zeroGrad();
-            model.backward();
-            r.grad_norm = model.update(request.optimizer, request.grad_clip, step);
-            r.device_seconds = device.clockSeconds() - d0;
-            r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-            m.steps.push_back(r);
-            if (onStep)
-                onStep(r);
-            if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
-                m.error = RunError{device.id(), device.label() + ": step " + std::to_string(step) +
-                                                    ": the loss or the gradient norm is not finite (loss " +
-                                                    std::to_string(r.loss) + ", gradient norm " +
-                                                    std::to_string(r.grad_norm) + ")"};
-                break;
-            }
+        ModelExecutor<float> model(request.model, options, singleDevice(device, request.layout));
+        WorkerContext c;
+        c.request = &request;
+        c.source = &source;
+        c.shard = &model;
+        c.device = &device;
+        c.micro_batches = m.micro_batches;
+        c.checkpoint = [cancel] {
+            if (cancel && cancel->load(std::memory_order_relaxed))
+                throw Cancelled{};
+        };
+        c.on_step = &onStep;
+        try {
+            trainWorker(c, record);
+        } catch (const Cancelled&) {
+            m.cancelled = true;
+        } catch (const DeviceOutOfMemory&) {
+            throw;
+        } catch (const std::runtime_error& e) {  // a non-finite loss or gradient norm
+            m.error = RunError{device.id(), e.what()};
         }
-        m.devices.push_back(snapshot(device, m.steps));
-        if (request.keep_parameters)
-            m.final_parameters.assign(model.params(), model.params() + model.parameterCount());
+        if (request.keep_parameters && !m.error) {
+            m.final_parameters.assign(size_t(m.parameters), 0.0f);
+            model.exportParameters(m.final_parameters.data());
+        }
     } catch (const DeviceOutOfMemory& e) {
         m.error = RunError{device.id(), e.what()};
-        m.devices.push_back(snapshot(device, m.steps));
     }
+    for (size_t k = 0; k < record.device_s.size(); ++k)
+        m.steps.push_back(StepRecord{int(k) + 1, record.loss[k], record.grad_norm[k], record.device_s[k], record.wall_s[k]});
+    m.devices.push_back(snapshot(device, m.steps));
+    m.devices.back().memory_resident_bytes = record.resident;
     m.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return m;
 }

@@ -1,17 +1,18 @@
-// runTraining: a short, real training run of a GptModel on one EmulatedDevice,
-// measured: per-step loss, device-clock and wall time, peak memory by category,
-// FLOPs and bytes by kernel kind. The cluster version (several devices, a
-// layout) will fill Measurement::devices with one entry per device.
+// runTraining: a short, real training run of a model (ModelExecutor) on one
+// EmulatedDevice, measured: per-step loss, device-clock and wall time, peak memory
+// by category, FLOPs and bytes by kernel kind. runClusterTraining: the same on an
+// emulated cluster, one Measurement::devices entry per device.
 //
 // Errors a run can hit on the device (out of memory, a non-finite loss) are
 // reported in Measurement::error and the caller keeps going; bad requests are
 // InputError (field named) thrown before anything runs.
 #pragma once
 
+#include "AdamW.h"
 #include "Communicator.h"
 #include "Data.h"
 #include "Device.h"
-#include "Gpt.h"
+#include "ModelConfig.h"
 
 #include <array>
 #include <atomic>
@@ -25,18 +26,18 @@
 namespace shardscope::engine {
 
 struct TrainRequest {
-    GptConfig model;
+    ModelConfig model;
     int batch = 1;                 // sequences per step (B)
     int steps = 1;
     PrecisionMode precision = PrecisionMode::FP32;
-    Recompute recompute = Recompute::None;
     AdamWSettings optimizer{1e-3, 0.9, 0.95, 1e-8, 0.0};
     double grad_clip = 1.0;        // global-norm clipping; <= 0 disables
     std::uint64_t seed = 1;        // initialisation, data, stochastic rounding
     std::string data = "synthetic";  // "synthetic" or a file path (bytes)
-    // The cluster (runClusterTraining): layout.devices() emulated devices; `batch`
-    // is the global batch, split into dp replicas of batch / (dp x mb) micro-batches.
-    Layout layout;                 // default: one device
+    // The layout: layout.devices() emulated devices (runClusterTraining) or one
+    // (runTraining); `batch` is the global batch, split into dp replicas of
+    // batch / (dp x mb) micro-batches of mb sequences; recomputation is the layout's.
+    Layout layout;                 // default: one device, micro-batches of 1
     LinkSpec links;                // links between the devices (ignored on one device)
     std::size_t bucket_bytes = std::size_t(25) << 20;  // DP gradient all-reduce buckets
     bool keep_parameters = false;  // return the final parameters (Measurement::final_parameters)
@@ -105,9 +106,10 @@ using StepCallback = std::function<void(const StepRecord&)>;
 DeviceMeasurement measureDevice(const EmulatedDevice& d, const std::vector<double>& device_step_s,
                                 const std::vector<double>& wall_step_s);
 
-// Validates the request (InputError), builds the model on `device` and trains.
-// `cancel` is polled once per step. Out of memory and non-finite losses end the
-// run with Measurement::error set; the device is left with nothing allocated.
+// Validates the request (InputError; its layout must have one device), builds the
+// model on `device` and trains. `cancel` is polled once per step. Out of memory and
+// non-finite losses end the run with Measurement::error set; the device is left with
+// nothing allocated.
 Measurement runTraining(const TrainRequest& request, const TokenSource& source, EmulatedDevice& device,
                         const StepCallback& onStep = {}, const std::atomic<bool>* cancel = nullptr);
 
@@ -117,7 +119,7 @@ struct FaultInjection {
     int step = 0;
 };
 
-// The same run on an emulated cluster laid out by request.layout: one GptShard
+// The same run on an emulated cluster laid out by request.layout: one ModelExecutor
 // per device on its own worker thread, the pipeline schedule's micro-batches,
 // the layout's collectives. Losses and the final parameters reproduce
 // runTraining's in fp32 up to floating-point reordering. Measurement::devices

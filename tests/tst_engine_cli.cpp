@@ -76,7 +76,11 @@ private slots:
         QTest::newRow("devices disagree with the layout") << with(with(kSmall, "--layout", "dp=2,tp=2"), "--devices", "2")
                                                           << "--devices";
         QTest::newRow("devices not filled by tp") << with(with(kSmall, "--layout", "tp=2"), "--devices", "3") << "layout.dp";
-        QTest::newRow("cluster in bf16") << with(with(kSmall, "--devices", "2"), "--precision", "bf16-mixed") << "--precision";
+        QTest::newRow("tp does not divide kv heads")
+            << with(with(with(kSmall, "--kv-heads", "1"), "--devices", "2"), "--layout", "tp=2") << "kv_heads 1";
+        QTest::newRow("unknown mlp") << with(kSmall, "--mlp", "swish") << "--mlp";
+        QTest::newRow("odd head size with rope") << with(with(kSmall, "--positions", "rotary"), "--head-dim", "7")
+                                                 << "head_dim";
         QTest::newRow("unknown node type") << with(with(kSmall, "--devices", "2"), "--node-type", "nosuchnode") << "nosuchnode";
     }
     void badArgumentsNameTheField()
@@ -97,6 +101,34 @@ private slots:
         QVERIFY2(r.out.contains("peak memory: weights") && r.out.contains("workspace"), r.describe());
         QVERIFY2(r.out.contains("FLOPs per step:") && r.out.contains("achieved"), r.describe());
         QVERIFY2(r.out.contains("source entropy"), r.describe());
+    }
+
+    // Llama's blocks, tensor-parallel over 2 devices, in bf16 mixed precision: trained as itself.
+    void llamaBlocksTrainOnACluster()
+    {
+        const QStringList args{"--layers", "2", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--ffn", "48",
+                               "--mlp", "swiglu", "--norm", "rmsnorm", "--positions", "rotary", "--rope-base",
+                               "500000", "--no-bias", "--untied", "--vocab", "16", "--seq", "8", "--batch", "4",
+                               "--steps", "3", "--devices", "2", "--layout", "tp=2,sp=on", "--precision", "bf16-mixed",
+                               "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject model = o["model"].toObject();
+        QCOMPARE(model["blocks"].toString(),
+                 QString("RMSNorm, swiglu MLP, RoPE base 500000, GQA 4/2 x 8, untied head, no biases"));
+        // P = 2 V C (untied) + 2 layers x (2 C + C (32 + 2*16) + 32 C + C 96 + 48 C) + C
+        const double C = 32, V = 16;
+        QCOMPARE(model["parameters"].toDouble(), 2 * V * C + 2 * (2 * C + C * 64 + 32 * C + C * 96 + 48 * C) + C);
+        const QJsonArray devices = o["devices"].toArray();
+        QCOMPARE(devices.size(), 2);
+        // bf16 weights: each tp rank holds 2 bytes per local parameter, and the tp collectives move bf16.
+        for (const QJsonValue& v : devices) {
+            const QJsonObject d = v.toObject();
+            QVERIFY(d["memory_peak_bytes"].toObject()["weights"].toDouble() < 2.0 * model["parameters"].toDouble());
+            QVERIFY(d["comm_bytes"].toObject()["all_gather"].toDouble() > 0);
+        }
+        QCOMPARE(o["losses"].toArray().size(), 3);
     }
 
     void jsonMeasurement()

@@ -33,7 +33,7 @@ DeviceProfile roomyProfile()
 TrainRequest baseRequest(int steps = 10)
 {
     TrainRequest r;
-    r.model = GptConfig{4, 32, 4, 32, 8};
+    r.model = ModelConfig{4, 32, 4, 32, 8};
     r.batch = 8;
     r.steps = steps;
     r.optimizer = AdamWSettings{3e-3, 0.9, 0.95, 1e-8, 0.1};
@@ -60,7 +60,10 @@ Layout parse(const QString& text)
 
 Measurement single(TrainRequest r)
 {
+    const Recompute recompute = r.layout.recompute;
     r.layout = Layout{};
+    r.layout.recompute = recompute;
+    r.layout.micro_batch = r.batch;  // the whole batch at once, as a single-device trainer runs it
     EmulatedDevice d(0, roomyProfile(), 1);
     const auto src = makeTokenSource(r);
     Measurement m = runTraining(r, *src, d);
@@ -95,7 +98,7 @@ class TstEngineCluster : public QObject {
         auto it = reference_.find(r);
         if (it == reference_.end()) {
             TrainRequest req = baseRequest();
-            req.recompute = r;
+            req.layout.recompute = r;
             it = reference_.emplace(r, single(req)).first;
         }
         return it->second;
@@ -136,7 +139,6 @@ private slots:
         TrainRequest r = baseRequest();
         r.layout = parse(layout);
         const Measurement& ref = reference(r.layout.recompute);
-        r.recompute = r.layout.recompute;
         const Measurement m = cluster(r);
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));

@@ -36,7 +36,7 @@ DeviceProfile roomyProfile()
 TrainRequest smallRun(PrecisionMode precision, double lr, int steps)
 {
     TrainRequest r;
-    r.model = GptConfig{1, 32, 2, 16, 16};
+    r.model = ModelConfig{1, 32, 2, 16, 16};
     r.batch = 16;
     r.steps = steps;
     r.precision = precision;
@@ -141,7 +141,7 @@ private slots:
                 f << "the quick brown fox jumps over the lazy dog. ";
         }
         TrainRequest r;
-        r.model = GptConfig{1, 32, 2, 256, 16};
+        r.model = ModelConfig{1, 32, 2, 256, 16};
         r.batch = 8;
         r.steps = 60;
         r.optimizer.lr = 1e-2;
@@ -167,7 +167,7 @@ private slots:
     void measurementDocument()
     {
         TrainRequest r = smallRun(PrecisionMode::FP32, 1e-2, 3);
-        r.recompute = Recompute::Selective;
+        r.layout.recompute = Recompute::Selective;
         const Measurement m = train(r);
         const QJsonObject o = toJson(m);
         QCOMPARE(o["schema"].toString(), QString("shardscope.measurement/1"));

@@ -127,13 +127,14 @@ private slots:
         qInfo("%s: %d of %d cases exact", qPrintable(metric), exact, compared);
     }
 
-    // The single-device trainer runs the whole batch at once: priced as one micro-batch.
+    // The single-device cases run the whole batch as one micro-batch (their layout says mb = batch):
+    // priced as the layout says, with no patch between the engine and the planner.
     void singleDeviceIsPricedAsOneMicroBatch()
     {
         for (const ValidationResult& r : results_) {
             if (r.c.request.layout.devices() != 1)
                 continue;
-            QCOMPARE(pricedLayout(r.c).micro_batch, r.c.request.batch);
+            QCOMPARE(r.c.request.layout.micro_batch, r.c.request.batch);
             QCOMPARE(r.prediction.micro_batches, 1);
             // Activations then agree exactly, like the cluster cases'.
             QCOMPARE(r.metric("activations_bytes")->predicted, r.metric("activations_bytes")->measured);
@@ -375,7 +376,7 @@ private slots:
             const CostModel model(stored[i].problem,
                                   engineCostModelParams(stored[i].c.profile, stored[i].c.request.links,
                                                         stored[i].c.request.bucket_bytes, defaultCostModelParams()));
-            QCOMPARE(model.evaluate(pricedLayout(stored[i].c)).step_time_s, results_[i].prediction.step_time_s);
+            QCOMPARE(model.evaluate(stored[i].c.request.layout).step_time_s, results_[i].prediction.step_time_s);
         }
         const EngineFit live = fitOnEngine(results_, defaultCostModelParams(), 0.3);
         const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);

@@ -4,25 +4,26 @@
 
 namespace shardscope {
 
-ModelSpec engineModelSpec(const engine::GptConfig& c)
+ModelSpec engineModelSpec(const engine::ModelConfig& c)
 {
     ModelSpec m;
-    m.name = "engine-gpt-" + std::to_string(c.layers) + "x" + std::to_string(c.hidden);
-    m.display_name = "engine GPT " + std::to_string(c.layers) + " layers x " + std::to_string(c.hidden);
-    m.family = ModelFamily::DecoderOnly;
+    m.name = "engine-model-" + std::to_string(c.layers) + "x" + std::to_string(c.hidden);
+    m.display_name = "engine model " + std::to_string(c.layers) + " layers x " + std::to_string(c.hidden);
+    m.family = c.causal ? ModelFamily::DecoderOnly : ModelFamily::EncoderOnly;
     m.layers = c.layers;
     m.hidden = c.hidden;
     m.heads = c.heads;
-    m.kv_heads = c.heads;
-    m.head_dim = c.heads > 0 ? c.hidden / c.heads : 0;
-    m.ffn_hidden = 4 * c.hidden;
-    m.mlp = MlpKind::Gelu;
+    m.kv_heads = c.kvHeads();
+    m.head_dim = c.headDim();
+    m.ffn_hidden = c.ffn();
+    m.mlp = c.mlp;
     m.vocab = c.vocab;
     m.max_seq = c.seq;
-    m.positions = PositionKind::Learned;
-    m.norm = NormKind::LayerNorm;
-    m.bias = true;
-    m.tied_embeddings = true;
+    m.positions = c.positions;
+    m.rope_base = c.rope_base;
+    m.norm = c.norm;
+    m.bias = c.bias;
+    m.tied_embeddings = c.tied_embeddings;
     m.final_norm = true;
     return m;
 }
@@ -55,7 +56,7 @@ NodeType emulatedNodeType(const engine::DeviceProfile& p, const engine::LinkSpec
     return n;
 }
 
-Problem emulatedProblem(const engine::GptConfig& config, int batch, engine::PrecisionMode precision,
+Problem emulatedProblem(const engine::ModelConfig& config, int batch, engine::PrecisionMode precision,
                         const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices)
 {
     Problem p;
@@ -66,7 +67,7 @@ Problem emulatedProblem(const engine::GptConfig& config, int batch, engine::Prec
     p.training.seq_len = config.seq;
     p.training.precision = plannerPrecision(precision);
     p.training.tokens_to_train = 1e9;
-    p.training.dropout = false;  // the engine's GPT has no dropout
+    p.training.dropout = false;  // the engine's model has no dropout
     return p;
 }
 

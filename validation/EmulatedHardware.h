@@ -1,5 +1,5 @@
 // The planner's view of an emulated cluster: the engine's device profile and link
-// model as a ChipSpec and NodeType, the engine's GPT as a ModelSpec, and the cost
+// model as a ChipSpec and NodeType, the engine's model as a ModelSpec, and the cost
 // model's efficiency terms for a machine that is exactly a roofline (the emulated
 // device's clock is max(FLOPs / peak, bytes / bandwidth) + overhead per kernel).
 // With these, the same CostModel that prices full-size plans predicts an engine run.
@@ -8,13 +8,13 @@
 #include "Communicator.h"
 #include "CostModelParams.h"
 #include "Device.h"
-#include "Gpt.h"
+#include "ModelConfig.h"
 #include "Problem.h"
 
 namespace shardscope {
 
-// GPT-2's architecture (learned positions, LayerNorm, GeLU 4C MLP, biases, tied head).
-ModelSpec engineModelSpec(const engine::GptConfig& config);
+// The engine model's architecture block by block (norm, MLP, positions, heads, biases, head).
+ModelSpec engineModelSpec(const engine::ModelConfig& config);
 
 // Precision as the planner names it: fp32 or bf16 mixed (pure bf16 modes keep 16-bit
 // weights; the planner has no such mode, so they are refused by the caller).
@@ -24,7 +24,7 @@ Precision plannerPrecision(engine::PrecisionMode mode);
 NodeType emulatedNodeType(const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices);
 
 // The problem the planner prices for an engine run of `config` at `batch` sequences per step.
-Problem emulatedProblem(const engine::GptConfig& config, int batch, engine::PrecisionMode precision,
+Problem emulatedProblem(const engine::ModelConfig& config, int batch, engine::PrecisionMode precision,
                         const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices);
 
 // Efficiency terms of an ideal roofline device: every matmul at peak, links at their

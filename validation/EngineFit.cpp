@@ -22,12 +22,12 @@ double predictedStep(const ValidationResult& r, const ValidationProfile& base)
 {
     const engine::TrainRequest& req = r.c.request;
     const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base.terms));
-    return model.evaluate(pricedLayout(r.c)).step_time_s;
+    return model.evaluate(r.c.request.layout).step_time_s;
 }
 
 double predictedWall(const ValidationResult& r, const ValidationProfile& base)
 {
-    return estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).wall_s;
+    return estimateWallClock(r.c.request, r.c.request.layout, r.c.host, base).wall_s;
 }
 
 template <class Predict>
@@ -57,7 +57,7 @@ EmulationWallTerms fitWallTerms(const std::vector<const ValidationResult*>& case
     Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(cases.size()));
     for (size_t i = 0; i < cases.size(); ++i) {
         const ValidationResult& r = *cases[i];
-        const std::array<double, 3> f = estimateWallClock(r.c.request, pricedLayout(r.c), r.c.host, base).features();
+        const std::array<double, 3> f = estimateWallClock(r.c.request, r.c.request.layout, r.c.host, base).features();
         const double m = measured(r, "wall_step_time_s");
         for (int t = 0; t < kTerms; ++t)
             a(Eigen::Index(i), t) = f[size_t(t)] / m;

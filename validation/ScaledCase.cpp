@@ -13,6 +13,50 @@ std::string validationRunName(const Problem& full, const Layout& layout)
            toString(layout) + " (scaled)";
 }
 
+engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
+{
+    if (m.family == ModelFamily::EncoderDecoder)
+        throw InputError(m.name + ": encoder-decoder models (cross-attention, T5's relative position buckets) are "
+                                  "not executed by the engine yet: no validation run");
+    if (m.family == ModelFamily::EncoderOnly)
+        throw InputError(m.name + ": BERT-style encoders (token types, embedding norm, pooler, masked-LM objective) "
+                                  "are not executed by the engine yet: no validation run");
+    if (m.moe.enabled())
+        throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
+    if (m.positions != PositionKind::Learned && m.positions != PositionKind::Rotary)
+        throw InputError(m.name + ": " + toString(m.positions) +
+                         " positions are not executed by the engine yet: no validation run");
+    engine::ModelConfig c;
+    const int tp = std::max(1, l.tp);
+    const int ratio = std::clamp(m.kv_heads > 0 ? m.heads / m.kv_heads : 1, 1, 4);
+    if (ratio == 1) {
+        c.heads = std::max(4, 2 * tp);
+        c.kv_heads = c.heads;
+    } else {
+        // Megatron-LM splits the query groups over tp: at least tp of them.
+        const int groups = std::max(m.kv_heads == 1 ? 1 : 2, tp);
+        c.kv_heads = (groups + tp - 1) / tp * tp;
+        c.heads = c.kv_heads * ratio;
+    }
+    c.head_dim = 16;
+    c.hidden = 16 * c.heads;
+    // The MLP keeps the model's width ratio (GPT 4, Llama 3 70B 3.5), rounded to what tp divides.
+    const double width = m.hidden > 0 ? double(m.ffn_hidden) / m.hidden : 4.0;
+    const int step = 2 * tp;
+    c.ffn_hidden = std::max(step, int(std::lround(width * c.hidden / step)) * step);
+    c.layers = 2 * l.pp;
+    c.vocab = 64 * tp;
+    c.seq = 32;
+    c.mlp = m.mlp;
+    c.norm = m.norm;
+    c.positions = m.positions;
+    c.rope_base = m.rope_base;
+    c.bias = m.bias;
+    c.tied_embeddings = m.tied_embeddings;
+    c.causal = true;
+    return c;
+}
+
 ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps, const CostModelParams& fullTerms)
 {
     ScaledCase out;
@@ -58,28 +102,18 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         l.sequence_parallel = false;
     l.micro_batch = std::min(l.micro_batch, 2);
 
-    // An engine-sized GPT with the layout's divisibility: 2 layers per stage, 2 heads per
-    // tensor-parallel rank of 16 dimensions, a vocabulary tp divides, 2 micro-batches per
-    // pipeline stage and step.
+    // The plan's model, block by block, at engine size with the layout's divisibility:
+    // 2 layers per stage, heads of 16 dimensions, key/value heads tp divides (the full
+    // model's query-group ratio, up to 4), its MLP-to-hidden ratio, a vocabulary tp divides,
+    // 2 micro-batches per pipeline stage and step.
     ValidationCase& c = out.validation;
     engine::TrainRequest& r = c.request;
-    r.model.layers = 2 * l.pp;
-    r.model.heads = std::max(4, 2 * l.tp);
-    r.model.hidden = 16 * r.model.heads;
-    r.model.vocab = 64 * l.tp;
-    r.model.seq = 32;
+    r.model = scaledEngineModel(full.model, l);
     r.batch = l.dp * l.micro_batch * std::max(2, 2 * l.pp);
     r.steps = steps;
     r.layout = l;
-    r.recompute = l.recompute;
-    r.precision = l.devices() > 1 || full.training.precision == Precision::FP32 ? engine::PrecisionMode::FP32
-                                                                                : engine::PrecisionMode::BF16Mixed;
-    if (full.training.precision != Precision::FP32 && r.precision == engine::PrecisionMode::FP32)
-        notes.push_back("trained in fp32: the emulated cluster computes in fp32");
-    if (full.model.family != ModelFamily::DecoderOnly || full.model.mlp != MlpKind::Gelu ||
-        full.model.kv_heads != full.model.heads || full.model.norm != NormKind::LayerNorm)
-        notes.push_back(full.model.name + " trains as a GPT-2-shaped model (learned positions, LayerNorm, GeLU, MHA): "
-                        "the engine's model");
+    r.precision = full.training.precision == Precision::FP32 ? engine::PrecisionMode::FP32
+                                                             : engine::PrecisionMode::BF16Mixed;
 
     // The chip scaled so that the small model fills the same fraction of its memory as the
     // full model does on the real chip.

@@ -2,12 +2,13 @@
 // shape on an engine-sized model of the same family, on the plan's chip scaled down so
 // that the small model feels the same memory pressure as the full one on the real chip.
 //
-// What the engine cannot execute is mapped to the nearest case it can, and said:
-// context parallelism (folded into data parallelism), the interleaved schedule (1F1B),
-// optimizer offload (kept on the device), bf16 on a cluster (fp32), and more than
-// kMaxValidationDevices devices (data parallelism, then pipeline, then tensor degree reduced).
-// The engine's model is GPT-2 shaped: other architectures keep their layout shape but
-// train as GPT-2 (said too).
+// The engine trains the plan's own blocks (norms, MLP kind, positions, query groups,
+// biases, tied or untied head) at a smaller depth, width, vocabulary and sequence.
+// What it cannot execute yet is mapped to the nearest case it can, and said: context
+// parallelism (folded into data parallelism), the interleaved schedule (1F1B), optimizer
+// offload (kept on the device), and more than kMaxValidationDevices devices (data
+// parallelism, then pipeline, then tensor degree reduced). Architectures it cannot
+// express (encoders, encoder-decoders, mixture-of-experts) are refused by name.
 #pragma once
 
 #include "Validation.h"
@@ -25,6 +26,10 @@ struct ScaledCase {
     double memory_scale = 1;               // the chip's capacity, FLOP/s and bandwidth are multiplied by this
     Prediction full_prediction;            // the full-size plan priced with the terms it was made with
 };
+
+// The engine-sized model of `model` for `layout` (its tp and pp divide it). Throws
+// InputError naming what the engine cannot execute (encoders, encoder-decoders, MoE).
+engine::ModelConfig scaledEngineModel(const ModelSpec& model, const Layout& layout);
 
 // The name a plan's validation runs are stored under in the history.
 std::string validationRunName(const Problem& full, const Layout& layout);

@@ -87,16 +87,6 @@ const std::vector<std::string>& validationTableMetrics()
     return names;
 }
 
-Layout pricedLayout(const ValidationCase& c)
-{
-    Layout l = c.request.layout;
-    // The single-device trainer runs the whole batch at once (no gradient accumulation):
-    // price that, not the layout's micro-batch size, which only the cluster trainer follows.
-    if (l.devices() == 1)
-        l.micro_batch = c.request.batch;
-    return l;
-}
-
 const MetricComparison* ValidationResult::metric(const std::string& name) const
 {
     for (const MetricComparison& m : metrics)
@@ -120,7 +110,7 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
     r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
     const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base.terms);
     const CostModel model(r.problem, params);
-    const Layout priced = pricedLayout(c);
+    const Layout& priced = req.layout;
     if (FieldErrors errors = validate(priced, r.problem.model, r.problem.cluster, r.problem.training);
         !errors.empty()) {
         r.error = joinErrors(errors);
@@ -224,7 +214,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         engine::PrecisionMode precision;
     };
     const Row rows[] = {
-        {"single device", "dp=1", engine::PrecisionMode::FP32},
+        {"single device", "dp=1,mb=8", engine::PrecisionMode::FP32},
         {"data parallel", "dp=4", engine::PrecisionMode::FP32},
         {"ZeRO-1", "dp=4,zero=1", engine::PrecisionMode::FP32},
         {"ZeRO-2", "dp=4,zero=2", engine::PrecisionMode::FP32},
@@ -240,7 +230,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"3D", "dp=2,tp=2,pp=2,mb=2", engine::PrecisionMode::FP32},
         {"3D + ZeRO-1 + recompute", "dp=2,tp=2,pp=2,zero=1,sp=on,mb=1,recompute=full", engine::PrecisionMode::FP32},
         {"pipeline + selective recomputation", "pp=2,mb=2,recompute=selective", engine::PrecisionMode::FP32},
-        {"bf16 mixed, single device", "dp=1", engine::PrecisionMode::BF16Mixed},
+        {"bf16 mixed, single device", "dp=1,mb=8", engine::PrecisionMode::BF16Mixed},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
@@ -256,7 +246,6 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         r.layout = parseLayout(row.layout, errors);
         if (r.layout.dp == 0)
             r.layout.dp = 1;
-        r.recompute = r.layout.recompute;
         r.links.intra_bytes_per_second = 100e9;
         r.links.inter_bytes_per_second = 12.5e9;
         r.links.intra_latency_s = 5e-6;

@@ -52,10 +52,6 @@ struct ValidationResult {
     const MetricComparison* metric(const std::string& name) const;
 };
 
-// The layout the engine executes for a case, as the planner prices it (one device: the
-// whole batch in one micro-batch).
-Layout pricedLayout(const ValidationCase& c);
-
 // The metric names, in report order (the contract).
 const std::vector<std::string>& validationMetrics();
 // The first eight, one column each in the suite's table (the others are in its summary).

@@ -1,4 +1,6 @@
 #include "ValidationCaseJson.h"
+
+#include "ModelEnums.h"
 #include "EmulatedHardware.h"
 #include "JsonReader.h"
 #include "MeasurementJson.h"
@@ -33,11 +35,22 @@ QJsonObject toJson(const ValidationCase& c)
                               {"hidden", r.model.hidden},
                               {"heads", r.model.heads},
                               {"vocab", r.model.vocab},
-                              {"seq", r.model.seq}}},
+                              {"seq", r.model.seq},
+                              {"kv_heads", r.model.kvHeads()},
+                              {"head_dim", r.model.headDim()},
+                              {"ffn_hidden", r.model.ffn()},
+                              {"mlp", toString(r.model.mlp)},
+                              {"norm", toString(r.model.norm)},
+                              {"norm_eps", r.model.norm_eps},
+                              {"positions", toString(r.model.positions)},
+                              {"rope_base", r.model.rope_base},
+                              {"bias", r.model.bias},
+                              {"tied_embeddings", r.model.tied_embeddings},
+                              {"causal", r.model.causal}}},
         {"batch", r.batch},
         {"steps", r.steps},
         {"precision", engine::toString(r.precision)},
-        {"recompute", toString(r.recompute)},
+        {"recompute", toString(r.layout.recompute)},  // also in the layout; kept for older readers
         {"layout", QString::fromStdString(toString(r.layout))},
         {"links", QJsonObject{{"intra_bytes_per_second", r.links.intra_bytes_per_second},
                               {"inter_bytes_per_second", r.links.inter_bytes_per_second},
@@ -63,6 +76,18 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.heads = model.integer("heads", 0, true, 1, 1024);
     r.model.vocab = model.integer("vocab", 0, true, 1, 1 << 20);
     r.model.seq = model.integer("seq", 0, true, 1, 1 << 20);
+    // Runs stored before the engine executed other architectures were GPT-2 shaped: the defaults.
+    r.model.kv_heads = model.integer("kv_heads", 0, false, 0, 1024);
+    r.model.head_dim = model.integer("head_dim", 0, false, 0, 1 << 12);
+    r.model.ffn_hidden = model.integer("ffn_hidden", 0, false, 0, 1 << 22);
+    r.model.mlp = model.enumeration<MlpKind>("mlp", kMlpKindNames, MlpKind::Gelu, false);
+    r.model.norm = model.enumeration<NormKind>("norm", kNormKindNames, NormKind::LayerNorm, false);
+    r.model.norm_eps = model.number("norm_eps", 1e-5, false, 1e-30, 0.5);
+    r.model.positions = model.enumeration<PositionKind>("positions", kPositionKindNames, PositionKind::Learned, false);
+    r.model.rope_base = model.number("rope_base", 10000, false, 1, 1e12);
+    r.model.bias = model.boolean("bias", true);
+    r.model.tied_embeddings = model.boolean("tied_embeddings", true);
+    r.model.causal = model.boolean("causal", true);
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);
     if (const std::string text = in.string("precision", true); !text.empty()) {
@@ -71,9 +96,10 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         else
             in.error("precision", "unknown value \"" + text + "\" (fp32, bf16-mixed, bf16-rne, bf16-sr)");
     }
-    if (const std::string text = in.string("recompute", true); !text.empty()) {
+    std::optional<Recompute> recompute;  // older runs: beside the layout
+    if (const std::string text = in.string("recompute", false); !text.empty()) {
         if (auto v = engine::recomputeFromString(text))
-            r.recompute = *v;
+            recompute = *v;
         else
             in.error("recompute", "unknown value \"" + text + "\" (none, selective, full)");
     }
@@ -82,6 +108,8 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         r.layout = parseLayout(in.string("layout", true), layoutErrors);
         for (const FieldError& e : layoutErrors)
             errors.push_back({path.empty() ? e.path : path + "." + e.path, e.message});
+        if (recompute && r.layout.recompute == Recompute::None)
+            r.layout.recompute = *recompute;
     }
     JsonReader links = in.object("links", true);
     r.links.intra_bytes_per_second = links.number("intra_bytes_per_second", 0, false, 0, 1e18);

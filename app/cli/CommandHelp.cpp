@@ -3,6 +3,7 @@
 #include "EngineCalibration.h"
 #include "EnumNames.h"
 #include "FrameworkExport.h"
+#include "ModelEnums.h"
 #include "PlanRequest.h"
 #include "SearchSpace.h"
 #include "SpecEnums.h"
@@ -265,21 +266,33 @@ std::vector<CommandHelp> makeCommands()
                  {"compare --model gpt3-175b --node-types trn1.32xlarge,p5.48xlarge,tpu-v5p-host --nodes 64 "
                   "--global-batch 1536 --seq 2048"}});
 
-    c.push_back({"train", "a real training run of a small GPT on emulated devices",
+    c.push_back({"train", "a real training run of a small transformer on emulated devices",
                  {"train --layers L --hidden H --heads A --vocab V --seq T --batch B --steps N [OPTIONS]",
                   "train ... --devices N --layout \"dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2\" [OPTIONS]"},
-                 "Trains a small GPT for real on one emulated device (this host, measured, or a catalog chip scaled "
-                 "down), or with --devices/--layout on an emulated cluster executing the layout. Prints loss, "
+                 "Trains a small transformer for real on one emulated device (this host, measured, or a catalog chip "
+                 "scaled down), or with --devices/--layout on an emulated cluster executing the layout. The blocks "
+                 "default to GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head); --norm, --mlp, "
+                 "--positions, --kv-heads and the others choose a Llama-style model and the rest. Prints loss, "
                  "device-clock and wall time per step, peak memory by category, FLOPs and, per device, the bytes of "
                  "each collective.",
                  Options{required(value("layers", "L", "transformer blocks")), required(value("hidden", "H", "hidden size")),
                   required(value("heads", "A", "attention heads")), required(value("vocab", "V", "vocabulary size")),
                   required(value("seq", "T", "tokens per sequence")),
                   required(value("batch", "B", "sequences per step")), required(value("steps", "N", "training steps")),
+                  value("kv-heads", "K", "key/value heads (GQA; 1: MQA)", "heads"),
+                  value("head-dim", "D", "size of one head", "hidden / heads"),
+                  value("ffn", "F", "MLP inner size", "4 x hidden"),
+                  choice("mlp", names(kMlpKindNames), "MLP activation (swiglu, geglu: gated)", "gelu"),
+                  choice("norm", names(kNormKindNames), "normalisation", "layernorm"),
+                  value("norm-eps", "E", "normalisation epsilon", "1e-05"),
+                  choice("positions", {"learned", "rotary"}, "position encoding", "learned"),
+                  value("rope-base", "THETA", "RoPE base (rotary positions)", "10000"),
+                  flag("no-bias", "linear layers without biases"),
+                  flag("untied", "an LM head of its own (not the token embedding)"),
                   choice("precision", {"fp32", "bf16-mixed", "bf16-rne", "bf16-sr"}, "precision mode",
                          engine::toString(train.precision)),
-                  choice("recompute", {"none", "full", "selective"}, "activation recomputation",
-                         toString(train.recompute)),
+                  choice("recompute", {"none", "full", "selective"}, "activation recomputation (a --layout may say it)",
+                         toString(train.layout.recompute)),
                   value("data", "synthetic|FILE", "token source: synthetic (known entropy) or a text file's bytes",
                         train.data, ValueKind::File),
                   value("device", "host|NAME[:scale]", "the device: this host (measured) or a catalog chip scaled by "
@@ -302,7 +315,9 @@ std::vector<CommandHelp> makeCommands()
                      jsonOption("the measurement"),
                  {"train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 8 --steps 200",
                   "train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 8 --steps 20 --devices 8 "
-                  "--layout \"dp=2,tp=2,pp=2,zero=1\""}});
+                  "--layout \"dp=2,tp=2,pp=2,zero=1\"",
+                  "train --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 176 --mlp swiglu --norm rmsnorm "
+                  "--positions rotary --rope-base 500000 --no-bias --untied --vocab 64 --seq 32 --batch 8 --steps 20"}});
 
     c.push_back({"validate", "the planner's predictions against real engine runs",
                  {"validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]",

@@ -9,6 +9,7 @@
 #include "CliArgs.h"
 #include "Commands.h"
 #include "MeasurementJson.h"
+#include "ModelEnums.h"
 #include "Trainer.h"
 #include "Units.h"
 
@@ -171,6 +172,25 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.heads = a.integer("heads", 0, 1, 1 << 12);
     r.model.vocab = a.integer("vocab", 0, 1, 1 << 22);
     r.model.seq = a.integer("seq", 0, 1, 1 << 16);
+    r.model.kv_heads = a.integer("kv-heads", 0, 1, 1 << 12);
+    r.model.head_dim = a.integer("head-dim", 0, 1, 1 << 12);
+    r.model.ffn_hidden = a.integer("ffn", 0, 1, 1 << 20);
+    auto enumOption = [&](const char* name, auto table, auto fallback) {
+        const auto text = a.value(name);
+        if (!text)
+            return fallback;
+        if (const auto v = enumFromString<decltype(fallback)>(table, *text))
+            return *v;
+        throw UsageError(std::string("--") + name + ": \"" + *text + "\" is not " + enumChoices<decltype(fallback)>(table));
+    };
+    r.model.mlp = enumOption("mlp", std::span<const EnumName<MlpKind>>(kMlpKindNames), MlpKind::Gelu);
+    r.model.norm = enumOption("norm", std::span<const EnumName<NormKind>>(kNormKindNames), NormKind::LayerNorm);
+    r.model.norm_eps = a.number("norm-eps", r.model.norm_eps, 1e-30, 0.5);
+    r.model.positions = enumOption("positions", std::span<const EnumName<PositionKind>>(kPositionKindNames),
+                                   PositionKind::Learned);
+    r.model.rope_base = a.number("rope-base", r.model.rope_base, 1, 1e12);
+    r.model.bias = !a.flag("no-bias");
+    r.model.tied_embeddings = !a.flag("untied");
     r.batch = a.integer("batch", 0, 1, 1 << 20);
     r.steps = a.integer("steps", 0, 1, 100'000'000);
     r.optimizer.lr = a.number("lr", r.optimizer.lr, 1e-12, 10);
@@ -181,11 +201,12 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
             throw UsageError("--precision: \"" + *p + "\" is not one of fp32, bf16-mixed, bf16-rne, bf16-sr");
         r.precision = *mode;
     }
+    Recompute recompute = Recompute::None;
     if (auto p = a.value("recompute")) {
         const auto mode = recomputeFromString(*p);
         if (!mode)
             throw UsageError("--recompute: \"" + *p + "\" is not one of none, full, selective");
-        r.recompute = *mode;
+        recompute = *mode;
     }
     r.data = a.value("data").value_or("synthetic");
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -201,8 +222,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
         if (!layoutErrors.empty())
             throw InputError(layoutErrors);
         if (layoutText.find("recompute") == std::string::npos)
-            r.layout.recompute = r.recompute;  // --recompute applies when the layout does not say
-        r.recompute = r.layout.recompute;
+            r.layout.recompute = recompute;  // --recompute applies when the layout does not say
         const int devices = a.integer("devices", 0, 1, 4096);
         if (r.layout.dp == 0) {
             if (devices > 0)
@@ -216,6 +236,10 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
             throw UsageError("--devices: " + std::to_string(devices) + " devices, but the layout " + layoutText +
                              " has dp x tp x pp x cp = " + std::to_string(r.layout.devices()));
         r.bucket_bytes = std::size_t(a.number("bucket-bytes", double(r.bucket_bytes), 4, 1e12));
+    } else {
+        // One device trains the whole batch as one micro-batch, as a single-GPU trainer does.
+        r.layout.recompute = recompute;
+        r.layout.micro_batch = std::max(1, r.batch);
     }
 
     // Every problem with the request at once, named by option (the links are checked
@@ -296,9 +320,9 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
         throw InputError("--device: " + profile.name + " has no published memory bandwidth in the catalog");
     if (!json) {
         ctx.out << "model: " << r.model.layers << " layers, hidden " << r.model.hidden << ", " << r.model.heads
-                << " heads, vocab " << r.model.vocab << ", seq " << r.model.seq << ": "
+                << " heads, vocab " << r.model.vocab << ", seq " << r.model.seq << " (" << describe(r.model) << "): "
                 << formatCount(parameterCount(r.model)) << " parameters; batch " << r.batch << ", "
-                << toString(r.precision) << ", recompute " << shardscope::toString(r.recompute) << "\n";
+                << toString(r.precision) << ", recompute " << shardscope::toString(r.layout.recompute) << "\n";
         ctx.out << "data: " << source->description() << "\n";
         if (clusterRun) {
             const LinkSpec& l = r.links;

@@ -230,7 +230,6 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                             errors);
         if (!errors.empty())
             throw InputError(errors);
-        r.recompute = r.layout.recompute;
         profile = profileKind == "host" ? hostDevice()
                                         : chipProfileFromArg(a.value("device").value_or(kSuiteChip), store.specs(), kSuiteChipScale);
         c.profile = profile;

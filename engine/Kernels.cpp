@@ -1,0 +1,300 @@
+// Kernels: compute, charge and (in bf16) round, one call per operation; see Kernels.h.
+#include "Kernels.h"
+
+#include "OpConventions.h"
+
+namespace shardscope::engine {
+
+using Eigen::Index;
+
+namespace {
+
+template <class T> using MapM = Eigen::Map<Mat<T>>;
+template <class T> using CMapM = Eigen::Map<const Mat<T>>;
+template <class T> using MapV = Eigen::Map<Vec<T>>;
+template <class T> using CMapV = Eigen::Map<const Vec<T>>;
+
+template <class T> MapM<T> mat(T* p, std::int64_t r, std::int64_t c) { return MapM<T>(p, Index(r), Index(c)); }
+template <class T> CMapM<T> cmat(const T* p, std::int64_t r, std::int64_t c) { return CMapM<T>(p, Index(r), Index(c)); }
+template <class T> MapV<T> vec(T* p, std::int64_t n) { return MapV<T>(p, Index(n)); }
+template <class T> CMapV<T> cvec(const T* p, std::int64_t n) { return CMapV<T>(p, Index(n)); }
+
+constexpr double kStat = 4;  // fp32 statistics
+
+} // namespace
+
+template <class T>
+Kernels<T>::Kernels(EmulatedDevice& device, PrecisionMode precision)
+    : dev_(device), compute_(precision == PrecisionMode::FP32 ? DataType::FP32 : DataType::BF16),
+      e_(precision == PrecisionMode::FP32 ? 4 : 2)
+{
+}
+
+template <class T>
+void Kernels<T>::round(T* x, std::int64_t count)
+{
+    if constexpr (std::is_same_v<T, float>) {
+        if (bf16())
+            round_to_bf16(dev_.pool(), x, count);
+    } else {
+        (void)x;
+        (void)count;
+    }
+}
+
+template <class T>
+void Kernels<T>::matmulForward(T* out, const T* inp, const T* w, const T* bias, const T* residual, std::int64_t IC,
+                               std::int64_t OC, std::int64_t N)
+{
+    const Mat<T> none;
+    const Vec<T> noBias;
+    if (residual)
+        matmul_forward<T>(pool(), mat(out, OC, N), cmat(inp, IC, N), cmat(w, IC, OC),
+                          bias ? CVecRef<T>(cvec(bias, OC)) : CVecRef<T>(noBias), cmat(residual, OC, N));
+    else
+        matmul_forward<T>(pool(), mat(out, OC, N), cmat(inp, IC, N), cmat(w, IC, OC),
+                          bias ? CVecRef<T>(cvec(bias, OC)) : CVecRef<T>(noBias), none);
+    const double ic = double(IC), oc = double(OC), n = double(N);
+    dev_.charge(KernelKind::Matmul,
+                {2 * ic * oc * n, ic * oc * e_ + ic * n * e_ + (bias ? oc * e_ : 0) + (residual ? oc * n * e_ : 0),
+                 oc * n * e_},
+                compute_);
+    // A fused residual epilogue's arithmetic (with the bias, 2 per output) as element-wise work;
+    // a bias alone rides on the product's accumulators (bytes only).
+    if (residual)
+        dev_.charge(KernelKind::Elementwise, {(bias ? ops::kBiasResidualAdd : 1) * oc * n, 0, 0}, compute_);
+    round(out, OC * N);
+}
+
+template <class T>
+void Kernels<T>::matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, std::int64_t IC,
+                                std::int64_t OC, std::int64_t N)
+{
+    Vec<T> noBias;
+    if (dbias) {
+        MapV<T> db = vec(dbias, OC);
+        matmul_backward<T>(pool(), mat(dinp, IC, N), mat(dw, IC, OC), db, cmat(dout, OC, N), cmat(inp, IC, N),
+                           cmat(w, IC, OC));
+    } else {
+        matmul_backward<T>(pool(), mat(dinp, IC, N), mat(dw, IC, OC), noBias, cmat(dout, OC, N), cmat(inp, IC, N),
+                           cmat(w, IC, OC));
+    }
+    // Two kernels, as cuBLAS/NKI run them: dgrad dX = W dY, wgrad dW += X dY^T (+ the bias gradient).
+    const double ic = double(IC), oc = double(OC), n = double(N), b = dbias ? oc * e_ : 0;
+    dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * oc * e_ + oc * n * e_, ic * n * e_}, compute_);
+    dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * n * e_ + oc * n * e_ + ic * oc * e_ + b, ic * oc * e_ + b},
+                compute_);
+    round(dinp, IC * N);
+}
+
+template <class T>
+void Kernels<T>::normForward(NormKind kind, T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b,
+                             std::int64_t C, std::int64_t N, double eps)
+{
+    const double c = double(C), n = double(N);
+    const ops::ElementFlops f = ops::norm(kind);
+    if (kind == NormKind::LayerNorm) {
+        layernorm_forward<T>(pool(), mat(out, C, N), vec(mean, N), vec(rstd, N), cmat(inp, C, N), cvec(w, C),
+                             cvec(b, C), eps);
+        dev_.charge(KernelKind::LayerNorm, {f.forward * c * n, c * n * e_ + 2 * c * e_, c * n * e_ + 2 * n * kStat},
+                    compute_);
+    } else {
+        rmsnorm_forward<T>(pool(), mat(out, C, N), vec(rstd, N), cmat(inp, C, N), cvec(w, C), eps);
+        dev_.charge(KernelKind::LayerNorm, {f.forward * c * n, c * n * e_ + c * e_, c * n * e_ + n * kStat}, compute_);
+    }
+    round(out, C * N);
+}
+
+template <class T>
+void Kernels<T>::normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w,
+                              const T* mean, const T* rstd, std::int64_t C, std::int64_t N)
+{
+    const double c = double(C), n = double(N);
+    const ops::ElementFlops f = ops::norm(kind);
+    if (kind == NormKind::LayerNorm) {
+        layernorm_backward<T>(pool(), mat(dinp, C, N), vec(dw, C), vec(db, C), cmat(dout, C, N), cmat(inp, C, N),
+                              cvec(w, C), cvec(mean, N), cvec(rstd, N));
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + 2 * n * kStat + 3 * c * e_, c * n * e_ + 2 * c * e_},
+                    compute_);
+    } else {
+        rmsnorm_backward<T>(pool(), mat(dinp, C, N), vec(dw, C), cmat(dout, C, N), cmat(inp, C, N), cvec(w, C),
+                            cvec(rstd, N));
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + n * kStat + 2 * c * e_, c * n * e_ + c * e_}, compute_);
+    }
+    round(dinp, C * N);
+}
+
+template <class T>
+void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
+{
+    const double fn = double(F) * double(N);
+    const ops::ElementFlops f = ops::mlpActivation(kind);
+    switch (kind) {
+    case MlpKind::Gelu:
+        gelu_forward<T>(pool(), vec(out, F * N), cvec(inp, F * N));
+        break;
+    case MlpKind::Relu:
+        relu_forward<T>(pool(), vec(out, F * N), cvec(inp, F * N));
+        break;
+    case MlpKind::SwiGlu:
+    case MlpKind::GeGlu:
+        gated_forward<T>(pool(), mat(out, F, N), cmat(inp, 2 * F, N),
+                         kind == MlpKind::SwiGlu ? GateKind::SiLU : GateKind::GeLU);
+        break;
+    }
+    const double in = (kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu) ? 2 * fn : fn;
+    dev_.charge(KernelKind::Gelu, {f.forward * fn, in * e_, fn * e_}, compute_);
+    round(out, F * N);
+}
+
+template <class T>
+void Kernels<T>::activationBackward(MlpKind kind, T* dinp, const T* inp, const T* dout, std::int64_t F,
+                                    std::int64_t N)
+{
+    const double fn = double(F) * double(N);
+    const ops::ElementFlops f = ops::mlpActivation(kind);
+    const bool gatedKind = kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu;
+    switch (kind) {
+    case MlpKind::Gelu:
+        gelu_backward<T>(pool(), vec(dinp, F * N), cvec(inp, F * N), cvec(dout, F * N));
+        break;
+    case MlpKind::Relu:
+        relu_backward<T>(pool(), vec(dinp, F * N), cvec(inp, F * N), cvec(dout, F * N));
+        break;
+    case MlpKind::SwiGlu:
+    case MlpKind::GeGlu:
+        gated_backward<T>(pool(), mat(dinp, 2 * F, N), cmat(inp, 2 * F, N), cmat(dout, F, N),
+                          kind == MlpKind::SwiGlu ? GateKind::SiLU : GateKind::GeLU);
+        break;
+    }
+    const double in = gatedKind ? 2 * fn : fn;
+    dev_.charge(KernelKind::Gelu, {f.backward * fn, (in + fn) * e_, in * e_}, compute_);
+    round(dinp, std::int64_t(in));
+}
+
+template <class T>
+void Kernels<T>::ropeForward(T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+                             std::int64_t N, double base)
+{
+    MapM<T> all = mat(x, rows, N);
+    rope_forward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
+    const double elems = double(heads) * hd * double(N);
+    dev_.charge(KernelKind::Elementwise, {ops::kRope.forward * elems, elems * e_, elems * e_}, compute_);
+    if (bf16())
+        for (std::int64_t n = 0; n < N; ++n)
+            round(x + n * rows + row0, std::int64_t(heads) * hd);
+}
+
+template <class T>
+void Kernels<T>::ropeBackward(T* dx, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+                              std::int64_t N, double base)
+{
+    MapM<T> all = mat(dx, rows, N);
+    rope_backward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
+    const double elems = double(heads) * hd * double(N);
+    dev_.charge(KernelKind::Elementwise, {ops::kRope.backward * elems, elems * e_, elems * e_}, compute_);
+    if (bf16())
+        for (std::int64_t n = 0; n < N; ++n)
+            round(dx + n * rows + row0, std::int64_t(heads) * hd);
+}
+
+namespace {
+
+struct QkvRows {
+    std::int64_t qd, kvd, rows;
+};
+QkvRows qkvRows(const AttentionShape& s)
+{
+    const std::int64_t qd = std::int64_t(s.NH) * s.hd, kvd = std::int64_t(s.NKV) * s.hd;
+    return {qd, kvd, qd + 2 * kvd};
+}
+
+} // namespace
+
+template <class T>
+void Kernels<T>::attentionProbs(T* att, const T* qkv, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    CMapM<T> all = cmat(qkv, r.rows, N);
+    attention_probs_forward<T>(pool(), mat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
+                               all.middleRows(Index(r.qd), Index(r.kvd)), s);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+                                        probs * e_}, compute_);
+    round(att, s.Tk * std::int64_t(s.probColumns()));
+}
+
+template <class T>
+void Kernels<T>::attentionValues(T* out, const T* att, const T* qkv, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    CMapM<T> all = cmat(qkv, r.rows, N);
+    attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
+                                all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), s);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+                                        double(r.qd) * n * e_}, compute_);
+    round(out, r.qd * N);
+}
+
+template <class T>
+void Kernels<T>::attentionBackward(T* dqkv, T* datt, const T* dout, const T* att, const T* qkv,
+                                   const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    CMapM<T> all = cmat(qkv, r.rows, N);
+    MapM<T> dall = mat(dqkv, r.rows, N);
+    attention_backward<T>(pool(), dall.topRows(Index(r.qd)), dall.middleRows(Index(r.qd), Index(r.kvd)),
+                          dall.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), mat(datt, s.Tk, s.probColumns()),
+                          cmat(dout, r.qd, N), cmat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
+                          all.middleRows(Index(r.qd), Index(r.kvd)), all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)),
+                          s);
+    // Four products (dV, dP, dQ, dK) over the square; reads q, k, v, dout and the probabilities.
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+                                        qkvBytes + probs * e_}, compute_);
+    round(dqkv, r.rows * N);
+}
+
+template <class T>
+void Kernels<T>::biasResidual(T* out, const T* red, const T* bias, const T* residual, std::int64_t C, std::int64_t N)
+{
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t i = 0; i < C; ++i)
+            out[n * C + i] = (red[n * C + i] + (bias ? bias[i] : T(0))) + residual[n * C + i];
+    const double c = double(C), n = double(N);
+    dev_.charge(KernelKind::Elementwise, {(bias ? ops::kBiasResidualAdd : 1) * c * n,
+                                          2 * c * n * e_ + (bias ? c * e_ : 0), c * n * e_}, compute_);
+    round(out, C * N);
+}
+
+template <class T>
+void Kernels<T>::softmaxCrossEntropy(T* probs, T* losses, const int* targets, std::int64_t V, std::int64_t N)
+{
+    const Eigen::Map<const Eigen::VectorXi> tg(targets, Index(N));
+    softmax_crossentropy_forward<T>(pool(), mat(probs, V, N), vec(losses, N), tg);
+    const double v = double(V), n = double(N);
+    dev_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.forward * v * n, v * n * e_, v * n * kStat + n * kStat},
+                compute_);
+}
+
+template <class T>
+void Kernels<T>::softmaxCrossEntropyBackward(T* probs, const int* targets, std::int64_t V, std::int64_t N, T dloss)
+{
+    const Eigen::Map<const Eigen::VectorXi> tg(targets, Index(N));
+    crossentropy_softmax_backward<T>(pool(), mat(probs, V, N), cmat(probs, V, N), tg, dloss);
+    const double v = double(V), n = double(N);
+    dev_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.backward * v * n, v * n * kStat, v * n * e_}, compute_);
+    round(probs, V * N);
+}
+
+template class Kernels<float>;
+template class Kernels<double>;
+
+} // namespace shardscope::engine

@@ -1,0 +1,96 @@
+// Kernels: the engine's operations as a device runs them. Each call computes (the
+// ops of Ops.h and OpsBlocks.h on the device's KernelPool), charges its own cost
+// to the device (FLOPs by core/OpConventions.h, bytes from the shapes) and, in
+// bf16 modes, rounds what it stores to bf16; so the model reads one line per
+// operation, as llm.c's train_gpt2.c does.
+//
+// Costs. FLOPs: 2 per multiply-add for products, the per-element conventions for the
+// rest. Bytes: device bytes of each tensor read and written once; e per element of an
+// activation, weight or gradient (4 in fp32, 2 in the bf16 modes); fp32 statistics
+// (norm mean/rstd, per-token losses, the vocabulary softmax) 4. Epilogues fused into a
+// product (bias, residual add) add bytes only, to the product. Attention is counted over
+// the full (Tk, Tq) square per head, causal or not (Megatron's convention, which the
+// planner uses too).
+//
+// Buffers are raw pointers into device allocations, column-major as in Ops.h:
+// activations (rows, N) with token n in column n; weights (in, out).
+#pragma once
+
+#include "Device.h"
+#include "ModelConfig.h"
+#include "OpsBlocks.h"
+
+#include <cstdint>
+
+namespace shardscope::engine {
+
+template <class T>
+class Kernels {
+public:
+    Kernels(EmulatedDevice& device, PrecisionMode precision);
+
+    EmulatedDevice& device() { return dev_; }
+    KernelPool& pool() { return dev_.pool(); }
+    DataType compute() const { return compute_; }
+    double elementBytes() const { return e_; }   // device bytes of a stored tensor element
+    bool bf16() const { return compute_ == DataType::BF16; }
+
+    // out (OC, N) = w^T inp + bias [+ residual]; bias, residual may be null.
+    void matmulForward(T* out, const T* inp, const T* w, const T* bias, const T* residual, std::int64_t IC,
+                       std::int64_t OC, std::int64_t N);
+    // dinp (IC, N) overwritten; dw (IC, OC) +=; dbias (OC) += when not null.
+    void matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, std::int64_t IC,
+                        std::int64_t OC, std::int64_t N);
+
+    // out (C, N) = norm(inp); LayerNorm caches mean and rstd (N each), RMSNorm rstd only
+    // (mean may be null); bias null for RMSNorm.
+    void normForward(NormKind kind, T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, std::int64_t C,
+                     std::int64_t N, double eps);
+    // dinp (C, N) += (the residual stream); dw, db +=.
+    void normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
+                      const T* rstd, std::int64_t C, std::int64_t N);
+
+    // The MLP's activation: inp (F, N), or (2F, N) [gate | up] for gated kinds; out (F, N).
+    void activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N);
+    // dinp (F or 2F, N) overwritten from dout (F, N); for ungated kinds dinp may alias dout.
+    void activationBackward(MlpKind kind, T* dinp, const T* inp, const T* dout, std::int64_t F, std::int64_t N);
+
+    // RoPE in place on rows [row0, row0 + heads*hd) of x (rows, N).
+    void ropeForward(T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+                     std::int64_t N, double base);
+    void ropeBackward(T* dx, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+                      std::int64_t N, double base);
+
+    // Self-attention on a fused qkv (qd + 2 kvd, N): q rows [0, qd), k [qd, qd + kvd), v after.
+    // att (Tk, B*NH*Tq) as OpsBlocks.h; out (qd, N).
+    void attentionProbs(T* att, const T* qkv, const AttentionShape& s);
+    void attentionValues(T* out, const T* att, const T* qkv, const AttentionShape& s);
+    // dqkv (qd + 2 kvd, N) overwritten; datt scratch.
+    void attentionBackward(T* dqkv, T* datt, const T* dout, const T* att, const T* qkv, const AttentionShape& s);
+
+    // out (C, N) = red + bias + residual (bias may be null): the epilogue of a row-split
+    // product after its tensor-parallel reduction.
+    void biasResidual(T* out, const T* red, const T* bias, const T* residual, std::int64_t C, std::int64_t N);
+
+    // Vocabulary softmax and cross-entropy on one device (logits (V, N) in, probs out, in place).
+    void softmaxCrossEntropy(T* logits_to_probs, T* losses, const int* targets, std::int64_t V, std::int64_t N);
+    // dlogits = (probs - onehot) * dloss, in place on probs.
+    void softmaxCrossEntropyBackward(T* probs, const int* targets, std::int64_t V, std::int64_t N, T dloss);
+
+    // A kernel the model writes out itself (vocab-parallel pieces, embedding gathers,
+    // gradient accumulation): charged here so that every charge passes one place.
+    void charge(KernelKind kind, const KernelCost& cost) { dev_.charge(kind, cost, compute_); }
+    // bf16 store emulation of x (count values); nothing in fp32. The kernel that wrote x
+    // charged the bf16 write: this pass costs the device nothing.
+    void round(T* x, std::int64_t count);
+
+private:
+    EmulatedDevice& dev_;
+    DataType compute_;
+    double e_;
+};
+
+extern template class Kernels<float>;
+extern template class Kernels<double>;
+
+} // namespace shardscope::engine

@@ -1,0 +1,175 @@
+// ModelConfig: validation, description, the parameter table and its initialisation.
+#include "ModelConfig.h"
+
+#include "Random.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace shardscope::engine {
+
+std::string describe(const ModelConfig& c)
+{
+    std::ostringstream s;
+    s << (c.layerNorm() ? "LayerNorm" : "RMSNorm") << ", " << toString(c.mlp) << " MLP, ";
+    if (c.learnedPositions())
+        s << "learned positions";
+    else
+        s << "RoPE base " << c.rope_base;
+    const int nkv = c.kvHeads();
+    if (nkv == c.heads)
+        s << ", MHA " << c.heads << " heads";
+    else if (nkv == 1)
+        s << ", MQA " << c.heads << " heads";
+    else
+        s << ", GQA " << c.heads << "/" << nkv;
+    s << " x " << c.headDim() << ", " << (c.tied_embeddings ? "tied" : "untied") << " head, "
+      << (c.bias ? "biases" : "no biases") << (c.causal ? "" : ", bidirectional");
+    return s.str();
+}
+
+std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
+{
+    std::vector<ParameterTensor> tensors;
+    const std::int64_t C = cfg.hidden, V = cfg.vocab, T = cfg.seq, qd = cfg.qDim(), kvd = cfg.kvDim(),
+                       F = cfg.ffn(), Fin = cfg.gated() ? 2 * F : F;
+    auto add = [&](std::string name, std::int64_t count, bool decay, TensorRole role, int layer) {
+        const std::int64_t offset = tensors.empty() ? 0 : tensors.back().offset + tensors.back().count;
+        tensors.push_back({std::move(name), offset, count, decay, role, layer});
+    };
+    add("wte", C * V, true, TensorRole::TokenEmbedding, -1);
+    if (cfg.learnedPositions())
+        add("wpe", C * T, true, TensorRole::PositionEmbedding, -1);
+    for (int l = 0; l < cfg.layers; ++l) {
+        std::string h = "h";
+        h += std::to_string(l);
+        h += '.';
+        add(h + "ln1w", C, false, TensorRole::NormWeight, l);
+        if (cfg.layerNorm())
+            add(h + "ln1b", C, false, TensorRole::NormBias, l);
+        add(h + "qkvw", C * (qd + 2 * kvd), true, TensorRole::QkvWeight, l);
+        if (cfg.bias)
+            add(h + "qkvb", qd + 2 * kvd, false, TensorRole::QkvBias, l);
+        add(h + "attprojw", qd * C, true, TensorRole::AttnProjWeight, l);
+        if (cfg.bias)
+            add(h + "attprojb", C, false, TensorRole::AttnProjBias, l);
+        add(h + "ln2w", C, false, TensorRole::NormWeight, l);
+        if (cfg.layerNorm())
+            add(h + "ln2b", C, false, TensorRole::NormBias, l);
+        add(h + "fcw", C * Fin, true, TensorRole::MlpInWeight, l);
+        if (cfg.bias)
+            add(h + "fcb", Fin, false, TensorRole::MlpInBias, l);
+        add(h + "fcprojw", F * C, true, TensorRole::MlpOutWeight, l);
+        if (cfg.bias)
+            add(h + "fcprojb", C, false, TensorRole::MlpOutBias, l);
+    }
+    add("lnfw", C, false, TensorRole::NormWeight, -1);
+    if (cfg.layerNorm())
+        add("lnfb", C, false, TensorRole::NormBias, -1);
+    if (!cfg.tied_embeddings)
+        add("lm_head", C * V, true, TensorRole::LmHead, -1);
+    return tensors;
+}
+
+std::int64_t parameterCount(const ModelConfig& c)
+{
+    const std::vector<ParameterTensor> t = parameterTable(c);
+    return t.empty() ? 0 : t.back().offset + t.back().count;
+}
+
+FieldErrors validate(const ModelConfig& c, const std::string& prefix)
+{
+    FieldErrors errors;
+    auto range = [&](const char* field, int v, int lo, int hi) {
+        if (v < lo || v > hi)
+            errors.push_back({prefix + field, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                                                  std::to_string(hi) + "]"});
+        return v >= lo && v <= hi;
+    };
+    range("layers", c.layers, 1, 1024);
+    const bool hiddenOk = range("hidden", c.hidden, 1, 1 << 16);
+    const bool headsOk = range("heads", c.heads, 1, 1 << 12);
+    range("vocab", c.vocab, 1, 1 << 22);
+    range("seq", c.seq, 1, 1 << 16);
+    const bool kvOk = range("kv_heads", c.kv_heads, 0, 1 << 12);
+    range("head_dim", c.head_dim, 0, 1 << 12);
+    range("ffn_hidden", c.ffn_hidden, 0, 1 << 20);
+    if (hiddenOk && headsOk && c.head_dim == 0 && c.hidden % c.heads != 0)
+        errors.push_back({prefix + "heads", std::to_string(c.heads) + " does not divide hidden " +
+                                                std::to_string(c.hidden) + " (give head_dim)"});
+    if (headsOk && kvOk && c.kv_heads > 0 && c.heads % c.kv_heads != 0)
+        errors.push_back({prefix + "kv_heads", std::to_string(c.kv_heads) + " does not divide heads " +
+                                                   std::to_string(c.heads)});
+    if (c.positions == PositionKind::Rotary && c.headDim() % 2 != 0)
+        errors.push_back({prefix + "head_dim", "rotary positions need an even head size, not " +
+                                                   std::to_string(c.headDim())});
+    if (c.positions == PositionKind::Relative)
+        errors.push_back({prefix + "positions", "relative position buckets (T5) are not executed by the engine yet"});
+    if (c.positions == PositionKind::Rotary && !(c.rope_base > 1))
+        errors.push_back({prefix + "rope_base", "must be greater than 1"});
+    if (!(c.norm_eps > 0) || !(c.norm_eps < 1))
+        errors.push_back({prefix + "norm_eps", "must be in (0, 1)"});
+    return errors;
+}
+
+const char* toString(PrecisionMode p)
+{
+    switch (p) {
+    case PrecisionMode::FP32: return "fp32";
+    case PrecisionMode::BF16Mixed: return "bf16-mixed";
+    case PrecisionMode::BF16RNE: return "bf16-rne";
+    case PrecisionMode::BF16SR: return "bf16-sr";
+    }
+    return "?";
+}
+
+std::optional<PrecisionMode> precisionFromString(const std::string& text)
+{
+    for (PrecisionMode p : {PrecisionMode::FP32, PrecisionMode::BF16Mixed, PrecisionMode::BF16RNE, PrecisionMode::BF16SR})
+        if (text == toString(p))
+            return p;
+    return std::nullopt;
+}
+
+std::optional<Recompute> recomputeFromString(const std::string& text)
+{
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        if (text == shardscope::toString(r))
+            return r;
+    return std::nullopt;
+}
+
+template <class T>
+void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint64_t seed, double init_std,
+                          int layers, T* w)
+{
+    // One stream in table order, so that a shard's values do not depend on the layout.
+    Rng rng(mix64(seed ^ 0x5EEDF00Dull));
+    const double residualStd = init_std / std::sqrt(2.0 * layers);
+    for (const ParameterTensor& t : tensors) {
+        T* p = w + t.offset;
+        switch (t.role) {
+        case TensorRole::NormWeight:
+            std::fill(p, p + t.count, T(1));
+            break;
+        case TensorRole::NormBias:
+        case TensorRole::QkvBias:
+        case TensorRole::AttnProjBias:
+        case TensorRole::MlpInBias:
+        case TensorRole::MlpOutBias:
+            std::fill(p, p + t.count, T(0));
+            break;
+        default: {
+            const bool residual = t.role == TensorRole::AttnProjWeight || t.role == TensorRole::MlpOutWeight;
+            const double sd = residual ? residualStd : init_std;
+            for (std::int64_t i = 0; i < t.count; ++i)
+                p[i] = T(rng.normal() * sd);
+        }
+        }
+    }
+}
+
+template void initializeParameters<float>(const std::vector<ParameterTensor>&, std::uint64_t, double, int, float*);
+template void initializeParameters<double>(const std::vector<ParameterTensor>&, std::uint64_t, double, int, double*);
+
+} // namespace shardscope::engine

@@ -1,0 +1,114 @@
+// ModelConfig: the transformer the engine trains, block by block, as the catalog's
+// ModelSpec describes it (scaled down in depth, width, vocabulary and sequence only).
+//
+// A model is: token embedding (+ learned positions), L pre-norm blocks
+//   x = x + attn_proj(attention(norm1(x)))        attention: causal or bidirectional,
+//   x = x + mlp_proj(act(mlp_in(norm2(x))))       grouped-query, RoPE when the spec says
+// then the final norm, the LM head (tied to the token embedding or its own matrix)
+// and the mean cross-entropy. Blocks by kind:
+//   norm        LayerNorm (weight, bias) or RMSNorm (weight), with the model's eps
+//   attention   NH query heads of head_dim, NKV key/value heads (MHA, GQA, MQA);
+//               fused qkv weight (C, NH*hd + 2 NKV*hd), output projection (NH*hd, C)
+//   positions   learned (a (C, seq) table added to the embedding) or rotary (RoPE on
+//               q and k, with the spec's base)
+//   mlp         GeLU or ReLU: (C, F) then (F, C); SwiGLU or GeGLU: (C, 2F) [gate | up]
+//               then (F, C)
+//   bias        on every linear layer, or none
+// Not yet executed (refused by name in validate): encoder-decoder (cross-attention),
+// BERT's token types, embedding norm and pooler, T5's relative position buckets,
+// mixture-of-experts MLPs.
+//
+// Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
+// qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.
+#pragma once
+
+#include "FieldError.h"
+#include "Layout.h"
+#include "ModelSpec.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::engine {
+
+struct ModelConfig {
+    int layers = 0;   // L
+    int hidden = 0;   // C
+    int heads = 0;    // NH
+    int vocab = 0;    // V
+    int seq = 0;      // T, also the learned position table's size
+    int kv_heads = 0;     // NKV; 0: heads (MHA)
+    int head_dim = 0;     // hd; 0: hidden / heads
+    int ffn_hidden = 0;   // F; 0: 4 * hidden
+    MlpKind mlp = MlpKind::Gelu;
+    NormKind norm = NormKind::LayerNorm;
+    double norm_eps = 1e-5;
+    PositionKind positions = PositionKind::Learned;
+    double rope_base = 10000;
+    bool bias = true;
+    bool tied_embeddings = true;
+    bool causal = true;   // false: bidirectional self-attention (encoders)
+
+    int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+    int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
+    int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+    int qDim() const { return heads * headDim(); }
+    int kvDim() const { return kvHeads() * headDim(); }
+    bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
+    bool learnedPositions() const { return positions == PositionKind::Learned; }
+    bool layerNorm() const { return norm == NormKind::LayerNorm; }
+    bool operator==(const ModelConfig&) const = default;
+};
+
+// "GPT-2 style (LayerNorm, GeLU, learned positions, MHA, tied)" or
+// "Llama style (RMSNorm, SwiGLU, RoPE base 500000, GQA 8/2, untied, no bias)": what is trained.
+std::string describe(const ModelConfig& c);
+
+// Every parameter (weights, biases, norms) of the config: equals core's
+// parameterCount() of the ModelSpec it came from at this size.
+std::int64_t parameterCount(const ModelConfig& c);
+// Problems named by field ("heads: 5 does not divide hidden 64"); empty when valid.
+FieldErrors validate(const ModelConfig& c, const std::string& prefix = "");
+
+enum class PrecisionMode { FP32, BF16Mixed, BF16RNE, BF16SR };
+const char* toString(PrecisionMode p);  // "fp32", "bf16-mixed", "bf16-rne", "bf16-sr"
+std::optional<PrecisionMode> precisionFromString(const std::string& text);
+// "none", "selective", "full" (core's toString(Recompute) spells them the same way).
+std::optional<Recompute> recomputeFromString(const std::string& text);
+
+// What a tensor is, for initialisation and sharding.
+enum class TensorRole {
+    TokenEmbedding,  // wte (C, V)
+    PositionEmbedding,  // wpe (C, T)
+    NormWeight, NormBias,
+    QkvWeight, QkvBias,          // (C, qd + 2 kvd): columns [q | k | v]
+    AttnProjWeight, AttnProjBias,  // (qd, C), (C)
+    MlpInWeight, MlpInBias,      // (C, F) or (C, 2F) [gate | up]
+    MlpOutWeight, MlpOutBias,    // (F, C), (C)
+    LmHead,                      // untied (C, V)
+};
+
+struct ParameterTensor {
+    std::string name;       // "h3.fcw"
+    std::int64_t offset;    // in elements, into the flat parameter buffer
+    std::int64_t count;
+    bool decay;             // matrices get weight decay; biases and norms do not
+    TensorRole role = TensorRole::NormWeight;
+    int layer = -1;         // -1: outside the layers
+};
+
+// The full model's parameter table, in the flat buffer's order: wte, wpe (learned
+// positions), per layer ln1w [ln1b] qkvw [qkvb] attprojw [attprojb] ln2w [ln2b]
+// fcw [fcb] fcprojw [fcprojb] (bracketed: LayerNorm biases, linear biases), then lnfw
+// [lnfb], then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
+std::vector<ParameterTensor> parameterTable(const ModelConfig& c);
+// GPT-2 initialisation of the whole flat buffer w (P values) from `seed`, in table
+// order: matrices N(0, init_std), the residual projections N(0, init_std / sqrt(2L)),
+// norm weights 1, biases 0. Every shard of a cluster draws the same values from it.
+template <class T>
+void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint64_t seed, double init_std,
+                          int layers, T* w);
+
+} // namespace shardscope::engine

@@ -1,0 +1,1063 @@
+// ModelExecutor: one device's part of the model under tp/sp/pp/ZeRO; see ModelExecutor.h.
+// Dimension legend as there.
+#include "ModelExecutor.h"
+
+#include "OpConventions.h"
+#include "Ops.h"
+#include "Random.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+namespace shardscope::engine {
+
+namespace {
+
+constexpr double kStat = 4;  // fp32 statistics bytes
+
+// Hands out consecutive regions of a flat buffer; the first pass (null base) counts.
+template <class T>
+struct Carver {
+    T* base = nullptr;
+    std::int64_t used = 0;
+    T* take(std::int64_t n)
+    {
+        T* p = base ? base + used : nullptr;
+        used += n;
+        return p;
+    }
+};
+
+} // namespace
+
+ShardPlacement placementIn(EmulatedCluster& cluster, int device)
+{
+    ShardPlacement p;
+    p.device = &cluster.device(device);
+    p.layout = cluster.layout();
+    p.position = cluster.position(device);
+    p.groups = cluster.groups(device);
+    p.comm = &cluster.communicator();
+    p.previous_stage = cluster.stageNeighbour(device, -1);
+    p.next_stage = cluster.stageNeighbour(device, +1);
+    return p;
+}
+
+ShardPlacement singleDevice(EmulatedDevice& device, const Layout& layout)
+{
+    ShardPlacement p;
+    p.device = &device;
+    p.layout = layout;
+    return p;
+}
+
+FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_batch, const std::string& prefix)
+{
+    FieldErrors e;
+    auto add = [&](const char* field, const std::string& message) { e.push_back({prefix + field, message}); };
+    auto s = [](auto v) { return std::to_string(v); };
+    if (l.tp < 1 || l.pp < 1)
+        return e;
+    if (c.heads % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide heads " + s(c.heads));
+    else if (c.kvHeads() % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide kv_heads " + s(c.kvHeads()) +
+                      " (the key/value heads are split over tp, as Megatron-LM's query groups)");
+    if (c.ffn() % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide the MLP size " + s(c.ffn()));
+    if (c.vocab % l.tp != 0)
+        add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
+    if (c.layers % l.pp != 0)
+        add("pp", s(l.pp) + " does not divide the " + s(c.layers) + " layers");
+    if (l.sequence_parallel && l.tp > 1 && (std::int64_t(micro_batch) * c.seq) % l.tp != 0)
+        add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(std::int64_t(micro_batch) * c.seq) +
+                      " tokens");
+    return e;
+}
+
+template <class T>
+struct ModelExecutor<T>::Layer {
+    T *n1w, *n1b, *qkvw, *qkvb, *aw, *ab, *n2w, *n2b, *fw, *fb, *pw, *pb;  // null where the model has none
+};
+
+template <class T>
+struct ModelExecutor<T>::Acts {
+    T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchg, *res3;  // ln1, res2, ln2, res3: (C, Ns)
+    T *n1mean, *n1rstd, *n2mean, *n2rstd;                        // Ns each (means: LayerNorm only)
+};
+
+// One micro-batch in flight: its saved activations and tokens.
+template <class T>
+struct ModelExecutor<T>::Slot {
+    DeviceBuffer buffer;
+    T* input = nullptr;  // (C, Ns): the embedding (stage 0) or what the previous stage sent
+    std::vector<Acts> layers;
+    T *lnf = nullptr, *lnfmean = nullptr, *lnfrstd = nullptr, *probs = nullptr, *losses = nullptr;
+    std::vector<int> inputs, targets;  // Nm each, host
+};
+
+template <class T>
+struct ModelExecutor<T>::Work {
+    T *gath, *partial, *dres, *dresFull, *dfch, *dfchg, *dqkv, *datty, *datt;
+    T* stageOut;  // (C, Ns): a non-last stage's output, sent on and not needed by its backward
+};
+
+// ---------------------------------------------------------------- construction
+
+template <class T>
+void ModelExecutor<T>::buildTables()
+{
+    const std::vector<ParameterTensor> full = parameterTable(cfg_);
+    const std::int64_t C = C_, r = tpRank_, qd = cfg_.qDim(), kvd = cfg_.kvDim(), F = cfg_.ffn();
+    const std::int64_t qdt = qdt_, kvdt = kvdt_, Ft = Ft_, Vt = Vt_;
+    auto addUnit = [&](std::string name) {
+        ShardUnit u;
+        u.name = std::move(name);
+        u.offset = P_;
+        u.first_tensor = int(tensors_.size());
+        units_.push_back(u);
+        return int(units_.size()) - 1;
+    };
+    auto addTensor = [&](const ParameterTensor& f, std::int64_t count, bool replicated, std::vector<ParameterRun> runs) {
+        ShardTensor t;
+        t.name = f.name;
+        t.role = f.role;
+        t.offset = P_;
+        t.count = count;
+        t.decay = f.decay;
+        t.tp_replicated = replicated;
+        // Under SP the norms saw only this rank's tokens: their gradients are partial sums.
+        t.sp_partial = sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias);
+        t.unit = int(units_.size()) - 1;
+        t.runs = std::move(runs);
+        tensors_.push_back(std::move(t));
+        units_.back().tensors += 1;
+        units_.back().count += count;
+        P_ += count;
+    };
+    auto whole = [&](const ParameterTensor& f) { addTensor(f, f.count, true, {{f.offset, 0, f.count}}); };
+    auto find = [&](TensorRole role, int layer) -> const ParameterTensor* {
+        for (const ParameterTensor& t : full)
+            if (t.role == role && t.layer == layer)
+                return &t;
+        return nullptr;
+    };
+    // Vocabulary rows [r Vt, (r+1) Vt) of a (C, V) table: one contiguous run of columns.
+    auto vocabRows = [&](const ParameterTensor& f, bool tiedCopy) {
+        addTensor(f, C * Vt, tp_ == 1, {{f.offset + r * Vt * C, 0, C * Vt}});
+        tensors_.back().tied_copy = tiedCopy;
+        tensors_.back().word_embedding = f.role == TensorRole::TokenEmbedding;
+    };
+    // The modules outside the layers form one unit, the root (FSDP wraps them so: a tied
+    // embedding and head must share a unit), gathered once for a forward and once for a backward.
+    if (stage_ == 0 || stage_ == stages_ - 1)
+        rootUnit_ = addUnit("root");
+    if (stage_ == 0) {
+        wteAt_ = units_.back().count;
+        vocabRows(*find(TensorRole::TokenEmbedding, -1), false);
+        if (const ParameterTensor* wpe = find(TensorRole::PositionEmbedding, -1)) {
+            wpeAt_ = units_.back().count;
+            whole(*wpe);
+        }
+    }
+    if (stage_ == stages_ - 1) {
+        lnfAt_ = units_.back().count;
+        whole(*find(TensorRole::NormWeight, -1));
+        if (const ParameterTensor* b = find(TensorRole::NormBias, -1))
+            whole(*b);
+        if (!cfg_.tied_embeddings) {
+            headAt_ = units_.back().count;
+            vocabRows(*find(TensorRole::LmHead, -1), false);
+        } else if (stages_ > 1) {
+            headAt_ = units_.back().count;
+            vocabRows(*find(TensorRole::TokenEmbedding, -1), true);
+        } else {
+            headAt_ = wteAt_;
+        }
+    }
+    firstLayerUnit_ = int(units_.size());
+    for (int l = layer0_; l < layer0_ + Ls_; ++l) {
+        std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
+        name += std::to_string(l);
+        addUnit(name);
+        for (const ParameterTensor& f : full) {
+            if (f.layer != l)
+                continue;
+            std::vector<ParameterRun> runs;
+            switch (f.role) {
+            case TensorRole::QkvWeight:  // columns of this rank's q heads, k heads, v heads
+            case TensorRole::QkvBias: {
+                const std::int64_t rows = f.role == TensorRole::QkvWeight ? C : 1;
+                runs.push_back({f.offset + r * qdt * rows, 0, qdt * rows});
+                runs.push_back({f.offset + (qd + r * kvdt) * rows, qdt * rows, kvdt * rows});
+                runs.push_back({f.offset + (qd + kvd + r * kvdt) * rows, (qdt + kvdt) * rows, kvdt * rows});
+                addTensor(f, (qdt + 2 * kvdt) * rows, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::AttnProjWeight:  // input rows [r qdt, ...) of every output column
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * qd + r * qdt, j * qdt, qdt});
+                addTensor(f, qdt * C, tp_ == 1, runs);
+                break;
+            case TensorRole::MlpInWeight:  // columns [r Ft, ...) of the gate and of up
+            case TensorRole::MlpInBias: {
+                const std::int64_t rows = f.role == TensorRole::MlpInWeight ? C : 1;
+                runs.push_back({f.offset + r * Ft * rows, 0, Ft * rows});
+                if (cfg_.gated())
+                    runs.push_back({f.offset + (F + r * Ft) * rows, Ft * rows, Ft * rows});
+                addTensor(f, std::int64_t(runs.size()) * Ft * rows, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::MlpOutWeight:
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
+                addTensor(f, Ft * C, tp_ == 1, runs);
+                break;
+            default:  // norms, and the biases of the row-split products: whole on every rank
+                whole(f);
+            }
+        }
+    }
+    // ZeRO chunks: member k of the shard group owns [count k / g, count (k+1) / g) of each unit.
+    const int g = zero_ > 0 ? groupSize(groups_.shard) : 1;
+    S_ = 0;
+    for (ShardUnit& u : units_) {
+        u.chunk_begin = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, shardRank_));
+        u.chunk_end = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, shardRank_ + 1));
+        u.shard_offset = zero_ > 0 ? S_ : u.offset;
+        S_ += u.chunk_end - u.chunk_begin;
+    }
+    if (zero_ == 0)
+        S_ = P_;
+}
+
+template <class T>
+ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions& options,
+                                const ShardPlacement& placement)
+    : cfg_(config), opts_(options), place_(placement), dev_(*placement.device), k_(dev_, options.precision),
+      groups_(place_.groups), id_(placement.device->id())
+{
+    if (FieldErrors e = validate(cfg_); !e.empty())
+        throw InputError(e);
+    const Layout& l = place_.layout;
+    if (FieldErrors e = validateShardable(cfg_, l, opts_.micro_batch); !e.empty())
+        throw InputError(e);
+    if (options.precision != PrecisionMode::FP32 && !std::is_same_v<T, float>)
+        throw std::invalid_argument("ModelExecutor: the bf16 modes are emulated on float only");
+    if (!std::is_same_v<T, float> && l.pp > 1)
+        throw std::invalid_argument("ModelExecutor: the double instantiation (gradient checks) has no pipeline");
+    const MeshPosition& pos = place_.position;
+    tp_ = l.tp;
+    tpRank_ = pos.tp;
+    stage_ = pos.pp;
+    stages_ = l.pp;
+    dpRank_ = pos.dp;
+    zero_ = l.zero_stage;
+    recompute_ = l.recompute;
+    const int g = zero_ > 0 ? l.zeroGroupSize() : 1;
+    shardRank_ = zero_ > 0 ? dpRank_ % g : 0;
+    replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
+    sp_ = l.sequence_parallel && tp_ > 1;
+    e_ = k_.elementBytes();
+    C_ = cfg_.hidden;
+    V_ = cfg_.vocab;
+    T_ = cfg_.seq;
+    L_ = cfg_.layers;
+    hd_ = cfg_.headDim();
+    NHt_ = cfg_.heads / tp_;
+    NKVt_ = cfg_.kvHeads() / tp_;
+    qdt_ = NHt_ * hd_;
+    kvdt_ = NKVt_ * hd_;
+    Ft_ = cfg_.ffn() / tp_;
+    Fin_ = cfg_.gated() ? 2 * Ft_ : Ft_;
+    Vt_ = V_ / tp_;
+    qkvRows_ = std::int64_t(qdt_) + 2 * kvdt_;
+    mb_ = opts_.micro_batch;
+    Nm_ = std::int64_t(mb_) * T_;
+    Ls_ = L_ / stages_;
+    layer0_ = stage_ * Ls_;
+    Ns_ = sp_ ? Nm_ / tp_ : Nm_;
+    positions_.resize(size_t(Nm_));
+    for (std::int64_t n = 0; n < Nm_; ++n)
+        positions_[size_t(n)] = int(n % T_);
+    buildTables();
+
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, att = std::int64_t(NHt_) * T_ * Nm;
+    const std::int64_t normStats = cfg_.layerNorm() ? 2 * Ns : Ns;
+    DeviceAllocator& alloc = dev_.allocator();
+    const std::int64_t wCount = zero_ >= 3 ? S_ : P_, gCount = zero_ >= 2 ? S_ : P_;
+    const bool master = opts_.precision == PrecisionMode::BF16Mixed;
+    const std::size_t hb = sizeof(T);
+    weights_ = alloc.allocate(MemoryCategory::Weights, double(wCount) * e_, size_t(wCount), hb);
+    grads_ = alloc.allocate(MemoryCategory::Gradients, double(gCount) * e_, size_t(gCount), hb);
+    optimizer_ = alloc.allocate(MemoryCategory::Optimizer, double(S_) * (master ? 12 : 8),
+                                size_t((master ? 3 : 2) * S_), hb);
+    // Recomputation scratch, shared by the micro-batches: tensors (e bytes) and statistics (4).
+    std::int64_t scratchTensors = 0, scratchStats = 0;
+    if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
+        scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm + std::int64_t(Fin_ + Ft_) * Nm;
+        scratchStats = 2 * normStats;
+    } else if (recompute_ == Recompute::Selective) {
+        scratchTensors = att;
+    }
+    if (scratchTensors > 0)
+        scratch_ = alloc.allocate(MemoryCategory::Activations, double(scratchTensors) * e_ + double(scratchStats) * kStat,
+                                  size_t(scratchTensors + scratchStats), hb);
+    const std::int64_t spExtra = sp_ ? 2 * C * Nm : 0;  // gath, dresFull
+    const std::int64_t stageOut = lastStage() ? 0 : C * Ns;
+    const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
+    const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
+                              std::int64_t(qdt_) * Nm + att + stageOut;
+    workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
+    ws_ = new Work{};
+    Carver<T> w{workspace_.template as<T>(), 0};
+    ws_->gath = sp_ ? w.take(C * Nm) : nullptr;
+    ws_->partial = w.take(C * Nm);
+    ws_->dres = w.take(C * Ns);
+    ws_->dresFull = sp_ ? w.take(C * Nm) : ws_->dres;
+    ws_->dfch = w.take(std::int64_t(Fin_) * Nm);
+    ws_->dfchg = cfg_.gated() ? w.take(dfchg) : ws_->dfch;
+    ws_->dqkv = w.take(qkvRows_ * Nm);
+    ws_->datty = w.take(std::int64_t(qdt_) * Nm);
+    ws_->datt = w.take(att);
+    ws_->stageOut = lastStage() ? nullptr : w.take(C * Ns);
+    heldWeights_.resize(units_.size());
+    heldGrads_.resize(units_.size());
+    weightUsers_.assign(units_.size(), 0);
+    gradUsers_.assign(units_.size(), 0);
+    stats_.resize(size_t(3 * Nm));
+    std::int64_t spCount = 0;
+    for (const ShardTensor& t : tensors_)
+        if (t.sp_partial)
+            spCount += t.count;
+    packed_.reserve(size_t(spCount));
+
+    // Every device draws the full model's initial values and keeps its part.
+    std::vector<T> fullInit(size_t(parameterCount(cfg_)));
+    initializeParameters<T>(parameterTable(cfg_), opts_.seed, opts_.init_std, L_, fullInit.data());
+    std::vector<T> local(static_cast<size_t>(P_));
+    for (const ShardTensor& t : tensors_)
+        for (const ParameterRun& run : t.runs)
+            std::copy_n(fullInit.data() + run.full_offset, run.count, local.data() + t.offset + run.local_offset);
+    T* wp = weights_.template as<T>();
+    T* ms = master ? optimizer_.template as<T>() + 2 * S_ : nullptr;
+    for (const ShardUnit& u : units_) {
+        if (ms)
+            std::copy(local.begin() + u.offset + u.chunk_begin, local.begin() + u.offset + u.chunk_end,
+                      ms + u.shard_offset);
+        if (zero_ >= 3)
+            std::copy(local.begin() + u.offset + u.chunk_begin, local.begin() + u.offset + u.chunk_end,
+                      wp + u.shard_offset);
+    }
+    if (zero_ < 3)
+        std::copy(local.begin(), local.end(), wp);
+    k_.round(wp, wCount);
+}
+
+template <class T>
+ModelExecutor<T>::~ModelExecutor()
+{
+    delete ws_;
+}
+
+template <class T>
+typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit) const
+{
+    const ShardUnit& u = units_[size_t(unit)];
+    T* b = const_cast<T*>(base);
+    Layer y{};
+    int norms = 0, normBiases = 0;  // a layer's first norm is the attention's, the second the MLP's
+    for (int i = 0; i < u.tensors; ++i) {
+        const ShardTensor& t = tensors_[size_t(u.first_tensor + i)];
+        T* p = b + (t.offset - u.offset);
+        switch (t.role) {
+        case TensorRole::NormWeight: (norms++ == 0 ? y.n1w : y.n2w) = p; break;
+        case TensorRole::NormBias: (normBiases++ == 0 ? y.n1b : y.n2b) = p; break;
+        case TensorRole::QkvWeight: y.qkvw = p; break;
+        case TensorRole::QkvBias: y.qkvb = p; break;
+        case TensorRole::AttnProjWeight: y.aw = p; break;
+        case TensorRole::AttnProjBias: y.ab = p; break;
+        case TensorRole::MlpInWeight: y.fw = p; break;
+        case TensorRole::MlpInBias: y.fb = p; break;
+        case TensorRole::MlpOutWeight: y.pw = p; break;
+        case TensorRole::MlpOutBias: y.pb = p; break;
+        default: break;
+        }
+    }
+    return y;
+}
+
+template <class T>
+T* ModelExecutor<T>::localWeights()
+{
+    return weights_.template as<T>();
+}
+
+template <class T>
+T* ModelExecutor<T>::localGrads()
+{
+    return grads_.template as<T>();
+}
+
+// ---------------------------------------------------------------- ZeRO parameter and gradient units
+
+template <class T>
+T* ModelExecutor<T>::acquireWeights(int unit)
+{
+    const ShardUnit& u = units_[size_t(unit)];
+    if (zero_ < 3)
+        return weights_.template as<T>() + u.offset;
+    if (weightUsers_[size_t(unit)]++ == 0) {
+        // ZeRO-3: gather the whole unit into a transient buffer (counted as weights while it lives).
+        DeviceBuffer& b = heldWeights_[size_t(unit)];
+        b = dev_.allocator().allocate(MemoryCategory::Weights, double(u.count) * e_, size_t(u.count), sizeof(T));
+        std::copy_n(weights_.template as<T>() + u.shard_offset, u.chunk_end - u.chunk_begin,
+                    b.template as<T>() + u.chunk_begin);
+        if (groups_.shard)
+            groups_.shard->allGather(shardRank_, b.template as<T>(), size_t(u.count), e_);
+    }
+    return heldWeights_[size_t(unit)].template as<T>();
+}
+
+template <class T>
+void ModelExecutor<T>::releaseWeights(int unit)
+{
+    if (zero_ < 3)
+        return;
+    if (--weightUsers_[size_t(unit)] == 0)
+        heldWeights_[size_t(unit)].release();
+}
+
+template <class T>
+T* ModelExecutor<T>::acquireGrads(int unit)
+{
+    const ShardUnit& u = units_[size_t(unit)];
+    if (zero_ < 2)
+        return grads_.template as<T>() + u.offset;
+    if (gradUsers_[size_t(unit)]++ == 0)
+        heldGrads_[size_t(unit)] = dev_.allocator().allocate(MemoryCategory::Gradients, double(u.count) * e_,
+                                                             size_t(u.count), sizeof(T));  // zero-filled
+    return heldGrads_[size_t(unit)].template as<T>();
+}
+
+template <class T>
+void ModelExecutor<T>::releaseGrads(int unit)
+{
+    if (zero_ < 2 || --gradUsers_[size_t(unit)] > 0)
+        return;
+    // ZeRO-2/3: reduce-scatter the unit's gradient over the shard group and accumulate the
+    // owned chunk into the shard (the replicas of HSDP sum their shards once per step).
+    const ShardUnit& u = units_[size_t(unit)];
+    T* b = heldGrads_[size_t(unit)].template as<T>();
+    if (groups_.shard)
+        groups_.shard->reduceScatter(shardRank_, b, size_t(u.count), ReduceOp::Sum, e_);
+    const T* chunk = b + u.chunk_begin;
+    const std::int64_t n = u.chunk_end - u.chunk_begin;
+    T* dst = grads_.template as<T>() + u.shard_offset;
+    for (std::int64_t i = 0; i < n; ++i)
+        dst[i] += chunk[i];
+    k_.charge(KernelKind::Elementwise, {double(n), 2 * double(n) * e_, double(n) * e_});
+    k_.round(dst, n);
+    heldGrads_[size_t(unit)].release();
+}
+
+template <class T>
+T* ModelExecutor<T>::gradPointer(std::int64_t i, int unit)
+{
+    const ShardUnit& u = units_[size_t(unit)];
+    return zero_ < 2 ? grads_.template as<T>() + i
+                     : grads_.template as<T>() + u.shard_offset + (i - u.offset - u.chunk_begin);
+}
+
+template <class T>
+template <class F>
+void ModelExecutor<T>::forEachGradRange(F&& fn, bool whole)
+{
+    const bool owned = zero_ >= 2 || (zero_ == 1 && !whole);
+    for (size_t ui = 0; ui < units_.size(); ++ui) {
+        const ShardUnit& u = units_[ui];
+        // With ZeRO, only the owned chunk of each unit is reduced (and updated).
+        const std::int64_t lo = owned ? u.offset + u.chunk_begin : u.offset;
+        const std::int64_t hi = owned ? u.offset + u.chunk_end : u.offset + u.count;
+        for (int k = 0; k < u.tensors; ++k) {
+            const ShardTensor& t = tensors_[size_t(u.first_tensor + k)];
+            const std::int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.count);
+            if (b < e)
+                fn(t, b, e - b, gradPointer(b, int(ui)));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- communication helpers
+
+template <class T>
+const T* ModelExecutor<T>::gatherTokens(const T* shard, T* full)
+{
+    if (!sp_)
+        return shard;
+    const std::int64_t n = std::int64_t(C_) * Ns_;
+    std::copy_n(shard, n, full + tpRank_ * n);
+    groups_.tp->allGather(tpRank_, full, size_t(C_ * Nm_), e_);
+    return full;
+}
+
+template <class T>
+T* ModelExecutor<T>::reduceTokens(T* partial)
+{
+    if (tp_ == 1)
+        return partial;
+    if (sp_) {
+        groups_.tp->reduceScatter(tpRank_, partial, size_t(C_ * Nm_), ReduceOp::Sum, e_);
+        return partial + std::int64_t(tpRank_) * C_ * Ns_;
+    }
+    groups_.tp->allReduce(tpRank_, partial, size_t(C_ * Nm_), ReduceOp::Sum, e_);
+    return partial;
+}
+
+template <class T>
+void ModelExecutor<T>::send(const T* data, std::int64_t count)
+{
+    if constexpr (std::is_same_v<T, float>)
+        place_.comm->send(id_, place_.next_stage, data, size_t(count), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no pipeline");
+}
+
+template <class T>
+void ModelExecutor<T>::recv(T* data, std::int64_t count, int from)
+{
+    if constexpr (std::is_same_v<T, float>)
+        place_.comm->recv(id_, from, data, size_t(count), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no pipeline");
+}
+
+template <class T>
+const T* ModelExecutor<T>::layerInput(const Slot& s, int k) const
+{
+    return k == 0 ? s.input : s.layers[size_t(k - 1)].res3;
+}
+
+// ---------------------------------------------------------------- forward
+
+template <class T>
+void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
+{
+    const AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
+    k_.attentionProbs(a.att, a.qkv, shape);
+    k_.attentionValues(a.atty, a.att, a.qkv, shape);
+}
+
+template <class T>
+void ModelExecutor<T>::layerForward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + k;
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* x = layerInput(s, k);
+    // Row-split projection: partial sums, reduced over tp, then bias and residual on the (C, Ns) result.
+    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* bias, const T* residual) {
+        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
+        k_.biasResidual(out, reduceTokens(ws_->partial), bias, residual, C, Ns);
+    };
+
+    k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
+    if (!cfg_.learnedPositions())
+        k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    attentionCore(a, s);
+    rowParallel(a.res2, a.atty, qdt_, w.aw, w.ab, x);
+
+    k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, a.res2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
+    k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
+    rowParallel(a.res3, a.fchg, Ft_, w.pw, w.pb, a.res2);
+    releaseWeights(unit);
+}
+
+template <class T>
+void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
+{
+    const std::int64_t C = C_, Nm = Nm_;
+    s.inputs.assign(inputs, inputs + Nm);
+    for (std::int64_t n = 0; n < Nm; ++n)
+        if (s.inputs[size_t(n)] < 0 || s.inputs[size_t(n)] >= V_)
+            throw std::out_of_range("ModelExecutor::forward: token id " + std::to_string(s.inputs[size_t(n)]) +
+                                    " outside [0, vocab " + std::to_string(V_) + ")");
+    const T* root = acquireWeights(rootUnit_);
+    const T* wte = root + wteAt_;
+    const T* wpe = wpeAt_ >= 0 ? root + wpeAt_ : nullptr;
+    // Vocab-parallel when tp > 1: this rank's rows, zero for the others' tokens, then summed
+    // over tp; tp rank 0 adds the positions.
+    T* out = tp_ == 1 ? s.input : ws_->partial;
+    const int lo = tpRank_ * Vt_;
+    for (std::int64_t n = 0; n < Nm; ++n) {
+        T* col = out + n * C;
+        const int tok = s.inputs[size_t(n)];
+        const bool own = tok >= lo && tok < lo + Vt_;
+        const T* emb = wte + std::int64_t(own ? tok - lo : 0) * C;
+        const T* pos = wpe && tpRank_ == 0 ? wpe + (n % T_) * C : nullptr;
+        for (std::int64_t i = 0; i < C; ++i)
+            col[i] = (own ? emb[i] : T(0)) + (pos ? pos[i] : T(0));
+    }
+    if (tp_ > 1)
+        std::copy_n(reduceTokens(ws_->partial), C * Ns_, s.input);
+    const double cn = double(C) * double(Nm);
+    k_.charge(KernelKind::Embedding,
+              {wpe ? ops::kEmbedding.forward * cn : 0, (wpe ? 2 : 1) * cn * e_ + double(Nm) * 4, cn * e_});
+    k_.round(s.input, C * Ns_);
+    releaseWeights(rootUnit_);
+}
+
+template <class T>
+double ModelExecutor<T>::headForward(Slot& s, const int* targets)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
+    s.targets.assign(targets, targets + Nm);
+    for (std::int64_t n = 0; n < Nm; ++n)
+        if (s.targets[size_t(n)] < 0 || s.targets[size_t(n)] >= V_)
+            throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(s.targets[size_t(n)]) +
+                                    " outside [0, vocab " + std::to_string(V_) + ")");
+    const T* root = acquireWeights(rootUnit_);
+    const T* lnfw = root + lnfAt_;
+    const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
+    k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Ls_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), root + headAt_, nullptr, nullptr, C, Vt, Nm);
+    releaseWeights(rootUnit_);
+    if (tp_ == 1) {
+        k_.softmaxCrossEntropy(s.probs, s.losses, s.targets.data(), Vt, Nm);
+    } else {
+        // Vocab-parallel cross-entropy (Megatron): the max and then the sum of exponentials and the
+        // target's logit (owned by one rank, zero elsewhere) are all-reduced over tp, in fp32.
+        T* mx = stats_.data();
+        T* sumTarget = mx + Nm;  // [sum exp (Nm), target logit (Nm)]
+        const int lo = tpRank_ * Vt_;
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            const T* col = s.probs + n * Vt;
+            mx[n] = *std::max_element(col, col + Vt);
+        }
+        groups_.tp->allReduce(tpRank_, mx, size_t(Nm), ReduceOp::Max);
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            const T* col = s.probs + n * Vt;
+            const T m = mx[n];
+            T sum = 0;
+            for (std::int64_t v = 0; v < Vt; ++v)
+                sum += std::exp(col[v] - m);
+            sumTarget[n] = sum;
+            const int t = s.targets[size_t(n)];
+            sumTarget[Nm + n] = (t >= lo && t < lo + Vt_) ? col[t - lo] : T(0);
+        }
+        groups_.tp->allReduce(tpRank_, sumTarget, size_t(2 * Nm));
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            T* col = s.probs + n * Vt;
+            const T m = mx[n];
+            const T inv = T(1) / sumTarget[n];
+            for (std::int64_t v = 0; v < Vt; ++v)
+                col[v] = std::exp(col[v] - m) * inv;
+            s.losses[n] = std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
+        }
+        const double vn = double(Vt) * double(Nm);
+        k_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.forward * vn, vn * e_, vn * kStat + double(Nm) * kStat});
+    }
+    double sum = 0;
+    for (std::int64_t n = 0; n < Nm; ++n)
+        sum += double(s.losses[n]);
+    return sum;
+}
+
+template <class T>
+void ModelExecutor<T>::carve(Slot& s, bool counting)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, att = std::int64_t(NHt_) * T_ * Nm;
+    const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective;
+    const bool ln = cfg_.layerNorm();
+    // Tensors (e bytes) first, then fp32 statistics; recomputation scratch likewise.
+    Carver<T> ten, st, sten, sst;
+    if (!counting) {
+        ten.base = s.buffer.template as<T>();
+        sten.base = scratch_.template as<T>();
+    }
+    s.input = ten.take(C * Ns);
+    s.layers.assign(size_t(Ls_), Acts{});
+    Acts shared{};
+    if (full || selective)
+        shared.att = sten.take(att);
+    if (full) {
+        shared.ln1 = sten.take(C * Ns);
+        shared.qkv = sten.take(qkvRows_ * Nm);
+        shared.atty = sten.take(std::int64_t(qdt_) * Nm);
+        shared.res2 = sten.take(C * Ns);
+        shared.ln2 = sten.take(C * Ns);
+        shared.fch = sten.take(std::int64_t(Fin_) * Nm);
+        shared.fchg = sten.take(std::int64_t(Ft_) * Nm);
+    }
+    // A stage's output is sent to the next stage and its own backward does not read it
+    // (Megatron-LM frees it once sent): only the last stage keeps it, as the final norm's input.
+    auto output = [&](const Acts& a) { return &a == &s.layers.back() && !lastStage() ? ws_->stageOut : ten.take(C * Ns); };
+    for (Acts& a : s.layers) {
+        if (full) {
+            a = shared;
+            a.res3 = output(a);  // the next layer's input: the only tensor kept
+            continue;
+        }
+        a.ln1 = ten.take(C * Ns);
+        a.qkv = ten.take(qkvRows_ * Nm);
+        a.att = selective ? shared.att : ten.take(att);
+        a.atty = ten.take(std::int64_t(qdt_) * Nm);
+        a.res2 = ten.take(C * Ns);
+        a.ln2 = ten.take(C * Ns);
+        a.fch = ten.take(std::int64_t(Fin_) * Nm);
+        a.fchg = ten.take(std::int64_t(Ft_) * Nm);
+        a.res3 = output(a);
+    }
+    if (lastStage()) {
+        s.lnf = ten.take(C * Ns);
+    }
+    // Statistics after the tensors, in the same buffer (and scratch) allocations.
+    if (!counting) {
+        st.base = ten.base + ten.used;
+        sst.base = sten.base ? sten.base + sten.used : nullptr;
+    }
+    Acts sharedStats{};
+    if (full) {
+        sharedStats.n1mean = ln ? sst.take(Ns) : nullptr;
+        sharedStats.n1rstd = sst.take(Ns);
+        sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
+        sharedStats.n2rstd = sst.take(Ns);
+    }
+    for (Acts& a : s.layers) {
+        if (full) {
+            a.n1mean = sharedStats.n1mean;
+            a.n1rstd = sharedStats.n1rstd;
+            a.n2mean = sharedStats.n2mean;
+            a.n2rstd = sharedStats.n2rstd;
+            continue;
+        }
+        a.n1mean = ln ? st.take(Ns) : nullptr;
+        a.n1rstd = st.take(Ns);
+        a.n2mean = ln ? st.take(Ns) : nullptr;
+        a.n2rstd = st.take(Ns);
+    }
+    if (lastStage()) {
+        s.lnfmean = ln ? st.take(Ns) : nullptr;
+        s.lnfrstd = st.take(Ns);
+        // The softmax over the vocabulary is kept in fp32 whatever the precision, as
+        // Megatron-LM's cross-entropy keeps it for backward.
+        s.probs = st.take(std::int64_t(Vt_) * Nm);
+        s.losses = st.take(Nm);
+    }
+    if (counting)
+        s.buffer = dev_.allocator().allocate(MemoryCategory::Activations,
+                                             double(ten.used) * e_ + double(st.used) * kStat,
+                                             size_t(ten.used + st.used), sizeof(T));
+}
+
+template <class T>
+double ModelExecutor<T>::forward(int micro, const int* inputs, const int* targets)
+{
+    if (size_t(micro) >= slots_.size())
+        slots_.resize(size_t(micro) + 1);
+    if (!slots_[size_t(micro)])
+        slots_[size_t(micro)] = std::make_unique<Slot>();
+    Slot& s = *slots_[size_t(micro)];
+    // This micro-batch's saved activations: one allocation, released after its backward.
+    carve(s, true);
+    carve(s, false);
+
+    // The root unit is gathered once for the whole forward (FSDP's root), released at its end.
+    if (rootUnit_ >= 0)
+        acquireWeights(rootUnit_);
+    if (firstStage())
+        embedForward(s, inputs);
+    else
+        recv(s.input, std::int64_t(C_) * Ns_, place_.previous_stage);
+    for (int k = 0; k < Ls_; ++k)
+        layerForward(k, s);
+    double loss = 0;
+    if (lastStage())
+        loss = headForward(s, targets);
+    else
+        send(layerInput(s, Ls_), std::int64_t(C_) * Ns_);
+    if (rootUnit_ >= 0)
+        releaseWeights(rootUnit_);
+    return loss;
+}
+
+// ---------------------------------------------------------------- backward
+
+template <class T>
+void ModelExecutor<T>::layerBackward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + k;
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* x = layerInput(s, k);
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    if (recompute_ == Recompute::Full)
+        layerForward(k, s);
+    else if (recompute_ == Recompute::Selective)
+        attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
+    const Layer d = bind(acquireGrads(unit), unit);
+    T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
+
+    // MLP. The row-split product needs the whole output gradient: under SP gather it.
+    k_.matmulBackward(ws_->dfchg, d.pw, d.pb, gatherTokens(dres, ws_->dresFull), a.fchg, w.pw, Ft_, C, Nm);
+    k_.activationBackward(cfg_.mlp, ws_->dfch, a.fch, ws_->dfchg, Ft_, Nm);
+    k_.matmulBackward(ws_->partial, d.fw, d.fb, ws_->dfch, gatherTokens(a.ln2, ws_->gath), w.fw, C, Fin_, Nm);
+    k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, reduceTokens(ws_->partial), a.res2, w.n2w, a.n2mean, a.n2rstd, C, Ns);
+
+    // Attention.
+    k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
+    k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
+                         AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+    if (!cfg_.learnedPositions())
+        k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, C, qkvRows_, Nm);
+    k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, reduceTokens(ws_->partial), x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
+    releaseGrads(unit);
+    releaseWeights(unit);
+}
+
+template <class T>
+void ModelExecutor<T>::headBackward(Slot& s)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
+    // Every token's loss enters the step's mean over all replicas and micro-batches.
+    const T dloss = T(1.0 / double(opts_.global_tokens));
+    if (tp_ == 1) {
+        k_.softmaxCrossEntropyBackward(s.probs, s.targets.data(), Vt, Nm, dloss);
+    } else {
+        const int lo = tpRank_ * Vt_;
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            T* col = s.probs + n * Vt;
+            for (std::int64_t v = 0; v < Vt; ++v)
+                col[v] *= dloss;
+            const int t = s.targets[size_t(n)];
+            if (t >= lo && t < lo + Vt_)
+                col[t - lo] -= dloss;
+        }
+        const double vn = double(Vt) * double(Nm);
+        k_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.backward * vn, vn * kStat, vn * e_});
+        k_.round(s.probs, Vt * Nm);
+    }
+    const T* root = acquireWeights(rootUnit_);
+    T* droot = acquireGrads(rootUnit_);
+    const T* lnfFull = gatherTokens(s.lnf, ws_->gath);
+    k_.matmulBackward(ws_->partial, droot + headAt_, nullptr, s.probs, lnfFull, root + headAt_, C, Vt, Nm);
+    const T* dlnf = reduceTokens(ws_->partial);
+    std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
+    const T* lnfw = root + lnfAt_;
+    T* dlnfw = droot + lnfAt_;
+    k_.normBackward(cfg_.norm, ws_->dres, dlnfw, cfg_.layerNorm() ? dlnfw + C : nullptr, dlnf, layerInput(s, Ls_),
+                    lnfw, s.lnfmean, s.lnfrstd, C, Ns);
+    releaseGrads(rootUnit_);
+    releaseWeights(rootUnit_);
+}
+
+template <class T>
+void ModelExecutor<T>::embedBackward(Slot& s)
+{
+    const std::int64_t C = C_, Nm = Nm_;
+    const T* dout = gatherTokens(ws_->dres, ws_->dresFull);
+    T* droot = acquireGrads(rootUnit_);
+    T* dwte = droot + wteAt_;
+    T* dwpe = wpeAt_ >= 0 ? droot + wpeAt_ : nullptr;
+    const int lo = tpRank_ * Vt_;
+    // In token order (sequential scatter-adds into shared columns): the same sums on any layout.
+    for (std::int64_t n = 0; n < Nm; ++n) {
+        const T* d = dout + n * C;
+        const int tok = s.inputs[size_t(n)];
+        if (dwpe) {
+            T* pos = dwpe + (n % T_) * C;
+            for (std::int64_t i = 0; i < C; ++i)
+                pos[i] += d[i];
+        }
+        if (tok >= lo && tok < lo + Vt_) {
+            T* emb = dwte + std::int64_t(tok - lo) * C;
+            for (std::int64_t i = 0; i < C; ++i)
+                emb[i] += d[i];
+        }
+    }
+    const double cn = double(C) * double(Nm), tables = dwpe ? 2 : 1;
+    k_.charge(KernelKind::Embedding, {tables * cn, (1 + tables) * cn * e_, tables * cn * e_});
+    releaseGrads(rootUnit_);
+}
+
+template <class T>
+void ModelExecutor<T>::backward(int micro)
+{
+    Slot& s = *slots_.at(size_t(micro));
+    const std::int64_t n = std::int64_t(C_) * Ns_;
+    // The root unit is held across the whole backward (FSDP's root: gathered once, its gradient
+    // reduced once at the end; with one stage the tied embedding's gradient comes from the
+    // head first and the embedding last).
+    if (rootUnit_ >= 0) {
+        acquireWeights(rootUnit_);
+        acquireGrads(rootUnit_);
+    }
+    if (lastStage())
+        headBackward(s);
+    else
+        recv(ws_->dres, n, place_.next_stage);
+    for (int k = Ls_ - 1; k >= 0; --k)
+        layerBackward(k, s);
+    if (firstStage())
+        embedBackward(s);
+    else if constexpr (std::is_same_v<T, float>)
+        place_.comm->send(id_, place_.previous_stage, ws_->dres, size_t(n), e_);
+    if (rootUnit_ >= 0) {
+        releaseGrads(rootUnit_);
+        releaseWeights(rootUnit_);
+    }
+    s.buffer.release();
+}
+
+// ---------------------------------------------------------------- step
+
+// The tensor-parallel and pipeline sums: the norms' gradients under sequence parallelism (each
+// tp rank saw its own tokens) and the tied embedding's between the pipeline's ends.
+template <class T>
+void ModelExecutor<T>::sumAcrossTensorAndPipeline(bool whole)
+{
+    if (sp_) {
+        packed_.clear();
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
+            if (t.sp_partial)
+                packed_.insert(packed_.end(), p, p + n);
+        }, whole);
+        groups_.tp->allReduce(tpRank_, packed_.data(), packed_.size(), ReduceOp::Sum, e_);
+        size_t at = 0;
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
+            if (t.sp_partial) {
+                std::copy_n(packed_.data() + at, n, p);
+                at += size_t(n);
+            }
+        }, whole);
+    }
+    if (groups_.embedding && cfg_.tied_embeddings) {
+        const int rank = groups_.embedding->rankOf(id_);
+        forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
+            if (t.word_embedding)
+                groups_.embedding->allReduce(rank, p, size_t(n), ReduceOp::Sum, e_);
+        }, whole);
+    }
+}
+
+template <class T>
+double ModelExecutor<T>::reduceGradients()
+{
+    T* g = grads_.template as<T>();
+    // bf16 gradients: stored rounded once accumulated (ZeRO-2/3 round each reduced chunk).
+    if (zero_ < 2)
+        k_.round(g, P_);
+    // Megatron-LM's order where gradients are held whole (no ZeRO, ZeRO-1): the tensor-parallel
+    // and pipeline sums of whole tensors first, then the data-parallel reduction.
+    if (zero_ <= 1)
+        sumAcrossTensorAndPipeline(true);
+    const int dp = groupSize(groups_.dp);
+    // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
+    // first (the order a backward produces them, as PyTorch DDP does).
+    if (zero_ == 0 && dp > 1) {
+        const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(double(opts_.bucket_bytes) / e_));
+        for (std::int64_t end = P_; end > 0; end -= bucket) {
+            const std::int64_t begin = std::max<std::int64_t>(0, end - bucket);
+            groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin), ReduceOp::Sum, e_);
+        }
+    }
+    // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
+    // reduced: reduce-scatter over the shard group (then all-reduce the chunk over the
+    // replicas, HSDP), half the bytes of an all-reduce; the update all-gathers the weights.
+    if (zero_ == 1 && dp > 1)
+        for (size_t ui = units_.size(); ui-- > 0;) {
+            const ShardUnit& u = units_[ui];
+            groups_.shard->reduceScatter(shardRank_, g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
+            groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin, size_t(u.chunk_end - u.chunk_begin),
+                                       ReduceOp::Sum, e_);
+        }
+    // ZeRO-2/3 with HSDP: the accumulated shards are summed over the replicas, once per step.
+    if (zero_ >= 2 && groupSize(groups_.replica) > 1)
+        groups_.replica->allReduce(replicaIndex_, g, size_t(S_), ReduceOp::Sum, e_);
+    if (zero_ >= 2)
+        sumAcrossTensorAndPipeline(false);
+    // This device's share of the squared norm: every value of the model counted once.
+    const bool countsReplicas = zero_ >= 1 ? replicaIndex_ == 0 : dpRank_ == 0;
+    double sumSq = 0;
+    forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
+        if (countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0))
+            sumSq += sum_of_squares<T>(k_.pool(), p, n);
+    });
+    const double gc = zero_ >= 1 ? double(S_) : double(P_);
+    k_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * gc, gc * e_, 0});
+    return sumSq;
+}
+
+template <class T>
+void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, int step)
+{
+    T* w = weights_.template as<T>();
+    T* m = optimizer_.template as<T>();
+    T* v = m + S_;
+    const bool mixed = opts_.precision == PrecisionMode::BF16Mixed;
+    T* master = mixed ? m + 2 * S_ : nullptr;
+    WeightRounding rounding = WeightRounding::None;
+    if (opts_.precision == PrecisionMode::BF16RNE)
+        rounding = WeightRounding::Bf16NearestEven;
+    else if (opts_.precision == PrecisionMode::BF16SR)
+        rounding = WeightRounding::Bf16Stochastic;
+    // Stochastic rounding draws from (seed, step, index): a stream per device, reproducible.
+    const std::uint64_t seed = id_ == 0 ? opts_.seed : mix64(opts_.seed ^ (0x9E3779B97F4A7C15ull * std::uint64_t(id_)));
+    for (size_t ui = 0; ui < units_.size(); ++ui) {
+        const ShardUnit& u = units_[ui];
+        const std::int64_t lo = u.offset + u.chunk_begin, hi = u.offset + u.chunk_end;
+        for (int k = 0; k < u.tensors; ++k) {
+            const ShardTensor& t = tensors_[size_t(u.first_tensor + k)];
+            const std::int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.count);
+            if (b >= e)
+                continue;
+            const std::int64_t s = u.shard_offset + (b - lo);  // place in the optimizer (and ZeRO-3 weight) shard
+            adamw_update<T>(k_.pool(), zero_ >= 3 ? w + s : w + b, gradPointer(b, int(ui)), m + s, v + s,
+                            master ? master + s : nullptr, e - b, settings, t.decay, step, grad_scale, rounding, seed,
+                            std::uint64_t(b));
+        }
+    }
+    const double p = double(S_), ms = mixed ? 4 : 0;
+    k_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)});
+    if ((zero_ == 1 || zero_ == 2) && groups_.shard)
+        for (const ShardUnit& u : units_)
+            groups_.shard->allGather(shardRank_, w + u.offset, size_t(u.count), e_);
+    T* g = grads_.template as<T>();
+    std::fill(g, g + grads_.elements(), T(0));
+    k_.charge(KernelKind::Elementwise, {0, 0, double(grads_.elements()) * e_});
+}
+
+template <class T>
+void ModelExecutor<T>::injectNaN()
+{
+    weights_.template as<T>()[0] = std::numeric_limits<T>::quiet_NaN();
+}
+
+template <class T>
+void ModelExecutor<T>::exportParameters(T* full) const
+{
+    const T* w = weights_.template as<T>();
+    for (const ShardTensor& t : tensors_) {
+        const ShardUnit& u = units_[size_t(t.unit)];
+        for (const ParameterRun& run : t.runs)
+            for (std::int64_t i = 0; i < run.count; ++i) {
+                const std::int64_t li = t.offset + run.local_offset + i;
+                if (zero_ < 3)
+                    full[run.full_offset + i] = w[li];
+                else if (li >= u.offset + u.chunk_begin && li < u.offset + u.chunk_end)
+                    full[run.full_offset + i] = w[u.shard_offset + (li - u.offset - u.chunk_begin)];
+            }
+    }
+}
+
+template class ModelExecutor<float>;
+template class ModelExecutor<double>;
+
+} // namespace shardscope::engine

@@ -1,0 +1,225 @@
+// ModelExecutor: the one model the engine trains. A ModelConfig's blocks (ModelConfig.h)
+// as one device of a layout holds and computes them, for tensor, sequence and pipeline
+// parallelism and ZeRO, with the collectives that tie the shards together; the single
+// device is the same executor with every degree 1. Float for training (fp32 or the bf16
+// modes, emulated), double for gradient checks.
+//
+// Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, Section 3): tp rank r holds
+//   qkvw (C, qdt + 2 kvdt), qkvb   query heads [r NH/tp, ...) and kv heads [r NKV/tp, ...)
+//                                  of q, k and v (column split; Megatron's query groups)
+//   attprojw (qdt, C)              the matching input rows (row split); its bias is whole
+//   fcw (C, Ft) or (C, 2 Ft), fcb  columns [r Ft, ...) (of gate and of up: column split)
+//   fcprojw (Ft, C)                the matching input rows (row split); its bias is whole
+//   wte (C, V/tp), lm_head         vocabulary rows [r V/tp, ...) (vocab-parallel embedding,
+//                                  LM head and cross-entropy: max and sum-exp all-reduced)
+//   norms, wpe, biases of row-split products: replicated.
+// A row-split product yields a partial sum (C, N): all-reduce over tp (g), or with
+// sequence parallelism (Korthikanti et al. 2022) reduce-scatter into a token shard
+// (C, N/tp) where norms and residuals then run; before a column-split product the norm
+// output is all-gathered again (f), in forward and again in backward (only the shard is
+// saved). Tokens are split as the flat (b, t) columns of a micro-batch, in tp pieces.
+// Pipeline parallelism: stage s holds layers [s L/pp, (s+1) L/pp); stage 0 also wte and
+// wpe, the last stage the final norm and the head: with tied embeddings (pp > 1) a copy of
+// wte whose gradient is all-reduced with stage 0's (the embedding group).
+// Each micro-batch in flight owns an activation allocation, released after its backward:
+// the schedule's in-flight activations are what the allocator sees.
+// ZeRO (Rajbhandari et al. 2020) over the shard group of g devices: parameters are
+// grouped in units (the root: embeddings, final norm, head; then each layer); member k
+// owns chunk k of each unit.
+//   1: optimizer states of the owned chunks only; gradients reduce-scattered, each member
+//      updates its chunks, then the units are all-gathered.
+//   2: + gradients: a unit's gradient lives in a transient buffer while its backward
+//      runs, then is reduce-scattered into the owned chunks (and all-reduced over the
+//      replica group when g < dp, HSDP).
+//   3: + parameters: only the owned chunks persist; a unit is all-gathered into a
+//      transient buffer before each use and freed after.
+// Precision (device bytes per element e): fp32 4; bf16 modes 2 for weights, gradients,
+// activations and activation gradients, every stored tensor rounded to bf16 when
+// written; statistics, per-token losses and the vocabulary softmax fp32. Optimizer:
+// AdamW m, v fp32 (8 bytes a parameter), + 4 for fp32 master weights in bf16-mixed.
+//   bf16-mixed  fp32 master weights updated, weights = RNE(master)
+//   bf16-rne    weights = RNE(weights + update)   (small updates vanish)
+//   bf16-sr     weights = stochastic_round(weights + update), Trainium's approach;
+//               the random bits hash (seed, step, full-model index): the same on any layout.
+// Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
+// Vt = V/tp, T sequence, mb sequences per micro-batch, Nm = mb*T tokens, Ns = Nm/tp under
+// sequence parallelism (else Nm).
+#pragma once
+
+#include "AdamW.h"
+#include "Cluster.h"
+#include "Kernels.h"
+#include "ModelConfig.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardscope::engine {
+
+// Where a shard sits: its device, the layout's mesh and groups. On one device the groups
+// are null and nothing is communicated.
+struct ShardPlacement {
+    EmulatedDevice* device = nullptr;
+    Layout layout;
+    MeshPosition position;
+    DeviceGroups groups;
+    Communicator* comm = nullptr;
+    int previous_stage = -1, next_stage = -1;  // device ids of the pipeline neighbours
+};
+ShardPlacement placementIn(EmulatedCluster& cluster, int device);
+ShardPlacement singleDevice(EmulatedDevice& device, const Layout& layout);
+
+struct ExecutorOptions {
+    int micro_batch = 1;              // mb sequences
+    std::int64_t global_tokens = 1;   // tokens of the whole step (all replicas, micro-batches): the loss's mean
+    PrecisionMode precision = PrecisionMode::FP32;
+    std::uint64_t seed = 1;
+    double init_std = 0.02;
+    std::size_t bucket_bytes = 25u << 20;  // data-parallel gradient all-reduce buckets (PyTorch DDP's default)
+};
+
+// One contiguous run of a local tensor in the full model's flat parameter buffer.
+struct ParameterRun {
+    std::int64_t full_offset;
+    std::int64_t local_offset;  // from the local tensor's start
+    std::int64_t count;
+};
+
+struct ShardTensor {
+    std::string name;             // the full model's name ("h3.fcw")
+    TensorRole role = TensorRole::NormWeight;
+    std::int64_t offset = 0;      // in the device's local flat parameter space
+    std::int64_t count = 0;
+    bool decay = false;
+    bool tp_replicated = false;   // the same values on every tp rank
+    bool sp_partial = false;      // its gradient is a partial sum over token shards (SP norms)
+    bool tied_copy = false;       // the last stage's copy of wte (pp > 1, tied)
+    bool word_embedding = false;  // wte, or its copy
+    int unit = 0;
+    std::vector<ParameterRun> runs;
+};
+
+struct ShardUnit {
+    std::string name;             // "root" (the modules outside the layers), "h3"
+    std::int64_t offset = 0;      // local flat offset
+    std::int64_t count = 0;
+    int first_tensor = 0, tensors = 0;
+    std::int64_t chunk_begin = 0, chunk_end = 0;  // the owned chunk, relative to offset (ZeRO >= 1)
+    std::int64_t shard_offset = 0;                // the owned chunk's place in the shard buffers
+};
+
+// Layout rules against the model that the executor needs ("tp: 3 does not divide kv_heads 2").
+FieldErrors validateShardable(const ModelConfig& config, const Layout& layout, int micro_batch,
+                              const std::string& prefix = "layout.");
+
+template <class T>
+class ModelExecutor {
+public:
+    // Builds this device's shard (allocates on the device: throws DeviceOutOfMemory,
+    // leaving the device as it was) and initialises it with the full model's initial
+    // values (initializeParameters), so every layout starts where one device starts.
+    ModelExecutor(const ModelConfig& config, const ExecutorOptions& options, const ShardPlacement& placement);
+    ~ModelExecutor();
+    ModelExecutor(const ModelExecutor&) = delete;
+    ModelExecutor& operator=(const ModelExecutor&) = delete;
+
+    const ModelConfig& config() const { return cfg_; }
+    bool firstStage() const { return stage_ == 0; }
+    bool lastStage() const { return stage_ == stages_ - 1; }
+    std::int64_t localParameters() const { return P_; }
+    std::int64_t shardParameters() const { return S_; }
+    const std::vector<ShardTensor>& tensors() const { return tensors_; }
+    const std::vector<ShardUnit>& units() const { return units_; }
+
+    // One micro-batch forward. inputs/targets: Nm token ids in [0, V) (stage 0 reads
+    // inputs, the last stage targets). Stage > 0 receives its input from the previous
+    // stage; stage < last sends its output on. Returns the sum of the per-token losses on
+    // the last stage (0 elsewhere).
+    double forward(int micro, const int* inputs, const int* targets);
+    // Backward of micro-batch `micro` (its forward ran), gradients accumulated.
+    void backward(int micro);
+    // After the step's last backward: gradient reductions (DP buckets, SP, embedding
+    // group); returns this device's share of the gradient's squared norm (each value
+    // counted on exactly one device of the cluster).
+    double reduceGradients();
+    // AdamW on the owned part (grad_scale from clipping), then the ZeRO 1/2 all-gather;
+    // zeroes the gradients.
+    void update(const AdamWSettings& settings, double grad_scale, int step);
+
+    // Writes this device's values into the full flat parameter buffer (P values), the
+    // owned ZeRO-3 chunks only; with every device's contribution it is complete.
+    void exportParameters(T* full) const;
+    // Flat local views, for gradient checks on one device (ZeRO 0: local == full order).
+    T* localWeights();
+    T* localGrads();
+    // Fault injection for tests: makes this device's first weight NaN.
+    void injectNaN();
+
+private:
+    struct Layer;
+    struct Acts;
+    struct Slot;
+    struct Work;
+    void buildTables();
+    Layer bind(const T* base, int unit) const;
+    T* acquireWeights(int unit);
+    void releaseWeights(int unit);
+    T* acquireGrads(int unit);
+    void releaseGrads(int unit);
+    const T* gatherTokens(const T* shard, T* full);
+    T* reduceTokens(T* partial);
+    void carve(Slot& s, bool counting);
+    void layerForward(int k, Slot& s);
+    void attentionCore(const Acts& a, Slot& s);
+    void layerBackward(int k, Slot& s);
+    void embedForward(Slot& s, const int* inputs);
+    void embedBackward(Slot& s);
+    double headForward(Slot& s, const int* targets);
+    void headBackward(Slot& s);
+    const T* layerInput(const Slot& s, int local_layer) const;
+    T* gradPointer(std::int64_t local_index, int unit);
+    template <class F>
+    void forEachGradRange(F&& fn, bool whole = false);
+    void sumAcrossTensorAndPipeline(bool whole);
+    void send(const T* data, std::int64_t count);
+    void recv(T* data, std::int64_t count, int from);
+    int groupSize(const CommGroup* g) const { return g ? g->size() : 1; }
+
+    ModelConfig cfg_;
+    ExecutorOptions opts_;
+    ShardPlacement place_;
+    EmulatedDevice& dev_;
+    Kernels<T> k_;
+    const DeviceGroups& groups_;
+    int id_;
+    int tp_ = 1, tpRank_ = 0, stage_ = 0, stages_ = 1, dpRank_ = 0;
+    int zero_ = 0, shardRank_ = 0, replicaIndex_ = 0;
+    bool sp_ = false;
+    Recompute recompute_ = Recompute::None;
+    int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
+        mb_ = 0, L_ = 0, layer0_ = 0, Ls_ = 0;
+    std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
+    std::int64_t P_ = 0, S_ = 0;
+    double e_ = 4;
+    int rootUnit_ = -1, firstLayerUnit_ = 0;
+    std::int64_t wteAt_ = -1, wpeAt_ = -1, lnfAt_ = -1, headAt_ = -1;  // places inside the root unit
+    std::vector<ShardTensor> tensors_;
+    std::vector<ShardUnit> units_;
+    std::vector<int> positions_;  // Nm: each token's place in its sequence (RoPE)
+
+    DeviceBuffer weights_, grads_, optimizer_, workspace_;
+    std::vector<DeviceBuffer> heldWeights_, heldGrads_;
+    std::vector<int> weightUsers_, gradUsers_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    DeviceBuffer scratch_;
+    Work* ws_ = nullptr;
+    std::vector<T> stats_;   // vocab-parallel softmax scratch (3 Nm)
+    std::vector<T> packed_;  // SP norm gradients packed for one all-reduce
+};
+
+extern template class ModelExecutor<float>;
+extern template class ModelExecutor<double>;
+
+} // namespace shardscope::engine

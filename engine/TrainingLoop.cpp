@@ -1,0 +1,88 @@
+// The worker's step loop; see TrainingLoop.h.
+#include "TrainingLoop.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace shardscope::engine {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m)
+{
+    std::vector<PipelineOp> order;
+    if (schedule == PipelineSchedule::GPipe) {
+        for (int i = 0; i < m; ++i)
+            order.push_back({i, false});
+        for (int i = 0; i < m; ++i)
+            order.push_back({i, true});
+        return order;
+    }
+    const int warmup = std::min(p - s - 1, m);
+    int f = 0, b = 0;
+    for (; f < warmup; ++f)
+        order.push_back({f, false});
+    while (f < m) {
+        order.push_back({f++, false});
+        order.push_back({b++, true});
+    }
+    while (b < m)
+        order.push_back({b++, true});
+    return order;
+}
+
+void trainWorker(const WorkerContext& c, WorkerRecord& rec)
+{
+    const TrainRequest& request = *c.request;
+    const Layout& layout = request.layout;
+    ModelExecutor<float>& shard = *c.shard;
+    EmulatedDevice& dev = *c.device;
+    const MeshPosition& pos = c.position;
+    const int B = request.batch, T = request.model.seq;
+    const int perReplica = B / layout.dp;
+    const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches);
+    std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
+    auto notFinite = [&](int step, const std::string& what) {
+        return std::runtime_error(dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
+    };
+    for (int step = 1; step <= request.steps; ++step) {
+        if (c.checkpoint)
+            c.checkpoint();
+        if (c.fault.device == dev.id() && c.fault.step == step)
+            shard.injectNaN();
+        const auto t0 = Clock::now();
+        const double c0 = dev.clockSeconds();
+        // The global batch, as on one device; this replica takes rows [dp * B/dp, ...).
+        c.source->batch(step - 1, B, T, inputs.data(), targets.data());
+        double lossSum = 0;
+        for (const PipelineOp& op : order) {
+            const size_t row = size_t(pos.dp) * perReplica + size_t(op.micro) * layout.micro_batch;
+            if (op.backward) {
+                shard.backward(op.micro);
+                continue;
+            }
+            const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T);
+            if (!std::isfinite(l))
+                throw notFinite(step, "micro-batch " + std::to_string(op.micro) + ": the loss (" + std::to_string(l) + ")");
+            lossSum += l;
+        }
+        double reduced[2] = {shard.reduceGradients(), shard.lastStage() && pos.tp == 0 ? lossSum : 0.0};
+        if (c.world)
+            c.world->allReduce(dev.id(), reduced, 2);
+        const double norm = std::sqrt(reduced[0]);
+        if (!std::isfinite(norm))
+            throw notFinite(step, "the gradient norm");
+        const double scale = (request.grad_clip > 0 && norm > request.grad_clip) ? request.grad_clip / (norm + 1e-6) : 1.0;
+        shard.update(request.optimizer, scale, step);
+        rec.device_s.push_back(dev.clockSeconds() - c0);
+        rec.wall_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        rec.loss.push_back(reduced[1] / double(std::int64_t(B) * T));
+        rec.grad_norm.push_back(norm);
+        if (c.on_step && *c.on_step)
+            (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});
+    }
+    for (int k = 0; k < kMemoryCategories; ++k)
+        rec.resident[size_t(k)] = dev.allocator().currentBytes(MemoryCategory(k));
+}
+
+} // namespace shardscope::engine

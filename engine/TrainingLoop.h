@@ -1,0 +1,50 @@
+// The step loop one worker runs, the same on one device and on each device of an
+// emulated cluster: the pipeline schedule's forwards and backwards over this replica's
+// micro-batches, the gradient reductions, the step's one world all-reduce (squared
+// gradient norm and loss sum, so every device clips with the same global norm) and the
+// update. Internal to the trainers (Trainer.cpp, ClusterTrainer.cpp).
+#pragma once
+
+#include "ModelExecutor.h"
+#include "Trainer.h"
+
+#include <functional>
+#include <vector>
+
+namespace shardscope::engine {
+
+struct PipelineOp {
+    int micro;
+    bool backward;
+};
+
+// The op order of stage s of p with m micro-batches, by the same rules as the planner's
+// simulated schedule (planner/PipelineSchedule.cpp): GPipe runs all forwards then all
+// backwards; 1F1B runs p - s - 1 warm-up forwards, then one forward one backward, then
+// the remaining backwards (PipeDream-Flush).
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m);
+
+// What one worker records; written by its own thread only, read after the join.
+struct WorkerRecord {
+    std::vector<double> device_s, wall_s, loss, grad_norm;
+    std::array<double, kMemoryCategories> resident{};
+};
+
+struct WorkerContext {
+    const TrainRequest* request = nullptr;
+    const TokenSource* source = nullptr;
+    ModelExecutor<float>* shard = nullptr;
+    EmulatedDevice* device = nullptr;
+    MeshPosition position;
+    CommGroup* world = nullptr;          // null on one device
+    int micro_batches = 1;               // per replica and step
+    std::function<void()> checkpoint;    // called before each step: throws to stop (cancel)
+    FaultInjection fault;
+    const StepCallback* on_step = nullptr;  // called by this worker after each step when set
+};
+
+// Runs request->steps steps. Throws std::runtime_error naming the device, step and
+// micro-batch when a loss or the gradient norm is not finite.
+void trainWorker(const WorkerContext& c, WorkerRecord& record);
+
+} // namespace shardscope::engine

@@ -1,0 +1,439 @@
+// The model executor on one EmulatedDevice, for every block kind: parameter counts
+// against the published GPT-2 figure and core's ModelSpec formula; the allocator's
+// peak bytes per category against the sizes written out here from ModelExecutor.h;
+// whole-model gradient checks in double precision (GPT-2, Llama-style, GeGLU/MQA with
+// an independent head size, ReLU bidirectional); recomputation changes memory and
+// FLOPs but not the gradients; FLOPs against core's formula; bf16 storage; seeds;
+// out of memory reported by the run, which the process survives.
+#include "Bf16.h"
+#include "ModelExecutor.h"
+#include "ModelSpec.h"
+#include "Trainer.h"
+#include "Units.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <vector>
+
+using namespace shardscope;
+using namespace shardscope::engine;
+
+Q_DECLARE_METATYPE(shardscope::engine::PrecisionMode)
+Q_DECLARE_METATYPE(shardscope::Recompute)
+Q_DECLARE_METATYPE(shardscope::engine::ModelConfig)
+
+namespace {
+
+DeviceProfile roomyProfile(double capacity = 1e12)
+{
+    DeviceProfile p;
+    p.name = "test";
+    p.memory_bytes = capacity;
+    p.peak_flops_fp32 = 1e12;
+    p.peak_flops_bf16 = 4e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
+ModelSpec specOf(const ModelConfig& c)
+{
+    ModelSpec m;
+    m.name = "engine-model";
+    m.family = ModelFamily::DecoderOnly;
+    m.layers = c.layers;
+    m.hidden = c.hidden;
+    m.heads = c.heads;
+    m.kv_heads = c.kvHeads();
+    m.head_dim = c.headDim();
+    m.ffn_hidden = c.ffn();
+    m.mlp = c.mlp;
+    m.vocab = c.vocab;
+    m.max_seq = c.seq;
+    m.positions = c.positions;
+    m.norm = c.norm;
+    m.bias = c.bias;
+    m.tied_embeddings = c.tied_embeddings;
+    m.final_norm = true;
+    return m;
+}
+
+// Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
+ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.kv_heads = NKV;
+    c.ffn_hidden = F;
+    c.mlp = MlpKind::SwiGlu;
+    c.norm = NormKind::RmsNorm;
+    c.positions = PositionKind::Rotary;
+    c.rope_base = 500000;
+    c.bias = false;
+    c.tied_embeddings = false;
+    return c;
+}
+
+// GeGLU, MQA and a head size that is not hidden / heads; LayerNorm, biases, tied.
+ModelConfig gegluMqa(int L, int C, int NH, int hd, int F, int V, int T)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.kv_heads = 1;
+    c.head_dim = hd;
+    c.ffn_hidden = F;
+    c.mlp = MlpKind::GeGlu;
+    c.positions = PositionKind::Rotary;
+    return c;
+}
+
+// ReLU, bidirectional attention, RMSNorm with learned positions.
+ModelConfig reluEncoder(int L, int C, int NH, int V, int T)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.mlp = MlpKind::Relu;
+    c.norm = NormKind::RmsNorm;
+    c.norm_eps = 1e-6;
+    c.causal = false;
+    return c;
+}
+
+// Deterministic tokens for a batch.
+void tokens(int B, int T, int V, std::uint64_t seed, std::vector<int>& in, std::vector<int>& tg)
+{
+    MarkovSource src(V, seed);
+    in.resize(size_t(B) * T);
+    tg.resize(size_t(B) * T);
+    src.batch(0, B, T, in.data(), tg.data());
+}
+
+Layout oneDevice(int micro_batch, Recompute recompute = Recompute::None)
+{
+    Layout l;
+    l.micro_batch = micro_batch;
+    l.recompute = recompute;
+    return l;
+}
+
+ExecutorOptions optionsFor(int B, int T, PrecisionMode p = PrecisionMode::FP32)
+{
+    ExecutorOptions o;
+    o.micro_batch = B;
+    o.global_tokens = std::int64_t(B) * T;
+    o.precision = p;
+    return o;
+}
+
+} // namespace
+
+class TstEngineModel : public QObject {
+    Q_OBJECT
+
+private slots:
+    void parameterCount()
+    {
+        // GPT-2 small (124M): 124,439,808 parameters with its 1024-position table (Radford et al. 2019,
+        // as counted by HF transformers with the tied head).
+        QCOMPARE(engine::parameterCount(ModelConfig{12, 768, 12, 50257, 1024}), std::int64_t(124'439'808));
+        // Llama 2 7B at its published size: 6,738,415,616 parameters (HF transformers' count).
+        QCOMPARE(engine::parameterCount(llamaLike(32, 4096, 32, 32, 11008, 32000, 4096)), std::int64_t(6'738'415'616));
+        for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
+                                     llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
+                                     reluEncoder(2, 16, 2, 21, 5)})
+            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+        EmulatedDevice d(0, roomyProfile());
+        const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
+        ModelExecutor<float> m(cfg, optionsFor(1, 7), singleDevice(d, oneDevice(1)));
+        QCOMPARE(m.localParameters(), engine::parameterCount(cfg));
+        std::int64_t sum = 0;
+        for (const ShardTensor& t : m.tensors())
+            sum += t.count;
+        QCOMPARE(sum, m.localParameters());
+    }
+
+    void invalidConfigsAreNamed()
+    {
+        const FieldErrors e = validate(ModelConfig{2, 64, 5, 10, 8});
+        QCOMPARE(e.size(), size_t(1));
+        QCOMPARE(e[0].path, std::string("heads"));
+        QVERIFY(e[0].message.find("does not divide hidden 64") != std::string::npos);
+        QCOMPARE(validate(ModelConfig{0, 64, 4, 0, 8}).size(), size_t(2));  // layers and vocab
+        ModelConfig gqa = llamaLike(2, 64, 4, 3, 128, 16, 8);
+        const FieldErrors g = validate(gqa);
+        QCOMPARE(g.size(), size_t(1));
+        QCOMPARE(g[0].path, std::string("kv_heads"));
+        ModelConfig odd = gegluMqa(2, 24, 4, 5, 40, 33, 6);  // RoPE needs an even head size
+        QCOMPARE(validate(odd).at(0).path, std::string("head_dim"));
+        EmulatedDevice d(0, roomyProfile());
+        QVERIFY_THROWS_EXCEPTION(InputError, ModelExecutor<float>(ModelConfig{2, 64, 5, 10, 8}, optionsFor(1, 8),
+                                                                  singleDevice(d, oneDevice(1))));
+        // tp must divide the key/value heads (Megatron-LM's query groups).
+        Layout tp4;
+        tp4.tp = 4;
+        const FieldErrors s = validateShardable(llamaLike(2, 64, 8, 2, 128, 16, 8), tp4, 1);
+        QCOMPARE(s.size(), size_t(1));
+        QVERIFY2(s[0].path == "layout.tp" && s[0].message.find("kv_heads 2") != std::string::npos, s[0].message.c_str());
+    }
+
+    void memoryPeaksAreExact_data()
+    {
+        QTest::addColumn<PrecisionMode>("precision");
+        QTest::addColumn<Recompute>("recompute");
+        QTest::addColumn<bool>("llama");
+        for (bool llama : {false, true})
+            for (PrecisionMode p : {PrecisionMode::FP32, PrecisionMode::BF16Mixed, PrecisionMode::BF16RNE, PrecisionMode::BF16SR})
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+                    QTest::newRow(qPrintable(QString("%1 %2 recompute=%3")
+                                                 .arg(llama ? "llama" : "gpt2")
+                                                 .arg(toString(p))
+                                                 .arg(shardscope::toString(r))))
+                        << p << r << llama;
+    }
+    void memoryPeaksAreExact()
+    {
+        QFETCH(PrecisionMode, precision);
+        QFETCH(Recompute, recompute);
+        QFETCH(bool, llama);
+        const std::int64_t L = 3, C = 16, NH = 4, V = 37, T = 8, B = 3, N = B * T;
+        // GPT-2: MHA, F = 4C, LayerNorm (2 statistics), biases, learned positions, tied.
+        // Llama-like: 2 kv heads, F = 40 gated (2F in, F out), RMSNorm (1 statistic), no biases, untied.
+        const std::int64_t NKV = llama ? 2 : NH, hd = C / NH, qd = NH * hd, kvd = NKV * hd, F = llama ? 40 : 4 * C;
+        const std::int64_t Fin = llama ? 2 * F : F;
+        const ModelConfig cfg = llama ? llamaLike(int(L), int(C), int(NH), int(NKV), int(F), int(V), int(T))
+                                      : ModelConfig{int(L), int(C), int(NH), int(V), int(T)};
+        // P written out: embeddings, per layer norms, qkv, projection, MLP, then the final norm and head.
+        const std::int64_t normP = llama ? C : 2 * C;
+        const std::int64_t layerP = 2 * normP + C * (qd + 2 * kvd) + qd * C + C * Fin + F * C +
+                                    (llama ? 0 : (qd + 2 * kvd) + C + Fin + C);
+        const std::int64_t P = V * C + (llama ? 0 : T * C) + L * layerP + normP + (llama ? V * C : 0);
+        QCOMPARE(engine::parameterCount(cfg), P);
+        const double e = precision == PrecisionMode::FP32 ? 4 : 2;
+        const double master = precision == PrecisionMode::BF16Mixed ? 4 : 0;
+
+        // Saved activations, element counts: per layer ln1, qkv, att, atty, res2, ln2, fch, fchg, res3.
+        const std::int64_t att = NH * T * T * B;
+        const std::int64_t perLayer = C * N + (qd + 2 * kvd) * N + att + qd * N + C * N + C * N + Fin * N + F * N + C * N;
+        const std::int64_t global = C * N + C * N;  // the embedding (the first layer's input), lnf
+        const std::int64_t normStats = llama ? N : 2 * N;  // RMSNorm keeps rstd only
+        // fp32 whatever the precision: the norms' statistics, the vocabulary softmax, the losses.
+        const std::int64_t globalStats = V * N + normStats + N;
+        std::int64_t tensors = 0, stats = 0;
+        switch (recompute) {
+        case Recompute::None: tensors = L * perLayer + global; stats = L * 2 * normStats + globalStats; break;
+        case Recompute::Selective: tensors = L * (perLayer - att) + att + global; stats = L * 2 * normStats + globalStats; break;
+        case Recompute::Full: tensors = L * C * N + (perLayer - C * N) + global; stats = 2 * normStats + globalStats; break;
+        }
+        // Workspace: the tp partial sum, the residual gradient, the MLP gradients (gated: two), dqkv, datty, datt.
+        const std::int64_t workspace = C * N + C * N + Fin * N + (llama ? F * N : 0) + (qd + 2 * kvd) * N + qd * N + att;
+
+        EmulatedDevice d(0, roomyProfile());
+        {
+            ModelExecutor<float> m(cfg, optionsFor(int(B), int(T), precision), singleDevice(d, oneDevice(int(B), recompute)));
+            std::vector<int> in, tg;
+            tokens(int(B), int(T), int(V), 5, in, tg);
+            m.forward(0, in.data(), tg.data());
+            m.backward(0);
+            m.reduceGradients();
+            m.update(AdamWSettings{}, 1.0, 1);
+        }
+        const DeviceAllocator& a = d.allocator();
+        QCOMPARE(a.peakBytes(MemoryCategory::Weights), double(P) * e);
+        QCOMPARE(a.peakBytes(MemoryCategory::Gradients), double(P) * e);
+        QCOMPARE(a.peakBytes(MemoryCategory::Optimizer), double(P) * (8 + master));
+        QCOMPARE(a.peakBytes(MemoryCategory::Activations), double(tensors) * e + double(stats) * 4);
+        QCOMPARE(a.peakBytes(MemoryCategory::Workspace), double(workspace) * e);
+        QCOMPARE(a.peakTotalBytes(), double(P) * (2 * e + 8 + master) + double(tensors) * e + double(stats) * 4 +
+                                         double(workspace) * e);
+        QCOMPARE(a.usedBytes(), 0.0);  // everything returned when the model went away
+    }
+
+    void wholeModelGradientCheck_data()
+    {
+        QTest::addColumn<ModelConfig>("config");
+        QTest::newRow("gpt2") << ModelConfig{2, 8, 2, 11, 5};
+        QTest::newRow("llama: rmsnorm swiglu rope gqa untied no-bias") << llamaLike(2, 16, 4, 2, 24, 11, 5);
+        QTest::newRow("geglu mqa head_dim 6 tied bias") << gegluMqa(2, 12, 3, 6, 20, 11, 5);
+        QTest::newRow("relu bidirectional rmsnorm learned") << reluEncoder(2, 8, 2, 11, 5);
+    }
+    void wholeModelGradientCheck()
+    {
+        // Double precision, every parameter, central differences of the mean loss.
+        QFETCH(ModelConfig, config);
+        const int B = 2, T = config.seq;
+        EmulatedDevice d(0, roomyProfile());
+        ExecutorOptions o = optionsFor(B, T);
+        o.init_std = 0.3;  // gradients well away from zero everywhere
+        o.seed = 3;
+        ModelExecutor<double> m(config, o, singleDevice(d, oneDevice(B)));
+        std::vector<int> in, tg;
+        tokens(B, T, config.vocab, 9, in, tg);
+        const double tokensN = double(B) * T;
+        m.forward(0, in.data(), tg.data());
+        m.backward(0);
+        const std::int64_t P = m.localParameters();
+        const std::vector<double> analytic(m.localGrads(), m.localGrads() + P);
+        double* w = m.localWeights();
+        double worst = 0, largest = 0;
+        const double h = 1e-5;
+        for (std::int64_t i = 0; i < P; ++i) {
+            const double old = w[i];
+            w[i] = old + h;
+            const double lp = m.forward(0, in.data(), tg.data()) / tokensN;
+            w[i] = old - h;
+            const double lm = m.forward(0, in.data(), tg.data()) / tokensN;
+            w[i] = old;
+            const double numeric = (lp - lm) / (2 * h);
+            worst = std::max(worst, std::fabs(numeric - analytic[size_t(i)]) / std::max(1e-3, std::fabs(numeric)));
+            largest = std::max(largest, std::fabs(numeric));
+        }
+        QVERIFY2(worst < 1e-5, qPrintable(QString("worst relative error %1").arg(worst)));
+        QVERIFY(largest > 1e-2);  // the check saw real gradients
+        // Every tensor receives gradient (wiring: head, positions, every layer).
+        for (const ShardTensor& t : m.tensors()) {
+            double s = 0;
+            for (std::int64_t i = 0; i < t.count; ++i)
+                s += std::fabs(analytic[size_t(t.offset + i)]);
+            QVERIFY2(s > 0, t.name.c_str());
+        }
+    }
+
+    void recomputationKeepsGradients()
+    {
+        for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6)}) {
+            std::vector<int> in, tg;
+            tokens(2, 6, 23, 4, in, tg);
+            std::vector<std::vector<double>> grads;
+            std::vector<double> losses;
+            for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                EmulatedDevice d(0, roomyProfile(), 2);
+                ExecutorOptions o = optionsFor(2, 6);
+                o.init_std = 0.2;
+                ModelExecutor<double> m(cfg, o, singleDevice(d, oneDevice(2, r)));
+                losses.push_back(m.forward(0, in.data(), tg.data()));
+                m.backward(0);
+                grads.emplace_back(m.localGrads(), m.localGrads() + m.localParameters());
+            }
+            for (size_t k = 1; k < grads.size(); ++k) {
+                QCOMPARE(losses[k], losses[0]);
+                double diff = 0;
+                for (size_t i = 0; i < grads[0].size(); ++i)
+                    diff = std::max(diff, std::fabs(grads[k][i] - grads[0][i]));
+                QVERIFY2(diff < 1e-12, qPrintable(QString("mode %1: %2").arg(k).arg(diff)));
+            }
+        }
+    }
+
+    void flopsMatchCoreFormula_data()
+    {
+        QTest::addColumn<Recompute>("recompute");
+        QTest::addColumn<bool>("llama");
+        for (bool llama : {false, true}) {
+            QTest::newRow(llama ? "llama none" : "gpt2 none") << Recompute::None << llama;
+            QTest::newRow(llama ? "llama selective" : "gpt2 selective") << Recompute::Selective << llama;
+            QTest::newRow(llama ? "llama full" : "gpt2 full") << Recompute::Full << llama;
+        }
+    }
+    void flopsMatchCoreFormula()
+    {
+        QFETCH(Recompute, recompute);
+        QFETCH(bool, llama);
+        const ModelConfig cfg = llama ? llamaLike(2, 32, 4, 2, 88, 41, 12) : ModelConfig{2, 32, 4, 41, 12};
+        const int B = 3;
+        const double N = B * cfg.seq;
+        // Products of one step: forward + backward (twice the forward) = 3x core's forward FLOPs;
+        // full recomputation adds the layers' forward again (all but the logits), selective the
+        // attention core: scores and attention over V (2 x 2*T*qd per token and layer).
+        const double forward = double(forwardFlopsPerToken(specOf(cfg), cfg.seq)) * N;
+        const double layersForward = forward - 2.0 * cfg.hidden * cfg.vocab * N;
+        double expected = 3 * forward;
+        if (recompute == Recompute::Full)
+            expected += layersForward;
+        if (recompute == Recompute::Selective)
+            expected += double(cfg.layers) * 2 * 2.0 * cfg.seq * cfg.qDim() * N;
+        EmulatedDevice d(0, roomyProfile());
+        ModelExecutor<float> m(cfg, optionsFor(B, cfg.seq), singleDevice(d, oneDevice(B, recompute)));
+        std::vector<int> in, tg;
+        tokens(B, cfg.seq, cfg.vocab, 1, in, tg);
+        m.forward(0, in.data(), tg.data());
+        m.backward(0);
+        m.reduceGradients();
+        m.update(AdamWSettings{}, 1.0, 1);
+        const DeviceCounters& c = d.counters();
+        QCOMPARE(c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)], expected);
+        QVERIFY(d.clockSeconds() > 0);
+        QVERIFY(c.bytes_read > 0 && c.bytes_written > 0);
+    }
+
+    void bf16ModesStoreBf16Values()
+    {
+        for (const ModelConfig& cfg : {ModelConfig{2, 16, 2, 19, 6}, llamaLike(2, 16, 4, 2, 24, 19, 6)})
+            for (PrecisionMode p : {PrecisionMode::BF16Mixed, PrecisionMode::BF16RNE, PrecisionMode::BF16SR}) {
+                EmulatedDevice d(0, roomyProfile());
+                ModelExecutor<float> m(cfg, optionsFor(2, 6, p), singleDevice(d, oneDevice(2)));
+                std::vector<int> in, tg;
+                tokens(2, 6, 19, 2, in, tg);
+                m.forward(0, in.data(), tg.data());
+                m.backward(0);
+                m.reduceGradients();
+                for (std::int64_t i = 0; i < m.localParameters(); ++i)
+                    QCOMPARE(m.localGrads()[i], roundToBf16NearestEven(m.localGrads()[i]));
+                m.update(AdamWSettings{1e-2, 0.9, 0.95, 1e-8, 0.1}, 1.0, 1);
+                for (std::int64_t i = 0; i < m.localParameters(); ++i)
+                    QCOMPARE(m.localWeights()[i], roundToBf16NearestEven(m.localWeights()[i]));
+            }
+    }
+
+    void sameSeedSameLosses()
+    {
+        TrainRequest r;
+        r.model = llamaLike(2, 32, 4, 2, 64, 29, 16);
+        r.batch = 4;
+        r.steps = 6;
+        r.seed = 42;
+        r.layout.micro_batch = 2;
+        auto losses = [&](const TrainRequest& req, int threads) {
+            EmulatedDevice d(0, roomyProfile(), threads);
+            const auto src = makeTokenSource(req);
+            return runTraining(req, *src, d).losses();
+        };
+        const std::vector<double> a = losses(r, 2);
+        QCOMPARE(a.size(), size_t(6));
+        QCOMPARE(losses(r, 1), a);  // bitwise, whatever the thread count
+        r.precision = PrecisionMode::BF16SR;
+        const std::vector<double> sr = losses(r, 2);
+        QCOMPARE(losses(r, 1), sr);
+        r.precision = PrecisionMode::FP32;
+        r.seed = 43;
+        QVERIFY(losses(r, 2) != a);
+    }
+
+    void outOfMemoryIsReportedAndSurvived()
+    {
+        TrainRequest r;
+        r.model = ModelConfig{2, 32, 4, 29, 16};
+        r.batch = 4;
+        r.steps = 2;
+        const double P = double(engine::parameterCount(r.model));
+        // Weights and gradients fit (8P bytes), AdamW's two moments (8P more) do not.
+        EmulatedDevice d(7, roomyProfile(12 * P));
+        const auto src = makeTokenSource(r);
+        const Measurement m = runTraining(r, *src, d);
+        QVERIFY(m.error.has_value());
+        QCOMPARE(m.error->device, 7);
+        const QString msg = QString::fromStdString(m.error->message);
+        QVERIFY2(msg.contains("device 7 (test)") && msg.contains("optimizer") && msg.contains("requested") &&
+                     msg.contains("free"),
+                 qPrintable(msg));
+        QVERIFY2(msg.contains(QString::fromStdString(formatCount(std::int64_t(8 * P)))), qPrintable(msg));
+        QVERIFY(m.steps.empty());
+        QCOMPARE(m.devices.size(), size_t(1));
+        QCOMPARE(m.devices[0].memory_peak_bytes[size_t(MemoryCategory::Weights)], 4 * P);
+        QCOMPARE(d.allocator().usedBytes(), 0.0);
+        // The same device runs a model that fits.
+        r.model = ModelConfig{1, 8, 2, 29, 4};
+        const Measurement ok = runTraining(r, *src, d);
+        QVERIFY(!ok.error);
+        QCOMPARE(ok.steps.size(), size_t(2));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstEngineModel)
+#include "tst_engine_model.moc"
