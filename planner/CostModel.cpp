@@ -7,9 +7,11 @@
 //  [Z20] Rajbhandari et al., "ZeRO", SC'20: model-state memory and ZeRO communication volume.
 //  formulas.md "Collectives": ring alpha-beta costs (Collectives.h).
 #include "CostModel.h"
+
 #include "ActivationMemory.h"
 #include "Collectives.h"
 #include "ModelStateMemory.h"
+#include "OpConventions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -403,34 +405,37 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
 
-    // ---- vector (non-matmul) FLOPs per micro-batch, per element: LayerNorm 8 forward and 14
-    // backward (RMSNorm 5 and 9), GeLU 10 and 16 (tanh form; SiLU 5 and 8; ReLU 1 and 1; a gated
-    // MLP adds its product, 1 and 2), the bias and residual adds after each output projection
-    // (2, a separate pass after the tensor-parallel reduction), the vocabulary softmax with
-    // cross-entropy 5 and 2, the embedding sum 1 and its gradient 2. The attention softmax is
-    // counted with the attention products (fused). These are the engine's counts too. ----
+    // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
+    // engine charges the same table): the norms, the MLP's activation (a gated MLP with its
+    // product), rotary positions on q and k, the residual add after each output projection
+    // (with its bias, 2; a separate pass after the tensor-parallel reduction), the vocabulary
+    // softmax with cross-entropy, the embedding sum (with learned positions) and its gradient.
+    // The attention softmax is counted with the attention products (fused). ----
     {
-        const bool layerNorm = model.norm == NormKind::LayerNorm;
-        const double normF = layerNorm ? 8 : 5, normB = layerNorm ? 14 : 9;
-        double actF = 10, actB = 16;
-        if (model.mlp == MlpKind::Relu)
-            actF = actB = 1;
-        else if (model.mlp == MlpKind::SwiGlu)
-            actF = 5, actB = 8;
-        if (gatedMlp(model.mlp))
-            actF += 1, actB += 2;
+        const ops::ElementFlops norm = ops::norm(model.norm), act = ops::mlpActivation(model.mlp);
         const double Ts = T / (l.sequence_parallel ? D.t : 1.0);
         const double ffn = routed * D.f_local;
+        const double add = model.bias ? ops::kBiasResidualAdd : 1;
+        // RoPE rotates every query and key head of this tp rank, over the micro-batch's tokens.
+        const double rope = model.positions == PositionKind::Rotary
+                                ? T * (double(model.qDim()) + double(model.kvDim())) / D.t : 0.0;
         auto layerForward = [&](double norms, double projections) {
-            return norms * normF * h * Ts + actF * ffn + projections * 2 * h * Ts;
+            return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
+                   ops::kRope.forward * rope;
+        };
+        auto layerBackward = [&](double norms) {
+            return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope;
         };
         const double forward = nEnc * layerForward(2, 2) + nDec * layerForward(3, 3);
-        const double backward = nEnc * (2 * normB * h * Ts + actB * ffn) + nDec * (3 * normB * h * Ts + actB * ffn);
+        const double backward = nEnc * layerBackward(2) + nDec * layerBackward(3);
         sc.vector_flops_mb = forward + backward + (l.recompute == Recompute::Full ? forward : 0.0);
-        if (firstStage)
-            sc.vector_flops_mb += 3 * h * T;  // embedding sum, and its gradient
+        if (firstStage) {
+            const bool learned = model.positions == PositionKind::Learned;
+            sc.vector_flops_mb += ((learned ? ops::kEmbedding.forward : 0) + (learned ? 2 : 1)) * h * T;
+        }
         if (lastStage)
-            sc.vector_flops_mb += (model.final_norm ? (normF + normB) * h * Ts : 0.0) + (5 + 2) * D.V_local * T;
+            sc.vector_flops_mb += (model.final_norm ? (norm.forward + norm.backward) * h * Ts : 0.0) +
+                                  (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * D.V_local * T;
     }
     if (lastStage) {
         // Kept per micro-batch from the head's forward to its backward: the final norm's input

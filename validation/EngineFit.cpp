@@ -121,7 +121,7 @@ EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const Valida
         const bool hold = every > 0 && i % every == every - 1;
         (hold ? held : fit).push_back(&r);
         (hold ? out.holdout_cases : out.fit_cases).push_back(r.c.name);
-        if (r.c.host.known() && measured(r, "wall_step_time_s") > 0) {
+        if (wallClockComparable(r.c) && measured(r, "wall_step_time_s") > 0) {
             (hold ? wallHeld : wallFit).push_back(&r);
             (hold ? out.wall.holdout_cases : out.wall.fit_cases).push_back(r.c.name);
         }

@@ -37,6 +37,10 @@ struct MetricComparison {
     double measured = 0;
     double rel_error = 0;    // predicted / measured - 1 (0 when both are 0)
     int worst_device = -1;   // the device measured for the comparison
+    // False: a measurement without a prediction to compare (predicted and rel_error NaN): the
+    // host wall clock of an emulation whose device threads outnumber the cores is what the
+    // emulation took, not a prediction error.
+    bool compared = true;
 };
 
 struct ValidationResult {
@@ -51,6 +55,11 @@ struct ValidationResult {
     std::string cost_model;  // the name of the cost-model terms that priced it
     const MetricComparison* metric(const std::string& name) const;
 };
+
+// Whether the case's host wall clock is compared with a prediction: the host's profile is known
+// and it has a core for every device's worker thread (more threads measure the oversubscribed
+// host, not the model).
+bool wallClockComparable(const ValidationCase& c);
 
 // The metric names, in report order (the contract).
 const std::vector<std::string>& validationMetrics();

@@ -7,6 +7,8 @@
 
 #include <QJsonArray>
 
+#include <limits>
+
 namespace shardscope {
 
 namespace {
@@ -143,9 +145,13 @@ ValidationResult validationResultFromJson(const QJsonObject& storedCase, const s
     const QJsonObject metrics = storedCase.value(QLatin1String("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it) {
         const QJsonObject m = it.value().toObject();
-        r.metrics.push_back({it.key().toStdString(), m.value(QLatin1String("predicted")).toDouble(),
-                             m.value(QLatin1String("measured")).toDouble(), m.value(QLatin1String("rel_error")).toDouble(),
-                             m.value(QLatin1String("worst_device")).toInt(-1)});
+        // A measurement stored without a prediction (compared false, predicted null) stays one.
+        const bool compared = m.value(QLatin1String("compared")).toBool(true);
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        const QJsonValue error = m.value(QLatin1String("rel_error"));
+        r.metrics.push_back({it.key().toStdString(), compared ? m.value(QLatin1String("predicted")).toDouble() : nan,
+                             m.value(QLatin1String("measured")).toDouble(), error.isDouble() ? error.toDouble() : nan,
+                             m.value(QLatin1String("worst_device")).toInt(-1), compared});
     }
     return r;
 }

@@ -53,8 +53,9 @@ void printCase(std::ostream& o, const ValidationResult& r)
         auto show = [&](double v) {
             return bytes ? formatBytes(v) : seconds ? formatDuration(v) : formatSi(v, "FLOP");
         };
-        std::snprintf(line, sizeof line, "  %-20s %14s %14s %9s  %s\n", m.metric.c_str(), show(m.predicted).c_str(),
-                      show(m.measured).c_str(), percent(m.rel_error).c_str(),
+        std::snprintf(line, sizeof line, "  %-20s %14s %14s %9s  %s\n", m.metric.c_str(),
+                      m.compared ? show(m.predicted).c_str() : "-", show(m.measured).c_str(),
+                      m.compared ? percent(m.rel_error).c_str() : "took",
                       m.worst_device >= 0 ? std::to_string(m.worst_device).c_str() : "all");
         o << line;
     }
@@ -77,7 +78,11 @@ void printSuite(std::ostream& o, const std::vector<ValidationResult>& results)
         nameWidth = std::max(nameWidth, results[i].c.name.size());
         for (size_t k = 0; k < metrics.size() && results[i].error.empty(); ++k) {
             const MetricComparison* m = results[i].metric(metrics[k]);
-            cells[i].push_back(m ? percent(m->rel_error) : "-");
+            // A measurement without a prediction (the emulation's wall time on a shared host): what it took.
+            std::string cell = !m ? "-" : m->compared ? percent(m->rel_error) : "(";
+            if (m && !m->compared)  // appended: GCC 12 warns (-Wrestrict) on "(" + string
+                cell.append(formatDuration(m->measured)).append(")");
+            cells[i].push_back(cell);
             width[k] = std::max(width[k], cells[i].back().size());
         }
     }

@@ -315,8 +315,11 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     for (const MetricComparison& m : result.metrics) {
         const int row = metrics_->rowCount();
         metrics_->insertRow(row);
-        const QString err = std::isfinite(m.rel_error) ? QStringLiteral("%1%").arg(100 * m.rel_error, 0, 'f', 1) : tr("n/a");
-        const QStringList cells{q(m.metric), valueText(m, m.predicted), valueText(m, m.measured), err,
+        const QString err = !m.compared ? tr("emulation time, not predicted")
+                            : std::isfinite(m.rel_error) ? QStringLiteral("%1%").arg(100 * m.rel_error, 0, 'f', 1)
+                                                         : tr("n/a");
+        const QStringList cells{q(m.metric), m.compared ? valueText(m, m.predicted) : QStringLiteral("—"),
+                                valueText(m, m.measured), err,
                                 m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
         // Where the model is known to differ, the row says which term (tooltip).
         const QString why = q(explainDifference(result, m.metric));
