@@ -13,6 +13,10 @@
 #include "ModelDialog.h"
 #include "ModelSpec.h"
 #include "Units.h"
+#include "Device.h"
+#include "RunHistory.h"
+#include "Validation.h"
+#include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -42,6 +46,9 @@
 #include <QThreadPool>
 #include <QTreeWidget>
 #include <QValueAxis>
+#include <QAbstractBarSeries>
+#include <QBarSet>
+#include <QXYSeries>
 
 #include <algorithm>
 #include <cmath>
@@ -84,6 +91,43 @@ private:
             if (t->item(r, 0) && t->item(r, 0)->text() == name)
                 return r;
         return -1;
+    }
+
+    // One case of the validation suite trained for real on the suite's emulated device.
+    ValidationResult runSuiteCase(const std::string& name, int steps) const
+    {
+        const engine::DeviceProfile device = engine::profileFromChip(store_->specs().chip(kSuiteChip), kSuiteChipScale);
+        for (const ValidationCase& c : validationSuite(device, steps))
+            if (c.name == name)
+                return runValidation(c);
+        return {};
+    }
+
+    // Stored as the Validate page and the CLI store a run.
+    int storeRun(const std::vector<ValidationResult>& results, const std::string& name) const
+    {
+        QJsonObject doc = validationDocument(results);
+        addLossCurves(doc, results);
+        doc.insert("cost_model", QStringLiteral("default"));
+        return store_->runs().storeValidationRun(name, doc);
+    }
+
+    static int historyRow(const QTableWidget* history, int id)
+    {
+        for (int r = 0; r < history->rowCount(); ++r)
+            if (history->item(r, 0) && history->item(r, 0)->text() == QString::number(id))
+                return r;
+        return -1;
+    }
+
+    // The cell of a metric's row under a header, or a null string.
+    static QString cell(const QTableWidget* t, const QString& metric, const QString& header)
+    {
+        const int metricColumn = column(t, QStringLiteral("metric")), c = column(t, header);
+        for (int r = 0; r < t->rowCount(); ++r)
+            if (t->item(r, metricColumn)->text() == metric)
+                return c >= 0 && t->item(r, c) ? t->item(r, c)->text() : QString();
+        return {};
     }
 
     // The value column of the details row named `field`, or a null string.
@@ -478,6 +522,117 @@ private slots:
         setup->reloadCatalog();
         QCOMPARE(compare->selectedItems().size(), qsizetype(1));
         QCOMPARE(compare->selectedItems().front()->text(), QStringLiteral("gaudi3-8"));
+    }
+
+    // The run history: double-click (or Enter on) a row opens that stored run, its metrics, error
+    // chart and loss curve; two rows selected are compared side by side, metric by metric.
+    void historyRowsOpenAndCompare()
+    {
+        const ValidationResult single = runSuiteCase("single device", 3), zero1 = runSuiteCase("ZeRO-1", 4),
+                               tp = runSuiteCase("tensor parallel", 3);
+        for (const ValidationResult* r : {&single, &zero1, &tp}) {
+            QVERIFY2(r->error.empty() && !r->metrics.empty(), r->error.c_str());
+            QVERIFY(!r->measurement.steps.empty());
+        }
+        const int a = storeRun({single}, "single device"), b = storeRun({zero1}, "ZeRO-1"),
+                  suite = storeRun({single, tp}, "two cases");
+        ValidatePage page(*store_);
+        page.resize(1280, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        QTableWidget* history = page.historyTable();
+        QTableWidget* metrics = page.metricsTable();
+        const int rowA = historyRow(history, a), rowB = historyRow(history, b);
+        QVERIFY(rowA >= 0 && rowB >= 0 && historyRow(history, suite) >= 0);
+        auto cellCenter = [&](int row) { return history->visualRect(history->model()->index(row, 1)).center(); };
+        auto errorBars = [&] {
+            const auto* view = qobject_cast<QChartView*>(page.charts().at(1));
+            const auto bars = view->chart()->series();
+            return bars.isEmpty() ? QList<QBarSet*>() : qobject_cast<QAbstractBarSeries*>(bars.front())->barSets();
+        };
+        auto lossCurves = [&] {
+            QList<QList<QPointF>> curves;
+            for (QAbstractSeries* s : qobject_cast<QChartView*>(page.charts().at(0))->chart()->series())
+                curves << qobject_cast<QXYSeries*>(s)->points();
+            return curves;
+        };
+
+        // Double-click run A: its results, as they were measured.
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowA));
+        QTest::mouseDClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowA));
+        QCOMPARE(page.shownRuns(), QVector<int>{a});
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size()));
+        const MetricComparison* step = single.metric("device_step_time_s");
+        QVERIFY(step);
+        QCOMPARE(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("measured")),
+                 QString::fromStdString(formatDuration(step->measured)));
+        QCOMPARE(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("error")),
+                 QStringLiteral("%1%").arg(100 * step->rel_error, 0, 'f', 1));
+        QList<QBarSet*> bars = errorBars();
+        QCOMPARE(bars.size(), qsizetype(1));
+        int charted = 0;
+        for (const std::string& m : validationTableMetrics())
+            if (const MetricComparison* c = single.metric(m); c && std::isfinite(c->rel_error))
+                QCOMPARE(bars.front()->at(charted++), 100 * std::fabs(c->rel_error));
+        QCOMPARE(bars.front()->count(), charted);
+        QList<QList<QPointF>> curves = lossCurves();
+        QCOMPARE(curves.size(), qsizetype(1));
+        QCOMPARE(curves.front().size(), qsizetype(single.measurement.steps.size()));
+        QCOMPARE(curves.front().back().y(), single.measurement.steps.back().loss);
+        QVERIFY2(page.caseLabel()->text().contains(QStringLiteral("run %1").arg(a)), qPrintable(page.caseLabel()->text()));
+        QVERIFY2(page.status()->text().contains(QStringLiteral("stored run %1").arg(a)), qPrintable(page.status()->text()));
+
+        // Enter on run B opens it instead.
+        history->setFocus();
+        history->selectRow(rowB);
+        QTest::keyClick(history, Qt::Key_Return);
+        QCOMPARE(page.shownRuns(), QVector<int>{b});
+        QCOMPARE(cell(metrics, QStringLiteral("flops"), QStringLiteral("measured")),
+                 QString::fromStdString(formatSi(zero1.metric("flops")->measured, "FLOP")));
+
+        // Click run B, Ctrl+click run A: both, side by side (the older run first).
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowB));
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, Qt::ControlModifier, cellCenter(rowA));
+        QCOMPARE(history->selectionModel()->selectedRows().size(), qsizetype(2));
+        QCOMPARE(page.shownRuns(), (QVector<int>{a, b}));
+        QCOMPARE(column(metrics, QStringLiteral("case")), -1);  // one case each: no case column
+        QCOMPARE(metrics->rowCount(), int(std::min(single.metrics.size(), zero1.metrics.size())));
+        const MetricComparison* optimizerA = single.metric("optimizer_bytes");
+        const MetricComparison* optimizerB = zero1.metric("optimizer_bytes");
+        QVERIFY(optimizerA && optimizerB && optimizerA->measured > optimizerB->measured);  // ZeRO-1 shards it
+        QCOMPARE(cell(metrics, QStringLiteral("optimizer_bytes"), QStringLiteral("measured (run %1)").arg(a)),
+                 QString::fromStdString(formatBytes(optimizerA->measured)));
+        QCOMPARE(cell(metrics, QStringLiteral("optimizer_bytes"), QStringLiteral("measured (run %1)").arg(b)),
+                 QString::fromStdString(formatBytes(optimizerB->measured)));
+        const double change = 100 * (std::fabs(zero1.metric("device_step_time_s")->rel_error) - std::fabs(step->rel_error));
+        QVERIFY(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("|error| change"))
+                    .startsWith(QString::number(change, 'f', 1).prepend(change >= 0 ? QStringLiteral("+") : QString())
+                                    .replace(QStringLiteral("+-"), QStringLiteral("-"))));
+        bars = errorBars();
+        QCOMPARE(bars.size(), qsizetype(2));
+        QCOMPARE(bars[0]->label(), QStringLiteral("run %1").arg(a));
+        QCOMPARE(bars[1]->at(0), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
+        curves = lossCurves();
+        QCOMPARE(curves.size(), qsizetype(2));
+        QCOMPARE(curves[1].size(), qsizetype(zero1.measurement.steps.size()));
+        QCOMPARE(curves[1].front().y(), zero1.measurement.steps.front().loss);
+
+        // A run of two cases against a run of one: the shared case, the other named.
+        QVERIFY(page.compareRuns(suite, a));
+        QCOMPARE(page.shownRuns(), (QVector<int>{a, suite}));
+        QVERIFY(column(metrics, QStringLiteral("case")) >= 0);
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size()));
+        QVERIFY2(page.status()->text().contains(QStringLiteral("tensor parallel (run %1 only)").arg(suite)),
+                 qPrintable(page.status()->text()));
+        QVERIFY(page.openRun(suite));
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size() + tp.metrics.size()));
+        curves = lossCurves();  // one per case
+        QCOMPARE(curves.size(), qsizetype(2));
+        QCOMPARE(curves[1].back().y(), tp.measurement.steps.back().loss);
+
+        // A run that is gone says so, in red.
+        QVERIFY(!page.openRun(1'000'000));
+        QVERIFY(page.status()->styleSheet().contains(QLatin1String("c0392b")));
     }
 
     void screenshots()

@@ -6,6 +6,8 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QBarSeries>
+#include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -71,14 +73,21 @@ QString exportNameOf(const QString& title)
 
 } // namespace
 
-void setStackedBarChart(QChartView* view, const StackedBarsData& d)
+namespace {
+
+void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
 {
     QChart* chart = newChart(d.title);
     if (!d.horizontal)
         chart->legend()->setAlignment(Qt::AlignRight);  // room for the category names beside one tall bar
-    QAbstractBarSeries* series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
-                                              : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
-    // The tallest stack over the categories sets the axis.
+    QAbstractBarSeries* series = nullptr;
+    if (stacked)
+        series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
+                              : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
+    else
+        series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries)
+                              : static_cast<QAbstractBarSeries*>(new QBarSeries);
+    // The tallest stack (or bar) over the categories sets the axis.
     QVector<double> stacks(d.categories.size(), 0.0);
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
@@ -87,7 +96,7 @@ void setStackedBarChart(QChartView* view, const StackedBarsData& d)
         for (qsizetype i = 0; i < s.values.size(); ++i) {
             *set << s.values[i];
             if (i < stacks.size())
-                stacks[i] += s.values[i];
+                stacks[i] = stacked ? stacks[i] + s.values[i] : std::max(stacks[i], s.values[i]);
         }
         series->append(set);
     }
@@ -130,6 +139,12 @@ void setStackedBarChart(QChartView* view, const StackedBarsData& d)
     }
     replaceChart(view, chart);
 }
+
+} // namespace
+
+void setStackedBarChart(QChartView* view, const StackedBarsData& data) { setBarChart(view, data, true); }
+
+void setGroupedBarChart(QChartView* view, const StackedBarsData& data) { setBarChart(view, data, false); }
 
 QChartView* makeStackedBarChart(const StackedBarsData& data, QWidget* parent)
 {
@@ -206,6 +221,9 @@ void setXYChart(QChartView* view, const XYChartData& d)
         series->attachAxis(xAxis);
         series->attachAxis(yAxis);
     }
+    // Past eight series a legend crowds the plot out (a suite's loss curves): hover names each.
+    if (d.series.size() > 8)
+        chart->legend()->hide();
     replaceChart(view, chart);
 }
 
