@@ -5,6 +5,7 @@
 #include "Store.h"
 #include "CatalogPage.h"
 #include "ChartAdapters.h"
+#include "ChartInteraction.h"
 #include "JsonEntryDialog.h"
 #include "ChartData.h"
 #include "MainWindow.h"
@@ -49,6 +50,9 @@
 #include <QAbstractBarSeries>
 #include <QBarSet>
 #include <QXYSeries>
+#include <QAction>
+#include <QToolTip>
+#include <QWheelEvent>
 
 #include <algorithm>
 #include <cmath>
@@ -459,6 +463,91 @@ private slots:
             const bool isX = axis->orientation() == Qt::Horizontal;
             QVERIFY2(axis->min() <= (isX ? 1.0 : 5.2 - 0.9) && axis->max() >= (isX ? 10.0 : 5.2 - 0.09), qPrintable(name));
         }
+    }
+
+    // Every chart tells the value under the pointer; XY charts zoom (wheel, rubber band) and reset.
+    void chartsShowValuesAndZoom()
+    {
+        XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss (nats/token)"),
+                      false, 10, {}};
+        XYSeriesData a{QStringLiteral("run 1"), {}, true, false, 0}, b{QStringLiteral("run 2"), {}, true, false, 1};
+        for (int step = 1; step <= 20; ++step) {
+            a.points.push_back({double(step), 5 - 0.1 * step, QStringLiteral("run 1, step %1").arg(step)});
+            b.points.push_back({double(step), 4.5 - 0.1 * step, QStringLiteral("run 2, step %1").arg(step)});
+        }
+        const XYSeriesData best{QStringLiteral("best plan"), {{15, 1.0, QStringLiteral("dp=8,tp=8: 1.0 s")}}, false, true, -1};
+        d.series = {a, b, best};
+        std::unique_ptr<QChartView> view(makeXYChart(d, nullptr));
+        view->resize(640, 420);
+        view->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view.get()));
+        QChart* chart = view->chart();
+        const QList<QAbstractSeries*> series = chart->series();
+        QCOMPARE(series.size(), qsizetype(3));
+        auto at = [&](double x, double y) {
+            return view->mapFromScene(chart->mapToScene(chart->mapToPosition(QPointF(x, y), series[0])));
+        };
+        // A marker names its point; elsewhere over the plot, each line's point nearest the pointer's x.
+        QCOMPARE(chartToolTipAt(view.get(), at(15, 1.0)), QStringLiteral("dp=8,tp=8: 1.0 s"));
+        QCOMPARE(chartToolTipAt(view.get(), at(7.2, 4.0)), QStringLiteral("run 1, step 7\nrun 2, step 7"));
+        QCOMPARE(chartToolTipAt(view.get(), at(7.8, 2.0)), QStringLiteral("run 1, step 8\nrun 2, step 8"));
+        QVERIFY(chartToolTipAt(view.get(), QPoint(2, 2)).isEmpty());  // outside the plot
+        // ... shown when the pointer moves there.
+        const QPoint over = at(7.2, 4.0);
+        QMouseEvent move(QEvent::MouseMove, over, view->viewport()->mapToGlobal(over), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+        QApplication::sendEvent(view->viewport(), &move);
+        QTRY_COMPARE(QToolTip::text(), QStringLiteral("run 1, step 7\nrun 2, step 7"));
+
+        auto* x = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).front());
+        auto* y = qobject_cast<QValueAxis*>(chart->axes(Qt::Vertical).front());
+        QVERIFY(x && y);
+        const double x0 = x->min(), x1 = x->max(), y0 = y->min(), y1 = y->max();
+        // The wheel zooms in about the pointer.
+        const QPoint pointer = at(7, 3);
+        QWheelEvent wheel(pointer, view->viewport()->mapToGlobal(pointer), QPoint(), QPoint(0, 120), Qt::NoButton,
+                          Qt::NoModifier, Qt::NoScrollPhase, false);
+        QApplication::sendEvent(view->viewport(), &wheel);
+        QVERIFY2(x->max() - x->min() < 0.85 * (x1 - x0), qPrintable(QStringLiteral("%1..%2").arg(x->min()).arg(x->max())));
+        QVERIFY(x->min() > x0 && x->min() < 7 && x->max() > 7 && x->max() < x1);
+        QVERIFY(y->min() > y0 && y->min() < 3 && y->max() > 3 && y->max() < y1);
+        // Double-click shows everything again.
+        QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, pointer);
+        QCOMPARE(x->min(), x0);
+        QCOMPARE(x->max(), x1);
+        QCOMPARE(y->max(), y1);
+        // A rubber band from step 5 to step 10 shows steps 5 to 10.
+        const QPoint from = at(5, 4.5), to = at(10, 2.5);
+        QTest::mousePress(view->viewport(), Qt::LeftButton, {}, from);
+        QMouseEvent drag(QEvent::MouseMove, to, view->viewport()->mapToGlobal(to), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(view->viewport(), &drag);
+        QTest::mouseRelease(view->viewport(), Qt::LeftButton, {}, to);
+        QVERIFY2(x->min() > 4.5 && x->min() < 5.5 && x->max() > 9.5 && x->max() < 10.5,
+                 qPrintable(QStringLiteral("%1..%2").arg(x->min()).arg(x->max())));
+        // "Reset zoom" in the context menu.
+        QAction* reset = nullptr;
+        for (QAction* action : view->actions())
+            if (action->text().startsWith(QLatin1String("Reset zoom")))
+                reset = action;
+        QVERIFY(reset);
+        reset->trigger();
+        QCOMPARE(x->min(), x0);
+        QCOMPARE(x->max(), x1);
+
+        // Bars name their set, category and value, in the axis's unit, without scientific notation.
+        QCOMPARE(barToolTip(QStringLiteral("optimizer states"), QString(), 12.3, QStringLiteral("memory per device (GiB)")),
+                 QStringLiteral("optimizer states: 12.3 GiB"));
+        QCOMPARE(barToolTip(QStringLiteral("run 1"), QStringLiteral("flops"), 2.5, QStringLiteral("|predicted / measured - 1| (%)")),
+                 QStringLiteral("run 1, flops: 2.5%"));
+        QVERIFY(!barToolTip(QStringLiteral("tokens"), QString(), 3e11, QStringLiteral("tokens")).contains(QLatin1String("e+")));
+        StackedBarsData bars{QStringLiteral("Step time"), QStringLiteral("time per step (s)"), {QStringLiteral("1F1B")},
+                             {{QStringLiteral("compute"), {1.25}, 0}, {QStringLiteral("bubble"), {0.5}, 1}}, true, 0, {}};
+        std::unique_ptr<QChartView> barView(makeStackedBarChart(bars, nullptr));
+        barView->resize(640, 300);
+        barView->show();
+        QVERIFY(QTest::qWaitForWindowExposed(barView.get()));
+        QBarSet* bubble = qobject_cast<QAbstractBarSeries*>(barView->chart()->series().front())->barSets().at(1);
+        emit bubble->hovered(true, 0);
+        QTRY_COMPARE(QToolTip::text(), QStringLiteral("bubble, 1F1B: 0.5 s"));
     }
 
     // Explore says why a node type has no plan, and tells no plan from no price.

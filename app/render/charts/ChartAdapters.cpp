@@ -1,5 +1,6 @@
 #include "ChartAdapters.h"
 #include "ChartExport.h"
+#include "ChartInteraction.h"
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
@@ -52,6 +53,7 @@ QChartView* newView(QWidget* parent, const QString& exportName)
     view->setRenderHint(QPainter::Antialiasing);
     view->setMinimumSize(280, 200);
     installExportMenu(view, exportName);
+    installChartHover(view);
     return view;
 }
 
@@ -93,6 +95,13 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
         auto* set = new QBarSet(s.name);
         set->setColor(seriesColor(s.color >= 0 ? s.color : series->count()));
         set->setBorderColor(set->color());
+        const QStringList categories = d.categories;
+        const QString name = s.name, axis = d.value_axis;
+        QObject::connect(set, &QBarSet::hovered, view, [set, categories, name, axis](bool over, int index) {
+            if (!over)
+                return QToolTip::hideText();
+            QToolTip::showText(QCursor::pos(), barToolTip(name, categories.value(index), set->at(index), axis));
+        });
         for (qsizetype i = 0; i < s.values.size(); ++i) {
             *set << s.values[i];
             if (i < stacks.size())
@@ -204,19 +213,12 @@ void setXYChart(QChartView* view, const XYChartData& d)
         }
         series->setName(s.name);
         series->setColor(s.highlighted ? QColor(220, 40, 40) : seriesColor(s.color >= 0 ? s.color : chart->series().size()));
-        QVector<QString> labels;
+        QStringList labels;  // the hover's tooltips (ChartInteraction.h)
         for (const XYPoint& p : s.points) {
             series->append(p.x, p.y);
             labels.push_back(p.label);
         }
-        QObject::connect(series, &QXYSeries::hovered, view, [labels, series](const QPointF& point, bool state) {
-            if (!state)
-                return QToolTip::hideText();
-            const auto pts = series->points();
-            for (qsizetype i = 0; i < pts.size(); ++i)
-                if (pts[i] == point && i < labels.size())
-                    return QToolTip::showText(QCursor::pos(), labels[i]);
-        });
+        series->setProperty("shardscope_labels", labels);
         chart->addSeries(series);
         series->attachAxis(xAxis);
         series->attachAxis(yAxis);
@@ -230,6 +232,7 @@ void setXYChart(QChartView* view, const XYChartData& d)
 QChartView* makeXYChart(const XYChartData& data, QWidget* parent)
 {
     QChartView* view = newView(parent, exportNameOf(data.title));
+    installChartZoom(view);
     setXYChart(view, data);
     return view;
 }
