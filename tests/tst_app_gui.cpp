@@ -6,6 +6,7 @@
 #include "CatalogPage.h"
 #include "ChartAdapters.h"
 #include "ChartInteraction.h"
+#include "PipelineTimelineWidget.h"
 #include "JsonEntryDialog.h"
 #include "ChartData.h"
 #include "MainWindow.h"
@@ -548,6 +549,72 @@ private slots:
         QBarSet* bubble = qobject_cast<QAbstractBarSeries*>(barView->chart()->series().front())->barSets().at(1);
         emit bubble->hovered(true, 0);
         QTRY_COMPARE(QToolTip::text(), QStringLiteral("bubble, 1F1B: 0.5 s"));
+    }
+
+    // The pipeline timeline of a long interleaved schedule (192 micro-batches, v=3, the blur)
+    // zooms about the pointer, pans by dragging, resets on double-click, and names the op under
+    // the pointer.
+    void pipelineTimelineZoomsAndNamesMicroBatches()
+    {
+        const PipelineTimeline timeline = simulatePipeline(PipelineSchedule::Interleaved, 8, 192, 3, 1e-3, 2e-3);
+        PipelineTimelineWidget widget;
+        widget.resize(900, 300);
+        widget.setTimeline(timeline, QStringLiteral("Pipeline schedule"));
+        widget.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&widget));
+        QCOMPARE(widget.visibleRange(), std::make_pair(0.0, timeline.makespan_s));
+        QVERIFY(!widget.zoomed());
+        // Micro-batch 17's forward on stage 2 (chunk 1).
+        const auto op = std::find_if(timeline.ops.begin(), timeline.ops.end(), [](const PipelineOp& o) {
+            return o.stage == 2 && o.micro_batch == 17 && o.chunk == 1 && !o.backward;
+        });
+        QVERIFY(op != timeline.ops.end());
+        const double mid = (op->start_s + op->end_s) / 2;
+        const QRectF area = widget.plotArea();
+        const double rowY = area.top() + (2 + 0.5) * area.height() / timeline.stages;
+        QVERIFY2((op->end_s - op->start_s) / timeline.makespan_s * area.width() < 2, "not a blur to begin with");
+        // Twenty turns of the wheel over it: the time under the pointer stays under it.
+        for (int i = 0; i < 20; ++i) {
+            const QPointF at(widget.xOf(mid), rowY);
+            QWheelEvent wheel(at, widget.mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                              Qt::NoScrollPhase, false);
+            QApplication::sendEvent(&widget, &wheel);
+            QVERIFY(std::fabs(widget.xOf(mid) - at.x()) < 1e-6 * area.width());
+        }
+        QVERIFY(widget.zoomed());
+        const auto [t0, t1] = widget.visibleRange();
+        QVERIFY(t0 < mid && mid < t1);
+        QVERIFY2((t1 - t0) < 0.02 * timeline.makespan_s, qPrintable(QString::number((t1 - t0) / timeline.makespan_s)));
+        QVERIFY((op->end_s - op->start_s) / (t1 - t0) * area.width() > 8);  // now a box with room for its number
+        const QPointF over(widget.xOf(mid), rowY);
+        QCOMPARE(widget.opAt(over), &widget.timeline().ops[size_t(op - timeline.ops.begin())]);
+        const QString text = widget.toolTipAt(over);
+        QVERIFY2(text.startsWith(QStringLiteral("stage 2, micro-batch 17 (chunk 1 of 3), forward: ")), qPrintable(text));
+        QVERIFY2(text.endsWith(QStringLiteral(" (%1)").arg(QString::fromStdString(formatDuration(op->end_s - op->start_s)))),
+                 qPrintable(text));
+        // ... shown on a move.
+        QMouseEvent move(QEvent::MouseMove, over, widget.mapToGlobal(over), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+        QApplication::sendEvent(&widget, &move);
+        QTRY_COMPARE(QToolTip::text(), text);
+        // A drag to the left shows later times, the same span.
+        QTest::mousePress(&widget, Qt::LeftButton, {}, over.toPoint());
+        const QPointF left = over - QPointF(200, 0);
+        QMouseEvent drag(QEvent::MouseMove, left, widget.mapToGlobal(left), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&widget, &drag);
+        QTest::mouseRelease(&widget, Qt::LeftButton, {}, left.toPoint());
+        const auto [p0, p1] = widget.visibleRange();
+        QVERIFY(p0 > t0);
+        QVERIFY(std::fabs((p1 - p0) - (t1 - t0)) < 1e-12);
+        QVERIFY(std::fabs(widget.xOf(mid) - (over.x() - 200)) < 1);  // the op followed the pointer
+        // Never past the step's ends.
+        widget.panBy(1e9);
+        QCOMPARE(widget.visibleRange().second, timeline.makespan_s);
+        // Double-click: the whole step again.
+        QTest::mouseDClick(&widget, Qt::LeftButton, {}, over.toPoint());
+        QCOMPARE(widget.visibleRange(), std::make_pair(0.0, timeline.makespan_s));
+        // The bubble is named too: stage 7 is idle at the very start of an interleaved step.
+        QCOMPARE(widget.toolTipAt(QPointF(area.left() + 1, area.top() + 7.5 * area.height() / timeline.stages)),
+                 QStringLiteral("stage 7: idle (bubble)"));
     }
 
     // Explore says why a node type has no plan, and tells no plan from no price.
