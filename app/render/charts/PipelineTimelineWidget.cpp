@@ -316,9 +316,11 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
     const QString caption = zoomed() ? tr("time within one step (%1), %2 to %3 of %4 shown; double-click: the whole step")
                                            .arg(QLatin1String(unit.name), duration(view0_), duration(view1_),
                                                 duration(timeline_.makespan_s))
-                                     : tr("time within one step (%1); bubble %2% of the step; wheel: zoom")
+                                     : tr("time within one step (%1); bubble %2% of the step%3")
                                            .arg(QLatin1String(unit.name))
-                                           .arg(100 * timeline_.bubbleFraction(), 0, 'f', 1);
+                                           .arg(100 * timeline_.bubbleFraction(), 0, 'f', 1)
+                                           // On screen, how to see more; a report's picture is not interactive.
+                                           .arg(isVisible() ? tr("; wheel: zoom") : QString());
     p.drawText(QRectF(area.left(), y + 4 + fm.height(), area.width(), fm.height()), Qt::AlignHCenter, caption);
     // Legend.
     const double ly = height() - legendH + 2;
