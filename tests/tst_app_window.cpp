@@ -16,6 +16,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QMenu>
 #include <QMenuBar>
 #include <QAbstractButton>
 #include <QCheckBox>
@@ -91,6 +92,44 @@ private slots:
         window_.reset();
         store_.reset();
         QThreadPool::globalInstance()->waitForDone();
+    }
+
+    // A new user is told what to do first, with the problem already searched named; "Got it" hides
+    // the hint for good (remembered), View > Getting started brings it back.
+    void firstRunHintSaysWhatToDo()
+    {
+        QWidget* hint = window_->firstRunHint();
+        QVERIFY(hint->isVisible());
+        QVERIFY(hint->geometry().bottom() < window_->pages()->mapTo(window_.get(), QPoint(0, 0)).y() + 1);  // above the pages
+        const QString text = window_->firstRunHintText()->text();
+        for (const char* expected : {"gpt3-175b", "on 64 x", "Setup", "Plans", "double-click a plan", "Validate"})
+            QVERIFY2(text.contains(QLatin1String(expected)), qPrintable(expected + QStringLiteral(" not in: ") + text));
+        QPushButton* gotIt = nullptr;
+        for (QPushButton* b : hint->findChildren<QPushButton*>())
+            if (b->text() == QLatin1String("Got it"))
+                gotIt = b;
+        QVERIFY(gotIt);
+        QTest::mouseClick(gotIt, Qt::LeftButton);
+        QVERIFY(!hint->isVisible());
+        QCOMPARE(QSettings().value(QStringLiteral("hints/firstRunDismissed")).toBool(), true);
+        // Still hidden after the next search.
+        QSignalSpy searched(window_.get(), &MainWindow::searchFinished);
+        QAction* again = nullptr;
+        QAction* gettingStarted = nullptr;
+        for (QAction* menu : window_->menuBar()->actions())
+            for (QAction* a : menu->menu() ? menu->menu()->actions() : QList<QAction*>()) {
+                if (a->text() == QLatin1String("&Run again"))
+                    again = a;
+                if (a->text() == QLatin1String("&Getting started"))
+                    gettingStarted = a;
+            }
+        QVERIFY(again && gettingStarted);
+        again->trigger();
+        QVERIFY(waitForSearch(searched, 1));
+        QVERIFY(!hint->isVisible());
+        gettingStarted->trigger();
+        QVERIFY(hint->isVisible());
+        QCOMPARE(QSettings().value(QStringLiteral("hints/firstRunDismissed")).toBool(), false);
     }
 
     // Keyboard mnemonics (Alt + underlined letter) are unique on every page, counting the tabs
