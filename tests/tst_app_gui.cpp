@@ -7,6 +7,7 @@
 #include "ChartAdapters.h"
 #include "ChartInteraction.h"
 #include "PipelineTimelineWidget.h"
+#include "Theme.h"
 #include "JsonEntryDialog.h"
 #include "ChartData.h"
 #include "MainWindow.h"
@@ -54,6 +55,8 @@
 #include <QAction>
 #include <QToolTip>
 #include <QWheelEvent>
+#include <QRadioButton>
+#include <QStyleOptionButton>
 
 #include <algorithm>
 #include <cmath>
@@ -615,6 +618,40 @@ private slots:
         // The bubble is named too: stage 7 is idle at the very start of an interleaved step.
         QCOMPARE(widget.toolTipAt(QPointF(area.left() + 1, area.top() + 7.5 * area.height() / timeline.stages)),
                  QStringLiteral("stage 7: idle (bubble)"));
+    }
+
+    // In the dark theme a check box's and a radio button's edge stand out from the window by at least
+    // 3:1 (WCAG 2.1 non-text contrast): Fusion's own edge, a shade darker than the window, is ~1.3:1.
+    void darkThemeIndicatorsHaveContrast()
+    {
+        const QPalette before = QApplication::palette();
+        applyTheme(Theme::Dark);
+        auto luminance = [](const QColor& c) {
+            auto channel = [](double v) { return v <= 0.03928 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+            return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF());
+        };
+        auto contrast = [&](const QColor& a, const QColor& b) {
+            const double la = luminance(a), lb = luminance(b);
+            return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+        };
+        QCheckBox box(QStringLiteral("fused (flash) attention"));
+        QRadioButton radio(QStringLiteral("none"));
+        for (QAbstractButton* button : {static_cast<QAbstractButton*>(&box), static_cast<QAbstractButton*>(&radio)}) {
+            button->adjustSize();
+            const QImage image = button->grab().toImage();
+            QStyleOptionButton option;
+            option.initFrom(button);
+            const QRect indicator = button->style()->subElementRect(
+                button == &box ? QStyle::SE_CheckBoxIndicator : QStyle::SE_RadioButtonIndicator, &option, button);
+            const QColor window = button->palette().color(QPalette::Window);
+            // The strongest edge pixel on the indicator's left side, at its middle.
+            double best = 1;
+            for (int x = indicator.left(); x <= indicator.left() + 2; ++x)
+                best = std::max(best, contrast(image.pixelColor(x * image.width() / button->width(), indicator.center().y() * image.height() / button->height()), window));
+            QVERIFY2(best >= 3.0, qPrintable(button->text() + QStringLiteral(": %1:1").arg(best, 0, 'f', 2)));
+        }
+        applyTheme(Theme::Light);
+        QApplication::setPalette(before);
     }
 
     // Explore says why a node type has no plan, and tells no plan from no price.
