@@ -206,6 +206,35 @@ private slots:
         window_->resize(before);
     }
 
+    // At 2560 px the plans table uses the width: the columns share what their contents leave,
+    // none narrower than its contents, and nothing scrolls sideways.
+    void plansTableUsesAWideWindow()
+    {
+        PlansPage* plans = window_->plansPage();
+        QTableView* table = plans->table();
+        QHeaderView* header = table->horizontalHeader();
+        const QSize before = window_->size();
+        window_->pages()->setCurrentWidget(plans);
+        window_->resize(2560, 1440);
+        QTRY_COMPARE(window_->size(), QSize(2560, 1440));
+        int visible = 0;
+        for (int c = 0; c < header->count(); ++c)
+            visible += header->isSectionHidden(c) ? 0 : 1;
+        // Whole pixels are shared: at most a pixel per column (and the sort arrow's rounding) is left.
+        QTRY_VERIFY2(header->length() >= table->viewport()->width() - 2 * visible - 4,
+                     qPrintable(QStringLiteral("%1 of %2 px").arg(header->length()).arg(table->viewport()->width())));
+        QVERIFY(header->length() <= table->viewport()->width());
+        QCOMPARE(table->horizontalScrollBar()->maximum(), 0);
+        for (int c = 0; c < header->count(); ++c)
+            if (!header->isSectionHidden(c))
+                QVERIFY(header->sectionSize(c) >= static_cast<QAbstractItemView*>(table)->sizeHintForColumn(c));
+        // Back to a small window: the natural widths again, still without scrolling.
+        window_->resize(1100, 720);
+        QTRY_VERIFY(header->length() <= table->viewport()->width());
+        QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+        window_->resize(before);
+    }
+
     // A click on a column header sorts by it (the plans and the catalog tables); a double-click
     // or Enter on a plan opens its details.
     void headersSortAndRowsOpen()
