@@ -7,6 +7,7 @@
 #include "ChartAdapters.h"
 #include "ChartInteraction.h"
 #include "PipelineTimelineWidget.h"
+#include "DeviceMeshWidget.h"
 #include "Theme.h"
 #include "JsonEntryDialog.h"
 #include "ChartData.h"
@@ -652,6 +653,48 @@ private slots:
         }
         applyTheme(Theme::Light);
         QApplication::setPalette(before);
+    }
+
+    // The device mesh: the last node (the last pipeline stage) is among the nodes shown, a device
+    // under the pointer is named with its ranks, and rank numbers are drawn only where they fit.
+    void deviceMeshNamesDevicesAndShowsTheLastStage()
+    {
+        Problem problem;
+        problem.cluster.node = store_->specs().node("trn1.32xlarge");
+        problem.cluster.nodes = 64;
+        FieldErrors errors;
+        Layout layout = parseLayout("tp=8,cp=4,pp=16", errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(layout.dp, 4);
+        DeviceMeshWidget mesh;
+        mesh.resize(700, 320);
+        mesh.setMesh(problem, layout);
+        mesh.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&mesh));
+        DeviceMeshWidget::Geometry g = mesh.geometry();
+        QVERIFY(g.shown > 1 && g.shown < 64);
+        QCOMPARE(mesh.nodeShown(g, 0), 0);
+        QCOMPARE(mesh.nodeShown(g, g.shown - 1), 63);  // stage 15 lives on the last nodes
+        // The last device of the last node: rank 2047, the last stage, the last dp and tp ranks.
+        const QRectF last = mesh.deviceRect(g, g.shown - 1, g.perNode - 1);
+        QCOMPARE(mesh.toolTipAt(last.center()),
+                 QStringLiteral("node 63, device 31 (rank 2047): tp rank 7, cp rank 3, dp rank 3, pipeline stage 15"));
+        // Device 9 of node 0: tp rank 1 of the second tp group, cp rank 1.
+        QCOMPARE(mesh.toolTipAt(mesh.deviceRect(g, 0, 9).center()),
+                 QStringLiteral("node 0, device 9 (rank 9): tp rank 1, cp rank 1, dp rank 0, pipeline stage 0"));
+        QVERIFY(mesh.toolTipAt(QPointF(1, 1)).isEmpty());
+        // Numbers only in cells with room for them.
+        const QFontMetrics fm(mesh.font());
+        QCOMPARE(g.numbers, g.cell > fm.horizontalAdvance(QStringLiteral("3")) + 4 && g.cell > fm.height() * 0.8);
+        problem.cluster.nodes = 2;
+        layout = parseLayout("tp=8,pp=2", errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        mesh.resize(1400, 700);
+        mesh.setMesh(problem, layout);
+        g = mesh.geometry();
+        QVERIFY2(g.numbers, qPrintable(QString::number(g.cell)));
+        QCOMPARE(mesh.nodeShown(g, g.shown - 1), 1);
     }
 
     // Explore says why a node type has no plan, and tells no plan from no price.
