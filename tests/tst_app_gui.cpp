@@ -5,6 +5,10 @@
 #include "Store.h"
 #include "CatalogPage.h"
 #include "ChartAdapters.h"
+#include "ChartInteraction.h"
+#include "PipelineTimelineWidget.h"
+#include "DeviceMeshWidget.h"
+#include "Theme.h"
 #include "JsonEntryDialog.h"
 #include "ChartData.h"
 #include "MainWindow.h"
@@ -13,6 +17,10 @@
 #include "ModelDialog.h"
 #include "ModelSpec.h"
 #include "Units.h"
+#include "Device.h"
+#include "RunHistory.h"
+#include "Validation.h"
+#include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -42,6 +50,14 @@
 #include <QThreadPool>
 #include <QTreeWidget>
 #include <QValueAxis>
+#include <QAbstractBarSeries>
+#include <QBarSet>
+#include <QXYSeries>
+#include <QAction>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <QRadioButton>
+#include <QStyleOptionButton>
 
 #include <algorithm>
 #include <cmath>
@@ -84,6 +100,43 @@ private:
             if (t->item(r, 0) && t->item(r, 0)->text() == name)
                 return r;
         return -1;
+    }
+
+    // One case of the validation suite trained for real on the suite's emulated device.
+    ValidationResult runSuiteCase(const std::string& name, int steps) const
+    {
+        const engine::DeviceProfile device = engine::profileFromChip(store_->specs().chip(kSuiteChip), kSuiteChipScale);
+        for (const ValidationCase& c : validationSuite(device, steps))
+            if (c.name == name)
+                return runValidation(c);
+        return {};
+    }
+
+    // Stored as the Validate page and the CLI store a run.
+    int storeRun(const std::vector<ValidationResult>& results, const std::string& name) const
+    {
+        QJsonObject doc = validationDocument(results);
+        addLossCurves(doc, results);
+        doc.insert("cost_model", QStringLiteral("default"));
+        return store_->runs().storeValidationRun(name, doc);
+    }
+
+    static int historyRow(const QTableWidget* history, int id)
+    {
+        for (int r = 0; r < history->rowCount(); ++r)
+            if (history->item(r, 0) && history->item(r, 0)->text() == QString::number(id))
+                return r;
+        return -1;
+    }
+
+    // The cell of a metric's row under a header, or a null string.
+    static QString cell(const QTableWidget* t, const QString& metric, const QString& header)
+    {
+        const int metricColumn = column(t, QStringLiteral("metric")), c = column(t, header);
+        for (int r = 0; r < t->rowCount(); ++r)
+            if (t->item(r, metricColumn)->text() == metric)
+                return c >= 0 && t->item(r, c) ? t->item(r, c)->text() : QString();
+        return {};
     }
 
     // The value column of the details row named `field`, or a null string.
@@ -417,6 +470,233 @@ private slots:
         }
     }
 
+    // Every chart tells the value under the pointer; XY charts zoom (wheel, rubber band) and reset.
+    void chartsShowValuesAndZoom()
+    {
+        XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss (nats/token)"),
+                      false, 10, {}};
+        XYSeriesData a{QStringLiteral("run 1"), {}, true, false, 0}, b{QStringLiteral("run 2"), {}, true, false, 1};
+        for (int step = 1; step <= 20; ++step) {
+            a.points.push_back({double(step), 5 - 0.1 * step, QStringLiteral("run 1, step %1").arg(step)});
+            b.points.push_back({double(step), 4.5 - 0.1 * step, QStringLiteral("run 2, step %1").arg(step)});
+        }
+        const XYSeriesData best{QStringLiteral("best plan"), {{15, 1.0, QStringLiteral("dp=8,tp=8: 1.0 s")}}, false, true, -1};
+        d.series = {a, b, best};
+        std::unique_ptr<QChartView> view(makeXYChart(d, nullptr));
+        view->resize(640, 420);
+        view->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view.get()));
+        QChart* chart = view->chart();
+        const QList<QAbstractSeries*> series = chart->series();
+        QCOMPARE(series.size(), qsizetype(3));
+        auto at = [&](double x, double y) {
+            return view->mapFromScene(chart->mapToScene(chart->mapToPosition(QPointF(x, y), series[0])));
+        };
+        // A marker names its point; elsewhere over the plot, each line's point nearest the pointer's x.
+        QCOMPARE(chartToolTipAt(view.get(), at(15, 1.0)), QStringLiteral("dp=8,tp=8: 1.0 s"));
+        QCOMPARE(chartToolTipAt(view.get(), at(7.2, 4.0)), QStringLiteral("run 1, step 7\nrun 2, step 7"));
+        QCOMPARE(chartToolTipAt(view.get(), at(7.8, 2.0)), QStringLiteral("run 1, step 8\nrun 2, step 8"));
+        QVERIFY(chartToolTipAt(view.get(), QPoint(2, 2)).isEmpty());  // outside the plot
+        // ... shown when the pointer moves there.
+        const QPoint over = at(7.2, 4.0);
+        QMouseEvent move(QEvent::MouseMove, over, view->viewport()->mapToGlobal(over), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+        QApplication::sendEvent(view->viewport(), &move);
+        QTRY_COMPARE(QToolTip::text(), QStringLiteral("run 1, step 7\nrun 2, step 7"));
+
+        auto* x = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).front());
+        auto* y = qobject_cast<QValueAxis*>(chart->axes(Qt::Vertical).front());
+        QVERIFY(x && y);
+        const double x0 = x->min(), x1 = x->max(), y0 = y->min(), y1 = y->max();
+        // The wheel zooms in about the pointer.
+        const QPoint pointer = at(7, 3);
+        QWheelEvent wheel(pointer, view->viewport()->mapToGlobal(pointer), QPoint(), QPoint(0, 120), Qt::NoButton,
+                          Qt::NoModifier, Qt::NoScrollPhase, false);
+        QApplication::sendEvent(view->viewport(), &wheel);
+        QVERIFY2(x->max() - x->min() < 0.85 * (x1 - x0), qPrintable(QStringLiteral("%1..%2").arg(x->min()).arg(x->max())));
+        QVERIFY(x->min() > x0 && x->min() < 7 && x->max() > 7 && x->max() < x1);
+        QVERIFY(y->min() > y0 && y->min() < 3 && y->max() > 3 && y->max() < y1);
+        // Double-click shows everything again.
+        QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, pointer);
+        QCOMPARE(x->min(), x0);
+        QCOMPARE(x->max(), x1);
+        QCOMPARE(y->max(), y1);
+        // A rubber band from step 5 to step 10 shows steps 5 to 10.
+        const QPoint from = at(5, 4.5), to = at(10, 2.5);
+        QTest::mousePress(view->viewport(), Qt::LeftButton, {}, from);
+        QMouseEvent drag(QEvent::MouseMove, to, view->viewport()->mapToGlobal(to), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(view->viewport(), &drag);
+        QTest::mouseRelease(view->viewport(), Qt::LeftButton, {}, to);
+        QVERIFY2(x->min() > 4.5 && x->min() < 5.5 && x->max() > 9.5 && x->max() < 10.5,
+                 qPrintable(QStringLiteral("%1..%2").arg(x->min()).arg(x->max())));
+        // "Reset zoom" in the context menu.
+        QAction* reset = nullptr;
+        for (QAction* action : view->actions())
+            if (action->text().startsWith(QLatin1String("Reset zoom")))
+                reset = action;
+        QVERIFY(reset);
+        reset->trigger();
+        QCOMPARE(x->min(), x0);
+        QCOMPARE(x->max(), x1);
+
+        // Bars name their set, category and value, in the axis's unit, without scientific notation.
+        QCOMPARE(barToolTip(QStringLiteral("optimizer states"), QString(), 12.3, QStringLiteral("memory per device (GiB)")),
+                 QStringLiteral("optimizer states: 12.3 GiB"));
+        QCOMPARE(barToolTip(QStringLiteral("run 1"), QStringLiteral("flops"), 2.5, QStringLiteral("|predicted / measured - 1| (%)")),
+                 QStringLiteral("run 1, flops: 2.5%"));
+        QVERIFY(!barToolTip(QStringLiteral("tokens"), QString(), 3e11, QStringLiteral("tokens")).contains(QLatin1String("e+")));
+        StackedBarsData bars{QStringLiteral("Step time"), QStringLiteral("time per step (s)"), {QStringLiteral("1F1B")},
+                             {{QStringLiteral("compute"), {1.25}, 0}, {QStringLiteral("bubble"), {0.5}, 1}}, true, 0, {}};
+        std::unique_ptr<QChartView> barView(makeStackedBarChart(bars, nullptr));
+        barView->resize(640, 300);
+        barView->show();
+        QVERIFY(QTest::qWaitForWindowExposed(barView.get()));
+        QBarSet* bubble = qobject_cast<QAbstractBarSeries*>(barView->chart()->series().front())->barSets().at(1);
+        emit bubble->hovered(true, 0);
+        QTRY_COMPARE(QToolTip::text(), QStringLiteral("bubble, 1F1B: 0.5 s"));
+    }
+
+    // The pipeline timeline of a long interleaved schedule (192 micro-batches, v=3, the blur)
+    // zooms about the pointer, pans by dragging, resets on double-click, and names the op under
+    // the pointer.
+    void pipelineTimelineZoomsAndNamesMicroBatches()
+    {
+        const PipelineTimeline timeline = simulatePipeline(PipelineSchedule::Interleaved, 8, 192, 3, 1e-3, 2e-3);
+        PipelineTimelineWidget widget;
+        widget.resize(900, 300);
+        widget.setTimeline(timeline, QStringLiteral("Pipeline schedule"));
+        widget.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&widget));
+        QCOMPARE(widget.visibleRange(), std::make_pair(0.0, timeline.makespan_s));
+        QVERIFY(!widget.zoomed());
+        // Micro-batch 17's forward on stage 2 (chunk 1).
+        const auto op = std::find_if(timeline.ops.begin(), timeline.ops.end(), [](const PipelineOp& o) {
+            return o.stage == 2 && o.micro_batch == 17 && o.chunk == 1 && !o.backward;
+        });
+        QVERIFY(op != timeline.ops.end());
+        const double mid = (op->start_s + op->end_s) / 2;
+        const QRectF area = widget.plotArea();
+        const double rowY = area.top() + (2 + 0.5) * area.height() / timeline.stages;
+        QVERIFY2((op->end_s - op->start_s) / timeline.makespan_s * area.width() < 2, "not a blur to begin with");
+        // Twenty turns of the wheel over it: the time under the pointer stays under it.
+        for (int i = 0; i < 20; ++i) {
+            const QPointF at(widget.xOf(mid), rowY);
+            QWheelEvent wheel(at, widget.mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                              Qt::NoScrollPhase, false);
+            QApplication::sendEvent(&widget, &wheel);
+            QVERIFY(std::fabs(widget.xOf(mid) - at.x()) < 1e-6 * area.width());
+        }
+        QVERIFY(widget.zoomed());
+        const auto [t0, t1] = widget.visibleRange();
+        QVERIFY(t0 < mid && mid < t1);
+        QVERIFY2((t1 - t0) < 0.02 * timeline.makespan_s, qPrintable(QString::number((t1 - t0) / timeline.makespan_s)));
+        QVERIFY((op->end_s - op->start_s) / (t1 - t0) * area.width() > 8);  // now a box with room for its number
+        const QPointF over(widget.xOf(mid), rowY);
+        QCOMPARE(widget.opAt(over), &widget.timeline().ops[size_t(op - timeline.ops.begin())]);
+        const QString text = widget.toolTipAt(over);
+        QVERIFY2(text.startsWith(QStringLiteral("stage 2, micro-batch 17 (chunk 1 of 3), forward: ")), qPrintable(text));
+        QVERIFY2(text.endsWith(QStringLiteral(" (%1)").arg(QString::fromStdString(formatDuration(op->end_s - op->start_s)))),
+                 qPrintable(text));
+        // ... shown on a move.
+        QMouseEvent move(QEvent::MouseMove, over, widget.mapToGlobal(over), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+        QApplication::sendEvent(&widget, &move);
+        QTRY_COMPARE(QToolTip::text(), text);
+        // A drag to the left shows later times, the same span.
+        QTest::mousePress(&widget, Qt::LeftButton, {}, over.toPoint());
+        const QPointF left = over - QPointF(200, 0);
+        QMouseEvent drag(QEvent::MouseMove, left, widget.mapToGlobal(left), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&widget, &drag);
+        QTest::mouseRelease(&widget, Qt::LeftButton, {}, left.toPoint());
+        const auto [p0, p1] = widget.visibleRange();
+        QVERIFY(p0 > t0);
+        QVERIFY(std::fabs((p1 - p0) - (t1 - t0)) < 1e-12);
+        QVERIFY(std::fabs(widget.xOf(mid) - (over.x() - 200)) < 1);  // the op followed the pointer
+        // Never past the step's ends.
+        widget.panBy(1e9);
+        QCOMPARE(widget.visibleRange().second, timeline.makespan_s);
+        // Double-click: the whole step again.
+        QTest::mouseDClick(&widget, Qt::LeftButton, {}, over.toPoint());
+        QCOMPARE(widget.visibleRange(), std::make_pair(0.0, timeline.makespan_s));
+        // The bubble is named too: stage 7 is idle at the very start of an interleaved step.
+        QCOMPARE(widget.toolTipAt(QPointF(area.left() + 1, area.top() + 7.5 * area.height() / timeline.stages)),
+                 QStringLiteral("stage 7: idle (bubble)"));
+    }
+
+    // In the dark theme a check box's and a radio button's edge stand out from the window by at least
+    // 3:1 (WCAG 2.1 non-text contrast): Fusion's own edge, a shade darker than the window, is ~1.3:1.
+    void darkThemeIndicatorsHaveContrast()
+    {
+        const QPalette before = QApplication::palette();
+        applyTheme(Theme::Dark);
+        auto luminance = [](const QColor& c) {
+            auto channel = [](double v) { return v <= 0.03928 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+            return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF());
+        };
+        auto contrast = [&](const QColor& a, const QColor& b) {
+            const double la = luminance(a), lb = luminance(b);
+            return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+        };
+        QCheckBox box(QStringLiteral("fused (flash) attention"));
+        QRadioButton radio(QStringLiteral("none"));
+        for (QAbstractButton* button : {static_cast<QAbstractButton*>(&box), static_cast<QAbstractButton*>(&radio)}) {
+            button->adjustSize();
+            const QImage image = button->grab().toImage();
+            QStyleOptionButton option;
+            option.initFrom(button);
+            const QRect indicator = button->style()->subElementRect(
+                button == &box ? QStyle::SE_CheckBoxIndicator : QStyle::SE_RadioButtonIndicator, &option, button);
+            const QColor window = button->palette().color(QPalette::Window);
+            // The strongest edge pixel on the indicator's left side, at its middle.
+            double best = 1;
+            for (int x = indicator.left(); x <= indicator.left() + 2; ++x)
+                best = std::max(best, contrast(image.pixelColor(x * image.width() / button->width(), indicator.center().y() * image.height() / button->height()), window));
+            QVERIFY2(best >= 3.0, qPrintable(button->text() + QStringLiteral(": %1:1").arg(best, 0, 'f', 2)));
+        }
+        applyTheme(Theme::Light);
+        QApplication::setPalette(before);
+    }
+
+    // The device mesh: the last node (the last pipeline stage) is among the nodes shown, a device
+    // under the pointer is named with its ranks, and rank numbers are drawn only where they fit.
+    void deviceMeshNamesDevicesAndShowsTheLastStage()
+    {
+        Problem problem;
+        problem.cluster.node = store_->specs().node("trn1.32xlarge");
+        problem.cluster.nodes = 64;
+        FieldErrors errors;
+        Layout layout = parseLayout("tp=8,cp=4,pp=16", errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(layout.dp, 4);
+        DeviceMeshWidget mesh;
+        mesh.resize(700, 320);
+        mesh.setMesh(problem, layout);
+        mesh.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&mesh));
+        DeviceMeshWidget::Geometry g = mesh.geometry();
+        QVERIFY(g.shown > 1 && g.shown < 64);
+        QCOMPARE(mesh.nodeShown(g, 0), 0);
+        QCOMPARE(mesh.nodeShown(g, g.shown - 1), 63);  // stage 15 lives on the last nodes
+        // The last device of the last node: rank 2047, the last stage, the last dp and tp ranks.
+        const QRectF last = mesh.deviceRect(g, g.shown - 1, g.perNode - 1);
+        QCOMPARE(mesh.toolTipAt(last.center()),
+                 QStringLiteral("node 63, device 31 (rank 2047): tp rank 7, cp rank 3, dp rank 3, pipeline stage 15"));
+        // Device 9 of node 0: tp rank 1 of the second tp group, cp rank 1.
+        QCOMPARE(mesh.toolTipAt(mesh.deviceRect(g, 0, 9).center()),
+                 QStringLiteral("node 0, device 9 (rank 9): tp rank 1, cp rank 1, dp rank 0, pipeline stage 0"));
+        QVERIFY(mesh.toolTipAt(QPointF(1, 1)).isEmpty());
+        // Numbers only in cells with room for them.
+        const QFontMetrics fm(mesh.font());
+        QCOMPARE(g.numbers, g.cell > fm.horizontalAdvance(QStringLiteral("3")) + 4 && g.cell > fm.height() * 0.8);
+        problem.cluster.nodes = 2;
+        layout = parseLayout("tp=8,pp=2", errors);
+        resolveDataParallel(layout, problem.cluster.devices(), errors);
+        mesh.resize(1400, 700);
+        mesh.setMesh(problem, layout);
+        g = mesh.geometry();
+        QVERIFY2(g.numbers, qPrintable(QString::number(g.cell)));
+        QCOMPARE(mesh.nodeShown(g, g.shown - 1), 1);
+    }
+
     // Explore says why a node type has no plan, and tells no plan from no price.
     void noPlanSaysWhy()
     {
@@ -478,6 +758,117 @@ private slots:
         setup->reloadCatalog();
         QCOMPARE(compare->selectedItems().size(), qsizetype(1));
         QCOMPARE(compare->selectedItems().front()->text(), QStringLiteral("gaudi3-8"));
+    }
+
+    // The run history: double-click (or Enter on) a row opens that stored run, its metrics, error
+    // chart and loss curve; two rows selected are compared side by side, metric by metric.
+    void historyRowsOpenAndCompare()
+    {
+        const ValidationResult single = runSuiteCase("single device", 3), zero1 = runSuiteCase("ZeRO-1", 4),
+                               tp = runSuiteCase("tensor parallel", 3);
+        for (const ValidationResult* r : {&single, &zero1, &tp}) {
+            QVERIFY2(r->error.empty() && !r->metrics.empty(), r->error.c_str());
+            QVERIFY(!r->measurement.steps.empty());
+        }
+        const int a = storeRun({single}, "single device"), b = storeRun({zero1}, "ZeRO-1"),
+                  suite = storeRun({single, tp}, "two cases");
+        ValidatePage page(*store_);
+        page.resize(1280, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        QTableWidget* history = page.historyTable();
+        QTableWidget* metrics = page.metricsTable();
+        const int rowA = historyRow(history, a), rowB = historyRow(history, b);
+        QVERIFY(rowA >= 0 && rowB >= 0 && historyRow(history, suite) >= 0);
+        auto cellCenter = [&](int row) { return history->visualRect(history->model()->index(row, 1)).center(); };
+        auto errorBars = [&] {
+            const auto* view = qobject_cast<QChartView*>(page.charts().at(1));
+            const auto bars = view->chart()->series();
+            return bars.isEmpty() ? QList<QBarSet*>() : qobject_cast<QAbstractBarSeries*>(bars.front())->barSets();
+        };
+        auto lossCurves = [&] {
+            QList<QList<QPointF>> curves;
+            for (QAbstractSeries* s : qobject_cast<QChartView*>(page.charts().at(0))->chart()->series())
+                curves << qobject_cast<QXYSeries*>(s)->points();
+            return curves;
+        };
+
+        // Double-click run A: its results, as they were measured.
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowA));
+        QTest::mouseDClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowA));
+        QCOMPARE(page.shownRuns(), QVector<int>{a});
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size()));
+        const MetricComparison* step = single.metric("device_step_time_s");
+        QVERIFY(step);
+        QCOMPARE(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("measured")),
+                 QString::fromStdString(formatDuration(step->measured)));
+        QCOMPARE(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("error")),
+                 QStringLiteral("%1%").arg(100 * step->rel_error, 0, 'f', 1));
+        QList<QBarSet*> bars = errorBars();
+        QCOMPARE(bars.size(), qsizetype(1));
+        int charted = 0;
+        for (const std::string& m : validationTableMetrics())
+            if (const MetricComparison* c = single.metric(m); c && std::isfinite(c->rel_error))
+                QCOMPARE(bars.front()->at(charted++), 100 * std::fabs(c->rel_error));
+        QCOMPARE(bars.front()->count(), charted);
+        QList<QList<QPointF>> curves = lossCurves();
+        QCOMPARE(curves.size(), qsizetype(1));
+        QCOMPARE(curves.front().size(), qsizetype(single.measurement.steps.size()));
+        QCOMPARE(curves.front().back().y(), single.measurement.steps.back().loss);
+        QVERIFY2(page.caseLabel()->text().contains(QStringLiteral("run %1").arg(a)), qPrintable(page.caseLabel()->text()));
+        QVERIFY2(page.status()->text().contains(QStringLiteral("stored run %1").arg(a)), qPrintable(page.status()->text()));
+
+        // Enter on run B opens it instead.
+        history->setFocus();
+        history->selectRow(rowB);
+        QTest::keyClick(history, Qt::Key_Return);
+        QCOMPARE(page.shownRuns(), QVector<int>{b});
+        QCOMPARE(cell(metrics, QStringLiteral("flops"), QStringLiteral("measured")),
+                 QString::fromStdString(formatSi(zero1.metric("flops")->measured, "FLOP")));
+
+        // Click run B, Ctrl+click run A: both, side by side (the older run first).
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, {}, cellCenter(rowB));
+        QTest::mouseClick(history->viewport(), Qt::LeftButton, Qt::ControlModifier, cellCenter(rowA));
+        QCOMPARE(history->selectionModel()->selectedRows().size(), qsizetype(2));
+        QCOMPARE(page.shownRuns(), (QVector<int>{a, b}));
+        QCOMPARE(column(metrics, QStringLiteral("case")), -1);  // one case each: no case column
+        QCOMPARE(metrics->rowCount(), int(std::min(single.metrics.size(), zero1.metrics.size())));
+        const MetricComparison* optimizerA = single.metric("optimizer_bytes");
+        const MetricComparison* optimizerB = zero1.metric("optimizer_bytes");
+        QVERIFY(optimizerA && optimizerB && optimizerA->measured > optimizerB->measured);  // ZeRO-1 shards it
+        QCOMPARE(cell(metrics, QStringLiteral("optimizer_bytes"), QStringLiteral("measured (run %1)").arg(a)),
+                 QString::fromStdString(formatBytes(optimizerA->measured)));
+        QCOMPARE(cell(metrics, QStringLiteral("optimizer_bytes"), QStringLiteral("measured (run %1)").arg(b)),
+                 QString::fromStdString(formatBytes(optimizerB->measured)));
+        const double change = 100 * (std::fabs(zero1.metric("device_step_time_s")->rel_error) - std::fabs(step->rel_error));
+        QVERIFY(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("|error| change"))
+                    .startsWith(QString::number(change, 'f', 1).prepend(change >= 0 ? QStringLiteral("+") : QString())
+                                    .replace(QStringLiteral("+-"), QStringLiteral("-"))));
+        bars = errorBars();
+        QCOMPARE(bars.size(), qsizetype(2));
+        QCOMPARE(bars[0]->label(), QStringLiteral("run %1").arg(a));
+        QCOMPARE(bars[1]->at(0), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
+        curves = lossCurves();
+        QCOMPARE(curves.size(), qsizetype(2));
+        QCOMPARE(curves[1].size(), qsizetype(zero1.measurement.steps.size()));
+        QCOMPARE(curves[1].front().y(), zero1.measurement.steps.front().loss);
+
+        // A run of two cases against a run of one: the shared case, the other named.
+        QVERIFY(page.compareRuns(suite, a));
+        QCOMPARE(page.shownRuns(), (QVector<int>{a, suite}));
+        QVERIFY(column(metrics, QStringLiteral("case")) >= 0);
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size()));
+        QVERIFY2(page.status()->text().contains(QStringLiteral("tensor parallel (run %1 only)").arg(suite)),
+                 qPrintable(page.status()->text()));
+        QVERIFY(page.openRun(suite));
+        QCOMPARE(metrics->rowCount(), int(single.metrics.size() + tp.metrics.size()));
+        curves = lossCurves();  // one per case
+        QCOMPARE(curves.size(), qsizetype(2));
+        QCOMPARE(curves[1].back().y(), tp.measurement.steps.back().loss);
+
+        // A run that is gone says so, in red.
+        QVERIFY(!page.openRun(1'000'000));
+        QVERIFY(page.status()->styleSheet().contains(QLatin1String("c0392b")));
     }
 
     void screenshots()

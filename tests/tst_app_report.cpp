@@ -10,6 +10,7 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextDocument>
 
 #include <cmath>
 
@@ -63,6 +64,45 @@ class TstAppReport : public QObject {
     QString plan_;
 
 private slots:
+    static Layout parseLayoutOrDie(const char* text)
+    {
+        FieldErrors errors;
+        Layout layout = parseLayout(text, errors);
+        resolveDataParallel(layout, 4, errors);
+        return layout;
+    }
+
+    // A small problem priced in-process (no catalog).
+    static ReportInput tinyInput()
+    {
+        Problem p;
+        p.model.name = "tiny";
+        p.model.layers = 4;
+        p.model.hidden = 256;
+        p.model.heads = 4;
+        p.model.kv_heads = 4;
+        p.model.head_dim = 64;
+        p.model.ffn_hidden = 1024;
+        p.model.vocab = 1000;
+        p.model.max_seq = 512;
+        p.cluster.node.name = std::string("test-node");
+        p.cluster.node.chip.name = std::string("test-chip");
+        p.cluster.node.chip.peak_flops_bf16 = 1e14;
+        p.cluster.node.chip.hbm_bytes = 16e9;
+        p.cluster.node.chip.hbm_bytes_per_second = 1e12;
+        p.cluster.node.chips_per_node = 4;
+        p.cluster.node.intra_link_bytes_per_second = 1e11;
+        p.cluster.nodes = 1;
+        p.training.global_batch = 16;
+        p.training.seq_len = 512;
+        PlanRequest request;
+        request.problem = p;
+        ReportInput input;
+        input.chosen = pricePlan(request, parseLayoutOrDie("dp=2,pp=2"));
+        input.title = "tiny";
+        return input;
+    }
+
     void initTestCase()
     {
         plan_ = dir_.filePath("plan.json");
@@ -163,6 +203,39 @@ private slots:
         QVERIFY2(QString::fromUtf8(r.err).contains(message), r.err.constData());
         const Run missing = cli(dir_, {"report", "--plan", dir_.filePath("nope.json"), "--out", "r.html"});
         QCOMPARE(missing.exitCode, 2);
+    }
+
+    // The PDF never breaks a word across lines ("offload=non/e"): long layouts and keys wrap
+    // between their parts.
+    void pdfBreaksNoWord()
+    {
+        // The check itself finds a word broken for want of room.
+        QTextDocument narrow;
+        narrow.setHtml(QStringLiteral("<p><code>dp=4,tp=8,pp=16,cp=4,sp=on,zero=3,zero_group=1,mb=2,"
+                                      "schedule=interleaved,v=3,recompute=selective,offload=none</code></p>"));
+        narrow.setTextWidth(300);
+        QVERIFY(!midWordBreaks(narrow).isEmpty());
+
+        ReportInput input = tinyInput();
+        input.chosen = pricePlan(input.chosen.request, parseLayoutOrDie("dp=1,tp=2,pp=2,zero=1,mb=1,schedule=gpipe,recompute=selective"));
+        ReportBuilder builder(input, dir_.filePath("tiny.pdf"), ReportFormat::Pdf, ChartFormat::Png);
+        for (int i = 0; i < builder.steps(); ++i)
+            builder.runStep(i);
+        const std::unique_ptr<QTextDocument> doc = builder.pdfDocument();
+        QVERIFY(doc->toPlainText().contains(QStringLiteral("offload=none")) ||
+                doc->toPlainText().remove(QChar(0x200B)).contains(QStringLiteral("offload=none")));
+        const QStringList breaks = midWordBreaks(*doc);
+        QVERIFY2(breaks.isEmpty(), qPrintable(breaks.join(QStringLiteral(" | "))));
+        QVERIFY(builder.finish().isEmpty());
+        QVERIFY(builder.pageCount() >= 1);
+        // The HTML keeps the layout as typed (no invisible characters to paste into the CLI).
+        ReportBuilder html(input, dir_.filePath("tiny-breaks.html"), ReportFormat::Html, ChartFormat::Png);
+        for (int i = 0; i < html.steps(); ++i)
+            html.runStep(i);
+        QVERIFY(html.finish().isEmpty());
+        const QByteArray text = read(dir_.filePath("tiny-breaks.html"));
+        QVERIFY(!text.contains("\xe2\x80\x8b"));
+        QVERIFY(text.contains("offload=none"));
     }
 
     // The builder in-process, as the GUI uses it.

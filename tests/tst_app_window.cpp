@@ -16,6 +16,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QMenu>
 #include <QMenuBar>
 #include <QAbstractButton>
 #include <QCheckBox>
@@ -93,6 +94,44 @@ private slots:
         QThreadPool::globalInstance()->waitForDone();
     }
 
+    // A new user is told what to do first, with the problem already searched named; "Got it" hides
+    // the hint for good (remembered), View > Getting started brings it back.
+    void firstRunHintSaysWhatToDo()
+    {
+        QWidget* hint = window_->firstRunHint();
+        QVERIFY(hint->isVisible());
+        QVERIFY(hint->geometry().bottom() < window_->pages()->mapTo(window_.get(), QPoint(0, 0)).y() + 1);  // above the pages
+        const QString text = window_->firstRunHintText()->text();
+        for (const char* expected : {"gpt3-175b", "on 64 x", "Setup", "Plans", "double-click a plan", "Validate"})
+            QVERIFY2(text.contains(QLatin1String(expected)), qPrintable(expected + QStringLiteral(" not in: ") + text));
+        QPushButton* gotIt = nullptr;
+        for (QPushButton* b : hint->findChildren<QPushButton*>())
+            if (b->text() == QLatin1String("Got it"))
+                gotIt = b;
+        QVERIFY(gotIt);
+        QTest::mouseClick(gotIt, Qt::LeftButton);
+        QVERIFY(!hint->isVisible());
+        QCOMPARE(QSettings().value(QStringLiteral("hints/firstRunDismissed")).toBool(), true);
+        // Still hidden after the next search.
+        QSignalSpy searched(window_.get(), &MainWindow::searchFinished);
+        QAction* again = nullptr;
+        QAction* gettingStarted = nullptr;
+        for (QAction* menu : window_->menuBar()->actions())
+            for (QAction* a : menu->menu() ? menu->menu()->actions() : QList<QAction*>()) {
+                if (a->text() == QLatin1String("&Run again"))
+                    again = a;
+                if (a->text() == QLatin1String("&Getting started"))
+                    gettingStarted = a;
+            }
+        QVERIFY(again && gettingStarted);
+        again->trigger();
+        QVERIFY(waitForSearch(searched, 1));
+        QVERIFY(!hint->isVisible());
+        gettingStarted->trigger();
+        QVERIFY(hint->isVisible());
+        QCOMPARE(QSettings().value(QStringLiteral("hints/firstRunDismissed")).toBool(), false);
+    }
+
     // Keyboard mnemonics (Alt + underlined letter) are unique on every page, counting the tabs
     // and the menu bar, which are always there: Qt would otherwise cycle between the widgets.
     void mnemonicsAreUniquePerPage()
@@ -164,6 +203,35 @@ private slots:
         QVERIFY(!table->isColumnHidden(PlansModel::Feasible));
         plans->showInfeasible()->setChecked(false);
         QVERIFY(table->isColumnHidden(PlansModel::Feasible));
+        window_->resize(before);
+    }
+
+    // At 2560 px the plans table uses the width: the columns share what their contents leave,
+    // none narrower than its contents, and nothing scrolls sideways.
+    void plansTableUsesAWideWindow()
+    {
+        PlansPage* plans = window_->plansPage();
+        QTableView* table = plans->table();
+        QHeaderView* header = table->horizontalHeader();
+        const QSize before = window_->size();
+        window_->pages()->setCurrentWidget(plans);
+        window_->resize(2560, 1440);
+        QTRY_COMPARE(window_->size(), QSize(2560, 1440));
+        int visible = 0;
+        for (int c = 0; c < header->count(); ++c)
+            visible += header->isSectionHidden(c) ? 0 : 1;
+        // Whole pixels are shared: at most a pixel per column (and the sort arrow's rounding) is left.
+        QTRY_VERIFY2(header->length() >= table->viewport()->width() - 2 * visible - 4,
+                     qPrintable(QStringLiteral("%1 of %2 px").arg(header->length()).arg(table->viewport()->width())));
+        QVERIFY(header->length() <= table->viewport()->width());
+        QCOMPARE(table->horizontalScrollBar()->maximum(), 0);
+        for (int c = 0; c < header->count(); ++c)
+            if (!header->isSectionHidden(c))
+                QVERIFY(header->sectionSize(c) >= static_cast<QAbstractItemView*>(table)->sizeHintForColumn(c));
+        // Back to a small window: the natural widths again, still without scrolling.
+        window_->resize(1100, 720);
+        QTRY_VERIFY(header->length() <= table->viewport()->width());
+        QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
         window_->resize(before);
     }
 

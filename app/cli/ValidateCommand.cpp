@@ -12,6 +12,7 @@
 #include "PredictionJson.h"
 #include "Progress.h"
 #include "ProblemArgs.h"
+#include "RunHistory.h"
 #include "ScaledCase.h"
 #include "Store.h"
 #include "Units.h"
@@ -282,6 +283,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     }
     progress.clear();
     QJsonObject doc = validationDocument(results);
+    addLossCurves(doc, results);  // the GUI's history draws them again
     if (!adaptations.empty()) {
         QJsonArray notes;
         for (const std::string& n : adaptations)

@@ -31,6 +31,11 @@
 #include <QProgressDialog>
 #include <QSaveFile>
 #include <QSettings>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -60,7 +65,29 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
     pages_->addTab(catalogPage_, tr("&Catalog"));
     connect(catalogPage_, &CatalogPage::catalogChanged, setup_, &SetupPage::reloadCatalog);
     connect(validate_, &ValidatePage::calibrated, setup_, &SetupPage::reloadCostModels);
-    setCentralWidget(pages_);
+    // The first-run hint: what to do first, above whatever page is open.
+    hint_ = new QFrame(this);
+    hint_->setObjectName(QStringLiteral("firstRunHint"));
+    static_cast<QFrame*>(hint_)->setFrameShape(QFrame::StyledPanel);
+    hint_->setAutoFillBackground(true);
+    hint_->setBackgroundRole(QPalette::AlternateBase);
+    hintText_ = new QLabel(hint_);
+    hintText_->setWordWrap(true);
+    hintText_->setTextFormat(Qt::RichText);
+    auto* gotIt = new QPushButton(tr("Got it"), hint_);
+    gotIt->setToolTip(tr("Hide this hint (View > Getting started shows it again)"));
+    auto* hintLayout = new QHBoxLayout(hint_);
+    hintLayout->addWidget(hintText_, 1);
+    hintLayout->addWidget(gotIt, 0, Qt::AlignTop);
+    connect(gotIt, &QPushButton::clicked, this, [this] { showFirstRunHint(false); });
+    auto* central = new QWidget(this);
+    auto* centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->setSpacing(0);
+    centralLayout->addWidget(hint_);
+    centralLayout->addWidget(pages_, 1);
+    setCentralWidget(central);
+    updateFirstRunHint();
 
     connect(setup_, &SetupPage::changed, this, &MainWindow::startSearch);
     connect(plans_, &PlansPage::planSelected, this, &MainWindow::onPlanSelected);
@@ -110,6 +137,7 @@ MainWindow::MainWindow(Store& store, QWidget* parent) : QMainWindow(parent), sto
             applyTheme(t);
             refreshViews();
         });
+    view->addAction(tr("&Getting started"), this, [this] { showFirstRunHint(true); });
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
 
@@ -188,6 +216,7 @@ void MainWindow::startSearch()
         statusBar()->showMessage(tr("Search done: %1 layouts evaluated in %2 s")
                                      .arg(result.stats.evaluated)
                                      .arg(result.stats.seconds, 0, 'g', 3));
+        updateFirstRunHint();
         emit searchFinished();
         startExplore(r);
     });
@@ -636,6 +665,39 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
     for (int i = 0; i < exploreCharts.size(); ++i)
         save(exploreCharts[i], exploreNames.value(i));
     return written;
+}
+
+void MainWindow::showFirstRunHint(bool show)
+{
+    QSettings().setValue(QStringLiteral("hints/firstRunDismissed"), !show);
+    updateFirstRunHint();
+}
+
+void MainWindow::updateFirstRunHint()
+{
+    const bool dismissed = QSettings().value(QStringLiteral("hints/firstRunDismissed"), false).toBool();
+    hint_->setVisible(!dismissed);
+    if (dismissed)
+        return;
+    // What has been searched already, so the first step names the user's own problem.
+    QString searched = tr("The example problem is being searched.");
+    if (result_) {
+        const Problem& p = result_->request.problem;
+        searched = tr("The example problem was searched: <b>%1</b> on %2 x %3 (%4 devices).")
+                       .arg(QString::fromStdString(p.model.name).toHtmlEscaped())
+                       .arg(p.cluster.nodes)
+                       .arg(QString::fromStdString(p.cluster.node.name).toHtmlEscaped())
+                       .arg(p.cluster.devices());
+    }
+    hintText_->setText(tr("<b>Getting started.</b> %1 "
+                          "<b>1.</b> In <i>Setup</i>, choose your model, node type, node count and batch: "
+                          "the search runs again by itself. "
+                          "<b>2.</b> <i>Plans</i> ranks every layout that fits; click a header to sort, "
+                          "double-click a plan for its memory, step time, pipeline and device mesh. "
+                          "<b>3.</b> <i>Validate</i> trains the plan scaled down on the emulated engine and "
+                          "compares it with the prediction. "
+                          "File &gt; Export saves the plan, its launch settings or a report.")
+                           .arg(searched));
 }
 
 } // namespace shardscope

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+class QLabel;
 class QMenu;
 class QTabWidget;
 
@@ -54,6 +55,11 @@ public:
     // Writes an HTML or PDF report of the selected plan, rendering one chart per event-loop
     // turn with a progress dialog (cancellable); returns an error message or empty.
     QString exportReport(const QString& path, bool showProgress = true);
+    // The getting-started hint shown above the pages until the user dismisses it ("Got it",
+    // remembered in the settings; View > Getting started brings it back).
+    QWidget* firstRunHint() const { return hint_; }
+    QLabel* firstRunHintText() const { return hintText_; }
+    void showFirstRunHint(bool show);
     // Saves one PNG per page (and per catalog tab) and one per chart into `dir`.
     QStringList saveScreenshots(const QString& dir);
 
@@ -75,6 +81,7 @@ private:
     // keeping the plan the user chose when it is still there.
     void showResult(const SearchResult& result, const std::optional<Layout>& want);
     void refreshViews();
+    void updateFirstRunHint();
     void openPlanDialog();
     void savePlanDialog();
     void exportSelectedPlan();
@@ -103,6 +110,8 @@ private:
     SweepResult sweepResult_;
     std::optional<Layout> selected_;
     bool exploreBusy_ = false;
+    QWidget* hint_ = nullptr;
+    QLabel* hintText_ = nullptr;
 };
 
 } // namespace shardscope

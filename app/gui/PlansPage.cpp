@@ -25,7 +25,9 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
     proxy->setSortRole(PlansModel::SortRole);
     proxy_ = proxy;
     table_ = new QTableView(this);
-    table_->setHorizontalHeader(new SortHeaderView(table_));
+    auto* header = new SortHeaderView(table_);
+    header->setFillsWidth(true);  // a wide window's width goes to the columns
+    table_->setHorizontalHeader(header);
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
     table_->sortByColumn(PlansModel::Rank, Qt::AscendingOrder);

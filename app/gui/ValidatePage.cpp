@@ -7,6 +7,7 @@
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "JobRunner.h"
+#include "RunHistory.h"
 #include "ScaledCase.h"
 #include "Units.h"
 
@@ -16,6 +17,7 @@
 #include <QJsonArray>
 #include <QLabel>
 #include <QPointer>
+#include <QSignalBlocker>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
@@ -33,13 +35,46 @@ namespace {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-QString valueText(const MetricComparison& m, double v)
+QString valueText(const std::string& metric, double v)
 {
-    if (m.metric.find("bytes") != std::string::npos)
+    if (metric.find("bytes") != std::string::npos)
         return q(formatBytes(v));
-    if (m.metric.find("_s") != std::string::npos)
+    if (metric.find("_s") != std::string::npos)
         return q(formatDuration(v));
     return q(formatSi(v, "FLOP"));
+}
+
+QString valueText(const MetricComparison& m, double v) { return valueText(m.metric, v); }
+
+QString errorText(const std::optional<double>& e)
+{
+    return e ? QStringLiteral("%1%").arg(100 * *e, 0, 'f', 1) : QObject::tr("n/a");
+}
+
+QStringList liveColumns()
+{
+    return {QObject::tr("metric"), QObject::tr("predicted"), QObject::tr("measured"), QObject::tr("error"),
+            QObject::tr("device")};
+}
+
+bool charted(const std::string& metric)
+{
+    const auto& shown = validationTableMetrics();
+    return std::find(shown.begin(), shown.end(), metric) != shown.end();
+}
+
+QString localTime(const QString& utc)
+{
+    const QDateTime when = QDateTime::fromString(utc, Qt::ISODateWithMs);
+    return when.isValid() ? when.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")) : utc;
+}
+
+XYSeriesData lossSeries(const QString& name, const QVector<double>& losses, int color)
+{
+    XYSeriesData series{name, {}, true, false, color};
+    for (qsizetype i = 0; i < losses.size(); ++i)
+        series.points.push_back({double(i + 1), losses[i], QStringLiteral("%1, step %2: %3").arg(name).arg(i + 1).arg(losses[i], 0, 'f', 4)});
+    return series;
 }
 
 QTableWidget* table(const QStringList& headers, QWidget* parent)
@@ -82,10 +117,13 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
     progress_->setRange(0, 1000);
     lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}}, this);
     errorChart_ = makeStackedBarChart({tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}}, this);
-    metrics_ = table({tr("metric"), tr("predicted"), tr("measured"), tr("error"), tr("device")}, this);
+    metrics_ = table(liveColumns(), this);
     history_ = table({tr("run"), tr("when"), tr("version"), tr("cases"), tr("device step time |error|"), tr("name")}, this);
     history_->setWordWrap(false);
     history_->setTextElideMode(Qt::ElideMiddle);
+    history_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    history_->setToolTip(tr("Double-click a run (or press Enter) to open it; select two runs (Ctrl+click) to "
+                            "compare them side by side"));
 
     auto* bar = new QHBoxLayout;
     bar->addWidget(run_);
@@ -107,7 +145,15 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
     errorChart_->setMinimumHeight(300);
     auto* tables = new QSplitter(Qt::Horizontal, this);
     tables->addWidget(metrics_);
-    tables->addWidget(history_);
+    auto* historyBox = new QWidget(this);
+    auto* historyLayout = new QVBoxLayout(historyBox);
+    historyLayout->setContentsMargins(0, 0, 0, 0);
+    auto* historyHint = new QLabel(tr("Run history: double-click a run to open it; select two (Ctrl+click) to compare them."),
+                                   historyBox);
+    historyHint->setWordWrap(true);
+    historyLayout->addWidget(historyHint);
+    historyLayout->addWidget(history_, 1);
+    tables->addWidget(historyBox);
     auto* vertical = new QSplitter(Qt::Vertical, this);
     vertical->addWidget(charts);
     vertical->addWidget(tables);
@@ -120,6 +166,16 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
     connect(run_, &QPushButton::clicked, this, &ValidatePage::start);
     connect(cancel_, &QPushButton::clicked, this, &ValidatePage::cancel);
     connect(calibrate_, &QPushButton::clicked, this, &ValidatePage::calibrate);
+    // Enter and double-click (activation) open a run; two rows selected compare them.
+    connect(history_, &QAbstractItemView::activated, this, [this](const QModelIndex& index) {
+        if (const QTableWidgetItem* item = history_->item(index.row(), 0))
+            openRun(item->data(Qt::UserRole).toInt());
+    });
+    connect(history_, &QTableWidget::itemSelectionChanged, this, [this] {
+        const QVector<int> ids = selectedRuns();
+        if (ids.size() == 2 && shownRuns_ != QVector<int>{std::min(ids[0], ids[1]), std::max(ids[0], ids[1])})
+            compareRuns(ids[0], ids[1]);
+    });
     connect(job_, &JobRunner::progressed, this, [this](double fraction, const QString& text) {
         progress_->setValue(int(1000 * fraction));
         progress_->setFormat(text);
@@ -331,8 +387,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         }
         // The chart shows the summary metrics (the CLI table's columns; the per-kind byte
         // counts stay in the table: twelve bars no longer leave room for their labels).
-        const auto& charted = validationTableMetrics();
-        if (std::find(charted.begin(), charted.end(), m.metric) == charted.end())
+        if (!charted(m.metric))
             continue;
         errors.categories << q(m.metric);
         // Bars show the size of the error; the table keeps its sign.
@@ -344,6 +399,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     metrics_->resizeColumnsToContents();
 
     QJsonObject doc = validationDocument({result});
+    addLossCurves(doc, {result});  // the history draws the curve again when the run is opened
     QJsonArray adaptations;
     for (const std::string& n : notes)
         adaptations.append(q(n));
@@ -370,7 +426,9 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
 void ValidatePage::clearResults()
 {
     result_.reset();
+    shownRuns_.clear();
     metrics_->setRowCount(0);
+    setMetricColumns(liveColumns());
     losses_.clear();
     setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
     setStackedBarChart(errorChart_, {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}});
@@ -388,6 +446,8 @@ void ValidatePage::showEvent(QShowEvent* event)
 {
     QWidget::showEvent(event);
     reloadCostModels();  // profiles saved from the CLI meanwhile appear
+    if (selectedRuns().isEmpty())
+        reloadHistory();  // ... and runs (a selection being compared is left as it is)
 }
 
 void ValidatePage::reloadCostModels()
@@ -407,6 +467,7 @@ void ValidatePage::reloadCostModels()
 
 void ValidatePage::reloadHistory()
 {
+    const QSignalBlocker quiet(history_);  // emptying the table is no selection of the user's
     history_->setRowCount(0);
     for (const RunStore::ValidationRun& r : store_.runs().validationRuns(50)) {
         const int row = history_->rowCount();
@@ -426,6 +487,8 @@ void ValidatePage::reloadHistory()
                                 QStringLiteral("%1%").arg(100 * step, 0, 'f', 1), q(r.name)};
         for (int c = 0; c < cells.size(); ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
+            if (c == 0)
+                item->setData(Qt::UserRole, r.id);
             if (c == 1)
                 item->setToolTip(q(r.created_at));
             if (c == cells.size() - 1)
@@ -436,6 +499,235 @@ void ValidatePage::reloadHistory()
     // The last column (the run's name) takes the rest of the width, elided in the middle.
     for (int c = 0; c + 1 < history_->columnCount(); ++c)
         history_->resizeColumnToContents(c);
+}
+
+void ValidatePage::setMetricColumns(const QStringList& headers)
+{
+    metrics_->setColumnCount(int(headers.size()));
+    metrics_->setHorizontalHeaderLabels(headers);
+}
+
+QVector<int> ValidatePage::selectedRuns() const
+{
+    QVector<int> ids;
+    for (const QModelIndex& index : history_->selectionModel()->selectedRows())
+        if (const QTableWidgetItem* item = history_->item(index.row(), 0))
+            ids << item->data(Qt::UserRole).toInt();
+    return ids;
+}
+
+namespace {
+
+std::optional<StoredRun> findRun(Store& store, int id)
+{
+    // The history shows the newest 50; a run pushed out of them by newer ones is still found.
+    for (const int limit : {50, 100000})
+        for (const RunStore::ValidationRun& r : store.runs().validationRuns(limit))
+            if (r.id == id)
+                return storedRun(r);
+    return std::nullopt;
+}
+
+QString runDescription(const StoredRun& run)
+{
+    QStringList parts{localTime(run.created_at)};
+    if (!run.software_version.isEmpty())
+        parts << QObject::tr("ShardScope %1").arg(run.software_version);
+    if (!run.cost_model.isEmpty())
+        parts << QObject::tr("cost model %1").arg(run.cost_model);
+    if (!run.device.isEmpty())
+        parts << QObject::tr("device %1").arg(run.device);
+    QString what = run.cases.size() == 1 ? QObject::tr("%1, layout %2").arg(run.cases.front().name, run.cases.front().layout)
+                                         : QObject::tr("%n cases", nullptr, int(run.cases.size()));
+    return QObject::tr("run %1 (%2): %3").arg(run.id).arg(parts.join(QStringLiteral(", ")), what);
+}
+
+} // namespace
+
+bool ValidatePage::openRun(int id)
+{
+    if (job_->busy()) {
+        status_->setText(tr("A run is going: open a stored run when it is done."));
+        return false;
+    }
+    std::optional<StoredRun> found;
+    try {
+        found = findRun(store_, id);
+    } catch (const std::exception& e) {
+        report(tr("Cannot read run %1: %2").arg(id).arg(QString::fromUtf8(e.what())), true);
+        return false;
+    }
+    if (!found) {
+        report(tr("The history has no run %1 (removed?).").arg(id), true);
+        return false;
+    }
+    const StoredRun& run = *found;
+    clearResults();
+    shownRuns_ = {id};
+    const bool several = run.cases.size() > 1;
+    setMetricColumns(several ? QStringList{tr("case")} + liveColumns() : liveColumns());
+    QStringList failed;
+    for (const StoredCase& c : run.cases) {
+        if (!c.error.isEmpty())
+            failed << QStringLiteral("%1: %2").arg(c.name, c.error);
+        for (const StoredMetric& m : c.metrics) {
+            const int row = metrics_->rowCount();
+            metrics_->insertRow(row);
+            QStringList cells{q(m.metric), valueText(m.metric, m.predicted), valueText(m.metric, m.measured),
+                              errorText(m.rel_error), m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
+            if (several)
+                cells.prepend(c.name);
+            for (int col = 0; col < cells.size(); ++col) {
+                auto* item = new QTableWidgetItem(cells[col]);
+                if (!m.known_difference.isEmpty())
+                    item->setToolTip(tr("Known difference: %1").arg(m.known_difference));
+                metrics_->setItem(row, col, item);
+            }
+        }
+    }
+    metrics_->resizeColumnsToContents();
+
+    StackedBarsData errors{several ? tr("Prediction error by metric (median of %n cases)", nullptr, int(run.cases.size()))
+                                   : tr("Prediction error by metric"),
+                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}};
+    BarSet set{tr("run %1").arg(id), {}, 0};
+    for (const std::string& metric : validationTableMetrics())
+        if (const auto e = run.medianAbsError(metric)) {
+            errors.categories << q(metric);
+            set.values << 100 * *e;
+        }
+    errors.sets = {set};
+    setStackedBarChart(errorChart_, errors);
+
+    XYChartData loss{tr("Training loss (run %1)").arg(id), tr("step"), tr("loss (nats/token)"), false, 10, {}};
+    int color = 0;
+    for (const StoredCase& c : run.cases)
+        if (!c.losses.isEmpty())
+            loss.series.push_back(lossSeries(several ? c.name : tr("run %1").arg(id), c.losses, color++));
+    if (loss.series.isEmpty())
+        loss.title = tr("Training loss (not kept for run %1: stored by an older version)").arg(id);
+    setXYChart(lossChart_, loss);
+
+    caseLabel_->setText(tr("Stored %1").arg(runDescription(run)));
+    progress_->setValue(0);
+    QString text = tr("Showing stored run %1 (select another plan, or validate this one, to leave it).").arg(id);
+    if (!failed.isEmpty())
+        text += QLatin1Char('\n') + tr("Not compared: %1").arg(failed.join(QStringLiteral("; ")));
+    report(text, false, tr("run %1").arg(id));
+    return true;
+}
+
+bool ValidatePage::compareRuns(int idA, int idB)
+{
+    if (job_->busy()) {
+        status_->setText(tr("A run is going: compare stored runs when it is done."));
+        return false;
+    }
+    if (idA > idB)
+        std::swap(idA, idB);  // the older run is A
+    std::optional<StoredRun> a, b;
+    try {
+        a = findRun(store_, idA);
+        b = findRun(store_, idB);
+    } catch (const std::exception& e) {
+        report(tr("Cannot read runs %1 and %2: %3").arg(idA).arg(idB).arg(QString::fromUtf8(e.what())), true);
+        return false;
+    }
+    if (!a || !b || idA == idB) {
+        report(tr("The history has no run %1 (removed?).").arg(!a ? idA : idB), true);
+        return false;
+    }
+    const RunComparison cmp = shardscope::compareRuns(*a, *b);
+    clearResults();
+    shownRuns_ = {idA, idB};
+    const bool several = a->cases.size() > 1 || b->cases.size() > 1;
+    const QString ra = tr("run %1").arg(idA), rb = tr("run %1").arg(idB);
+    // The errors first: what a comparison is for; the values behind them follow.
+    QStringList headers{tr("metric"),
+                        tr("error (%1)").arg(ra), tr("error (%1)").arg(rb), tr("|error| change"),
+                        tr("measured (%1)").arg(ra), tr("measured (%1)").arg(rb),
+                        tr("predicted (%1)").arg(ra), tr("predicted (%1)").arg(rb)};
+    if (several)
+        headers.prepend(tr("case"));
+    setMetricColumns(headers);
+    for (const RunComparisonRow& r : cmp.rows) {
+        const int row = metrics_->rowCount();
+        metrics_->insertRow(row);
+        const std::string& metric = r.a.metric;
+        // The change in the size of the error, in percentage points: negative is closer.
+        QString change = tr("n/a");
+        if (r.a.rel_error && r.b.rel_error) {
+            const double points = 100 * (std::fabs(*r.b.rel_error) - std::fabs(*r.a.rel_error));
+            change = std::fabs(points) < 0.05 ? QStringLiteral("0.0 pp")
+                                              : QStringLiteral("%1%2 pp").arg(points > 0 ? QStringLiteral("+") : QString()).arg(points, 0, 'f', 1);
+        }
+        QStringList cells{q(metric),
+                          errorText(r.a.rel_error), errorText(r.b.rel_error), change,
+                          valueText(metric, r.a.measured), valueText(metric, r.b.measured),
+                          valueText(metric, r.a.predicted), valueText(metric, r.b.predicted)};
+        if (several)
+            cells.prepend(r.case_a);
+        for (int col = 0; col < cells.size(); ++col) {
+            auto* item = new QTableWidgetItem(cells[col]);
+            QStringList why;
+            if (!r.a.known_difference.isEmpty())
+                why << tr("%1: %2").arg(ra, r.a.known_difference);
+            if (!r.b.known_difference.isEmpty() && r.b.known_difference != r.a.known_difference)
+                why << tr("%1: %2").arg(rb, r.b.known_difference);
+            if (!why.isEmpty())
+                item->setToolTip(tr("Known difference: %1").arg(why.join(QStringLiteral("; "))));
+            metrics_->setItem(row, col, item);
+        }
+    }
+    metrics_->resizeColumnsToContents();
+
+    // Both runs' errors per metric, side by side: the median over the cases they share.
+    QStringList sharedCases;
+    for (const RunComparisonRow& r : cmp.rows)
+        if (!sharedCases.contains(r.case_a))
+            sharedCases << r.case_a;
+    const int shared = int(sharedCases.size());
+    StackedBarsData errors{several ? tr("Prediction error by metric (median of %n shared cases)", nullptr, shared)
+                                   : tr("Prediction error by metric"),
+                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}};
+    BarSet setA{ra, {}, 0}, setB{rb, {}, 1};
+    for (const std::string& metric : validationTableMetrics()) {
+        std::vector<double> ea, eb;
+        for (const RunComparisonRow& r : cmp.rows)
+            if (r.a.metric == metric && r.a.rel_error && r.b.rel_error) {
+                ea.push_back(std::fabs(*r.a.rel_error));
+                eb.push_back(std::fabs(*r.b.rel_error));
+            }
+        if (ea.empty())
+            continue;
+        errors.categories << q(metric);
+        setA.values << 100 * medianOf(ea);
+        setB.values << 100 * medianOf(eb);
+    }
+    errors.sets = {setA, setB};
+    setGroupedBarChart(errorChart_, errors);
+
+    XYChartData loss{tr("Training loss (%1 and %2)").arg(ra, rb), tr("step"), tr("loss (nats/token)"), false, 10, {}};
+    int color = 0;
+    for (const StoredRun* run : {&*a, &*b}) {
+        if (run->cases.size() == 1 && !run->cases.front().losses.isEmpty())
+            loss.series.push_back(lossSeries(tr("run %1").arg(run->id), run->cases.front().losses, color));
+        ++color;
+    }
+    if (loss.series.size() < 2)
+        loss.title = tr("Training loss (curves kept for runs of one case stored by this version)");
+    setXYChart(lossChart_, loss);
+
+    caseLabel_->setText(tr("Comparing stored %1\nwith %2").arg(runDescription(*a), runDescription(*b)));
+    progress_->setValue(0);
+    QString text = cmp.rows.empty() ? tr("Runs %1 and %2 share no case.").arg(idA).arg(idB)
+                                    : tr("%n metrics side by side (|error| change: %1 against %2; negative is closer).",
+                                         nullptr, int(cmp.rows.size()))
+                                          .arg(rb, ra);
+    if (!cmp.unmatched.isEmpty())
+        text += QLatin1Char('\n') + tr("Not in both runs: %1").arg(cmp.unmatched.join(QStringLiteral(", ")));
+    report(text, false, tr("runs %1 and %2").arg(idA).arg(idB));
+    return true;
 }
 
 } // namespace shardscope

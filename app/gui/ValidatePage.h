@@ -58,6 +58,19 @@ public:
 
     // The cost-model profiles in the catalog, re-read (the page does so whenever it is shown).
     void reloadCostModels();
+    // The run history, re-read (the page does so whenever it is shown: the CLI may have added runs).
+    void reloadHistory();
+
+    // A stored run of the history shown as a run's results (double-click or Enter on its row):
+    // its case, metrics, error chart and loss curve. False (and why, in the status) when a run
+    // is going or the history has no such run.
+    bool openRun(int id);
+    // Two stored runs side by side (select two rows): the metrics they share, case by case, and
+    // both error charts and loss curves. The older run is A.
+    bool compareRuns(int a, int b);
+    // The stored runs shown: none for a live run, one opened, or two compared (A, B).
+    QVector<int> shownRuns() const { return shownRuns_; }
+    QLabel* caseLabel() const { return caseLabel_; }
 
 signals:
     void finished(bool ok);
@@ -73,8 +86,12 @@ private:
     // A message in full under the bar (red when it is an error), and the state in the bar
     // ("failed" for errors).
     void report(const QString& text, bool error, const QString& bar = QString());
-    void reloadHistory();
     void addLoss(int step, double loss);
+    // The metrics table's columns for a live run or a stored one (with the case column when a
+    // run has several cases), or for two runs compared.
+    void setMetricColumns(const QStringList& headers);
+    // The history rows selected, as run ids.
+    QVector<int> selectedRuns() const;
 
     Store& store_;
     JobRunner* job_ = nullptr;
@@ -95,6 +112,7 @@ private:
     QChartView* errorChart_ = nullptr;
     QTableWidget* metrics_ = nullptr;
     QTableWidget* history_ = nullptr;
+    QVector<int> shownRuns_;
 };
 
 } // namespace shardscope

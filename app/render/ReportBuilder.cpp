@@ -20,7 +20,9 @@
 #include <QPdfWriter>
 #include <QSaveFile>
 #include <QSvgGenerator>
+#include <QTextBlock>
 #include <QTextDocument>
+#include <QTextLayout>
 #include <QUrl>
 
 #include <algorithm>
@@ -34,6 +36,22 @@ constexpr int kChartHeight = 440;
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QString esc(const QString& s) { return s.toHtmlEscaped(); }
+
+// An escaped token with break opportunities after its commas and underscores, for the PDF:
+// QTextDocument finds no break in a long layout ("dp=4,tp=8,...,offload=none": a comma before
+// a letter is no break opportunity) and breaks it inside a word ("offload=non/e"). A zero-width
+// space there; the HTML is left as typed (a browser's page is wide enough for a layout, and the
+// text pastes into the CLI as it is).
+QString breakable(const QString& s, bool forPdf)
+{
+    QString out = esc(s);
+    if (!forPdf)
+        return out;
+    const QString mark(QChar(0x200B));
+    out.replace(QLatin1Char(','), QLatin1Char(',') + mark);
+    out.replace(QLatin1Char('_'), QLatin1Char('_') + mark);
+    return out;
+}
 
 // The layout keys in which `other` differs from `chosen`: "tp 8 -> 4, zero 1 -> 3".
 QString differences(const Layout& chosen, const Layout& other)
@@ -222,11 +240,12 @@ QString ReportBuilder::html(bool forPdf) const
                                      .arg(q(formatSi(p.training.tokens_to_train, ""))));
     // The request the figures come from: the terms and the constraints the plan was made with.
     row(QObject::tr("Cost model"), q(in_.chosen.request.cost_model.name));
-    row(QObject::tr("Constraints"), q(constraintsText(in_.chosen.request.space)));
+    h += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>")
+             .arg(esc(QObject::tr("Constraints")), breakable(q(constraintsText(in_.chosen.request.space)), forPdf));
     h += QStringLiteral("</table>\n");
 
     // The chosen layout and why.
-    h += QStringLiteral("<h2>Chosen layout</h2>\n<p><b><code>%1</code></b></p>\n").arg(esc(q(toString(l))));
+    h += QStringLiteral("<h2>Chosen layout</h2>\n<p><b><code>%1</code></b></p>\n").arg(breakable(q(toString(l)), forPdf));
     h += QStringLiteral("<p>%1</p>\n").arg(esc(predictionSummary(p, pr)));
     const auto& top = in_.result.top;
     const auto chosenAt = std::find_if(top.begin(), top.end(), [&](const Plan& plan) { return plan.layout == l; });
@@ -279,7 +298,7 @@ QString ReportBuilder::html(bool forPdf) const
                 const QJsonObject m = it.value().toObject();
                 const QJsonValue err = m.value(QLatin1String("rel_error"));
                 h += QStringLiteral("<tr><td>%1</td><td class=n>%2</td><td class=n>%3</td><td class=n>%4</td></tr>\n")
-                         .arg(esc(it.key()))
+                         .arg(breakable(it.key(), forPdf))
                          .arg(m.value(QLatin1String("predicted")).toDouble(), 0, 'g', 4)
                          .arg(m.value(QLatin1String("measured")).toDouble(), 0, 'g', 4)
                          .arg(err.isDouble() ? QStringLiteral("%1%").arg(100 * err.toDouble(), 0, 'f', 1)
@@ -324,25 +343,54 @@ QString ReportBuilder::finish()
         pages_ = 1;
         return {};
     }
-    QTextDocument doc;
-    for (const auto& c : rendered_) {
-        QImage image;
-        image.loadFromData(c->png, "PNG");
-        doc.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("chart-%1.png").arg(c->name)), image);
-    }
-    doc.setHtml(html(true));
     QPdfWriter pdf(path_);
     pdf.setPageSize(QPageSize(QPageSize::A4));
     pdf.setResolution(96);  // the document's pixels are screen pixels
     pdf.setTitle(in_.title);
     pdf.setCreator(QStringLiteral("ShardScope %1").arg(QLatin1String(kVersion)));
-    const QRectF page = pdf.pageLayout().paintRectPixels(pdf.resolution());
-    doc.setPageSize(page.size());
-    pages_ = doc.pageCount();
-    doc.print(&pdf);
+    const std::unique_ptr<QTextDocument> doc = pdfDocument();
+    pages_ = doc->pageCount();
+    doc->print(&pdf);
     if (!QFileInfo::exists(path_) || QFileInfo(path_).size() == 0)
         return QObject::tr("cannot write %1").arg(path_);
     return {};
+}
+
+std::unique_ptr<QTextDocument> ReportBuilder::pdfDocument() const
+{
+    auto doc = std::make_unique<QTextDocument>();
+    for (const auto& c : rendered_) {
+        QImage image;
+        image.loadFromData(c->png, "PNG");
+        doc->addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("chart-%1.png").arg(c->name)), image);
+    }
+    doc->setHtml(html(true));
+    // A4 at 96 dpi with QPdfWriter's default margins, as finish() prints it.
+    QPdfWriter probe(QString{});
+    probe.setPageSize(QPageSize(QPageSize::A4));
+    probe.setResolution(96);
+    doc->setPageSize(probe.pageLayout().paintRectPixels(probe.resolution()).size());
+    return doc;
+}
+
+QStringList midWordBreaks(const QTextDocument& doc)
+{
+    QStringList breaks;
+    (void)doc.size();  // lays the whole document out (layout is lazy)
+    for (QTextBlock block = doc.begin(); block.isValid(); block = block.next()) {
+        const QTextLayout* layout = block.layout();
+        const QString text = block.text();
+        for (int i = 0; layout && i + 1 < layout->lineCount(); ++i) {
+            const QTextLine line = layout->lineAt(i);
+            const int end = line.textStart() + line.textLength();  // the next line's first character
+            if (end <= 0 || end >= text.size())
+                continue;
+            if (text[end - 1].isLetterOrNumber() && text[end].isLetterOrNumber())
+                breaks << text.mid(std::max(0, end - 12), 12) + QLatin1Char('/') + text.mid(end, 12);
+        }
+    }
+    // Table cells' blocks are among the document's blocks: they are checked too.
+    return breaks;
 }
 
 } // namespace shardscope

@@ -23,6 +23,8 @@
 #include <optional>
 #include <vector>
 
+class QTextDocument;
+
 namespace shardscope {
 
 enum class ReportFormat { Html, Pdf };
@@ -51,6 +53,8 @@ public:
 
     QStringList chartNames() const;    // "memory", "step-time", ... in report order
     int pageCount() const { return pages_; }  // PDF pages written
+    // The PDF's document laid out on its A4 pages, after all steps (finish() prints it).
+    std::unique_ptr<QTextDocument> pdfDocument() const;
 
 private:
     struct Chart;
@@ -63,6 +67,10 @@ private:
     std::vector<std::unique_ptr<Chart>> rendered_;
     int pages_ = 0;
 };
+
+// Where a laid-out document breaks a line inside a word ("offload=non/e"): each as the text
+// around it with "/" at the break. A report has none.
+QStringList midWordBreaks(const QTextDocument& doc);
 
 // Derives a file format from the file name (.html/.htm or .pdf); empty error on success.
 QString reportFormatFromPath(const QString& path, ReportFormat& format);

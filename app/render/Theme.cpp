@@ -1,9 +1,12 @@
 #include "Theme.h"
 
 #include <QApplication>
+#include <QPainter>
 #include <QPalette>
+#include <QProxyStyle>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QStyleOption>
 
 namespace shardscope {
 
@@ -32,11 +35,45 @@ QPalette darkPalette()
     return p;
 }
 
+// Fusion with check boxes and radio buttons whose edge is seen on a dark palette: Fusion draws
+// it a shade darker than the window, which on a dark window is about 1.3:1 (an unchecked box
+// all but disappears). The edge here is mid-way between the text and the window colours,
+// over 3:1 against the window (WCAG 2.1, non-text contrast).
+class ContrastStyle : public QProxyStyle {
+public:
+    ContrastStyle() : QProxyStyle(QStyleFactory::create(QStringLiteral("Fusion"))) {}
+
+    void drawPrimitive(PrimitiveElement element, const QStyleOption* option, QPainter* painter,
+                       const QWidget* widget = nullptr) const override
+    {
+        QProxyStyle::drawPrimitive(element, option, painter, widget);
+        const bool box = element == PE_IndicatorCheckBox || element == PE_IndicatorItemViewItemCheck;
+        if ((!box && element != PE_IndicatorRadioButton) || option->palette.color(QPalette::Window).lightness() >= 128)
+            return;
+        const QColor text = option->palette.color(QPalette::Active, QPalette::Text);
+        const QColor window = option->palette.color(QPalette::Window);
+        QColor edge = QColor::fromRgbF((text.redF() + window.redF()) / 2, (text.greenF() + window.greenF()) / 2,
+                                       (text.blueF() + window.blueF()) / 2);
+        if (!(option->state & State_Enabled))
+            edge = edge.darker(140);
+        painter->save();
+        painter->setRenderHint(QPainter::Antialiasing, element == PE_IndicatorRadioButton);
+        painter->setPen(QPen(edge, 1));
+        painter->setBrush(Qt::NoBrush);
+        const QRectF r = QRectF(option->rect).adjusted(0.5, 0.5, -0.5, -0.5);
+        if (element == PE_IndicatorRadioButton)
+            painter->drawEllipse(r);
+        else
+            painter->drawRect(r);
+        painter->restore();
+    }
+};
+
 } // namespace
 
 void applyTheme(Theme theme)
 {
-    QApplication::setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
+    QApplication::setStyle(new ContrastStyle);
     switch (theme) {
     case Theme::Dark: QApplication::setPalette(darkPalette()); break;
     case Theme::Light: QApplication::setPalette(QApplication::style()->standardPalette()); break;

@@ -1,11 +1,14 @@
 #include "ChartAdapters.h"
 #include "ChartExport.h"
+#include "ChartInteraction.h"
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QBarSeries>
+#include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -50,6 +53,7 @@ QChartView* newView(QWidget* parent, const QString& exportName)
     view->setRenderHint(QPainter::Antialiasing);
     view->setMinimumSize(280, 200);
     installExportMenu(view, exportName);
+    installChartHover(view);
     return view;
 }
 
@@ -71,23 +75,37 @@ QString exportNameOf(const QString& title)
 
 } // namespace
 
-void setStackedBarChart(QChartView* view, const StackedBarsData& d)
+namespace {
+
+void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
 {
     QChart* chart = newChart(d.title);
     if (!d.horizontal)
         chart->legend()->setAlignment(Qt::AlignRight);  // room for the category names beside one tall bar
-    QAbstractBarSeries* series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
-                                              : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
-    // The tallest stack over the categories sets the axis.
+    QAbstractBarSeries* series = nullptr;
+    if (stacked)
+        series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
+                              : static_cast<QAbstractBarSeries*>(new QStackedBarSeries);
+    else
+        series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries)
+                              : static_cast<QAbstractBarSeries*>(new QBarSeries);
+    // The tallest stack (or bar) over the categories sets the axis.
     QVector<double> stacks(d.categories.size(), 0.0);
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
         set->setColor(seriesColor(s.color >= 0 ? s.color : series->count()));
         set->setBorderColor(set->color());
+        const QStringList categories = d.categories;
+        const QString name = s.name, axis = d.value_axis;
+        QObject::connect(set, &QBarSet::hovered, view, [set, categories, name, axis](bool over, int index) {
+            if (!over)
+                return QToolTip::hideText();
+            QToolTip::showText(QCursor::pos(), barToolTip(name, categories.value(index), set->at(index), axis));
+        });
         for (qsizetype i = 0; i < s.values.size(); ++i) {
             *set << s.values[i];
             if (i < stacks.size())
-                stacks[i] += s.values[i];
+                stacks[i] = stacked ? stacks[i] + s.values[i] : std::max(stacks[i], s.values[i]);
         }
         series->append(set);
     }
@@ -130,6 +148,12 @@ void setStackedBarChart(QChartView* view, const StackedBarsData& d)
     }
     replaceChart(view, chart);
 }
+
+} // namespace
+
+void setStackedBarChart(QChartView* view, const StackedBarsData& data) { setBarChart(view, data, true); }
+
+void setGroupedBarChart(QChartView* view, const StackedBarsData& data) { setBarChart(view, data, false); }
 
 QChartView* makeStackedBarChart(const StackedBarsData& data, QWidget* parent)
 {
@@ -189,29 +213,26 @@ void setXYChart(QChartView* view, const XYChartData& d)
         }
         series->setName(s.name);
         series->setColor(s.highlighted ? QColor(220, 40, 40) : seriesColor(s.color >= 0 ? s.color : chart->series().size()));
-        QVector<QString> labels;
+        QStringList labels;  // the hover's tooltips (ChartInteraction.h)
         for (const XYPoint& p : s.points) {
             series->append(p.x, p.y);
             labels.push_back(p.label);
         }
-        QObject::connect(series, &QXYSeries::hovered, view, [labels, series](const QPointF& point, bool state) {
-            if (!state)
-                return QToolTip::hideText();
-            const auto pts = series->points();
-            for (qsizetype i = 0; i < pts.size(); ++i)
-                if (pts[i] == point && i < labels.size())
-                    return QToolTip::showText(QCursor::pos(), labels[i]);
-        });
+        series->setProperty("shardscope_labels", labels);
         chart->addSeries(series);
         series->attachAxis(xAxis);
         series->attachAxis(yAxis);
     }
+    // Past eight series a legend crowds the plot out (a suite's loss curves): hover names each.
+    if (d.series.size() > 8)
+        chart->legend()->hide();
     replaceChart(view, chart);
 }
 
 QChartView* makeXYChart(const XYChartData& data, QWidget* parent)
 {
     QChartView* view = newView(parent, exportNameOf(data.title));
+    installChartZoom(view);
     setXYChart(view, data);
     return view;
 }

@@ -16,5 +16,7 @@ QChartView* makeXYChart(const XYChartData& data, QWidget* parent = nullptr);
 // Replace the chart of an existing view (keeps the view and its menu).
 void setStackedBarChart(QChartView* view, const StackedBarsData& data);
 void setXYChart(QChartView* view, const XYChartData& data);
+// The same bars side by side instead of stacked (one bar per set in each category: two runs).
+void setGroupedBarChart(QChartView* view, const StackedBarsData& data);
 
 } // namespace shardscope

@@ -2,7 +2,9 @@
 #include "ChartExport.h"
 #include "Collectives.h"
 
+#include <QHelpEvent>
 #include <QPainter>
+#include <QToolTip>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +53,78 @@ QStringList DeviceMeshWidget::placementLines() const
     return lines;
 }
 
+DeviceMeshWidget::Geometry DeviceMeshWidget::geometry() const
+{
+    Geometry g;
+    if (!valid_)
+        return g;
+    const QFontMetrics fm(font());
+    const NodeType& node = problem_.cluster.node;
+    g.perNode = node.devicesPerNode();
+    const int nodes = problem_.cluster.nodes;
+    const int textH = int(placementLines().size() + 3) * fm.height() + 8;  // spare lines for wrapping
+    g.area = QRectF(8, fm.height() + 12, width() - 16, height() - fm.height() - 20 - textH);
+    // Show as many nodes as fit legibly; pipeline stages are far apart in the mesh, so
+    // the nodes shown are spread over the cluster (first, ..., last).
+    g.cols = std::max(1, int(std::ceil(std::sqrt(double(g.perNode) * 2))));
+    g.rows = (g.perNode + g.cols - 1) / g.cols;
+    g.shown = std::max(1, std::min(nodes, int(g.area.width() / (g.cols * 14 + 16))));
+    g.nodeW = g.area.width() / g.shown;
+    g.cell = std::min((g.nodeW - 12) / g.cols, (g.area.height() - fm.height() - 12) / g.rows);
+    g.stride = nodes > g.shown ? (nodes - 1) / std::max(1, g.shown - 1) : 1;
+    g.boxH = g.rows * g.cell + fm.height() + 10;
+    g.numbers = g.cell > fm.horizontalAdvance(QString::number(std::max(0, layout_.dp - 1))) + 4 && g.cell > fm.height() * 0.8;
+    return g;
+}
+
+int DeviceMeshWidget::nodeShown(const Geometry& g, int k) const
+{
+    // The last box is the last node, so the last pipeline stage is always among those shown.
+    return k == g.shown - 1 ? problem_.cluster.nodes - 1 : std::min(problem_.cluster.nodes - 1, k * g.stride);
+}
+
+QRectF DeviceMeshWidget::deviceRect(const Geometry& g, int k, int i) const
+{
+    const QFontMetrics fm(font());
+    const QRectF box(g.area.left() + k * g.nodeW + 2, g.area.top(), g.nodeW - 4, g.boxH);
+    return QRectF(box.left() + 6 + (i % g.cols) * g.cell, box.top() + fm.height() + 6 + (i / g.cols) * g.cell, g.cell - 2,
+                  g.cell - 2);
+}
+
+QString DeviceMeshWidget::toolTipAt(const QPointF& at) const
+{
+    const Geometry g = geometry();
+    for (int k = 0; k < g.shown; ++k)
+        for (int i = 0; i < g.perNode; ++i)
+            if (deviceRect(g, k, i).contains(at)) {
+                const int n = nodeShown(g, k);
+                const std::int64_t device = std::int64_t(n) * g.perNode + i;
+                return tr("node %1, device %2 (rank %3): tp rank %4, cp rank %5, dp rank %6, pipeline stage %7")
+                    .arg(n)
+                    .arg(i)
+                    .arg(device)
+                    .arg(device % layout_.tp)
+                    .arg((device / layout_.tp) % layout_.cp)
+                    .arg((device / (std::int64_t(layout_.tp) * layout_.cp)) % layout_.dp)
+                    .arg(device / (std::int64_t(layout_.tp) * layout_.cp * layout_.dp));
+            }
+    return {};
+}
+
+bool DeviceMeshWidget::event(QEvent* event)
+{
+    if (event->type() == QEvent::ToolTip) {
+        const auto* help = static_cast<QHelpEvent*>(event);
+        const QString text = toolTipAt(help->pos());
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    return QWidget::event(event);
+}
+
 void DeviceMeshWidget::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
@@ -81,20 +155,12 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
     p.setFont(font());
 
     const QStringList lines = placementLines();
-    const int textH = int(lines.size() + 2) * fm.height() + 8;  // one spare line for wrapping
-    const QRectF area(8, fm.height() + 12, width() - 16, height() - fm.height() - 20 - textH);
-    // Show as many nodes as fit legibly; pipeline stages are far apart in the mesh, so
-    // the nodes shown are spread over the cluster (first, ..., last).
-    const int cols = std::max(1, int(std::ceil(std::sqrt(double(perNode) * 2))));
-    const int rows = (perNode + cols - 1) / cols;
-    const int maxShown = std::max(1, std::min(nodes, int(area.width() / (cols * 14 + 16))));
-    const double nodeW = area.width() / maxShown;
-    const double cell = std::min((nodeW - 12) / cols, (area.height() - fm.height() - 12) / rows);
-    const int stride = nodes > maxShown ? (nodes - 1) / std::max(1, maxShown - 1) : 1;
-    const double boxH = rows * cell + fm.height() + 10;
-    for (int k = 0; k < maxShown; ++k) {
-        const int n = std::min(nodes - 1, k * stride);
-        const QRectF box(area.left() + k * nodeW + 2, area.top(), nodeW - 4, boxH);
+    const Geometry g = geometry();
+    // The group edge in the text colour: it stands out from the stage colours in both themes.
+    const QColor edge = pal.text().color();
+    for (int k = 0; k < g.shown; ++k) {
+        const int n = nodeShown(g, k);
+        const QRectF box(g.area.left() + k * g.nodeW + 2, g.area.top(), g.nodeW - 4, g.boxH);
         p.setPen(QPen(pal.text().color(), 1));
         p.setBrush(Qt::NoBrush);
         p.drawRoundedRect(box, 4, 4);
@@ -105,23 +171,29 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
             const int tpRank = int(device % layout_.tp);
             const int dpRank = int((device / (std::int64_t(layout_.tp) * layout_.cp)) % layout_.dp);
             const int stage = int(device / (std::int64_t(layout_.tp) * layout_.cp * layout_.dp));
-            const QRectF c(box.left() + 6 + (i % cols) * cell, box.top() + fm.height() + 6 + (i / cols) * cell,
-                           cell - 2, cell - 2);
+            const QRectF c = deviceRect(g, k, i);
             const QColor color = QColor::fromHsv(int(240.0 * stage / std::max(1, layout_.pp)) % 360, 150, 220);
             p.fillRect(c, color);
             // A thick left edge starts each tensor-parallel group.
             if (tpRank == 0 && layout_.tp > 1)
-                p.fillRect(QRectF(c.left(), c.top(), 2, c.height()), pal.text().color());
-            if (cell > fm.horizontalAdvance(QStringLiteral("00")) + 4) {
-                p.setPen(Qt::black);
+                p.fillRect(QRectF(c.left(), c.top(), std::max(2.0, g.cell / 8), c.height()), edge);
+            if (g.numbers) {
+                p.setPen(Qt::black);  // on the light stage colours in both themes
                 p.drawText(c, Qt::AlignCenter, QString::number(dpRank));
             }
         }
     }
+    const int maxShown = g.shown;
+    const double boxH = g.boxH;
+    const QRectF area = g.area;
+    const int textH = int(lines.size() + 3) * fm.height() + 8;
     p.setPen(pal.text().color());
+    // The caption says what is drawn: rank numbers only where the cells have room for them.
     const QString legend =
-        tr("colour: pipeline stage; number: data-parallel rank; dark edge: start of a tensor-parallel group%1")
-            .arg(nodes > maxShown ? tr("; %1 of %2 nodes shown").arg(maxShown).arg(nodes) : QString());
+        tr("colour: pipeline stage; %1thick edge: start of a tensor-parallel group%2%3")
+            .arg(g.numbers ? tr("number: data-parallel rank; ") : QString(),
+                 nodes > maxShown ? tr("; %1 of %2 nodes shown (first to last)").arg(maxShown).arg(nodes) : QString(),
+                 isVisible() ? tr("; hover a device for its ranks") : QString());  // not in a report's picture
     // The explanation right under the nodes it explains, not at the far bottom of a tall widget.
     const double textTop = std::min(area.top() + boxH + 8, double(height() - textH + 4));
     p.drawText(QRectF(8, textTop, width() - 16, height() - textTop), Qt::TextWordWrap,

@@ -19,9 +19,24 @@ public:
     QSize sizeHint() const override { return {640, 320}; }
     // "tp: inside a node (switch)" ... one line per parallel dimension.
     QStringList placementLines() const;
+    // The device under a point: "node 21, device 5 (rank 677): tp rank 5, cp rank 0, dp rank 1,
+    // pipeline stage 5"; empty off the devices.
+    QString toolTipAt(const QPointF& at) const;
+
+    // Where the devices are drawn (shared by painting and hit testing).
+    struct Geometry {
+        QRectF area;
+        int perNode = 0, cols = 1, rows = 1, shown = 0, stride = 1;
+        double nodeW = 0, cell = 0, boxH = 0;
+        bool numbers = false;  // cells big enough for their data-parallel rank
+    };
+    Geometry geometry() const;
+    int nodeShown(const Geometry& g, int k) const;       // the node in the k-th box
+    QRectF deviceRect(const Geometry& g, int k, int i) const;  // device i of the k-th box
 
 protected:
     void paintEvent(QPaintEvent* event) override;
+    bool event(QEvent* event) override;
 
 private:
     Problem problem_;
