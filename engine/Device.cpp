@@ -116,6 +116,7 @@ const char* toString(MemoryCategory c)
     case MemoryCategory::Optimizer: return "optimizer";
     case MemoryCategory::Activations: return "activations";
     case MemoryCategory::Workspace: return "workspace";
+    case MemoryCategory::Host: return "host";
     }
     return "?";
 }
@@ -181,7 +182,8 @@ DeviceBuffer DeviceAllocator::allocate(MemoryCategory category, double device_by
                                        std::size_t host_element_bytes)
 {
     const double bytes = device_bytes;
-    if (bytes > freeBytes())
+    const bool onDevice = category != MemoryCategory::Host;
+    if (onDevice && bytes > freeBytes())
         throw DeviceOutOfMemory(name_, category, bytes, freeBytes(), capacity_);
     DeviceBuffer b;
     if (elements > 0) {
@@ -199,15 +201,18 @@ DeviceBuffer DeviceAllocator::allocate(MemoryCategory category, double device_by
     const size_t c = size_t(category);
     current_[c] += bytes;
     peak_[c] = std::max(peak_[c], current_[c]);
-    used_ += bytes;
-    peak_total_ = std::max(peak_total_, used_);
+    if (onDevice) {
+        used_ += bytes;
+        peak_total_ = std::max(peak_total_, used_);
+    }
     return b;
 }
 
 void DeviceAllocator::give_back(const DeviceBuffer& b)
 {
     current_[size_t(b.category_)] -= b.device_bytes_;
-    used_ -= b.device_bytes_;
+    if (b.category_ != MemoryCategory::Host)
+        used_ -= b.device_bytes_;
 }
 
 void DeviceAllocator::resetPeaks()
@@ -268,6 +273,20 @@ void EmulatedDevice::charge(KernelKind kind, const KernelCost& cost, DataType co
     counters_.calls[k] += 1;
     counters_.bytes_read += cost.bytes_read;
     counters_.bytes_written += cost.bytes_written;
+    clock_s_ += t;
+}
+
+void EmulatedDevice::chargeHost(const HostCost& cost)
+{
+    if (!(profile_.host_link_bytes_per_second > 0) || !(profile_.host_memory_bytes_per_second > 0))
+        throw std::invalid_argument(label() + ": the profile has no host link or host memory bandwidth: optimizer "
+                                              "offload cannot be emulated (the node type publishes no host link)");
+    const double t = (cost.bytes_to_host + cost.bytes_to_device) / profile_.host_link_bytes_per_second +
+                     cost.host_memory_bytes / profile_.host_memory_bytes_per_second;
+    counters_.host_bytes_to_host += cost.bytes_to_host;
+    counters_.host_bytes_to_device += cost.bytes_to_device;
+    counters_.host_memory_bytes += cost.host_memory_bytes;
+    counters_.host_seconds += t;
     clock_s_ += t;
 }
 

@@ -40,6 +40,10 @@ struct DeviceProfile {
     double peak_flops_bf16 = 0;        // 0: not published
     double memory_bytes_per_second = 0;
     double kernel_overhead_s = 0;      // added to every kernel's roofline time
+    // Optimizer offload: this device's share of its node's host link (one direction, PCIe), and
+    // the host memory bandwidth the offloaded optimizer runs at; 0: not known (no offload).
+    double host_link_bytes_per_second = 0;
+    double host_memory_bytes_per_second = 0;
     double scale = 1;                  // factor applied to capacity, FLOP/s and bandwidth
     bool measured = false;             // true for the host profile
 
@@ -65,9 +69,11 @@ double measureGemmFlops(KernelPool& pool, int m, int n, int k, int repeats);
 
 // ---------------------------------------------------------------- memory
 
-enum class MemoryCategory { Weights, Gradients, Optimizer, Activations, Workspace };
-inline constexpr int kMemoryCategories = 5;
-const char* toString(MemoryCategory c);  // "weights", "gradients", ...
+// Host: what this device keeps in its host's memory (offloaded optimizer states); counted
+// per category like the others but not against the device's capacity.
+enum class MemoryCategory { Weights, Gradients, Optimizer, Activations, Workspace, Host };
+inline constexpr int kMemoryCategories = 6;
+const char* toString(MemoryCategory c);  // "weights", "gradients", ..., "host"
 
 // Thrown when an allocation does not fit. The device stays consistent: nothing
 // was allocated, and freeing other buffers makes room again.
@@ -176,7 +182,17 @@ struct CommCounters {
     double wait_seconds = 0;  // device-clock time spent waiting for the last member to arrive
 };
 
+// Work done for this device on its host: transfers over the host link and the host's
+// memory passes (the offloaded optimizer step).
+struct HostCost {
+    double bytes_to_host = 0;
+    double bytes_to_device = 0;
+    double host_memory_bytes = 0;  // read + written in host memory
+};
+
 struct DeviceCounters {
+    double host_bytes_to_host = 0, host_bytes_to_device = 0, host_memory_bytes = 0;
+    double host_seconds = 0;  // device-clock time of the host link and the host's passes
     std::array<double, kKernelKinds> flops{};
     std::array<double, kKernelKinds> seconds{};  // device-clock time per kind
     std::array<std::int64_t, kKernelKinds> calls{};
@@ -201,6 +217,10 @@ public:
     // Records a kernel and advances the clock by its roofline time for `compute`.
     // Throws std::invalid_argument if the profile lacks the peak for `compute`.
     void charge(KernelKind kind, const KernelCost& cost, DataType compute);
+    // Records offloaded work and advances the clock by its time: the link carries both
+    // directions one after the other, then the host makes its memory passes. Throws
+    // std::invalid_argument when the profile has no host link or host memory bandwidth.
+    void chargeHost(const HostCost& cost);
     double clockSeconds() const { return clock_s_; }
     const DeviceCounters& counters() const { return counters_; }
     const CommCounters& comm() const { return comm_; }

@@ -13,6 +13,8 @@ QJsonObject toJson(const DeviceProfile& p)
                        {"peak_flops_bf16", p.peak_flops_bf16},
                        {"memory_bytes_per_second", p.memory_bytes_per_second},
                        {"kernel_overhead_s", p.kernel_overhead_s},
+                       {"host_link_bytes_per_second", p.host_link_bytes_per_second},
+                       {"host_memory_bytes_per_second", p.host_memory_bytes_per_second},
                        {"scale", p.scale},
                        {"measured", p.measured}};
 }
@@ -124,6 +126,11 @@ QJsonObject toJson(const Measurement& m)
                                    {"comm_calls", byKindJson(d.comm_calls)},
                                    {"comm_seconds", byKindJson(d.comm_seconds)},
                                    {"comm_wait_seconds", d.comm_wait_seconds},
+                                   // Optimizer offload: bytes over the host link, host memory passes, their time.
+                                   {"host_bytes_to_host", d.counters.host_bytes_to_host},
+                                   {"host_bytes_to_device", d.counters.host_bytes_to_device},
+                                   {"host_memory_bytes", d.counters.host_memory_bytes},
+                                   {"host_seconds", d.counters.host_seconds},
                                    {"device_step_time_s", d.device_step_time_s},
                                    {"wall_step_time_s", d.wall_step_time_s},
                                    {"device_step_times_s", deviceTimes},

@@ -293,8 +293,14 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const std::size_t hb = sizeof(T);
     weights_ = alloc.allocate(MemoryCategory::Weights, double(wCount) * e_, size_t(wCount), hb);
     grads_ = alloc.allocate(MemoryCategory::Gradients, double(gCount) * e_, size_t(gCount), hb);
-    optimizer_ = alloc.allocate(MemoryCategory::Optimizer, double(S_) * (master ? 12 : 8),
-                                size_t((master ? 3 : 2) * S_), hb);
+    // Optimizer offload (ZeRO-Offload, Megatron-LM's --optimizer-cpu-offload): the states live in
+    // the host's memory; each step sends the owned gradients down and the updated weights up.
+    offload_ = l.offload == Offload::Optimizer;
+    if (offload_ && (!(dev_.profile().host_link_bytes_per_second > 0) || !(dev_.profile().host_memory_bytes_per_second > 0)))
+        throw InputError("layout.offload: " + dev_.label() +
+                         " has no host link or host memory bandwidth to offload the optimizer to");
+    optimizer_ = alloc.allocate(offload_ ? MemoryCategory::Host : MemoryCategory::Optimizer,
+                                double(S_) * (master ? 12 : 8), size_t((master ? 3 : 2) * S_), hb);
     // Recomputation scratch, shared by the micro-batches: tensors (e bytes) and statistics (4).
     std::int64_t scratchTensors = 0, scratchStats = 0;
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
@@ -990,8 +996,11 @@ double ModelExecutor<T>::reduceGradients()
         if (countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0))
             sumSq += sum_of_squares<T>(k_.pool(), p, n);
     });
+    // The norm's pass over the owned gradients (with the optimizer offloaded, the host takes it on
+    // its copy, inside the offloaded step).
     const double gc = zero_ >= 1 ? double(S_) : double(P_);
-    k_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * gc, gc * e_, 0});
+    if (!offload_)
+        k_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * gc, gc * e_, 0});
     return sumSq;
 }
 
@@ -1025,7 +1034,14 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
         }
     }
     const double p = double(S_), ms = mixed ? 4 : 0;
-    k_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)});
+    if (offload_) {
+        // Down: the owned gradients; on the host: read the gradient and read and write m, v (and
+        // the fp32 master), write the weight (fp32: read it too); up: the updated weights.
+        const double weightPasses = opts_.precision == PrecisionMode::FP32 ? 2 : 1;
+        k_.device().chargeHost({p * e_, p * e_, p * (2 * (8 + ms) + e_ + weightPasses * e_)});
+    } else {
+        k_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)});
+    }
     if ((zero_ == 1 || zero_ == 2) && groups_.shard)
         for (const ShardUnit& u : units_)
             groups_.shard->allGather(shardRank_, w + u.offset, size_t(u.count), e_);

@@ -41,6 +41,9 @@
 //   bf16-rne    weights = RNE(weights + update)   (small updates vanish)
 //   bf16-sr     weights = stochastic_round(weights + update), Trainium's approach;
 //               the random bits hash (seed, step, full-model index): the same on any layout.
+// Optimizer offload: the optimizer states (and fp32 master weights) in host memory (memory
+// category Host, not on the device); each step the owned gradients go down the host link, the
+// host runs AdamW at its memory bandwidth, the weights come back up (EmulatedDevice::chargeHost).
 // Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, mb sequences per micro-batch, Nm = mb*T tokens, Ns = Nm/tp under
 // sequence parallelism (else Nm).
@@ -196,7 +199,7 @@ private:
     int id_;
     int tp_ = 1, tpRank_ = 0, stage_ = 0, stages_ = 1, dpRank_ = 0;
     int zero_ = 0, shardRank_ = 0, replicaIndex_ = 0;
-    bool sp_ = false;
+    bool sp_ = false, offload_ = false;
     Recompute recompute_ = Recompute::None;
     int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
         mb_ = 0, L_ = 0, layer0_ = 0, Ls_ = 0;

@@ -35,8 +35,6 @@ FieldErrors validate(const TrainRequest& r)
         add("cp", "context parallelism is not executed by the engine yet (cp must be 1)");
     if (l.schedule == PipelineSchedule::Interleaved)
         add("schedule", "the engine executes gpipe and 1f1b (interleaved is not executed yet)");
-    if (l.offload != Offload::None)
-        add("offload", "the engine does not emulate optimizer offload yet");
     for (FieldError& f : validateShardable(r.model, l, l.micro_batch))
         e.push_back(std::move(f));
     const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;

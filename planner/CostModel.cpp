@@ -683,10 +683,11 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     // Every step also reads the gradients it owns for the global norm (clipping), zeroes the
     // gradient buffer it holds for the next step, and under ZeRO-2/3 adds each micro-batch's
     // reduced shard into the accumulated one (read both, write one): memory-bound passes. (With
-    // the optimizer offloaded, the norm is taken on the host's copy, inside the offload term.)
+    // the optimizer offloaded, the norm is taken on the host's copy, inside the offload term; the
+    // device still zeroes the gradients it holds.)
     const double heldGrads = l.zero_stage >= 2 ? localParams : heavy.params;
     const double gradientPasses =
-        l.offload == Offload::Optimizer ? 0.0 : (localParams + heldGrads) * grad_bytes_ / hbm_bytes_per_second_device_;
+        (l.offload == Offload::Optimizer ? heldGrads : localParams + heldGrads) * grad_bytes_ / hbm_bytes_per_second_device_;
     const double accumulation =
         l.zero_stage >= 2 && dpGroupSize > 1 ? m * localParams * 3 * grad_bytes_ / hbm_bytes_per_second_device_ : 0.0;
     ts.optimizer += gradientPasses + accumulation;
@@ -784,13 +785,16 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
-    // shard accumulation (1 per owned gradient and micro-batch).
+    // shard accumulation (1 per owned gradient and micro-batch). An offloaded optimizer and its
+    // norm run on the host: no device FLOPs.
     {
         const double perStage = double(l.tp) * l.cp * l.dp;
+        const bool onDevice = l.offload != Offload::Optimizer;
         auto stageVector = [&](const StageCost& sc) {
             const double owned = l.zero_stage >= 1 ? sc.params / shardGroup : sc.params;
             const double accumulate = l.zero_stage >= 2 && dpGroupSize > 1 ? m * owned : 0.0;
-            return perStage * (m * sc.vector_flops_mb + 12 * owned + 2 * owned + accumulate);
+            const double optimizer = onDevice ? (ops::kAdamW + ops::kSquaredNorm) * owned : 0.0;
+            return perStage * (m * sc.vector_flops_mb + optimizer + accumulate);
         };
         pr.vector_flops_per_step = stageVector(firstStage);
         if (p > 1)

@@ -6,6 +6,7 @@
 // and the TP, PP and DP message sizes of a step (from Megatron-LM's and ZeRO's
 // descriptions, not from the engine). Then failures: out of memory on one
 // device, a NaN loss, a cancelled run: every worker stops, the run says who.
+#include "Bf16.h"
 #include "Trainer.h"
 
 #include <QTest>
@@ -45,6 +46,21 @@ TrainRequest baseRequest(int steps = 10)
     r.links.intra_latency_s = 1e-6;
     r.links.inter_latency_s = 1e-5;
     return r;
+}
+
+// Llama's blocks at the test size: 4 query heads sharing 2 kv heads (tp=2 divides them).
+ModelConfig llamaModel()
+{
+    ModelConfig c{4, 32, 4, 32, 8};
+    c.kv_heads = 2;
+    c.ffn_hidden = 48;
+    c.mlp = MlpKind::SwiGlu;
+    c.norm = NormKind::RmsNorm;
+    c.positions = PositionKind::Rotary;
+    c.rope_base = 500000;
+    c.bias = false;
+    c.tied_embeddings = false;
+    return c;
 }
 
 Layout parse(const QString& text)
@@ -91,15 +107,17 @@ constexpr double kP = kV * kC + kT * kC + kL * (12 * kC * kC + 13 * kC) + 2 * kC
 class TstEngineCluster : public QObject {
     Q_OBJECT
 
-    std::map<Recompute, Measurement> reference_;
+    std::map<std::pair<Recompute, bool>, Measurement> reference_;
 
-    const Measurement& reference(Recompute r)
+    const Measurement& reference(Recompute r, bool llama)
     {
-        auto it = reference_.find(r);
+        auto it = reference_.find({r, llama});
         if (it == reference_.end()) {
             TrainRequest req = baseRequest();
+            if (llama)
+                req.model = llamaModel();
             req.layout.recompute = r;
-            it = reference_.emplace(r, single(req)).first;
+            it = reference_.emplace(std::pair{r, llama}, single(req)).first;
         }
         return it->second;
     }
@@ -108,6 +126,7 @@ private slots:
     void layoutReproducesOneDevice_data()
     {
         QTest::addColumn<QString>("layout");
+        QTest::addColumn<bool>("llama");
         const char* rows[] = {"dp=4",
                               "dp=4,zero=1",
                               "dp=4,zero=2",
@@ -127,18 +146,33 @@ private slots:
                               "dp=2,tp=2,zero=3",
                               "tp=2,pp=2,sp=on,schedule=gpipe,mb=1"};
         for (const char* row : rows) {
-            QTest::newRow(row) << QString(row);
-            QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full";
+            QTest::newRow(row) << QString(row) << false;
+            QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full" << false;
         }
-        QTest::newRow("dp=2,pp=2,recompute=selective") << "dp=2,pp=2,recompute=selective";
-        QTest::newRow("tp=2,sp=on,recompute=selective") << "tp=2,sp=on,recompute=selective";
+        QTest::newRow("dp=2,pp=2,recompute=selective") << "dp=2,pp=2,recompute=selective" << false;
+        QTest::newRow("tp=2,sp=on,recompute=selective") << "tp=2,sp=on,recompute=selective" << false;
+        // Llama's blocks (RMSNorm, SwiGLU, RoPE, GQA with the kv heads split over tp, untied head).
+        const char* llamaRows[] = {"dp=4,zero=3",
+                                   "dp=4,zero=2,zero_group=2",
+                                   "tp=2",
+                                   "tp=2,sp=on",
+                                   "pp=2,schedule=1f1b,mb=2",
+                                   "pp=4,schedule=gpipe,mb=1",
+                                   "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
+                                   "tp=2,pp=2,recompute=full,mb=2",
+                                   "tp=2,sp=on,recompute=selective"};
+        for (const char* row : llamaRows)
+            QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
     }
     void layoutReproducesOneDevice()
     {
         QFETCH(QString, layout);
+        QFETCH(bool, llama);
         TrainRequest r = baseRequest();
+        if (llama)
+            r.model = llamaModel();
         r.layout = parse(layout);
-        const Measurement& ref = reference(r.layout.recompute);
+        const Measurement& ref = reference(r.layout.recompute, llama);
         const Measurement m = cluster(r);
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
@@ -345,6 +379,34 @@ private slots:
         QVERIFY(m.error->message.find("device " + std::to_string(bigger)) != std::string::npos);
         QVERIFY(m.steps.empty());
         QVERIFY(!m.cancelled);
+    }
+
+    // bf16 on a cluster: every stored tensor and every value on the wire is bf16 (2 bytes), and a
+    // run reproduces itself bit for bit whatever the worker threads' interleaving.
+    void bf16ClusterRunsReproduceThemselves()
+    {
+        for (PrecisionMode p : {PrecisionMode::BF16Mixed, PrecisionMode::BF16SR}) {
+            TrainRequest r = baseRequest(4);
+            r.model = llamaModel();
+            r.precision = p;
+            r.layout = parse("dp=2,tp=2,zero=1,sp=on");
+            const Measurement a = cluster(r);
+            QVERIFY2(!a.error, a.error ? a.error->message.c_str() : "");
+            const Measurement b = cluster(r);
+            QCOMPARE(a.losses(), b.losses());
+            QVERIFY(a.final_parameters == b.final_parameters);
+            for (float w : a.final_parameters)
+                QCOMPARE(w, roundToBf16NearestEven(w));
+            // The same layout in fp32 sends twice the bytes of the tensor collectives (the
+            // all-reduces also carry fp32 softmax statistics and the step's fp64 norm).
+            TrainRequest f = r;
+            f.precision = PrecisionMode::FP32;
+            const Measurement full = cluster(f);
+            for (const char* kind : {"all_gather", "reduce_scatter"})
+                QCOMPARE(sent(a.devices[0], kind) * 2, sent(full.devices[0], kind));
+            // It trains: the loss falls as in fp32, within bf16's precision.
+            QVERIFY(std::fabs(a.steps.back().loss - full.steps.back().loss) < 0.05);
+        }
     }
 
     void nanLossOnOneDeviceIsReported()

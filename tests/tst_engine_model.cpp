@@ -405,6 +405,52 @@ private slots:
         QVERIFY(losses(r, 2) != a);
     }
 
+    // Optimizer offload: the states in host memory, the gradients down and the weights up the host
+    // link each step, the same training as on the device.
+    void optimizerOffloadMovesStatesToTheHost()
+    {
+        TrainRequest r;
+        r.model = llamaLike(2, 32, 4, 2, 64, 29, 16);
+        r.batch = 4;
+        r.steps = 3;
+        r.layout.micro_batch = 4;
+        r.layout.zero_stage = 1;
+        const auto src = makeTokenSource(r);
+        DeviceProfile profile = roomyProfile();
+        profile.host_link_bytes_per_second = 2e10;
+        profile.host_memory_bytes_per_second = 5e10;
+        EmulatedDevice onDevice(0, profile);
+        const Measurement kept = runTraining(r, *src, onDevice);
+        r.layout.offload = Offload::Optimizer;
+        EmulatedDevice offloaded(0, profile);
+        const Measurement m = runTraining(r, *src, offloaded);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(m.losses(), kept.losses());  // the same AdamW, wherever it runs
+        const double P = double(engine::parameterCount(r.model));
+        const DeviceMeasurement& d = m.devices.at(0);
+        QCOMPARE(d.memory_peak_bytes[size_t(MemoryCategory::Optimizer)], 0.0);
+        QCOMPARE(d.memory_peak_bytes[size_t(MemoryCategory::Host)], 8 * P);  // fp32 m and v
+        QCOMPARE(kept.devices.at(0).memory_peak_bytes[size_t(MemoryCategory::Optimizer)], 8 * P);
+        // Host memory is not the device's: the device's peak is smaller by the states.
+        QCOMPARE(d.memory_peak_total_bytes, kept.devices.at(0).memory_peak_total_bytes - 8 * P);
+        QCOMPARE(d.counters.host_bytes_to_host, 3 * 4 * P);    // fp32 gradients down, every step
+        QCOMPARE(d.counters.host_bytes_to_device, 3 * 4 * P);  // the updated weights up
+        // Per step and parameter the host reads the gradient, reads and writes m and v, reads and
+        // writes the fp32 weight: 4 + 16 + 8 bytes; the clock pays link and host memory time.
+        QCOMPARE(d.counters.host_memory_bytes, 3 * 28 * P);
+        QCOMPARE(d.counters.host_seconds, 3 * (8 * P / 2e10 + 28 * P / 5e10));
+        QCOMPARE(d.counters.flops[size_t(KernelKind::Optimizer)], 0.0);  // AdamW ran on the host
+        // No host link: refused by name before anything runs.
+        EmulatedDevice bare(0, roomyProfile());
+        try {
+            runTraining(r, *src, bare);
+            QFAIL("offload without a host link was accepted");
+        } catch (const InputError& e) {
+            QVERIFY2(std::string(e.what()).find("layout.offload") != std::string::npos, e.what());
+        }
+        QCOMPARE(bare.allocator().usedBytes(), 0.0);
+    }
+
     void outOfMemoryIsReportedAndSurvived()
     {
         TrainRequest r;

@@ -53,6 +53,7 @@ NodeType emulatedNodeType(const engine::DeviceProfile& p, const engine::LinkSpec
     n.scale_up_chips = n.chips_per_node;
     // The engine gives each device its share of the node's network.
     n.inter_node_bytes_per_second = links.inter_bytes_per_second * n.chips_per_node;
+    n.host_link_bytes_per_second = p.host_link_bytes_per_second;  // one device per emulated chip
     return n;
 }
 
@@ -89,6 +90,9 @@ CostModelParams engineCostModelParams(const engine::DeviceProfile& profile, cons
     p.dp_overlap = 0;
     p.reserve_fraction = 0;
     p.dp_bucket_bytes = double(bucket_bytes);
+    // The emulated host of an offloaded optimizer runs at the profile's host memory bandwidth.
+    if (profile.host_memory_bytes_per_second > 0)
+        p.host_memory_bytes_per_second = profile.host_memory_bytes_per_second;
     return p;
 }
 

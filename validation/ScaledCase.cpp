@@ -75,10 +75,6 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         l.schedule = PipelineSchedule::OneFOneB;
         l.virtual_stages = 1;
     }
-    if (l.offload != Offload::None) {
-        notes.push_back("optimizer offload kept on the device: the engine does not emulate the host");
-        l.offload = Offload::None;
-    }
     // Few enough devices for one worker thread each on this machine.
     const std::int64_t before = l.devices();
     while (l.devices() > kMaxValidationDevices && l.dp > 2) {
@@ -131,6 +127,11 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     const double needed = smallPrediction.memory_bytes.total() - smallPrediction.memory_bytes.reserve;
     out.memory_scale = std::clamp(needed / std::max(1e-9, fraction) / unit.memory_bytes, 1e-12, 1.0);
     c.profile = engine::profileFromChip(chip, out.memory_scale);
+    // The host side of optimizer offload, scaled like the device: its share of the node's host
+    // link, and the host memory bandwidth the plan's terms price the offloaded step at.
+    c.profile.host_link_bytes_per_second =
+        full.cluster.node.host_link_bytes_per_second / chip.devices_per_chip * out.memory_scale;
+    c.profile.host_memory_bytes_per_second = fullTerms.host_memory_bytes_per_second * out.memory_scale;
 
     // The node type's links, scaled like the device; nodes of the plan's size (capped).
     const NodeType& node = full.cluster.node;

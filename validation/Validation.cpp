@@ -274,6 +274,8 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Llama blocks, bf16 mixed, tensor parallel", "tp=2", bf16, &llama},
         {"Llama blocks, bf16 mixed, pipeline + ZeRO-1", "dp=2,pp=2,zero=1,mb=2", bf16, &llama},
         {"bf16 mixed, 3D", "dp=2,tp=2,pp=2,mb=2", bf16, &gpt2},
+        {"ZeRO-1 + optimizer offload", "dp=4,zero=1,offload=optimizer", fp32, &gpt2},
+        {"Llama blocks, bf16 mixed, ZeRO-2 + optimizer offload", "dp=2,tp=2,zero=2,offload=optimizer", bf16, &llama},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
@@ -294,6 +296,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         r.links.intra_latency_s = 5e-6;
         r.links.inter_latency_s = 2e-5;
         r.links.node_devices = 4;
+        // The offload rows' host: a PCIe-like link a quarter of the scale-up link's bandwidth, and
+        // the host memory bandwidth the default cost model prices CPU Adam at.
+        if (r.layout.offload == Offload::Optimizer) {
+            c.profile.host_link_bytes_per_second = r.links.intra_bytes_per_second / 4;
+            c.profile.host_memory_bytes_per_second = defaultCostModelParams().host_memory_bytes_per_second;
+        }
         cases.push_back(c);
     }
     return cases;
@@ -355,6 +363,8 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                     comm += seconds;
                 measured.insert("communication", comm / steps);
                 measured.insert("waiting", d.comm_wait_seconds / steps);
+                if (d.counters.host_seconds > 0)  // the offloaded optimizer: host link and host passes
+                    measured.insert("host (offload)", d.counters.host_seconds / steps);
             }
             c.insert("device_time_breakdown", QJsonObject{{"predicted", predicted}, {"measured", measured}});
         }

@@ -22,6 +22,8 @@ engine::DeviceProfile profileFromJson(JsonReader device)
     p.peak_flops_bf16 = device.number("peak_flops_bf16", 0, false, 0, 1e20);
     p.memory_bytes_per_second = device.number("memory_bytes_per_second", 0, true, 1, 1e18);
     p.kernel_overhead_s = device.number("kernel_overhead_s", 0, false, 0, 1e3);
+    p.host_link_bytes_per_second = device.number("host_link_bytes_per_second", 0, false, 0, 1e18);
+    p.host_memory_bytes_per_second = device.number("host_memory_bytes_per_second", 0, false, 0, 1e18);
     p.scale = device.number("scale", 1, false, 1e-9, 1);
     p.measured = device.boolean("measured", false);
     return p;
