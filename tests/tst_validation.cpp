@@ -3,6 +3,7 @@
 // layout), FLOPs must agree closely, and the validation document keeps its contract.
 // The other metrics are reported by `shardscope-cli validate --suite`; their goals
 // belong to the calibration work (see the issue notes), not to this test.
+#include "BuiltinSpecs.h"
 #include "Store.h"
 #include "ScaledCase.h"
 #include "EngineFit.h"
@@ -211,6 +212,47 @@ private slots:
         QVERIFY2(std::fabs(smallFraction - fullFraction) < 0.01 * fullFraction,
                  qPrintable(QString("%1 vs %2").arg(smallFraction).arg(fullFraction)));
         QCOMPARE(r.metric("weights_bytes")->rel_error, 0.0);
+    }
+
+    // A catalog model is validated as itself: Llama 3 70B's blocks at engine size, its HSDP shard
+    // groups kept HSDP, no note but size reductions; the memory exact against the planner.
+    void scaledCaseKeepsTheArchitecture()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        Problem full;
+        full.model = specs.model("llama-3-70b");
+        full.cluster.node = specs.node("p5.48xlarge");
+        full.cluster.nodes = 32;
+        full.training.global_batch = 1024;
+        full.training.seq_len = 8192;
+        FieldErrors errors;
+        Layout layout = parseLayout("dp=32,tp=8,zero=3,zero_group=8,sp=on,recompute=full", errors);
+        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const engine::ModelConfig& m = s.validation.request.model;
+        QCOMPARE(m.norm, NormKind::RmsNorm);
+        QCOMPARE(m.mlp, MlpKind::SwiGlu);
+        QCOMPARE(m.positions, PositionKind::Rotary);
+        QCOMPARE(m.rope_base, 500000.0);
+        QVERIFY(!m.bias && !m.tied_embeddings);
+        QCOMPARE(m.heads / m.kvHeads(), 4);  // 64 / 8 query groups, capped at 4 per group
+        QCOMPARE(m.kvHeads() % s.validation.request.layout.tp, 0);
+        // The MLP keeps Llama 3's width ratio (28672 / 8192 = 3.5), rounded to what tp divides.
+        QVERIFY(std::fabs(double(m.ffn()) / m.hidden - 3.5) < 0.2);
+        const Layout& l = s.validation.request.layout;
+        QVERIFY2(l.zero_group >= 2 && l.zero_group < l.dp && l.dp % l.zero_group == 0,
+                 qPrintable(QString::fromStdString(toString(l))));
+        QCOMPARE(s.validation.request.precision, engine::PrecisionMode::BF16Mixed);
+        for (const std::string& note : s.adaptations)
+            QVERIFY2(note.find("GPT-2") == std::string::npos && note.find("fp32") == std::string::npos, note.c_str());
+        const ValidationResult r = runValidation(s.validation);
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "flops"})
+            QVERIFY2(std::fabs(r.metric(metric)->rel_error) < 1e-9, metric);
+        // What the engine cannot express is refused by name, not trained as something else.
+        Problem bert = full;
+        bert.model = specs.model("bert-large");
+        QVERIFY_THROWS_EXCEPTION(InputError, scaledValidationCase(bert, parseLayout("dp=8", errors), 2));
     }
 
     // Fitting the element-wise term on engine measurements, reported on held-out cases.

@@ -76,8 +76,11 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         l.virtual_stages = 1;
     }
     // Few enough devices for one worker thread each on this machine.
+    // An HSDP plan keeps dp >= 4: two shard groups of two.
     const std::int64_t before = l.devices();
-    while (l.devices() > kMaxValidationDevices && l.dp > 2) {
+    const bool hsdpPlan = l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp;
+    const int dpFloor = hsdpPlan && l.dp >= 4 ? 4 : 2;
+    while (l.devices() > kMaxValidationDevices && l.dp > dpFloor) {
         l.dp /= 2;
     }
     while (l.devices() > kMaxValidationDevices && l.pp > 2)
@@ -90,9 +93,25 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         notes.push_back(s(before) + " devices reduced to " + s(l.devices()) + " (dp " + s(fullLayout.dp) + " -> " +
                         s(l.dp) + ", tp " + s(fullLayout.tp) + " -> " + s(l.tp) + ", pp " + s(fullLayout.pp) + " -> " +
                         s(l.pp) + ")");
+    // A shard group smaller than dp (HSDP) stays one: the largest divisor of the scaled dp that
+    // leaves at least two replicas and is no larger than the plan's group; only when dp is too
+    // small for two groups of two is it widened to the whole dp group.
     if (l.zero_group > 0 && (l.zero_group >= l.dp || l.dp % l.zero_group != 0)) {
-        notes.push_back("ZeRO shard group " + s(l.zero_group) + " widened to the whole dp group of " + s(l.dp));
-        l.zero_group = 0;
+        const bool hsdp = fullLayout.zero_group > 0 && fullLayout.zero_group < fullLayout.dp;
+        int g = 0;
+        for (int d = std::min(l.zero_group, l.dp / 2); hsdp && d >= 2; --d)
+            if (l.dp % d == 0) {
+                g = d;
+                break;
+            }
+        if (g > 0) {
+            notes.push_back("ZeRO shard group " + s(l.zero_group) + " reduced to " + s(g) + " (" + s(l.dp / g) +
+                            " replicas, HSDP as planned)");
+            l.zero_group = g;
+        } else {
+            notes.push_back("ZeRO shard group " + s(l.zero_group) + " widened to the whole dp group of " + s(l.dp));
+            l.zero_group = 0;
+        }
     }
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
