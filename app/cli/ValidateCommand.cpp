@@ -308,13 +308,15 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         if (fullSize) {
             const QJsonObject pr = fullSize->value(QLatin1String("prediction")).toObject();
             ctx.out << "  full size: " << fullSize->value(QLatin1String("layout")).toString().toStdString() << ", "
-                    << formatDuration(pr.value(QLatin1String("step_time_s")).toDouble()) << " per step (cost model "
+                    << formatDuration(pr.value(QLatin1String("time_s")).toObject().value(QLatin1String("step")).toDouble())
+                    << " per step (cost model "
                     << fullSize->value(QLatin1String("cost_model")).toString().toStdString() << ", constraints "
                     << fullSize->value(QLatin1String("constraints")).toString().toStdString() << ")\n";
         }
         ctx.out << "  engine model: " << r.c.request.model.layers << " layers, hidden " << r.c.request.model.hidden
                 << ", " << r.c.request.model.heads << " heads, vocab " << r.c.request.model.vocab << ", seq "
-                << r.c.request.model.seq << ", batch " << r.c.request.batch << ", layout "
+                << r.c.request.model.seq << " (" << engine::describe(r.c.request.model) << "), batch " << r.c.request.batch
+                << ", layout "
                 << toString(r.c.request.layout) << "\n";
         if (!r.error.empty())
             ctx.out << "  could not compare: " << r.error << "\n";
