@@ -303,13 +303,14 @@ void ValidatePage::start()
     for (const std::string& n : scaled.adaptations)
         notes << q(n);
     const engine::TrainRequest& r = scaled.validation.request;
-    caseLabel_->setText(tr("Validation case: %1 layers, hidden %2, %3 heads, vocab %4, seq %5, batch %6 on %7 devices "
-                           "of %8, layout %9%10")
+    caseLabel_->setText(tr("Validation case: %1 layers, hidden %2, %3 heads, vocab %4, seq %5 (%6), batch %7 on %8 "
+                           "devices of %9, layout %10%11")
                             .arg(r.model.layers)
                             .arg(r.model.hidden)
                             .arg(r.model.heads)
                             .arg(r.model.vocab)
                             .arg(r.model.seq)
+                            .arg(q(engine::describe(r.model)))
                             .arg(r.batch)
                             .arg(r.layout.devices())
                             .arg(q(scaled.validation.profile.name), q(toString(r.layout)),
