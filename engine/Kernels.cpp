@@ -175,29 +175,34 @@ void Kernels<T>::activationBackward(MlpKind kind, T* dinp, const T* inp, const T
 }
 
 template <class T>
-void Kernels<T>::ropeForward(T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
-                             std::int64_t N, double base)
+void Kernels<T>::rope(bool backward, T* x, std::int64_t rows, std::int64_t row0, int heads, int hd,
+                      const int* positions, std::int64_t N, double base)
 {
     MapM<T> all = mat(x, rows, N);
-    rope_forward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
+    if (backward)
+        rope_backward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
+    else
+        rope_forward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
     const double elems = double(heads) * hd * double(N);
-    dev_.charge(KernelKind::Elementwise, {ops::kRope.forward * elems, elems * e_, elems * e_}, compute_);
+    const double flops = backward ? ops::kRope.backward : ops::kRope.forward;
+    dev_.charge(KernelKind::Elementwise, {flops * elems, elems * e_, elems * e_}, compute_);
     if (bf16())
         for (std::int64_t n = 0; n < N; ++n)
             round(x + n * rows + row0, std::int64_t(heads) * hd);
 }
 
 template <class T>
+void Kernels<T>::ropeForward(T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+                             std::int64_t N, double base)
+{
+    rope(false, x, rows, row0, heads, hd, positions, N, base);
+}
+
+template <class T>
 void Kernels<T>::ropeBackward(T* dx, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
                               std::int64_t N, double base)
 {
-    MapM<T> all = mat(dx, rows, N);
-    rope_backward<T>(pool(), all.middleRows(Index(row0), Index(heads) * hd), positions, heads, hd, base);
-    const double elems = double(heads) * hd * double(N);
-    dev_.charge(KernelKind::Elementwise, {ops::kRope.backward * elems, elems * e_, elems * e_}, compute_);
-    if (bf16())
-        for (std::int64_t n = 0; n < N; ++n)
-            round(dx + n * rows + row0, std::int64_t(heads) * hd);
+    rope(true, dx, rows, row0, heads, hd, positions, N, base);
 }
 
 namespace {

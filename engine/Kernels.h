@@ -85,6 +85,9 @@ public:
     void round(T* x, std::int64_t count);
 
 private:
+    void rope(bool backward, T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
+              std::int64_t N, double base);
+
     EmulatedDevice& dev_;
     DataType compute_;
     double e_;
