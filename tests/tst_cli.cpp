@@ -21,6 +21,7 @@
 #include <utility>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
@@ -825,6 +826,43 @@ private slots:
                      .match(QString::fromUtf8(r.out))
                      .hasMatch(),
                  r.describe().constData());
+    }
+
+    // --out never replaces what is not a regular file (a FIFO, a device, a directory) and keeps
+    // the old file when the new one cannot be written.
+    void outRefusesNonRegularFiles()
+    {
+        const QString fifo = file(QStringLiteral("fifo"));
+        QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+        const QString folder = file(QStringLiteral("folder"));
+        QVERIFY(QDir().mkpath(folder));
+        const QString plan = file(QStringLiteral("plan.json"));
+        const RunResult planned = run({"plan", "--model", "llama-2-7b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                       "--global-batch", "64", "--seq", "2048", "--top", "1", "--out", plan});
+        QVERIFY2(planned.exitCode == 0, planned.describe().constData());
+        const QStringList commands[] = {
+            {"catalog", "export", "gpt2-small", "--out"},
+            {"plan", "--model", "gpt2-small", "--node-type", "trn1.32xlarge", "--nodes", "1", "--global-batch", "32",
+             "--seq", "1024", "--top", "1", "--out"},
+            {"export", "--plan", plan, "--format", "megatron", "--layout", "dp=8,zero=1", "--out"},
+        };
+        for (const QStringList& command : commands)
+            for (const QString& target : {fifo, folder, QStringLiteral("/dev/full")}) {
+                const RunResult r = run(command + QStringList{target});
+                QVERIFY2(r.exitCode == 1, r.describe().constData());
+                QVERIFY2(r.err.contains("--out: " + target.toUtf8()) && r.err.contains("nothing written"),
+                         r.describe().constData());
+            }
+        QVERIFY(QFileInfo(fifo).exists() && !QFileInfo(fifo).isFile());  // still a FIFO
+        QVERIFY(QFileInfo(folder).isDir() && QDir(folder).isEmpty());
+        // A regular file is replaced whole.
+        const QString target = file(QStringLiteral("model.json"));
+        QVERIFY(writeFile(target, "old"));
+        const RunResult ok = run({"catalog", "export", "gpt2-small", "--out", target});
+        QVERIFY2(ok.exitCode == 0, ok.describe().constData());
+        QFile f(target);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(QJsonDocument::fromJson(f.readAll()).isObject());
     }
 
     void importShowReplaceExportRemove()

@@ -9,12 +9,12 @@
 #include "ValidationCaseJson.h"
 #include "CliArgs.h"
 #include "Commands.h"
+#include "OutputFile.h"
 #include "DeviceArgs.h"
 #include "Progress.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <algorithm>
 #include <cmath>
@@ -341,10 +341,7 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             ctx.out << "saved as cost-model profile \"" << *name << "\" (use it with --cost-model " << *name << ")\n";
     }
     if (auto out = a.value("out")) {
-        const QByteArray text = QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented);
-        QSaveFile f(QString::fromStdString(*out));
-        if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit())
-            throw std::runtime_error("cannot write " + *out + ": " + f.errorString().toStdString());
+        writeOutputFile(*out, QJsonDocument(toJson(params)).toJson(QJsonDocument::Indented));
     }
     return kExitOk;
 }

@@ -1,6 +1,7 @@
 // shardscope-cli catalog list|show|import|export|remove
 #include "CliArgs.h"
 #include "Commands.h"
+#include "OutputFile.h"
 #include "EntrySummary.h"
 #include "JsonReader.h"
 #include "SpecJson.h"
@@ -9,7 +10,6 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <algorithm>
 #include <iomanip>
@@ -119,10 +119,7 @@ int exportEntry(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
     const CatalogEntry entry = catalog.entry(name);
     const std::string text = prettyJson(entry.document);
     if (auto out = a.value("out")) {
-        QSaveFile f(QString::fromStdString(*out));
-        if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), qint64(text.size())) != qint64(text.size()) ||
-            !f.commit())
-            throw std::runtime_error("cannot write " + *out + ": " + f.errorString().toStdString());
+        writeOutputFile(*out, QByteArray::fromStdString(text));
         ctx.out << "wrote " << *out << "\n";
     } else {
         ctx.out << text;

@@ -4,11 +4,11 @@
 // feature named.
 #include "CliArgs.h"
 #include "Commands.h"
+#include "OutputFile.h"
 #include "FrameworkExport.h"
 #include "PlanCommand.h"
 #include "ProblemArgs.h"
 
-#include <QSaveFile>
 
 #include <ostream>
 
@@ -52,10 +52,7 @@ int runExport(const std::vector<std::string>& args, Context& ctx)
             ctx.err << "note: " << note << "\n";
 
     if (auto out = a.value("out")) {
-        const QByteArray bytes = QByteArray::fromStdString(result.text);
-        QSaveFile f(QString::fromStdString(*out));
-        if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
-            throw std::runtime_error("cannot write " + *out + ": " + f.errorString().toStdString());
+        writeOutputFile(*out, QByteArray::fromStdString(result.text));
         ctx.err << "wrote " << *out << " (" << toString(*format) << ")\n";
     } else {
         ctx.out << result.text;

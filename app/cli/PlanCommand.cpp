@@ -3,6 +3,7 @@
 // and "shardscope.compare/1" documents (planner/PlanJson.h).
 #include "CliArgs.h"
 #include "Commands.h"
+#include "OutputFile.h"
 #include "CostModel.h"
 #include "FrameworkExport.h"
 #include "JsonReader.h"
@@ -18,7 +19,6 @@
 
 #include <QFile>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <algorithm>
 #include <cstdio>
@@ -131,10 +131,7 @@ std::string zeroText(const Layout& l)
 // file, never half a plan.
 void writeDocument(const QJsonObject& doc, const std::string& path)
 {
-    QSaveFile f(QString::fromStdString(path));
-    const QByteArray bytes = QJsonDocument(doc).toJson(QJsonDocument::Indented);
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit())
-        throw std::runtime_error("cannot write " + path + ": " + f.errorString().toStdString());
+    writeOutputFile(path, QJsonDocument(doc).toJson(QJsonDocument::Indented));
 }
 
 // Sweeps and comparisons run one search per point: the line shows how many points, the
