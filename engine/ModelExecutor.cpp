@@ -41,8 +41,12 @@ ShardPlacement placementIn(EmulatedCluster& cluster, int device)
     p.position = cluster.position(device);
     p.groups = cluster.groups(device);
     p.comm = &cluster.communicator();
-    p.previous_stage = cluster.stageNeighbour(device, -1);
-    p.next_stage = cluster.stageNeighbour(device, +1);
+    // Interleaved: the model's chunks go round the stages, so the last stage's output goes on
+    // to stage 0 (and stage 0's chunks but the first receive from the last stage).
+    const Layout& l = p.layout;
+    const bool ring = l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1 && l.pp > 1;
+    p.previous_stage = cluster.stageNeighbour(device, ring && p.position.pp == 0 ? l.pp - 1 : -1);
+    p.next_stage = cluster.stageNeighbour(device, ring && p.position.pp == l.pp - 1 ? 1 - l.pp : +1);
     return p;
 }
 
@@ -72,6 +76,10 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
     if (c.layers % l.pp != 0)
         add("pp", s(l.pp) + " does not divide the " + s(c.layers) + " layers");
+    else if (l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1 &&
+             c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
+        add("v", "pp x v = " + s(std::int64_t(l.pp) * l.virtual_stages) + " model chunks do not divide the " +
+                     s(c.layers) + " layers");
     if (l.sequence_parallel && l.tp > 1 && (std::int64_t(micro_batch) * c.seq) % l.tp != 0)
         add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(std::int64_t(micro_batch) * c.seq) +
                       " tokens");
@@ -89,12 +97,13 @@ struct ModelExecutor<T>::Acts {
     T *n1mean, *n1rstd, *n2mean, *n2rstd;                        // Ns each (means: LayerNorm only)
 };
 
-// One micro-batch in flight: its saved activations and tokens.
+// One (micro-batch, chunk) in flight: its saved activations and tokens.
 template <class T>
 struct ModelExecutor<T>::Slot {
     DeviceBuffer buffer;
-    T* input = nullptr;  // (C, Ns): the embedding (stage 0) or what the previous stage sent
-    std::vector<Acts> layers;
+    int chunk = 0;       // the local chunk: local layers [chunk Lc, (chunk+1) Lc)
+    T* input = nullptr;  // (C, Ns): the embedding (the first chunk) or what the previous device sent
+    std::vector<Acts> layers;  // Lc
     T *lnf = nullptr, *lnfmean = nullptr, *lnfrstd = nullptr, *probs = nullptr, *losses = nullptr;
     std::vector<int> inputs, targets;  // Nm each, host
 };
@@ -178,8 +187,11 @@ void ModelExecutor<T>::buildTables()
             headAt_ = wteAt_;
         }
     }
+    // The layer units, in local order: chunk j (the model's chunk j pp + s) holds layers
+    // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
     firstLayerUnit_ = int(units_.size());
-    for (int l = layer0_; l < layer0_ + Ls_; ++l) {
+    for (int k = 0; k < Ls_; ++k) {
+        const int l = ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         addUnit(name);
@@ -277,8 +289,9 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     qkvRows_ = std::int64_t(qdt_) + 2 * kvdt_;
     mb_ = opts_.micro_batch;
     Nm_ = std::int64_t(mb_) * T_;
+    chunks_ = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     Ls_ = L_ / stages_;
-    layer0_ = stage_ * Ls_;
+    Lc_ = Ls_ / chunks_;
     Ns_ = sp_ ? Nm_ / tp_ : Nm_;
     positions_.resize(size_t(Nm_));
     for (std::int64_t n = 0; n < Nm_; ++n)
@@ -313,7 +326,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         scratch_ = alloc.allocate(MemoryCategory::Activations, double(scratchTensors) * e_ + double(scratchStats) * kStat,
                                   size_t(scratchTensors + scratchStats), hb);
     const std::int64_t spExtra = sp_ ? 2 * C * Nm : 0;  // gath, dresFull
-    const std::int64_t stageOut = lastStage() ? 0 : C * Ns;
+    const bool sendsOutput = !lastStage() || chunks_ > 1;  // some local chunk sends its output on
+    const std::int64_t stageOut = sendsOutput ? C * Ns : 0;
     const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
                               std::int64_t(qdt_) * Nm + att + stageOut;
@@ -329,7 +343,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     ws_->dqkv = w.take(qkvRows_ * Nm);
     ws_->datty = w.take(std::int64_t(qdt_) * Nm);
     ws_->datt = w.take(att);
-    ws_->stageOut = lastStage() ? nullptr : w.take(C * Ns);
+    ws_->stageOut = sendsOutput ? w.take(C * Ns) : nullptr;
     heldWeights_.resize(units_.size());
     heldGrads_.resize(units_.size());
     weightUsers_.assign(units_.size(), 0);
@@ -560,7 +574,7 @@ void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
 template <class T>
 void ModelExecutor<T>::layerForward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + k;
+    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
@@ -631,7 +645,7 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets)
     const T* root = acquireWeights(rootUnit_);
     const T* lnfw = root + lnfAt_;
     const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
-    k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Ls_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
+    k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Lc_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
     k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), root + headAt_, nullptr, nullptr, C, Vt, Nm);
     releaseWeights(rootUnit_);
     if (tp_ == 1) {
@@ -688,7 +702,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sten.base = scratch_.template as<T>();
     }
     s.input = ten.take(C * Ns);
-    s.layers.assign(size_t(Ls_), Acts{});
+    s.layers.assign(size_t(Lc_), Acts{});
+    const bool head = holdsHead(s);
     Acts shared{};
     if (full || selective)
         shared.att = sten.take(att);
@@ -701,9 +716,10 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         shared.fch = sten.take(std::int64_t(Fin_) * Nm);
         shared.fchg = sten.take(std::int64_t(Ft_) * Nm);
     }
-    // A stage's output is sent to the next stage and its own backward does not read it
-    // (Megatron-LM frees it once sent): only the last stage keeps it, as the final norm's input.
-    auto output = [&](const Acts& a) { return &a == &s.layers.back() && !lastStage() ? ws_->stageOut : ten.take(C * Ns); };
+    // A chunk's output is sent to the next device and its own backward does not read it
+    // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
+    // norm's input.
+    auto output = [&](const Acts& a) { return &a == &s.layers.back() && !head ? ws_->stageOut : ten.take(C * Ns); };
     for (Acts& a : s.layers) {
         if (full) {
             a = shared;
@@ -720,7 +736,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.fchg = ten.take(std::int64_t(Ft_) * Nm);
         a.res3 = output(a);
     }
-    if (lastStage()) {
+    if (head) {
         s.lnf = ten.take(C * Ns);
     }
     // Statistics after the tensors, in the same buffer (and scratch) allocations.
@@ -748,7 +764,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.n2mean = ln ? st.take(Ns) : nullptr;
         a.n2rstd = st.take(Ns);
     }
-    if (lastStage()) {
+    if (head) {
         s.lnfmean = ln ? st.take(Ns) : nullptr;
         s.lnfrstd = st.take(Ns);
         // The softmax over the vocabulary is kept in fp32 whatever the precision, as
@@ -763,32 +779,46 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
 }
 
 template <class T>
-double ModelExecutor<T>::forward(int micro, const int* inputs, const int* targets)
+bool ModelExecutor<T>::holdsHead(const Slot& s) const
 {
-    if (size_t(micro) >= slots_.size())
-        slots_.resize(size_t(micro) + 1);
-    if (!slots_[size_t(micro)])
-        slots_[size_t(micro)] = std::make_unique<Slot>();
-    Slot& s = *slots_[size_t(micro)];
-    // This micro-batch's saved activations: one allocation, released after its backward.
+    return lastStage() && s.chunk == chunks_ - 1;
+}
+
+template <class T>
+double ModelExecutor<T>::forward(int micro, const int* inputs, const int* targets, int chunk)
+{
+    if (chunk < 0 || chunk >= chunks_)
+        throw std::out_of_range("ModelExecutor::forward: chunk " + std::to_string(chunk) + " outside [0, " +
+                                std::to_string(chunks_) + ")");
+    const size_t at = size_t(micro) * size_t(chunks_) + size_t(chunk);
+    if (at >= slots_.size())
+        slots_.resize(at + 1);
+    if (!slots_[at])
+        slots_[at] = std::make_unique<Slot>();
+    Slot& s = *slots_[at];
+    s.chunk = chunk;
+    // This (micro-batch, chunk)'s saved activations: one allocation, released after its backward.
     carve(s, true);
     carve(s, false);
 
-    // The root unit is gathered once for the whole forward (FSDP's root), released at its end.
-    if (rootUnit_ >= 0)
+    // The model's first and last chunks use the root unit: gathered once for the whole forward
+    // (FSDP's root), released at its end.
+    const bool embeds = firstStage() && chunk == 0, head = holdsHead(s);
+    const bool root = rootUnit_ >= 0 && (embeds || head);
+    if (root)
         acquireWeights(rootUnit_);
-    if (firstStage())
+    if (embeds)
         embedForward(s, inputs);
     else
         recv(s.input, std::int64_t(C_) * Ns_, place_.previous_stage);
-    for (int k = 0; k < Ls_; ++k)
+    for (int k = 0; k < Lc_; ++k)
         layerForward(k, s);
     double loss = 0;
-    if (lastStage())
+    if (head)
         loss = headForward(s, targets);
     else
-        send(layerInput(s, Ls_), std::int64_t(C_) * Ns_);
-    if (rootUnit_ >= 0)
+        send(layerInput(s, Lc_), std::int64_t(C_) * Ns_);
+    if (root)
         releaseWeights(rootUnit_);
     return loss;
 }
@@ -798,7 +828,7 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
 template <class T>
 void ModelExecutor<T>::layerBackward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + k;
+    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
@@ -858,7 +888,7 @@ void ModelExecutor<T>::headBackward(Slot& s)
     std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
     const T* lnfw = root + lnfAt_;
     T* dlnfw = droot + lnfAt_;
-    k_.normBackward(cfg_.norm, ws_->dres, dlnfw, cfg_.layerNorm() ? dlnfw + C : nullptr, dlnf, layerInput(s, Ls_),
+    k_.normBackward(cfg_.norm, ws_->dres, dlnfw, cfg_.layerNorm() ? dlnfw + C : nullptr, dlnf, layerInput(s, Lc_),
                     lnfw, s.lnfmean, s.lnfrstd, C, Ns);
     releaseGrads(rootUnit_);
     releaseWeights(rootUnit_);
@@ -894,28 +924,33 @@ void ModelExecutor<T>::embedBackward(Slot& s)
 }
 
 template <class T>
-void ModelExecutor<T>::backward(int micro)
+void ModelExecutor<T>::backward(int micro, int chunk)
 {
-    Slot& s = *slots_.at(size_t(micro));
+    if (chunk < 0 || chunk >= chunks_)
+        throw std::out_of_range("ModelExecutor::backward: chunk " + std::to_string(chunk) + " outside [0, " +
+                                std::to_string(chunks_) + ")");
+    Slot& s = *slots_.at(size_t(micro) * size_t(chunks_) + size_t(chunk));
     const std::int64_t n = std::int64_t(C_) * Ns_;
-    // The root unit is held across the whole backward (FSDP's root: gathered once, its gradient
-    // reduced once at the end; with one stage the tied embedding's gradient comes from the
-    // head first and the embedding last).
-    if (rootUnit_ >= 0) {
+    // The root unit is held across the whole backward of the chunks that use it (FSDP's root:
+    // gathered once, its gradient reduced once at the end; with one stage the tied embedding's
+    // gradient comes from the head first and the embedding last).
+    const bool embeds = firstStage() && chunk == 0, head = holdsHead(s);
+    const bool root = rootUnit_ >= 0 && (embeds || head);
+    if (root) {
         acquireWeights(rootUnit_);
         acquireGrads(rootUnit_);
     }
-    if (lastStage())
+    if (head)
         headBackward(s);
     else
         recv(ws_->dres, n, place_.next_stage);
-    for (int k = Ls_ - 1; k >= 0; --k)
+    for (int k = Lc_ - 1; k >= 0; --k)
         layerBackward(k, s);
-    if (firstStage())
+    if (embeds)
         embedBackward(s);
     else if constexpr (std::is_same_v<T, float>)
         place_.comm->send(id_, place_.previous_stage, ws_->dres, size_t(n), e_);
-    if (rootUnit_ >= 0) {
+    if (root) {
         releaseGrads(rootUnit_);
         releaseWeights(rootUnit_);
     }

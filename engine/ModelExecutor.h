@@ -18,11 +18,16 @@
 // (C, N/tp) where norms and residuals then run; before a column-split product the norm
 // output is all-gathered again (f), in forward and again in backward (only the shard is
 // saved). Tokens are split as the flat (b, t) columns of a micro-batch, in tp pieces.
-// Pipeline parallelism: stage s holds layers [s L/pp, (s+1) L/pp); stage 0 also wte and
-// wpe, the last stage the final norm and the head: with tied embeddings (pp > 1) a copy of
-// wte whose gradient is all-reduced with stage 0's (the embedding group).
-// Each micro-batch in flight owns an activation allocation, released after its backward:
-// the schedule's in-flight activations are what the allocator sees.
+// Pipeline parallelism: the L layers form pp v model chunks of Lc = L/(pp v) layers (v = 1
+// unless the schedule is interleaved, Narayanan et al. 2021, Section 2.2); stage s holds
+// chunks s, s + pp, ..., s + (v-1) pp (Megatron-LM's assignment), its local chunk j being the
+// model's chunk j pp + s. Chunk c's output goes to the device of chunk c + 1 (stage s + 1, or
+// from the last stage round to stage 0 when interleaved), its input gradient back. Stage 0
+// also holds wte and wpe (the first chunk's), the last stage the final norm and the head (the
+// last chunk's): with tied embeddings (pp > 1) a copy of wte whose gradient is all-reduced
+// with stage 0's (the embedding group).
+// Each (micro-batch, chunk) in flight owns an activation allocation, released after its
+// backward: the schedule's in-flight activations are what the allocator sees.
 // ZeRO (Rajbhandari et al. 2020) over the shard group of g devices: parameters are
 // grouped in units (the root: embeddings, final norm, head; then each layer); member k
 // owns chunk k of each unit.
@@ -69,7 +74,9 @@ struct ShardPlacement {
     MeshPosition position;
     DeviceGroups groups;
     Communicator* comm = nullptr;
-    int previous_stage = -1, next_stage = -1;  // device ids of the pipeline neighbours
+    // Device ids of the pipeline neighbours: where a chunk's input comes from and its output
+    // goes (interleaved: a ring, stage 0 follows the last stage); -1 where there is none.
+    int previous_stage = -1, next_stage = -1;
 };
 ShardPlacement placementIn(EmulatedCluster& cluster, int device);
 ShardPlacement singleDevice(EmulatedDevice& device, const Layout& layout);
@@ -131,18 +138,21 @@ public:
     const ModelConfig& config() const { return cfg_; }
     bool firstStage() const { return stage_ == 0; }
     bool lastStage() const { return stage_ == stages_ - 1; }
+    int chunks() const { return chunks_; }  // v: model chunks on this device
     std::int64_t localParameters() const { return P_; }
     std::int64_t shardParameters() const { return S_; }
     const std::vector<ShardTensor>& tensors() const { return tensors_; }
     const std::vector<ShardUnit>& units() const { return units_; }
 
-    // One micro-batch forward. inputs/targets: Nm token ids in [0, V) (stage 0 reads
-    // inputs, the last stage targets). Stage > 0 receives its input from the previous
-    // stage; stage < last sends its output on. Returns the sum of the per-token losses on
-    // the last stage (0 elsewhere).
-    double forward(int micro, const int* inputs, const int* targets);
-    // Backward of micro-batch `micro` (its forward ran), gradients accumulated.
-    void backward(int micro);
+    // One micro-batch forward through local chunk `chunk`. inputs/targets: Nm token ids in
+    // [0, V) (the model's first chunk reads inputs, its last chunk targets). Every other chunk
+    // receives its input from the previous device (previous_stage) and every chunk but the
+    // last sends its output on (next_stage). Returns the sum of the per-token losses on the
+    // last chunk (0 elsewhere).
+    double forward(int micro, const int* inputs, const int* targets, int chunk = 0);
+    // Backward of micro-batch `micro` through local chunk `chunk` (its forward ran),
+    // gradients accumulated.
+    void backward(int micro, int chunk = 0);
     // After the step's last backward: gradient reductions (DP buckets, SP, embedding
     // group); returns this device's share of the gradient's squared norm (each value
     // counted on exactly one device of the cluster).
@@ -174,6 +184,7 @@ private:
     const T* gatherTokens(const T* shard, T* full);
     T* reduceTokens(T* partial);
     void carve(Slot& s, bool counting);
+    bool holdsHead(const Slot& s) const;
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
     void layerBackward(int k, Slot& s);
@@ -202,7 +213,8 @@ private:
     bool sp_ = false, offload_ = false;
     Recompute recompute_ = Recompute::None;
     int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
-        mb_ = 0, L_ = 0, layer0_ = 0, Ls_ = 0;
+        mb_ = 0, L_ = 0, Ls_ = 0;
+    int chunks_ = 1, Lc_ = 0;  // v local chunks of Lc layers (Ls = v Lc)
     std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;

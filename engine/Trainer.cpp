@@ -33,13 +33,15 @@ FieldErrors validate(const TrainRequest& r)
     auto s = [](auto v) { return std::to_string(v); };
     if (l.cp != 1)
         add("cp", "context parallelism is not executed by the engine yet (cp must be 1)");
-    if (l.schedule == PipelineSchedule::Interleaved)
-        add("schedule", "the engine executes gpipe and 1f1b (interleaved is not executed yet)");
     for (FieldError& f : validateShardable(r.model, l, l.micro_batch))
         e.push_back(std::move(f));
     const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;
     if (r.batch % perStep != 0)
         add("mb", "dp x mb = " + s(perStep) + " does not divide the batch " + s(r.batch));
+    else if (l.schedule == PipelineSchedule::Interleaved && (r.batch / perStep) % l.pp != 0)
+        add("schedule", "interleaved 1F1B needs the " + s(r.batch / perStep) +
+                            " micro-batches per replica to be a multiple of pp " + s(l.pp) +
+                            " (Megatron-LM runs them in groups of pp per model chunk)");
     if (l.devices() > 1) {
         if (!(r.links.intra_bytes_per_second > 0))
             e.push_back({"links", "the intra-node link bandwidth must be positive"});

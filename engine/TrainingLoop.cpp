@@ -3,14 +3,44 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace shardscope::engine {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m)
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v)
 {
     std::vector<PipelineOp> order;
+    if (schedule == PipelineSchedule::Interleaved) {
+        // Megatron-LM, megatron/core/pipeline_parallel/schedules.py at commit
+        // d98e8a64ddf34856e74b24714e3bedb2f5a39553, forward_backward_pipelining_with_interleaving
+        // with microbatch_group_size_per_vp_stage = p (its default): get_schedule_table maps
+        // virtual micro-batch k to micro-batch (k / (p v)) p + k % p of chunk (k / p) % v;
+        // get_model_chunk_id(k, forward=False) walks the chunks in reverse for backward k;
+        // get_pp_rank_microbatches: (p - s - 1) * 2 + (v - 1) * p warm-up forwards, all m v of
+        // them when that reaches m v; the steady state runs forward k + warm-up, then
+        // backward k; the cool-down the remaining backwards. A final group smaller than p is
+        // refused there (m % p == 0 with groups of p).
+        if (p < 1 || v < 1 || m % p != 0)
+            throw std::invalid_argument("interleaved 1F1B needs the " + std::to_string(m) +
+                                        " micro-batches to be a multiple of the " + std::to_string(p) + " stages");
+        const int total = m * v;
+        auto forwardOp = [&](int k) { return PipelineOp{(k / (p * v)) * p + k % p, false, (k / p) % v}; };
+        auto backwardOp = [&](int k) { return PipelineOp{(k / (p * v)) * p + k % p, true, v - 1 - (k / p) % v}; };
+        const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f)
+            order.push_back(forwardOp(f));
+        while (f < total) {
+            order.push_back(forwardOp(f++));
+            order.push_back(backwardOp(b++));
+        }
+        while (b < total)
+            order.push_back(backwardOp(b++));
+        return order;
+    }
     if (schedule == PipelineSchedule::GPipe) {
         for (int i = 0; i < m; ++i)
             order.push_back({i, false});
@@ -40,7 +70,8 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
     const MeshPosition& pos = c.position;
     const int B = request.batch, T = request.model.seq;
     const int perReplica = B / layout.dp;
-    const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches);
+    const int chunks = layout.schedule == PipelineSchedule::Interleaved ? layout.virtual_stages : 1;
+    const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks);
     std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
     auto notFinite = [&](int step, const std::string& what) {
         return std::runtime_error(dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
@@ -58,10 +89,10 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         for (const PipelineOp& op : order) {
             const size_t row = size_t(pos.dp) * perReplica + size_t(op.micro) * layout.micro_batch;
             if (op.backward) {
-                shard.backward(op.micro);
+                shard.backward(op.micro, op.chunk);
                 continue;
             }
-            const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T);
+            const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T, op.chunk);
             if (!std::isfinite(l))
                 throw notFinite(step, "micro-batch " + std::to_string(op.micro) + ": the loss (" + std::to_string(l) + ")");
             lossSum += l;

@@ -16,13 +16,20 @@ namespace shardscope::engine {
 struct PipelineOp {
     int micro;
     bool backward;
+    int chunk = 0;  // the device's model chunk (0 unless interleaved): the model's chunk chunk * p + s
 };
 
 // The op order of stage s of p with m micro-batches, by the same rules as the planner's
 // simulated schedule (planner/PipelineSchedule.cpp): GPipe runs all forwards then all
 // backwards; 1F1B runs p - s - 1 warm-up forwards, then one forward one backward, then
-// the remaining backwards (PipeDream-Flush).
-std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m);
+// the remaining backwards (PipeDream-Flush); interleaved 1F1B (v >= 2 chunks per device)
+// runs Megatron-LM's order: micro-batches in groups of p through chunk 0, 1, ..., v - 1
+// (backwards through the chunks in reverse), (p - s - 1) x 2 + (v - 1) x p warm-up
+// forwards, then one forward one backward, then the remaining backwards. Interleaved
+// needs m % p == 0 (throws std::invalid_argument otherwise, as Megatron-LM refuses it).
+// Executed with a send after each op and a receive before it, FIFO per device pair, the
+// messages match and nothing waits forever (tst_engine_cluster checks it for many p, v, m).
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v = 1);
 
 // What one worker records; written by its own thread only, read after the join.
 struct WorkerRecord {

@@ -12,6 +12,7 @@
 #include "Collectives.h"
 #include "ModelStateMemory.h"
 #include "OpConventions.h"
+#include "PipelineSchedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,6 +65,7 @@ struct CostModel::StageCost {
     double sp_norm_grad_bytes = 0;    // SP: the norms' gradients all-reduced over tp, per step
     double cp_bytes = 0;          // ... in the CP exchange per micro-batch
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
+    double head_stored_bytes_per_mb = 0;  // ... of them the head's (last stage), kept by its last chunk
     double working_bytes = 0;         // live only for one micro-batch at a time
     double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s; }
 };
@@ -447,7 +449,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                                         shape.norm_statistics * 4.0 * spTokens
                                                   : 0.0;
         const double logits = T * D.V_local * 4.0;
-        sc.stored_bytes_per_mb += finalNorm + logits + 4.0 * T;
+        sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T;
+        sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
     }
     return sc;
 }
@@ -706,16 +709,25 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         mb.weights = states.weights;
         mb.gradients = states.gradients;
         mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer;
-        double inFlight = 0;
         switch (l.schedule) {
-        case PipelineSchedule::GPipe: inFlight = m; break;
-        case PipelineSchedule::OneFOneB: inFlight = std::min(m, double(p - stage)); break;
+        case PipelineSchedule::GPipe: stored = m * sc.stored_bytes_per_mb; break;
+        case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage)) * sc.stored_bytes_per_mb; break;
         case PipelineSchedule::Interleaved:
-            inFlight = std::min(m, double(p - stage) + double(p - 1) / v);  // [K22]: 1 + (p-1)/(p v)
+            if (int(m) % p == 0) {
+                // Megatron-LM's interleaved order walked (PipelineSchedule.h, the engine runs the
+                // same): (p - s - 1) 2 + (v - 1) p + 1 (micro-batch, chunk) pairs at the peak of
+                // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
+                // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
+                // chunks; the head's are kept only by the model's last chunk.
+                std::vector<double> chunk(size_t(v), (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb) / v);
+                chunk.back() += sc.head_stored_bytes_per_mb;
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk);
+            } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
+                stored = std::min(m, double(p - stage) + double(p - 1) / v) * sc.stored_bytes_per_mb;
+            }
             break;
         }
-        mb.activations = inFlight * sc.stored_bytes_per_mb + sc.working_bytes;
-        stored = inFlight * sc.stored_bytes_per_mb;
+        mb.activations = stored + sc.working_bytes;
         const double T = l.micro_batch * double(tr.seq_len) / l.cp;
         const double h = problem_.model.hidden;
         double buffers = 0;
@@ -757,7 +769,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
         note(sink, "memory_bytes.activations", "stored for backward", stored,
              "in-flight micro-batches x (stage layers x per-layer bytes [K22] + norm statistics; last stage: "
-             "final norm, fp32 softmax over the vocabulary, losses)");
+             "final norm, fp32 softmax over the vocabulary, losses); interleaved: the peak of the schedule's "
+             "(micro-batch, chunk) pairs, the head's bytes on the last chunk only");
         note(sink, "memory_bytes.activations", "working set", mb.activations - stored,
              "the recomputed layer's activations (full) or attention scores (selective)");
         note(sink, "memory_bytes.buffers", "TP/SP collective staging", tpBuffer, "2 x b s h bytes");

@@ -14,33 +14,35 @@ struct OpId {
     bool backward;
 };
 
-// The order in which device `s` runs its ops.
-std::vector<OpId> deviceOrder(PipelineSchedule schedule, int p, int s, int m, int v)
+// Calls emit(OpId) for the ops of device `s` in the order it runs them.
+template <class F>
+void forEachOp(PipelineSchedule schedule, int p, int s, int m, int v, F&& emit)
 {
-    std::vector<OpId> order;
-    order.reserve(size_t(2 * m * v));
     switch (schedule) {
     case PipelineSchedule::GPipe:
         for (int i = 0; i < m; ++i)
-            order.push_back({i, 0, false});
+            emit({i, 0, false});
         for (int i = 0; i < m; ++i)
-            order.push_back({i, 0, true});
+            emit({i, 0, true});
         break;
     case PipelineSchedule::OneFOneB: {
         const int warmup = std::min(p - s - 1, m);
         int f = 0, b = 0;
         for (; f < warmup; ++f)
-            order.push_back({f, 0, false});
+            emit({f, 0, false});
         while (f < m) {
-            order.push_back({f++, 0, false});
-            order.push_back({b++, 0, true});
+            emit({f++, 0, false});
+            emit({b++, 0, true});
         }
         while (b < m)
-            order.push_back({b++, 0, true});
+            emit({b++, 0, true});
         break;
     }
     case PipelineSchedule::Interleaved: {
-        // Forward op k runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
+        // Megatron-LM's order (megatron/core/pipeline_parallel/schedules.py at commit
+        // d98e8a64ddf34856e74b24714e3bedb2f5a39553: get_schedule_table with
+        // microbatch_group_size_per_vp_stage = p, get_pp_rank_microbatches' warm-up):
+        // forward op k runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
         // backward ops walk the chunks in reverse.
         const int total = m * v;
         auto forwardOp = [&](int k) { return OpId{(k / (p * v)) * p + k % p, (k / p) % v, false}; };
@@ -48,16 +50,24 @@ std::vector<OpId> deviceOrder(PipelineSchedule schedule, int p, int s, int m, in
         const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
         int f = 0, b = 0;
         for (; f < warmup; ++f)
-            order.push_back(forwardOp(f));
+            emit(forwardOp(f));
         while (f < total) {
-            order.push_back(forwardOp(f++));
-            order.push_back(backwardOp(b++));
+            emit(forwardOp(f++));
+            emit(backwardOp(b++));
         }
         while (b < total)
-            order.push_back(backwardOp(b++));
+            emit(backwardOp(b++));
         break;
     }
     }
+}
+
+// The order in which device `s` runs its ops.
+std::vector<OpId> deviceOrder(PipelineSchedule schedule, int p, int s, int m, int v)
+{
+    std::vector<OpId> order;
+    order.reserve(size_t(2 * m * v));
+    forEachOp(schedule, p, s, m, v, [&](const OpId& op) { order.push_back(op); });
     return order;
 }
 
@@ -128,6 +138,28 @@ PipelineTimeline simulatePipeline(PipelineSchedule schedule, int p, int m, int v
         t.makespan_s = std::max(t.makespan_s, free[size_t(s)]);
     t.busy_s = m * (forward_s + backward_s);
     return t;
+}
+
+double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const std::vector<double>& chunk_bytes)
+{
+    const int v = schedule == PipelineSchedule::Interleaved ? int(chunk_bytes.size()) : 1;
+    if (p < 1 || m < 1 || v < 1 || stage < 0 || stage >= p || chunk_bytes.empty())
+        throw std::invalid_argument("pipeline: stages, micro-batches and chunks must be positive, the stage one of them");
+    if (schedule == PipelineSchedule::Interleaved && m % p != 0)
+        throw std::invalid_argument("interleaved 1F1B needs the " + std::to_string(m) +
+                                    " micro-batches to be a multiple of the " + std::to_string(p) + " stages");
+    // Held from a forward's start to its backward's end: the peak is right after a forward.
+    double held = 0, peak = 0;
+    forEachOp(schedule, p, stage, m, v, [&](const OpId& op) {
+        const double bytes = chunk_bytes[size_t(op.chunk)];
+        if (op.backward) {
+            held -= bytes;
+        } else {
+            held += bytes;
+            peak = std::max(peak, held);
+        }
+    });
+    return peak;
 }
 
 } // namespace shardscope

@@ -41,4 +41,12 @@ struct PipelineTimeline {
 PipelineTimeline simulatePipeline(PipelineSchedule schedule, int stages, int microBatches, int chunks,
                                   double forward_s, double backward_s);
 
+// The peak of the activations stage `stage` holds in the schedule's op order (the order
+// simulatePipeline runs, and the engine's step loop): a (micro-batch, chunk) is held from its
+// forward to its backward. chunk_bytes[c]: what the device's chunk c keeps per micro-batch;
+// its size is v when interleaved, else one entry. Throws std::invalid_argument as
+// simulatePipeline does.
+double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches,
+                         const std::vector<double>& chunk_bytes);
+
 } // namespace shardscope

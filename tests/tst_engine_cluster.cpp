@@ -6,13 +6,20 @@
 // and the TP, PP and DP message sizes of a step (from Megatron-LM's and ZeRO's
 // descriptions, not from the engine). Then failures: out of memory on one
 // device, a NaN loss, a cancelled run: every worker stops, the run says who.
+// The interleaved schedule's op order is the planner's (planner/PipelineSchedule.h), its
+// messages match per device pair, and its in-flight activations are what the planner's
+// schedule walk says.
 #include "Bf16.h"
+#include "PipelineSchedule.h"
 #include "Trainer.h"
+#include "TrainingLoop.h"
 
 #include <QTest>
 
 #include <atomic>
 #include <cmath>
+#include <deque>
+#include <map>
 
 using namespace shardscope;
 using namespace shardscope::engine;
@@ -144,7 +151,12 @@ private slots:
                               "dp=2,tp=2,pp=2,mb=2",
                               "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
                               "dp=2,tp=2,zero=3",
-                              "tp=2,pp=2,sp=on,schedule=gpipe,mb=1"};
+                              "tp=2,pp=2,sp=on,schedule=gpipe,mb=1",
+                              // Interleaved 1F1B: 4 chunks of 1 layer, chunk 3's output wraps to stage 0.
+                              "pp=2,schedule=interleaved,v=2,mb=1",
+                              "pp=2,schedule=interleaved,v=2,mb=4",
+                              "dp=2,pp=2,schedule=interleaved,v=2,mb=1,zero=1",
+                              "tp=2,pp=2,sp=on,schedule=interleaved,v=2,mb=1"};
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row) << false;
             QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full" << false;
@@ -160,9 +172,12 @@ private slots:
                                    "pp=4,schedule=gpipe,mb=1",
                                    "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
                                    "tp=2,pp=2,recompute=full,mb=2",
-                                   "tp=2,sp=on,recompute=selective"};
+                                   "tp=2,sp=on,recompute=selective",
+                                   "pp=2,schedule=interleaved,v=2,mb=1"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
+        QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
+            << "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective" << false;
     }
     void layoutReproducesOneDevice()
     {
@@ -341,6 +356,122 @@ private slots:
         QCOMPARE(acts(gpipe, 1) / acts(onef, 1), 4.0);
     }
 
+    void pipelineOrderIsThePlannersSchedule()
+    {
+        // The engine's step loop runs each stage's ops in the order the planner simulates
+        // (simulatePipeline's ops are in start order per stage).
+        for (const PipelineSchedule schedule :
+             {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::Interleaved})
+            for (int p = 2; p <= 4; ++p)
+                for (int v = 1; v <= 3; ++v)
+                    for (const int m : {p, 2 * p, 3 * p}) {
+                        if ((schedule == PipelineSchedule::Interleaved) != (v > 1))
+                            continue;
+                        const PipelineTimeline t = simulatePipeline(schedule, p, m, v, 1.0, 2.0);
+                        for (int s = 0; s < p; ++s) {
+                            const std::vector<engine::PipelineOp> order = pipelineOrder(schedule, p, s, m, v);
+                            std::vector<shardscope::PipelineOp> planned;
+                            for (const shardscope::PipelineOp& op : t.ops)
+                                if (op.stage == s)
+                                    planned.push_back(op);
+                            QCOMPARE(order.size(), planned.size());
+                            for (size_t i = 0; i < order.size(); ++i) {
+                                const QString where = QString("%1 p=%2 v=%3 m=%4 stage %5 op %6")
+                                                          .arg(toString(schedule)).arg(p).arg(v).arg(m).arg(s).arg(i);
+                                QVERIFY2(order[i].micro == planned[i].micro_batch && order[i].chunk == planned[i].chunk &&
+                                             order[i].backward == planned[i].backward,
+                                         qPrintable(where));
+                            }
+                        }
+                    }
+    }
+
+    void interleavedMessagesMatchPerDevicePair()
+    {
+        // The step loop receives a chunk's input before its forward (its output gradient before
+        // its backward) and sends after; send/recv is buffered and FIFO per (sender, receiver)
+        // and the messages carry no tag. Played out on every device in the interleaved order:
+        // each receive gets the message it expects and every device finishes (no deadlock),
+        // also on pp = 2, where forward and backward messages share both pairs.
+        struct Message {
+            bool backward;
+            int micro, chunk;  // the model's chunk that sent it
+        };
+        for (int p = 2; p <= 5; ++p)
+            for (int v = 2; v <= 4; ++v)
+                for (const int m : {p, 2 * p, 3 * p, 5 * p}) {
+                    const int chunks = p * v;
+                    std::map<std::pair<int, int>, std::deque<Message>> channels;
+                    std::vector<std::vector<engine::PipelineOp>> orders;
+                    for (int s = 0; s < p; ++s)
+                        orders.push_back(pipelineOrder(PipelineSchedule::Interleaved, p, s, m, v));
+                    std::vector<size_t> next(size_t(p), 0);
+                    for (bool progressed = true; progressed;) {
+                        progressed = false;
+                        for (int s = 0; s < p; ++s)
+                            for (; next[size_t(s)] < orders[size_t(s)].size(); ++next[size_t(s)], progressed = true) {
+                                const engine::PipelineOp& op = orders[size_t(s)][next[size_t(s)]];
+                                const int g = op.chunk * p + s;
+                                const int before = (s + p - 1) % p, after = (s + 1) % p;
+                                if (op.backward ? g < chunks - 1 : g > 0) {
+                                    std::deque<Message>& q = channels[{op.backward ? after : before, s}];
+                                    if (q.empty())
+                                        break;  // waits
+                                    const Message got = q.front();
+                                    q.pop_front();
+                                    QVERIFY2(got.backward == op.backward && got.micro == op.micro &&
+                                                 got.chunk == (op.backward ? g + 1 : g - 1),
+                                             qPrintable(QString("p=%1 v=%2 m=%3: stage %4 got chunk %5's message for "
+                                                                "chunk %6").arg(p).arg(v).arg(m).arg(s).arg(got.chunk).arg(g)));
+                                }
+                                if (op.backward ? g > 0 : g < chunks - 1)
+                                    channels[{s, op.backward ? before : after}].push_back({op.backward, op.micro, g});
+                            }
+                    }
+                    for (int s = 0; s < p; ++s)
+                        QVERIFY2(next[size_t(s)] == size_t(2 * m * v),
+                                 qPrintable(QString("p=%1 v=%2 m=%3: stage %4 waits forever").arg(p).arg(v).arg(m).arg(s)));
+                }
+    }
+
+    void interleavedInFlightActivationsAreThePlannersSchedule_data()
+    {
+        QTest::addColumn<int>("mb");
+        QTest::newRow("m=8") << 1;
+        QTest::newRow("m=4") << 2;
+        QTest::newRow("m=2 (stage 0 all warm-up)") << 4;
+    }
+    void interleavedInFlightActivationsAreThePlannersSchedule()
+    {
+        // pp = 2, v = 2: device 0 holds the model's chunks 0 and 2, device 1 chunks 1 and 3 (one
+        // layer each). What one (micro-batch, chunk) keeps is measured on GPipe over pp = 4, whose
+        // stage c is chunk c (GPipe holds all m): the activation peak of the interleaved run is
+        // then the planner's schedule walk over those sizes (Megatron-LM's order: stage 0 holds
+        // (p - 1) 2 + (v - 1) p + 1 = 5 pairs at its peak, stage 1 3, of which at most one is the
+        // head's chunk 3).
+        QFETCH(int, mb);
+        const int m = 8 / mb;
+        TrainRequest r = baseRequest(1);
+        r.layout = parse(QString("pp=4,schedule=gpipe,mb=%1").arg(mb));
+        const Measurement gpipe = cluster(r);
+        r.layout = parse(QString("pp=2,schedule=interleaved,v=2,mb=%1").arg(mb));
+        const Measurement il = cluster(r);
+        QVERIFY(!gpipe.error && !il.error);
+        const auto acts = [](const Measurement& x, int d) {
+            return x.devices[size_t(d)].memory_peak_bytes[size_t(MemoryCategory::Activations)];
+        };
+        std::vector<double> chunk(4);
+        for (int c = 0; c < 4; ++c)
+            chunk[size_t(c)] = acts(gpipe, c) / m;
+        QVERIFY(chunk[3] > chunk[1]);  // the head's chunk keeps the final norm and the softmax too
+        QCOMPARE(acts(il, 0), peakInFlightBytes(PipelineSchedule::Interleaved, 2, 0, m, {chunk[0], chunk[2]}));
+        QCOMPARE(acts(il, 1), peakInFlightBytes(PipelineSchedule::Interleaved, 2, 1, m, {chunk[1], chunk[3]}));
+        if (m == 8) {
+            QCOMPARE(acts(il, 0), 5 * chunk[0]);
+            QCOMPARE(acts(il, 1), 2 * chunk[1] + chunk[3]);
+        }
+    }
+
     void deviceClockAndFlopsPerDevice()
     {
         // tp=2 halves every product's FLOPs per device (the replicated LayerNorms do not shrink).
@@ -445,7 +576,9 @@ private slots:
         QTest::newRow("tp does not divide heads") << "tp=3" << "layout.tp";
         QTest::newRow("pp does not divide layers") << "pp=3" << "layout.pp";
         QTest::newRow("batch not divisible") << "dp=3" << "layout.mb";
-        QTest::newRow("interleaved") << "pp=2,schedule=interleaved,v=2" << "layout.schedule";
+        QTest::newRow("interleaved chunks do not divide layers") << "pp=2,schedule=interleaved,v=4" << "layout.v";
+        QTest::newRow("interleaved, 1 micro-batch on pp=2") << "pp=2,schedule=interleaved,v=2,mb=8"
+                                                            << "layout.schedule";
         QTest::newRow("context parallel") << "cp=2" << "layout.cp";
     }
     void badLayoutsNameTheField()

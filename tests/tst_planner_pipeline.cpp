@@ -90,6 +90,30 @@ private slots:
         }
     }
 
+    void peakInFlightBytesWalksTheSchedule()
+    {
+        // GPipe and 1F1B: m and min(m, p - s) micro-batches. Interleaved, equal chunks: Megatron-LM's
+        // warm-up (p - s - 1) 2 + (v - 1) p forwards plus the first steady forward, all m v pairs
+        // when the warm-up reaches them (get_pp_rank_microbatches in schedules.py).
+        for (int p = 2; p <= 5; ++p)
+            for (int s = 0; s < p; ++s)
+                for (const int m : {p, 2 * p, 4 * p}) {
+                    QCOMPARE(peakInFlightBytes(PipelineSchedule::GPipe, p, s, m, {3.0}), 3.0 * m);
+                    QCOMPARE(peakInFlightBytes(PipelineSchedule::OneFOneB, p, s, m, {3.0}), 3.0 * std::min(m, p - s));
+                    for (int v = 2; v <= 4; ++v) {
+                        const int warmup = (p - s - 1) * 2 + (v - 1) * p;
+                        const int pairs = warmup >= m * v ? m * v : warmup + 1;
+                        QCOMPARE(peakInFlightBytes(PipelineSchedule::Interleaved, p, s, m, std::vector<double>(size_t(v), 3.0)),
+                                 3.0 * pairs);
+                    }
+                }
+        // Unequal chunks: the peak is of the bytes, not of the count. p = 2, v = 2, m = 8 on stage 1
+        // holds (0,0) (1,0) (0,1), then (0,0) (1,0) (1,1), then (0,0) (1,0) (2,0), ...: one of chunk 1.
+        QCOMPARE(peakInFlightBytes(PipelineSchedule::Interleaved, 2, 1, 8, {1.0, 10.0}), 12.0);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 peakInFlightBytes(PipelineSchedule::Interleaved, 4, 0, 6, {1.0, 1.0}));
+    }
+
     void impossibleScheduleRefused()
     {
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,

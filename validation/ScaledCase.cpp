@@ -44,7 +44,9 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     const double width = m.hidden > 0 ? double(m.ffn_hidden) / m.hidden : 4.0;
     const int step = 2 * tp;
     c.ffn_hidden = std::max(step, int(std::lround(width * c.hidden / step)) * step);
-    c.layers = 2 * l.pp;
+    // 2 layers per stage; interleaved with v > 2, v (one per model chunk: pp v must divide them).
+    const int chunks = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
+    c.layers = l.pp * std::max(2, chunks);
     c.vocab = 64 * tp;
     c.seq = 32;
     c.mlp = m.mlp;
@@ -69,11 +71,6 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         notes.push_back("cp=" + s(l.cp) + " folded into dp: the engine has no context parallelism");
         l.dp *= l.cp;
         l.cp = 1;
-    }
-    if (l.schedule == PipelineSchedule::Interleaved) {
-        notes.push_back("interleaved v=" + s(l.virtual_stages) + " run as 1f1b: the engine executes gpipe and 1f1b");
-        l.schedule = PipelineSchedule::OneFOneB;
-        l.virtual_stages = 1;
     }
     // Few enough devices for one worker thread each on this machine.
     // An HSDP plan keeps dp >= 4: two shard groups of two.
@@ -118,9 +115,10 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     l.micro_batch = std::min(l.micro_batch, 2);
 
     // The plan's model, block by block, at engine size with the layout's divisibility:
-    // 2 layers per stage, heads of 16 dimensions, key/value heads tp divides (the full
-    // model's query-group ratio, up to 4), its MLP-to-hidden ratio, a vocabulary tp divides,
-    // 2 micro-batches per pipeline stage and step.
+    // 2 layers per stage (v when interleaved with v > 2), heads of 16 dimensions, key/value
+    // heads tp divides (the full model's query-group ratio, up to 4), its MLP-to-hidden ratio,
+    // a vocabulary tp divides, 2 micro-batches per pipeline stage and step (a multiple of pp,
+    // as the interleaved schedule needs).
     ValidationCase& c = out.validation;
     engine::TrainRequest& r = c.request;
     r.model = scaledEngineModel(full.model, l);

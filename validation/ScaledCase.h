@@ -5,8 +5,7 @@
 // The engine trains the plan's own blocks (norms, MLP kind, positions, query groups,
 // biases, tied or untied head) at a smaller depth, width, vocabulary and sequence.
 // What it cannot execute yet is mapped to the nearest case it can, and said: context
-// parallelism (folded into data parallelism), the interleaved schedule (1F1B), and more
-// than kMaxValidationDevices devices (data
+// parallelism (folded into data parallelism) and more than kMaxValidationDevices devices (data
 // parallelism, then pipeline, then tensor degree reduced). Architectures it cannot
 // express (encoders, encoder-decoders, mixture-of-experts) are refused by name.
 #pragma once

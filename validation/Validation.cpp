@@ -226,7 +226,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
 {
     // Two block sets: GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head) and
     // Llama's (RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases, untied head).
-    engine::ModelConfig gpt2{4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout below divides it
+    engine::ModelConfig gpt2{4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout below divides it (pp v = 4 chunks)
     engine::ModelConfig llama{4, 64, 4, 96, 32};
     llama.kv_heads = 2;
     llama.ffn_hidden = 176;  // about 8/3 C, as Llama sizes its SwiGLU, a multiple of tp
@@ -255,6 +255,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"pipeline 1F1B", "pp=2,mb=2,schedule=1f1b", fp32, &gpt2},
         {"pipeline GPipe", "pp=2,mb=2,schedule=gpipe", fp32, &gpt2},
         {"pipeline 4 stages", "pp=4,mb=1,schedule=1f1b", fp32, &gpt2},
+        {"pipeline interleaved", "pp=2,mb=1,schedule=interleaved,v=2", fp32, &gpt2},
         {"full recomputation", "dp=2,recompute=full", fp32, &gpt2},
         {"selective recomputation", "tp=2,recompute=selective", fp32, &gpt2},
         {"3D", "dp=2,tp=2,pp=2,mb=2", fp32, &gpt2},
@@ -268,6 +269,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Llama blocks, ZeRO-3", "dp=4,zero=3", fp32, &llama},
         {"Llama blocks, tensor + sequence parallel", "tp=2,sp=on", fp32, &llama},
         {"Llama blocks, pipeline 1F1B", "pp=2,mb=2,schedule=1f1b", fp32, &llama},
+        {"Llama blocks, pipeline interleaved", "pp=2,mb=1,schedule=interleaved,v=2", fp32, &llama},
         {"Llama blocks, 3D", "dp=2,tp=2,pp=2,mb=2", fp32, &llama},
         {"Llama blocks, full recomputation", "dp=2,recompute=full", fp32, &llama},
         {"Llama blocks, selective recomputation", "tp=2,recompute=selective", fp32, &llama},
