@@ -173,7 +173,9 @@ private slots:
                                    "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
                                    "tp=2,pp=2,recompute=full,mb=2",
                                    "tp=2,sp=on,recompute=selective",
-                                   "pp=2,schedule=interleaved,v=2,mb=1"};
+                                   "pp=2,schedule=interleaved,v=2,mb=1",
+                                   "dp=2,pp=2,mb=2,zero=3",  // an untied head: ZeRO-3 across stages
+                                   "dp=2,pp=2,mb=2,zero=2"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
@@ -580,6 +582,7 @@ private slots:
         QTest::newRow("interleaved, 1 micro-batch on pp=2") << "pp=2,schedule=interleaved,v=2,mb=8"
                                                             << "layout.schedule";
         QTest::newRow("context parallel") << "cp=2" << "layout.cp";
+        QTest::newRow("ZeRO-3, tied embedding over 2 stages") << "dp=2,pp=2,mb=2,zero=3" << "layout.zero";
     }
     void badLayoutsNameTheField()
     {
