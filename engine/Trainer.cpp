@@ -31,8 +31,6 @@ FieldErrors validate(const TrainRequest& r)
     }
     auto add = [&](const char* field, const std::string& message) { e.push_back({std::string("layout.") + field, message}); };
     auto s = [](auto v) { return std::to_string(v); };
-    if (l.cp != 1)
-        add("cp", "context parallelism is not executed by the engine yet (cp must be 1)");
     if (l.schedule == PipelineSchedule::Interleaved)
         add("schedule", "the engine executes gpipe and 1f1b (interleaved is not executed yet)");
     if (l.offload != Offload::None)

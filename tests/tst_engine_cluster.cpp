@@ -6,6 +6,7 @@
 // and the TP, PP and DP message sizes of a step (from Megatron-LM's and ZeRO's
 // descriptions, not from the engine). Then failures: out of memory on one
 // device, a NaN loss, a cancelled run: every worker stops, the run says who.
+#include "Cluster.h"
 #include "Trainer.h"
 
 #include <QTest>
@@ -125,13 +126,21 @@ private slots:
                               "dp=2,tp=2,pp=2,mb=2",
                               "dp=2,tp=2,pp=2,zero=1,sp=on,schedule=1f1b,mb=2",
                               "dp=2,tp=2,zero=3",
-                              "tp=2,pp=2,sp=on,schedule=gpipe,mb=1"};
+                              "tp=2,pp=2,sp=on,schedule=gpipe,mb=1",
+                              "cp=2",
+                              "cp=4",
+                              "dp=2,cp=2,zero=1",
+                              "tp=2,cp=2,sp=on",
+                              "cp=2,pp=2,mb=1"};
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row);
             QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full";
         }
         QTest::newRow("dp=2,pp=2,recompute=selective") << "dp=2,pp=2,recompute=selective";
         QTest::newRow("tp=2,sp=on,recompute=selective") << "tp=2,sp=on,recompute=selective";
+        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
+            QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective";
+        QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3";
     }
     void layoutReproducesOneDevice()
     {
@@ -376,6 +385,101 @@ private slots:
         QVERIFY(seen <= 3);
     }
 
+    void llamaBlocksContextParallelReproducesOneDevice_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::newRow("cp=2") << "cp=2";
+        QTest::newRow("cp=4") << "cp=4";
+        QTest::newRow("tp=2,cp=2") << "tp=2,cp=2";
+        QTest::newRow("dp=2,cp=2,zero=2,recompute=selective") << "dp=2,cp=2,zero=2,recompute=selective";
+    }
+    // Llama blocks (RMSNorm, SwiGLU, RoPE on global positions, GQA 4/2, no biases, untied head)
+    // under context parallelism reproduce the single device, as the GPT-2 rows above.
+    void llamaBlocksContextParallelReproducesOneDevice()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model.kv_heads = 2;
+        r.model.mlp = MlpKind::SwiGlu;
+        r.model.norm = NormKind::RmsNorm;
+        r.model.positions = PositionKind::Rotary;
+        r.model.bias = false;
+        r.model.tied_embeddings = false;
+        r.layout = parse(layout);
+        const Measurement ref = single(r);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(m.steps.size(), ref.steps.size());
+        for (size_t k = 0; k < ref.steps.size(); ++k) {
+            const double a = ref.steps[k].loss, b = m.steps[k].loss;
+            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
+                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
+        }
+        double worst = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
+            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
+        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+    }
+
+    void contextParallelRingBytes_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("cp");
+        QTest::addColumn<double>("forwards");  // ring forwards per layer and micro-batch
+        QTest::newRow("cp=2") << "cp=2" << 2 << 1.0;
+        QTest::newRow("cp=4") << "cp=4" << 4 << 1.0;
+        QTest::newRow("cp=2, selective recomputation") << "cp=2,recompute=selective" << 2 << 2.0;
+        QTest::newRow("cp=4, full recomputation") << "cp=4,recompute=full" << 4 << 2.0;
+    }
+    // Transformer Engine's ring (AttnFuncWithCPAndKVP2P): a forward sends this rank's K and V
+    // block cp - 1 times; a backward sends K/V in its first cp - 1 steps and dK/dV in its last
+    // cp - 1: 2 (cp - 1) blocks. A block is 2 x kv_dim x (mb T / cp) values of 4 bytes.
+    // Recomputation runs the forward's ring again. Nothing else of the layout sends point to point.
+    void contextParallelRingBytes()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, cp);
+        QFETCH(double, forwards);
+        TrainRequest r = baseRequest(2);
+        r.layout = parse(layout);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        const double block = 2 * kC * (kT / cp) * 4, micro = kB;  // mb = 1, dp = 1
+        const double perStep = micro * kL * (forwards + 2) * (cp - 1) * block;
+        QCOMPARE(int(m.devices.size()), cp);
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(sent(d, "send_recv") / 2, perStep);
+            QCOMPARE(d.comm_bytes_received.at("send_recv") / 2, perStep);
+        }
+    }
+
+    void contextParallelGroups()
+    {
+        // dp = 2, cp = 2, tp = 2, ZeRO-1 over a group of 1 dp rank: the gradient group spans
+        // dp x cp = 4 devices (stride tp), the shard group 1 x cp = 2, the cp ring 2 (stride tp).
+        Layout l = parse("dp=2,cp=2,tp=2,zero=1,zero_group=1");
+        EmulatedCluster c(l, roomyProfile(), baseRequest().links);
+        for (int id = 0; id < c.size(); ++id) {
+            const MeshPosition& p = c.position(id);
+            QCOMPARE(c.meshId(p.tp, p.cp, p.dp, p.pp), id);
+            const DeviceGroups& g = c.groups(id);
+            QVERIFY(g.cp);
+            QCOMPARE(g.cp->size(), 2);
+            QCOMPARE(g.cp->rankOf(id), p.cp);
+            QCOMPARE(g.dp->size(), 4);
+            QCOMPARE(g.dp->rankOf(id), p.dp * 2 + p.cp);
+            QCOMPARE(g.shard->size(), 2);
+            QCOMPARE(g.replica->size(), 2);
+            QCOMPARE(g.tp->size(), 2);
+        }
+        // cp = 1: no ring, and the groups of a mesh without context parallelism.
+        EmulatedCluster flat(parse("dp=2,tp=2"), roomyProfile(), baseRequest().links);
+        QVERIFY(!flat.groups(0).cp);
+        QCOMPARE(flat.groups(0).dp->name(), std::string("dp(0,0)"));
+        QCOMPARE(flat.groups(0).tp->name(), std::string("tp(0,0)"));
+    }
+
     void badLayoutsNameTheField_data()
     {
         QTest::addColumn<QString>("layout");
@@ -384,7 +488,7 @@ private slots:
         QTest::newRow("pp does not divide layers") << "pp=3" << "layout.pp";
         QTest::newRow("batch not divisible") << "dp=3" << "layout.mb";
         QTest::newRow("interleaved") << "pp=2,schedule=interleaved,v=2" << "layout.schedule";
-        QTest::newRow("context parallel") << "cp=2" << "layout.cp";
+        QTest::newRow("2 cp chunks do not divide the sequence") << "cp=3" << "layout.cp";
     }
     void badLayoutsNameTheField()
     {
