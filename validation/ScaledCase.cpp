@@ -46,7 +46,9 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.ffn_hidden = std::max(step, int(std::lround(width * c.hidden / step)) * step);
     c.layers = 2 * l.pp;
     c.vocab = 64 * tp;
-    c.seq = 32;
+    // 32 tokens, or the next multiple of 2 cp: context parallelism cuts each sequence into 2 cp chunks.
+    const int chunks = 2 * std::max(1, l.cp);
+    c.seq = (32 + chunks - 1) / chunks * chunks;
     c.mlp = m.mlp;
     c.norm = m.norm;
     c.positions = m.positions;
@@ -65,11 +67,6 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     auto s = [](auto v) { return std::to_string(v); };
 
     // What the engine executes.
-    if (l.cp > 1) {
-        notes.push_back("cp=" + s(l.cp) + " folded into dp: the engine has no context parallelism");
-        l.dp *= l.cp;
-        l.cp = 1;
-    }
     if (l.schedule == PipelineSchedule::Interleaved) {
         notes.push_back("interleaved v=" + s(l.virtual_stages) + " run as 1f1b: the engine executes gpipe and 1f1b");
         l.schedule = PipelineSchedule::OneFOneB;
@@ -86,6 +83,8 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     }
     while (l.devices() > kMaxValidationDevices && l.pp > 2)
         l.pp /= 2;
+    while (l.devices() > kMaxValidationDevices && l.cp > 2)
+        l.cp /= 2;
     while (l.devices() > kMaxValidationDevices && l.tp > 2)
         l.tp /= 2;
     while (l.devices() > kMaxValidationDevices && l.dp > 1)
@@ -93,7 +92,7 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     if (l.devices() != before)
         notes.push_back(s(before) + " devices reduced to " + s(l.devices()) + " (dp " + s(fullLayout.dp) + " -> " +
                         s(l.dp) + ", tp " + s(fullLayout.tp) + " -> " + s(l.tp) + ", pp " + s(fullLayout.pp) + " -> " +
-                        s(l.pp) + ")");
+                        s(l.pp) + ", cp " + s(fullLayout.cp) + " -> " + s(l.cp) + ")");
     if (l.zero_group > 0 && (l.zero_group >= l.dp || l.dp % l.zero_group != 0)) {
         notes.push_back("ZeRO shard group " + s(l.zero_group) + " widened to the whole dp group of " + s(l.dp));
         l.zero_group = 0;

@@ -274,6 +274,10 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Llama blocks, bf16 mixed, tensor parallel", "tp=2", bf16, &llama},
         {"Llama blocks, bf16 mixed, pipeline + ZeRO-1", "dp=2,pp=2,zero=1,mb=2", bf16, &llama},
         {"bf16 mixed, 3D", "dp=2,tp=2,pp=2,mb=2", bf16, &gpt2},
+        {"context parallel", "cp=2", fp32, &gpt2},
+        {"context + tensor parallel", "cp=2,tp=2", fp32, &gpt2},
+        {"Llama blocks, context parallel", "cp=2", fp32, &llama},
+        {"Llama blocks, context + tensor parallel", "cp=2,tp=2", fp32, &llama},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
