@@ -44,8 +44,6 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
     const Layout& l = layout_;
     if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1)
         throw std::invalid_argument("EmulatedCluster: every parallel degree must be at least 1");
-    if (l.cp != 1)
-        throw std::invalid_argument("EmulatedCluster: context parallelism (cp > 1) is not emulated");
     const int n = int(l.devices());
     const int g = l.zero_stage > 0 ? l.zeroGroupSize() : 1;
     if (g < 1 || l.dp % g != 0)
@@ -60,39 +58,59 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
     groups_.resize(size_t(n));
     for (int pp = 0; pp < l.pp; ++pp)
         for (int dp = 0; dp < l.dp; ++dp)
-            for (int tp = 0; tp < l.tp; ++tp) {
-                const int id = meshId(tp, 0, dp, pp);
-                positions_[size_t(id)] = MeshPosition{tp, 0, dp, pp, links.nodeOf(id)};
-            }
-    auto tag = [](const char* kind, int a, int b) {
-        return std::string(kind) + "(" + std::to_string(a) + "," + std::to_string(b) + ")";
+            for (int cp = 0; cp < l.cp; ++cp)
+                for (int tp = 0; tp < l.tp; ++tp) {
+                    const int id = meshId(tp, cp, dp, pp);
+                    positions_[size_t(id)] = MeshPosition{tp, cp, dp, pp, links.nodeOf(id)};
+                }
+    // Group names; with cp = 1 exactly those of a mesh without context parallelism.
+    auto tag = [&](const char* kind, int a, int b, int cp = -1) {
+        std::string t = std::string(kind) + "(" + std::to_string(a) + "," + std::to_string(b);
+        if (cp >= 0 && l.cp > 1)
+            t += ",cp" + std::to_string(cp);
+        return t + ")";
     };
+    // The gradient groups span dp x cp; the ZeRO shard group is g x cp of their ranks.
+    const int dpcp = l.dp * l.cp, gc = l.zero_stage > 0 ? g * l.cp : 1;
     for (int pp = 0; pp < l.pp; ++pp) {
-        for (int dp = 0; dp < l.dp; ++dp) {
-            std::vector<int> ids;
-            for (int tp = 0; tp < l.tp; ++tp)
-                ids.push_back(meshId(tp, 0, dp, pp));
-            CommGroup& grp = comm_->makeGroup(ids, tag("tp", dp, pp));
-            for (int id : ids)
-                groups_[size_t(id)].tp = &grp;
-        }
-        for (int tp = 0; tp < l.tp; ++tp) {
-            std::vector<int> all;
+        for (int dp = 0; dp < l.dp; ++dp)
+            for (int cp = 0; cp < l.cp; ++cp) {
+                std::vector<int> ids;
+                for (int tp = 0; tp < l.tp; ++tp)
+                    ids.push_back(meshId(tp, cp, dp, pp));
+                CommGroup& grp = comm_->makeGroup(ids, tag("tp", dp, pp, cp));
+                for (int id : ids)
+                    groups_[size_t(id)].tp = &grp;
+            }
+        if (l.cp > 1)
             for (int dp = 0; dp < l.dp; ++dp)
-                all.push_back(meshId(tp, 0, dp, pp));
+                for (int tp = 0; tp < l.tp; ++tp) {
+                    std::vector<int> ring;
+                    for (int cp = 0; cp < l.cp; ++cp)
+                        ring.push_back(meshId(tp, cp, dp, pp));
+                    CommGroup& cg = comm_->makeGroup(ring, "cp(" + std::to_string(tp) + "," + std::to_string(dp) +
+                                                               "," + std::to_string(pp) + ")");
+                    for (int id : ring)
+                        groups_[size_t(id)].cp = &cg;
+                }
+        for (int tp = 0; tp < l.tp; ++tp) {
+            std::vector<int> all;  // rank dp * cp + cp_rank
+            for (int dp = 0; dp < l.dp; ++dp)
+                for (int cp = 0; cp < l.cp; ++cp)
+                    all.push_back(meshId(tp, cp, dp, pp));
             CommGroup& dpg = comm_->makeGroup(all, tag("dp", tp, pp));
             for (int id : all)
                 groups_[size_t(id)].dp = &dpg;
-            for (int k = 0; k < l.dp / g; ++k) {
-                std::vector<int> ids(all.begin() + k * g, all.begin() + (k + 1) * g);
+            for (int k = 0; k < dpcp / gc; ++k) {
+                std::vector<int> ids(all.begin() + k * gc, all.begin() + (k + 1) * gc);
                 CommGroup& sg = comm_->makeGroup(ids, tag("shard", tp, pp) + "#" + std::to_string(k));
                 for (int id : ids)
                     groups_[size_t(id)].shard = &sg;
             }
-            for (int r = 0; r < g; ++r) {
+            for (int r = 0; r < gc; ++r) {
                 std::vector<int> ids;
-                for (int k = 0; k < l.dp / g; ++k)
-                    ids.push_back(all[size_t(k * g + r)]);
+                for (int k = 0; k < dpcp / gc; ++k)
+                    ids.push_back(all[size_t(k * gc + r)]);
                 CommGroup& rg = comm_->makeGroup(ids, tag("replica", tp, pp) + "#" + std::to_string(r));
                 for (int id : ids)
                     groups_[size_t(id)].replica = &rg;
@@ -101,12 +119,13 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
     }
     if (l.pp > 1)
         for (int dp = 0; dp < l.dp; ++dp)
-            for (int tp = 0; tp < l.tp; ++tp) {
-                const int first = meshId(tp, 0, dp, 0), last = meshId(tp, 0, dp, l.pp - 1);
-                CommGroup& eg = comm_->makeGroup({first, last}, tag("embedding", tp, dp));
-                groups_[size_t(first)].embedding = &eg;
-                groups_[size_t(last)].embedding = &eg;
-            }
+            for (int cp = 0; cp < l.cp; ++cp)
+                for (int tp = 0; tp < l.tp; ++tp) {
+                    const int first = meshId(tp, cp, dp, 0), last = meshId(tp, cp, dp, l.pp - 1);
+                    CommGroup& eg = comm_->makeGroup({first, last}, tag("embedding", tp, dp, cp));
+                    groups_[size_t(first)].embedding = &eg;
+                    groups_[size_t(last)].embedding = &eg;
+                }
     std::vector<int> everyone;
     for (int i = 0; i < n; ++i)
         everyone.push_back(i);

@@ -7,15 +7,19 @@
 // so tensor-parallel groups are neighbours inside a node, then cp, dp, pp.
 // Emulated node = id / node_devices. Groups made for every device:
 //   tp        same (cp, dp, pp), tp ranks in order
-//   dp        same (tp, cp, pp), dp ranks in order
-//   shard     ZeRO shard group: dp ranks [k*g, (k+1)*g) of the dp group (g = zero group size)
-//   replica   the dp ranks with the same position inside their shard group (HSDP's outer group)
-//   embedding first and last pipeline stage (tied word embedding), when pp > 1
+//   cp        same (tp, dp, pp), cp ranks in order: the ring of context parallelism (cp > 1)
+//   dp        the data-parallel gradient group: same (tp, pp), the (dp, cp) ranks in order
+//             dp_rank * cp + cp_rank; with cp = 1 the dp ranks. Megatron-LM reduces gradients
+//             over dp x cp (parallel_state.py, "data_parallel_group_with_cp").
+//   shard     ZeRO shard group: ranks [k*g, (k+1)*g) of the dp group, g = zero group size x cp
+//             (Megatron's distributed optimizer shards over dp x cp)
+//   replica   the dp group's ranks with the same position inside their shard group (HSDP's outer group)
+//   embedding first and last pipeline stage (tied word embedding), same (tp, cp, dp), when pp > 1
 //   world     every device
 // Pipeline neighbours are reached by send/recv to stageNeighbour().
 //
 // Each device gets a KernelPool of one thread: the workers share the host's cores.
-// Not here: context parallelism (cp must be 1 to run), what the workers compute.
+// Not here: what the workers compute.
 #pragma once
 
 #include "Communicator.h"
@@ -38,7 +42,8 @@ struct MeshPosition {
 
 struct DeviceGroups {
     CommGroup* tp = nullptr;
-    CommGroup* dp = nullptr;
+    CommGroup* cp = nullptr;         // null unless cp > 1
+    CommGroup* dp = nullptr;         // dp x cp
     CommGroup* shard = nullptr;
     CommGroup* replica = nullptr;
     CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
@@ -54,7 +59,7 @@ struct WorkerFailure {
 class EmulatedCluster {
 public:
     // layout.devices() devices of `profile` (device i named "device i (profile)").
-    // Throws std::invalid_argument for cp != 1 or a degree < 1.
+    // Throws std::invalid_argument for a degree < 1 or a shard group that does not divide dp.
     EmulatedCluster(const Layout& layout, const DeviceProfile& profile, const LinkSpec& links,
                     const std::atomic<bool>* cancel = nullptr);
     // A flat cluster of n devices (dp = n): for collectives alone.

@@ -267,6 +267,103 @@ void Kernels<T>::attentionBackward(T* dqkv, T* datt, const T* dout, const T* att
     round(dqkv, r.rows * N);
 }
 
+namespace {
+
+template <class T> using RowsMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
+
+// Rows [row0, row0 + rows) of a column-major (allRows, cols) buffer.
+template <class T>
+RowsMap<T> rowBlock(T* p, std::int64_t allRows, std::int64_t row0, std::int64_t rows, std::int64_t cols)
+{
+    return RowsMap<T>(p + row0, Index(rows), Index(cols), Eigen::OuterStride<>(Index(allRows)));
+}
+template <class T>
+RowsMap<T> rowBlock(const T* p, std::int64_t allRows, std::int64_t row0, std::int64_t rows, std::int64_t cols)
+{
+    return rowBlock<T>(const_cast<T*>(p), allRows, row0, rows, cols);
+}
+
+} // namespace
+
+template <class T>
+void Kernels<T>::ringAttentionProbs(T* att, std::int64_t attRows, std::int64_t row0, T* lse, const T* qkv,
+                                    const T* kv, const AttentionShape& s, const int* qpos, const int* kpos)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
+    attention_block_probs_forward<T>(pool(), rowBlock<T>(att, attRows, row0, s.Tk, cols), vec(lse, cols),
+                                     rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk), s,
+                                     qpos, kpos);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
+    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+                                        probs * e_ + double(cols) * kStat}, compute_);
+}
+
+template <class T>
+void Kernels<T>::ringAttentionValues(T* out, const T* att, std::int64_t attRows, std::int64_t row0, const T* kv,
+                                     const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
+    attention_block_values_forward<T>(pool(), mat(out, r.qd, N), rowBlock<T>(att, attRows, row0, s.Tk, cols),
+                                      rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
+    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+                                        double(r.qd) * n * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::ringAttentionMerge(T* out, T* lse, const T* part, const T* part_lse, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, cols = s.probColumns();
+    attention_block_merge<T>(pool(), mat(out, r.qd, N), vec(lse, cols), cmat(part, r.qd, N), cvec(part_lse, cols), s);
+    const double on = double(r.qd) * double(N), c = double(cols);
+    dev_.charge(KernelKind::Attention, {0, 2 * on * e_ + 2 * c * kStat, on * e_ + c * kStat}, compute_);
+}
+
+template <class T>
+void Kernels<T>::ringAttentionFinish(T* att, std::int64_t attRows, const T* step_lse, const T* lse, int steps,
+                                     const AttentionShape& s)
+{
+    const std::int64_t cols = s.probColumns();
+    for (int i = 0; i < steps; ++i)
+        attention_block_renormalize<T>(pool(), rowBlock<T>(att, attRows, std::int64_t(i) * s.Tk, s.Tk, cols),
+                                       cvec(step_lse + std::int64_t(i) * cols, cols), cvec(lse, cols), s);
+    const double probs = double(attRows) * double(cols), c = double(cols);
+    dev_.charge(KernelKind::Attention, {0, probs * e_ + (steps + 1) * c * kStat, probs * e_}, compute_);
+    round(att, attRows * cols);
+}
+
+template <class T>
+void Kernels<T>::ringAttentionDelta(T* delta, const T* dout, const T* out, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, cols = s.probColumns();
+    attention_delta<T>(pool(), vec(delta, cols), cmat(dout, r.qd, N), cmat(out, r.qd, N), s);
+    dev_.charge(KernelKind::Attention, {0, 2 * double(r.qd) * double(N) * e_, double(cols) * kStat}, compute_);
+}
+
+template <class T>
+void Kernels<T>::ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, const T* att, std::int64_t attRows,
+                                       std::int64_t row0, const T* delta, const T* qkv, const T* kv,
+                                       const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
+    attention_block_backward<T>(pool(), rowBlock<T>(dqkv, r.rows, 0, r.qd, N), rowBlock<T>(dkv, 2 * r.kvd, 0, r.kvd, Nk),
+                                rowBlock<T>(dkv, 2 * r.kvd, r.kvd, r.kvd, Nk), mat(datt, s.Tk, cols), cmat(dout, r.qd, N),
+                                rowBlock<T>(att, attRows, row0, s.Tk, cols), cvec(delta, cols),
+                                rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk),
+                                rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
+    // The four products over this block's square, as attentionBackward charges them.
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
+    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n,
+                                        qkvBytes + double(r.qd) * n * e_ + probs * e_ + double(cols) * kStat,
+                                        qkvBytes}, compute_);
+}
+
 template <class T>
 void Kernels<T>::biasResidual(T* out, const T* red, const T* bias, const T* residual, std::int64_t C, std::int64_t N)
 {

@@ -68,6 +68,26 @@ public:
     // dqkv (qd + 2 kvd, N) overwritten; datt scratch.
     void attentionBackward(T* dqkv, T* datt, const T* dout, const T* att, const T* qkv, const AttentionShape& s);
 
+    // Ring attention (context parallelism, OpsBlocks.h) over one visiting block. att is the
+    // device's (attRows = T, B*NH*Tq) probabilities, the block at rows [row0, row0 + s.Tk); q
+    // comes from the fused qkv (qd + 2 kvd, B*Tq), k and v from a packed block kv (2 kvd, B*Tk)
+    // [k rows | v rows]. Costs as the single-device kernels charge them, for this (Tk, Tq)
+    // square: summed over the ring's steps they are the whole sequence's. The merges, the final
+    // renormalisation and delta are the softmax's bookkeeping, counted with the products
+    // (fused, as the softmax is): bytes only.
+    void ringAttentionProbs(T* att, std::int64_t attRows, std::int64_t row0, T* lse, const T* qkv, const T* kv,
+                            const AttentionShape& s, const int* qpos, const int* kpos);
+    void ringAttentionValues(T* out, const T* att, std::int64_t attRows, std::int64_t row0, const T* kv,
+                             const AttentionShape& s);
+    void ringAttentionMerge(T* out, T* lse, const T* part, const T* part_lse, const AttentionShape& s);
+    // Every block of att renormalised by its step's lse (steps blocks of B*NH*Tq), then rounded.
+    void ringAttentionFinish(T* att, std::int64_t attRows, const T* step_lse, const T* lse, int steps,
+                             const AttentionShape& s);
+    void ringAttentionDelta(T* delta, const T* dout, const T* out, const AttentionShape& s);
+    // dq: the q rows of dqkv (qd + 2 kvd, B*Tq) +=; dkv (2 kvd, B*Tk) [dk | dv] +=; datt scratch (Tk, B*NH*Tq).
+    void ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, const T* att, std::int64_t attRows,
+                               std::int64_t row0, const T* delta, const T* qkv, const T* kv, const AttentionShape& s);
+
     // out (C, N) = red + bias + residual (bias may be null): the epilogue of a row-split
     // product after its tensor-parallel reduction.
     void biasResidual(T* out, const T* red, const T* bias, const T* residual, std::int64_t C, std::int64_t N);

@@ -63,7 +63,7 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     FieldErrors e;
     auto add = [&](const char* field, const std::string& message) { e.push_back({prefix + field, message}); };
     auto s = [](auto v) { return std::to_string(v); };
-    if (l.tp < 1 || l.pp < 1)
+    if (l.tp < 1 || l.pp < 1 || l.cp < 1)
         return e;
     if (c.heads % l.tp != 0)
         add("tp", s(l.tp) + " does not divide heads " + s(c.heads));
@@ -86,9 +86,13 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
         add("v", "pp x v = " + s(std::int64_t(l.pp) * l.virtual_stages) + " model chunks do not divide the " +
                      s(c.layers) + " layers");
-    if (l.sequence_parallel && l.tp > 1 && (std::int64_t(micro_batch) * c.seq) % l.tp != 0)
-        add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(std::int64_t(micro_batch) * c.seq) +
-                      " tokens");
+    if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
+        add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
+                      " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");
+    const std::int64_t tokens = std::int64_t(micro_batch) * c.seq / l.cp;  // a device's tokens of a micro-batch
+    if (l.sequence_parallel && l.tp > 1 && tokens % l.tp != 0)
+        add("sp", "tp " + s(l.tp) + " does not divide the micro-batch's " + s(tokens) + " tokens" +
+                      (l.cp > 1 ? " on each cp rank" : ""));
     return e;
 }
 
@@ -267,15 +271,19 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         throw std::invalid_argument("ModelExecutor: the bf16 modes are emulated on float only");
     if (!std::is_same_v<T, float> && l.pp > 1)
         throw std::invalid_argument("ModelExecutor: the double instantiation (gradient checks) has no pipeline");
+    if (!std::is_same_v<T, float> && l.cp > 1)
+        throw std::invalid_argument("ModelExecutor: the double instantiation (gradient checks) has no context parallelism");
     const MeshPosition& pos = place_.position;
     tp_ = l.tp;
     tpRank_ = pos.tp;
     stage_ = pos.pp;
     stages_ = l.pp;
-    dpRank_ = pos.dp;
+    cp_ = l.cp;
+    cpRank_ = pos.cp;
+    dpRank_ = pos.dp * cp_ + pos.cp;  // in the dp x cp gradient group (Cluster.h)
     zero_ = l.zero_stage;
     recompute_ = l.recompute;
-    const int g = zero_ > 0 ? l.zeroGroupSize() : 1;
+    const int g = zero_ > 0 ? l.zeroGroupSize() * cp_ : 1;  // the shard group spans g x cp
     shardRank_ = zero_ > 0 ? dpRank_ % g : 0;
     replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
     sp_ = l.sequence_parallel && tp_ > 1;
@@ -294,14 +302,37 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     Vt_ = V_ / tp_;
     qkvRows_ = std::int64_t(qdt_) + 2 * kvdt_;
     mb_ = opts_.micro_batch;
-    Nm_ = std::int64_t(mb_) * T_;
+    Tl_ = T_ / cp_;
+    Nm_ = std::int64_t(mb_) * Tl_;
     chunks_ = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     Ls_ = L_ / stages_;
     Lc_ = Ls_ / chunks_;
     Ns_ = sp_ ? Nm_ / tp_ : Nm_;
+    // Each cp rank's tokens of a sequence: chunks r and 2cp-1-r of 2cp (Megatron-LM
+    // megatron/core/utils.py _get_batch_on_this_cp_rank_per_sequence_balancing @ d98e8a6).
+    cpPositions_.assign(size_t(cp_), {});
+    for (int r = 0; r < cp_; ++r) {
+        std::vector<int>& p = cpPositions_[size_t(r)];
+        if (cp_ == 1) {
+            for (int t = 0; t < T_; ++t)
+                p.push_back(t);
+            continue;
+        }
+        const int chunk = T_ / (2 * cp_);
+        for (int c : {r, 2 * cp_ - 1 - r})
+            for (int j = 0; j < chunk; ++j)
+                p.push_back(c * chunk + j);
+    }
     positions_.resize(size_t(Nm_));
     for (std::int64_t n = 0; n < Nm_; ++n)
-        positions_[size_t(n)] = int(n % T_);
+        positions_[size_t(n)] = cpPositions_[size_t(cpRank_)][size_t(n % Tl_)];
+    if (cp_ > 1) {
+        if (!groups_.cp)
+            throw std::invalid_argument("ModelExecutor: cp > 1 needs the cluster's cp group");
+        const std::vector<int> ring = groups_.cp->memberIds();
+        cpNext_ = ring[size_t((cpRank_ + 1) % cp_)];
+        cpPrev_ = ring[size_t((cpRank_ + cp_ - 1) % cp_)];
+    }
     buildTables();
 
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, att = std::int64_t(NHt_) * T_ * Nm;
@@ -335,8 +366,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const bool sendsOutput = !lastStage() || chunks_ > 1;  // some local chunk sends its output on
     const std::int64_t stageOut = sendsOutput ? C * Ns : 0;
     const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
+    // Ring attention: two messages [K V | dK dV] (4 kvdt, Nm), a block's partial output, the
+    // running, per-step and backward softmax statistics.
+    const std::int64_t kvBlock = 2 * std::int64_t(kvdt_) * Nm, cols = std::int64_t(NHt_) * Nm;
+    const std::int64_t ring = cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut;
+                              std::int64_t(qdt_) * Nm + att + stageOut + ring;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -350,6 +385,14 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     ws_->datty = w.take(std::int64_t(qdt_) * Nm);
     ws_->datt = w.take(att);
     ws_->stageOut = sendsOutput ? w.take(C * Ns) : nullptr;
+    if (cp_ > 1) {
+        ring_.msg[0] = w.take(2 * kvBlock);
+        ring_.msg[1] = w.take(2 * kvBlock);
+        ring_.part = w.take(std::int64_t(qdt_) * Nm);
+        ring_.lse = w.take(cols);
+        ring_.delta = w.take(cols);
+        ring_.stepLse = w.take(cp_ * cols);
+    }
     heldWeights_.resize(units_.size());
     heldGrads_.resize(units_.size());
     weightUsers_.assign(units_.size(), 0);
@@ -570,8 +613,23 @@ const T* ModelExecutor<T>::layerInput(const Slot& s, int k) const
 // ---------------------------------------------------------------- forward
 
 template <class T>
+void ModelExecutor<T>::localTokens(const int* sequences, std::vector<int>& local) const
+{
+    // Sequence b's token at position p is sequences[b*T + p]; this rank's are its positions.
+    const std::vector<int>& mine = cpPositions_[size_t(cpRank_)];
+    local.resize(size_t(Nm_));
+    for (int b = 0; b < mb_; ++b)
+        for (int j = 0; j < Tl_; ++j)
+            local[size_t(b) * size_t(Tl_) + size_t(j)] = sequences[std::int64_t(b) * T_ + mine[size_t(j)]];
+}
+
+template <class T>
 void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
 {
+    if (cp_ > 1) {
+        ringAttentionForward(a);
+        return;
+    }
     const AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
     k_.attentionProbs(a.att, a.qkv, shape);
     k_.attentionValues(a.atty, a.att, a.qkv, shape);
@@ -609,7 +667,7 @@ template <class T>
 void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
 {
     const std::int64_t C = C_, Nm = Nm_;
-    s.inputs.assign(inputs, inputs + Nm);
+    localTokens(inputs, s.inputs);
     for (std::int64_t n = 0; n < Nm; ++n)
         if (s.inputs[size_t(n)] < 0 || s.inputs[size_t(n)] >= V_)
             throw std::out_of_range("ModelExecutor::forward: token id " + std::to_string(s.inputs[size_t(n)]) +
@@ -626,7 +684,7 @@ void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
         const int tok = s.inputs[size_t(n)];
         const bool own = tok >= lo && tok < lo + Vt_;
         const T* emb = wte + std::int64_t(own ? tok - lo : 0) * C;
-        const T* pos = wpe && tpRank_ == 0 ? wpe + (n % T_) * C : nullptr;
+        const T* pos = wpe && tpRank_ == 0 ? wpe + std::int64_t(positions_[size_t(n)]) * C : nullptr;
         for (std::int64_t i = 0; i < C; ++i)
             col[i] = (own ? emb[i] : T(0)) + (pos ? pos[i] : T(0));
     }
@@ -643,7 +701,7 @@ template <class T>
 double ModelExecutor<T>::headForward(Slot& s, const int* targets)
 {
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
-    s.targets.assign(targets, targets + Nm);
+    localTokens(targets, s.targets);
     for (std::int64_t n = 0; n < Nm; ++n)
         if (s.targets[size_t(n)] < 0 || s.targets[size_t(n)] >= V_)
             throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(s.targets[size_t(n)]) +
@@ -829,6 +887,122 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     return loss;
 }
 
+// ---------------------------------------------------------------- ring attention (context parallelism)
+//
+// After Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/
+// dot_product_attention/context_parallel.py @ d0067d0), without its overlap and without skipping
+// the blocks the causal mask empties (the products are computed and charged over each block's
+// full square, the planner's convention). The ring is the cp group: send to rank r+1, receive
+// from rank r-1. A K/V block is (2 kvdt, Nm): each column the k rows then the v rows of qkv.
+
+template <class T>
+void ModelExecutor<T>::ringSend(const T* data, std::int64_t count)
+{
+    if constexpr (std::is_same_v<T, float>)
+        place_.comm->send(id_, cpNext_, data, size_t(count), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no context parallelism");
+}
+
+template <class T>
+void ModelExecutor<T>::ringRecv(T* data, std::int64_t count)
+{
+    if constexpr (std::is_same_v<T, float>)
+        place_.comm->recv(id_, cpPrev_, data, size_t(count), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no context parallelism");
+}
+
+// Forward: in step i (of cp) this rank holds the block of rank (r - i) mod cp; it passes the
+// block on (cp - 1 sends of 2 kvdt x Nm values: what the planner's cp bytes count), computes
+// its queries' partial attention against it with the causal mask on global positions (the
+// block's probabilities into att rows [i Tl, (i+1) Tl)), and merges the partial output by
+// log-sum-exp. After the last step every stored block is renormalised to the final softmax,
+// which the backward reads.
+template <class T>
+void ModelExecutor<T>::ringAttentionForward(const Acts& a)
+{
+    const std::int64_t Nm = Nm_, kv = 2 * std::int64_t(kvdt_) * Nm;
+    const AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    const std::int64_t cols = s.probColumns();
+    const int* qpos = cpPositions_[size_t(cpRank_)].data();
+    T* cur = ring_.msg[0];
+    T* next = ring_.msg[1];
+    for (std::int64_t n = 0; n < Nm; ++n)
+        std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, cur + n * 2 * kvdt_);
+    k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+    for (int i = 0; i < cp_; ++i) {
+        const int owner = (cpRank_ - i + cp_) % cp_;
+        if (i + 1 < cp_)
+            ringSend(cur, kv);  // posted before the step's compute, as TE does (buffered)
+        T* lse = ring_.stepLse + i * cols;
+        k_.ringAttentionProbs(a.att, T_, std::int64_t(i) * Tl_, lse, a.qkv, cur, s, qpos,
+                              cpPositions_[size_t(owner)].data());
+        k_.ringAttentionValues(i == 0 ? a.atty : ring_.part, a.att, T_, std::int64_t(i) * Tl_, cur, s);
+        if (i == 0)
+            std::copy_n(lse, cols, ring_.lse);
+        else
+            k_.ringAttentionMerge(a.atty, ring_.lse, ring_.part, lse, s);
+        if (i + 1 < cp_) {
+            ringRecv(next, kv);
+            std::swap(cur, next);
+        }
+    }
+    k_.ringAttentionFinish(a.att, T_, ring_.stepLse, ring_.lse, cp_, s);
+    k_.round(a.atty, std::int64_t(qdt_) * Nm);
+}
+
+// Backward (TE's backward): the blocks go round again in the forward's order, now carrying
+// their dK/dV partials, which each rank adds to and which end at the block's owner. Step 0
+// sends this rank's K/V; step i in [1, cp-2] sends the block held with its partial [K V dK dV];
+// step cp-1 sends the partial alone to its owner: 2 (cp - 1) blocks of 2 kvdt x Nm values, as
+// TE sends. The owner adds its own part last (the block of step 0), into what it receives.
+// dq accumulates over the steps; delta = rowsum(dout o out) (FlashAttention-2's D).
+template <class T>
+void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
+{
+    const std::int64_t Nm = Nm_, kv = 2 * std::int64_t(kvdt_) * Nm;
+    const AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    T* dqkv = ws_->dqkv;
+    std::fill(dqkv, dqkv + qkvRows_ * Nm, T(0));
+    k_.ringAttentionDelta(ring_.delta, ws_->datty, a.atty, s);
+    auto pack = [&](T* block) {
+        for (std::int64_t n = 0; n < Nm; ++n)
+            std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, block + n * 2 * kvdt_);
+        k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+    };
+    T* cur = ring_.msg[0];
+    T* next = ring_.msg[1];
+    pack(cur);
+    ringSend(cur, kv);
+    ringRecv(next, kv);
+    std::swap(cur, next);
+    for (int i = 1; i < cp_; ++i) {
+        T* dkv = cur + kv;  // the partial of the block held, from the ranks it visited since its owner
+        if (i == 1)
+            std::fill(dkv, dkv + kv, T(0));
+        k_.ringAttentionBackward(dqkv, dkv, ws_->datt, ws_->datty, a.att, T_, std::int64_t(i) * Tl_, ring_.delta,
+                                 a.qkv, cur, s);
+        k_.round(dkv, kv);
+        if (i + 1 < cp_) {
+            ringSend(cur, 2 * kv);
+            ringRecv(next, 2 * kv);
+            std::swap(cur, next);
+        } else {
+            ringSend(dkv, kv);
+        }
+    }
+    // This rank's own block: the others' partial, received, plus its own part.
+    T* own = next;
+    ringRecv(own + kv, kv);
+    pack(own);
+    k_.ringAttentionBackward(dqkv, own + kv, ws_->datt, ws_->datty, a.att, T_, 0, ring_.delta, a.qkv, own, s);
+    for (std::int64_t n = 0; n < Nm; ++n)
+        std::copy_n(own + kv + n * 2 * kvdt_, 2 * kvdt_, dqkv + n * qkvRows_ + qdt_);
+    k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+    k_.round(dqkv, qkvRows_ * Nm);
+}
+
 // ---------------------------------------------------------------- backward
 
 template <class T>
@@ -854,8 +1028,11 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
 
     // Attention.
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
-    k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
-                         AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+    if (cp_ > 1)
+        ringAttentionBackward(a);
+    else
+        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
+                             AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
     if (!cfg_.learnedPositions())
         k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, C, qkvRows_, Nm);
@@ -914,7 +1091,7 @@ void ModelExecutor<T>::embedBackward(Slot& s)
         const T* d = dout + n * C;
         const int tok = s.inputs[size_t(n)];
         if (dwpe) {
-            T* pos = dwpe + (n % T_) * C;
+            T* pos = dwpe + std::int64_t(positions_[size_t(n)]) * C;
             for (std::int64_t i = 0; i < C; ++i)
                 pos[i] += d[i];
         }

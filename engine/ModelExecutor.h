@@ -49,9 +49,18 @@
 // Optimizer offload: the optimizer states (and fp32 master weights) in host memory (memory
 // category Host, not on the device); each step the owned gradients go down the host link, the
 // host runs AdamW at its memory bandwidth, the weights come back up (EmulatedDevice::chargeHost).
+// Context parallelism (Megatron-LM's cp; Transformer Engine's AttnFuncWithCPAndKVP2P): each
+// sequence is cut into 2 cp chunks and cp rank r holds chunks r and 2cp-1-r (causal load
+// balancing, Megatron-LM megatron/core/utils.py _get_batch_on_this_cp_rank_per_sequence_balancing),
+// so a micro-batch's columns are its Tl = T/cp tokens of each sequence, with their global
+// positions (learned embeddings and RoPE). Everything outside attention runs on these tokens
+// (cp behaves like dp there); attention is a ring over the cp group: the local queries meet
+// each rank's K/V block in cp steps, merged by log-sum-exp, and backward sends the blocks
+// round again with their dK/dV partials, which end at their owner (ringAttentionForward/Backward).
+// Gradients are reduced over dp x cp (the cluster's dp group), ZeRO shards over g x cp.
 // Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
-// Vt = V/tp, T sequence, mb sequences per micro-batch, Nm = mb*T tokens, Ns = Nm/tp under
-// sequence parallelism (else Nm).
+// Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
+// tokens, Ns = Nm/tp under sequence parallelism (else Nm).
 #pragma once
 
 #include "AdamW.h"
@@ -144,8 +153,9 @@ public:
     const std::vector<ShardTensor>& tensors() const { return tensors_; }
     const std::vector<ShardUnit>& units() const { return units_; }
 
-    // One micro-batch forward through local chunk `chunk`. inputs/targets: Nm token ids in
-    // [0, V) (the model's first chunk reads inputs, its last chunk targets). Every other chunk
+    // One micro-batch forward through local chunk `chunk`. inputs/targets: the mb whole
+    // sequences' token ids (mb*T) in [0, V), of which this cp rank takes its chunks (the
+    // model's first chunk reads inputs, its last chunk targets). Every other chunk
     // receives its input from the previous device (previous_stage) and every chunk but the
     // last sends its output on (next_stage). Returns the sum of the per-token losses on the
     // last chunk (0 elsewhere).
@@ -187,6 +197,11 @@ private:
     bool holdsHead(const Slot& s) const;
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
+    void ringAttentionForward(const Acts& a);
+    void ringAttentionBackward(const Acts& a);
+    void ringSend(const T* data, std::int64_t count);
+    void ringRecv(T* data, std::int64_t count);
+    void localTokens(const int* sequences, std::vector<int>& local) const;
     void layerBackward(int k, Slot& s);
     void embedForward(Slot& s, const int* inputs);
     void embedBackward(Slot& s);
@@ -223,6 +238,13 @@ private:
     std::vector<ShardTensor> tensors_;
     std::vector<ShardUnit> units_;
     std::vector<int> positions_;  // Nm: each token's place in its sequence (RoPE)
+    // Context parallelism: cp ranks, the positions of each rank's Tl tokens of a sequence, the
+    // ring neighbours' device ids, and the ring's buffers (workspace).
+    int cp_ = 1, cpRank_ = 0, Tl_ = 0, cpNext_ = -1, cpPrev_ = -1;
+    std::vector<std::vector<int>> cpPositions_;
+    struct Ring {
+        T *msg[2], *dkvOwn, *part, *lse, *stepLse, *delta;
+    } ring_{};
 
     DeviceBuffer weights_, grads_, optimizer_, workspace_;
     std::vector<DeviceBuffer> heldWeights_, heldGrads_;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -339,6 +340,196 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
     });
 }
 
+// ---------------------------------------------------------------- ring attention (context parallelism)
+
+namespace {
+
+void checkBlockShape(const AttentionShape& s, const char* what)
+{
+    if (s.B < 1 || s.Tq < 1 || s.Tk < 1 || s.NH < 1 || s.NKV < 1 || s.hd < 1)
+        throw std::invalid_argument(std::string(what) + ": sizes must be positive");
+    if (s.NH % s.NKV != 0)
+        throw std::invalid_argument(std::string(what) + ": NH must be a multiple of NKV");
+}
+
+} // namespace
+
+template <class T>
+void attention_block_probs_forward(KernelPool& pool, RowsRef<T> att, VecRef<T> lse, CRowsRef<T> q, CRowsRef<T> k,
+                                   const AttentionShape& s, const int* qpos, const int* kpos)
+{
+    checkBlockShape(s, "attention_block_probs_forward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
+    checkShape(att, Tk, s.probColumns(), "attention_block_probs_forward", "att");
+    checkShape(q, NH * hd, Index(s.B) * Tq, "attention_block_probs_forward", "q");
+    checkShape(k, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_block_probs_forward", "k");
+    if (lse.size() != s.probColumns())
+        throw std::invalid_argument("attention_block_probs_forward: lse has the wrong size");
+    for (Index t = 1; t < Tk; ++t)
+        if (kpos[t] < kpos[t - 1])
+            throw std::invalid_argument("attention_block_probs_forward: key positions must be ascending");
+    const T scale = T(1) / std::sqrt(T(hd));
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            const auto qh = q.block(h * hd, b * Tq, hd, Tq);
+            const auto kg = k.block(g * hd, b * Tk, hd, Tk);
+            auto S = att.middleCols(i * Tq, Tq);  // (Tk, Tq)
+            blockGemm<T>(S, kg, true, qh, false, false);
+            for (Index t1 = 0; t1 < Tq; ++t1) {
+                // Ascending key positions: the keys this query sees are a prefix of the block.
+                const Index live = s.causal ? Index(std::upper_bound(kpos, kpos + Tk, qpos[t1]) - kpos) : Tk;
+                if (live == 0) {
+                    S.col(t1).setZero();
+                    lse(i * Tq + t1) = -std::numeric_limits<T>::infinity();
+                    continue;
+                }
+                const auto [mx, sum] = softmaxColumn(S.col(t1).head(live), scale);
+                S.col(t1).tail(Tk - live).setZero();
+                lse(i * Tq + t1) = mx * scale + std::log(sum);
+            }
+        }
+    });
+}
+
+template <class T>
+void attention_block_values_forward(KernelPool& pool, MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v,
+                                    const AttentionShape& s)
+{
+    checkBlockShape(s, "attention_block_values_forward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
+    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_block_values_forward", "out");
+    checkShape(att, Tk, s.probColumns(), "attention_block_values_forward", "att");
+    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_block_values_forward", "v");
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            blockGemm<T>(out.block(h * hd, b * Tq, hd, Tq), v.block(g * hd, b * Tk, hd, Tk), false,
+                         att.middleCols(i * Tq, Tq), false, false);
+        }
+    });
+}
+
+template <class T>
+void attention_block_merge(KernelPool& pool, MatRef<T> out, VecRef<T> lse, CMatRef<T> part, CVecRef<T> part_lse,
+                           const AttentionShape& s)
+{
+    checkBlockShape(s, "attention_block_merge");
+    const Index hd = s.hd, Tq = s.Tq, NH = s.NH;
+    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_block_merge", "out");
+    checkShape(part, NH * hd, Index(s.B) * Tq, "attention_block_merge", "part");
+    if (lse.size() != s.probColumns() || part_lse.size() != s.probColumns())
+        throw std::invalid_argument("attention_block_merge: lse has the wrong size");
+    const T inf = std::numeric_limits<T>::infinity();
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH;
+            for (Index t1 = 0; t1 < Tq; ++t1) {
+                const Index c = i * Tq + t1;
+                const T a = lse(c), p = part_lse(c);
+                if (p == -inf)
+                    continue;  // the block had nothing for this query
+                const T hi = std::max(a, p), lo = std::min(a, p);
+                const T merged = hi + std::log1p(std::exp(lo - hi));
+                const T wa = a == -inf ? T(0) : std::exp(a - merged), wp = std::exp(p - merged);
+                auto o = out.col(b * Tq + t1).segment(h * hd, hd);
+                o = wa * o + wp * part.col(b * Tq + t1).segment(h * hd, hd);
+                lse(c) = merged;
+            }
+        }
+    });
+}
+
+template <class T>
+void attention_block_renormalize(KernelPool& pool, RowsRef<T> att, CVecRef<T> block_lse, CVecRef<T> lse,
+                                 const AttentionShape& s)
+{
+    checkBlockShape(s, "attention_block_renormalize");
+    checkShape(att, s.Tk, s.probColumns(), "attention_block_renormalize", "att");
+    if (lse.size() != s.probColumns() || block_lse.size() != s.probColumns())
+        throw std::invalid_argument("attention_block_renormalize: lse has the wrong size");
+    const T inf = std::numeric_limits<T>::infinity();
+    pool.parallelFor(s.probColumns(), 16, [&](std::int64_t c0, std::int64_t c1) {
+        for (Index c = c0; c < c1; ++c)
+            if (block_lse(c) != -inf)  // (a masked column is zero already)
+                att.col(c) *= std::exp(block_lse(c) - lse(c));
+    });
+}
+
+template <class T>
+void attention_delta(KernelPool& pool, VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const AttentionShape& s)
+{
+    checkBlockShape(s, "attention_delta");
+    const Index hd = s.hd, Tq = s.Tq, NH = s.NH;
+    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_delta", "out");
+    checkShape(dout, NH * hd, Index(s.B) * Tq, "attention_delta", "dout");
+    if (delta.size() != s.probColumns())
+        throw std::invalid_argument("attention_delta: delta has the wrong size");
+    pool.parallelFor(s.probColumns(), 16, [&](std::int64_t c0, std::int64_t c1) {
+        for (Index c = c0; c < c1; ++c) {
+            const Index i = c / Tq, t1 = c % Tq, b = i / NH, h = i % NH;
+            delta(c) = dout.col(b * Tq + t1).segment(h * hd, hd).dot(out.col(b * Tq + t1).segment(h * hd, hd));
+        }
+    });
+}
+
+template <class T>
+void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
+                              CMatRef<T> dout, CRowsRef<T> att, CVecRef<T> delta, CRowsRef<T> q, CRowsRef<T> k,
+                              CRowsRef<T> v, const AttentionShape& s)
+{
+    checkBlockShape(s, "attention_block_backward");
+    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
+    const Index Nq = Index(s.B) * Tq, Nk = Index(s.B) * Tk;
+    checkShape(dq, NH * hd, Nq, "attention_block_backward", "dq");
+    checkShape(q, NH * hd, Nq, "attention_block_backward", "q");
+    checkShape(dout, NH * hd, Nq, "attention_block_backward", "dout");
+    checkShape(dk, NKV * hd, Nk, "attention_block_backward", "dk");
+    checkShape(dv, NKV * hd, Nk, "attention_block_backward", "dv");
+    checkShape(k, NKV * hd, Nk, "attention_block_backward", "k");
+    checkShape(v, NKV * hd, Nk, "attention_block_backward", "v");
+    checkShape(att, Tk, s.probColumns(), "attention_block_backward", "att");
+    checkShape(datt, Tk, s.probColumns(), "attention_block_backward", "datt");
+    if (delta.size() != s.probColumns())
+        throw std::invalid_argument("attention_block_backward: delta has the wrong size");
+    const T scale = T(1) / std::sqrt(T(hd));
+
+    // Pass 1, per (b, h): dS = att o (V^T dout - delta) / sqrt(hd) into datt, and dq += k dS.
+    // (Masked entries have att = 0, so dS is zero there.)
+    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index b = i / NH, h = i % NH, g = h / R;
+            const auto kg = k.block(g * hd, b * Tk, hd, Tk);
+            const auto vg = v.block(g * hd, b * Tk, hd, Tk);
+            const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+            const auto P = att.middleCols(i * Tq, Tq);
+            auto dS = datt.middleCols(i * Tq, Tq);
+            blockGemm<T>(dS, vg, true, dy, false, false);  // d probs (Tk, Tq)
+            for (Index t1 = 0; t1 < Tq; ++t1)
+                dS.col(t1).array() = P.col(t1).array() * (dS.col(t1).array() - delta(i * Tq + t1)) * scale;
+            blockGemm<T>(dq.block(h * hd, b * Tq, hd, Tq), kg, false, dS, false, true);
+        }
+    });
+
+    // Pass 2, per (b, g, block of kKeyBlock keys): dk, dv += over the group's R query heads in order.
+    const Index keyBlocks = (Tk + kKeyBlock - 1) / kKeyBlock;
+    pool.parallelFor(std::int64_t(s.B) * NKV * keyBlocks, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (Index i = i0; i < i1; ++i) {
+            const Index kb = i % keyBlocks, bg = i / keyBlocks, b = bg / NKV, g = bg % NKV;
+            const Index t0 = kb * kKeyBlock, nt = std::min(kKeyBlock, Tk - t0);
+            auto dkg = dk.block(g * hd, b * Tk + t0, hd, nt);
+            auto dvg = dv.block(g * hd, b * Tk + t0, hd, nt);
+            for (Index j = 0; j < R; ++j) {
+                const Index h = g * R + j, col = (b * NH + h) * Tq;
+                const auto qh = q.block(h * hd, b * Tq, hd, Tq);
+                const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+                blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, true);
+                blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, true);
+            }
+        }
+    });
+}
+
 // ---------------------------------------------------------------- instantiations
 
 #define SHARDSCOPE_ENGINE_OPS_BLOCKS(T)                                                                           \
@@ -356,7 +547,19 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
     template void attention_values_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, CRowsRef<T>,                   \
                                               const AttentionShape&);                                             \
     template void attention_backward<T>(KernelPool&, RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>, CMatRef<T>,   \
-                                        CMatRef<T>, CRowsRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);
+                                        CMatRef<T>, CRowsRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);   \
+    template void attention_block_probs_forward<T>(KernelPool&, RowsRef<T>, VecRef<T>, CRowsRef<T>, CRowsRef<T>,  \
+                                                   const AttentionShape&, const int*, const int*);                \
+    template void attention_block_values_forward<T>(KernelPool&, MatRef<T>, CRowsRef<T>, CRowsRef<T>,             \
+                                                    const AttentionShape&);                                       \
+    template void attention_block_merge<T>(KernelPool&, MatRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>,             \
+                                           const AttentionShape&);                                                \
+    template void attention_block_renormalize<T>(KernelPool&, RowsRef<T>, CVecRef<T>, CVecRef<T>,                 \
+                                                 const AttentionShape&);                                          \
+    template void attention_delta<T>(KernelPool&, VecRef<T>, CMatRef<T>, CMatRef<T>, const AttentionShape&);      \
+    template void attention_block_backward<T>(KernelPool&, RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>,         \
+                                              CMatRef<T>, CRowsRef<T>, CVecRef<T>, CRowsRef<T>, CRowsRef<T>,      \
+                                              CRowsRef<T>, const AttentionShape&);
 
 SHARDSCOPE_ENGINE_OPS_BLOCKS(float)
 SHARDSCOPE_ENGINE_OPS_BLOCKS(double)

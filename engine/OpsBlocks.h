@@ -13,6 +13,10 @@
 //                  heads, query head h reading kv head h / (NH / NKV); MHA is NKV = NH and
 //                  MQA NKV = 1. Head size hd is independent of the hidden size. Causal
 //                  (decoders) or bidirectional (encoders, cross-attention with Tq != Tk).
+//   ring attention context parallelism (Megatron-LM's cp, Transformer Engine's
+//                  AttnFuncWithCPAndKVP2P, Liu et al. 2023 "Ring Attention"): a device's queries
+//                  meet one key/value block per ring step; each step's softmax is normalised over
+//                  its own block and the partial results are merged exactly by log-sum-exp.
 #pragma once
 
 #include "Ops.h"
@@ -89,5 +93,50 @@ template <class T>
 void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
                         CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
                         const AttentionShape& s);
+
+// ---------------------------------------------------------------- ring attention (context parallelism)
+//
+// One device holds Tq = T/cp query tokens of each of B sequences; a visiting block holds Tk
+// key/value tokens of each sequence (another device's, Tk = T/cp). qpos (Tq) and kpos (Tk) are
+// the tokens' positions in their sequence (the same for every b); kpos must be ascending (a
+// block is chunks in order, Megatron-LM's load-balanced split), so the keys a causal query sees
+// in a block are a prefix of it: key t2 is masked for query t1 when kpos[t2] > qpos[t1]. The
+// shape's causal flag selects the mask; Tq == Tk is not required. Probability blocks are row
+// blocks of the device's full (T, B*NH*Tq) probabilities, column layout as above.
+// Forward, per step: attention_block_probs_forward, attention_block_values_forward, then
+// attention_block_merge (the first step's output and lse are the running ones); after the last
+// step attention_block_renormalize turns each stored block into the final probabilities.
+// Backward, per step: attention_block_backward, with delta from attention_delta once.
+
+// att (Tk, B*NH*Tq) = the block's own softmax of q . k / sqrt(hd) (zero where masked; a query
+// with no key left in the block: all zero); lse (B*NH*Tq) = log sum exp of its unmasked scaled
+// scores, -inf when none is left.
+template <class T>
+void attention_block_probs_forward(KernelPool& pool, RowsRef<T> att, VecRef<T> lse, CRowsRef<T> q, CRowsRef<T> k,
+                                   const AttentionShape& s, const int* qpos, const int* kpos);
+// out (NH*hd, B*Tq) = the block's partial output: head h's rows = v_g * att_h (overwritten).
+template <class T>
+void attention_block_values_forward(KernelPool& pool, MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v,
+                                    const AttentionShape& s);
+// The exact merge of a block's partial (part, part_lse) into the running (out, lse):
+// lse' = max + log1p(exp(min - max)) (Transformer Engine's flash_attn_fwd_softmax_lse_correction),
+// out = out exp(lse - lse') + part exp(part_lse - lse'); a -inf side contributes nothing.
+template <class T>
+void attention_block_merge(KernelPool& pool, MatRef<T> out, VecRef<T> lse, CMatRef<T> part, CVecRef<T> part_lse,
+                           const AttentionShape& s);
+// att (Tk, B*NH*Tq) *= exp(block_lse - lse) per column: the block's final probabilities.
+template <class T>
+void attention_block_renormalize(KernelPool& pool, RowsRef<T> att, CVecRef<T> block_lse, CVecRef<T> lse,
+                                 const AttentionShape& s);
+// delta (B*NH*Tq) = sum over the head's hd rows of dout * out (FlashAttention-2's D = rowsum(dO o O),
+// which equals the softmax backward's sum over all keys of att * d att).
+template <class T>
+void attention_delta(KernelPool& pool, VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const AttentionShape& s);
+// One block's backward from the final probabilities att (Tk, B*NH*Tq): dq (NH*hd, B*Tq) +=,
+// dk, dv (NKV*hd, B*Tk) += (summed over the group's query heads); datt (Tk, B*NH*Tq) scratch.
+template <class T>
+void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
+                              CMatRef<T> dout, CRowsRef<T> att, CVecRef<T> delta, CRowsRef<T> q, CRowsRef<T> k,
+                              CRowsRef<T> v, const AttentionShape& s);
 
 } // namespace shardscope::engine

@@ -240,6 +240,131 @@ void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> d
         }
 }
 
+// Ring attention pieces: the same one scalar at a time, masking by position key by key.
+template <class T>
+void attention_block_probs_forward(RowsRef<T> att, VecRef<T> lse, CRowsRef<T> q, CRowsRef<T> k,
+                                   const AttentionShape& s, const int* qpos, const int* kpos)
+{
+    const int R = s.NH / s.NKV;
+    const T scale = T(1) / std::sqrt(T(s.hd));
+    for (int b = 0; b < s.B; ++b)
+        for (int h = 0; h < s.NH; ++h) {
+            const int g = h / R;
+            const Index a0 = (Index(b) * s.NH + h) * s.Tq;
+            for (int t1 = 0; t1 < s.Tq; ++t1) {
+                auto visible = [&](int t2) { return !s.causal || kpos[t2] <= qpos[t1]; };
+                T mx = -INFINITY;
+                for (int t2 = 0; t2 < s.Tk; ++t2) {
+                    T dot = 0;
+                    for (int d = 0; d < s.hd; ++d)
+                        dot += q(Index(h) * s.hd + d, Index(b) * s.Tq + t1) * k(Index(g) * s.hd + d, Index(b) * s.Tk + t2);
+                    att(t2, a0 + t1) = dot * scale;
+                    if (visible(t2))
+                        mx = std::max(mx, att(t2, a0 + t1));
+                }
+                T sum = 0;
+                for (int t2 = 0; t2 < s.Tk; ++t2)
+                    if (visible(t2))
+                        sum += std::exp(att(t2, a0 + t1) - mx);
+                for (int t2 = 0; t2 < s.Tk; ++t2)
+                    att(t2, a0 + t1) = visible(t2) ? std::exp(att(t2, a0 + t1) - mx) / sum : T(0);
+                lse(a0 + t1) = sum > 0 ? mx + std::log(sum) : -INFINITY;
+            }
+        }
+}
+
+template <class T>
+void attention_block_values_forward(MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v, const AttentionShape& s)
+{
+    const int R = s.NH / s.NKV;
+    for (int b = 0; b < s.B; ++b)
+        for (int h = 0; h < s.NH; ++h) {
+            const Index a0 = (Index(b) * s.NH + h) * s.Tq;
+            for (int t1 = 0; t1 < s.Tq; ++t1)
+                for (int d = 0; d < s.hd; ++d) {
+                    T acc = 0;
+                    for (int t2 = 0; t2 < s.Tk; ++t2)
+                        acc += att(t2, a0 + t1) * v(Index(h / R) * s.hd + d, Index(b) * s.Tk + t2);
+                    out(Index(h) * s.hd + d, Index(b) * s.Tq + t1) = acc;
+                }
+        }
+}
+
+template <class T>
+void attention_block_merge(MatRef<T> out, VecRef<T> lse, CMatRef<T> part, CVecRef<T> part_lse, const AttentionShape& s)
+{
+    for (int b = 0; b < s.B; ++b)
+        for (int h = 0; h < s.NH; ++h)
+            for (int t1 = 0; t1 < s.Tq; ++t1) {
+                const Index c = (Index(b) * s.NH + h) * s.Tq + t1;
+                const T a = lse(c), p = part_lse(c);
+                if (p == -INFINITY)
+                    continue;
+                // log(e^a + e^p), and each side's weight in the merged softmax.
+                const T merged = a == -INFINITY ? p : std::max(a, p) + std::log(T(1) + std::exp(-std::fabs(a - p)));
+                const T wa = a == -INFINITY ? T(0) : std::exp(a - merged), wp = std::exp(p - merged);
+                for (int d = 0; d < s.hd; ++d) {
+                    T& o = out(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
+                    o = wa * o + wp * part(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
+                }
+                lse(c) = merged;
+            }
+}
+
+template <class T>
+void attention_block_renormalize(RowsRef<T> att, CVecRef<T> block_lse, CVecRef<T> lse, const AttentionShape& s)
+{
+    for (Index c = 0; c < s.probColumns(); ++c)
+        for (int t2 = 0; t2 < s.Tk; ++t2)
+            att(t2, c) = block_lse(c) == -INFINITY ? T(0) : att(t2, c) * std::exp(block_lse(c) - lse(c));
+}
+
+template <class T>
+void attention_delta(VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const AttentionShape& s)
+{
+    for (int b = 0; b < s.B; ++b)
+        for (int h = 0; h < s.NH; ++h)
+            for (int t1 = 0; t1 < s.Tq; ++t1) {
+                T acc = 0;
+                for (int d = 0; d < s.hd; ++d)
+                    acc += dout(Index(h) * s.hd + d, Index(b) * s.Tq + t1) * out(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
+                delta((Index(b) * s.NH + h) * s.Tq + t1) = acc;
+            }
+}
+
+template <class T>
+void attention_block_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt, CMatRef<T> dout,
+                              CRowsRef<T> att, CVecRef<T> delta, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
+                              const AttentionShape& s)
+{
+    const int R = s.NH / s.NKV;
+    const T scale = T(1) / std::sqrt(T(s.hd));
+    for (int b = 0; b < s.B; ++b)
+        for (int h = 0; h < s.NH; ++h) {
+            const int g = h / R;
+            const Index a0 = (Index(b) * s.NH + h) * s.Tq;
+            for (int t1 = 0; t1 < s.Tq; ++t1) {
+                const Index nq = Index(b) * s.Tq + t1;
+                for (int t2 = 0; t2 < s.Tk; ++t2) {
+                    const Index nk = Index(b) * s.Tk + t2;
+                    const T p = att(t2, a0 + t1);
+                    T dp = 0;
+                    for (int d = 0; d < s.hd; ++d) {
+                        const T dy = dout(Index(h) * s.hd + d, nq);
+                        dp += v(Index(g) * s.hd + d, nk) * dy;
+                        dv(Index(g) * s.hd + d, nk) += p * dy;
+                    }
+                    const T ds = p * (dp - delta(a0 + t1)) * scale;
+                    datt(t2, a0 + t1) = ds;
+                    for (int d = 0; d < s.hd; ++d) {
+                        dq(Index(h) * s.hd + d, nq) += ds * k(Index(g) * s.hd + d, nk);
+                        dk(Index(g) * s.hd + d, nk) += ds * q(Index(h) * s.hd + d, nq);
+                    }
+                }
+            }
+        }
+}
+
 #define SHARDSCOPE_ENGINE_BLOCKS_REFERENCE(T)                                                                     \
     template void rmsnorm_forward<T>(MatRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>, double);                       \
     template void rmsnorm_backward<T>(MatRef<T>, VecRef<T>, CMatRef<T>, CMatRef<T>, CVecRef<T>, CVecRef<T>);      \
@@ -252,7 +377,16 @@ void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> d
     template void attention_probs_forward<T>(MatRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);         \
     template void attention_values_forward<T>(MatRef<T>, CMatRef<T>, CRowsRef<T>, const AttentionShape&);         \
     template void attention_backward<T>(RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>, CMatRef<T>, CMatRef<T>,    \
-                                        CRowsRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);
+                                        CRowsRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);          \
+    template void attention_block_probs_forward<T>(RowsRef<T>, VecRef<T>, CRowsRef<T>, CRowsRef<T>,              \
+                                                   const AttentionShape&, const int*, const int*);                \
+    template void attention_block_values_forward<T>(MatRef<T>, CRowsRef<T>, CRowsRef<T>, const AttentionShape&);  \
+    template void attention_block_merge<T>(MatRef<T>, VecRef<T>, CMatRef<T>, CVecRef<T>, const AttentionShape&);  \
+    template void attention_block_renormalize<T>(RowsRef<T>, CVecRef<T>, CVecRef<T>, const AttentionShape&);      \
+    template void attention_delta<T>(VecRef<T>, CMatRef<T>, CMatRef<T>, const AttentionShape&);                   \
+    template void attention_block_backward<T>(RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>, CMatRef<T>,          \
+                                              CRowsRef<T>, CVecRef<T>, CRowsRef<T>, CRowsRef<T>, CRowsRef<T>,     \
+                                              const AttentionShape&);
 
 SHARDSCOPE_ENGINE_BLOCKS_REFERENCE(float)
 SHARDSCOPE_ENGINE_BLOCKS_REFERENCE(double)

@@ -32,5 +32,21 @@ void attention_values_forward(MatRef<T> out, CMatRef<T> att, CRowsRef<T> v, cons
 template <class T>
 void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt, CMatRef<T> dout,
                         CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v, const AttentionShape& s);
+// Ring attention (context parallelism); dq, dk, dv accumulate as in OpsBlocks.h.
+template <class T>
+void attention_block_probs_forward(RowsRef<T> att, VecRef<T> lse, CRowsRef<T> q, CRowsRef<T> k,
+                                   const AttentionShape& s, const int* qpos, const int* kpos);
+template <class T>
+void attention_block_values_forward(MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v, const AttentionShape& s);
+template <class T>
+void attention_block_merge(MatRef<T> out, VecRef<T> lse, CMatRef<T> part, CVecRef<T> part_lse, const AttentionShape& s);
+template <class T>
+void attention_block_renormalize(RowsRef<T> att, CVecRef<T> block_lse, CVecRef<T> lse, const AttentionShape& s);
+template <class T>
+void attention_delta(VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const AttentionShape& s);
+template <class T>
+void attention_block_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt, CMatRef<T> dout,
+                              CRowsRef<T> att, CVecRef<T> delta, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
+                              const AttentionShape& s);
 
 } // namespace shardscope::engine::reference

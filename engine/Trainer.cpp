@@ -31,8 +31,6 @@ FieldErrors validate(const TrainRequest& r)
     }
     auto add = [&](const char* field, const std::string& message) { e.push_back({std::string("layout.") + field, message}); };
     auto s = [](auto v) { return std::to_string(v); };
-    if (l.cp != 1)
-        add("cp", "context parallelism is not executed by the engine yet (cp must be 1)");
     for (FieldError& f : validateShardable(r.model, l, l.micro_batch))
         e.push_back(std::move(f));
     const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;

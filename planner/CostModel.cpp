@@ -367,18 +367,28 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         }
     }
 
-    // ---- context parallelism: ring exchange of K and V shards, hidden behind the blockwise
-    // attention compute where it can be. ----
+    // ---- context parallelism: Transformer Engine's ring (AttnFuncWithCPAndKVP2P,
+    // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py @ d0067d0,
+    // Megatron-LM's cp): send/recv of this device's K and V block (b s/cp x 2 kv dims) to the
+    // next cp rank. Forward: cp steps, cp - 1 of them sending one block. Backward: cp steps, the
+    // first sending K/V, the middle ones K/V and the dK/dV partial, the last the partial alone:
+    // 2 (cp - 1) blocks. Each step's transfer hides behind the step's attention compute (one
+    // cp-th of the core). A recomputed forward (full, or selective without fused attention)
+    // runs the ring again. ----
     if (l.cp > 1) {
         const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
-        const double kvBytes = D.b * D.s * 2 * D.kv_local * activation_bytes_;
-        const double exchange = allGatherTime(cpGroup, kvBytes, linkFor(D.c, D.t));
+        const LinkModel cpLink = linkFor(D.c, D.t);
+        const double block = D.b * D.s_local * 2 * D.kv_local * activation_bytes_;
+        const double one = sendRecvTime(cpGroup.crossesDomains(), block, cpLink);
+        const double two = sendRecvTime(cpGroup.crossesDomains(), 2 * block, cpLink);
+        const double fwdStep = selfAttentionCore / D.c, bwdStep = (2 * selfAttentionCore + attentionBackwardExtra) / D.c;
+        const double fwdExposed = (D.c - 1) * std::max(0.0, one - fwdStep);
+        const double bwdExposed = 2 * std::max(0.0, one - bwdStep) + (D.c - 2) * std::max(0.0, two - bwdStep);
+        const bool recomputed = l.recompute == Recompute::Full || (l.recompute == Recompute::Selective && !flash);
+        const double forwards = recomputed ? 2.0 : 1.0;
         const double blocks = nEnc + 2 * nDec;
-        const double fwdExposed = std::max(0.0, exchange - selfAttentionCore);
-        const double bwdExposed = std::max(0.0, exchange - 2 * selfAttentionCore);
-        const double passes = l.recompute == Recompute::Full ? 1.5 : 1.0;
-        sc.cp_s = blocks * (fwdExposed + bwdExposed) * passes;
-        sc.cp_bytes = blocks * 2 * ringHalfBytes(D.c, kvBytes) * passes;  // K,V gathered, dK,dV scattered
+        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed);
+        sc.cp_bytes = blocks * (forwards + 2) * (D.c - 1) * block;
     }
 
     // ---- activation memory [K22] ----
@@ -497,8 +507,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         if (l.tp_comm_overlap)
             note(sink, "time_s.tp_comm", "hidden behind the GEMMs (tp-comm-overlap)", -m * slow.tp_hidden_s,
                  "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
-        note(sink, "time_s.cp_comm", "CP K/V exchange not hidden by attention", ts.cp_comm,
-             "m x layers x max(0, all-gather of K,V over cp - attention core time), forward and backward");
+        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention", ts.cp_comm,
+             "m x layers x per ring step max(0, send/recv of b s/cp x 2 kv bytes (backward middle steps: "
+             "with dK/dV, twice) - the step's attention time), cp - 1 forward steps (twice when recomputed), cp backward");
     }
     // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
     const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
@@ -613,16 +624,16 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         CommBytes b;
         b.tp = m * sc.tp_bytes + sc.sp_norm_grad_bytes;
         b.all_reduce = m * sc.tp_all_reduce_bytes + sc.sp_norm_grad_bytes;
-        b.all_gather = m * (sc.tp_all_gather_bytes + sc.cp_bytes / 2);  // CP: K,V gathered,
-        b.reduce_scatter = m * (sc.tp_bytes - sc.tp_all_reduce_bytes - sc.tp_all_gather_bytes +
-                                sc.cp_bytes / 2);                       // dK,dV scattered
+        b.all_gather = m * sc.tp_all_gather_bytes;
+        b.reduce_scatter = m * (sc.tp_bytes - sc.tp_all_reduce_bytes - sc.tp_all_gather_bytes);
         b.cp = m * sc.cp_bytes;
+        b.send_recv = b.cp;  // the CP ring is point to point
         const bool end = stage == 0 || stage == p - 1;
         if (p > 1) {
             // A middle stage sends each chunk's activations forward and its gradients back; an end
             // device's first (or last) chunk has no one to send back to (or forward to).
             b.pp = (end ? 2 * v - 1 : 2 * v) * ppChunkBytes;
-            b.send_recv = b.pp;
+            b.send_recv += b.pp;
         }
         if (dpGroupSize > 1) {
             const double grads = sc.params * grad_bytes_, weights = sc.params * weight_bytes_;
@@ -648,7 +659,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             b.all_reduce += allReduceBytes(2, double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
                                                   (l.zero_stage >= 2 ? shardGroup : 1.0));
         b.all_reduce += scalars;
-        b.dp = b.all_reduce + b.all_gather + b.reduce_scatter - b.tp - b.cp;
+        b.dp = b.all_reduce + b.all_gather + b.reduce_scatter - b.tp;
         return b;
     };
     pr.comm_bytes = stageBytes(firstStage, 0);

@@ -10,6 +10,7 @@
 // messages match per device pair, and its in-flight activations are what the planner's
 // schedule walk says.
 #include "Bf16.h"
+#include "Cluster.h"
 #include "PipelineSchedule.h"
 #include "Trainer.h"
 #include "TrainingLoop.h"
@@ -156,7 +157,14 @@ private slots:
                               "pp=2,schedule=interleaved,v=2,mb=1",
                               "pp=2,schedule=interleaved,v=2,mb=4",
                               "dp=2,pp=2,schedule=interleaved,v=2,mb=1,zero=1",
-                              "tp=2,pp=2,sp=on,schedule=interleaved,v=2,mb=1"};
+                              "tp=2,pp=2,sp=on,schedule=interleaved,v=2,mb=1",
+                              // Context parallelism: 2 cp chunks per rank of each sequence, ring attention.
+                              "cp=2",
+                              "cp=4",
+                              "dp=2,cp=2,zero=1",
+                              "tp=2,cp=2,sp=on",
+                              "cp=2,pp=2,mb=1"};
+
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row) << false;
             QTest::newRow(qPrintable(QString(row) + ",recompute=full")) << QString(row) + ",recompute=full" << false;
@@ -180,6 +188,9 @@ private slots:
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
             << "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective" << false;
+        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
+            QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective" << false;
+        QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3" << false;
     }
     void layoutReproducesOneDevice()
     {
@@ -571,6 +582,101 @@ private slots:
         QVERIFY(seen <= 3);
     }
 
+    void llamaBlocksContextParallelReproducesOneDevice_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::newRow("cp=2") << "cp=2";
+        QTest::newRow("cp=4") << "cp=4";
+        QTest::newRow("tp=2,cp=2") << "tp=2,cp=2";
+        QTest::newRow("dp=2,cp=2,zero=2,recompute=selective") << "dp=2,cp=2,zero=2,recompute=selective";
+    }
+    // Llama blocks (RMSNorm, SwiGLU, RoPE on global positions, GQA 4/2, no biases, untied head)
+    // under context parallelism reproduce the single device, as the GPT-2 rows above.
+    void llamaBlocksContextParallelReproducesOneDevice()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model.kv_heads = 2;
+        r.model.mlp = MlpKind::SwiGlu;
+        r.model.norm = NormKind::RmsNorm;
+        r.model.positions = PositionKind::Rotary;
+        r.model.bias = false;
+        r.model.tied_embeddings = false;
+        r.layout = parse(layout);
+        const Measurement ref = single(r);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(m.steps.size(), ref.steps.size());
+        for (size_t k = 0; k < ref.steps.size(); ++k) {
+            const double a = ref.steps[k].loss, b = m.steps[k].loss;
+            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
+                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
+        }
+        double worst = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
+            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
+        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+    }
+
+    void contextParallelRingBytes_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("cp");
+        QTest::addColumn<double>("forwards");  // ring forwards per layer and micro-batch
+        QTest::newRow("cp=2") << "cp=2" << 2 << 1.0;
+        QTest::newRow("cp=4") << "cp=4" << 4 << 1.0;
+        QTest::newRow("cp=2, selective recomputation") << "cp=2,recompute=selective" << 2 << 2.0;
+        QTest::newRow("cp=4, full recomputation") << "cp=4,recompute=full" << 4 << 2.0;
+    }
+    // Transformer Engine's ring (AttnFuncWithCPAndKVP2P): a forward sends this rank's K and V
+    // block cp - 1 times; a backward sends K/V in its first cp - 1 steps and dK/dV in its last
+    // cp - 1: 2 (cp - 1) blocks. A block is 2 x kv_dim x (mb T / cp) values of 4 bytes.
+    // Recomputation runs the forward's ring again. Nothing else of the layout sends point to point.
+    void contextParallelRingBytes()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, cp);
+        QFETCH(double, forwards);
+        TrainRequest r = baseRequest(2);
+        r.layout = parse(layout);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        const double block = 2 * kC * (kT / cp) * 4, micro = kB;  // mb = 1, dp = 1
+        const double perStep = micro * kL * (forwards + 2) * (cp - 1) * block;
+        QCOMPARE(int(m.devices.size()), cp);
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(sent(d, "send_recv") / 2, perStep);
+            QCOMPARE(d.comm_bytes_received.at("send_recv") / 2, perStep);
+        }
+    }
+
+    void contextParallelGroups()
+    {
+        // dp = 2, cp = 2, tp = 2, ZeRO-1 over a group of 1 dp rank: the gradient group spans
+        // dp x cp = 4 devices (stride tp), the shard group 1 x cp = 2, the cp ring 2 (stride tp).
+        Layout l = parse("dp=2,cp=2,tp=2,zero=1,zero_group=1");
+        EmulatedCluster c(l, roomyProfile(), baseRequest().links);
+        for (int id = 0; id < c.size(); ++id) {
+            const MeshPosition& p = c.position(id);
+            QCOMPARE(c.meshId(p.tp, p.cp, p.dp, p.pp), id);
+            const DeviceGroups& g = c.groups(id);
+            QVERIFY(g.cp);
+            QCOMPARE(g.cp->size(), 2);
+            QCOMPARE(g.cp->rankOf(id), p.cp);
+            QCOMPARE(g.dp->size(), 4);
+            QCOMPARE(g.dp->rankOf(id), p.dp * 2 + p.cp);
+            QCOMPARE(g.shard->size(), 2);
+            QCOMPARE(g.replica->size(), 2);
+            QCOMPARE(g.tp->size(), 2);
+        }
+        // cp = 1: no ring, and the groups of a mesh without context parallelism.
+        EmulatedCluster flat(parse("dp=2,tp=2"), roomyProfile(), baseRequest().links);
+        QVERIFY(!flat.groups(0).cp);
+        QCOMPARE(flat.groups(0).dp->name(), std::string("dp(0,0)"));
+        QCOMPARE(flat.groups(0).tp->name(), std::string("tp(0,0)"));
+    }
+
     void badLayoutsNameTheField_data()
     {
         QTest::addColumn<QString>("layout");
@@ -581,8 +687,8 @@ private slots:
         QTest::newRow("interleaved chunks do not divide layers") << "pp=2,schedule=interleaved,v=4" << "layout.v";
         QTest::newRow("interleaved, 1 micro-batch on pp=2") << "pp=2,schedule=interleaved,v=2,mb=8"
                                                             << "layout.schedule";
-        QTest::newRow("context parallel") << "cp=2" << "layout.cp";
         QTest::newRow("ZeRO-3, tied embedding over 2 stages") << "dp=2,pp=2,mb=2,zero=3" << "layout.zero";
+        QTest::newRow("2 cp chunks do not divide the sequence") << "cp=3" << "layout.cp";
     }
     void badLayoutsNameTheField()
     {

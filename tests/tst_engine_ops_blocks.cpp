@@ -7,7 +7,11 @@
 //   overwritten ones from garbage, so both rules are checked;
 // - the existing multi-head attention of Ops.h (GQA with NKV = NH is MHA), the algebra of
 //   the rotation (RoPE backward is its inverse; scores depend on relative positions only),
-//   causal masking, and bitwise independence of the thread count.
+//   causal masking, and bitwise independence of the thread count;
+// - ring attention (context parallelism): the block kernels against their naive
+//   references, and a whole ring of cp devices (load-balanced chunks, K/V blocks visiting,
+//   log-sum-exp merges, dK/dV summed for their owners) against the plain attention of the
+//   whole sequence.
 #include "Ops.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
@@ -704,6 +708,187 @@ private slots:
             QCOMPARE(g2.datt, g1.datt);
         }
     }
+
+    // ---------------------------------------------------------------- ring attention
+
+    void ringAttentionPiecesMatchNaive()
+    {
+        KernelPool pool(2);
+        // 3 query and 5 key tokens per sequence, GQA 4/2, positions interleaved so that some
+        // queries see part of the block, some all of it and some none.
+        const AttentionShape s = shape(2, 3, 5, 4, 2, 8, true);
+        AttentionData<float> d(s, 11);
+        const std::vector<int> qpos{0, 5, 9}, kpos{1, 2, 5, 6, 8};
+        Mat<float> attStore = Mat<float>::Constant(s.Tk + 2, s.probColumns(), kGarbage), attRefStore = attStore;
+        Vec<float> lse(s.probColumns()), lseRef(s.probColumns());
+        auto att = attStore.middleRows(1, s.Tk);
+        auto attRef = attRefStore.middleRows(1, s.Tk);
+        attention_block_probs_forward<float>(pool, att, lse, d.q(), d.k(), s, qpos.data(), kpos.data());
+        reference::attention_block_probs_forward<float>(attRef, lseRef, d.q(), d.k(), s, qpos.data(), kpos.data());
+        QVERIFY(relDiff(Mat<float>(att), Mat<float>(attRef)) < 1e-6);
+        QCOMPARE(lse(0), -std::numeric_limits<float>::infinity());  // query at 0 sees no key of the block
+        QCOMPARE(lseRef(0), -std::numeric_limits<float>::infinity());
+        QVERIFY(std::isfinite(lse(1)) && std::fabs(lse(1) - lseRef(1)) < 1e-5);
+        for (Eigen::Index c = 1; c < s.probColumns(); c += 3)
+            QVERIFY(std::fabs(lse(c) - lseRef(c)) < 1e-5);
+
+        const Eigen::Index N = Eigen::Index(s.B) * s.Tq;
+        Mat<float> out(d.qRows(), N), outRef(d.qRows(), N);
+        attention_block_values_forward<float>(pool, out, att, d.v(), s);
+        reference::attention_block_values_forward<float>(outRef, attRef, d.v(), s);
+        QVERIFY(relDiff(out, outRef) < 1e-6);
+
+        // Merge into a running partial whose lse is finite, -inf, or mixed.
+        Mat<float> run = randomMat<float>(d.qRows(), N, 12), runRef = run;
+        Vec<float> runLse = randomVec<float>(s.probColumns(), 13), runLseRef;
+        runLse(2) = -std::numeric_limits<float>::infinity();
+        runLseRef = runLse;
+        attention_block_merge<float>(pool, run, runLse, out, lse, s);
+        reference::attention_block_merge<float>(runRef, runLseRef, outRef, lseRef, s);
+        QVERIFY(relDiff(run, runRef) < 1e-6);
+        QVERIFY(relDiff(runLse.tail(s.probColumns() - 1), runLseRef.tail(s.probColumns() - 1)) < 1e-6);
+
+        attention_block_renormalize<float>(pool, att, lse, runLse, s);
+        reference::attention_block_renormalize<float>(attRef, lseRef, runLseRef, s);
+        QVERIFY(relDiff(Mat<float>(att), Mat<float>(attRef)) < 1e-6);
+        QVERIFY((attStore.row(0).array() == float(kGarbage)).all());  // rows outside the block untouched
+
+        const Mat<float> dout = randomMat<float>(d.qRows(), N, 14);
+        Vec<float> delta(s.probColumns()), deltaRef(s.probColumns());
+        attention_delta<float>(pool, delta, dout, run, s);
+        reference::attention_delta<float>(deltaRef, dout, runRef, s);
+        QVERIFY(relDiff(delta, deltaRef) < 1e-6);
+
+        // Backward accumulates into dq, dk, dv.
+        AttentionData<float> g0(s, 15);
+        Mat<float> dqS = g0.qStore, dkvS = g0.kvStore, dqRefS = dqS, dkvRefS = dkvS;
+        Mat<float> datt(s.Tk, s.probColumns()), dattRef(s.Tk, s.probColumns());
+        const Eigen::Index kv = d.kvRows();
+        attention_block_backward<float>(pool, dqS.middleRows(1, d.qRows()), dkvS.middleRows(1, kv),
+                                        dkvS.middleRows(1 + kv, kv), datt, dout, att, delta, d.q(), d.k(), d.v(), s);
+        reference::attention_block_backward<float>(dqRefS.middleRows(1, d.qRows()), dkvRefS.middleRows(1, kv),
+                                                   dkvRefS.middleRows(1 + kv, kv), dattRef, dout, attRef, deltaRef,
+                                                   d.q(), d.k(), d.v(), s);
+        QVERIFY(relDiff(dqS, dqRefS) < 1e-5);
+        QVERIFY(relDiff(dkvS, dkvRefS) < 1e-5);
+        QVERIFY(relDiff(datt, dattRef) < 1e-5);
+    }
+
+    void ringAttentionEqualsPlainAttention_data()
+    {
+        QTest::addColumn<int>("cp");
+        QTest::addColumn<int>("NKV");
+        QTest::addColumn<bool>("causal");
+        QTest::newRow("cp=2, MHA, causal") << 2 << 4 << true;
+        QTest::newRow("cp=4, GQA 4/2, causal") << 4 << 2 << true;
+        QTest::newRow("cp=3, MQA, causal") << 3 << 1 << true;
+        QTest::newRow("cp=2, GQA 4/2, bidirectional") << 2 << 2 << false;
+    }
+    // The ring of Megatron-LM's context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P),
+    // emulated in one thread: the sequence cut into 2 cp chunks, rank r holding chunks r and
+    // 2cp-1-r; in step i rank r computes against the K/V block of rank (r - i) mod cp. The
+    // merged outputs, final probabilities and gradients equal the single-device attention.
+    void ringAttentionEqualsPlainAttention()
+    {
+        QFETCH(int, cp);
+        QFETCH(int, NKV);
+        QFETCH(bool, causal);
+        using M = Mat<double>;
+        KernelPool pool(2);
+        const int B = 2, NH = 4, hd = 8, chunk = 3, T = 2 * cp * chunk, Tl = T / cp;
+        const AttentionShape full = shape(B, T, T, NH, NKV, hd, causal);
+        AttentionData<double> d(full, 21);
+        M att, out;
+        attentionForward(pool, d, att, out);
+        const M dout = randomMat<double>(d.qRows(), Eigen::Index(B) * T, 22);
+        AttentionGrads<double> g(d);
+        attention_backward<double>(pool, g.dq(d), g.dk(d), g.dv(d), g.datt, dout, att, d.q(), d.k(), d.v(), full);
+
+        // Each rank's tokens: positions of chunks r and 2cp-1-r, and its local columns.
+        const size_t n = size_t(cp);
+        std::vector<std::vector<int>> pos(n);
+        for (int r = 0; r < cp; ++r)
+            for (int c : {r, 2 * cp - 1 - r})
+                for (int j = 0; j < chunk; ++j)
+                    pos[size_t(r)].push_back(c * chunk + j);
+        auto local = [&](const M& m, int r) {  // (rows, B*T) -> (rows, B*Tl)
+            M l(m.rows(), Eigen::Index(B) * Tl);
+            for (int b = 0; b < B; ++b)
+                for (int j = 0; j < Tl; ++j)
+                    l.col(b * Tl + j) = m.col(Eigen::Index(b) * T + pos[size_t(r)][size_t(j)]);
+            return l;
+        };
+        const M q = d.q(), k = d.k(), v = d.v();
+        std::vector<M> qs, ks, vs, outs(n), atts(n), dqs(n), dks(n), dvs(n);
+        for (int r = 0; r < cp; ++r) {
+            qs.push_back(local(q, r));
+            ks.push_back(local(k, r));
+            vs.push_back(local(v, r));
+        }
+        const AttentionShape blk = shape(B, Tl, Tl, NH, NKV, hd, causal);
+        const Eigen::Index cols = blk.probColumns(), Nl = Eigen::Index(B) * Tl;
+        for (int r = 0; r < cp; ++r) {
+            M& a = atts[size_t(r)];
+            a.resize(T, cols);
+            M& o = outs[size_t(r)];
+            o.resize(d.qRows(), Nl);
+            M part(d.qRows(), Nl);
+            Vec<double> lse(cols), partLse(cols);
+            std::vector<Vec<double>> stepLse;
+            for (int i = 0; i < cp; ++i) {
+                const int owner = (r - i + cp) % cp;
+                auto rows = a.middleRows(Eigen::Index(i) * Tl, Tl);
+                attention_block_probs_forward<double>(pool, rows, i == 0 ? lse : partLse, qs[size_t(r)],
+                                                      ks[size_t(owner)], blk, pos[size_t(r)].data(),
+                                                      pos[size_t(owner)].data());
+                attention_block_values_forward<double>(pool, i == 0 ? o : part, rows, vs[size_t(owner)], blk);
+                if (i > 0)
+                    attention_block_merge<double>(pool, o, lse, part, partLse, blk);
+                stepLse.push_back(i == 0 ? lse : partLse);
+            }
+            for (int i = 0; i < cp; ++i)
+                attention_block_renormalize<double>(pool, a.middleRows(Eigen::Index(i) * Tl, Tl), stepLse[size_t(i)],
+                                                    lse, blk);
+        }
+        for (int r = 0; r < cp; ++r) {
+            dqs[size_t(r)] = M::Zero(d.qRows(), Nl);
+            dks[size_t(r)] = M::Zero(d.kvRows(), Nl);
+            dvs[size_t(r)] = M::Zero(d.kvRows(), Nl);
+        }
+        for (int r = 0; r < cp; ++r) {
+            const M dl = local(dout, r);
+            Vec<double> delta(cols);
+            attention_delta<double>(pool, delta, dl, outs[size_t(r)], blk);
+            M datt(Tl, cols);
+            for (int i = 0; i < cp; ++i) {
+                const int owner = (r - i + cp) % cp;  // dK, dV go back to the block's owner
+                attention_block_backward<double>(pool, dqs[size_t(r)], dks[size_t(owner)], dvs[size_t(owner)], datt, dl,
+                                                 atts[size_t(r)].middleRows(Eigen::Index(i) * Tl, Tl), delta,
+                                                 qs[size_t(r)], ks[size_t(owner)], vs[size_t(owner)], blk);
+            }
+        }
+        const M dq = g.dq(d), dk = g.dk(d), dv = g.dv(d);
+        for (int r = 0; r < cp; ++r) {
+            QVERIFY2(relDiff(outs[size_t(r)], local(out, r)) < 1e-12, qPrintable(QString("out, rank %1").arg(r)));
+            QVERIFY2(relDiff(dqs[size_t(r)], local(dq, r)) < 1e-12, qPrintable(QString("dq, rank %1").arg(r)));
+            QVERIFY2(relDiff(dks[size_t(r)], local(dk, r)) < 1e-12, qPrintable(QString("dk, rank %1").arg(r)));
+            QVERIFY2(relDiff(dvs[size_t(r)], local(dv, r)) < 1e-12, qPrintable(QString("dv, rank %1").arg(r)));
+            // The stored probabilities are the single device's: step i's rows are the owner's keys.
+            for (int i = 0; i < cp; ++i) {
+                const int owner = (r - i + cp) % cp;
+                for (int b = 0; b < B; ++b)
+                    for (int h = 0; h < NH; ++h)
+                        for (int t1 = 0; t1 < Tl; ++t1)
+                            for (int t2 = 0; t2 < Tl; ++t2) {
+                                const double got = atts[size_t(r)](Eigen::Index(i) * Tl + t2, (Eigen::Index(b) * NH + h) * Tl + t1);
+                                const double want = att(pos[size_t(owner)][size_t(t2)],
+                                                        (Eigen::Index(b) * NH + h) * T + pos[size_t(r)][size_t(t1)]);
+                                QVERIFY(std::fabs(got - want) < 1e-12);
+                            }
+            }
+        }
+    }
+
 };
 
 QTEST_GUILESS_MAIN(TstEngineOpsBlocks)

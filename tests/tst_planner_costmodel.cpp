@@ -439,6 +439,17 @@ private slots:
         // each device sends one direction only.
         const Prediction ppsp = CostModel::evaluate(p, layout("pp=2,tp=4,dp=2,sp=on,mb=1", p));
         QVERIFY(near(ppsp.comm_bytes.pp, ppsp.micro_batches * b * s * h * 2 / 4, 1e-12));
+        // Context parallel, Transformer Engine's ring (AttnFuncWithCPAndKVP2P): per layer and
+        // micro-batch the forward sends the local K/V block (b s/cp x 2 h x 2 bytes) cp - 1 times,
+        // the backward K/V and then dK/dV, 2 (cp - 1) blocks; all point to point. A full
+        // recomputation runs the forward's ring again. Gradients are reduced over dp x cp.
+        const Prediction cp = CostModel::evaluate(p, layout("cp=4,dp=4,mb=1", p));
+        const double block = b * s / 4 * 2 * h * 2;
+        QVERIFY(near(cp.comm_bytes.cp, cp.micro_batches * 8 * 3 * 3 * block, 1e-12));
+        QCOMPARE(cp.comm_bytes.send_recv, cp.comm_bytes.cp);
+        QVERIFY(near(cp.comm_bytes.dp, dp.comm_bytes.dp, 1e-12));
+        const Prediction cpFull = CostModel::evaluate(p, layout("cp=4,dp=4,mb=1,recompute=full", p));
+        QVERIFY(near(cpFull.comm_bytes.cp, cpFull.micro_batches * 8 * 4 * 3 * block, 1e-12));
     }
 
     void layoutPhysics()

@@ -48,7 +48,9 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     const int chunks = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     c.layers = l.pp * std::max(2, chunks);
     c.vocab = 64 * tp;
-    c.seq = 32;
+    // 32 tokens, or the next multiple of 2 cp: context parallelism cuts each sequence into 2 cp chunks.
+    const int chunks = 2 * std::max(1, l.cp);
+    c.seq = (32 + chunks - 1) / chunks * chunks;
     c.mlp = m.mlp;
     c.norm = m.norm;
     c.positions = m.positions;
@@ -66,14 +68,8 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     Layout l = fullLayout;
     auto s = [](auto v) { return std::to_string(v); };
 
-    // What the engine executes.
-    if (l.cp > 1) {
-        notes.push_back("cp=" + s(l.cp) + " folded into dp: the engine has no context parallelism");
-        l.dp *= l.cp;
-        l.cp = 1;
-    }
-    // Few enough devices for one worker thread each on this machine.
-    // An HSDP plan keeps dp >= 4: two shard groups of two.
+    // Few enough devices for one worker thread each on this machine. An HSDP plan keeps
+    // dp >= 4: two shard groups of two.
     const std::int64_t before = l.devices();
     const bool hsdpPlan = l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp;
     const int dpFloor = hsdpPlan && l.dp >= 4 ? 4 : 2;
@@ -82,6 +78,8 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     }
     while (l.devices() > kMaxValidationDevices && l.pp > 2)
         l.pp /= 2;
+    while (l.devices() > kMaxValidationDevices && l.cp > 2)
+        l.cp /= 2;
     while (l.devices() > kMaxValidationDevices && l.tp > 2)
         l.tp /= 2;
     while (l.devices() > kMaxValidationDevices && l.dp > 1)
@@ -89,7 +87,7 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     if (l.devices() != before)
         notes.push_back(s(before) + " devices reduced to " + s(l.devices()) + " (dp " + s(fullLayout.dp) + " -> " +
                         s(l.dp) + ", tp " + s(fullLayout.tp) + " -> " + s(l.tp) + ", pp " + s(fullLayout.pp) + " -> " +
-                        s(l.pp) + ")");
+                        s(l.pp) + ", cp " + s(fullLayout.cp) + " -> " + s(l.cp) + ")");
     // A shard group smaller than dp (HSDP) stays one: the largest divisor of the scaled dp that
     // leaves at least two replicas and is no larger than the plan's group; only when dp is too
     // small for two groups of two is it widened to the whole dp group.

@@ -278,6 +278,10 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"bf16 mixed, 3D", "dp=2,tp=2,pp=2,mb=2", bf16, &gpt2},
         {"ZeRO-1 + optimizer offload", "dp=4,zero=1,offload=optimizer", fp32, &gpt2},
         {"Llama blocks, bf16 mixed, ZeRO-2 + optimizer offload", "dp=2,tp=2,zero=2,offload=optimizer", bf16, &llama},
+        {"context parallel", "cp=2", fp32, &gpt2},
+        {"context + tensor parallel", "cp=2,tp=2", fp32, &gpt2},
+        {"Llama blocks, context parallel", "cp=2", fp32, &llama},
+        {"Llama blocks, context + tensor parallel", "cp=2,tp=2", fp32, &llama},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
