@@ -137,7 +137,8 @@ DeviceOutOfMemory::DeviceOutOfMemory(const std::string& device, MemoryCategory c
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : owner_(o.owner_), host_(o.host_), elements_(o.elements_), device_bytes_(o.device_bytes_), category_(o.category_)
+    : owner_(o.owner_), host_(o.host_), elements_(o.elements_), host_bytes_(o.host_bytes_),
+      device_bytes_(o.device_bytes_), category_(o.category_)
 {
     o.owner_ = nullptr;
     o.host_ = nullptr;
@@ -152,6 +153,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept
         owner_ = o.owner_;
         host_ = o.host_;
         elements_ = o.elements_;
+        host_bytes_ = o.host_bytes_;
         device_bytes_ = o.device_bytes_;
         category_ = o.category_;
         o.owner_ = nullptr;
@@ -165,8 +167,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept
 void DeviceBuffer::release()
 {
     if (owner_)
-        owner_->give_back(*this);
-    std::free(host_);
+        owner_->give_back(*this);  // keeps the host block for reuse
+    else
+        std::free(host_);
     owner_ = nullptr;
     host_ = nullptr;
     elements_ = 0;
@@ -178,8 +181,25 @@ DeviceAllocator::DeviceAllocator(std::string device_name, double capacity_bytes)
 {
 }
 
+DeviceAllocator::~DeviceAllocator()
+{
+    for (const auto& [bytes, block] : cache_)
+        std::free(block);
+}
+
+void* DeviceAllocator::takeHostBlock(std::size_t host_bytes)
+{
+    for (size_t i = cache_.size(); i-- > 0;)
+        if (cache_[i].first == host_bytes) {
+            void* block = cache_[i].second;
+            cache_.erase(cache_.begin() + std::ptrdiff_t(i));
+            return block;
+        }
+    return nullptr;
+}
+
 DeviceBuffer DeviceAllocator::allocate(MemoryCategory category, double device_bytes, std::size_t elements,
-                                       std::size_t host_element_bytes)
+                                       std::size_t host_element_bytes, bool zeroed)
 {
     const double bytes = device_bytes;
     const bool onDevice = category != MemoryCategory::Host;
@@ -189,10 +209,16 @@ DeviceBuffer DeviceAllocator::allocate(MemoryCategory category, double device_by
     if (elements > 0) {
         // 64-byte aligned for AVX-512 loads; aligned_alloc wants a multiple of the alignment.
         const std::size_t hostBytes = (elements * host_element_bytes + 63) / 64 * 64;
-        b.host_ = std::aligned_alloc(64, hostBytes);
-        if (!b.host_)
-            throw std::bad_alloc();
-        std::memset(b.host_, 0, hostBytes);
+        b.host_ = takeHostBlock(hostBytes);
+        if (!b.host_) {
+            b.host_ = std::aligned_alloc(64, hostBytes);
+            if (!b.host_)
+                throw std::bad_alloc();
+            zeroed = true;  // fresh pages: cleared once, so nothing of another buffer is ever read
+        }
+        if (zeroed)
+            std::memset(b.host_, 0, hostBytes);
+        b.host_bytes_ = hostBytes;
     }
     b.owner_ = this;
     b.elements_ = elements;
@@ -210,6 +236,13 @@ DeviceBuffer DeviceAllocator::allocate(MemoryCategory category, double device_by
 
 void DeviceAllocator::give_back(const DeviceBuffer& b)
 {
+    if (b.host_) {
+        if (cache_.size() >= kMaxCachedBlocks) {
+            std::free(cache_.front().second);
+            cache_.erase(cache_.begin());
+        }
+        cache_.emplace_back(b.host_bytes_, b.host_);
+    }
     current_[size_t(b.category_)] -= b.device_bytes_;
     if (b.category_ != MemoryCategory::Host)
         used_ -= b.device_bytes_;

@@ -28,6 +28,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shardscope::engine {
 
@@ -96,7 +98,7 @@ private:
 class DeviceAllocator;
 
 // A device allocation: host storage of `elements` values of `host_element_bytes`
-// each (64-byte aligned, zero-filled), counted on the device as `device_bytes`
+// each (64-byte aligned, zero-filled unless asked not to), counted on the device as `device_bytes`
 // (which may differ: bf16 tensors held as floats, fp32 statistics beside them).
 // Move-only; returns its bytes to the allocator when destroyed.
 class DeviceBuffer {
@@ -120,6 +122,7 @@ private:
     DeviceAllocator* owner_ = nullptr;
     void* host_ = nullptr;
     std::size_t elements_ = 0;
+    std::size_t host_bytes_ = 0;  // the host block's size (64-byte multiple)
     double device_bytes_ = 0;
     MemoryCategory category_ = MemoryCategory::Workspace;
 };
@@ -127,13 +130,16 @@ private:
 class DeviceAllocator {
 public:
     DeviceAllocator(std::string device_name, double capacity_bytes);
+    ~DeviceAllocator();
     DeviceAllocator(const DeviceAllocator&) = delete;
     DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
     // Throws DeviceOutOfMemory when device_bytes exceeds the free bytes; then
-    // nothing is allocated and the device is unchanged.
+    // nothing is allocated and the device is unchanged. `zeroed` false: the caller writes
+    // every value before reading it (saved activations, gathered weights), so a recycled
+    // host block is not cleared.
     DeviceBuffer allocate(MemoryCategory category, double device_bytes, std::size_t elements,
-                          std::size_t host_element_bytes);
+                          std::size_t host_element_bytes, bool zeroed = true);
 
     double capacityBytes() const { return capacity_; }
     double usedBytes() const { return used_; }
@@ -146,7 +152,14 @@ public:
 
 private:
     friend class DeviceBuffer;
+    // Takes the buffer's bytes back; keeps its host block for the next allocation of the same
+    // size (a step allocates and frees the same activation and ZeRO buffers every micro-batch:
+    // recycling spares the host fresh pages, which cost more than the kernels on small models).
     void give_back(const DeviceBuffer& b);
+    void* takeHostBlock(std::size_t host_bytes);
+
+    static constexpr std::size_t kMaxCachedBlocks = 256;
+    std::vector<std::pair<std::size_t, void*>> cache_;  // (bytes, block), host side only
 
     std::string name_;
     double capacity_;

@@ -482,7 +482,8 @@ T* ModelExecutor<T>::acquireWeights(int unit)
     if (weightUsers_[size_t(unit)]++ == 0) {
         // ZeRO-3: gather the whole unit into a transient buffer (counted as weights while it lives).
         DeviceBuffer& b = heldWeights_[size_t(unit)];
-        b = dev_.allocator().allocate(MemoryCategory::Weights, double(u.count) * e_, size_t(u.count), sizeof(T));
+        b = dev_.allocator().allocate(MemoryCategory::Weights, double(u.count) * e_, size_t(u.count), sizeof(T),
+                                      false);  // every value comes from the all-gather
         std::copy_n(weights_.template as<T>() + u.shard_offset, u.chunk_end - u.chunk_begin,
                     b.template as<T>() + u.chunk_begin);
         if (groups_.shard)
@@ -839,7 +840,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     if (counting)
         s.buffer = dev_.allocator().allocate(MemoryCategory::Activations,
                                              double(ten.used) * e_ + double(st.used) * kStat,
-                                             size_t(ten.used + st.used), sizeof(T));
+                                             size_t(ten.used + st.used), sizeof(T),
+                                             false);
 }
 
 template <class T>

@@ -49,8 +49,8 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.layers = l.pp * std::max(2, chunks);
     c.vocab = 64 * tp;
     // 32 tokens, or the next multiple of 2 cp: context parallelism cuts each sequence into 2 cp chunks.
-    const int chunks = 2 * std::max(1, l.cp);
-    c.seq = (32 + chunks - 1) / chunks * chunks;
+    const int cpChunks = 2 * std::max(1, l.cp);
+    c.seq = (32 + cpChunks - 1) / cpChunks * cpChunks;
     c.mlp = m.mlp;
     c.norm = m.norm;
     c.positions = m.positions;
