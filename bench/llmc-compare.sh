@@ -34,9 +34,9 @@
 # "others%" is the share of all CPUs that other processes used during it. Trust rows where
 # it is near 0 (at T threads of N cores, up to (N - T) / N of it can sit on the idle cores,
 # still sharing caches and memory); the best times are the least disturbed ones.
-# Measured on 2026-12-01 (2-core AVX-512 Xeon, llm.c f1e2ace, a portable build, a machine
-# busy with other builds: others% 15-50), best times: 1 thread llm.c 11.3 s, ours 1.64 s
-# (6.9x); 2 threads llm.c 5.70 s, ours 0.82 s (7.0x). Medians moved with the load.
+# Measured on 2026-12-01 (2-core AVX-512 Xeon, llm.c f1e2ace, a portable build of the model
+# executor, a quiet machine: others% 0-2), medians: 1 thread llm.c 11.55 s, ours 1.71 s
+# (6.8x); 2 threads llm.c 6.37 s, ours 0.90 s (7.1x).
 #
 # Environment: THREADS (default "1 2"), STEPS (default 10), REPS (default 5), QUIET_WAIT
 # (default 300), LLMC_DIR, LLMC_GIT, LLMC_REV, CC (default gcc), WORK (default
