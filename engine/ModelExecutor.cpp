@@ -74,12 +74,6 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("tp", s(l.tp) + " does not divide the MLP size " + s(c.ffn()));
     if (c.vocab % l.tp != 0)
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
-    // Known gap: under ZeRO-2/3 each stage keeps only its owned chunk of its root unit, and the
-    // first and last stage's root units differ (wte, wpe / final norm, wte copy), so their
-    // chunks of the tied word embedding do not line up for the step's embedding all-reduce.
-    if (l.pp > 1 && l.zero_stage >= 2 && c.tied_embeddings)
-        add("zero", "ZeRO-" + s(l.zero_stage) + " with the word embedding tied across " + s(l.pp) +
-                        " pipeline stages is not executed yet (zero <= 1, or an untied head)");
     if (c.layers % l.pp != 0)
         add("pp", s(l.pp) + " does not divide the " + s(c.layers) + " layers");
     else if (l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1 &&
@@ -172,25 +166,39 @@ void ModelExecutor<T>::buildTables()
     };
     // The modules outside the layers form one unit, the root (FSDP wraps them so: a tied
     // embedding and head must share a unit), gathered once for a forward and once for a backward.
-    if (stage_ == 0 || stage_ == stages_ - 1)
+    // Under ZeRO-2/3 a word embedding tied across pipeline stages is a unit of its own on both
+    // end stages, so that their owned chunks of it line up for the embedding all-reduce.
+    const bool ends = stage_ == 0 || stage_ == stages_ - 1;
+    const bool separate = ends && cfg_.tied_embeddings && stages_ > 1 && zero_ >= 2;
+    if (ends && !separate)
         rootUnit_ = addUnit("root");
     if (stage_ == 0) {
+        if (separate)
+            embedUnit_ = addUnit("embedding");
+        wteUnit_ = separate ? embedUnit_ : rootUnit_;
         wteAt_ = units_.back().count;
         vocabRows(*find(TensorRole::TokenEmbedding, -1), false);
         if (const ParameterTensor* wpe = find(TensorRole::PositionEmbedding, -1)) {
+            if (separate)
+                rootUnit_ = addUnit("root");
             wpeAt_ = units_.back().count;
             whole(*wpe);
         }
     }
     if (stage_ == stages_ - 1) {
+        if (separate)
+            rootUnit_ = addUnit("root");
         lnfAt_ = units_.back().count;
         whole(*find(TensorRole::NormWeight, -1));
         if (const ParameterTensor* b = find(TensorRole::NormBias, -1))
             whole(*b);
+        headUnit_ = rootUnit_;
         if (!cfg_.tied_embeddings) {
             headAt_ = units_.back().count;
             vocabRows(*find(TensorRole::LmHead, -1), false);
         } else if (stages_ > 1) {
+            if (separate)
+                headUnit_ = embedUnit_ = addUnit("embedding");
             headAt_ = units_.back().count;
             vocabRows(*find(TensorRole::TokenEmbedding, -1), true);
         } else {
@@ -673,9 +681,8 @@ void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
         if (s.inputs[size_t(n)] < 0 || s.inputs[size_t(n)] >= V_)
             throw std::out_of_range("ModelExecutor::forward: token id " + std::to_string(s.inputs[size_t(n)]) +
                                     " outside [0, vocab " + std::to_string(V_) + ")");
-    const T* root = acquireWeights(rootUnit_);
-    const T* wte = root + wteAt_;
-    const T* wpe = wpeAt_ >= 0 ? root + wpeAt_ : nullptr;
+    const T* wte = acquireWeights(wteUnit_) + wteAt_;
+    const T* wpe = wpeAt_ >= 0 ? acquireWeights(rootUnit_) + wpeAt_ : nullptr;
     // Vocab-parallel when tp > 1: this rank's rows, zero for the others' tokens, then summed
     // over tp; tp rank 0 adds the positions.
     T* out = tp_ == 1 ? s.input : ws_->partial;
@@ -695,7 +702,9 @@ void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
     k_.charge(KernelKind::Embedding,
               {wpe ? ops::kEmbedding.forward * cn : 0, (wpe ? 2 : 1) * cn * e_ + double(Nm) * 4, cn * e_});
     k_.round(s.input, C * Ns_);
-    releaseWeights(rootUnit_);
+    if (wpe)
+        releaseWeights(rootUnit_);
+    releaseWeights(wteUnit_);
 }
 
 template <class T>
@@ -707,11 +716,12 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets)
         if (s.targets[size_t(n)] < 0 || s.targets[size_t(n)] >= V_)
             throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(s.targets[size_t(n)]) +
                                     " outside [0, vocab " + std::to_string(V_) + ")");
-    const T* root = acquireWeights(rootUnit_);
-    const T* lnfw = root + lnfAt_;
+    const T* lnfw = acquireWeights(rootUnit_) + lnfAt_;
     const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
     k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Lc_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
-    k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), root + headAt_, nullptr, nullptr, C, Vt, Nm);
+    const T* headW = acquireWeights(headUnit_) + headAt_;
+    k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), headW, nullptr, nullptr, C, Vt, Nm);
+    releaseWeights(headUnit_);
     releaseWeights(rootUnit_);
     if (tp_ == 1) {
         k_.softmaxCrossEntropy(s.probs, s.losses, s.targets.data(), Vt, Nm);
@@ -870,9 +880,9 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     // The model's first and last chunks use the root unit: gathered once for the whole forward
     // (FSDP's root), released at its end.
     const bool embeds = firstStage() && chunk == 0, head = holdsHead(s);
-    const bool root = rootUnit_ >= 0 && (embeds || head);
-    if (root)
-        acquireWeights(rootUnit_);
+    const bool outer = embeds || head;
+    if (outer)
+        forOuterUnits([&](int u) { acquireWeights(u); });
     if (embeds)
         embedForward(s, inputs);
     else
@@ -884,8 +894,8 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
         loss = headForward(s, targets);
     else
         send(layerInput(s, Lc_), std::int64_t(C_) * Ns_);
-    if (root)
-        releaseWeights(rootUnit_);
+    if (outer)
+        forOuterUnits([&](int u) { releaseWeights(u); });
     return loss;
 }
 
@@ -1067,8 +1077,12 @@ void ModelExecutor<T>::headBackward(Slot& s)
     }
     const T* root = acquireWeights(rootUnit_);
     T* droot = acquireGrads(rootUnit_);
+    const T* headW = acquireWeights(headUnit_) + headAt_;
+    T* dhead = acquireGrads(headUnit_) + headAt_;
     const T* lnfFull = gatherTokens(s.lnf, ws_->gath);
-    k_.matmulBackward(ws_->partial, droot + headAt_, nullptr, s.probs, lnfFull, root + headAt_, C, Vt, Nm);
+    k_.matmulBackward(ws_->partial, dhead, nullptr, s.probs, lnfFull, headW, C, Vt, Nm);
+    releaseGrads(headUnit_);
+    releaseWeights(headUnit_);
     const T* dlnf = reduceTokens(ws_->partial);
     std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
     const T* lnfw = root + lnfAt_;
@@ -1084,9 +1098,8 @@ void ModelExecutor<T>::embedBackward(Slot& s)
 {
     const std::int64_t C = C_, Nm = Nm_;
     const T* dout = gatherTokens(ws_->dres, ws_->dresFull);
-    T* droot = acquireGrads(rootUnit_);
-    T* dwte = droot + wteAt_;
-    T* dwpe = wpeAt_ >= 0 ? droot + wpeAt_ : nullptr;
+    T* dwte = acquireGrads(wteUnit_) + wteAt_;
+    T* dwpe = wpeAt_ >= 0 ? acquireGrads(rootUnit_) + wpeAt_ : nullptr;
     const int lo = tpRank_ * Vt_;
     // In token order (sequential scatter-adds into shared columns): the same sums on any layout.
     for (std::int64_t n = 0; n < Nm; ++n) {
@@ -1105,7 +1118,9 @@ void ModelExecutor<T>::embedBackward(Slot& s)
     }
     const double cn = double(C) * double(Nm), tables = dwpe ? 2 : 1;
     k_.charge(KernelKind::Embedding, {tables * cn, (1 + tables) * cn * e_, tables * cn * e_});
-    releaseGrads(rootUnit_);
+    if (dwpe)
+        releaseGrads(rootUnit_);
+    releaseGrads(wteUnit_);
 }
 
 template <class T>
@@ -1120,11 +1135,12 @@ void ModelExecutor<T>::backward(int micro, int chunk)
     // gathered once, its gradient reduced once at the end; with one stage the tied embedding's
     // gradient comes from the head first and the embedding last).
     const bool embeds = firstStage() && chunk == 0, head = holdsHead(s);
-    const bool root = rootUnit_ >= 0 && (embeds || head);
-    if (root) {
-        acquireWeights(rootUnit_);
-        acquireGrads(rootUnit_);
-    }
+    const bool outer = embeds || head;
+    if (outer)
+        forOuterUnits([&](int u) {
+            acquireWeights(u);
+            acquireGrads(u);
+        });
     if (head)
         headBackward(s);
     else
@@ -1135,10 +1151,11 @@ void ModelExecutor<T>::backward(int micro, int chunk)
         embedBackward(s);
     else if constexpr (std::is_same_v<T, float>)
         place_.comm->send(id_, place_.previous_stage, ws_->dres, size_t(n), e_);
-    if (root) {
-        releaseGrads(rootUnit_);
-        releaseWeights(rootUnit_);
-    }
+    if (outer)
+        forOuterUnits([&](int u) {
+            releaseGrads(u);
+            releaseWeights(u);
+        });
     s.buffer.release();
 }
 

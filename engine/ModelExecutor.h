@@ -234,6 +234,17 @@ private:
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;
     int rootUnit_ = -1, firstLayerUnit_ = 0;
+    int embedUnit_ = -1;             // the tied word embedding's own unit (ZeRO-2/3 over stages), else -1
+    int wteUnit_ = -1, headUnit_ = -1;  // the units holding wte and the head weights
+    // fn(unit) for the units outside the layers on this device (root, embedding).
+    template <class F>
+    void forOuterUnits(F&& fn)
+    {
+        if (rootUnit_ >= 0)
+            fn(rootUnit_);
+        if (embedUnit_ >= 0)
+            fn(embedUnit_);
+    }
     std::int64_t wteAt_ = -1, wpeAt_ = -1, lnfAt_ = -1, headAt_ = -1;  // places inside the root unit
     std::vector<ShardTensor> tensors_;
     std::vector<ShardUnit> units_;
