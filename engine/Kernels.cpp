@@ -381,9 +381,7 @@ void Kernels<T>::softmaxCrossEntropy(T* probs, T* losses, const int* targets, st
 {
     const Eigen::Map<const Eigen::VectorXi> tg(targets, Index(N));
     softmax_crossentropy_forward<T>(pool(), mat(probs, V, N), vec(losses, N), tg);
-    const double v = double(V), n = double(N);
-    dev_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.forward * v * n, v * n * e_, v * n * kStat + n * kStat},
-                compute_);
+    chargeCrossEntropy(false, V, N);
 }
 
 template <class T>
@@ -391,9 +389,95 @@ void Kernels<T>::softmaxCrossEntropyBackward(T* probs, const int* targets, std::
 {
     const Eigen::Map<const Eigen::VectorXi> tg(targets, Index(N));
     crossentropy_softmax_backward<T>(pool(), mat(probs, V, N), cmat(probs, V, N), tg, dloss);
-    const double v = double(V), n = double(N);
-    dev_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.backward * v * n, v * n * kStat, v * n * e_}, compute_);
+    chargeCrossEntropy(true, V, N);
     round(probs, V * N);
+}
+
+template <class T>
+void Kernels<T>::embeddingForward(T* out, const T* wte, const T* wpe, bool addPositions, const int* tokens,
+                                  const int* positions, std::int64_t C, std::int64_t N, int lo, int rows)
+{
+    for (std::int64_t n = 0; n < N; ++n) {
+        T* col = out + n * C;
+        const int tok = tokens[n];
+        const bool own = tok >= lo && tok < lo + rows;
+        const T* emb = wte + std::int64_t(own ? tok - lo : 0) * C;
+        const T* pos = wpe && addPositions ? wpe + std::int64_t(positions[n]) * C : nullptr;
+        for (std::int64_t i = 0; i < C; ++i)
+            col[i] = (own ? emb[i] : T(0)) + (pos ? pos[i] : T(0));
+    }
+    const double cn = double(C) * double(N);
+    dev_.charge(KernelKind::Embedding,
+                {wpe ? ops::kEmbedding.forward * cn : 0, (wpe ? 2 : 1) * cn * e_ + double(N) * 4, cn * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::embeddingBackward(T* dwte, T* dwpe, const T* dout, const int* tokens, const int* positions,
+                                   std::int64_t C, std::int64_t N, int lo, int rows)
+{
+    for (std::int64_t n = 0; n < N; ++n) {
+        const T* d = dout + n * C;
+        const int tok = tokens[n];
+        if (dwpe) {
+            T* pos = dwpe + std::int64_t(positions[n]) * C;
+            for (std::int64_t i = 0; i < C; ++i)
+                pos[i] += d[i];
+        }
+        if (tok >= lo && tok < lo + rows) {
+            T* emb = dwte + std::int64_t(tok - lo) * C;
+            for (std::int64_t i = 0; i < C; ++i)
+                emb[i] += d[i];
+        }
+    }
+    const double cn = double(C) * double(N), tables = dwpe ? 2 : 1;
+    dev_.charge(KernelKind::Embedding, {tables * cn, (1 + tables) * cn * e_, tables * cn * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::accumulate(T* dst, const T* src, std::int64_t n)
+{
+    for (std::int64_t i = 0; i < n; ++i)
+        dst[i] += src[i];
+    dev_.charge(KernelKind::Elementwise, {double(n), 2 * double(n) * e_, double(n) * e_}, compute_);
+    round(dst, n);
+}
+
+template <class T>
+void Kernels<T>::zero(T* x, std::int64_t count)
+{
+    std::fill(x, x + count, T(0));
+    dev_.charge(KernelKind::Elementwise, {0, 0, double(count) * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::chargeCopy(std::int64_t count)
+{
+    dev_.charge(KernelKind::Elementwise, {0, double(count) * e_, double(count) * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::chargeCrossEntropy(bool backward, std::int64_t V, std::int64_t N)
+{
+    const double vn = double(V) * double(N);
+    if (backward)
+        dev_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.backward * vn, vn * kStat, vn * e_}, compute_);
+    else
+        dev_.charge(KernelKind::Softmax,
+                    {ops::kSoftmaxCrossEntropy.forward * vn, vn * e_, vn * kStat + double(N) * kStat}, compute_);
+}
+
+template <class T>
+void Kernels<T>::chargeSquaredNorm(std::int64_t count)
+{
+    dev_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * double(count), double(count) * e_, 0}, compute_);
+}
+
+template <class T>
+void Kernels<T>::chargeAdamW(std::int64_t count, bool master)
+{
+    // Per parameter: read weight, gradient, m, v (+ master), write weight, m, v (+ master).
+    const double p = double(count), ms = master ? 4 : 0;
+    dev_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)}, compute_);
 }
 
 template class Kernels<float>;

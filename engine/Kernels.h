@@ -97,8 +97,28 @@ public:
     // dlogits = (probs - onehot) * dloss, in place on probs.
     void softmaxCrossEntropyBackward(T* probs, const int* targets, std::int64_t V, std::int64_t N, T dloss);
 
-    // A kernel the model writes out itself (vocab-parallel pieces, embedding gathers,
-    // gradient accumulation): charged here so that every charge passes one place.
+    // Token (+ position) embedding of N tokens into out (C, N), vocab-parallel: this rank holds
+    // vocabulary rows [lo, lo + rows) of wte (C, rows), other tokens read 0 (summed over tp
+    // afterwards); wpe (C, T), when the model has one, added at positions[n] if addPositions
+    // (one tp rank adds them; every rank is charged the same kernel).
+    void embeddingForward(T* out, const T* wte, const T* wpe, bool addPositions, const int* tokens,
+                          const int* positions, std::int64_t C, std::int64_t N, int lo, int rows);
+    // dwte += and dwpe += (when not null) from dout (C, N), in token order (the same sums on any layout).
+    void embeddingBackward(T* dwte, T* dwpe, const T* dout, const int* tokens, const int* positions, std::int64_t C,
+                           std::int64_t N, int lo, int rows);
+    // dst += src (n values): a ZeRO shard's reduced gradient into the accumulated one.
+    void accumulate(T* dst, const T* src, std::int64_t n);
+    // count values of x set to 0 (the gradients, between steps).
+    void zero(T* x, std::int64_t count);
+    // A device-side gather into a contiguous block (context parallelism's K/V messages): charged bytes.
+    void chargeCopy(std::int64_t count);
+    // The vocabulary softmax with cross-entropy when its reductions are all-reduced over tp
+    // (the model runs the pieces between the collectives): its cost, forward or backward.
+    void chargeCrossEntropy(bool backward, std::int64_t V, std::int64_t N);
+    // The optimizer's passes: the gradient norm's over `count` owned gradients, AdamW's over
+    // `count` parameters (fp32 master weights read and written too when `master`).
+    void chargeSquaredNorm(std::int64_t count);
+    void chargeAdamW(std::int64_t count, bool master);
     void charge(KernelKind kind, const KernelCost& cost) { dev_.charge(kind, cost, compute_); }
     // bf16 store emulation of x (count values); nothing in fp32. The kernel that wrote x
     // charged the bf16 write: this pass costs the device nothing.

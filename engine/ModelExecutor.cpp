@@ -534,11 +534,7 @@ void ModelExecutor<T>::releaseGrads(int unit)
         groups_.shard->reduceScatter(shardRank_, b, size_t(u.count), ReduceOp::Sum, e_);
     const T* chunk = b + u.chunk_begin;
     const std::int64_t n = u.chunk_end - u.chunk_begin;
-    T* dst = grads_.template as<T>() + u.shard_offset;
-    for (std::int64_t i = 0; i < n; ++i)
-        dst[i] += chunk[i];
-    k_.charge(KernelKind::Elementwise, {double(n), 2 * double(n) * e_, double(n) * e_});
-    k_.round(dst, n);
+    k_.accumulate(grads_.template as<T>() + u.shard_offset, chunk, n);
     heldGrads_[size_t(unit)].release();
 }
 
@@ -686,21 +682,9 @@ void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
     // Vocab-parallel when tp > 1: this rank's rows, zero for the others' tokens, then summed
     // over tp; tp rank 0 adds the positions.
     T* out = tp_ == 1 ? s.input : ws_->partial;
-    const int lo = tpRank_ * Vt_;
-    for (std::int64_t n = 0; n < Nm; ++n) {
-        T* col = out + n * C;
-        const int tok = s.inputs[size_t(n)];
-        const bool own = tok >= lo && tok < lo + Vt_;
-        const T* emb = wte + std::int64_t(own ? tok - lo : 0) * C;
-        const T* pos = wpe && tpRank_ == 0 ? wpe + std::int64_t(positions_[size_t(n)]) * C : nullptr;
-        for (std::int64_t i = 0; i < C; ++i)
-            col[i] = (own ? emb[i] : T(0)) + (pos ? pos[i] : T(0));
-    }
+    k_.embeddingForward(out, wte, wpe, tpRank_ == 0, s.inputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_, Vt_);
     if (tp_ > 1)
         std::copy_n(reduceTokens(ws_->partial), C * Ns_, s.input);
-    const double cn = double(C) * double(Nm);
-    k_.charge(KernelKind::Embedding,
-              {wpe ? ops::kEmbedding.forward * cn : 0, (wpe ? 2 : 1) * cn * e_ + double(Nm) * 4, cn * e_});
     k_.round(s.input, C * Ns_);
     if (wpe)
         releaseWeights(rootUnit_);
@@ -755,8 +739,7 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets)
                 col[v] = std::exp(col[v] - m) * inv;
             s.losses[n] = std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
         }
-        const double vn = double(Vt) * double(Nm);
-        k_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.forward * vn, vn * e_, vn * kStat + double(Nm) * kStat});
+        k_.chargeCrossEntropy(false, Vt, Nm);
     }
     double sum = 0;
     for (std::int64_t n = 0; n < Nm; ++n)
@@ -942,7 +925,7 @@ void ModelExecutor<T>::ringAttentionForward(const Acts& a)
     T* next = ring_.msg[1];
     for (std::int64_t n = 0; n < Nm; ++n)
         std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, cur + n * 2 * kvdt_);
-    k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+    k_.chargeCopy(kv);
     for (int i = 0; i < cp_; ++i) {
         const int owner = (cpRank_ - i + cp_) % cp_;
         if (i + 1 < cp_)
@@ -981,7 +964,7 @@ void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
     auto pack = [&](T* block) {
         for (std::int64_t n = 0; n < Nm; ++n)
             std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, block + n * 2 * kvdt_);
-        k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+        k_.chargeCopy(kv);
     };
     T* cur = ring_.msg[0];
     T* next = ring_.msg[1];
@@ -1011,7 +994,7 @@ void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
     k_.ringAttentionBackward(dqkv, own + kv, ws_->datt, ws_->datty, a.att, T_, 0, ring_.delta, a.qkv, own, s);
     for (std::int64_t n = 0; n < Nm; ++n)
         std::copy_n(own + kv + n * 2 * kvdt_, 2 * kvdt_, dqkv + n * qkvRows_ + qdt_);
-    k_.charge(KernelKind::Elementwise, {0, double(kv) * e_, double(kv) * e_});
+    k_.chargeCopy(kv);
     k_.round(dqkv, qkvRows_ * Nm);
 }
 
@@ -1071,8 +1054,7 @@ void ModelExecutor<T>::headBackward(Slot& s)
             if (t >= lo && t < lo + Vt_)
                 col[t - lo] -= dloss;
         }
-        const double vn = double(Vt) * double(Nm);
-        k_.charge(KernelKind::Softmax, {ops::kSoftmaxCrossEntropy.backward * vn, vn * kStat, vn * e_});
+        k_.chargeCrossEntropy(true, Vt, Nm);
         k_.round(s.probs, Vt * Nm);
     }
     const T* root = acquireWeights(rootUnit_);
@@ -1100,24 +1082,7 @@ void ModelExecutor<T>::embedBackward(Slot& s)
     const T* dout = gatherTokens(ws_->dres, ws_->dresFull);
     T* dwte = acquireGrads(wteUnit_) + wteAt_;
     T* dwpe = wpeAt_ >= 0 ? acquireGrads(rootUnit_) + wpeAt_ : nullptr;
-    const int lo = tpRank_ * Vt_;
-    // In token order (sequential scatter-adds into shared columns): the same sums on any layout.
-    for (std::int64_t n = 0; n < Nm; ++n) {
-        const T* d = dout + n * C;
-        const int tok = s.inputs[size_t(n)];
-        if (dwpe) {
-            T* pos = dwpe + std::int64_t(positions_[size_t(n)]) * C;
-            for (std::int64_t i = 0; i < C; ++i)
-                pos[i] += d[i];
-        }
-        if (tok >= lo && tok < lo + Vt_) {
-            T* emb = dwte + std::int64_t(tok - lo) * C;
-            for (std::int64_t i = 0; i < C; ++i)
-                emb[i] += d[i];
-        }
-    }
-    const double cn = double(C) * double(Nm), tables = dwpe ? 2 : 1;
-    k_.charge(KernelKind::Embedding, {tables * cn, (1 + tables) * cn * e_, tables * cn * e_});
+    k_.embeddingBackward(dwte, dwpe, dout, s.inputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_, Vt_);
     if (dwpe)
         releaseGrads(rootUnit_);
     releaseGrads(wteUnit_);
@@ -1237,7 +1202,7 @@ double ModelExecutor<T>::reduceGradients()
     // its copy, inside the offloaded step).
     const double gc = zero_ >= 1 ? double(S_) : double(P_);
     if (!offload_)
-        k_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * gc, gc * e_, 0});
+        k_.chargeSquaredNorm(std::int64_t(gc));
     return sumSq;
 }
 
@@ -1277,14 +1242,12 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
         const double weightPasses = opts_.precision == PrecisionMode::FP32 ? 2 : 1;
         k_.device().chargeHost({p * e_, p * e_, p * (2 * (8 + ms) + e_ + weightPasses * e_)});
     } else {
-        k_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)});
+        k_.chargeAdamW(S_, mixed);
     }
     if ((zero_ == 1 || zero_ == 2) && groups_.shard)
         for (const ShardUnit& u : units_)
             groups_.shard->allGather(shardRank_, w + u.offset, size_t(u.count), e_);
-    T* g = grads_.template as<T>();
-    std::fill(g, g + grads_.elements(), T(0));
-    k_.charge(KernelKind::Elementwise, {0, 0, double(grads_.elements()) * e_});
+    k_.zero(grads_.template as<T>(), std::int64_t(grads_.elements()));
 }
 
 template <class T>
