@@ -259,15 +259,17 @@ void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRo
     });
 }
 
+namespace {
+
+// out = v_g * att_h per (b, h), for the whole attention and for one ring block alike.
 template <class T>
-void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
-                              const AttentionShape& s)
+void valuesForward(KernelPool& pool, MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v, const AttentionShape& s,
+                   const char* op)
 {
-    checkAttentionShape(s, "attention_values_forward");
     const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
-    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_values_forward", "out");
-    checkShape(att, Tk, s.probColumns(), "attention_values_forward", "att");
-    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_values_forward", "v");
+    checkShape(out, NH * hd, Index(s.B) * Tq, op, "out");
+    checkShape(att, Tk, s.probColumns(), op, "att");
+    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, op, "v");
     pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
@@ -275,6 +277,16 @@ void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, C
                          att.middleCols(i * Tq, Tq), false, false);
         }
     });
+}
+
+} // namespace
+
+template <class T>
+void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
+                              const AttentionShape& s)
+{
+    checkAttentionShape(s, "attention_values_forward");
+    valuesForward<T>(pool, out, att, v, s, "attention_values_forward");
 }
 
 template <class T>
@@ -397,17 +409,7 @@ void attention_block_values_forward(KernelPool& pool, MatRef<T> out, CRowsRef<T>
                                     const AttentionShape& s)
 {
     checkBlockShape(s, "attention_block_values_forward");
-    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
-    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_block_values_forward", "out");
-    checkShape(att, Tk, s.probColumns(), "attention_block_values_forward", "att");
-    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_block_values_forward", "v");
-    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
-        for (Index i = i0; i < i1; ++i) {
-            const Index b = i / NH, h = i % NH, g = h / R;
-            blockGemm<T>(out.block(h * hd, b * Tq, hd, Tq), v.block(g * hd, b * Tk, hd, Tk), false,
-                         att.middleCols(i * Tq, Tq), false, false);
-        }
-    });
+    valuesForward<T>(pool, out, att, v, s, "attention_block_values_forward");
 }
 
 template <class T>
