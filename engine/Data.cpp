@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace shardscope::engine {
 
@@ -134,23 +137,45 @@ std::string MarkovSource::description() const
 
 ByteFileSource::ByteFileSource(const std::string& path, std::uint64_t seed) : path_(path), seed_(seed)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
         throw InputError("data: cannot read \"" + path + "\": " + std::strerror(errno));
-    bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad())
-        throw InputError("data: error while reading \"" + path + "\"");
+    if (S_ISDIR(st.st_mode))
+        throw InputError("data: \"" + path + "\" is a directory; give a file whose bytes are the tokens");
+    if (!S_ISREG(st.st_mode))
+        throw InputError("data: \"" + path + "\" is not a regular file (a FIFO, socket or device); give a file");
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0)
+        throw InputError("data: cannot read \"" + path + "\": " + std::strerror(errno));
+    size_ = std::size_t(st.st_size);
+}
+
+ByteFileSource::~ByteFileSource()
+{
+    if (fd_ >= 0)
+        ::close(fd_);
 }
 
 void ByteFileSource::batch(std::int64_t index, int B, int T, int* inputs, int* targets) const
 {
-    const std::uint64_t windows = bytes_.size() - size_t(T);  // start offsets 0 .. size-T-1 (check() ensured > 0)
+    const std::uint64_t windows = size_ - size_t(T);  // start offsets 0 .. size-T-1 (check() ensured > 0)
+    std::vector<unsigned char> window(size_t(T) + 1);
     for (int b = 0; b < B; ++b) {
         Rng rng(hash64(seed_, std::uint64_t(index), std::uint64_t(b)));
         const std::uint64_t start = (rng.next() >> 11) % windows;
+        std::size_t got = 0;
+        while (got < window.size()) {
+            const ssize_t n = ::pread(fd_, window.data() + got, window.size() - got, off_t(start + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw std::runtime_error("data: cannot read \"" + path_ + "\" at byte " + std::to_string(start + got) +
+                                         ": " + (n < 0 ? std::strerror(errno) : "the file is shorter than it was"));
+            got += std::size_t(n);
+        }
         for (int t = 0; t < T; ++t) {
-            inputs[size_t(b) * T + t] = bytes_[start + size_t(t)];
-            targets[size_t(b) * T + t] = bytes_[start + size_t(t) + 1];
+            inputs[size_t(b) * T + t] = window[size_t(t)];
+            targets[size_t(b) * T + t] = window[size_t(t) + 1];
         }
     }
 }
@@ -160,15 +185,15 @@ FieldErrors ByteFileSource::check(int vocab, int seq) const
     FieldErrors e;
     if (vocab < 256)
         e.push_back({"vocab", std::to_string(vocab) + " is too small for byte-level data (needs at least 256)"});
-    if (bytes_.size() < size_t(seq) + 1)
-        e.push_back({"data", "\"" + path_ + "\" has " + std::to_string(bytes_.size()) +
+    if (size_ < size_t(seq) + 1)
+        e.push_back({"data", "\"" + path_ + "\" has " + std::to_string(size_) +
                                  " bytes, fewer than seq + 1 = " + std::to_string(seq + 1)});
     return e;
 }
 
 std::string ByteFileSource::description() const
 {
-    return "bytes of " + path_ + " (" + std::to_string(bytes_.size()) + " bytes)";
+    return "bytes of " + path_ + " (" + std::to_string(size_) + " bytes)";
 }
 
 } // namespace shardscope::engine

@@ -64,18 +64,26 @@ private:
 
 class ByteFileSource : public TokenSource {
 public:
-    // Reads the whole file; throws InputError naming "data" if it cannot.
+    // Opens the file and reads only its size: each batch reads its windows from the file
+    // (pread, safe from every worker thread), so a file of any size costs no memory. Throws
+    // InputError naming "data" when the path cannot be read or is not a regular file (a
+    // directory, a FIFO, a device such as /dev/zero: never opened, so a FIFO cannot block).
     ByteFileSource(const std::string& path, std::uint64_t seed);
+    ~ByteFileSource() override;
+    ByteFileSource(const ByteFileSource&) = delete;
+    ByteFileSource& operator=(const ByteFileSource&) = delete;
 
+    // Throws std::runtime_error naming the file when a read fails (the file shrank or the disk failed).
     void batch(std::int64_t index, int B, int T, int* inputs, int* targets) const override;
     FieldErrors check(int vocab, int seq) const override;
     std::string description() const override;
-    std::size_t size() const { return bytes_.size(); }
+    std::size_t size() const { return size_; }
 
 private:
     std::string path_;
     std::uint64_t seed_;
-    std::vector<unsigned char> bytes_;
+    int fd_ = -1;
+    std::size_t size_ = 0;
 };
 
 } // namespace shardscope::engine

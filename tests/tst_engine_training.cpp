@@ -12,9 +12,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <numeric>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace shardscope;
 using namespace shardscope::engine;
@@ -162,6 +166,42 @@ private slots:
         QCOMPARE(e[0].path, std::string("vocab"));
         QCOMPARE(e[1].path, std::string("data"));
         QVERIFY_THROWS_EXCEPTION(InputError, ByteFileSource(dir.filePath("missing").toStdString(), 1));
+    }
+
+    // --data streams the file (a 3 GiB file costs no memory) and refuses what is not a regular
+    // file by name, without opening it (a FIFO with no writer would block forever).
+    void byteFilesAreStreamedAndNonFilesRefused()
+    {
+        QTemporaryDir dir;
+        const std::string big = dir.filePath("big.bin").toStdString();
+        {
+            std::ofstream f(big, std::ios::binary);
+            f << "ab";
+        }
+        const std::uint64_t size = 3ull << 30;
+        QVERIFY(::truncate(big.c_str(), off_t(size)) == 0);  // sparse: nothing written to disk
+        const ByteFileSource src(big, 1);
+        QCOMPARE(std::uint64_t(src.size()), size);
+        QVERIFY(src.check(256, 64).empty());
+        std::vector<int> in(4 * 64), tg(4 * 64);
+        src.batch(0, 4, 64, in.data(), tg.data());  // windows far inside the file read as zeros
+        QVERIFY(std::all_of(in.begin(), in.end(), [](int v) { return v >= 0 && v < 256; }));
+        const std::string fifo = dir.filePath("fifo").toStdString();
+        QVERIFY(::mkfifo(fifo.c_str(), 0600) == 0);
+        auto refusal = [](const std::string& path) {
+            try {
+                ByteFileSource s(path, 1);
+            } catch (const InputError& e) {
+                return std::string(e.what());
+            }
+            return std::string();
+        };
+        for (const std::string& path : {fifo, std::string("/dev/zero"), dir.path().toStdString()}) {
+            const std::string why = refusal(path);
+            QVERIFY2(why.find("data: ") == 0 && why.find(path) != std::string::npos, why.c_str());
+        }
+        QVERIFY(refusal(dir.path().toStdString()).find("is a directory") != std::string::npos);
+        QVERIFY(refusal(fifo).find("not a regular file") != std::string::npos);
     }
 
     void measurementDocument()
