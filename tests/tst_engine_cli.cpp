@@ -77,10 +77,10 @@ private slots:
                                                           << "--devices";
         QTest::newRow("devices not filled by tp") << with(with(kSmall, "--layout", "tp=2"), "--devices", "3") << "layout.dp";
         QTest::newRow("tp does not divide kv heads")
-            << with(with(with(kSmall, "--kv-heads", "1"), "--devices", "2"), "--layout", "tp=2") << "kv_heads 1";
+            << with(with(with(kSmall, "--kv-heads", "1"), "--devices", "2"), "--layout", "tp=2") << "kv_heads 1";  // the layout's rule: the model's field
         QTest::newRow("unknown mlp") << with(kSmall, "--mlp", "swish") << "--mlp";
         QTest::newRow("odd head size with rope") << with(with(kSmall, "--positions", "rotary"), "--head-dim", "7")
-                                                 << "head_dim";
+                                                 << "--head-dim";
         QTest::newRow("unknown node type") << with(with(kSmall, "--devices", "2"), "--node-type", "nosuchnode") << "nosuchnode";
     }
     void badArgumentsNameTheField()

@@ -310,6 +310,8 @@ std::vector<CommandHelp> makeCommands()
                   value("inter-bw", "B/s", "link bandwidth between nodes"),
                   value("intra-latency", "S", "link latency inside a node, seconds"),
                   value("inter-latency", "S", "link latency between nodes, seconds"),
+                  value("host-bw", "B/s", "a device's host link, one direction (optimizer offload)",
+                        "the node type's"),
                   value("bucket-bytes", "N", "data-parallel gradient all-reduce bucket size",
                         std::to_string(train.bucket_bytes))} +
                      jsonOption("the measurement"),

@@ -7,6 +7,7 @@
 #include "HostProfileCache.h"
 #include "Store.h"
 #include "CliArgs.h"
+#include "CostModelParams.h"
 #include "Commands.h"
 #include "MeasurementJson.h"
 #include "ModelEnums.h"
@@ -15,6 +16,7 @@
 
 #include <QJsonDocument>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <cstdio>
@@ -260,6 +262,10 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
         // "data: cannot read ..." from the source already names its field once.
         if (f.message.rfind(f.path + ": ", 0) == 0)
             f.message = f.message.substr(f.path.size() + 2);
+        // Model fields by their option names (ffn_hidden is --ffn, kv_heads --kv-heads, ...).
+        if (f.path == "ffn_hidden")
+            f.path = "ffn";
+        std::replace(f.path.begin(), f.path.end(), '_', '-');
         f.path = "--" + f.path;
     }
     if (!errors.empty())
@@ -285,8 +291,16 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     std::snprintf(scaleText, sizeof scaleText, ":%g", nodeScale);
     const std::string deviceSpec = a.value("device").value_or(
         node ? node->chip.name + (nodeScale != 1 ? std::string(scaleText) : std::string()) : std::string("host"));
-    const DeviceProfile profile =
-        resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json, a.flag("remeasure-host"));
+    DeviceProfile profile = resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json, a.flag("remeasure-host"));
+    // Optimizer offload's host side: the node type's host link per device (scaled like the
+    // device) or --host-bw, and the host memory bandwidth the cost model prices CPU Adam at.
+    if (node && node->host_link_bytes_per_second > 0)
+        profile.host_link_bytes_per_second =
+            node->host_link_bytes_per_second / std::max(1, node->chip.devices_per_chip) * nodeScale;
+    profile.host_link_bytes_per_second = a.number("host-bw", profile.host_link_bytes_per_second, 1, 1e15);
+    if (profile.host_link_bytes_per_second > 0)
+        profile.host_memory_bytes_per_second =
+            defaultCostModelParams().host_memory_bytes_per_second * (node ? nodeScale : 1.0);
     if (clusterRun) {
         LinkSpec& l = r.links;
         if (node) {
