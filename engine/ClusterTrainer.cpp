@@ -84,6 +84,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         d.memory_resident_bytes = r.resident;
         const MeshPosition& p = cluster.position(id);
         d.tp_rank = p.tp;
+        d.cp_rank = p.cp;
         d.dp_rank = p.dp;
         d.pp_rank = p.pp;
         d.node = p.node;

@@ -108,7 +108,7 @@ QJsonObject toJson(const Measurement& m)
         for (double s : d.wall_step_times_s)
             wall += s;
         devices.append(QJsonObject{{"id", d.id},
-                                   {"mesh", QJsonObject{{"tp", d.tp_rank}, {"dp", d.dp_rank}, {"pp", d.pp_rank},
+                                   {"mesh", QJsonObject{{"tp", d.tp_rank}, {"cp", d.cp_rank}, {"dp", d.dp_rank}, {"pp", d.pp_rank},
                                                         {"node", d.node}}},
                                    {"memory_resident_bytes", resident},
                                    {"profile", toJson(d.profile)},

@@ -76,7 +76,7 @@ struct DeviceMeasurement {
     double wall_step_time_s = 0;              // mean over steps
     std::vector<double> device_step_times_s;  // this device's clock per step
     std::vector<double> wall_step_times_s;
-    int tp_rank = 0, dp_rank = 0, pp_rank = 0, node = 0;
+    int tp_rank = 0, cp_rank = 0, dp_rank = 0, pp_rank = 0, node = 0;
 };
 
 struct RunError {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <deque>
 #include <map>
 
@@ -555,6 +556,23 @@ private slots:
             // It trains: the loss falls as in fp32, within bf16's precision.
             QVERIFY(std::fabs(a.steps.back().loss - full.steps.back().loss) < 0.05);
         }
+        // Context parallelism in bf16 mixed (ring attention, K/V blocks in bf16 on the wire) tracks
+        // the single device in bf16 and reproduces itself; each device knows its cp rank.
+        TrainRequest r = baseRequest(4);
+        r.model = llamaModel();
+        r.precision = PrecisionMode::BF16Mixed;
+        r.layout = parse("tp=2,cp=2,sp=on");
+        const Measurement a = cluster(r);
+        QVERIFY2(!a.error, a.error ? a.error->message.c_str() : "");
+        QCOMPARE(cluster(r).losses(), a.losses());
+        const Measurement one = single(r);
+        for (size_t k = 0; k < a.steps.size(); ++k)
+            QVERIFY2(std::fabs(a.steps[k].loss - one.steps[k].loss) < 1e-2 * one.steps[k].loss,
+                     qPrintable(QString("step %1: %2 vs one device %3").arg(k + 1).arg(a.steps[k].loss).arg(one.steps[k].loss)));
+        std::set<int> cpRanks;
+        for (const DeviceMeasurement& d : a.devices)
+            cpRanks.insert(d.cp_rank);
+        QCOMPARE(cpRanks, (std::set<int>{0, 1}));
     }
 
     void nanLossOnOneDeviceIsReported()

@@ -87,7 +87,8 @@ void printDevices(const Measurement& m, Context& ctx)
 {
     const double steps = double(std::max<size_t>(1, m.steps.size()));
     for (const DeviceMeasurement& d : m.devices) {
-        ctx.out << "device " << d.id << " (tp " << d.tp_rank << ", dp " << d.dp_rank << ", pp " << d.pp_rank
+        ctx.out << "device " << d.id << " (tp " << d.tp_rank << (m.request.layout.cp > 1 ? ", cp " + std::to_string(d.cp_rank) : std::string())
+                << ", dp " << d.dp_rank << ", pp " << d.pp_rank
                 << ", node " << d.node << "): peak " << formatBytes(d.memory_peak_total_bytes) << " (";
         for (int c = 0; c < kMemoryCategories; ++c)
             ctx.out << (c ? ", " : "") << toString(MemoryCategory(c)) << " "
