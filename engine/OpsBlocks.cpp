@@ -289,26 +289,31 @@ void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, C
     valuesForward<T>(pool, out, att, v, s, "attention_values_forward");
 }
 
-template <class T>
-void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
-                        CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
-                        const AttentionShape& s)
+namespace {
+
+// The attention backward's two passes, shared by the whole attention and a ring block:
+// pass 1 per (b, h): d probs = V_g^T dout into datt, softmaxBack(dS, P, column index) turns it
+// into the scores' gradient in place, then dq (=, or += when `accumulate`) = k_g dS; pass 2 per
+// (b, g, block of kKeyBlock keys): dk and dv over the group's R query heads in order (the first
+// overwriting unless `accumulate`). Every split depends on shapes only: bitwise the same on any
+// thread count.
+template <class T, class SoftmaxBack>
+void backwardPasses(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt, CMatRef<T> dout,
+                    CRowsRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v, const AttentionShape& s,
+                    const char* op, bool accumulate, SoftmaxBack&& softmaxBack)
 {
-    checkAttentionShape(s, "attention_backward");
     const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
     const Index Nq = Index(s.B) * Tq, Nk = Index(s.B) * Tk;
-    checkShape(dq, NH * hd, Nq, "attention_backward", "dq");
-    checkShape(q, NH * hd, Nq, "attention_backward", "q");
-    checkShape(dout, NH * hd, Nq, "attention_backward", "dout");
-    checkShape(dk, NKV * hd, Nk, "attention_backward", "dk");
-    checkShape(dv, NKV * hd, Nk, "attention_backward", "dv");
-    checkShape(k, NKV * hd, Nk, "attention_backward", "k");
-    checkShape(v, NKV * hd, Nk, "attention_backward", "v");
-    checkShape(att, Tk, s.probColumns(), "attention_backward", "att");
-    checkShape(datt, Tk, s.probColumns(), "attention_backward", "datt");
-    const T scale = T(1) / std::sqrt(T(hd));
+    checkShape(dq, NH * hd, Nq, op, "dq");
+    checkShape(q, NH * hd, Nq, op, "q");
+    checkShape(dout, NH * hd, Nq, op, "dout");
+    checkShape(dk, NKV * hd, Nk, op, "dk");
+    checkShape(dv, NKV * hd, Nk, op, "dv");
+    checkShape(k, NKV * hd, Nk, op, "k");
+    checkShape(v, NKV * hd, Nk, op, "v");
+    checkShape(att, Tk, s.probColumns(), op, "att");
+    checkShape(datt, Tk, s.probColumns(), op, "datt");
 
-    // Pass 1, per (b, h): the scores' gradient into datt, and dq (each head its own rows).
     pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
@@ -318,21 +323,12 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
             const auto P = att.middleCols(i * Tq, Tq);
             auto dS = datt.middleCols(i * Tq, Tq);
             blockGemm<T>(dS, vg, true, dy, false, false);  // d probs (Tk, Tq)
-            // Softmax backward per query column, then the 1/sqrt(hd) of the scores.
-            for (Index t1 = 0; t1 < Tq; ++t1) {
-                const Index live = s.causal ? t1 + 1 : Tk;  // unmasked keys
-                const auto p = P.col(t1).head(live).array();
-                auto d = dS.col(t1).head(live);
-                const T dot = (p * d.array()).sum();
-                d.array() = p * (d.array() - dot) * scale;
-                dS.col(t1).tail(Tk - live).setZero();
-            }
-            blockGemm<T>(dq.block(h * hd, b * Tq, hd, Tq), kg, false, dS, false, false);  // dq (hd, Tq)
+            for (Index t1 = 0; t1 < Tq; ++t1)
+                softmaxBack(dS.col(t1), P.col(t1), i * Tq + t1, t1);
+            blockGemm<T>(dq.block(h * hd, b * Tq, hd, Tq), kg, false, dS, false, accumulate);  // dq (hd, Tq)
         }
     });
 
-    // Pass 2, per (b, g, block of kKeyBlock keys): dk and dv summed over the group's R query
-    // heads in order, the first overwriting.
     const Index keyBlocks = (Tk + kKeyBlock - 1) / kKeyBlock;
     pool.parallelFor(std::int64_t(s.B) * NKV * keyBlocks, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
@@ -345,11 +341,33 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
                 const auto qh = q.block(h * hd, b * Tq, hd, Tq);
                 const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
                 // (hd, Tq) * (Tq, nt): the keys' rows of this head's (Tk, Tq) blocks, transposed.
-                blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, j > 0);
-                blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, j > 0);
+                blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, accumulate || j > 0);
+                blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, accumulate || j > 0);
             }
         }
     });
+}
+
+} // namespace
+
+template <class T>
+void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
+                        CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,
+                        const AttentionShape& s)
+{
+    checkAttentionShape(s, "attention_backward");
+    const T scale = T(1) / std::sqrt(T(s.hd));
+    const Index Tk = s.Tk;
+    // Softmax backward per query column over its unmasked keys, then the 1/sqrt(hd) of the scores.
+    backwardPasses<T>(pool, dq, dk, dv, datt, dout, att, q, k, v, s, "attention_backward", false,
+                      [&](auto dcol, const auto& pcol, Index, Index t1) {
+                          const Index live = s.causal ? t1 + 1 : Tk;
+                          const auto p = pcol.head(live).array();
+                          auto d = dcol.head(live);
+                          const T dot = (p * d.array()).sum();
+                          d.array() = p * (d.array() - dot) * scale;
+                          dcol.tail(Tk - live).setZero();
+                      });
 }
 
 // ---------------------------------------------------------------- ring attention (context parallelism)
@@ -481,55 +499,15 @@ void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, Ro
                               CRowsRef<T> v, const AttentionShape& s)
 {
     checkBlockShape(s, "attention_block_backward");
-    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
-    const Index Nq = Index(s.B) * Tq, Nk = Index(s.B) * Tk;
-    checkShape(dq, NH * hd, Nq, "attention_block_backward", "dq");
-    checkShape(q, NH * hd, Nq, "attention_block_backward", "q");
-    checkShape(dout, NH * hd, Nq, "attention_block_backward", "dout");
-    checkShape(dk, NKV * hd, Nk, "attention_block_backward", "dk");
-    checkShape(dv, NKV * hd, Nk, "attention_block_backward", "dv");
-    checkShape(k, NKV * hd, Nk, "attention_block_backward", "k");
-    checkShape(v, NKV * hd, Nk, "attention_block_backward", "v");
-    checkShape(att, Tk, s.probColumns(), "attention_block_backward", "att");
-    checkShape(datt, Tk, s.probColumns(), "attention_block_backward", "datt");
     if (delta.size() != s.probColumns())
         throw std::invalid_argument("attention_block_backward: delta has the wrong size");
-    const T scale = T(1) / std::sqrt(T(hd));
-
-    // Pass 1, per (b, h): dS = att o (V^T dout - delta) / sqrt(hd) into datt, and dq += k dS.
-    // (Masked entries have att = 0, so dS is zero there.)
-    pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
-        for (Index i = i0; i < i1; ++i) {
-            const Index b = i / NH, h = i % NH, g = h / R;
-            const auto kg = k.block(g * hd, b * Tk, hd, Tk);
-            const auto vg = v.block(g * hd, b * Tk, hd, Tk);
-            const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
-            const auto P = att.middleCols(i * Tq, Tq);
-            auto dS = datt.middleCols(i * Tq, Tq);
-            blockGemm<T>(dS, vg, true, dy, false, false);  // d probs (Tk, Tq)
-            for (Index t1 = 0; t1 < Tq; ++t1)
-                dS.col(t1).array() = P.col(t1).array() * (dS.col(t1).array() - delta(i * Tq + t1)) * scale;
-            blockGemm<T>(dq.block(h * hd, b * Tq, hd, Tq), kg, false, dS, false, true);
-        }
-    });
-
-    // Pass 2, per (b, g, block of kKeyBlock keys): dk, dv += over the group's R query heads in order.
-    const Index keyBlocks = (Tk + kKeyBlock - 1) / kKeyBlock;
-    pool.parallelFor(std::int64_t(s.B) * NKV * keyBlocks, 1, [&](std::int64_t i0, std::int64_t i1) {
-        for (Index i = i0; i < i1; ++i) {
-            const Index kb = i % keyBlocks, bg = i / keyBlocks, b = bg / NKV, g = bg % NKV;
-            const Index t0 = kb * kKeyBlock, nt = std::min(kKeyBlock, Tk - t0);
-            auto dkg = dk.block(g * hd, b * Tk + t0, hd, nt);
-            auto dvg = dv.block(g * hd, b * Tk + t0, hd, nt);
-            for (Index j = 0; j < R; ++j) {
-                const Index h = g * R + j, col = (b * NH + h) * Tq;
-                const auto qh = q.block(h * hd, b * Tq, hd, Tq);
-                const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
-                blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, true);
-                blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, true);
-            }
-        }
-    });
+    const T scale = T(1) / std::sqrt(T(s.hd));
+    // dS = att o (V^T dout - delta) / sqrt(hd), with delta = rowsum(dout o out) of the merged
+    // output (FlashAttention's); masked entries have att = 0, so dS is zero there. dq, dk, dv +=.
+    backwardPasses<T>(pool, dq, dk, dv, datt, dout, att, q, k, v, s, "attention_block_backward", true,
+                      [&](auto dcol, const auto& pcol, Index c, Index) {
+                          dcol.array() = pcol.array() * (dcol.array() - delta(c)) * scale;
+                      });
 }
 
 // ---------------------------------------------------------------- instantiations
