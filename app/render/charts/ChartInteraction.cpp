@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QChart>
 #include <QChartView>
+#include <QHelpEvent>
 #include <QLineSeries>
 #include <QMouseEvent>
 #include <QRegularExpression>
@@ -195,6 +196,18 @@ QString barToolTip(const QString& set, const QString& category, double value, co
     const QString unit = m.hasMatch() ? m.captured(1).section(QLatin1Char(','), 0, 0).trimmed() : QString();
     const QString where = category.isEmpty() ? set : set.isEmpty() ? category : QStringLiteral("%1, %2").arg(set, category);
     return QStringLiteral("%1: %2%3").arg(where, number(value), unit.isEmpty() ? QString() : (unit == QLatin1String("%") ? unit : QLatin1Char(' ') + unit));
+}
+
+bool answerToolTip(QWidget* widget, QEvent* event, const QString& text)
+{
+    if (event->type() != QEvent::ToolTip)
+        return false;
+    const auto* help = static_cast<QHelpEvent*>(event);
+    if (text.isEmpty())
+        QToolTip::hideText();
+    else
+        QToolTip::showText(help->globalPos(), text, widget);
+    return true;
 }
 
 } // namespace shardscope

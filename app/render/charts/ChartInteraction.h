@@ -9,7 +9,9 @@
 #include <QString>
 
 class QChartView;
+class QEvent;
 class QPoint;
+class QWidget;
 
 namespace shardscope {
 
@@ -20,6 +22,10 @@ QString chartToolTipAt(QChartView* view, const QPoint& viewportPos);
 void installChartHover(QChartView* view);
 // Rubber band, wheel and double-click zoom, and "Reset zoom" in the context menu (XY charts).
 void installChartZoom(QChartView* view);
+
+// For a painted widget's event(): answers a QEvent::ToolTip with text (hides the tooltip when
+// text is empty) and returns true; false for every other event.
+bool answerToolTip(QWidget* widget, QEvent* event, const QString& text);
 
 // A bar's tooltip: "optimizer states, 1F1B: 12.3 GiB" (the unit from the value axis title).
 QString barToolTip(const QString& set, const QString& category, double value, const QString& valueAxis);

@@ -1,5 +1,6 @@
 #include "DeviceMeshWidget.h"
 #include "ChartExport.h"
+#include "ChartInteraction.h"
 #include "Collectives.h"
 
 #include <QHelpEvent>
@@ -113,15 +114,9 @@ QString DeviceMeshWidget::toolTipAt(const QPointF& at) const
 
 bool DeviceMeshWidget::event(QEvent* event)
 {
-    if (event->type() == QEvent::ToolTip) {
-        const auto* help = static_cast<QHelpEvent*>(event);
-        const QString text = toolTipAt(help->pos());
-        if (text.isEmpty())
-            QToolTip::hideText();
-        else
-            QToolTip::showText(help->globalPos(), text, this);
-        return true;
-    }
+    // A tooltip asked for without a move (keyboard, touch) too.
+    if (event->type() == QEvent::ToolTip)
+        return answerToolTip(this, event, toolTipAt(static_cast<QHelpEvent*>(event)->pos()));
     return QWidget::event(event);
 }
 

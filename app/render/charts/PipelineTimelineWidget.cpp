@@ -1,5 +1,6 @@
 #include "PipelineTimelineWidget.h"
 #include "ChartExport.h"
+#include "ChartInteraction.h"
 #include "Units.h"
 
 #include <QAction>
@@ -221,15 +222,9 @@ void PipelineTimelineWidget::mouseDoubleClickEvent(QMouseEvent* event)
 
 bool PipelineTimelineWidget::event(QEvent* event)
 {
-    if (event->type() == QEvent::ToolTip) {  // a tooltip asked for without a move (keyboard, touch)
-        const auto* help = static_cast<QHelpEvent*>(event);
-        const QString text = toolTipAt(help->pos());
-        if (text.isEmpty())
-            QToolTip::hideText();
-        else
-            QToolTip::showText(help->globalPos(), text, this);
-        return true;
-    }
+    // A tooltip asked for without a move (keyboard, touch) too.
+    if (event->type() == QEvent::ToolTip)
+        return answerToolTip(this, event, toolTipAt(static_cast<QHelpEvent*>(event)->pos()));
     return QWidget::event(event);
 }
 
