@@ -152,6 +152,7 @@ std::optional<WorkerFailure> EmulatedCluster::run(const std::function<void(int)>
     workers.reserve(devices_.size());
     auto body = [&](int id) {
         std::string message;
+        RunFaultKind kind = RunFaultKind::Other;
         try {
             work(id);
             return;
@@ -159,13 +160,14 @@ std::optional<WorkerFailure> EmulatedCluster::run(const std::function<void(int)>
             return;  // stopped because another device failed or the run was cancelled
         } catch (const std::exception& e) {
             message = e.what();
+            kind = faultKindOf(e);
         } catch (...) {
             message = "unknown error";
         }
         {
             std::lock_guard<std::mutex> lock(failureMutex);
             if (!failure)
-                failure = WorkerFailure{id, message};
+                failure = WorkerFailure{id, message, kind};
         }
         comm_->abort();
     };

@@ -25,6 +25,7 @@
 #include "Communicator.h"
 #include "Device.h"
 #include "Layout.h"
+#include "RunFault.h"
 
 #include <atomic>
 #include <functional>
@@ -54,6 +55,7 @@ struct DeviceGroups {
 struct WorkerFailure {
     int device = -1;
     std::string message;
+    RunFaultKind kind = RunFaultKind::Other;
 };
 
 class EmulatedCluster {

@@ -63,7 +63,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     };
     const std::optional<WorkerFailure> failure = cluster.run(work);
     if (failure)
-        m.error = RunError{failure->device, failure->message};
+        m.error = RunError{failure->device, failure->message, failure->kind};
     m.cancelled = cluster.cancelled();
 
     // Steps every device completed; the step's time is the slowest device's.

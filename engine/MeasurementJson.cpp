@@ -147,7 +147,9 @@ QJsonObject toJson(const Measurement& m)
                   {"wall_seconds", m.wall_seconds},
                   {"cancelled", m.cancelled}};
     if (m.error)
-        o["error"] = QJsonObject{{"device", m.error->device}, {"message", QString::fromStdString(m.error->message)}};
+        o["error"] = QJsonObject{{"device", m.error->device},
+                                 {"message", QString::fromStdString(m.error->message)},
+                                 {"kind", QString::fromLatin1(toString(m.error->kind))}};
     return o;
 }
 

@@ -163,15 +163,17 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
             m.cancelled = true;
         } catch (const DeviceOutOfMemory&) {
             throw;
-        } catch (const std::runtime_error& e) {  // a non-finite loss or gradient norm
-            m.error = RunError{device.id(), e.what()};
+        } catch (const TrainingFault& e) {  // a non-finite loss or gradient norm, divergence
+            m.error = RunError{device.id(), e.what(), e.kind()};
+        } catch (const std::runtime_error& e) {
+            m.error = RunError{device.id(), e.what(), RunFaultKind::Other};
         }
         if (request.keep_parameters && !m.error) {
             m.final_parameters.assign(size_t(m.parameters), 0.0f);
             model.exportParameters(m.final_parameters.data());
         }
     } catch (const DeviceOutOfMemory& e) {
-        m.error = RunError{device.id(), e.what()};
+        m.error = RunError{device.id(), e.what(), RunFaultKind::OutOfMemory};
     }
     for (size_t k = 0; k < record.device_s.size(); ++k)
         m.steps.push_back(StepRecord{int(k) + 1, record.loss[k], record.grad_norm[k], record.device_s[k], record.wall_s[k]});

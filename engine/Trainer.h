@@ -3,7 +3,7 @@
 // by category, FLOPs and bytes by kernel kind. runClusterTraining: the same on an
 // emulated cluster, one Measurement::devices entry per device.
 //
-// Errors a run can hit on the device (out of memory, a non-finite loss) are
+// Errors a run can hit on the device (out of memory, a non-finite loss, divergence) are
 // reported in Measurement::error and the caller keeps going; bad requests are
 // InputError (field named) thrown before anything runs.
 #pragma once
@@ -13,6 +13,7 @@
 #include "Data.h"
 #include "Device.h"
 #include "ModelConfig.h"
+#include "RunFault.h"
 
 #include <array>
 #include <atomic>
@@ -41,6 +42,9 @@ struct TrainRequest {
     LinkSpec links;                // links between the devices (ignored on one device)
     std::size_t bucket_bytes = std::size_t(25) << 20;  // DP gradient all-reduce buckets
     bool keep_parameters = false;  // return the final parameters (Measurement::final_parameters)
+    // Stop with a "diverged" error when a step's loss exceeds this many times the run's start
+    // (the larger of the first loss and ln V; RunFault.h DivergenceGuard); <= 0: never stop.
+    double divergence_factor = 2.0;
 };
 
 // Field names are the CLI's option names without dashes ("heads", "batch", "data"),
@@ -82,6 +86,7 @@ struct DeviceMeasurement {
 struct RunError {
     int device = -1;              // -1: not a device's failure
     std::string message;
+    RunFaultKind kind = RunFaultKind::Other;  // JSON error.kind: out_of_memory, not_finite, diverged, error
 };
 
 struct Measurement {

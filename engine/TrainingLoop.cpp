@@ -1,6 +1,8 @@
 // The worker's step loop; see TrainingLoop.h.
 #include "TrainingLoop.h"
 
+#include "RunFault.h"
+
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -74,8 +76,10 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
     const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks);
     std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
     auto notFinite = [&](int step, const std::string& what) {
-        return std::runtime_error(dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
+        return TrainingFault(RunFaultKind::NotFinite,
+                             dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
     };
+    DivergenceGuard divergence(request.divergence_factor, request.model.vocab);
     for (int step = 1; step <= request.steps; ++step) {
         if (c.checkpoint)
             c.checkpoint();
@@ -111,6 +115,7 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         rec.grad_norm.push_back(norm);
         if (c.on_step && *c.on_step)
             (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});
+        divergence.check(step, rec.loss.back());  // after the step is recorded: the measurement shows it
     }
     for (int k = 0; k < kMemoryCategories; ++k)
         rec.resident[size_t(k)] = dev.allocator().currentBytes(MemoryCategory(k));

@@ -50,8 +50,9 @@ struct WorkerContext {
     const StepCallback* on_step = nullptr;  // called by this worker after each step when set
 };
 
-// Runs request->steps steps. Throws std::runtime_error naming the device, step and
-// micro-batch when a loss or the gradient norm is not finite.
+// Runs request->steps steps. Throws TrainingFault (RunFault.h) naming the device, step and
+// micro-batch when a loss or the gradient norm is not finite, and naming the step and the
+// losses when the run diverges (request->divergence_factor).
 void trainWorker(const WorkerContext& c, WorkerRecord& record);
 
 } // namespace shardscope::engine

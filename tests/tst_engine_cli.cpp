@@ -209,6 +209,20 @@ private slots:
         const QJsonObject o = QJsonDocument::fromJson(j.out).object();
         QVERIFY2(o["error"].toObject()["message"].toString().contains("gradients"), j.describe());
         QCOMPARE(o["error"].toObject()["device"].toInt(), 0);
+        QCOMPARE(o["error"].toObject()["kind"].toString(), QString("out_of_memory"));
+    }
+
+    // A diverging run (the issue's `--lr 10`) exits 1 and says so; --divergence-factor 0 lets it finish.
+    void divergenceExitsOneAndSaysSo()
+    {
+        const Run r = cli(with(with(kSmall, "--lr", "10"), "--steps", "8"));
+        QVERIFY2(r.exitCode == 1, r.describe());
+        QVERIFY2(r.err.contains("diverged") && r.err.contains("lower learning rate"), r.describe());
+        const Run j = cli(with(with(kSmall, "--lr", "10"), "--steps", "8") << "--json");
+        QCOMPARE(j.exitCode, 1);
+        QCOMPARE(QJsonDocument::fromJson(j.out).object()["error"].toObject()["kind"].toString(), QString("diverged"));
+        const Run on = cli(with(with(with(kSmall, "--lr", "10"), "--steps", "8"), "--divergence-factor", "0"));
+        QVERIFY2(on.exitCode == 0 && on.out.contains("step 8/8"), on.describe());
     }
 };
 

@@ -526,6 +526,7 @@ private slots:
         QCOMPARE(m.error->device, bigger);
         QVERIFY2(m.error->message.find("out of memory") != std::string::npos, m.error->message.c_str());
         QVERIFY(m.error->message.find("device " + std::to_string(bigger)) != std::string::npos);
+        QCOMPARE(m.error->kind, RunFaultKind::OutOfMemory);
         QVERIFY(m.steps.empty());
         QVERIFY(!m.cancelled);
     }
@@ -585,6 +586,23 @@ private slots:
         QVERIFY2(m.error->message.find("not finite") != std::string::npos, m.error->message.c_str());
         QVERIFY(m.error->message.find("step 3") != std::string::npos);
         QCOMPARE(int(m.steps.size()), 2);  // the steps before the fault completed everywhere
+        QCOMPARE(m.error->kind, RunFaultKind::NotFinite);
+    }
+
+    // Every device sees the same reduced loss: all stop at the diverging step, none waits.
+    void divergenceStopsEveryWorker()
+    {
+        TrainRequest r = baseRequest(8);
+        r.optimizer.lr = 10;
+        r.layout = parse("dp=2,pp=2,tp=2,mb=1");
+        const Measurement m = cluster(r);
+        QVERIFY(m.error);
+        QCOMPARE(m.error->kind, RunFaultKind::Diverged);
+        QVERIFY2(m.error->message.find("diverged") != std::string::npos, m.error->message.c_str());
+        QVERIFY(m.steps.size() < size_t(r.steps));
+        QCOMPARE(int(m.devices.size()), 8);
+        for (const DeviceMeasurement& d : m.devices)
+            QCOMPARE(d.device_step_times_s.size(), m.steps.size());
     }
 
     void cancelStopsEveryWorker()

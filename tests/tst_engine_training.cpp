@@ -245,6 +245,36 @@ private slots:
         QVERIFY(m.cancelled);
         QCOMPARE(m.steps.size(), size_t(4));
     }
+
+    // --lr 10 takes this model from ln 16 to far above it in one step: the run stops there with
+    // a "diverged" error, the diverging step kept in the measurement; factor 0 lets it run on.
+    void divergenceStopsTheRunByName()
+    {
+        TrainRequest r = smallRun(PrecisionMode::FP32, 10, 6);
+        EmulatedDevice d(0, roomyProfile(), 1);
+        const auto src = makeTokenSource(r);
+        const Measurement m = runTraining(r, *src, d);
+        QVERIFY(m.error);
+        QCOMPARE(m.error->kind, RunFaultKind::Diverged);
+        QVERIFY(!m.steps.empty() && m.steps.size() < size_t(r.steps));
+        const double last = m.steps.back().loss, reference = std::max(m.steps.front().loss, std::log(16.0));
+        QVERIFY2(last > 2 * reference, qPrintable(QString::number(last)));
+        for (size_t k = 0; k + 1 < m.steps.size(); ++k)  // it stopped at the first step past the bound
+            QVERIFY(m.steps[k].loss <= 2 * reference);
+        const std::string step = "step " + std::to_string(m.steps.size()) + ":";
+        QVERIFY2(m.error->message.find(step) != std::string::npos, m.error->message.c_str());
+        QVERIFY2(m.error->message.find("diverged") != std::string::npos, m.error->message.c_str());
+        QCOMPARE(toJson(m)["error"].toObject()["kind"].toString(), QString("diverged"));
+
+        r.divergence_factor = 0;
+        EmulatedDevice d2(0, roomyProfile(), 1);
+        const Measurement unguarded = runTraining(r, *src, d2);
+        QCOMPARE(unguarded.steps.size(), size_t(r.steps));
+        QCOMPARE(unguarded.steps[m.steps.size() - 1].loss, last);  // the same run, not stopped
+
+        const Measurement healthy = train(smallRun(PrecisionMode::FP32, 1e-2, 20));
+        QVERIFY(!healthy.error);
+    }
 };
 
 QTEST_GUILESS_MAIN(TstEngineTraining)

@@ -301,6 +301,10 @@ std::vector<CommandHelp> makeCommands()
                   flag("remeasure-host", "measure this host again instead of using the stored profile"),
                   value("lr", "X", "AdamW learning rate", num(train.optimizer.lr)),
                   value("seed", "S", "initialisation, data and rounding seed", std::to_string(train.seed)),
+                  value("divergence-factor", "X",
+                        "stop with a named error when a loss exceeds X times the run's start (the first loss or "
+                        "ln V, whichever is larger); 0: never stop",
+                        num(train.divergence_factor)),
                   value("threads", "K", "kernel threads per device", "one per core"),
                   value("devices", "N", "devices of the emulated cluster"),
                   value("layout", "KEYS", "the layout the cluster executes (dp fills what tp x pp leave)"),

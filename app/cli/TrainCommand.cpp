@@ -198,6 +198,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.steps = a.integer("steps", 0, 1, 100'000'000);
     r.optimizer.lr = a.number("lr", r.optimizer.lr, 1e-12, 10);
     r.seed = std::uint64_t(a.number("seed", 1, 0, 9007199254740992.0));  // integers exact in a double
+    r.divergence_factor = a.number("divergence-factor", r.divergence_factor, 0, 1e6);
     if (auto p = a.value("precision")) {
         const auto mode = precisionFromString(*p);
         if (!mode)
