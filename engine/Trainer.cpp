@@ -4,6 +4,7 @@
 #include "Trainer.h"
 
 #include "TrainingLoop.h"
+#include "Units.h"
 
 #include <chrono>
 #include <cmath>
@@ -48,6 +49,23 @@ FieldErrors validate(const TrainRequest& r)
             e.push_back({"links", "the devices span several nodes: the inter-node bandwidth must be positive"});
     }
     return e;
+}
+
+std::string weightsCannotFit(const TrainRequest& r, const DeviceProfile& profile)
+{
+    const Layout& l = r.layout;
+    double shards = double(std::max(1, l.tp)) * std::max(1, l.pp);
+    if (l.zero_stage >= 3)
+        shards *= std::max(1, l.zero_group > 0 ? l.zero_group : l.dp);
+    const bool bf16Weights = r.precision == PrecisionMode::BF16RNE || r.precision == PrecisionMode::BF16SR;
+    const double bytes = std::ceil(double(parameterCount(r.model)) / shards) * (bf16Weights ? 2.0 : 4.0);
+    if (!(profile.memory_bytes > 0) || bytes <= profile.memory_bytes)
+        return {};
+    const std::int64_t params = parameterCount(r.model);
+    return profile.name + ": out of memory before the run: the weights alone need " + formatBytes(bytes) + " (" +
+           formatCount(std::int64_t(bytes)) + " bytes: " + formatCount(params) + " parameters over " +
+           formatCount(std::int64_t(shards)) + (shards == 1 ? " shard" : " shards") + ") of the device's " +
+           formatBytes(profile.memory_bytes);
 }
 
 std::unique_ptr<TokenSource> makeTokenSource(const TrainRequest& r)

@@ -55,6 +55,13 @@ FieldErrors validate(const TrainRequest& r);
 // InputError naming "data" when the file cannot be read.
 std::unique_ptr<TokenSource> makeTokenSource(const TrainRequest& r);
 
+// What no run of `r` on devices of `profile` can do without: each device holds at least its
+// share of the weights (the whole model over tp x pp, and over the shard group under ZeRO-3,
+// at 2 bytes a value in the bf16 modes, 4 in fp32). Checked before the token source is built
+// (a million-token synthetic chain takes a minute to build); the full check is the run's own.
+// Returns the out-of-memory text naming the device and bytes, or an empty string.
+std::string weightsCannotFit(const TrainRequest& r, const DeviceProfile& profile);
+
 struct StepRecord {
     int step = 0;                 // 1-based
     double loss = 0;              // mean cross-entropy, nats per token

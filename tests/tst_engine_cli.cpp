@@ -212,6 +212,21 @@ private slots:
         QCOMPARE(o["error"].toObject()["kind"].toString(), QString("out_of_memory"));
     }
 
+    // A million-token vocabulary on a 17 kB device: refused from the weights' size before the
+    // synthetic chain is built (which takes a minute at this size), in text and JSON.
+    void weightsThatCannotFitAreRefusedBeforeTheData()
+    {
+        const QStringList big = with(with(kSmall, "--vocab", "1000001"), "--device", "trainium1:0.000001");
+        const Run r = cli(big);
+        QVERIFY2(r.exitCode == 1, r.describe());
+        QVERIFY2(r.err.contains("out of memory before the run") && r.err.contains("16,003,456 parameters"),
+                 r.describe());
+        QVERIFY2(!r.out.contains("data: "), r.describe());  // the source was never built
+        const Run j = cli(QStringList(big) << "--json");
+        QCOMPARE(j.exitCode, 1);
+        QCOMPARE(QJsonDocument::fromJson(j.out).object()["error"].toObject()["kind"].toString(), QString("out_of_memory"));
+    }
+
     // A diverging run (the issue's `--lr 10`) exits 1 and says so; --divergence-factor 0 lets it finish.
     void divergenceExitsOneAndSaysSo()
     {

@@ -246,6 +246,31 @@ private slots:
         QCOMPARE(m.steps.size(), size_t(4));
     }
 
+    // The pre-run bound: the weights over tp x pp (x the shard group under ZeRO-3), 4 bytes in
+    // fp32, 2 in the bf16 modes that keep no fp32 copy.
+    void weightsBoundShardsAsTheLayoutDoes()
+    {
+        TrainRequest r = smallRun(PrecisionMode::FP32, 1e-3, 1);
+        const double params = double(parameterCount(r.model));
+        DeviceProfile p = roomyProfile();
+        p.memory_bytes = params * 4;
+        QVERIFY(weightsCannotFit(r, p).empty());
+        p.memory_bytes = params * 4 - 1;
+        QVERIFY(weightsCannotFit(r, p).find("out of memory before the run") != std::string::npos);
+        r.precision = PrecisionMode::BF16RNE;
+        QVERIFY(weightsCannotFit(r, p).empty());
+        r.precision = PrecisionMode::FP32;
+        r.layout = Layout{};
+        r.layout.dp = 4;
+        r.layout.tp = 2;
+        r.layout.zero_stage = 3;
+        r.layout.zero_group = 2;
+        p.memory_bytes = std::ceil(params / 4) * 4;
+        QVERIFY(weightsCannotFit(r, p).empty());
+        p.memory_bytes -= 1;
+        QVERIFY2(weightsCannotFit(r, p).find("over 4 shards") != std::string::npos, weightsCannotFit(r, p).c_str());
+    }
+
     // --lr 10 takes this model from ln 16 to far above it in one step: the run stops there with
     // a "diverged" error, the diverging step kept in the measurement; factor 0 lets it run on.
     void divergenceStopsTheRunByName()
