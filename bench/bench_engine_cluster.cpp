@@ -10,6 +10,9 @@
 //    2, 4 and 8 devices (worker threads), 1 MiB and 64 MiB per device. Counters:
 //    algbw_GBs = bytes / time, busbw_GBs = 2 (n-1)/n bytes / time (the data each
 //    device moves, NCCL's convention).
+//  - BM_ManyReplicas: a whole 2-step run (setup, thread start, teardown included) of a 2-layer
+//    model (hidden 16, vocab 16, seq 8) at dp = 256, 1024 and 4096, one sequence per replica:
+//    what scales with the device count (threads, barriers, data, initialisation).
 //   build/bench/bench_engine_cluster --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include "Cluster.h"
 #include "Trainer.h"
@@ -111,8 +114,30 @@ void BM_AllReduce(benchmark::State& state)
     }
 }
 
+void BM_ManyReplicas(benchmark::State& state)
+{
+    const int dp = int(state.range(0));
+    TrainRequest r;
+    r.model = ModelConfig{2, 16, 2, 16, 8};
+    r.batch = dp;
+    r.steps = 2;
+    r.links.intra_bytes_per_second = r.links.inter_bytes_per_second = 1e9;
+    r.layout.dp = dp;
+    const auto src = makeTokenSource(r);
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const Measurement m = runClusterTraining(r, *src, benchProfile());
+        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (m.error) {
+            state.SkipWithError(m.error->message.c_str());
+            return;
+        }
+    }
+}
+
 } // namespace
 
+BENCHMARK(BM_ManyReplicas)->Arg(256)->Arg(1024)->Arg(4096)->Iterations(1)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_TrainStep)->DenseRange(0, 4)->Iterations(1)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_AllReduce)
     ->ArgsProduct({{2, 4, 8}, {1 << 20, 64 << 20}})

@@ -45,6 +45,8 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     options.precision = request.precision;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;
+    const std::vector<float> initial = initialParameters<float>(request.model, options);  // once, for every device
+    options.initial_parameters = &initial;
 
     auto work = [&](int id) {
         shards[size_t(id)] = std::make_unique<ModelExecutor<float>>(request.model, options, placementIn(cluster, id));

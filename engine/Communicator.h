@@ -3,13 +3,15 @@
 //
 // - CommGroup: an ordered set of devices (ring order = the order given). Its
 //   collectives are called by every member from the member's own worker thread
-//   with the member's rank. Data moves in place, peer to peer: in each ring step
-//   a member reads one chunk of its left neighbour's buffer and adds (reduce) or
-//   copies (gather) it into its own; a group barrier separates the steps, so no
-//   chunk is read while its owner writes it. Chunk c of `count` values is
-//   [count*c/n, count*(c+1)/n): uneven counts and count < n work.
-// - Accounting: each call counts, per member and per CommKind, the bytes it
-//   sends and receives (exactly the chunks it moved), and advances the members'
+//   with the member's rank. Data moves in place, peer to peer, with the ring's
+//   arithmetic: chunk c is reduced on member c over every member's chunk c in the
+//   order the ring would add them (bitwise the ring's result), then each member
+//   copies the owners' chunks; one group barrier per phase (3 per all-reduce, not
+//   the ring's 2(n - 1): thousands of emulated devices would spend their time
+//   waking each other), so no chunk is read while its owner writes it. Chunk c of
+//   `count` values is [count*c/n, count*(c+1)/n): uneven counts and count < n work.
+// - Accounting: each call counts, per member and per CommKind, the bytes the
+//   ring algorithm sends and receives on it (the chunks it would move), and advances the members'
 //   device clocks like a real collective: it starts when the last member
 //   arrives (the max of their clocks) and lasts the ring's alpha-beta time on
 //   the group's placement: inside one emulated node the intra-node link, across
@@ -19,8 +21,9 @@
 //   receiver blocks until the message is there), FIFO per (sender, receiver),
 //   with recycled buffers, so pipeline schedules cannot deadlock on a send.
 // - Failure: abort() (an error on any device, or the run's cancel flag seen at
-//   a collective) wakes every waiting member, which throws ClusterAborted; a
-//   collective never waits for a device that has stopped.
+//   a collective or by the communicator's watcher thread) wakes every waiting
+//   member, which throws ClusterAborted; a collective never waits for a device
+//   that has stopped.
 //
 // Not here: overlap of communication with compute (a device's worker does one
 // thing at a time), hierarchical (two-level) algorithms, in-network reduction.
@@ -37,6 +40,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace shardscope::engine {
@@ -99,9 +103,10 @@ private:
     void arrive();  // group barrier; throws ClusterAborted after an abort
     double begin(int rank, void* data);  // publish and wait for all; returns the start clock
     template <class T>
-    void ringReduceScatter(int rank, T* data, std::size_t count, ReduceOp op, double eb, double& sent, double& received);
+    void reduceOwnChunk(int rank, T* data, std::size_t count, ReduceOp op);
     template <class T>
-    void ringAllGather(int rank, T* data, std::size_t count, double eb, double& sent, double& received);
+    void gatherOwnedChunks(int rank, T* data, std::size_t count);
+    double chunkValues(std::size_t count, int c) const;  // values in chunk c mod n
 
     friend class Communicator;
     Communicator& comm_;
@@ -121,6 +126,7 @@ class Communicator {
 public:
     // `devices[i]` must have id i. `cancel` (may be null) is polled at every collective.
     Communicator(std::vector<EmulatedDevice*> devices, LinkSpec links, const std::atomic<bool>* cancel = nullptr);
+    ~Communicator();
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
 
@@ -166,6 +172,11 @@ private:
     std::mutex registry_;  // guards groups_ and channels_ (their creation)
     std::vector<std::unique_ptr<CommGroup>> groups_;
     std::map<std::pair<int, int>, std::unique_ptr<Channel>> channels_;
+    // With a cancel flag: one thread looks at it every 10 ms and aborts (waiters do not poll).
+    std::thread watcher_;
+    std::mutex watcherMutex_;
+    std::condition_variable watcherCv_;
+    bool watcherStop_ = false;  // guarded by watcherMutex_
 };
 
 } // namespace shardscope::engine

@@ -104,10 +104,10 @@ int MarkovSource::sample(int state, double u) const
     return next_[size_t(state) * k_ + j];
 }
 
-void MarkovSource::batch(std::int64_t index, int B, int T, int* inputs, int* targets) const
+void MarkovSource::rows(std::int64_t index, int first, int count, int T, int* inputs, int* targets) const
 {
-    for (int b = 0; b < B; ++b) {
-        Rng rng(hash64(seed_, std::uint64_t(index), std::uint64_t(b)));
+    for (int b = 0; b < count; ++b) {
+        Rng rng(hash64(seed_, std::uint64_t(index), std::uint64_t(first + b)));
         const double u = rng.uniform();
         int x = int(std::upper_bound(piCum_.begin(), piCum_.end(), u) - piCum_.begin());  // first with cum > u
         x = std::min(x, vocab_ - 1);
@@ -156,12 +156,12 @@ ByteFileSource::~ByteFileSource()
         ::close(fd_);
 }
 
-void ByteFileSource::batch(std::int64_t index, int B, int T, int* inputs, int* targets) const
+void ByteFileSource::rows(std::int64_t index, int first, int count, int T, int* inputs, int* targets) const
 {
     const std::uint64_t windows = size_ - size_t(T);  // start offsets 0 .. size-T-1 (check() ensured > 0)
     std::vector<unsigned char> window(size_t(T) + 1);
-    for (int b = 0; b < B; ++b) {
-        Rng rng(hash64(seed_, std::uint64_t(index), std::uint64_t(b)));
+    for (int b = 0; b < count; ++b) {
+        Rng rng(hash64(seed_, std::uint64_t(index), std::uint64_t(first + b)));
         const std::uint64_t start = (rng.next() >> 11) % windows;
         std::size_t got = 0;
         while (got < window.size()) {

@@ -23,7 +23,13 @@ class TokenSource {
 public:
     virtual ~TokenSource() = default;
     // inputs, targets: B*T tokens each; targets are the inputs shifted by one.
-    virtual void batch(std::int64_t index, int B, int T, int* inputs, int* targets) const = 0;
+    void batch(std::int64_t index, int B, int T, int* inputs, int* targets) const
+    {
+        rows(index, 0, B, T, inputs, targets);
+    }
+    // Rows [first, first + count) of batch `index` (count*T tokens each): row b of a batch is
+    // drawn from (seed, index, b) alone, so a data-parallel replica draws only its own rows.
+    virtual void rows(std::int64_t index, int first, int count, int T, int* inputs, int* targets) const = 0;
     // Problems with using this source for a model (field "data" or "vocab").
     virtual FieldErrors check(int vocab, int seq) const = 0;
     virtual std::string description() const = 0;
@@ -39,7 +45,7 @@ public:
     // stationary distribution exists and is unique.
     MarkovSource(int vocab, std::uint64_t seed, int branching = 4);
 
-    void batch(std::int64_t index, int B, int T, int* inputs, int* targets) const override;
+    void rows(std::int64_t index, int first, int count, int T, int* inputs, int* targets) const override;
     FieldErrors check(int vocab, int seq) const override;
     std::string description() const override;
     std::optional<double> entropyNatsPerToken() const override { return entropy_; }
@@ -74,7 +80,7 @@ public:
     ByteFileSource& operator=(const ByteFileSource&) = delete;
 
     // Throws std::runtime_error naming the file when a read fails (the file shrank or the disk failed).
-    void batch(std::int64_t index, int B, int T, int* inputs, int* targets) const override;
+    void rows(std::int64_t index, int first, int count, int T, int* inputs, int* targets) const override;
     FieldErrors check(int vocab, int seq) const override;
     std::string description() const override;
     std::size_t size() const { return size_; }

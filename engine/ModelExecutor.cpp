@@ -265,6 +265,17 @@ void ModelExecutor<T>::buildTables()
 }
 
 template <class T>
+std::vector<T> initialParameters(const ModelConfig& cfg, const ExecutorOptions& opts)
+{
+    std::vector<T> w(size_t(parameterCount(cfg)));
+    initializeParameters<T>(parameterTable(cfg), opts.seed, opts.init_std, cfg.layers, w.data());
+    return w;
+}
+
+template std::vector<float> initialParameters<float>(const ModelConfig&, const ExecutorOptions&);
+template std::vector<double> initialParameters<double>(const ModelConfig&, const ExecutorOptions&);
+
+template <class T>
 ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions& options,
                                 const ShardPlacement& placement)
     : cfg_(config), opts_(options), place_(placement), dev_(*placement.device), k_(dev_, options.precision),
@@ -412,13 +423,20 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
             spCount += t.count;
     packed_.reserve(size_t(spCount));
 
-    // Every device draws the full model's initial values and keeps its part.
-    std::vector<T> fullInit(size_t(parameterCount(cfg_)));
-    initializeParameters<T>(parameterTable(cfg_), opts_.seed, opts_.init_std, L_, fullInit.data());
+    // Every device starts from the full model's initial values and keeps its part.
+    std::vector<T> drawn;
+    const T* fullInit = nullptr;
+    if constexpr (std::is_same_v<T, float>)
+        if (opts_.initial_parameters && std::int64_t(opts_.initial_parameters->size()) == parameterCount(cfg_))
+            fullInit = opts_.initial_parameters->data();
+    if (!fullInit) {
+        drawn = initialParameters<T>(cfg_, opts_);
+        fullInit = drawn.data();
+    }
     std::vector<T> local(static_cast<size_t>(P_));
     for (const ShardTensor& t : tensors_)
         for (const ParameterRun& run : t.runs)
-            std::copy_n(fullInit.data() + run.full_offset, run.count, local.data() + t.offset + run.local_offset);
+            std::copy_n(fullInit + run.full_offset, run.count, local.data() + t.offset + run.local_offset);
     T* wp = weights_.template as<T>();
     T* ms = master ? optimizer_.template as<T>() + 2 * S_ : nullptr;
     for (const ShardUnit& u : units_) {

@@ -97,7 +97,16 @@ struct ExecutorOptions {
     std::uint64_t seed = 1;
     double init_std = 0.02;
     std::size_t bucket_bytes = 25u << 20;  // data-parallel gradient all-reduce buckets (PyTorch DDP's default)
+    // The full model's initial values (initialParameters), drawn once and shared by a cluster's
+    // executors (4,096 replicas each drawing them took a quarter of a run); null: draw them.
+    // Read by ModelExecutor<float> only.
+    const std::vector<float>* initial_parameters = nullptr;
 };
+
+// The full model's initial values every executor of `cfg` starts from (initializeParameters
+// with the options' seed and init_std), as one flat buffer in parameterTable order.
+template <class T>
+std::vector<T> initialParameters(const ModelConfig& cfg, const ExecutorOptions& opts);
 
 // One contiguous run of a local tensor in the full model's flat parameter buffer.
 struct ParameterRun {

@@ -82,6 +82,38 @@ private slots:
         }
     }
 
+    // Inexact float sums: the result is the ring's, bit for bit: chunk c summed in the order
+    // it travels (members c+1, c+2, ..., c, each adding its values to what arrives), the
+    // same on every member; chunks of uneven size (count not a multiple of n).
+    void allReduceAddsInRingOrder()
+    {
+        const int n = 5;
+        const std::size_t count = 613;
+        EmulatedCluster cluster(n, profile(), links());
+        auto x = [](int rank, std::size_t i) { return std::sin(float(rank * 7919 + int(i)) * 0.37f) * 1e3f / float(1 + i % 13); };
+        std::vector<std::vector<float>> data(static_cast<size_t>(n));
+        QVERIFY(!cluster.run([&](int id) {
+            std::vector<float>& v = data[size_t(id)];
+            for (std::size_t i = 0; i < count; ++i)
+                v.push_back(x(id, i));
+            cluster.groups(id).world->allReduce(id, v.data(), v.size());
+        }));
+        int orderMatters = 0;
+        for (int c = 0; c < n; ++c)
+            for (std::size_t i = CommGroup::chunkBegin(count, n, c); i < CommGroup::chunkBegin(count, n, c + 1); ++i) {
+                float ring = x((c + 1) % n, i);
+                for (int k = 2; k <= n; ++k)
+                    ring = x((c + k) % n, i) + ring;
+                float plain = 0;
+                for (int r = 0; r < n; ++r)
+                    plain += x(r, i);
+                orderMatters += ring != plain;
+                for (int r = 0; r < n; ++r)
+                    QCOMPARE(data[size_t(r)][i], ring);
+            }
+        QVERIFY(orderMatters > 0);  // the values do tell the two orders apart
+    }
+
     void maxReduceAndDoubles()
     {
         EmulatedCluster cluster(3, profile(), links());
