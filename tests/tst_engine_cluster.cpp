@@ -659,6 +659,30 @@ private slots:
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
+    // Hundreds of replicas (issue 19: dp=1024 took a minute): each draws only its own rows of
+    // the global batch and all start from one shared initialisation, yet together they train
+    // what one device trains on the whole batch.
+    void manyReplicasReproduceOneDevice()
+    {
+        TrainRequest r = baseRequest(3);
+        r.model = ModelConfig{2, 16, 2, 16, 8};
+        r.batch = 256;
+        r.keep_parameters = true;
+        r.layout = parse("dp=256,mb=1");
+        const Measurement ref = single(r);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(int(m.devices.size()), 256);
+        QCOMPARE(m.steps.size(), ref.steps.size());
+        for (size_t k = 0; k < ref.steps.size(); ++k)
+            QVERIFY2(std::fabs(ref.steps[k].loss - m.steps[k].loss) <= 1e-5 * ref.steps[k].loss,
+                     qPrintable(QString("step %1: %2 vs %3").arg(k + 1).arg(m.steps[k].loss).arg(ref.steps[k].loss)));
+        double worst = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
+            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
+    }
+
     void contextParallelRingBytes_data()
     {
         QTest::addColumn<QString>("layout");
