@@ -150,21 +150,24 @@ private slots:
             QVERIFY2(html.contains(QLatin1String(metric)), metric);
     }
 
-    void svgChartsBesideTheHtml()
+    // --charts svg: vector charts inside the one HTML file (data: URIs), no folder beside it.
+    void svgChartsInsideTheHtml()
     {
         const QString out = dir_.filePath("svg-report.html");
         const Run r = cli(dir_, {"report", "--plan", plan_, "--out", out, "--charts", "svg"});
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const QString html = QString::fromUtf8(read(out));
-        const QRegularExpression image(QStringLiteral("<img src=\"(svg-report_files/[a-z-]+\\.svg)\""));
+        const QRegularExpression image(QStringLiteral("<img src=\"data:image/svg\\+xml;base64,([A-Za-z0-9+/=]+)\""));
         int count = 0;
         for (auto it = image.globalMatch(html); it.hasNext(); ++count) {
-            const QByteArray svg = read(dir_.filePath(it.next().captured(1)));
+            const QByteArray svg = QByteArray::fromBase64(it.next().captured(1).toLatin1());
             QVERIFY(svg.contains("<svg"));
             QVERIFY(svg.contains("</svg>"));
             QVERIFY(svg.size() > 2000);
         }
         QCOMPARE(count, 6);
+        QVERIFY(!html.contains(QLatin1String("data:image/png")));
+        QVERIFY(!QFileInfo::exists(dir_.filePath("svg-report_files")));
     }
 
     void pdfHasTheLaidOutPages()

@@ -198,13 +198,12 @@ QString ReportBuilder::html(bool forPdf) const
     const Problem& p = in_.chosen.request.problem;
     const Layout& l = in_.chosen.layout;
     const Prediction& pr = in_.chosen.prediction;
-    const QString filesDir = QFileInfo(path_).completeBaseName() + QStringLiteral("_files");
 
     auto imageSource = [&](const Chart& c) {
         if (forPdf)
             return QStringLiteral("chart-%1.png").arg(c.name);  // a QTextDocument resource
-        if (charts_ == ChartFormat::Svg)
-            return filesDir + QStringLiteral("/%1.svg").arg(c.name);
+        if (charts_ == ChartFormat::Svg)  // inline too: the report stays one file
+            return QStringLiteral("data:image/svg+xml;base64,") + QString::fromLatin1(c.svg.toBase64());
         return QStringLiteral("data:image/png;base64,") + QString::fromLatin1(c.png.toBase64());
     };
 
@@ -324,18 +323,6 @@ QString ReportBuilder::html(bool forPdf) const
 QString ReportBuilder::finish()
 {
     if (format_ == ReportFormat::Html) {
-        if (charts_ == ChartFormat::Svg) {
-            const QFileInfo info(path_);
-            QDir dir(info.absolutePath());
-            const QString filesDir = info.completeBaseName() + QStringLiteral("_files");
-            if (!dir.mkpath(filesDir))
-                return QObject::tr("cannot create %1").arg(dir.filePath(filesDir));
-            for (const auto& c : rendered_) {
-                QFile f(dir.filePath(filesDir + QStringLiteral("/%1.svg").arg(c->name)));
-                if (!f.open(QIODevice::WriteOnly) || f.write(c->svg) != c->svg.size())
-                    return QObject::tr("cannot write %1").arg(f.fileName());
-            }
-        }
         const QByteArray text = html(false).toUtf8();
         QSaveFile f(path_);
         if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit())

@@ -1,7 +1,7 @@
 // ReportBuilder: a self-contained report of one plan — the problem, the chosen layout
 // and why (its rank, the runner-up alternatives and what separates them), memory and
 // step-time breakdowns, the pipeline timeline, the device mesh, the Pareto front, the
-// scaling curve, the named terms — as HTML (images embedded, or SVG files beside it)
+// scaling curve, the named terms — as HTML (PNG or SVG charts embedded: one file)
 // or PDF (QPdfWriter through QTextDocument, so pages break cleanly).
 //
 // Charts are rendered offscreen with the GUI's chart adapters, so the report and the
