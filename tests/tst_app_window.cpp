@@ -38,6 +38,8 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QBarCategoryAxis>
+#include <QChartView>
 #include <QTest>
 #include <QThreadPool>
 #include <QTableWidget>
@@ -508,6 +510,14 @@ private slots:
             QCOMPARE(wall->predicted, w.wall_s);
         else
             QVERIFY(std::isnan(wall->predicted) && std::isnan(wall->rel_error));
+        // The error chart names its metrics in words and draws a bar only for what was compared.
+        QStringList charted;
+        for (QAbstractAxis* axis : page->errorChart()->chart()->axes())
+            if (auto* c = qobject_cast<QBarCategoryAxis*>(axis))
+                charted = c->categories();
+        QVERIFY2(charted.contains(QStringLiteral("device step time")) && charted.contains(QStringLiteral("weights")),
+                 qPrintable(charted.join(", ")));
+        QCOMPARE(charted.contains(QStringLiteral("wall step time")), wall->compared);
         QVERIFY2(page->status()->text().contains(QLatin1String("stored as run")), qPrintable(page->status()->text()));
 
         // Another plan: the previous run's results are gone from the page, not shown under it.

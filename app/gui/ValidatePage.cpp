@@ -63,6 +63,25 @@ bool charted(const std::string& metric)
     return std::find(shown.begin(), shown.end(), metric) != shown.end();
 }
 
+// A chart category in words; the table keeps the JSON key the CLI and scripts use.
+QString metricWords(const std::string& metric)
+{
+    static const std::pair<const char*, const char*> words[] = {
+        {"weights_bytes", QT_TR_NOOP("weights")},
+        {"gradients_bytes", QT_TR_NOOP("gradients")},
+        {"optimizer_bytes", QT_TR_NOOP("optimizer states")},
+        {"activations_bytes", QT_TR_NOOP("activations")},
+        {"flops", QT_TR_NOOP("FLOPs")},
+        {"comm_bytes", QT_TR_NOOP("collective bytes")},
+        {"device_step_time_s", QT_TR_NOOP("device step time")},
+        {"wall_step_time_s", QT_TR_NOOP("wall step time")},
+    };
+    for (const auto& [key, text] : words)
+        if (metric == key)
+            return QObject::tr(text);
+    return QString::fromStdString(metric);
+}
+
 QString localTime(const QString& utc)
 {
     const QDateTime when = QDateTime::fromString(utc, Qt::ISODateWithMs);
@@ -388,9 +407,10 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         }
         // The chart shows the summary metrics (the CLI table's columns; the per-kind byte
         // counts stay in the table: twelve bars no longer leave room for their labels).
-        if (!charted(m.metric))
+        // A metric not compared (the emulation's wall time on shared cores) has no error bar.
+        if (!charted(m.metric) || !m.compared)
             continue;
-        errors.categories << q(m.metric);
+        errors.categories << metricWords(m.metric);
         // Bars show the size of the error; the table keeps its sign.
         set.values << (std::isfinite(m.rel_error) ? std::fabs(100 * m.rel_error) : 0.0);
     }
@@ -594,7 +614,7 @@ bool ValidatePage::openRun(int id)
     BarSet set{tr("run %1").arg(id), {}, 0};
     for (const std::string& metric : validationTableMetrics())
         if (const auto e = run.medianAbsError(metric)) {
-            errors.categories << q(metric);
+            errors.categories << metricWords(metric);
             set.values << 100 * *e;
         }
     errors.sets = {set};
@@ -701,7 +721,7 @@ bool ValidatePage::compareRuns(int idA, int idB)
             }
         if (ea.empty())
             continue;
-        errors.categories << q(metric);
+        errors.categories << metricWords(metric);
         setA.values << 100 * medianOf(ea);
         setB.values << 100 * medianOf(eb);
     }

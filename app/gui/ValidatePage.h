@@ -51,6 +51,7 @@ public:
     QPushButton* cancelButton() const { return cancel_; }
     QTableWidget* metricsTable() const { return metrics_; }
     QTableWidget* historyTable() const { return history_; }
+    QChartView* errorChart() const { return errorChart_; }
     QComboBox* costModelBox() const { return costModel_; }
     QPushButton* calibrateButton() const { return calibrate_; }
     QList<QWidget*> charts() const;
