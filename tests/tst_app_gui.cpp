@@ -46,6 +46,7 @@
 #include <QJsonDocument>
 #include <QFile>
 #include <QListWidget>
+#include <QGraphicsTextItem>
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
@@ -442,12 +443,47 @@ private slots:
         chips->sortByColumn(0, Qt::AscendingOrder);
     }
 
+    static QGraphicsTextItem* emptyState(QChart* chart)
+    {
+        for (QGraphicsItem* item : chart->childItems())
+            if (auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+                text && text->objectName() == QLatin1String("shardscope_empty_state"))
+                return text;
+        return nullptr;
+    }
+
+    // A chart with nothing to draw says what would fill it, with no axes or legend to read.
+    void emptyChartsSayWhatWouldFillThem()
+    {
+        const QString hint = QStringLiteral("Run a validation to see its loss here.");
+        std::unique_ptr<QChartView> xy(makeXYChart({QStringLiteral("Training loss"), QStringLiteral("step"),
+                                                    QStringLiteral("loss"), false, 10, {}, hint},
+                                                   nullptr));
+        std::unique_ptr<QChartView> bars(makeStackedBarChart(
+            {QStringLiteral("Prediction error"), QStringLiteral("%"), {}, {}, true, 0, {}, {}}, nullptr));
+        for (QChartView* view : {xy.get(), bars.get()}) {
+            view->resize(500, 300);
+            QVERIFY(view->chart()->axes().isEmpty());
+            QVERIFY(!view->chart()->legend()->isVisible());
+            QGraphicsTextItem* text = emptyState(view->chart());
+            QVERIFY(text);
+            QVERIFY(!text->toPlainText().isEmpty());
+        }
+        QCOMPARE(emptyState(xy->chart())->toPlainText(), hint);
+        // With data, the ordinary chart: axes, no sentence.
+        XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss"), false, 10, {}, hint};
+        d.series.push_back({QStringLiteral("loss"), {{1, 4.0, {}}, {2, 3.5, {}}}, true, false, -1});
+        setXYChart(xy.get(), d);
+        QCOMPARE(xy->chart()->axes().size(), 2);
+        QVERIFY(!emptyState(xy->chart()));
+    }
+
     // Value axes tick at round numbers (1, 2 or 5 x 10^n apart) that cover the data,
     // e.g. a ten-step loss curve at 0, 2, ..., 12, not at 0.55, 3.02, ...
     void xyChartAxesTickAtRoundNumbers()
     {
         XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss (nats/token)"),
-                      false, 10, {}};
+                      false, 10, {}, {}};
         XYSeriesData loss{QStringLiteral("loss"), {}, true, false, -1};
         for (int step = 1; step <= 10; ++step)
             loss.points.push_back({double(step), 5.2 - 0.09 * step, QString()});
@@ -474,7 +510,7 @@ private slots:
     void chartsShowValuesAndZoom()
     {
         XYChartData d{QStringLiteral("Training loss"), QStringLiteral("step"), QStringLiteral("loss (nats/token)"),
-                      false, 10, {}};
+                      false, 10, {}, {}};
         XYSeriesData a{QStringLiteral("run 1"), {}, true, false, 0}, b{QStringLiteral("run 2"), {}, true, false, 1};
         for (int step = 1; step <= 20; ++step) {
             a.points.push_back({double(step), 5 - 0.1 * step, QStringLiteral("run 1, step %1").arg(step)});
@@ -545,7 +581,7 @@ private slots:
                  QStringLiteral("run 1, flops: 2.5%"));
         QVERIFY(!barToolTip(QStringLiteral("tokens"), QString(), 3e11, QStringLiteral("tokens")).contains(QLatin1String("e+")));
         StackedBarsData bars{QStringLiteral("Step time"), QStringLiteral("time per step (s)"), {QStringLiteral("1F1B")},
-                             {{QStringLiteral("compute"), {1.25}, 0}, {QStringLiteral("bubble"), {0.5}, 1}}, true, 0, {}};
+                             {{QStringLiteral("compute"), {1.25}, 0}, {QStringLiteral("bubble"), {0.5}, 1}}, true, 0, {}, {}};
         std::unique_ptr<QChartView> barView(makeStackedBarChart(bars, nullptr));
         barView->resize(640, 300);
         barView->show();

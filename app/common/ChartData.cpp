@@ -19,7 +19,8 @@ QString layoutText(const Layout& l) { return QString::fromStdString(toString(l))
 XYChartData paretoChartData(const SearchResult& result, const Layout* selected)
 {
     XYChartData memory{QObject::tr("Pareto front: step time vs memory per device"), QObject::tr("step time (s, log scale)"),
-                       QObject::tr("memory (GiB)"), true, 10, {}};
+                       QObject::tr("memory (GiB)"), true, 10, {},
+                       QObject::tr("No layout fits: the Plans page (Show infeasible) says why each one fails.")};
     XYSeriesData front{QObject::tr("Pareto front"), {}, true, false, -1};
     XYSeriesData top{QObject::tr("top plans"), {}, false, false, -1};
     XYSeriesData chosen{QObject::tr("selected plan"), {}, false, true, -1};
@@ -41,7 +42,8 @@ XYChartData paretoChartData(const SearchResult& result, const Layout* selected)
 XYChartData scalingChartData(const SweepResult& sweep)
 {
     XYChartData d{QObject::tr("Scaling over node counts (best plan at each size)"), QObject::tr("nodes"),
-                  QObject::tr("tokens/s per device"), true, 2, {}};
+                  QObject::tr("tokens/s per device"), true, 2, {},
+                  QObject::tr("No node count has a plan: Explore says why for each.")};
     XYSeriesData perDevice{QObject::tr("tokens/s per device"), {}, true, false, -1};
     XYSeriesData ideal{QObject::tr("perfect scaling"), {}, true, false, -1};
     double reference = 0;
@@ -84,7 +86,8 @@ QString noPlanReason(const SweepPoint& point)
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
 {
     XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
-                     QObject::tr("time to train (days)"), QObject::tr("cost ($ million)"), false, 10, {}};
+                     QObject::tr("time to train (days)"), QObject::tr("cost ($ million)"), false, 10, {},
+                     QObject::tr("No plan with a published price: Explore names the node types without one.")};
     // The sweep's node type over its node counts as a line, and each compared node type as its own
     // point series: the legend names every point (Qt Charts cannot label single points).
     const QString swept = sweep.points.empty() ? QString()

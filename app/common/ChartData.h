@@ -31,6 +31,7 @@ struct StackedBarsData {
     bool horizontal = false;
     double limit = 0;        // 0: none
     QString limit_name;
+    QString empty_text;      // shown instead of bare axes when there is nothing to draw
 };
 
 struct XYPoint {
@@ -54,6 +55,7 @@ struct XYChartData {
     bool log_x = false;
     double log_base = 10;
     QVector<XYSeriesData> series;
+    QString empty_text;      // shown instead of bare axes when there is nothing to draw
 };
 
 // Pareto front of step time vs memory of a search, its top plans and the selected one.

@@ -134,8 +134,9 @@ ValidatePage::ValidatePage(Store& store, QWidget* parent) : QWidget(parent), sto
     status_->setWordWrap(true);
     status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     progress_->setRange(0, 1000);
-    lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}}, this);
-    errorChart_ = makeStackedBarChart({tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}}, this);
+    lossChart_ = makeXYChart({tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}, {}}, this);
+    errorChart_ = makeStackedBarChart(
+        {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}, {}}, this);
     metrics_ = table(liveColumns(), this);
     history_ = table({tr("run"), tr("when"), tr("version"), tr("cases"), tr("device step time |error|"), tr("name")}, this);
     history_->setWordWrap(false);
@@ -297,7 +298,7 @@ void ValidatePage::addLoss(int step, double loss)
     XYSeriesData series{tr("loss"), {}, true, false, 0};
     for (const QPointF& p : losses_)
         series.points.push_back({p.x(), p.y(), QStringLiteral("step %1: %2").arg(p.x()).arg(p.y(), 0, 'f', 4)});
-    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {series}});
+    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {series}, {}});
 }
 
 void ValidatePage::start()
@@ -386,7 +387,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         emit finished(false);
         return;
     }
-    StackedBarsData errors{tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}};
+    StackedBarsData errors{tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}, {}};
     BarSet set{tr("error"), {}, 0};
     for (const MetricComparison& m : result.metrics) {
         const int row = metrics_->rowCount();
@@ -451,8 +452,12 @@ void ValidatePage::clearResults()
     metrics_->setRowCount(0);
     setMetricColumns(liveColumns());
     losses_.clear();
-    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {}});
-    setStackedBarChart(errorChart_, {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true, 0, {}});
+    setXYChart(lossChart_, {tr("Training loss (engine run)"), tr("step"), tr("loss (nats/token)"), false, 10, {},
+                            tr("Validate the selected plan: its scaled-down model trains on the emulated cluster "
+                               "and its loss appears here, step by step.")});
+    setStackedBarChart(errorChart_, {tr("Prediction error by metric"), tr("predicted / measured - 1 (%)"), {}, {}, true,
+                                     0, {}, tr("The planner's predictions against the engine's measurements appear "
+                                               "here once a validation run ends. A past run opens from the history.")});
 }
 
 void ValidatePage::report(const QString& text, bool error, const QString& bar)
@@ -610,7 +615,7 @@ bool ValidatePage::openRun(int id)
 
     StackedBarsData errors{several ? tr("Prediction error by metric (median of %n cases)", nullptr, int(run.cases.size()))
                                    : tr("Prediction error by metric"),
-                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}};
+                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}, {}};
     BarSet set{tr("run %1").arg(id), {}, 0};
     for (const std::string& metric : validationTableMetrics())
         if (const auto e = run.medianAbsError(metric)) {
@@ -620,7 +625,7 @@ bool ValidatePage::openRun(int id)
     errors.sets = {set};
     setStackedBarChart(errorChart_, errors);
 
-    XYChartData loss{tr("Training loss (run %1)").arg(id), tr("step"), tr("loss (nats/token)"), false, 10, {}};
+    XYChartData loss{tr("Training loss (run %1)").arg(id), tr("step"), tr("loss (nats/token)"), false, 10, {}, {}};
     int color = 0;
     for (const StoredCase& c : run.cases)
         if (!c.losses.isEmpty())
@@ -710,7 +715,7 @@ bool ValidatePage::compareRuns(int idA, int idB)
     const int shared = int(sharedCases.size());
     StackedBarsData errors{several ? tr("Prediction error by metric (median of %n shared cases)", nullptr, shared)
                                    : tr("Prediction error by metric"),
-                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}};
+                           tr("|predicted / measured - 1| (%)"), {}, {}, true, 0, {}, {}};
     BarSet setA{ra, {}, 0}, setB{rb, {}, 1};
     for (const std::string& metric : validationTableMetrics()) {
         std::vector<double> ea, eb;
@@ -728,7 +733,7 @@ bool ValidatePage::compareRuns(int idA, int idB)
     errors.sets = {setA, setB};
     setGroupedBarChart(errorChart_, errors);
 
-    XYChartData loss{tr("Training loss (%1 and %2)").arg(ra, rb), tr("step"), tr("loss (nats/token)"), false, 10, {}};
+    XYChartData loss{tr("Training loss (%1 and %2)").arg(ra, rb), tr("step"), tr("loss (nats/token)"), false, 10, {}, {}};
     int color = 0;
     for (const StoredRun* run : {&*a, &*b}) {
         if (run->cases.size() == 1 && !run->cases.front().losses.isEmpty())

@@ -4,6 +4,9 @@
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
+#include <QGraphicsTextItem>
+#include <QTextDocument>
+#include <QTextOption>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -66,6 +69,27 @@ void replaceChart(QChartView* view, QChart* chart)
         delete old;
 }
 
+// An empty chart says what would fill it (a sentence in the plot area) instead of drawing
+// bare 0..1 axes; no legend, no axes.
+void showEmptyState(QChart* chart, const QString& text)
+{
+    chart->legend()->hide();
+    auto* item = new QGraphicsTextItem(chart);
+    item->setPlainText(text.isEmpty() ? QObject::tr("Nothing to show yet.") : text);
+    item->setDefaultTextColor(chart->titleBrush().color());
+    item->setObjectName(QStringLiteral("shardscope_empty_state"));
+    auto place = [chart, item](const QRectF& area) {
+        item->setTextWidth(std::max(80.0, area.width() * 0.8));
+        const QRectF r = item->boundingRect();
+        item->setPos(area.center() - QPointF(r.width() / 2, r.height() / 2));
+    };
+    QObject::connect(chart, &QChart::plotAreaChanged, item, place);
+    place(chart->plotArea());
+    QTextOption centred = item->document()->defaultTextOption();
+    centred.setAlignment(Qt::AlignCenter);
+    item->document()->setDefaultTextOption(centred);
+}
+
 QString exportNameOf(const QString& title)
 {
     QString name = title.toLower();
@@ -80,6 +104,11 @@ namespace {
 void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
 {
     QChart* chart = newChart(d.title);
+    if (d.categories.isEmpty() || d.sets.isEmpty()) {
+        showEmptyState(chart, d.empty_text);
+        replaceChart(view, chart);
+        return;
+    }
     if (!d.horizontal)
         chart->legend()->setAlignment(Qt::AlignRight);  // room for the category names beside one tall bar
     QAbstractBarSeries* series = nullptr;
@@ -165,6 +194,12 @@ QChartView* makeStackedBarChart(const StackedBarsData& data, QWidget* parent)
 void setXYChart(QChartView* view, const XYChartData& d)
 {
     QChart* chart = newChart(d.title);
+    const bool empty = std::all_of(d.series.begin(), d.series.end(), [](const XYSeriesData& s) { return s.points.isEmpty(); });
+    if (empty) {
+        showEmptyState(chart, d.empty_text);
+        replaceChart(view, chart);
+        return;
+    }
     double minX = 1e300, maxX = -1e300, minY = 1e300, maxY = -1e300;
     for (const XYSeriesData& s : d.series)
         for (const XYPoint& p : s.points) {
