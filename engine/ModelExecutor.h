@@ -257,6 +257,27 @@ private:
         T *msg[2], *dkvOwn, *part, *lse, *stepLse, *delta;
     } ring_{};
 
+    // Encoder-decoder (T5, ModelConfig.h; one stage, no cp): local layers [0, Lenc_) are the
+    // encoder's, [Lenc_, Ls_) the decoder's. The encoder output E lives in the Slot; under SP it is
+    // gathered once per forward and once per backward (encFull), and its gradient, the decoder
+    // layers' K/V input gradients (partial sums over tp), is summed over the layers (dencFull)
+    // and reduced over tp once per micro-batch. The relative bias tables, the encoder's final norm
+    // and the decoder's embedding (the tied wte) live in the root unit.
+    bool encDec_ = false;
+    int Lenc_ = 0;
+    std::int64_t encRelAt_ = -1, decRelAt_ = -1, encLnfAt_ = -1;  // places inside the root unit
+    std::vector<int> encBuckets_, decBuckets_;  // (T, T): bidirectional, causal
+    AttentionShape t5Shape(bool causal) const;
+    ScoreBias<T> relativeBias(bool decoder, const T* root) const;
+    const T* encoderOutput(const Slot& s) const;
+    void t5LayerForward(int k, Slot& s);
+    void t5LayerBackward(int k, Slot& s);
+    void t5SelfAttention(int k, const Acts& a);
+    void t5CrossAttention(const Acts& a);
+    void encoderToDecoder(Slot& s, const int* targets);
+    void decoderBackwardBegin(Slot& s);
+    void decoderToEncoder(Slot& s);
+
     DeviceBuffer weights_, grads_, optimizer_, workspace_;
     std::vector<DeviceBuffer> heldWeights_, heldGrads_;
     std::vector<int> weightUsers_, gradUsers_;
