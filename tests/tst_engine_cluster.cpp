@@ -72,6 +72,22 @@ ModelConfig llamaModel()
     return c;
 }
 
+// T5's blocks at the test size: 2 encoder + 2 decoder layers, 8 relative buckets per head and stack.
+ModelConfig t5Model()
+{
+    ModelConfig c{2, 32, 4, 32, 8};
+    c.encoder_decoder = true;
+    c.decoder_layers = 2;
+    c.relative_buckets = 8;
+    c.relative_max_distance = 16;
+    c.positions = PositionKind::Relative;
+    c.mlp = MlpKind::Relu;
+    c.norm = NormKind::RmsNorm;
+    c.norm_eps = 1e-6;
+    c.bias = false;
+    return c;
+}
+
 Layout parse(const QString& text)
 {
     FieldErrors errors;
@@ -230,6 +246,40 @@ private slots:
         QVERIFY2(worst <= 1e-5, qPrintable(QString("parameter %1 differs by %2").arg(at).arg(worst)));
         qInfo("worst loss difference %.2e relative, worst parameter difference %.2e", worstLoss, worst);
         // The model learned (the loss moved), so the comparison is not of two untouched models.
+        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+    }
+
+    // T5 (encoder-decoder, relative bias, cross-attention) on every layout family it runs on: the
+    // same equality with its single-device run.
+    void t5LayoutReproducesOneDevice_data()
+    {
+        QTest::addColumn<QString>("layout");
+        for (const char* row : {"dp=4", "dp=4,zero=1", "dp=4,zero=2", "dp=4,zero=3", "dp=4,zero=3,zero_group=2",
+                                "tp=2", "tp=4", "tp=2,sp=on", "tp=4,sp=on", "dp=2,tp=2,zero=3",
+                                "dp=2,recompute=full", "tp=2,sp=on,recompute=full", "tp=2,sp=on,recompute=selective",
+                                "dp=2,tp=2,zero=2,recompute=selective"})
+            QTest::newRow(row) << QString(row);
+    }
+    void t5LayoutReproducesOneDevice()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model = t5Model();
+        r.layout = parse(layout);
+        const Measurement ref = single(r);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(m.steps.size(), ref.steps.size());
+        for (size_t k = 0; k < ref.steps.size(); ++k) {
+            const double a = ref.steps[k].loss, b = m.steps[k].loss;
+            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
+                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
+        }
+        QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
+        double worst = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
+            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
