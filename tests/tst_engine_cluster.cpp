@@ -72,7 +72,11 @@ ModelConfig llamaModel()
     return c;
 }
 
-// T5's blocks at the test size: 2 encoder + 2 decoder layers, 8 relative buckets per head and stack.
+// T5's blocks at the test size: 2 encoder + 2 decoder layers, 8 relative buckets per head and stack,
+// the tied head with its d_model^-0.5. The MLP is T5 v1.1's gated GeLU: with v1.0's ReLU a unit whose
+// pre-activation sits at 0 flips with the layout's fp32 summation order, and Adam turns that one
+// flipped gradient term into a parameter difference of ~1.5e-5 after 10 steps (d0.fcw at tp=4), over
+// this test's 1e-5; ReLU's gradients are checked exactly in double in tst_engine_model.
 ModelConfig t5Model()
 {
     ModelConfig c{2, 32, 4, 32, 8};
@@ -81,7 +85,7 @@ ModelConfig t5Model()
     c.relative_buckets = 8;
     c.relative_max_distance = 16;
     c.positions = PositionKind::Relative;
-    c.mlp = MlpKind::Relu;
+    c.mlp = MlpKind::GeGlu;
     c.norm = NormKind::RmsNorm;
     c.norm_eps = 1e-6;
     c.bias = false;
@@ -277,9 +281,21 @@ private slots:
         }
         QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
         double worst = 0;
-        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
-            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
-        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
+        size_t at = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
+            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
+            if (d > worst) {
+                worst = d;
+                at = i;
+            }
+        }
+        std::string tensor;
+        for (const ParameterTensor& t : parameterTable(r.model))
+            if (std::int64_t(at) >= t.offset && std::int64_t(at) < t.offset + t.count)
+                tensor = t.name + " [" + std::to_string(std::int64_t(at) - t.offset) + "]";
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1 at %2 (%3: %4 vs %5)")
+                                               .arg(worst).arg(at).arg(tensor.c_str())
+                                               .arg(m.final_parameters[at]).arg(ref.final_parameters[at])));
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
@@ -685,9 +701,21 @@ private slots:
                      qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
         }
         double worst = 0;
-        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
-            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
-        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
+        size_t at = 0;
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
+            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
+            if (d > worst) {
+                worst = d;
+                at = i;
+            }
+        }
+        std::string tensor;
+        for (const ParameterTensor& t : parameterTable(r.model))
+            if (std::int64_t(at) >= t.offset && std::int64_t(at) < t.offset + t.count)
+                tensor = t.name + " [" + std::to_string(std::int64_t(at) - t.offset) + "]";
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1 at %2 (%3: %4 vs %5)")
+                                               .arg(worst).arg(at).arg(tensor.c_str())
+                                               .arg(m.final_parameters[at]).arg(ref.final_parameters[at])));
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
