@@ -81,8 +81,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
         add("v", "pp x v = " + s(std::int64_t(l.pp) * l.virtual_stages) + " model chunks do not divide the " +
                      s(c.layers) + " layers");
-    // T5 (ModelConfig.h) runs on one stage and without cp: refused by name, and the planner's search
-    // does not propose them for encoder-decoder models (planner/SearchSpace.cpp).
+    // T5 (ModelConfig.h) runs on one stage and without cp, as Megatron-LM trains it: refused by name
+    // here, and core's layout rules (core/Layout.cpp validate) refuse them for encoder-decoder models,
+    // so the planner's search does not propose them.
     if (c.encoder_decoder && l.pp > 1)
         add("pp", "an encoder-decoder (T5) is executed on one pipeline stage: the encoder output that every "
                   "decoder stage's cross-attention reads would travel with the decoder stages' activations "

@@ -701,21 +701,9 @@ private slots:
                      qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
         }
         double worst = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
-            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
-            if (d > worst) {
-                worst = d;
-                at = i;
-            }
-        }
-        std::string tensor;
-        for (const ParameterTensor& t : parameterTable(r.model))
-            if (std::int64_t(at) >= t.offset && std::int64_t(at) < t.offset + t.count)
-                tensor = t.name + " [" + std::to_string(std::int64_t(at) - t.offset) + "]";
-        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1 at %2 (%3: %4 vs %5)")
-                                               .arg(worst).arg(at).arg(tensor.c_str())
-                                               .arg(m.final_parameters[at]).arg(ref.final_parameters[at])));
+        for (size_t i = 0; i < ref.final_parameters.size(); ++i)
+            worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
+        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
