@@ -331,9 +331,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                               : allReduceTime(tpGroup, message, linkFor(D.t, 1));
         const double layerCollectives = 2 * nEnc + 3 * nDec;
         // T5 adds two per micro-batch: the decoder's vocab-parallel embedding, and the encoder
-        // output's (gathered once under SP; its gradient, the decoder layers' [k v] input gradients
-        // summed over the layers, reduced once: Megatron-LM's pretrain_t5.py accumulates it
-        // likewise across the decoder's skip connections).
+        // output's: gathered once under SP; its gradient, a partial sum over tp from each decoder
+        // layer's column-parallel [k v] product, summed over the layers (as Megatron-LM accumulates
+        // the encoder_hidden_state gradient across the decoder's skip connections, examples/t5/
+        // pretrain_t5.py @ d98e8a6) and reduced over tp once, the engine's order; Megatron-LM's
+        // column-parallel linear reduces it per layer: the same sum for more bytes.
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0) + (decoderBegins ? 1 : 0) + (encoderEnds ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = (passes * layerCollectives + ends) * ar;

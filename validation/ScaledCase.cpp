@@ -63,7 +63,7 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
         c.encoder_decoder = true;
         c.decoder_layers = c.layers;
         c.relative_buckets = m.relative_buckets;
-        c.norm_eps = 1e-6;  // T5's layer_norm_epsilon
+        c.norm_eps = 1e-6;  // T5's layer_norm_epsilon (HF T5Config's default; ModelSpec has no eps)
     }
     return c;
 }
