@@ -12,6 +12,9 @@
 //   fcprojw (Ft, C)                the matching input rows (row split); its bias is whole
 //   wte (C, V/tp), lm_head         vocabulary rows [r V/tp, ...) (vocab-parallel embedding,
 //                                  LM head and cross-entropy: max and sum-exp all-reduced)
+//   T5: crossqw, crosskvw          columns of this rank's q heads, and kv heads of k and of v
+//       crossprojw                 the matching input rows (row split)
+//       enc.relb, dec.relb         this rank's heads' rows of each (heads, buckets) bias table
 //   norms, wpe, biases of row-split products: replicated.
 // A row-split product yields a partial sum (C, N): all-reduce over tp (g), or with
 // sequence parallelism (Korthikanti et al. 2022) reduce-scatter into a token shard
