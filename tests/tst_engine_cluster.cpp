@@ -299,6 +299,27 @@ private slots:
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
     }
 
+    // T5 in bf16 mixed on dp x tp with SP and ZeRO-1: reproduces itself bit for bit, stores bf16
+    // weights, and tracks the single device's bf16 run.
+    void t5Bf16ClusterRunsReproduceThemselves()
+    {
+        TrainRequest r = baseRequest(4);
+        r.model = t5Model();
+        r.precision = PrecisionMode::BF16Mixed;
+        r.layout = parse("dp=2,tp=2,zero=1,sp=on");
+        const Measurement a = cluster(r);
+        QVERIFY2(!a.error, a.error ? a.error->message.c_str() : "");
+        const Measurement b = cluster(r);
+        QCOMPARE(a.losses(), b.losses());
+        QVERIFY(a.final_parameters == b.final_parameters);
+        for (float w : a.final_parameters)
+            QCOMPARE(w, roundToBf16NearestEven(w));
+        const Measurement one = single(r);
+        for (size_t k = 0; k < a.steps.size(); ++k)
+            QVERIFY2(std::fabs(a.steps[k].loss - one.steps[k].loss) < 1e-2 * one.steps[k].loss,
+                     qPrintable(QString("step %1: %2 vs one device %3").arg(k + 1).arg(a.steps[k].loss).arg(one.steps[k].loss)));
+    }
+
     void zeroStagesShardModelStates_data()
     {
         // Per device, fp32 (4 bytes) weights and gradients, AdamW m and v (8 bytes), for P
