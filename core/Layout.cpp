@@ -194,6 +194,17 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)
         add("sp", "sequence parallelism needs tp x cp = " + s(l.cp * l.tp) + " to divide the sequence length " +
                       s(t.seq_len));
+    // Encoder-decoder (T5): Megatron-LM trains it on one pipeline stage and without context
+    // parallelism (examples/t5/pretrain_t5.py @ d98e8a6: model_provider raises "Pipeline parallelism
+    // is not supported for T5.", and its get_batch does not split the batch over cp ranks as
+    // pretrain_gpt.py's get_batch_on_this_cp_rank does); the engine likewise. So the search does not
+    // propose them and a plan asking for them is refused by name.
+    if (m.family == ModelFamily::EncoderDecoder && l.pp > 1)
+        add("pp", "an encoder-decoder model (T5) is trained on one pipeline stage (Megatron-LM refuses pipeline "
+                  "parallelism for T5): pp must be 1, not " + s(l.pp));
+    if (m.family == ModelFamily::EncoderDecoder && l.cp > 1)
+        add("cp", "an encoder-decoder model (T5) has no context parallelism (Megatron-LM does not split its "
+                  "batches over cp ranks): cp must be 1, not " + s(l.cp));
     const std::int64_t perStep = std::int64_t(l.dp) * l.micro_batch;
     if (t.global_batch % perStep != 0)
         add("mb", "dp x mb = " + s(perStep) + " does not divide the global batch " + s(t.global_batch));

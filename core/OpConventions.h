@@ -51,6 +51,9 @@ inline constexpr ElementFlops kEmbedding{1, 2};
 // Rotary positions: per rotated element a multiply-add pair with its partner (3), the same
 // rotation backward (3).
 inline constexpr ElementFlops kRope{3, 3};
+// A tensor scaled by a constant (T5's d_model^-0.5 before its tied head, forward and on the
+// gradient): 1 per element.
+inline constexpr double kScale = 1;
 // AdamW per parameter: moments, bias correction, update, decay (12); the global norm's square (2).
 inline constexpr double kAdamW = 12;
 inline constexpr double kSquaredNorm = 2;

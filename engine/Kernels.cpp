@@ -2,6 +2,7 @@
 #include "Kernels.h"
 
 #include "OpConventions.h"
+#include "RelativePosition.h"
 
 namespace shardscope::engine {
 
@@ -478,6 +479,76 @@ void Kernels<T>::chargeAdamW(std::int64_t count, bool master)
     // Per parameter: read weight, gradient, m, v (+ master), write weight, m, v (+ master).
     const double p = double(count), ms = master ? 4 : 0;
     dev_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)}, compute_);
+}
+
+// ---------------------------------------------------------------- attention on separate operands (T5)
+
+template <class T>
+void Kernels<T>::attentionProbs(T* att, const AttentionOperands<T>& x, const AttentionShape& s,
+                                const ScoreBias<T>& bias)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    attention_probs_forward<T>(pool(), mat(att, s.Tk, s.probColumns()), rowBlock(x.q, x.qRows, 0, r.qd, N),
+                               rowBlock(x.kv, x.kvRows, 0, r.kvd, Nk), s, bias);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    const double table = bias.table ? double(s.NH) * bias.count * e_ : 0;
+    dev_.charge(KernelKind::Attention,
+                {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_ + table, probs * e_},
+                compute_);
+    round(att, s.Tk * std::int64_t(s.probColumns()));
+}
+
+template <class T>
+void Kernels<T>::attentionValues(T* out, const T* att, const AttentionOperands<T>& x, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
+                                rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+                                        double(r.qd) * n * e_}, compute_);
+    round(out, r.qd * N);
+}
+
+template <class T>
+void Kernels<T>::attentionBackward(T* dq, std::int64_t dqRows, T* dkv, std::int64_t dkvRows, T* datt, const T* dout,
+                                   const T* att, const AttentionOperands<T>& x, const AttentionShape& s)
+{
+    const QkvRows r = qkvRows(s);
+    const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
+    attention_backward<T>(pool(), rowBlock(dq, dqRows, 0, r.qd, N), rowBlock(dkv, dkvRows, 0, r.kvd, Nk),
+                          rowBlock(dkv, dkvRows, r.kvd, r.kvd, Nk), mat(datt, s.Tk, s.probColumns()),
+                          cmat(dout, r.qd, N), cmat(att, s.Tk, s.probColumns()), rowBlock(x.q, x.qRows, 0, r.qd, N),
+                          rowBlock(x.kv, x.kvRows, 0, r.kvd, Nk), rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
+    // As the fused call: four products over the square.
+    const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
+    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+                                        qkvBytes + probs * e_}, compute_);
+    for (std::int64_t c = 0; c < N; ++c)
+        round(dq + c * dqRows, r.qd);
+    for (std::int64_t c = 0; c < Nk; ++c)
+        round(dkv + c * dkvRows, 2 * r.kvd);
+}
+
+template <class T>
+void Kernels<T>::relativeBiasBackward(T* dtable, const T* datt, const ScoreBias<T>& bias, const AttentionShape& s)
+{
+    relative_bias_backward<T>(pool(), dtable, cmat(datt, s.Tk, s.probColumns()), bias, s);
+    const double table = double(s.NH) * bias.count * e_;
+    dev_.charge(KernelKind::Attention, {0, table, table}, compute_);  // accumulated: rounded with the gradients
+}
+
+template <class T>
+void Kernels<T>::scale(T* x, std::int64_t count, double factor)
+{
+    const T f = T(factor);
+    for (std::int64_t i = 0; i < count; ++i)
+        x[i] *= f;
+    dev_.charge(KernelKind::Elementwise, {ops::kScale * double(count), double(count) * e_, double(count) * e_}, compute_);
+    round(x, count);
 }
 
 template class Kernels<float>;

@@ -24,6 +24,18 @@
 
 namespace shardscope::engine {
 
+// Attention operands in separate buffers: q the rows [0, qd) of a (qRows, B*Tq) buffer, k and v
+// the rows [0, kvd) and [kvd, 2 kvd) of a (kvRows, B*Tk) buffer. A fused self-attention qkv is
+// {qkv, qd + 2 kvd, qkv + qd, qd + 2 kvd}; T5's cross-attention {q, qd, kv, 2 kvd} (the decoder's
+// queries, the encoder output's keys and values).
+template <class T>
+struct AttentionOperands {
+    const T* q;
+    std::int64_t qRows;
+    const T* kv;
+    std::int64_t kvRows;
+};
+
 template <class T>
 class Kernels {
 public:
@@ -87,6 +99,21 @@ public:
     // dq: the q rows of dqkv (qd + 2 kvd, B*Tq) +=; dkv (2 kvd, B*Tk) [dk | dv] +=; datt scratch (Tk, B*NH*Tq).
     void ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, const T* att, std::int64_t attRows,
                                std::int64_t row0, const T* delta, const T* qkv, const T* kv, const AttentionShape& s);
+
+    // Attention on separate operands (AttentionOperands), with T5's relative bias when given and
+    // the shape's score scale: the same products and costs as the fused-qkv calls above. The bias
+    // add and, in relativeBiasBackward, the table's gradient run inside the fused attention kernel
+    // (as the softmax does): bytes of the table only, their FLOPs counted with the products.
+    void attentionProbs(T* att, const AttentionOperands<T>& x, const AttentionShape& s, const ScoreBias<T>& bias);
+    void attentionValues(T* out, const T* att, const AttentionOperands<T>& x, const AttentionShape& s);
+    // dq (rows [0, qd) of dqRows), dkv ([dk | dv] rows [0, 2 kvd) of dkvRows) overwritten; datt scratch,
+    // left as attention_backward leaves it (what relativeBiasBackward reads).
+    void attentionBackward(T* dq, std::int64_t dqRows, T* dkv, std::int64_t dkvRows, T* datt, const T* dout,
+                           const T* att, const AttentionOperands<T>& x, const AttentionShape& s);
+    // dtable (NH, bias.count) += the scores' gradient summed per (head, bucket), from datt.
+    void relativeBiasBackward(T* dtable, const T* datt, const ScoreBias<T>& bias, const AttentionShape& s);
+    // x (count values) *= factor: T5's d_model^-0.5 before the tied head (and its gradient's).
+    void scale(T* x, std::int64_t count, double factor);
 
     // out (C, N) = red + bias + residual (bias may be null): the epilogue of a row-split
     // product after its tensor-parallel reduction.

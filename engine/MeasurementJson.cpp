@@ -22,7 +22,7 @@ QJsonObject toJson(const DeviceProfile& p)
 QJsonObject toJson(const Measurement& m)
 {
     const TrainRequest& r = m.request;
-    QJsonObject model{{"family", r.model.causal ? "decoder" : "encoder"},
+    QJsonObject model{{"family", r.model.encoder_decoder ? "encoder-decoder" : r.model.causal ? "decoder" : "encoder"},
                       {"layers", r.model.layers},
                       {"hidden", r.model.hidden},
                       {"heads", r.model.heads},

@@ -11,9 +11,15 @@ namespace shardscope::engine {
 std::string describe(const ModelConfig& c)
 {
     std::ostringstream s;
+    if (c.encoder_decoder)
+        s << "T5 style encoder-decoder (" << c.layers << " encoder + " << c.decoder_layers
+          << " decoder layers, cross-attention), ";
     s << (c.layerNorm() ? "LayerNorm" : "RMSNorm") << ", " << toString(c.mlp) << " MLP, ";
     if (c.learnedPositions())
         s << "learned positions";
+    else if (c.positions == PositionKind::Relative)
+        s << "relative position bias (" << c.relative_buckets << " buckets to distance " << c.relative_max_distance
+          << ", one table per stack, unscaled scores)";
     else
         s << "RoPE base " << c.rope_base;
     const int nkv = c.kvHeads();
@@ -24,7 +30,8 @@ std::string describe(const ModelConfig& c)
     else
         s << ", GQA " << c.heads << "/" << nkv;
     s << " x " << c.headDim() << ", " << (c.tied_embeddings ? "tied" : "untied") << " head, "
-      << (c.bias ? "biases" : "no biases") << (c.causal ? "" : ", bidirectional");
+      << (c.bias ? "biases" : "no biases") << (c.encoder_decoder ? "" : c.causal ? "" : ", bidirectional")
+      << (c.encoder_decoder && c.tied_embeddings ? ", decoder output scaled by hidden^-0.5 before the head" : "");
     return s.str();
 }
 
@@ -40,9 +47,19 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
     add("wte", C * V, true, TensorRole::TokenEmbedding, -1);
     if (cfg.learnedPositions())
         add("wpe", C * T, true, TensorRole::PositionEmbedding, -1);
-    for (int l = 0; l < cfg.layers; ++l) {
-        std::string h = "h";
-        h += std::to_string(l);
+    const std::int64_t relb = std::int64_t(cfg.heads) * cfg.relative_buckets;
+    if (cfg.encoder_decoder)
+        add("enc.relb", relb, true, TensorRole::RelativeBias, -1);
+    for (int l = 0; l < cfg.totalLayers(); ++l) {
+        const bool decoder = l >= cfg.layers;
+        if (decoder && l == cfg.layers) {  // the encoder's final norm, the decoder's bias table
+            add("enc.lnfw", C, false, TensorRole::EncoderNormWeight, -1);
+            if (cfg.layerNorm())
+                add("enc.lnfb", C, false, TensorRole::EncoderNormBias, -1);
+            add("dec.relb", relb, true, TensorRole::RelativeBias, -2);
+        }
+        std::string h = decoder ? "d" : "h";
+        h += std::to_string(decoder ? l - cfg.layers : l);
         h += '.';
         add(h + "ln1w", C, false, TensorRole::NormWeight, l);
         if (cfg.layerNorm())
@@ -53,6 +70,14 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         add(h + "attprojw", qd * C, true, TensorRole::AttnProjWeight, l);
         if (cfg.bias)
             add(h + "attprojb", C, false, TensorRole::AttnProjBias, l);
+        if (decoder) {
+            add(h + "lnxw", C, false, TensorRole::CrossNormWeight, l);
+            if (cfg.layerNorm())
+                add(h + "lnxb", C, false, TensorRole::CrossNormBias, l);
+            add(h + "crossqw", C * qd, true, TensorRole::CrossQWeight, l);
+            add(h + "crosskvw", C * 2 * kvd, true, TensorRole::CrossKvWeight, l);
+            add(h + "crossprojw", qd * C, true, TensorRole::CrossProjWeight, l);
+        }
         add(h + "ln2w", C, false, TensorRole::NormWeight, l);
         if (cfg.layerNorm())
             add(h + "ln2b", C, false, TensorRole::NormBias, l);
@@ -103,8 +128,24 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
     if (c.positions == PositionKind::Rotary && c.headDim() % 2 != 0)
         errors.push_back({prefix + "head_dim", "rotary positions need an even head size, not " +
                                                    std::to_string(c.headDim())});
-    if (c.positions == PositionKind::Relative)
-        errors.push_back({prefix + "positions", "relative position buckets (T5) are not executed by the engine yet"});
+    if (c.encoder_decoder) {
+        range("decoder_layers", c.decoder_layers, 1, 1024);
+        if (c.positions != PositionKind::Relative)
+            errors.push_back({prefix + "positions", std::string(toString(c.positions)) +
+                                                        " positions in an encoder-decoder are not executed by the engine "
+                                                        "(T5's relative position bias is)"});
+        else if (range("relative_buckets", c.relative_buckets, 4, 1 << 12))
+            range("relative_max_distance", c.relative_max_distance, c.relative_buckets / 2, 1 << 20);
+        if (c.bias)
+            errors.push_back({prefix + "bias", "biases on an encoder-decoder's linear layers are not executed by the "
+                                               "engine (T5 has none)"});
+    } else {
+        if (c.decoder_layers != 0)
+            errors.push_back({prefix + "decoder_layers", "only an encoder-decoder model has decoder layers"});
+        if (c.positions == PositionKind::Relative)
+            errors.push_back({prefix + "positions", "relative position buckets are executed in the encoder-decoder "
+                                                    "(T5) only"});
+    }
     if (c.positions == PositionKind::Rotary && !(c.rope_base > 1))
         errors.push_back({prefix + "rope_base", "must be greater than 1"});
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1))
@@ -150,9 +191,13 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         T* p = w + t.offset;
         switch (t.role) {
         case TensorRole::NormWeight:
+        case TensorRole::EncoderNormWeight:
+        case TensorRole::CrossNormWeight:
             std::fill(p, p + t.count, T(1));
             break;
         case TensorRole::NormBias:
+        case TensorRole::EncoderNormBias:
+        case TensorRole::CrossNormBias:
         case TensorRole::QkvBias:
         case TensorRole::AttnProjBias:
         case TensorRole::MlpInBias:
@@ -160,7 +205,8 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
             std::fill(p, p + t.count, T(0));
             break;
         default: {
-            const bool residual = t.role == TensorRole::AttnProjWeight || t.role == TensorRole::MlpOutWeight;
+            const bool residual = t.role == TensorRole::AttnProjWeight || t.role == TensorRole::MlpOutWeight ||
+                                  t.role == TensorRole::CrossProjWeight;
             const double sd = residual ? residualStd : init_std;
             for (std::int64_t i = 0; i < t.count; ++i)
                 p[i] = T(rng.normal() * sd);

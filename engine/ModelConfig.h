@@ -14,9 +14,24 @@
 //   mlp         GeLU or ReLU: (C, F) then (F, C); SwiGLU or GeGLU: (C, 2F) [gate | up]
 //               then (F, C)
 //   bias        on every linear layer, or none
-// Not yet executed (refused by name in validate): encoder-decoder (cross-attention),
-// BERT's token types, embedding norm and pooler, T5's relative position buckets,
-// mixture-of-experts MLPs.
+// Encoder-decoder (T5, Raffel et al. 2020; huggingface/transformers modeling_t5.py @ 6b8b757):
+//   encoder   the embedding of the inputs, `layers` pre-norm blocks with bidirectional
+//             self-attention, its final norm: the encoder output E (C, T)
+//   decoder   the embedding (the same wte) of the decoder inputs, `decoder_layers` blocks
+//               x = x + attn_proj(causal self-attention(norm1(x)))
+//               x = x + cross_proj(attention(q = cross_q(normx(x)), k, v = cross_kv(E)))
+//               x = x + mlp(norm2(x))
+//             its final norm, scaled by C^-0.5 before the tied head (T5ForConditionalGeneration)
+//   positions relative: one (heads x relative_buckets) bias table per stack (bidirectional
+//             buckets in the encoder, causal in the decoder, RelativePosition.h) added to every
+//             self-attention score of the stack; none in cross-attention; scores unscaled (T5
+//             folds 1/sqrt(hd) into its initialisation)
+//   data      encoder tokens = the inputs x[0:T]; labels = the targets x[1:T+1]; decoder inputs =
+//             the labels shifted right behind the start token 0 (T5's decoder_start_token_id, the
+//             pad id; HF's _shift_right): [0, x[1:T]]. The loss is the decoder's, over T labels.
+//   no biases on an encoder-decoder's linear layers (T5 has none; refused otherwise).
+// Not yet executed (refused by name in validate): BERT's token types, embedding norm and
+// pooler, mixture-of-experts MLPs.
 //
 // Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
 // qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.
@@ -50,6 +65,13 @@ struct ModelConfig {
     bool bias = true;
     bool tied_embeddings = true;
     bool causal = true;   // false: bidirectional self-attention (encoders)
+    // Encoder-decoder (T5): `layers` encoder layers, then decoder_layers with cross-attention;
+    // positions Relative with relative_buckets per head and stack, offsets beyond
+    // relative_max_distance sharing the last bucket (T5's relative_attention_max_distance, 128).
+    bool encoder_decoder = false;
+    int decoder_layers = 0;
+    int relative_buckets = 0;
+    int relative_max_distance = 128;
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
     int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
@@ -59,6 +81,7 @@ struct ModelConfig {
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     bool learnedPositions() const { return positions == PositionKind::Learned; }
     bool layerNorm() const { return norm == NormKind::LayerNorm; }
+    int totalLayers() const { return layers + (encoder_decoder ? decoder_layers : 0); }
     bool operator==(const ModelConfig&) const = default;
 };
 
@@ -88,6 +111,13 @@ enum class TensorRole {
     MlpInWeight, MlpInBias,      // (C, F) or (C, 2F) [gate | up]
     MlpOutWeight, MlpOutBias,    // (F, C), (C)
     LmHead,                      // untied (C, V)
+    // Encoder-decoder (T5):
+    RelativeBias,                // (NH, buckets), head-major: the encoder's (layer -1) and the decoder's (layer -2)
+    EncoderNormWeight, EncoderNormBias,  // the encoder's final norm
+    CrossNormWeight, CrossNormBias,      // a decoder layer's norm before cross-attention
+    CrossQWeight,                // (C, qd): the decoder's queries
+    CrossKvWeight,               // (C, 2 kvd): [k | v] of the encoder output
+    CrossProjWeight,             // (qd, C)
 };
 
 struct ParameterTensor {
@@ -103,6 +133,9 @@ struct ParameterTensor {
 // positions), per layer ln1w [ln1b] qkvw [qkvb] attprojw [attprojb] ln2w [ln2b]
 // fcw [fcb] fcprojw [fcprojb] (bracketed: LayerNorm biases, linear biases), then lnfw
 // [lnfb], then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
+// Encoder-decoder: wte, enc.relb, the encoder layers h0.. (layer l), enc.lnfw [enc.lnfb],
+// dec.relb, the decoder layers d0.. (layer layers + j) with lnxw [lnxb] crossqw crosskvw
+// crossprojw between attprojw and ln2w, then lnfw [lnfb] (the decoder's), lm_head when untied.
 std::vector<ParameterTensor> parameterTable(const ModelConfig& c);
 // GPT-2 initialisation of the whole flat buffer w (P values) from `seed`, in table
 // order: matrices N(0, init_std), the residual projections N(0, init_std / sqrt(2L)),

@@ -5,6 +5,7 @@
 #include "OpConventions.h"
 #include "Ops.h"
 #include "Random.h"
+#include "RelativePosition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -80,6 +81,16 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
         add("v", "pp x v = " + s(std::int64_t(l.pp) * l.virtual_stages) + " model chunks do not divide the " +
                      s(c.layers) + " layers");
+    // T5 (ModelConfig.h) runs on one stage and without cp, as Megatron-LM trains it: refused by name
+    // here, and core's layout rules (core/Layout.cpp validate) refuse them for encoder-decoder models,
+    // so the planner's search does not propose them.
+    if (c.encoder_decoder && l.pp > 1)
+        add("pp", "an encoder-decoder (T5) is executed on one pipeline stage: the encoder output that every "
+                  "decoder stage's cross-attention reads would travel with the decoder stages' activations "
+                  "(Megatron-LM's encoder-and-decoder schedule), which the engine does not do yet");
+    if (c.encoder_decoder && l.cp > 1)
+        add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
+                  "and cross-attention are not split over cp ranks");
     if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
         add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
                       " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");
@@ -93,12 +104,16 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
 template <class T>
 struct ModelExecutor<T>::Layer {
     T *n1w, *n1b, *qkvw, *qkvb, *aw, *ab, *n2w, *n2b, *fw, *fb, *pw, *pb;  // null where the model has none
+    T *nxw, *nxb, *cqw, *ckvw, *cpw;  // a T5 decoder layer's cross-attention (norm, q, [k | v], projection)
 };
 
 template <class T>
 struct ModelExecutor<T>::Acts {
     T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchg, *res3;  // ln1, res2, ln2, res3: (C, Ns)
     T *n1mean, *n1rstd, *n2mean, *n2rstd;                        // Ns each (means: LayerNorm only)
+    // A T5 decoder layer's cross-attention: its norm's output lnx and statistics, q (qdt, Nm),
+    // [k | v] of the encoder output (2 kvdt, Nm), probabilities, output (qdt, Nm), residual resx (C, Ns).
+    T *lnx, *cq, *ckv, *catt, *catty, *resx, *nxmean, *nxrstd;
 };
 
 // One (micro-batch, chunk) in flight: its saved activations and tokens.
@@ -110,12 +125,17 @@ struct ModelExecutor<T>::Slot {
     std::vector<Acts> layers;  // Lc
     T *lnf = nullptr, *lnfmean = nullptr, *lnfrstd = nullptr, *probs = nullptr, *losses = nullptr;
     std::vector<int> inputs, targets;  // Nm each, host
+    // T5: the encoder output (its final norm's, (C, Ns)) with statistics, the decoder's embedding
+    // (C, Ns) and its input tokens (Nm, host).
+    T *encOut = nullptr, *encmean = nullptr, *encrstd = nullptr, *decInput = nullptr;
+    std::vector<int> decInputs;
 };
 
 template <class T>
 struct ModelExecutor<T>::Work {
     T *gath, *partial, *dres, *dresFull, *dfch, *dfchg, *dqkv, *datty, *datt;
     T* stageOut;  // (C, Ns): a non-last stage's output, sent on and not needed by its backward
+    T *encFull = nullptr, *dencFull = nullptr;  // T5: the gathered encoder output (SP), its gradient (C, Nm)
 };
 
 // ---------------------------------------------------------------- construction
@@ -143,7 +163,9 @@ void ModelExecutor<T>::buildTables()
         t.decay = f.decay;
         t.tp_replicated = replicated;
         // Under SP the norms saw only this rank's tokens: their gradients are partial sums.
-        t.sp_partial = sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias);
+        t.sp_partial = sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias ||
+                               f.role == TensorRole::EncoderNormWeight || f.role == TensorRole::EncoderNormBias ||
+                               f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias);
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
         tensors_.push_back(std::move(t));
@@ -183,6 +205,18 @@ void ModelExecutor<T>::buildTables()
                 rootUnit_ = addUnit("root");
             wpeAt_ = units_.back().count;
             whole(*wpe);
+        }
+        if (encDec_) {  // T5: the bias tables (this rank's heads' rows) and the encoder's final norm
+            const std::int64_t rows = std::int64_t(NHt_) * cfg_.relative_buckets;
+            for (const int stack : {-1, -2}) {
+                const ParameterTensor& f = *find(TensorRole::RelativeBias, stack);
+                (stack == -1 ? encRelAt_ : decRelAt_) = units_.back().count;
+                addTensor(f, rows, tp_ == 1, {{f.offset + r * rows, 0, rows}});
+            }
+            encLnfAt_ = units_.back().count;
+            whole(*find(TensorRole::EncoderNormWeight, -1));
+            if (const ParameterTensor* b = find(TensorRole::EncoderNormBias, -1))
+                whole(*b);
         }
     }
     if (stage_ == stages_ - 1) {
@@ -227,6 +261,16 @@ void ModelExecutor<T>::buildTables()
                 addTensor(f, (qdt + 2 * kvdt) * rows, tp_ == 1, runs);
                 break;
             }
+            case TensorRole::CrossQWeight:  // T5: columns of this rank's query heads
+                runs.push_back({f.offset + r * qdt * C, 0, qdt * C});
+                addTensor(f, qdt * C, tp_ == 1, runs);
+                break;
+            case TensorRole::CrossKvWeight:  // T5: columns of this rank's kv heads, of k and of v
+                runs.push_back({f.offset + r * kvdt * C, 0, kvdt * C});
+                runs.push_back({f.offset + (kvd + r * kvdt) * C, kvdt * C, kvdt * C});
+                addTensor(f, 2 * kvdt * C, tp_ == 1, runs);
+                break;
+            case TensorRole::CrossProjWeight:
             case TensorRole::AttnProjWeight:  // input rows [r qdt, ...) of every output column
                 for (std::int64_t j = 0; j < C; ++j)
                     runs.push_back({f.offset + j * qd + r * qdt, j * qdt, qdt});
@@ -326,6 +370,13 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     chunks_ = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     Ls_ = L_ / stages_;
     Lc_ = Ls_ / chunks_;
+    encDec_ = cfg_.encoder_decoder;
+    if (encDec_) {  // one stage (validateShardable): the encoder's layers, then the decoder's
+        Lenc_ = cfg_.layers;
+        Ls_ = Lc_ = cfg_.totalLayers();
+        encBuckets_ = relativePositionBuckets(T_, T_, true, cfg_.relative_buckets, cfg_.relative_max_distance);
+        decBuckets_ = relativePositionBuckets(T_, T_, false, cfg_.relative_buckets, cfg_.relative_max_distance);
+    }
     Ns_ = sp_ ? Nm_ / tp_ : Nm_;
     // Each cp rank's tokens of a sequence: chunks r and 2cp-1-r of 2cp (Megatron-LM
     // megatron/core/utils.py _get_batch_on_this_cp_rank_per_sequence_balancing @ d98e8a6).
@@ -378,6 +429,10 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     } else if (recompute_ == Recompute::Selective) {
         scratchTensors = att;
     }
+    if (encDec_ && recompute_ != Recompute::None)  // a T5 decoder layer's cross-attention too
+        scratchTensors += att + (recompute_ == Recompute::Full ? 2 * C * Ns + (2 * std::int64_t(qdt_) + 2 * kvdt_) * Nm : 0);
+    if (encDec_ && recompute_ == Recompute::Full)
+        scratchStats += normStats;
     if (scratchTensors > 0)
         scratch_ = alloc.allocate(MemoryCategory::Activations, double(scratchTensors) * e_ + double(scratchStats) * kStat,
                                   size_t(scratchTensors + scratchStats), hb);
@@ -389,8 +444,9 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     // running, per-step and backward softmax statistics.
     const std::int64_t kvBlock = 2 * std::int64_t(kvdt_) * Nm, cols = std::int64_t(NHt_) * Nm;
     const std::int64_t ring = cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
+    const std::int64_t t5 = encDec_ ? (sp_ ? 2 : 1) * C * Nm : 0;  // encFull (SP), dencFull
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + ring;
+                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -411,6 +467,10 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         ring_.lse = w.take(cols);
         ring_.delta = w.take(cols);
         ring_.stepLse = w.take(cp_ * cols);
+    }
+    if (encDec_) {
+        ws_->encFull = sp_ ? w.take(C * Nm) : nullptr;
+        ws_->dencFull = w.take(C * Nm);
     }
     heldWeights_.resize(units_.size());
     heldGrads_.resize(units_.size());
@@ -479,6 +539,11 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
         case TensorRole::MlpInBias: y.fb = p; break;
         case TensorRole::MlpOutWeight: y.pw = p; break;
         case TensorRole::MlpOutBias: y.pb = p; break;
+        case TensorRole::CrossNormWeight: y.nxw = p; break;
+        case TensorRole::CrossNormBias: y.nxb = p; break;
+        case TensorRole::CrossQWeight: y.cqw = p; break;
+        case TensorRole::CrossKvWeight: y.ckvw = p; break;
+        case TensorRole::CrossProjWeight: y.cpw = p; break;
         default: break;
         }
     }
@@ -630,6 +695,8 @@ void ModelExecutor<T>::recv(T* data, std::int64_t count, int from)
 template <class T>
 const T* ModelExecutor<T>::layerInput(const Slot& s, int k) const
 {
+    if (encDec_ && k == Lenc_)
+        return s.decInput;  // T5: the decoder's first layer reads the decoder embedding
     return k == 0 ? s.input : s.layers[size_t(k - 1)].res3;
 }
 
@@ -661,6 +728,10 @@ void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
 template <class T>
 void ModelExecutor<T>::layerForward(int k, Slot& s)
 {
+    if (encDec_) {
+        t5LayerForward(k, s);
+        return;
+    }
     const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
@@ -721,6 +792,8 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets)
     const T* lnfw = acquireWeights(rootUnit_) + lnfAt_;
     const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
     k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Lc_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
+    if (encDec_ && cfg_.tied_embeddings)  // T5ForConditionalGeneration: sequence_output * model_dim**-0.5
+        k_.scale(s.lnf, C * Ns, 1 / std::sqrt(double(C)));
     const T* headW = acquireWeights(headUnit_) + headAt_;
     k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), headW, nullptr, nullptr, C, Vt, Nm);
     releaseWeights(headUnit_);
@@ -783,6 +856,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     Acts shared{};
     if (full || selective)
         shared.att = sten.take(att);
+    if (encDec_ && (full || selective))
+        shared.catt = sten.take(att);
     if (full) {
         shared.ln1 = sten.take(C * Ns);
         shared.qkv = sten.take(qkvRows_ * Nm);
@@ -791,6 +866,13 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         shared.ln2 = sten.take(C * Ns);
         shared.fch = sten.take(std::int64_t(Fin_) * Nm);
         shared.fchg = sten.take(std::int64_t(Ft_) * Nm);
+        if (encDec_) {
+            shared.lnx = sten.take(C * Ns);
+            shared.cq = sten.take(std::int64_t(qdt_) * Nm);
+            shared.ckv = sten.take(2 * std::int64_t(kvdt_) * Nm);
+            shared.catty = sten.take(std::int64_t(qdt_) * Nm);
+            shared.resx = sten.take(C * Ns);
+        }
     }
     // A chunk's output is sent to the next device and its own backward does not read it
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
@@ -815,6 +897,19 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     if (head) {
         s.lnf = ten.take(C * Ns);
     }
+    if (encDec_) {  // T5: each decoder layer's cross-attention, the encoder output, the decoder embedding
+        for (int k = Lenc_; !full && k < Lc_; ++k) {
+            Acts& a = s.layers[size_t(k)];
+            a.lnx = ten.take(C * Ns);
+            a.cq = ten.take(std::int64_t(qdt_) * Nm);
+            a.ckv = ten.take(2 * std::int64_t(kvdt_) * Nm);
+            a.catt = selective ? shared.catt : ten.take(att);
+            a.catty = ten.take(std::int64_t(qdt_) * Nm);
+            a.resx = ten.take(C * Ns);
+        }
+        s.encOut = ten.take(C * Ns);
+        s.decInput = ten.take(C * Ns);
+    }
     // Statistics after the tensors, in the same buffer (and scratch) allocations.
     if (!counting) {
         st.base = ten.base + ten.used;
@@ -826,6 +921,10 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sharedStats.n1rstd = sst.take(Ns);
         sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
         sharedStats.n2rstd = sst.take(Ns);
+        if (encDec_) {
+            sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
+            sharedStats.nxrstd = sst.take(Ns);
+        }
     }
     for (Acts& a : s.layers) {
         if (full) {
@@ -833,12 +932,22 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.n1rstd = sharedStats.n1rstd;
             a.n2mean = sharedStats.n2mean;
             a.n2rstd = sharedStats.n2rstd;
+            a.nxmean = sharedStats.nxmean;
+            a.nxrstd = sharedStats.nxrstd;
             continue;
         }
         a.n1mean = ln ? st.take(Ns) : nullptr;
         a.n1rstd = st.take(Ns);
         a.n2mean = ln ? st.take(Ns) : nullptr;
         a.n2rstd = st.take(Ns);
+    }
+    for (int k = Lenc_; encDec_ && !full && k < Lc_; ++k) {
+        s.layers[size_t(k)].nxmean = ln ? st.take(Ns) : nullptr;
+        s.layers[size_t(k)].nxrstd = st.take(Ns);
+    }
+    if (encDec_) {
+        s.encmean = ln ? st.take(Ns) : nullptr;
+        s.encrstd = st.take(Ns);
     }
     if (head) {
         s.lnfmean = ln ? st.take(Ns) : nullptr;
@@ -888,8 +997,11 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
         embedForward(s, inputs);
     else
         recv(s.input, std::int64_t(C_) * Ns_, place_.previous_stage);
-    for (int k = 0; k < Lc_; ++k)
+    for (int k = 0; k < Lc_; ++k) {
+        if (encDec_ && k == Lenc_)
+            encoderToDecoder(s, targets);
         layerForward(k, s);
+    }
     double loss = 0;
     if (head)
         loss = headForward(s, targets);
@@ -1021,6 +1133,10 @@ void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
 template <class T>
 void ModelExecutor<T>::layerBackward(int k, Slot& s)
 {
+    if (encDec_) {
+        t5LayerBackward(k, s);
+        return;
+    }
     const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
@@ -1083,7 +1199,9 @@ void ModelExecutor<T>::headBackward(Slot& s)
     k_.matmulBackward(ws_->partial, dhead, nullptr, s.probs, lnfFull, headW, C, Vt, Nm);
     releaseGrads(headUnit_);
     releaseWeights(headUnit_);
-    const T* dlnf = reduceTokens(ws_->partial);
+    T* dlnf = reduceTokens(ws_->partial);
+    if (encDec_ && cfg_.tied_embeddings)  // through T5's d_model^-0.5
+        k_.scale(dlnf, C * Ns, 1 / std::sqrt(double(C)));
     std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
     const T* lnfw = root + lnfAt_;
     T* dlnfw = droot + lnfAt_;
@@ -1128,8 +1246,13 @@ void ModelExecutor<T>::backward(int micro, int chunk)
         headBackward(s);
     else
         recv(ws_->dres, n, place_.next_stage);
-    for (int k = Lc_ - 1; k >= 0; --k)
+    if (encDec_)
+        decoderBackwardBegin(s);
+    for (int k = Lc_ - 1; k >= 0; --k) {
         layerBackward(k, s);
+        if (encDec_ && k == Lenc_)
+            decoderToEncoder(s);
+    }
     if (embeds)
         embedBackward(s);
     else if constexpr (std::is_same_v<T, float>)
@@ -1289,6 +1412,205 @@ void ModelExecutor<T>::exportParameters(T* full) const
                     full[run.full_offset + i] = w[u.shard_offset + (li - u.offset - u.chunk_begin)];
             }
     }
+}
+
+// ---------------------------------------------------------------- encoder-decoder (T5)
+//
+// After huggingface/transformers src/transformers/models/t5/modeling_t5.py @ 6b8b757 (T5Block,
+// T5LayerSelfAttention, T5LayerCrossAttention, T5Attention without the 1/sqrt(d) of the scores,
+// T5Stack's final_layer_norm, T5ForConditionalGeneration's d_model^-0.5 before the tied lm_head),
+// with Megatron-LM's tensor parallelism (megatron/core/models/T5/t5_model.py @ d98e8a6): the
+// cross-attention's q and [k v] products column-parallel, its projection row-parallel. Two
+// differences from Megatron-LM, both exact and cheaper: the relative bias tables are split over tp
+// by heads (each rank holds its heads' rows; Megatron-LM keeps the whole table on every rank and
+// scatters the computed (T, T, heads) bias, all-gathering its gradient), and the encoder output's
+// gradient, a partial sum over tp from each decoder layer's column-parallel [k v] product, is summed
+// over the layers and reduced once per micro-batch instead of once per layer.
+
+template <class T>
+AttentionShape ModelExecutor<T>::t5Shape(bool causal) const
+{
+    return AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, causal, 1.0};  // T5 scales no score
+}
+
+template <class T>
+ScoreBias<T> ModelExecutor<T>::relativeBias(bool decoder, const T* root) const
+{
+    return ScoreBias<T>{root + (decoder ? decRelAt_ : encRelAt_), (decoder ? decBuckets_ : encBuckets_).data(),
+                        cfg_.relative_buckets};
+}
+
+template <class T>
+const T* ModelExecutor<T>::encoderOutput(const Slot& s) const
+{
+    return sp_ ? ws_->encFull : s.encOut;  // gathered over the token shards under SP
+}
+
+template <class T>
+void ModelExecutor<T>::t5SelfAttention(int k, const Acts& a)
+{
+    const bool decoder = k >= Lenc_;
+    const AttentionShape shape = t5Shape(decoder);
+    const AttentionOperands<T> x{a.qkv, qkvRows_, a.qkv + qdt_, qkvRows_};
+    k_.attentionProbs(a.att, x, shape, relativeBias(decoder, acquireWeights(rootUnit_)));
+    releaseWeights(rootUnit_);
+    k_.attentionValues(a.atty, a.att, x, shape);
+}
+
+template <class T>
+void ModelExecutor<T>::t5CrossAttention(const Acts& a)
+{
+    const AttentionShape shape = t5Shape(false);  // every decoder token sees every encoder token, no bias
+    const AttentionOperands<T> x{a.cq, qdt_, a.ckv, 2 * std::int64_t(kvdt_)};
+    k_.attentionProbs(a.catt, x, shape, {});
+    k_.attentionValues(a.catty, a.catt, x, shape);
+}
+
+template <class T>
+void ModelExecutor<T>::t5LayerForward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + k;
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* x = layerInput(s, k);
+    const bool decoder = k >= Lenc_;
+    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* residual) {
+        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
+        k_.biasResidual(out, reduceTokens(ws_->partial), nullptr, residual, C, Ns);
+    };
+    k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, nullptr, nullptr, C, qkvRows_, Nm);
+    t5SelfAttention(k, a);
+    rowParallel(a.res2, a.atty, qdt_, w.aw, x);
+    const T* mlpIn = a.res2;
+    if (decoder) {  // cross-attention: q from this layer, k and v from the encoder output
+        k_.normForward(cfg_.norm, a.lnx, a.nxmean, a.nxrstd, a.res2, w.nxw, w.nxb, C, Ns, cfg_.norm_eps);
+        k_.matmulForward(a.cq, gatherTokens(a.lnx, ws_->gath), w.cqw, nullptr, nullptr, C, qdt_, Nm);
+        k_.matmulForward(a.ckv, encoderOutput(s), w.ckvw, nullptr, nullptr, C, 2 * std::int64_t(kvdt_), Nm);
+        t5CrossAttention(a);
+        rowParallel(a.resx, a.catty, qdt_, w.cpw, a.res2);
+        mlpIn = a.resx;
+    }
+    k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, mlpIn, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, nullptr, nullptr, C, Fin_, Nm);
+    k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
+    rowParallel(a.res3, a.fchg, Ft_, w.pw, mlpIn);
+    releaseWeights(unit);
+}
+
+template <class T>
+void ModelExecutor<T>::t5LayerBackward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + k;
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, kv = 2 * std::int64_t(kvdt_);
+    const T* x = layerInput(s, k);
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    const bool decoder = k >= Lenc_;
+    if (recompute_ == Recompute::Full) {
+        t5LayerForward(k, s);
+    } else if (recompute_ == Recompute::Selective) {  // the attention cores, self and cross
+        t5SelfAttention(k, a);
+        if (decoder)
+            t5CrossAttention(a);
+    }
+    const Layer d = bind(acquireGrads(unit), unit);
+    T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
+    const T* mlpIn = decoder ? a.resx : a.res2;
+
+    k_.matmulBackward(ws_->dfchg, d.pw, nullptr, gatherTokens(dres, ws_->dresFull), a.fchg, w.pw, Ft_, C, Nm);
+    k_.activationBackward(cfg_.mlp, ws_->dfch, a.fch, ws_->dfchg, Ft_, Nm);
+    k_.matmulBackward(ws_->partial, d.fw, nullptr, ws_->dfch, gatherTokens(a.ln2, ws_->gath), w.fw, C, Fin_, Nm);
+    k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, reduceTokens(ws_->partial), mlpIn, w.n2w, a.n2mean, a.n2rstd, C, Ns);
+
+    if (decoder) {
+        T* dq = ws_->dqkv;
+        T* dkv = ws_->dqkv + std::int64_t(qdt_) * Nm;
+        k_.matmulBackward(ws_->datty, d.cpw, nullptr, gatherTokens(dres, ws_->dresFull), a.catty, w.cpw, qdt_, C, Nm);
+        k_.attentionBackward(dq, qdt_, dkv, kv, ws_->datt, ws_->datty, a.catt, {a.cq, qdt_, a.ckv, kv}, t5Shape(false));
+        // The encoder output's gradient: the last decoder layer's (the first to run) writes it, the others add.
+        const bool first = k == Ls_ - 1;
+        k_.matmulBackward(first ? ws_->dencFull : ws_->partial, d.ckvw, nullptr, dkv, encoderOutput(s), w.ckvw, C, kv, Nm);
+        if (!first)
+            k_.accumulate(ws_->dencFull, ws_->partial, C * Nm);
+        k_.matmulBackward(ws_->partial, d.cqw, nullptr, dq, gatherTokens(a.lnx, ws_->gath), w.cqw, C, qdt_, Nm);
+        k_.normBackward(cfg_.norm, dres, d.nxw, d.nxb, reduceTokens(ws_->partial), a.res2, w.nxw, a.nxmean, a.nxrstd,
+                        C, Ns);
+    }
+
+    k_.matmulBackward(ws_->datty, d.aw, nullptr, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
+    const AttentionShape shape = t5Shape(decoder);
+    k_.attentionBackward(ws_->dqkv, qkvRows_, ws_->dqkv + qdt_, qkvRows_, ws_->datt, ws_->datty, a.att,
+                         {a.qkv, qkvRows_, a.qkv + qdt_, qkvRows_}, shape);
+    const ScoreBias<T> bias = relativeBias(decoder, acquireWeights(rootUnit_));
+    T* droot = acquireGrads(rootUnit_);
+    k_.relativeBiasBackward(droot + (decoder ? decRelAt_ : encRelAt_), ws_->datt, bias, shape);
+    releaseGrads(rootUnit_);
+    releaseWeights(rootUnit_);
+    k_.matmulBackward(ws_->partial, d.qkvw, nullptr, ws_->dqkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, C, qkvRows_, Nm);
+    k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, reduceTokens(ws_->partial), x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
+    releaseGrads(unit);
+    releaseWeights(unit);
+}
+
+// Between the stacks: the encoder's final norm gives E; the decoder inputs are the labels shifted
+// right behind the start token 0 (ModelConfig.h), embedded with the shared wte.
+template <class T>
+void ModelExecutor<T>::encoderToDecoder(Slot& s, const int* targets)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* root = acquireWeights(rootUnit_);
+    const T* w = root + encLnfAt_;
+    k_.normForward(cfg_.norm, s.encOut, s.encmean, s.encrstd, s.layers[size_t(Lenc_ - 1)].res3, w,
+                   cfg_.layerNorm() ? w + C : nullptr, C, Ns, cfg_.norm_eps);
+    releaseWeights(rootUnit_);
+    if (sp_)
+        gatherTokens(s.encOut, ws_->encFull);
+    s.decInputs.resize(size_t(Nm));
+    for (std::int64_t n = 0; n < Nm; ++n) {
+        const int t = int(n % T_);
+        const int label = targets[n];
+        if (label < 0 || label >= V_)
+            throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(label) +
+                                    " outside [0, vocab " + std::to_string(V_) + ")");
+        s.decInputs[size_t(n)] = t == 0 ? 0 : targets[n - 1];
+    }
+    const T* wte = acquireWeights(wteUnit_) + wteAt_;
+    T* out = tp_ == 1 ? s.decInput : ws_->partial;
+    k_.embeddingForward(out, wte, nullptr, tpRank_ == 0, s.decInputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_,
+                        Vt_);
+    if (tp_ > 1)
+        std::copy_n(reduceTokens(ws_->partial), C * Ns, s.decInput);
+    k_.round(s.decInput, C * Ns);
+    releaseWeights(wteUnit_);
+}
+
+template <class T>
+void ModelExecutor<T>::decoderBackwardBegin(Slot& s)
+{
+    if (sp_)  // the cross-attention's [k v] products need the whole E again (only the shard was kept)
+        gatherTokens(s.encOut, ws_->encFull);
+}
+
+// Backward between the stacks: the decoder embedding's gradient into wte, then E's gradient
+// (reduced over tp) through the encoder's final norm into the last encoder layer's output.
+template <class T>
+void ModelExecutor<T>::decoderToEncoder(Slot& s)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    T* dwte = acquireGrads(wteUnit_) + wteAt_;
+    k_.embeddingBackward(dwte, nullptr, gatherTokens(ws_->dres, ws_->dresFull), s.decInputs.data(), positions_.data(),
+                         C, Nm, tpRank_ * Vt_, Vt_);
+    releaseGrads(wteUnit_);
+    const T* dE = reduceTokens(ws_->dencFull);
+    std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
+    const T* w = acquireWeights(rootUnit_) + encLnfAt_;
+    T* dw = acquireGrads(rootUnit_) + encLnfAt_;
+    k_.normBackward(cfg_.norm, ws_->dres, dw, cfg_.layerNorm() ? dw + C : nullptr, dE, s.layers[size_t(Lenc_ - 1)].res3,
+                    w, s.encmean, s.encrstd, C, Ns);
+    releaseGrads(rootUnit_);
+    releaseWeights(rootUnit_);
 }
 
 template class ModelExecutor<float>;

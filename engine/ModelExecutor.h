@@ -12,6 +12,9 @@
 //   fcprojw (Ft, C)                the matching input rows (row split); its bias is whole
 //   wte (C, V/tp), lm_head         vocabulary rows [r V/tp, ...) (vocab-parallel embedding,
 //                                  LM head and cross-entropy: max and sum-exp all-reduced)
+//   T5: crossqw, crosskvw          columns of this rank's q heads, and kv heads of k and of v
+//       crossprojw                 the matching input rows (row split)
+//       enc.relb, dec.relb         this rank's heads' rows of each (heads, buckets) bias table
 //   norms, wpe, biases of row-split products: replicated.
 // A row-split product yields a partial sum (C, N): all-reduce over tp (g), or with
 // sequence parallelism (Korthikanti et al. 2022) reduce-scatter into a token shard
@@ -265,6 +268,27 @@ private:
     struct Ring {
         T *msg[2], *dkvOwn, *part, *lse, *stepLse, *delta;
     } ring_{};
+
+    // Encoder-decoder (T5, ModelConfig.h; one stage, no cp): local layers [0, Lenc_) are the
+    // encoder's, [Lenc_, Ls_) the decoder's. The encoder output E lives in the Slot; under SP it is
+    // gathered once per forward and once per backward (encFull), and its gradient, the decoder
+    // layers' K/V input gradients (partial sums over tp), is summed over the layers (dencFull)
+    // and reduced over tp once per micro-batch. The relative bias tables, the encoder's final norm
+    // and the decoder's embedding (the tied wte) live in the root unit.
+    bool encDec_ = false;
+    int Lenc_ = 0;
+    std::int64_t encRelAt_ = -1, decRelAt_ = -1, encLnfAt_ = -1;  // places inside the root unit
+    std::vector<int> encBuckets_, decBuckets_;  // (T, T): bidirectional, causal
+    AttentionShape t5Shape(bool causal) const;
+    ScoreBias<T> relativeBias(bool decoder, const T* root) const;
+    const T* encoderOutput(const Slot& s) const;
+    void t5LayerForward(int k, Slot& s);
+    void t5LayerBackward(int k, Slot& s);
+    void t5SelfAttention(int k, const Acts& a);
+    void t5CrossAttention(const Acts& a);
+    void encoderToDecoder(Slot& s, const int* targets);
+    void decoderBackwardBegin(Slot& s);
+    void decoderToEncoder(Slot& s);
 
     DeviceBuffer weights_, grads_, optimizer_, workspace_;
     std::vector<DeviceBuffer> heldWeights_, heldGrads_;

@@ -232,14 +232,15 @@ void rope_backward(KernelPool& pool, RowsRef<T> dx, const int* positions, int he
 // ---------------------------------------------------------------- grouped-query attention
 
 template <class T>
-void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s)
+void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s,
+                             const ScoreBias<T>& bias)
 {
     checkAttentionShape(s, "attention_probs_forward");
     const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
     checkShape(att, Tk, s.probColumns(), "attention_probs_forward", "att");
     checkShape(q, NH * hd, Index(s.B) * Tq, "attention_probs_forward", "q");
     checkShape(k, Index(s.NKV) * hd, Index(s.B) * Tk, "attention_probs_forward", "k");
-    const T scale = T(1) / std::sqrt(T(hd));
+    const T scale = T(s.scoreScale());
     pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
@@ -247,6 +248,12 @@ void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRo
             const auto kg = k.block(g * hd, b * Tk, hd, Tk);
             auto S = att.middleCols(i * Tq, Tq);  // (Tk, Tq): S(t2, t1) for key t2, query t1
             blockGemm<T>(S, kg, true, qh, false, false);
+            if (bias.table) {  // added before the softmax scales the column: divided by the scale here
+                const T* row = bias.table + h * bias.count;
+                for (Index t1 = 0; t1 < Tq; ++t1)
+                    for (Index t2 = 0; t2 < Tk; ++t2)
+                        S(t2, t1) += row[bias.buckets[t1 * Tk + t2]] / scale;
+            }
             for (Index t1 = 0; t1 < Tq; ++t1) {
                 if (s.causal) {
                     softmaxColumn(S.col(t1).head(t1 + 1), scale);  // keys t2 <= t1
@@ -356,9 +363,9 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
                         const AttentionShape& s)
 {
     checkAttentionShape(s, "attention_backward");
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     const Index Tk = s.Tk;
-    // Softmax backward per query column over its unmasked keys, then the 1/sqrt(hd) of the scores.
+    // Softmax backward per query column over its unmasked keys, then the scores' scale.
     backwardPasses<T>(pool, dq, dk, dv, datt, dout, att, q, k, v, s, "attention_backward", false,
                       [&](auto dcol, const auto& pcol, Index, Index t1) {
                           const Index live = s.causal ? t1 + 1 : Tk;
@@ -523,7 +530,7 @@ void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, Ro
     template void rope_forward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                         \
     template void rope_backward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                        \
     template void attention_probs_forward<T>(KernelPool&, MatRef<T>, CRowsRef<T>, CRowsRef<T>,                    \
-                                             const AttentionShape&);                                              \
+                                             const AttentionShape&, const ScoreBias<T>&);                         \
     template void attention_values_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, CRowsRef<T>,                   \
                                               const AttentionShape&);                                             \
     template void attention_backward<T>(KernelPool&, RowsRef<T>, RowsRef<T>, RowsRef<T>, MatRef<T>, CMatRef<T>,   \

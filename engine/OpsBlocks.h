@@ -21,6 +21,8 @@
 
 #include "Ops.h"
 
+#include <cmath>
+
 namespace shardscope::engine {
 
 // A strided view of rows of a bigger matrix (q, k and v are row blocks of the fused qkv).
@@ -75,20 +77,34 @@ struct AttentionShape {
     int NKV = 1;      // key/value heads (this shard's); NH % NKV == 0
     int hd = 1;       // head size
     bool causal = true;  // key t2 > query t1 masked (needs Tq == Tk)
+    double scale = 0;    // the scores' factor; 0: 1/sqrt(hd). T5 scales none (1; its init absorbs it)
     Eigen::Index probColumns() const { return Eigen::Index(B) * NH * Tq; }
+    double scoreScale() const { return scale > 0 ? scale : 1.0 / std::sqrt(double(hd)); }
+};
+
+// T5's relative position bias (Raffel et al. 2020, Section 2.1; RelativePosition.h): head h's
+// score of key t2 for query t1 gains table[h * count + buckets[t1 * Tk + t2]] before the softmax.
+// table (NH, count) holds this shard's heads, head-major; buckets (Tq, Tk), the same for every b.
+template <class T>
+struct ScoreBias {
+    const T* table = nullptr;
+    const int* buckets = nullptr;
+    int count = 0;
 };
 
 // att (Tk, B*NH*Tq): the block of (b, h) starts at column (b*NH + h)*Tq and holds
-// att(t2, t1) = softmax over t2 of q_h(t1) . k_g(t2) / sqrt(hd), g = h / (NH/NKV);
-// zero where masked. q (NH*hd, B*Tq), k (NKV*hd, B*Tk).
+// att(t2, t1) = softmax over t2 of q_h(t1) . k_g(t2) * scale [+ bias], g = h / (NH/NKV);
+// zero where masked. q (NH*hd, B*Tq), k (NKV*hd, B*Tk). bias: T5's, when given.
 template <class T>
-void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s);
+void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s,
+                             const ScoreBias<T>& bias = {});
 // out (NH*hd, B*Tq): head h's rows = v_g * att_h. v (NKV*hd, B*Tk).
 template <class T>
 void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
                               const AttentionShape& s);
 // dq, dk, dv overwritten (dk, dv summed over the query heads of their group);
-// datt (Tk, B*NH*Tq) is scratch, overwritten.
+// datt (Tk, B*NH*Tq) is scratch, overwritten: it is left holding the gradient of the scaled
+// scores times the scale (what relative_bias_backward sums, divided by it).
 template <class T>
 void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> datt,
                         CMatRef<T> dout, CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v,

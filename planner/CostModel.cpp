@@ -217,6 +217,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // wrapping) and, on the stages that have them, the modules outside the layers as one root
     // unit (FSDP's root; a tied embedding and head must share a unit).
     sc.units = sc.encoder_layers + sc.decoder_layers + (firstStage || lastStage ? 1 : 0);
+    // Encoder-decoder (T5): which of this stage's layers begin and end the two stacks (one stage
+    // today: Layout.cpp refuses pp > 1, as Megatron-LM does). The relative bias tables (one per
+    // stack, on the stage of its first layer) are split over tp by heads, as the engine holds them.
+    const bool encDec = model.family == ModelFamily::EncoderDecoder;
+    auto holdsLayer = [&](int layer) { return layer >= first && layer < first + D.layers_per_stage; };
+    const bool encoderEnds = encDec && holdsLayer(model.layers - 1);     // the encoder's final norm, E
+    const bool decoderBegins = encDec && holdsLayer(model.layers);       // the decoder's embedding
+    if (model.positions == PositionKind::Relative)
+        sc.params += double(model.relative_buckets) * D.heads_local * ((firstStage ? 1 : 0) + (decoderBegins ? 1 : 0));
     if (firstStage) {
         double embedding = D.V_local * h + double(model.token_types) * h + (model.embedding_norm ? norm : 0);
         if (model.positions == PositionKind::Learned)
@@ -321,7 +330,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                     allGatherTime(tpGroup, message, linkFor(D.t, 1))
                               : allReduceTime(tpGroup, message, linkFor(D.t, 1));
         const double layerCollectives = 2 * nEnc + 3 * nDec;
-        const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0);
+        // T5 adds two per micro-batch: the decoder's vocab-parallel embedding, and the encoder
+        // output's: gathered once under SP; its gradient, a partial sum over tp from each decoder
+        // layer's column-parallel [k v] product, summed over the layers (as Megatron-LM accumulates
+        // the encoder_hidden_state gradient across the decoder's skip connections, examples/t5/
+        // pretrain_t5.py @ d98e8a6) and reduced over tp once, the engine's order; Megatron-LM's
+        // column-parallel linear reduces it per layer: the same sum for more bytes.
+        const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0) + (decoderBegins ? 1 : 0) + (encoderEnds ? 1 : 0);
         const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
         sc.tp_s = (passes * layerCollectives + ends) * ar;
         if (l.tp_comm_overlap) {
@@ -342,7 +357,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // A column-parallel linear keeps only its sequence shard of the input and
             // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
             // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
-            const double regather = (layerCollectives + (lastStage ? 1 : 0)) * ringHalfBytes(D.t, message);
+            // (T5: and the encoder output for the decoder's [k v] products, once per backward.)
+            const double regather =
+                (layerCollectives + (lastStage ? 1 : 0) + (encoderEnds ? 1 : 0)) * ringHalfBytes(D.t, message);
             sc.tp_bytes += regather;
             sc.tp_all_gather_bytes += regather;
         } else {
@@ -448,6 +465,17 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (lastStage)
             sc.vector_flops_mb += (model.final_norm ? (norm.forward + norm.backward) * h * Ts : 0.0) +
                                   (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * D.V_local * T;
+        // T5: the encoder's final norm, the decoder embedding's gradient, the sum over the decoder
+        // layers of the encoder output's gradient (a partial sum over tp: all T tokens), and the
+        // d_model^-0.5 before a tied head and on its gradient.
+        if (encoderEnds && model.final_norm)
+            sc.vector_flops_mb += (norm.forward + norm.backward) * h * Ts;
+        if (decoderBegins)
+            sc.vector_flops_mb += h * T;  // one scatter-add into wte (no position table)
+        if (encDec)
+            sc.vector_flops_mb += std::max(0.0, nDec - 1) * h * T;
+        if (encDec && lastStage && model.tied_embeddings)
+            sc.vector_flops_mb += 2 * ops::kScale * h * Ts;
     }
     if (lastStage) {
         // Kept per micro-batch from the head's forward to its backward: the final norm's input
@@ -461,6 +489,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double logits = T * D.V_local * 4.0;
         sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T;
         sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
+    }
+    if (encoderEnds && model.final_norm) {
+        // T5's encoder output E (its final norm's output, read by every decoder layer's [k v]
+        // product) and that norm's input with its statistics, kept until the decoder's backward.
+        const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
+        sc.stored_bytes_per_mb += 2 * spTokens * h * activation_bytes_ + shape.norm_statistics * 4.0 * spTokens;
     }
     return sc;
 }

@@ -131,6 +131,30 @@ private slots:
         QCOMPARE(o["losses"].toArray().size(), 3);
     }
 
+    // T5's blocks (encoder-decoder, relative position bias, cross-attention), tensor-parallel over 2
+    // devices with sequence parallelism: trained as itself, and its parameters core's count.
+    void t5BlocksTrainOnACluster()
+    {
+        const QStringList args{"--layers", "2", "--decoder-layers", "2", "--hidden", "32", "--heads", "4",
+                               "--mlp", "relu", "--norm", "rmsnorm", "--positions", "relative", "--relative-buckets",
+                               "8", "--no-bias", "--vocab", "16", "--seq", "8", "--batch", "4", "--steps", "3",
+                               "--devices", "2", "--layout", "tp=2,sp=on", "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject model = QJsonDocument::fromJson(r.out).object()["model"].toObject();
+        QCOMPARE(model["family"].toString(), QString("encoder-decoder"));
+        QVERIFY2(model["blocks"].toString().startsWith("T5 style encoder-decoder (2 encoder + 2 decoder layers"),
+                 qPrintable(model["blocks"].toString()));
+        // V C + 2 tables of 4 x 8 + 2 x (2 C + 4 C^2 + 8 C^2) + 2 x (3 C + 8 C^2 + 8 C^2) + 2 C (final norms)
+        const double C = 32, V = 16;
+        QCOMPARE(model["parameters"].toDouble(),
+                 V * C + 2 * 32 + 2 * (2 * C + 12 * C * C) + 2 * (3 * C + 16 * C * C) + 2 * C);
+        // Relative buckets without the decoder: refused by name.
+        const Run bad = cli({"--layers", "2", "--hidden", "32", "--heads", "4", "--positions", "relative", "--vocab",
+                             "16", "--seq", "8", "--batch", "4", "--steps", "1"});
+        QVERIFY2(bad.exitCode != 0 && bad.err.contains("positions"), bad.describe());
+    }
+
     void jsonMeasurement()
     {
         const Run r = cli(with(with(kSmall, "--device", "trainium1:0.001"), "--precision", "bf16-sr") << "--json");

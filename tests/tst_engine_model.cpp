@@ -55,7 +55,31 @@ ModelSpec specOf(const ModelConfig& c)
     m.bias = c.bias;
     m.tied_embeddings = c.tied_embeddings;
     m.final_norm = true;
+    if (c.encoder_decoder) {
+        m.family = ModelFamily::EncoderDecoder;
+        m.decoder_layers = c.decoder_layers;
+        m.relative_buckets = c.relative_buckets;
+    }
     return m;
+}
+
+// T5's blocks: an encoder of L layers and a decoder of Ld, relative position bias tables of
+// `buckets` per head and stack, RMSNorm, ReLU (v1.0, tied) or GeGLU (v1.1, untied), no biases.
+ModelConfig t5Like(int L, int Ld, int C, int NH, int F, int V, int T, int buckets, MlpKind mlp = MlpKind::Relu)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.encoder_decoder = true;
+    c.decoder_layers = Ld;
+    c.relative_buckets = buckets;
+    c.relative_max_distance = 2 * buckets;
+    c.positions = PositionKind::Relative;
+    c.ffn_hidden = F;
+    c.mlp = mlp;
+    c.norm = NormKind::RmsNorm;
+    c.norm_eps = 1e-6;
+    c.bias = false;
+    c.tied_embeddings = mlp == MlpKind::Relu;
+    return c;
 }
 
 // Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
@@ -135,6 +159,14 @@ private slots:
         QCOMPARE(engine::parameterCount(ModelConfig{12, 768, 12, 50257, 1024}), std::int64_t(124'439'808));
         // Llama 2 7B at its published size: 6,738,415,616 parameters (HF transformers' count).
         QCOMPARE(engine::parameterCount(llamaLike(32, 4096, 32, 32, 11008, 32000, 4096)), std::int64_t(6'738'415'616));
+        // T5 base (12 + 12 layers, 768 hidden, 32 buckets up to distance 128, tied): HF transformers'
+        // T5ForConditionalGeneration.num_parameters() of google-t5/t5-base, 222,903,552.
+        ModelConfig t5base = t5Like(12, 12, 768, 12, 3072, 32128, 512, 32);
+        t5base.relative_max_distance = 128;
+        QCOMPARE(engine::parameterCount(t5base), std::int64_t(222'903'552));
+        QCOMPARE(engine::parameterCount(t5base), shardscope::parameterCount(specOf(t5base)));
+        for (const ModelConfig& c : {t5Like(2, 3, 32, 4, 64, 40, 8, 8), t5Like(3, 1, 24, 4, 40, 50, 7, 6, MlpKind::GeGlu)})
+            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
         for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
                                      llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
                                      reluEncoder(2, 16, 2, 21, 5)})
@@ -252,6 +284,10 @@ private slots:
         QTest::newRow("llama: rmsnorm swiglu rope gqa untied no-bias") << llamaLike(2, 16, 4, 2, 24, 11, 5);
         QTest::newRow("geglu mqa head_dim 6 tied bias") << gegluMqa(2, 12, 3, 6, 20, 11, 5);
         QTest::newRow("relu bidirectional rmsnorm learned") << reluEncoder(2, 8, 2, 11, 5);
+        // T5: relative bias tables (exact and logarithmic buckets at T = 6), cross-attention, tied
+        // head scaled by C^-0.5; and v1.1's GeGLU with an untied head.
+        QTest::newRow("t5 relu tied relative bias cross-attention") << t5Like(2, 2, 8, 2, 16, 11, 6, 8);
+        QTest::newRow("t5 v1.1 geglu untied") << t5Like(1, 2, 8, 2, 12, 11, 6, 4, MlpKind::GeGlu);
     }
     void wholeModelGradientCheck()
     {
@@ -297,7 +333,8 @@ private slots:
 
     void recomputationKeepsGradients()
     {
-        for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6)}) {
+        for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6),
+                                       t5Like(2, 2, 16, 4, 24, 23, 6, 8)}) {
             std::vector<int> in, tg;
             tokens(2, 6, 23, 4, in, tg);
             std::vector<std::vector<double>> grads;
@@ -360,6 +397,60 @@ private slots:
         QCOMPARE(c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)], expected);
         QVERIFY(d.clockSeconds() > 0);
         QVERIFY(c.bytes_read > 0 && c.bytes_written > 0);
+    }
+
+    void t5FlopsMatchCoreFormula_data()
+    {
+        QTest::addColumn<Recompute>("recompute");
+        QTest::newRow("t5 none") << Recompute::None;
+        QTest::newRow("t5 selective") << Recompute::Selective;
+        QTest::newRow("t5 full") << Recompute::Full;
+    }
+    void t5FlopsMatchCoreFormula()
+    {
+        // Core's encoder-decoder formula per decoder token: encoder layers, decoder layers with
+        // cross-attention (its q, k, v, projection and attention over the T encoder tokens), logits.
+        QFETCH(Recompute, recompute);
+        const ModelConfig cfg = t5Like(2, 3, 32, 4, 64, 41, 12, 8);
+        const int B = 3;
+        const double N = B * cfg.seq;
+        const double forward = double(forwardFlopsPerToken(specOf(cfg), cfg.seq)) * N;
+        double expected = 3 * forward;
+        if (recompute == Recompute::Full)
+            expected += forward - 2.0 * cfg.hidden * cfg.vocab * N;
+        if (recompute == Recompute::Selective)  // each decoder layer recomputes two attention cores
+            expected += double(cfg.layers + 2 * cfg.decoder_layers) * 2 * 2.0 * cfg.seq * cfg.qDim() * N;
+        EmulatedDevice d(0, roomyProfile());
+        ModelExecutor<float> m(cfg, optionsFor(B, cfg.seq), singleDevice(d, oneDevice(B, recompute)));
+        std::vector<int> in, tg;
+        tokens(B, cfg.seq, cfg.vocab, 1, in, tg);
+        m.forward(0, in.data(), tg.data());
+        m.backward(0);
+        const DeviceCounters& c = d.counters();
+        QCOMPARE(c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)], expected);
+    }
+
+    void t5RefusesWhatItDoesNotExecute()
+    {
+        // Named refusals: biases, absolute positions in an encoder-decoder, relative buckets
+        // elsewhere, pipeline stages and context parallelism.
+        ModelConfig biased = t5Like(2, 2, 16, 4, 32, 16, 8, 8);
+        biased.bias = true;
+        QCOMPARE(engine::validate(biased).size(), size_t(1));
+        QCOMPARE(engine::validate(biased)[0].path, std::string("bias"));
+        ModelConfig learned = t5Like(2, 2, 16, 4, 32, 16, 8, 8);
+        learned.positions = PositionKind::Learned;
+        QCOMPARE(engine::validate(learned)[0].path, std::string("positions"));
+        ModelConfig decoderOnly{2, 16, 4, 16, 8};
+        decoderOnly.positions = PositionKind::Relative;
+        QCOMPARE(engine::validate(decoderOnly)[0].path, std::string("positions"));
+        Layout pp;
+        pp.pp = 2;
+        Layout cp;
+        cp.cp = 2;
+        QCOMPARE(validateShardable(t5Like(2, 2, 16, 4, 32, 16, 8, 8), pp, 1)[0].path, std::string("layout.pp"));
+        QCOMPARE(validateShardable(t5Like(2, 2, 16, 4, 32, 16, 8, 8), cp, 1)[0].path, std::string("layout.cp"));
+        QVERIFY(describe(t5Like(2, 2, 16, 4, 32, 16, 8, 8)).find("T5 style encoder-decoder") != std::string::npos);
     }
 
     void bf16ModesStoreBf16Values()

@@ -11,11 +11,17 @@
 // - ring attention (context parallelism): the block kernels against their naive
 //   references, and a whole ring of cp devices (load-balanced chunks, K/V blocks visiting,
 //   log-sum-exp merges, dK/dV summed for their owners) against the plain attention of the
-//   whole sequence.
+//   whole sequence;
+// - T5's relative position buckets against values worked out by hand from Hugging Face's
+//   formula, the relative bias added to the scores (unscaled, as T5 does) against a naive
+//   softmax, the bias table's gradient by finite differences, and the cross-attention kernels
+//   on separate q and [k v] buffers (Kernels) against the naive reference.
+#include "Kernels.h"
 #include "Ops.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
 #include "Random.h"
+#include "RelativePosition.h"
 
 #include <QTest>
 
@@ -513,6 +519,144 @@ private slots:
         QVERIFY(g.paddingIntact());
         QVERIFY(g.dq(d).cwiseAbs().maxCoeff() < 100);  // no garbage left
         QVERIFY(g.dk(d).cwiseAbs().maxCoeff() < 100 && g.dv(d).cwiseAbs().maxCoeff() < 100);
+    }
+
+    void relativeBucketsAreT5s()
+    {
+        // HF's _relative_position_bucket, 32 buckets, max_distance 128, evaluated by hand.
+        // Bidirectional (encoder): 16 buckets a side, 8 exact; keys after the query in 16..31.
+        const int enc[][2] = {{0, 0}, {-1, 1}, {-7, 7}, {-8, 8}, {-20, 10}, {-127, 15}, {-128, 15}, {-1000, 15},
+                              {1, 17}, {7, 23}, {20, 26}, {500, 31}};
+        for (const auto& [relative, bucket] : enc)
+            QCOMPARE(relativePositionBucket(relative, true, 32, 128), bucket);
+        // Causal (decoder): 32 buckets for keys at or before the query, 16 exact; later keys: 0.
+        const int dec[][2] = {{5, 0}, {0, 0}, {-3, 3}, {-15, 15}, {-16, 16}, {-40, 23}, {-127, 31}, {-200, 31}};
+        for (const auto& [relative, bucket] : dec)
+            QCOMPARE(relativePositionBucket(relative, false, 32, 128), bucket);
+        // The (Tq, Tk) table: entry t1 * Tk + t2 is the bucket of t2 - t1.
+        const std::vector<int> table = relativePositionBuckets(3, 4, true, 32, 128);
+        QCOMPARE(table.size(), size_t(12));
+        QCOMPARE(table[1 * 4 + 3], relativePositionBucket(2, true, 32, 128));
+        QCOMPARE(table[2 * 4 + 0], relativePositionBucket(-2, true, 32, 128));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, relativePositionBuckets(2, 2, true, 2, 128));
+    }
+
+    void relativeBiasMatchesNaive_data()
+    {
+        QTest::addColumn<bool>("causal");
+        QTest::newRow("encoder: bidirectional buckets") << false;
+        QTest::newRow("decoder: causal buckets") << true;
+    }
+    void relativeBiasMatchesNaive()
+    {
+        // softmax over keys of q . k (no 1/sqrt(hd), T5) + table[h, bucket(key - query)], masked.
+        QFETCH(bool, causal);
+        AttentionShape s = shape(2, 6, 6, 4, 2, 3, causal);
+        s.scale = 1;
+        const int nb = 8;
+        KernelPool pool(2);
+        AttentionData<double> d(s, 21);
+        const Mat<double> table = randomMat<double>(nb, s.NH, 22);  // column h: head h's row of the (NH, nb) table
+        const std::vector<int> buckets = relativePositionBuckets(s.Tq, s.Tk, !causal, nb, 16);
+        const ScoreBias<double> bias{table.data(), buckets.data(), nb};
+        Mat<double> att(s.Tk, s.probColumns());
+        attention_probs_forward<double>(pool, att, d.q(), d.k(), s, bias);
+        double worst = 0;
+        for (int b = 0; b < s.B; ++b)
+            for (int h = 0; h < s.NH; ++h)
+                for (int t1 = 0; t1 < s.Tq; ++t1) {
+                    const int g = h / (s.NH / s.NKV);
+                    std::vector<double> z(size_t(s.Tk), -INFINITY);
+                    double mx = -INFINITY, sum = 0;
+                    for (int t2 = 0; t2 < s.Tk; ++t2) {
+                        if (causal && t2 > t1)
+                            continue;
+                        const double qk = (d.q().block(h * s.hd, b * s.Tq + t1, s.hd, 1).array() *
+                                           d.k().block(g * s.hd, b * s.Tk + t2, s.hd, 1).array()).sum();
+                        z[size_t(t2)] = qk + table(relativePositionBucket(t2 - t1, !causal, nb, 16), h);
+                        mx = std::max(mx, z[size_t(t2)]);
+                    }
+                    for (double v : z)
+                        sum += std::exp(v - mx);
+                    for (int t2 = 0; t2 < s.Tk; ++t2)
+                        worst = std::max(worst, std::fabs(att(t2, (b * s.NH + h) * s.Tq + t1) -
+                                                          std::exp(z[size_t(t2)] - mx) / sum));
+                }
+        QVERIFY2(worst < 1e-14, qPrintable(QString::number(worst)));
+    }
+
+    void relativeBiasBackwardIsItsDerivative_data() { relativeBiasMatchesNaive_data(); }
+    void relativeBiasBackwardIsItsDerivative()
+    {
+        // d/d table of sum(R .* out): relative_bias_backward of the scores' gradient; q, k, v too.
+        QFETCH(bool, causal);
+        AttentionShape s = shape(2, 5, 5, 4, 2, 3, causal);
+        s.scale = 1;
+        const int nb = 6;
+        KernelPool pool(2);
+        AttentionData<double> d(s, 31, 0.5);
+        Mat<double> table = randomMat<double>(nb, s.NH, 32);
+        const std::vector<int> buckets = relativePositionBuckets(s.Tq, s.Tk, !causal, nb, 12);
+        const ScoreBias<double> bias{table.data(), buckets.data(), nb};
+        const Mat<double> R = randomMat<double>(d.qRows(), Eigen::Index(s.B) * s.Tq, 33);
+        auto forward = [&](Mat<double>& att, Mat<double>& out) {
+            att.resize(s.Tk, s.probColumns());
+            out.resize(d.qRows(), Eigen::Index(s.B) * s.Tq);
+            attention_probs_forward<double>(pool, att, d.q(), d.k(), s, bias);
+            attention_values_forward<double>(pool, out, att, d.v(), s);
+        };
+        auto loss = [&] {
+            Mat<double> att, out;
+            forward(att, out);
+            return (out.array() * R.array()).sum();
+        };
+        Mat<double> att, out;
+        forward(att, out);
+        AttentionGrads<double> g(d);
+        attention_backward<double>(pool, g.dq(d), g.dk(d), g.dv(d), g.datt, R, att, d.q(), d.k(), d.v(), s);
+        Mat<double> dtable = randomMat<double>(nb, s.NH, 34);  // accumulated into
+        const Mat<double> before = dtable;
+        relative_bias_backward<double>(pool, dtable.data(), g.datt, bias, s);
+        QVERIFY(fdCheck(table, dtable - before, loss) < kFdTol);
+        QVERIFY((dtable - before).cwiseAbs().maxCoeff() > 1e-3);  // the check saw real gradients
+        QVERIFY(fdCheck(d.q(), g.dq(d), loss) < kFdTol);
+        QVERIFY(fdCheck(d.k(), g.dk(d), loss) < kFdTol);
+        QVERIFY(fdCheck(d.v(), g.dv(d), loss) < kFdTol);
+    }
+
+    void crossAttentionOnSeparateBuffersMatchesNaive()
+    {
+        // T5's cross-attention: q (qd, B*Tq) of the decoder, [k | v] (2 kvd, B*Tk) of the encoder,
+        // bidirectional, through the Kernels calls the executor makes; against the naive reference.
+        const AttentionShape s = shape(2, 5, 5, 4, 2, 3, false);
+        DeviceProfile p;
+        p.name = "test";
+        p.memory_bytes = 1e9;
+        p.peak_flops_fp32 = 1e12;
+        p.memory_bytes_per_second = 1e11;
+        EmulatedDevice dev(0, p, 2);
+        Kernels<double> k(dev, PrecisionMode::FP32);
+        const Eigen::Index qd = Eigen::Index(s.NH) * s.hd, kvd = Eigen::Index(s.NKV) * s.hd, N = Eigen::Index(s.B) * s.Tq;
+        const Mat<double> q = randomMat<double>(qd, N, 41), kv = randomMat<double>(2 * kvd, N, 42);
+        const Mat<double> dout = randomMat<double>(qd, N, 43);
+        Mat<double> att(s.Tk, s.probColumns()), out(qd, N), datt(s.Tk, s.probColumns());
+        Mat<double> dq = Mat<double>::Constant(qd, N, kGarbage), dkv = Mat<double>::Constant(2 * kvd, N, kGarbage);
+        const AttentionOperands<double> x{q.data(), qd, kv.data(), 2 * kvd};
+        k.attentionProbs(att.data(), x, s, {});
+        k.attentionValues(out.data(), att.data(), x, s);
+        k.attentionBackward(dq.data(), qd, dkv.data(), 2 * kvd, datt.data(), dout.data(), att.data(), x, s);
+        Mat<double> attRef(s.Tk, s.probColumns()), outRef(qd, N), dattRef(s.Tk, s.probColumns());
+        Mat<double> dqRef(qd, N), dkvRef(2 * kvd, N);
+        reference::attention_probs_forward<double>(attRef, q, kv.topRows(kvd), s);
+        reference::attention_values_forward<double>(outRef, attRef, kv.bottomRows(kvd), s);
+        reference::attention_backward<double>(dqRef, dkvRef.topRows(kvd), dkvRef.bottomRows(kvd), dattRef, dout, attRef,
+                                              q, kv.topRows(kvd), kv.bottomRows(kvd), s);
+        QVERIFY(relDiff(att, attRef) < 1e-13);
+        QVERIFY(relDiff(out, outRef) < 1e-13);
+        QVERIFY(relDiff(dq, dqRef) < 1e-13);
+        QVERIFY(relDiff(dkv, dkvRef) < 1e-13);
+        // Charged as the fused self-attention: 2 + 2 products forward, 8 backward per (Tk, Tq, qd).
+        QCOMPARE(dev.counters().flops[size_t(KernelKind::Attention)], 12.0 * s.Tk * double(qd) * double(N));
     }
 
     void attentionBackwardIsItsDerivative_data()

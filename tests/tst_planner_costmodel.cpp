@@ -215,6 +215,40 @@ private slots:
                  qPrintable(QString::number(states / double(parameterCount(m)))));
     }
 
+    // T5 (t5-base's shape): every parameter core counts is held, the two relative bias tables
+    // included (split over tp by heads, as the engine holds them: tp ranks together hold each once);
+    // pipeline stages and context parallelism are refused by name (Megatron-LM trains T5 without them).
+    void encoderDecoderStatesAndRefusals()
+    {
+        ModelSpec m = megatronGpt(12, 768, 12, 32128);
+        m.name = "t5";
+        m.family = ModelFamily::EncoderDecoder;
+        m.decoder_layers = 12;
+        m.ffn_hidden = 3072;
+        m.head_dim = 64;
+        m.mlp = MlpKind::Relu;
+        m.norm = NormKind::RmsNorm;
+        m.positions = PositionKind::Relative;
+        m.relative_buckets = 32;
+        m.bias = false;
+        m.max_seq = 512;
+        QCOMPARE(parameterCount(m), std::int64_t(222'903'552));  // HF's t5-base num_parameters()
+        const Problem p = problem(m, 1, 64, 512);
+        const Prediction dp = CostModel::evaluate(p, layout("zero=0", p));
+        QCOMPARE(dp.memory_bytes.weights, 2.0 * double(parameterCount(m)));
+        // tp = 4: each rank a quarter of every matrix and table, the norms whole.
+        const Prediction tp = CostModel::evaluate(p, layout("tp=4", p));
+        const double norms = (12 * 2 + 12 * 3 + 2) * 768.0;
+        QCOMPARE(tp.memory_bytes.weights, 2.0 * ((double(parameterCount(m)) - norms) / 4 + norms));
+        FieldErrors errors;
+        Layout pp = parseLayout("pp=2,dp=4", errors);
+        const FieldErrors refused = validate(pp, p.model, p.cluster, p.training);
+        QCOMPARE(refused.size(), size_t(1));
+        QCOMPARE(refused[0].path, std::string("layout.pp"));
+        Layout cp = parseLayout("cp=2,dp=4", errors);
+        QCOMPARE(validate(cp, p.model, p.cluster, p.training)[0].path, std::string("layout.cp"));
+    }
+
     // Bubble fraction of the ideal time: (p - 1)/m for GPipe and 1F1B, (p - 1)/(v m) interleaved.
     // A tiny vocabulary makes all stages equal, the setting of the formula.
     void bubbleFractions_data()

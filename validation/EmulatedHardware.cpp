@@ -25,6 +25,11 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
     m.bias = c.bias;
     m.tied_embeddings = c.tied_embeddings;
     m.final_norm = true;
+    if (c.encoder_decoder) {  // T5: decoder layers with cross-attention, one bias table per stack
+        m.family = ModelFamily::EncoderDecoder;
+        m.decoder_layers = c.decoder_layers;
+        m.relative_buckets = c.relative_buckets;
+    }
     return m;
 }
 

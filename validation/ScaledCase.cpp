@@ -15,15 +15,16 @@ std::string validationRunName(const Problem& full, const Layout& layout)
 
 engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
-    if (m.family == ModelFamily::EncoderDecoder)
-        throw InputError(m.name + ": encoder-decoder models (cross-attention, T5's relative position buckets) are "
-                                  "not executed by the engine yet: no validation run");
     if (m.family == ModelFamily::EncoderOnly)
         throw InputError(m.name + ": BERT-style encoders (token types, embedding norm, pooler, masked-LM objective) "
                                   "are not executed by the engine yet: no validation run");
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
-    if (m.positions != PositionKind::Learned && m.positions != PositionKind::Rotary)
+    const bool encDec = m.family == ModelFamily::EncoderDecoder;
+    if (encDec && m.positions != PositionKind::Relative)
+        throw InputError(m.name + ": an encoder-decoder with " + toString(m.positions) +
+                         " positions is not executed by the engine (T5's relative position bias is): no validation run");
+    if (!encDec && m.positions != PositionKind::Learned && m.positions != PositionKind::Rotary)
         throw InputError(m.name + ": " + toString(m.positions) +
                          " positions are not executed by the engine yet: no validation run");
     engine::ModelConfig c;
@@ -58,6 +59,12 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.bias = m.bias;
     c.tied_embeddings = m.tied_embeddings;
     c.causal = true;
+    if (encDec) {  // T5: 2 encoder and 2 decoder layers (one pipeline stage), the model's buckets
+        c.encoder_decoder = true;
+        c.decoder_layers = c.layers;
+        c.relative_buckets = m.relative_buckets;
+        c.norm_eps = 1e-6;  // T5's layer_norm_epsilon (HF T5Config's default; ModelSpec has no eps)
+    }
     return c;
 }
 

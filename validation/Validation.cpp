@@ -236,6 +236,17 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     llama.rope_base = 500000;
     llama.bias = false;
     llama.tied_embeddings = false;
+    // T5's (encoder-decoder: relative position bias tables, cross-attention, RMSNorm, ReLU, no
+    // biases, tied head scaled by C^-0.5): 2 encoder + 2 decoder layers, t5-base's 32 buckets.
+    engine::ModelConfig t5{2, 64, 4, 96, 32};
+    t5.encoder_decoder = true;
+    t5.decoder_layers = 2;
+    t5.relative_buckets = 32;
+    t5.positions = PositionKind::Relative;
+    t5.mlp = MlpKind::Relu;
+    t5.norm = NormKind::RmsNorm;
+    t5.norm_eps = 1e-6;
+    t5.bias = false;
     struct Row {
         const char* name;
         const char* layout;
@@ -282,6 +293,13 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"context + tensor parallel", "cp=2,tp=2", fp32, &gpt2},
         {"Llama blocks, context parallel", "cp=2", fp32, &llama},
         {"Llama blocks, context + tensor parallel", "cp=2,tp=2", fp32, &llama},
+        {"T5 blocks, single device", "dp=1,mb=8", fp32, &t5},
+        {"T5 blocks, data parallel", "dp=4", fp32, &t5},
+        {"T5 blocks, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", fp32, &t5},
+        {"T5 blocks, tensor + sequence parallel", "tp=2,sp=on", fp32, &t5},
+        {"T5 blocks, full recomputation", "dp=2,recompute=full", fp32, &t5},
+        {"T5 blocks, selective recomputation", "tp=2,recompute=selective", fp32, &t5},
+        {"T5 blocks, bf16 mixed, ZeRO-2 + optimizer offload", "dp=2,tp=2,zero=2,offload=optimizer", bf16, &t5},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {

@@ -63,6 +63,14 @@ QJsonObject toJson(const ValidationCase& c)
                               {"node_devices", r.links.node_devices}}},
         {"bucket_bytes", double(r.bucket_bytes)},
         {"device", engine::toJson(c.profile)}};
+    if (r.model.encoder_decoder) {  // T5 (written only for it: older readers and files stay as they were)
+        QJsonObject model = o.value("model").toObject();
+        model.insert("encoder_decoder", true);
+        model.insert("decoder_layers", r.model.decoder_layers);
+        model.insert("relative_buckets", r.model.relative_buckets);
+        model.insert("relative_max_distance", r.model.relative_max_distance);
+        o.insert("model", model);
+    }
     if (c.host.known())
         o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
     return o;
@@ -92,6 +100,10 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.bias = model.boolean("bias", true);
     r.model.tied_embeddings = model.boolean("tied_embeddings", true);
     r.model.causal = model.boolean("causal", true);
+    r.model.encoder_decoder = model.boolean("encoder_decoder", false);
+    r.model.decoder_layers = model.integer("decoder_layers", 0, false, 0, 1024);
+    r.model.relative_buckets = model.integer("relative_buckets", 0, false, 0, 1 << 12);
+    r.model.relative_max_distance = model.integer("relative_max_distance", 128, false, 1, 1 << 20);
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);
     if (const std::string text = in.string("precision", true); !text.empty()) {

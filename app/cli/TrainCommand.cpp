@@ -195,6 +195,12 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.rope_base = a.number("rope-base", r.model.rope_base, 1, 1e12);
     r.model.bias = !a.flag("no-bias");
     r.model.tied_embeddings = !a.flag("untied");
+    r.model.decoder_layers = a.integer("decoder-layers", 0, 1, 1024);
+    r.model.encoder_decoder = r.model.decoder_layers > 0;  // T5 (engine/ModelConfig.h)
+    if (r.model.encoder_decoder) {
+        r.model.relative_buckets = a.integer("relative-buckets", 32, 1, 1 << 12);
+        r.model.relative_max_distance = a.integer("relative-max-distance", 128, 1, 1 << 20);
+    }
     r.batch = a.integer("batch", 0, 1, 1 << 20);
     r.steps = a.integer("steps", 0, 1, 100'000'000);
     r.optimizer.lr = a.number("lr", r.optimizer.lr, 1e-12, 10);
@@ -352,7 +358,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     if (!source)
         source = makeTokenSource(r);
     if (!json) {
-        ctx.out << "model: " << r.model.layers << " layers, hidden " << r.model.hidden << ", " << r.model.heads
+        ctx.out << "model: " << r.model.totalLayers() << " layers, hidden " << r.model.hidden << ", " << r.model.heads
                 << " heads, vocab " << r.model.vocab << ", seq " << r.model.seq << " (" << describe(r.model) << "): "
                 << formatCount(parameterCount(r.model)) << " parameters; batch " << r.batch << ", "
                 << toString(r.precision) << ", recompute " << shardscope::toString(r.layout.recompute) << "\n";

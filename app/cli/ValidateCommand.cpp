@@ -313,7 +313,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                     << fullSize->value(QLatin1String("cost_model")).toString().toStdString() << ", constraints "
                     << fullSize->value(QLatin1String("constraints")).toString().toStdString() << ")\n";
         }
-        ctx.out << "  engine model: " << r.c.request.model.layers << " layers, hidden " << r.c.request.model.hidden
+        ctx.out << "  engine model: " << r.c.request.model.totalLayers() << " layers, hidden " << r.c.request.model.hidden
                 << ", " << r.c.request.model.heads << " heads, vocab " << r.c.request.model.vocab << ", seq "
                 << r.c.request.model.seq << " (" << engine::describe(r.c.request.model) << "), batch " << r.c.request.batch
                 << ", layout "
