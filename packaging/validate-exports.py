@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Run ShardScope's Megatron-LM and DeepSpeed exports through the frameworks' own checks.
+
+    validate-exports.py --cli build/app/shardscope-cli --megatron MEGATRON_LM_DIR --deepspeed DEEPSPEED_DIR
+
+MEGATRON_LM_DIR and DEEPSPEED_DIR are checkouts (the megatron/ and deepspeed/ packages; for
+DeepSpeed also accelerator/ and op_builder/). Nothing is installed and nothing is downloaded.
+
+What runs, per case (a problem, a layout, a format), each in a process of its own:
+  megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
+             megatron/training/arguments.py: parse_args() then validate_args(), with WORLD_SIZE
+             the plan's device count, plus what the export leaves to the user (--mock-data, a
+             NullTokenizer of the model's vocabulary, --train-iters, --lr);
+  deepspeed  the exported ds_config through deepspeed/runtime/config.py: DeepSpeedConfig(config,
+             mpu, mesh_device) with the world size deepspeed.initialize would give it (all ranks;
+             the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
+             dimension when the config names sequence_parallel_size and data_parallel_size),
+             which runs its batch assertion and sanity checks and the pydantic ZeRO config.
+
+What cannot run here, and is stood in for (framework_stubs.py): torch, numpy, Transformer Engine
+and the other compiled dependencies are stubs, so no check that needs a tensor or a device runs.
+The one device figure validate_args asks for, the GPU's compute-capability major
+(get_device_arch_version), is given from the plan's GPU: A100 8, H100/H200 9, B200 10 (NVIDIA's
+published compute capabilities 8.0, 9.0, 10.0). DeepSpeed's torch.distributed calls are answered
+with the rank 0 and the world size above. Python 3.11's typing lacks override (3.12), which
+Megatron imports: typing_extensions.override, the same function, is put in its place.
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (name, format, model, node type, nodes, global batch, seq, extra problem flags, layout)
+CASES = [
+    ("megatron gpt3-175b a100 tp8 pp16 full fp16", "megatron", "gpt3-175b", "dgx-a100-80gb", 128, 1536, 2048,
+     ["--precision", "fp16"], "tp=8,pp=16,mb=1,recompute=full"),
+    ("megatron llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective", "megatron", "llama-2-70b", "p5.48xlarge",
+     64, 1024, 4096, [], "tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective"),
+    ("megatron mixtral-8x7b p5 tp4 sp zero1", "megatron", "mixtral-8x7b", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-8b p5 tp2 cp2 zero1 no dropout flash", "megatron", "llama-3-8b", "p5.48xlarge", 2, 64, 8192,
+     ["--no-dropout", "--flash-attention"], "tp=2,cp=2,zero=1"),
+    ("megatron llama-2-7b p5 zero3 (Megatron-FSDP)", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=3"),
+    ("megatron llama-2-7b p5 zero1 shard group 8 of 32", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=1,zero_group=8"),
+    ("megatron llama-2-7b p5 zero1 optimizer offload", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=1,offload=optimizer"),
+    ("megatron llama-2-7b p5 pp2 interleaved v2", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "pp=2,schedule=interleaved,v=2"),
+    ("megatron llama-3-70b b200 tp8 pp2 cp2 zero1", "megatron", "llama-3-70b", "p6-b200.48xlarge", 8, 512, 8192,
+     [], "tp=8,pp=2,cp=2,sp=on,zero=1,mb=1,recompute=full"),
+    ("deepspeed gpt3-13b p4d zero3 mics8 full", "deepspeed", "gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, [],
+     "zero=3,zero_group=8,mb=2,recompute=full"),
+    ("deepspeed llama-2-7b p5 autotp2 zero2 offload", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "tp=2,zero=2,mb=1,offload=optimizer"),
+    ("deepspeed gpt3-6.7b p4d pp4 zero1 fp16", "deepspeed", "gpt3-6.7b", "p4d.24xlarge", 4, 512, 2048,
+     ["--precision", "fp16"], "pp=4,zero=1,mb=1,recompute=full"),
+    ("deepspeed llama-2-7b p5 ulysses cp4 zero3", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 512, 8192, [],
+     "cp=4,zero=3,mb=1,recompute=full"),
+]
+
+# Controls: an export changed the way the frameworks' checks must refuse, run after the cases to
+# show that the checks can fail here: (name, case index, change of the exported text).
+def _drop_max_connections(text):
+    return "\n".join(line for line in text.splitlines() if "CUDA_DEVICE_MAX_CONNECTIONS" not in line)
+
+
+def _batch_off_by_one(text):
+    config = json.loads(text)
+    config["train_batch_size"] = config["train_batch_size"] + 1
+    return json.dumps(config)
+
+
+CONTROLS = [
+    ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
+    ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
+]
+
+# NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
+ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48xlarge": 9, "p5e.48xlarge": 9,
+              "p5en.48xlarge": 9, "dgx-h100": 9, "p6-b200.48xlarge": 10}
+
+
+def layout_sizes(layout):
+    keys = dict(kv.split("=") for kv in layout.split(","))
+    return {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+
+
+# ---------------------------------------------------------------- Megatron-LM
+def megatron_command(text):
+    """The MEGATRON_ARGS array and the CUDA_DEVICE_MAX_CONNECTIONS line of an export."""
+    args, env, unset, inside = [], {}, [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("MEGATRON_ARGS=("):
+            inside = True
+        elif inside and stripped == ")":
+            inside = False
+        elif inside:
+            args += shlex.split(stripped)
+        elif stripped.startswith("export "):
+            name, value = shlex.split(stripped.split("#")[0])[1].split("=", 1)
+            env[name] = value
+        elif stripped.startswith("unset "):
+            unset.append(shlex.split(stripped.split("#")[0])[1])
+    return args, env, unset
+
+
+def check_megatron(case):
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+    import typing
+    import typing_extensions
+
+    fs.real_packaging()
+    if not hasattr(typing, "override"):
+        typing.override = typing_extensions.override
+    fs.install(["torch", "numpy", "transformer_engine", "apex", "einops", "flash_attn", "modelopt", "tensorstore",
+                "zarr", "wandb", "tqdm", "psutil", "triton", "safetensors", "nvtx", "mamba_ssm", "causal_conv1d"])
+    sys.path.insert(0, case["megatron"])
+    from megatron.training import arguments
+
+    arch = ARCH_MAJOR[case["node"]]
+    arguments.get_device_arch_version = lambda: arch
+    args, env, unset = megatron_command(case["settings"])
+    for name in unset:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    os.environ["WORLD_SIZE"] = str(case["devices"])
+    os.environ["RANK"] = "0"
+    user = ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(case["vocab"]),
+            "--train-iters", "10", "--lr", "1e-4"]
+    sys.argv = ["pretrain_gpt.py"] + args + user
+    parsed = arguments.parse_args()
+    arguments.validate_args(parsed, {})
+    dp = layout_sizes(case["layout"])["dp"]
+    assert parsed.data_parallel_size == dp, f"Megatron derived dp {parsed.data_parallel_size}, the plan has {dp}"
+    return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+
+
+# ---------------------------------------------------------------- DeepSpeed
+def check_deepspeed(case):
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    fs.install(["torch", "hjson", "numpy", "psutil", "cpuinfo", "einops", "tqdm", "msgpack", "ninja",
+                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.module_inject",
+                "deepspeed.inference.v2"])
+    sys.path.insert(0, case["deepspeed"])
+    package = fs.bare_package("deepspeed", os.path.join(case["deepspeed"], "deepspeed"))
+    package.HAS_TRITON = False  # deepspeed/__init__.py sets it from an optional import
+    from deepspeed import comm as dist
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = json.loads(case["settings"])
+    sizes = layout_sizes(case["layout"])
+    world = {"all": case["devices"]}
+    dist.get_rank = lambda group=None: 0
+    dist.get_world_size = lambda group=None: world["all"] if group is None else group
+
+    class Mesh:  # deepspeed/__init__.py builds (data_parallel, sequence_parallel) from the two keys
+        def get_group(self, mesh_dim):
+            return config["data_parallel_size"] if mesh_dim == "data_parallel" else config["sequence_parallel_size"]
+
+    class PipeGrid:  # PipelineEngine passes the pipeline grid: data-parallel ranks = devices / pp
+        def get_data_parallel_world_size(self):
+            return sizes["dp"] * sizes["tp"]
+
+    mpu = PipeGrid() if "pipeline" in config else None
+    mesh = Mesh() if "sequence_parallel_size" in config and "data_parallel_size" in config else None
+    ds = DeepSpeedConfig(config, mpu, mesh_device=mesh)
+    sequences = ds.train_micro_batch_size_per_gpu * ds.gradient_accumulation_steps * sizes["dp"]
+    assert sequences == case["global_batch"], f"{sequences} sequences per step, the plan has {case['global_batch']}"
+    return (f"DeepSpeedConfig passed: train_batch_size {ds.train_batch_size} over world size {ds.world_size}, "
+            f"micro {ds.train_micro_batch_size_per_gpu} x accumulation {ds.gradient_accumulation_steps} x dp "
+            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}")
+
+
+# ---------------------------------------------------------------- driver
+def run_case(cli, megatron, deepspeed, work, case, change=None):
+    name, fmt, model, node, nodes, batch, seq, flags, layout = case
+    plan = os.path.join(work, "plan.json")
+    problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
+               "--seq", str(seq)] + flags
+    db = ["--db", os.path.join(work, "catalog.sqlite")]
+    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], check=True,
+                   capture_output=True)
+    out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
+                         capture_output=True, text=True)
+    exported = json.loads(out.stdout)
+    if not exported["runs"]:
+        return False, "ShardScope refused: " + "; ".join(r["message"] for r in exported["refusals"])
+    model_json = subprocess.run([cli] + db + ["catalog", "show", model, "--json"], capture_output=True, text=True)
+    vocab = json.loads(model_json.stdout).get("vocab", 32000) if model_json.returncode == 0 else 32000
+    sizes = layout_sizes(exported["layout"])
+    payload = {"settings": exported["settings"], "layout": exported["layout"], "node": node, "global_batch": batch,
+               "devices": sizes["dp"] * sizes["tp"] * sizes["pp"] * sizes["cp"], "vocab": vocab,
+               "megatron": megatron, "deepspeed": deepspeed, "format": fmt}
+    if change:
+        payload["settings"] = change(payload["settings"])
+    check = subprocess.run([sys.executable, os.path.abspath(__file__), "--check"], input=json.dumps(payload),
+                           capture_output=True, text=True)
+    if check.returncode == 0:
+        return True, check.stdout.strip().splitlines()[-1]
+    lines = [l for l in check.stderr.strip().splitlines() if l.strip()]
+    return False, lines[-1] if lines else f"exit {check.returncode}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cli")
+    parser.add_argument("--megatron")
+    parser.add_argument("--deepspeed")
+    parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.check:
+        case = json.loads(sys.stdin.read())
+        print(check_megatron(case) if case["format"] == "megatron" else check_deepspeed(case))
+        return 0
+    failed = 0
+    with tempfile.TemporaryDirectory() as work:
+        for case in CASES:
+            if case[1] == "megatron" and not a.megatron or case[1] == "deepspeed" and not a.deepspeed:
+                print(f"SKIP  {case[0]} (no --{case[1]} checkout)")
+                continue
+            ok, message = run_case(a.cli, os.path.abspath(a.megatron or ""), os.path.abspath(a.deepspeed or ""),
+                                   work, case)
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'}  {case[0]}\n      {message}")
+        for name, index, change in CONTROLS:
+            case = CASES[index]
+            if case[1] == "megatron" and not a.megatron or case[1] == "deepspeed" and not a.deepspeed:
+                continue
+            ok, message = run_case(a.cli, os.path.abspath(a.megatron or ""), os.path.abspath(a.deepspeed or ""),
+                                   work, case, change)
+            failed += ok  # a control must be refused
+            print(f"{'REFUSED (as it must)' if not ok else 'ACCEPTED (the check is blind!)'}  control: {name}\n"
+                  f"      {message}")
+    print(f"{len(CASES)} of {len(CASES)} passed, controls refused" if not failed else f"{failed} failure(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
