@@ -217,7 +217,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
         t += "    wrap_for_recompute(blocks)\n";
     t += "    mp_policy = MixedPrecisionPolicy(";
     if (!dtype.empty())
-        t += "param_dtype=" + dtype + ", reduce_dtype=torch.float32";
+        t += "param_dtype=" + dtype + ", reduce_dtype=" + dtype;  // gradients reduced in 16 bits, as priced
     t += ")\n";
     t += "    dp_mesh = mesh[\"dp_replicate\", \"dp_shard_cp\"]  # HSDP placement: replicate, shard\n";
     t += "    for block in blocks:\n";
