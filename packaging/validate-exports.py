@@ -63,6 +63,12 @@ CASES = [
      ["--precision", "fp16"], "pp=4,zero=1,mb=1,recompute=full"),
     ("deepspeed llama-2-7b p5 ulysses cp4 zero3", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 512, 8192, [],
      "cp=4,zero=3,mb=1,recompute=full"),
+    ("maxtext llama-3-70b v5p tp4 fsdp full", "maxtext", "llama-3-70b", "tpu-v5p-host", 64, 1024, 8192, [],
+     "tp=4,zero=3,mb=1,recompute=full"),
+    ("maxtext llama-2-7b v5e two slices hsdp selective", "maxtext", "llama-2-7b", "tpu-v5e-host", 64, 1024, 4096,
+     [], "zero=3,zero_group=256,mb=1,recompute=selective"),
+    ("maxtext llama-3-8b h100 pp2 gpipe cp2 zero1 offload flash", "maxtext", "llama-3-8b", "p5.48xlarge", 4, 256,
+     8192, ["--flash-attention"], "pp=2,schedule=gpipe,cp=2,zero=1,mb=1,recompute=full,offload=optimizer"),
 ]
 
 # Controls: an export changed the way the frameworks' checks must refuse, run after the cases to
@@ -77,9 +83,14 @@ def _batch_off_by_one(text):
     return json.dumps(config)
 
 
+def _misspelt_key(text):
+    return text.replace("ici_tensor_parallelism", "ici_tensor_paralelism")
+
+
 CONTROLS = [
     ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
     ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
+    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 13, _misspelt_key),
 ]
 
 # NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
@@ -183,15 +194,50 @@ def check_deepspeed(case):
             f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}")
 
 
+# ---------------------------------------------------------------- MaxText
+def check_maxtext(case):
+    """Every key of the YAML is a field of MaxText's pydantic MaxTextConfig and its value validates
+    against that field's type. (The mesh against jax.devices() and the model validators need jax.)"""
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+    import yaml
+    from pydantic import TypeAdapter
+
+    fs.real_packaging()
+    fs.install(["jax", "jaxlib", "numpy", "omegaconf", "tensorflow", "flax", "optax", "orbax", "google", "grain",
+                "ml_dtypes", "absl", "etils", "pathwaysutils", "qwix", "tokamax", "transformers", "tensorboardX",
+                "aqt", "psutil", "cloud_tpu_diagnostics", "cloud_accelerator_diagnostics"])
+    src = os.path.join(case["maxtext"], "src")
+    sys.path.insert(0, src)
+    fs.bare_package("maxtext", os.path.join(src, "maxtext"))
+    from maxtext.configs import types
+
+    fields = types.MaxTextConfig.model_fields
+    config = yaml.safe_load(case["settings"])
+    base = os.path.join(src, "maxtext", "configs", config.pop("base_config"))
+    assert os.path.exists(base), f"base_config {base} does not exist"
+    unknown = sorted(k for k in config if k not in fields)
+    assert not unknown, f"keys MaxTextConfig does not have: {', '.join(unknown)}"
+    for key, value in config.items():
+        TypeAdapter(fields[key].annotation).validate_python(value)
+    ici = [v for k, v in config.items() if k.startswith("ici_")]
+    dcn = [v for k, v in config.items() if k.startswith("dcn_")]
+    product = lambda values: eval("*".join(map(str, values)) or "1")
+    assert product(ici) * product(dcn) == case["devices"], "the mesh does not cover the devices"
+    return (f"{len(config)} keys are MaxTextConfig fields and validate; ici {product(ici)} x dcn {product(dcn)} = "
+            f"{case['devices']} devices")
+
+
 # ---------------------------------------------------------------- driver
-def run_case(cli, megatron, deepspeed, work, case, change=None):
+def run_case(cli, checkouts, work, case, change=None):
     name, fmt, model, node, nodes, batch, seq, flags, layout = case
     plan = os.path.join(work, "plan.json")
     problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
                "--seq", str(seq)] + flags
     db = ["--db", os.path.join(work, "catalog.sqlite")]
-    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], check=True,
-                   capture_output=True)
+    # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,
+    # the file is written all the same), which does not matter to the export of --layout.
+    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], capture_output=True)
     out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
                          capture_output=True, text=True)
     exported = json.loads(out.stdout)
@@ -202,7 +248,7 @@ def run_case(cli, megatron, deepspeed, work, case, change=None):
     sizes = layout_sizes(exported["layout"])
     payload = {"settings": exported["settings"], "layout": exported["layout"], "node": node, "global_batch": batch,
                "devices": sizes["dp"] * sizes["tp"] * sizes["pp"] * sizes["cp"], "vocab": vocab,
-               "megatron": megatron, "deepspeed": deepspeed, "format": fmt}
+               "format": fmt, **checkouts}
     if change:
         payload["settings"] = change(payload["settings"])
     check = subprocess.run([sys.executable, os.path.abspath(__file__), "--check"], input=json.dumps(payload),
@@ -216,34 +262,35 @@ def run_case(cli, megatron, deepspeed, work, case, change=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cli")
-    parser.add_argument("--megatron")
-    parser.add_argument("--deepspeed")
+    for framework in ("megatron", "deepspeed", "maxtext"):
+        parser.add_argument("--" + framework, help=f"a {framework} checkout")
     parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.check:
         case = json.loads(sys.stdin.read())
-        print(check_megatron(case) if case["format"] == "megatron" else check_deepspeed(case))
+        checks = {"megatron": check_megatron, "deepspeed": check_deepspeed, "maxtext": check_maxtext}
+        print(checks[case["format"]](case))
         return 0
-    failed = 0
+    checkouts = {f: os.path.abspath(getattr(a, f)) for f in ("megatron", "deepspeed", "maxtext") if getattr(a, f)}
+    failed = ran = 0
     with tempfile.TemporaryDirectory() as work:
         for case in CASES:
-            if case[1] == "megatron" and not a.megatron or case[1] == "deepspeed" and not a.deepspeed:
+            if case[1] not in checkouts:
                 print(f"SKIP  {case[0]} (no --{case[1]} checkout)")
                 continue
-            ok, message = run_case(a.cli, os.path.abspath(a.megatron or ""), os.path.abspath(a.deepspeed or ""),
-                                   work, case)
+            ok, message = run_case(a.cli, checkouts, work, case)
+            ran += 1
             failed += not ok
             print(f"{'PASS' if ok else 'FAIL'}  {case[0]}\n      {message}")
         for name, index, change in CONTROLS:
             case = CASES[index]
-            if case[1] == "megatron" and not a.megatron or case[1] == "deepspeed" and not a.deepspeed:
+            if case[1] not in checkouts:
                 continue
-            ok, message = run_case(a.cli, os.path.abspath(a.megatron or ""), os.path.abspath(a.deepspeed or ""),
-                                   work, case, change)
+            ok, message = run_case(a.cli, checkouts, work, case, change)
             failed += ok  # a control must be refused
             print(f"{'REFUSED (as it must)' if not ok else 'ACCEPTED (the check is blind!)'}  control: {name}\n"
                   f"      {message}")
-    print(f"{len(CASES)} of {len(CASES)} passed, controls refused" if not failed else f"{failed} failure(s)")
+    print(f"{ran} case(s) passed, every control refused" if not failed else f"{failed} failure(s)")
     return 1 if failed else 0
 
 

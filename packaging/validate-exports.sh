@@ -1,16 +1,14 @@
 #!/bin/sh
-# Runs ShardScope's Megatron-LM and DeepSpeed exports through the frameworks' own argument
-# parser / validate_args and config classes (packaging/validate-exports.py says what runs and
-# what is stood in for). Not part of the CTest suite: it needs checkouts of the frameworks.
+# Runs ShardScope's Megatron-LM, DeepSpeed and MaxText exports through the frameworks' own
+# argument parser / validate_args, config classes and config schema (packaging/validate-exports.py
+# says what runs and what is stood in for). Not part of the CTest suite: it needs checkouts.
 #
-#   packaging/validate-exports.sh MEGATRON_LM_DIR DEEPSPEED_DIR [BUILD_DIR]
+#   packaging/validate-exports.sh [--megatron DIR] [--deepspeed DIR] [--maxtext DIR]
 #
-# MEGATRON_LM_DIR: a Megatron-LM checkout (its megatron/ package); DEEPSPEED_DIR: a DeepSpeed
-# checkout (deepspeed/, accelerator/, op_builder/). BUILD_DIR defaults to ./build. Needs python3
-# with pydantic and typing_extensions (DeepSpeed's config classes are pydantic models); no torch.
+# DIR: a Megatron-LM checkout (its megatron/ package), a DeepSpeed checkout (deepspeed/,
+# accelerator/, op_builder/), a MaxText checkout (src/maxtext/). Cases without a checkout are
+# skipped. BUILD_DIR (environment, default ./build) holds shardscope-cli. Needs python3 with
+# pydantic, PyYAML and typing_extensions; no torch, jax or network.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-megatron=${1:?usage: validate-exports.sh MEGATRON_LM_DIR DEEPSPEED_DIR [BUILD_DIR]}
-deepspeed=${2:?usage: validate-exports.sh MEGATRON_LM_DIR DEEPSPEED_DIR [BUILD_DIR]}
-build=${3:-build}
-exec python3 "$here/validate-exports.py" --cli "$build/app/shardscope-cli" --megatron "$megatron" --deepspeed "$deepspeed"
+exec python3 "$here/validate-exports.py" --cli "${BUILD_DIR:-build}/app/shardscope-cli" "$@"
