@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Run ShardScope's Megatron-LM and DeepSpeed exports through the frameworks' own checks.
+"""Run ShardScope's Megatron-LM, DeepSpeed and MaxText exports through the frameworks' own checks.
 
-    validate-exports.py --cli build/app/shardscope-cli --megatron MEGATRON_LM_DIR --deepspeed DEEPSPEED_DIR
+    validate-exports.py --cli build/app/shardscope-cli [--megatron DIR] [--deepspeed DIR] [--maxtext DIR]
 
-MEGATRON_LM_DIR and DEEPSPEED_DIR are checkouts (the megatron/ and deepspeed/ packages; for
-DeepSpeed also accelerator/ and op_builder/). Nothing is installed and nothing is downloaded.
+Each DIR is a checkout (Megatron-LM's megatron/ package; DeepSpeed's deepspeed/, accelerator/ and
+op_builder/; MaxText's src/maxtext/). Nothing is installed and nothing is downloaded.
 
 What runs, per case (a problem, a layout, a format), each in a process of its own:
   megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
@@ -15,9 +15,11 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              mpu, mesh_device) with the world size deepspeed.initialize would give it (all ranks;
              the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
              dimension when the config names sequence_parallel_size and data_parallel_size),
-             which runs its batch assertion and sanity checks and the pydantic ZeRO config.
+             which runs its batch assertion and sanity checks and the pydantic ZeRO config;
+  maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
+             (src/maxtext/configs/types.py) and each value against its field's type.
 
-What cannot run here, and is stood in for (framework_stubs.py): torch, numpy, Transformer Engine
+What cannot run here, and is stood in for (framework_stubs.py): torch, numpy, jax, Transformer Engine
 and the other compiled dependencies are stubs, so no check that needs a tensor or a device runs.
 The one device figure validate_args asks for, the GPU's compute-capability major
 (get_device_arch_version), is given from the plan's GPU: A100 8, H100/H200 9, B200 10 (NVIDIA's
