@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Run ShardScope's Megatron-LM, DeepSpeed and MaxText exports through the frameworks' own checks.
+"""Run ShardScope's Megatron-LM, DeepSpeed, torchtitan and MaxText exports through the frameworks' own checks.
 
     validate-exports.py --cli build/app/shardscope-cli [--megatron DIR] [--deepspeed DIR] [--maxtext DIR]
+                        [--torchtitan DIR]
 
 Each DIR is a checkout (Megatron-LM's megatron/ package; DeepSpeed's deepspeed/, accelerator/ and
-op_builder/; MaxText's src/maxtext/). Nothing is installed and nothing is downloaded.
+op_builder/; MaxText's src/maxtext/; torchtitan's torchtitan/). Nothing is installed and nothing is downloaded.
 
 What runs, per case (a problem, a layout, a format), each in a process of its own:
   megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
@@ -16,6 +17,10 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
              dimension when the config names sequence_parallel_size and data_parallel_size),
              which runs its batch assertion and sanity checks and the pydantic ZeRO config;
+  torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
+             dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
+             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
+             flavor must be a key of llama3_configs;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
              (src/maxtext/configs/types.py) and each value against its field's type.
 
@@ -65,6 +70,13 @@ CASES = [
      ["--precision", "fp16"], "pp=4,zero=1,mb=1,recompute=full"),
     ("deepspeed llama-2-7b p5 ulysses cp4 zero3", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 512, 8192, [],
      "cp=4,zero=3,mb=1,recompute=full"),
+    ("torchtitan llama-3-8b p5 tp2 cp2 fsdp full", "torchtitan", "llama-3-8b", "p5.48xlarge", 4, 256, 8192, [],
+     "tp=2,sp=on,cp=2,zero=3,mb=1,recompute=full"),
+    ("torchtitan llama-3-70b p5 tp8 pp4 interleaved hsdp zero2 fp8", "torchtitan", "llama-3-70b", "p5.48xlarge",
+     32, 1024, 8192, ["--precision", "fp8"],
+     "tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full"),
+    ("torchtitan llama-3-8b p5 ddp fp32", "torchtitan", "llama-3-8b", "p5.48xlarge", 2, 64, 2048,
+     ["--precision", "fp32"], "zero=0,mb=1"),
     ("maxtext llama-3-70b v5p tp4 fsdp full", "maxtext", "llama-3-70b", "tpu-v5p-host", 64, 1024, 8192, [],
      "tp=4,zero=3,mb=1,recompute=full"),
     ("maxtext llama-2-7b v5e two slices hsdp selective", "maxtext", "llama-2-7b", "tpu-v5e-host", 64, 1024, 4096,
@@ -85,6 +97,10 @@ def _batch_off_by_one(text):
     return json.dumps(config)
 
 
+def _tp_doubled(text):
+    return text.replace("tensor_parallel_degree=2,", "tensor_parallel_degree=4,")
+
+
 def _misspelt_key(text):
     return text.replace("ici_tensor_parallelism", "ici_tensor_paralelism")
 
@@ -92,8 +108,11 @@ def _misspelt_key(text):
 CONTROLS = [
     ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
     ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
-    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 13, _misspelt_key),
+    ("torchtitan llama-3-8b with tensor_parallel_degree doubled", 13, _tp_doubled),
+    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 16, _misspelt_key),
 ]
+
+FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan")
 
 # NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
 ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48xlarge": 9, "p5e.48xlarge": 9,
@@ -230,6 +249,88 @@ def check_maxtext(case):
             f"{case['devices']} devices")
 
 
+# ---------------------------------------------------------------- torchtitan
+def recipe_calls(text):
+    """From an exported recipe: the keyword arguments of each call by callee name, the
+    `config.<section>.<field> = value` assignments, and the first argument of model_registry."""
+    import ast
+
+    calls, assigned = {}, {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            keywords = {}
+            for k in node.keywords:
+                try:
+                    keywords[k.arg] = ast.literal_eval(k.value)
+                except ValueError:
+                    keywords[k.arg] = ast.unparse(k.value)
+            args = [ast.literal_eval(a) if isinstance(a, ast.Constant) else ast.unparse(a) for a in node.args]
+            calls.setdefault(name, []).append((args, keywords))
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute):
+            target = ast.unparse(node.targets[0])
+            try:
+                assigned[target] = ast.literal_eval(node.value)
+            except ValueError:
+                assigned[target] = ast.unparse(node.value)
+    return calls, assigned
+
+
+def literal_choices_hold(cls, values):
+    import dataclasses
+    import typing
+
+    for field in dataclasses.fields(cls):
+        if field.name in values and typing.get_origin(field.type) is typing.Literal:
+            assert values[field.name] in typing.get_args(field.type), \
+                f"{cls.__name__}.{field.name}={values[field.name]!r} is none of {typing.get_args(field.type)}"
+
+
+def check_torchtitan(case):
+    """ParallelismConfig and TrainingConfig (torchtitan/config/configs.py) built from the recipe's values
+    (their __post_init__ checks and Literal choices), ParallelDims.from_config against the world size
+    (parallel_dims.py), the llama3 flavor a key of llama3_configs and llama3_8b a recipe function."""
+    import ast
+    import typing
+
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    fs.install(["torch", "tyro", "numpy", "spmd_types", "torchft", "torchcomms"])
+    root = case["torchtitan"]
+    sys.path.insert(0, root)
+    for package in ("torchtitan", "torchtitan.config", "torchtitan.distributed"):
+        fs.bare_package(package, os.path.join(root, *package.split(".")))
+    from torchtitan.config.configs import ParallelismConfig, TrainingConfig
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    # configs.py annotates with `from __future__`-free types; resolve them for the Literal check.
+    for cls in (ParallelismConfig, TrainingConfig):
+        for field in cls.__dataclass_fields__.values():
+            if isinstance(field.type, str):
+                field.type = typing.get_type_hints(cls)[field.name]
+    calls, assigned = recipe_calls(case["settings"])
+    (_, parallel), = calls["ParallelismConfig"]
+    literal_choices_hold(ParallelismConfig, parallel)
+    parallelism = ParallelismConfig(**parallel)
+    training = {k.split(".")[-1]: v for k, v in assigned.items() if k.startswith("config.training.")}
+    literal_choices_hold(TrainingConfig, training)
+    TrainingConfig(**training)
+    dims = ParallelDims.from_config(parallelism, case["devices"])
+    flavor = calls["model_registry"][0][0][0]
+    llama3 = open(os.path.join(root, "torchtitan", "models", "llama3", "__init__.py")).read()
+    tree = ast.parse(llama3)
+    flavors = [k.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+               and ast.unparse(n.targets[0]) == "llama3_configs" for k in n.value.keys]
+    assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
+    registry = ast.parse(open(os.path.join(root, "torchtitan", "models", "llama3", "config_registry.py")).read())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "llama3_8b" for n in registry.body)
+    return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
+            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}; "
+            f"flavor {flavor}")
+
+
 # ---------------------------------------------------------------- driver
 def run_case(cli, checkouts, work, case, change=None):
     name, fmt, model, node, nodes, batch, seq, flags, layout = case
@@ -264,16 +365,17 @@ def run_case(cli, checkouts, work, case, change=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cli")
-    for framework in ("megatron", "deepspeed", "maxtext"):
+    for framework in FRAMEWORKS:
         parser.add_argument("--" + framework, help=f"a {framework} checkout")
     parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.check:
         case = json.loads(sys.stdin.read())
-        checks = {"megatron": check_megatron, "deepspeed": check_deepspeed, "maxtext": check_maxtext}
+        checks = {"megatron": check_megatron, "deepspeed": check_deepspeed, "maxtext": check_maxtext,
+                  "torchtitan": check_torchtitan}
         print(checks[case["format"]](case))
         return 0
-    checkouts = {f: os.path.abspath(getattr(a, f)) for f in ("megatron", "deepspeed", "maxtext") if getattr(a, f)}
+    checkouts = {f: os.path.abspath(getattr(a, f)) for f in FRAMEWORKS if getattr(a, f)}
     failed = ran = 0
     with tempfile.TemporaryDirectory() as work:
         for case in CASES:
