@@ -18,6 +18,8 @@ class Stub:
 
     def __init__(self, name="stub"):
         object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "__name__", name.rsplit(".", 1)[-1])  # registries key classes by name
+        object.__setattr__(self, "__qualname__", name.rsplit(".", 1)[-1])
 
     def __getattr__(self, item):
         if item.startswith("__") and item.endswith("__"):

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Run ShardScope's Megatron-LM, DeepSpeed, torchtitan and MaxText exports through the frameworks' own checks.
+"""Run ShardScope's Megatron-LM, Megatron-Bridge, DeepSpeed, torchtitan and MaxText exports through the frameworks' own checks.
 
     validate-exports.py --cli build/app/shardscope-cli [--megatron DIR] [--deepspeed DIR] [--maxtext DIR]
-                        [--torchtitan DIR]
+                        [--torchtitan DIR] [--megatron-bridge DIR (with --megatron)]
 
 Each DIR is a checkout (Megatron-LM's megatron/ package; DeepSpeed's deepspeed/, accelerator/ and
-op_builder/; MaxText's src/maxtext/; torchtitan's torchtitan/). Nothing is installed and nothing is downloaded.
+op_builder/; MaxText's src/maxtext/; torchtitan's torchtitan/; Megatron-Bridge's src/). Nothing is installed and nothing is downloaded.
 
 What runs, per case (a problem, a layout, a format), each in a process of its own:
   megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
@@ -21,6 +21,10 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
              ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
              flavor must be a key of llama3_configs;
+  megatron-bridge  GPTModelProvider(**the recipe's arguments) (TransformerConfig's __post_init__
+             runs; it does not check heads against tp, the model build does), every cfg.<section>.<field>
+             the recipe sets a field of that section's config class (training/config.py and the
+             Megatron classes it extends), the mixed_precision name a registered recipe;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
              (src/maxtext/configs/types.py) and each value against its field's type.
 
@@ -77,6 +81,12 @@ CASES = [
      "tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full"),
     ("torchtitan llama-3-8b p5 ddp fp32", "torchtitan", "llama-3-8b", "p5.48xlarge", 2, 64, 2048,
      ["--precision", "fp32"], "zero=0,mb=1"),
+    ("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective", "megatron-bridge", "llama-2-70b",
+     "p5.48xlarge", 64, 1024, 4096, [], "tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective"),
+    ("megatron-bridge gpt3-13b p5 megatron-fsdp hsdp full fp16", "megatron-bridge", "gpt3-13b", "p5.48xlarge", 8,
+     512, 2048, ["--precision", "fp16"], "tp=2,zero=3,zero_group=8,mb=2,recompute=full"),
+    ("megatron-bridge llama-3-8b p5 tp2 cp2 offload fp8", "megatron-bridge", "llama-3-8b", "p5.48xlarge", 2, 64,
+     8192, ["--precision", "fp8", "--no-dropout"], "tp=2,cp=2,zero=1,offload=optimizer"),
     ("maxtext llama-3-70b v5p tp4 fsdp full", "maxtext", "llama-3-70b", "tpu-v5p-host", 64, 1024, 8192, [],
      "tp=4,zero=3,mb=1,recompute=full"),
     ("maxtext llama-2-7b v5e two slices hsdp selective", "maxtext", "llama-2-7b", "tpu-v5e-host", 64, 1024, 4096,
@@ -109,10 +119,14 @@ CONTROLS = [
     ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
     ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
     ("torchtitan llama-3-8b with tensor_parallel_degree doubled", 13, _tp_doubled),
-    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 16, _misspelt_key),
+    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 19, _misspelt_key),
+    ("megatron-bridge llama-2-70b with a misspelt DDP field (use_distributed_optimiser)", 16,
+     lambda text: text.replace("cfg.ddp.use_distributed_optimizer", "cfg.ddp.use_distributed_optimiser")),
+    ("megatron-bridge llama-2-70b with a misspelt GPTModelProvider argument (num_atention_heads)", 16,
+     lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
 ]
 
-FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan")
+FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
 
 # NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
 ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48xlarge": 9, "p5e.48xlarge": 9,
@@ -331,6 +345,97 @@ def check_torchtitan(case):
             f"flavor {flavor}")
 
 
+# ---------------------------------------------------------------- Megatron-Bridge
+def _class_fields(module_path, class_name, resolve_import):
+    """Annotated field names of a dataclass in a source file and, through its imported bases, of
+    the Megatron classes it extends (imported for real from the Megatron-LM checkout)."""
+    import ast
+    import dataclasses
+
+    tree = ast.parse(open(module_path).read())
+    imports = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    names = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    for base in cls.bases:
+        base_name = ast.unparse(base)
+        if base_name in imports:
+            module, name = imports[base_name]
+            base_class = getattr(resolve_import(module), name)
+            assert dataclasses.is_dataclass(base_class), f"{class_name}'s base {module}.{name} did not import"
+            names |= {f.name for f in dataclasses.fields(base_class)}
+        elif any(isinstance(n, ast.ClassDef) and n.name == base_name for n in tree.body):
+            names |= _class_fields(module_path, base_name, resolve_import)
+    return names
+
+
+def check_megatron_bridge(case):
+    """GPTModelProvider(**the recipe's arguments) (models/gpt_provider.py; TransformerConfig's
+    __post_init__ checks run), every cfg.<section>.<field> the recipe sets a field of that section's
+    config class (training/config.py and the Megatron classes it extends), the mixed_precision name a
+    registered recipe (training/mixed_precision.py)."""
+    import ast
+    import importlib
+    import typing
+    import typing_extensions
+
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    if not hasattr(typing, "override"):
+        typing.override = typing_extensions.override
+    fs.install(["torch", "numpy", "transformer_engine", "apex", "einops", "flash_attn", "modelopt", "tensorstore",
+                "zarr", "wandb", "tqdm", "psutil", "triton", "safetensors", "nvtx", "mamba_ssm", "causal_conv1d",
+                "transformers", "datasets", "huggingface_hub", "rich", "omegaconf", "hydra", "nemo_run",
+                "accelerate", "tensorboard", "sentencepiece", "tiktoken", "regex", "filelock", "peft", "timm", "PIL",
+                "megatron.energon", "lightning", "nvidia_resiliency_ext", "pynvml", "scipy",
+                "megatron.bridge.models.conversion", "megatron.bridge.models.hf_pretrained"])
+    sys.path.insert(0, case["megatron"])
+    bridge = os.path.join(case["megatron-bridge"], "src", "megatron", "bridge")
+    import megatron
+
+    megatron.__path__.append(os.path.dirname(bridge))
+    for package in ("megatron.bridge", "megatron.bridge.models", "megatron.bridge.data"):
+        fs.bare_package(package, bridge + package[len("megatron.bridge"):].replace(".", "/"))
+    from megatron.bridge.models.gpt_provider import GPTModelProvider
+
+    calls, assigned = recipe_calls(case["settings"])
+    (_, model), = calls["GPTModelProvider"]
+    if model.get("activation_func") == "F.silu":
+        import torch.nn.functional as F
+
+        model["activation_func"] = F.silu
+    provider = GPTModelProvider(**model)
+    config = os.path.join(bridge, "training", "config.py")
+    sections = {"train": (config, "TrainingConfig"), "ddp": (config, "DistributedDataParallelConfig"),
+                "optimizer": (config, "OptimizerConfig"), "checkpoint": (config, "CheckpointConfig"),
+                "dataset": (config, "GPTDatasetConfig"),
+                "tokenizer": (os.path.join(bridge, "training", "tokenizers", "config.py"), "TokenizerConfig")}
+    container = _class_fields(config, "ConfigContainer", importlib.import_module)
+    checked = 0
+    for target in assigned:
+        parts = target.split(".")
+        if parts[0] != "cfg" or parts[1] == "model":
+            continue
+        if len(parts) == 2 or parts[1] == "env_vars":
+            assert parts[1] in container, f"ConfigContainer has no field {parts[1]}"
+        else:
+            path, name = sections[parts[1]]
+            assert parts[2] in _class_fields(path, name, importlib.import_module), f"{name} has no field {parts[2]}"
+        checked += 1
+    recipes = ast.parse(open(os.path.join(bridge, "training", "mixed_precision.py")).read())
+    registered = {n.name for n in recipes.body if isinstance(n, ast.FunctionDef)
+                  and any(ast.unparse(d) == "register" for d in n.decorator_list)}
+    precision = assigned.get("cfg.mixed_precision")
+    assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
+    return (f"GPTModelProvider built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
+            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
+
+
 # ---------------------------------------------------------------- driver
 def run_case(cli, checkouts, work, case, change=None):
     name, fmt, model, node, nodes, batch, seq, flags, layout = case
@@ -372,10 +477,11 @@ def main():
     if a.check:
         case = json.loads(sys.stdin.read())
         checks = {"megatron": check_megatron, "deepspeed": check_deepspeed, "maxtext": check_maxtext,
-                  "torchtitan": check_torchtitan}
+                  "torchtitan": check_torchtitan, "megatron-bridge": check_megatron_bridge}
         print(checks[case["format"]](case))
         return 0
-    checkouts = {f: os.path.abspath(getattr(a, f)) for f in FRAMEWORKS if getattr(a, f)}
+    checkouts = {f: os.path.abspath(getattr(a, f.replace("-", "_"))) for f in FRAMEWORKS
+                 if getattr(a, f.replace("-", "_"))}
     failed = ran = 0
     with tempfile.TemporaryDirectory() as work:
         for case in CASES:
