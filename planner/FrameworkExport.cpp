@@ -88,6 +88,15 @@ std::string num(double v)
     return text;
 }
 
+std::string torchrunCommand(const Figures& f, bool quoted)
+{
+    const char* q = quoted ? "\"" : "";
+    return "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) + " --node_rank " + q +
+           "$NODE_RANK" + q + " --master_addr " + q + "$MASTER_ADDR" + q + " --master_port 29500";
+}
+
+std::string pyBool(bool v) { return v ? "True" : "False"; }
+
 std::string commentLines(const std::vector<std::string>& lines)
 {
     std::string out;

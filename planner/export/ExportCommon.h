@@ -70,6 +70,11 @@ std::string nonLlamaFeatures(const ModelSpec& model);
 std::string str(std::int64_t v);
 // A double as the shortest text that reads back the same ("500000", "0.25", "1e-05").
 std::string num(double v);
+// "torchrun --nnodes N --nproc_per_node M --node_rank $NODE_RANK --master_addr $MASTER_ADDR
+// --master_port 29500" (the variables in double quotes when `quoted`, for a shell script).
+std::string torchrunCommand(const Figures& figures, bool quoted);
+// Python's literals for a bool: "True", "False" (also YAML's, as the NxD Training configs write them).
+std::string pyBool(bool v);
 // Lines prefixed with "# " (the notes of shell and Python texts).
 std::string commentLines(const std::vector<std::string>& lines);
 

@@ -158,8 +158,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
                        ""});
     t += commentLines(r.notes);
     t += commentLines({"", "Launch on every node (train.py imports this module):",
-                       "  torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-                           " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 29500 train.py"});
+                       "  " + torchrunCommand(f, false) + " train.py"});
     t += "import torch\n";
     if (l.recompute != Recompute::None)
         t += "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n";

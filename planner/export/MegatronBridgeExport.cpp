@@ -29,10 +29,6 @@
 
 namespace shardscope::exportdetail {
 
-namespace {
-std::string pyBool(bool v) { return v ? "True" : "False"; }
-} // namespace
-
 ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
 {
     ExportResult r;
@@ -109,9 +105,7 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
                        ""});
     t += commentLines(r.notes);
     t += commentLines({"", "Launch on every node:",
-                       "  torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-                           " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 29500 "
-                           "shardscope_bridge_recipe.py"});
+                       "  " + torchrunCommand(f, false) + " shardscope_bridge_recipe.py"});
     if (m.mlp == MlpKind::SwiGlu)
         t += "import torch.nn.functional as F\n";
     t += "from megatron.bridge.models.gpt_provider import GPTModelProvider\n";

@@ -156,8 +156,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     for (const std::string& a : args)
         t += "    " + a + "\n";
     t += ")\n";
-    t += "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-         " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 29500 \\\n    " + script +
+    t += torchrunCommand(f, true) + " \\\n    " + script +
          " \"${NXD_ARGS[@]}\" \"$@\"\n";
     r.text = t;
     return r;

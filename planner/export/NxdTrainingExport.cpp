@@ -29,10 +29,6 @@
 
 namespace shardscope::exportdetail {
 
-namespace {
-std::string yamlBool(bool v) { return v ? "True" : "False"; }
-} // namespace
-
 ExportResult exportNxdTraining(const Problem& p, const Layout& l)
 {
     ExportResult r;
@@ -104,8 +100,8 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     t += "  pipeline_model_parallel_size: " + str(l.pp) + "\n";
     t += "  virtual_pipeline_model_parallel_size: " + str(l.virtual_stages) + "\n";
     t += "  context_parallel_size: " + str(l.cp) + "\n";
-    t += "  zero1: " + yamlBool(l.zero_stage == 1) + "\n";
-    t += "  sequence_parallel: " + yamlBool(l.sequence_parallel) + "\n";
+    t += "  zero1: " + pyBool(l.zero_stage == 1) + "\n";
+    t += "  sequence_parallel: " + pyBool(l.sequence_parallel) + "\n";
     t += "  kv_replicator: " + str(kvReplicator) + "\n\n";
     t += "data:\n";
     t += "  micro_batch_size: " + str(l.micro_batch) + "\n";
@@ -117,7 +113,7 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     t += "  max_position_embeddings: " + str(std::max(m.max_seq, p.training.seq_len)) + "\n";
     t += "  num_layers: " + str(m.layers) + "\n";
     t += "  hidden_size: " + str(m.hidden) + "\n";
-    t += "  qkv_linear: " + yamlBool(kvReplicator > 1) + "\n";
+    t += "  qkv_linear: " + pyBool(kvReplicator > 1) + "\n";
     t += "  fuse_qkv: True\n";
     t += "  rope_theta: " + num(m.rope_base) + "\n";
     if (l.recompute == Recompute::Selective) {
@@ -130,7 +126,7 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     }
     t += "  fusions:\n";
     t += "    softmax: True\n";
-    t += "    flash_attention: " + yamlBool(p.training.flash_attention) + "\n";
+    t += "    flash_attention: " + pyBool(p.training.flash_attention) + "\n";
     if (l.cp > 1)
         t += "    ring_attention: True\n";
     t += "  optim:\n    name: adamw\n\n";

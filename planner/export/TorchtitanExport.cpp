@@ -86,7 +86,6 @@ const Flavor* flavorOf(const ModelSpec& m)
     return nullptr;
 }
 
-std::string pyBool(bool v) { return v ? "True" : "False"; }
 
 } // namespace
 
@@ -174,8 +173,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                        ""});
     t += commentLines(r.notes);
     t += commentLines({"", "Save as shardscope_recipe.py where Python finds it and launch on every node:",
-                       "  torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-                           " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 29500 \\",
+                       "  " + torchrunCommand(f, false) + " \\",
                        "      -m torchtitan.train --module shardscope_recipe --config shardscope_config"});
     if (fp8)
         t += "from torchtitan.components.quantization import Float8LinearConverter\n";
