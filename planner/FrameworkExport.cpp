@@ -2,6 +2,9 @@
 #include "export/ExportCommon.h"
 
 #include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace shardscope {
 
@@ -11,6 +14,13 @@ ExportResult exportMegatron(const Problem& problem, const Layout& layout);
 ExportResult exportDeepSpeed(const Problem& problem, const Layout& layout);
 ExportResult exportNeuronX(const Problem& problem, const Layout& layout);
 ExportResult exportFsdp(const Problem& problem, const Layout& layout);
+ExportResult exportTorchtitan(const Problem& problem, const Layout& layout);
+ExportResult exportMegatronBridge(const Problem& problem, const Layout& layout);
+ExportResult exportMaxText(const Problem& problem, const Layout& layout);
+ExportResult exportNxdTraining(const Problem& problem, const Layout& layout);
+
+bool isCudaOrRocmGpu(const ChipSpec& chip) { return chip.vendor == "NVIDIA" || chip.vendor == "AMD"; }
+bool isTrainium(const ChipSpec& chip) { return chip.vendor == "AWS" && chip.name.rfind("trainium", 0) == 0; }
 
 Figures figures(const Problem& p, const Layout& l)
 {
@@ -34,6 +44,28 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+// What keeps a model from being a Llama (RMSNorm, SwiGLU, RoPE, no biases, dense), empty when it is one.
+std::string nonLlamaFeatures(const ModelSpec& m)
+{
+    std::string out;
+    auto add = [&](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
+    if (m.family != ModelFamily::DecoderOnly)
+        add(std::string("family ") + toString(m.family));
+    if (m.mlp != MlpKind::SwiGlu)
+        add(std::string("mlp ") + toString(m.mlp));
+    if (m.norm != NormKind::RmsNorm)
+        add(std::string("norm ") + toString(m.norm));
+    if (m.positions != PositionKind::Rotary)
+        add(std::string("positions ") + toString(m.positions));
+    if (m.bias)
+        add("biases");
+    if (m.moe.enabled())
+        add("mixture of experts");
+    if (m.head_dim * m.heads != m.hidden)
+        add("head_dim x heads != hidden");
+    return out;
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +
@@ -42,6 +74,28 @@ std::string problemLine(const Problem& p)
 }
 
 std::string str(std::int64_t v) { return std::to_string(v); }
+
+std::string num(double v)
+{
+    if (v == std::floor(v) && std::fabs(v) < 1e15)
+        return std::to_string(std::int64_t(v));  // 500000, not 5e+05
+    char text[32];
+    for (int digits = 1; digits <= 17; ++digits) {
+        std::snprintf(text, sizeof text, "%.*g", digits, v);
+        if (std::strtod(text, nullptr) == v)
+            break;
+    }
+    return text;
+}
+
+std::string torchrunCommand(const Figures& f, bool quoted)
+{
+    const char* q = quoted ? "\"" : "";
+    return "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) + " --node_rank " + q +
+           "$NODE_RANK" + q + " --master_addr " + q + "$MASTER_ADDR" + q + " --master_port 29500";
+}
+
+std::string pyBool(bool v) { return v ? "True" : "False"; }
 
 std::string commentLines(const std::vector<std::string>& lines)
 {
@@ -59,12 +113,17 @@ namespace {
 struct FormatName {
     ExportFormat format;
     const char* name;
+    const char* extension;
 };
 constexpr std::array kFormats{
-    FormatName{ExportFormat::Megatron, "megatron"},
-    FormatName{ExportFormat::DeepSpeed, "deepspeed"},
-    FormatName{ExportFormat::NeuronX, "neuronx"},
-    FormatName{ExportFormat::Fsdp, "fsdp"},
+    FormatName{ExportFormat::Megatron, "megatron", "sh"},
+    FormatName{ExportFormat::DeepSpeed, "deepspeed", "json"},
+    FormatName{ExportFormat::NeuronX, "neuronx", "sh"},
+    FormatName{ExportFormat::Fsdp, "fsdp", "py"},
+    FormatName{ExportFormat::Torchtitan, "torchtitan", "py"},
+    FormatName{ExportFormat::MegatronBridge, "megatron-bridge", "py"},
+    FormatName{ExportFormat::MaxText, "maxtext", "yaml"},
+    FormatName{ExportFormat::NxdTraining, "nxd-training", "yaml"},
 };
 } // namespace
 
@@ -73,8 +132,10 @@ ExportResult exportSettings(ExportFormat format, const Problem& problem, const L
     const FieldErrors errors = validate(layout, problem.model, problem.cluster, problem.training);
     if (!errors.empty()) {
         ExportResult refused;
-        for (const FieldError& e : errors)
+        for (const FieldError& e : errors) {
             refused.refusals.push_back(std::string(toString(format)) + ": " + e.text());
+            refused.refused.push_back({e.path, e.message});
+        }
         return refused;
     }
     ExportResult result;
@@ -83,6 +144,10 @@ ExportResult exportSettings(ExportFormat format, const Problem& problem, const L
     case ExportFormat::DeepSpeed: result = exportdetail::exportDeepSpeed(problem, layout); break;
     case ExportFormat::NeuronX: result = exportdetail::exportNeuronX(problem, layout); break;
     case ExportFormat::Fsdp: result = exportdetail::exportFsdp(problem, layout); break;
+    case ExportFormat::Torchtitan: result = exportdetail::exportTorchtitan(problem, layout); break;
+    case ExportFormat::MegatronBridge: result = exportdetail::exportMegatronBridge(problem, layout); break;
+    case ExportFormat::MaxText: result = exportdetail::exportMaxText(problem, layout); break;
+    case ExportFormat::NxdTraining: result = exportdetail::exportNxdTraining(problem, layout); break;
     }
     if (!result.ok()) {
         result.text.clear();
@@ -130,6 +195,14 @@ std::optional<ExportFormat> exportFormatFromString(const std::string& text)
         if (text == f.name)
             return f.format;
     return std::nullopt;
+}
+
+const char* exportFileExtension(ExportFormat format)
+{
+    for (const FormatName& f : kFormats)
+        if (f.format == format)
+            return f.extension;
+    return "txt";
 }
 
 std::string exportFormatChoices()

@@ -3,8 +3,12 @@
 //   Megatron-LM        command-line arguments (a bash array) and the torchrun line
 //   DeepSpeed          a ds_config.json
 //   NeuronX Distributed the arguments of its Llama training scripts (Trainium)
-//   PyTorch FSDP       a Python snippet with the FullyShardedDataParallel settings
-// and the torchrun line.
+//   PyTorch FSDP2      a Python module: fully_shard on a DeviceMesh, with TP, PP and CP
+//   torchtitan         a Python recipe: a function returning a Trainer.Config
+//   Megatron-Bridge    a Python recipe: a function returning a ConfigContainer
+//   MaxText            a YAML config with ici_*/dcn_* mesh axes (TPU and GPU)
+//   NxD Training       a YAML config for neuronx-distributed-training (Trainium)
+// and the launch line.
 //
 // What each framework cannot express is refused with a message that names the
 // feature ("deepspeed: context parallelism (cp=4) is not expressible (...)"); a
@@ -25,11 +29,19 @@
 
 namespace shardscope {
 
-enum class ExportFormat { Megatron, DeepSpeed, NeuronX, Fsdp };
+enum class ExportFormat { Megatron, DeepSpeed, NeuronX, Fsdp, Torchtitan, MegatronBridge, MaxText, NxdTraining };
+
+// One refused feature, as export --json reports it.
+struct ExportRefusal {
+    std::string feature;  // "context parallelism (cp=4)", "NVIDIA H100 devices", "layout.tp"
+    std::string reason;   // why the framework cannot run it, with the source that says so
+    bool operator==(const ExportRefusal&) const = default;
+};
 
 struct ExportResult {
     std::string text;                  // the settings, ready to save; empty when refused
     std::vector<std::string> refusals; // "<format>: <feature> is not expressible (<why>)", one per feature
+    std::vector<ExportRefusal> refused;  // the same refusals, feature and reason apart
     // What the user must still do or know. Text formats carry these as comments as well;
     // JSON cannot, so a caller shows them beside it.
     std::vector<std::string> notes;
@@ -49,8 +61,11 @@ const std::vector<ExportFormat>& exportFormats();
 // The formats whose framework can run the layout.
 std::vector<ExportFormat> frameworksThatRun(const Problem& problem, const Layout& layout);
 
-const char* toString(ExportFormat format);             // "megatron", "deepspeed", "neuronx", "fsdp"
+const char* toString(ExportFormat format);             // "megatron", "deepspeed", "neuronx", "fsdp", ...
 std::optional<ExportFormat> exportFormatFromString(const std::string& text);
-std::string exportFormatChoices();                     // "megatron|deepspeed|neuronx|fsdp"
+// "megatron|deepspeed|neuronx|fsdp|torchtitan|megatron-bridge|maxtext|nxd-training"
+std::string exportFormatChoices();
+// The file name extension of the settings: "sh", "json", "py" or "yaml".
+const char* exportFileExtension(ExportFormat format);
 
 } // namespace shardscope

@@ -207,7 +207,8 @@ private slots:
                                                       << QStringList{"--top K", "(default: 1)", "--quiet"}
                                                       << QStringList{"--out FILE", "(default: 10)"};
         QTest::newRow("export -h") << QStringList{"export", "-h"} << "Usage: shardscope-cli export --plan"
-                                   << QStringList{"--format megatron|deepspeed|neuronx|fsdp", "Example:"}
+                                   << QStringList{"--format megatron|deepspeed|neuronx|fsdp|torchtitan|megatron-bridge|maxtext|nxd-training",
+                                                 "--json", "Examples:"}
                                    << QStringList{"--objective", "--suite"};
         QTest::newRow("catalog list --help")
             << QStringList{"catalog", "list", "--help"} << "Usage: shardscope-cli catalog list"

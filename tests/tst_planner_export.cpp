@@ -138,7 +138,8 @@ private slots:
         QTest::addColumn<int>("seq");
         QTest::addColumn<int>("precision");
         QTest::addColumn<QByteArray>("layout");
-        const int bf16 = int(Precision::BF16Mixed), fp16 = int(Precision::FP16Mixed), fp32 = int(Precision::FP32);
+        const int bf16 = int(Precision::BF16Mixed), fp16 = int(Precision::FP16Mixed), fp32 = int(Precision::FP32),
+                  fp8 = int(Precision::FP8Mixed);
 
         QTest::newRow("megatron llama-2-70b p5 tp8 pp4 interleaved selective zero1")
             << ExportFormat::Megatron << "megatron-llama-2-70b-p5-interleaved.txt" << QByteArray("llama-2-70b")
@@ -184,6 +185,41 @@ private slots:
         QTest::newRow("fsdp gpt2-small p4d no shard fp32")
             << ExportFormat::Fsdp << "fsdp-gpt2-small-no-shard.txt" << QByteArray("gpt2-small")
             << QByteArray("p4d.24xlarge") << 1 << 64 << 1024 << fp32 << QByteArray("zero=0,mb=8");
+        QTest::newRow("fsdp llama-3-70b p5 tp8 sp pp4 interleaved cp2 zero3")
+            << ExportFormat::Fsdp << "fsdp-llama-3-70b-tp-pp-cp.txt" << QByteArray("llama-3-70b")
+            << QByteArray("p5.48xlarge") << 32 << 512 << 8192 << bf16
+            << QByteArray("tp=8,sp=on,pp=4,schedule=interleaved,v=2,cp=2,zero=3,mb=1,recompute=full");
+        QTest::newRow("torchtitan llama-3-8b p5 tp2 cp2 fsdp full")
+            << ExportFormat::Torchtitan << "torchtitan-llama-3-8b-tp-cp.py" << QByteArray("llama-3-8b")
+            << QByteArray("p5.48xlarge") << 4 << 256 << 8192 << bf16
+            << QByteArray("tp=2,sp=on,cp=2,zero=3,mb=1,recompute=full");
+        QTest::newRow("torchtitan llama-3-70b p5 tp8 pp4 interleaved zero2 fp8")
+            << ExportFormat::Torchtitan << "torchtitan-llama-3-70b-pipeline-fp8.py" << QByteArray("llama-3-70b")
+            << QByteArray("p5.48xlarge") << 32 << 1024 << 8192 << fp8
+            << QByteArray("tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full");
+        QTest::newRow("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved selective zero1")
+            << ExportFormat::MegatronBridge << "megatron-bridge-llama-2-70b-p5-interleaved.py"
+            << QByteArray("llama-2-70b") << QByteArray("p5.48xlarge") << 64 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective");
+        QTest::newRow("megatron-bridge gpt3-13b p5 megatron-fsdp hsdp full fp16")
+            << ExportFormat::MegatronBridge << "megatron-bridge-gpt3-13b-fsdp.py" << QByteArray("gpt3-13b")
+            << QByteArray("p5.48xlarge") << 8 << 512 << 2048 << fp16
+            << QByteArray("tp=2,zero=3,zero_group=8,mb=2,recompute=full");
+        QTest::newRow("maxtext llama-3-70b v5p one slice fsdp tp4 full")
+            << ExportFormat::MaxText << "maxtext-llama-3-70b-v5p.yml" << QByteArray("llama-3-70b")
+            << QByteArray("tpu-v5p-host") << 64 << 1024 << 8192 << bf16 << QByteArray("tp=4,zero=3,mb=1,recompute=full");
+        QTest::newRow("maxtext llama-2-7b v5e two slices hsdp selective")
+            << ExportFormat::MaxText << "maxtext-llama-2-7b-v5e-two-slices.yml" << QByteArray("llama-2-7b")
+            << QByteArray("tpu-v5e-host") << 64 << 1024 << 4096 << bf16
+            << QByteArray("zero=3,zero_group=256,mb=1,recompute=selective");
+        QTest::newRow("nxd-training llama-3-70b trn1 tp32 pp8 cp2 selective")
+            << ExportFormat::NxdTraining << "nxd-training-llama-3-70b-trn1-cp.yaml" << QByteArray("llama-3-70b")
+            << QByteArray("trn1.32xlarge") << 16 << 1024 << 8192 << bf16
+            << QByteArray("tp=32,pp=8,cp=2,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("nxd-training llama-2-7b trn1 tp8 zero1 full")
+            << ExportFormat::NxdTraining << "nxd-training-llama-2-7b-trn1-tp-zero1.yaml" << QByteArray("llama-2-7b")
+            << QByteArray("trn1.32xlarge") << 4 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
     }
 
     void golden()
@@ -390,33 +426,124 @@ private slots:
         QVERIFY(t.contains(QLatin1String("num_key_value_heads 8")));
     }
 
+    // FSDP2: the (dp_replicate, dp_shard) mesh and whether blocks reshard after forward, per ZeRO
+    // stage and shard group (fully_shard: a 2D mesh shards over the 2nd dim, replicates over the 1st).
     void fsdpStrategies_data()
     {
         QTest::addColumn<QByteArray>("layout");
-        QTest::addColumn<QString>("strategy");
         QTest::addColumn<QString>("mesh");
-        QTest::newRow("zero 0") << QByteArray("zero=0") << "ShardingStrategy.NO_SHARD" << QString();
-        QTest::newRow("zero 2") << QByteArray("zero=2") << "ShardingStrategy.SHARD_GRAD_OP" << QString();
-        QTest::newRow("zero 3") << QByteArray("zero=3") << "ShardingStrategy.FULL_SHARD" << QString();
-        QTest::newRow("zero 3, group = dp") << QByteArray("zero=3,zero_group=32") << "ShardingStrategy.FULL_SHARD"
-                                            << QString();
-        QTest::newRow("zero 3, group 8 of 32") << QByteArray("zero=3,zero_group=8") << "ShardingStrategy.HYBRID_SHARD"
-                                               << "(4, 8)";
-        QTest::newRow("zero 2, group 16 of 32")
-            << QByteArray("zero=2,zero_group=16") << "ShardingStrategy._HYBRID_SHARD_ZERO2" << "(2, 16)";
+        QTest::addColumn<QString>("reshard");
+        QTest::newRow("zero 0: DDP") << QByteArray("zero=0") << "(1, 32, 1, 1, 1)" << "False";
+        QTest::newRow("zero 2") << QByteArray("zero=2") << "(1, 1, 32, 1, 1)" << "False";
+        QTest::newRow("zero 3") << QByteArray("zero=3") << "(1, 1, 32, 1, 1)" << "True";
+        QTest::newRow("zero 3, group = dp") << QByteArray("zero=3,zero_group=32") << "(1, 1, 32, 1, 1)" << "True";
+        QTest::newRow("zero 3, group 8 of 32") << QByteArray("zero=3,zero_group=8") << "(1, 4, 8, 1, 1)" << "True";
+        QTest::newRow("zero 2, group 16 of 32") << QByteArray("zero=2,zero_group=16") << "(1, 2, 16, 1, 1)" << "False";
+        // 32 GPUs = pp 2 x dp 4 x cp 2 x tp 2.
+        QTest::newRow("zero 3 with tp, pp, cp") << QByteArray("tp=2,pp=2,cp=2,zero=3") << "(2, 1, 4, 2, 2)" << "True";
     }
 
     void fsdpStrategies()
     {
         QFETCH(QByteArray, layout);
-        QFETCH(QString, strategy);
         QFETCH(QString, mesh);
-        const Case c{"gpt3-1.3b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        QFETCH(QString, reshard);
+        const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
         const ExportResult r = exported(ExportFormat::Fsdp, c, layout.constData());
-        QVERIFY(r.ok());
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
         const QString t = QString::fromStdString(r.text);
-        QVERIFY2(t.contains("sharding_strategy=" + strategy + ","), qPrintable(t));
-        QCOMPARE(t.contains(QLatin1String("init_device_mesh(\"cuda\", ") + mesh), !mesh.isEmpty());
+        QVERIFY2(t.contains("        " + mesh + ",\n"), qPrintable(t));
+        QVERIFY(t.contains("RESHARD_AFTER_FORWARD = " + reshard + "\n"));
+        QVERIFY(t.contains(QLatin1String("fully_shard(block, mesh=dp_mesh")));
+        QVERIFY(!t.contains(QLatin1String("FullyShardedDataParallel")));  // FSDP1, deprecated
+        QCOMPARE(t.contains(QLatin1String("parallelize_module(block, mesh[\"tp\"]")), layout.contains("tp=2"));
+        QCOMPARE(t.contains(QLatin1String("Schedule1F1B(stages[0]")), layout.contains("pp=2"));
+        QCOMPARE(t.contains(QLatin1String("context_parallel(mesh[\"cp\"]")), layout.contains("cp=2"));
+    }
+
+    // torchtitan: the flavor chosen by shape, the degrees and the token budget, as trainer.py derives
+    // gradient accumulation from them.
+    void torchtitanFigures()
+    {
+        const Case c{"llama-3-70b", "p5.48xlarge", 32, 1024, 8192, Precision::BF16Mixed};
+        const ExportResult r =
+            exported(ExportFormat::Torchtitan, c, "tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=3,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        // 256 GPUs / (tp 8 x pp 4) = dp 8; 1024 / (8 x 1) = 128 micro-batches; 80 / (4 x 2) = 10 layers per stage.
+        for (const char* expected :
+             {"model_registry(\"70B\")", "data_parallel_shard_degree=8,\n", "data_parallel_replicate_degree=1,\n",
+              "tensor_parallel_degree=8,\n", "pipeline_parallel_schedule=\"Interleaved1F1B\",\n",
+              "pipeline_parallel_layers_per_stage=10,\n", "pipeline_parallel_first_stage_less_layers=0,\n",
+              "num_pp_microbatches=128,\n", "num_tokens_per_microbatch_per_dp_rank = 8192\n",
+              "num_tokens_per_train_step = 8388608\n", "disable_cuda_graphs = True", "FullAC.Config()",
+              "--nnodes 32 --nproc_per_node 8"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // trainer.py: accumulation = tokens per step / (micro-batch tokens x pp micro-batches x dp) = 1.
+        QCOMPARE(8388608 / (8192 * 128 * 8), 1);
+        // Llama 2 is not a torchtitan flavor.
+        const ExportResult l2 = exported(ExportFormat::Torchtitan, {"llama-2-7b", "p5.48xlarge", 4, 256, 4096,
+                                                                    Precision::BF16Mixed}, "zero=3,recompute=full");
+        QVERIFY(!l2.ok());
+        QVERIFY(QString::fromStdString(l2.refusals.front()).contains("the model llama-2-7b"));
+    }
+
+    // MaxText: ICI axes fill a slice, DCN axes multiply to the slices; the batch arithmetic of types.py.
+    void maxtextMesh()
+    {
+        // 64 v5e hosts x 8 chips = 512 chips, slices of 256 (the ICI domain): 2 slices.
+        const Case c{"llama-2-7b", "tpu-v5e-host", 64, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::MaxText, c, "tp=2,zero=3,zero_group=128,mb=2,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        // dp = 512 / 2 = 256 = data 2 x fsdp 128; the 2 slices take the data axis.
+        for (const char* expected :
+             {"ici_data_parallelism: 1\n", "dcn_data_parallelism: 2\n", "ici_fsdp_parallelism: 128\n",
+              "dcn_fsdp_parallelism: 1\n", "ici_tensor_parallelism: 2\n", "hardware: \"tpu\"\n",
+              "remat_policy: \"full\"\n", "base_num_kv_heads: 32\n", "rope_max_timescale: 10000\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // global = int(devices x per_device) x accumulation: 1024 / (256 x 2) = 2 micro-batches.
+        QVERIFY(t.contains(QLatin1String("per_device_batch_size: 1\n")));
+        QVERIFY(t.contains(QLatin1String("gradient_accumulation_steps: 2\n")));
+        QCOMPARE(512 * 1 * 2, 1024);
+        // tp 4 over 256 chips: a quarter sequence per chip and micro-step.
+        const ExportResult q = exported(ExportFormat::MaxText, c, "tp=4,zero=3,mb=1,recompute=full");
+        QVERIFY(q.ok());
+        QVERIFY(QString::fromStdString(q.text).contains(QLatin1String("per_device_batch_size: 0.25\n")));
+    }
+
+    // NeuronX Distributed takes --context_parallel_size; mixed precision as AWS's launchers pass it.
+    void neuronxContextParallelAndPrecision()
+    {
+        const Case c{"llama-3-8b", "trn1.32xlarge", 4, 1024, 8192, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::NeuronX, c, "tp=8,cp=2,sp=on,zero=1,mb=1,recompute=selective");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        QVERIFY(t.contains(QLatin1String("--context_parallel_size 2\n")));
+        QVERIFY(t.contains(QLatin1String("--use_mix_precision\n")));
+        QVERIFY(t.contains(QLatin1String("--use_gpu_compatible_precision 1\n")));
+        QVERIFY(!t.contains(QLatin1String("XLA_DOWNCAST_BF16")));  // tp_zero1_llama3_8B_hf_pretrain.sh exports none
+        // 128 NeuronCores / (tp 8 x cp 2) = dp 8; 1024 / 8 = 128 accumulation steps.
+        QVERIFY(t.contains(QLatin1String("= dp 8;")));
+        QVERIFY(t.contains(QLatin1String("--grad_accum_usteps 128\n")));
+    }
+
+    // DeepSpeed Ulysses for cp: sequence_parallel_size and data_parallel_size, the batch over dp.
+    void deepspeedUlysses()
+    {
+        const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 8192, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::DeepSpeed, c, "cp=4,zero=3,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QJsonObject ds = QJsonDocument::fromJson(QByteArray::fromStdString(r.text)).object();
+        QCOMPARE(ds["sequence_parallel_size"].toInt(), 4);
+        QCOMPARE(ds["data_parallel_size"].toInt(), 8);  // 32 GPUs / cp 4
+        QCOMPARE(ds["train_batch_size"].toInt(),
+                 ds["train_micro_batch_size_per_gpu"].toInt() * ds["gradient_accumulation_steps"].toInt() * 8);
+        // Ulysses splits heads: GPT-3 13B's 40 heads over cp 16 do not divide.
+        const ExportResult odd = exported(ExportFormat::DeepSpeed, {"gpt3-13b", "p5.48xlarge", 2, 64, 8192,
+                                                                    Precision::BF16Mixed}, "cp=16,zero=3,mb=1");
+        QVERIFY(!odd.ok());
+        QVERIFY(QString::fromStdString(odd.refusals.front()).contains("cp=16) over 40 attention heads"));
     }
 
     // Each framework refuses what it cannot express, with the feature named.
@@ -431,7 +558,8 @@ private slots:
         QTest::addColumn<QString>("feature");
         const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Mixed), fp32 = int(Precision::FP32);
         const auto M = ExportFormat::Megatron, D = ExportFormat::DeepSpeed, N = ExportFormat::NeuronX,
-                   F = ExportFormat::Fsdp;
+                   F = ExportFormat::Fsdp, T = ExportFormat::Torchtitan, B = ExportFormat::MegatronBridge,
+                   X = ExportFormat::MaxText, Y = ExportFormat::NxdTraining;
         const QByteArray llama7 = "llama-2-7b", llama70 = "llama-2-70b", p5 = "p5.48xlarge", trn1 = "trn1.32xlarge";
 
         QTest::newRow("megatron: GPipe")
@@ -441,8 +569,9 @@ private slots:
         QTest::newRow("megatron: Trainium") << M << llama7 << trn1 << 1 << bf16 << QByteArray("tp=8")
                                             << "megatron: AWS Trainium (Trn1) devices are not supported";
 
-        QTest::newRow("deepspeed: context parallelism")
-            << D << llama7 << p5 << 4 << bf16 << QByteArray("cp=4") << "deepspeed: context parallelism (cp=4)";
+        QTest::newRow("deepspeed: context parallelism with AutoTP")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("tp=2,cp=2")
+            << "deepspeed: context parallelism (cp=2) with AutoTP";
         QTest::newRow("deepspeed: sequence parallelism")
             << D << llama7 << p5 << 4 << bf16 << QByteArray("tp=2,sp=on") << "sequence parallelism (sp=on)";
         QTest::newRow("deepspeed: ZeRO-2 with pipeline")
@@ -464,23 +593,51 @@ private slots:
             << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,zero=3,recompute=full") << "neuronx: ZeRO-3";
         QTest::newRow("neuronx: no recomputation")
             << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8") << "no activation recomputation";
-        QTest::newRow("neuronx: context parallelism")
-            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,cp=2,recompute=full") << "context parallelism (cp=2)";
         QTest::newRow("neuronx: fp32") << N << llama7 << trn1 << 4 << fp32 << QByteArray("tp=8,recompute=full")
                                        << "neuronx: fp32 precision";
         QTest::newRow("neuronx: GPU") << N << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,recompute=full")
                                       << "NVIDIA H100";
 
-        QTest::newRow("fsdp: tensor parallelism")
-            << F << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,zero=3") << "fsdp: tensor parallelism (tp=8)";
-        QTest::newRow("fsdp: pipeline parallelism")
-            << F << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,zero=3") << "pipeline parallelism (pp=2)";
-        QTest::newRow("fsdp: context parallelism")
-            << F << llama7 << p5 << 4 << bf16 << QByteArray("cp=2,zero=3") << "context parallelism (cp=2)";
+        QTest::newRow("fsdp: tensor parallelism, not a Llama")
+            << F << QByteArray("gpt3-13b") << p5 << 4 << bf16 << QByteArray("tp=8,zero=3")
+            << "fsdp: tensor parallelism (tp=8) for gpt3-13b (mlp gelu, norm layernorm, positions learned, biases)";
+        QTest::newRow("fsdp: context parallelism without ZeRO")
+            << F << llama7 << p5 << 4 << bf16 << QByteArray("cp=2,zero=0") << "context parallelism (cp=2) without ZeRO";
         QTest::newRow("fsdp: ZeRO-1") << F << llama7 << p5 << 4 << bf16 << QByteArray("zero=1") << "fsdp: ZeRO-1";
         QTest::newRow("fsdp: optimizer offload")
             << F << llama7 << p5 << 4 << bf16 << QByteArray("zero=3,offload=optimizer") << "optimizer-only offload";
         QTest::newRow("fsdp: fp8") << F << llama7 << p5 << 4 << fp8 << QByteArray("zero=3") << "fsdp: fp8 precision";
+
+        const QByteArray llama3 = "llama-3-8b", v5p = "tpu-v5p-host";
+        QTest::newRow("torchtitan: ZeRO-1") << T << llama3 << p5 << 4 << bf16 << QByteArray("zero=1")
+                                            << "torchtitan: ZeRO-1 (optimizer states only)";
+        QTest::newRow("torchtitan: selective recomputation")
+            << T << llama3 << p5 << 4 << bf16 << QByteArray("zero=3,recompute=selective")
+            << "selective recomputation (the core attention only)";
+        QTest::newRow("torchtitan: fp16") << T << llama3 << p5 << 4 << int(Precision::FP16Mixed) << QByteArray("zero=3")
+                                          << "torchtitan: fp16 precision";
+        QTest::newRow("torchtitan: cp without ZeRO") << T << llama3 << p5 << 4 << bf16 << QByteArray("cp=2,zero=0")
+                                                     << "context parallelism (cp=2) without ZeRO";
+        QTest::newRow("torchtitan: TPU") << T << llama3 << v5p << 4 << bf16 << QByteArray("zero=3")
+                                         << "torchtitan: Google Cloud TPU v5p devices are not supported";
+        QTest::newRow("megatron-bridge: GPipe")
+            << B << llama7 << p5 << 4 << bf16 << QByteArray("pp=4,schedule=gpipe") << "megatron-bridge: the GPipe schedule";
+        QTest::newRow("megatron-bridge: encoder-decoder")
+            << B << QByteArray("t5-large") << p5 << 1 << bf16 << QByteArray("tp=1") << "family encoder-decoder";
+        QTest::newRow("maxtext: ZeRO-2") << X << llama7 << v5p << 4 << bf16 << QByteArray("zero=2") << "maxtext: ZeRO-2";
+        QTest::newRow("maxtext: 1F1B") << X << llama7 << v5p << 4 << bf16 << QByteArray("pp=2,zero=0")
+                                       << "the 1f1b schedule";
+        QTest::newRow("maxtext: GPT-3") << X << QByteArray("gpt3-1.3b") << v5p << 4 << bf16 << QByteArray("zero=3")
+                                        << "the architecture of gpt3-1.3b";
+        QTest::newRow("maxtext: Trainium") << X << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,zero=3")
+                                           << "maxtext: AWS Trainium (Trn1) devices are not supported";
+        QTest::newRow("nxd-training: ZeRO-3") << Y << llama7 << trn1 << 4 << bf16
+                                              << QByteArray("tp=8,zero=3,recompute=full") << "nxd-training: ZeRO-3";
+        QTest::newRow("nxd-training: GPipe") << Y << llama70 << trn1 << 16 << bf16
+                                             << QByteArray("tp=32,pp=4,schedule=gpipe,zero=1,recompute=full")
+                                             << "the GPipe schedule";
+        QTest::newRow("nxd-training: GPU") << Y << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,zero=1,recompute=full")
+                                           << "NVIDIA H100";
     }
 
     void refused()
@@ -503,6 +660,13 @@ private slots:
         const QString prefix = QString::fromLatin1(toString(format)) + ": ";
         for (const std::string& refusal : r.refusals)
             QVERIFY2(QString::fromStdString(refusal).startsWith(prefix), refusal.c_str());
+        // The same refusals, feature and reason apart (export --json).
+        QCOMPARE(r.refused.size(), r.refusals.size());
+        for (size_t i = 0; i < r.refused.size(); ++i) {
+            QVERIFY(!r.refused[i].feature.empty() && !r.refused[i].reason.empty());
+            QVERIFY(r.refusals[i].find(r.refused[i].feature) != std::string::npos);
+            QVERIFY(r.refusals[i].find(r.refused[i].reason) != std::string::npos);
+        }
     }
 
     // Every feature at once, like validate(): the planner's best layout for Llama 2 70B on trn1.
@@ -529,9 +693,14 @@ private slots:
 
     void formatNames()
     {
-        QCOMPARE(exportFormatChoices(), std::string("megatron|deepspeed|neuronx|fsdp"));
-        for (ExportFormat f : {ExportFormat::Megatron, ExportFormat::DeepSpeed, ExportFormat::NeuronX, ExportFormat::Fsdp})
+        QCOMPARE(exportFormatChoices(),
+                 std::string("megatron|deepspeed|neuronx|fsdp|torchtitan|megatron-bridge|maxtext|nxd-training"));
+        for (ExportFormat f : exportFormats())
             QCOMPARE(exportFormatFromString(toString(f)), std::optional<ExportFormat>(f));
+        QCOMPARE(exportFormats().size(), size_t(8));
+        QCOMPARE(std::string(exportFileExtension(ExportFormat::DeepSpeed)), std::string("json"));
+        QCOMPARE(std::string(exportFileExtension(ExportFormat::MaxText)), std::string("yaml"));
+        QCOMPARE(std::string(exportFileExtension(ExportFormat::Torchtitan)), std::string("py"));
         QCOMPARE(exportFormatFromString("Megatron"), std::nullopt);
     }
 
@@ -544,7 +713,7 @@ private slots:
 
         const CliRun fsdp = cli({"export", "--plan", planFile(), "--format", "fsdp", "--layout", "zero=3,mb=2"});
         QVERIFY2(fsdp.exitCode == 0, fsdp.err.constData());
-        QVERIFY(fsdp.out.contains("sharding_strategy=ShardingStrategy.FULL_SHARD,"));
+        QVERIFY(fsdp.out.contains("RESHARD_AFTER_FORWARD = True\n"));
         QVERIFY(fsdp.out.contains("GRADIENT_ACCUMULATION_STEPS = 4"));  // 64 / (8 ranks x 2)
 
         // --out writes the same text; DeepSpeed's notes go to stderr, the file stays JSON.
@@ -561,6 +730,45 @@ private slots:
         QCOMPARE(json["gradient_accumulation_steps"].toInt(), 4);
     }
 
+    // export --json: the documented keys, the same whether the framework runs the layout or not.
+    void cliExportJson()
+    {
+        if (!QFile::exists(planFile()))
+            QSKIP("needs the plan written by cliExport");
+        const QStringList keys{"schema", "format", "layout", "runs", "file_extension", "settings", "notes", "refusals"};
+        const CliRun ok = cli({"export", "--plan", planFile(), "--format", "deepspeed", "--layout", "zero=2,mb=2", "--json"});
+        QCOMPARE(ok.exitCode, 0);
+        const QJsonObject o = QJsonDocument::fromJson(ok.out).object();
+        QCOMPARE(QStringList(o.keys()).size(), keys.size());
+        for (const QString& k : keys)
+            QVERIFY2(o.contains(k), qPrintable(k));
+        QCOMPARE(o["schema"].toString(), QStringLiteral("shardscope.export/1"));
+        QCOMPARE(o["format"].toString(), QStringLiteral("deepspeed"));
+        QVERIFY(o["runs"].toBool());
+        QCOMPARE(o["file_extension"].toString(), QStringLiteral("json"));
+        QCOMPARE(QJsonDocument::fromJson(o["settings"].toString().toUtf8()).object()["gradient_accumulation_steps"].toInt(), 4);
+        QVERIFY(o["notes"].toArray().first().toString().startsWith("train_batch_size 64"));
+        QVERIFY(o["refusals"].toArray().isEmpty());
+
+        const CliRun no = cli({"export", "--plan", planFile(), "--format", "maxtext", "--layout", "zero=2,mb=2", "--json"});
+        QCOMPARE(no.exitCode, 2);
+        const QJsonObject n = QJsonDocument::fromJson(no.out).object();
+        for (const QString& k : keys)
+            QVERIFY2(n.contains(k), qPrintable(k));
+        QVERIFY(!n["runs"].toBool());
+        QVERIFY(n["settings"].toString().isEmpty());
+        const QJsonArray refusals = n["refusals"].toArray();
+        QCOMPARE(refusals.size(), 2);  // an A100 GPU is NVIDIA: ZeRO-2 and gpt2's architecture
+        QStringList features;
+        for (const QJsonValue& v : refusals) {
+            const QJsonObject e = v.toObject();
+            QVERIFY(!e["reason"].toString().isEmpty());
+            QVERIFY(e["message"].toString().startsWith("maxtext: " + e["feature"].toString()));
+            features << e["feature"].toString();
+        }
+        QVERIFY2(features.contains("ZeRO-2"), qPrintable(features.join(';')));
+    }
+
     void cliRefusesByName()
     {
         if (!QFile::exists(planFile()))
@@ -568,11 +776,11 @@ private slots:
         const CliRun refused = cli({"export", "--plan", planFile(), "--format", "fsdp", "--layout", "tp=2,zero=3"});
         QCOMPARE(refused.exitCode, 2);
         QVERIFY(refused.out.isEmpty());
-        QVERIFY2(refused.err.contains("fsdp: tensor parallelism (tp=2) is not expressible"), refused.err.constData());
+        QVERIFY2(refused.err.contains("fsdp: tensor parallelism (tp=2) for gpt2-small"), refused.err.constData());
 
         const CliRun badFormat = cli({"export", "--plan", planFile(), "--format", "jax"});
         QCOMPARE(badFormat.exitCode, 2);
-        QVERIFY(badFormat.err.contains("megatron|deepspeed|neuronx|fsdp"));
+        QVERIFY(badFormat.err.contains("megatron|deepspeed|neuronx|fsdp|torchtitan|megatron-bridge|maxtext|nxd-training"));
 
         const CliRun noPlan = cli({"export", "--format", "megatron"});
         QCOMPARE(noPlan.exitCode, 2);

@@ -401,18 +401,23 @@ std::vector<CommandHelp> makeCommands()
                      jsonOption("the result") + quietOption(),
                  {"calibrate --fit --holdout 0.3", "calibrate --engine --save engine"}});
     c.push_back({"export", "a plan's layout as launch settings of a training framework",
-                 {"export --plan plan.json --format " + exportFormatChoices() + " [--layout \"...\"] [--out FILE]"},
-                 "The saved plan's best layout (or --layout) as the settings of Megatron-LM, DeepSpeed, NeuronX "
-                 "Distributed or PyTorch FSDP. A feature the framework cannot express is refused by name (exit 2).",
-                 {required(value("plan", "FILE", "the plan file", {}, ValueKind::File)),
+                 {"export --plan plan.json --format " + exportFormatChoices() +
+                  " [--layout \"...\"] [--out FILE] [--json]"},
+                 "The saved plan's best layout (or --layout) as the settings of Megatron-LM, Megatron-Bridge, "
+                 "DeepSpeed, NeuronX Distributed, NxD Training, PyTorch FSDP2, torchtitan or MaxText. A feature the "
+                 "framework cannot express is refused by name (exit 2). --json prints schema, format, layout, runs, "
+                 "file_extension, settings, notes and refusals (each feature, reason, message), refused or not.",
+                 Options{required(value("plan", "FILE", "the plan file", {}, ValueKind::File)),
                   [] {
                       OptionHelp f = choice("format", split(exportFormatChoices(), '|'), "the framework");
                       f.required = true;
                       return f;
                   }(),
                   value("layout", "KEYS", "export this layout instead of the plan's best"),
-                  value("out", "FILE", "write to this file instead of stdout", {}, ValueKind::File)},
-                 {"export --plan plan.json --format megatron --out launch.sh"}});
+                  value("out", "FILE", "write to this file instead of stdout", {}, ValueKind::File)} +
+                     jsonOption("the settings, notes and refusals"),
+                 {"export --plan plan.json --format megatron --out launch.sh",
+                  "export --plan plan.json --format maxtext --json"}});
     c.push_back({"help", "the help of a command", {"help [COMMAND [VERB]]"},
                  "The options of COMMAND, with their defaults and an example; the same as COMMAND --help.", {},
                  {"help plan", "help catalog list"}});

@@ -1,7 +1,12 @@
-// shardscope-cli export: a saved plan's layout as the launch settings of Megatron-LM,
-// DeepSpeed, NeuronX Distributed or PyTorch FSDP (planner/FrameworkExport.h).
-// A layout feature the framework cannot express is bad input (exit 2), every such
-// feature named.
+// shardscope-cli export: a saved plan's layout as the launch settings of a training framework
+// (planner/FrameworkExport.h). A layout feature the framework cannot express is bad input
+// (exit 2), every such feature named.
+//
+// --json prints one object for machines (schema "shardscope.export/1"), the same keys whether
+// the framework runs the layout or not:
+//   schema, format, layout, runs (bool), file_extension, settings (the text, "" when refused),
+//   notes (array of strings), refusals (array of {feature, reason, message}).
+// A refused layout still exits 2, after printing the object.
 #include "CliArgs.h"
 #include "Commands.h"
 #include "OutputFile.h"
@@ -10,9 +15,37 @@
 #include "ProblemArgs.h"
 
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
 #include <ostream>
 
 namespace shardscope::cli {
+
+namespace {
+
+QJsonObject exportJson(ExportFormat format, const Layout& layout, const ExportResult& result)
+{
+    QJsonArray notes;
+    for (const std::string& note : result.notes)
+        notes.append(QString::fromStdString(note));
+    QJsonArray refusals;
+    for (size_t i = 0; i < result.refused.size(); ++i)
+        refusals.append(QJsonObject{{"feature", QString::fromStdString(result.refused[i].feature)},
+                                    {"reason", QString::fromStdString(result.refused[i].reason)},
+                                    {"message", QString::fromStdString(result.refusals.at(i))}});
+    return QJsonObject{{"schema", "shardscope.export/1"},
+                       {"format", toString(format)},
+                       {"layout", QString::fromStdString(toString(layout))},
+                       {"runs", result.ok()},
+                       {"file_extension", exportFileExtension(format)},
+                       {"settings", QString::fromStdString(result.text)},
+                       {"notes", notes},
+                       {"refusals", refusals}};
+}
+
+} // namespace
 
 int runExport(const std::vector<std::string>& args, Context& ctx)
 {
@@ -41,6 +74,16 @@ int runExport(const std::vector<std::string>& args, Context& ctx)
     }
 
     const ExportResult result = exportSettings(*format, plan.problem, layout);
+    if (a.flag("json")) {
+        ctx.out << QJsonDocument(exportJson(*format, layout, result)).toJson(QJsonDocument::Indented).toStdString();
+        if (!result.ok())
+            return kExitUsage;
+        if (auto out = a.value("out")) {
+            writeOutputFile(*out, QByteArray::fromStdString(result.text));
+            ctx.err << "wrote " << *out << " (" << toString(*format) << ")\n";
+        }
+        return kExitOk;
+    }
     if (!result.ok()) {
         std::string message = "cannot export layout " + toString(layout) + ":";
         for (const std::string& refusal : result.refusals)

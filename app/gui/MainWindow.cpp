@@ -484,8 +484,7 @@ void MainWindow::exportLaunchSettingsDialog()
         return;
     const ExportFormat format = formats[size_t(items.indexOf(choice))];
     const QString suggested = QStringLiteral("launch-%1.%2")
-                                  .arg(QLatin1String(toString(format)),
-                                       format == ExportFormat::DeepSpeed ? QStringLiteral("json") : QStringLiteral("sh"));
+                                  .arg(QLatin1String(toString(format)), QLatin1String(exportFileExtension(format)));
     QString error;
     if (!frameworkRuns(format, result_->request.problem, *layout)) {
         exportLaunchSettings(format, QString(), &error);  // only for the refusals

@@ -25,8 +25,18 @@
 //     refuse train_batch_size = micro x accumulation x dp. AutoTP exports therefore leave
 //     train_batch_size out and let _set_batch_related_parameters derive it (DeepSpeed's own
 //     tests/unit/model_parallelism/test_autotp_training.py give only the micro-batch).
+// Ulysses sequence parallelism at deepspeedai/DeepSpeed commit edaa7221267243c7be7fb49c5d5f5c4fb97b4641:
+//   deepspeed/__init__.py: with "sequence_parallel_size" and "data_parallel_size" in the config,
+//     deepspeed.initialize builds a (data_parallel, sequence_parallel) device mesh, and
+//     deepspeed/runtime/config.py takes the batch world size from its data_parallel group, so
+//     train_batch_size = micro x accumulation x dp holds;
+//   deepspeed/runtime/sequence_parallel/ulysses_sp.py: UlyssesSPAttentionHF.register_with_transformers
+//     (sequence_parallel_size, ...) and UlyssesSPDataLoaderAdapter; it raises unless sp divides the
+//     attention heads and the KV heads divide by sp or sp by them.
+// The plan's cp runs as Ulysses where it applies (no AutoTP, no pipeline): an all-to-all over
+// heads instead of the plan's K/V ring, the same sequence split (the note says so).
 // Decisions: tensor parallelism is AutoTP (tensor_parallel.autotp_size), which needs no
-// Megatron-DeepSpeed; Megatron-style sequence parallelism, context parallelism, fp8,
+// Megatron-DeepSpeed; Megatron-style sequence parallelism, fp8,
 // selective recomputation (model code, not a config key), the GPipe and interleaved
 // schedules (PipelineEngine has its own 1F1B-style schedule), AutoTP with pipeline
 // parallelism (not documented together) and a ZeRO-1/2 shard group smaller than dp
@@ -43,7 +53,7 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
 {
     ExportResult r;
     r.notes_in_text = false;
-    Refusals refuse("deepspeed", r.refusals);
+    Refusals refuse("deepspeed", r);
     refuseMegatronOverlaps(refuse, l);
     const Figures f = figures(p, l);
     const std::string& vendor = p.cluster.node.chip.vendor;
@@ -51,8 +61,15 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (vendor != "NVIDIA" && vendor != "AMD" && vendor != "Intel")
         refuse.device(p.cluster.node.chip.display_name,
                    "DeepSpeed's accelerators are CUDA and ROCm GPUs and Intel Gaudi");
-    if (l.cp > 1)
-        refuse.add("context parallelism (cp=" + str(l.cp) + ")", "ds_config has no context-parallel setting");
+    if (l.cp > 1 && (l.tp > 1 || f.pipelined))
+        refuse.add("context parallelism (cp=" + str(l.cp) + ") with " + (l.tp > 1 ? "AutoTP" : "pipeline parallelism"),
+                   "Ulysses (sequence_parallel_size) meshes data and sequence parallelism only");
+    if (l.cp > 1 && p.model.heads % l.cp != 0)
+        refuse.add("context parallelism (cp=" + str(l.cp) + ") over " + str(p.model.heads) + " attention heads",
+                   "Ulysses (ulysses_sp.py) needs the sequence-parallel size to divide the heads");
+    if (l.cp > 1 && p.model.kv_heads % l.cp != 0 && l.cp % p.model.kv_heads != 0)
+        refuse.add("context parallelism (cp=" + str(l.cp) + ") over " + str(p.model.kv_heads) + " key/value heads",
+                   "Ulysses (ulysses_sp.py) needs the KV heads to divide by the sequence-parallel size or it by them");
     if (l.sequence_parallel)
         refuse.add("Megatron-style sequence parallelism (sp=on)",
                    "AutoTP splits the linear layers only; norm and dropout regions stay replicated");
@@ -102,6 +119,15 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     }
     config.insert("zero_optimization", zero);
 
+    if (l.cp > 1) {
+        config.insert("sequence_parallel_size", l.cp);
+        config.insert("data_parallel_size", l.dp);
+        r.notes.push_back("sequence_parallel_size " + str(l.cp) + " (Ulysses): register UlyssesSPAttentionHF with "
+                          "sequence_parallel_size=" + str(l.cp) + " and wrap the data loader in "
+                          "UlyssesSPDataLoaderAdapter; attention exchanges heads all-to-all, where the plan priced "
+                          "a K/V ring over the same " + str(l.cp) + "-way sequence split.");
+    }
+
     if (l.tp > 1) {
         config.insert("tensor_parallel", QJsonObject{{"autotp_size", l.tp}});
         r.notes.push_back("tensor_parallel.autotp_size: AutoTP partitions a Hugging Face model by its tp_plan "
@@ -132,7 +158,7 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     else
         r.notes.push_back("train_batch_size " + str(p.training.global_batch) + " = micro-batch " + str(l.micro_batch) +
                           " x " + str(f.micro_batches) + " accumulation steps x " + str(l.dp) + " data-parallel ranks (" +
-                          str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + ").");
+                          str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + " / cp " + str(l.cp) + ").");
     r.notes.push_back("The optimizer (" + std::string(toString(p.training.optimizer)) +
                       ") and learning rate come from your script or an \"optimizer\" section.");
     r.text = QJsonDocument(config).toJson(QJsonDocument::Indented).toStdString();

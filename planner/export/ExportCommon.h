@@ -14,26 +14,38 @@ namespace shardscope::exportdetail {
 // Collects "<format>: <feature> is not expressible (<why>)" and unsupported devices.
 class Refusals {
 public:
-    Refusals(const char* format, std::vector<std::string>& out) : format_(format), out_(out) {}
+    Refusals(const char* format, ExportResult& result) : format_(format), result_(result) {}
     void add(const std::string& feature, const std::string& why)
     {
-        out_.push_back(std::string(format_) + ": " + feature + " is not expressible (" + why + ")");
+        result_.refusals.push_back(std::string(format_) + ": " + feature + " is not expressible (" + why + ")");
+        result_.refused.push_back({feature, why});
     }
     // Hardware the framework does not run on.
     void device(const std::string& name, const std::string& why)
     {
-        out_.push_back(std::string(format_) + ": " + name + " devices are not supported (" + why + ")");
+        result_.refusals.push_back(std::string(format_) + ": " + name + " devices are not supported (" + why + ")");
+        result_.refused.push_back({name + " devices", why});
     }
-    bool any() const { return !out_.empty(); }
+    bool any() const { return !result_.refusals.empty(); }
 
 private:
     const char* format_;
-    std::vector<std::string>& out_;
+    ExportResult& result_;
 };
+
+// CUDA and ROCm GPUs: what the PyTorch GPU frameworks (Megatron, FSDP, torchtitan, ...) run on.
+bool isCudaOrRocmGpu(const ChipSpec& chip);
+// AWS Trainium (NeuronX Distributed and NxD Training).
+bool isTrainium(const ChipSpec& chip);
 
 // Megatron-LM's communication-overlap options (Layout.h) in a framework that has no such
 // flags: each one set is refused by name.
 void refuseMegatronOverlaps(Refusals& refuse, const Layout& layout);
+// What Megatron Core (Megatron-LM and Megatron-Bridge) cannot run: devices, model features,
+// the GPipe schedule, tp against the KV heads (MegatronExport.cpp).
+void refuseMegatronCoreLimits(Refusals& refuse, const Problem& problem, const Layout& layout);
+// Megatron's get_device_arch_version() < 10: CUDA_DEVICE_MAX_CONNECTIONS=1 is required with tp/cp.
+bool olderThanBlackwellGpu(const ChipSpec& chip);
 
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {
@@ -51,7 +63,18 @@ Figures figures(const Problem& problem, const Layout& layout);
 // "llama-2-70b on 64 x p5.48xlarge (512 devices), global batch 1024 x 4096 tokens"
 std::string problemLine(const Problem& problem);
 
+// What keeps a model from being Llama-shaped (RMSNorm, SwiGLU, RoPE, no biases, dense,
+// heads x head_dim = hidden): "mlp gelu, norm layernorm, biases", empty for a Llama.
+std::string nonLlamaFeatures(const ModelSpec& model);
+
 std::string str(std::int64_t v);
+// A double as the shortest text that reads back the same ("500000", "0.25", "1e-05").
+std::string num(double v);
+// "torchrun --nnodes N --nproc_per_node M --node_rank $NODE_RANK --master_addr $MASTER_ADDR
+// --master_port 29500" (the variables in double quotes when `quoted`, for a shell script).
+std::string torchrunCommand(const Figures& figures, bool quoted);
+// Python's literals for a bool: "True", "False" (also YAML's, as the NxD Training configs write them).
+std::string pyBool(bool v);
 // Lines prefixed with "# " (the notes of shell and Python texts).
 std::string commentLines(const std::vector<std::string>& lines);
 

@@ -48,13 +48,9 @@
 
 namespace shardscope::exportdetail {
 
-namespace {
-
-bool runsMegatron(const ChipSpec& chip) { return chip.vendor == "NVIDIA" || chip.vendor == "AMD"; }
-
 // get_device_arch_version() < 10: every NVIDIA part before Blackwell (B200/GB200/B300 are
 // compute capability 10.x) and AMD's Instinct parts (ROCm reports gfx9 as 9.x).
-bool olderThanBlackwell(const ChipSpec& chip)
+bool olderThanBlackwellGpu(const ChipSpec& chip)
 {
     if (chip.vendor != "NVIDIA")
         return true;
@@ -64,21 +60,16 @@ bool olderThanBlackwell(const ChipSpec& chip)
     return true;
 }
 
-} // namespace
-
-ExportResult exportMegatron(const Problem& p, const Layout& l)
+// --- shared with the Megatron-Bridge exporter (Megatron Core's limits) ---
+void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& l)
 {
-    ExportResult r;
-    Refusals refuse("megatron", r.refusals);
     const ModelSpec& m = p.model;
-    const Figures f = figures(p, l);
-
-    if (!runsMegatron(p.cluster.node.chip))
+    if (!isCudaOrRocmGpu(p.cluster.node.chip))
         refuse.device(p.cluster.node.chip.display_name,
-                   "Megatron-LM runs on CUDA GPUs: NVIDIA, or AMD through ROCm");
+                      "Megatron-LM runs on CUDA GPUs: NVIDIA, or AMD through ROCm");
     if (m.family != ModelFamily::DecoderOnly)
         refuse.add(std::string("a model of family ") + toString(m.family),
-                   "the export writes pretrain_gpt.py arguments, which train decoder-only models");
+                   "the export builds Megatron's GPT model (pretrain_gpt.py, GPTModelProvider), which is decoder-only");
     if (m.positions == PositionKind::Relative || m.positions == PositionKind::None)
         refuse.add(std::string("position embedding ") + toString(m.positions),
                    "--position-embedding-type takes learned_absolute or rope");
@@ -86,13 +77,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         refuse.add(std::string("the MLP activation ") + toString(m.mlp),
                    "Megatron offers gelu, --swiglu and --squared-relu");
     if (!m.final_norm)
-        refuse.add("a model without a final norm", "pretrain_gpt.py always adds one");
+        refuse.add("a model without a final norm", "Megatron's GPT model always adds one");
     if (m.kv_heads % l.tp != 0 && l.tp % m.kv_heads != 0)
         refuse.add("tp=" + str(l.tp) + " with " + str(m.kv_heads) + " key/value heads",
                    "TransformerConfig (d98e8a64) needs num_query_groups to be a multiple or a divisor of tp");
     if (l.zero_stage == 3 && l.overlap_param_gather)
         refuse.add("overlap_param_gather with ZeRO-3", "Megatron-FSDP gathers parameters itself");
-    if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
+    if (l.pp > 1 && l.schedule == PipelineSchedule::GPipe)
         refuse.add("the GPipe schedule", "Megatron runs 1F1B, or interleaved 1F1B with "
                                          "--num-layers-per-virtual-pipeline-stage");
     if (m.positions == PositionKind::Rotary && m.rope_base != std::floor(m.rope_base))
@@ -100,6 +91,17 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     if (m.moe.enabled() && l.tp > 1 && !l.sequence_parallel)
         refuse.add("MoE with tp=" + str(l.tp) + " and sequence parallelism off",
                    "validate_args requires --sequence-parallel for MoE with tensor parallelism");
+}
+
+// --- end of the shared part ---
+
+ExportResult exportMegatron(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("megatron", r);
+    const ModelSpec& m = p.model;
+    const Figures f = figures(p, l);
+    refuseMegatronCoreLimits(refuse, p, l);
     if (refuse.any())
         return r;
 
@@ -210,14 +212,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     t += commentLines(r.notes);
     if (megatronFsdp)
         t += "unset CUDA_DEVICE_MAX_CONNECTIONS  # validate_args: Megatron-FSDP requires it unset or > 1\n";
-    else if ((l.tp > 1 || l.cp > 1) && olderThanBlackwell(p.cluster.node.chip))
+    else if ((l.tp > 1 || l.cp > 1) && olderThanBlackwellGpu(p.cluster.node.chip))
         t += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # validate_args: tp > 1 or cp > 1 before Blackwell\n";
     t += "MEGATRON_ARGS=(\n";
     for (const std::string& a : args)
         t += "    " + a + "\n";
     t += ")\n";
-    t += "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-         " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 29500 \\\n"
+    t += torchrunCommand(f, true) + " \\\n"
          "    pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" \"$@\"\n";
     r.text = t;
     return r;

@@ -20,9 +20,18 @@
 //   70B_config_llama2/config.json: the LlamaConfig keys listed in the output.
 // training_utils.py: --use_gpu_compatible_precision keeps fp32 master weights and fp32
 // gradient accumulation, which is ShardScope's bf16 mixed precision.
+// Re-read at fbac349b61a3adbb123c2983835af692840ff62f (Release 2.29):
+//   - both scripts take --context_parallel_size (run_llama_nxd.py, tp_zero1_llama_hf_pretrain.py:
+//     nxd.neuronx_distributed_config(context_parallel_size=...); the data-parallel size is then
+//     devices / (tp x pp x cp));
+//   - mixed precision as AWS's own launchers pass it: tp_zero1_llama3_8B_hf_pretrain.sh passes
+//     --use_mix_precision (AdamW_FP32OptimParams) and --use_gpu_compatible_precision 1 and exports
+//     no XLA_DOWNCAST_BF16 (the script sets XLA_* only when --use_gpu_compatible_precision is 0);
+//     run_llama3_70B_tp_pp.sh exports XLA_DOWNCAST_BF16=1 and leaves --use_gpu_compatible_precision
+//     at its default 1.
 // Both scripts activation-checkpoint full layers unless selective checkpointing is on, so
 // a layout without recomputation is refused; so are ZeRO-2/3 and shard groups (the
-// scripts take ZeRO-1 only), optimizer offload, context parallelism, the GPipe schedule,
+// scripts take ZeRO-1 only), optimizer offload, the GPipe schedule,
 // precisions other than bf16 mixed, SGD, and models that are not Llama-shaped (the
 // scripts build LlamaForCausalLM). kv_replicator = tp / kv_heads when tp exceeds the KV
 // heads; that --qkv_linear must accompany it is inferred from the 70B script, not from a
@@ -37,34 +46,12 @@ namespace {
 
 std::string onOff(bool on) { return on ? "1" : "0"; }
 
-// What keeps a model from being the scripts' LlamaForCausalLM, empty when it is one.
-std::string nonLlamaFeatures(const ModelSpec& m)
-{
-    std::string out;
-    auto add = [&](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
-    if (m.family != ModelFamily::DecoderOnly)
-        add(std::string("family ") + toString(m.family));
-    if (m.mlp != MlpKind::SwiGlu)
-        add(std::string("mlp ") + toString(m.mlp));
-    if (m.norm != NormKind::RmsNorm)
-        add(std::string("norm ") + toString(m.norm));
-    if (m.positions != PositionKind::Rotary)
-        add(std::string("positions ") + toString(m.positions));
-    if (m.bias)
-        add("biases");
-    if (m.moe.enabled())
-        add("mixture of experts");
-    if (m.head_dim * m.heads != m.hidden)
-        add("head_dim x heads != hidden");
-    return out;
-}
-
 } // namespace
 
 ExportResult exportNeuronX(const Problem& p, const Layout& l)
 {
     ExportResult r;
-    Refusals refuse("neuronx", r.refusals);
+    Refusals refuse("neuronx", r);
     refuseMegatronOverlaps(refuse, l);
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
@@ -75,8 +62,6 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     if (const std::string features = nonLlamaFeatures(m); !features.empty())
         refuse.add("the architecture of " + m.name + " (" + features + ")",
                    "the NxD Llama training scripts build LlamaForCausalLM");
-    if (l.cp > 1)
-        refuse.add("context parallelism (cp=" + str(l.cp) + ")", "the Llama training scripts take no context-parallel size");
     if (l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage), "the scripts shard optimizer states only, as ZeRO-1 does");
     else if (f.partial_shard)
@@ -109,6 +94,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
         arg("--tensor_parallel_size", str(l.tp));
         arg("--pipeline_parallel_size", str(l.pp));
         arg("--virtual_pipeline_size", str(l.virtual_stages));
+        arg("--context_parallel_size", str(l.cp));
         arg("--num_microbatches", str(f.micro_batches));
         arg("--train_batch_size", str(f.replica_batch));
         arg("--seq_len", str(p.training.seq_len));
@@ -122,6 +108,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     } else {
         script = "tp_zero1_llama_hf_pretrain.py";
         arg("--tensor_parallel_size", str(l.tp));
+        arg("--context_parallel_size", str(l.cp));
         arg("--batch_size", str(l.micro_batch));
         arg("--grad_accum_usteps", str(f.micro_batches));
         arg("--seq_len", str(p.training.seq_len));
@@ -135,11 +122,12 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
         if (kvReplicator > 1)
             arg("--qkv_linear");
         arg("--use_flash_attention", onOff(p.training.flash_attention));
+        arg("--use_mix_precision");  // as tp_zero1_llama3_8B_hf_pretrain.sh passes it
         arg("--use_gpu_compatible_precision", "1");
     }
 
     r.notes.push_back("NxD derives the data-parallel size: " + str(f.devices) + " NeuronCores / (tp " + str(l.tp) +
-                      " x pp " + str(l.pp) + ") = dp " + str(l.dp) + "; " + str(f.micro_batches) +
+                      " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + "; " + str(f.micro_batches) +
                       " micro-batches of " + str(l.micro_batch) + " sequence(s) per replica and step.");
     if (kvReplicator > 1)
         r.notes.push_back("kv_replicator " + str(kvReplicator) + ": tp " + str(l.tp) + " over " + str(m.kv_heads) +
@@ -157,18 +145,18 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     t += commentLines({"NeuronX Distributed (Trainium) launch settings exported by ShardScope", problemLine(p),
                        "layout " + toString(l),
                        "Option names: aws-neuron/neuronx-distributed examples/training/llama/" +
-                           std::string(f.pipelined ? "tp_pp_llama_hf_pretrain/run_llama_nxd.py (commit 0598cd8b)"
+                           std::string(f.pipelined ? "tp_pp_llama_hf_pretrain/run_llama_nxd.py (commits 0598cd8b, fbac349b)"
                                                    : "tp_zero1_llama_hf_pretrain/tp_zero1_llama_hf_pretrain.py "
-                                                     "(commit 3aa65c66)"),
+                                                     "(commits 3aa65c66, fbac349b)"),
                        ""});
     t += commentLines(r.notes);
-    t += "export XLA_DOWNCAST_BF16=1  # bf16 compute, as NxD's Llama scripts run it\n";
+    if (f.pipelined)
+        t += "export XLA_DOWNCAST_BF16=1  # bf16 compute, as run_llama3_70B_tp_pp.sh exports it\n";
     t += "NXD_ARGS=(\n";
     for (const std::string& a : args)
         t += "    " + a + "\n";
     t += ")\n";
-    t += "torchrun --nnodes " + str(f.nodes) + " --nproc_per_node " + str(f.devices_per_node) +
-         " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 29500 \\\n    " + script +
+    t += torchrunCommand(f, true) + " \\\n    " + script +
          " \"${NXD_ARGS[@]}\" \"$@\"\n";
     r.text = t;
     return r;

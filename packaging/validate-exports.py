@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""Run ShardScope's Megatron-LM, Megatron-Bridge, DeepSpeed, torchtitan and MaxText exports through the frameworks' own checks.
+
+    validate-exports.py --cli build/app/shardscope-cli [--megatron DIR] [--deepspeed DIR] [--maxtext DIR]
+                        [--torchtitan DIR] [--megatron-bridge DIR (with --megatron)]
+
+Each DIR is a checkout (Megatron-LM's megatron/ package; DeepSpeed's deepspeed/, accelerator/ and
+op_builder/; MaxText's src/maxtext/; torchtitan's torchtitan/; Megatron-Bridge's src/). Nothing is installed and nothing is downloaded.
+
+What runs, per case (a problem, a layout, a format), each in a process of its own:
+  megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
+             megatron/training/arguments.py: parse_args() then validate_args(), with WORLD_SIZE
+             the plan's device count, plus what the export leaves to the user (--mock-data, a
+             NullTokenizer of the model's vocabulary, --train-iters, --lr);
+  deepspeed  the exported ds_config through deepspeed/runtime/config.py: DeepSpeedConfig(config,
+             mpu, mesh_device) with the world size deepspeed.initialize would give it (all ranks;
+             the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
+             dimension when the config names sequence_parallel_size and data_parallel_size),
+             which runs its batch assertion and sanity checks and the pydantic ZeRO config;
+  torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
+             dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
+             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
+             flavor must be a key of llama3_configs;
+  megatron-bridge  GPTModelProvider(**the recipe's arguments) (TransformerConfig's __post_init__
+             runs; it does not check heads against tp, the model build does), every cfg.<section>.<field>
+             the recipe sets a field of that section's config class (training/config.py and the
+             Megatron classes it extends), the mixed_precision name a registered recipe;
+  maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
+             (src/maxtext/configs/types.py) and each value against its field's type.
+
+What cannot run here, and is stood in for (framework_stubs.py): torch, numpy, jax, Transformer Engine
+and the other compiled dependencies are stubs, so no check that needs a tensor or a device runs.
+The one device figure validate_args asks for, the GPU's compute-capability major
+(get_device_arch_version), is given from the plan's GPU: A100 8, H100/H200 9, B200 10 (NVIDIA's
+published compute capabilities 8.0, 9.0, 10.0). DeepSpeed's torch.distributed calls are answered
+with the rank 0 and the world size above. Python 3.11's typing lacks override (3.12), which
+Megatron imports: typing_extensions.override, the same function, is put in its place.
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (name, format, model, node type, nodes, global batch, seq, extra problem flags, layout)
+CASES = [
+    ("megatron gpt3-175b a100 tp8 pp16 full fp16", "megatron", "gpt3-175b", "dgx-a100-80gb", 128, 1536, 2048,
+     ["--precision", "fp16"], "tp=8,pp=16,mb=1,recompute=full"),
+    ("megatron llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective", "megatron", "llama-2-70b", "p5.48xlarge",
+     64, 1024, 4096, [], "tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective"),
+    ("megatron mixtral-8x7b p5 tp4 sp zero1", "megatron", "mixtral-8x7b", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-8b p5 tp2 cp2 zero1 no dropout flash", "megatron", "llama-3-8b", "p5.48xlarge", 2, 64, 8192,
+     ["--no-dropout", "--flash-attention"], "tp=2,cp=2,zero=1"),
+    ("megatron llama-2-7b p5 zero3 (Megatron-FSDP)", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=3"),
+    ("megatron llama-2-7b p5 zero1 shard group 8 of 32", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=1,zero_group=8"),
+    ("megatron llama-2-7b p5 zero1 optimizer offload", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=1,offload=optimizer"),
+    ("megatron llama-2-7b p5 pp2 interleaved v2", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "pp=2,schedule=interleaved,v=2"),
+    ("megatron llama-3-70b b200 tp8 pp2 cp2 zero1", "megatron", "llama-3-70b", "p6-b200.48xlarge", 8, 512, 8192,
+     [], "tp=8,pp=2,cp=2,sp=on,zero=1,mb=1,recompute=full"),
+    ("deepspeed gpt3-13b p4d zero3 mics8 full", "deepspeed", "gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, [],
+     "zero=3,zero_group=8,mb=2,recompute=full"),
+    ("deepspeed llama-2-7b p5 autotp2 zero2 offload", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
+     "tp=2,zero=2,mb=1,offload=optimizer"),
+    ("deepspeed gpt3-6.7b p4d pp4 zero1 fp16", "deepspeed", "gpt3-6.7b", "p4d.24xlarge", 4, 512, 2048,
+     ["--precision", "fp16"], "pp=4,zero=1,mb=1,recompute=full"),
+    ("deepspeed llama-2-7b p5 ulysses cp4 zero3", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 512, 8192, [],
+     "cp=4,zero=3,mb=1,recompute=full"),
+    ("torchtitan llama-3-8b p5 tp2 cp2 fsdp full", "torchtitan", "llama-3-8b", "p5.48xlarge", 4, 256, 8192, [],
+     "tp=2,sp=on,cp=2,zero=3,mb=1,recompute=full"),
+    ("torchtitan llama-3-70b p5 tp8 pp4 interleaved hsdp zero2 fp8", "torchtitan", "llama-3-70b", "p5.48xlarge",
+     32, 1024, 8192, ["--precision", "fp8"],
+     "tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full"),
+    ("torchtitan llama-3-8b p5 ddp fp32", "torchtitan", "llama-3-8b", "p5.48xlarge", 2, 64, 2048,
+     ["--precision", "fp32"], "zero=0,mb=1"),
+    ("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective", "megatron-bridge", "llama-2-70b",
+     "p5.48xlarge", 64, 1024, 4096, [], "tp=8,pp=4,sp=on,zero=1,mb=1,schedule=interleaved,v=5,recompute=selective"),
+    ("megatron-bridge gpt3-13b p5 megatron-fsdp hsdp full fp16", "megatron-bridge", "gpt3-13b", "p5.48xlarge", 8,
+     512, 2048, ["--precision", "fp16"], "tp=2,zero=3,zero_group=8,mb=2,recompute=full"),
+    ("megatron-bridge llama-3-8b p5 tp2 cp2 offload fp8", "megatron-bridge", "llama-3-8b", "p5.48xlarge", 2, 64,
+     8192, ["--precision", "fp8", "--no-dropout"], "tp=2,cp=2,zero=1,offload=optimizer"),
+    ("maxtext llama-3-70b v5p tp4 fsdp full", "maxtext", "llama-3-70b", "tpu-v5p-host", 64, 1024, 8192, [],
+     "tp=4,zero=3,mb=1,recompute=full"),
+    ("maxtext llama-2-7b v5e two slices hsdp selective", "maxtext", "llama-2-7b", "tpu-v5e-host", 64, 1024, 4096,
+     [], "zero=3,zero_group=256,mb=1,recompute=selective"),
+    ("maxtext llama-3-8b h100 pp2 gpipe cp2 zero1 offload flash", "maxtext", "llama-3-8b", "p5.48xlarge", 4, 256,
+     8192, ["--flash-attention"], "pp=2,schedule=gpipe,cp=2,zero=1,mb=1,recompute=full,offload=optimizer"),
+]
+
+# Controls: an export changed the way the frameworks' checks must refuse, run after the cases to
+# show that the checks can fail here: (name, case index, change of the exported text).
+def _drop_max_connections(text):
+    return "\n".join(line for line in text.splitlines() if "CUDA_DEVICE_MAX_CONNECTIONS" not in line)
+
+
+def _batch_off_by_one(text):
+    config = json.loads(text)
+    config["train_batch_size"] = config["train_batch_size"] + 1
+    return json.dumps(config)
+
+
+def _tp_doubled(text):
+    return text.replace("tensor_parallel_degree=2,", "tensor_parallel_degree=4,")
+
+
+def _misspelt_key(text):
+    return text.replace("ici_tensor_parallelism", "ici_tensor_paralelism")
+
+
+CONTROLS = [
+    ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
+    ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
+    ("torchtitan llama-3-8b with tensor_parallel_degree doubled", 13, _tp_doubled),
+    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 19, _misspelt_key),
+    ("megatron-bridge llama-2-70b with a misspelt DDP field (use_distributed_optimiser)", 16,
+     lambda text: text.replace("cfg.ddp.use_distributed_optimizer", "cfg.ddp.use_distributed_optimiser")),
+    ("megatron-bridge llama-2-70b with a misspelt GPTModelProvider argument (num_atention_heads)", 16,
+     lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
+]
+
+FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
+
+# NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
+ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48xlarge": 9, "p5e.48xlarge": 9,
+              "p5en.48xlarge": 9, "dgx-h100": 9, "p6-b200.48xlarge": 10}
+
+
+def layout_sizes(layout):
+    keys = dict(kv.split("=") for kv in layout.split(","))
+    return {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+
+
+# ---------------------------------------------------------------- Megatron-LM
+def megatron_command(text):
+    """The MEGATRON_ARGS array and the CUDA_DEVICE_MAX_CONNECTIONS line of an export."""
+    args, env, unset, inside = [], {}, [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("MEGATRON_ARGS=("):
+            inside = True
+        elif inside and stripped == ")":
+            inside = False
+        elif inside:
+            args += shlex.split(stripped)
+        elif stripped.startswith("export "):
+            name, value = shlex.split(stripped.split("#")[0])[1].split("=", 1)
+            env[name] = value
+        elif stripped.startswith("unset "):
+            unset.append(shlex.split(stripped.split("#")[0])[1])
+    return args, env, unset
+
+
+def check_megatron(case):
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+    import typing
+    import typing_extensions
+
+    fs.real_packaging()
+    if not hasattr(typing, "override"):
+        typing.override = typing_extensions.override
+    fs.install(["torch", "numpy", "transformer_engine", "apex", "einops", "flash_attn", "modelopt", "tensorstore",
+                "zarr", "wandb", "tqdm", "psutil", "triton", "safetensors", "nvtx", "mamba_ssm", "causal_conv1d"])
+    sys.path.insert(0, case["megatron"])
+    from megatron.training import arguments
+
+    arch = ARCH_MAJOR[case["node"]]
+    arguments.get_device_arch_version = lambda: arch
+    args, env, unset = megatron_command(case["settings"])
+    for name in unset:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    os.environ["WORLD_SIZE"] = str(case["devices"])
+    os.environ["RANK"] = "0"
+    user = ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(case["vocab"]),
+            "--train-iters", "10", "--lr", "1e-4"]
+    sys.argv = ["pretrain_gpt.py"] + args + user
+    parsed = arguments.parse_args()
+    arguments.validate_args(parsed, {})
+    dp = layout_sizes(case["layout"])["dp"]
+    assert parsed.data_parallel_size == dp, f"Megatron derived dp {parsed.data_parallel_size}, the plan has {dp}"
+    return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+
+
+# ---------------------------------------------------------------- DeepSpeed
+def check_deepspeed(case):
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    fs.install(["torch", "hjson", "numpy", "psutil", "cpuinfo", "einops", "tqdm", "msgpack", "ninja",
+                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.module_inject",
+                "deepspeed.inference.v2"])
+    sys.path.insert(0, case["deepspeed"])
+    package = fs.bare_package("deepspeed", os.path.join(case["deepspeed"], "deepspeed"))
+    package.HAS_TRITON = False  # deepspeed/__init__.py sets it from an optional import
+    from deepspeed import comm as dist
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = json.loads(case["settings"])
+    sizes = layout_sizes(case["layout"])
+    world = {"all": case["devices"]}
+    dist.get_rank = lambda group=None: 0
+    dist.get_world_size = lambda group=None: world["all"] if group is None else group
+
+    class Mesh:  # deepspeed/__init__.py builds (data_parallel, sequence_parallel) from the two keys
+        def get_group(self, mesh_dim):
+            return config["data_parallel_size"] if mesh_dim == "data_parallel" else config["sequence_parallel_size"]
+
+    class PipeGrid:  # PipelineEngine passes the pipeline grid: data-parallel ranks = devices / pp
+        def get_data_parallel_world_size(self):
+            return sizes["dp"] * sizes["tp"]
+
+    mpu = PipeGrid() if "pipeline" in config else None
+    mesh = Mesh() if "sequence_parallel_size" in config and "data_parallel_size" in config else None
+    ds = DeepSpeedConfig(config, mpu, mesh_device=mesh)
+    sequences = ds.train_micro_batch_size_per_gpu * ds.gradient_accumulation_steps * sizes["dp"]
+    assert sequences == case["global_batch"], f"{sequences} sequences per step, the plan has {case['global_batch']}"
+    return (f"DeepSpeedConfig passed: train_batch_size {ds.train_batch_size} over world size {ds.world_size}, "
+            f"micro {ds.train_micro_batch_size_per_gpu} x accumulation {ds.gradient_accumulation_steps} x dp "
+            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}")
+
+
+# ---------------------------------------------------------------- MaxText
+def check_maxtext(case):
+    """Every key of the YAML is a field of MaxText's pydantic MaxTextConfig and its value validates
+    against that field's type. (The mesh against jax.devices() and the model validators need jax.)"""
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+    import yaml
+    from pydantic import TypeAdapter
+
+    fs.real_packaging()
+    fs.install(["jax", "jaxlib", "numpy", "omegaconf", "tensorflow", "flax", "optax", "orbax", "google", "grain",
+                "ml_dtypes", "absl", "etils", "pathwaysutils", "qwix", "tokamax", "transformers", "tensorboardX",
+                "aqt", "psutil", "cloud_tpu_diagnostics", "cloud_accelerator_diagnostics"])
+    src = os.path.join(case["maxtext"], "src")
+    sys.path.insert(0, src)
+    fs.bare_package("maxtext", os.path.join(src, "maxtext"))
+    from maxtext.configs import types
+
+    fields = types.MaxTextConfig.model_fields
+    config = yaml.safe_load(case["settings"])
+    base = os.path.join(src, "maxtext", "configs", config.pop("base_config"))
+    assert os.path.exists(base), f"base_config {base} does not exist"
+    unknown = sorted(k for k in config if k not in fields)
+    assert not unknown, f"keys MaxTextConfig does not have: {', '.join(unknown)}"
+    for key, value in config.items():
+        TypeAdapter(fields[key].annotation).validate_python(value)
+    ici = [v for k, v in config.items() if k.startswith("ici_")]
+    dcn = [v for k, v in config.items() if k.startswith("dcn_")]
+    product = lambda values: eval("*".join(map(str, values)) or "1")
+    assert product(ici) * product(dcn) == case["devices"], "the mesh does not cover the devices"
+    return (f"{len(config)} keys are MaxTextConfig fields and validate; ici {product(ici)} x dcn {product(dcn)} = "
+            f"{case['devices']} devices")
+
+
+# ---------------------------------------------------------------- torchtitan
+def recipe_calls(text):
+    """From an exported recipe: the keyword arguments of each call by callee name, the
+    `config.<section>.<field> = value` assignments, and the first argument of model_registry."""
+    import ast
+
+    calls, assigned = {}, {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            keywords = {}
+            for k in node.keywords:
+                try:
+                    keywords[k.arg] = ast.literal_eval(k.value)
+                except ValueError:
+                    keywords[k.arg] = ast.unparse(k.value)
+            args = [ast.literal_eval(a) if isinstance(a, ast.Constant) else ast.unparse(a) for a in node.args]
+            calls.setdefault(name, []).append((args, keywords))
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute):
+            target = ast.unparse(node.targets[0])
+            try:
+                assigned[target] = ast.literal_eval(node.value)
+            except ValueError:
+                assigned[target] = ast.unparse(node.value)
+    return calls, assigned
+
+
+def literal_choices_hold(cls, values):
+    import dataclasses
+    import typing
+
+    for field in dataclasses.fields(cls):
+        if field.name in values and typing.get_origin(field.type) is typing.Literal:
+            assert values[field.name] in typing.get_args(field.type), \
+                f"{cls.__name__}.{field.name}={values[field.name]!r} is none of {typing.get_args(field.type)}"
+
+
+def check_torchtitan(case):
+    """ParallelismConfig and TrainingConfig (torchtitan/config/configs.py) built from the recipe's values
+    (their __post_init__ checks and Literal choices), ParallelDims.from_config against the world size
+    (parallel_dims.py), the llama3 flavor a key of llama3_configs and llama3_8b a recipe function."""
+    import ast
+    import typing
+
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    fs.install(["torch", "tyro", "numpy", "spmd_types", "torchft", "torchcomms"])
+    root = case["torchtitan"]
+    sys.path.insert(0, root)
+    for package in ("torchtitan", "torchtitan.config", "torchtitan.distributed"):
+        fs.bare_package(package, os.path.join(root, *package.split(".")))
+    from torchtitan.config.configs import ParallelismConfig, TrainingConfig
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    # configs.py annotates with `from __future__`-free types; resolve them for the Literal check.
+    for cls in (ParallelismConfig, TrainingConfig):
+        for field in cls.__dataclass_fields__.values():
+            if isinstance(field.type, str):
+                field.type = typing.get_type_hints(cls)[field.name]
+    calls, assigned = recipe_calls(case["settings"])
+    (_, parallel), = calls["ParallelismConfig"]
+    literal_choices_hold(ParallelismConfig, parallel)
+    parallelism = ParallelismConfig(**parallel)
+    training = {k.split(".")[-1]: v for k, v in assigned.items() if k.startswith("config.training.")}
+    literal_choices_hold(TrainingConfig, training)
+    TrainingConfig(**training)
+    dims = ParallelDims.from_config(parallelism, case["devices"])
+    flavor = calls["model_registry"][0][0][0]
+    llama3 = open(os.path.join(root, "torchtitan", "models", "llama3", "__init__.py")).read()
+    tree = ast.parse(llama3)
+    flavors = [k.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+               and ast.unparse(n.targets[0]) == "llama3_configs" for k in n.value.keys]
+    assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
+    registry = ast.parse(open(os.path.join(root, "torchtitan", "models", "llama3", "config_registry.py")).read())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "llama3_8b" for n in registry.body)
+    return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
+            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}; "
+            f"flavor {flavor}")
+
+
+# ---------------------------------------------------------------- Megatron-Bridge
+def _class_fields(module_path, class_name, resolve_import):
+    """Annotated field names of a dataclass in a source file and, through its imported bases, of
+    the Megatron classes it extends (imported for real from the Megatron-LM checkout)."""
+    import ast
+    import dataclasses
+
+    tree = ast.parse(open(module_path).read())
+    imports = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    names = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    for base in cls.bases:
+        base_name = ast.unparse(base)
+        if base_name in imports:
+            module, name = imports[base_name]
+            base_class = getattr(resolve_import(module), name)
+            assert dataclasses.is_dataclass(base_class), f"{class_name}'s base {module}.{name} did not import"
+            names |= {f.name for f in dataclasses.fields(base_class)}
+        elif any(isinstance(n, ast.ClassDef) and n.name == base_name for n in tree.body):
+            names |= _class_fields(module_path, base_name, resolve_import)
+    return names
+
+
+def check_megatron_bridge(case):
+    """GPTModelProvider(**the recipe's arguments) (models/gpt_provider.py; TransformerConfig's
+    __post_init__ checks run), every cfg.<section>.<field> the recipe sets a field of that section's
+    config class (training/config.py and the Megatron classes it extends), the mixed_precision name a
+    registered recipe (training/mixed_precision.py)."""
+    import ast
+    import importlib
+    import typing
+    import typing_extensions
+
+    sys.path.insert(0, HERE)
+    import framework_stubs as fs
+
+    fs.real_packaging()
+    if not hasattr(typing, "override"):
+        typing.override = typing_extensions.override
+    fs.install(["torch", "numpy", "transformer_engine", "apex", "einops", "flash_attn", "modelopt", "tensorstore",
+                "zarr", "wandb", "tqdm", "psutil", "triton", "safetensors", "nvtx", "mamba_ssm", "causal_conv1d",
+                "transformers", "datasets", "huggingface_hub", "rich", "omegaconf", "hydra", "nemo_run",
+                "accelerate", "tensorboard", "sentencepiece", "tiktoken", "regex", "filelock", "peft", "timm", "PIL",
+                "megatron.energon", "lightning", "nvidia_resiliency_ext", "pynvml", "scipy",
+                "megatron.bridge.models.conversion", "megatron.bridge.models.hf_pretrained"])
+    sys.path.insert(0, case["megatron"])
+    bridge = os.path.join(case["megatron-bridge"], "src", "megatron", "bridge")
+    import megatron
+
+    megatron.__path__.append(os.path.dirname(bridge))
+    for package in ("megatron.bridge", "megatron.bridge.models", "megatron.bridge.data"):
+        fs.bare_package(package, bridge + package[len("megatron.bridge"):].replace(".", "/"))
+    from megatron.bridge.models.gpt_provider import GPTModelProvider
+
+    calls, assigned = recipe_calls(case["settings"])
+    (_, model), = calls["GPTModelProvider"]
+    if model.get("activation_func") == "F.silu":
+        import torch.nn.functional as F
+
+        model["activation_func"] = F.silu
+    provider = GPTModelProvider(**model)
+    config = os.path.join(bridge, "training", "config.py")
+    sections = {"train": (config, "TrainingConfig"), "ddp": (config, "DistributedDataParallelConfig"),
+                "optimizer": (config, "OptimizerConfig"), "checkpoint": (config, "CheckpointConfig"),
+                "dataset": (config, "GPTDatasetConfig"),
+                "tokenizer": (os.path.join(bridge, "training", "tokenizers", "config.py"), "TokenizerConfig")}
+    container = _class_fields(config, "ConfigContainer", importlib.import_module)
+    checked = 0
+    for target in assigned:
+        parts = target.split(".")
+        if parts[0] != "cfg" or parts[1] == "model":
+            continue
+        if len(parts) == 2 or parts[1] == "env_vars":
+            assert parts[1] in container, f"ConfigContainer has no field {parts[1]}"
+        else:
+            path, name = sections[parts[1]]
+            assert parts[2] in _class_fields(path, name, importlib.import_module), f"{name} has no field {parts[2]}"
+        checked += 1
+    recipes = ast.parse(open(os.path.join(bridge, "training", "mixed_precision.py")).read())
+    registered = {n.name for n in recipes.body if isinstance(n, ast.FunctionDef)
+                  and any(ast.unparse(d) == "register" for d in n.decorator_list)}
+    precision = assigned.get("cfg.mixed_precision")
+    assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
+    return (f"GPTModelProvider built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
+            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
+
+
+# ---------------------------------------------------------------- driver
+def run_case(cli, checkouts, work, case, change=None):
+    name, fmt, model, node, nodes, batch, seq, flags, layout = case
+    plan = os.path.join(work, "plan.json")
+    problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
+               "--seq", str(seq)] + flags
+    db = ["--db", os.path.join(work, "catalog.sqlite")]
+    # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,
+    # the file is written all the same), which does not matter to the export of --layout.
+    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], capture_output=True)
+    out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
+                         capture_output=True, text=True)
+    exported = json.loads(out.stdout)
+    if not exported["runs"]:
+        return False, "ShardScope refused: " + "; ".join(r["message"] for r in exported["refusals"])
+    model_json = subprocess.run([cli] + db + ["catalog", "show", model, "--json"], capture_output=True, text=True)
+    vocab = json.loads(model_json.stdout).get("vocab", 32000) if model_json.returncode == 0 else 32000
+    sizes = layout_sizes(exported["layout"])
+    payload = {"settings": exported["settings"], "layout": exported["layout"], "node": node, "global_batch": batch,
+               "devices": sizes["dp"] * sizes["tp"] * sizes["pp"] * sizes["cp"], "vocab": vocab,
+               "format": fmt, **checkouts}
+    if change:
+        payload["settings"] = change(payload["settings"])
+    check = subprocess.run([sys.executable, os.path.abspath(__file__), "--check"], input=json.dumps(payload),
+                           capture_output=True, text=True)
+    if check.returncode == 0:
+        return True, check.stdout.strip().splitlines()[-1]
+    lines = [l for l in check.stderr.strip().splitlines() if l.strip()]
+    return False, lines[-1] if lines else f"exit {check.returncode}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cli")
+    for framework in FRAMEWORKS:
+        parser.add_argument("--" + framework, help=f"a {framework} checkout")
+    parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.check:
+        case = json.loads(sys.stdin.read())
+        checks = {"megatron": check_megatron, "deepspeed": check_deepspeed, "maxtext": check_maxtext,
+                  "torchtitan": check_torchtitan, "megatron-bridge": check_megatron_bridge}
+        print(checks[case["format"]](case))
+        return 0
+    checkouts = {f: os.path.abspath(getattr(a, f.replace("-", "_"))) for f in FRAMEWORKS
+                 if getattr(a, f.replace("-", "_"))}
+    failed = ran = 0
+    with tempfile.TemporaryDirectory() as work:
+        for case in CASES:
+            if case[1] not in checkouts:
+                print(f"SKIP  {case[0]} (no --{case[1]} checkout)")
+                continue
+            ok, message = run_case(a.cli, checkouts, work, case)
+            ran += 1
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'}  {case[0]}\n      {message}")
+        for name, index, change in CONTROLS:
+            case = CASES[index]
+            if case[1] not in checkouts:
+                continue
+            ok, message = run_case(a.cli, checkouts, work, case, change)
+            failed += ok  # a control must be refused
+            print(f"{'REFUSED (as it must)' if not ok else 'ACCEPTED (the check is blind!)'}  control: {name}\n"
+                  f"      {message}")
+    print(f"{ran} case(s) passed, every control refused" if not failed else f"{failed} failure(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+// MaxText: a YAML config on top of base.yml, with the mesh as ici_* (within a slice) and
+// dcn_* (across slices) axes, and the train command. TPU plans become exportable.
+//
+// Keys from AI-Hypercomputer/maxtext at commit e591f30cbbf217ed67ef71263ec0538239f9c3b8:
+//   src/maxtext/configs/base.yml: base_config inheritance (configs/gpu/models/mixtral_8x7b.yml
+//     starts `base_config: "base.yml"`); ici_/dcn_ data, fsdp, context, tensor, pipeline
+//     parallelism (dcn_data_parallelism and ici_fsdp_parallelism default to -1, "auto-sharded":
+//     the export sets every axis); shard_optimizer_over_data ("ZeRO-1 optimizer sharding over
+//     data axis"); per_device_batch_size, gradient_accumulation_steps, max_target_length;
+//     remat_policy; optimizer_memory_host_offload; attention (dot_product, flash,
+//     cudnn_flash_te); dtype, weight_dtype; opt_type adamw|sgd; enable_dropout; hardware tpu|gpu;
+//     decoder_block, base_emb_dim, base_num_query_heads, base_num_kv_heads, base_mlp_dim,
+//     base_num_decoder_layers, head_dim, vocab_size, mlp_activations, logits_via_embedding,
+//     rope_max_timescale (configs/models/llama3-8b.yml: decoder_block "llama2", 500_000);
+//     num_layers_per_pipeline_stage, num_pipeline_microbatches, scan_layers;
+//   src/maxtext/configs/types.py: global batch = int(devices x per_device_batch_size) x
+//     gradient_accumulation_steps; stages x repeats x layers per stage = decoder layers; pipeline
+//     micro-batches divide by the stages and divide the per-step batch;
+//     context_parallel_strategy all_gather|ring|ulysses|usp (ring on TPU needs Tokamax splash);
+//   src/maxtext/layers/decoders.py: remat policies "minimal_with_context" saves every named
+//     matmul output and the attention context (nothing of a layer recomputed but element-wise
+//     ops), "minimal" all but the context (the core attention recomputed: selective), "full"
+//     recomputes the layer;
+//   docs/run_maxtext/run_maxtext_localhost.md: python3 -m maxtext.trainers.pre_train.train CONFIG.
+// Decisions: data parallelism without ZeRO is the data axis, ZeRO-1 the data axis with
+// shard_optimizer_over_data, ZeRO-3 the fsdp axis (a shard group smaller than dp: fsdp = group,
+// data = the groups); ZeRO-2 and a ZeRO-1 shard group are refused. MaxText's pipeline is a scanned
+// loop that JAX differentiates, all forwards before the backwards: the GPipe order, so 1F1B and
+// interleaved 1F1B are refused. Sequence parallelism is not a setting: XLA shards activations by
+// the logical axis rules (said in a note). Models must be Llama-shaped (decoder_block "llama2").
+// Slices: a TPU slice is the chips one ICI domain joins (NodeType::scaleUpChips); on GPUs the
+// NVLink domain. The outer axes go across slices first: pipeline, data, fsdp, context, tensor.
+#include "ExportCommon.h"
+
+#include <numeric>
+
+namespace shardscope::exportdetail {
+
+namespace {
+
+struct Axis {
+    const char* name;  // MaxText's mesh axis: ici_<name>_parallelism, dcn_<name>_parallelism
+    int size;
+    int dcn = 1;
+};
+
+} // namespace
+
+ExportResult exportMaxText(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("maxtext", r);
+    refuseMegatronOverlaps(refuse, l);
+    const ModelSpec& m = p.model;
+    const ChipSpec& chip = p.cluster.node.chip;
+    const Figures f = figures(p, l);
+    const bool tpu = chip.vendor == "Google";
+
+    if (!tpu && chip.vendor != "NVIDIA")
+        refuse.device(chip.display_name, "MaxText runs on Google TPUs and NVIDIA GPUs (hardware: tpu | gpu)");
+    if (const std::string mismatch = nonLlamaFeatures(m); !mismatch.empty())
+        refuse.add("the architecture of " + m.name + " (" + mismatch + ")",
+                   "the export writes decoder_block \"llama2\" (RMSNorm, SwiGLU, RoPE, no biases)");
+    if (l.zero_stage == 2)
+        refuse.add("ZeRO-2", "MaxText shards optimizer states over the data axis (shard_optimizer_over_data) or "
+                             "everything over the fsdp axis, not optimizer states and gradients alone");
+    if (l.zero_stage == 1 && f.partial_shard)
+        refuse.add("a ZeRO-1 shard group of " + str(f.shard_group) + " of the " + str(l.dp) + " data-parallel ranks",
+                   "shard_optimizer_over_data shards over the whole data axis");
+    if (f.pipelined && l.schedule != PipelineSchedule::GPipe)
+        refuse.add(std::string("the ") + toString(l.schedule) + " schedule",
+                   "MaxText's pipeline is a scanned loop JAX differentiates: every forward before the backwards "
+                   "(the GPipe order)");
+    if (p.training.precision == Precision::FP16Mixed || p.training.precision == Precision::FP8Mixed)
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "the export writes dtype bfloat16 or float32 with float32 weights");
+    if (f.pipelined && (f.micro_batches % l.pp != 0))
+        refuse.add(str(f.micro_batches) + " pipeline micro-batches over " + str(l.pp) + " stages",
+                   "types.py asserts the micro-batches divide by the stages");
+
+    // Slices: the devices one ICI (TPU) or NVLink (GPU) domain joins.
+    const std::int64_t sliceDevices =
+        std::min<std::int64_t>(f.devices, std::int64_t(p.cluster.node.scaleUpChips()) * chip.devices_per_chip);
+    if (sliceDevices <= 0 || f.devices % sliceDevices != 0)
+        refuse.add("a cluster of " + str(f.devices) + " devices",
+                   "it is not a whole number of " + str(sliceDevices) + "-device slices");
+    if (refuse.any())
+        return r;
+    const int slices = int(f.devices / sliceDevices);
+
+    const bool fsdp = l.zero_stage == 3;
+    const int shard = fsdp ? f.shard_group : 1;
+    std::vector<Axis> axes{{"pipeline", l.pp}, {"data", l.dp / shard}, {"fsdp", shard}, {"context", l.cp},
+                           {"tensor", l.tp}};
+    int across = slices;
+    for (Axis& a : axes) {
+        a.dcn = std::gcd(a.size, across);
+        across /= a.dcn;
+    }
+    if (across != 1) {
+        refuse.add("the layout over " + str(slices) + " slices",
+                   "its axes cannot be split into whole factors across the slices");
+        return r;
+    }
+
+    // Sequences per device and micro-batch: MaxText counts every device, tp and cp included.
+    const int accumulation = f.pipelined ? 1 : f.micro_batches;
+    const double perDevice = double(p.training.global_batch) / (double(f.devices) * accumulation);
+    if (std::int64_t(double(f.devices) * perDevice) * accumulation != p.training.global_batch) {
+        refuse.add("a global batch of " + str(p.training.global_batch),
+                   "per_device_batch_size x " + str(f.devices) + " devices x gradient_accumulation_steps does not "
+                   "reproduce it in MaxText's integer arithmetic");
+        return r;
+    }
+
+    const char* remat = l.recompute == Recompute::Full        ? "full"
+                        : l.recompute == Recompute::Selective ? "minimal"
+                                                               : "minimal_with_context";
+    const char* attention = !p.training.flash_attention ? "dot_product" : tpu ? "flash" : "cudnn_flash_te";
+
+    r.notes.push_back(str(slices) + " slice(s) of " + str(sliceDevices) + " devices; ICI axes within a slice, DCN "
+                      "axes across slices; every axis is set (no -1 left to MaxText).");
+    r.notes.push_back("per_device_batch_size " + num(perDevice) + " x " + str(f.devices) + " devices x " +
+                      str(accumulation) + " accumulation step(s) = global batch " + str(p.training.global_batch) +
+                      (f.pipelined ? ", in " + str(f.micro_batches) + " pipeline micro-batches." : "."));
+    if (l.tp > 1)
+        r.notes.push_back(std::string("Sequence parallelism (sp=") + (l.sequence_parallel ? "on" : "off") +
+                          ") is not a MaxText setting: XLA shards the activations by logical_axis_rules.");
+    if (l.cp > 1)
+        r.notes.push_back(tpu ? "context_parallel_strategy all_gather: K/V are all-gathered over the context axis "
+                                "(the plan's ring moves the same bytes, step by step)."
+                              : "context_parallel_strategy ring: K/V pass around the context axis, as the plan prices.");
+    if (p.training.dropout)
+        r.notes.push_back("The plan priced dropout masks; MaxText's Llama trains without dropout (dropout_rate 0).");
+    r.notes.push_back("Normalization epsilon: base.yml's 1e-05. Yours to set: run_name, base_output_directory, "
+                      "dataset_path (or dataset_type: synthetic), tokenizer_path, steps.");
+
+    std::string t;
+    t += commentLines({"MaxText config exported by ShardScope", problemLine(p), "layout " + toString(l),
+                       "Keys: AI-Hypercomputer/maxtext src/maxtext/configs/base.yml, types.py (commit e591f30c)", ""});
+    t += commentLines(r.notes);
+    t += commentLines({"", "Run on every host:", "  python3 -m maxtext.trainers.pre_train.train shardscope-maxtext.yml "
+                                                 "run_name=$RUN_NAME base_output_directory=$OUTPUT_DIR"});
+    t += "base_config: \"base.yml\"\n";
+    t += std::string("hardware: \"") + (tpu ? "tpu" : "gpu") + "\"\n\n";
+    t += "# model\n";
+    t += "decoder_block: \"llama2\"\n";
+    t += "base_emb_dim: " + str(m.hidden) + "\n";
+    t += "base_num_query_heads: " + str(m.heads) + "\n";
+    t += "base_num_kv_heads: " + str(m.kv_heads) + "\n";
+    t += "base_mlp_dim: " + str(m.ffn_hidden) + "\n";
+    t += "base_num_decoder_layers: " + str(m.layers) + "\n";
+    t += "head_dim: " + str(m.head_dim) + "\n";
+    t += "vocab_size: " + str(m.vocab) + "\n";
+    t += "mlp_activations: [\"silu\", \"linear\"]\n";
+    t += std::string("logits_via_embedding: ") + (m.tied_embeddings ? "true" : "false") + "\n";
+    t += "rope_max_timescale: " + num(m.rope_base) + "\n";
+    t += "enable_dropout: false\n\n";
+    t += "# batch\n";
+    t += "max_target_length: " + str(p.training.seq_len) + "\n";
+    t += "per_device_batch_size: " + num(perDevice) + "\n";
+    t += "gradient_accumulation_steps: " + str(accumulation) + "\n\n";
+    t += "# mesh: the product of the ici axes is the devices of a slice, of the dcn axes the slices\n";
+    for (const Axis& a : axes)
+        t += std::string("ici_") + a.name + "_parallelism: " + str(a.size / a.dcn) + "\n";
+    for (const Axis& a : axes)
+        t += std::string("dcn_") + a.name + "_parallelism: " + str(a.dcn) + "\n";
+    if (l.zero_stage == 1)
+        t += "shard_optimizer_over_data: true\n";
+    if (l.cp > 1)
+        t += std::string("context_parallel_strategy: \"") + (tpu ? "all_gather" : "ring") + "\"\n";
+    if (f.pipelined) {
+        t += "num_layers_per_pipeline_stage: " + str(m.layers / l.pp) + "\n";
+        t += "num_pipeline_microbatches: " + str(f.micro_batches) + "\n";
+        t += "scan_layers: false  # base.yml: scan the pipeline iterations, not the layers, with pipelining\n";
+    }
+    t += "\n# memory, precision, kernels\n";
+    t += std::string("remat_policy: \"") + remat + "\"\n";
+    if (l.offload == Offload::Optimizer)
+        t += "optimizer_memory_host_offload: true\n";
+    t += std::string("dtype: \"") + (p.training.precision == Precision::FP32 ? "float32" : "bfloat16") + "\"\n";
+    t += "weight_dtype: \"float32\"\n";
+    t += std::string("attention: \"") + attention + "\"\n";
+    t += std::string("opt_type: \"") + (p.training.optimizer == Optimizer::Sgd ? "sgd" : "adamw") + "\"\n";
+    r.text = t;
+    return r;
+}
+
+} // namespace shardscope::exportdetail

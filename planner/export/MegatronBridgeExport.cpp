@@ -1,0 +1,155 @@
+// Megatron-Bridge: a Python recipe, a function returning a ConfigContainer, run by pretrain().
+//
+// Names from NVIDIA-NeMo/Megatron-Bridge at commit 067f987df03b8355b03192d88d70f1709fedf51a:
+//   src/megatron/bridge/recipes/common.py: _pretrain_common(), the template every library recipe
+//     starts from ("The caller MUST set cfg.model and cfg.tokenizer.tokenizer_model"), with
+//     mixed_precision "bf16_mixed", ddp.overlap_grad_reduce / overlap_param_gather on;
+//   src/megatron/bridge/recipes/llama/h100/llama3.py: how a recipe sets cfg.model.<parallel sizes>,
+//     cfg.train.global_batch_size / micro_batch_size, cfg.dataset.seq_length, the NullTokenizer
+//     with a vocab_size, cfg.ddp.use_distributed_optimizer / use_megatron_fsdp /
+//     data_parallel_sharding_strategy ("no_shard" without Megatron-FSDP);
+//   src/megatron/bridge/models/gpt_provider.py: GPTModelProvider(TransformerConfig, ...) with
+//     position_embedding_type, rotary_base, share_embeddings_and_output_weights, vocab_size,
+//     seq_length, num_moe_experts; the TransformerConfig fields of Megatron Core (num_layers,
+//     hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels,
+//     normalization, gated_linear_unit, activation_func, add_bias_linear, hidden_dropout,
+//     attention_dropout, tensor/pipeline/virtual_pipeline/context parallel sizes,
+//     sequence_parallel, recompute_granularity / recompute_method / recompute_num_layers,
+//     moe_router_topk);
+//   src/megatron/bridge/training/mixed_precision.py: the registered recipes bf16_mixed,
+//     fp16_mixed, bf16_with_fp8_delayed_scaling_mixed (fp8 "hybrid", as the Megatron export);
+//   src/megatron/bridge/training/config.py: Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS
+//     "> 1 or unset" and the fsdp_dtensor checkpoint format; ddp.num_distributed_optimizer_instances;
+//     optimizer.optimizer_cpu_offload; ConfigContainer.env_vars (defaults set before the run);
+//   src/megatron/bridge/training/comm_overlap.py: CommOverlapConfig(tp_comm_overlap);
+//   tutorials/recipes/llama/00_quickstart_pretrain.py: pretrain(config=..., forward_step_func=
+//     forward_step) under torchrun.
+// What Megatron Core cannot run is refused as for Megatron-LM (refuseMegatronCoreLimits).
+#include "ExportCommon.h"
+
+namespace shardscope::exportdetail {
+
+ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("megatron-bridge", r);
+    refuseMegatronCoreLimits(refuse, p, l);
+    if (refuse.any())
+        return r;
+    const ModelSpec& m = p.model;
+    const Figures f = figures(p, l);
+    const bool megatronFsdp = l.zero_stage >= 2;
+
+    std::vector<std::string> model;  // GPTModelProvider keyword arguments
+    auto kw = [&](const std::string& name, const std::string& value) { model.push_back(name + "=" + value); };
+    kw("num_layers", str(m.layers));
+    kw("hidden_size", str(m.hidden));
+    kw("ffn_hidden_size", str(m.ffn_hidden));
+    kw("num_attention_heads", str(m.heads));
+    kw("num_query_groups", str(m.kv_heads));
+    kw("kv_channels", str(m.head_dim));
+    kw("normalization", m.norm == NormKind::RmsNorm ? "\"RMSNorm\"" : "\"LayerNorm\"");
+    if (m.mlp == MlpKind::SwiGlu) {
+        kw("gated_linear_unit", "True");
+        kw("activation_func", "F.silu");
+    }
+    kw("add_bias_linear", pyBool(m.bias));
+    kw("share_embeddings_and_output_weights", pyBool(m.tied_embeddings));
+    kw("position_embedding_type", m.positions == PositionKind::Rotary ? "\"rope\"" : "\"learned_absolute\"");
+    if (m.positions == PositionKind::Rotary)
+        kw("rotary_base", num(m.rope_base));
+    kw("vocab_size", str(m.vocab));
+    kw("seq_length", str(p.training.seq_len));
+    if (!p.training.dropout) {
+        kw("hidden_dropout", "0.0");
+        kw("attention_dropout", "0.0");
+    }
+    if (m.moe.enabled()) {
+        kw("num_moe_experts", str(m.moe.experts));
+        kw("moe_router_topk", str(m.moe.top_k));
+    }
+    kw("tensor_model_parallel_size", str(l.tp));
+    kw("pipeline_model_parallel_size", str(l.pp));
+    kw("virtual_pipeline_model_parallel_size",
+       f.pipelined && l.schedule == PipelineSchedule::Interleaved ? str(l.virtual_stages) : "None");
+    kw("context_parallel_size", str(l.cp));
+    kw("sequence_parallel", pyBool(l.sequence_parallel));
+    if (l.recompute == Recompute::Selective) {
+        kw("recompute_granularity", "\"selective\"");
+    } else if (l.recompute == Recompute::Full) {
+        kw("recompute_granularity", "\"full\"");
+        kw("recompute_method", "\"uniform\"");
+        kw("recompute_num_layers", "1");
+    }
+
+    const char* precision = nullptr;
+    switch (p.training.precision) {
+    case Precision::BF16Mixed: precision = "\"bf16_mixed\""; break;
+    case Precision::FP16Mixed: precision = "\"fp16_mixed\""; break;
+    case Precision::FP8Mixed: precision = "\"bf16_with_fp8_delayed_scaling_mixed\""; break;
+    case Precision::FP32: precision = "None"; break;
+    }
+    const char* strategy = l.zero_stage == 3 ? "optim_grads_params" : l.zero_stage == 2 ? "optim_grads" : "no_shard";
+
+    r.notes.push_back("Megatron derives the data-parallel size: " + str(f.devices) + " devices / (tp " + str(l.tp) +
+                      " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + "; " +
+                      str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
+                      " sequence(s) per replica and step.");
+    r.notes.push_back("Yours to set: cfg.dataset.blend (mock data until then), the tokenizer (a NullTokenizer of " +
+                      str(m.vocab) + " entries here), learning rate, iterations and checkpoints.");
+
+    std::string t;
+    t += commentLines({"Megatron-Bridge recipe exported by ShardScope", problemLine(p), "layout " + toString(l),
+                       "Names: NVIDIA-NeMo/Megatron-Bridge recipes/common.py, models/gpt_provider.py, "
+                       "training/config.py (commit 067f987d)",
+                       ""});
+    t += commentLines(r.notes);
+    t += commentLines({"", "Launch on every node:",
+                       "  " + torchrunCommand(f, false) + " shardscope_bridge_recipe.py"});
+    if (m.mlp == MlpKind::SwiGlu)
+        t += "import torch.nn.functional as F\n";
+    t += "from megatron.bridge.models.gpt_provider import GPTModelProvider\n";
+    t += "from megatron.bridge.recipes.common import _pretrain_common\n";
+    if (l.tp_comm_overlap)
+        t += "from megatron.bridge.training.comm_overlap import CommOverlapConfig\n";
+    t += "from megatron.bridge.training.config import ConfigContainer\n";
+    t += "from megatron.bridge.training.gpt_step import forward_step\n";
+    t += "from megatron.bridge.training.pretrain import pretrain\n\n\n";
+    t += "def shardscope_pretrain_config() -> ConfigContainer:\n";
+    t += "    cfg = _pretrain_common()\n";
+    t += "    cfg.model = GPTModelProvider(\n";
+    for (const std::string& a : model)
+        t += "        " + a + ",\n";
+    t += "    )\n";
+    t += "    cfg.tokenizer.tokenizer_type = \"NullTokenizer\"\n";
+    t += "    cfg.tokenizer.tokenizer_model = None\n";
+    t += "    cfg.tokenizer.vocab_size = " + str(m.vocab) + "\n";
+    t += "    cfg.dataset.seq_length = " + str(p.training.seq_len) + "\n";
+    t += "    cfg.train.global_batch_size = " + str(p.training.global_batch) + "\n";
+    t += "    cfg.train.micro_batch_size = " + str(l.micro_batch) + "\n";
+    t += std::string("    cfg.mixed_precision = ") + precision + "\n";
+    t += "    cfg.ddp.use_distributed_optimizer = " + pyBool(l.zero_stage >= 1) + "\n";
+    t += "    cfg.ddp.use_megatron_fsdp = " + pyBool(megatronFsdp) + "\n";
+    t += std::string("    cfg.ddp.data_parallel_sharding_strategy = \"") + strategy + "\"\n";
+    if (f.partial_shard)
+        t += "    cfg.ddp.num_distributed_optimizer_instances = " + str(l.dp / f.shard_group) + "\n";
+    t += "    cfg.ddp.overlap_grad_reduce = " + pyBool(l.overlap_param_gather) + "\n";
+    t += "    cfg.ddp.overlap_param_gather = " + pyBool(l.overlap_param_gather) + "\n";
+    if (megatronFsdp)
+        t += "    cfg.checkpoint.ckpt_format = \"fsdp_dtensor\"  # Megatron-FSDP requires it\n";
+    if (l.offload == Offload::Optimizer) {
+        t += "    cfg.optimizer.optimizer_cpu_offload = True\n";
+        t += "    cfg.optimizer.use_precision_aware_optimizer = True\n";
+    }
+    if (l.tp_comm_overlap)
+        t += "    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True)\n";
+    if (!megatronFsdp && (l.tp > 1 || l.cp > 1) && olderThanBlackwellGpu(p.cluster.node.chip))
+        t += "    cfg.env_vars[\"CUDA_DEVICE_MAX_CONNECTIONS\"] = 1  # Megatron Core with tp/cp before Blackwell\n";
+    t += "    return cfg\n\n\n";
+    t += "if __name__ == \"__main__\":\n";
+    t += "    pretrain(config=shardscope_pretrain_config(), forward_step_func=forward_step)\n";
+    r.text = t;
+    return r;
+}
+
+} // namespace shardscope::exportdetail

@@ -1,0 +1,139 @@
+// NxD Training (neuronx-distributed-training, AWS Trainium): a YAML config for the HF Llama
+// model, run by the repository's examples/train.sh.
+//
+// Keys from aws-neuron/neuronx-distributed-training at commit
+// 9169aa03f39efd4eb02da63891a7ed98defb1714 (Neuron SDK 2.26.0):
+//   examples/conf/hf_llama3_8B_config.yaml and hf_llama3_70B_CP_config.yaml: name hf_llama,
+//     model_source hf; trainer.devices (processes per node), trainer.num_nodes;
+//     distributed_strategy.tensor_model_parallel_size, pipeline_model_parallel_size,
+//     virtual_pipeline_model_parallel_size, context_parallel_size, zero1, sequence_parallel,
+//     kv_replicator; data.micro_batch_size, data.global_batch_size ("gradient accumulation will be
+//     done automatically based on data_parallel_size"); model.model_config (a Hugging Face
+//     config.json), encoder_seq_length, max_position_embeddings, num_layers, hidden_size,
+//     qkv_linear, fuse_qkv, rope_theta, activations_checkpoint_granularity selective|full,
+//     activations_checkpoint_recompute [CoreAttention], fusions.flash_attention,
+//     fusions.ring_attention (with context parallelism), optim.name adamw; precision.type
+//     'mixed_precision' | 'fp32' | ...;
+//   src/neuronx_distributed_training/lightning_modules/model/hf_models/llama_model.py: no
+//     granularity with flash attention recomputes nothing; without flash attention the core
+//     attention is checkpointed anyway;
+//   src/neuronx_distributed_training/lightning_modules/model/base.py: mixed_precision keeps
+//     fp32 master weights and fp32 gradient accumulation (ShardScope's bf16 mixed precision);
+//   examples/train.sh: CONF_FILE names conf/<CONF_FILE>.yaml, torchrun training_orchestrator.py.
+// Refused: ZeRO-2/3 and shard groups (zero1 shards optimizer states over the whole data-parallel
+// group), optimizer offload, the GPipe schedule, fp16/fp8, SGD, non-Llama models, and no
+// recomputation without flash attention (the model then checkpoints the core attention).
+#include "ExportCommon.h"
+
+#include <algorithm>
+
+namespace shardscope::exportdetail {
+
+ExportResult exportNxdTraining(const Problem& p, const Layout& l)
+{
+    ExportResult r;
+    Refusals refuse("nxd-training", r);
+    refuseMegatronOverlaps(refuse, l);
+    const ModelSpec& m = p.model;
+    const ChipSpec& chip = p.cluster.node.chip;
+    const Figures f = figures(p, l);
+
+    if (!isTrainium(chip))
+        refuse.device(chip.display_name, "NxD Training trains on AWS Trainium");
+    if (const std::string features = nonLlamaFeatures(m); !features.empty())
+        refuse.add("the architecture of " + m.name + " (" + features + ")",
+                   "the export configures hf_llama, Hugging Face's LlamaForCausalLM");
+    if (l.zero_stage >= 2)
+        refuse.add("ZeRO-" + str(l.zero_stage), "distributed_strategy.zero1 shards optimizer states only");
+    else if (f.partial_shard)
+        refuse.add("a ZeRO shard group of " + str(f.shard_group) + " of the " + str(l.dp) + " data-parallel ranks",
+                   "zero1 shards over the whole data-parallel group");
+    if (l.offload == Offload::Optimizer)
+        refuse.add("optimizer offload", "the config has no offload setting");
+    if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
+        refuse.add("the GPipe schedule",
+                   "NxD's pipeline runs 1F1B, interleaved with virtual_pipeline_model_parallel_size");
+    if (p.training.precision != Precision::BF16Mixed && p.training.precision != Precision::FP32)
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "precision.type mixed_precision is bf16 with fp32 master weights; fp32 is the other match");
+    if (p.training.optimizer != Optimizer::AdamW)
+        refuse.add(std::string("the optimizer ") + toString(p.training.optimizer), "the export writes optim.name adamw");
+    if (l.recompute == Recompute::None && !p.training.flash_attention)
+        refuse.add("no activation recomputation without flash attention",
+                   "llama_model.py checkpoints the core attention whenever flash attention is off");
+    if (refuse.any())
+        return r;
+
+    const int kvReplicator = l.tp > m.kv_heads ? l.tp / m.kv_heads : 1;
+    r.notes.push_back("NxD derives the data-parallel size: " + str(f.devices) + " NeuronCores / (tp " + str(l.tp) +
+                      " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + "; " +
+                      str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
+                      " sequence(s) per replica and step.");
+    if (kvReplicator > 1)
+        r.notes.push_back("kv_replicator " + str(kvReplicator) + ": tp " + str(l.tp) + " over " + str(m.kv_heads) +
+                          " key/value heads replicates each KV head " + str(kvReplicator) + " times.");
+    r.notes.push_back("model.model_config: a Hugging Face LlamaConfig config.json with hidden_size " +
+                      str(m.hidden) + ", intermediate_size " + str(m.ffn_hidden) + ", num_hidden_layers " +
+                      str(m.layers) + ", num_attention_heads " + str(m.heads) + ", num_key_value_heads " +
+                      str(m.kv_heads) + ", vocab_size " + str(m.vocab) + ", tie_word_embeddings " +
+                      (m.tied_embeddings ? "true" : "false") + ".");
+    r.notes.push_back("Yours to set: model.model_config, data.train_dir, the learning rate and trainer.max_steps.");
+
+    std::string t;
+    t += commentLines({"NxD Training (Trainium) config exported by ShardScope", problemLine(p),
+                       "layout " + toString(l),
+                       "Keys: aws-neuron/neuronx-distributed-training examples/conf/hf_llama3_8B_config.yaml, "
+                       "hf_llama3_70B_CP_config.yaml (commit 9169aa03)",
+                       ""});
+    t += commentLines(r.notes);
+    t += commentLines({"", "Save as examples/conf/shardscope_nxdt.yaml and run on every node (NTASKS, NODEID, "
+                           "MASTER_ADDR, MASTER_PORT set):",
+                       "  CONF_FILE=shardscope_nxdt ./train.sh"});
+    t += "name: hf_llama\nmodel_source: hf\nseed: 1234\n\n";
+    t += "trainer:\n";
+    t += "  devices: " + str(f.devices_per_node) + "\n";
+    t += "  num_nodes: " + str(f.nodes) + "\n";
+    t += "  max_steps: 1000\n";
+    t += "  gradient_clip_val: 1.0\n\n";
+    t += "distributed_strategy:\n";
+    t += "  tensor_model_parallel_size: " + str(l.tp) + "\n";
+    t += "  pipeline_model_parallel_size: " + str(l.pp) + "\n";
+    t += "  virtual_pipeline_model_parallel_size: " + str(l.virtual_stages) + "\n";
+    t += "  context_parallel_size: " + str(l.cp) + "\n";
+    t += "  zero1: " + pyBool(l.zero_stage == 1) + "\n";
+    t += "  sequence_parallel: " + pyBool(l.sequence_parallel) + "\n";
+    t += "  kv_replicator: " + str(kvReplicator) + "\n\n";
+    t += "data:\n";
+    t += "  micro_batch_size: " + str(l.micro_batch) + "\n";
+    t += "  global_batch_size: " + str(p.training.global_batch) + "\n";
+    t += "  train_dir: null  # yours: the tokenized dataset\n\n";
+    t += "model:\n";
+    t += "  model_config: null  # yours: the config.json described above\n";
+    t += "  encoder_seq_length: " + str(p.training.seq_len) + "\n";
+    t += "  max_position_embeddings: " + str(std::max(m.max_seq, p.training.seq_len)) + "\n";
+    t += "  num_layers: " + str(m.layers) + "\n";
+    t += "  hidden_size: " + str(m.hidden) + "\n";
+    t += "  qkv_linear: " + pyBool(kvReplicator > 1) + "\n";
+    t += "  fuse_qkv: True\n";
+    t += "  rope_theta: " + num(m.rope_base) + "\n";
+    if (l.recompute == Recompute::Selective) {
+        t += "  activations_checkpoint_granularity: selective\n";
+        t += "  activations_checkpoint_recompute: [CoreAttention]\n";
+    } else if (l.recompute == Recompute::Full) {
+        t += "  activations_checkpoint_granularity: full\n";
+    } else {
+        t += "  activations_checkpoint_granularity: null  # with flash attention: nothing recomputed\n";
+    }
+    t += "  fusions:\n";
+    t += "    softmax: True\n";
+    t += "    flash_attention: " + pyBool(p.training.flash_attention) + "\n";
+    if (l.cp > 1)
+        t += "    ring_attention: True\n";
+    t += "  optim:\n    name: adamw\n\n";
+    t += "precision:\n";
+    t += std::string("  type: '") + (p.training.precision == Precision::FP32 ? "fp32" : "mixed_precision") + "'\n";
+    r.text = t;
+    return r;
+}
+
+} // namespace shardscope::exportdetail
