@@ -14,9 +14,19 @@
 //   mlp         GeLU or ReLU: (C, F) then (F, C); SwiGLU or GeGLU: (C, 2F) [gate | up]
 //               then (F, C)
 //   bias        on every linear layer, or none
+// BERT-style encoders (Devlin et al. 2019; HF transformers models/bert/modeling_bert.py
+// @ 004ad5f: BertEmbeddings, BertSelfOutput, BertOutput, BertPooler, BertPreTrainingHeads):
+//   token types  a (C, types) segment table added to the embedding sum
+//   embed norm   a norm right after word + position + token-type sum
+//   post-norm    x = norm1(x + attn(x)); x = norm2(x + mlp(x)); no final norm
+//   masked LM    the loss on masked positions only: transform (dense C->C + bias, GeLU,
+//                norm), the decoder tied to wte (or lm_head) plus an output bias (V);
+//                inputs masked by MaskedLm.h (k = round(15% T) positions a sequence)
+//   pooler       dense C->C + tanh on each sequence's first token, trained by BERT's
+//                next-sentence head (C->2 + bias, cross-entropy over the 2 classes);
+//                BertForPreTraining's loss: mean masked-LM loss + mean NSP loss
 // Not yet executed (refused by name in validate): encoder-decoder (cross-attention),
-// BERT's token types, embedding norm and pooler, T5's relative position buckets,
-// mixture-of-experts MLPs.
+// T5's relative position buckets, mixture-of-experts MLPs.
 //
 // Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
 // qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.
@@ -50,6 +60,12 @@ struct ModelConfig {
     bool bias = true;
     bool tied_embeddings = true;
     bool causal = true;   // false: bidirectional self-attention (encoders)
+    // BERT-style encoder blocks (see the header comment); all off for decoders.
+    bool post_norm = false;       // norm after each residual add; the model then has no final norm
+    int token_types = 0;          // segment table rows (0: none)
+    bool embedding_norm = false;  // a norm after the embedding sum
+    bool masked_lm = false;       // the masked-LM objective (its head), not next-token prediction
+    bool pooler = false;          // pooler + next-sentence head (needs masked_lm)
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
     int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
@@ -59,6 +75,7 @@ struct ModelConfig {
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     bool learnedPositions() const { return positions == PositionKind::Learned; }
     bool layerNorm() const { return norm == NormKind::LayerNorm; }
+    bool finalNorm() const { return !post_norm; }
     bool operator==(const ModelConfig&) const = default;
 };
 
@@ -88,6 +105,12 @@ enum class TensorRole {
     MlpInWeight, MlpInBias,      // (C, F) or (C, 2F) [gate | up]
     MlpOutWeight, MlpOutBias,    // (F, C), (C)
     LmHead,                      // untied (C, V)
+    // BERT-style encoders:
+    TokenTypeEmbedding,          // wtt (C, types)
+    PoolerWeight, PoolerBias,    // (C, C), (C)
+    MlmDenseWeight, MlmDenseBias,  // the masked-LM transform (C, C), (C)
+    MlmOutputBias,               // (V), added to the decoder's logits
+    NspWeight, NspBias,          // next-sentence head (C, 2), (2)
 };
 
 struct ParameterTensor {
@@ -100,9 +123,11 @@ struct ParameterTensor {
 };
 
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
-// positions), per layer ln1w [ln1b] qkvw [qkvb] attprojw [attprojb] ln2w [ln2b]
-// fcw [fcb] fcprojw [fcprojb] (bracketed: LayerNorm biases, linear biases), then lnfw
-// [lnfb], then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
+// positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
+// qkvw [qkvb] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
+// LayerNorm biases, linear biases), then lnfw [lnfb] (pre-norm only), [poolw poolb]
+// [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
+// head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
 std::vector<ParameterTensor> parameterTable(const ModelConfig& c);
 // GPT-2 initialisation of the whole flat buffer w (P values) from `seed`, in table
 // order: matrices N(0, init_std), the residual projections N(0, init_std / sqrt(2L)),

@@ -1,6 +1,8 @@
 // The worker's step loop; see TrainingLoop.h.
 #include "TrainingLoop.h"
 
+#include "MaskedLm.h"
+
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -73,6 +75,8 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
     const int chunks = layout.schedule == PipelineSchedule::Interleaved ? layout.virtual_stages : 1;
     const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks);
     std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
+    PretrainingBatch masked;  // the masked-LM objective's batch (MaskedLm.h), built from the same rows
+    const bool mlm = request.model.masked_lm;
     auto notFinite = [&](int step, const std::string& what) {
         return std::runtime_error(dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
     };
@@ -85,6 +89,10 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         const double c0 = dev.clockSeconds();
         // The global batch, as on one device; this replica takes rows [dp * B/dp, ...).
         c.source->batch(step - 1, B, T, inputs.data(), targets.data());
+        if (mlm)
+            makePretrainingBatch(request.model, request.seed, step - 1, B, inputs.data(), masked);
+        const int* in = mlm ? masked.inputs.data() : inputs.data();
+        const int* tg = mlm ? masked.targets.data() : targets.data();
         double lossSum = 0;
         for (const PipelineOp& op : order) {
             const size_t row = size_t(pos.dp) * perReplica + size_t(op.micro) * layout.micro_batch;
@@ -92,7 +100,9 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
                 shard.backward(op.micro, op.chunk);
                 continue;
             }
-            const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T, op.chunk);
+            const int* types = mlm ? masked.token_types.data() + row * T : nullptr;
+            const int* nsp = mlm && request.model.pooler ? masked.next_sentence.data() + row : nullptr;
+            const double l = shard.forward(op.micro, in + row * T, tg + row * T, op.chunk, types, nsp);
             if (!std::isfinite(l))
                 throw notFinite(step, "micro-batch " + std::to_string(op.micro) + ": the loss (" + std::to_string(l) + ")");
             lossSum += l;
@@ -107,7 +117,7 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         shard.update(request.optimizer, scale, step);
         rec.device_s.push_back(dev.clockSeconds() - c0);
         rec.wall_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        rec.loss.push_back(reduced[1] / double(std::int64_t(B) * T));
+        rec.loss.push_back(reduced[1] / double(lossTokens(request.model, B)));
         rec.grad_norm.push_back(norm);
         if (c.on_step && *c.on_step)
             (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});

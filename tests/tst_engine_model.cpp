@@ -6,9 +6,11 @@
 // FLOPs but not the gradients; FLOPs against core's formula; bf16 storage; seeds;
 // out of memory reported by the run, which the process survives.
 #include "Bf16.h"
+#include "MaskedLm.h"
 #include "ModelExecutor.h"
 #include "ModelSpec.h"
 #include "Trainer.h"
+#include "TrainingObjective.h"
 #include "Units.h"
 
 #include <QTest>
@@ -40,7 +42,7 @@ ModelSpec specOf(const ModelConfig& c)
 {
     ModelSpec m;
     m.name = "engine-model";
-    m.family = ModelFamily::DecoderOnly;
+    m.family = c.masked_lm ? ModelFamily::EncoderOnly : ModelFamily::DecoderOnly;
     m.layers = c.layers;
     m.hidden = c.hidden;
     m.heads = c.heads;
@@ -54,8 +56,63 @@ ModelSpec specOf(const ModelConfig& c)
     m.norm = c.norm;
     m.bias = c.bias;
     m.tied_embeddings = c.tied_embeddings;
-    m.final_norm = true;
+    m.final_norm = c.finalNorm();
+    m.token_types = c.token_types;
+    m.embedding_norm = c.embedding_norm;
+    m.pooler = c.pooler;
     return m;
+}
+
+// BERT's blocks: post-norm LayerNorm layers, GeLU, learned positions, token types, the
+// embedding norm, bidirectional attention, the pooler with the next-sentence head, masked LM.
+ModelConfig bertLike(int L, int C, int NH, int V, int T, int types = 2)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.norm_eps = 1e-12;  // BERT's layer_norm_eps
+    c.causal = false;
+    c.post_norm = true;
+    c.token_types = types;
+    c.embedding_norm = true;
+    c.masked_lm = true;
+    c.pooler = true;
+    return c;
+}
+
+// A pre-norm encoder: final norm then the masked-LM transform; RMSNorm, RoPE, untied, no pooler.
+ModelConfig preNormEncoder(int L, int C, int NH, int V, int T)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.norm = NormKind::RmsNorm;
+    c.positions = PositionKind::Rotary;
+    c.tied_embeddings = false;
+    c.bias = false;
+    c.causal = false;
+    c.masked_lm = true;
+    return c;
+}
+
+// One step's data for any objective: next-token pairs, or the masked-LM batch built from them.
+struct StepData {
+    std::vector<int> in, tg, types, nsp;
+    const int* typesOrNull() const { return types.empty() ? nullptr : types.data(); }
+    const int* nspOrNull() const { return nsp.empty() ? nullptr : nsp.data(); }
+};
+StepData stepData(const ModelConfig& c, int B, std::uint64_t seed)
+{
+    StepData d;
+    MarkovSource src(dataVocabulary(c), seed);
+    d.in.resize(size_t(B) * size_t(c.seq));
+    d.tg.resize(d.in.size());
+    src.batch(0, B, c.seq, d.in.data(), d.tg.data());
+    if (c.masked_lm) {
+        PretrainingBatch p;
+        makePretrainingBatch(c, seed, 0, B, d.in.data(), p);
+        d.in = p.inputs;
+        d.tg = p.targets;
+        d.types = p.token_types;
+        d.nsp = p.next_sentence;
+    }
+    return d;
 }
 
 // Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
@@ -137,8 +194,16 @@ private slots:
         QCOMPARE(engine::parameterCount(llamaLike(32, 4096, 32, 32, 11008, 32000, 4096)), std::int64_t(6'738'415'616));
         for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
                                      llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
-                                     reluEncoder(2, 16, 2, 21, 5)})
-            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+                                     reluEncoder(2, 16, 2, 21, 5), bertLike(2, 16, 2, 21, 8), bertLike(2, 16, 2, 21, 8, 1),
+                                     preNormEncoder(2, 16, 2, 21, 8)})
+            QCOMPARE(engine::parameterCount(c), shardscope::pretrainingParameterCount(specOf(c)));
+        // BERT base: BertModel's published 109,482,240 parameters (HF transformers' num_parameters() of
+        // google-bert/bert-base-uncased, tst_store_catalog's figure), plus BertForPreTraining's heads
+        // (modeling_bert.py @ 004ad5f: transform 768 x 768 + 768, LayerNorm 2 x 768, output bias 30522,
+        // seq_relationship 768 x 2 + 2): 110,106,428 trained by the engine.
+        const ModelConfig bertBase = bertLike(12, 768, 12, 30522, 512);
+        QCOMPARE(shardscope::parameterCount(specOf(bertBase)), std::int64_t(109'482'240));
+        QCOMPARE(engine::parameterCount(bertBase), std::int64_t(110'106'428));
         EmulatedDevice d(0, roomyProfile());
         const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
         ModelExecutor<float> m(cfg, optionsFor(1, 7), singleDevice(d, oneDevice(1)));
@@ -252,6 +317,8 @@ private slots:
         QTest::newRow("llama: rmsnorm swiglu rope gqa untied no-bias") << llamaLike(2, 16, 4, 2, 24, 11, 5);
         QTest::newRow("geglu mqa head_dim 6 tied bias") << gegluMqa(2, 12, 3, 6, 20, 11, 5);
         QTest::newRow("relu bidirectional rmsnorm learned") << reluEncoder(2, 8, 2, 11, 5);
+        QTest::newRow("bert: post-norm, token types, embedding norm, pooler + NSP, masked LM") << bertLike(2, 8, 2, 11, 6);
+        QTest::newRow("pre-norm encoder: final norm + masked-LM transform, rmsnorm rope untied") << preNormEncoder(2, 8, 2, 11, 6);
     }
     void wholeModelGradientCheck()
     {
@@ -262,11 +329,13 @@ private slots:
         ExecutorOptions o = optionsFor(B, T);
         o.init_std = 0.3;  // gradients well away from zero everywhere
         o.seed = 3;
+        o.global_tokens = lossTokens(config, B);
         ModelExecutor<double> m(config, o, singleDevice(d, oneDevice(B)));
-        std::vector<int> in, tg;
-        tokens(B, T, config.vocab, 9, in, tg);
-        const double tokensN = double(B) * T;
-        m.forward(0, in.data(), tg.data());
+        const StepData data = stepData(config, B, 9);
+        const std::vector<int>&in = data.in, &tg = data.tg;
+        const double tokensN = double(lossTokens(config, B));
+        auto loss = [&] { return m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN; };
+        loss();
         m.backward(0);
         const std::int64_t P = m.localParameters();
         const std::vector<double> analytic(m.localGrads(), m.localGrads() + P);
@@ -276,15 +345,16 @@ private slots:
         for (std::int64_t i = 0; i < P; ++i) {
             const double old = w[i];
             w[i] = old + h;
-            const double lp = m.forward(0, in.data(), tg.data()) / tokensN;
+            const double lp = loss();
             w[i] = old - h;
-            const double lm = m.forward(0, in.data(), tg.data()) / tokensN;
+            const double lm = loss();
             w[i] = old;
             const double numeric = (lp - lm) / (2 * h);
             worst = std::max(worst, std::fabs(numeric - analytic[size_t(i)]) / std::max(1e-3, std::fabs(numeric)));
             largest = std::max(largest, std::fabs(numeric));
         }
         QVERIFY2(worst < 1e-5, qPrintable(QString("worst relative error %1").arg(worst)));
+        qInfo("%s: worst relative error %.3g over %lld parameters", QTest::currentDataTag(), worst, (long long)P);
         QVERIFY(largest > 1e-2);  // the check saw real gradients
         // Every tensor receives gradient (wiring: head, positions, every layer).
         for (const ShardTensor& t : m.tensors()) {
@@ -297,17 +367,18 @@ private slots:
 
     void recomputationKeepsGradients()
     {
-        for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6)}) {
-            std::vector<int> in, tg;
-            tokens(2, 6, 23, 4, in, tg);
+        for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6),
+                                       bertLike(3, 16, 4, 23, 6)}) {
+            const StepData data = stepData(cfg, 2, 4);
             std::vector<std::vector<double>> grads;
             std::vector<double> losses;
             for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
                 EmulatedDevice d(0, roomyProfile(), 2);
                 ExecutorOptions o = optionsFor(2, 6);
                 o.init_std = 0.2;
+                o.global_tokens = lossTokens(cfg, 2);
                 ModelExecutor<double> m(cfg, o, singleDevice(d, oneDevice(2, r)));
-                losses.push_back(m.forward(0, in.data(), tg.data()));
+                losses.push_back(m.forward(0, data.in.data(), data.tg.data(), 0, data.typesOrNull(), data.nspOrNull()));
                 m.backward(0);
                 grads.emplace_back(m.localGrads(), m.localGrads() + m.localParameters());
             }
