@@ -29,7 +29,7 @@ std::string describe(const ModelConfig& c)
     if (c.post_norm)
         s << ", post-norm layers";
     if (c.token_types > 0)
-        s << ", " << c.token_types << " token types";
+        s << ", " << c.token_types << (c.token_types == 1 ? " token type" : " token types");
     if (c.embedding_norm)
         s << ", embedding norm";
     if (c.masked_lm)

@@ -9,6 +9,7 @@
 #include "CliArgs.h"
 #include "CostModelParams.h"
 #include "Commands.h"
+#include "MaskedLm.h"
 #include "MeasurementJson.h"
 #include "ModelEnums.h"
 #include "Trainer.h"
@@ -151,6 +152,10 @@ void printSummary(const Measurement& m, Context& ctx)
             << formatSi(flopsPerStep / d.wall_step_time_s, "FLOP/s") << " on this host)\n";
     const double last = m.steps.back().loss;
     ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(last, 4);
+    if (m.request.model.masked_lm)
+        ctx.out << " (masked LM: cross-entropy on " << predictedPerSequence(m.request.model) << " of "
+                << m.request.model.seq << " positions a sequence" << (m.request.model.pooler ? ", + next-sentence loss" : "")
+                << ")";
     if (m.entropy_nats_per_token)
         ctx.out << " (source entropy " << fixed(*m.entropy_nats_per_token, 4) << " nats/token, gap "
                 << fixed(last - *m.entropy_nats_per_token, 4) << ")";
@@ -194,6 +199,21 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.rope_base = a.number("rope-base", r.model.rope_base, 1, 1e12);
     r.model.bias = !a.flag("no-bias");
     r.model.tied_embeddings = !a.flag("untied");
+    // BERT's blocks and objective (ModelConfig.h): bidirectional attention, post-norm layers, token
+    // types, the embedding norm, the pooler with its next-sentence head, the masked-LM head.
+    const bool encoder = a.flag("encoder");
+    if (!encoder && a.value("token-types"))
+        throw UsageError("--token-types: segment embeddings come with --encoder (BERT's sentence pairs)");
+    if (!encoder && a.flag("no-pooler"))
+        throw UsageError("--no-pooler: the pooler comes with --encoder");
+    r.model.post_norm = a.flag("post-norm") || encoder;
+    if (encoder) {
+        r.model.causal = false;
+        r.model.masked_lm = true;
+        r.model.embedding_norm = true;
+        r.model.token_types = a.integer("token-types", 2, 0, 1 << 16);
+        r.model.pooler = !a.flag("no-pooler");
+    }
     r.batch = a.integer("batch", 0, 1, 1 << 20);
     r.steps = a.integer("steps", 0, 1, 100'000'000);
     r.optimizer.lr = a.number("lr", r.optimizer.lr, 1e-12, 10);
@@ -254,7 +274,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     std::unique_ptr<TokenSource> source;
     try {
         source = makeTokenSource(r);
-        for (FieldError& f : source->check(r.model.vocab, r.model.seq))
+        for (FieldError& f : source->check(dataVocabulary(r.model), r.model.seq))
             errors.push_back(f);
     } catch (const InputError& e) {
         errors.push_back({"data", e.what()});
