@@ -15,6 +15,7 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -214,6 +215,82 @@ private slots:
         QCOMPARE(sum, m.localParameters());
     }
 
+    // The masked-LM batches (MaskedLm.h): k = round(15% T) positions a sequence, each the target
+    // of its original token, [MASK] 80% / random 10% / kept 10%; two segments with their token
+    // types; the next-sentence label half of the time; the same batch for the same (seed, index).
+    void maskedLmBatchesAreBerts()
+    {
+        const ModelConfig c = bertLike(2, 16, 2, 50, 40);
+        QCOMPARE(predictedPerSequence(c), 6);  // round(0.15 x 40)
+        QCOMPARE(lossTokens(c, 8), std::int64_t(48));
+        QCOMPARE(maskToken(c), 49);
+        QCOMPARE(dataVocabulary(c), 49);
+        const int B = 400;
+        MarkovSource src(dataVocabulary(c), 3);
+        std::vector<int> tokens(size_t(B) * 40), shifted(tokens.size());
+        src.batch(0, B, 40, tokens.data(), shifted.data());
+        PretrainingBatch p, again, other;
+        makePretrainingBatch(c, 5, 0, B, tokens.data(), p);
+        makePretrainingBatch(c, 5, 0, B, tokens.data(), again);
+        makePretrainingBatch(c, 5, 1, B, tokens.data(), other);
+        QVERIFY(p.inputs == again.inputs && p.targets == again.targets && p.next_sentence == again.next_sentence);
+        QVERIFY(p.targets != other.targets);
+        int masked = 0, kept = 0, random = 0, randomNext = 0;
+        for (int b = 0; b < B; ++b) {
+            int predicted = 0, split = -1;
+            for (int t = 0; t < 40; ++t) {
+                const size_t i = size_t(b) * 40 + size_t(t);
+                QVERIFY(tokens[i] < 49);  // the data never produces [MASK]
+                const int type = p.token_types[i];
+                if (type == 1 && split < 0)
+                    split = t;
+                QCOMPARE(type, split >= 0 && t >= split ? 1 : 0);  // segment A then segment B
+                if (p.targets[i] < 0) {
+                    QVERIFY(p.inputs[i] != 49);
+                    continue;
+                }
+                ++predicted;
+                masked += p.inputs[i] == 49;
+                kept += p.inputs[i] == p.targets[i];
+                random += p.inputs[i] != 49 && p.inputs[i] != p.targets[i];
+            }
+            QCOMPARE(predicted, 6);
+            QVERIFY(split >= 1 && split <= 39);
+            // Segment A is the row's own tokens; "is next" keeps segment B, "random next" takes the next row's.
+            const int label = p.next_sentence[size_t(b)];
+            randomNext += label;
+            const int* own = tokens.data() + size_t(b) * 40;
+            const int* next = tokens.data() + size_t((b + 1) % B) * 40;
+            for (int t = 0; t < 40; ++t) {
+                const size_t i = size_t(b) * 40 + size_t(t);
+                const int original = p.targets[i] >= 0 ? p.targets[i] : p.inputs[i];
+                QCOMPARE(original, t < split || label == 0 ? own[t] : next[t]);
+            }
+        }
+        const double n = 6.0 * B;
+        QVERIFY2(std::fabs(masked / n - 0.8) < 0.03, qPrintable(QString::number(masked / n)));
+        // A random replacement can draw the original token (1 in 49): counted as kept.
+        QVERIFY2(std::fabs(kept / n - 0.1) < 0.02 && std::fabs(random / n - 0.1) < 0.02,
+                 qPrintable(QString("%1 %2").arg(kept / n).arg(random / n)));
+        QVERIFY2(std::fabs(randomNext / double(B) - 0.5) < 0.08, qPrintable(QString::number(randomNext)));
+        // One token type (RoBERTa): every id 0.
+        const ModelConfig one = bertLike(2, 16, 2, 50, 40, 1);
+        PretrainingBatch q;
+        makePretrainingBatch(one, 5, 0, B, tokens.data(), q);
+        QVERIFY(std::all_of(q.token_types.begin(), q.token_types.end(), [](int t) { return t == 0; }));
+        // BERT's options refused by name without their objective.
+        ModelConfig bad{2, 16, 2, 50, 40};
+        bad.pooler = true;
+        bad.token_types = 2;
+        const FieldErrors e = validate(bad);
+        QCOMPARE(e.size(), size_t(2));
+        QCOMPARE(e[0].path, std::string("token_types"));
+        QCOMPARE(e[1].path, std::string("pooler"));
+        ModelConfig causalMlm = bertLike(2, 16, 2, 50, 40);
+        causalMlm.causal = true;
+        QCOMPARE(validate(causalMlm).at(0).path, std::string("causal"));
+    }
+
     void invalidConfigsAreNamed()
     {
         const FieldErrors e = validate(ModelConfig{2, 64, 5, 10, 8});
@@ -354,7 +431,7 @@ private slots:
             largest = std::max(largest, std::fabs(numeric));
         }
         QVERIFY2(worst < 1e-5, qPrintable(QString("worst relative error %1").arg(worst)));
-        qInfo("%s: worst relative error %.3g over %lld parameters", QTest::currentDataTag(), worst, (long long)P);
+        qInfo("worst relative error %.3g over %lld parameters", worst, (long long)P);
         QVERIFY(largest > 1e-2);  // the check saw real gradients
         // Every tensor receives gradient (wiring: head, positions, every layer).
         for (const ShardTensor& t : m.tensors()) {
