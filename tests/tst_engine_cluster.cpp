@@ -107,6 +107,39 @@ Measurement cluster(const TrainRequest& r, const StepCallback& onStep = {}, cons
 double sent(const DeviceMeasurement& d, const char* kind) { return d.comm_bytes.at(kind); }
 double resident(const DeviceMeasurement& d, MemoryCategory c) { return d.memory_resident_bytes[size_t(c)]; }
 
+// The cluster run m reproduces the single-device run ref: every step's loss within 1e-5 relative,
+// every final parameter within 1e-5 (the worst named by its tensor), and the model learned.
+void expectReproduces(const Measurement& ref, const Measurement& m, const ModelConfig& model)
+{
+    QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+    QCOMPARE(m.steps.size(), ref.steps.size());
+    double worstLoss = 0;
+    for (size_t k = 0; k < ref.steps.size(); ++k) {
+        const double a = ref.steps[k].loss, b = m.steps[k].loss;
+        worstLoss = std::max(worstLoss, std::fabs(a - b) / std::fabs(a));
+        QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
+                 qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
+    }
+    QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
+        const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
+        if (d > worst) {
+            worst = d;
+            at = i;
+        }
+    }
+    std::string where;
+    for (const ParameterTensor& t : parameterTable(model))
+        if (std::int64_t(at) >= t.offset && std::int64_t(at) < t.offset + t.count)
+            where = t.name + "[" + std::to_string(std::int64_t(at) - t.offset) + "]";
+    QVERIFY2(worst <= 1e-5, qPrintable(QString("parameter %1 differs by %2").arg(where.c_str()).arg(worst)));
+    qInfo("worst loss difference %.2e relative, worst parameter difference %.2e (%s)", worstLoss, worst, where.c_str());
+    // The model learned (the loss moved), so the comparison is not of two untouched models.
+    QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+}
+
 // The test model's sizes, from GPT-2's parameterisation (independent of the engine's tables).
 constexpr double kL = 4, kC = 32, kV = 32, kT = 8, kB = 8;
 constexpr double kP = kV * kC + kT * kC + kL * (12 * kC * kC + 13 * kC) + 2 * kC;  // 52160
@@ -207,30 +240,8 @@ private slots:
         r.layout = parse(layout);
         const Measurement& ref = reference(r.layout.recompute, llama);
         const Measurement m = cluster(r);
-        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
-        QCOMPARE(m.steps.size(), ref.steps.size());
-        double worstLoss = 0;
-        for (size_t k = 0; k < ref.steps.size(); ++k) {
-            const double a = ref.steps[k].loss, b = m.steps[k].loss;
-            worstLoss = std::max(worstLoss, std::fabs(a - b) / std::fabs(a));
-            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
-                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
-        }
-        QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
-        double worst = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
-            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
-            if (d > worst) {
-                worst = d;
-                at = i;
-            }
-        }
-        QVERIFY2(worst <= 1e-5, qPrintable(QString("parameter %1 differs by %2").arg(at).arg(worst)));
-        qInfo("worst loss difference %.2e relative, worst parameter difference %.2e", worstLoss, worst);
-        // The model learned (the loss moved), so the comparison is not of two untouched models.
-        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+        expectReproduces(ref, m, r.model);
     }
 
     void zeroStagesShardModelStates_data()
@@ -672,34 +683,7 @@ private slots:
         r.model.pooler = true;
         r.model.norm_eps = 1e-12;
         r.layout = parse(layout);
-        const Measurement ref = single(r);
-        const Measurement m = cluster(r);
-        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
-        QCOMPARE(m.steps.size(), ref.steps.size());
-        double worstLoss = 0;
-        for (size_t k = 0; k < ref.steps.size(); ++k) {
-            const double a = ref.steps[k].loss, b = m.steps[k].loss;
-            worstLoss = std::max(worstLoss, std::fabs(a - b) / std::fabs(a));
-            QVERIFY2(std::fabs(a - b) <= 1e-5 * std::fabs(a),
-                     qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
-        }
-        QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
-        double worst = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
-            const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
-            if (d > worst) {
-                worst = d;
-                at = i;
-            }
-        }
-        std::string where;
-        for (const ParameterTensor& t : parameterTable(r.model))
-            if (std::int64_t(at) >= t.offset && std::int64_t(at) < t.offset + t.count)
-                where = t.name + "[" + std::to_string(std::int64_t(at) - t.offset) + "]";
-        QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1 at %2").arg(worst).arg(where.c_str())));
-        qInfo("worst loss difference %.2e relative, worst parameter difference %.2e (%s)", worstLoss, worst, where.c_str());
-        QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+        expectReproduces(single(r), cluster(r), r.model);
     }
 
     void contextParallelRingBytes_data()
