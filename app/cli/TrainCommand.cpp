@@ -107,6 +107,15 @@ void printDevices(const Measurement& m, Context& ctx)
     }
 }
 
+// What the loss is for the masked-LM objective (its source entropy floors next-token prediction only).
+std::string objectiveNote(const ModelConfig& c)
+{
+    if (!c.masked_lm)
+        return {};
+    return " (masked LM: cross-entropy on " + std::to_string(predictedPerSequence(c)) + " of " + std::to_string(c.seq) +
+           " positions a sequence" + (c.pooler ? ", + next-sentence loss" : "") + ")";
+}
+
 void printSummary(const Measurement& m, Context& ctx)
 {
     if (m.devices.empty())
@@ -118,7 +127,7 @@ void printSummary(const Measurement& m, Context& ctx)
                     << " (slowest device, last step), wall " << formatDuration(m.steps.back().wall_seconds) << "\n";
         if (!m.steps.empty())
             ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(m.steps.back().loss, 4)
-                    << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
+                    << objectiveNote(m.request.model) << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
         return;
     }
     const DeviceMeasurement& d = m.devices.front();
@@ -152,10 +161,7 @@ void printSummary(const Measurement& m, Context& ctx)
             << formatSi(flopsPerStep / d.wall_step_time_s, "FLOP/s") << " on this host)\n";
     const double last = m.steps.back().loss;
     ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(last, 4);
-    if (m.request.model.masked_lm)
-        ctx.out << " (masked LM: cross-entropy on " << predictedPerSequence(m.request.model) << " of "
-                << m.request.model.seq << " positions a sequence" << (m.request.model.pooler ? ", + next-sentence loss" : "")
-                << ")";
+    ctx.out << objectiveNote(m.request.model);
     if (m.entropy_nats_per_token)
         ctx.out << " (source entropy " << fixed(*m.entropy_nats_per_token, 4) << " nats/token, gap "
                 << fixed(last - *m.entropy_nats_per_token, 4) << ")";
