@@ -26,6 +26,14 @@
 // also holds wte and wpe (the first chunk's), the last stage the final norm and the head (the
 // last chunk's): with tied embeddings (pp > 1) a copy of wte whose gradient is all-reduced
 // with stage 0's (the embedding group).
+// BERT-style encoders (ModelConfig.h): the token-type table and the embedding norm sit with wpe in
+// stage 0's root unit (replicated over tp; the norm runs on the token shard under SP), the pooler,
+// the masked-LM transform with its norm, its output bias (vocabulary rows [r Vt, ...), as the
+// decoder) and the next-sentence head in the last stage's; the decoder is wte (its last-stage copy
+// when pp > 1, the embedding group as for a tied LM head). The transform runs on the token shard
+// (SP: its gradients are summed over tp with the norms'); the pooler and its head on the cp rank
+// holding each sequence's first token (rank 0), replicated over tp (SP: the first tokens are
+// all-reduced over tp first).
 // Each (micro-batch, chunk) in flight owns an activation allocation, released after its
 // backward: the schedule's in-flight activations are what the allocator sees.
 // ZeRO (Rajbhandari et al. 2020) over the shard group of g devices: parameters are
