@@ -54,6 +54,14 @@ inline constexpr ElementFlops kRope{3, 3};
 // A tensor scaled by a constant (T5's d_model^-0.5 before its tied head, forward and on the
 // gradient): 1 per element.
 inline constexpr double kScale = 1;
+// BERT-style encoders: a token-type (segment) embedding adds one more table per element and
+// its gradient one more scatter-add (1 and 1); the pooler's tanh (as one, like GeLU's; backward
+// dy (1 - y^2): 3); post-norm layers add each residual branch's gradient to the block's in a
+// pass of its own (1 per element, backward only), as the pooler's gradient is added to the
+// first tokens' (1).
+inline constexpr ElementFlops kTokenTypeEmbedding{1, 1};
+inline constexpr ElementFlops kTanh{1, 3};
+inline constexpr double kGradientAdd = 1;
 // AdamW per parameter: moments, bias correction, update, decay (12); the global norm's square (2).
 inline constexpr double kAdamW = 12;
 inline constexpr double kSquaredNorm = 2;

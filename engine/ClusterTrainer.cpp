@@ -1,6 +1,7 @@
 // runClusterTraining: the layout executed on an EmulatedCluster; see Trainer.h.
 // Each worker runs the step loop of TrainingLoop.h on its own ModelExecutor.
 #include "Cluster.h"
+#include "MaskedLm.h"
 #include "ModelExecutor.h"
 #include "Trainer.h"
 #include "TrainingLoop.h"
@@ -17,7 +18,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
                                const FaultInjection& fault)
 {
     FieldErrors errors = validate(request);
-    for (FieldError& f : source.check(request.model.vocab, request.model.seq))
+    for (FieldError& f : source.check(dataVocabulary(request.model), request.model.seq))
         errors.push_back(f);
     if (!errors.empty())
         throw InputError(errors);
@@ -28,8 +29,10 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     m.request = request;
     m.parameters = parameterCount(request.model);
     m.data_description = source.description();
-    m.entropy_nats_per_token = source.entropyNatsPerToken();
-    const int B = request.batch, T = request.model.seq;
+    // The source's entropy floors next-token prediction, not the masked-LM objective.
+    if (!request.model.masked_lm)
+        m.entropy_nats_per_token = source.entropyNatsPerToken();
+    const int B = request.batch;
     const int perReplica = B / layout.dp;
     const int micros = perReplica / layout.micro_batch;
     m.micro_batches = micros;
@@ -41,7 +44,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
 
     ExecutorOptions options;
     options.micro_batch = layout.micro_batch;
-    options.global_tokens = std::int64_t(B) * T;
+    options.global_tokens = lossTokens(request.model, B);
     options.precision = request.precision;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;

@@ -3,6 +3,7 @@
 
 #include "OpConventions.h"
 #include "RelativePosition.h"
+#include "OpsEncoder.h"
 
 namespace shardscope::engine {
 
@@ -432,6 +433,43 @@ void Kernels<T>::embeddingBackward(T* dwte, T* dwpe, const T* dout, const int* t
     }
     const double cn = double(C) * double(N), tables = dwpe ? 2 : 1;
     dev_.charge(KernelKind::Embedding, {tables * cn, (1 + tables) * cn * e_, tables * cn * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::tokenTypeForward(T* out, const T* wtt, int types, bool add, const int* ids, std::int64_t C,
+                                  std::int64_t N)
+{
+    if (add)
+        token_type_forward<T>(pool(), mat(out, C, N), cmat(wtt, C, types), ids);
+    const double cn = double(C) * double(N);
+    dev_.charge(KernelKind::Embedding, {ops::kTokenTypeEmbedding.forward * cn, 2 * cn * e_ + double(N) * 4, cn * e_},
+                compute_);
+    round(out, C * N);
+}
+
+template <class T>
+void Kernels<T>::tokenTypeBackward(T* dwtt, int types, const T* dout, const int* ids, std::int64_t C, std::int64_t N)
+{
+    token_type_backward<T>(mat(dwtt, C, types), cmat(dout, C, N), ids);
+    const double cn = double(C) * double(N);
+    dev_.charge(KernelKind::Embedding, {ops::kTokenTypeEmbedding.backward * cn, 2 * cn * e_, cn * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::tanhForward(T* x, std::int64_t n)
+{
+    tanh_forward<T>(pool(), vec(x, n), cvec(x, n));
+    dev_.charge(KernelKind::Elementwise, {ops::kTanh.forward * double(n), double(n) * e_, double(n) * e_}, compute_);
+    round(x, n);
+}
+
+template <class T>
+void Kernels<T>::tanhBackward(T* dx, const T* out, std::int64_t n)
+{
+    tanh_backward<T>(pool(), vec(dx, n), cvec(out, n), cvec(dx, n));
+    dev_.charge(KernelKind::Elementwise, {ops::kTanh.backward * double(n), 2 * double(n) * e_, double(n) * e_},
+                compute_);
+    round(dx, n);
 }
 
 template <class T>

@@ -133,6 +133,14 @@ public:
     // dwte += and dwpe += (when not null) from dout (C, N), in token order (the same sums on any layout).
     void embeddingBackward(T* dwte, T* dwpe, const T* dout, const int* tokens, const int* positions, std::int64_t C,
                            std::int64_t N, int lo, int rows);
+    // BERT-style encoders (OpsEncoder.h). Token types: out (C, N) += wtt (C, types) column
+    // ids[n] when `add` (one tp rank adds them, as the positions; every rank is charged);
+    // backward dwtt += in token order.
+    void tokenTypeForward(T* out, const T* wtt, int types, bool add, const int* ids, std::int64_t C, std::int64_t N);
+    void tokenTypeBackward(T* dwtt, int types, const T* dout, const int* ids, std::int64_t C, std::int64_t N);
+    // The pooler's tanh on n values in place, and its gradient from the output (dx in place on dy).
+    void tanhForward(T* x, std::int64_t n);
+    void tanhBackward(T* dx, const T* out, std::int64_t n);
     // dst += src (n values): a ZeRO shard's reduced gradient into the accumulated one.
     void accumulate(T* dst, const T* src, std::int64_t n);
     // count values of x set to 0 (the gradients, between steps).

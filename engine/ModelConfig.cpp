@@ -32,6 +32,17 @@ std::string describe(const ModelConfig& c)
     s << " x " << c.headDim() << ", " << (c.tied_embeddings ? "tied" : "untied") << " head, "
       << (c.bias ? "biases" : "no biases") << (c.encoder_decoder ? "" : c.causal ? "" : ", bidirectional")
       << (c.encoder_decoder && c.tied_embeddings ? ", decoder output scaled by hidden^-0.5 before the head" : "");
+    // BERT's blocks, by name.
+    if (c.post_norm)
+        s << ", post-norm layers";
+    if (c.token_types > 0)
+        s << ", " << c.token_types << (c.token_types == 1 ? " token type" : " token types");
+    if (c.embedding_norm)
+        s << ", embedding norm";
+    if (c.masked_lm)
+        s << ", masked-LM head";
+    if (c.pooler)
+        s << ", pooler + next-sentence head";
     return s.str();
 }
 
@@ -50,6 +61,13 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
     const std::int64_t relb = std::int64_t(cfg.heads) * cfg.relative_buckets;
     if (cfg.encoder_decoder)
         add("enc.relb", relb, true, TensorRole::RelativeBias, -1);
+    if (cfg.token_types > 0)
+        add("wtt", C * cfg.token_types, true, TensorRole::TokenTypeEmbedding, -1);
+    if (cfg.embedding_norm) {
+        add("embnw", C, false, TensorRole::NormWeight, -1);
+        if (cfg.layerNorm())
+            add("embnb", C, false, TensorRole::NormBias, -1);
+    }
     for (int l = 0; l < cfg.totalLayers(); ++l) {
         const bool decoder = l >= cfg.layers;
         if (decoder && l == cfg.layers) {  // the encoder's final norm, the decoder's bias table
@@ -88,9 +106,27 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         if (cfg.bias)
             add(h + "fcprojb", C, false, TensorRole::MlpOutBias, l);
     }
-    add("lnfw", C, false, TensorRole::NormWeight, -1);
-    if (cfg.layerNorm())
-        add("lnfb", C, false, TensorRole::NormBias, -1);
+    if (cfg.finalNorm()) {
+        add("lnfw", C, false, TensorRole::NormWeight, -1);
+        if (cfg.layerNorm())
+            add("lnfb", C, false, TensorRole::NormBias, -1);
+    }
+    if (cfg.pooler) {
+        add("poolw", C * C, true, TensorRole::PoolerWeight, -1);
+        add("poolb", C, false, TensorRole::PoolerBias, -1);
+    }
+    if (cfg.masked_lm) {  // BertLMPredictionHead: transform (dense, GeLU, norm), then the output bias
+        add("mlmw", C * C, true, TensorRole::MlmDenseWeight, -1);
+        add("mlmb", C, false, TensorRole::MlmDenseBias, -1);
+        add("mlmnw", C, false, TensorRole::NormWeight, -1);
+        if (cfg.layerNorm())
+            add("mlmnb", C, false, TensorRole::NormBias, -1);
+        add("mlmbias", V, false, TensorRole::MlmOutputBias, -1);
+    }
+    if (cfg.pooler) {
+        add("nspw", C * 2, true, TensorRole::NspWeight, -1);
+        add("nspb", 2, false, TensorRole::NspBias, -1);
+    }
     if (!cfg.tied_embeddings)
         add("lm_head", C * V, true, TensorRole::LmHead, -1);
     return tensors;
@@ -150,6 +186,20 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
         errors.push_back({prefix + "rope_base", "must be greater than 1"});
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1))
         errors.push_back({prefix + "norm_eps", "must be in (0, 1)"});
+    // BERT's blocks: the segment ids and the next-sentence labels come with the masked-LM batches.
+    range("token_types", c.token_types, 0, 1 << 16);
+    if (c.token_types > 0 && !c.masked_lm)
+        errors.push_back({prefix + "token_types", "segment embeddings come with the masked-LM objective's sentence "
+                                                  "pairs: set masked_lm"});
+    if (c.pooler && !c.masked_lm)
+        errors.push_back({prefix + "pooler", "the pooler is trained by the next-sentence head of the masked-LM "
+                                             "objective: set masked_lm"});
+    if (c.masked_lm && c.causal)
+        errors.push_back({prefix + "causal", "a masked-LM objective needs bidirectional attention (causal false)"});
+    if (c.masked_lm && c.vocab < 2)
+        errors.push_back({prefix + "vocab", "a masked-LM objective needs a [MASK] id besides the data's: at least 2"});
+    if (c.pooler && c.seq < 2)
+        errors.push_back({prefix + "seq", "the next-sentence head needs two segments: at least 2 tokens"});
     return errors;
 }
 
@@ -202,6 +252,10 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::AttnProjBias:
         case TensorRole::MlpInBias:
         case TensorRole::MlpOutBias:
+        case TensorRole::PoolerBias:
+        case TensorRole::MlmDenseBias:
+        case TensorRole::MlmOutputBias:
+        case TensorRole::NspBias:
             std::fill(p, p + t.count, T(0));
             break;
         default: {

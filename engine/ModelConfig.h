@@ -30,8 +30,19 @@
 //             the labels shifted right behind the start token 0 (T5's decoder_start_token_id, the
 //             pad id; HF's _shift_right): [0, x[1:T]]. The loss is the decoder's, over T labels.
 //   no biases on an encoder-decoder's linear layers (T5 has none; refused otherwise).
-// Not yet executed (refused by name in validate): BERT's token types, embedding norm and
-// pooler, mixture-of-experts MLPs.
+// BERT-style encoders (Devlin et al. 2019; HF transformers models/bert/modeling_bert.py
+// @ 004ad5f: BertEmbeddings, BertSelfOutput, BertOutput, BertPooler, BertPreTrainingHeads):
+//   token types  a (C, types) segment table added to the embedding sum
+//   embed norm   a norm right after word + position + token-type sum
+//   post-norm    x = norm1(x + attn(x)); x = norm2(x + mlp(x)); no final norm
+//   masked LM    the loss on masked positions only: transform (dense C->C + bias, GeLU,
+//                norm), the decoder tied to wte (or lm_head) plus an output bias (V);
+//                inputs masked by MaskedLm.h (k = round(15% T) positions a sequence)
+//   pooler       dense C->C + tanh on each sequence's first token, trained by BERT's
+//                next-sentence head (C->2 + bias, cross-entropy over the 2 classes);
+//                BertForPreTraining's loss: mean masked-LM loss + mean NSP loss
+// Not yet executed (refused by name in validate): mixture-of-experts MLPs; T5 with pipeline
+// or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp).
 //
 // Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
 // qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.
@@ -72,6 +83,12 @@ struct ModelConfig {
     int decoder_layers = 0;
     int relative_buckets = 0;
     int relative_max_distance = 128;
+    // BERT-style encoder blocks (see the header comment); all off for decoders.
+    bool post_norm = false;       // norm after each residual add; the model then has no final norm
+    int token_types = 0;          // segment table rows (0: none)
+    bool embedding_norm = false;  // a norm after the embedding sum
+    bool masked_lm = false;       // the masked-LM objective (its head), not next-token prediction
+    bool pooler = false;          // pooler + next-sentence head (needs masked_lm)
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
     int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
@@ -82,6 +99,7 @@ struct ModelConfig {
     bool learnedPositions() const { return positions == PositionKind::Learned; }
     bool layerNorm() const { return norm == NormKind::LayerNorm; }
     int totalLayers() const { return layers + (encoder_decoder ? decoder_layers : 0); }
+    bool finalNorm() const { return !post_norm; }
     bool operator==(const ModelConfig&) const = default;
 };
 
@@ -118,6 +136,12 @@ enum class TensorRole {
     CrossQWeight,                // (C, qd): the decoder's queries
     CrossKvWeight,               // (C, 2 kvd): [k | v] of the encoder output
     CrossProjWeight,             // (qd, C)
+    // BERT-style encoders:
+    TokenTypeEmbedding,          // wtt (C, types)
+    PoolerWeight, PoolerBias,    // (C, C), (C)
+    MlmDenseWeight, MlmDenseBias,  // the masked-LM transform (C, C), (C)
+    MlmOutputBias,               // (V), added to the decoder's logits
+    NspWeight, NspBias,          // next-sentence head (C, 2), (2)
 };
 
 struct ParameterTensor {
@@ -130,9 +154,11 @@ struct ParameterTensor {
 };
 
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
-// positions), per layer ln1w [ln1b] qkvw [qkvb] attprojw [attprojb] ln2w [ln2b]
-// fcw [fcb] fcprojw [fcprojb] (bracketed: LayerNorm biases, linear biases), then lnfw
-// [lnfb], then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
+// positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
+// qkvw [qkvb] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
+// LayerNorm biases, linear biases), then lnfw [lnfb] (pre-norm only), [poolw poolb]
+// [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
+// head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
 // Encoder-decoder: wte, enc.relb, the encoder layers h0.. (layer l), enc.lnfw [enc.lnfb],
 // dec.relb, the decoder layers d0.. (layer layers + j) with lnxw [lnxb] crossqw crosskvw
 // crossprojw between attprojw and ln2w, then lnfw [lnfb] (the decoder's), lm_head when untied.

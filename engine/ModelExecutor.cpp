@@ -2,6 +2,7 @@
 // Dimension legend as there.
 #include "ModelExecutor.h"
 
+#include "MaskedLm.h"
 #include "OpConventions.h"
 #include "Ops.h"
 #include "Random.h"
@@ -129,6 +130,14 @@ struct ModelExecutor<T>::Slot {
     // (C, Ns) and its input tokens (Nm, host).
     T *encOut = nullptr, *encmean = nullptr, *encrstd = nullptr, *decInput = nullptr;
     std::vector<int> decInputs;
+    // BERT-style encoders: the embedding norm's input (C, Ns) and statistics; the masked-LM
+    // transform's dense output, GeLU output (its norm's input) and norm output (C, Ns each) with
+    // statistics; the pooler's first tokens and tanh output (C, mb), the next-sentence softmax
+    // (2, mb, fp32) and losses (mb).
+    T *embSum = nullptr, *embMean = nullptr, *embRstd = nullptr;
+    T *mlmPre = nullptr, *mlmAct = nullptr, *mlmOut = nullptr, *mlmMean = nullptr, *mlmRstd = nullptr;
+    T *poolIn = nullptr, *pooled = nullptr, *nspProbs = nullptr, *nspLosses = nullptr;
+    std::vector<int> tokenTypes, nextSentence;  // Nm, mb
 };
 
 template <class T>
@@ -136,6 +145,8 @@ struct ModelExecutor<T>::Work {
     T *gath, *partial, *dres, *dresFull, *dfch, *dfchg, *dqkv, *datty, *datt;
     T* stageOut;  // (C, Ns): a non-last stage's output, sent on and not needed by its backward
     T *encFull = nullptr, *dencFull = nullptr;  // T5: the gathered encoder output (SP), its gradient (C, Nm)
+    T* dpost;     // (C, Ns): post-norm's and the encoder head's norm gradients (null if none)
+    T *dpool, *dpoolIn;  // (C, mb) each: the pooler's gradients (null without one)
 };
 
 // ---------------------------------------------------------------- construction
@@ -163,9 +174,11 @@ void ModelExecutor<T>::buildTables()
         t.decay = f.decay;
         t.tp_replicated = replicated;
         // Under SP the norms saw only this rank's tokens: their gradients are partial sums.
+        // (So did the masked-LM transform's dense layer, replicated and run on the token shard.)
         t.sp_partial = sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias ||
                                f.role == TensorRole::EncoderNormWeight || f.role == TensorRole::EncoderNormBias ||
-                               f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias);
+                               f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
+                               f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias);
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
         tensors_.push_back(std::move(t));
@@ -177,6 +190,13 @@ void ModelExecutor<T>::buildTables()
     auto find = [&](TensorRole role, int layer) -> const ParameterTensor* {
         for (const ParameterTensor& t : full)
             if (t.role == role && t.layer == layer)
+                return &t;
+        return nullptr;
+    };
+    // The modules outside the layers have several norms: those are found by name.
+    auto named = [&](const char* name) -> const ParameterTensor* {
+        for (const ParameterTensor& t : full)
+            if (t.name == name)
                 return &t;
         return nullptr;
     };
@@ -218,14 +238,53 @@ void ModelExecutor<T>::buildTables()
             if (const ParameterTensor* b = find(TensorRole::EncoderNormBias, -1))
                 whole(*b);
         }
+        // BERT: token types and the embedding norm, in the root unit with the positions.
+        if ((cfg_.token_types > 0 || cfg_.embedding_norm) && separate && rootUnit_ < 0)
+            rootUnit_ = addUnit("root");
+        if (const ParameterTensor* wtt = find(TensorRole::TokenTypeEmbedding, -1)) {
+            wttAt_ = units_.back().count;
+            whole(*wtt);
+        }
+        if (const ParameterTensor* w = named("embnw")) {
+            embNormAt_ = units_.back().count;
+            whole(*w);
+            if (const ParameterTensor* b = named("embnb"))
+                whole(*b);
+        }
     }
     if (stage_ == stages_ - 1) {
         if (separate)
             rootUnit_ = addUnit("root");
-        lnfAt_ = units_.back().count;
-        whole(*find(TensorRole::NormWeight, -1));
-        if (const ParameterTensor* b = find(TensorRole::NormBias, -1))
-            whole(*b);
+        if (const ParameterTensor* w = named("lnfw")) {
+            lnfAt_ = units_.back().count;
+            whole(*w);
+            if (const ParameterTensor* b = named("lnfb"))
+                whole(*b);
+        }
+        // BERT: the pooler, the masked-LM transform with its norm and output bias (vocabulary
+        // rows, as the decoder it is added to), the next-sentence head.
+        if (const ParameterTensor* w = find(TensorRole::PoolerWeight, -1)) {
+            poolAt_ = units_.back().count;
+            whole(*w);
+            whole(*find(TensorRole::PoolerBias, -1));
+        }
+        if (const ParameterTensor* w = find(TensorRole::MlmDenseWeight, -1)) {
+            mlmAt_ = units_.back().count;
+            whole(*w);
+            whole(*find(TensorRole::MlmDenseBias, -1));
+            mlmNormAt_ = units_.back().count;
+            whole(*named("mlmnw"));
+            if (const ParameterTensor* b = named("mlmnb"))
+                whole(*b);
+            const ParameterTensor& bias = *find(TensorRole::MlmOutputBias, -1);
+            mlmBiasAt_ = units_.back().count;
+            addTensor(bias, Vt, tp_ == 1, {{bias.offset + r * Vt, 0, Vt}});
+        }
+        if (const ParameterTensor* w = find(TensorRole::NspWeight, -1)) {
+            nspAt_ = units_.back().count;
+            whole(*w);
+            whole(*find(TensorRole::NspBias, -1));
+        }
         headUnit_ = rootUnit_;
         if (!cfg_.tied_embeddings) {
             headAt_ = units_.back().count;
@@ -445,8 +504,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const std::int64_t kvBlock = 2 * std::int64_t(kvdt_) * Nm, cols = std::int64_t(NHt_) * Nm;
     const std::int64_t ring = cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
     const std::int64_t t5 = encDec_ ? (sp_ ? 2 : 1) * C * Nm : 0;  // encFull (SP), dencFull
+    // BERT: a norm gradient buffer (post-norm layers, the embedding norm, the masked-LM transform)
+    // and the pooler's two gradients.
+    const bool dpost = cfg_.post_norm || cfg_.embedding_norm || cfg_.masked_lm;
+    const std::int64_t encoder = (dpost ? C * Ns : 0) + (cfg_.pooler ? 2 * C * mb_ : 0);
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5;
+                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5 + encoder;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -460,6 +523,9 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     ws_->datty = w.take(std::int64_t(qdt_) * Nm);
     ws_->datt = w.take(att);
     ws_->stageOut = sendsOutput ? w.take(C * Ns) : nullptr;
+    ws_->dpost = dpost ? w.take(C * Ns) : nullptr;
+    ws_->dpool = cfg_.pooler ? w.take(C * mb_) : nullptr;
+    ws_->dpoolIn = cfg_.pooler ? w.take(C * mb_) : nullptr;
     if (cp_ > 1) {
         ring_.msg[0] = w.take(2 * kvBlock);
         ring_.msg[1] = w.take(2 * kvBlock);
@@ -732,6 +798,10 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         t5LayerForward(k, s);
         return;
     }
+    if (cfg_.post_norm) {
+        postNormLayerForward(k, s);
+        return;
+    }
     const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
@@ -758,7 +828,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
 }
 
 template <class T>
-void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
+void ModelExecutor<T>::embedForward(Slot& s, const int* inputs, const int* token_types)
 {
     const std::int64_t C = C_, Nm = Nm_;
     localTokens(inputs, s.inputs);
@@ -770,33 +840,78 @@ void ModelExecutor<T>::embedForward(Slot& s, const int* inputs)
     const T* wpe = wpeAt_ >= 0 ? acquireWeights(rootUnit_) + wpeAt_ : nullptr;
     // Vocab-parallel when tp > 1: this rank's rows, zero for the others' tokens, then summed
     // over tp; tp rank 0 adds the positions.
-    T* out = tp_ == 1 ? s.input : ws_->partial;
+    // BERT: the sum goes to the embedding norm's input, the norm's output is the first layer's.
+    T* sum = cfg_.embedding_norm ? s.embSum : s.input;
+    T* out = tp_ == 1 ? sum : ws_->partial;
     k_.embeddingForward(out, wte, wpe, tpRank_ == 0, s.inputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_, Vt_);
+    const T* root = wttAt_ >= 0 || embNormAt_ >= 0 ? acquireWeights(rootUnit_) : nullptr;
+    if (wttAt_ >= 0) {
+        s.tokenTypes.assign(size_t(Nm), 0);
+        if (token_types)
+            localTokens(token_types, s.tokenTypes);
+        for (std::int64_t n = 0; n < Nm; ++n)
+            if (s.tokenTypes[size_t(n)] < 0 || s.tokenTypes[size_t(n)] >= cfg_.token_types)
+                throw std::out_of_range("ModelExecutor::forward: token type " + std::to_string(s.tokenTypes[size_t(n)]) +
+                                        " outside [0, token_types " + std::to_string(cfg_.token_types) + ")");
+        k_.tokenTypeForward(out, root + wttAt_, cfg_.token_types, tpRank_ == 0, s.tokenTypes.data(), C, Nm);
+    }
     if (tp_ > 1)
-        std::copy_n(reduceTokens(ws_->partial), C * Ns_, s.input);
-    k_.round(s.input, C * Ns_);
+        std::copy_n(reduceTokens(ws_->partial), C * Ns_, sum);
+    k_.round(sum, C * Ns_);
+    if (embNormAt_ >= 0) {
+        const T* w = root + embNormAt_;
+        k_.normForward(cfg_.norm, s.input, s.embMean, s.embRstd, sum, w, cfg_.layerNorm() ? w + C : nullptr, C, Ns_,
+                       cfg_.norm_eps);
+    }
+    if (root)
+        releaseWeights(rootUnit_);
     if (wpe)
         releaseWeights(rootUnit_);
     releaseWeights(wteUnit_);
 }
 
 template <class T>
-double ModelExecutor<T>::headForward(Slot& s, const int* targets)
+double ModelExecutor<T>::headForward(Slot& s, const int* targets, const int* next_sentence)
 {
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
     localTokens(targets, s.targets);
+    const int lowest = cfg_.masked_lm ? -1 : 0;  // the masked LM predicts only its masked positions
     for (std::int64_t n = 0; n < Nm; ++n)
-        if (s.targets[size_t(n)] < 0 || s.targets[size_t(n)] >= V_)
+        if (s.targets[size_t(n)] < lowest || s.targets[size_t(n)] >= V_)
             throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(s.targets[size_t(n)]) +
-                                    " outside [0, vocab " + std::to_string(V_) + ")");
-    const T* lnfw = acquireWeights(rootUnit_) + lnfAt_;
-    const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
-    k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, layerInput(s, Lc_), lnfw, lnfb, C, Ns, cfg_.norm_eps);
-    if (encDec_ && cfg_.tied_embeddings)  // T5ForConditionalGeneration: sequence_output * model_dim**-0.5
-        k_.scale(s.lnf, C * Ns, 1 / std::sqrt(double(C)));
+                                    " outside [" + std::to_string(lowest) + ", vocab " + std::to_string(V_) + ")");
+    const T* root = acquireWeights(rootUnit_);
+    const T* x = layerInput(s, Lc_);
+    const T* hidden = x;  // the decoder's input: the final norm's output, the masked-LM transform's, or x
+    if (lnfAt_ >= 0) {
+        const T* lnfw = root + lnfAt_;
+        const T* lnfb = cfg_.layerNorm() ? lnfw + C : nullptr;
+        k_.normForward(cfg_.norm, s.lnf, s.lnfmean, s.lnfrstd, x, lnfw, lnfb, C, Ns, cfg_.norm_eps);
+        if (encDec_ && cfg_.tied_embeddings)  // T5ForConditionalGeneration: sequence_output * model_dim**-0.5
+            k_.scale(s.lnf, C * Ns, 1 / std::sqrt(double(C)));
+        hidden = s.lnf;
+    }
+    if (mlmAt_ >= 0) {
+        mlmTransformForward(s, root, hidden);
+        hidden = s.mlmOut;
+    }
     const T* headW = acquireWeights(headUnit_) + headAt_;
-    k_.matmulForward(s.probs, gatherTokens(s.lnf, ws_->gath), headW, nullptr, nullptr, C, Vt, Nm);
+    k_.matmulForward(s.probs, gatherTokens(hidden, ws_->gath), headW, mlmBiasAt_ >= 0 ? root + mlmBiasAt_ : nullptr,
+                     nullptr, C, Vt, Nm);
     releaseWeights(headUnit_);
+    double nsp = 0;
+    if (holdsPooler(s)) {
+        s.nextSentence.assign(size_t(mb_), 0);
+        if (!next_sentence)
+            throw std::invalid_argument("ModelExecutor::forward: the next-sentence head needs each sequence's label");
+        for (int b = 0; b < mb_; ++b) {
+            if (next_sentence[b] != 0 && next_sentence[b] != 1)
+                throw std::out_of_range("ModelExecutor::forward: next-sentence label " + std::to_string(next_sentence[b]) +
+                                        " is not 0 or 1");
+            s.nextSentence[size_t(b)] = next_sentence[b];
+        }
+        nsp = poolerForward(s, root, x);
+    }
     releaseWeights(rootUnit_);
     if (tp_ == 1) {
         k_.softmaxCrossEntropy(s.probs, s.losses, s.targets.data(), Vt, Nm);
@@ -828,11 +943,12 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets)
             const T inv = T(1) / sumTarget[n];
             for (std::int64_t v = 0; v < Vt; ++v)
                 col[v] = std::exp(col[v] - m) * inv;
-            s.losses[n] = std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
+            // An ignored target (masked LM: not a masked position) has no loss.
+            s.losses[n] = s.targets[size_t(n)] < 0 ? T(0) : std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
         }
         k_.chargeCrossEntropy(false, Vt, Nm);
     }
-    double sum = 0;
+    double sum = nsp;
     for (std::int64_t n = 0; n < Nm; ++n)
         sum += double(s.losses[n]);
     return sum;
@@ -894,8 +1010,21 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.fchg = ten.take(std::int64_t(Ft_) * Nm);
         a.res3 = output(a);
     }
-    if (head) {
+    if (head && lnfAt_ >= 0)
         s.lnf = ten.take(C * Ns);
+    // BERT: the embedding norm's input on the model's first chunk; the masked-LM transform's three
+    // tensors and the pooler's two on its last (the pooler only on the cp rank of position 0).
+    const bool embeds = firstStage() && s.chunk == 0, pooler = holdsPooler(s);
+    if (embeds && embNormAt_ >= 0)
+        s.embSum = ten.take(C * Ns);
+    if (head && mlmAt_ >= 0) {
+        s.mlmPre = ten.take(C * Ns);
+        s.mlmAct = ten.take(C * Ns);
+        s.mlmOut = ten.take(C * Ns);
+    }
+    if (pooler) {
+        s.poolIn = ten.take(C * mb_);
+        s.pooled = ten.take(C * mb_);
     }
     if (encDec_) {  // T5: each decoder layer's cross-attention, the encoder output, the decoder embedding
         for (int k = Lenc_; !full && k < Lc_; ++k) {
@@ -949,9 +1078,23 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         s.encmean = ln ? st.take(Ns) : nullptr;
         s.encrstd = st.take(Ns);
     }
-    if (head) {
+    if (embeds && embNormAt_ >= 0) {
+        s.embMean = ln ? st.take(Ns) : nullptr;
+        s.embRstd = st.take(Ns);
+    }
+    if (head && mlmAt_ >= 0) {
+        s.mlmMean = ln ? st.take(Ns) : nullptr;
+        s.mlmRstd = st.take(Ns);
+    }
+    if (pooler) {  // the next-sentence softmax and losses, fp32 as the vocabulary's
+        s.nspProbs = st.take(2 * std::int64_t(mb_));
+        s.nspLosses = st.take(mb_);
+    }
+    if (head && lnfAt_ >= 0) {
         s.lnfmean = ln ? st.take(Ns) : nullptr;
         s.lnfrstd = st.take(Ns);
+    }
+    if (head) {
         // The softmax over the vocabulary is kept in fp32 whatever the precision, as
         // Megatron-LM's cross-entropy keeps it for backward.
         s.probs = st.take(std::int64_t(Vt_) * Nm);
@@ -971,7 +1114,8 @@ bool ModelExecutor<T>::holdsHead(const Slot& s) const
 }
 
 template <class T>
-double ModelExecutor<T>::forward(int micro, const int* inputs, const int* targets, int chunk)
+double ModelExecutor<T>::forward(int micro, const int* inputs, const int* targets, int chunk, const int* token_types,
+                                 const int* next_sentence)
 {
     if (chunk < 0 || chunk >= chunks_)
         throw std::out_of_range("ModelExecutor::forward: chunk " + std::to_string(chunk) + " outside [0, " +
@@ -994,7 +1138,7 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     if (outer)
         forOuterUnits([&](int u) { acquireWeights(u); });
     if (embeds)
-        embedForward(s, inputs);
+        embedForward(s, inputs, token_types);
     else
         recv(s.input, std::int64_t(C_) * Ns_, place_.previous_stage);
     for (int k = 0; k < Lc_; ++k) {
@@ -1004,7 +1148,7 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     }
     double loss = 0;
     if (head)
-        loss = headForward(s, targets);
+        loss = headForward(s, targets, next_sentence);
     else
         send(layerInput(s, Lc_), std::int64_t(C_) * Ns_);
     if (outer)
@@ -1137,6 +1281,10 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         t5LayerBackward(k, s);
         return;
     }
+    if (cfg_.post_norm) {
+        postNormLayerBackward(k, s);
+        return;
+    }
     const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
@@ -1182,9 +1330,10 @@ void ModelExecutor<T>::headBackward(Slot& s)
         const int lo = tpRank_ * Vt_;
         for (std::int64_t n = 0; n < Nm; ++n) {
             T* col = s.probs + n * Vt;
-            for (std::int64_t v = 0; v < Vt; ++v)
-                col[v] *= dloss;
             const int t = s.targets[size_t(n)];
+            const T scale = t < 0 ? T(0) : dloss;  // an ignored target: no gradient
+            for (std::int64_t v = 0; v < Vt; ++v)
+                col[v] *= scale;
             if (t >= lo && t < lo + Vt_)
                 col[t - lo] -= dloss;
         }
@@ -1195,18 +1344,35 @@ void ModelExecutor<T>::headBackward(Slot& s)
     T* droot = acquireGrads(rootUnit_);
     const T* headW = acquireWeights(headUnit_) + headAt_;
     T* dhead = acquireGrads(headUnit_) + headAt_;
-    const T* lnfFull = gatherTokens(s.lnf, ws_->gath);
-    k_.matmulBackward(ws_->partial, dhead, nullptr, s.probs, lnfFull, headW, C, Vt, Nm);
+    const T* x = layerInput(s, Lc_);
+    const T* lnfOut = lnfAt_ >= 0 ? s.lnf : x;
+    const T* hidden = mlmAt_ >= 0 ? s.mlmOut : lnfOut;
+    k_.matmulBackward(ws_->partial, dhead, mlmBiasAt_ >= 0 ? droot + mlmBiasAt_ : nullptr, s.probs,
+                      gatherTokens(hidden, ws_->gath), headW, C, Vt, Nm);
     releaseGrads(headUnit_);
     releaseWeights(headUnit_);
-    T* dlnf = reduceTokens(ws_->partial);
+    T* dfromHead = reduceTokens(ws_->partial);
     if (encDec_ && cfg_.tied_embeddings)  // through T5's d_model^-0.5
-        k_.scale(dlnf, C * Ns, 1 / std::sqrt(double(C)));
-    std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
-    const T* lnfw = root + lnfAt_;
-    T* dlnfw = droot + lnfAt_;
-    k_.normBackward(cfg_.norm, ws_->dres, dlnfw, cfg_.layerNorm() ? dlnfw + C : nullptr, dlnf, layerInput(s, Lc_),
-                    lnfw, s.lnfmean, s.lnfrstd, C, Ns);
+        k_.scale(dfromHead, C * Ns, 1 / std::sqrt(double(C)));
+    const T* dhidden = dfromHead;
+    // BERT: back through the masked-LM transform, into d lnfOut (partial's head, free by then) or d x.
+    if (mlmAt_ >= 0) {
+        T* dlnfOut = lnfAt_ >= 0 ? ws_->partial : ws_->dres;
+        mlmTransformBackward(s, root, droot, dhidden, lnfOut, dlnfOut);
+        dhidden = dlnfOut;
+    }
+    if (lnfAt_ >= 0) {
+        std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
+        const T* lnfw = root + lnfAt_;
+        T* dlnfw = droot + lnfAt_;
+        k_.normBackward(cfg_.norm, ws_->dres, dlnfw, cfg_.layerNorm() ? dlnfw + C : nullptr, dhidden, x, lnfw,
+                        s.lnfmean, s.lnfrstd, C, Ns);
+    } else if (dhidden != ws_->dres) {
+        std::copy_n(dhidden, C * Ns, ws_->dres);  // no norm and no transform: the head's input is x
+        k_.chargeCopy(C * Ns);
+    }
+    if (holdsPooler(s))
+        poolerBackward(s, root, droot);
     releaseGrads(rootUnit_);
     releaseWeights(rootUnit_);
 }
@@ -1214,14 +1380,33 @@ void ModelExecutor<T>::headBackward(Slot& s)
 template <class T>
 void ModelExecutor<T>::embedBackward(Slot& s)
 {
-    const std::int64_t C = C_, Nm = Nm_;
-    const T* dout = gatherTokens(ws_->dres, ws_->dresFull);
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    // BERT: through the embedding norm first, into the sum's gradient.
+    const bool encoder = wttAt_ >= 0 || embNormAt_ >= 0;
+    const T* root = encoder ? acquireWeights(rootUnit_) : nullptr;
+    T* droot = encoder ? acquireGrads(rootUnit_) : nullptr;
+    const T* dsum = ws_->dres;
+    if (embNormAt_ >= 0) {
+        std::fill(ws_->dpost, ws_->dpost + C * Ns, T(0));
+        const T* w = root + embNormAt_;
+        T* dw = droot + embNormAt_;
+        k_.normBackward(cfg_.norm, ws_->dpost, dw, cfg_.layerNorm() ? dw + C : nullptr, ws_->dres, s.embSum, w,
+                        s.embMean, s.embRstd, C, Ns);
+        dsum = ws_->dpost;
+    }
+    const T* dout = gatherTokens(dsum, ws_->dresFull);
     T* dwte = acquireGrads(wteUnit_) + wteAt_;
     T* dwpe = wpeAt_ >= 0 ? acquireGrads(rootUnit_) + wpeAt_ : nullptr;
     k_.embeddingBackward(dwte, dwpe, dout, s.inputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_, Vt_);
+    if (wttAt_ >= 0)
+        k_.tokenTypeBackward(droot + wttAt_, cfg_.token_types, dout, s.tokenTypes.data(), C, Nm);
     if (dwpe)
         releaseGrads(rootUnit_);
     releaseGrads(wteUnit_);
+    if (encoder) {
+        releaseGrads(rootUnit_);
+        releaseWeights(rootUnit_);
+    }
 }
 
 template <class T>
@@ -1263,6 +1448,180 @@ void ModelExecutor<T>::backward(int micro, int chunk)
             releaseWeights(u);
         });
     s.buffer.release();
+}
+
+// ---------------------------------------------------------------- BERT-style encoders
+//
+// HF transformers models/bert/modeling_bert.py @ 004ad5f: BertSelfOutput and BertOutput
+// (LayerNorm(dense(x) + input): post-norm), BertPredictionHeadTransform (dense, GeLU, LayerNorm),
+// BertLMPredictionHead (the tied decoder plus the output bias), BertPooler (dense + tanh of the
+// first token), BertPreTrainingHeads' seq_relationship (h -> 2).
+//
+// A post-norm layer keeps the same tensors as a pre-norm one, named by their place:
+//   res2 = x + attn(x)     norm 1's input        ln1 = norm1(res2)   the MLP's input and residual
+//   ln2  = ln1 + mlp(ln1)  norm 2's input        res3 = norm2(ln2)  the layer's output
+// Its backward runs each norm first (into a zeroed buffer: the residual skips the norm here) and
+// adds the residual branch's gradient in a pass of its own (ops::kGradientAdd).
+
+template <class T>
+void ModelExecutor<T>::postNormLayerForward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* x = layerInput(s, k);
+    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* bias, const T* residual) {
+        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
+        k_.biasResidual(out, reduceTokens(ws_->partial), bias, residual, C, Ns);
+    };
+    k_.matmulForward(a.qkv, gatherTokens(x, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
+    if (!cfg_.learnedPositions())
+        k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    attentionCore(a, s);
+    rowParallel(a.res2, a.atty, qdt_, w.aw, w.ab, x);
+    k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, a.res2, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
+    k_.matmulForward(a.fch, gatherTokens(a.ln1, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
+    k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
+    rowParallel(a.ln2, a.fchg, Ft_, w.pw, w.pb, a.ln1);
+    k_.normForward(cfg_.norm, a.res3, a.n2mean, a.n2rstd, a.ln2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
+    releaseWeights(unit);
+}
+
+template <class T>
+void ModelExecutor<T>::postNormLayerBackward(int k, Slot& s)
+{
+    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
+    const T* x = layerInput(s, k);
+    const Layer w = bind(acquireWeights(unit), unit);
+    const Acts& a = s.layers[size_t(k)];
+    if (recompute_ == Recompute::Full)
+        postNormLayerForward(k, s);
+    else if (recompute_ == Recompute::Selective)
+        attentionCore(a, s);
+    const Layer d = bind(acquireGrads(unit), unit);
+    T* dres = ws_->dres;   // (C, Ns): d res3 on entry, d x on exit
+    T* dsum = ws_->dpost;  // (C, Ns): d ln2, then d ln1
+
+    std::fill(dsum, dsum + C * Ns, T(0));
+    k_.normBackward(cfg_.norm, dsum, d.n2w, d.n2b, dres, a.ln2, w.n2w, a.n2mean, a.n2rstd, C, Ns);
+    k_.matmulBackward(ws_->dfchg, d.pw, d.pb, gatherTokens(dsum, ws_->dresFull), a.fchg, w.pw, Ft_, C, Nm);
+    k_.activationBackward(cfg_.mlp, ws_->dfch, a.fch, ws_->dfchg, Ft_, Nm);
+    k_.matmulBackward(ws_->partial, d.fw, d.fb, ws_->dfch, gatherTokens(a.ln1, ws_->gath), w.fw, C, Fin_, Nm);
+    k_.accumulate(dsum, reduceTokens(ws_->partial), C * Ns);
+
+    std::fill(dres, dres + C * Ns, T(0));
+    k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, dsum, a.res2, w.n1w, a.n1mean, a.n1rstd, C, Ns);
+    k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
+    if (cp_ > 1)
+        ringAttentionBackward(a);
+    else
+        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
+                             AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+    if (!cfg_.learnedPositions())
+        k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(x, ws_->gath), w.qkvw, C, qkvRows_, Nm);
+    k_.accumulate(dres, reduceTokens(ws_->partial), C * Ns);
+    releaseGrads(unit);
+    releaseWeights(unit);
+}
+
+// The masked-LM transform on this rank's (C, Ns) tokens (under SP its token shard, as Megatron-LM
+// runs the BERT LM head's dense layer; the replicated weights' gradients are then partial sums
+// over tp, reduced with the norms'). x: the last hidden state (or the final norm's output).
+template <class T>
+void ModelExecutor<T>::mlmTransformForward(Slot& s, const T* root, const T* x)
+{
+    const std::int64_t C = C_, Ns = Ns_;
+    const T* w = root + mlmAt_;
+    const T* nw = root + mlmNormAt_;
+    k_.matmulForward(s.mlmPre, x, w, w + C * C, nullptr, C, C, Ns);
+    k_.activationForward(MlpKind::Gelu, s.mlmAct, s.mlmPre, C, Ns);
+    k_.normForward(cfg_.norm, s.mlmOut, s.mlmMean, s.mlmRstd, s.mlmAct, nw, cfg_.layerNorm() ? nw + C : nullptr, C,
+                   Ns, cfg_.norm_eps);
+}
+
+// dh: the gradient of the transform's output (C, Ns); dx (C, Ns) overwritten (may be dh's buffer
+// only if dh is read first: dx is written last).
+template <class T>
+void ModelExecutor<T>::mlmTransformBackward(Slot& s, const T* root, T* droot, const T* dh, const T* x, T* dx)
+{
+    const std::int64_t C = C_, Ns = Ns_;
+    const T* w = root + mlmAt_;
+    const T* nw = root + mlmNormAt_;
+    T* dw = droot + mlmAt_;
+    T* dnw = droot + mlmNormAt_;
+    T* dact = ws_->dpost;
+    std::fill(dact, dact + C * Ns, T(0));
+    k_.normBackward(cfg_.norm, dact, dnw, cfg_.layerNorm() ? dnw + C : nullptr, dh, s.mlmAct, nw, s.mlmMean, s.mlmRstd,
+                    C, Ns);
+    k_.activationBackward(MlpKind::Gelu, dact, s.mlmPre, dact, C, Ns);
+    k_.matmulBackward(dx, dw, dw + C * C, dact, x, w, C, C, Ns);
+}
+
+// The pooler runs where the sequences' first tokens are: on the cp rank holding position 0 (cp
+// rank 0: its first chunk is each sequence's first), of the model's last chunk.
+template <class T>
+bool ModelExecutor<T>::holdsPooler(const Slot& s) const
+{
+    return poolAt_ >= 0 && holdsHead(s) && cpRank_ == 0;
+}
+
+// Each sequence b's first token is local column b Tl. Under SP the tp ranks hold token shards: each
+// copies the first tokens it holds into a zeroed (C, mb) block and the block is all-reduced over tp
+// (a sum of one value and zeros: exact in any precision), so every tp rank runs the replicated
+// pooler and head on all mb sequences. Returns k x the sum of the next-sentence losses.
+template <class T>
+double ModelExecutor<T>::poolerForward(Slot& s, const T* root, const T* x)
+{
+    const std::int64_t C = C_, mb = mb_;
+    const std::int64_t lo = sp_ ? std::int64_t(tpRank_) * Ns_ : 0;
+    std::fill(s.poolIn, s.poolIn + C * mb, T(0));
+    std::int64_t copied = 0;
+    for (std::int64_t b = 0; b < mb; ++b) {
+        const std::int64_t col = b * Tl_;
+        if (col >= lo && col < lo + Ns_) {
+            std::copy_n(x + (col - lo) * C, C, s.poolIn + b * C);
+            copied += C;
+        }
+    }
+    k_.chargeCopy(copied);
+    if (sp_)
+        groups_.tp->allReduce(tpRank_, s.poolIn, size_t(C * mb), ReduceOp::Sum, e_);
+    const T* pw = root + poolAt_;
+    const T* nw = root + nspAt_;
+    k_.matmulForward(s.pooled, s.poolIn, pw, pw + C * C, nullptr, C, C, mb);
+    k_.tanhForward(s.pooled, C * mb);
+    k_.matmulForward(s.nspProbs, s.pooled, nw, nw + 2 * C, nullptr, C, 2, mb);
+    k_.softmaxCrossEntropy(s.nspProbs, s.nspLosses, s.nextSentence.data(), 2, mb);
+    double sum = 0;
+    for (std::int64_t b = 0; b < mb; ++b)
+        sum += double(s.nspLosses[b]);
+    return double(predictedPerSequence(cfg_)) * sum;
+}
+
+// The next-sentence loss's gradient (k / (B k) = 1 / B a sequence), back through the head and the
+// pooler into the first tokens' hidden states (ws_->dres, this rank's token columns).
+template <class T>
+void ModelExecutor<T>::poolerBackward(Slot& s, const T* root, T* droot)
+{
+    const std::int64_t C = C_, mb = mb_;
+    const T dloss = T(double(predictedPerSequence(cfg_)) / double(opts_.global_tokens));
+    k_.softmaxCrossEntropyBackward(s.nspProbs, s.nextSentence.data(), 2, mb, dloss);
+    const T* pw = root + poolAt_;
+    const T* nw = root + nspAt_;
+    T* dpw = droot + poolAt_;
+    T* dnw = droot + nspAt_;
+    k_.matmulBackward(ws_->dpool, dnw, dnw + 2 * C, s.nspProbs, s.pooled, nw, C, 2, mb);
+    k_.tanhBackward(ws_->dpool, s.pooled, C * mb);
+    k_.matmulBackward(ws_->dpoolIn, dpw, dpw + C * C, ws_->dpool, s.poolIn, pw, C, C, mb);
+    const std::int64_t lo = sp_ ? std::int64_t(tpRank_) * Ns_ : 0;
+    for (std::int64_t b = 0; b < mb; ++b) {
+        const std::int64_t col = b * Tl_;
+        if (col >= lo && col < lo + Ns_)
+            k_.accumulate(ws_->dres + (col - lo) * C, ws_->dpoolIn + b * C, C);
+    }
 }
 
 // ---------------------------------------------------------------- step

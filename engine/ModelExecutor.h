@@ -29,6 +29,14 @@
 // also holds wte and wpe (the first chunk's), the last stage the final norm and the head (the
 // last chunk's): with tied embeddings (pp > 1) a copy of wte whose gradient is all-reduced
 // with stage 0's (the embedding group).
+// BERT-style encoders (ModelConfig.h): the token-type table and the embedding norm sit with wpe in
+// stage 0's root unit (replicated over tp; the norm runs on the token shard under SP), the pooler,
+// the masked-LM transform with its norm, its output bias (vocabulary rows [r Vt, ...), as the
+// decoder) and the next-sentence head in the last stage's; the decoder is wte (its last-stage copy
+// when pp > 1, the embedding group as for a tied LM head). The transform runs on the token shard
+// (SP: its gradients are summed over tp with the norms'); the pooler and its head on the cp rank
+// holding each sequence's first token (rank 0), replicated over tp (SP: the first tokens are
+// all-reduced over tp first).
 // Each (micro-batch, chunk) in flight owns an activation allocation, released after its
 // backward: the schedule's in-flight activations are what the allocator sees.
 // ZeRO (Rajbhandari et al. 2020) over the shard group of g devices: parameters are
@@ -171,7 +179,12 @@ public:
     // receives its input from the previous device (previous_stage) and every chunk but the
     // last sends its output on (next_stage). Returns the sum of the per-token losses on the
     // last chunk (0 elsewhere).
-    double forward(int micro, const int* inputs, const int* targets, int chunk = 0);
+    // Masked LM (MaskedLm.h): targets -1 are not predicted; token_types (mb*T, like inputs; null:
+    // all 0) go to the first chunk, next_sentence (mb labels) to the last, which with a pooler
+    // adds k x each sequence's next-sentence loss (k = predictedPerSequence: divided by the
+    // step's B k predicted positions, BertForPreTraining's mean MLM + mean NSP loss).
+    double forward(int micro, const int* inputs, const int* targets, int chunk = 0, const int* token_types = nullptr,
+                   const int* next_sentence = nullptr);
     // Backward of micro-batch `micro` through local chunk `chunk` (its forward ran),
     // gradients accumulated.
     void backward(int micro, int chunk = 0);
@@ -215,10 +228,19 @@ private:
     void ringRecv(T* data, std::int64_t count);
     void localTokens(const int* sequences, std::vector<int>& local) const;
     void layerBackward(int k, Slot& s);
-    void embedForward(Slot& s, const int* inputs);
+    void embedForward(Slot& s, const int* inputs, const int* token_types);
     void embedBackward(Slot& s);
-    double headForward(Slot& s, const int* targets);
+    double headForward(Slot& s, const int* targets, const int* next_sentence);
     void headBackward(Slot& s);
+    // BERT-style encoders (ModelConfig.h): post-norm layers, the masked-LM transform, the pooler
+    // with its next-sentence head.
+    void postNormLayerForward(int k, Slot& s);
+    void postNormLayerBackward(int k, Slot& s);
+    void mlmTransformForward(Slot& s, const T* root, const T* x);
+    void mlmTransformBackward(Slot& s, const T* root, T* droot, const T* dh, const T* x, T* dx);
+    double poolerForward(Slot& s, const T* root, const T* x);
+    void poolerBackward(Slot& s, const T* root, T* droot);
+    bool holdsPooler(const Slot& s) const;
     const T* layerInput(const Slot& s, int local_layer) const;
     T* gradPointer(std::int64_t local_index, int unit);
     template <class F>
@@ -258,6 +280,10 @@ private:
             fn(embedUnit_);
     }
     std::int64_t wteAt_ = -1, wpeAt_ = -1, lnfAt_ = -1, headAt_ = -1;  // places inside the root unit
+    // BERT-style encoders' places inside the root unit (-1: none): token types, embedding norm,
+    // pooler, masked-LM transform, its norm and output bias, next-sentence head.
+    std::int64_t wttAt_ = -1, embNormAt_ = -1, poolAt_ = -1, mlmAt_ = -1, mlmNormAt_ = -1, mlmBiasAt_ = -1,
+                 nspAt_ = -1;
     std::vector<ShardTensor> tensors_;
     std::vector<ShardUnit> units_;
     std::vector<int> positions_;  // Nm: each token's place in its sequence (RoPE)

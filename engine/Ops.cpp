@@ -267,10 +267,11 @@ void softmax_crossentropy_forward(KernelPool& pool, MatRef<T> logits_to_probs, V
     pool.parallelFor(logits_to_probs.cols(), 1, [&](std::int64_t n0, std::int64_t n1) {
         for (Index n = n0; n < n1; ++n) {
             auto col = logits_to_probs.col(n);
-            const T target = col(targets(n));
+            const bool ignored = targets(n) < 0;  // PyTorch's ignore_index: no loss, no gradient
+            const T target = ignored ? T(0) : col(targets(n));
             const auto [mx, sum] = softmaxColumn(col, T(1));
             // -log p[target] from the logits, exact even where p underflows.
-            losses(n) = std::log(sum) - (target - mx);
+            losses(n) = ignored ? T(0) : std::log(sum) - (target - mx);
         }
     });
 }
@@ -281,6 +282,10 @@ void crossentropy_softmax_backward(KernelPool& pool, MatRef<T> dlogits, CMatRef<
 {
     pool.parallelFor(probs.cols(), 1, [&](std::int64_t n0, std::int64_t n1) {
         for (Index n = n0; n < n1; ++n) {
+            if (targets(n) < 0) {
+                dlogits.col(n).setZero();
+                continue;
+            }
             dlogits.col(n) = probs.col(n) * dloss;
             dlogits(targets(n), n) -= dloss;
         }

@@ -97,7 +97,8 @@ template <class T>
 void encoder_backward(MatRef<T> dwte, MatRef<T> dwpe, CMatRef<T> dout, const TokenRef& tokens, int B, int T_);
 
 // probs (V, N) = softmax of logits per column, IN PLACE (logits in, probs out);
-// losses (N) = -log probs[target].
+// losses (N) = -log probs[target]; a negative target is ignored (loss 0 and, backward, a zero
+// column: PyTorch's ignore_index, the masked-LM objective's unmasked positions).
 template <class T>
 void softmax_crossentropy_forward(KernelPool& pool, MatRef<T> logits_to_probs, VecRef<T> losses,
                                   const TokenRef& targets);

@@ -3,6 +3,7 @@
 // The step loop is the cluster's (TrainingLoop.h), on one device.
 #include "Trainer.h"
 
+#include "MaskedLm.h"
 #include "TrainingLoop.h"
 #include "Units.h"
 
@@ -24,6 +25,9 @@ FieldErrors validate(const TrainRequest& r)
         e.push_back({"lr", "must be a positive number"});
     if (r.data.empty())
         e.push_back({"data", "must be \"synthetic\" or a file"});
+    if (r.model.masked_lm && r.data != "synthetic" && r.model.vocab < 257)
+        e.push_back({"vocab", std::to_string(r.model.vocab) + " leaves no [MASK] id beside the 256 bytes of byte-level "
+                              "data (the masked-LM objective takes id vocab - 1): at least 257"});
     const Layout& l = r.layout;
     FieldErrors le = validate(l, "layout");
     if (!le.empty() || !e.empty()) {
@@ -70,8 +74,8 @@ std::string weightsCannotFit(const TrainRequest& r, const DeviceProfile& profile
 
 std::unique_ptr<TokenSource> makeTokenSource(const TrainRequest& r)
 {
-    if (r.data == "synthetic")
-        return std::make_unique<MarkovSource>(r.model.vocab, r.seed);
+    if (r.data == "synthetic")  // a masked-LM model's data leaves its [MASK] id out
+        return std::make_unique<MarkovSource>(dataVocabulary(r.model), r.seed);
     return std::make_unique<ByteFileSource>(r.data, r.seed);
 }
 
@@ -136,7 +140,7 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
                         const StepCallback& onStep, const std::atomic<bool>* cancel)
 {
     FieldErrors errors = validate(request);
-    for (FieldError& f : source.check(request.model.vocab, request.model.seq))
+    for (FieldError& f : source.check(dataVocabulary(request.model), request.model.seq))
         errors.push_back(f);
     if (!errors.empty())
         throw InputError(errors);
@@ -146,7 +150,9 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
     m.request = request;
     m.parameters = parameterCount(request.model);
     m.data_description = source.description();
-    m.entropy_nats_per_token = source.entropyNatsPerToken();
+    // The source's entropy floors next-token prediction, not the masked-LM objective.
+    if (!request.model.masked_lm)
+        m.entropy_nats_per_token = source.entropyNatsPerToken();
     device.resetCounters();
     device.allocator().resetPeaks();
 
@@ -155,7 +161,7 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
                          std::to_string(request.layout.devices()) + " (run it on a cluster)");
     ExecutorOptions options;
     options.micro_batch = request.layout.micro_batch;
-    options.global_tokens = std::int64_t(request.batch) * request.model.seq;
+    options.global_tokens = lossTokens(request.model, request.batch);
     options.precision = request.precision;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;

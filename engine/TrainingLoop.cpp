@@ -2,6 +2,7 @@
 #include "TrainingLoop.h"
 
 #include "RunFault.h"
+#include "MaskedLm.h"
 
 #include <chrono>
 #include <cmath>
@@ -75,8 +76,11 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
     const int chunks = layout.schedule == PipelineSchedule::Interleaved ? layout.virtual_stages : 1;
     const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks);
     // This replica's rows of the global batch only: dp replicas drawing all B rows each
-    // made the data quadratic in dp (4,096 replicas drew 16.8M sequences a step).
-    std::vector<int> inputs(size_t(perReplica) * T), targets(size_t(perReplica) * T);
+    // made the data quadratic in dp (4,096 replicas drew 16.8M sequences a step). The masked
+    // LM's next-sentence pairs also read the row after the replica's last: one more row.
+    const bool mlm = request.model.masked_lm;
+    std::vector<int> inputs(size_t(perReplica + (mlm ? 1 : 0)) * T), targets(inputs.size());
+    PretrainingBatch masked;  // the masked-LM objective's batch (MaskedLm.h), built from the same rows
     auto notFinite = [&](int step, const std::string& what) {
         return TrainingFault(RunFaultKind::NotFinite,
                              dev.label() + ": step " + std::to_string(step) + ", " + what + " is not finite");
@@ -90,7 +94,17 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         const auto t0 = Clock::now();
         const double c0 = dev.clockSeconds();
         // The global batch's rows [dp * B/dp, (dp + 1) * B/dp): the same rows one device would train.
-        c.source->rows(step - 1, pos.dp * perReplica, perReplica, T, inputs.data(), targets.data());
+        const int first = pos.dp * perReplica;
+        c.source->rows(step - 1, first, perReplica, T, inputs.data(), targets.data());
+        if (mlm) {
+            const int following = (first + perReplica) % B;
+            c.source->rows(step - 1, following, 1, T, inputs.data() + size_t(perReplica) * T,
+                           targets.data() + size_t(perReplica) * T);
+            makePretrainingBatch(request.model, request.seed, step - 1, B, first, perReplica, inputs.data(),
+                                 inputs.data() + size_t(perReplica) * T, masked);
+        }
+        const int* in = mlm ? masked.inputs.data() : inputs.data();
+        const int* tg = mlm ? masked.targets.data() : targets.data();
         double lossSum = 0;
         for (const PipelineOp& op : order) {
             const size_t row = size_t(op.micro) * layout.micro_batch;  // within this replica's rows
@@ -98,7 +112,9 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
                 shard.backward(op.micro, op.chunk);
                 continue;
             }
-            const double l = shard.forward(op.micro, inputs.data() + row * T, targets.data() + row * T, op.chunk);
+            const int* types = mlm ? masked.token_types.data() + row * T : nullptr;
+            const int* nsp = mlm && request.model.pooler ? masked.next_sentence.data() + row : nullptr;
+            const double l = shard.forward(op.micro, in + row * T, tg + row * T, op.chunk, types, nsp);
             if (!std::isfinite(l))
                 throw notFinite(step, "micro-batch " + std::to_string(op.micro) + ": the loss (" + std::to_string(l) + ")");
             lossSum += l;
@@ -113,7 +129,7 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         shard.update(request.optimizer, scale, step);
         rec.device_s.push_back(dev.clockSeconds() - c0);
         rec.wall_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        rec.loss.push_back(reduced[1] / double(std::int64_t(B) * T));
+        rec.loss.push_back(reduced[1] / double(lossTokens(request.model, B)));
         rec.grad_norm.push_back(norm);
         if (c.on_step && *c.on_step)
             (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});

@@ -13,6 +13,7 @@
 #include "ModelStateMemory.h"
 #include "OpConventions.h"
 #include "PipelineSchedule.h"
+#include "TrainingObjective.h"
 
 #include <algorithm>
 #include <cmath>
@@ -66,6 +67,7 @@ struct CostModel::StageCost {
     double cp_bytes = 0;          // ... in the CP exchange per micro-batch
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
     double head_stored_bytes_per_mb = 0;  // ... of them the head's (last stage), kept by its last chunk
+    double embed_stored_bytes_per_mb = 0; // ... of them the embedding norm's (first stage), by its first chunk
     double working_bytes = 0;         // live only for one micro-batch at a time
     double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s; }
 };
@@ -238,6 +240,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const bool headCopy = !model.tied_embeddings || l.pp > 1;
         sc.params += (model.final_norm ? stacks * norm : 0) + (headCopy ? D.V_local * h : 0) +
                      (model.pooler ? h * h + h : 0);
+        // An encoder's pretraining heads (TrainingObjective.h): the masked-LM transform and its norm
+        // and the next-sentence head replicated, the output bias split over the vocabulary.
+        const ObjectiveHeadParameters heads = objectiveHeadParameters(model);
+        sc.params += double(heads.mlm_transform + heads.mlm_norm + heads.next_sentence) +
+                     double(heads.mlm_output_bias) / D.t;
     }
     sc.units = std::max(1.0, sc.units);
 
@@ -294,9 +301,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
     double fwdLayers = nEnc * encLayer + nDec * decLayer;
     double head = 0;
+    const bool mlm = maskedLanguageModel(model), post = postNorm(model);
     if (lastStage) {
         // Logits and the fp32 cross-entropy over the vocabulary shard.
         head = gemm(T, D.V_local, h) + prm.elementwise_traffic_factor * 6 * T * D.V_local / hbm;
+        // The masked-LM transform on the token shard, the pooler and next-sentence head per sequence.
+        if (mlm)
+            head += gemm(T / D.sp, h, h);
+        if (mlm && model.pooler)
+            head += gemm(D.b, h, h) + gemm(D.b, 2, h);
     }
     sc.fwd_s = fwdLayers + head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
@@ -373,11 +386,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             sc.tp_bytes += allReduceBytes(D.t, stats);
             sc.tp_all_reduce_bytes += allReduceBytes(D.t, stats);
         }
+        if (lastStage && mlm && model.pooler && l.sequence_parallel) {
+            // The pooler's first tokens, each on one tp rank's token shard: a (h, b) block summed
+            // over tp so every rank runs the replicated pooler (ModelExecutor::poolerForward).
+            const double block = D.b * h * activation_bytes_;
+            sc.tp_s += allReduceTime(tpGroup, block, linkFor(D.t, 1));
+            sc.tp_bytes += allReduceBytes(D.t, block);
+            sc.tp_all_reduce_bytes += allReduceBytes(D.t, block);
+        }
         if (l.sequence_parallel) {
             // Each tp rank's norms saw only its sequence shard: their gradients are summed over
             // tp once per step (Megatron-LM's sequence-parallel gradient all-reduce).
+            // (BERT: the embedding norm on the first stage; the masked-LM transform, dense and norm,
+            // replicated and run on the token shard, on the last.)
             const double norms = nEnc * 2 * norm + nDec * 3 * norm +
-                                 (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0);
+                                 (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0) +
+                                 (firstStage && model.embedding_norm ? norm : 0) +
+                                 (lastStage && mlm ? h * h + h + norm : 0);
             // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
             const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
             sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
@@ -452,8 +477,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
                    ops::kRope.forward * rope;
         };
+        // Post-norm adds each residual branch's gradient in a pass of its own, one per norm.
         auto layerBackward = [&](double norms) {
-            return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope;
+            return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope +
+                   (post ? norms * ops::kGradientAdd * h * Ts : 0.0);
         };
         const double forward = nEnc * layerForward(2, 2) + nDec * layerForward(3, 3);
         const double backward = nEnc * layerBackward(2) + nDec * layerBackward(3);
@@ -461,10 +488,17 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;
             sc.vector_flops_mb += ((learned ? ops::kEmbedding.forward : 0) + (learned ? 2 : 1)) * h * T;
+            // BERT: the token-type table's sum and scatter-add, the embedding norm on the token shard.
+            if (model.token_types > 0)
+                sc.vector_flops_mb += (ops::kTokenTypeEmbedding.forward + ops::kTokenTypeEmbedding.backward) * h * T;
+            if (model.embedding_norm)
+                sc.vector_flops_mb += (norm.forward + norm.backward) * h * Ts;
         }
         if (lastStage)
             sc.vector_flops_mb += (model.final_norm ? (norm.forward + norm.backward) * h * Ts : 0.0) +
-                                  (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * D.V_local * T;
+                                  (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * D.V_local * T +
+                                  (mlm ? (ops::kGelu.forward + ops::kGelu.backward + norm.forward + norm.backward) * h * Ts
+                                       : 0.0);  // the masked-LM transform's GeLU and norm (the pooler: evaluate())
         // T5: the encoder's final norm, the decoder embedding's gradient, the sum over the decoder
         // layers of the encoder output's gradient (a partial sum over tp: all T tokens), and the
         // d_model^-0.5 before a tied head and on its gradient.
@@ -482,12 +516,16 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // (the last residual) and output (the head's input) with its statistics, the softmax over
         // the vocabulary in fp32 (Megatron-LM's cross-entropy keeps it so; 16-bit logits are
         // transient), and the per-token fp32 losses.
+        // An encoder's masked-LM transform keeps its dense output, GeLU output and norm output with
+        // the norm's statistics; its pooler (on the cp rank holding each sequence's first token) the
+        // first tokens and the tanh output (h, b), and the next-sentence softmax and losses in fp32.
         const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
-        const double finalNorm = model.final_norm ? 2 * spTokens * h * activation_bytes_ +
-                                                        shape.norm_statistics * 4.0 * spTokens
-                                                  : 0.0;
+        const double kept = 1.0 + (model.final_norm ? 1.0 : 0.0) + (mlm ? 3.0 : 0.0);  // + the last layer's output
+        const double normed = (model.final_norm ? 1.0 : 0.0) + (mlm ? 1.0 : 0.0);
+        const double finalNorm = kept * spTokens * h * activation_bytes_ + normed * shape.norm_statistics * 4.0 * spTokens;
+        const double pooler = mlm && model.pooler ? 2 * D.b * h * activation_bytes_ + 3 * D.b * 4.0 : 0.0;
         const double logits = T * D.V_local * 4.0;
-        sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T;
+        sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T + pooler;
         sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
     }
     if (encoderEnds && model.final_norm) {
@@ -495,6 +533,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // product) and that norm's input with its statistics, kept until the decoder's backward.
         const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
         sc.stored_bytes_per_mb += 2 * spTokens * h * activation_bytes_ + shape.norm_statistics * 4.0 * spTokens;
+    }
+
+    if (firstStage && model.embedding_norm) {
+        // BERT's embedding norm keeps its input (the embedding sum) and statistics; its output is
+        // the first layer's input, counted with the layer.
+        const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
+        sc.embed_stored_bytes_per_mb = spTokens * h * activation_bytes_ + shape.norm_statistics * 4.0 * spTokens;
+        sc.stored_bytes_per_mb += sc.embed_stored_bytes_per_mb;
     }
     return sc;
 }
@@ -764,8 +810,10 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
                 // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
                 // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
                 // chunks; the head's are kept only by the model's last chunk.
-                std::vector<double> chunk(size_t(v), (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb) / v);
+                std::vector<double> chunk(size_t(v), (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb -
+                                                      sc.embed_stored_bytes_per_mb) / v);
                 chunk.back() += sc.head_stored_bytes_per_mb;
+                chunk.front() += sc.embed_stored_bytes_per_mb;
                 stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk);
             } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
                 stored = std::min(m, double(p - stage) + double(p - 1) / v) * sc.stored_bytes_per_mb;
@@ -831,6 +879,14 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double devices = double(l.devices());
     pr.tokens_per_s = tokensPerStep / pr.step_time_s;
     pr.model_flops_per_step = 3 * model_flops_per_token_ * tokensPerStep;
+    // An encoder's pretraining heads (TrainingObjective.h): the masked-LM transform per token, the
+    // pooler and next-sentence head per sequence; forward and backward (2x). Replicated over tp: the
+    // pooler always, the transform unless sequence parallelism splits its tokens.
+    const double transformFlops = objectiveTransformFlopsPerToken(problem_.model) * tokensPerStep;
+    const double poolerFlops = objectivePoolerFlopsPerSequence(problem_.model) * double(tr.global_batch);
+    const double transformCopies = l.sequence_parallel ? 1.0 : double(l.tp);
+    pr.model_flops_per_step += 3 * (transformFlops + poolerFlops);
+    const double headReplicas = 3 * (transformFlops * (transformCopies - 1) + poolerFlops * (double(l.tp) - 1));
     double recomputeFlops = 0;
     if (l.recompute == Recompute::Full) {
         const ModelSpec& model = problem_.model;
@@ -840,7 +896,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
         recomputeFlops = perToken * tokensPerStep;
     }
-    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops;
+    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
     // shard accumulation (1 per owned gradient and micro-batch). An offloaded optimizer and its
@@ -859,6 +915,18 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
             pr.vector_flops_per_step += stageVector(lastStage);
         if (p > 2)
             pr.vector_flops_per_step += (p - 2) * stageVector(middleStage);
+        // The pooler runs once per sequence on each tp rank (the cp rank of its first token): tanh,
+        // the next-sentence softmax over 2 classes, and its gradient added to the first tokens'
+        // hidden states (by every tp rank, or under SP by the one holding the token).
+        const ModelSpec& model = problem_.model;
+        if (maskedLanguageModel(model) && model.pooler) {
+            const double sequences = double(tr.global_batch), h = model.hidden;
+            pr.vector_flops_per_step +=
+                sequences * double(l.tp) *
+                    ((ops::kTanh.forward + ops::kTanh.backward) * h +
+                     (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * 2) +
+                sequences * (l.sequence_parallel ? 1.0 : double(l.tp)) * ops::kGradientAdd * h;
+        }
     }
     const double peakAll = pr.step_time_s * devices * peak_flops_device_;
     pr.mfu = pr.model_flops_per_step / peakAll;

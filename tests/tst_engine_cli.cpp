@@ -82,6 +82,10 @@ private slots:
         QTest::newRow("odd head size with rope") << with(with(kSmall, "--positions", "rotary"), "--head-dim", "7")
                                                  << "--head-dim";
         QTest::newRow("unknown node type") << with(with(kSmall, "--devices", "2"), "--node-type", "nosuchnode") << "nosuchnode";
+        QTest::newRow("token types without --encoder") << with(kSmall, "--token-types", "2") << "--token-types";
+        QTest::newRow("masked LM on bytes needs a [MASK] id")
+            << with(with(QStringList(kSmall) << "--encoder", "--data", QStringLiteral(SHARDSCOPE_CLI_PATH)), "--vocab", "256")
+            << "[MASK]";
     }
     void badArgumentsNameTheField()
     {
@@ -153,6 +157,32 @@ private slots:
         const Run bad = cli({"--layers", "2", "--hidden", "32", "--heads", "4", "--positions", "relative", "--vocab",
                              "16", "--seq", "8", "--batch", "4", "--steps", "1"});
         QVERIFY2(bad.exitCode != 0 && bad.err.contains("positions"), bad.describe());
+    }
+
+    // BERT's blocks and objective on a pipeline of tensor-parallel stages: trained as itself.
+    void encoderTrainsOnACluster()
+    {
+        const QStringList args{"--layers", "2", "--hidden", "32", "--heads", "4", "--encoder", "--vocab", "24",
+                               "--seq", "16", "--batch", "4", "--steps", "3", "--devices", "4", "--layout",
+                               "tp=2,pp=2,sp=on,mb=2", "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject model = o["model"].toObject();
+        QCOMPARE(model["blocks"].toString(),
+                 QString("LayerNorm, gelu MLP, learned positions, MHA 4 heads x 8, tied head, biases, bidirectional, "
+                         "post-norm layers, 2 token types, embedding norm, masked-LM head, pooler + next-sentence head"));
+        // P = BertModel (V C + T C + 2 C + 2 C, 2 layers of 12 C^2 + 13 C, pooler C^2 + C) + the heads
+        // (transform C^2 + C, its norm 2 C, output bias V, next-sentence 2 C + 2).
+        const double C = 32, V = 24, T = 16;
+        const double bertModel = V * C + T * C + 2 * C + 2 * C + 2 * (12 * C * C + 13 * C) + C * C + C;
+        QCOMPARE(model["parameters"].toDouble(), bertModel + C * C + C + 2 * C + V + 2 * C + 2);
+        QCOMPARE(o["devices"].toArray().size(), 4);
+        QCOMPARE(o["losses"].toArray().size(), 3);
+        const Run text = cli(args.mid(0, args.size() - 1));
+        QVERIFY2(text.exitCode == 0, text.describe());
+        QVERIFY2(text.out.contains("masked LM: cross-entropy on 2 of 16 positions a sequence, + next-sentence loss"),
+                 text.describe());
     }
 
     void jsonMeasurement()

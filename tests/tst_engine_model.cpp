@@ -6,13 +6,16 @@
 // FLOPs but not the gradients; FLOPs against core's formula; bf16 storage; seeds;
 // out of memory reported by the run, which the process survives.
 #include "Bf16.h"
+#include "MaskedLm.h"
 #include "ModelExecutor.h"
 #include "ModelSpec.h"
 #include "Trainer.h"
+#include "TrainingObjective.h"
 #include "Units.h"
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,7 +43,7 @@ ModelSpec specOf(const ModelConfig& c)
 {
     ModelSpec m;
     m.name = "engine-model";
-    m.family = ModelFamily::DecoderOnly;
+    m.family = c.masked_lm ? ModelFamily::EncoderOnly : ModelFamily::DecoderOnly;
     m.layers = c.layers;
     m.hidden = c.hidden;
     m.heads = c.heads;
@@ -54,7 +57,10 @@ ModelSpec specOf(const ModelConfig& c)
     m.norm = c.norm;
     m.bias = c.bias;
     m.tied_embeddings = c.tied_embeddings;
-    m.final_norm = true;
+    m.final_norm = c.finalNorm();
+    m.token_types = c.token_types;
+    m.embedding_norm = c.embedding_norm;
+    m.pooler = c.pooler;
     if (c.encoder_decoder) {
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;
@@ -80,6 +86,58 @@ ModelConfig t5Like(int L, int Ld, int C, int NH, int F, int V, int T, int bucket
     c.bias = false;
     c.tied_embeddings = mlp == MlpKind::Relu;
     return c;
+}
+
+// BERT's blocks: post-norm LayerNorm layers, GeLU, learned positions, token types, the
+// embedding norm, bidirectional attention, the pooler with the next-sentence head, masked LM.
+ModelConfig bertLike(int L, int C, int NH, int V, int T, int types = 2)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.norm_eps = 1e-12;  // BERT's layer_norm_eps
+    c.causal = false;
+    c.post_norm = true;
+    c.token_types = types;
+    c.embedding_norm = true;
+    c.masked_lm = true;
+    c.pooler = true;
+    return c;
+}
+
+// A pre-norm encoder: final norm then the masked-LM transform; RMSNorm, RoPE, untied, no pooler.
+ModelConfig preNormEncoder(int L, int C, int NH, int V, int T)
+{
+    ModelConfig c{L, C, NH, V, T};
+    c.norm = NormKind::RmsNorm;
+    c.positions = PositionKind::Rotary;
+    c.tied_embeddings = false;
+    c.bias = false;
+    c.causal = false;
+    c.masked_lm = true;
+    return c;
+}
+
+// One step's data for any objective: next-token pairs, or the masked-LM batch built from them.
+struct StepData {
+    std::vector<int> in, tg, types, nsp;
+    const int* typesOrNull() const { return types.empty() ? nullptr : types.data(); }
+    const int* nspOrNull() const { return nsp.empty() ? nullptr : nsp.data(); }
+};
+StepData stepData(const ModelConfig& c, int B, std::uint64_t seed)
+{
+    StepData d;
+    MarkovSource src(dataVocabulary(c), seed);
+    d.in.resize(size_t(B) * size_t(c.seq));
+    d.tg.resize(d.in.size());
+    src.batch(0, B, c.seq, d.in.data(), d.tg.data());
+    if (c.masked_lm) {
+        PretrainingBatch p;
+        makePretrainingBatch(c, seed, 0, B, d.in.data(), p);
+        d.in = p.inputs;
+        d.tg = p.targets;
+        d.types = p.token_types;
+        d.nsp = p.next_sentence;
+    }
+    return d;
 }
 
 // Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
@@ -169,8 +227,16 @@ private slots:
             QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
         for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
                                      llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
-                                     reluEncoder(2, 16, 2, 21, 5)})
-            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+                                     reluEncoder(2, 16, 2, 21, 5), bertLike(2, 16, 2, 21, 8), bertLike(2, 16, 2, 21, 8, 1),
+                                     preNormEncoder(2, 16, 2, 21, 8)})
+            QCOMPARE(engine::parameterCount(c), shardscope::pretrainingParameterCount(specOf(c)));
+        // BERT base: BertModel's published 109,482,240 parameters (HF transformers' num_parameters() of
+        // google-bert/bert-base-uncased, tst_store_catalog's figure), plus BertForPreTraining's heads
+        // (modeling_bert.py @ 004ad5f: transform 768 x 768 + 768, LayerNorm 2 x 768, output bias 30522,
+        // seq_relationship 768 x 2 + 2): 110,106,428 trained by the engine.
+        const ModelConfig bertBase = bertLike(12, 768, 12, 30522, 512);
+        QCOMPARE(shardscope::parameterCount(specOf(bertBase)), std::int64_t(109'482'240));
+        QCOMPARE(engine::parameterCount(bertBase), std::int64_t(110'106'428));
         EmulatedDevice d(0, roomyProfile());
         const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
         ModelExecutor<float> m(cfg, optionsFor(1, 7), singleDevice(d, oneDevice(1)));
@@ -179,6 +245,82 @@ private slots:
         for (const ShardTensor& t : m.tensors())
             sum += t.count;
         QCOMPARE(sum, m.localParameters());
+    }
+
+    // The masked-LM batches (MaskedLm.h): k = round(15% T) positions a sequence, each the target
+    // of its original token, [MASK] 80% / random 10% / kept 10%; two segments with their token
+    // types; the next-sentence label half of the time; the same batch for the same (seed, index).
+    void maskedLmBatchesAreBerts()
+    {
+        const ModelConfig c = bertLike(2, 16, 2, 50, 40);
+        QCOMPARE(predictedPerSequence(c), 6);  // round(0.15 x 40)
+        QCOMPARE(lossTokens(c, 8), std::int64_t(48));
+        QCOMPARE(maskToken(c), 49);
+        QCOMPARE(dataVocabulary(c), 49);
+        const int B = 400;
+        MarkovSource src(dataVocabulary(c), 3);
+        std::vector<int> tokens(size_t(B) * 40), shifted(tokens.size());
+        src.batch(0, B, 40, tokens.data(), shifted.data());
+        PretrainingBatch p, again, other;
+        makePretrainingBatch(c, 5, 0, B, tokens.data(), p);
+        makePretrainingBatch(c, 5, 0, B, tokens.data(), again);
+        makePretrainingBatch(c, 5, 1, B, tokens.data(), other);
+        QVERIFY(p.inputs == again.inputs && p.targets == again.targets && p.next_sentence == again.next_sentence);
+        QVERIFY(p.targets != other.targets);
+        int masked = 0, kept = 0, random = 0, randomNext = 0;
+        for (int b = 0; b < B; ++b) {
+            int predicted = 0, split = -1;
+            for (int t = 0; t < 40; ++t) {
+                const size_t i = size_t(b) * 40 + size_t(t);
+                QVERIFY(tokens[i] < 49);  // the data never produces [MASK]
+                const int type = p.token_types[i];
+                if (type == 1 && split < 0)
+                    split = t;
+                QCOMPARE(type, split >= 0 && t >= split ? 1 : 0);  // segment A then segment B
+                if (p.targets[i] < 0) {
+                    QVERIFY(p.inputs[i] != 49);
+                    continue;
+                }
+                ++predicted;
+                masked += p.inputs[i] == 49;
+                kept += p.inputs[i] == p.targets[i];
+                random += p.inputs[i] != 49 && p.inputs[i] != p.targets[i];
+            }
+            QCOMPARE(predicted, 6);
+            QVERIFY(split >= 1 && split <= 39);
+            // Segment A is the row's own tokens; "is next" keeps segment B, "random next" takes the next row's.
+            const int label = p.next_sentence[size_t(b)];
+            randomNext += label;
+            const int* own = tokens.data() + size_t(b) * 40;
+            const int* next = tokens.data() + size_t((b + 1) % B) * 40;
+            for (int t = 0; t < 40; ++t) {
+                const size_t i = size_t(b) * 40 + size_t(t);
+                const int original = p.targets[i] >= 0 ? p.targets[i] : p.inputs[i];
+                QCOMPARE(original, t < split || label == 0 ? own[t] : next[t]);
+            }
+        }
+        const double n = 6.0 * B;
+        QVERIFY2(std::fabs(masked / n - 0.8) < 0.03, qPrintable(QString::number(masked / n)));
+        // A random replacement can draw the original token (1 in 49): counted as kept.
+        QVERIFY2(std::fabs(kept / n - 0.1) < 0.02 && std::fabs(random / n - 0.1) < 0.02,
+                 qPrintable(QString("%1 %2").arg(kept / n).arg(random / n)));
+        QVERIFY2(std::fabs(randomNext / double(B) - 0.5) < 0.08, qPrintable(QString::number(randomNext)));
+        // One token type (RoBERTa): every id 0.
+        const ModelConfig one = bertLike(2, 16, 2, 50, 40, 1);
+        PretrainingBatch q;
+        makePretrainingBatch(one, 5, 0, B, tokens.data(), q);
+        QVERIFY(std::all_of(q.token_types.begin(), q.token_types.end(), [](int t) { return t == 0; }));
+        // BERT's options refused by name without their objective.
+        ModelConfig bad{2, 16, 2, 50, 40};
+        bad.pooler = true;
+        bad.token_types = 2;
+        const FieldErrors e = validate(bad);
+        QCOMPARE(e.size(), size_t(2));
+        QCOMPARE(e[0].path, std::string("token_types"));
+        QCOMPARE(e[1].path, std::string("pooler"));
+        ModelConfig causalMlm = bertLike(2, 16, 2, 50, 40);
+        causalMlm.causal = true;
+        QCOMPARE(validate(causalMlm).at(0).path, std::string("causal"));
     }
 
     void invalidConfigsAreNamed()
@@ -288,6 +430,8 @@ private slots:
         // head scaled by C^-0.5; and v1.1's GeGLU with an untied head.
         QTest::newRow("t5 relu tied relative bias cross-attention") << t5Like(2, 2, 8, 2, 16, 11, 6, 8);
         QTest::newRow("t5 v1.1 geglu untied") << t5Like(1, 2, 8, 2, 12, 11, 6, 4, MlpKind::GeGlu);
+        QTest::newRow("bert: post-norm, token types, embedding norm, pooler + NSP, masked LM") << bertLike(2, 8, 2, 11, 6);
+        QTest::newRow("pre-norm encoder: final norm + masked-LM transform, rmsnorm rope untied") << preNormEncoder(2, 8, 2, 11, 6);
     }
     void wholeModelGradientCheck()
     {
@@ -298,11 +442,13 @@ private slots:
         ExecutorOptions o = optionsFor(B, T);
         o.init_std = 0.3;  // gradients well away from zero everywhere
         o.seed = 3;
+        o.global_tokens = lossTokens(config, B);
         ModelExecutor<double> m(config, o, singleDevice(d, oneDevice(B)));
-        std::vector<int> in, tg;
-        tokens(B, T, config.vocab, 9, in, tg);
-        const double tokensN = double(B) * T;
-        m.forward(0, in.data(), tg.data());
+        const StepData data = stepData(config, B, 9);
+        const std::vector<int>&in = data.in, &tg = data.tg;
+        const double tokensN = double(lossTokens(config, B));
+        auto loss = [&] { return m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN; };
+        loss();
         m.backward(0);
         const std::int64_t P = m.localParameters();
         const std::vector<double> analytic(m.localGrads(), m.localGrads() + P);
@@ -312,15 +458,16 @@ private slots:
         for (std::int64_t i = 0; i < P; ++i) {
             const double old = w[i];
             w[i] = old + h;
-            const double lp = m.forward(0, in.data(), tg.data()) / tokensN;
+            const double lp = loss();
             w[i] = old - h;
-            const double lm = m.forward(0, in.data(), tg.data()) / tokensN;
+            const double lm = loss();
             w[i] = old;
             const double numeric = (lp - lm) / (2 * h);
             worst = std::max(worst, std::fabs(numeric - analytic[size_t(i)]) / std::max(1e-3, std::fabs(numeric)));
             largest = std::max(largest, std::fabs(numeric));
         }
         QVERIFY2(worst < 1e-5, qPrintable(QString("worst relative error %1").arg(worst)));
+        qInfo("worst relative error %.3g over %lld parameters", worst, (long long)P);
         QVERIFY(largest > 1e-2);  // the check saw real gradients
         // Every tensor receives gradient (wiring: head, positions, every layer).
         for (const ShardTensor& t : m.tensors()) {
@@ -334,17 +481,17 @@ private slots:
     void recomputationKeepsGradients()
     {
         for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6),
-                                       t5Like(2, 2, 16, 4, 24, 23, 6, 8)}) {
-            std::vector<int> in, tg;
-            tokens(2, 6, 23, 4, in, tg);
+                                       t5Like(2, 2, 16, 4, 24, 23, 6, 8), bertLike(3, 16, 4, 23, 6)}) {
+            const StepData data = stepData(cfg, 2, 4);
             std::vector<std::vector<double>> grads;
             std::vector<double> losses;
             for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
                 EmulatedDevice d(0, roomyProfile(), 2);
                 ExecutorOptions o = optionsFor(2, 6);
                 o.init_std = 0.2;
+                o.global_tokens = lossTokens(cfg, 2);
                 ModelExecutor<double> m(cfg, o, singleDevice(d, oneDevice(2, r)));
-                losses.push_back(m.forward(0, in.data(), tg.data()));
+                losses.push_back(m.forward(0, data.in.data(), data.tg.data(), 0, data.typesOrNull(), data.nspOrNull()));
                 m.backward(0);
                 grads.emplace_back(m.localGrads(), m.localGrads() + m.localParameters());
             }

@@ -15,11 +15,14 @@
 // - T5's relative position buckets against values worked out by hand from Hugging Face's
 //   formula, the relative bias added to the scores (unscaled, as T5 does) against a naive
 //   softmax, the bias table's gradient by finite differences, and the cross-attention kernels
-//   on separate q and [k v] buffers (Kernels) against the naive reference.
+//   on separate q and [k v] buffers (Kernels) against the naive reference;
+// - BERT's own ops (OpsEncoder.h: tanh, token-type embedding) and the cross-entropy's ignored
+//   targets (the masked LM's unmasked positions) against naive loops written out here.
 #include "Kernels.h"
 #include "Ops.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
+#include "OpsEncoder.h"
 #include "Random.h"
 #include "RelativePosition.h"
 
@@ -283,6 +286,106 @@ private slots:
         relu_backward<double>(pool, dxd, xd.col(0), R);
         QVERIFY(fdCheck(xd, dxd, loss) < kFdTol);
         QVERIFY((dxd.array() == 0).count() > 5 && (dxd.array() == 0).count() < 35);
+    }
+
+    // ------------------------------------------------------------ BERT-style encoders
+
+    void tanhMatchesNaiveAndDerivative()
+    {
+        KernelPool pool(2);
+        const int n = 9000;
+        const Vec<float> x = randomVec<float>(n, 21, 2.0), dout = randomVec<float>(n, 22);
+        Vec<float> y(n), dx(n);
+        tanh_forward<float>(pool, y, x);
+        dx.setConstant(float(kGarbage));
+        tanh_backward<float>(pool, dx, y, dout);
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const float t = std::tanh(x(i));
+            QCOMPARE(y(i), t);
+            QCOMPARE(dx(i), (1.0f - t * t) * dout(i));
+        }
+        Vec<float> inPlace = x;  // out aliases inp, dinp aliases dout
+        tanh_forward<float>(pool, inPlace, inPlace);
+        QCOMPARE(inPlace, y);
+        Vec<float> dInPlace = dout;
+        tanh_backward<float>(pool, dInPlace, y, dInPlace);
+        QCOMPARE(dInPlace, dx);
+        Mat<double> xd = randomMat<double>(30, 1, 23, 1.5);
+        const Vec<double> R = randomVec<double>(30, 24);
+        auto loss = [&] {
+            Vec<double> o(30);
+            tanh_forward<double>(pool, o, xd.col(0));
+            return o.dot(R);
+        };
+        Vec<double> o(30), dxd(30);
+        tanh_forward<double>(pool, o, xd.col(0));
+        tanh_backward<double>(pool, dxd, o, R);
+        QVERIFY(fdCheck(xd, dxd, loss) < kFdTol);
+    }
+
+    void tokenTypeEmbeddingMatchesNaiveAndDerivative()
+    {
+        KernelPool pool(2);
+        const Eigen::Index C = 7, N = 23, types = 3;
+        const std::vector<int> ids = randomPositions(N, int(types), 31);
+        const Mat<float> wtt = randomMat<float>(C, types, 32), base = randomMat<float>(C, N, 33);
+        Mat<float> out = base;
+        token_type_forward<float>(pool, out, wtt, ids.data());
+        for (Eigen::Index n = 0; n < N; ++n)
+            for (Eigen::Index c = 0; c < C; ++c)
+                QCOMPARE(out(c, n), base(c, n) + wtt(c, ids[size_t(n)]));  // added to what is there
+        const Mat<float> dout = randomMat<float>(C, N, 34);
+        const Mat<float> dwtt0 = randomMat<float>(C, types, 35);
+        Mat<float> dwtt = dwtt0, naive = dwtt0;
+        token_type_backward<float>(dwtt, dout, ids.data());
+        for (Eigen::Index n = 0; n < N; ++n)
+            for (Eigen::Index c = 0; c < C; ++c)
+                naive(c, ids[size_t(n)]) += dout(c, n);
+        QCOMPARE(dwtt, naive);  // accumulated, in token order: bitwise
+        // Every type used, and the derivative of sum(R .* out) with respect to the table.
+        Mat<double> wd = randomMat<double>(C, types, 36);
+        const Mat<double> R = randomMat<double>(C, N, 37);
+        auto loss = [&] {
+            Mat<double> o = Mat<double>::Zero(C, N);
+            token_type_forward<double>(pool, o, wd, ids.data());
+            return (o.array() * R.array()).sum();
+        };
+        Mat<double> dwd = Mat<double>::Zero(C, types);
+        token_type_backward<double>(dwd, R, ids.data());
+        QVERIFY(fdCheck(wd, dwd, loss) < kFdTol);
+        for (Eigen::Index t = 0; t < types; ++t)
+            QVERIFY(dwd.col(t).cwiseAbs().sum() > 0);
+    }
+
+    // The masked LM predicts only its masked positions: a negative target has no loss and no gradient.
+    void crossEntropyIgnoresNegativeTargets()
+    {
+        KernelPool pool(2);
+        const Eigen::Index V = 11, N = 9;
+        const Mat<double> logits = randomMat<double>(V, N, 41, 2.0);
+        std::vector<int> tg = randomPositions(N, int(V), 42);
+        for (size_t n : {1u, 4u, 5u})
+            tg[n] = -1;
+        const Eigen::Map<const Eigen::VectorXi> targets(tg.data(), N);
+        Mat<double> probs = logits;
+        Vec<double> losses(N);
+        softmax_crossentropy_forward<double>(pool, probs, losses, targets);
+        Mat<double> dlogits(V, N);
+        crossentropy_softmax_backward<double>(pool, dlogits, probs, targets, 0.25);
+        for (Eigen::Index n = 0; n < N; ++n) {
+            const Vec<double> e = (logits.col(n).array() - logits.col(n).maxCoeff()).exp();
+            const Vec<double> p = e / e.sum();
+            QVERIFY(relDiff(probs.col(n), p) < 1e-14);  // the softmax is computed for every column
+            if (tg[size_t(n)] < 0) {
+                QCOMPARE(losses(n), 0.0);
+                QVERIFY((dlogits.col(n).array() == 0).all());
+            } else {
+                QVERIFY(std::fabs(losses(n) + std::log(p(tg[size_t(n)]))) < 1e-12);
+                Vec<double> expected = p * 0.25;
+                expected(tg[size_t(n)]) -= 0.25;
+                QVERIFY(relDiff(dlogits.col(n), expected) < 1e-14);
+            }
+        }
     }
 
     // ------------------------------------------------------------ gated MLPs

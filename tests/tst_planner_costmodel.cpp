@@ -6,6 +6,7 @@
 #include "ActivationMemory.h"
 #include "Collectives.h"
 #include "CostModel.h"
+#include "TrainingObjective.h"
 
 #include <QTest>
 
@@ -247,6 +248,37 @@ private slots:
         QCOMPARE(refused[0].path, std::string("layout.pp"));
         Layout cp = parseLayout("cp=2,dp=4", errors);
         QCOMPARE(validate(cp, p.model, p.cluster, p.training)[0].path, std::string("layout.cp"));
+    }
+
+    // An encoder trains BERT's pretraining heads (TrainingObjective.h): BERT base holds BertModel's
+    // 109,482,240 parameters plus the masked-LM and next-sentence heads, 110,106,428 in all, and its
+    // model FLOPs add the transform per token and the pooler with its head per sequence.
+    void encoderTrainsItsPretrainingHeads()
+    {
+        ModelSpec m = megatronGpt(12, 768, 12, 30522);
+        m.name = "bert-base";
+        m.family = ModelFamily::EncoderOnly;
+        m.max_seq = 512;
+        m.token_types = 2;
+        m.embedding_norm = true;
+        m.final_norm = false;
+        m.pooler = true;
+        QCOMPARE(parameterCount(m), std::int64_t(109'482'240));
+        QCOMPARE(pretrainingParameterCount(m), std::int64_t(110'106'428));
+        const Problem p = problem(m, 1, 8, 512);
+        const Prediction pr = CostModel::evaluate(p, layout("dp=8,mb=1", p));
+        const MemoryBreakdown& mb = pr.memory_bytes;
+        QCOMPARE(mb.weights + mb.gradients + mb.optimizer, 16.0 * 110'106'428);  // bf16 mixed, no ZeRO: whole on each of dp 8
+        const double tokens = 8.0 * 512, h = 768;
+        const double forward = double(forwardFlopsPerToken(m, 512)) * tokens + 2 * h * h * tokens + (2 * h * h + 4 * h) * 8;
+        QVERIFY2(near(pr.model_flops_per_step, 3 * forward, 1e-12), qPrintable(QString::number(pr.model_flops_per_step)));
+        // Over tp (no SP) each rank runs the replicated transform and pooler: hardware FLOPs count the copies.
+        const Prediction tp = CostModel::evaluate(p, layout("dp=2,tp=4,mb=4", p));
+        QVERIFY(near(tp.model_flops_per_step, 3 * forward, 1e-12));
+        QVERIFY(near(tp.hardware_flops_per_step - tp.model_flops_per_step,
+                     3 * 3 * (2 * h * h * tokens + (2 * h * h + 4 * h) * 8), 1e-12));
+        const Prediction sp = CostModel::evaluate(p, layout("dp=2,tp=4,mb=4,sp=on", p));
+        QVERIFY(near(sp.hardware_flops_per_step - sp.model_flops_per_step, 3 * 3 * (2 * h * h + 4 * h) * 8, 1e-12));
     }
 
     // Bubble fraction of the ideal time: (p - 1)/m for GPipe and 1F1B, (p - 1)/(v m) interleaved.

@@ -10,6 +10,7 @@
 #include "Validation.h"
 #include "ValidationCaseJson.h"
 #include "EmulatedHardware.h"
+#include "ModelConfig.h"
 
 #include <QTemporaryDir>
 
@@ -289,9 +290,54 @@ private slots:
         for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "flops"})
             QVERIFY2(std::fabs(r.metric(metric)->rel_error) < 1e-9, metric);
         // What the engine cannot express is refused by name, not trained as something else.
-        Problem bert = full;
-        bert.model = specs.model("bert-large");
-        QVERIFY_THROWS_EXCEPTION(InputError, scaledValidationCase(bert, parseLayout("dp=8", errors), 2));
+        Problem moe = full;
+        moe.model = specs.model("mixtral-8x7b");
+        try {
+            scaledValidationCase(moe, parseLayout("dp=8", errors), 2);
+            QFAIL("a mixture-of-experts plan was accepted");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("mixture-of-experts"), e.what());
+        }
+    }
+
+    // An encoder is validated as itself: BERT large's blocks (post-norm, token types, embedding norm,
+    // pooler with the next-sentence head, the masked-LM head), every exact metric exact.
+    void scaledCaseTrainsBertAsItself()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        Problem full;
+        full.model = specs.model("bert-large");
+        full.cluster.node = specs.node("p5.48xlarge");
+        full.cluster.nodes = 2;
+        full.training.global_batch = 256;
+        full.training.seq_len = 512;
+        FieldErrors errors;
+        Layout layout = parseLayout("dp=4,tp=2,pp=2,sp=on,mb=2", errors);
+        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const engine::ModelConfig& m = s.validation.request.model;
+        QVERIFY(m.masked_lm && m.pooler && m.post_norm && m.embedding_norm && !m.causal);
+        QCOMPARE(m.token_types, 2);
+        QVERIFY(m.tied_embeddings && m.bias);
+        QCOMPARE(m.mlp, MlpKind::Gelu);
+        const QString blocks = QString::fromStdString(engine::describe(m));
+        for (const char* block : {"post-norm", "token types", "embedding norm", "masked-LM head", "pooler"})
+            QVERIFY2(blocks.contains(block), qPrintable(blocks));
+        const ValidationResult r = runValidation(s.validation);
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        auto check = [&](const char* metric, double slack) {
+            const MetricComparison* c = r.metric(metric);
+            QVERIFY2(c && std::fabs(c->predicted - c->measured) <= 1e-9 * c->measured + slack,
+                     qPrintable(QString("%1: predicted %2, measured %3").arg(metric).arg(c->predicted).arg(c->measured)));
+        };
+        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "flops",
+                                   "matmul_flops"})
+            check(metric, 0);
+        // Collective bytes: up to the step's two fp64 scalars (collectiveBytes above).
+        for (const char* metric : {"comm_bytes", "all_reduce_bytes", "all_gather_bytes", "reduce_scatter_bytes",
+                                   "send_recv_bytes"})
+            check(metric, 2 * 8.0);
+        QCOMPARE(r.measurement.steps.size(), size_t(2));
     }
 
     // Fitting the element-wise term on engine measurements, reported on held-out cases.

@@ -9,7 +9,9 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
     ModelSpec m;
     m.name = "engine-model-" + std::to_string(c.layers) + "x" + std::to_string(c.hidden);
     m.display_name = "engine model " + std::to_string(c.layers) + " layers x " + std::to_string(c.hidden);
-    m.family = c.causal ? ModelFamily::DecoderOnly : ModelFamily::EncoderOnly;
+    // The objective decides the family the planner prices: an encoder trains BERT's heads
+    // (TrainingObjective.h); a bidirectional model with the next-token loss is priced as a decoder.
+    m.family = c.masked_lm ? ModelFamily::EncoderOnly : ModelFamily::DecoderOnly;
     m.layers = c.layers;
     m.hidden = c.hidden;
     m.heads = c.heads;
@@ -24,7 +26,10 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
     m.norm = c.norm;
     m.bias = c.bias;
     m.tied_embeddings = c.tied_embeddings;
-    m.final_norm = true;
+    m.final_norm = c.finalNorm();  // post-norm layers end in their own norms (TrainingObjective.h)
+    m.token_types = c.token_types;
+    m.embedding_norm = c.embedding_norm;
+    m.pooler = c.pooler;
     if (c.encoder_decoder) {  // T5: decoder layers with cross-attention, one bias table per stack
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;

@@ -1,6 +1,7 @@
 #include "ScaledCase.h"
 #include "CostModel.h"
 #include "EmulatedHardware.h"
+#include "TrainingObjective.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +16,6 @@ std::string validationRunName(const Problem& full, const Layout& layout)
 
 engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
-    if (m.family == ModelFamily::EncoderOnly)
-        throw InputError(m.name + ": BERT-style encoders (token types, embedding norm, pooler, masked-LM objective) "
-                                  "are not executed by the engine yet: no validation run");
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
     const bool encDec = m.family == ModelFamily::EncoderDecoder;
@@ -58,7 +56,15 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.rope_base = m.rope_base;
     c.bias = m.bias;
     c.tied_embeddings = m.tied_embeddings;
-    c.causal = true;
+    // An encoder trains as BERT does (TrainingObjective.h): bidirectional, post-norm when it has
+    // no final norm, its token types, embedding norm and pooler, the masked-LM objective.
+    const bool encoder = maskedLanguageModel(m);
+    c.causal = !encoder;
+    c.post_norm = postNorm(m);
+    c.token_types = encoder ? m.token_types : 0;
+    c.embedding_norm = m.embedding_norm;
+    c.masked_lm = encoder;
+    c.pooler = encoder && m.pooler;
     if (encDec) {  // T5: 2 encoder and 2 decoder layers (one pipeline stage), the model's buckets
         c.encoder_decoder = true;
         c.decoder_layers = c.layers;

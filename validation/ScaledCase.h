@@ -6,8 +6,9 @@
 // biases, tied or untied head) at a smaller depth, width, vocabulary and sequence.
 // What it cannot execute yet is mapped to the nearest case it can, and said: context
 // parallelism (folded into data parallelism) and more than kMaxValidationDevices devices (data
-// parallelism, then pipeline, then tensor degree reduced). Architectures it cannot
-// express (encoders, encoder-decoders, mixture-of-experts) are refused by name.
+// parallelism, then pipeline, then tensor degree reduced). Encoders train as BERT does (the
+// masked-LM objective, the pooler by its next-sentence head). Architectures it cannot
+// express (encoder-decoders, mixture-of-experts) are refused by name.
 #pragma once
 
 #include "Validation.h"
@@ -27,7 +28,7 @@ struct ScaledCase {
 };
 
 // The engine-sized model of `model` for `layout` (its tp and pp divide it). Throws
-// InputError naming what the engine cannot execute (encoders, encoder-decoders, MoE).
+// InputError naming what the engine cannot execute (encoder-decoders, MoE).
 engine::ModelConfig scaledEngineModel(const ModelSpec& model, const Layout& layout);
 
 // The name a plan's validation runs are stored under in the history.

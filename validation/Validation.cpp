@@ -224,8 +224,8 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
 
 std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile, int steps)
 {
-    // Two block sets: GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head) and
-    // Llama's (RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases, untied head).
+    // Three block sets: GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head),
+    // Llama's (RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases, untied head) and BERT's.
     engine::ModelConfig gpt2{4, 64, 4, 96, 32};  // L, C, NH, V, T: every layout below divides it (pp v = 4 chunks)
     engine::ModelConfig llama{4, 64, 4, 96, 32};
     llama.kv_heads = 2;
@@ -247,6 +247,16 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     t5.norm = NormKind::RmsNorm;
     t5.norm_eps = 1e-6;
     t5.bias = false;
+    // BERT's (post-norm LayerNorm layers, token types, embedding norm, bidirectional attention,
+    // the pooler with the next-sentence head, the masked-LM head tied to the word embedding).
+    engine::ModelConfig bert{4, 64, 4, 96, 32};
+    bert.norm_eps = 1e-12;
+    bert.causal = false;
+    bert.post_norm = true;
+    bert.token_types = 2;
+    bert.embedding_norm = true;
+    bert.masked_lm = true;
+    bert.pooler = true;
     struct Row {
         const char* name;
         const char* layout;
@@ -300,6 +310,18 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"T5 blocks, full recomputation", "dp=2,recompute=full", fp32, &t5},
         {"T5 blocks, selective recomputation", "tp=2,recompute=selective", fp32, &t5},
         {"T5 blocks, bf16 mixed, ZeRO-2 + optimizer offload", "dp=2,tp=2,zero=2,offload=optimizer", bf16, &t5},
+        {"BERT blocks, single device", "dp=1,mb=8", fp32, &bert},
+        // (BERT's ZeRO rows shard over 2: the next-sentence bias's 2 values leave the root unit
+        // indivisible by 4, whose uneven chunks the planner prices as the mean.)
+        {"BERT blocks, ZeRO-2", "dp=2,zero=2", fp32, &bert},
+        {"BERT blocks, tensor + sequence parallel", "tp=2,sp=on", fp32, &bert},
+        {"BERT blocks, pipeline 1F1B", "pp=2,mb=2,schedule=1f1b", fp32, &bert},
+        {"BERT blocks, pipeline interleaved", "pp=2,mb=1,schedule=interleaved,v=2", fp32, &bert},
+        {"BERT blocks, 3D", "dp=2,tp=2,pp=2,mb=2", fp32, &bert},
+        {"BERT blocks, full recomputation", "dp=2,recompute=full", fp32, &bert},
+        {"BERT blocks, selective recomputation", "tp=2,recompute=selective", fp32, &bert},
+        {"BERT blocks, context parallel", "cp=2", fp32, &bert},
+        {"BERT blocks, bf16 mixed, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", bf16, &bert},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {

@@ -50,7 +50,13 @@ QJsonObject toJson(const ValidationCase& c)
                               {"rope_base", r.model.rope_base},
                               {"bias", r.model.bias},
                               {"tied_embeddings", r.model.tied_embeddings},
-                              {"causal", r.model.causal}}},
+                              {"causal", r.model.causal},
+                              // BERT-style encoders' blocks (ModelConfig.h)
+                              {"post_norm", r.model.post_norm},
+                              {"token_types", r.model.token_types},
+                              {"embedding_norm", r.model.embedding_norm},
+                              {"masked_lm", r.model.masked_lm},
+                              {"pooler", r.model.pooler}}},
         {"batch", r.batch},
         {"steps", r.steps},
         {"precision", engine::toString(r.precision)},
@@ -104,6 +110,11 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.decoder_layers = model.integer("decoder_layers", 0, false, 0, 1024);
     r.model.relative_buckets = model.integer("relative_buckets", 0, false, 0, 1 << 12);
     r.model.relative_max_distance = model.integer("relative_max_distance", 128, false, 1, 1 << 20);
+    r.model.post_norm = model.boolean("post_norm", false);
+    r.model.token_types = model.integer("token_types", 0, false, 0, 1 << 16);
+    r.model.embedding_norm = model.boolean("embedding_norm", false);
+    r.model.masked_lm = model.boolean("masked_lm", false);
+    r.model.pooler = model.boolean("pooler", false);
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);
     if (const std::string text = in.string("precision", true); !text.empty()) {

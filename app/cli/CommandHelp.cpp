@@ -272,7 +272,7 @@ std::vector<CommandHelp> makeCommands()
                  "Trains a small transformer for real on one emulated device (this host, measured, or a catalog chip "
                  "scaled down), or with --devices/--layout on an emulated cluster executing the layout. The blocks "
                  "default to GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head); --norm, --mlp, "
-                 "--positions, --kv-heads and the others choose a Llama-style model and the rest. Prints loss, "
+                 "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's. Prints loss, "
                  "device-clock and wall time per step, peak memory by category, FLOPs and, per device, the bytes of "
                  "each collective.",
                  Options{required(value("layers", "L", "transformer blocks")), required(value("hidden", "H", "hidden size")),
@@ -294,6 +294,11 @@ std::vector<CommandHelp> makeCommands()
                   value("relative-max-distance", "D", "offsets from D on share T5's last bucket", "128"),
                   flag("no-bias", "linear layers without biases"),
                   flag("untied", "an LM head of its own (not the token embedding)"),
+                  flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
+                                  "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),
+                  value("token-types", "N", "segment embeddings (--encoder)", "2"),
+                  flag("no-pooler", "no pooler and no next-sentence head (--encoder)"),
+                  flag("post-norm", "norm after each residual add, no final norm (--encoder implies it)"),
                   choice("precision", {"fp32", "bf16-mixed", "bf16-rne", "bf16-sr"}, "precision mode",
                          engine::toString(train.precision)),
                   choice("recompute", {"none", "full", "selective"}, "activation recomputation (a --layout may say it)",
@@ -328,7 +333,9 @@ std::vector<CommandHelp> makeCommands()
                   "train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 8 --steps 20 --devices 8 "
                   "--layout \"dp=2,tp=2,pp=2,zero=1\"",
                   "train --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 176 --mlp swiglu --norm rmsnorm "
-                  "--positions rotary --rope-base 500000 --no-bias --untied --vocab 64 --seq 32 --batch 8 --steps 20"}});
+                  "--positions rotary --rope-base 500000 --no-bias --untied --vocab 64 --seq 32 --batch 8 --steps 20",
+                  "train --layers 2 --hidden 64 --heads 4 --encoder --vocab 64 --seq 32 --batch 8 --steps 20 --devices 4 "
+                  "--layout \"tp=2,pp=2,sp=on,mb=2\""}});
 
     c.push_back({"validate", "the planner's predictions against real engine runs",
                  {"validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]",

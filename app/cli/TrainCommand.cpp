@@ -9,6 +9,7 @@
 #include "CliArgs.h"
 #include "CostModelParams.h"
 #include "Commands.h"
+#include "MaskedLm.h"
 #include "MeasurementJson.h"
 #include "ModelEnums.h"
 #include "Trainer.h"
@@ -107,6 +108,15 @@ void printDevices(const Measurement& m, Context& ctx)
     }
 }
 
+// What the loss is for the masked-LM objective (its source entropy floors next-token prediction only).
+std::string objectiveNote(const ModelConfig& c)
+{
+    if (!c.masked_lm)
+        return {};
+    return " (masked LM: cross-entropy on " + std::to_string(predictedPerSequence(c)) + " of " + std::to_string(c.seq) +
+           " positions a sequence" + (c.pooler ? ", + next-sentence loss" : "") + ")";
+}
+
 void printSummary(const Measurement& m, Context& ctx)
 {
     if (m.devices.empty())
@@ -118,7 +128,7 @@ void printSummary(const Measurement& m, Context& ctx)
                     << " (slowest device, last step), wall " << formatDuration(m.steps.back().wall_seconds) << "\n";
         if (!m.steps.empty())
             ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(m.steps.back().loss, 4)
-                    << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
+                    << objectiveNote(m.request.model) << "; wall " << formatDuration(m.wall_seconds) << " in all\n";
         return;
     }
     const DeviceMeasurement& d = m.devices.front();
@@ -152,6 +162,7 @@ void printSummary(const Measurement& m, Context& ctx)
             << formatSi(flopsPerStep / d.wall_step_time_s, "FLOP/s") << " on this host)\n";
     const double last = m.steps.back().loss;
     ctx.out << "loss: " << fixed(m.steps.front().loss, 4) << " -> " << fixed(last, 4);
+    ctx.out << objectiveNote(m.request.model);
     if (m.entropy_nats_per_token)
         ctx.out << " (source entropy " << fixed(*m.entropy_nats_per_token, 4) << " nats/token, gap "
                 << fixed(last - *m.entropy_nats_per_token, 4) << ")";
@@ -200,6 +211,24 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     if (r.model.encoder_decoder) {
         r.model.relative_buckets = a.integer("relative-buckets", 32, 1, 1 << 12);
         r.model.relative_max_distance = a.integer("relative-max-distance", 128, 1, 1 << 20);
+    }
+
+    // BERT's blocks and objective (ModelConfig.h): bidirectional attention, post-norm layers, token
+    // types, the embedding norm, the pooler with its next-sentence head, the masked-LM head.
+    const bool encoder = a.flag("encoder");
+    if (encoder && r.model.encoder_decoder)
+        throw UsageError("--encoder: BERT's encoder and --decoder-layers (T5's encoder-decoder) are two different models");
+    if (!encoder && a.value("token-types"))
+        throw UsageError("--token-types: segment embeddings come with --encoder (BERT's sentence pairs)");
+    if (!encoder && a.flag("no-pooler"))
+        throw UsageError("--no-pooler: the pooler comes with --encoder");
+    r.model.post_norm = a.flag("post-norm") || encoder;
+    if (encoder) {
+        r.model.causal = false;
+        r.model.masked_lm = true;
+        r.model.embedding_norm = true;
+        r.model.token_types = a.integer("token-types", 2, 0, 1 << 16);
+        r.model.pooler = !a.flag("no-pooler");
     }
     r.batch = a.integer("batch", 0, 1, 1 << 20);
     r.steps = a.integer("steps", 0, 1, 100'000'000);
@@ -265,7 +294,7 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     try {
         if (r.data != "synthetic") {
             source = makeTokenSource(r);
-            for (FieldError& f : source->check(r.model.vocab, r.model.seq))
+            for (FieldError& f : source->check(dataVocabulary(r.model), r.model.seq))
                 errors.push_back(f);
         }
     } catch (const InputError& e) {
