@@ -29,5 +29,13 @@ inline constexpr std::array kNormKindNames{
     EnumName<NormKind>{NormKind::LayerNorm, "layernorm"},
     EnumName<NormKind>{NormKind::RmsNorm, "rmsnorm"},
 };
+// Hugging Face's rope_type spellings (transformers modeling_rope_utils.py ROPE_INIT_FUNCTIONS).
+inline constexpr std::array kRopeScalingKindNames{
+    EnumName<RopeScalingKind>{RopeScalingKind::None, "default"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Linear, "linear"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Dynamic, "dynamic"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Yarn, "yarn"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Llama3, "llama3"},
+};
 
 } // namespace shardscope

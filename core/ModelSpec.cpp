@@ -2,6 +2,7 @@
 #include "CheckedMath.h"
 #include "ModelEnums.h"
 
+#include <algorithm>
 #include <span>
 
 namespace shardscope {
@@ -24,13 +25,19 @@ bool gated(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 Count qDim(const ModelSpec& m) { return Count(m.heads) * m.head_dim; }
 Count kvDim(const ModelSpec& m) { return Count(m.kv_heads) * m.head_dim; }
 
-// Q, K, V and output projections (+ biases). Cross attention has the same shapes.
+// Q, K, V and output projections (+ biases; Qwen2: on q, k and v only), and QK-norm's two
+// weight vectors over head_dim (Qwen3: q_norm and k_norm, transformers
+// models/qwen3/modeling_qwen3.py @ 000c33f). Cross attention has the same shapes.
 Count attentionParams(const ModelSpec& m)
 {
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m);
     Count p = h * q + Count(2) * h * kv + q * h;
     if (m.bias)
         p += q + Count(2) * kv + h;
+    else if (m.qkv_bias)
+        p += q + Count(2) * kv;
+    if (m.qk_norm)
+        p += Count(2) * (m.norm == NormKind::LayerNorm ? Count(2) * m.head_dim : Count(m.head_dim));
     return p;
 }
 
@@ -105,16 +112,19 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
 
 Count checkedForwardFlops(const ModelSpec& m, int seq)
 {
-    const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden, s = seq;
+    const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden;
     const Count projections = Count(2) * (h * q + Count(2) * h * kv + q * h);
-    const Count scores = Count(2) * s * q + Count(2) * s * q;  // Q K^T and (softmax) V, full sequence
+    // Q K^T and (softmax) V over the keys each query sees: the full sequence, or the window.
+    auto scores = [&](bool sliding) { return Count(4) * attentionKeys(m, seq, sliding) * q; };
     const Count experts = m.moe.enabled() ? m.moe.top_k : 1;
     const Count mlp = experts * 2 * (gated(m.mlp) ? 3 : 2) * h * f + Count(2) * routerParams(m);
-    const Count layer = projections + scores + mlp;
+    const Count layer = projections + scores(false) + mlp;
 
-    Count flops = Count(m.layers) * layer;
+    // Sliding windows are decoder-only (validate()): the encoder-decoder path never sees one.
+    const int sliding = m.slidingLayers(0, m.layers);
+    Count flops = Count(m.layers) * layer + Count(sliding) * (scores(true) - scores(false));
     if (m.family == ModelFamily::EncoderDecoder)
-        flops += Count(m.decoder_layers) * (layer + projections + scores);  // + cross attention
+        flops += Count(m.decoder_layers) * (layer + projections + scores(false));  // + cross attention
     flops += Count(2) * h * m.vocab;  // logits
     return flops;
 }
@@ -127,6 +137,29 @@ Count checkedForwardFlops(const ModelSpec& m, int seq)
 }
 
 } // namespace
+
+bool ModelSpec::slidingLayer(int index) const
+{
+    if (!sliding_window.enabled())
+        return false;
+    const std::vector<int>& list = sliding_window.layers;
+    return list.empty() || std::binary_search(list.begin(), list.end(), index);
+}
+
+int ModelSpec::slidingLayers(int first, int count) const
+{
+    if (!sliding_window.enabled() || count <= 0)
+        return 0;
+    const std::vector<int>& list = sliding_window.layers;
+    if (list.empty())
+        return count;
+    return int(std::lower_bound(list.begin(), list.end(), first + count) - std::lower_bound(list.begin(), list.end(), first));
+}
+
+std::int64_t attentionKeys(const ModelSpec& m, int seq, bool sliding)
+{
+    return sliding && m.sliding_window.enabled() ? std::min(seq, m.sliding_window.size) : seq;
+}
 
 ParameterBreakdown parameterBreakdown(const ModelSpec& m)
 {
@@ -160,6 +193,71 @@ bool countsFit(const ModelSpec& m, int seq)
 {
     return !checkedBreakdown(m).overflowed() && !checkedForwardFlops(m, seq).overflowed();
 }
+
+namespace {
+
+template <class Add>
+void validateRopeScaling(const ModelSpec& m, Add& add)
+{
+    const RopeScaling& r = m.rope_scaling;
+    if (!r.enabled())
+        return;
+    if (m.positions != PositionKind::Rotary) {
+        add("rope_scaling", "applies to rotary positions only (positions is \"" + std::string(toString(m.positions)) + "\")");
+        return;
+    }
+    // transformers src/transformers/modeling_rope_utils.py @ 0044e3b (_validate_*_parameters): every kind
+    // needs factor >= 1; llama3 also the two frequency factors and the original length.
+    if (!(r.factor >= 1 && r.factor <= 1e6))
+        add("rope_scaling.factor", "must be between 1 and 1e6 (got " + std::to_string(r.factor) + ")");
+    if (r.original_max_position_embeddings < 0 || r.original_max_position_embeddings > (1 << 24))
+        add("rope_scaling.original_max_position_embeddings", "is out of range [1, 16777216]");
+    if (r.type == RopeScalingKind::Llama3) {
+        if (r.original_max_position_embeddings <= 0)
+            add("rope_scaling.original_max_position_embeddings", "is required for llama3 scaling");
+        if (!(r.low_freq_factor > 0))
+            add("rope_scaling.low_freq_factor", "is required for llama3 scaling (> 0)");
+        else if (!(r.high_freq_factor > r.low_freq_factor))
+            add("rope_scaling.high_freq_factor", "must exceed low_freq_factor " + std::to_string(r.low_freq_factor));
+    } else if (r.low_freq_factor != 0 || r.high_freq_factor != 0) {
+        add("rope_scaling.low_freq_factor", "applies to llama3 scaling only");
+    }
+    if (r.type != RopeScalingKind::Yarn && (r.beta_fast != 0 || r.beta_slow != 0 || r.attention_factor != 0))
+        add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor apply to yarn scaling only");
+    if (r.type == RopeScalingKind::Yarn && r.beta_fast != 0 && r.beta_slow != 0 && !(r.beta_fast > r.beta_slow))
+        add("rope_scaling.beta_fast", "must exceed beta_slow " + std::to_string(r.beta_slow));
+    if (r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
+        add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor must not be negative");
+}
+
+template <class Add>
+void validateSlidingWindow(const ModelSpec& m, Add& add)
+{
+    const SlidingWindow& w = m.sliding_window;
+    if (w.size == 0 && w.layers.empty())
+        return;
+    if (m.family != ModelFamily::DecoderOnly) {
+        add("sliding_window", "applies to decoder-only models only");
+        return;
+    }
+    if (w.size < 1 || w.size > (1 << 24))
+        add("sliding_window.size", std::to_string(w.size) + " is out of range [1, 16777216]");
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+        const int layer = w.layers[i];
+        if (layer < 0 || layer >= m.layers) {
+            add("sliding_window.layers", "layer " + std::to_string(layer) + " is not one of the model's " +
+                                             std::to_string(m.layers) + " layers (0 to " + std::to_string(m.layers - 1) + ")");
+            return;
+        }
+        if (i > 0 && layer <= w.layers[i - 1]) {
+            add("sliding_window.layers", "must be strictly increasing (" + std::to_string(w.layers[i - 1]) + " then " +
+                                             std::to_string(layer) + ")");
+            return;
+        }
+    }
+}
+
+} // namespace
 
 FieldErrors validate(const ModelSpec& m, const std::string& path)
 {
@@ -209,6 +307,12 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
             add("moe.top_k", std::to_string(m.moe.top_k) + " must be between 1 and experts " +
                                  std::to_string(m.moe.experts));
     }
+    if (!(m.norm_eps > 0 && m.norm_eps < 1))
+        add("norm_eps", std::to_string(m.norm_eps) + " is out of range (0, 1)");
+    if (m.bias && m.qkv_bias)
+        add("bias", "biases on every linear layer already include q, k and v: \"qkv\" is for q, k and v only");
+    validateRopeScaling(m, add);
+    validateSlidingWindow(m, add);
     // Every field in range can still multiply past int64: only then are the counts checked.
     if (errors.empty()) {
         if (checkedBreakdown(m).overflowed())
@@ -225,5 +329,6 @@ const char* toString(ModelFamily v) { return enumToString<ModelFamily>(kModelFam
 const char* toString(MlpKind v) { return enumToString<MlpKind>(kMlpKindNames, v); }
 const char* toString(PositionKind v) { return enumToString<PositionKind>(kPositionKindNames, v); }
 const char* toString(NormKind v) { return enumToString<NormKind>(kNormKindNames, v); }
+const char* toString(RopeScalingKind v) { return enumToString<RopeScalingKind>(kRopeScalingKindNames, v); }
 
 } // namespace shardscope

@@ -23,6 +23,13 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
                                   "are not executed by the engine yet: no validation run");
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
+    if (m.qk_norm)
+        throw InputError(m.name + ": qk_norm is not executed by the engine yet: no validation run");
+    if (m.qkv_bias && !m.bias)
+        throw InputError(m.name + ": biases on q, k and v only (\"bias\": \"qkv\") are not executed by the engine "
+                                  "yet: no validation run");
+    if (m.sliding_window.enabled())
+        throw InputError(m.name + ": sliding_window attention is not executed by the engine yet: no validation run");
     if (m.positions != PositionKind::Learned && m.positions != PositionKind::Rotary)
         throw InputError(m.name + ": " + toString(m.positions) +
                          " positions are not executed by the engine yet: no validation run");
@@ -53,6 +60,7 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.seq = (32 + cpChunks - 1) / cpChunks * cpChunks;
     c.mlp = m.mlp;
     c.norm = m.norm;
+    c.norm_eps = m.norm_eps;
     c.positions = m.positions;
     c.rope_base = m.rope_base;
     c.bias = m.bias;

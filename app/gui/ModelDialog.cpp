@@ -60,6 +60,13 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     norm_ = enumBox(kNormKindNames, start.norm, this);
     bias_ = new QCheckBox(tr("biases on linear layers"), this);
     bias_->setChecked(start.bias);
+    qkvBias_ = new QCheckBox(tr("biases on q, k and v only (Qwen2)"), this);
+    qkvBias_->setChecked(start.qkv_bias && !start.bias);
+    qkNorm_ = new QCheckBox(tr("QK-norm: a norm over head_dim on every query and key head (Qwen3)"), this);
+    qkNorm_->setChecked(start.qk_norm);
+    slidingWindow_ = spin(start.sliding_window.size, 0, 1 << 24, this, "sliding_window.size");
+    slidingWindow_->setToolTip(tr("Keys each query sees on the sliding layers (0: full attention). The layers "
+                                  "come from the document (every layer when it lists none)."));
     tied_ = new QCheckBox(tr("LM head tied to the token embedding"), this);
     tied_->setChecked(start.tied_embeddings);
     embeddingNorm_ = new QCheckBox(tr("norm after the embeddings (BERT)"), this);
@@ -100,6 +107,9 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(tr("Token types (BERT segments)"), tokenTypes_);
     form->addRow(tr("Norm"), norm_);
     form->addRow(QString(), bias_);
+    form->addRow(QString(), qkvBias_);
+    form->addRow(QString(), qkNorm_);
+    form->addRow(tr("Sliding window (0: none)"), slidingWindow_);
     form->addRow(QString(), tied_);
     form->addRow(QString(), embeddingNorm_);
     form->addRow(QString(), finalNorm_);
@@ -125,12 +135,12 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     layout->addWidget(buttons_);
 
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
-                        topK_, tokenTypes_, positionTable_, relativeBuckets_})
+                        topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
     connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
-    for (QCheckBox* c : {bias_, tied_, embeddingNorm_, finalNorm_, pooler_})
+    for (QCheckBox* c : {bias_, qkvBias_, qkNorm_, tied_, embeddingNorm_, finalNorm_, pooler_})
         connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
     connect(name_, &QLineEdit::textChanged, this, &ModelDialog::refresh);
     refresh();
@@ -149,6 +159,8 @@ ModelSpec ModelDialog::withFamilyDefaults(ModelSpec m)
     m.relative_buckets = plain.relative_buckets;
     m.rope_base = plain.rope_base;
     m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? m.decoder_layers : 0;
+    if (m.family != ModelFamily::DecoderOnly)
+        m.sliding_window = plain.sliding_window;  // decoder-only
     switch (m.family) {
     case ModelFamily::EncoderOnly:  // BERT (Devlin et al. 2019): post-norm with an embedding norm
         m.embedding_norm = true;
@@ -185,6 +197,11 @@ ModelSpec ModelDialog::model() const
     m.positions = PositionKind(positions_->currentData().toInt());
     m.norm = NormKind(norm_->currentData().toInt());
     m.bias = bias_->isChecked();
+    m.qkv_bias = qkvBias_->isChecked() && !m.bias;
+    m.qk_norm = qkNorm_->isChecked();
+    m.sliding_window.size = slidingWindow_->value();
+    if (m.sliding_window.size == 0)
+        m.sliding_window.layers.clear();
     m.tied_embeddings = tied_->isChecked();
     m.embedding_norm = embeddingNorm_->isChecked();
     m.final_norm = finalNorm_->isChecked();
@@ -201,6 +218,8 @@ void ModelDialog::refresh()
 {
     decoderLayers_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::EncoderDecoder);
     ropeBase_->setEnabled(PositionKind(positions_->currentData().toInt()) == PositionKind::Rotary);
+    qkvBias_->setEnabled(!bias_->isChecked());
+    slidingWindow_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::DecoderOnly);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());

@@ -41,6 +41,9 @@ private:
     QComboBox* positions_ = nullptr;
     QComboBox* norm_ = nullptr;
     QCheckBox* bias_ = nullptr;
+    QCheckBox* qkvBias_ = nullptr;  // Qwen2's biases on q, k and v only
+    QCheckBox* qkNorm_ = nullptr;   // Qwen3's QK-norm
+    QSpinBox* slidingWindow_ = nullptr;
     QCheckBox* tied_ = nullptr;
     // The structure BERT- and T5-style models differ in: each changes the count or the export.
     QCheckBox* embeddingNorm_ = nullptr;
