@@ -3,6 +3,7 @@
 #include "CatalogPage.h"
 #include "ChartExport.h"
 #include "ExplorePage.h"
+#include "HfConfigImport.h"
 #include "JobRunner.h"
 #include "JsonReader.h"
 #include "PlanDetailsPage.h"
@@ -588,7 +589,7 @@ void MainWindow::rebuildRecentMenu()
 void MainWindow::importFile()
 {
     const QString file = QFileDialog::getOpenFileName(this, tr("Import into catalog"), QString(),
-                                                      tr("ShardScope JSON (*.json)"));
+                                                      tr("ShardScope JSON or Hugging Face config.json (*.json)"));
     if (file.isEmpty())
         return;
     QFile f(file);
@@ -598,9 +599,13 @@ void MainWindow::importFile()
     }
     try {
         FieldErrors errors;
-        const QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
+        QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
         if (!errors.empty())
             throw InputError(errors);
+        // A Hugging Face config.json becomes a model named after its _name_or_path or folder
+        // (rename it in the catalog with Edit).
+        if (isHfConfig(doc))
+            doc = modelDocumentFromHfConfig(doc, {{}, {}, file.toStdString()});
         const auto names = store_.specs().importDocument(doc);
         catalogPage_->reload();
         setup_->reloadCatalog();
