@@ -11,6 +11,8 @@
 //  [BC]  src/transformers/models/bert/configuration_bert.py        @ 008f5c8 (BertConfig)
 //  [TC]  src/transformers/models/t5/configuration_t5.py            @ 038869d (T5Config, feed_forward_proj)
 //  [RU]  src/transformers/modeling_rope_utils.py                   @ 0044e3b (rope_scaling keys per rope_type)
+//  [XC]  src/transformers/models/mixtral/configuration_mixtral.py  @ 008e574 (MixtralConfig, default_theta 1e6)
+//  [QMC] src/transformers/models/qwen3_moe/configuration_qwen3_moe.py @ 008e574 (Qwen3MoeConfig)
 // Configs written by transformers 4.x carry "rope_theta" and "rope_scaling" (4.x LlamaConfig's
 // rope_theta=10000.0, rope_scaling=None); 5.x merges them into "rope_parameters" ([LC]).
 // tie_word_embeddings: PretrainedConfig's default is True; the Llama, Mistral and Qwen config
@@ -225,6 +227,8 @@ struct LlamaStyleDefaults {
     std::optional<int> kv_heads;  // None: = heads
     std::optional<int> head_dim;  // None: hidden / heads
     int max_position_embeddings;
+    double rope_theta = 10000;    // 4.x rope_theta; Mixtral 1e6
+    double rms_norm_eps = 1e-6;
 };
 
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: decoder, rotary,
@@ -247,7 +251,7 @@ void readLlamaStyle(Config& c, const LlamaStyleDefaults& d, ModelSpec& m)
     else
         c.error("hidden_act", quotedValue(act) + " is not read as a gated MLP (silu, gelu, gelu_new, gelu_pytorch_tanh)");
     m.positions = PositionKind::Rotary;
-    m.rope_base = c.number("rope_theta", 10000, 1, 1e12);
+    m.rope_base = c.number("rope_theta", d.rope_theta, 1, 1e12);
     readRope(c, "rope_scaling", m);
     if (c.has("rope_parameters") && !c.isNull("rope_parameters")) {
         if (m.rope_scaling.enabled())
@@ -255,7 +259,7 @@ void readLlamaStyle(Config& c, const LlamaStyleDefaults& d, ModelSpec& m)
         readRope(c, "rope_parameters", m);
     }
     m.norm = NormKind::RmsNorm;
-    m.norm_eps = c.number("rms_norm_eps", 1e-6, 1e-30, 0.5);
+    m.norm_eps = c.number("rms_norm_eps", d.rms_norm_eps, 1e-30, 0.5);
     m.tied_embeddings = c.boolean("tie_word_embeddings", false);
     m.final_norm = true;
     m.bias = false;
@@ -311,6 +315,57 @@ void readQwen3(Config& c, ModelSpec& m)
         c.error("attention_bias", "biases on q, k, v and o but not the MLP cannot be expressed (bias is true, false "
                                   "or \"qkv\")");
     readQwenSliding(c, m);
+}
+
+// The router's settings both MoE classes share: top-k of num experts, aux-loss weight; the
+// router's logits and jitter are training switches without weights.
+void readRouter(Config& c, ModelSpec& m, const char* expertsKey, int experts, int topK, double auxLoss)
+{
+    m.moe.experts = c.integer(expertsKey, experts, 1, 4096);
+    m.moe.top_k = c.integer("num_experts_per_tok", topK, 1, 4096);
+    m.moe.aux_loss_coeff = c.number("router_aux_loss_coef", auxLoss, 0, 1000);
+    c.shapeFree({"output_router_logits", "router_jitter_noise"});
+}
+
+void readMixtral(Config& c, ModelSpec& m)
+{
+    readLlamaStyle(c, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, 1e6, 1e-5}, m);
+    // Every layer's MoE block: num_local_experts experts of intermediate_size, softmax over all,
+    // the top k renormalised ([XC]: MixtralSparseMoeBlock); sliding_window None by default.
+    readRouter(c, m, "num_local_experts", 8, 2, 0.001);
+    m.moe.router = MoeRouter::SoftmaxNorm;
+    if (const std::optional<int> w = c.optionalInteger("sliding_window", std::nullopt))
+        m.sliding_window = {*w, {}};
+}
+
+void readQwen3Moe(Config& c, ModelSpec& m)
+{
+    // Qwen3MoeConfig has no head_dim field; the attention reads one when present ([QMC], as Qwen3).
+    readLlamaStyle(c, {151936, 2048, 6144, 24, 32, 4, std::nullopt, 32768}, m);
+    m.qk_norm = true;
+    if (c.boolean("attention_bias", false))
+        c.error("attention_bias", "biases on q, k, v and o but not the MLP cannot be expressed");
+    readRouter(c, m, "num_experts", 128, 8, 0.001);
+    m.moe.ffn_hidden = c.integer("moe_intermediate_size", 768, 1, 1 << 22);
+    m.moe.router = c.boolean("norm_topk_prob", false) ? MoeRouter::SoftmaxNorm : MoeRouter::Softmax;
+    // A layer is sparse unless listed in mlp_only_layers, when (index + 1) % decoder_sparse_step
+    // == 0 ([QMC]): our dense_layers are such a list's prefix 0..k-1.
+    m.moe.layer_interval = c.integer("decoder_sparse_step", 1, 1, 10000);
+    const QJsonValue dense = c.value("mlp_only_layers");
+    if (dense.isArray()) {
+        const QJsonArray list = dense.toArray();
+        for (qsizetype i = 0; i < list.size(); ++i)
+            if (list.at(i).toInt(-1) != int(i))
+                c.error("mlp_only_layers", "dense layers other than the first ones (0, 1, ...) are not read");
+        m.moe.dense_layers = int(list.size());
+        if (m.moe.dense_layers > 0 && m.moe.layer_interval > 1)
+            c.error("mlp_only_layers", "with decoder_sparse_step > 1 is not read");
+    } else if (!dense.isUndefined() && !dense.isNull()) {
+        c.error("mlp_only_layers", "expected a list of layer indices");
+    }
+    if (c.boolean("use_sliding_window", false))
+        c.error("use_sliding_window", "sliding windows in Qwen3-MoE are not read");
+    c.shapeFree({"sliding_window", "max_window_layers"});  // unused without use_sliding_window
 }
 
 void readGpt2(Config& c, ModelSpec& m)
@@ -428,6 +483,8 @@ constexpr Architecture kArchitectures[] = {
     {"MistralForCausalLM", "mistral", "models/mistral/configuration_mistral.py @ 008e574", readMistral},
     {"Qwen2ForCausalLM", "qwen2", "models/qwen2/configuration_qwen2.py @ 008e574", readQwen2},
     {"Qwen3ForCausalLM", "qwen3", "models/qwen3/configuration_qwen3.py @ 008e574", readQwen3},
+    {"MixtralForCausalLM", "mixtral", "models/mixtral/configuration_mixtral.py @ 008e574", readMixtral},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "models/qwen3_moe/configuration_qwen3_moe.py @ 008e574", readQwen3Moe},
     {"GPT2LMHeadModel", "gpt2", "models/gpt2/configuration_gpt2.py @ 01ae98a", readGpt2},
     {"BertForMaskedLM", "bert", "models/bert/configuration_bert.py @ 008f5c8", readBert},
     {"T5ForConditionalGeneration", "t5", "models/t5/configuration_t5.py @ 038869d", readT5},

@@ -1,7 +1,8 @@
 // HfConfigImport: a Hugging Face transformers config.json read as a ModelSpec, for the
 // architectures whose meaning we have read in the transformers source (each field cited in
 // HfConfigImport.cpp): LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, GPT2LMHeadModel, BertForMaskedLM and T5ForConditionalGeneration.
+// Qwen3ForCausalLM, GPT2LMHeadModel, BertForMaskedLM, T5ForConditionalGeneration, and the
+// mixtures of experts MixtralForCausalLM and Qwen3MoeForCausalLM.
 // A missing field takes the default of the architecture's config class; an unknown
 // architecture, a key we do not know to leave the shape alone, or a value we cannot express
 // is refused by name, and nothing is returned.

@@ -37,5 +37,11 @@ inline constexpr std::array kRopeScalingKindNames{
     EnumName<RopeScalingKind>{RopeScalingKind::Yarn, "yarn"},
     EnumName<RopeScalingKind>{RopeScalingKind::Llama3, "llama3"},
 };
+inline constexpr std::array kMoeRouterNames{
+    EnumName<MoeRouter>{MoeRouter::Softmax, "softmax"},
+    EnumName<MoeRouter>{MoeRouter::SoftmaxNorm, "softmax-norm"},
+    EnumName<MoeRouter>{MoeRouter::Sigmoid, "sigmoid"},
+    EnumName<MoeRouter>{MoeRouter::SigmoidNorm, "sigmoid-norm"},
+};
 
 } // namespace shardscope

@@ -41,10 +41,10 @@ Count attentionParams(const ModelSpec& m)
     return p;
 }
 
-// One expert (or the dense MLP).
-Count mlpParams(const ModelSpec& m)
+// One MLP of inner size f: the dense MLP, an expert, a shared expert.
+Count mlpParams(const ModelSpec& m, Count f)
 {
-    const Count h = m.hidden, f = m.ffn_hidden;
+    const Count h = m.hidden;
     const Count matrices = gated(m.mlp) ? 3 : 2;
     Count p = matrices * h * f;
     if (m.bias)
@@ -52,18 +52,26 @@ Count mlpParams(const ModelSpec& m)
     return p;
 }
 
-Count routerParams(const ModelSpec& m) { return m.moe.enabled() ? Count(m.hidden) * m.moe.experts : Count(0); }
-
-Count mlpBlockParams(const ModelSpec& m)
+// The router: h x experts (+ a bias with the linear biases, GPT-OSS).
+Count routerParams(const ModelSpec& m)
 {
-    const Count experts = m.moe.enabled() ? m.moe.experts : 1;
-    return experts * mlpParams(m) + routerParams(m);
+    if (!m.moe.enabled())
+        return Count(0);
+    return Count(m.hidden) * m.moe.experts + (m.bias ? Count(m.moe.experts) : Count(0));
 }
 
-Count activeMlpBlockParams(const ModelSpec& m)
+Count sharedExpertParams(const ModelSpec& m)
 {
-    const Count experts = m.moe.enabled() ? m.moe.top_k : 1;
-    return experts * mlpParams(m) + routerParams(m);
+    return Count(m.moe.shared_experts) * mlpParams(m, Count(m.moe.shared_ffn_hidden));
+}
+
+Count denseMlpParams(const ModelSpec& m) { return mlpParams(m, Count(m.ffn_hidden)); }
+
+// An MoE block: every routed expert, the shared ones and the router; `active`: the top k only.
+Count moeBlockParams(const ModelSpec& m, bool active)
+{
+    const Count experts = active ? m.moe.top_k : m.moe.experts;
+    return experts * mlpParams(m, Count(m.expertFfn())) + sharedExpertParams(m) + routerParams(m);
 }
 
 struct CheckedBreakdown {
@@ -94,19 +102,27 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
     if (m.embedding_norm)
         b.embeddings += normParams(m);
 
-    // A layer: self attention + MLP block, each with its norm.
-    b.encoder_layer = attentionParams(m) + mlpBlockParams(m) + Count(2) * normParams(m);
+    // A layer: self attention + MLP block, each with its norm; encoder_layer is one with the MoE
+    // block when there is one (a dense layer of a model with both has denseMlp instead).
+    const Count moeLayers = m.moeLayers(0, m.layers);
+    const Count denseLayers = Count(m.layers) - moeLayers;
+    const Count attentionAndNorms = attentionParams(m) + Count(2) * normParams(m);
+    const Count mlpBlock = m.moe.enabled() ? moeBlockParams(m, false) : denseMlpParams(m);
+    b.encoder_layer = attentionAndNorms + mlpBlock;
     if (encDec)
         b.decoder_layer = b.encoder_layer + attentionParams(m) + normParams(m);  // + cross attention
-    b.layers_total = Count(m.layers) * b.encoder_layer + Count(encDec ? m.decoder_layers : 0) * b.decoder_layer;
+    b.layers_total = moeLayers * b.encoder_layer + denseLayers * (attentionAndNorms + denseMlpParams(m)) +
+                     Count(encDec ? m.decoder_layers : 0) * b.decoder_layer;
 
     b.final_norms = m.final_norm ? Count(stacks) * normParams(m) : Count(0);
     b.lm_head = m.tied_embeddings ? Count(0) : Count(m.vocab) * h;
     b.pooler = m.pooler ? h * h + h : Count(0);
     b.total = b.embeddings + b.layers_total + b.final_norms + b.lm_head + b.pooler;
 
-    const Count inactivePerLayer = mlpBlockParams(m) - activeMlpBlockParams(m);
-    b.active_per_token = b.total - Count(m.totalLayers()) * inactivePerLayer;
+    // Each MoE block: the routed experts a token does not use.
+    const Count inactivePerBlock = m.moe.enabled() ? moeBlockParams(m, false) - moeBlockParams(m, true) : Count(0);
+    const Count moeBlocks = moeLayers + Count(encDec && m.moe.enabled() ? m.decoder_layers : 0);
+    b.active_per_token = b.total - moeBlocks * inactivePerBlock;
     return b;
 }
 
@@ -116,13 +132,20 @@ Count checkedForwardFlops(const ModelSpec& m, int seq)
     const Count projections = Count(2) * (h * q + Count(2) * h * kv + q * h);
     // Q K^T and (softmax) V over the keys each query sees: the full sequence, or the window.
     auto scores = [&](bool sliding) { return Count(4) * attentionKeys(m, seq, sliding) * q; };
-    const Count experts = m.moe.enabled() ? m.moe.top_k : 1;
-    const Count mlp = experts * 2 * (gated(m.mlp) ? 3 : 2) * h * f + Count(2) * routerParams(m);
+    const Count matrices = gated(m.mlp) ? 3 : 2;
+    const Count denseMlp = Count(2) * matrices * h * f;
+    // An MoE block: the top k routed experts, the shared experts and the router.
+    const Count moeMlp = Count(m.moe.top_k) * 2 * matrices * h * m.expertFfn() +
+                         Count(m.moe.shared_experts) * 2 * matrices * h * m.moe.shared_ffn_hidden +
+                         Count(2) * h * m.moe.experts;
+    const Count mlp = m.moe.enabled() ? moeMlp : denseMlp;
     const Count layer = projections + scores(false) + mlp;
 
     // Sliding windows are decoder-only (validate()): the encoder-decoder path never sees one.
     const int sliding = m.slidingLayers(0, m.layers);
-    Count flops = Count(m.layers) * layer + Count(sliding) * (scores(true) - scores(false));
+    const Count denseLayers = Count(m.layers) - m.moeLayers(0, m.layers);
+    Count flops = Count(m.layers) * layer + Count(sliding) * (scores(true) - scores(false)) +
+                  denseLayers * (denseMlp - mlp);
     if (m.family == ModelFamily::EncoderDecoder)
         flops += Count(m.decoder_layers) * (layer + projections + scores(false));  // + cross attention
     flops += Count(2) * h * m.vocab;  // logits
@@ -154,6 +177,24 @@ int ModelSpec::slidingLayers(int first, int count) const
     if (list.empty())
         return count;
     return int(std::lower_bound(list.begin(), list.end(), first + count) - std::lower_bound(list.begin(), list.end(), first));
+}
+
+bool ModelSpec::moeLayer(int index) const
+{
+    if (!moe.enabled() || index < moe.dense_layers)
+        return false;
+    const int interval = std::max(1, moe.layer_interval);
+    return (index - moe.dense_layers + 1) % interval == 0;
+}
+
+int ModelSpec::moeLayers(int first, int count) const
+{
+    if (!moe.enabled() || count <= 0)
+        return 0;
+    // MoE layers before layer n: those at dense + interval - 1, dense + 2 interval - 1, ...
+    const int interval = std::max(1, moe.layer_interval);
+    auto before = [&](int n) { return n <= moe.dense_layers ? 0 : (n - moe.dense_layers) / interval; };
+    return before(first + count) - before(first);
 }
 
 std::int64_t attentionKeys(const ModelSpec& m, int seq, bool sliding)
@@ -228,6 +269,37 @@ void validateRopeScaling(const ModelSpec& m, Add& add)
         add("rope_scaling.beta_fast", "must exceed beta_slow " + std::to_string(r.beta_slow));
     if (r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
         add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor must not be negative");
+}
+
+template <class Add>
+void validateMoe(const ModelSpec& m, Add& add)
+{
+    const MoeSpec& e = m.moe;
+    auto within = [&](const char* field, int v, int lo, int hi) {
+        if (v < lo || v > hi)
+            add(field, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    };
+    within("moe.ffn_hidden", e.ffn_hidden, 0, 1 << 22);
+    within("moe.shared_experts", e.shared_experts, 0, 4096);
+    within("moe.shared_ffn_hidden", e.shared_ffn_hidden, 0, 1 << 22);
+    within("moe.layer_interval", e.layer_interval, 1, 10000);
+    if (e.shared_experts > 0 && e.shared_ffn_hidden == 0)
+        add("moe.shared_ffn_hidden", "is required with shared experts");
+    if (e.shared_experts == 0 && e.shared_ffn_hidden > 0)
+        add("moe.shared_ffn_hidden", "without shared experts: set moe.shared_experts");
+    if (e.dense_layers < 0 || e.dense_layers >= m.layers)
+        add("moe.dense_layers", std::to_string(e.dense_layers) + " leaves no MoE layer among the " +
+                                    std::to_string(m.layers) + " layers");
+    else if (e.dense_layers + e.layer_interval > m.layers)
+        add("moe.layer_interval", std::to_string(e.layer_interval) + " leaves no MoE layer after the " +
+                                      std::to_string(e.dense_layers) + " dense ones");
+    if (m.family != ModelFamily::DecoderOnly && (e.dense_layers > 0 || e.layer_interval > 1))
+        add("moe.dense_layers", "dense layers and layer intervals apply to decoder-only models (every layer of an "
+                                "encoder or encoder-decoder has the MoE block)");
+    if (e.capacity_factor < 0 || e.capacity_factor > 1000 || (e.capacity_factor > 0 && e.capacity_factor < 1e-6))
+        add("moe.capacity_factor", "must be > 0 (or 0: dropless)");
+    if (e.aux_loss_coeff < 0 || e.aux_loss_coeff > 1000)
+        add("moe.aux_loss_coeff", "must be between 0 and 1000");
 }
 
 template <class Add>
@@ -306,6 +378,7 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
         else if (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts)
             add("moe.top_k", std::to_string(m.moe.top_k) + " must be between 1 and experts " +
                                  std::to_string(m.moe.experts));
+        validateMoe(m, add);
     }
     if (!(m.norm_eps > 0 && m.norm_eps < 1))
         add("norm_eps", std::to_string(m.norm_eps) + " is out of range (0, 1)");
@@ -330,5 +403,6 @@ const char* toString(MlpKind v) { return enumToString<MlpKind>(kMlpKindNames, v)
 const char* toString(PositionKind v) { return enumToString<PositionKind>(kPositionKindNames, v); }
 const char* toString(NormKind v) { return enumToString<NormKind>(kNormKindNames, v); }
 const char* toString(RopeScalingKind v) { return enumToString<RopeScalingKind>(kRopeScalingKindNames, v); }
+const char* toString(MoeRouter v) { return enumToString<MoeRouter>(kMoeRouterNames, v); }
 
 } // namespace shardscope

@@ -42,9 +42,25 @@ struct SlidingWindow {
     bool operator==(const SlidingWindow&) const = default;
 };
 
+// How a token's expert weights come from the router's logits: softmax or sigmoid scores of the
+// top k, as they are or renormalised to sum to 1 over the k (Mixtral, Qwen3-MoE with
+// norm_topk_prob, GPT-OSS's softmax over the top-k logits; DeepSeek-V3: sigmoid, normalised).
+enum class MoeRouter { Softmax, SoftmaxNorm, Sigmoid, SigmoidNorm };
+
+// Mixture of experts (the project's issue 16 JSON form, "moe": {...}). Which layers have the
+// MoE block: the layers from `dense_layers` on, every `layer_interval`-th of them (the last of
+// each interval: Qwen's decoder_sparse_step); the others have the dense MLP of ffn_hidden.
 struct MoeSpec {
-    int experts = 0;  // 0: dense model
-    int top_k = 0;    // experts active per token
+    int experts = 0;            // routed experts; 0: dense model
+    int top_k = 0;              // routed experts active per token
+    int shared_experts = 0;     // experts every token passes through (DeepSeek, Qwen2-MoE)
+    int shared_ffn_hidden = 0;  // inner size of each shared expert
+    int ffn_hidden = 0;         // inner size of each routed expert; 0: the model's ffn_hidden
+    int dense_layers = 0;       // first layers with a dense MLP (DeepSeek-V3: 3)
+    int layer_interval = 1;     // an MoE block every this many layers after them
+    MoeRouter router = MoeRouter::SoftmaxNorm;
+    double capacity_factor = 0; // tokens an expert takes, x its even share; 0: dropless
+    double aux_loss_coeff = 0;  // load-balancing loss weight (no count)
     bool enabled() const { return experts > 0; }
     bool operator==(const MoeSpec&) const = default;
 };
@@ -96,6 +112,11 @@ struct ModelSpec {
     // `count` layers from `first` do.
     bool slidingLayer(int index) const;
     int slidingLayers(int first, int count) const;
+    // Whether layer `index` of the main stack (from 0) has the MoE block, and how many of the
+    // `count` layers from `first` do; every decoder layer of an encoder-decoder has it with MoE.
+    bool moeLayer(int index) const;
+    int moeLayers(int first, int count) const;
+    int expertFfn() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
     bool operator==(const ModelSpec&) const = default;
 };
 
@@ -137,5 +158,6 @@ const char* toString(MlpKind v);
 const char* toString(PositionKind v);
 const char* toString(NormKind v);
 const char* toString(RopeScalingKind v);
+const char* toString(MoeRouter v);
 
 } // namespace shardscope

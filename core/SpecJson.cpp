@@ -127,6 +127,46 @@ SlidingWindow readSlidingWindow(JsonReader& r)
     return out;
 }
 
+QJsonObject moeToJson(const MoeSpec& e)
+{
+    QJsonObject o{{"experts", e.experts}, {"top_k", e.top_k}, {"router", toString(e.router)}};
+    if (e.ffn_hidden > 0)
+        o.insert("ffn_hidden", e.ffn_hidden);
+    if (e.shared_experts > 0) {
+        o.insert("shared_experts", e.shared_experts);
+        o.insert("shared_ffn_hidden", e.shared_ffn_hidden);
+    }
+    if (e.dense_layers > 0)
+        o.insert("dense_layers", e.dense_layers);
+    if (e.layer_interval > 1)
+        o.insert("layer_interval", e.layer_interval);
+    putIfPositive(o, "capacity_factor", e.capacity_factor);
+    putIfPositive(o, "aux_loss_coeff", e.aux_loss_coeff);
+    return o;
+}
+
+// "moe": {"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden" (per routed
+// expert), "dense_layers", "layer_interval", "router", "capacity_factor", "aux_loss_coeff"}
+// (issue 16's keys). capacity_factor left out: dropless.
+MoeSpec readMoe(JsonReader& r)
+{
+    MoeSpec e;
+    JsonReader moe = r.object("moe", false);
+    moe.rejectUnknownKeys({"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden", "dense_layers",
+                           "layer_interval", "router", "capacity_factor", "aux_loss_coeff"});
+    e.experts = moe.integer("experts", 0, true, 1, 4096);
+    e.top_k = moe.integer("top_k", 0, true, 1, 4096);
+    e.shared_experts = moe.integer("shared_experts", 0, false, 0, 4096);
+    e.shared_ffn_hidden = moe.integer("shared_ffn_hidden", 0, false, 1, 1 << 22);
+    e.ffn_hidden = moe.integer("ffn_hidden", 0, false, 1, 1 << 22);
+    e.dense_layers = moe.integer("dense_layers", 0, false, 0, 10000);
+    e.layer_interval = moe.integer("layer_interval", 1, false, 1, 10000);
+    e.router = moe.enumeration<MoeRouter>("router", kMoeRouterNames, MoeRouter::SoftmaxNorm, false);
+    e.capacity_factor = moe.number("capacity_factor", 0, false, 1e-6, 1000);
+    e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1000);
+    return e;
+}
+
 } // namespace
 
 std::string schemaKind(const QJsonObject& json)
@@ -187,9 +227,12 @@ QJsonObject toJson(const ModelSpec& m)
     o.insert("final_norm", m.final_norm);
     o.insert("pooler", m.pooler);
     if (m.moe.enabled())
-        o.insert("moe", QJsonObject{{"experts", m.moe.experts}, {"top_k", m.moe.top_k}});
+        o.insert("moe", moeToJson(m.moe));
     // Derived, output only: doubles hold these counts exactly (< 2^53).
-    o.insert("parameters", double(parameterCount(m)));
+    const ParameterBreakdown counts = parameterBreakdown(m);
+    o.insert("parameters", double(counts.total));
+    if (m.moe.enabled())
+        o.insert("active_parameters", double(counts.active_per_token));
     o.insert("flops_per_token", double(forwardFlopsPerToken(m, m.max_seq)));
     return o;
 }
@@ -203,7 +246,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
                          "token_types", "relative_buckets", "positions", "rope_base", "rope_scaling", "norm", "norm_eps",
                          "bias", "qk_norm", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
-                         "pooler", "moe", "parameters", "flops_per_token"});
+                         "pooler", "moe", "parameters", "active_parameters", "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
     m.display_name = r.string("display_name", false);
@@ -251,12 +294,8 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     m.embedding_norm = r.boolean("embedding_norm", false);
     m.final_norm = r.boolean("final_norm", true);
     m.pooler = r.boolean("pooler", false);
-    if (r.has("moe")) {
-        JsonReader moe = r.object("moe", false);
-        moe.rejectUnknownKeys({"experts", "top_k"});
-        m.moe.experts = moe.integer("experts", 0, true, 1, 4096);
-        m.moe.top_k = moe.integer("top_k", 0, true, 1, 4096);
-    }
+    if (r.has("moe"))
+        m.moe = readMoe(r);
     if (errors.size() != before)
         return std::nullopt;
     if (!appendValidation(m, path, errors))

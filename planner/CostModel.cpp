@@ -212,11 +212,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double qkNorm = model.qk_norm ? 2 * (model.norm == NormKind::LayerNorm ? 2 * D.hd : D.hd) : 0.0;
     const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
                              qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm;
-    const double mlp = D.experts * (D.matrices * h * D.f_local + bias * ((D.matrices - 1) * D.f_local + h)) +
-                       (model.moe.enabled() ? h * D.experts : 0);
+    // MLPs of inner size f per device: the dense one, and with MoE each routed expert (tp splits
+    // experts like the dense MLP: Megatron's expert tensor parallelism defaults to tp), the
+    // shared experts and the router (h x E, + E with biases). A stage's layers are MoE or dense
+    // by ModelSpec::moeLayer; every decoder layer of an encoder-decoder is MoE with MoE.
+    auto mlpOf = [&](double f) { return D.matrices * h * f + bias * ((D.matrices - 1) * f + h); };
+    const MoeSpec& moe = model.moe;
+    const double expertLocal = double(model.expertFfn()) / D.t, sharedLocal = double(moe.shared_ffn_hidden) / D.t;
+    const double denseMlp = mlpOf(D.f_local);
+    const double mlp = moe.enabled() ? D.experts * mlpOf(expertLocal) + moe.shared_experts * mlpOf(sharedLocal) +
+                                           (h + bias) * D.experts
+                                     : denseMlp;
+    const int moeEncoderLayers = model.moeLayers(first, sc.encoder_layers);
+    const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
     const double encoderLayerParams = attention + mlp + 2 * norm;
     const double decoderLayerParams = encoderLayerParams + attention + norm;
-    sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams;
+    sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams -
+                denseEncoderLayers * (mlp - denseMlp);
     const bool firstStage = stage == 0, lastStage = stage == l.pp - 1;
     // Sharded states are gathered and reduced a unit at a time: each layer (FSDP's per-block
     // wrapping) and, on the stages that have them, the modules outside the layers as one root
@@ -267,8 +279,21 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // instead of 4, i.e. 2.5x the forward rather than 2x.
     const double attentionBackwardExtra = flash ? 0.5 * selfAttentionCore : 0.0;
     const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
-    const double mlpTime = gemm(routed, (D.matrices - 1) * D.f_local, h) + gemm(routed, h, D.f_local) +
-                           (model.moe.enabled() ? gemm(T, D.experts, h) : 0);
+    const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
+    const double sharedLocalAll = moe.shared_experts * sharedLocal;
+    const double mlpTime =
+        moe.enabled() ? gemm(routed, (D.matrices - 1) * expertLocal, h) + gemm(routed, h, expertLocal) +
+                            (sharedLocalAll > 0 ? gemm(T, (D.matrices - 1) * sharedLocalAll, h) + gemm(T, h, sharedLocalAll)
+                                                : 0.0) +
+                            gemm(T, D.experts, h)
+                      : denseMlpTime;
+    // The inner activations a layer of this stage keeps, on average over its MoE and dense layers
+    // (everything they size is linear in it): top k routed experts and the shared ones, or f.
+    const double moeInner = expertLocal * D.experts_active + sharedLocalAll;
+    const double innerLocal =
+        sc.encoder_layers > 0 ? (moeEncoderLayers * (moe.enabled() ? moeInner : D.f_local) +
+                                 denseEncoderLayers * D.f_local) / sc.encoder_layers
+                              : (moe.enabled() ? moeInner : D.f_local);
     const double crossAttention = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local) +
                                   selfAttentionCore;
 
@@ -279,7 +304,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     shape.q_dim_local = D.q_local;
     shape.kv_dim_local = D.kv_local;
     shape.heads_local = D.heads_local;
-    shape.ffn_local = D.f_local * D.experts_active;
+    shape.ffn_local = innerLocal;
     shape.gated_mlp = gatedMlp(model.mlp);
     shape.tp = D.t;
     shape.sequence_parallel = l.sequence_parallel;
@@ -304,7 +329,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
     const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
-    double fwdLayers = nEnc * encLayer + nDec * decLayer - slidingSaving;
+    double fwdLayers = nEnc * encLayer + nDec * decLayer - slidingSaving - denseEncoderLayers * (mlpTime - denseMlpTime);
     double head = 0;
     if (lastStage) {
         // Logits and the fp32 cross-entropy over the vocabulary shard.
@@ -449,7 +474,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     {
         const ops::ElementFlops norm = ops::norm(model.norm), act = ops::mlpActivation(model.mlp);
         const double Ts = T / (l.sequence_parallel ? D.t : 1.0);
-        const double ffn = routed * D.f_local;
+        const double ffn = T * innerLocal;
         const double add = model.bias ? ops::kBiasResidualAdd : 1;
         // RoPE rotates every query and key head of this tp rank, over the micro-batch's tokens.
         const double rope = model.positions == PositionKind::Rotary

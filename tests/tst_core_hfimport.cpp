@@ -57,13 +57,15 @@ bool refusedAt(const QJsonObject& config, const std::string& path, const std::st
     return false;
 }
 
-// The shape of a model without the catalog's names and the fields a config adds (eps).
+// The shape of a model without the catalog's names and the settings a config adds (eps, the
+// load-balancing loss weight), which the built-ins leave at their defaults.
 ModelSpec shapeOf(ModelSpec m)
 {
     m.name.clear();
     m.display_name.clear();
     m.source.clear();
     m.norm_eps = 0;
+    m.moe.aux_loss_coeff = 0;
     return m;
 }
 
@@ -85,6 +87,8 @@ private slots:
         QTest::newRow("gpt2") << "gpt2" << qint64(124'439'808);
         QTest::newRow("bert-base-uncased") << "bert-base-uncased" << qint64(109'482'240);
         QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
+        QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
+        QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
     }
     void publishedTotals()
     {
@@ -120,6 +124,100 @@ private slots:
         const ModelSpec imported = importFixture(folder);
         const ModelSpec known = BuiltinSpecs::instance().model(builtin.toStdString());
         QVERIFY(shapeOf(imported) == shapeOf(known));
+    }
+
+    // Active parameters: the total less the routed experts a token does not use in each layer.
+    void mixtureOfExperts()
+    {
+        const ModelSpec mixtral = importFixture("Mixtral-8x7B-v0.1");
+        QCOMPARE(mixtral.moe.experts, 8);
+        QCOMPARE(mixtral.moe.top_k, 2);
+        QCOMPARE(mixtral.moe.router, MoeRouter::SoftmaxNorm);
+        QCOMPARE(mixtral.moe.aux_loss_coeff, 0.02);
+        QCOMPARE(mixtral.rope_base, 1e6);
+        QVERIFY(!mixtral.sliding_window.enabled());
+        const std::int64_t expert = 3LL * 4096 * 14336;
+        QCOMPARE(qint64(parameterBreakdown(mixtral).active_per_token), qint64(46'702'792'704 - 32 * 6 * expert));
+        // The same shape as the built-in mixtral-8x7b.
+        QVERIFY(shapeOf(mixtral) == shapeOf(BuiltinSpecs::instance().model("mixtral-8x7b")));
+
+        const ModelSpec qwen = importFixture("Qwen3-30B-A3B");
+        QCOMPARE(qwen.moe.experts, 128);
+        QCOMPARE(qwen.moe.top_k, 8);
+        QCOMPARE(qwen.moe.ffn_hidden, 768);
+        QCOMPARE(qwen.head_dim, 128);
+        QVERIFY(qwen.qk_norm);
+        // Qwen's model card: 3.3B activated; exactly 48 layers x 120 unused experts of 3 x 2048 x 768.
+        QCOMPARE(qint64(parameterBreakdown(qwen).active_per_token), qint64(3'353'032'704));
+        QCOMPARE(qint64(parameterBreakdown(qwen).active_per_token), qint64(30'532'122'624 - 48LL * 120 * 3 * 2048 * 768));
+        // catalog show --json: parameters and active_parameters.
+        const QJsonObject doc = toJson(qwen);
+        QCOMPARE(qint64(doc.value("parameters").toDouble()), qint64(30'532'122'624));
+        QCOMPARE(qint64(doc.value("active_parameters").toDouble()), qint64(3'353'032'704));
+
+        // Dense first layers (mlp_only_layers 0..k-1) and sparse steps.
+        QJsonObject config = readFixture("Qwen3-30B-A3B");
+        config.insert("mlp_only_layers", QJsonArray{0, 1});
+        FieldErrors errors;
+        auto m = import(config, errors, "a/config.json");
+        QVERIFY2(m, joinErrors(errors).c_str());
+        QCOMPARE(m->moe.dense_layers, 2);
+        QCOMPARE(m->moeLayers(0, 48), 46);
+        // Two dense MLPs (3 x 2048 x 6144) in place of two MoE blocks.
+        const std::int64_t block = 128LL * 3 * 2048 * 768 + 2048LL * 128;
+        QCOMPARE(qint64(parameterCount(qwen) - parameterCount(*m)), qint64(2 * (block - 3LL * 2048 * 6144)));
+        config.insert("mlp_only_layers", QJsonArray{0, 5});
+        QVERIFY(refusedAt(config, "mlp_only_layers", "other than the first ones"));
+        config.insert("mlp_only_layers", QJsonArray{});
+        config.insert("decoder_sparse_step", 2);
+        m = import(config, errors, "a/config.json");
+        QVERIFY(m);
+        QVERIFY(!m->moeLayer(0) && m->moeLayer(1) && !m->moeLayer(2) && m->moeLayer(47));
+        QCOMPARE(m->moeLayers(0, 48), 24);
+        QCOMPARE(m->moeLayers(3, 4), 2);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    // The MoE block in the model format: issue 16's keys, counted exactly, refused when wrong.
+    void moeFormat()
+    {
+        QJsonObject doc = toJson(importFixture("Qwen3-30B-A3B"));
+        QJsonObject moe = doc.value("moe").toObject();
+        QCOMPARE(moe.value("router").toString(), QStringLiteral("softmax-norm"));
+        // DeepSeek-style: 3 dense layers, one shared expert of 768.
+        moe.insert("dense_layers", 3);
+        moe.insert("shared_experts", 1);
+        moe.insert("shared_ffn_hidden", 768);
+        moe.insert("capacity_factor", 1.25);
+        doc.insert("moe", moe);
+        FieldErrors errors;
+        const auto deep = modelFromJson(doc, "model", errors);
+        QVERIFY2(deep, joinErrors(errors).c_str());
+        QCOMPARE(deep->moe.capacity_factor, 1.25);
+        const std::int64_t h = 2048, expert = 3 * h * 768, block = 128 * expert + h * 128 + expert;
+        const std::int64_t dense = 3 * h * 6144;
+        QCOMPARE(qint64(parameterCount(*deep) - 30'532'122'624), qint64(45 * expert + 3 * (dense - (block - expert))));
+        QCOMPARE(qint64(parameterBreakdown(*deep).active_per_token - 3'353'032'704), qint64(45 * expert + 3 * (dense - 8 * expert - h * 128)));
+        // FLOPs per token: 3 dense MLPs, 45 blocks with top 8 + 1 shared.
+        const ModelSpec qwen = importFixture("Qwen3-30B-A3B");
+        QCOMPARE(qint64(forwardFlopsPerToken(*deep, 4096) - forwardFlopsPerToken(qwen, 4096)),
+                 qint64(2 * (45 * expert + 3 * (dense - 8 * expert - h * 128))));
+        QVERIFY(*deep == *modelFromJson(toJson(*deep), "model", errors));
+
+        auto refused = [&](const char* key, const QJsonValue& value, const std::string& fragment) {
+            QJsonObject bad = doc;
+            QJsonObject m = moe;
+            m.insert(QLatin1String(key), value);
+            bad.insert("moe", m);
+            FieldErrors e;
+            return !modelFromJson(bad, "model", e) && joinErrors(e).find(fragment) != std::string::npos;
+        };
+        QVERIFY(refused("top_k", 200, "model.moe.top_k: 200 must be between 1 and experts 128"));
+        QVERIFY(refused("capacity_factor", 0, "model.moe.capacity_factor: 0 is out of range"));
+        QVERIFY(refused("dense_layers", 48, "model.moe.dense_layers: 48 leaves no MoE layer"));
+        QVERIFY(refused("shared_experts", 0, "model.moe.shared_ffn_hidden: without shared experts"));
+        QVERIFY(refused("router", "argmax", "model.moe.router: unknown value \"argmax\""));
+        QVERIFY(refused("experts_per_token", 2, "experts_per_token"));
     }
 
     void fieldsPerArchitecture()
@@ -388,7 +486,8 @@ private slots:
             qint64 parameters;
         } rows[] = {{"Llama-2-7b-hf", "llama-2-7b-hf", 6'738'415'616}, {"Mistral-7B-v0.1", "mistral-7b-v0.1", 7'241'732'096},
                     {"Qwen2-7B", "qwen2-7b", 7'615'616'512},        {"Qwen3-8B", "qwen3-8b", 8'190'735'360},
-                    {"gpt2", "gpt2", 124'439'808},                  {"bert-base-uncased", "bert-base-uncased", 109'482'240}};
+                    {"gpt2", "gpt2", 124'439'808},                  {"bert-base-uncased", "bert-base-uncased", 109'482'240},
+                    {"Mixtral-8x7B-v0.1", "mixtral-8x7b-v0.1", 46'702'792'704}, {"Qwen3-30B-A3B", "qwen3-30b-a3b", 30'532'122'624}};
         for (const auto& row : rows) {
             const CliRun r = cli({"catalog", "import", fixture(row.folder)});
             QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -397,6 +496,9 @@ private slots:
             QCOMPARE(shown.exitCode, 0);
             QCOMPARE(qint64(QJsonDocument::fromJson(shown.out).object().value("parameters").toDouble()), row.parameters);
         }
+        const CliRun moe = cli({"catalog", "show", "qwen3-30b-a3b", "--json"});
+        QCOMPARE(qint64(QJsonDocument::fromJson(moe.out).object().value("active_parameters").toDouble()),
+                 qint64(3'353'032'704));
         // t5-base is a built-in name: refused, and --name imports it beside the built-in.
         CliRun r = cli({"catalog", "import", fixture("t5-base")});
         QCOMPARE(r.exitCode, 2);

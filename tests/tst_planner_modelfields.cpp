@@ -74,6 +74,34 @@ private slots:
                  double(parameterCount(qkvBias) - parameterCount(plain)) * perParameter);
     }
 
+    // One device holding the whole model (tp = pp = 1) holds exactly its parameters, MoE blocks,
+    // dense first layers and shared experts included (no expert parallelism yet).
+    void moeWeightsAreTheModelsCount()
+    {
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        ModelSpec m = BuiltinSpecs::instance().model("mixtral-8x7b");
+        m.layers = 8;
+        m.moe.ffn_hidden = 2048;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.moe.dense_layers = 2;
+        m.moe.shared_experts = 2;
+        m.moe.shared_ffn_hidden = 1024;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.moe.dense_layers = 0;
+        m.moe.layer_interval = 2;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        // A stage of dense layers only holds less than one of MoE layers.
+        m.moe.layer_interval = 1;
+        m.moe.dense_layers = 4;
+        const Problem p = problemOn(m, 2048, true);
+        FieldErrors errors;
+        Layout l = parseLayout("pp=2", errors);
+        resolveDataParallel(l, p.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const Prediction split = CostModel::evaluate(p, l);
+        QCOMPARE(split.memory_stage, 1);  // the MoE layers' stage
+    }
+
     // Fused attention computes only the band: a sliding window shortens the step; unfused
     // attention computes the whole matrix and masks it. The model FLOPs count W keys either way.
     void slidingWindowAttention()

@@ -140,9 +140,17 @@ std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
                                                      ? std::string("every layer")
                                                      : std::to_string(m.sliding_window.layers.size()) + " of " +
                                                            std::to_string(m.layers) + " layers"));
-    if (m.moe.enabled())
-        rows.emplace_back("mixture of experts", std::to_string(m.moe.experts) + " experts, top-" +
-                                                    std::to_string(m.moe.top_k) + " per token");
+    if (m.moe.enabled()) {
+        const MoeSpec& e = m.moe;
+        std::string text = std::to_string(e.experts) + " experts of ffn " + std::to_string(m.expertFfn()) + ", top-" +
+                           std::to_string(e.top_k) + " per token (" + toString(e.router) + ")";
+        if (e.shared_experts > 0)
+            text += ", " + std::to_string(e.shared_experts) + " shared of " + std::to_string(e.shared_ffn_hidden);
+        if (e.dense_layers > 0 || e.layer_interval > 1)
+            text += ", in " + std::to_string(m.moeLayers(0, m.layers)) + " of " + std::to_string(m.layers) + " layers";
+        text += e.capacity_factor > 0 ? ", capacity factor " + numberText(e.capacity_factor) : std::string(", dropless");
+        rows.emplace_back("mixture of experts", text);
+    }
     rows.emplace_back("parameters", formatCount(p.total));
     rows.emplace_back("  embeddings", formatCount(p.embeddings));
     rows.emplace_back("  layers", formatCount(p.layers_total));

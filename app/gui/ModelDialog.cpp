@@ -85,6 +85,11 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     ropeBase_->setToolTip(tr("RoPE base (theta) for rotary positions: Llama 3 500000, Mixtral 1000000"));
     experts_ = spin(start.moe.experts, 0, 4096, this, "moe.experts");
     topK_ = spin(start.moe.top_k, 0, 4096, this, "moe.top_k");
+    expertFfn_ = spin(start.moe.ffn_hidden, 0, 1 << 22, this, "moe.ffn_hidden");
+    sharedExperts_ = spin(start.moe.shared_experts, 0, 4096, this, "moe.shared_experts");
+    sharedFfn_ = spin(start.moe.shared_ffn_hidden, 0, 1 << 22, this, "moe.shared_ffn_hidden");
+    denseLayers_ = spin(start.moe.dense_layers, 0, 10000, this, "moe.dense_layers");
+    layerInterval_ = spin(start.moe.layer_interval, 1, 10000, this, "moe.layer_interval");
 
     auto* form = new QFormLayout;
     form->addRow(tr("Name (catalog id)"), name_);
@@ -116,6 +121,11 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(QString(), pooler_);
     form->addRow(tr("Experts (0: dense)"), experts_);
     form->addRow(tr("Experts per token"), topK_);
+    form->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
+    form->addRow(tr("Shared experts"), sharedExperts_);
+    form->addRow(tr("Shared expert FFN size"), sharedFfn_);
+    form->addRow(tr("Dense first layers"), denseLayers_);
+    form->addRow(tr("MoE layer every"), layerInterval_);
 
     parameters_ = new QLabel(this);
     QFont f = parameters_->font();
@@ -135,7 +145,8 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     layout->addWidget(buttons_);
 
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
-                        topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_})
+                        topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_, expertFfn_,
+                        sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
     connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_})
@@ -210,7 +221,13 @@ ModelSpec ModelDialog::model() const
     m.position_table = positionTable_->value();
     m.relative_buckets = relativeBuckets_->value();
     m.rope_base = ropeBase_->value();
-    m.moe = {experts_->value(), topK_->value()};
+    m.moe.experts = experts_->value();
+    m.moe.top_k = topK_->value();
+    m.moe.ffn_hidden = expertFfn_->value();
+    m.moe.shared_experts = sharedExperts_->value();
+    m.moe.shared_ffn_hidden = sharedFfn_->value();
+    m.moe.dense_layers = denseLayers_->value();
+    m.moe.layer_interval = layerInterval_->value();
     return m;
 }
 
@@ -220,6 +237,8 @@ void ModelDialog::refresh()
     ropeBase_->setEnabled(PositionKind(positions_->currentData().toInt()) == PositionKind::Rotary);
     qkvBias_->setEnabled(!bias_->isChecked());
     slidingWindow_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::DecoderOnly);
+    for (QSpinBox* s : {expertFfn_, sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
+        s->setEnabled(experts_->value() > 0);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());

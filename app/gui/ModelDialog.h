@@ -53,7 +53,8 @@ private:
     QDoubleSpinBox* ropeBase_ = nullptr;
     QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
              *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
-             *experts_ = nullptr, *topK_ = nullptr;
+             *experts_ = nullptr, *topK_ = nullptr, *expertFfn_ = nullptr, *sharedExperts_ = nullptr,
+             *sharedFfn_ = nullptr, *denseLayers_ = nullptr, *layerInterval_ = nullptr;
     QLabel* parameters_ = nullptr;
     QLabel* messages_ = nullptr;
     QDialogButtonBox* buttons_ = nullptr;
