@@ -56,7 +56,7 @@ const char* const kShapeFreeKeys[] = {
 class Config {
 public:
     Config(const QJsonObject& json, std::string architecture, FieldErrors& errors)
-        : json_(json), reader_(json, "", errors), architecture_(std::move(architecture))
+        : json_(json), reader_(json, "", errors), errors_(errors), architecture_(std::move(architecture))
     {
         for (const char* k : kShapeFreeKeys)
             read_.insert(k);
@@ -104,6 +104,11 @@ public:
             error(key, why);
         read_.insert(key);
     }
+    // The model format's reader, its problems under the config's key.
+    void readRopeScaling(const char* key, const QJsonObject& rope, RopeScaling& out)
+    {
+        out = ropeScalingFromJson(rope, key, errors_);
+    }
     QJsonValue value(const char* key)
     {
         read_.insert(key);
@@ -125,6 +130,7 @@ public:
 private:
     QJsonObject json_;
     JsonReader reader_;
+    FieldErrors& errors_;
     std::string architecture_;
     std::set<std::string, std::less<>> read_;
 };
@@ -149,7 +155,8 @@ std::optional<MlpKind> plainMlp(const std::string& act)
 }
 
 // One rope_scaling (4.x) or rope_parameters (5.x) object, keys as [RU] reads them ("type" is the
-// old spelling of "rope_type"); rope_parameters also carries "rope_theta".
+// old spelling of "rope_type"); rope_parameters also carries "rope_theta". Read as the model
+// format's rope_scaling, which keeps Hugging Face's keys.
 void readRope(Config& c, const char* key, ModelSpec& m)
 {
     const QJsonValue v = c.value(key);
@@ -159,38 +166,29 @@ void readRope(Config& c, const char* key, ModelSpec& m)
         c.error(key, "expected an object or null");
         return;
     }
-    FieldErrors inner;
-    JsonReader r(v.toObject(), "", inner);
-    r.rejectUnknownKeys({"rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings",
-                         "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "attention_factor"});
-    if (r.has("rope_theta"))
-        m.rope_base = r.number("rope_theta", m.rope_base, false, 1, 1e12);
-    std::string type = r.has("rope_type") ? r.string("rope_type", false) : r.string("type", false);
-    if (type.empty())
-        type = "default";
-    RopeScaling s;
-    if (type == "linear")
-        s.type = RopeScalingKind::Linear;
-    else if (type == "dynamic")
-        s.type = RopeScalingKind::Dynamic;
-    else if (type == "yarn")
-        s.type = RopeScalingKind::Yarn;
-    else if (type == "llama3")
-        s.type = RopeScalingKind::Llama3;
-    else if (type != "default")
-        r.error("rope_type", "RoPE scaling " + quotedValue(type) + " is not read (default, linear, dynamic, yarn, llama3)");
-    if (s.enabled()) {
-        s.factor = r.number("factor", 0, true, 1, 1e6);
-        s.original_max_position_embeddings = r.integer("original_max_position_embeddings", 0, false, 1, kMaxSize);
-        s.low_freq_factor = r.number("low_freq_factor", 0, false, 0, 1e6);
-        s.high_freq_factor = r.number("high_freq_factor", 0, false, 0, 1e6);
-        s.beta_fast = r.number("beta_fast", 0, false, 0, 1e6);
-        s.beta_slow = r.number("beta_slow", 0, false, 0, 1e6);
-        s.attention_factor = r.number("attention_factor", 0, false, 0, 1e6);
-        m.rope_scaling = s;
+    QJsonObject rope = v.toObject();
+    if (rope.contains(QLatin1String("rope_theta"))) {
+        const QJsonValue theta = rope.take(QLatin1String("rope_theta"));
+        if (!theta.isDouble() || !(theta.toDouble() >= 1 && theta.toDouble() <= 1e12))
+            c.error(key, "rope_theta: expected a number between 1 and 1e12");
+        else
+            m.rope_base = theta.toDouble();
     }
-    for (const FieldError& e : inner)
-        c.error(key, e.text());
+    const QJsonValue type = rope.contains(QLatin1String("rope_type")) ? rope.take(QLatin1String("rope_type"))
+                                                                       : rope.take(QLatin1String("type"));
+    const std::string name = type.isString() ? type.toString().toStdString() : "default";
+    if (name == "default") {
+        if (!rope.isEmpty())
+            c.error(key, quotedValue(rope.begin().key().toStdString()) + " applies to scaled RoPE, not the default");
+        return;
+    }
+    static const char* const kRead[] = {"linear", "dynamic", "yarn", "llama3"};
+    if (std::find(std::begin(kRead), std::end(kRead), name) == std::end(kRead)) {
+        c.error(key, "RoPE scaling " + quotedValue(name) + " is not read (default, linear, dynamic, yarn, llama3)");
+        return;
+    }
+    rope.insert(QLatin1String("type"), QString::fromStdString(name));
+    c.readRopeScaling(key, rope, m.rope_scaling);
 }
 
 // The sliding layers from HF's layer_types ("sliding_attention" / "full_attention"), or from

@@ -68,10 +68,9 @@ QJsonObject ropeScalingToJson(const RopeScaling& r)
 }
 
 // "rope_scaling": {"type", "factor", ...}: Hugging Face's key names (rope_type spelled "type").
-RopeScaling readRopeScaling(JsonReader& r)
+RopeScaling readRopeScaling(JsonReader& s)
 {
     RopeScaling out;
-    JsonReader s = r.object("rope_scaling", false);
     s.rejectUnknownKeys({"type", "factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor",
                          "beta_fast", "beta_slow", "attention_factor"});
     out.type = s.enumeration<RopeScalingKind>("type", kRopeScalingKindNames, RopeScalingKind::None, true);
@@ -168,6 +167,12 @@ MoeSpec readMoe(JsonReader& r)
 }
 
 } // namespace
+
+RopeScaling ropeScalingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    JsonReader r(json, path, errors);
+    return readRopeScaling(r);
+}
 
 std::string schemaKind(const QJsonObject& json)
 {
@@ -272,7 +277,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     if (r.has("rope_base") && m.positions != PositionKind::Rotary)
         r.error("rope_base", "applies to rotary positions only (positions is \"" + std::string(toString(m.positions)) + "\")");
     if (r.has("rope_scaling"))
-        m.rope_scaling = readRopeScaling(r);
+        m.rope_scaling = ropeScalingFromJson(r.object("rope_scaling", false).json(), r.fieldPath("rope_scaling"), errors);
     m.norm = r.enumeration<NormKind>("norm", kNormKindNames, NormKind::LayerNorm, true);
     m.norm_eps = r.number("norm_eps", m.norm_eps, false, 1e-30, 0.5);
     // "bias": true (every linear layer), false, or "qkv" (the q, k and v projections only: Qwen2).

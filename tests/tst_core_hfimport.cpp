@@ -397,6 +397,11 @@ private slots:
         llama.remove("hidden_act");
         llama.insert("rope_scaling", QJsonObject{{"rope_type", "longrope"}, {"factor", 2.0}});
         QVERIFY(refusedAt(llama, "rope_scaling", "\"longrope\" is not read"));
+        // DeepSeek's yarn keys (mscale) are not read; the default RoPE takes no scaling keys.
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling.mscale", "unknown field"));
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "default"}, {"factor", 2.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling", "\"factor\" applies to scaled RoPE"));
         llama.insert("rope_scaling", QJsonObject{{"rope_type", "llama3"}, {"factor", 8.0}});
         QVERIFY(refusedAt(llama, "model.rope_scaling.original_max_position_embeddings", "required for llama3"));
         QJsonObject t5 = readFixture("t5-base");
