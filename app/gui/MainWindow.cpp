@@ -26,6 +26,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
+#include <QLineEdit>
 #include <QJsonDocument>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -602,10 +603,20 @@ void MainWindow::importFile()
         QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
         if (!errors.empty())
             throw InputError(errors);
-        // A Hugging Face config.json becomes a model named after its _name_or_path or folder
-        // (rename it in the catalog with Edit).
-        if (isHfConfig(doc))
-            doc = modelDocumentFromHfConfig(doc, {{}, {}, file.toStdString()});
+        // A Hugging Face config.json becomes a model; its name, proposed from _name_or_path or
+        // the folder, is asked for (a built-in such as t5-base keeps its name).
+        if (isHfConfig(doc)) {
+            QJsonObject model = modelDocumentFromHfConfig(doc, {{}, {}, file.toStdString()});
+            bool ok = false;
+            const QString name = QInputDialog::getText(
+                this, tr("Import Hugging Face config"),
+                tr("%1 read as %2.\nName in the catalog:")
+                    .arg(file, QString::fromStdString(printable(hfArchitecture(doc)))),
+                QLineEdit::Normal, model.value(QLatin1String("name")).toString(), &ok);
+            if (!ok)
+                return;
+            doc = modelDocumentFromHfConfig(doc, {name.trimmed().toStdString(), {}, file.toStdString()});
+        }
         const auto names = store_.specs().importDocument(doc);
         catalogPage_->reload();
         setup_->reloadCatalog();
