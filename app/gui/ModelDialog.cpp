@@ -170,8 +170,14 @@ ModelSpec ModelDialog::withFamilyDefaults(ModelSpec m)
     m.relative_buckets = plain.relative_buckets;
     m.rope_base = plain.rope_base;
     m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? m.decoder_layers : 0;
-    if (m.family != ModelFamily::DecoderOnly)
-        m.sliding_window = plain.sliding_window;  // decoder-only
+    // Settings the dialog has no control for (the sliding layers, RoPE scaling, eps, the
+    // router) start from the format's defaults too.
+    m.sliding_window = plain.sliding_window;
+    m.rope_scaling = plain.rope_scaling;
+    m.norm_eps = plain.norm_eps;
+    m.moe.router = plain.moe.router;
+    m.moe.capacity_factor = plain.moe.capacity_factor;
+    m.moe.aux_loss_coeff = plain.moe.aux_loss_coeff;
     switch (m.family) {
     case ModelFamily::EncoderOnly:  // BERT (Devlin et al. 2019): post-norm with an embedding norm
         m.embedding_norm = true;
