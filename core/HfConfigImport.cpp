@@ -13,6 +13,8 @@
 //  [RU]  src/transformers/modeling_rope_utils.py                   @ 0044e3b (rope_scaling keys per rope_type)
 //  [XC]  src/transformers/models/mixtral/configuration_mixtral.py  @ 008e574 (MixtralConfig, default_theta 1e6)
 //  [QMC] src/transformers/models/qwen3_moe/configuration_qwen3_moe.py @ 008e574 (Qwen3MoeConfig)
+//  [OC]  src/transformers/models/gpt_oss/configuration_gpt_oss.py  @ 02b8f42 (GptOssConfig)
+//  [OM]  src/transformers/models/gpt_oss/modeling_gpt_oss.py       @ 00d4b3d (biased experts and router, sinks)
 // Configs written by transformers 4.x carry "rope_theta" and "rope_scaling" (4.x LlamaConfig's
 // rope_theta=10000.0, rope_scaling=None); 5.x merges them into "rope_parameters" ([LC]).
 // tie_word_embeddings: PretrainedConfig's default is True; the Llama, Mistral and Qwen config
@@ -366,6 +368,41 @@ void readQwen3Moe(Config& c, ModelSpec& m)
     c.shapeFree({"sliding_window", "max_window_layers"});  // unused without use_sliding_window
 }
 
+void readGptOss(Config& c, ModelSpec& m)
+{
+    readLlamaStyle(c, {201088, 2880, 2880, 36, 64, 8, 64, 131072, 150000, 1e-5}, m);
+    // Every linear layer has a bias: q, k, v, o with attention_bias (default True), the experts'
+    // gate_up and down, the router ([OM]); the sinks are one parameter per head and layer.
+    if (!c.boolean("attention_bias", true))
+        c.error("attention_bias", "false with the experts' and router's biases cannot be expressed");
+    m.bias = true;
+    m.attention_sinks = true;
+    // intermediate_size is each expert's; top-k logits softmaxed ([OM] GptOssTopKRouter).
+    readRouter(c, m, "num_local_experts", 128, 4, 0.001);
+    m.moe.router = MoeRouter::SoftmaxNorm;
+    // Sliding and full layers alternate, the first sliding ([OC] __post_init__), unless layer_types says.
+    if (const std::optional<int> w = c.optionalInteger("sliding_window", 128)) {
+        std::vector<int> layers;
+        if (c.has("layer_types") && !c.isNull("layer_types"))
+            layers = slidingLayers(c, m.layers, 0);
+        else
+            for (int i = 0; i < m.layers; i += 2)
+                layers.push_back(i);
+        m.sliding_window = {*w, layers};
+    } else {
+        c.value("layer_types");  // no window: every layer attends fully
+    }
+    if (!c.has("rope_parameters") && !c.has("rope_scaling"))
+        m.rope_scaling = {RopeScalingKind::Yarn, 32.0, 4096, 0, 0, 32.0, 1.0, 0, false};  // [OC]'s default
+    // The published checkpoints store the experts in MXFP4 (quantization_config); the model
+    // trained has the same shape. The SwiGLU's clamp and gain, the old names of the context and
+    // top k: no weights.
+    const QJsonValue quant = c.value("quantization_config");
+    if (quant.isObject() && quant.toObject().value(QLatin1String("quant_method")).toString() != QLatin1String("mxfp4"))
+        c.error("quantization_config", "only the published MXFP4 storage of the experts is read");
+    c.shapeFree({"swiglu_limit", "swiglu_alpha", "initial_context_length", "experts_per_token"});
+}
+
 void readGpt2(Config& c, ModelSpec& m)
 {
     m.family = ModelFamily::DecoderOnly;
@@ -483,6 +520,7 @@ constexpr Architecture kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", "models/qwen3/configuration_qwen3.py @ 008e574", readQwen3},
     {"MixtralForCausalLM", "mixtral", "models/mixtral/configuration_mixtral.py @ 008e574", readMixtral},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "models/qwen3_moe/configuration_qwen3_moe.py @ 008e574", readQwen3Moe},
+    {"GptOssForCausalLM", "gpt_oss", "models/gpt_oss/configuration_gpt_oss.py @ 02b8f42", readGptOss},
     {"GPT2LMHeadModel", "gpt2", "models/gpt2/configuration_gpt2.py @ 01ae98a", readGpt2},
     {"BertForMaskedLM", "bert", "models/bert/configuration_bert.py @ 008f5c8", readBert},
     {"T5ForConditionalGeneration", "t5", "models/t5/configuration_t5.py @ 038869d", readT5},

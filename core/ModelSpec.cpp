@@ -38,6 +38,8 @@ Count attentionParams(const ModelSpec& m)
         p += q + Count(2) * kv;
     if (m.qk_norm)
         p += Count(2) * (m.norm == NormKind::LayerNorm ? Count(2) * m.head_dim : Count(m.head_dim));
+    if (m.attention_sinks)
+        p += m.heads;  // GptOssAttention.sinks (transformers models/gpt_oss/modeling_gpt_oss.py @ 00d4b3d)
     return p;
 }
 
@@ -267,6 +269,8 @@ void validateRopeScaling(const ModelSpec& m, Add& add)
         add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor apply to yarn scaling only");
     if (r.type == RopeScalingKind::Yarn && r.beta_fast != 0 && r.beta_slow != 0 && !(r.beta_fast > r.beta_slow))
         add("rope_scaling.beta_fast", "must exceed beta_slow " + std::to_string(r.beta_slow));
+    if (r.type != RopeScalingKind::Yarn && !r.truncate)
+        add("rope_scaling.truncate", "applies to yarn scaling only");
     if (r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
         add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor must not be negative");
 }

@@ -28,6 +28,7 @@ struct RopeScaling {
     double low_freq_factor = 0, high_freq_factor = 0;  // llama3
     double beta_fast = 0, beta_slow = 0;               // yarn
     double attention_factor = 0;                       // yarn
+    bool truncate = true;                              // yarn: round the correction range (GPT-OSS: false)
     bool enabled() const { return type != RopeScalingKind::None; }
     bool operator==(const RopeScaling&) const = default;
 };
@@ -98,6 +99,9 @@ struct ModelSpec {
     // QK-norm (Qwen3): a norm of the model's kind over head_dim on every query and key head, one
     // weight vector for q and one for k per attention block.
     bool qk_norm = false;
+    // Attention sinks (GPT-OSS): one learned logit per query head and attention block, a column
+    // of the softmax that takes no value.
+    bool attention_sinks = false;
     SlidingWindow sliding_window;
     bool tied_embeddings = true;  // LM head shares the token embedding
     bool embedding_norm = false;  // a norm right after the embeddings (BERT)

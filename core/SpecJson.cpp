@@ -64,6 +64,8 @@ QJsonObject ropeScalingToJson(const RopeScaling& r)
     putIfPositive(o, "beta_fast", r.beta_fast);
     putIfPositive(o, "beta_slow", r.beta_slow);
     putIfPositive(o, "attention_factor", r.attention_factor);
+    if (!r.truncate)
+        o.insert("truncate", false);
     return o;
 }
 
@@ -72,7 +74,7 @@ RopeScaling readRopeScaling(JsonReader& s)
 {
     RopeScaling out;
     s.rejectUnknownKeys({"type", "factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor",
-                         "beta_fast", "beta_slow", "attention_factor"});
+                         "beta_fast", "beta_slow", "attention_factor", "truncate"});
     out.type = s.enumeration<RopeScalingKind>("type", kRopeScalingKindNames, RopeScalingKind::None, true);
     if (out.type == RopeScalingKind::None && s.has("type"))
         s.error("type", "\"default\" scales nothing: leave rope_scaling out");
@@ -83,6 +85,7 @@ RopeScaling readRopeScaling(JsonReader& s)
     out.beta_fast = s.number("beta_fast", 0, false, 0, 1e6);
     out.beta_slow = s.number("beta_slow", 0, false, 0, 1e6);
     out.attention_factor = s.number("attention_factor", 0, false, 0, 1e6);
+    out.truncate = s.boolean("truncate", true);
     return out;
 }
 
@@ -225,6 +228,8 @@ QJsonObject toJson(const ModelSpec& m)
         o.insert("bias", m.bias);
     if (m.qk_norm)
         o.insert("qk_norm", true);
+    if (m.attention_sinks)
+        o.insert("attention_sinks", true);
     if (m.sliding_window.enabled())
         o.insert("sliding_window", slidingWindowToJson(m.sliding_window));
     o.insert("tied_embeddings", m.tied_embeddings);
@@ -250,7 +255,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     r.rejectUnknownKeys({"schema", "name", "display_name", "source", "family", "layers", "decoder_layers", "hidden",
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
                          "token_types", "relative_buckets", "positions", "rope_base", "rope_scaling", "norm", "norm_eps",
-                         "bias", "qk_norm", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
+                         "bias", "qk_norm", "attention_sinks", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
                          "pooler", "moe", "parameters", "active_parameters", "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
@@ -293,6 +298,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
         m.bias = r.boolean("bias", false);
     }
     m.qk_norm = r.boolean("qk_norm", false);
+    m.attention_sinks = r.boolean("attention_sinks", false);
     if (r.has("sliding_window"))
         m.sliding_window = readSlidingWindow(r);
     m.tied_embeddings = r.boolean("tied_embeddings", false);

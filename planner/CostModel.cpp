@@ -211,7 +211,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double qkvBias = !model.bias && model.qkv_bias ? 1.0 : 0.0;
     const double qkNorm = model.qk_norm ? 2 * (model.norm == NormKind::LayerNorm ? 2 * D.hd : D.hd) : 0.0;
     const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
-                             qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm;
+                             qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm +
+                             (model.attention_sinks ? D.heads_local : 0.0);  // one sink per head (GPT-OSS)
     // MLPs of inner size f per device: the dense one, and with MoE each routed expert (tp splits
     // experts like the dense MLP: Megatron's expert tensor parallelism defaults to tp), the
     // shared experts and the router (h x E, + E with biases). A stage's layers are MoE or dense

@@ -9,6 +9,8 @@
 #include "JsonReader.h"
 #include "SpecJson.h"
 
+#include <cmath>
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -89,6 +91,7 @@ private slots:
         QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
         QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
         QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
+        QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
     }
     void publishedTotals()
     {
@@ -176,6 +179,36 @@ private slots:
         QCOMPARE(m->moeLayers(0, 48), 24);
         QCOMPARE(m->moeLayers(3, 4), 2);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    // GPT-OSS: biases everywhere (experts and router too), a sink per head, sliding and full
+    // layers alternating, YaRN without truncation; active: 5.13B in OpenAI's count, which leaves
+    // the input embedding (a lookup) out.
+    void gptOss()
+    {
+        const ModelSpec m = importFixture("gpt-oss-120b");
+        QVERIFY(m.bias && m.attention_sinks);
+        QCOMPARE(m.sliding_window.size, 128);
+        QCOMPARE(m.sliding_window.layers.size(), size_t(18));
+        QCOMPARE(m.sliding_window.layers.front(), 0);
+        QCOMPARE(m.sliding_window.layers.back(), 34);
+        QCOMPARE(m.rope_scaling.type, RopeScalingKind::Yarn);
+        QVERIFY(!m.rope_scaling.truncate);
+        QCOMPARE(m.rope_base, 150000.0);
+        QCOMPARE(m.moe.experts, 128);
+        QCOMPARE(m.moe.top_k, 4);
+        // One expert: gate_up 2880 x 5760 + 5760, down 2880 x 2880 + 2880.
+        const std::int64_t expert = 2880LL * 5760 + 5760 + 2880LL * 2880 + 2880;
+        const ParameterBreakdown p = parameterBreakdown(m);
+        QCOMPARE(qint64(p.active_per_token), qint64(116'829'156'672 - 36 * 124 * expert));
+        QCOMPARE(std::round((p.active_per_token - 201088.0 * 2880) / 1e7) / 100, 5.13);
+        FieldErrors errors;
+        const auto back = modelFromJson(toJson(m), "model", errors);
+        QVERIFY2(back && *back == m, joinErrors(errors).c_str());
+        // Another quantization than the published MXFP4 storage is refused.
+        QJsonObject config = readFixture("gpt-oss-120b");
+        config.insert("quantization_config", QJsonObject{{"quant_method", "gptq"}});
+        QVERIFY(refusedAt(config, "quantization_config", "MXFP4"));
     }
 
     // The MoE block in the model format: issue 16's keys, counted exactly, refused when wrong.

@@ -90,6 +90,12 @@ private slots:
         m.moe.dense_layers = 0;
         m.moe.layer_interval = 2;
         QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        // GPT-OSS's biased experts and router and its sinks, likewise.
+        m.bias = true;
+        m.attention_sinks = true;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.bias = false;
+        m.attention_sinks = false;
         // A stage of dense layers only holds less than one of MoE layers.
         m.moe.layer_interval = 1;
         m.moe.dense_layers = 4;
@@ -146,6 +152,7 @@ private slots:
         QTest::newRow("qk_norm") << 0 << "qk_norm is not executed by the engine yet";
         QTest::newRow("qkv bias") << 1 << "\"bias\": \"qkv\"";
         QTest::newRow("sliding window") << 2 << "sliding_window attention is not executed by the engine yet";
+        QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
     }
     void scaledEngineModelRefusesByName()
     {
@@ -156,6 +163,7 @@ private slots:
         m.qkv_bias = field == 1;
         if (field == 2)
             m.sliding_window = {4096, {}};
+        m.attention_sinks = field == 3;
         try {
             scaledEngineModel(m, Layout{});
             QFAIL("not refused");

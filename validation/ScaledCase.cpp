@@ -28,6 +28,8 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     if (m.qkv_bias && !m.bias)
         throw InputError(m.name + ": biases on q, k and v only (\"bias\": \"qkv\") are not executed by the engine "
                                   "yet: no validation run");
+    if (m.attention_sinks)
+        throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
     if (m.sliding_window.enabled())
         throw InputError(m.name + ": sliding_window attention is not executed by the engine yet: no validation run");
     if (m.positions != PositionKind::Learned && m.positions != PositionKind::Rotary)

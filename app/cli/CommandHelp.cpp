@@ -186,7 +186,8 @@ std::vector<CommandHelp> makeCommands()
                  "All-or-nothing: one invalid entry imports nothing, and the error names its field. A Hugging Face "
                  "config.json (a file with \"architectures\" or \"model_type\") is read as a model of its architecture: "
                  "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel, "
-                 "BertForMaskedLM or T5ForConditionalGeneration; an unknown architecture or key is refused by name. Its "
+                 "BertForMaskedLM, T5ForConditionalGeneration, MixtralForCausalLM, Qwen3MoeForCausalLM or "
+                 "GptOssForCausalLM; an unknown architecture or key is refused by name. Its "
                  "name comes from --name, else from _name_or_path or the file's directory.",
                  {flag("replace", "replace user entries of the same name (built-ins are never replaced)"),
                   value("name", "NAME", "catalog name of a model read from a Hugging Face config.json"),

@@ -134,6 +134,8 @@ std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
     if (m.qk_norm)
         rows.emplace_back("QK-norm", std::string(toString(m.norm)) + " over head dim " + std::to_string(m.head_dim) +
                                          " on every query and key head");
+    if (m.attention_sinks)
+        rows.emplace_back("attention sinks", "one learned logit per query head and layer");
     if (m.sliding_window.enabled())
         rows.emplace_back("sliding window", formatCount(m.sliding_window.size) + " keys on " +
                                                 (m.sliding_window.layers.empty()

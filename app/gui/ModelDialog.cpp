@@ -64,6 +64,8 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     qkvBias_->setChecked(start.qkv_bias && !start.bias);
     qkNorm_ = new QCheckBox(tr("QK-norm: a norm over head_dim on every query and key head (Qwen3)"), this);
     qkNorm_->setChecked(start.qk_norm);
+    sinks_ = new QCheckBox(tr("attention sinks: a learned logit per query head (GPT-OSS)"), this);
+    sinks_->setChecked(start.attention_sinks);
     slidingWindow_ = spin(start.sliding_window.size, 0, 1 << 24, this, "sliding_window.size");
     slidingWindow_->setToolTip(tr("Keys each query sees on the sliding layers (0: full attention). The layers "
                                   "come from the document (every layer when it lists none)."));
@@ -114,6 +116,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(QString(), bias_);
     form->addRow(QString(), qkvBias_);
     form->addRow(QString(), qkNorm_);
+    form->addRow(QString(), sinks_);
     form->addRow(tr("Sliding window (0: none)"), slidingWindow_);
     form->addRow(QString(), tied_);
     form->addRow(QString(), embeddingNorm_);
@@ -151,7 +154,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
-    for (QCheckBox* c : {bias_, qkvBias_, qkNorm_, tied_, embeddingNorm_, finalNorm_, pooler_})
+    for (QCheckBox* c : {bias_, qkvBias_, qkNorm_, sinks_, tied_, embeddingNorm_, finalNorm_, pooler_})
         connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
     connect(name_, &QLineEdit::textChanged, this, &ModelDialog::refresh);
     refresh();
@@ -216,6 +219,7 @@ ModelSpec ModelDialog::model() const
     m.bias = bias_->isChecked();
     m.qkv_bias = qkvBias_->isChecked() && !m.bias;
     m.qk_norm = qkNorm_->isChecked();
+    m.attention_sinks = sinks_->isChecked();
     m.sliding_window.size = slidingWindow_->value();
     if (m.sliding_window.size == 0)
         m.sliding_window.layers.clear();

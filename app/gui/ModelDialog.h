@@ -43,6 +43,7 @@ private:
     QCheckBox* bias_ = nullptr;
     QCheckBox* qkvBias_ = nullptr;  // Qwen2's biases on q, k and v only
     QCheckBox* qkNorm_ = nullptr;   // Qwen3's QK-norm
+    QCheckBox* sinks_ = nullptr;    // GPT-OSS's attention sinks
     QSpinBox* slidingWindow_ = nullptr;
     QCheckBox* tied_ = nullptr;
     // The structure BERT- and T5-style models differ in: each changes the count or the export.
