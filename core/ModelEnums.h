@@ -29,5 +29,19 @@ inline constexpr std::array kNormKindNames{
     EnumName<NormKind>{NormKind::LayerNorm, "layernorm"},
     EnumName<NormKind>{NormKind::RmsNorm, "rmsnorm"},
 };
+// Hugging Face's rope_type spellings (transformers modeling_rope_utils.py ROPE_INIT_FUNCTIONS).
+inline constexpr std::array kRopeScalingKindNames{
+    EnumName<RopeScalingKind>{RopeScalingKind::None, "default"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Linear, "linear"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Dynamic, "dynamic"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Yarn, "yarn"},
+    EnumName<RopeScalingKind>{RopeScalingKind::Llama3, "llama3"},
+};
+inline constexpr std::array kMoeRouterNames{
+    EnumName<MoeRouter>{MoeRouter::Softmax, "softmax"},
+    EnumName<MoeRouter>{MoeRouter::SoftmaxNorm, "softmax-norm"},
+    EnumName<MoeRouter>{MoeRouter::Sigmoid, "sigmoid"},
+    EnumName<MoeRouter>{MoeRouter::SigmoidNorm, "sigmoid-norm"},
+};
 
 } // namespace shardscope

@@ -2,6 +2,7 @@
 #include "CheckedMath.h"
 #include "ModelEnums.h"
 
+#include <algorithm>
 #include <span>
 
 namespace shardscope {
@@ -24,20 +25,28 @@ bool gated(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 Count qDim(const ModelSpec& m) { return Count(m.heads) * m.head_dim; }
 Count kvDim(const ModelSpec& m) { return Count(m.kv_heads) * m.head_dim; }
 
-// Q, K, V and output projections (+ biases). Cross attention has the same shapes.
+// Q, K, V and output projections (+ biases; Qwen2: on q, k and v only), and QK-norm's two
+// weight vectors over head_dim (Qwen3: q_norm and k_norm, transformers
+// models/qwen3/modeling_qwen3.py @ 000c33f). Cross attention has the same shapes.
 Count attentionParams(const ModelSpec& m)
 {
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m);
     Count p = h * q + Count(2) * h * kv + q * h;
     if (m.bias)
         p += q + Count(2) * kv + h;
+    else if (m.qkv_bias)
+        p += q + Count(2) * kv;
+    if (m.qk_norm)
+        p += Count(2) * (m.norm == NormKind::LayerNorm ? Count(2) * m.head_dim : Count(m.head_dim));
+    if (m.attention_sinks)
+        p += m.heads;  // GptOssAttention.sinks (transformers models/gpt_oss/modeling_gpt_oss.py @ 00d4b3d)
     return p;
 }
 
-// One expert (or the dense MLP).
-Count mlpParams(const ModelSpec& m)
+// One MLP of inner size f: the dense MLP, an expert, a shared expert.
+Count mlpParams(const ModelSpec& m, Count f)
 {
-    const Count h = m.hidden, f = m.ffn_hidden;
+    const Count h = m.hidden;
     const Count matrices = gated(m.mlp) ? 3 : 2;
     Count p = matrices * h * f;
     if (m.bias)
@@ -45,18 +54,26 @@ Count mlpParams(const ModelSpec& m)
     return p;
 }
 
-Count routerParams(const ModelSpec& m) { return m.moe.enabled() ? Count(m.hidden) * m.moe.experts : Count(0); }
-
-Count mlpBlockParams(const ModelSpec& m)
+// The router: h x experts (+ a bias with the linear biases, GPT-OSS).
+Count routerParams(const ModelSpec& m)
 {
-    const Count experts = m.moe.enabled() ? m.moe.experts : 1;
-    return experts * mlpParams(m) + routerParams(m);
+    if (!m.moe.enabled())
+        return Count(0);
+    return Count(m.hidden) * m.moe.experts + (m.bias ? Count(m.moe.experts) : Count(0));
 }
 
-Count activeMlpBlockParams(const ModelSpec& m)
+Count sharedExpertParams(const ModelSpec& m)
 {
-    const Count experts = m.moe.enabled() ? m.moe.top_k : 1;
-    return experts * mlpParams(m) + routerParams(m);
+    return Count(m.moe.shared_experts) * mlpParams(m, Count(m.moe.shared_ffn_hidden));
+}
+
+Count denseMlpParams(const ModelSpec& m) { return mlpParams(m, Count(m.ffn_hidden)); }
+
+// An MoE block: every routed expert, the shared ones and the router; `active`: the top k only.
+Count moeBlockParams(const ModelSpec& m, bool active)
+{
+    const Count experts = active ? m.moe.top_k : m.moe.experts;
+    return experts * mlpParams(m, Count(m.expertFfn())) + sharedExpertParams(m) + routerParams(m);
 }
 
 struct CheckedBreakdown {
@@ -87,34 +104,52 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
     if (m.embedding_norm)
         b.embeddings += normParams(m);
 
-    // A layer: self attention + MLP block, each with its norm.
-    b.encoder_layer = attentionParams(m) + mlpBlockParams(m) + Count(2) * normParams(m);
+    // A layer: self attention + MLP block, each with its norm; encoder_layer is one with the MoE
+    // block when there is one (a dense layer of a model with both has denseMlp instead).
+    const Count moeLayers = m.moeLayers(0, m.layers);
+    const Count denseLayers = Count(m.layers) - moeLayers;
+    const Count attentionAndNorms = attentionParams(m) + Count(2) * normParams(m);
+    const Count mlpBlock = m.moe.enabled() ? moeBlockParams(m, false) : denseMlpParams(m);
+    b.encoder_layer = attentionAndNorms + mlpBlock;
     if (encDec)
         b.decoder_layer = b.encoder_layer + attentionParams(m) + normParams(m);  // + cross attention
-    b.layers_total = Count(m.layers) * b.encoder_layer + Count(encDec ? m.decoder_layers : 0) * b.decoder_layer;
+    b.layers_total = moeLayers * b.encoder_layer + denseLayers * (attentionAndNorms + denseMlpParams(m)) +
+                     Count(encDec ? m.decoder_layers : 0) * b.decoder_layer;
 
     b.final_norms = m.final_norm ? Count(stacks) * normParams(m) : Count(0);
     b.lm_head = m.tied_embeddings ? Count(0) : Count(m.vocab) * h;
     b.pooler = m.pooler ? h * h + h : Count(0);
     b.total = b.embeddings + b.layers_total + b.final_norms + b.lm_head + b.pooler;
 
-    const Count inactivePerLayer = mlpBlockParams(m) - activeMlpBlockParams(m);
-    b.active_per_token = b.total - Count(m.totalLayers()) * inactivePerLayer;
+    // Each MoE block: the routed experts a token does not use.
+    const Count inactivePerBlock = m.moe.enabled() ? moeBlockParams(m, false) - moeBlockParams(m, true) : Count(0);
+    const Count moeBlocks = moeLayers + Count(encDec && m.moe.enabled() ? m.decoder_layers : 0);
+    b.active_per_token = b.total - moeBlocks * inactivePerBlock;
     return b;
 }
 
 Count checkedForwardFlops(const ModelSpec& m, int seq)
 {
-    const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden, s = seq;
+    const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden;
     const Count projections = Count(2) * (h * q + Count(2) * h * kv + q * h);
-    const Count scores = Count(2) * s * q + Count(2) * s * q;  // Q K^T and (softmax) V, full sequence
-    const Count experts = m.moe.enabled() ? m.moe.top_k : 1;
-    const Count mlp = experts * 2 * (gated(m.mlp) ? 3 : 2) * h * f + Count(2) * routerParams(m);
-    const Count layer = projections + scores + mlp;
+    // Q K^T and (softmax) V over the keys each query sees: the full sequence, or the window.
+    auto scores = [&](bool sliding) { return Count(4) * attentionKeys(m, seq, sliding) * q; };
+    const Count matrices = gated(m.mlp) ? 3 : 2;
+    const Count denseMlp = Count(2) * matrices * h * f;
+    // An MoE block: the top k routed experts, the shared experts and the router.
+    const Count moeMlp = Count(m.moe.top_k) * 2 * matrices * h * m.expertFfn() +
+                         Count(m.moe.shared_experts) * 2 * matrices * h * m.moe.shared_ffn_hidden +
+                         Count(2) * h * m.moe.experts;
+    const Count mlp = m.moe.enabled() ? moeMlp : denseMlp;
+    const Count layer = projections + scores(false) + mlp;
 
-    Count flops = Count(m.layers) * layer;
+    // Sliding windows are decoder-only (validate()): the encoder-decoder path never sees one.
+    const int sliding = m.slidingLayers(0, m.layers);
+    const Count denseLayers = Count(m.layers) - m.moeLayers(0, m.layers);
+    Count flops = Count(m.layers) * layer + Count(sliding) * (scores(true) - scores(false)) +
+                  denseLayers * (denseMlp - mlp);
     if (m.family == ModelFamily::EncoderDecoder)
-        flops += Count(m.decoder_layers) * (layer + projections + scores);  // + cross attention
+        flops += Count(m.decoder_layers) * (layer + projections + scores(false));  // + cross attention
     flops += Count(2) * h * m.vocab;  // logits
     return flops;
 }
@@ -127,6 +162,47 @@ Count checkedForwardFlops(const ModelSpec& m, int seq)
 }
 
 } // namespace
+
+bool ModelSpec::slidingLayer(int index) const
+{
+    if (!sliding_window.enabled())
+        return false;
+    const std::vector<int>& list = sliding_window.layers;
+    return list.empty() || std::binary_search(list.begin(), list.end(), index);
+}
+
+int ModelSpec::slidingLayers(int first, int count) const
+{
+    if (!sliding_window.enabled() || count <= 0)
+        return 0;
+    const std::vector<int>& list = sliding_window.layers;
+    if (list.empty())
+        return count;
+    return int(std::lower_bound(list.begin(), list.end(), first + count) - std::lower_bound(list.begin(), list.end(), first));
+}
+
+bool ModelSpec::moeLayer(int index) const
+{
+    if (!moe.enabled() || index < moe.dense_layers)
+        return false;
+    const int interval = std::max(1, moe.layer_interval);
+    return (index - moe.dense_layers + 1) % interval == 0;
+}
+
+int ModelSpec::moeLayers(int first, int count) const
+{
+    if (!moe.enabled() || count <= 0)
+        return 0;
+    // MoE layers before layer n: those at dense + interval - 1, dense + 2 interval - 1, ...
+    const int interval = std::max(1, moe.layer_interval);
+    auto before = [&](int n) { return n <= moe.dense_layers ? 0 : (n - moe.dense_layers) / interval; };
+    return before(first + count) - before(first);
+}
+
+std::int64_t attentionKeys(const ModelSpec& m, int seq, bool sliding)
+{
+    return sliding && m.sliding_window.enabled() ? std::min(seq, m.sliding_window.size) : seq;
+}
 
 ParameterBreakdown parameterBreakdown(const ModelSpec& m)
 {
@@ -160,6 +236,104 @@ bool countsFit(const ModelSpec& m, int seq)
 {
     return !checkedBreakdown(m).overflowed() && !checkedForwardFlops(m, seq).overflowed();
 }
+
+namespace {
+
+template <class Add>
+void validateRopeScaling(const ModelSpec& m, Add& add)
+{
+    const RopeScaling& r = m.rope_scaling;
+    if (!r.enabled())
+        return;
+    if (m.positions != PositionKind::Rotary) {
+        add("rope_scaling", "applies to rotary positions only (positions is \"" + std::string(toString(m.positions)) + "\")");
+        return;
+    }
+    // transformers src/transformers/modeling_rope_utils.py @ 0044e3b (_validate_*_parameters): every kind
+    // needs factor >= 1; llama3 also the two frequency factors and the original length.
+    if (!(r.factor >= 1 && r.factor <= 1e6))
+        add("rope_scaling.factor", "must be between 1 and 1e6 (got " + std::to_string(r.factor) + ")");
+    if (r.original_max_position_embeddings < 0 || r.original_max_position_embeddings > (1 << 24))
+        add("rope_scaling.original_max_position_embeddings", "is out of range [1, 16777216]");
+    if (r.type == RopeScalingKind::Llama3) {
+        if (r.original_max_position_embeddings <= 0)
+            add("rope_scaling.original_max_position_embeddings", "is required for llama3 scaling");
+        if (!(r.low_freq_factor > 0))
+            add("rope_scaling.low_freq_factor", "is required for llama3 scaling (> 0)");
+        else if (!(r.high_freq_factor > r.low_freq_factor))
+            add("rope_scaling.high_freq_factor", "must exceed low_freq_factor " + std::to_string(r.low_freq_factor));
+    } else if (r.low_freq_factor != 0 || r.high_freq_factor != 0) {
+        add("rope_scaling.low_freq_factor", "applies to llama3 scaling only");
+    }
+    if (r.type != RopeScalingKind::Yarn && (r.beta_fast != 0 || r.beta_slow != 0 || r.attention_factor != 0))
+        add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor apply to yarn scaling only");
+    if (r.type == RopeScalingKind::Yarn && r.beta_fast != 0 && r.beta_slow != 0 && !(r.beta_fast > r.beta_slow))
+        add("rope_scaling.beta_fast", "must exceed beta_slow " + std::to_string(r.beta_slow));
+    if (r.type != RopeScalingKind::Yarn && !r.truncate)
+        add("rope_scaling.truncate", "applies to yarn scaling only");
+    if (r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
+        add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor must not be negative");
+}
+
+template <class Add>
+void validateMoe(const ModelSpec& m, Add& add)
+{
+    const MoeSpec& e = m.moe;
+    auto within = [&](const char* field, int v, int lo, int hi) {
+        if (v < lo || v > hi)
+            add(field, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    };
+    within("moe.ffn_hidden", e.ffn_hidden, 0, 1 << 22);
+    within("moe.shared_experts", e.shared_experts, 0, 4096);
+    within("moe.shared_ffn_hidden", e.shared_ffn_hidden, 0, 1 << 22);
+    within("moe.layer_interval", e.layer_interval, 1, 10000);
+    if (e.shared_experts > 0 && e.shared_ffn_hidden == 0)
+        add("moe.shared_ffn_hidden", "is required with shared experts");
+    if (e.shared_experts == 0 && e.shared_ffn_hidden > 0)
+        add("moe.shared_ffn_hidden", "without shared experts: set moe.shared_experts");
+    if (e.dense_layers < 0 || e.dense_layers >= m.layers)
+        add("moe.dense_layers", std::to_string(e.dense_layers) + " leaves no MoE layer among the " +
+                                    std::to_string(m.layers) + " layers");
+    else if (e.dense_layers + e.layer_interval > m.layers)
+        add("moe.layer_interval", std::to_string(e.layer_interval) + " leaves no MoE layer after the " +
+                                      std::to_string(e.dense_layers) + " dense ones");
+    if (m.family != ModelFamily::DecoderOnly && (e.dense_layers > 0 || e.layer_interval > 1))
+        add("moe.dense_layers", "dense layers and layer intervals apply to decoder-only models (every layer of an "
+                                "encoder or encoder-decoder has the MoE block)");
+    if (e.capacity_factor < 0 || e.capacity_factor > 1000 || (e.capacity_factor > 0 && e.capacity_factor < 1e-6))
+        add("moe.capacity_factor", "must be > 0 (or 0: dropless)");
+    if (e.aux_loss_coeff < 0 || e.aux_loss_coeff > 1000)
+        add("moe.aux_loss_coeff", "must be between 0 and 1000");
+}
+
+template <class Add>
+void validateSlidingWindow(const ModelSpec& m, Add& add)
+{
+    const SlidingWindow& w = m.sliding_window;
+    if (w.size == 0 && w.layers.empty())
+        return;
+    if (m.family != ModelFamily::DecoderOnly) {
+        add("sliding_window", "applies to decoder-only models only");
+        return;
+    }
+    if (w.size < 1 || w.size > (1 << 24))
+        add("sliding_window.size", std::to_string(w.size) + " is out of range [1, 16777216]");
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+        const int layer = w.layers[i];
+        if (layer < 0 || layer >= m.layers) {
+            add("sliding_window.layers", "layer " + std::to_string(layer) + " is not one of the model's " +
+                                             std::to_string(m.layers) + " layers (0 to " + std::to_string(m.layers - 1) + ")");
+            return;
+        }
+        if (i > 0 && layer <= w.layers[i - 1]) {
+            add("sliding_window.layers", "must be strictly increasing (" + std::to_string(w.layers[i - 1]) + " then " +
+                                             std::to_string(layer) + ")");
+            return;
+        }
+    }
+}
+
+} // namespace
 
 FieldErrors validate(const ModelSpec& m, const std::string& path)
 {
@@ -208,7 +382,14 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
         else if (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts)
             add("moe.top_k", std::to_string(m.moe.top_k) + " must be between 1 and experts " +
                                  std::to_string(m.moe.experts));
+        validateMoe(m, add);
     }
+    if (!(m.norm_eps > 0 && m.norm_eps < 1))
+        add("norm_eps", std::to_string(m.norm_eps) + " is out of range (0, 1)");
+    if (m.bias && m.qkv_bias)
+        add("bias", "biases on every linear layer already include q, k and v: \"qkv\" is for q, k and v only");
+    validateRopeScaling(m, add);
+    validateSlidingWindow(m, add);
     // Every field in range can still multiply past int64: only then are the counts checked.
     if (errors.empty()) {
         if (checkedBreakdown(m).overflowed())
@@ -225,5 +406,7 @@ const char* toString(ModelFamily v) { return enumToString<ModelFamily>(kModelFam
 const char* toString(MlpKind v) { return enumToString<MlpKind>(kMlpKindNames, v); }
 const char* toString(PositionKind v) { return enumToString<PositionKind>(kPositionKindNames, v); }
 const char* toString(NormKind v) { return enumToString<NormKind>(kNormKindNames, v); }
+const char* toString(RopeScalingKind v) { return enumToString<RopeScalingKind>(kRopeScalingKindNames, v); }
+const char* toString(MoeRouter v) { return enumToString<MoeRouter>(kMoeRouterNames, v); }
 
 } // namespace shardscope

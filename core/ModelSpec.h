@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shardscope {
 
@@ -15,10 +16,52 @@ enum class ModelFamily { DecoderOnly, EncoderOnly, EncoderDecoder };
 enum class MlpKind { Gelu, Relu, SwiGlu, GeGlu };
 enum class PositionKind { Learned, Rotary, Relative, None };
 enum class NormKind { LayerNorm, RmsNorm };
+// How RoPE's frequencies are stretched past the trained length (Hugging Face's rope_type).
+enum class RopeScalingKind { None, Linear, Dynamic, Yarn, Llama3 };
 
+// RoPE scaling as Hugging Face configs give it (transformers src/transformers/modeling_rope_utils.py @ 0044e3b): it changes
+// no count and no FLOP, but a launch must pass it. Zero: not given (the kind's default applies).
+struct RopeScaling {
+    RopeScalingKind type = RopeScalingKind::None;
+    double factor = 0;
+    int original_max_position_embeddings = 0;
+    double low_freq_factor = 0, high_freq_factor = 0;  // llama3
+    double beta_fast = 0, beta_slow = 0;               // yarn
+    double attention_factor = 0;                       // yarn
+    bool truncate = true;                              // yarn: round the correction range (GPT-OSS: false)
+    bool enabled() const { return type != RopeScalingKind::None; }
+    bool operator==(const RopeScaling&) const = default;
+};
+
+// Sliding-window attention: each query sees at most `size` keys (itself and the size - 1 before
+// it) on the layers listed, every layer when the list is empty (Mistral 7B v0.1); GPT-OSS
+// alternates sliding and full layers. Layer indices count from 0 in the (decoder-only) stack.
+struct SlidingWindow {
+    int size = 0;             // 0: full attention everywhere
+    std::vector<int> layers;  // strictly increasing; empty: every layer
+    bool enabled() const { return size > 0; }
+    bool operator==(const SlidingWindow&) const = default;
+};
+
+// How a token's expert weights come from the router's logits: softmax or sigmoid scores of the
+// top k, as they are or renormalised to sum to 1 over the k (Mixtral, Qwen3-MoE with
+// norm_topk_prob, GPT-OSS's softmax over the top-k logits; DeepSeek-V3: sigmoid, normalised).
+enum class MoeRouter { Softmax, SoftmaxNorm, Sigmoid, SigmoidNorm };
+
+// Mixture of experts (the project's issue 16 JSON form, "moe": {...}). Which layers have the
+// MoE block: the layers from `dense_layers` on, every `layer_interval`-th of them (the last of
+// each interval: Qwen's decoder_sparse_step); the others have the dense MLP of ffn_hidden.
 struct MoeSpec {
-    int experts = 0;  // 0: dense model
-    int top_k = 0;    // experts active per token
+    int experts = 0;            // routed experts; 0: dense model
+    int top_k = 0;              // routed experts active per token
+    int shared_experts = 0;     // experts every token passes through (DeepSeek, Qwen2-MoE)
+    int shared_ffn_hidden = 0;  // inner size of each shared expert
+    int ffn_hidden = 0;         // inner size of each routed expert; 0: the model's ffn_hidden
+    int dense_layers = 0;       // first layers with a dense MLP (DeepSeek-V3: 3)
+    int layer_interval = 1;     // an MoE block every this many layers after them
+    MoeRouter router = MoeRouter::SoftmaxNorm;
+    double capacity_factor = 0; // tokens an expert takes, x its even share; 0: dropless
+    double aux_loss_coeff = 0;  // load-balancing loss weight (no count)
     bool enabled() const { return experts > 0; }
     bool operator==(const MoeSpec&) const = default;
 };
@@ -46,8 +89,20 @@ struct ModelSpec {
     // RoPE's base (theta) for rotary positions: 10000 in RoFormer and the frameworks' defaults,
     // 500000 for Llama 3, 1e6 for Mixtral. It changes no count, but a launch must pass it.
     double rope_base = 10000;
+    RopeScaling rope_scaling;
     NormKind norm = NormKind::LayerNorm;
+    // The norms' epsilon (HF rms_norm_eps / layer_norm_eps): no count, but the engine and a launch use it.
+    double norm_eps = 1e-5;
     bool bias = true;           // biases on linear layers
+    // Biases on the q, k and v projections only (Qwen2; JSON "bias": "qkv"): implied by `bias`.
+    bool qkv_bias = false;
+    // QK-norm (Qwen3): a norm of the model's kind over head_dim on every query and key head, one
+    // weight vector for q and one for k per attention block.
+    bool qk_norm = false;
+    // Attention sinks (GPT-OSS): one learned logit per query head and attention block, a column
+    // of the softmax that takes no value.
+    bool attention_sinks = false;
+    SlidingWindow sliding_window;
     bool tied_embeddings = true;  // LM head shares the token embedding
     bool embedding_norm = false;  // a norm right after the embeddings (BERT)
     bool final_norm = true;       // a norm after the last layer of each stack (pre-norm models)
@@ -57,6 +112,15 @@ struct ModelSpec {
     int qDim() const { return heads * head_dim; }
     int kvDim() const { return kv_heads * head_dim; }
     int totalLayers() const { return layers + (family == ModelFamily::EncoderDecoder ? decoder_layers : 0); }
+    // Whether layer `index` (from 0) attends through the sliding window, and how many of the
+    // `count` layers from `first` do.
+    bool slidingLayer(int index) const;
+    int slidingLayers(int first, int count) const;
+    // Whether layer `index` of the main stack (from 0) has the MoE block, and how many of the
+    // `count` layers from `first` do; every decoder layer of an encoder-decoder has it with MoE.
+    bool moeLayer(int index) const;
+    int moeLayers(int first, int count) const;
+    int expertFfn() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
     bool operator==(const ModelSpec&) const = default;
 };
 
@@ -78,9 +142,13 @@ struct ParameterBreakdown {
 ParameterBreakdown parameterBreakdown(const ModelSpec& model);
 std::int64_t parameterCount(const ModelSpec& model);
 
+// Keys one query attends to at sequence length `seq` in Megatron's full-sequence convention:
+// `seq`, or the window on a sliding layer when it is shorter.
+std::int64_t attentionKeys(const ModelSpec& model, int seq, bool sliding);
+
 // Forward matmul FLOPs (2 per multiply-add) per token at sequence length `seq`:
 // projections, attention scores and values over the full sequence (Megatron's
-// convention, Narayanan et al. 2021 eq. 3), MLP (active experts only), router,
+// convention, Narayanan et al. 2021 eq. 3; a sliding layer over its window), MLP (active experts only), router,
 // and the logit layer. Lookups, norms and softmax are not matmuls and are left out.
 // Encoder-decoder: encoder and decoder both see `seq` tokens; per decoder token.
 std::int64_t forwardFlopsPerToken(const ModelSpec& model, int seq);
@@ -93,5 +161,7 @@ const char* toString(ModelFamily v);
 const char* toString(MlpKind v);
 const char* toString(PositionKind v);
 const char* toString(NormKind v);
+const char* toString(RopeScalingKind v);
+const char* toString(MoeRouter v);
 
 } // namespace shardscope

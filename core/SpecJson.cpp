@@ -3,7 +3,10 @@
 #include "ModelEnums.h"
 #include "SpecEnums.h"
 
+#include <QJsonArray>
 #include <QJsonValue>
+
+#include <cmath>
 
 namespace shardscope {
 
@@ -52,7 +55,127 @@ bool appendValidation(const T& value, const std::string& path, FieldErrors& erro
     return found.empty();
 }
 
+QJsonObject ropeScalingToJson(const RopeScaling& r)
+{
+    QJsonObject o{{"type", toString(r.type)}, {"factor", r.factor}};
+    putIfPositive(o, "original_max_position_embeddings", r.original_max_position_embeddings);
+    putIfPositive(o, "low_freq_factor", r.low_freq_factor);
+    putIfPositive(o, "high_freq_factor", r.high_freq_factor);
+    putIfPositive(o, "beta_fast", r.beta_fast);
+    putIfPositive(o, "beta_slow", r.beta_slow);
+    putIfPositive(o, "attention_factor", r.attention_factor);
+    if (!r.truncate)
+        o.insert("truncate", false);
+    return o;
+}
+
+// "rope_scaling": {"type", "factor", ...}: Hugging Face's key names (rope_type spelled "type").
+RopeScaling readRopeScaling(JsonReader& s)
+{
+    RopeScaling out;
+    s.rejectUnknownKeys({"type", "factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor",
+                         "beta_fast", "beta_slow", "attention_factor", "truncate"});
+    out.type = s.enumeration<RopeScalingKind>("type", kRopeScalingKindNames, RopeScalingKind::None, true);
+    if (out.type == RopeScalingKind::None && s.has("type"))
+        s.error("type", "\"default\" scales nothing: leave rope_scaling out");
+    out.factor = s.number("factor", 0, true, 1, 1e6);
+    out.original_max_position_embeddings = s.integer("original_max_position_embeddings", 0, false, 1, 1 << 24);
+    out.low_freq_factor = s.number("low_freq_factor", 0, false, 0, 1e6);
+    out.high_freq_factor = s.number("high_freq_factor", 0, false, 0, 1e6);
+    out.beta_fast = s.number("beta_fast", 0, false, 0, 1e6);
+    out.beta_slow = s.number("beta_slow", 0, false, 0, 1e6);
+    out.attention_factor = s.number("attention_factor", 0, false, 0, 1e6);
+    out.truncate = s.boolean("truncate", true);
+    return out;
+}
+
+QJsonObject slidingWindowToJson(const SlidingWindow& w)
+{
+    QJsonObject o{{"size", w.size}};
+    if (!w.layers.empty()) {
+        QJsonArray layers;
+        for (int l : w.layers)
+            layers.append(l);
+        o.insert("layers", layers);
+    }
+    return o;
+}
+
+// "sliding_window": {"size": N} (every layer) or {"size": N, "layers": [0, 2, ...]}.
+SlidingWindow readSlidingWindow(JsonReader& r)
+{
+    SlidingWindow out;
+    JsonReader s = r.object("sliding_window", false);
+    s.rejectUnknownKeys({"size", "layers"});
+    out.size = s.integer("size", 0, true, 1, 1 << 24);
+    const QJsonValue layers = s.json().value(QLatin1String("layers"));
+    if (layers.isUndefined())
+        return out;
+    if (!layers.isArray()) {
+        s.error("layers", "expected an array of layer indices (leave it out for every layer)");
+        return out;
+    }
+    const QJsonArray list = layers.toArray();
+    if (list.isEmpty())
+        s.error("layers", "is empty: list the sliding layers, or leave it out for every layer");
+    for (qsizetype i = 0; i < list.size(); ++i) {
+        const double d = list.at(i).toDouble(-1);
+        if (!list.at(i).isDouble() || d != std::floor(d) || d < 0 || d > 10000) {
+            s.error("layers", "entry " + std::to_string(i) + " is not a layer index (an integer from 0)");
+            return out;
+        }
+        out.layers.push_back(int(d));
+    }
+    return out;
+}
+
+QJsonObject moeToJson(const MoeSpec& e)
+{
+    QJsonObject o{{"experts", e.experts}, {"top_k", e.top_k}, {"router", toString(e.router)}};
+    if (e.ffn_hidden > 0)
+        o.insert("ffn_hidden", e.ffn_hidden);
+    if (e.shared_experts > 0) {
+        o.insert("shared_experts", e.shared_experts);
+        o.insert("shared_ffn_hidden", e.shared_ffn_hidden);
+    }
+    if (e.dense_layers > 0)
+        o.insert("dense_layers", e.dense_layers);
+    if (e.layer_interval > 1)
+        o.insert("layer_interval", e.layer_interval);
+    putIfPositive(o, "capacity_factor", e.capacity_factor);
+    putIfPositive(o, "aux_loss_coeff", e.aux_loss_coeff);
+    return o;
+}
+
+// "moe": {"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden" (per routed
+// expert), "dense_layers", "layer_interval", "router", "capacity_factor", "aux_loss_coeff"}
+// (issue 16's keys). capacity_factor left out: dropless.
+MoeSpec readMoe(JsonReader& r)
+{
+    MoeSpec e;
+    JsonReader moe = r.object("moe", false);
+    moe.rejectUnknownKeys({"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden", "dense_layers",
+                           "layer_interval", "router", "capacity_factor", "aux_loss_coeff"});
+    e.experts = moe.integer("experts", 0, true, 1, 4096);
+    e.top_k = moe.integer("top_k", 0, true, 1, 4096);
+    e.shared_experts = moe.integer("shared_experts", 0, false, 0, 4096);
+    e.shared_ffn_hidden = moe.integer("shared_ffn_hidden", 0, false, 1, 1 << 22);
+    e.ffn_hidden = moe.integer("ffn_hidden", 0, false, 1, 1 << 22);
+    e.dense_layers = moe.integer("dense_layers", 0, false, 0, 10000);
+    e.layer_interval = moe.integer("layer_interval", 1, false, 1, 10000);
+    e.router = moe.enumeration<MoeRouter>("router", kMoeRouterNames, MoeRouter::SoftmaxNorm, false);
+    e.capacity_factor = moe.number("capacity_factor", 0, false, 1e-6, 1000);
+    e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1000);
+    return e;
+}
+
 } // namespace
+
+RopeScaling ropeScalingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
+{
+    JsonReader r(json, path, errors);
+    return readRopeScaling(r);
+}
 
 std::string schemaKind(const QJsonObject& json)
 {
@@ -95,16 +218,31 @@ QJsonObject toJson(const ModelSpec& m)
     o.insert("positions", toString(m.positions));
     if (m.positions == PositionKind::Rotary)
         o.insert("rope_base", m.rope_base);
+    if (m.rope_scaling.enabled())
+        o.insert("rope_scaling", ropeScalingToJson(m.rope_scaling));
     o.insert("norm", toString(m.norm));
-    o.insert("bias", m.bias);
+    o.insert("norm_eps", m.norm_eps);
+    if (!m.bias && m.qkv_bias)
+        o.insert("bias", "qkv");
+    else
+        o.insert("bias", m.bias);
+    if (m.qk_norm)
+        o.insert("qk_norm", true);
+    if (m.attention_sinks)
+        o.insert("attention_sinks", true);
+    if (m.sliding_window.enabled())
+        o.insert("sliding_window", slidingWindowToJson(m.sliding_window));
     o.insert("tied_embeddings", m.tied_embeddings);
     o.insert("embedding_norm", m.embedding_norm);
     o.insert("final_norm", m.final_norm);
     o.insert("pooler", m.pooler);
     if (m.moe.enabled())
-        o.insert("moe", QJsonObject{{"experts", m.moe.experts}, {"top_k", m.moe.top_k}});
+        o.insert("moe", moeToJson(m.moe));
     // Derived, output only: doubles hold these counts exactly (< 2^53).
-    o.insert("parameters", double(parameterCount(m)));
+    const ParameterBreakdown counts = parameterBreakdown(m);
+    o.insert("parameters", double(counts.total));
+    if (m.moe.enabled())
+        o.insert("active_parameters", double(counts.active_per_token));
     o.insert("flops_per_token", double(forwardFlopsPerToken(m, m.max_seq)));
     return o;
 }
@@ -116,8 +254,9 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     checkSchema(r, "model", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "name", "display_name", "source", "family", "layers", "decoder_layers", "hidden",
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
-                         "token_types", "relative_buckets", "positions", "rope_base", "norm", "bias", "tied_embeddings",
-                         "embedding_norm", "final_norm", "pooler", "moe", "parameters", "flops_per_token"});
+                         "token_types", "relative_buckets", "positions", "rope_base", "rope_scaling", "norm", "norm_eps",
+                         "bias", "qk_norm", "attention_sinks", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
+                         "pooler", "moe", "parameters", "active_parameters", "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
     m.display_name = r.string("display_name", false);
@@ -142,18 +281,32 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     m.rope_base = r.number("rope_base", 10000, false, 1, 1e12);
     if (r.has("rope_base") && m.positions != PositionKind::Rotary)
         r.error("rope_base", "applies to rotary positions only (positions is \"" + std::string(toString(m.positions)) + "\")");
+    if (r.has("rope_scaling"))
+        m.rope_scaling = ropeScalingFromJson(r.object("rope_scaling", false).json(), r.fieldPath("rope_scaling"), errors);
     m.norm = r.enumeration<NormKind>("norm", kNormKindNames, NormKind::LayerNorm, true);
-    m.bias = r.boolean("bias", false);
+    m.norm_eps = r.number("norm_eps", m.norm_eps, false, 1e-30, 0.5);
+    // "bias": true (every linear layer), false, or "qkv" (the q, k and v projections only: Qwen2).
+    const QJsonValue bias = json.value(QLatin1String("bias"));
+    if (bias.isString()) {
+        if (bias.toString() == QLatin1String("qkv"))
+            m.qkv_bias = true;
+        else
+            r.error("bias", "unknown value " + quotedValue(bias.toString().toStdString()) +
+                                " (true, false or \"qkv\")");
+        m.bias = false;
+    } else {
+        m.bias = r.boolean("bias", false);
+    }
+    m.qk_norm = r.boolean("qk_norm", false);
+    m.attention_sinks = r.boolean("attention_sinks", false);
+    if (r.has("sliding_window"))
+        m.sliding_window = readSlidingWindow(r);
     m.tied_embeddings = r.boolean("tied_embeddings", false);
     m.embedding_norm = r.boolean("embedding_norm", false);
     m.final_norm = r.boolean("final_norm", true);
     m.pooler = r.boolean("pooler", false);
-    if (r.has("moe")) {
-        JsonReader moe = r.object("moe", false);
-        moe.rejectUnknownKeys({"experts", "top_k"});
-        m.moe.experts = moe.integer("experts", 0, true, 1, 4096);
-        m.moe.top_k = moe.integer("top_k", 0, true, 1, 4096);
-    }
+    if (r.has("moe"))
+        m.moe = readMoe(r);
     if (errors.size() != before)
         return std::nullopt;
     if (!appendValidation(m, path, errors))

@@ -41,6 +41,10 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
 std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);
 std::optional<Problem> problemFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);
 
+// A model's "rope_scaling" object ({"type", "factor", ...}, Hugging Face's keys with rope_type
+// spelled "type"), its problems under `path`.
+RopeScaling ropeScalingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors);
+
 // The kind named by a document's schema tag ("model", "chip", "node", ...), or empty.
 std::string schemaKind(const QJsonObject& json);
 

@@ -12,6 +12,8 @@
 // With q = kv = h and f = 4h this is exactly s b h (34 + 5 a s / h) (the paper's eq. 1).
 // Beyond the paper: the norms' fp32 statistics (LayerNorm: mean and 1/std per token, RMSNorm:
 // 1/rms), which its count leaves out as small; kept apart, in bytes, so the paper's figure stays.
+// QK-norm (Qwen3) keeps its inputs, the projected Q and K (2sbq + 2sb.kv), and one statistic per
+// head and token for each.
 #pragma once
 
 namespace shardscope {
@@ -30,6 +32,8 @@ struct LayerActivationShape {
     double tp = 1;
     bool sequence_parallel = false;
     int norm_statistics = 2;  // fp32 values per token and norm: 2 (LayerNorm), 1 (RMSNorm)
+    bool qk_norm = false;     // a norm over head_dim on every query and key head
+    double head_dim = 0;      // (for QK-norm's statistics)
 };
 
 struct LayerActivationBytes {
@@ -59,6 +63,11 @@ inline LayerActivationBytes layerActivationBytes(const LayerActivationShape& s)
     a.scores = attentionBlocks * (s.dropout ? 5.0 : 2.0) * s.heads_local * s.tokens * s.keys;
     a.input = 2.0 * sbh / sp;
     a.statistics = (s.cross_attention ? 3.0 : 2.0) * s.norm_statistics * 4.0 * s.tokens / sp;
+    if (s.qk_norm && s.head_dim > 0) {
+        a.inside_tp += attentionBlocks * (2.0 * s.tokens * s.q_dim_local + 2.0 * s.tokens * s.kv_dim_local);
+        const double headsNormed = (s.q_dim_local + s.kv_dim_local) / s.head_dim;
+        a.statistics += attentionBlocks * s.norm_statistics * 4.0 * s.tokens * headsNormed;
+    }
     return a;
 }
 

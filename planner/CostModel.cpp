@@ -208,12 +208,30 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double h = D.h;
     const double bias = model.bias ? 1.0 : 0.0;
     const double norm = model.norm == NormKind::LayerNorm ? 2 * h : h;
-    const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h);
-    const double mlp = D.experts * (D.matrices * h * D.f_local + bias * ((D.matrices - 1) * D.f_local + h)) +
-                       (model.moe.enabled() ? h * D.experts : 0);
+    // Biases: every linear layer, or q, k and v only (Qwen2). QK-norm's two weight vectors over
+    // head_dim are replicated on every tp rank (Qwen3's tp plan: replicated_with_grad_allreduce).
+    const double qkvBias = !model.bias && model.qkv_bias ? 1.0 : 0.0;
+    const double qkNorm = model.qk_norm ? 2 * (model.norm == NormKind::LayerNorm ? 2 * D.hd : D.hd) : 0.0;
+    const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
+                             qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm +
+                             (model.attention_sinks ? D.heads_local : 0.0);  // one sink per head (GPT-OSS)
+    // MLPs of inner size f per device: the dense one, and with MoE each routed expert (tp splits
+    // experts like the dense MLP: Megatron's expert tensor parallelism defaults to tp), the
+    // shared experts and the router (h x E, + E with biases). A stage's layers are MoE or dense
+    // by ModelSpec::moeLayer; every decoder layer of an encoder-decoder is MoE with MoE.
+    auto mlpOf = [&](double f) { return D.matrices * h * f + bias * ((D.matrices - 1) * f + h); };
+    const MoeSpec& moe = model.moe;
+    const double expertLocal = double(model.expertFfn()) / D.t, sharedLocal = double(moe.shared_ffn_hidden) / D.t;
+    const double denseMlp = mlpOf(D.f_local);
+    const double mlp = moe.enabled() ? D.experts * mlpOf(expertLocal) + moe.shared_experts * mlpOf(sharedLocal) +
+                                           (h + bias) * D.experts
+                                     : denseMlp;
+    const int moeEncoderLayers = model.moeLayers(first, sc.encoder_layers);
+    const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
     const double encoderLayerParams = attention + mlp + 2 * norm;
     const double decoderLayerParams = encoderLayerParams + attention + norm;
-    sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams;
+    sc.params = sc.encoder_layers * encoderLayerParams + sc.decoder_layers * decoderLayerParams -
+                denseEncoderLayers * (mlp - denseMlp);
     const bool firstStage = stage == 0, lastStage = stage == l.pp - 1;
     // Sharded states are gathered and reduced a unit at a time: each layer (FSDP's per-block
     // wrapping) and, on the stages that have them, the modules outside the layers as one root
@@ -260,12 +278,39 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double keys = flash && causal ? 0.5 * D.s : D.s;
     const double selfAttentionCore = gemm(D.s_local, keys, D.hd, D.b * D.heads_local) +  // Q K^T
                                      gemm(D.s_local, D.hd, keys, D.b * D.heads_local);   // P V
+    // A sliding layer's fused kernel computes only the band of W keys before each query: on
+    // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above). Unfused
+    // attention computes the full matrix and masks it: no saving. (Decoder-only; the CP ring
+    // below is priced as for full attention.)
+    const int slidingLayers = model.slidingLayers(first, sc.encoder_layers);
+    double slidingAttentionCore = selfAttentionCore;
+    if (slidingLayers > 0 && flash && model.sliding_window.size < D.s) {
+        const double W = model.sliding_window.size;
+        const double bandKeys = W - W * W / (2 * D.s);
+        slidingAttentionCore = gemm(D.s_local, bandKeys, D.hd, D.b * D.heads_local) +
+                               gemm(D.s_local, D.hd, bandKeys, D.b * D.heads_local);
+    }
+    // What the sliding layers of this stage save (or add: never) against full attention, forward.
+    const double slidingSaving = slidingLayers * (selfAttentionCore - slidingAttentionCore);
     // FlashAttention-2's backward recomputes the scores: 5 matmuls against the forward's 2
     // instead of 4, i.e. 2.5x the forward rather than 2x.
     const double attentionBackwardExtra = flash ? 0.5 * selfAttentionCore : 0.0;
     const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
-    const double mlpTime = gemm(routed, (D.matrices - 1) * D.f_local, h) + gemm(routed, h, D.f_local) +
-                           (model.moe.enabled() ? gemm(T, D.experts, h) : 0);
+    const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
+    const double sharedLocalAll = moe.shared_experts * sharedLocal;
+    const double mlpTime =
+        moe.enabled() ? gemm(routed, (D.matrices - 1) * expertLocal, h) + gemm(routed, h, expertLocal) +
+                            (sharedLocalAll > 0 ? gemm(T, (D.matrices - 1) * sharedLocalAll, h) + gemm(T, h, sharedLocalAll)
+                                                : 0.0) +
+                            gemm(T, D.experts, h)
+                      : denseMlpTime;
+    // The inner activations a layer of this stage keeps, on average over its MoE and dense layers
+    // (everything they size is linear in it): top k routed experts and the shared ones, or f.
+    const double moeInner = expertLocal * D.experts_active + sharedLocalAll;
+    const double innerLocal =
+        sc.encoder_layers > 0 ? (moeEncoderLayers * (moe.enabled() ? moeInner : D.f_local) +
+                                 denseEncoderLayers * D.f_local) / sc.encoder_layers
+                              : (moe.enabled() ? moeInner : D.f_local);
     const double crossAttention = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local) +
                                   selfAttentionCore;
 
@@ -276,12 +321,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     shape.q_dim_local = D.q_local;
     shape.kv_dim_local = D.kv_local;
     shape.heads_local = D.heads_local;
-    shape.ffn_local = D.f_local * D.experts_active;
+    shape.ffn_local = innerLocal;
     shape.gated_mlp = gatedMlp(model.mlp);
     shape.tp = D.t;
     shape.sequence_parallel = l.sequence_parallel;
     shape.dropout = tr.dropout;
     shape.norm_statistics = model.norm == NormKind::LayerNorm ? 2 : 1;
+    shape.qk_norm = model.qk_norm;
+    shape.head_dim = D.hd;
     LayerActivationBytes encAct = layerActivationBytes(shape);
     shape.cross_attention = true;
     LayerActivationBytes decAct = layerActivationBytes(shape);
@@ -299,7 +346,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
     const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
-    double fwdLayers = nEnc * encLayer + nDec * decLayer;
+    double fwdLayers = nEnc * encLayer + nDec * decLayer - slidingSaving - denseEncoderLayers * (mlpTime - denseMlpTime);
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
     if (lastStage) {
@@ -313,10 +360,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
     sc.fwd_s = fwdLayers + head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
-    sc.bwd_s = 2 * fwdLayers + 2 * head + (nEnc + 2 * nDec) * attentionBackwardExtra;
+    // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
+    const double backwardExtra = (nEnc + 2 * nDec) * attentionBackwardExtra - (flash ? 0.5 * slidingSaving : 0.0);
+    sc.bwd_s = 2 * fwdLayers + 2 * head + backwardExtra;
     const double elementwise = nEnc * encElementwise + nDec * decElementwise;
     sc.matmul_fwd_s = fwdLayers - elementwise;
-    sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + (nEnc + 2 * nDec) * attentionBackwardExtra;
+    sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + backwardExtra;
     sc.elementwise_s = 3 * elementwise;
     sc.head_s = 3 * head;
 
@@ -468,22 +517,24 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     {
         const ops::ElementFlops norm = ops::norm(model.norm), act = ops::mlpActivation(model.mlp);
         const double Ts = T / (l.sequence_parallel ? D.t : 1.0);
-        const double ffn = routed * D.f_local;
+        const double ffn = T * innerLocal;
         const double add = model.bias ? ops::kBiasResidualAdd : 1;
         // RoPE rotates every query and key head of this tp rank, over the micro-batch's tokens.
         const double rope = model.positions == PositionKind::Rotary
                                 ? T * (double(model.qDim()) + double(model.kvDim())) / D.t : 0.0;
-        auto layerForward = [&](double norms, double projections) {
+        // QK-norm normalises every query and key head of this tp rank, per attention block.
+        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : 0.0;
+        auto layerForward = [&](double norms, double projections, double attentions) {
             return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
-                   ops::kRope.forward * rope;
+                   ops::kRope.forward * rope + attentions * norm.forward * qkNormed;
         };
         // Post-norm adds each residual branch's gradient in a pass of its own, one per norm.
-        auto layerBackward = [&](double norms) {
+        auto layerBackward = [&](double norms, double attentions) {
             return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope +
-                   (post ? norms * ops::kGradientAdd * h * Ts : 0.0);
+                   attentions * norm.backward * qkNormed + (post ? norms * ops::kGradientAdd * h * Ts : 0.0);
         };
-        const double forward = nEnc * layerForward(2, 2) + nDec * layerForward(3, 3);
-        const double backward = nEnc * layerBackward(2) + nDec * layerBackward(3);
+        const double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
+        const double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
         sc.vector_flops_mb = forward + backward + (l.recompute == Recompute::Full ? forward : 0.0);
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;

@@ -78,8 +78,14 @@ double memoryLowerBound(const CostModel& model, const Layout& l)
     // attention): attention Q, K, V, O and the MLP's 2 (3 when gated) matrices per expert.
     const double h = m.hidden;
     const bool gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu;
-    const double experts = m.moe.enabled() ? m.moe.experts : 1;
-    const double layer = 2.0 * h * m.qDim() + 2.0 * h * m.kvDim() + experts * (gated ? 3.0 : 2.0) * h * m.ffn_hidden;
+    // (A model with dense and MoE layers: the smaller of the two MLPs for every layer.)
+    const double matrices = gated ? 3.0 : 2.0;
+    const double dense = matrices * h * m.ffn_hidden;
+    const double moe = m.moe.enabled() ? (m.moe.experts * double(m.expertFfn()) +
+                                          m.moe.shared_experts * double(m.moe.shared_ffn_hidden)) * matrices * h
+                                       : dense;
+    const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
+    const double layer = 2.0 * h * m.qDim() + 2.0 * h * m.kvDim() + (mixed ? std::min(dense, moe) : moe);
     // Every stage holds totalLayers / pp layers; tp splits each matrix at most tp ways
     // (replicated KV heads only add to this).
     const double perDevice = layer / l.tp * double(m.totalLayers() / l.pp);

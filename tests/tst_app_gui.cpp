@@ -26,6 +26,7 @@
 #include <QApplication>
 #include <QChart>
 #include <QCheckBox>
+#include <QSpinBox>
 #include <QChartView>
 #include <QDir>
 #include <QFileInfo>
@@ -779,6 +780,40 @@ private slots:
             QVERIFY2(boxes.join(QLatin1Char('|')).contains(QLatin1String(expected)), expected);
         QVERIFY(dialog.model() == store_->specs().model("bert-base"));  // every field round-trips
         QCOMPARE(ModelDialog::withFamilyDefaults(store_->specs().model("bert-base")).pooler, true);
+    }
+
+    // The fields Hugging Face configs brought (QK-norm, q/k/v-only biases, sliding window, expert
+    // sizes) are controls of the dialog and round-trip; what it has no control for survives an
+    // edit but not "New model...".
+    void modelDialogNewFields()
+    {
+        ModelSpec m = store_->specs().model("mixtral-8x7b");
+        m.bias = false;
+        m.qkv_bias = true;
+        m.qk_norm = true;
+        m.sliding_window = {4096, {0, 2, 4}};
+        m.rope_scaling = {RopeScalingKind::Linear, 2.0};
+        m.moe.ffn_hidden = 2048;
+        m.moe.shared_experts = 1;
+        m.moe.shared_ffn_hidden = 1024;
+        QVERIFY(validate(m).empty());
+        ModelDialog dialog(m);
+        QVERIFY(dialog.model() == m);
+        QStringList boxes;
+        for (const QCheckBox* c : dialog.findChildren<QCheckBox*>())
+            boxes << c->text();
+        for (const char* expected : {"QK-norm", "q, k and v only"})
+            QVERIFY2(boxes.join(QLatin1Char('|')).contains(QLatin1String(expected)), expected);
+        QCOMPARE(dialog.field("moe.ffn_hidden")->value(), 2048);
+        dialog.field("moe.shared_experts")->setValue(0);
+        dialog.field("moe.shared_ffn_hidden")->setValue(0);
+        QCOMPARE(qint64(parameterCount(dialog.model())), qint64(parameterCount(m) - 32LL * 3 * 4096 * 1024));
+        QVERIFY(dialog.parameters()->text().contains(QString::fromStdString(formatCount(parameterCount(dialog.model())))));
+        dialog.field("sliding_window.size")->setValue(0);
+        QVERIFY(!dialog.model().sliding_window.enabled() && dialog.model().sliding_window.layers.empty());
+        const ModelSpec fresh = ModelDialog::withFamilyDefaults(m);
+        QVERIFY(!fresh.rope_scaling.enabled() && !fresh.sliding_window.enabled());
+        QVERIFY(fresh.qk_norm && fresh.moe.ffn_hidden == 2048);  // visible: kept
     }
 
     // A catalog change (a model added) keeps the node types the user chose to compare.

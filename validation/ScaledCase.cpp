@@ -18,6 +18,15 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
+    if (m.qk_norm)
+        throw InputError(m.name + ": qk_norm is not executed by the engine yet: no validation run");
+    if (m.qkv_bias && !m.bias)
+        throw InputError(m.name + ": biases on q, k and v only (\"bias\": \"qkv\") are not executed by the engine "
+                                  "yet: no validation run");
+    if (m.attention_sinks)
+        throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
+    if (m.sliding_window.enabled())
+        throw InputError(m.name + ": sliding_window attention is not executed by the engine yet: no validation run");
     const bool encDec = m.family == ModelFamily::EncoderDecoder;
     if (encDec && m.positions != PositionKind::Relative)
         throw InputError(m.name + ": an encoder-decoder with " + toString(m.positions) +
@@ -52,6 +61,7 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.seq = (32 + cpChunks - 1) / cpChunks * cpChunks;
     c.mlp = m.mlp;
     c.norm = m.norm;
+    c.norm_eps = m.norm_eps;
     c.positions = m.positions;
     c.rope_base = m.rope_base;
     c.bias = m.bias;

@@ -3,6 +3,7 @@
 #include "Commands.h"
 #include "OutputFile.h"
 #include "EntrySummary.h"
+#include "HfConfigImport.h"
 #include "JsonReader.h"
 #include "SpecJson.h"
 #include "Store.h"
@@ -103,10 +104,34 @@ int import(const CliArgs& a, SpecCatalog& catalog, Context& ctx)
     if (!f.open(QIODevice::ReadOnly))
         throw InputError("cannot read " + file.toStdString() + ": " + f.errorString().toStdString());
     FieldErrors errors;
-    const QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
+    QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
     if (!errors.empty())
         throw InputError(errors);
-    const std::vector<std::string> names = catalog.importDocument(doc, a.flag("replace"));
+    const std::optional<std::string> name = a.value("name"), displayName = a.value("display-name");
+    std::string readAs;
+    if (isHfConfig(doc)) {
+        const std::string architecture = printable(hfArchitecture(doc));
+        try {
+            doc = modelDocumentFromHfConfig(doc, {name.value_or(""), displayName.value_or(""), file.toStdString()});
+        } catch (const InputError& e) {
+            throw InputError(file.toStdString() + ": " + e.what());
+        }
+        readAs = "read " + file.toStdString() + " as a Hugging Face " + architecture + " config\n";
+    } else if (name || displayName) {
+        throw UsageError(std::string(name ? "--name" : "--display-name") +
+                         " names a model read from a Hugging Face config.json; " + file.toStdString() +
+                         " is a ShardScope document (its entries carry their names)");
+    }
+    std::vector<std::string> names;
+    try {
+        names = catalog.importDocument(doc, a.flag("replace"));
+    } catch (const InputError& e) {
+        if (readAs.empty())
+            throw;
+        throw InputError(std::string(e.what()) + " (--name gives the model read from " + file.toStdString() +
+                         " another name)");
+    }
+    ctx.out << readAs;
     for (const std::string& n : names)
         ctx.out << "imported " << n << "\n";
     return kExitOk;

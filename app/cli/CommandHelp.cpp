@@ -182,10 +182,17 @@ std::vector<CommandHelp> makeCommands()
                  {"catalog show llama-3-8b", "catalog show trn1.32xlarge --json"},
                  ValueKind::Model});
     c.push_back({"catalog import", "add models, chips or node types from a JSON file",
-                 {"catalog import FILE.json [--replace]"},
-                 "All-or-nothing: one invalid entry imports nothing, and the error names its field.",
-                 {flag("replace", "replace user entries of the same name (built-ins are never replaced)")},
-                 {"catalog import my-models.json"},
+                 {"catalog import FILE.json [--replace]", "catalog import config.json [--name NAME] [--display-name TEXT] [--replace]"},
+                 "All-or-nothing: one invalid entry imports nothing, and the error names its field. A Hugging Face "
+                 "config.json (a file with \"architectures\" or \"model_type\") is read as a model of its architecture: "
+                 "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel, "
+                 "BertForMaskedLM, T5ForConditionalGeneration, MixtralForCausalLM, Qwen3MoeForCausalLM or "
+                 "GptOssForCausalLM; an unknown architecture or key is refused by name. Its "
+                 "name comes from --name, else from _name_or_path or the file's directory.",
+                 {flag("replace", "replace user entries of the same name (built-ins are never replaced)"),
+                  value("name", "NAME", "catalog name of a model read from a Hugging Face config.json"),
+                  value("display-name", "TEXT", "display name of a model read from a Hugging Face config.json")},
+                 {"catalog import my-models.json", "catalog import Llama-2-7b-hf/config.json --name my-llama"},
                  ValueKind::File});
     c.push_back({"catalog export", "one entry as a JSON document",
                  {"catalog export NAME [--out FILE.json]"},

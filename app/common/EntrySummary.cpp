@@ -29,6 +29,29 @@ std::string sourceOf(const std::map<std::string, std::string>& sources, const st
     return it == sources.end() ? std::string() : "  [" + it->second + "]";
 }
 
+// "%g" of a double: 1e-05, 500000.
+std::string numberText(double v)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+}
+
+std::string positionsText(const ModelSpec& m)
+{
+    std::string s = toString(m.positions);
+    if (m.positions != PositionKind::Rotary)
+        return s;
+    s += ", base " + numberText(m.rope_base);
+    const RopeScaling& r = m.rope_scaling;
+    if (r.enabled()) {
+        s.append(", ").append(toString(r.type)).append(" scaling x").append(numberText(r.factor));
+        if (r.original_max_position_embeddings > 0)
+            s += " from " + formatCount(r.original_max_position_embeddings);
+    }
+    return s;
+}
+
 } // namespace
 
 std::string summarize(const ModelSpec& m)
@@ -103,13 +126,33 @@ std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
         {"MLP", std::string(toString(m.mlp)) + ", ffn " + std::to_string(m.ffn_hidden)},
         {"vocabulary", formatCount(m.vocab)},
         {"max sequence", formatCount(m.max_seq)},
-        {"positions", toString(m.positions)},
-        {"norm", std::string(toString(m.norm)) + (m.bias ? ", linear biases" : ", no linear biases")},
+        {"positions", positionsText(m)},
+        {"norm", std::string(toString(m.norm)) + " (eps " + numberText(m.norm_eps) + ")" +
+                     (m.bias ? ", linear biases" : m.qkv_bias ? ", biases on q, k and v only" : ", no linear biases")},
         {"embeddings", m.tied_embeddings ? "tied to the LM head" : "untied LM head"},
     };
-    if (m.moe.enabled())
-        rows.emplace_back("mixture of experts", std::to_string(m.moe.experts) + " experts, top-" +
-                                                    std::to_string(m.moe.top_k) + " per token");
+    if (m.qk_norm)
+        rows.emplace_back("QK-norm", std::string(toString(m.norm)) + " over head dim " + std::to_string(m.head_dim) +
+                                         " on every query and key head");
+    if (m.attention_sinks)
+        rows.emplace_back("attention sinks", "one learned logit per query head and layer");
+    if (m.sliding_window.enabled())
+        rows.emplace_back("sliding window", formatCount(m.sliding_window.size) + " keys on " +
+                                                (m.sliding_window.layers.empty()
+                                                     ? std::string("every layer")
+                                                     : std::to_string(m.sliding_window.layers.size()) + " of " +
+                                                           std::to_string(m.layers) + " layers"));
+    if (m.moe.enabled()) {
+        const MoeSpec& e = m.moe;
+        std::string text = std::to_string(e.experts) + " experts of ffn " + std::to_string(m.expertFfn()) + ", top-" +
+                           std::to_string(e.top_k) + " per token (" + toString(e.router) + ")";
+        if (e.shared_experts > 0)
+            text += ", " + std::to_string(e.shared_experts) + " shared of " + std::to_string(e.shared_ffn_hidden);
+        if (e.dense_layers > 0 || e.layer_interval > 1)
+            text += ", in " + std::to_string(m.moeLayers(0, m.layers)) + " of " + std::to_string(m.layers) + " layers";
+        text += e.capacity_factor > 0 ? ", capacity factor " + numberText(e.capacity_factor) : std::string(", dropless");
+        rows.emplace_back("mixture of experts", text);
+    }
     rows.emplace_back("parameters", formatCount(p.total));
     rows.emplace_back("  embeddings", formatCount(p.embeddings));
     rows.emplace_back("  layers", formatCount(p.layers_total));

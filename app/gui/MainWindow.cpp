@@ -3,6 +3,7 @@
 #include "CatalogPage.h"
 #include "ChartExport.h"
 #include "ExplorePage.h"
+#include "HfConfigImport.h"
 #include "JobRunner.h"
 #include "JsonReader.h"
 #include "PlanDetailsPage.h"
@@ -25,6 +26,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
+#include <QLineEdit>
 #include <QJsonDocument>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -587,7 +589,7 @@ void MainWindow::rebuildRecentMenu()
 void MainWindow::importFile()
 {
     const QString file = QFileDialog::getOpenFileName(this, tr("Import into catalog"), QString(),
-                                                      tr("ShardScope JSON (*.json)"));
+                                                      tr("ShardScope JSON or Hugging Face config.json (*.json)"));
     if (file.isEmpty())
         return;
     QFile f(file);
@@ -597,9 +599,23 @@ void MainWindow::importFile()
     }
     try {
         FieldErrors errors;
-        const QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
+        QJsonObject doc = parseJsonObject(f.readAll(), file.toStdString(), errors);
         if (!errors.empty())
             throw InputError(errors);
+        // A Hugging Face config.json becomes a model; its name, proposed from _name_or_path or
+        // the folder, is asked for (a built-in such as t5-base keeps its name).
+        if (isHfConfig(doc)) {
+            QJsonObject model = modelDocumentFromHfConfig(doc, {{}, {}, file.toStdString()});
+            bool ok = false;
+            const QString name = QInputDialog::getText(
+                this, tr("Import Hugging Face config"),
+                tr("%1 read as %2.\nName in the catalog:")
+                    .arg(file, QString::fromStdString(printable(hfArchitecture(doc)))),
+                QLineEdit::Normal, model.value(QLatin1String("name")).toString(), &ok);
+            if (!ok)
+                return;
+            doc = modelDocumentFromHfConfig(doc, {name.trimmed().toStdString(), {}, file.toStdString()});
+        }
         const auto names = store_.specs().importDocument(doc);
         catalogPage_->reload();
         setup_->reloadCatalog();

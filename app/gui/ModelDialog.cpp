@@ -60,6 +60,15 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     norm_ = enumBox(kNormKindNames, start.norm, this);
     bias_ = new QCheckBox(tr("biases on linear layers"), this);
     bias_->setChecked(start.bias);
+    qkvBias_ = new QCheckBox(tr("biases on q, k and v only (Qwen2)"), this);
+    qkvBias_->setChecked(start.qkv_bias && !start.bias);
+    qkNorm_ = new QCheckBox(tr("QK-norm: a norm over head_dim on every query and key head (Qwen3)"), this);
+    qkNorm_->setChecked(start.qk_norm);
+    sinks_ = new QCheckBox(tr("attention sinks: a learned logit per query head (GPT-OSS)"), this);
+    sinks_->setChecked(start.attention_sinks);
+    slidingWindow_ = spin(start.sliding_window.size, 0, 1 << 24, this, "sliding_window.size");
+    slidingWindow_->setToolTip(tr("Keys each query sees on the sliding layers (0: full attention). The layers "
+                                  "come from the document (every layer when it lists none)."));
     tied_ = new QCheckBox(tr("LM head tied to the token embedding"), this);
     tied_->setChecked(start.tied_embeddings);
     embeddingNorm_ = new QCheckBox(tr("norm after the embeddings (BERT)"), this);
@@ -78,6 +87,11 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     ropeBase_->setToolTip(tr("RoPE base (theta) for rotary positions: Llama 3 500000, Mixtral 1000000"));
     experts_ = spin(start.moe.experts, 0, 4096, this, "moe.experts");
     topK_ = spin(start.moe.top_k, 0, 4096, this, "moe.top_k");
+    expertFfn_ = spin(start.moe.ffn_hidden, 0, 1 << 22, this, "moe.ffn_hidden");
+    sharedExperts_ = spin(start.moe.shared_experts, 0, 4096, this, "moe.shared_experts");
+    sharedFfn_ = spin(start.moe.shared_ffn_hidden, 0, 1 << 22, this, "moe.shared_ffn_hidden");
+    denseLayers_ = spin(start.moe.dense_layers, 0, 10000, this, "moe.dense_layers");
+    layerInterval_ = spin(start.moe.layer_interval, 1, 10000, this, "moe.layer_interval");
 
     auto* form = new QFormLayout;
     form->addRow(tr("Name (catalog id)"), name_);
@@ -100,12 +114,21 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(tr("Token types (BERT segments)"), tokenTypes_);
     form->addRow(tr("Norm"), norm_);
     form->addRow(QString(), bias_);
+    form->addRow(QString(), qkvBias_);
+    form->addRow(QString(), qkNorm_);
+    form->addRow(QString(), sinks_);
+    form->addRow(tr("Sliding window (0: none)"), slidingWindow_);
     form->addRow(QString(), tied_);
     form->addRow(QString(), embeddingNorm_);
     form->addRow(QString(), finalNorm_);
     form->addRow(QString(), pooler_);
     form->addRow(tr("Experts (0: dense)"), experts_);
     form->addRow(tr("Experts per token"), topK_);
+    form->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
+    form->addRow(tr("Shared experts"), sharedExperts_);
+    form->addRow(tr("Shared expert FFN size"), sharedFfn_);
+    form->addRow(tr("Dense first layers"), denseLayers_);
+    form->addRow(tr("MoE layer every"), layerInterval_);
 
     parameters_ = new QLabel(this);
     QFont f = parameters_->font();
@@ -125,12 +148,13 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     layout->addWidget(buttons_);
 
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
-                        topK_, tokenTypes_, positionTable_, relativeBuckets_})
+                        topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_, expertFfn_,
+                        sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
     connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
-    for (QCheckBox* c : {bias_, tied_, embeddingNorm_, finalNorm_, pooler_})
+    for (QCheckBox* c : {bias_, qkvBias_, qkNorm_, sinks_, tied_, embeddingNorm_, finalNorm_, pooler_})
         connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
     connect(name_, &QLineEdit::textChanged, this, &ModelDialog::refresh);
     refresh();
@@ -149,6 +173,14 @@ ModelSpec ModelDialog::withFamilyDefaults(ModelSpec m)
     m.relative_buckets = plain.relative_buckets;
     m.rope_base = plain.rope_base;
     m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? m.decoder_layers : 0;
+    // Settings the dialog has no control for (the sliding layers, RoPE scaling, eps, the
+    // router) start from the format's defaults too.
+    m.sliding_window = plain.sliding_window;
+    m.rope_scaling = plain.rope_scaling;
+    m.norm_eps = plain.norm_eps;
+    m.moe.router = plain.moe.router;
+    m.moe.capacity_factor = plain.moe.capacity_factor;
+    m.moe.aux_loss_coeff = plain.moe.aux_loss_coeff;
     switch (m.family) {
     case ModelFamily::EncoderOnly:  // BERT (Devlin et al. 2019): post-norm with an embedding norm
         m.embedding_norm = true;
@@ -185,6 +217,12 @@ ModelSpec ModelDialog::model() const
     m.positions = PositionKind(positions_->currentData().toInt());
     m.norm = NormKind(norm_->currentData().toInt());
     m.bias = bias_->isChecked();
+    m.qkv_bias = qkvBias_->isChecked() && !m.bias;
+    m.qk_norm = qkNorm_->isChecked();
+    m.attention_sinks = sinks_->isChecked();
+    m.sliding_window.size = slidingWindow_->value();
+    if (m.sliding_window.size == 0)
+        m.sliding_window.layers.clear();
     m.tied_embeddings = tied_->isChecked();
     m.embedding_norm = embeddingNorm_->isChecked();
     m.final_norm = finalNorm_->isChecked();
@@ -193,7 +231,13 @@ ModelSpec ModelDialog::model() const
     m.position_table = positionTable_->value();
     m.relative_buckets = relativeBuckets_->value();
     m.rope_base = ropeBase_->value();
-    m.moe = {experts_->value(), topK_->value()};
+    m.moe.experts = experts_->value();
+    m.moe.top_k = topK_->value();
+    m.moe.ffn_hidden = expertFfn_->value();
+    m.moe.shared_experts = sharedExperts_->value();
+    m.moe.shared_ffn_hidden = sharedFfn_->value();
+    m.moe.dense_layers = denseLayers_->value();
+    m.moe.layer_interval = layerInterval_->value();
     return m;
 }
 
@@ -201,6 +245,10 @@ void ModelDialog::refresh()
 {
     decoderLayers_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::EncoderDecoder);
     ropeBase_->setEnabled(PositionKind(positions_->currentData().toInt()) == PositionKind::Rotary);
+    qkvBias_->setEnabled(!bias_->isChecked());
+    slidingWindow_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::DecoderOnly);
+    for (QSpinBox* s : {expertFfn_, sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
+        s->setEnabled(experts_->value() > 0);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());

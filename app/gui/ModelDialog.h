@@ -41,6 +41,10 @@ private:
     QComboBox* positions_ = nullptr;
     QComboBox* norm_ = nullptr;
     QCheckBox* bias_ = nullptr;
+    QCheckBox* qkvBias_ = nullptr;  // Qwen2's biases on q, k and v only
+    QCheckBox* qkNorm_ = nullptr;   // Qwen3's QK-norm
+    QCheckBox* sinks_ = nullptr;    // GPT-OSS's attention sinks
+    QSpinBox* slidingWindow_ = nullptr;
     QCheckBox* tied_ = nullptr;
     // The structure BERT- and T5-style models differ in: each changes the count or the export.
     QCheckBox* embeddingNorm_ = nullptr;
@@ -50,7 +54,8 @@ private:
     QDoubleSpinBox* ropeBase_ = nullptr;
     QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
              *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
-             *experts_ = nullptr, *topK_ = nullptr;
+             *experts_ = nullptr, *topK_ = nullptr, *expertFfn_ = nullptr, *sharedExperts_ = nullptr,
+             *sharedFfn_ = nullptr, *denseLayers_ = nullptr, *layerInterval_ = nullptr;
     QLabel* parameters_ = nullptr;
     QLabel* messages_ = nullptr;
     QDialogButtonBox* buttons_ = nullptr;

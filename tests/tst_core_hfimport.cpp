@@ -1,0 +1,574 @@
+// Hugging Face config.json import (core/HfConfigImport): the published configs in
+// tests/data/hf/ (sources in its README.md) read into models whose parameter counts equal the
+// published totals, each architecture's defaults for missing keys, refusals by name, the model
+// format's new fields (norm_eps, rope_scaling, "bias": "qkv", qk_norm, sliding_window) and
+// `shardscope-cli catalog import` of a config.json as a user runs it.
+#include "BuiltinSpecs.h"
+#include "CliRunner.h"
+#include "HfConfigImport.h"
+#include "JsonReader.h"
+#include "SpecJson.h"
+
+#include <cmath>
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace shardscope;
+
+namespace {
+
+QString fixture(const QString& folder) { return QStringLiteral(SHARDSCOPE_HF_DATA_DIR "/") + folder + "/config.json"; }
+
+QJsonObject readFixture(const QString& folder)
+{
+    QFile f(fixture(folder));
+    if (!f.open(QIODevice::ReadOnly))
+        qFatal("cannot read %s", qPrintable(f.fileName()));
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+std::optional<ModelSpec> import(const QJsonObject& config, FieldErrors& errors, const std::string& path = {})
+{
+    return modelFromHfConfig(config, {{}, {}, path}, errors);
+}
+
+ModelSpec importFixture(const QString& folder)
+{
+    FieldErrors errors;
+    const auto m = import(readFixture(folder), errors, fixture(folder).toStdString());
+    if (!m)
+        qFatal("%s: %s", qPrintable(folder), joinErrors(errors).c_str());
+    return *m;
+}
+
+// The first error's path and whether its message holds `fragment`.
+bool refusedAt(const QJsonObject& config, const std::string& path, const std::string& fragment)
+{
+    FieldErrors errors;
+    if (import(config, errors, "x/config.json"))
+        return false;
+    for (const FieldError& e : errors)
+        if (e.path == path && e.text().find(fragment) != std::string::npos)
+            return true;
+    qWarning("errors: %s", joinErrors(errors).c_str());
+    return false;
+}
+
+// The shape of a model without the catalog's names and the settings a config adds (eps, the
+// load-balancing loss weight), which the built-ins leave at their defaults.
+ModelSpec shapeOf(ModelSpec m)
+{
+    m.name.clear();
+    m.display_name.clear();
+    m.source.clear();
+    m.norm_eps = 0;
+    m.moe.aux_loss_coeff = 0;
+    return m;
+}
+
+} // namespace
+
+class TstCoreHfImport : public QObject {
+    Q_OBJECT
+private slots:
+    void publishedTotals_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<qint64>("published");  // tests/data/hf/README.md names each source
+        QTest::newRow("Llama-2-7b-hf") << "Llama-2-7b-hf" << qint64(6'738'415'616);
+        QTest::newRow("Meta-Llama-3-8B") << "Meta-Llama-3-8B" << qint64(8'030'261'248);
+        QTest::newRow("Llama-3.1-8B") << "Llama-3.1-8B" << qint64(8'030'261'248);
+        QTest::newRow("Mistral-7B-v0.1") << "Mistral-7B-v0.1" << qint64(7'241'732'096);
+        QTest::newRow("Qwen2-7B") << "Qwen2-7B" << qint64(7'615'616'512);
+        QTest::newRow("Qwen3-8B") << "Qwen3-8B" << qint64(8'190'735'360);
+        QTest::newRow("gpt2") << "gpt2" << qint64(124'439'808);
+        QTest::newRow("bert-base-uncased") << "bert-base-uncased" << qint64(109'482'240);
+        QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
+        QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
+        QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
+        QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
+    }
+    void publishedTotals()
+    {
+        QFETCH(QString, folder);
+        QFETCH(qint64, published);
+        const ModelSpec m = importFixture(folder);
+        QCOMPARE(qint64(parameterCount(m)), published);
+        // Named after _name_or_path (Llama 2) or the folder, in lowercase.
+        QCOMPARE(QString::fromStdString(m.display_name), folder);
+        QCOMPARE(QString::fromStdString(m.name), folder.toLower());
+        // The model document the catalog stores reads back to the same model.
+        FieldErrors errors;
+        const auto back = modelFromJson(toJson(m), "model", errors);
+        QVERIFY2(back.has_value(), joinErrors(errors).c_str());
+        QVERIFY(*back == m);
+    }
+
+    // The configs of models the catalog has built in give the built-in shapes.
+    void sameShapeAsBuiltins_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("builtin");
+        QTest::newRow("llama-2-7b") << "Llama-2-7b-hf" << "llama-2-7b";
+        QTest::newRow("llama-3-8b") << "Meta-Llama-3-8B" << "llama-3-8b";
+        QTest::newRow("gpt2-small") << "gpt2" << "gpt2-small";
+        QTest::newRow("bert-base") << "bert-base-uncased" << "bert-base";
+        QTest::newRow("t5-base") << "t5-base" << "t5-base";
+    }
+    void sameShapeAsBuiltins()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, builtin);
+        const ModelSpec imported = importFixture(folder);
+        const ModelSpec known = BuiltinSpecs::instance().model(builtin.toStdString());
+        QVERIFY(shapeOf(imported) == shapeOf(known));
+    }
+
+    // Active parameters: the total less the routed experts a token does not use in each layer.
+    void mixtureOfExperts()
+    {
+        const ModelSpec mixtral = importFixture("Mixtral-8x7B-v0.1");
+        QCOMPARE(mixtral.moe.experts, 8);
+        QCOMPARE(mixtral.moe.top_k, 2);
+        QCOMPARE(mixtral.moe.router, MoeRouter::SoftmaxNorm);
+        QCOMPARE(mixtral.moe.aux_loss_coeff, 0.02);
+        QCOMPARE(mixtral.rope_base, 1e6);
+        QVERIFY(!mixtral.sliding_window.enabled());
+        const std::int64_t expert = 3LL * 4096 * 14336;
+        QCOMPARE(qint64(parameterBreakdown(mixtral).active_per_token), qint64(46'702'792'704 - 32 * 6 * expert));
+        // The same shape as the built-in mixtral-8x7b.
+        QVERIFY(shapeOf(mixtral) == shapeOf(BuiltinSpecs::instance().model("mixtral-8x7b")));
+
+        const ModelSpec qwen = importFixture("Qwen3-30B-A3B");
+        QCOMPARE(qwen.moe.experts, 128);
+        QCOMPARE(qwen.moe.top_k, 8);
+        QCOMPARE(qwen.moe.ffn_hidden, 768);
+        QCOMPARE(qwen.head_dim, 128);
+        QVERIFY(qwen.qk_norm);
+        // Qwen's model card: 3.3B activated; exactly 48 layers x 120 unused experts of 3 x 2048 x 768.
+        QCOMPARE(qint64(parameterBreakdown(qwen).active_per_token), qint64(3'353'032'704));
+        QCOMPARE(qint64(parameterBreakdown(qwen).active_per_token), qint64(30'532'122'624 - 48LL * 120 * 3 * 2048 * 768));
+        // catalog show --json: parameters and active_parameters.
+        const QJsonObject doc = toJson(qwen);
+        QCOMPARE(qint64(doc.value("parameters").toDouble()), qint64(30'532'122'624));
+        QCOMPARE(qint64(doc.value("active_parameters").toDouble()), qint64(3'353'032'704));
+
+        // Dense first layers (mlp_only_layers 0..k-1) and sparse steps.
+        QJsonObject config = readFixture("Qwen3-30B-A3B");
+        config.insert("mlp_only_layers", QJsonArray{0, 1});
+        FieldErrors errors;
+        auto m = import(config, errors, "a/config.json");
+        QVERIFY2(m, joinErrors(errors).c_str());
+        QCOMPARE(m->moe.dense_layers, 2);
+        QCOMPARE(m->moeLayers(0, 48), 46);
+        // Two dense MLPs (3 x 2048 x 6144) in place of two MoE blocks.
+        const std::int64_t block = 128LL * 3 * 2048 * 768 + 2048LL * 128;
+        QCOMPARE(qint64(parameterCount(qwen) - parameterCount(*m)), qint64(2 * (block - 3LL * 2048 * 6144)));
+        config.insert("mlp_only_layers", QJsonArray{0, 5});
+        QVERIFY(refusedAt(config, "mlp_only_layers", "other than the first ones"));
+        config.insert("mlp_only_layers", QJsonArray{});
+        config.insert("decoder_sparse_step", 2);
+        m = import(config, errors, "a/config.json");
+        QVERIFY(m);
+        QVERIFY(!m->moeLayer(0) && m->moeLayer(1) && !m->moeLayer(2) && m->moeLayer(47));
+        QCOMPARE(m->moeLayers(0, 48), 24);
+        QCOMPARE(m->moeLayers(3, 4), 2);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    // GPT-OSS: biases everywhere (experts and router too), a sink per head, sliding and full
+    // layers alternating, YaRN without truncation; active: 5.13B in OpenAI's count, which leaves
+    // the input embedding (a lookup) out.
+    void gptOss()
+    {
+        const ModelSpec m = importFixture("gpt-oss-120b");
+        QVERIFY(m.bias && m.attention_sinks);
+        QCOMPARE(m.sliding_window.size, 128);
+        QCOMPARE(m.sliding_window.layers.size(), size_t(18));
+        QCOMPARE(m.sliding_window.layers.front(), 0);
+        QCOMPARE(m.sliding_window.layers.back(), 34);
+        QCOMPARE(m.rope_scaling.type, RopeScalingKind::Yarn);
+        QVERIFY(!m.rope_scaling.truncate);
+        QCOMPARE(m.rope_base, 150000.0);
+        QCOMPARE(m.moe.experts, 128);
+        QCOMPARE(m.moe.top_k, 4);
+        // One expert: gate_up 2880 x 5760 + 5760, down 2880 x 2880 + 2880.
+        const std::int64_t expert = 2880LL * 5760 + 5760 + 2880LL * 2880 + 2880;
+        const ParameterBreakdown p = parameterBreakdown(m);
+        QCOMPARE(qint64(p.active_per_token), qint64(116'829'156'672 - 36 * 124 * expert));
+        QCOMPARE(std::round((p.active_per_token - 201088.0 * 2880) / 1e7) / 100, 5.13);
+        FieldErrors errors;
+        const auto back = modelFromJson(toJson(m), "model", errors);
+        QVERIFY2(back && *back == m, joinErrors(errors).c_str());
+        // Another quantization than the published MXFP4 storage is refused.
+        QJsonObject config = readFixture("gpt-oss-120b");
+        config.insert("quantization_config", QJsonObject{{"quant_method", "gptq"}});
+        QVERIFY(refusedAt(config, "quantization_config", "MXFP4"));
+    }
+
+    // The MoE block in the model format: issue 16's keys, counted exactly, refused when wrong.
+    void moeFormat()
+    {
+        QJsonObject doc = toJson(importFixture("Qwen3-30B-A3B"));
+        QJsonObject moe = doc.value("moe").toObject();
+        QCOMPARE(moe.value("router").toString(), QStringLiteral("softmax-norm"));
+        // DeepSeek-style: 3 dense layers, one shared expert of 768.
+        moe.insert("dense_layers", 3);
+        moe.insert("shared_experts", 1);
+        moe.insert("shared_ffn_hidden", 768);
+        moe.insert("capacity_factor", 1.25);
+        doc.insert("moe", moe);
+        FieldErrors errors;
+        const auto deep = modelFromJson(doc, "model", errors);
+        QVERIFY2(deep, joinErrors(errors).c_str());
+        QCOMPARE(deep->moe.capacity_factor, 1.25);
+        const std::int64_t h = 2048, expert = 3 * h * 768, block = 128 * expert + h * 128 + expert;
+        const std::int64_t dense = 3 * h * 6144;
+        QCOMPARE(qint64(parameterCount(*deep) - 30'532'122'624), qint64(45 * expert + 3 * (dense - (block - expert))));
+        QCOMPARE(qint64(parameterBreakdown(*deep).active_per_token - 3'353'032'704), qint64(45 * expert + 3 * (dense - 8 * expert - h * 128)));
+        // FLOPs per token: 3 dense MLPs, 45 blocks with top 8 + 1 shared.
+        const ModelSpec qwen = importFixture("Qwen3-30B-A3B");
+        QCOMPARE(qint64(forwardFlopsPerToken(*deep, 4096) - forwardFlopsPerToken(qwen, 4096)),
+                 qint64(2 * (45 * expert + 3 * (dense - 8 * expert - h * 128))));
+        QVERIFY(*deep == *modelFromJson(toJson(*deep), "model", errors));
+
+        auto refused = [&](const char* key, const QJsonValue& value, const std::string& fragment) {
+            QJsonObject bad = doc;
+            QJsonObject m = moe;
+            m.insert(QLatin1String(key), value);
+            bad.insert("moe", m);
+            FieldErrors e;
+            return !modelFromJson(bad, "model", e) && joinErrors(e).find(fragment) != std::string::npos;
+        };
+        QVERIFY(refused("top_k", 200, "model.moe.top_k: 200 must be between 1 and experts 128"));
+        QVERIFY(refused("capacity_factor", 0, "model.moe.capacity_factor: 0 is out of range"));
+        QVERIFY(refused("dense_layers", 48, "model.moe.dense_layers: 48 leaves no MoE layer"));
+        QVERIFY(refused("shared_experts", 0, "model.moe.shared_ffn_hidden: without shared experts"));
+        QVERIFY(refused("router", "argmax", "model.moe.router: unknown value \"argmax\""));
+        QVERIFY(refused("experts_per_token", 2, "experts_per_token"));
+    }
+
+    void fieldsPerArchitecture()
+    {
+        const ModelSpec llama2 = importFixture("Llama-2-7b-hf");
+        QCOMPARE(llama2.norm_eps, 1e-5);
+        QCOMPARE(llama2.rope_base, 10000.0);  // 4.x rope_theta default
+        QVERIFY(!llama2.rope_scaling.enabled());
+        QVERIFY(!llama2.tied_embeddings);
+
+        const ModelSpec llama31 = importFixture("Llama-3.1-8B");
+        QCOMPARE(llama31.rope_base, 500000.0);
+        QCOMPARE(llama31.rope_scaling.type, RopeScalingKind::Llama3);
+        QCOMPARE(llama31.rope_scaling.factor, 8.0);
+        QCOMPARE(llama31.rope_scaling.low_freq_factor, 1.0);
+        QCOMPARE(llama31.rope_scaling.high_freq_factor, 4.0);
+        QCOMPARE(llama31.rope_scaling.original_max_position_embeddings, 8192);
+        QCOMPARE(llama31.max_seq, 131072);
+
+        const ModelSpec mistral = importFixture("Mistral-7B-v0.1");
+        QCOMPARE(mistral.sliding_window.size, 4096);
+        QVERIFY(mistral.sliding_window.layers.empty());  // every layer
+        QCOMPARE(mistral.kv_heads, 8);
+
+        const ModelSpec qwen2 = importFixture("Qwen2-7B");
+        QVERIFY(qwen2.qkv_bias && !qwen2.bias);
+        QVERIFY(!qwen2.sliding_window.enabled());  // use_sliding_window false
+        QCOMPARE(qwen2.head_dim, 128);
+        // The q, k and v biases: 28 layers x (3584 + 2 x 4 x 128).
+        ModelSpec noBias = qwen2;
+        noBias.qkv_bias = false;
+        QCOMPARE(qint64(parameterCount(qwen2) - parameterCount(noBias)), qint64(28 * (3584 + 2 * 512)));
+
+        const ModelSpec qwen3 = importFixture("Qwen3-8B");
+        QVERIFY(qwen3.qk_norm);
+        QCOMPARE(qwen3.head_dim, 128);
+        QCOMPARE(qwen3.norm_eps, 1e-6);
+        ModelSpec noQkNorm = qwen3;
+        noQkNorm.qk_norm = false;
+        QCOMPARE(qint64(parameterCount(qwen3) - parameterCount(noQkNorm)), qint64(36 * 2 * 128));
+
+        const ModelSpec gpt2 = importFixture("gpt2");
+        QCOMPARE(gpt2.ffn_hidden, 4 * 768);  // n_inner absent: 4 n_embd
+        QVERIFY(gpt2.tied_embeddings && gpt2.bias);
+
+        const ModelSpec bert = importFixture("bert-base-uncased");
+        QCOMPARE(bert.token_types, 2);
+        QCOMPARE(bert.norm_eps, 1e-12);
+
+        const ModelSpec t5 = importFixture("t5-base");
+        QCOMPARE(t5.decoder_layers, 12);  // num_decoder_layers absent: num_layers
+        QCOMPARE(t5.mlp, MlpKind::Relu);
+        QCOMPARE(t5.relative_buckets, 32);
+    }
+
+    // Keys left out take the config class's default; null means None where None has a meaning.
+    void defaults()
+    {
+        FieldErrors errors;
+        QJsonObject gpt2{{"architectures", QJsonArray{"GPT2LMHeadModel"}}, {"n_embd", 64}, {"n_head", 4}};
+        auto m = import(gpt2, errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->ffn_hidden, 256);
+        QCOMPARE(m->vocab, 50257);
+        QCOMPARE(m->layers, 12);
+        gpt2.insert("n_inner", QJsonValue::Null);
+        QCOMPARE(import(gpt2, errors, "a/config.json")->ffn_hidden, 256);
+        gpt2.insert("n_inner", 100);
+        QCOMPARE(import(gpt2, errors, "a/config.json")->ffn_hidden, 100);
+
+        // Llama: kv heads None -> heads, head_dim None -> hidden / heads, eps 1e-6.
+        const QJsonObject llama{{"model_type", "llama"}, {"hidden_size", 512}, {"num_attention_heads", 8}};
+        m = import(llama, errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->kv_heads, 8);
+        QCOMPARE(m->head_dim, 64);
+        QCOMPARE(m->norm_eps, 1e-6);
+        QCOMPARE(m->ffn_hidden, 11008);
+        QVERIFY(!m->tied_embeddings);
+        // Mistral: 8 kv heads and a 4096 window unless the config says otherwise; null: none.
+        QJsonObject mistral{{"model_type", "mistral"}};
+        m = import(mistral, errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->kv_heads, 8);
+        QCOMPARE(m->sliding_window.size, 4096);
+        mistral.insert("sliding_window", QJsonValue::Null);
+        QVERIFY(!import(mistral, errors, "a/config.json")->sliding_window.enabled());
+        // Qwen3: head_dim 128 whatever hidden / heads is.
+        m = import(QJsonObject{{"model_type", "qwen3"}, {"hidden_size", 1024}, {"num_attention_heads", 16},
+                               {"num_key_value_heads", 8}},
+                   errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->head_dim, 128);
+        // T5: gated-gelu (v1.1) is GeGLU, untied when the config says so.
+        m = import(QJsonObject{{"model_type", "t5"}, {"feed_forward_proj", "gated-gelu"}, {"num_layers", 4},
+                               {"num_decoder_layers", 2}, {"tie_word_embeddings", false}},
+                   errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->mlp, MlpKind::GeGlu);
+        QCOMPARE(m->decoder_layers, 2);
+        QVERIFY(parameterBreakdown(*m).lm_head > 0);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    void slidingLayersFromTheConfig()
+    {
+        // Qwen2 with use_sliding_window: the layers from max_window_layers on.
+        QJsonObject qwen{{"model_type", "qwen2"}, {"num_hidden_layers", 8}, {"use_sliding_window", true},
+                         {"sliding_window", 1024}, {"max_window_layers", 5}};
+        FieldErrors errors;
+        auto m = import(qwen, errors, "a/config.json");
+        QVERIFY2(m, joinErrors(errors).c_str());
+        QCOMPARE(m->sliding_window.size, 1024);
+        QCOMPARE(m->sliding_window.layers, (std::vector<int>{5, 6, 7}));
+        // layer_types alternating (GPT-OSS's pattern) overrides max_window_layers.
+        QJsonArray types;
+        for (int i = 0; i < 8; ++i)
+            types.append(i % 2 == 0 ? "sliding_attention" : "full_attention");
+        qwen.insert("layer_types", types);
+        m = import(qwen, errors, "a/config.json");
+        QVERIFY(m);
+        QCOMPARE(m->sliding_window.layers, (std::vector<int>{0, 2, 4, 6}));
+        QCOMPARE(m->slidingLayers(0, 8), 4);
+        QCOMPARE(m->slidingLayers(2, 3), 2);
+        // A sliding layer prices its window: 4 x (seq - window) x q fewer FLOPs per token each.
+        ModelSpec full = *m;
+        full.sliding_window = {};
+        const std::int64_t seq = 4096;
+        QCOMPARE(qint64(forwardFlopsPerToken(full, int(seq)) - forwardFlopsPerToken(*m, int(seq))),
+                 qint64(4 * 4 * (seq - 1024) * m->qDim()));
+        // Without use_sliding_window the layer types change nothing.
+        qwen.insert("use_sliding_window", false);
+        QVERIFY(!import(qwen, errors, "a/config.json")->sliding_window.enabled());
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    // transformers 5.x writes rope_theta and the scaling into rope_parameters.
+    void ropeParameters()
+    {
+        FieldErrors errors;
+        const QJsonObject config{{"model_type", "qwen3"},
+                                 {"rope_parameters", QJsonObject{{"rope_type", "yarn"}, {"rope_theta", 1e6},
+                                                                 {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}};
+        const auto m = import(config, errors, "a/config.json");
+        QVERIFY2(m, joinErrors(errors).c_str());
+        QCOMPARE(m->rope_base, 1e6);
+        QCOMPARE(m->rope_scaling.type, RopeScalingKind::Yarn);
+        QCOMPARE(m->rope_scaling.factor, 4.0);
+        QCOMPARE(m->rope_scaling.original_max_position_embeddings, 32768);
+        // The old spelling "type" of rope_type (modeling_rope_utils' backward compatibility).
+        const auto linear = import(QJsonObject{{"model_type", "llama"},
+                                               {"rope_scaling", QJsonObject{{"type", "linear"}, {"factor", 2.0}}}},
+                                   errors, "a/config.json");
+        QVERIFY(linear);
+        QCOMPARE(linear->rope_scaling.type, RopeScalingKind::Linear);
+    }
+
+    void refusals()
+    {
+        // An architecture not read: named, with the ones that are.
+        QVERIFY(refusedAt(QJsonObject{{"architectures", QJsonArray{"FalconForCausalLM"}}}, "architectures",
+                          "\"FalconForCausalLM\" is not an architecture ShardScope reads (LlamaForCausalLM"));
+        QVERIFY(refusedAt(QJsonObject{{"model_type", "falcon"}}, "model_type", "\"falcon\""));
+        QVERIFY(refusedAt(QJsonObject{{"architectures", QJsonArray{"LlamaForCausalLM", "MistralForCausalLM"}}},
+                          "architectures", "one model per import"));
+        // A key not known to leave the weights alone, e.g. quantized weights.
+        QJsonObject llama = readFixture("Llama-2-7b-hf");
+        llama.insert("quantization_config", QJsonObject{{"bits", 4}});
+        QVERIFY(refusedAt(llama, "quantization_config", "LlamaForCausalLM is known to read"));
+        // Values the format cannot express.
+        llama = readFixture("Llama-2-7b-hf");
+        llama.insert("attention_bias", true);
+        QVERIFY(refusedAt(llama, "attention_bias", "cannot be expressed"));
+        llama = readFixture("Llama-2-7b-hf");
+        llama.insert("hidden_act", "tanh");
+        QVERIFY(refusedAt(llama, "hidden_act", "\"tanh\""));
+        llama.remove("hidden_act");
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "longrope"}, {"factor", 2.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling", "\"longrope\" is not read"));
+        // DeepSeek's yarn keys (mscale) are not read; the default RoPE takes no scaling keys.
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling.mscale", "unknown field"));
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "default"}, {"factor", 2.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling", "\"factor\" applies to scaled RoPE"));
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "llama3"}, {"factor", 8.0}});
+        QVERIFY(refusedAt(llama, "model.rope_scaling.original_max_position_embeddings", "required for llama3"));
+        QJsonObject t5 = readFixture("t5-base");
+        t5.insert("feed_forward_proj", "gated-relu");
+        QVERIFY(refusedAt(t5, "feed_forward_proj", "\"gated-relu\""));
+        QJsonObject gpt2 = readFixture("gpt2");
+        gpt2.insert("add_cross_attention", true);
+        QVERIFY(refusedAt(gpt2, "add_cross_attention", "cross attention"));
+        QJsonObject bert = readFixture("bert-base-uncased");
+        bert.insert("position_embedding_type", "relative_key");
+        QVERIFY(refusedAt(bert, "position_embedding_type", "\"relative_key\""));
+        // A shape the model format refuses (heads not dividing): validated as a model.
+        QJsonObject qwen = readFixture("Qwen3-8B");
+        qwen.insert("num_key_value_heads", 5);
+        QVERIFY(refusedAt(qwen, "model.heads", "not divisible by kv_heads 5"));
+        // No _name_or_path and no file: the model needs a name.
+        FieldErrors errors;
+        QVERIFY(!modelFromHfConfig(QJsonObject{{"model_type", "gpt2"}}, {}, errors));
+        QVERIFY(joinErrors(errors).find("--name") != std::string::npos);
+    }
+
+    // The model format: "bias": "qkv", qk_norm, sliding_window, rope_scaling, norm_eps.
+    void modelFormat()
+    {
+        QJsonObject doc = toJson(importFixture("Qwen2-7B"));
+        QCOMPARE(doc.value("bias").toString(), QStringLiteral("qkv"));
+        QCOMPARE(doc.value("norm_eps").toDouble(), 1e-6);
+        FieldErrors errors;
+        doc.insert("bias", "qk");
+        QVERIFY(!modelFromJson(doc, "model", errors));
+        QVERIFY(joinErrors(errors).find("model.bias: unknown value \"qk\"") != std::string::npos);
+
+        // Documents written before these fields read as before: eps 1e-5, no window, no scaling.
+        const ModelSpec gpt2 = BuiltinSpecs::instance().model("gpt2-small");
+        QCOMPARE(gpt2.norm_eps, 1e-5);
+        QVERIFY(!gpt2.sliding_window.enabled() && !gpt2.rope_scaling.enabled() && !gpt2.qk_norm && !gpt2.qkv_bias);
+
+        const ModelSpec mistral = importFixture("Mistral-7B-v0.1");
+        doc = toJson(mistral);
+        QCOMPARE(doc.value("sliding_window").toObject(), (QJsonObject{{"size", 4096}}));
+        doc.insert("sliding_window", QJsonObject{{"size", 4096}, {"layers", QJsonArray{3, 1}}});
+        errors.clear();
+        QVERIFY(!modelFromJson(doc, "model", errors));
+        QVERIFY2(joinErrors(errors).find("model.sliding_window.layers: must be strictly increasing") != std::string::npos,
+                 joinErrors(errors).c_str());
+        doc.insert("sliding_window", QJsonObject{{"size", 4096}, {"layers", QJsonArray{0, 32}}});
+        errors.clear();
+        QVERIFY(!modelFromJson(doc, "model", errors));
+        QVERIFY(joinErrors(errors).find("layer 32 is not one of the model's 32 layers") != std::string::npos);
+
+        // RoPE scaling belongs to rotary positions; QK-norm counts on an encoder too.
+        QJsonObject bertDoc = toJson(BuiltinSpecs::instance().model("bert-base"));
+        bertDoc.insert("rope_scaling", QJsonObject{{"type", "linear"}, {"factor", 2}});
+        bertDoc.insert("sliding_window", QJsonObject{{"size", 128}});
+        errors.clear();
+        QVERIFY(!modelFromJson(bertDoc, "model", errors));
+        QVERIFY(joinErrors(errors).find("model.rope_scaling: applies to rotary positions only") != std::string::npos);
+        QVERIFY(joinErrors(errors).find("model.sliding_window: applies to decoder-only models only") != std::string::npos);
+        errors.clear();
+        QJsonObject normed = toJson(BuiltinSpecs::instance().model("bert-base"));
+        normed.insert("qk_norm", true);
+        normed.insert("norm_eps", 0);
+        QVERIFY(!modelFromJson(normed, "model", errors));
+        QVERIFY(joinErrors(errors).find("model.norm_eps: 0 is out of range") != std::string::npos);
+        normed.insert("norm_eps", 1e-12);
+        errors.clear();
+        const auto qk = modelFromJson(normed, "model", errors);
+        QVERIFY2(qk, joinErrors(errors).c_str());
+        // LayerNorm over head_dim 64 on q and k: 2 x 2 x 64 per layer, 12 layers.
+        QCOMPARE(qint64(parameterCount(*qk) - 109'482'240), qint64(12 * 2 * 2 * 64));
+    }
+
+    // As a user: import each fixture with the CLI, read it back, and the refusals.
+    void cliImport()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString db = dir.filePath("catalog.sqlite");
+        auto cli = [&](QStringList args) {
+            args.prepend(db);
+            args.prepend("--db");
+            return runCli(args, dir.path());
+        };
+        const struct {
+            const char* folder;
+            const char* name;
+            qint64 parameters;
+        } rows[] = {{"Llama-2-7b-hf", "llama-2-7b-hf", 6'738'415'616}, {"Mistral-7B-v0.1", "mistral-7b-v0.1", 7'241'732'096},
+                    {"Qwen2-7B", "qwen2-7b", 7'615'616'512},        {"Qwen3-8B", "qwen3-8b", 8'190'735'360},
+                    {"gpt2", "gpt2", 124'439'808},                  {"bert-base-uncased", "bert-base-uncased", 109'482'240},
+                    {"Mixtral-8x7B-v0.1", "mixtral-8x7b-v0.1", 46'702'792'704}, {"Qwen3-30B-A3B", "qwen3-30b-a3b", 30'532'122'624}};
+        for (const auto& row : rows) {
+            const CliRun r = cli({"catalog", "import", fixture(row.folder)});
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            QVERIFY(r.out.contains(QByteArray("imported ") + row.name));
+            const CliRun shown = cli({"catalog", "show", row.name, "--json"});
+            QCOMPARE(shown.exitCode, 0);
+            QCOMPARE(qint64(QJsonDocument::fromJson(shown.out).object().value("parameters").toDouble()), row.parameters);
+        }
+        const CliRun moe = cli({"catalog", "show", "qwen3-30b-a3b", "--json"});
+        QCOMPARE(qint64(QJsonDocument::fromJson(moe.out).object().value("active_parameters").toDouble()),
+                 qint64(3'353'032'704));
+        // t5-base is a built-in name: refused, and --name imports it beside the built-in.
+        CliRun r = cli({"catalog", "import", fixture("t5-base")});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("t5-base"), r.err.constData());
+        r = cli({"catalog", "import", fixture("t5-base"), "--name", "my-t5", "--display-name", "My T5"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        r = cli({"catalog", "show", "my-t5"});
+        QVERIFY(r.out.contains("My T5"));
+        QVERIFY(r.out.contains("222,903,552"));
+
+        // A refused config names the key and imports nothing.
+        QJsonObject bad = readFixture("Qwen3-8B");
+        bad.insert("num_experts", 8);
+        const QString badPath = dir.filePath("Qwen3-bad/config.json");
+        QVERIFY(QDir(dir.path()).mkpath("Qwen3-bad"));
+        QFile out(badPath);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(QJsonDocument(bad).toJson());
+        out.close();
+        r = cli({"catalog", "import", badPath});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("num_experts: is not a key Qwen3ForCausalLM is known to read"), r.err.constData());
+        r = cli({"catalog", "list", "--names"});
+        QVERIFY(!r.out.contains("qwen3-bad"));
+        // --name on a ShardScope document is a usage error.
+        r = cli({"catalog", "export", "gpt2", "--out", dir.filePath("gpt2.json")});
+        QCOMPARE(r.exitCode, 0);
+        r = cli({"catalog", "import", dir.filePath("gpt2.json"), "--name", "x"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY(r.err.contains("--name names a model read from a Hugging Face config.json"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TstCoreHfImport)
+#include "tst_core_hfimport.moc"

@@ -1,0 +1,184 @@
+// The model format's newer fields in the planner and the validation scaler: QK-norm's and
+// the q/k/v biases' parameters in each device's weights, the sliding window's attention in
+// the step time and the model FLOPs, and scaledEngineModel's refusals of what the engine
+// does not execute yet (by name), with norm_eps passed to the engine.
+#include "BuiltinSpecs.h"
+#include "CostModel.h"
+#include "ModelStateMemory.h"
+#include "ScaledCase.h"
+
+#include <QTest>
+
+using namespace shardscope;
+
+namespace {
+
+ModelSpec qwen3Like()
+{
+    ModelSpec m = BuiltinSpecs::instance().model("llama-3-8b");
+    m.name = "qwen3-like";
+    m.layers = 8;
+    return m;
+}
+
+Problem problemOn(const ModelSpec& m, int seq, bool flash)
+{
+    Problem p;
+    p.model = m;
+    p.cluster.node = BuiltinSpecs::instance().node("p5.48xlarge");
+    p.cluster.nodes = 1;
+    p.training.global_batch = 64;
+    p.training.seq_len = seq;
+    p.training.flash_attention = flash;
+    return p;
+}
+
+Layout layoutOf(const Problem& p, int tp)
+{
+    FieldErrors errors;
+    Layout l = parseLayout("tp=" + std::to_string(tp), errors);
+    resolveDataParallel(l, p.cluster.devices(), errors);
+    for (const FieldError& e : validate(l, p.model, p.cluster, p.training))
+        errors.push_back(e);
+    if (!errors.empty())
+        qFatal("bad test layout: %s", joinErrors(errors).c_str());
+    return l;
+}
+
+double weightBytes(const ModelSpec& m, int tp)
+{
+    const Problem p = problemOn(m, 2048, true);
+    return CostModel::evaluate(p, layoutOf(p, tp)).memory_bytes.weights;
+}
+
+} // namespace
+
+class TstPlannerModelFields : public QObject {
+    Q_OBJECT
+private slots:
+    // A device holds its tp share of the q/k/v biases and the whole QK-norm weights (replicated).
+    void newParametersInTheWeights()
+    {
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        const ModelSpec plain = qwen3Like();
+        ModelSpec qkNorm = plain, qkvBias = plain;
+        qkNorm.qk_norm = true;
+        qkvBias.qkv_bias = true;
+        for (const int tp : {1, 2, 4}) {
+            const double base = weightBytes(plain, tp);
+            QCOMPARE(weightBytes(qkNorm, tp) - base, 8 * 2 * 128 * perParameter);
+            QCOMPARE(weightBytes(qkvBias, tp) - base, 8.0 * (4096 + 2 * 1024) / tp * perParameter);
+        }
+        // The device's share times tp is the model's own count of them (tp = 1: all of it).
+        QCOMPARE(weightBytes(qkvBias, 1) - weightBytes(plain, 1),
+                 double(parameterCount(qkvBias) - parameterCount(plain)) * perParameter);
+    }
+
+    // One device holding the whole model (tp = pp = 1) holds exactly its parameters, MoE blocks,
+    // dense first layers and shared experts included (no expert parallelism yet).
+    void moeWeightsAreTheModelsCount()
+    {
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        ModelSpec m = BuiltinSpecs::instance().model("mixtral-8x7b");
+        m.layers = 8;
+        m.moe.ffn_hidden = 2048;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.moe.dense_layers = 2;
+        m.moe.shared_experts = 2;
+        m.moe.shared_ffn_hidden = 1024;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.moe.dense_layers = 0;
+        m.moe.layer_interval = 2;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        // GPT-OSS's biased experts and router and its sinks, likewise.
+        m.bias = true;
+        m.attention_sinks = true;
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        m.bias = false;
+        m.attention_sinks = false;
+        // A stage of dense layers only holds less than one of MoE layers.
+        m.moe.layer_interval = 1;
+        m.moe.dense_layers = 4;
+        const Problem p = problemOn(m, 2048, true);
+        FieldErrors errors;
+        Layout l = parseLayout("pp=2", errors);
+        resolveDataParallel(l, p.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const Prediction split = CostModel::evaluate(p, l);
+        QCOMPARE(split.memory_stage, 1);  // the MoE layers' stage
+    }
+
+    // Fused attention computes only the band: a sliding window shortens the step; unfused
+    // attention computes the whole matrix and masks it. The model FLOPs count W keys either way.
+    void slidingWindowAttention()
+    {
+        const int seq = 8192, window = 1024;
+        ModelSpec full = qwen3Like(), sliding = full;
+        sliding.max_seq = seq;
+        full.max_seq = seq;
+        sliding.sliding_window = {window, {}};
+        for (const bool flash : {true, false}) {
+            const Problem a = problemOn(full, seq, flash), b = problemOn(sliding, seq, flash);
+            const Prediction pa = CostModel::evaluate(a, layoutOf(a, 1)), pb = CostModel::evaluate(b, layoutOf(b, 1));
+            if (flash) {
+                // The band's keys, W - W^2 / 2s, meet the causal half s / 2 at W = s: no saving
+                // there, and less time the narrower the window.
+                ModelSpec wide = sliding, middle = sliding;
+                wide.sliding_window.size = seq;
+                middle.sliding_window.size = 4096;
+                const Problem w = problemOn(wide, seq, flash), mid = problemOn(middle, seq, flash);
+                const double wideTime = CostModel::evaluate(w, layoutOf(w, 1)).time_s.compute;
+                const double middleTime = CostModel::evaluate(mid, layoutOf(mid, 1)).time_s.compute;
+                QCOMPARE(wideTime, pa.time_s.compute);
+                QVERIFY(pb.time_s.compute < middleTime && middleTime < wideTime);
+            } else {
+                QCOMPARE(pb.time_s.compute, pa.time_s.compute);
+            }
+            const double tokens = 64.0 * seq;
+            QCOMPARE(pa.model_flops_per_step - pb.model_flops_per_step,
+                     3 * tokens * 8 * 4.0 * (seq - window) * full.qDim());
+        }
+        // Half the layers sliding save half as much model FLOPs.
+        ModelSpec alternate = sliding;
+        alternate.sliding_window.layers = {0, 2, 4, 6};
+        QCOMPARE(forwardFlopsPerToken(full, seq) - forwardFlopsPerToken(alternate, seq),
+                 (forwardFlopsPerToken(full, seq) - forwardFlopsPerToken(sliding, seq)) / 2);
+    }
+
+    void scaledEngineModelRefusesByName_data()
+    {
+        QTest::addColumn<int>("field");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("qk_norm") << 0 << "qk_norm is not executed by the engine yet";
+        QTest::newRow("qkv bias") << 1 << "\"bias\": \"qkv\"";
+        QTest::newRow("sliding window") << 2 << "sliding_window attention is not executed by the engine yet";
+        QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
+    }
+    void scaledEngineModelRefusesByName()
+    {
+        QFETCH(int, field);
+        QFETCH(QString, named);
+        ModelSpec m = qwen3Like();
+        m.qk_norm = field == 0;
+        m.qkv_bias = field == 1;
+        if (field == 2)
+            m.sliding_window = {4096, {}};
+        m.attention_sinks = field == 3;
+        try {
+            scaledEngineModel(m, Layout{});
+            QFAIL("not refused");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(named), e.what());
+        }
+    }
+
+    void normEpsReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.norm_eps = 1e-6;
+        QCOMPARE(scaledEngineModel(m, Layout{}).norm_eps, 1e-6);
+    }
+};
+
+QTEST_GUILESS_MAIN(TstPlannerModelFields)
+#include "tst_planner_modelfields.moc"
