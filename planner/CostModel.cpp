@@ -58,7 +58,10 @@ struct CostModel::StageCost {
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double tp_hidden_s = 0;       // ... and the part tp-comm-overlap hides behind the GEMMs
-    double cp_s = 0;              // exposed CP exchange per micro-batch
+    double cp_s = 0;              // exposed CP exchange per micro-batch, with the ring's merges
+    double cp_merge_s = 0;        // ... of it the ring steps' partial-result merges
+    double attention_fwd_s = 0;   // the attention cores of the stage's layers, forward (in matmul_fwd_s)
+    double attention_bwd_s = 0;   // ... and backward (in matmul_bwd_s)
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
     double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: RS and AG)
     double tp_all_gather_bytes = 0;   // ... in all-gathers
@@ -88,6 +91,34 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     inter_bytes_per_second_device_ =
         node.inter_node_bytes_per_second * params.inter_node_efficiency / node.devicesPerNode();
     model_flops_per_token_ = double(forwardFlopsPerToken(problem.model, problem.training.seq_len));
+    {
+        // The other MFU conventions (Prediction.h). Attention blocks: each layer's self-attention,
+        // and a decoder layer's cross-attention of an encoder-decoder.
+        const ModelSpec& m = problem.model;
+        const double s = problem.training.seq_len, q = double(m.qDim());
+        const bool encDec = m.family == ModelFamily::EncoderDecoder;
+        const double attentionBlocks = m.layers + (encDec ? 2.0 * m.decoder_layers : 0.0);
+        const ParameterBreakdown params = parameterBreakdown(m);
+        // PaLM's 6N + 12 L H Q T is forward + backward; a third of it per forward (the convention
+        // counts H x Q = the query width, and N without the embedding table).
+        palm_flops_per_token_ = (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
+        // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
+        // (4 s q per layer and token forward). Encoders and cross-attention see every key.
+        const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
+        causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 4.0 * s * q * causalLayers;
+    }
+    // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
+    // (Resolved whether or not the problem asks for fused attention: context parallelism runs on it anyway.)
+    {
+        attention_ = shardscope::attentionRates(chip, problem.model.head_dim, problem.model.family != ModelFamily::EncoderOnly);
+        if (attention_) {
+            const int seq = problem.training.seq_len;
+            for (int cp = 1; cp <= seq; ++cp)
+                if (seq % cp == 0)
+                    attention_by_cp_.push_back({cp, attention_->forward.at(double(seq) / cp) / devicesPerChip,
+                                                attention_->backward.at(double(seq) / cp) / devicesPerChip});
+        }
+    }
 
     const StateBytesPerParameter state = stateBytesPerParameter(problem.training.precision, problem.training.optimizer);
     weight_bytes_ = state.weights;
@@ -117,6 +148,20 @@ double topologyFraction(Topology topology, double chips, double domainChips)
 }
 
 } // namespace
+
+void CostModel::attentionRatesFor(int cp, double& forward, double& backward) const
+{
+    for (const BlockRates& r : attention_by_cp_)
+        if (r.cp == cp) {
+            forward = r.forward;
+            backward = r.backward;
+            return;
+        }
+    // (A cp that does not divide the sequence: validate() refuses it; priced at its block anyway.)
+    const double block = double(problem_.training.seq_len) / cp;
+    forward = attention_->forward.at(block) / devices_per_chip_;
+    backward = attention_->backward.at(block) / devices_per_chip_;
+}
 
 LinkModel CostModel::linkFor(double size, double stride) const
 {
@@ -240,13 +285,38 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // Fused (flash) attention on a causal decoder skips the blocks above the diagonal:
     // half the keys on average. Encoders and unfused kernels compute the full matrix.
     const bool causal = model.family != ModelFamily::EncoderOnly;
-    const bool flash = tr.flash_attention;
+    // Context parallelism runs on fused attention only (Transformer Engine d0067d0,
+    // pytorch/attention/dot_product_attention/utils.py: "Disabling UnfusedDotProductAttention as
+    // it does not support context parallelism"; the engine's ring attention is fused the same way).
+    const bool flash = tr.flash_attention || l.cp > 1;
     const double keys = flash && causal ? 0.5 * D.s : D.s;
-    const double selfAttentionCore = gemm(D.s_local, keys, D.hd, D.b * D.heads_local) +  // Q K^T
-                                     gemm(D.s_local, D.hd, keys, D.b * D.heads_local);   // P V
-    // FlashAttention-2's backward recomputes the scores: 5 matmuls against the forward's 2
-    // instead of 4, i.e. 2.5x the forward rather than 2x.
-    const double attentionBackwardExtra = flash ? 0.5 * selfAttentionCore : 0.0;
+    // The attention core runs as one kernel call per micro-batch and layer, or under context
+    // parallelism as one call per ring step (Transformer Engine's AttnFuncWithCPAndKVP2P: cp
+    // steps, each over this rank's s/cp queries and one s/cp block of keys; causal load
+    // balancing gives every rank the same share of the unmasked scores).
+    const double ringSteps = D.c;
+    // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2 instead
+    // of 4, i.e. 2.5x the forward's FLOPs rather than 2x (the FA benchmarks count it so too).
+    const double backwardFactor = flash ? 2.5 : 2.0;
+    double selfAttentionCore = 0, attentionBackward = 0;
+    if (attention_ && flash) {
+        // Fused attention at its published rate for the call's key length (seq/cp per ring step):
+        // short blocks run far below the long-sequence rate (FA3 causal hd128: 292 TFLOP/s at
+        // 512 against 616 at 16k; resources/planner/attention-kernels.json).
+        double forwardRate = 0, backwardRate = 0;
+        attentionRatesFor(l.cp, forwardRate, backwardRate);
+        const double flops = 4 * D.b * D.heads_local * D.s_local * keys * D.hd;  // Q K^T and P V
+        selfAttentionCore = flops / forwardRate + ringSteps * prm.kernel_overhead_s;
+        attentionBackward = backwardFactor * flops / backwardRate + ringSteps * prm.kernel_overhead_s;
+    } else {
+        // No published rate for this chip (or unfused attention): the products as GEMMs at the
+        // chip's matmul efficiency and shape curve, one pair per ring step.
+        const double stepKeys = keys / ringSteps;
+        selfAttentionCore = ringSteps * (gemm(D.s_local, stepKeys, D.hd, D.b * D.heads_local) +  // Q K^T
+                                         gemm(D.s_local, D.hd, stepKeys, D.b * D.heads_local));  // P V
+        attentionBackward = backwardFactor * selfAttentionCore;
+    }
+    const double attentionBackwardExtra = attentionBackward - 2 * selfAttentionCore;
     const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
     const double mlpTime = gemm(routed, (D.matrices - 1) * D.f_local, h) + gemm(routed, h, D.f_local) +
                            (model.moe.enabled() ? gemm(T, D.experts, h) : 0);
@@ -297,6 +367,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + (nEnc + 2 * nDec) * attentionBackwardExtra;
     sc.elementwise_s = 3 * elementwise;
     sc.head_s = 3 * head;
+    sc.attention_fwd_s = (nEnc + 2 * nDec) * selfAttentionCore;
+    sc.attention_bwd_s = (nEnc + 2 * nDec) * attentionBackward;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
@@ -381,13 +453,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double block = D.b * D.s_local * 2 * D.kv_local * activation_bytes_;
         const double one = sendRecvTime(cpGroup.crossesDomains(), block, cpLink);
         const double two = sendRecvTime(cpGroup.crossesDomains(), 2 * block, cpLink);
-        const double fwdStep = selfAttentionCore / D.c, bwdStep = (2 * selfAttentionCore + attentionBackwardExtra) / D.c;
+        // A step's attention runs on its s/cp block at that block's own rate (above): the
+        // window each transfer can hide behind.
+        const double fwdStep = selfAttentionCore / D.c, bwdStep = attentionBackward / D.c;
         const double fwdExposed = (D.c - 1) * std::max(0.0, one - fwdStep);
         const double bwdExposed = 2 * std::max(0.0, one - bwdStep) + (D.c - 2) * std::max(0.0, two - bwdStep);
+        // Every step after the first merges its partial result, a memory-bound kernel of its own
+        // (TE: the log-sum-exp correction of the output forward, reading the running and the
+        // step's output and writing the merged one; backward, dQ accumulated and the dK/dV
+        // partial added before it moves on). In the same stream as the attention: not hidden.
+        const double outBytes = D.b * D.s_local * D.q_local * activation_bytes_;
+        const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
+        const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
         const bool recomputed = l.recompute == Recompute::Full || (l.recompute == Recompute::Selective && !flash);
         const double forwards = recomputed ? 2.0 : 1.0;
         const double blocks = nEnc + 2 * nDec;
-        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed);
+        sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
+        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed) + sc.cp_merge_s;
         sc.cp_bytes = blocks * (forwards + 2) * (D.c - 1) * block;
     }
 
@@ -491,10 +573,25 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
     if (sink) {
-        note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
+        note(sink, "time_s.compute", "layer matmuls, forward", m * (slow.matmul_fwd_s - slow.attention_fwd_s),
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
-        note(sink, "time_s.compute", "layer matmuls, backward", m * slow.matmul_bwd_s,
-             "2 x forward (activation and weight gradients), + the scores recomputed when attention is fused (flash)");
+        note(sink, "time_s.compute", "layer matmuls, backward", m * (slow.matmul_bwd_s - slow.attention_bwd_s),
+             "2 x forward (activation and weight gradients)");
+        if (attention_ && (tr.flash_attention || l.cp > 1)) {
+            note(sink, "time_s.compute", "attention core, forward (fused kernel at its published rate)",
+                 m * slow.attention_fwd_s,
+                 "m x layers x 4 b heads/t s/cp keys hd / (published FLOP/s at key length s/cp; "
+                 "resources/planner/attention-kernels.json) + a launch per ring step; keys s/2 when causal");
+            note(sink, "time_s.compute", "attention core, backward (fused kernel at its published rate)",
+                 m * slow.attention_bwd_s, "m x layers x 2.5 x forward FLOPs / published backward FLOP/s at s/cp");
+        } else {
+            note(sink, "time_s.compute", "attention core, forward (GEMMs: no published fused-kernel rate)",
+                 m * slow.attention_fwd_s,
+                 "m x layers x cp ring steps x (Q K^T + P V GEMMs over s/cp queries and s/cp keys, halved when "
+                 "causal and fused)");
+            note(sink, "time_s.compute", "attention core, backward (GEMMs)", m * slow.attention_bwd_s,
+                 "2 x forward, 2.5 x when fused (the scores recomputed)");
+        }
         note(sink, "time_s.compute", "element-wise ops, forward and backward", m * slow.elementwise_s,
              "m x 3 x factor x stored activation bytes / HBM BW");
         note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,
@@ -507,9 +604,14 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         if (l.tp_comm_overlap)
             note(sink, "time_s.tp_comm", "hidden behind the GEMMs (tp-comm-overlap)", -m * slow.tp_hidden_s,
                  "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
-        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention", ts.cp_comm,
+        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention",
+             ts.cp_comm - m * slow.cp_merge_s,
              "m x layers x per ring step max(0, send/recv of b s/cp x 2 kv bytes (backward middle steps: "
-             "with dK/dV, twice) - the step's attention time), cp - 1 forward steps (twice when recomputed), cp backward");
+             "with dK/dV, twice) - the step's attention time at its s/cp block's rate), cp - 1 forward steps "
+             "(twice when recomputed), cp backward");
+        note(sink, "time_s.cp_comm", "CP ring: partial results merged after each step", m * slow.cp_merge_s,
+             "m x layers x (cp - 1) x (forward: launch + 3 x b s/cp q bytes / HBM BW (log-sum-exp correction); "
+             "backward: 2 launches + 3 x (dQ + dK/dV) bytes / HBM BW)");
     }
     // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
     const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
@@ -801,7 +903,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     if (l.recompute == Recompute::Full) {
         const ModelSpec& model = problem_.model;
         recomputeFlops = (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
-    } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
+    } else if (l.recompute == Recompute::Selective && !tr.flash_attention && l.cp == 1) {  // cp: fused (stageCost)
         const ModelSpec& model = problem_.model;
         const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
         recomputeFlops = perToken * tokensPerStep;
@@ -828,6 +930,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     }
     const double peakAll = pr.step_time_s * devices * peak_flops_device_;
     pr.mfu = pr.model_flops_per_step / peakAll;
+    pr.mfu_palm = 3 * palm_flops_per_token_ * tokensPerStep / peakAll;
+    pr.mfu_causal = 3 * causal_flops_per_token_ * tokensPerStep / peakAll;
     pr.hfu = pr.hardware_flops_per_step / peakAll;
     pr.time_to_train_s = tr.tokens_to_train / pr.tokens_per_s;
     pr.cost_to_train_usd = pr.time_to_train_s / 3600.0 * problem_.cluster.nodes *

@@ -234,6 +234,13 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                     count("mesh: cp does not divide the sequence");
                     continue;
                 }
+                if (s.cp > 1 && !t.flash_attention) {
+                    // Transformer Engine runs context parallelism on fused attention only (d0067d0,
+                    // dot_product_attention/utils.py): not a layout of a problem that trains unfused
+                    // attention. (predict prices one as fused, which is what would run.)
+                    count(kReasonCpNeedsFusedAttention);
+                    continue;
+                }
                 if (t.global_batch % s.dp != 0) {
                     count("mesh: dp does not divide the global batch");
                     continue;

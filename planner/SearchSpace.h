@@ -4,7 +4,9 @@
 // inside these bounds; this file only narrows that space, it never widens it.
 //
 // The domain of each layout key, before the user's constraints:
-//   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count
+//   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count; cp > 1 only
+//                    when the problem trains fused (flash) attention, the only kind context
+//                    parallelism runs on (Transformer Engine)
 //   sp               off, and on when tp > 1
 //   zero             0-3
 //   zero_group       0 (the whole dp group, FSDP) and, for zero >= 1, the HSDP/MiCS

@@ -4,9 +4,12 @@
 // model's own invariants: every figure is the sum of its named terms, memory and
 // time respond to the layout the way the physics says.
 #include "ActivationMemory.h"
+#include "AttentionKernels.h"
 #include "Collectives.h"
 #include "CostModel.h"
 
+#include <QJsonArray>
+#include <QJsonObject>
 #include <QTest>
 
 #include <cmath>
@@ -48,6 +51,29 @@ NodeType dgxA100()
     n.inter_node_bytes_per_second = 200e9;
     n.price_per_node_hour_usd = 30;
     return n;
+}
+
+// A DGX H100 node as in the catalog (h100-sxm: 989.4 TFLOP/s BF16 dense, 80 GB, 3.35 TB/s).
+NodeType dgxH100()
+{
+    NodeType n = dgxA100();
+    n.name = "dgx-h100";
+    n.chip.name = "h100-sxm";
+    n.chip.peak_flops_bf16 = 989.4e12;
+    n.chip.hbm_bytes_per_second = 3350e9;
+    n.intra_link_bytes_per_second = 450e9;
+    n.inter_node_bytes_per_second = 400e9;
+    return n;
+}
+
+// The value of the named term of a figure (0 when absent).
+double termValue(const std::vector<Term>& terms, const char* figure, const std::string& nameStart)
+{
+    double sum = 0;
+    for (const Term& t : terms)
+        if (t.figure == figure && t.name.rfind(nameStart, 0) == 0)
+            sum += t.value;
+    return sum;
 }
 
 Problem problem(const ModelSpec& m, int nodes, int batch, int seq = 2048)
@@ -549,6 +575,151 @@ private slots:
         QVERIFY(flash.memory_bytes.activations < plain.memory_bytes.activations);
         QVERIFY(flash.step_time_s < plain.step_time_s);
         QCOMPARE(flash.model_flops_per_step, plain.model_flops_per_step);  // MFU keeps Megatron's convention
+    }
+
+    // The published rates (FlashAttention-3 paper, arXiv:2407.08608, Figs. 5-6, H100 SXM5 BF16)
+    // as the cost model reads them: the points exactly, power-law segments between them, the first
+    // segment's exponent below the shortest, flat beyond the longest; a causal backward from the
+    // unmasked one at the forward's causal/unmasked ratio.
+    void attentionRatesFromThePublishedFigures()
+    {
+        ChipSpec h100;
+        h100.name = "h100-sxm";
+        h100.peak_flops_bf16 = 989.4e12;
+        const std::optional<AttentionRates> causal = attentionRates(h100, 128, true);
+        QVERIFY(causal);
+        QCOMPARE(causal->kernel, std::string("flashattention-3"));
+        QVERIFY(near(causal->forward.at(512), 292e12, 1e-12));
+        QVERIFY(near(causal->forward.at(2048), 521e12, 1e-12));
+        QVERIFY(near(causal->forward.at(16384), 616e12, 1e-12));
+        QVERIFY(near(causal->forward.at(65536), 616e12, 1e-12));
+        QVERIFY(near(causal->forward.at(std::sqrt(512.0 * 1024)), std::sqrt(292.0 * 423) * 1e12, 1e-12));
+        QVERIFY(near(causal->forward.at(256), 292e12 * 292 / 423, 1e-12));
+        QVERIFY(near(causal->backward.at(512), 316e12 * 292 / 467, 1e-12));
+        QVERIFY(near(causal->backward.at(16384), 561e12 * 616 / 648, 1e-12));
+        const std::optional<AttentionRates> plain = attentionRates(h100, 128, false);
+        QVERIFY(near(plain->forward.at(1024), 565e12, 1e-12));
+        QVERIFY(near(plain->backward.at(4096), 542e12, 1e-12));
+        // Head dim 64: its own backward series, the nearest forward (128).
+        const std::optional<AttentionRates> hd64 = attentionRates(h100, 64, false);
+        QVERIFY(near(hd64->backward.at(512), 272e12, 1e-12));
+        QVERIFY(near(hd64->forward.at(512), 467e12, 1e-12));
+        // No published rate: no curve (GEMM pricing).
+        ChipSpec trn1;
+        trn1.name = "trainium1";
+        QVERIFY(!attentionRates(trn1, 128, true));
+        ChipSpec a100;
+        a100.name = "a100-80gb";
+        QVERIFY(!attentionRates(a100, 128, true));
+        // A damaged table is refused with the series named.
+        FieldErrors errors;
+        attentionKernelsFromJson(QJsonObject{{"schema", "shardscope.attention/1"},
+                                             {"kernels", QJsonArray{QJsonObject{
+                                                             {"name", "k"}, {"source", "s"},
+                                                             {"chips", QJsonArray{"h100-sxm"}},
+                                                             {"series", QJsonArray{QJsonObject{
+                                                                            {"pass", "forward"}, {"mask", "causal"},
+                                                                            {"head_dim", 128}, {"source", "s"},
+                                                                            {"seq_len", QJsonArray{1024, 512}},
+                                                                            {"tflops", QJsonArray{1, 2}}}}}}}}},
+                                 "t", errors);
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(errors.front().path, std::string("t.kernels[0].series[0].tflops"));
+    }
+
+    // Fused attention on a chip with published rates runs at the rate of its key length; under
+    // context parallelism every ring step runs on an s/cp block, at that block's (lower) rate,
+    // with a launch per step.
+    void fusedAttentionAtItsPublishedRate()
+    {
+        ModelSpec m = megatronGpt(8, 4096, 32);
+        m.max_seq = 8192;
+        m.positions = PositionKind::Rotary;
+        Problem p = problem(m, 2, 64, 8192);
+        p.cluster.node = dgxH100();
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        QVERIFY(model.attentionRates());
+        const double overhead = model.params().kernel_overhead_s, s = 8192, hd = 128, heads = 32;
+        auto forwardTerm = [&](const char* text) {
+            const Layout l = layout(text, p);
+            return termValue(model.explain(l), "time_s.compute", "attention core, forward") /
+                   model.evaluate(l).micro_batches / 8;
+        };
+        // tp=8: 4 heads per device, the causal half of the s x s scores, at 602 TFLOP/s (8k).
+        const double flops = 4 * (heads / 8) * s * (s / 2) * hd;
+        QVERIFY(near(forwardTerm("tp=8,dp=2,mb=1"), flops / 602e12 + overhead, 1e-12));
+        // tp=4, cp=4: the same heads x 2, a quarter of the queries, 4 steps on 2k blocks (521 TFLOP/s).
+        const double cpFlops = 4 * (heads / 4) * (s / 4) * (s / 2) * hd;
+        QVERIFY(near(forwardTerm("tp=4,cp=4,mb=1"), cpFlops / 521e12 + 4 * overhead, 1e-12));
+        // Backward: 2.5x the forward's FLOPs at the backward rate.
+        const Layout l = layout("tp=8,dp=2,mb=1", p);
+        const double backward = termValue(model.explain(l), "time_s.compute", "attention core, backward") /
+                                model.evaluate(l).micro_batches / 8;
+        QVERIFY(near(backward, 2.5 * flops / (559e12 * 602 / 646) + overhead, 1e-12));
+    }
+
+    // Transformer Engine runs context parallelism on fused attention only: a problem that asks
+    // for unfused attention gets the fused ring at cp > 1 (keys halved by the causal mask, no
+    // stored scores), priced as the same problem with fused attention asked for.
+    void contextParallelRunsFusedAttention()
+    {
+        Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
+        const Prediction plain = CostModel::evaluate(p, layout("cp=2,tp=8,mb=1", p));
+        const Prediction plainNoCp = CostModel::evaluate(p, layout("dp=2,tp=8,mb=1", p));
+        p.training.flash_attention = true;
+        const Prediction fused = CostModel::evaluate(p, layout("cp=2,tp=8,mb=1", p));
+        const Prediction fusedNoCp = CostModel::evaluate(p, layout("dp=2,tp=8,mb=1", p));
+        QCOMPARE(plain.step_time_s, fused.step_time_s);
+        QCOMPARE(plain.memory_bytes.activations, fused.memory_bytes.activations);
+        QVERIFY(plainNoCp.step_time_s > fusedNoCp.step_time_s);
+        QVERIFY(plainNoCp.memory_bytes.activations > fusedNoCp.memory_bytes.activations);
+    }
+
+    // Each ring step after the first merges its partial result (TE: the log-sum-exp correction of
+    // the output forward; dQ accumulated and the dK/dV partial added backward): memory-bound
+    // kernels in the attention's stream, counted in cp_comm.
+    void contextParallelRingMerges()
+    {
+        Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        const Layout l = layout("cp=4,tp=4,mb=1", p);
+        const Prediction pr = model.evaluate(l);
+        const double merges = termValue(model.explain(l), "time_s.cp_comm", "CP ring: partial results merged");
+        const double b = 1, s = 2048, c = 4, q = 4096 / 4.0, kv = 4096 / 4.0, bytes = 2, hbm = 2039e9;
+        const double out = b * s / c * q * bytes, block = b * s / c * 2 * kv * bytes;
+        const double overhead = model.params().kernel_overhead_s;
+        const double perLayer = (c - 1) * (overhead + 3 * out / hbm) + (c - 1) * (2 * overhead + 3 * (out + block) / hbm);
+        QVERIFY(near(merges, pr.micro_batches * 8 * perLayer, 1e-12));
+        QVERIFY(pr.time_s.cp_comm >= merges);
+    }
+
+    // MFU in three conventions (core/Prediction.h): Megatron/Korthikanti's counts the full s x s
+    // scores; PaLM's 6N + 12 L H Q T (N without the embeddings); the causal-aware one halves a
+    // causal self-attention's scores.
+    void mfuConventions()
+    {
+        const ModelSpec m = megatronGpt(96, 12288, 96);
+        const Problem p = problem(m, 16, 512);
+        const Prediction pr = CostModel::evaluate(p, layout("tp=8,pp=8,mb=1", p));
+        const double s = 2048, L = 96, h = 12288, V = 51200;
+        const double megatron = double(forwardFlopsPerToken(m, 2048));
+        // [M21] eq. 3 without the recomputed forward, per token: 24 l h^2 (1 + s/(6h) + V/(16 l h)).
+        QVERIFY(near(3 * megatron, 72 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)), 1e-3));
+        const ParameterBreakdown params = parameterBreakdown(m);
+        const double palm = 6 * double(params.total - params.embeddings) + 12 * L * 96 * 128 * s;
+        const double causal = 3 * (megatron - 2 * s * h * L);
+        QVERIFY(near(pr.mfu_palm / pr.mfu, palm / (3 * megatron), 1e-12));
+        QVERIFY(near(pr.mfu_causal / pr.mfu, causal / (3 * megatron), 1e-12));
+        QVERIFY(pr.mfu_causal < pr.mfu_palm && pr.mfu_palm < pr.mfu);
+        // An encoder (no mask) has the same causal-aware and Megatron figures.
+        ModelSpec bert = megatronGpt(24, 1024, 16);
+        bert.family = ModelFamily::EncoderOnly;
+        bert.max_seq = 512;
+        const Problem pb = problem(bert, 1, 64, 512);
+        const Prediction eb = CostModel::evaluate(pb, layout("dp=8,mb=1", pb));
+        QCOMPARE(eb.mfu_causal, eb.mfu);
     }
 };
 

@@ -49,7 +49,8 @@ std::vector<Layout> bruteForce(const Problem& p)
         for (int pp = 1; tp * pp <= D; ++pp)
             for (int cp = 1; tp * pp * cp <= D; ++cp)
                 for (int dp = 1; dp * tp * pp * cp <= D; ++dp) {
-                    if (dp * tp * pp * cp != D)
+                    // (cp > 1 only on fused attention, which context parallelism runs on.)
+                    if (dp * tp * pp * cp != D || (cp > 1 && !p.training.flash_attention))
                         continue;
                     for (int sp = 0; sp <= 1; ++sp)
                         for (int zero = 0; zero <= 3; ++zero)
@@ -487,7 +488,9 @@ private slots:
         QVERIFY(applyFixed(space, "zero_group=2").empty());
         SearchOptions options;
         options.top_k = 100'000;
-        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 1, 16), space, options);
+        Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
+        p.training.flash_attention = true;  // (cp searched too)
+        const SearchResult r = search(p, space, options);
         QVERIFY(!r.top.empty());
         for (const Plan& plan : r.top) {
             QCOMPARE(plan.layout.zero_group, 2);
@@ -572,7 +575,9 @@ private slots:
         SearchSpace space;
         QVERIFY(applyFixed(space, fix.toStdString()).empty());
         space.max_memory_fraction = maxMem;
-        const SearchResult r = search(problem(qPrintable(model), qPrintable(node), nodes, batch, seq), space);
+        Problem pr = problem(qPrintable(model), qPrintable(node), nodes, batch, seq);
+        pr.training.flash_attention = true;  // (so that cp is searched)
+        const SearchResult r = search(pr, space);
         QVERIFY2(reason(r.stats, expected.toStdString()) > 0,
                  qPrintable(QString::fromStdString([&] {
                      std::string all;
@@ -587,6 +592,24 @@ private slots:
             if (key.rfind("mesh: ", 0) != 0 && key.rfind("sp: ", 0) != 0 && key.rfind("interleaved: ", 0) != 0)
                 layoutReasons += n;
         QCOMPARE(r.stats.feasible + layoutReasons, r.stats.candidates);
+    }
+
+    // Context parallelism runs on fused attention only (Transformer Engine): a problem that trains
+    // unfused attention is searched without cp, each such mesh shape counted under its reason.
+    void contextParallelNeedsFusedAttention()
+    {
+        Problem p = problem("gpt2-small", "p5.48xlarge", 1, 16, 1024);
+        const SearchResult unfused = search(p, SearchSpace{});
+        QVERIFY(unfused.best());
+        // 8 devices: the shapes with tp and pp in {1, 2, 4} (dividing 12 heads and 12 layers) and
+        // cp = 2 (6 of them), 4 (3) or 8 (1).
+        QCOMPARE(reason(unfused.stats, kReasonCpNeedsFusedAttention), std::int64_t(10));
+        for (const auto& point : unfused.pareto_step_memory.points())
+            QCOMPARE(point.item.layout.cp, 1);
+        p.training.flash_attention = true;
+        const SearchResult fused = search(p, SearchSpace{});
+        QCOMPARE(reason(fused.stats, kReasonCpNeedsFusedAttention), std::int64_t(0));
+        QVERIFY(fused.stats.candidates > unfused.stats.candidates);
     }
 
     // ---- objectives ----
