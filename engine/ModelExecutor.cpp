@@ -74,7 +74,18 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("tp", s(l.tp) + " does not divide the MLP size " + s(c.ffn()));
     if (c.vocab % l.tp != 0)
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
-    if (c.layers % l.pp != 0)
+    if (l.unevenPipeline()) {
+        // Uneven pipeline splits (Layout.h) run with one chunk per stage; the split's own rules
+        // are core/Layout.cpp's (validate()).
+        const int rest = c.layers - l.first_stage_layers - l.last_stage_layers;
+        const int middle = l.pp - (l.first_stage_layers > 0 ? 1 : 0) - (l.last_stage_layers > 0 ? 1 : 0);
+        if (l.schedule == PipelineSchedule::Interleaved)
+            add("schedule", "an uneven pipeline split runs without interleaving here (one chunk per stage)");
+        else if (l.pp < 2 || rest < 0 || (rest > 0) != (middle > 0) || (middle > 0 && rest % middle != 0))
+            add("first_stage_layers", "first " + s(l.first_stage_layers) + " and last " + s(l.last_stage_layers) +
+                                          " layers do not leave an even split of the " + s(c.layers) +
+                                          " layers over the other stages");
+    } else if (c.layers % l.pp != 0)
         add("pp", s(l.pp) + " does not divide the " + s(c.layers) + " layers");
     else if (l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1 &&
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
@@ -209,7 +220,7 @@ void ModelExecutor<T>::buildTables()
     // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
     firstLayerUnit_ = int(units_.size());
     for (int k = 0; k < Ls_; ++k) {
-        const int l = ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
+        const int l = chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         addUnit(name);
@@ -313,7 +324,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     Tl_ = T_ / cp_;
     Nm_ = std::int64_t(mb_) * Tl_;
     chunks_ = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
-    Ls_ = L_ / stages_;
+    Ls_ = l.stageLayers(L_, stage_);  // L / pp, or this stage's count of an uneven split
+    firstLayer_ = l.stageFirstLayer(L_, stage_);
     Lc_ = Ls_ / chunks_;
     Ns_ = sp_ ? Nm_ / tp_ : Nm_;
     // Each cp rank's tokens of a sequence: chunks r and 2cp-1-r of 2cp (Megatron-LM

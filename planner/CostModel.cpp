@@ -237,11 +237,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     D.experts_active = model.moe.enabled() ? model.moe.top_k : 1;
     D.matrices = gatedMlp(model.mlp) ? 3 : 2;
     D.sp = l.sequence_parallel ? D.t : 1.0;
-    D.layers_per_stage = model.totalLayers() / l.pp;
+    // (Uneven splits: the first and last stage's own counts, the rest even; Layout.h.)
+    D.layers_per_stage = l.stageLayers(model.totalLayers(), stage);
 
     StageCost sc;
     // Encoder layers come first in the pipeline; a stage's layers are consecutive.
-    const int first = stage * D.layers_per_stage;
+    const int first = l.stageFirstLayer(model.totalLayers(), stage);
     sc.encoder_layers = std::clamp(model.layers - first, 0, D.layers_per_stage);
     if (model.family != ModelFamily::EncoderDecoder)
         sc.encoder_layers = D.layers_per_stage;
@@ -637,7 +638,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
 
     // ---- data-parallel / ZeRO traffic (grads reduced over dp x cp), on the stage holding the
     // most parameters, hidden behind compute up to the overlap fraction [Z20 Section 7]. ----
-    const StageCost& heavy = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    const StageCost& heavyEnd = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    // (An uneven split can leave the middle stages with the most parameters.)
+    const StageCost& heavy = middleStage.params > heavyEnd.params ? middleStage : heavyEnd;
     const double dpGroupSize = double(l.dp) * l.cp;
     const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
     const double replicas = dpGroupSize / std::max(1.0, shardGroup);
@@ -863,12 +866,18 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         return mb;
     };
     const MemoryBreakdown memLast = memoryOf(lastStage, p - 1);
+    // An uneven split with lighter end stages can leave the peak on the second stage: its middle
+    // share of the layers with p - 1 micro-batches in flight (the middle stages' costs are alike).
+    const bool secondCounts = l.unevenPipeline() && p > 2;
+    const MemoryBreakdown memSecond = secondCounts ? memoryOf(middleStage, 1) : MemoryBreakdown{};
     const MemoryBreakdown memFirst = memoryOf(firstStage, 0);  // last call: its parts stay in the locals
-    const bool lastHeavier = memLast.total() > memFirst.total();
-    if (lastHeavier && sink)
-        memoryOf(lastStage, p - 1);  // recompute the parts of the stage reported
-    pr.memory_bytes = lastHeavier ? memLast : memFirst;
-    pr.memory_stage = lastHeavier ? p - 1 : 0;
+    enum { First, Last, Second } peak = memLast.total() > memFirst.total() ? Last : First;
+    if (secondCounts && memSecond.total() > (peak == First ? memFirst : memLast).total())
+        peak = Second;
+    if (peak != First && sink)  // recompute the parts of the stage reported
+        peak == Second ? memoryOf(middleStage, 1) : memoryOf(lastStage, p - 1);
+    pr.memory_bytes = peak == First ? memFirst : peak == Second ? memSecond : memLast;
+    pr.memory_stage = peak == First ? 0 : peak == Second ? 1 : p - 1;
     if (pr.memory_bytes.total() > pr.memory_bytes.capacity) {
         pr.feasible = false;
         if (pr.reason == Infeasibility::None)

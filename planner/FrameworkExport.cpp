@@ -34,6 +34,14 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+void refuseUnevenPipeline(Refusals& refuse, const Layout& l, const char* why)
+{
+    if (l.unevenPipeline())
+        refuse.add("an uneven pipeline split (first_stage_layers=" + str(l.first_stage_layers) +
+                       ", last_stage_layers=" + str(l.last_stage_layers) + ")",
+                   why);
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +

@@ -168,7 +168,11 @@ private slots:
                               "cp=4",
                               "dp=2,cp=2,zero=1",
                               "tp=2,cp=2,sp=on",
-                              "cp=2,pp=2,mb=1"};
+                              "cp=2,pp=2,mb=1",
+                              // Uneven pipeline splits (Megatron's --decoder-first/last-pipeline-num-layers):
+                              // 1 + 2 + 1 of the 4 layers over 3 stages, 3 + 1 over 2.
+                              "pp=3,first_stage_layers=1,last_stage_layers=1,mb=1",
+                              "pp=2,first_stage_layers=3,mb=2"};
 
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row) << false;

@@ -721,6 +721,65 @@ private slots:
         const Prediction eb = CostModel::evaluate(pb, layout("dp=8,mb=1", pb));
         QCOMPARE(eb.mfu_causal, eb.mfu);
     }
+
+    // Uneven pipeline splits (Megatron-LM's --decoder-first/last-pipeline-num-layers; Llama 3 405B:
+    // 126 layers over 16 stages as 7 + 14 x 8 + 7): the stage counts and first layers, Megatron's
+    // rules (transformer_config.py "Uneven PP"), and the cost model on the stages that hold them.
+    void unevenPipelineSplit()
+    {
+        ModelSpec m = megatronGpt(126, 16384, 128);
+        m.kv_heads = 8;
+        m.ffn_hidden = 53248;
+        m.vocab = 128256;
+        m.tied_embeddings = false;
+        m.bias = false;
+        m.norm = NormKind::RmsNorm;
+        m.mlp = MlpKind::SwiGlu;
+        m.positions = PositionKind::Rotary;
+        Problem p = problem(m, 128, 1024, 2048);
+        const Layout l = layout("tp=8,pp=16,first_stage_layers=7,last_stage_layers=7,mb=1", p);
+        QCOMPARE(l.stageLayers(126, 0), 7);
+        QCOMPARE(l.stageLayers(126, 1), 8);
+        QCOMPARE(l.stageLayers(126, 14), 8);
+        QCOMPARE(l.stageLayers(126, 15), 7);
+        QCOMPARE(l.stageFirstLayer(126, 1), 7);
+        QCOMPARE(l.stageFirstLayer(126, 15), 7 + 14 * 8);
+        // The rules, each refusal naming the key.
+        auto refusal = [&](const char* text) {
+            FieldErrors errors;
+            Layout bad = parseLayout(text, errors);
+            resolveDataParallel(bad, p.cluster.devices(), errors);
+            const FieldErrors rules = validate(bad, p.model, p.cluster, p.training);
+            return rules.empty() ? std::string() : rules.front().path;
+        };
+        QCOMPARE(refusal("tp=8,pp=16,first_stage_layers=8,last_stage_layers=7"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=16"), std::string("layout.pp"));  // 126 is not a multiple of 16
+        QCOMPARE(refusal("tp=8,pp=16,first_stage_layers=7,last_stage_layers=7,schedule=interleaved,v=2,mb=1"),
+                 std::string("layout.first_stage_layers"));  // 7 layers are not 2 chunks
+        QCOMPARE(refusal("tp=8,pp=1,first_stage_layers=7"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=60,last_stage_layers=60"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=63,last_stage_layers=63"), std::string());
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=66"), std::string());  // the last takes the other 60
+
+        // The middle stages hold the most parameters (8 layers against 7 + the embedding or the
+        // head): their gradients are what data parallelism all-reduces, 2 (n - 1)/n x 2 bytes each.
+        const Prediction pr = CostModel::evaluate(p, l);
+        // (Per device: the matrices split over tp = 8, the two RMSNorms' h weights replicated.)
+        const double h = 16384, layer = (h * h + 2 * h * 1024 + h * h + 3 * h * 53248) / 8 + 2 * h;
+        const double dpGroup = double(l.dp), scalars = 2 * (p.cluster.devices() - 1.0) / p.cluster.devices() * 16;
+        QVERIFY(near(pr.comm_bytes.dp, 2 * (dpGroup - 1) / dpGroup * 2 * 8 * layer + scalars, 1e-9));
+        // ... and the second stage the most memory: 8 layers with p - 1 = 15 micro-batches in flight
+        // against the first stage's 7 with 16.
+        QCOMPARE(pr.memory_stage, 1);
+        // A model of 128 layers split evenly (8 per stage) has the same middle stages: the step's
+        // compute (the slowest stage's) is no less than the uneven one's.
+        ModelSpec even = m;
+        even.layers = 128;
+        const Problem pe = problem(even, 128, 1024, 2048);
+        const Prediction evenSplit = CostModel::evaluate(pe, layout("tp=8,pp=16,mb=1", pe));
+        QVERIFY(evenSplit.time_s.compute >= pr.time_s.compute);
+        QVERIFY(near(evenSplit.comm_bytes.dp, pr.comm_bytes.dp, 1e-9) || evenSplit.comm_bytes.dp > pr.comm_bytes.dp);
+    }
 };
 
 QTEST_GUILESS_MAIN(TstPlannerCostModel)

@@ -336,6 +336,31 @@ private slots:
                  qPrintable(refusals));
     }
 
+    // Uneven pipeline splits as Megatron-LM names them (d98e8a64 arguments.py): the first and
+    // last stage's layer counts; with interleaving, the virtual stages per rank (validate_args
+    // asks for --num-virtual-stages-per-pipeline-rank when the split is uneven).
+    void megatronUnevenPipeline()
+    {
+        const Case c{"llama-3-405b", "p5.48xlarge", 128, 2048, 8192, Precision::BF16Mixed};
+        const ExportResult r =
+            exported(ExportFormat::Megatron, c, "tp=8,pp=16,sp=on,zero=1,mb=1,first_stage_layers=7,last_stage_layers=7");
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--pipeline-model-parallel-size 16\n", "--decoder-first-pipeline-num-layers 7\n",
+                                     "--decoder-last-pipeline-num-layers 7\n", "--num-layers 126\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        const Case small{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const ExportResult v = exported(ExportFormat::Megatron, small,
+                                        "tp=2,pp=4,mb=1,schedule=interleaved,v=2,first_stage_layers=6,last_stage_layers=6");
+        QVERIFY(v.ok());
+        const QString tv = QString::fromStdString(v.text);
+        QVERIFY(tv.contains("--num-virtual-stages-per-pipeline-rank 2\n"));
+        QVERIFY(!tv.contains("--num-layers-per-virtual-pipeline-stage"));
+        // An even split says nothing about the ends.
+        const ExportResult e = exported(ExportFormat::Megatron, small, "tp=2,pp=4,mb=1");
+        QVERIFY(!QString::fromStdString(e.text).contains("pipeline-num-layers"));
+    }
+
     void deepspeedBatchArithmetic()
     {
         const Case c{"gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, Precision::BF16Mixed};
@@ -455,6 +480,12 @@ private slots:
             << D << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,zero_group=8") << "a ZeRO-1 shard group of 8";
         QTest::newRow("deepspeed: selective recomputation")
             << D << llama7 << p5 << 4 << bf16 << QByteArray("recompute=selective") << "selective recomputation";
+        QTest::newRow("deepspeed: uneven pipeline split")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,first_stage_layers=17")
+            << "deepspeed: an uneven pipeline split (first_stage_layers=17, last_stage_layers=0)";
+        QTest::newRow("neuronx: uneven pipeline split")
+            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,pp=2,first_stage_layers=17,recompute=full")
+            << "neuronx: an uneven pipeline split";
         QTest::newRow("deepspeed: fp8") << D << llama7 << p5 << 4 << fp8 << QByteArray("zero=1") << "fp8 precision";
 
         QTest::newRow("neuronx: GPT-3 architecture")

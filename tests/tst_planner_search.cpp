@@ -612,6 +612,36 @@ private slots:
         QVERIFY(fused.stats.candidates > unfused.stats.candidates);
     }
 
+    // Where pp does not divide the layers the search offers Megatron-LM's uneven split with the
+    // lighter ends (Llama 3 405B's 126 layers over 16 stages: 7 + 14 x 8 + 7); where it does, the
+    // even split; a fixed split is taken as given.
+    void unevenSplitWherePpDoesNotDivideTheLayers()
+    {
+        Problem p = problem("llama-3-405b", "p5.48xlarge", 128, 1024, 4096);
+        p.training.flash_attention = true;
+        SearchSpace space;
+        QVERIFY(applyFixed(space, "tp=8,pp=16,cp=1").empty());
+        const SearchResult r = search(p, space);
+        QVERIFY(r.best());
+        for (const Plan& plan : r.top) {
+            QCOMPARE(plan.layout.first_stage_layers, 7);
+            QCOMPARE(plan.layout.last_stage_layers, 7);
+        }
+        QCOMPARE(reason(r.stats, "mesh: pp does not divide layers"), std::int64_t(0));
+        SearchSpace even;
+        QVERIFY(applyFixed(even, "tp=8,pp=2,cp=1").empty());
+        for (const Plan& plan : search(p, even).top)
+            QVERIFY(!plan.layout.unevenPipeline());  // 63 + 63
+        SearchSpace fixed = space;
+        QVERIFY(applyFixed(fixed, "first_stage_layers=6").empty());
+        QCOMPARE(fixedText(fixed), std::string("tp=8,pp=16,cp=1,first_stage_layers=6"));
+        const SearchResult f = search(p, fixed);
+        QVERIFY(f.best());
+        QCOMPARE(f.best()->layout.first_stage_layers, 6);  // the other 120 layers: 8 on each of 15 stages
+        QCOMPARE(f.best()->layout.last_stage_layers, 0);
+        QCOMPARE(f.best()->layout.stageLayers(126, 15), 8);
+    }
+
     // ---- objectives ----
 
     void objectives()

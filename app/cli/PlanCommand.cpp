@@ -207,6 +207,22 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
                       same.c_str());
         o << buf;
     }
+    // Uneven pipeline splits are not a column: one line per split shown.
+    std::vector<std::string> splits;
+    for (size_t i = 0; i < plans.size() && i < rows; ++i) {
+        const Layout& l = plans[i].layout;
+        if (!l.unevenPipeline())
+            continue;
+        const std::string text = "pp=" + std::to_string(l.pp) + ": first stage " +
+                                 (l.first_stage_layers > 0 ? std::to_string(l.first_stage_layers) : "even share") +
+                                 ", last stage " +
+                                 (l.last_stage_layers > 0 ? std::to_string(l.last_stage_layers) : "even share") +
+                                 " layers, the rest split evenly";
+        if (std::find(splits.begin(), splits.end(), text) == splits.end())
+            splits.push_back(text);
+    }
+    for (const std::string& split : splits)
+        o << "uneven pipeline split, " << split << "\n";
 }
 
 void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& plan)

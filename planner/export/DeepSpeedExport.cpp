@@ -45,6 +45,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r.refusals);
     refuseMegatronOverlaps(refuse, l);
+    refuseUnevenPipeline(refuse, l,
+                         "deepspeed.pipe.PipelineModule balances the layers by its partition_method "
+                         "(parameters, uniform, type:...), not by given counts");
     const Figures f = figures(p, l);
     const std::string& vendor = p.cluster.node.chip.vendor;
 

@@ -34,6 +34,9 @@ private:
 // Megatron-LM's communication-overlap options (Layout.h) in a framework that has no such
 // flags: each one set is refused by name.
 void refuseMegatronOverlaps(Refusals& refuse, const Layout& layout);
+// An uneven pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers) in a
+// framework that splits the layers evenly: refused by name with `why`.
+void refuseUnevenPipeline(Refusals& refuse, const Layout& layout, const char* why);
 
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {

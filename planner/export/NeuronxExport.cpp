@@ -66,6 +66,9 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("neuronx", r.refusals);
     refuseMegatronOverlaps(refuse, l);
+    refuseUnevenPipeline(refuse, l,
+                         "this exporter writes NeuronX Distributed's even split of the layers over the "
+                         "pipeline stages; manual pipeline cuts are not exported");
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
     const Figures f = figures(p, l);
