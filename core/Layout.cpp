@@ -46,6 +46,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         else if (key == "v") intField = &layout.virtual_stages;
         else if (key == "first_stage_layers") intField = &layout.first_stage_layers;
         else if (key == "last_stage_layers") intField = &layout.last_stage_layers;
+        else if (key == "recompute_layers") intField = &layout.recompute_layers;
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
@@ -66,10 +67,13 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kRecomputeNames, key, value, layout.recompute, errors);
         } else if (key == "offload") {
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
+        } else if (key == "recompute_method") {
+            parseEnumValue(kRecomputeMethodNames, key, value, layout.recompute_method, errors);
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
-                                               "overlap_param_gather, first_stage_layers, last_stage_layers)"});
+                                               "overlap_param_gather, first_stage_layers, last_stage_layers, "
+                                               "recompute_method, recompute_layers)"});
         }
     }
     return layout;
@@ -90,6 +94,8 @@ std::string toString(const Layout& l)
         out << ",first_stage_layers=" << l.first_stage_layers;
     if (l.last_stage_layers > 0)
         out << ",last_stage_layers=" << l.last_stage_layers;
+    if (l.recompute_layers > 0)
+        out << ",recompute_method=" << toString(l.recompute_method) << ",recompute_layers=" << l.recompute_layers;
     return out.str();
 }
 
@@ -147,6 +153,15 @@ FieldErrors validate(const Layout& l, const std::string& path)
         else if (value > 0 && l.pp < 2)
             add(field, "an uneven pipeline split needs pp >= 2");
     }
+    // Megatron-LM's rules (transformer_config.py @ d98e8a6): a method and a layer count belong to
+    // full recomputation; selective recomputation takes neither.
+    if (l.recompute_layers < 0 || l.recompute_layers > 1'000'000)
+        add("recompute_layers", std::to_string(l.recompute_layers) + " is out of range [0 (every layer), 1000000]");
+    else if (l.recompute_layers > 0 && l.recompute != Recompute::Full)
+        add("recompute_layers", "a number of recomputed layers needs recompute=full (selective recomputation covers "
+                                "every layer's attention core)");
+    if (l.recompute_method == RecomputeMethod::Block && l.recompute_layers == 0)
+        add("recompute_method", "block recomputation needs recompute_layers (the layers of each stage recomputed)");
     if (l.zero_stage < 0 || l.zero_stage > 3)
         add("zero", std::to_string(l.zero_stage) + " is not a ZeRO stage (0-3)");
     if (l.zero_group < 0)
@@ -228,6 +243,13 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
                     break;
                 }
     }
+    if (l.recompute_method == RecomputeMethod::Block && l.recompute_layers > 0) {
+        const int chunkLayers = l.stageLayers(m.totalLayers(), l.pp > 2 ? 1 : 0) / l.virtual_stages;
+        if (chunkLayers > 0 && l.recompute_layers > chunkLayers)
+            add("recompute_layers", s(l.recompute_layers) + " exceeds the " + s(chunkLayers) +
+                                        " layers of a stage's model chunk (Megatron-LM: between 1 and the layers "
+                                        "per pipeline rank)");
+    }
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));
     if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)
@@ -245,5 +267,6 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
 const char* toString(PipelineSchedule v) { return enumToString<PipelineSchedule>(kScheduleNames, v); }
 const char* toString(Recompute v) { return enumToString<Recompute>(kRecomputeNames, v); }
 const char* toString(Offload v) { return enumToString<Offload>(kOffloadNames, v); }
+const char* toString(RecomputeMethod v) { return enumToString<RecomputeMethod>(kRecomputeMethodNames, v); }
 
 } // namespace shardscope

@@ -338,6 +338,10 @@ QJsonObject toJson(const Layout& l)
         o.insert("first_stage_layers", l.first_stage_layers);
     if (l.last_stage_layers > 0)
         o.insert("last_stage_layers", l.last_stage_layers);
+    if (l.recompute_layers > 0) {
+        o.insert("recompute_method", toString(l.recompute_method));
+        o.insert("recompute_layers", l.recompute_layers);
+    }
     return o;
 }
 
@@ -349,7 +353,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
-                         "last_stage_layers"});
+                         "last_stage_layers", "recompute_method", "recompute_layers"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -368,6 +372,9 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.overlap_param_gather = r.boolean("overlap_param_gather", false);
     l.first_stage_layers = r.integer("first_stage_layers", 0, false, 0, kMax);
     l.last_stage_layers = r.integer("last_stage_layers", 0, false, 0, kMax);
+    l.recompute_method = r.enumeration<RecomputeMethod>("recompute_method", kRecomputeMethodNames,
+                                                        RecomputeMethod::Uniform, false);
+    l.recompute_layers = r.integer("recompute_layers", 0, false, 0, kMax);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

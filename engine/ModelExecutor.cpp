@@ -91,6 +91,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
         add("v", "pp x v = " + s(std::int64_t(l.pp) * l.virtual_stages) + " model chunks do not divide the " +
                      s(c.layers) + " layers");
+    if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
+        add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
+                                    " layers recomputed whole are not executed here (block, or groups of one layer)");
     if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
         add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
                       " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");
@@ -302,6 +305,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     dpRank_ = pos.dp * cp_ + pos.cp;  // in the dp x cp gradient group (Cluster.h)
     zero_ = l.zero_stage;
     recompute_ = l.recompute;
+    blockLayers_ =
+        l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Block ? l.recompute_layers : 0;
     const int g = zero_ > 0 ? l.zeroGroupSize() * cp_ : 1;  // the shard group spans g x cp
     shardRank_ = zero_ > 0 ? dpRank_ % g : 0;
     replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
@@ -790,8 +795,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
     // norm's input.
     auto output = [&](const Acts& a) { return &a == &s.layers.back() && !head ? ws_->stageOut : ten.take(C * Ns); };
-    for (Acts& a : s.layers) {
-        if (full) {
+    for (size_t k = 0; k < s.layers.size(); ++k) {
+        Acts& a = s.layers[k];
+        if (recomputes(int(k))) {
             a = shared;
             a.res3 = output(a);  // the next layer's input: the only tensor kept
             continue;
@@ -821,8 +827,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
         sharedStats.n2rstd = sst.take(Ns);
     }
-    for (Acts& a : s.layers) {
-        if (full) {
+    for (size_t k = 0; k < s.layers.size(); ++k) {
+        Acts& a = s.layers[k];
+        if (recomputes(int(k))) {
             a.n1mean = sharedStats.n1mean;
             a.n1rstd = sharedStats.n1rstd;
             a.n2mean = sharedStats.n2mean;
@@ -1020,7 +1027,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
-    if (recompute_ == Recompute::Full)
+    if (recomputes(k))
         layerForward(k, s);
     else if (recompute_ == Recompute::Selective)
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does

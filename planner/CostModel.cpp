@@ -101,7 +101,8 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
         const ParameterBreakdown params = parameterBreakdown(m);
         // PaLM's 6N + 12 L H Q T is forward + backward; a third of it per forward (the convention
         // counts H x Q = the query width, and N without the embedding table).
-        palm_flops_per_token_ = (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
+        palm_flops_per_token_ =
+            (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
         // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
         // (4 s q per layer and token forward). Encoders and cross-attention see every key.
         const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
@@ -110,7 +111,8 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
     // (Resolved whether or not the problem asks for fused attention: context parallelism runs on it anyway.)
     {
-        attention_ = shardscope::attentionRates(chip, problem.model.head_dim, problem.model.family != ModelFamily::EncoderOnly);
+        const bool causal = problem.model.family != ModelFamily::EncoderOnly;
+        attention_ = shardscope::attentionRates(chip, problem.model.head_dim, causal);
         if (attention_) {
             const int seq = problem.training.seq_len;
             for (int cp = 1; cp <= seq; ++cp)
@@ -354,6 +356,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
     const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
+    // Full recomputation of some layers only (Megatron-LM's --recompute-method block with
+    // --recompute-num-layers N: the first N of each chunk's layers; uniform: every layer, one
+    // checkpoint per group of N): the fraction of the stage's layers recomputed, and of its layers
+    // whose input is kept as a checkpoint.
+    const int chunkLayers = std::max(1, D.layers_per_stage / int(D.v));
+    const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
+    const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
+    const double groupLayers = l.recomputeGroupLayers(chunkLayers);
     double fwdLayers = nEnc * encLayer + nDec * decLayer;
     double head = 0;
     if (lastStage) {
@@ -373,7 +383,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
-        sc.recompute_s = fwdLayers;
+        sc.recompute_s = recomputed * fwdLayers;
     } else if (l.recompute == Recompute::Selective && !flash) {
         // Recompute the attention core only [K22 Section 5]; fused attention already does.
         const double scoresElementwise = prm.elementwise_traffic_factor * encAct.scores * actScale / hbm;
@@ -395,7 +405,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                               : allReduceTime(tpGroup, message, linkFor(D.t, 1));
         const double layerCollectives = 2 * nEnc + 3 * nDec;
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0);
-        const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
+        const double passes = 2.0 + recomputed;  // a recomputed layer's forward collectives again
         sc.tp_s = (passes * layerCollectives + ends) * ar;
         if (l.tp_comm_overlap) {
             // Megatron's --tp-comm-overlap (Transformer Engine userbuffers) splits each layer's
@@ -404,7 +414,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // backward and a full recomputation's forward) cannot cover. Embedding and head
             // collectives are not overlapped.
             const double layerComm = passes * layerCollectives * ar;
-            const double gemms = sc.matmul_fwd_s * (l.recompute == Recompute::Full ? 2.0 : 1.0) + sc.matmul_bwd_s;
+            const double gemms = sc.matmul_fwd_s * (1.0 + recomputed) + sc.matmul_bwd_s;
             const double exposed = std::max(layerComm / D.t, layerComm - gemms);
             sc.tp_hidden_s = layerComm - exposed;
             sc.tp_s -= sc.tp_hidden_s;
@@ -466,8 +476,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double outBytes = D.b * D.s_local * D.q_local * activation_bytes_;
         const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
         const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
-        const bool recomputed = l.recompute == Recompute::Full || (l.recompute == Recompute::Selective && !flash);
-        const double forwards = recomputed ? 2.0 : 1.0;
+        const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
         const double blocks = nEnc + 2 * nDec;
         sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
         sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed) + sc.cp_merge_s;
@@ -490,12 +499,20 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         sc.working_bytes += std::max(scoresEnc, scoresDec) * actScale;
         break;
     case Recompute::Full:
-        perLayerStoredEnc = encAct.input * actScale;
-        perLayerStoredDec = decAct.input * actScale;
-        // The layer being recomputed holds its full activations during its backward.
-        // (Its input is the checkpoint, already counted.)
-        sc.working_bytes += std::max(nEnc > 0 ? (encAct.all() - encAct.input) * actScale + encAct.statistics : 0.0,
-                                     nDec > 0 ? (decAct.all() - decAct.input) * actScale + decAct.statistics : 0.0);
+        // Checkpointed inputs, and the layers left out of the recomputation (block) with all
+        // their activations; per layer, as fractions of the stage's.
+        perLayerStoredEnc = checkpoints * encAct.input * actScale +
+                            (1 - recomputed) * (encAct.all() * actScale + encAct.statistics);
+        perLayerStoredDec = checkpoints * decAct.input * actScale +
+                            (1 - recomputed) * (decAct.all() * actScale + decAct.statistics);
+        // The layers being recomputed (one, or a uniform group of N) hold their full activations
+        // during their backward. (The group's input is the checkpoint, already counted.)
+        sc.working_bytes += std::max(nEnc > 0 ? groupLayers * (encAct.all() * actScale + encAct.statistics) -
+                                                    encAct.input * actScale
+                                              : 0.0,
+                                     nDec > 0 ? groupLayers * (decAct.all() * actScale + decAct.statistics) -
+                                                    decAct.input * actScale
+                                              : 0.0);
         break;
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
@@ -523,7 +540,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         };
         const double forward = nEnc * layerForward(2, 2) + nDec * layerForward(3, 3);
         const double backward = nEnc * layerBackward(2) + nDec * layerBackward(3);
-        sc.vector_flops_mb = forward + backward + (l.recompute == Recompute::Full ? forward : 0.0);
+        sc.vector_flops_mb = forward + backward + recomputed * forward;
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;
             sc.vector_flops_mb += ((learned ? ops::kEmbedding.forward : 0) + (learned ? 2 : 1)) * h * T;
@@ -598,7 +615,11 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
         note(sink, "time_s.recompute",
-             l.recompute == Recompute::Full ? "recomputed forward of every layer" : "recomputed attention core",
+             l.recompute != Recompute::Full ? "recomputed attention core"
+             : l.recomputedLayers(std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v))) <
+                     std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v))
+                 ? "recomputed forward of the block's layers (recompute_method=block)"
+                 : "recomputed forward of every layer",
              ts.recompute, "m x forward time of what the recomputation mode discards");
         note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm + m * slow.tp_hidden_s,
              "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
@@ -910,8 +931,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     pr.model_flops_per_step = 3 * model_flops_per_token_ * tokensPerStep;
     double recomputeFlops = 0;
     if (l.recompute == Recompute::Full) {
+        // (The busiest stage's recomputed fraction stands for every stage's: an uneven split's
+        // ends may recompute a slightly different share.)
         const ModelSpec& model = problem_.model;
-        recomputeFlops = (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
+        const int chunkLayers = std::max(1, l.stageLayers(model.totalLayers(), p > 2 ? 1 : 0) / int(v));
+        const double share = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
+        recomputeFlops = share * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
     } else if (l.recompute == Recompute::Selective && !tr.flash_attention && l.cp == 1) {  // cp: fused (stageCost)
         const ModelSpec& model = problem_.model;
         const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));

@@ -42,6 +42,14 @@ void refuseUnevenPipeline(Refusals& refuse, const Layout& l, const char* why)
                    why);
 }
 
+void refusePartialRecompute(Refusals& refuse, const Layout& l, const char* why)
+{
+    if (l.recompute_layers > 0)
+        refuse.add(std::string("recompute_method=") + toString(l.recompute_method) +
+                       ",recompute_layers=" + str(l.recompute_layers),
+                   why);
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +

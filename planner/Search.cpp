@@ -24,7 +24,7 @@ bool layoutLess(const Layout& a, const Layout& b)
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
-                               l.last_stage_layers);
+                               l.last_stage_layers, l.recompute_method, l.recompute_layers);
     };
     return key(a) < key(b);
 }
@@ -393,6 +393,10 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     l.virtual_stages = v;
                     for (Recompute r : space_.recomputes) {
                         l.recompute = r;
+                        const bool partial = r == Recompute::Full;
+                        l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
+                                                     : RecomputeMethod::Uniform;
+                        l.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
                         // Rules that depend on the inner keys.
                         if (sp && t.seq_len % (s.tp * s.cp) != 0) {
                             ++out.reasons[kSpSequence];

@@ -57,6 +57,10 @@ struct SearchSpace {
     // Fixed uneven pipeline split (Layout.h); unset: the even split, or where pp does not divide
     // the layers the uneven one with the lighter ends (Search.cpp, pipelineSplit).
     std::optional<int> first_stage_layers, last_stage_layers;
+    // Fixed partial full recomputation (Layout.h), applied to the layouts with recompute=full;
+    // unset: every layer recomputed (the search does not choose N itself).
+    std::optional<RecomputeMethod> recompute_method;
+    std::optional<int> recompute_layers;
     // Megatron's overlap options (Layout.h), applied to every layout that can use them.
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
@@ -78,7 +82,8 @@ struct SearchSpace {
 
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
-// recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers). Errors name the key ("fix.tp: \"x\" is not an integer").
+// recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
+// recompute_method, recompute_layers). Errors name the key ("fix.tp: \"x\" is not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
 // "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v.
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);

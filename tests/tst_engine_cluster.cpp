@@ -200,6 +200,12 @@ private slots:
         for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
             QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective" << false;
         QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3" << false;
+        // Full recomputation of the first layer of each stage only (Megatron's --recompute-method
+        // block --recompute-num-layers 1), the other layer keeping its activations.
+        QTest::newRow("pp=2,mb=2,recompute=full,recompute_method=block,recompute_layers=1")
+            << "pp=2,mb=2,recompute=full,recompute_method=block,recompute_layers=1" << false;
+        QTest::newRow("dp=2,recompute=full,recompute_method=block,recompute_layers=3")
+            << "dp=2,recompute=full,recompute_method=block,recompute_layers=3" << false;
     }
     void layoutReproducesOneDevice()
     {

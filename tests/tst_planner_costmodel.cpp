@@ -780,6 +780,54 @@ private slots:
         QVERIFY(evenSplit.time_s.compute >= pr.time_s.compute);
         QVERIFY(near(evenSplit.comm_bytes.dp, pr.comm_bytes.dp, 1e-9) || evenSplit.comm_bytes.dp > pr.comm_bytes.dp);
     }
+
+    // Full recomputation of some layers (Megatron-LM's --recompute-method block|uniform with
+    // --recompute-num-layers): block N recomputes the first N layers of each chunk and keeps the
+    // others' activations; uniform N keeps one checkpoint per group of N and recomputes all.
+    void partialRecomputation()
+    {
+        const Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
+        const CostModel model(p);
+        auto stored = [&](const char* text) {
+            return termValue(model.explain(layout(text, p)), "memory_bytes.activations", "stored for backward");
+        };
+        const char* base = "dp=16,mb=1";  // one stage of 8 layers
+        const std::string none = std::string(base), full = none + ",recompute=full";
+        const std::string block = full + ",recompute_method=block,recompute_layers=4";
+        const std::string groups = full + ",recompute_method=uniform,recompute_layers=2";
+        const Prediction pf = model.evaluate(layout(full.c_str(), p));
+        const Prediction pb = model.evaluate(layout(block.c_str(), p));
+        const Prediction pu = model.evaluate(layout(groups.c_str(), p));
+        // 4 of the stage's 8 layers recomputed: half the time, half the recomputed FLOPs.
+        QVERIFY(near(pb.time_s.recompute, 0.5 * pf.time_s.recompute, 1e-12));
+        QVERIFY(near(pb.hardware_flops_per_step - pb.model_flops_per_step,
+                     0.5 * (pf.hardware_flops_per_step - pf.model_flops_per_step), 1e-12));
+        // ... and per layer half a checkpoint and half the activations: the mean of full and none.
+        QVERIFY(near(stored(block.c_str()), 0.5 * (stored(full.c_str()) + stored(none.c_str())), 1e-12));
+        // Uniform groups of 2: every layer recomputed, 4 checkpoints of b s h bytes instead of 8
+        // (one micro-batch in flight without a pipeline).
+        QVERIFY(near(pu.time_s.recompute, pf.time_s.recompute, 1e-12));
+        const double input = 1 * 2048 * 4096 * 2.0;
+        QVERIFY(near(stored(full.c_str()) - stored(groups.c_str()), 4 * input, 1e-12));
+        // ... while the group being recomputed holds both its layers' activations: one layer more
+        // than full recomputation's working set (all of a layer: (none - full) / 8 + its input).
+        auto working = [&](const std::string& text) {
+            return termValue(model.explain(layout(text.c_str(), p)), "memory_bytes.activations", "working set");
+        };
+        QVERIFY(near(working(groups) - working(full), (stored(none.c_str()) - stored(full.c_str())) / 8 + input, 1e-12));
+        // The rules: a count needs recompute=full, block needs a count no larger than the chunk's layers.
+        FieldErrors errors;
+        const Layout selective = parseLayout("dp=16,recompute=selective,recompute_layers=2", errors);
+        QCOMPARE(validate(selective, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_layers"));
+        const Layout tooMany = parseLayout("pp=2,dp=8,recompute=full,recompute_method=block,recompute_layers=5", errors);
+        QCOMPARE(validate(tooMany, p.model, p.cluster, p.training).size(), size_t(1));  // 4 layers per stage
+        QCOMPARE(validate(tooMany, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_layers"));
+        const Layout noCount = parseLayout("pp=2,dp=8,recompute=full,recompute_method=block", errors);
+        QCOMPARE(validate(noCount, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_method"));
+        QVERIFY(errors.empty());
+        const std::string text = toString(layout(block.c_str(), p)), suffix = ",recompute_method=block,recompute_layers=4";
+        QCOMPARE(text.substr(text.size() - suffix.size()), suffix);
+    }
 };
 
 QTEST_GUILESS_MAIN(TstPlannerCostModel)

@@ -361,6 +361,26 @@ private slots:
         QVERIFY(!QString::fromStdString(e.text).contains("pipeline-num-layers"));
     }
 
+    // Full recomputation of some layers as Megatron-LM names it (TransformerConfig @ d98e8a64:
+    // recompute_method uniform|block, recompute_num_layers); every layer: uniform 1.
+    void megatronPartialRecomputation()
+    {
+        const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const QString block = QString::fromStdString(
+            exported(ExportFormat::Megatron, c, "tp=2,pp=4,mb=1,recompute=full,recompute_method=block,recompute_layers=3")
+                .text);
+        QVERIFY(block.contains("--recompute-granularity full\n"));
+        QVERIFY(block.contains("--recompute-method block\n"));
+        QVERIFY(block.contains("--recompute-num-layers 3\n"));
+        const QString all = QString::fromStdString(exported(ExportFormat::Megatron, c, "tp=2,pp=4,mb=1,recompute=full").text);
+        QVERIFY(all.contains("--recompute-method uniform\n") && all.contains("--recompute-num-layers 1\n"));
+        const ExportResult d =
+            exported(ExportFormat::DeepSpeed, c, "pp=4,mb=1,recompute=full,recompute_method=uniform,recompute_layers=2");
+        QVERIFY(!d.ok());
+        QVERIFY2(d.refusals.front().find("recompute_method=uniform,recompute_layers=2") != std::string::npos,
+                 d.refusals.front().c_str());
+    }
+
     void deepspeedBatchArithmetic()
     {
         const Case c{"gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, Precision::BF16Mixed};

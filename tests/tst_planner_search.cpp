@@ -642,6 +642,26 @@ private slots:
         QCOMPARE(f.best()->layout.stageLayers(126, 15), 8);
     }
 
+    // Partial full recomputation is searched as fixed (--fix recompute_method=block,recompute_layers=N):
+    // every layout with recompute=full carries it, the others none.
+    void fixedPartialRecomputation()
+    {
+        SearchSpace space;
+        QVERIFY(applyFixed(space, "pp=2,recompute_method=block,recompute_layers=3").empty());
+        QCOMPARE(fixedText(space), std::string("pp=2,recompute_method=block,recompute_layers=3"));
+        SearchOptions options;
+        options.top_k = 1000;
+        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 1, 16), space, options);
+        int full = 0;
+        for (const Plan& plan : r.top) {
+            const bool partial = plan.layout.recompute == Recompute::Full;
+            full += partial ? 1 : 0;
+            QCOMPARE(plan.layout.recompute_layers, partial ? 3 : 0);
+            QVERIFY(!partial || plan.layout.recompute_method == RecomputeMethod::Block);
+        }
+        QVERIFY(full > 0);
+    }
+
     // ---- objectives ----
 
     void objectives()

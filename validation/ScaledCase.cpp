@@ -115,6 +115,23 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
     l.micro_batch = std::min(l.micro_batch, 2);
+    // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
+    // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
+    // whole chunk.
+    if (fullLayout.recompute_layers > 0) {
+        if (fullLayout.recompute_method == RecomputeMethod::Uniform && fullLayout.recompute_layers > 1)
+            throw InputError("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +
+                             " layers is not executed by the engine yet: no validation run");
+        if (fullLayout.recompute_method == RecomputeMethod::Block) {
+            const int chunkLayers = fullLayout.stageLayers(full.model.totalLayers(), fullLayout.pp > 2 ? 1 : 0) /
+                                    fullLayout.virtual_stages;
+            const bool some = fullLayout.recompute_layers < chunkLayers;
+            notes.push_back("block recomputation of " + s(fullLayout.recompute_layers) + " of " + s(chunkLayers) +
+                            " layers per chunk scaled to " + (some ? "the first layer of each chunk" : "every layer"));
+            l.recompute_layers = some ? 1 : 0;
+            l.recompute_method = some ? RecomputeMethod::Block : RecomputeMethod::Uniform;
+        }
+    }
     // An uneven pipeline split keeps its shape at engine size: each end stage that the plan makes
     // lighter (heavier) than the even share holds 1 (3) layers, every other stage 2. The engine
     // runs uneven splits with one chunk per stage only.

@@ -246,7 +246,8 @@ void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& pla
       << formatBytes(m.optimizer) << " + activations " << formatBytes(m.activations) << " + buffers "
       << formatBytes(m.buffers) << " + reserve " << formatBytes(m.reserve) << "\n";
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %s tokens/s, MFU %.1f%% (Megatron), %.1f%% (PaLM), %.1f%% (causal-aware), %s micro-batches; ",
+    std::snprintf(buf, sizeof buf,
+                  "  %s tokens/s, MFU %.1f%% (Megatron), %.1f%% (PaLM), %.1f%% (causal-aware), %s micro-batches; ",
                   formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu, 100 * p.mfu_palm, 100 * p.mfu_causal,
                   std::to_string(p.micro_batches).c_str());
     o << buf << "time to train " << formatSi(problem.training.tokens_to_train, "tokens") << " "

@@ -37,6 +37,9 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& layout);
 // An uneven pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers) in a
 // framework that splits the layers evenly: refused by name with `why`.
 void refuseUnevenPipeline(Refusals& refuse, const Layout& layout, const char* why);
+// Full recomputation of some layers only (Megatron-LM's --recompute-method with
+// --recompute-num-layers) in a framework that recomputes every layer: refused by name.
+void refusePartialRecompute(Refusals& refuse, const Layout& layout, const char* why);
 
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {

@@ -29,6 +29,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("fsdp", r.refusals);
     refuseMegatronOverlaps(refuse, l);
+    refusePartialRecompute(refuse, l, "the exported wrapper checkpoints every transformer block");
     const Figures f = figures(p, l);
     const ChipSpec& chip = p.cluster.node.chip;
 

@@ -158,10 +158,12 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     if (l.recompute == Recompute::Selective) {
         arg("--recompute-granularity", "selective");
     } else if (l.recompute == Recompute::Full) {
-        // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer.
+        // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer;
+        // or the layout's method and count (TransformerConfig @ d98e8a64: recompute_method
+        // uniform|block, recompute_num_layers; megatron/core/recompute.py runs them).
         arg("--recompute-granularity", "full");
-        arg("--recompute-method", "uniform");
-        arg("--recompute-num-layers", "1");
+        arg("--recompute-method", l.recompute_layers > 0 ? toString(l.recompute_method) : "uniform");
+        arg("--recompute-num-layers", l.recompute_layers > 0 ? str(l.recompute_layers) : "1");
     }
     switch (p.training.precision) {
     case Precision::BF16Mixed: arg("--bf16"); break;
