@@ -109,8 +109,7 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
         causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 4.0 * s * q * causalLayers;
     }
     // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
-    // (Resolved whether or not the problem asks for fused attention: context parallelism runs on it anyway.)
-    {
+    if (problem.training.flash_attention) {
         const bool causal = problem.model.family != ModelFamily::EncoderOnly;
         attention_ = shardscope::attentionRates(chip, problem.model.head_dim, causal);
         if (attention_) {
@@ -288,10 +287,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // Fused (flash) attention on a causal decoder skips the blocks above the diagonal:
     // half the keys on average. Encoders and unfused kernels compute the full matrix.
     const bool causal = model.family != ModelFamily::EncoderOnly;
-    // Context parallelism runs on fused attention only (Transformer Engine d0067d0,
-    // pytorch/attention/dot_product_attention/utils.py: "Disabling UnfusedDotProductAttention as
-    // it does not support context parallelism"; the engine's ring attention is fused the same way).
-    const bool flash = tr.flash_attention || l.cp > 1;
+    // (Context parallelism runs on fused attention only in Transformer Engine, so the search offers
+    // cp > 1 only to problems that train fused attention (Search.cpp); a layout given with cp > 1
+    // and unfused attention is priced as asked, which is what the engine runs: its ring attention
+    // keeps the probabilities like unfused attention does.)
+    const bool flash = tr.flash_attention;
     const double keys = flash && causal ? 0.5 * D.s : D.s;
     // The attention core runs as one kernel call per micro-batch and layer, or under context
     // parallelism as one call per ring step (Transformer Engine's AttnFuncWithCPAndKVP2P: cp
@@ -574,6 +574,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double m = microBatchesPerStep(l, tr);
     const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
     pr.micro_batches = int(m);
+    // The share of a (middle) stage's layers full recomputation recomputes (block: N of a chunk's).
+    const int busyChunkLayers = std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v));
+    const double recomputedShare = double(l.recomputedLayers(busyChunkLayers)) / busyChunkLayers;
 
     // The stages that can be the most loaded: the first (embedding, most in-flight
     // micro-batches), the last (logits), and a middle one (sets the bubble).
@@ -595,7 +598,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
         note(sink, "time_s.compute", "layer matmuls, backward", m * (slow.matmul_bwd_s - slow.attention_bwd_s),
              "2 x forward (activation and weight gradients)");
-        if (attention_ && (tr.flash_attention || l.cp > 1)) {
+        if (attention_ && tr.flash_attention) {
             note(sink, "time_s.compute", "attention core, forward (fused kernel at its published rate)",
                  m * slow.attention_fwd_s,
                  "m x layers x 4 b heads/t s/cp keys hd / (published FLOP/s at key length s/cp; "
@@ -616,10 +619,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
         note(sink, "time_s.recompute",
              l.recompute != Recompute::Full ? "recomputed attention core"
-             : l.recomputedLayers(std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v))) <
-                     std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v))
-                 ? "recomputed forward of the block's layers (recompute_method=block)"
-                 : "recomputed forward of every layer",
+             : recomputedShare < 1          ? "recomputed forward of the block's layers (recompute_method=block)"
+                                            : "recomputed forward of every layer",
              ts.recompute, "m x forward time of what the recomputation mode discards");
         note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm + m * slow.tp_hidden_s,
              "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
@@ -934,10 +935,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         // (The busiest stage's recomputed fraction stands for every stage's: an uneven split's
         // ends may recompute a slightly different share.)
         const ModelSpec& model = problem_.model;
-        const int chunkLayers = std::max(1, l.stageLayers(model.totalLayers(), p > 2 ? 1 : 0) / int(v));
-        const double share = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
-        recomputeFlops = share * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
-    } else if (l.recompute == Recompute::Selective && !tr.flash_attention && l.cp == 1) {  // cp: fused (stageCost)
+        recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
+    } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
         const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
         recomputeFlops = perToken * tokensPerStep;

@@ -55,8 +55,8 @@ public:
     double matmulEfficiency() const { return matmul_efficiency_; }
     // Whether optimizer offload can be priced: the node type publishes its host link.
     bool offloadPriced() const { return host_link_bytes_per_second_device_ > 0; }
-    // The published fused-attention rates the attention core is priced at when it is fused (flash
-    // attention, or cp > 1) on a chip with an entry in resources/planner/attention-kernels.json;
+    // The published fused-attention rates the attention core is priced at when the problem trains
+    // fused (flash) attention on a chip with an entry in resources/planner/attention-kernels.json;
     // null: GEMM pricing.
     const AttentionRates* attentionRates() const { return attention_ ? &*attention_ : nullptr; }
 

@@ -63,18 +63,17 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 errors.push_back({field, value + " is out of range"});
             else
                 *b = IntBounds{v, v};
-        } else if (key == "first_stage_layers" || key == "last_stage_layers") {
+        } else if (std::optional<int>* layers = key == "first_stage_layers" ? &space.first_stage_layers
+                                                : key == "last_stage_layers"  ? &space.last_stage_layers
+                                                : key == "recompute_layers"   ? &space.recompute_layers
+                                                                              : nullptr) {
             int v = 0;
             if (!parseWholeInt(value, v) || v < 0)
-                errors.push_back({field, quotedValue(value) + " is not a layer count (0 for the even split, or positive)"});
+                errors.push_back({field, quotedValue(value) + " is not a layer count (0: " +
+                                             (layers == &space.recompute_layers ? "every layer" : "the even split") +
+                                             ", or positive)"});
             else
-                (key == "first_stage_layers" ? space.first_stage_layers : space.last_stage_layers) = v;
-        } else if (key == "recompute_layers") {
-            int v = 0;
-            if (!parseWholeInt(value, v) || v < 0)
-                errors.push_back({field, quotedValue(value) + " is not a layer count (0 for every layer, or positive)"});
-            else
-                space.recompute_layers = v;
+                *layers = v;
         } else if (key == "recompute_method") {
             RecomputeMethod m{};
             if (enumValue(kRecomputeMethodNames, field, value, m, errors))

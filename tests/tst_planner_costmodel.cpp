@@ -659,23 +659,6 @@ private slots:
         QVERIFY(near(backward, 2.5 * flops / (559e12 * 602 / 646) + overhead, 1e-12));
     }
 
-    // Transformer Engine runs context parallelism on fused attention only: a problem that asks
-    // for unfused attention gets the fused ring at cp > 1 (keys halved by the causal mask, no
-    // stored scores), priced as the same problem with fused attention asked for.
-    void contextParallelRunsFusedAttention()
-    {
-        Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
-        const Prediction plain = CostModel::evaluate(p, layout("cp=2,tp=8,mb=1", p));
-        const Prediction plainNoCp = CostModel::evaluate(p, layout("dp=2,tp=8,mb=1", p));
-        p.training.flash_attention = true;
-        const Prediction fused = CostModel::evaluate(p, layout("cp=2,tp=8,mb=1", p));
-        const Prediction fusedNoCp = CostModel::evaluate(p, layout("dp=2,tp=8,mb=1", p));
-        QCOMPARE(plain.step_time_s, fused.step_time_s);
-        QCOMPARE(plain.memory_bytes.activations, fused.memory_bytes.activations);
-        QVERIFY(plainNoCp.step_time_s > fusedNoCp.step_time_s);
-        QVERIFY(plainNoCp.memory_bytes.activations > fusedNoCp.memory_bytes.activations);
-    }
-
     // Each ring step after the first merges its partial result (TE: the log-sum-exp correction of
     // the output forward; dQ accumulated and the dK/dV partial added backward): memory-bound
     // kernels in the attention's stream, counted in cp_comm.

@@ -705,7 +705,10 @@ private slots:
     void cancelFromProgress()
     {
         // A large search on one thread; the first progress report (after about 50 ms) cancels it.
-        const CostModel cm(problem("gpt3-175b", "trn1.32xlarge", 512, 2048));
+        // (Fused attention: context parallelism is searched too.)
+        Problem p = problem("gpt3-175b", "trn1.32xlarge", 512, 2048);
+        p.training.flash_attention = true;
+        const CostModel cm(p);
         std::atomic<bool> cancel{false};
         SearchOptions options;
         options.threads = 1;

@@ -50,6 +50,9 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
             o << ": shards nothing (the model states of zero=0); the search does not offer it";
         o << "\n";
     }
+    if (l.cp > 1 && !p.training.flash_attention)
+        o << "note: Transformer Engine runs cp > 1 on fused attention only; this problem trains unfused attention "
+             "(priced as asked, as the engine runs it; the search offers cp only with --flash-attention)\n";
     if (!pr.feasible)
         o << "NOT FEASIBLE: " << toString(pr.reason) << "\n";
     o << "\nstep time " << formatDuration(pr.step_time_s) << "\n";
