@@ -44,6 +44,9 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         else if (key == "zero_group") intField = &layout.zero_group;
         else if (key == "mb") intField = &layout.micro_batch;
         else if (key == "v") intField = &layout.virtual_stages;
+        else if (key == "first_stage_layers") intField = &layout.first_stage_layers;
+        else if (key == "last_stage_layers") intField = &layout.last_stage_layers;
+        else if (key == "recompute_layers") intField = &layout.recompute_layers;
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
@@ -64,10 +67,13 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kRecomputeNames, key, value, layout.recompute, errors);
         } else if (key == "offload") {
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
+        } else if (key == "recompute_method") {
+            parseEnumValue(kRecomputeMethodNames, key, value, layout.recompute_method, errors);
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
-                                               "overlap_param_gather)"});
+                                               "overlap_param_gather, first_stage_layers, last_stage_layers, "
+                                               "recompute_method, recompute_layers)"});
         }
     }
     return layout;
@@ -84,6 +90,12 @@ std::string toString(const Layout& l)
         out << ",tp_comm_overlap=on";
     if (l.overlap_param_gather)
         out << ",overlap_param_gather=on";
+    if (l.first_stage_layers > 0)
+        out << ",first_stage_layers=" << l.first_stage_layers;
+    if (l.last_stage_layers > 0)
+        out << ",last_stage_layers=" << l.last_stage_layers;
+    if (l.recompute_layers > 0)
+        out << ",recompute_method=" << toString(l.recompute_method) << ",recompute_layers=" << l.recompute_layers;
     return out.str();
 }
 
@@ -134,6 +146,22 @@ FieldErrors validate(const Layout& l, const std::string& path)
             add("v", "pp x v = " + s(l.pp) + " x " + s(l.virtual_stages) + " = " + s(chunks) +
                          " model chunks overflows the limit of " + s(kMaxLayoutProduct));
     }
+    for (const auto& [field, value] : {std::pair{"first_stage_layers", l.first_stage_layers},
+                                       std::pair{"last_stage_layers", l.last_stage_layers}}) {
+        if (value < 0 || value > 1'000'000)
+            add(field, std::to_string(value) + " is out of range [0 (even split), 1000000]");
+        else if (value > 0 && l.pp < 2)
+            add(field, "an uneven pipeline split needs pp >= 2");
+    }
+    // Megatron-LM's rules (transformer_config.py @ d98e8a6): a method and a layer count belong to
+    // full recomputation; selective recomputation takes neither.
+    if (l.recompute_layers < 0 || l.recompute_layers > 1'000'000)
+        add("recompute_layers", std::to_string(l.recompute_layers) + " is out of range [0 (every layer), 1000000]");
+    else if (l.recompute_layers > 0 && l.recompute != Recompute::Full)
+        add("recompute_layers", "a number of recomputed layers needs recompute=full (selective recomputation covers "
+                                "every layer's attention core)");
+    if (l.recompute_method == RecomputeMethod::Block && l.recompute_layers == 0)
+        add("recompute_method", "block recomputation needs recompute_layers (the layers of each stage recomputed)");
     if (l.zero_stage < 0 || l.zero_stage > 3)
         add("zero", std::to_string(l.zero_stage) + " is not a ZeRO stage (0-3)");
     if (l.zero_group < 0)
@@ -187,8 +215,41 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     if (m.ffn_hidden % l.tp != 0)
         add("tp", s(l.tp) + " does not divide ffn_hidden " + s(m.ffn_hidden));
     const int chunks = l.pp * l.virtual_stages;
-    if (m.totalLayers() % chunks != 0)
-        add("pp", "pp x v = " + s(chunks) + " does not divide the " + s(m.totalLayers()) + " layers");
+    if (!l.unevenPipeline()) {
+        if (m.totalLayers() % chunks != 0)
+            add("pp", "pp x v = " + s(chunks) + " does not divide the " + s(m.totalLayers()) + " layers");
+    } else if (m.family == ModelFamily::EncoderDecoder) {
+        add("first_stage_layers", "an uneven pipeline split is for decoder or encoder stacks (Megatron-LM's "
+                                  "--decoder-first/last-pipeline-num-layers), not an encoder-decoder");
+    } else {
+        // Megatron-LM's rules (megatron/core/transformer/transformer_config.py @ d98e8a6, "Uneven PP"):
+        // the rest split evenly over the other stages, middle layers iff middle stages, and with
+        // interleaving every stage's count a multiple of v.
+        const int first = l.first_stage_layers, last = l.last_stage_layers, layers = m.totalLayers();
+        const int middleStages = l.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+        const int rest = layers - first - last;
+        if (rest < 0 || (rest > 0) != (middleStages > 0))
+            add("first_stage_layers", "first " + s(first) + " + last " + s(last) + " layers leave " + s(rest) +
+                                          " for " + s(middleStages) + " other stages of the " + s(layers) + " layers");
+        else if (middleStages > 0 && rest % middleStages != 0)
+            add("first_stage_layers", "the " + s(rest) + " layers besides the first and last stage's do not split "
+                                      "evenly over the other " + s(middleStages) + " stages");
+        else
+            for (int stage : {0, l.pp - 1, 1})
+                if (stage < l.pp && l.stageLayers(layers, stage) % l.virtual_stages != 0) {
+                    add(stage == 0 ? "first_stage_layers" : stage == l.pp - 1 ? "last_stage_layers" : "v",
+                        "stage " + s(stage) + "'s " + s(l.stageLayers(layers, stage)) +
+                            " layers are not a multiple of v = " + s(l.virtual_stages));
+                    break;
+                }
+    }
+    if (l.recompute_method == RecomputeMethod::Block && l.recompute_layers > 0) {
+        const int chunkLayers = l.stageLayers(m.totalLayers(), l.pp > 2 ? 1 : 0) / l.virtual_stages;
+        if (chunkLayers > 0 && l.recompute_layers > chunkLayers)
+            add("recompute_layers", s(l.recompute_layers) + " exceeds the " + s(chunkLayers) +
+                                        " layers of a stage's model chunk (Megatron-LM: between 1 and the layers "
+                                        "per pipeline rank)");
+    }
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));
     if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)
@@ -217,5 +278,6 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
 const char* toString(PipelineSchedule v) { return enumToString<PipelineSchedule>(kScheduleNames, v); }
 const char* toString(Recompute v) { return enumToString<Recompute>(kRecomputeNames, v); }
 const char* toString(Offload v) { return enumToString<Offload>(kOffloadNames, v); }
+const char* toString(RecomputeMethod v) { return enumToString<RecomputeMethod>(kRecomputeMethodNames, v); }
 
 } // namespace shardscope

@@ -6,6 +6,7 @@
 #include "CheckedMath.h"
 #include "FieldError.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,11 @@ struct TrainingSpec;
 
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
+// Which layers full recomputation covers (Megatron-LM's --recompute-method with
+// --recompute-num-layers N): uniform groups of N layers, each group's input kept and the group
+// recomputed whole; or block, the first N layers of each stage's chunk recomputed and the rest
+// keeping their activations.
+enum class RecomputeMethod { Uniform, Block };
 enum class Offload { None, Optimizer };
 
 // The largest device count (dp x tp x pp x cp) and model-chunk count (pp x v) a layout may
@@ -42,6 +48,16 @@ struct Layout {
     // distributed optimizer's parameters during the next step's first forward (needs zero >= 1).
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
+    // Uneven pipeline split (Megatron-LM's --decoder-first-pipeline-num-layers and
+    // --decoder-last-pipeline-num-layers): the layers on the first and on the last stage, 0 for
+    // the even share; the other stages split the rest evenly (Llama 3 405B: 126 layers over 16
+    // stages as 7 + 14 x 8 + 7, the end stages lighter for the embedding and the loss).
+    int first_stage_layers = 0;
+    int last_stage_layers = 0;
+    // With recompute=full: N of Megatron-LM's --recompute-num-layers (0: uniform groups of one
+    // layer, every layer recomputed on its own, Megatron's "uniform, 1").
+    RecomputeMethod recompute_method = RecomputeMethod::Uniform;
+    int recompute_layers = 0;
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -51,6 +67,49 @@ struct Layout {
         return product ? *product : INT64_MAX;
     }
     int zeroGroupSize() const { return zero_group > 0 ? zero_group : dp; }
+    bool unevenPipeline() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+    // Of the `chunkLayers` layers of a model chunk: how many full recomputation recomputes
+    // (block: N of them; uniform: all), and how many checkpoints it keeps (block: one per
+    // recomputed layer; uniform: one per group of N).
+    int recomputedLayers(int chunkLayers) const
+    {
+        if (recompute != Recompute::Full)
+            return 0;
+        return recompute_method == RecomputeMethod::Block && recompute_layers > 0
+                   ? std::min(recompute_layers, chunkLayers) : chunkLayers;
+    }
+    int recomputeCheckpoints(int chunkLayers) const
+    {
+        if (recompute != Recompute::Full)
+            return 0;
+        if (recompute_method == RecomputeMethod::Block || recompute_layers <= 1)
+            return recomputedLayers(chunkLayers);
+        return (chunkLayers + recompute_layers - 1) / recompute_layers;
+    }
+    // Layers a uniform group recomputes at once (1 for block and the default).
+    int recomputeGroupLayers(int chunkLayers) const
+    {
+        return recompute == Recompute::Full && recompute_method == RecomputeMethod::Uniform && recompute_layers > 1
+                   ? std::min(recompute_layers, chunkLayers) : 1;
+    }
+    // Layers on pipeline stage `stage` of a model of `layers` layers, and the first of them (a
+    // stage's layers are consecutive; the split must be valid: validate()).
+    int stageLayers(int layers, int stage) const
+    {
+        if (stage == 0 && first_stage_layers > 0)
+            return first_stage_layers;
+        if (stage == pp - 1 && last_stage_layers > 0)
+            return last_stage_layers;
+        const int middle = pp - (first_stage_layers > 0 ? 1 : 0) - (last_stage_layers > 0 ? 1 : 0);
+        return middle > 0 ? (layers - first_stage_layers - last_stage_layers) / middle : 0;
+    }
+    int stageFirstLayer(int layers, int stage) const
+    {
+        if (stage == 0)
+            return 0;
+        const int head = first_stage_layers > 0 ? first_stage_layers : stageLayers(layers, 0);
+        return head + (stage - 1) * stageLayers(layers, pp > 2 ? 1 : pp - 1);
+    }
     bool operator==(const Layout&) const = default;
 };
 
@@ -58,7 +117,8 @@ struct Layout {
 int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
-// (+ ",tp_comm_overlap=on,overlap_param_gather=on" when on: toString names them only then).
+// (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
+// ",recompute_method=uniform|block,recompute_layers=N" when set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);
@@ -76,5 +136,6 @@ FieldErrors validate(const Layout& layout, const ModelSpec& model, const Cluster
 const char* toString(PipelineSchedule v);
 const char* toString(Recompute v);
 const char* toString(Offload v);
+const char* toString(RecomputeMethod v);
 
 } // namespace shardscope

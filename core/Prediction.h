@@ -72,7 +72,13 @@ struct Prediction {
     // Vector (non-matmul) FLOPs, all devices, per step: norms, activations, bias and residual adds,
     // the vocabulary softmax, embeddings, the optimizer. Not part of MFU or HFU (Megatron's convention).
     double vector_flops_per_step = 0;
-    double mfu = 0;                // model FLOPs / (step time x devices x peak)
+    // MFU in named conventions, each model FLOPs per step / (step time x devices x dense peak):
+    double mfu = 0;         // Megatron/Korthikanti's: every GEMM of forward and backward, the full
+                            // s x s attention scores even when causal ([M21] eq. 3 without recompute)
+    double mfu_palm = 0;    // PaLM's (Chowdhery et al. 2022, App. B): 6 N (non-embedding parameters,
+                            // active ones for MoE) + 12 L H Q T per token
+    double mfu_causal = 0;  // causal-aware: Megatron's with a causal self-attention's scores halved
+                            // (only those below the diagonal are computed)
     double hfu = 0;                // hardware FLOPs / (step time x devices x peak)
     double time_to_train_s = 0;
     double cost_to_train_usd = 0;  // 0 when the node type has no published price

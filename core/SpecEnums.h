@@ -43,6 +43,10 @@ inline constexpr std::array kRecomputeNames{
     EnumName<Recompute>{Recompute::Selective, "selective"},
     EnumName<Recompute>{Recompute::Full, "full"},
 };
+inline constexpr std::array kRecomputeMethodNames{
+    EnumName<RecomputeMethod>{RecomputeMethod::Uniform, "uniform"},
+    EnumName<RecomputeMethod>{RecomputeMethod::Block, "block"},
+};
 inline constexpr std::array kOffloadNames{
     EnumName<Offload>{Offload::None, "none"},
     EnumName<Offload>{Offload::Optimizer, "optimizer"},

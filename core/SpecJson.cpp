@@ -471,7 +471,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
 
 QJsonObject toJson(const Layout& l)
 {
-    return QJsonObject{{"schema", schemaTag("layout")},
+    QJsonObject o{{"schema", schemaTag("layout")},
                        {"dp", l.dp},
                        {"tp", l.tp},
                        {"pp", l.pp},
@@ -486,6 +486,16 @@ QJsonObject toJson(const Layout& l)
                        {"offload", toString(l.offload)},
                        {"tp_comm_overlap", l.tp_comm_overlap},
                        {"overlap_param_gather", l.overlap_param_gather}};
+    // An uneven pipeline split is written only when set (documents of even splits stay as they were).
+    if (l.first_stage_layers > 0)
+        o.insert("first_stage_layers", l.first_stage_layers);
+    if (l.last_stage_layers > 0)
+        o.insert("last_stage_layers", l.last_stage_layers);
+    if (l.recompute_layers > 0) {
+        o.insert("recompute_method", toString(l.recompute_method));
+        o.insert("recompute_layers", l.recompute_layers);
+    }
+    return o;
 }
 
 std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -495,7 +505,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     if (r.has("schema"))
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
-                         "recompute", "offload", "tp_comm_overlap", "overlap_param_gather"});
+                         "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
+                         "last_stage_layers", "recompute_method", "recompute_layers"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -512,6 +523,11 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.offload = r.enumeration<Offload>("offload", kOffloadNames, Offload::None, false);
     l.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
     l.overlap_param_gather = r.boolean("overlap_param_gather", false);
+    l.first_stage_layers = r.integer("first_stage_layers", 0, false, 0, kMax);
+    l.last_stage_layers = r.integer("last_stage_layers", 0, false, 0, kMax);
+    l.recompute_method = r.enumeration<RecomputeMethod>("recompute_method", kRecomputeMethodNames,
+                                                        RecomputeMethod::Uniform, false);
+    l.recompute_layers = r.integer("recompute_layers", 0, false, 0, kMax);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

@@ -76,7 +76,18 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("tp", s(l.tp) + " does not divide the MLP size " + s(c.ffn()));
     if (c.vocab % l.tp != 0)
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
-    if (c.layers % l.pp != 0)
+    if (l.unevenPipeline()) {
+        // Uneven pipeline splits (Layout.h) run with one chunk per stage; the split's own rules
+        // are core/Layout.cpp's (validate()).
+        const int rest = c.layers - l.first_stage_layers - l.last_stage_layers;
+        const int middle = l.pp - (l.first_stage_layers > 0 ? 1 : 0) - (l.last_stage_layers > 0 ? 1 : 0);
+        if (l.schedule == PipelineSchedule::Interleaved)
+            add("schedule", "an uneven pipeline split runs without interleaving here (one chunk per stage)");
+        else if (l.pp < 2 || rest < 0 || (rest > 0) != (middle > 0) || (middle > 0 && rest % middle != 0))
+            add("first_stage_layers", "first " + s(l.first_stage_layers) + " and last " + s(l.last_stage_layers) +
+                                          " layers do not leave an even split of the " + s(c.layers) +
+                                          " layers over the other stages");
+    } else if (c.layers % l.pp != 0)
         add("pp", s(l.pp) + " does not divide the " + s(c.layers) + " layers");
     else if (l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1 &&
              c.layers % (std::int64_t(l.pp) * l.virtual_stages) != 0)
@@ -92,6 +103,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (c.encoder_decoder && l.cp > 1)
         add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
                   "and cross-attention are not split over cp ranks");
+    if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
+        add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
+                                    " layers recomputed whole are not executed here (block, or groups of one layer)");
     if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
         add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
                       " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");
@@ -302,7 +316,7 @@ void ModelExecutor<T>::buildTables()
     // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
     firstLayerUnit_ = int(units_.size());
     for (int k = 0; k < Ls_; ++k) {
-        const int l = ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
+        const int l = chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         addUnit(name);
@@ -405,6 +419,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     dpRank_ = pos.dp * cp_ + pos.cp;  // in the dp x cp gradient group (Cluster.h)
     zero_ = l.zero_stage;
     recompute_ = l.recompute;
+    blockLayers_ =
+        l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Block ? l.recompute_layers : 0;
     const int g = zero_ > 0 ? l.zeroGroupSize() * cp_ : 1;  // the shard group spans g x cp
     shardRank_ = zero_ > 0 ? dpRank_ % g : 0;
     replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
@@ -427,7 +443,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     Tl_ = T_ / cp_;
     Nm_ = std::int64_t(mb_) * Tl_;
     chunks_ = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
-    Ls_ = L_ / stages_;
+    Ls_ = l.stageLayers(L_, stage_);  // L / pp, or this stage's count of an uneven split
+    firstLayer_ = l.stageFirstLayer(L_, stage_);
     Lc_ = Ls_ / chunks_;
     encDec_ = cfg_.encoder_decoder;
     if (encDec_) {  // one stage (validateShardable): the encoder's layers, then the decoder's
@@ -994,8 +1011,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
     // norm's input.
     auto output = [&](const Acts& a) { return &a == &s.layers.back() && !head ? ws_->stageOut : ten.take(C * Ns); };
-    for (Acts& a : s.layers) {
-        if (full) {
+    for (size_t k = 0; k < s.layers.size(); ++k) {
+        Acts& a = s.layers[k];
+        if (recomputes(int(k))) {
             a = shared;
             a.res3 = output(a);  // the next layer's input: the only tensor kept
             continue;
@@ -1055,8 +1073,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             sharedStats.nxrstd = sst.take(Ns);
         }
     }
-    for (Acts& a : s.layers) {
-        if (full) {
+    for (size_t k = 0; k < s.layers.size(); ++k) {
+        Acts& a = s.layers[k];
+        if (recomputes(int(k))) {
             a.n1mean = sharedStats.n1mean;
             a.n1rstd = sharedStats.n1rstd;
             a.n2mean = sharedStats.n2mean;
@@ -1290,7 +1309,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
-    if (recompute_ == Recompute::Full)
+    if (recomputes(k))
         layerForward(k, s);
     else if (recompute_ == Recompute::Selective)
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does

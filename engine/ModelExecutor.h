@@ -264,6 +264,10 @@ private:
     int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
         mb_ = 0, L_ = 0, Ls_ = 0;
     int chunks_ = 1, Lc_ = 0;  // v local chunks of Lc layers (Ls = v Lc)
+    int firstLayer_ = 0;       // the model layer of local layer 0 (one chunk; uneven splits)
+    int blockLayers_ = 0;      // recompute=full, method block: the first N layers of each chunk (0: all)
+    // Whether local layer k of a chunk is recomputed in its backward (full recomputation).
+    bool recomputes(int k) const { return recompute_ == Recompute::Full && (blockLayers_ == 0 || k < blockLayers_); }
     std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;

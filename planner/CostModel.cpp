@@ -59,7 +59,10 @@ struct CostModel::StageCost {
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch
     double tp_hidden_s = 0;       // ... and the part tp-comm-overlap hides behind the GEMMs
-    double cp_s = 0;              // exposed CP exchange per micro-batch
+    double cp_s = 0;              // exposed CP exchange per micro-batch, with the ring's merges
+    double cp_merge_s = 0;        // ... of it the ring steps' partial-result merges
+    double attention_fwd_s = 0;   // the attention cores of the stage's layers, forward (in matmul_fwd_s)
+    double attention_bwd_s = 0;   // ... and backward (in matmul_bwd_s)
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
     double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: RS and AG)
     double tp_all_gather_bytes = 0;   // ... in all-gathers
@@ -90,6 +93,35 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     inter_bytes_per_second_device_ =
         node.inter_node_bytes_per_second * params.inter_node_efficiency / node.devicesPerNode();
     model_flops_per_token_ = double(forwardFlopsPerToken(problem.model, problem.training.seq_len));
+    {
+        // The other MFU conventions (Prediction.h). Attention blocks: each layer's self-attention,
+        // and a decoder layer's cross-attention of an encoder-decoder.
+        const ModelSpec& m = problem.model;
+        const double s = problem.training.seq_len, q = double(m.qDim());
+        const bool encDec = m.family == ModelFamily::EncoderDecoder;
+        const double attentionBlocks = m.layers + (encDec ? 2.0 * m.decoder_layers : 0.0);
+        const ParameterBreakdown params = parameterBreakdown(m);
+        // PaLM's 6N + 12 L H Q T is forward + backward; a third of it per forward (the convention
+        // counts H x Q = the query width, and N without the embedding table).
+        palm_flops_per_token_ =
+            (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
+        // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
+        // (4 s q per layer and token forward). Encoders and cross-attention see every key.
+        const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
+        causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 4.0 * s * q * causalLayers;
+    }
+    // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
+    if (problem.training.flash_attention) {
+        const bool causal = problem.model.family != ModelFamily::EncoderOnly;
+        attention_ = shardscope::attentionRates(chip, problem.model.head_dim, causal);
+        if (attention_) {
+            const int seq = problem.training.seq_len;
+            for (int cp = 1; cp <= seq; ++cp)
+                if (seq % cp == 0)
+                    attention_by_cp_.push_back({cp, attention_->forward.at(double(seq) / cp) / devicesPerChip,
+                                                attention_->backward.at(double(seq) / cp) / devicesPerChip});
+        }
+    }
 
     const StateBytesPerParameter state = stateBytesPerParameter(problem.training.precision, problem.training.optimizer);
     weight_bytes_ = state.weights;
@@ -119,6 +151,20 @@ double topologyFraction(Topology topology, double chips, double domainChips)
 }
 
 } // namespace
+
+void CostModel::attentionRatesFor(int cp, double& forward, double& backward) const
+{
+    for (const BlockRates& r : attention_by_cp_)
+        if (r.cp == cp) {
+            forward = r.forward;
+            backward = r.backward;
+            return;
+        }
+    // (A cp that does not divide the sequence: validate() refuses it; priced at its block anyway.)
+    const double block = double(problem_.training.seq_len) / cp;
+    forward = attention_->forward.at(block) / devices_per_chip_;
+    backward = attention_->backward.at(block) / devices_per_chip_;
+}
 
 LinkModel CostModel::linkFor(double size, double stride) const
 {
@@ -194,11 +240,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     D.experts_active = model.moe.enabled() ? model.moe.top_k : 1;
     D.matrices = gatedMlp(model.mlp) ? 3 : 2;
     D.sp = l.sequence_parallel ? D.t : 1.0;
-    D.layers_per_stage = model.totalLayers() / l.pp;
+    // (Uneven splits: the first and last stage's own counts, the rest even; Layout.h.)
+    D.layers_per_stage = l.stageLayers(model.totalLayers(), stage);
 
     StageCost sc;
     // Encoder layers come first in the pipeline; a stage's layers are consecutive.
-    const int first = stage * D.layers_per_stage;
+    const int first = l.stageFirstLayer(model.totalLayers(), stage);
     sc.encoder_layers = std::clamp(model.layers - first, 0, D.layers_per_stage);
     if (model.family != ModelFamily::EncoderDecoder)
         sc.encoder_layers = D.layers_per_stage;
@@ -274,27 +321,50 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // Fused (flash) attention on a causal decoder skips the blocks above the diagonal:
     // half the keys on average. Encoders and unfused kernels compute the full matrix.
     const bool causal = model.family != ModelFamily::EncoderOnly;
+    // (Context parallelism runs on fused attention only in Transformer Engine, so the search offers
+    // cp > 1 only to problems that train fused attention (Search.cpp); a layout given with cp > 1
+    // and unfused attention is priced as asked, which is what the engine runs: its ring attention
+    // keeps the probabilities like unfused attention does.)
     const bool flash = tr.flash_attention;
     const double keys = flash && causal ? 0.5 * D.s : D.s;
-    const double selfAttentionCore = gemm(D.s_local, keys, D.hd, D.b * D.heads_local) +  // Q K^T
-                                     gemm(D.s_local, D.hd, keys, D.b * D.heads_local);   // P V
+    // The attention core runs as one kernel call per micro-batch and layer, or under context
+    // parallelism as one call per ring step (Transformer Engine's AttnFuncWithCPAndKVP2P: cp
+    // steps, each over this rank's s/cp queries and one s/cp block of keys; causal load
+    // balancing gives every rank the same share of the unmasked scores).
+    const double ringSteps = D.c;
+    // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2 instead
+    // of 4, i.e. 2.5x the forward's FLOPs rather than 2x (the FA benchmarks count it so too).
+    const double backwardFactor = flash ? 2.5 : 2.0;
+    double selfAttentionCore = 0, attentionBackward = 0;
+    if (attention_ && flash) {
+        // Fused attention at its published rate for the call's key length (seq/cp per ring step):
+        // short blocks run far below the long-sequence rate (FA3 causal hd128: 292 TFLOP/s at
+        // 512 against 616 at 16k; resources/planner/attention-kernels.json).
+        double forwardRate = 0, backwardRate = 0;
+        attentionRatesFor(l.cp, forwardRate, backwardRate);
+        const double flops = 4 * D.b * D.heads_local * D.s_local * keys * D.hd;  // Q K^T and P V
+        selfAttentionCore = flops / forwardRate + ringSteps * prm.kernel_overhead_s;
+        attentionBackward = backwardFactor * flops / backwardRate + ringSteps * prm.kernel_overhead_s;
+    } else {
+        // No published rate for this chip (or unfused attention): the products as GEMMs at the
+        // chip's matmul efficiency and shape curve, one pair per ring step.
+        const double stepKeys = keys / ringSteps;
+        selfAttentionCore = ringSteps * (gemm(D.s_local, stepKeys, D.hd, D.b * D.heads_local) +  // Q K^T
+                                         gemm(D.s_local, D.hd, stepKeys, D.b * D.heads_local));  // P V
+        attentionBackward = backwardFactor * selfAttentionCore;
+    }
+    const double attentionBackwardExtra = attentionBackward - 2 * selfAttentionCore;
     // A sliding layer's fused kernel computes only the band of W keys before each query: on
-    // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above). Unfused
-    // attention computes the full matrix and masks it: no saving. (Decoder-only; the CP ring
-    // below is priced as for full attention.)
+    // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above), the forward's
+    // share of the full core in proportion. Unfused attention computes the full matrix and masks
+    // it: no saving. (Decoder-only; the CP ring is priced as for full attention.)
     const int slidingLayers = model.slidingLayers(first, sc.encoder_layers);
-    double slidingAttentionCore = selfAttentionCore;
-    if (slidingLayers > 0 && flash && model.sliding_window.size < D.s) {
+    double slidingSaving = 0;  // what the sliding layers of this stage save against full attention, forward
+    if (slidingLayers > 0 && flash && model.sliding_window.size < D.s && keys > 0) {
         const double W = model.sliding_window.size;
         const double bandKeys = W - W * W / (2 * D.s);
-        slidingAttentionCore = gemm(D.s_local, bandKeys, D.hd, D.b * D.heads_local) +
-                               gemm(D.s_local, D.hd, bandKeys, D.b * D.heads_local);
+        slidingSaving = slidingLayers * (1 - std::min(1.0, bandKeys / keys)) * selfAttentionCore;
     }
-    // What the sliding layers of this stage save (or add: never) against full attention, forward.
-    const double slidingSaving = slidingLayers * (selfAttentionCore - slidingAttentionCore);
-    // FlashAttention-2's backward recomputes the scores: 5 matmuls against the forward's 2
-    // instead of 4, i.e. 2.5x the forward rather than 2x.
-    const double attentionBackwardExtra = flash ? 0.5 * selfAttentionCore : 0.0;
     const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
     const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
     const double sharedLocalAll = moe.shared_experts * sharedLocal;
@@ -346,6 +416,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
     const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
+    // Full recomputation of some layers only (Megatron-LM's --recompute-method block with
+    // --recompute-num-layers N: the first N of each chunk's layers; uniform: every layer, one
+    // checkpoint per group of N): the fraction of the stage's layers recomputed, and of its layers
+    // whose input is kept as a checkpoint.
+    const int chunkLayers = std::max(1, D.layers_per_stage / int(D.v));
+    const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
+    const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
+    const double groupLayers = l.recomputeGroupLayers(chunkLayers);
     double fwdLayers = nEnc * encLayer + nDec * decLayer - slidingSaving - denseEncoderLayers * (mlpTime - denseMlpTime);
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
@@ -368,10 +446,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + backwardExtra;
     sc.elementwise_s = 3 * elementwise;
     sc.head_s = 3 * head;
+    sc.attention_fwd_s = (nEnc + 2 * nDec) * selfAttentionCore;
+    sc.attention_bwd_s = (nEnc + 2 * nDec) * attentionBackward;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
-        sc.recompute_s = fwdLayers;
+        sc.recompute_s = recomputed * fwdLayers;
     } else if (l.recompute == Recompute::Selective && !flash) {
         // Recompute the attention core only [K22 Section 5]; fused attention already does.
         const double scoresElementwise = prm.elementwise_traffic_factor * encAct.scores * actScale / hbm;
@@ -399,7 +479,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // pretrain_t5.py @ d98e8a6) and reduced over tp once, the engine's order; Megatron-LM's
         // column-parallel linear reduces it per layer: the same sum for more bytes.
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0) + (decoderBegins ? 1 : 0) + (encoderEnds ? 1 : 0);
-        const double passes = l.recompute == Recompute::Full ? 3.0 : 2.0;
+        const double passes = 2.0 + recomputed;  // a recomputed layer's forward collectives again
         sc.tp_s = (passes * layerCollectives + ends) * ar;
         if (l.tp_comm_overlap) {
             // Megatron's --tp-comm-overlap (Transformer Engine userbuffers) splits each layer's
@@ -408,7 +488,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // backward and a full recomputation's forward) cannot cover. Embedding and head
             // collectives are not overlapped.
             const double layerComm = passes * layerCollectives * ar;
-            const double gemms = sc.matmul_fwd_s * (l.recompute == Recompute::Full ? 2.0 : 1.0) + sc.matmul_bwd_s;
+            const double gemms = sc.matmul_fwd_s * (1.0 + recomputed) + sc.matmul_bwd_s;
             const double exposed = std::max(layerComm / D.t, layerComm - gemms);
             sc.tp_hidden_s = layerComm - exposed;
             sc.tp_s -= sc.tp_hidden_s;
@@ -472,13 +552,22 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double block = D.b * D.s_local * 2 * D.kv_local * activation_bytes_;
         const double one = sendRecvTime(cpGroup.crossesDomains(), block, cpLink);
         const double two = sendRecvTime(cpGroup.crossesDomains(), 2 * block, cpLink);
-        const double fwdStep = selfAttentionCore / D.c, bwdStep = (2 * selfAttentionCore + attentionBackwardExtra) / D.c;
+        // A step's attention runs on its s/cp block at that block's own rate (above): the
+        // window each transfer can hide behind.
+        const double fwdStep = selfAttentionCore / D.c, bwdStep = attentionBackward / D.c;
         const double fwdExposed = (D.c - 1) * std::max(0.0, one - fwdStep);
         const double bwdExposed = 2 * std::max(0.0, one - bwdStep) + (D.c - 2) * std::max(0.0, two - bwdStep);
-        const bool recomputed = l.recompute == Recompute::Full || (l.recompute == Recompute::Selective && !flash);
-        const double forwards = recomputed ? 2.0 : 1.0;
+        // Every step after the first merges its partial result, a memory-bound kernel of its own
+        // (TE: the log-sum-exp correction of the output forward, reading the running and the
+        // step's output and writing the merged one; backward, dQ accumulated and the dK/dV
+        // partial added before it moves on). In the same stream as the attention: not hidden.
+        const double outBytes = D.b * D.s_local * D.q_local * activation_bytes_;
+        const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
+        const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
+        const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
         const double blocks = nEnc + 2 * nDec;
-        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed);
+        sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
+        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed) + sc.cp_merge_s;
         sc.cp_bytes = blocks * (forwards + 2) * (D.c - 1) * block;
     }
 
@@ -498,12 +587,20 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         sc.working_bytes += std::max(scoresEnc, scoresDec) * actScale;
         break;
     case Recompute::Full:
-        perLayerStoredEnc = encAct.input * actScale;
-        perLayerStoredDec = decAct.input * actScale;
-        // The layer being recomputed holds its full activations during its backward.
-        // (Its input is the checkpoint, already counted.)
-        sc.working_bytes += std::max(nEnc > 0 ? (encAct.all() - encAct.input) * actScale + encAct.statistics : 0.0,
-                                     nDec > 0 ? (decAct.all() - decAct.input) * actScale + decAct.statistics : 0.0);
+        // Checkpointed inputs, and the layers left out of the recomputation (block) with all
+        // their activations; per layer, as fractions of the stage's.
+        perLayerStoredEnc = checkpoints * encAct.input * actScale +
+                            (1 - recomputed) * (encAct.all() * actScale + encAct.statistics);
+        perLayerStoredDec = checkpoints * decAct.input * actScale +
+                            (1 - recomputed) * (decAct.all() * actScale + decAct.statistics);
+        // The layers being recomputed (one, or a uniform group of N) hold their full activations
+        // during their backward. (The group's input is the checkpoint, already counted.)
+        sc.working_bytes += std::max(nEnc > 0 ? groupLayers * (encAct.all() * actScale + encAct.statistics) -
+                                                    encAct.input * actScale
+                                              : 0.0,
+                                     nDec > 0 ? groupLayers * (decAct.all() * actScale + decAct.statistics) -
+                                                    decAct.input * actScale
+                                              : 0.0);
         break;
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
@@ -535,7 +632,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         };
         const double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
         const double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
-        sc.vector_flops_mb = forward + backward + (l.recompute == Recompute::Full ? forward : 0.0);
+        sc.vector_flops_mb = forward + backward + recomputed * forward;
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;
             sc.vector_flops_mb += ((learned ? ops::kEmbedding.forward : 0) + (learned ? 2 : 1)) * h * T;
@@ -605,6 +702,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double m = microBatchesPerStep(l, tr);
     const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
     pr.micro_batches = int(m);
+    // The share of a (middle) stage's layers full recomputation recomputes (block: N of a chunk's).
+    const int busyChunkLayers = std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v));
+    const double recomputedShare = double(l.recomputedLayers(busyChunkLayers)) / busyChunkLayers;
 
     // The stages that can be the most loaded: the first (embedding, most in-flight
     // micro-batches), the last (logits), and a middle one (sets the bubble).
@@ -622,25 +722,47 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
     if (sink) {
-        note(sink, "time_s.compute", "layer matmuls, forward", m * slow.matmul_fwd_s,
+        note(sink, "time_s.compute", "layer matmuls, forward", m * (slow.matmul_fwd_s - slow.attention_fwd_s),
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
-        note(sink, "time_s.compute", "layer matmuls, backward", m * slow.matmul_bwd_s,
-             "2 x forward (activation and weight gradients), + the scores recomputed when attention is fused (flash)");
+        note(sink, "time_s.compute", "layer matmuls, backward", m * (slow.matmul_bwd_s - slow.attention_bwd_s),
+             "2 x forward (activation and weight gradients)");
+        if (attention_ && tr.flash_attention) {
+            note(sink, "time_s.compute", "attention core, forward (fused kernel at its published rate)",
+                 m * slow.attention_fwd_s,
+                 "m x layers x 4 b heads/t s/cp keys hd / (published FLOP/s at key length s/cp; "
+                 "resources/planner/attention-kernels.json) + a launch per ring step; keys s/2 when causal");
+            note(sink, "time_s.compute", "attention core, backward (fused kernel at its published rate)",
+                 m * slow.attention_bwd_s, "m x layers x 2.5 x forward FLOPs / published backward FLOP/s at s/cp");
+        } else {
+            note(sink, "time_s.compute", "attention core, forward (GEMMs: no published fused-kernel rate)",
+                 m * slow.attention_fwd_s,
+                 "m x layers x cp ring steps x (Q K^T + P V GEMMs over s/cp queries and s/cp keys, halved when "
+                 "causal and fused)");
+            note(sink, "time_s.compute", "attention core, backward (GEMMs)", m * slow.attention_bwd_s,
+                 "2 x forward, 2.5 x when fused (the scores recomputed)");
+        }
         note(sink, "time_s.compute", "element-wise ops, forward and backward", m * slow.elementwise_s,
              "m x 3 x factor x stored activation bytes / HBM BW");
         note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
         note(sink, "time_s.recompute",
-             l.recompute == Recompute::Full ? "recomputed forward of every layer" : "recomputed attention core",
+             l.recompute != Recompute::Full ? "recomputed attention core"
+             : recomputedShare < 1          ? "recomputed forward of the block's layers (recompute_method=block)"
+                                            : "recomputed forward of every layer",
              ts.recompute, "m x forward time of what the recomputation mode discards");
         note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm + m * slow.tp_hidden_s,
              "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
         if (l.tp_comm_overlap)
             note(sink, "time_s.tp_comm", "hidden behind the GEMMs (tp-comm-overlap)", -m * slow.tp_hidden_s,
                  "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
-        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention", ts.cp_comm,
+        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention",
+             ts.cp_comm - m * slow.cp_merge_s,
              "m x layers x per ring step max(0, send/recv of b s/cp x 2 kv bytes (backward middle steps: "
-             "with dK/dV, twice) - the step's attention time), cp - 1 forward steps (twice when recomputed), cp backward");
+             "with dK/dV, twice) - the step's attention time at its s/cp block's rate), cp - 1 forward steps "
+             "(twice when recomputed), cp backward");
+        note(sink, "time_s.cp_comm", "CP ring: partial results merged after each step", m * slow.cp_merge_s,
+             "m x layers x (cp - 1) x (forward: launch + 3 x b s/cp q bytes / HBM BW (log-sum-exp correction); "
+             "backward: 2 launches + 3 x (dQ + dK/dV) bytes / HBM BW)");
     }
     // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
     const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
@@ -666,7 +788,9 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
 
     // ---- data-parallel / ZeRO traffic (grads reduced over dp x cp), on the stage holding the
     // most parameters, hidden behind compute up to the overlap fraction [Z20 Section 7]. ----
-    const StageCost& heavy = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    const StageCost& heavyEnd = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    // (An uneven split can leave the middle stages with the most parameters.)
+    const StageCost& heavy = middleStage.params > heavyEnd.params ? middleStage : heavyEnd;
     const double dpGroupSize = double(l.dp) * l.cp;
     const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
     const double replicas = dpGroupSize / std::max(1.0, shardGroup);
@@ -894,12 +1018,18 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         return mb;
     };
     const MemoryBreakdown memLast = memoryOf(lastStage, p - 1);
+    // An uneven split with lighter end stages can leave the peak on the second stage: its middle
+    // share of the layers with p - 1 micro-batches in flight (the middle stages' costs are alike).
+    const bool secondCounts = l.unevenPipeline() && p > 2;
+    const MemoryBreakdown memSecond = secondCounts ? memoryOf(middleStage, 1) : MemoryBreakdown{};
     const MemoryBreakdown memFirst = memoryOf(firstStage, 0);  // last call: its parts stay in the locals
-    const bool lastHeavier = memLast.total() > memFirst.total();
-    if (lastHeavier && sink)
-        memoryOf(lastStage, p - 1);  // recompute the parts of the stage reported
-    pr.memory_bytes = lastHeavier ? memLast : memFirst;
-    pr.memory_stage = lastHeavier ? p - 1 : 0;
+    enum { First, Last, Second } peak = memLast.total() > memFirst.total() ? Last : First;
+    if (secondCounts && memSecond.total() > (peak == First ? memFirst : memLast).total())
+        peak = Second;
+    if (peak != First && sink)  // recompute the parts of the stage reported
+        peak == Second ? memoryOf(middleStage, 1) : memoryOf(lastStage, p - 1);
+    pr.memory_bytes = peak == First ? memFirst : peak == Second ? memSecond : memLast;
+    pr.memory_stage = peak == First ? 0 : peak == Second ? 1 : p - 1;
     if (pr.memory_bytes.total() > pr.memory_bytes.capacity) {
         pr.feasible = false;
         if (pr.reason == Infeasibility::None)
@@ -940,8 +1070,10 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const double headReplicas = 3 * (transformFlops * (transformCopies - 1) + poolerFlops * (double(l.tp) - 1));
     double recomputeFlops = 0;
     if (l.recompute == Recompute::Full) {
+        // (The busiest stage's recomputed fraction stands for every stage's: an uneven split's
+        // ends may recompute a slightly different share.)
         const ModelSpec& model = problem_.model;
-        recomputeFlops = (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
+        recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
     } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
         const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
@@ -981,6 +1113,10 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     }
     const double peakAll = pr.step_time_s * devices * peak_flops_device_;
     pr.mfu = pr.model_flops_per_step / peakAll;
+    // An encoder's pretraining heads are model FLOPs in every convention (no mask, no embedding).
+    const double headsFlops = 3 * (transformFlops + poolerFlops);
+    pr.mfu_palm = (3 * palm_flops_per_token_ * tokensPerStep + headsFlops) / peakAll;
+    pr.mfu_causal = (3 * causal_flops_per_token_ * tokensPerStep + headsFlops) / peakAll;
     pr.hfu = pr.hardware_flops_per_step / peakAll;
     pr.time_to_train_s = tr.tokens_to_train / pr.tokens_per_s;
     pr.cost_to_train_usd = pr.time_to_train_s / 3600.0 * problem_.cluster.nodes *

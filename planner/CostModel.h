@@ -10,11 +10,13 @@
 // Formulas cite their sources in CostModel.cpp.
 #pragma once
 
+#include "AttentionKernels.h"
 #include "CostModelParams.h"
 #include "Layout.h"
 #include "Prediction.h"
 #include "Problem.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,10 @@ public:
     double matmulEfficiency() const { return matmul_efficiency_; }
     // Whether optimizer offload can be priced: the node type publishes its host link.
     bool offloadPriced() const { return host_link_bytes_per_second_device_ > 0; }
+    // The published fused-attention rates the attention core is priced at when the problem trains
+    // fused (flash) attention on a chip with an entry in resources/planner/attention-kernels.json;
+    // null: GEMM pricing.
+    const AttentionRates* attentionRates() const { return attention_ ? &*attention_ : nullptr; }
 
 private:
     struct StageCost;
@@ -75,6 +81,19 @@ private:
     double domain_chips_ = 1;
     double inter_bytes_per_second_device_ = 0;
     double model_flops_per_token_ = 0;  // forward, Megatron convention
+    // Forward FLOPs per token in the other MFU conventions (evaluate() takes 3x): PaLM's (6N + 12 L H Q T,
+    // over 3) and the causal-aware one (Megatron's with the causal self-attention scores halved).
+    double palm_flops_per_token_ = 0;
+    double causal_flops_per_token_ = 0;
+    // Fused-attention rates per device (FLOP/s) by context-parallel block, resolved once per problem
+    // for every cp dividing the sequence (evaluate() looks them up, no log/pow on the hot path).
+    std::optional<AttentionRates> attention_;
+    struct BlockRates {
+        int cp;
+        double forward, backward;
+    };
+    std::vector<BlockRates> attention_by_cp_;
+    void attentionRatesFor(int cp, double& forward, double& backward) const;
     double weight_bytes_ = 2, grad_bytes_ = 2, optimizer_bytes_ = 12, activation_bytes_ = 2;
 };
 

@@ -66,6 +66,22 @@ std::string nonLlamaFeatures(const ModelSpec& m)
     return out;
 }
 
+void refuseUnevenPipeline(Refusals& refuse, const Layout& l, const char* why)
+{
+    if (l.unevenPipeline())
+        refuse.add("an uneven pipeline split (first_stage_layers=" + str(l.first_stage_layers) +
+                       ", last_stage_layers=" + str(l.last_stage_layers) + ")",
+                   why);
+}
+
+void refusePartialRecompute(Refusals& refuse, const Layout& l, const char* why)
+{
+    if (l.recompute_layers > 0)
+        refuse.add(std::string("recompute_method=") + toString(l.recompute_method) +
+                       ",recompute_layers=" + str(l.recompute_layers),
+                   why);
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +

@@ -81,6 +81,11 @@ QJsonObject toJson(const SearchSpace& s)
     return QJsonObject{
         {"bounds", bounds},
         {"zero_group", s.zero_group ? QJsonValue(*s.zero_group) : QJsonValue(QJsonValue::Null)},
+        {"first_stage_layers", s.first_stage_layers ? QJsonValue(*s.first_stage_layers) : QJsonValue(QJsonValue::Null)},
+        {"last_stage_layers", s.last_stage_layers ? QJsonValue(*s.last_stage_layers) : QJsonValue(QJsonValue::Null)},
+        {"recompute_method",
+         s.recompute_method ? QJsonValue(QLatin1String(toString(*s.recompute_method))) : QJsonValue(QJsonValue::Null)},
+        {"recompute_layers", s.recompute_layers ? QJsonValue(*s.recompute_layers) : QJsonValue(QJsonValue::Null)},
         {"sequence_parallel", s.sequence_parallel ? QJsonValue(*s.sequence_parallel) : QJsonValue(QJsonValue::Null)},
         {"schedules", namesJson(kScheduleNames, s.schedules)},
         {"recompute", namesJson(kRecomputeNames, s.recomputes)},
@@ -97,7 +102,9 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
 {
     SearchSpace s;
     JsonReader r(json, path, errors);
-    r.rejectUnknownKeys({"bounds", "zero_group", "sequence_parallel", "schedules", "recompute", "offload",
+    r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
+                         "recompute_layers", "sequence_parallel",
+                         "schedules", "recompute", "offload",
                          "tp_comm_overlap", "overlap_param_gather", "max_memory_fraction", "min_micro_batches",
                          "constraints"});
     const JsonReader bounds = r.object("bounds", false);
@@ -122,6 +129,24 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
         s.zero_group = int(group.toDouble());
     else if (!group.isNull() && !group.isUndefined())
         r.error("zero_group", "must be a shard-group size (0 or positive) or null");
+    const QJsonValue method = json.value(QLatin1String("recompute_method"));
+    if (method.isString()) {
+        if (auto m = enumFromString<RecomputeMethod>(kRecomputeMethodNames, method.toString().toStdString()))
+            s.recompute_method = *m;
+        else
+            r.error("recompute_method", "unknown value (" + enumChoices<RecomputeMethod>(kRecomputeMethodNames) + ")");
+    } else if (!method.isNull() && !method.isUndefined()) {
+        r.error("recompute_method", "must be uniform, block or null");
+    }
+    for (const char* key : {"first_stage_layers", "last_stage_layers", "recompute_layers"}) {
+        const QJsonValue v = json.value(QLatin1String(key));
+        if (v.isDouble() && v.toDouble() >= 0 && v.toDouble() == double(int(v.toDouble())))
+            (std::string(key) == "first_stage_layers"  ? s.first_stage_layers
+             : std::string(key) == "last_stage_layers" ? s.last_stage_layers
+                                                       : s.recompute_layers) = int(v.toDouble());
+        else if (!v.isNull() && !v.isUndefined())
+            r.error(key, "must be a layer count (0 for the even split, or positive) or null");
+    }
     const QJsonValue sp = json.value(QLatin1String("sequence_parallel"));
     if (sp.isBool())
         s.sequence_parallel = sp.toBool();

@@ -43,6 +43,15 @@ QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
         {"micro_batches", p.micro_batches},
         {"tokens_per_s", p.tokens_per_s},
         {"mfu", p.mfu},
+        {"mfu_palm", p.mfu_palm},
+        {"mfu_causal", p.mfu_causal},
+        {"mfu_conventions",
+         QJsonObject{{"mfu", "Megatron/Korthikanti: every GEMM of forward and backward with the full s x s attention "
+                             "scores (Narayanan et al. SC'21 eq. 3 without recomputation)"},
+                     {"mfu_palm", "PaLM (Chowdhery et al. 2022, appendix B): 6 N + 12 L H Q T per token, N the "
+                                  "non-embedding (active) parameters"},
+                     {"mfu_causal", "causal-aware: Megatron/Korthikanti's with a causal self-attention's scores "
+                                    "halved (those above the diagonal are not computed)"}}},
         {"hfu", p.hfu},
         {"flops_per_step", p.model_flops_per_step},
         {"hardware_flops_per_step", p.hardware_flops_per_step},

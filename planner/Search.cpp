@@ -7,6 +7,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <numeric>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -21,7 +23,8 @@ bool layoutLess(const Layout& a, const Layout& b)
     auto key = [&](const Layout& l) {
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
-                               l.tp_comm_overlap, l.overlap_param_gather);
+                               l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
+                               l.last_stage_layers, l.recompute_method, l.recompute_layers);
     };
     return key(a) < key(b);
 }
@@ -126,7 +129,30 @@ const char* reasonName(int r)
 
 struct MeshShape {
     int dp, tp, pp, cp;
+    int first_stage_layers = 0, last_stage_layers = 0;  // the shape's pipeline split (0: even)
 };
+
+// The pipeline split the search gives pp stages of `layers` layers: the space's fixed one, else
+// the even split, else (pp not dividing the layers; decoder or encoder stacks) Megatron-LM's
+// uneven one with the end stages lighter (they also hold the embedding and the loss): the most
+// layers k <= the middle stages' share on each end (126 over 16: 7 + 14 x 8 + 7), at pp = 2
+// the extra layer on the first. Empty when there is none.
+std::optional<std::pair<int, int>> pipelineSplit(const SearchSpace& space, const ModelSpec& m, int pp)
+{
+    const int layers = m.totalLayers();
+    if (space.first_stage_layers || space.last_stage_layers)
+        return std::pair{space.first_stage_layers.value_or(0), space.last_stage_layers.value_or(0)};
+    if (layers % pp == 0)
+        return std::pair{0, 0};
+    if (m.family == ModelFamily::EncoderDecoder || pp < 2)
+        return std::nullopt;
+    if (pp == 2)
+        return std::pair{layers - layers / 2, layers / 2};
+    for (int k = layers / pp; k >= 1; --k)
+        if ((layers - 2 * k) % (pp - 2) == 0 && k <= (layers - 2 * k) / (pp - 2))
+            return std::pair{k, k};
+    return std::nullopt;
+}
 
 std::vector<std::int64_t> divisors(std::int64_t n)
 {
@@ -218,7 +244,7 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                     !space_.dp.contains(int(std::min<std::int64_t>(dp, INT_MAX))))
                     continue;
                 ++result.stats.mesh_shapes;
-                const MeshShape s{int(dp), int(tp), int(pp), int(cp)};
+                MeshShape s{int(dp), int(tp), int(pp), int(cp)};
                 // The model's rules, cheapest first; the first broken one is the reason.
                 if (m.heads % s.tp != 0) {
                     count("mesh: tp does not divide heads");
@@ -232,12 +258,22 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                     count("mesh: tp does not divide ffn_hidden");
                     continue;
                 }
-                if (m.totalLayers() % s.pp != 0) {
+                const std::optional<std::pair<int, int>> split = pipelineSplit(space_, m, s.pp);
+                if (!split) {
                     count("mesh: pp does not divide layers");
                     continue;
                 }
+                s.first_stage_layers = split->first;
+                s.last_stage_layers = split->second;
                 if (t.seq_len % s.cp != 0) {
                     count("mesh: cp does not divide the sequence");
+                    continue;
+                }
+                if (s.cp > 1 && !t.flash_attention) {
+                    // Transformer Engine runs context parallelism on fused attention only (d0067d0,
+                    // dot_product_attention/utils.py): not a layout of a problem that trains unfused
+                    // attention. (predict prices one as fused, which is what would run.)
+                    count(kReasonCpNeedsFusedAttention);
                     continue;
                 }
                 if (t.global_batch % s.dp != 0) {
@@ -255,6 +291,8 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 probe.tp = s.tp;
                 probe.pp = s.pp;
                 probe.cp = s.cp;
+                probe.first_stage_layers = s.first_stage_layers;
+                probe.last_stage_layers = s.last_stage_layers;
                 const FieldErrors errors = validate(probe, m, problem_.cluster, t);
                 if (!errors.empty()) {
                     count("mesh: " + errors.front().text());
@@ -272,7 +310,14 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     const ModelSpec& m = problem_.model;
     const TrainingSpec& t = problem_.training;
     const int perReplica = t.global_batch / s.dp;
-    const int layersPerStage = m.totalLayers() / s.pp;
+    // Interleaving splits every stage's layers into v chunks: v divides each stage's count.
+    Layout split;
+    split.pp = s.pp;
+    split.first_stage_layers = s.first_stage_layers;
+    split.last_stage_layers = s.last_stage_layers;
+    const int layersPerStage = std::gcd(std::gcd(split.stageLayers(m.totalLayers(), 0),
+                                                 split.stageLayers(m.totalLayers(), s.pp - 1)),
+                                        split.stageLayers(m.totalLayers(), s.pp > 2 ? 1 : 0));
     const int devicesPerNode = problem_.cluster.node.devicesPerNode();
     const int nodeReplicas = devicesPerNode % (s.tp * s.cp) == 0 ? devicesPerNode / (s.tp * s.cp) : 0;
 
@@ -331,6 +376,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     l.tp = s.tp;
     l.pp = s.pp;
     l.cp = s.cp;
+    l.first_stage_layers = s.first_stage_layers;
+    l.last_stage_layers = s.last_stage_layers;
     for (const ZeroConfig& z : zeros) {
         l.zero_stage = z.stage;
         l.zero_group = z.group;
@@ -352,6 +399,10 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     l.virtual_stages = v;
                     for (Recompute r : space_.recomputes) {
                         l.recompute = r;
+                        const bool partial = r == Recompute::Full;
+                        l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
+                                                     : RecomputeMethod::Uniform;
+                        l.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
                         // Rules that depend on the inner keys.
                         if (sp && t.seq_len % (s.tp * s.cp) != 0) {
                             ++out.reasons[kSpSequence];

@@ -107,6 +107,8 @@ struct SearchStats {
 inline constexpr const char* kReasonOutOfMemory = "out of memory";
 inline constexpr const char* kReasonOverLimit = "over the memory limit";
 inline constexpr const char* kReasonNoFinitePrediction = "no finite prediction";
+inline constexpr const char* kReasonCpNeedsFusedAttention =
+    "mesh: cp > 1 runs on fused attention only (the problem trains unfused attention: --flash-attention)";
 
 struct PlanLess {
     bool operator()(const Plan& a, const Plan& b) const { return layoutLess(a.layout, b.layout); }

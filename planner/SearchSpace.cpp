@@ -63,6 +63,21 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 errors.push_back({field, value + " is out of range"});
             else
                 *b = IntBounds{v, v};
+        } else if (std::optional<int>* layers = key == "first_stage_layers" ? &space.first_stage_layers
+                                                : key == "last_stage_layers"  ? &space.last_stage_layers
+                                                : key == "recompute_layers"   ? &space.recompute_layers
+                                                                              : nullptr) {
+            int v = 0;
+            if (!parseWholeInt(value, v) || v < 0)
+                errors.push_back({field, quotedValue(value) + " is not a layer count (0: " +
+                                             (layers == &space.recompute_layers ? "every layer" : "the even split") +
+                                             ", or positive)"});
+            else
+                *layers = v;
+        } else if (key == "recompute_method") {
+            RecomputeMethod m{};
+            if (enumValue(kRecomputeMethodNames, field, value, m, errors))
+                space.recompute_method = m;
         } else if (key == "zero_group") {
             int v = 0;
             if (!parseWholeInt(value, v) || v < 0)
@@ -97,7 +112,8 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 space.offloads = {o};
         } else {
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
-                                     "recompute, offload, tp_comm_overlap, overlap_param_gather)"});
+                                     "recompute, offload, tp_comm_overlap, overlap_param_gather, "
+                                     "first_stage_layers, last_stage_layers, recompute_method, recompute_layers)"});
         }
     }
     return errors;
@@ -181,6 +197,14 @@ std::string fixedText(const SearchSpace& s)
     }
     if (s.zero_group)
         add("zero_group", std::to_string(*s.zero_group));
+    if (s.first_stage_layers)
+        add("first_stage_layers", std::to_string(*s.first_stage_layers));
+    if (s.last_stage_layers)
+        add("last_stage_layers", std::to_string(*s.last_stage_layers));
+    if (s.recompute_method)
+        add("recompute_method", toString(*s.recompute_method));
+    if (s.recompute_layers)
+        add("recompute_layers", std::to_string(*s.recompute_layers));
     if (s.sequence_parallel)
         add("sp", *s.sequence_parallel ? "on" : "off");
     if (s.schedules.size() == 1 && s.schedules != defaults.schedules)

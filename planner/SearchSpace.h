@@ -4,7 +4,12 @@
 // inside these bounds; this file only narrows that space, it never widens it.
 //
 // The domain of each layout key, before the user's constraints:
-//   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count
+//   first/last_stage_layers  0 (even) where pp divides the layers, else Megatron-LM's uneven
+//                    split with the most layers k <= the middle share on each end (126 over 16:
+//                    7 + 14 x 8 + 7); fixed with --fix
+//   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count; cp > 1 only
+//                    when the problem trains fused (flash) attention, the only kind context
+//                    parallelism runs on (Transformer Engine)
 //   sp               off, and on when tp > 1
 //   zero             0-3
 //   zero_group       0 (the whole dp group, FSDP) and, for zero >= 1, the HSDP/MiCS
@@ -49,6 +54,13 @@ struct SearchSpace {
     IntBounds zero{0, 3};
     std::optional<int> zero_group;          // fixed shard group (0: whole dp group)
     std::optional<bool> sequence_parallel;  // fixed sp
+    // Fixed uneven pipeline split (Layout.h); unset: the even split, or where pp does not divide
+    // the layers the uneven one with the lighter ends (Search.cpp, pipelineSplit).
+    std::optional<int> first_stage_layers, last_stage_layers;
+    // Fixed partial full recomputation (Layout.h), applied to the layouts with recompute=full;
+    // unset: every layer recomputed (the search does not choose N itself).
+    std::optional<RecomputeMethod> recompute_method;
+    std::optional<int> recompute_layers;
     // Megatron's overlap options (Layout.h), applied to every layout that can use them.
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
@@ -70,7 +82,8 @@ struct SearchSpace {
 
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
-// recompute, offload, tp_comm_overlap, overlap_param_gather). Errors name the key ("fix.tp: \"x\" is not an integer").
+// recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
+// recompute_method, recompute_layers). Errors name the key ("fix.tp: \"x\" is not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
 // "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v.
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);

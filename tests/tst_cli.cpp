@@ -710,6 +710,33 @@ private slots:
         QVERIFY2(r.exitCode == 0, r.describe().constData());
         for (const char* text : {"step time", "memory per device", "MFU", "time_s.bubble", "memory_bytes.activations"})
             QVERIFY2(r.out.contains(text), text);
+        // The MFU conventions, each named.
+        for (const char* text : {"(Megatron/Korthikanti)", "(PaLM: 6N + 12 L H Q T)", "(causal-aware"})
+            QVERIFY2(r.out.contains(text), text);
+        QVERIFY2(r.out.contains("ZeRO-1 shard group: 2 devices (zero_group 2 x cp 1)"), r.out.constData());
+    }
+
+    // zero_group counts dp replicas: the shard group spans zero_group x cp devices. A group of one
+    // device is taken from a user, said to shard nothing; group 1 at cp 4 shards over the cp group.
+    void predictNamesTheShardGroup()
+    {
+        const QStringList problem{"predict", "--model", "gpt3-175b", "--node-type", "p5.48xlarge", "--nodes", "16",
+                                  "--global-batch", "1536", "--seq", "2048", "--layout"};
+        const RunResult one = run(problem + QStringList{"tp=8,pp=8,zero=1,zero_group=1"});
+        QVERIFY2(one.exitCode == 0, one.describe().constData());
+        QVERIFY2(one.out.contains("ZeRO-1 shard group: 1 device (zero_group 1 x cp 1): shards nothing"),
+                 one.out.constData());
+        const RunResult cp = run(problem + QStringList{"tp=8,pp=4,cp=4,zero=3,zero_group=1"});
+        QVERIFY2(cp.exitCode == 0, cp.describe().constData());
+        QVERIFY2(cp.out.contains("ZeRO-3 shard group: 4 devices (zero_group 1 x cp 4)\n"), cp.out.constData());
+        // --json: the three conventions under their own keys, each defined.
+        const RunResult json = run(problem + QStringList{"tp=8,pp=8", "--json"});
+        const QJsonObject o = QJsonDocument::fromJson(json.out).object();
+        for (const char* key : {"mfu", "mfu_palm", "mfu_causal"}) {
+            QVERIFY2(o.value(key).toDouble() > 0.1 && o.value(key).toDouble() < 1, key);
+            QVERIFY2(o.value("mfu_conventions").toObject().value(key).toString().size() > 20, key);
+        }
+        QVERIFY(o.value("mfu_causal").toDouble() < o.value("mfu").toDouble());
     }
 
     void listJson()

@@ -221,7 +221,11 @@ private slots:
                               "cp=4",
                               "dp=2,cp=2,zero=1",
                               "tp=2,cp=2,sp=on",
-                              "cp=2,pp=2,mb=1"};
+                              "cp=2,pp=2,mb=1",
+                              // Uneven pipeline splits (Megatron's --decoder-first/last-pipeline-num-layers):
+                              // 1 + 2 + 1 of the 4 layers over 3 stages, 3 + 1 over 2.
+                              "pp=3,first_stage_layers=1,last_stage_layers=1,mb=1",
+                              "pp=2,first_stage_layers=3,mb=2"};
 
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row) << false;
@@ -249,6 +253,12 @@ private slots:
         for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
             QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective" << false;
         QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3" << false;
+        // Full recomputation of the first layer of each stage only (Megatron's --recompute-method
+        // block --recompute-num-layers 1), the other layer keeping its activations.
+        QTest::newRow("pp=2,mb=2,recompute=full,recompute_method=block,recompute_layers=1")
+            << "pp=2,mb=2,recompute=full,recompute_method=block,recompute_layers=1" << false;
+        QTest::newRow("dp=2,recompute=full,recompute_method=block,recompute_layers=3")
+            << "dp=2,recompute=full,recompute_method=block,recompute_layers=3" << false;
     }
     void layoutReproducesOneDevice()
     {

@@ -4,10 +4,13 @@
 // model's own invariants: every figure is the sum of its named terms, memory and
 // time respond to the layout the way the physics says.
 #include "ActivationMemory.h"
+#include "AttentionKernels.h"
 #include "Collectives.h"
 #include "CostModel.h"
 #include "TrainingObjective.h"
 
+#include <QJsonArray>
+#include <QJsonObject>
 #include <QTest>
 
 #include <cmath>
@@ -49,6 +52,29 @@ NodeType dgxA100()
     n.inter_node_bytes_per_second = 200e9;
     n.price_per_node_hour_usd = 30;
     return n;
+}
+
+// A DGX H100 node as in the catalog (h100-sxm: 989.4 TFLOP/s BF16 dense, 80 GB, 3.35 TB/s).
+NodeType dgxH100()
+{
+    NodeType n = dgxA100();
+    n.name = "dgx-h100";
+    n.chip.name = "h100-sxm";
+    n.chip.peak_flops_bf16 = 989.4e12;
+    n.chip.hbm_bytes_per_second = 3350e9;
+    n.intra_link_bytes_per_second = 450e9;
+    n.inter_node_bytes_per_second = 400e9;
+    return n;
+}
+
+// The value of the named term of a figure (0 when absent).
+double termValue(const std::vector<Term>& terms, const char* figure, const std::string& nameStart)
+{
+    double sum = 0;
+    for (const Term& t : terms)
+        if (t.figure == figure && t.name.rfind(nameStart, 0) == 0)
+            sum += t.value;
+    return sum;
 }
 
 Problem problem(const ModelSpec& m, int nodes, int batch, int seq = 2048)
@@ -615,6 +641,241 @@ private slots:
         QVERIFY(flash.memory_bytes.activations < plain.memory_bytes.activations);
         QVERIFY(flash.step_time_s < plain.step_time_s);
         QCOMPARE(flash.model_flops_per_step, plain.model_flops_per_step);  // MFU keeps Megatron's convention
+    }
+
+    // The published rates (FlashAttention-3 paper, arXiv:2407.08608, Figs. 5-6, H100 SXM5 BF16)
+    // as the cost model reads them: the points exactly, power-law segments between them, the first
+    // segment's exponent below the shortest, flat beyond the longest; a causal backward from the
+    // unmasked one at the forward's causal/unmasked ratio.
+    void attentionRatesFromThePublishedFigures()
+    {
+        ChipSpec h100;
+        h100.name = "h100-sxm";
+        h100.peak_flops_bf16 = 989.4e12;
+        const std::optional<AttentionRates> causal = attentionRates(h100, 128, true);
+        QVERIFY(causal);
+        QCOMPARE(causal->kernel, std::string("flashattention-3"));
+        QVERIFY(near(causal->forward.at(512), 292e12, 1e-12));
+        QVERIFY(near(causal->forward.at(2048), 521e12, 1e-12));
+        QVERIFY(near(causal->forward.at(16384), 616e12, 1e-12));
+        QVERIFY(near(causal->forward.at(65536), 616e12, 1e-12));
+        QVERIFY(near(causal->forward.at(std::sqrt(512.0 * 1024)), std::sqrt(292.0 * 423) * 1e12, 1e-12));
+        QVERIFY(near(causal->forward.at(256), 292e12 * 292 / 423, 1e-12));
+        QVERIFY(near(causal->backward.at(512), 316e12 * 292 / 467, 1e-12));
+        QVERIFY(near(causal->backward.at(16384), 561e12 * 616 / 648, 1e-12));
+        const std::optional<AttentionRates> plain = attentionRates(h100, 128, false);
+        QVERIFY(near(plain->forward.at(1024), 565e12, 1e-12));
+        QVERIFY(near(plain->backward.at(4096), 542e12, 1e-12));
+        // Head dim 64: its own backward series, the nearest forward (128).
+        const std::optional<AttentionRates> hd64 = attentionRates(h100, 64, false);
+        QVERIFY(near(hd64->backward.at(512), 272e12, 1e-12));
+        QVERIFY(near(hd64->forward.at(512), 467e12, 1e-12));
+        // No published rate: no curve (GEMM pricing).
+        ChipSpec trn1;
+        trn1.name = "trainium1";
+        QVERIFY(!attentionRates(trn1, 128, true));
+        ChipSpec a100;
+        a100.name = "a100-80gb";
+        QVERIFY(!attentionRates(a100, 128, true));
+        // A damaged table is refused with the series named.
+        FieldErrors errors;
+        attentionKernelsFromJson(QJsonObject{{"schema", "shardscope.attention/1"},
+                                             {"kernels", QJsonArray{QJsonObject{
+                                                             {"name", "k"}, {"source", "s"},
+                                                             {"chips", QJsonArray{"h100-sxm"}},
+                                                             {"series", QJsonArray{QJsonObject{
+                                                                            {"pass", "forward"}, {"mask", "causal"},
+                                                                            {"head_dim", 128}, {"source", "s"},
+                                                                            {"seq_len", QJsonArray{1024, 512}},
+                                                                            {"tflops", QJsonArray{1, 2}}}}}}}}},
+                                 "t", errors);
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(errors.front().path, std::string("t.kernels[0].series[0].tflops"));
+    }
+
+    // Fused attention on a chip with published rates runs at the rate of its key length; under
+    // context parallelism every ring step runs on an s/cp block, at that block's (lower) rate,
+    // with a launch per step.
+    void fusedAttentionAtItsPublishedRate()
+    {
+        ModelSpec m = megatronGpt(8, 4096, 32);
+        m.max_seq = 8192;
+        m.positions = PositionKind::Rotary;
+        Problem p = problem(m, 2, 64, 8192);
+        p.cluster.node = dgxH100();
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        QVERIFY(model.attentionRates());
+        const double overhead = model.params().kernel_overhead_s, s = 8192, hd = 128, heads = 32;
+        auto forwardTerm = [&](const char* text) {
+            const Layout l = layout(text, p);
+            return termValue(model.explain(l), "time_s.compute", "attention core, forward") /
+                   model.evaluate(l).micro_batches / 8;
+        };
+        // tp=8: 4 heads per device, the causal half of the s x s scores, at 602 TFLOP/s (8k).
+        const double flops = 4 * (heads / 8) * s * (s / 2) * hd;
+        QVERIFY(near(forwardTerm("tp=8,dp=2,mb=1"), flops / 602e12 + overhead, 1e-12));
+        // tp=4, cp=4: the same heads x 2, a quarter of the queries, 4 steps on 2k blocks (521 TFLOP/s).
+        const double cpFlops = 4 * (heads / 4) * (s / 4) * (s / 2) * hd;
+        QVERIFY(near(forwardTerm("tp=4,cp=4,mb=1"), cpFlops / 521e12 + 4 * overhead, 1e-12));
+        // Backward: 2.5x the forward's FLOPs at the backward rate.
+        const Layout l = layout("tp=8,dp=2,mb=1", p);
+        const double backward = termValue(model.explain(l), "time_s.compute", "attention core, backward") /
+                                model.evaluate(l).micro_batches / 8;
+        QVERIFY(near(backward, 2.5 * flops / (559e12 * 602 / 646) + overhead, 1e-12));
+    }
+
+    // Each ring step after the first merges its partial result (TE: the log-sum-exp correction of
+    // the output forward; dQ accumulated and the dK/dV partial added backward): memory-bound
+    // kernels in the attention's stream, counted in cp_comm.
+    void contextParallelRingMerges()
+    {
+        Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        const Layout l = layout("cp=4,tp=4,mb=1", p);
+        const Prediction pr = model.evaluate(l);
+        const double merges = termValue(model.explain(l), "time_s.cp_comm", "CP ring: partial results merged");
+        const double b = 1, s = 2048, c = 4, q = 4096 / 4.0, kv = 4096 / 4.0, bytes = 2, hbm = 2039e9;
+        const double out = b * s / c * q * bytes, block = b * s / c * 2 * kv * bytes;
+        const double overhead = model.params().kernel_overhead_s;
+        const double perLayer = (c - 1) * (overhead + 3 * out / hbm) + (c - 1) * (2 * overhead + 3 * (out + block) / hbm);
+        QVERIFY(near(merges, pr.micro_batches * 8 * perLayer, 1e-12));
+        QVERIFY(pr.time_s.cp_comm >= merges);
+    }
+
+    // MFU in three conventions (core/Prediction.h): Megatron/Korthikanti's counts the full s x s
+    // scores; PaLM's 6N + 12 L H Q T (N without the embeddings); the causal-aware one halves a
+    // causal self-attention's scores.
+    void mfuConventions()
+    {
+        const ModelSpec m = megatronGpt(96, 12288, 96);
+        const Problem p = problem(m, 16, 512);
+        const Prediction pr = CostModel::evaluate(p, layout("tp=8,pp=8,mb=1", p));
+        const double s = 2048, L = 96, h = 12288, V = 51200;
+        const double megatron = double(forwardFlopsPerToken(m, 2048));
+        // [M21] eq. 3 without the recomputed forward, per token: 24 l h^2 (1 + s/(6h) + V/(16 l h)).
+        QVERIFY(near(3 * megatron, 72 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)), 1e-3));
+        const ParameterBreakdown params = parameterBreakdown(m);
+        const double palm = 6 * double(params.total - params.embeddings) + 12 * L * 96 * 128 * s;
+        const double causal = 3 * (megatron - 2 * s * h * L);
+        QVERIFY(near(pr.mfu_palm / pr.mfu, palm / (3 * megatron), 1e-12));
+        QVERIFY(near(pr.mfu_causal / pr.mfu, causal / (3 * megatron), 1e-12));
+        QVERIFY(pr.mfu_causal < pr.mfu_palm && pr.mfu_palm < pr.mfu);
+        // An encoder (no mask) has the same causal-aware and Megatron figures.
+        ModelSpec bert = megatronGpt(24, 1024, 16);
+        bert.family = ModelFamily::EncoderOnly;
+        bert.max_seq = 512;
+        const Problem pb = problem(bert, 1, 64, 512);
+        const Prediction eb = CostModel::evaluate(pb, layout("dp=8,mb=1", pb));
+        QCOMPARE(eb.mfu_causal, eb.mfu);
+    }
+
+    // Uneven pipeline splits (Megatron-LM's --decoder-first/last-pipeline-num-layers; Llama 3 405B:
+    // 126 layers over 16 stages as 7 + 14 x 8 + 7): the stage counts and first layers, Megatron's
+    // rules (transformer_config.py "Uneven PP"), and the cost model on the stages that hold them.
+    void unevenPipelineSplit()
+    {
+        ModelSpec m = megatronGpt(126, 16384, 128);
+        m.kv_heads = 8;
+        m.ffn_hidden = 53248;
+        m.vocab = 128256;
+        m.tied_embeddings = false;
+        m.bias = false;
+        m.norm = NormKind::RmsNorm;
+        m.mlp = MlpKind::SwiGlu;
+        m.positions = PositionKind::Rotary;
+        Problem p = problem(m, 128, 1024, 2048);
+        const Layout l = layout("tp=8,pp=16,first_stage_layers=7,last_stage_layers=7,mb=1", p);
+        QCOMPARE(l.stageLayers(126, 0), 7);
+        QCOMPARE(l.stageLayers(126, 1), 8);
+        QCOMPARE(l.stageLayers(126, 14), 8);
+        QCOMPARE(l.stageLayers(126, 15), 7);
+        QCOMPARE(l.stageFirstLayer(126, 1), 7);
+        QCOMPARE(l.stageFirstLayer(126, 15), 7 + 14 * 8);
+        // The rules, each refusal naming the key.
+        auto refusal = [&](const char* text) {
+            FieldErrors errors;
+            Layout bad = parseLayout(text, errors);
+            resolveDataParallel(bad, p.cluster.devices(), errors);
+            const FieldErrors rules = validate(bad, p.model, p.cluster, p.training);
+            return rules.empty() ? std::string() : rules.front().path;
+        };
+        QCOMPARE(refusal("tp=8,pp=16,first_stage_layers=8,last_stage_layers=7"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=16"), std::string("layout.pp"));  // 126 is not a multiple of 16
+        QCOMPARE(refusal("tp=8,pp=16,first_stage_layers=7,last_stage_layers=7,schedule=interleaved,v=2,mb=1"),
+                 std::string("layout.first_stage_layers"));  // 7 layers are not 2 chunks
+        QCOMPARE(refusal("tp=8,pp=1,first_stage_layers=7"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=60,last_stage_layers=60"), std::string("layout.first_stage_layers"));
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=63,last_stage_layers=63"), std::string());
+        QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=66"), std::string());  // the last takes the other 60
+
+        // The middle stages hold the most parameters (8 layers against 7 + the embedding or the
+        // head): their gradients are what data parallelism all-reduces, 2 (n - 1)/n x 2 bytes each.
+        const Prediction pr = CostModel::evaluate(p, l);
+        // (Per device: the matrices split over tp = 8, the two RMSNorms' h weights replicated.)
+        const double h = 16384, layer = (h * h + 2 * h * 1024 + h * h + 3 * h * 53248) / 8 + 2 * h;
+        const double dpGroup = double(l.dp), scalars = 2 * (p.cluster.devices() - 1.0) / p.cluster.devices() * 16;
+        QVERIFY(near(pr.comm_bytes.dp, 2 * (dpGroup - 1) / dpGroup * 2 * 8 * layer + scalars, 1e-9));
+        // ... and the second stage the most memory: 8 layers with p - 1 = 15 micro-batches in flight
+        // against the first stage's 7 with 16.
+        QCOMPARE(pr.memory_stage, 1);
+        // A model of 128 layers split evenly (8 per stage) has the same middle stages: the step's
+        // compute (the slowest stage's) is no less than the uneven one's.
+        ModelSpec even = m;
+        even.layers = 128;
+        const Problem pe = problem(even, 128, 1024, 2048);
+        const Prediction evenSplit = CostModel::evaluate(pe, layout("tp=8,pp=16,mb=1", pe));
+        QVERIFY(evenSplit.time_s.compute >= pr.time_s.compute);
+        QVERIFY(near(evenSplit.comm_bytes.dp, pr.comm_bytes.dp, 1e-9) || evenSplit.comm_bytes.dp > pr.comm_bytes.dp);
+    }
+
+    // Full recomputation of some layers (Megatron-LM's --recompute-method block|uniform with
+    // --recompute-num-layers): block N recomputes the first N layers of each chunk and keeps the
+    // others' activations; uniform N keeps one checkpoint per group of N and recomputes all.
+    void partialRecomputation()
+    {
+        const Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);
+        const CostModel model(p);
+        auto stored = [&](const char* text) {
+            return termValue(model.explain(layout(text, p)), "memory_bytes.activations", "stored for backward");
+        };
+        const char* base = "dp=16,mb=1";  // one stage of 8 layers
+        const std::string none = std::string(base), full = none + ",recompute=full";
+        const std::string block = full + ",recompute_method=block,recompute_layers=4";
+        const std::string groups = full + ",recompute_method=uniform,recompute_layers=2";
+        const Prediction pf = model.evaluate(layout(full.c_str(), p));
+        const Prediction pb = model.evaluate(layout(block.c_str(), p));
+        const Prediction pu = model.evaluate(layout(groups.c_str(), p));
+        // 4 of the stage's 8 layers recomputed: half the time, half the recomputed FLOPs.
+        QVERIFY(near(pb.time_s.recompute, 0.5 * pf.time_s.recompute, 1e-12));
+        QVERIFY(near(pb.hardware_flops_per_step - pb.model_flops_per_step,
+                     0.5 * (pf.hardware_flops_per_step - pf.model_flops_per_step), 1e-12));
+        // ... and per layer half a checkpoint and half the activations: the mean of full and none.
+        QVERIFY(near(stored(block.c_str()), 0.5 * (stored(full.c_str()) + stored(none.c_str())), 1e-12));
+        // Uniform groups of 2: every layer recomputed, 4 checkpoints of b s h bytes instead of 8
+        // (one micro-batch in flight without a pipeline).
+        QVERIFY(near(pu.time_s.recompute, pf.time_s.recompute, 1e-12));
+        const double input = 1 * 2048 * 4096 * 2.0;
+        QVERIFY(near(stored(full.c_str()) - stored(groups.c_str()), 4 * input, 1e-12));
+        // ... while the group being recomputed holds both its layers' activations: one layer more
+        // than full recomputation's working set (all of a layer: (none - full) / 8 + its input).
+        auto working = [&](const std::string& text) {
+            return termValue(model.explain(layout(text.c_str(), p)), "memory_bytes.activations", "working set");
+        };
+        QVERIFY(near(working(groups) - working(full), (stored(none.c_str()) - stored(full.c_str())) / 8 + input, 1e-12));
+        // The rules: a count needs recompute=full, block needs a count no larger than the chunk's layers.
+        FieldErrors errors;
+        const Layout selective = parseLayout("dp=16,recompute=selective,recompute_layers=2", errors);
+        QCOMPARE(validate(selective, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_layers"));
+        const Layout tooMany = parseLayout("pp=2,dp=8,recompute=full,recompute_method=block,recompute_layers=5", errors);
+        QCOMPARE(validate(tooMany, p.model, p.cluster, p.training).size(), size_t(1));  // 4 layers per stage
+        QCOMPARE(validate(tooMany, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_layers"));
+        const Layout noCount = parseLayout("pp=2,dp=8,recompute=full,recompute_method=block", errors);
+        QCOMPARE(validate(noCount, p.model, p.cluster, p.training).front().path, std::string("layout.recompute_method"));
+        QVERIFY(errors.empty());
+        const std::string text = toString(layout(block.c_str(), p)), suffix = ",recompute_method=block,recompute_layers=4";
+        QCOMPARE(text.substr(text.size() - suffix.size()), suffix);
     }
 };
 

@@ -372,6 +372,51 @@ private slots:
                  qPrintable(refusals));
     }
 
+    // Uneven pipeline splits as Megatron-LM names them (d98e8a64 arguments.py): the first and
+    // last stage's layer counts; with interleaving, the virtual stages per rank (validate_args
+    // asks for --num-virtual-stages-per-pipeline-rank when the split is uneven).
+    void megatronUnevenPipeline()
+    {
+        const Case c{"llama-3-405b", "p5.48xlarge", 128, 2048, 8192, Precision::BF16Mixed};
+        const ExportResult r =
+            exported(ExportFormat::Megatron, c, "tp=8,pp=16,sp=on,zero=1,mb=1,first_stage_layers=7,last_stage_layers=7");
+        QVERIFY(r.ok());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--pipeline-model-parallel-size 16\n", "--decoder-first-pipeline-num-layers 7\n",
+                                     "--decoder-last-pipeline-num-layers 7\n", "--num-layers 126\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        const Case small{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const ExportResult v = exported(ExportFormat::Megatron, small,
+                                        "tp=2,pp=4,mb=1,schedule=interleaved,v=2,first_stage_layers=6,last_stage_layers=6");
+        QVERIFY(v.ok());
+        const QString tv = QString::fromStdString(v.text);
+        QVERIFY(tv.contains("--num-virtual-stages-per-pipeline-rank 2\n"));
+        QVERIFY(!tv.contains("--num-layers-per-virtual-pipeline-stage"));
+        // An even split says nothing about the ends.
+        const ExportResult e = exported(ExportFormat::Megatron, small, "tp=2,pp=4,mb=1");
+        QVERIFY(!QString::fromStdString(e.text).contains("pipeline-num-layers"));
+    }
+
+    // Full recomputation of some layers as Megatron-LM names it (TransformerConfig @ d98e8a64:
+    // recompute_method uniform|block, recompute_num_layers); every layer: uniform 1.
+    void megatronPartialRecomputation()
+    {
+        const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const QString block = QString::fromStdString(
+            exported(ExportFormat::Megatron, c, "tp=2,pp=4,mb=1,recompute=full,recompute_method=block,recompute_layers=3")
+                .text);
+        QVERIFY(block.contains("--recompute-granularity full\n"));
+        QVERIFY(block.contains("--recompute-method block\n"));
+        QVERIFY(block.contains("--recompute-num-layers 3\n"));
+        const QString all = QString::fromStdString(exported(ExportFormat::Megatron, c, "tp=2,pp=4,mb=1,recompute=full").text);
+        QVERIFY(all.contains("--recompute-method uniform\n") && all.contains("--recompute-num-layers 1\n"));
+        const ExportResult d =
+            exported(ExportFormat::DeepSpeed, c, "pp=4,mb=1,recompute=full,recompute_method=uniform,recompute_layers=2");
+        QVERIFY(!d.ok());
+        QVERIFY2(d.refusals.front().find("recompute_method=uniform,recompute_layers=2") != std::string::npos,
+                 d.refusals.front().c_str());
+    }
+
     void deepspeedBatchArithmetic()
     {
         const Case c{"gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, Precision::BF16Mixed};
@@ -584,6 +629,12 @@ private slots:
             << D << llama7 << p5 << 4 << bf16 << QByteArray("zero=1,zero_group=8") << "a ZeRO-1 shard group of 8";
         QTest::newRow("deepspeed: selective recomputation")
             << D << llama7 << p5 << 4 << bf16 << QByteArray("recompute=selective") << "selective recomputation";
+        QTest::newRow("deepspeed: uneven pipeline split")
+            << D << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,first_stage_layers=17")
+            << "deepspeed: an uneven pipeline split (first_stage_layers=17, last_stage_layers=0)";
+        QTest::newRow("neuronx: uneven pipeline split")
+            << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,pp=2,first_stage_layers=17,recompute=full")
+            << "neuronx: an uneven pipeline split";
         QTest::newRow("deepspeed: fp8") << D << llama7 << p5 << 4 << fp8 << QByteArray("zero=1") << "fp8 precision";
 
         QTest::newRow("neuronx: GPT-3 architecture")

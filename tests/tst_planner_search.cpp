@@ -49,7 +49,8 @@ std::vector<Layout> bruteForce(const Problem& p)
         for (int pp = 1; tp * pp <= D; ++pp)
             for (int cp = 1; tp * pp * cp <= D; ++cp)
                 for (int dp = 1; dp * tp * pp * cp <= D; ++dp) {
-                    if (dp * tp * pp * cp != D)
+                    // (cp > 1 only on fused attention, which context parallelism runs on.)
+                    if (dp * tp * pp * cp != D || (cp > 1 && !p.training.flash_attention))
                         continue;
                     for (int sp = 0; sp <= 1; ++sp)
                         for (int zero = 0; zero <= 3; ++zero)
@@ -487,7 +488,9 @@ private slots:
         QVERIFY(applyFixed(space, "zero_group=2").empty());
         SearchOptions options;
         options.top_k = 100'000;
-        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 1, 16), space, options);
+        Problem p = problem("gpt3-13b", "p5.48xlarge", 1, 16);
+        p.training.flash_attention = true;  // (cp searched too)
+        const SearchResult r = search(p, space, options);
         QVERIFY(!r.top.empty());
         for (const Plan& plan : r.top) {
             QCOMPARE(plan.layout.zero_group, 2);
@@ -572,7 +575,9 @@ private slots:
         SearchSpace space;
         QVERIFY(applyFixed(space, fix.toStdString()).empty());
         space.max_memory_fraction = maxMem;
-        const SearchResult r = search(problem(qPrintable(model), qPrintable(node), nodes, batch, seq), space);
+        Problem pr = problem(qPrintable(model), qPrintable(node), nodes, batch, seq);
+        pr.training.flash_attention = true;  // (so that cp is searched)
+        const SearchResult r = search(pr, space);
         QVERIFY2(reason(r.stats, expected.toStdString()) > 0,
                  qPrintable(QString::fromStdString([&] {
                      std::string all;
@@ -587,6 +592,74 @@ private slots:
             if (key.rfind("mesh: ", 0) != 0 && key.rfind("sp: ", 0) != 0 && key.rfind("interleaved: ", 0) != 0)
                 layoutReasons += n;
         QCOMPARE(r.stats.feasible + layoutReasons, r.stats.candidates);
+    }
+
+    // Context parallelism runs on fused attention only (Transformer Engine): a problem that trains
+    // unfused attention is searched without cp, each such mesh shape counted under its reason.
+    void contextParallelNeedsFusedAttention()
+    {
+        Problem p = problem("gpt2-small", "p5.48xlarge", 1, 16, 1024);
+        const SearchResult unfused = search(p, SearchSpace{});
+        QVERIFY(unfused.best());
+        // 8 devices: the shapes with tp and pp in {1, 2, 4} (dividing 12 heads and 12 layers) and
+        // cp = 2 (6 of them), 4 (3) or 8 (1).
+        QCOMPARE(reason(unfused.stats, kReasonCpNeedsFusedAttention), std::int64_t(10));
+        for (const auto& point : unfused.pareto_step_memory.points())
+            QCOMPARE(point.item.layout.cp, 1);
+        p.training.flash_attention = true;
+        const SearchResult fused = search(p, SearchSpace{});
+        QCOMPARE(reason(fused.stats, kReasonCpNeedsFusedAttention), std::int64_t(0));
+        QVERIFY(fused.stats.candidates > unfused.stats.candidates);
+    }
+
+    // Where pp does not divide the layers the search offers Megatron-LM's uneven split with the
+    // lighter ends (Llama 3 405B's 126 layers over 16 stages: 7 + 14 x 8 + 7); where it does, the
+    // even split; a fixed split is taken as given.
+    void unevenSplitWherePpDoesNotDivideTheLayers()
+    {
+        Problem p = problem("llama-3-405b", "p5.48xlarge", 128, 1024, 4096);
+        p.training.flash_attention = true;
+        SearchSpace space;
+        QVERIFY(applyFixed(space, "tp=8,pp=16,cp=1").empty());
+        const SearchResult r = search(p, space);
+        QVERIFY(r.best());
+        for (const Plan& plan : r.top) {
+            QCOMPARE(plan.layout.first_stage_layers, 7);
+            QCOMPARE(plan.layout.last_stage_layers, 7);
+        }
+        QCOMPARE(reason(r.stats, "mesh: pp does not divide layers"), std::int64_t(0));
+        SearchSpace even;
+        QVERIFY(applyFixed(even, "tp=8,pp=2,cp=1").empty());
+        for (const Plan& plan : search(p, even).top)
+            QVERIFY(!plan.layout.unevenPipeline());  // 63 + 63
+        SearchSpace fixed = space;
+        QVERIFY(applyFixed(fixed, "first_stage_layers=6").empty());
+        QCOMPARE(fixedText(fixed), std::string("tp=8,pp=16,cp=1,first_stage_layers=6"));
+        const SearchResult f = search(p, fixed);
+        QVERIFY(f.best());
+        QCOMPARE(f.best()->layout.first_stage_layers, 6);  // the other 120 layers: 8 on each of 15 stages
+        QCOMPARE(f.best()->layout.last_stage_layers, 0);
+        QCOMPARE(f.best()->layout.stageLayers(126, 15), 8);
+    }
+
+    // Partial full recomputation is searched as fixed (--fix recompute_method=block,recompute_layers=N):
+    // every layout with recompute=full carries it, the others none.
+    void fixedPartialRecomputation()
+    {
+        SearchSpace space;
+        QVERIFY(applyFixed(space, "pp=2,recompute_method=block,recompute_layers=3").empty());
+        QCOMPARE(fixedText(space), std::string("pp=2,recompute_method=block,recompute_layers=3"));
+        SearchOptions options;
+        options.top_k = 1000;
+        const SearchResult r = search(problem("gpt3-13b", "p5.48xlarge", 1, 16), space, options);
+        int full = 0;
+        for (const Plan& plan : r.top) {
+            const bool partial = plan.layout.recompute == Recompute::Full;
+            full += partial ? 1 : 0;
+            QCOMPARE(plan.layout.recompute_layers, partial ? 3 : 0);
+            QVERIFY(!partial || plan.layout.recompute_method == RecomputeMethod::Block);
+        }
+        QVERIFY(full > 0);
     }
 
     // ---- objectives ----
@@ -632,7 +705,10 @@ private slots:
     void cancelFromProgress()
     {
         // A large search on one thread; the first progress report (after about 50 ms) cancels it.
-        const CostModel cm(problem("gpt3-175b", "trn1.32xlarge", 512, 2048));
+        // (Fused attention: context parallelism is searched too.)
+        Problem p = problem("gpt3-175b", "trn1.32xlarge", 512, 2048);
+        p.training.flash_attention = true;
+        const CostModel cm(p);
         std::atomic<bool> cancel{false};
         SearchOptions options;
         options.threads = 1;

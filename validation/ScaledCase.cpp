@@ -55,6 +55,10 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     // 2 layers per stage; interleaved with v > 2, v (one per model chunk: pp v must divide them).
     const int chunks = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     c.layers = l.pp * std::max(2, chunks);
+    // An uneven split (scaledValidationCase): the ends' own counts, 2 on every other stage.
+    if (l.unevenPipeline())
+        c.layers = (l.first_stage_layers > 0 ? l.first_stage_layers : 2) +
+                   (l.last_stage_layers > 0 ? l.last_stage_layers : 2) + 2 * (l.pp - 2);
     c.vocab = 64 * tp;
     // 32 tokens, or the next multiple of 2 cp: context parallelism cuts each sequence into 2 cp chunks.
     const int cpChunks = 2 * std::max(1, l.cp);
@@ -134,6 +138,43 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
     l.micro_batch = std::min(l.micro_batch, 2);
+    // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
+    // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
+    // whole chunk.
+    if (fullLayout.recompute_layers > 0) {
+        if (fullLayout.recompute_method == RecomputeMethod::Uniform && fullLayout.recompute_layers > 1)
+            throw InputError("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +
+                             " layers is not executed by the engine yet: no validation run");
+        if (fullLayout.recompute_method == RecomputeMethod::Block) {
+            const int chunkLayers = fullLayout.stageLayers(full.model.totalLayers(), fullLayout.pp > 2 ? 1 : 0) /
+                                    fullLayout.virtual_stages;
+            const bool some = fullLayout.recompute_layers < chunkLayers;
+            notes.push_back("block recomputation of " + s(fullLayout.recompute_layers) + " of " + s(chunkLayers) +
+                            " layers per chunk scaled to " + (some ? "the first layer of each chunk" : "every layer"));
+            l.recompute_layers = some ? 1 : 0;
+            l.recompute_method = some ? RecomputeMethod::Block : RecomputeMethod::Uniform;
+        }
+    }
+    // An uneven pipeline split keeps its shape at engine size: each end stage that the plan makes
+    // lighter (heavier) than the even share holds 1 (3) layers, every other stage 2. The engine
+    // runs uneven splits with one chunk per stage only.
+    if (fullLayout.unevenPipeline()) {
+        if (l.schedule == PipelineSchedule::Interleaved)
+            throw InputError("an uneven pipeline split with the interleaved schedule is not executed by the engine "
+                             "yet: no validation run");
+        const int layers = full.model.totalLayers(), pp = fullLayout.pp;
+        auto scaledEnd = [&](int n) { return n == 0 ? 0 : n * pp < layers ? 1 : n * pp > layers ? 3 : 2; };
+        l.first_stage_layers = scaledEnd(fullLayout.first_stage_layers);
+        l.last_stage_layers = scaledEnd(fullLayout.last_stage_layers);
+        if (l.pp < 2) {
+            l.first_stage_layers = l.last_stage_layers = 0;
+        } else if (l.pp != pp || l.first_stage_layers != fullLayout.first_stage_layers ||
+                   l.last_stage_layers != fullLayout.last_stage_layers) {
+            notes.push_back("pipeline split " + s(fullLayout.first_stage_layers) + " / even / " +
+                            s(fullLayout.last_stage_layers) + " layers at the ends scaled to " +
+                            s(l.first_stage_layers) + " / 2 / " + s(l.last_stage_layers));
+        }
+    }
 
     // The plan's model, block by block, at engine size with the layout's divisibility:
     // 2 layers per stage (v when interleaved with v > 2), heads of 16 dimensions, key/value

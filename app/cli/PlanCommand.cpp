@@ -122,7 +122,11 @@ std::string scheduleText(const Layout& l)
 std::string zeroText(const Layout& l)
 {
     std::string z = std::to_string(l.zero_stage);
-    if (l.zero_group > 0)
+    // zero_group counts dp replicas; the shard group spans zero_group x cp devices. Group 1 shards
+    // over the cp group alone ("cp"), or nothing at cp = 1.
+    if (l.zero_group == 1)
+        z += l.cp > 1 ? "/cp" : "/g1";
+    else if (l.zero_group > 0)
         z += "/g" + std::to_string(l.zero_group);
     return z;
 }
@@ -177,9 +181,11 @@ bool checkObjective(Objective objective, const Problem& problem)
 void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows)
 {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %6s %20s %14s %s\n",
-                  "#", "dp", "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step",
-                  "tokens/s", "MFU", "memory/device", "cost to train", " same cost");
+    // MFU in three named conventions (core/Prediction.h): Megatron/Korthikanti's, PaLM's, causal-aware.
+    std::snprintf(buf, sizeof buf,
+                  "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %8s %9s %10s %20s %14s %s\n", "#", "dp",
+                  "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step", "tokens/s",
+                  "MFU(Meg)", "MFU(PaLM)", "MFU(caus)", "memory/device", "cost to train", " same cost");
     o << buf;
     for (size_t i = 0; i < plans.size() && i < rows; ++i) {
         const Layout& l = plans[i].layout;
@@ -192,13 +198,31 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
             plans[i].variants.empty()
                 ? std::string()
                 : " +" + std::to_string(plans[i].variants.size()) + (plans[i].variants.size() == 1 ? " variant" : " variants");
-        std::snprintf(buf, sizeof buf, "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %5.1f%% %20s %14s%s\n",
+        std::snprintf(buf, sizeof buf,
+                      "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %7.1f%% %8.1f%% %9.1f%% %20s %14s%s\n",
                       i + 1, l.dp, l.tp, l.pp, l.cp, l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
                       l.micro_batch, scheduleText(l).c_str(), toString(l.recompute), toString(l.offload),
                       formatDuration(p.step_time_s).c_str(), formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu,
-                      memory.c_str(), money(p.cost_to_train_usd).c_str(), same.c_str());
+                      100 * p.mfu_palm, 100 * p.mfu_causal, memory.c_str(), money(p.cost_to_train_usd).c_str(),
+                      same.c_str());
         o << buf;
     }
+    // Uneven pipeline splits are not a column: one line per split shown.
+    std::vector<std::string> splits;
+    for (size_t i = 0; i < plans.size() && i < rows; ++i) {
+        const Layout& l = plans[i].layout;
+        if (!l.unevenPipeline())
+            continue;
+        const std::string text = "pp=" + std::to_string(l.pp) + ": first stage " +
+                                 (l.first_stage_layers > 0 ? std::to_string(l.first_stage_layers) : "even share") +
+                                 ", last stage " +
+                                 (l.last_stage_layers > 0 ? std::to_string(l.last_stage_layers) : "even share") +
+                                 " layers, the rest split evenly";
+        if (std::find(splits.begin(), splits.end(), text) == splits.end())
+            splits.push_back(text);
+    }
+    for (const std::string& split : splits)
+        o << "uneven pipeline split, " << split << "\n";
 }
 
 void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& plan)
@@ -222,8 +246,10 @@ void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& pla
       << formatBytes(m.optimizer) << " + activations " << formatBytes(m.activations) << " + buffers "
       << formatBytes(m.buffers) << " + reserve " << formatBytes(m.reserve) << "\n";
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %s tokens/s, MFU %.1f%%, %s micro-batches; ", formatSi(p.tokens_per_s, "").c_str(),
-                  100 * p.mfu, std::to_string(p.micro_batches).c_str());
+    std::snprintf(buf, sizeof buf,
+                  "  %s tokens/s, MFU %.1f%% (Megatron), %.1f%% (PaLM), %.1f%% (causal-aware), %s micro-batches; ",
+                  formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu, 100 * p.mfu_palm, 100 * p.mfu_causal,
+                  std::to_string(p.micro_batches).c_str());
     o << buf << "time to train " << formatSi(problem.training.tokens_to_train, "tokens") << " "
       << formatDuration(p.time_to_train_s) << ", cost " << money(p.cost_to_train_usd)
       << (p.cost_to_train_usd > 0 && !problem.cluster.node.price_kind.empty()

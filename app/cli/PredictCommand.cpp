@@ -41,6 +41,18 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
     o << p.model.name << " on " << p.cluster.nodes << " x " << p.cluster.node.name << " (" << p.cluster.devices()
       << " devices), global batch " << p.training.global_batch << " x " << p.training.seq_len << " tokens\n";
     o << "layout " << toString(l) << "  (" << pr.micro_batches << " micro-batches per step)\n";
+    if (l.zero_stage > 0) {
+        // zero_group counts dp replicas (0: all of them); the shard group spans zero_group x cp devices.
+        const std::int64_t group = std::int64_t(l.zeroGroupSize()) * l.cp;
+        o << "ZeRO-" << l.zero_stage << " shard group: " << group << (group == 1 ? " device" : " devices")
+          << " (zero_group " << l.zeroGroupSize() << " x cp " << l.cp << ")";
+        if (group == 1)
+            o << ": shards nothing (the model states of zero=0); the search does not offer it";
+        o << "\n";
+    }
+    if (l.cp > 1 && !p.training.flash_attention)
+        o << "note: Transformer Engine runs cp > 1 on fused attention only; this problem trains unfused attention "
+             "(priced as asked, as the engine runs it; the search offers cp only with --flash-attention)\n";
     if (!pr.feasible)
         o << "NOT FEASIBLE: " << toString(pr.reason) << "\n";
     o << "\nstep time " << formatDuration(pr.step_time_s) << "\n";
@@ -56,8 +68,12 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
     o << memLine("weights", m.weights, m.capacity) << memLine("gradients", m.gradients, m.capacity)
       << memLine("optimizer states", m.optimizer, m.capacity) << memLine("activations", m.activations, m.capacity)
       << memLine("buffers", m.buffers, m.capacity) << memLine("reserve", m.reserve, m.capacity);
-    std::snprintf(buf, sizeof buf, "\nthroughput %s tokens/s, MFU %.1f%%, HFU %.1f%%\n",
+    std::snprintf(buf, sizeof buf, "\nthroughput %s tokens/s, MFU %.1f%% (Megatron/Korthikanti), HFU %.1f%%\n",
                   formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu, 100 * pr.hfu);
+    o << buf;
+    std::snprintf(buf, sizeof buf, "MFU in other conventions: %.1f%% (PaLM: 6N + 12 L H Q T), %.1f%% (causal-aware: "
+                                   "masked scores not counted)\n",
+                  100 * pr.mfu_palm, 100 * pr.mfu_causal);
     o << buf;
     o << "time to train " << formatSi(p.training.tokens_to_train, "tokens") << ": "
       << formatDuration(pr.time_to_train_s);

@@ -56,6 +56,7 @@ public:
     QSpinBox* nodesBox() const { return nodes_; }
     QSpinBox* batchBox() const { return batch_; }
     QSpinBox* seqBox() const { return seq_; }
+    QCheckBox* flashBox() const { return flash_; }
     QLineEdit* fixEdit() const { return fix_; }
     QLineEdit* lowerEdit() const { return lower_; }
     QLineEdit* upperEdit() const { return upper_; }

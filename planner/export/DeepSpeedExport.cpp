@@ -55,6 +55,11 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r);
     refuseMegatronOverlaps(refuse, l);
+    refusePartialRecompute(refuse, l,
+                           "the exported ds_config checkpoints every layer (activation_checkpoint_interval 1)");
+    refuseUnevenPipeline(refuse, l,
+                         "deepspeed.pipe.PipelineModule balances the layers by its partition_method "
+                         "(parameters, uniform, type:...), not by given counts");
     const Figures f = figures(p, l);
     const std::string& vendor = p.cluster.node.chip.vendor;
 

@@ -46,6 +46,12 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& layout);
 void refuseMegatronCoreLimits(Refusals& refuse, const Problem& problem, const Layout& layout);
 // Megatron's get_device_arch_version() < 10: CUDA_DEVICE_MAX_CONNECTIONS=1 is required with tp/cp.
 bool olderThanBlackwellGpu(const ChipSpec& chip);
+// An uneven pipeline split (Megatron-LM's --decoder-first/last-pipeline-num-layers) in a
+// framework that splits the layers evenly: refused by name with `why`.
+void refuseUnevenPipeline(Refusals& refuse, const Layout& layout, const char* why);
+// Full recomputation of some layers only (Megatron-LM's --recompute-method with
+// --recompute-num-layers) in a framework that recomputes every layer: refused by name.
+void refusePartialRecompute(Refusals& refuse, const Layout& layout, const char* why);
 
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {

@@ -111,8 +111,20 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     };
     arg("--tensor-model-parallel-size", str(l.tp));
     arg("--pipeline-model-parallel-size", str(l.pp));
-    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved)
-        arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (l.pp * l.virtual_stages)));
+    // Uneven splits (d98e8a64, megatron/training/arguments.py _add_distributed_args:
+    // --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers; the rest split
+    // evenly, TransformerConfig "Uneven PP"). With interleaving validate_args then asks for
+    // --num-virtual-stages-per-pipeline-rank instead of the layers per virtual stage.
+    if (l.first_stage_layers > 0)
+        arg("--decoder-first-pipeline-num-layers", str(l.first_stage_layers));
+    if (l.last_stage_layers > 0)
+        arg("--decoder-last-pipeline-num-layers", str(l.last_stage_layers));
+    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved) {
+        if (l.unevenPipeline())
+            arg("--num-virtual-stages-per-pipeline-rank", str(l.virtual_stages));
+        else
+            arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (l.pp * l.virtual_stages)));
+    }
     arg("--context-parallel-size", str(l.cp));
     if (l.sequence_parallel)
         arg("--sequence-parallel");
@@ -148,10 +160,12 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     if (l.recompute == Recompute::Selective) {
         arg("--recompute-granularity", "selective");
     } else if (l.recompute == Recompute::Full) {
-        // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer.
+        // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer;
+        // or the layout's method and count (TransformerConfig @ d98e8a64: recompute_method
+        // uniform|block, recompute_num_layers; megatron/core/recompute.py runs them).
         arg("--recompute-granularity", "full");
-        arg("--recompute-method", "uniform");
-        arg("--recompute-num-layers", "1");
+        arg("--recompute-method", l.recompute_layers > 0 ? toString(l.recompute_method) : "uniform");
+        arg("--recompute-num-layers", l.recompute_layers > 0 ? str(l.recompute_layers) : "1");
     }
     switch (p.training.precision) {
     case Precision::BF16Mixed: arg("--bf16"); break;

@@ -53,6 +53,10 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("neuronx", r);
     refuseMegatronOverlaps(refuse, l);
+    refusePartialRecompute(refuse, l, "the exported NxD config checkpoints every layer");
+    refuseUnevenPipeline(refuse, l,
+                         "this exporter writes NeuronX Distributed's even split of the layers over the "
+                         "pipeline stages; manual pipeline cuts are not exported");
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
     const Figures f = figures(p, l);
