@@ -484,9 +484,14 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
                            !out.time_cost.dominates(pr.time_to_train_s, pr.cost_to_train_usd);
         if (!ranks)
             return;
-        if (!frameworkRuns(*space_framework_, problem_, l)) {
+        if (const ExportResult exported = exportSettings(*space_framework_, problem_, l); !exported.ok()) {
             --out.feasible;
-            ++out.other_reasons[frameworkReason_];
+            // Named by what the framework refused ("not runnable by torchtitan (QK-norm)"), so that
+            // plan --framework says which feature keeps the layouts out.
+            std::string features;
+            for (const ExportRefusal& refused : exported.refused)
+                features += (features.empty() ? "" : "; ") + refused.feature;
+            ++out.other_reasons[frameworkReason_ + " (" + features + ")"];
             return;
         }
     }
