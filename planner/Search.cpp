@@ -486,12 +486,11 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
             return;
         if (const ExportResult exported = exportSettings(*space_framework_, problem_, l); !exported.ok()) {
             --out.feasible;
-            // Named by what the framework refused ("not runnable by torchtitan (QK-norm)"), so that
-            // plan --framework says which feature keeps the layouts out.
-            std::string features;
+            // Counted under each feature the framework refused ("not runnable by torchtitan
+            // (QK-norm)"), so that plan --framework says what keeps the layouts out; a layout
+            // refused for several features counts under each of them.
             for (const ExportRefusal& refused : exported.refused)
-                features += (features.empty() ? "" : "; ") + refused.feature;
-            ++out.other_reasons[frameworkReason_ + " (" + features + ")"];
+                ++out.other_reasons[frameworkReason_ + " (" + refused.feature + ")"];
             return;
         }
     }

@@ -100,10 +100,11 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
 
     if (!isCudaOrRocmGpu(p.cluster.node.chip))
         refuse.device(p.cluster.node.chip.display_name, "torchtitan trains on CUDA and ROCm GPUs");
-    // The model fields a llama3 flavor cannot carry, each by name (torchtitan/models/llama3/__init__.py
-    // and model.py @ b5bcd76c: RMSNorm blocks, make_gqa_config attention with fused, bias-free
-    // wqkv and no norm on q or k, full causal attention, ComplexRoPE with scaling "llama", a dense
-    // feed-forward).
+    // The model fields a llama3 flavor cannot carry, each by name (torchtitan @ b5bcd76c:
+    // models/llama3/__init__.py builds RMSNorm blocks with make_gqa_config(...) attention and no
+    // qk_norm argument, whose default is None (models/common/config_utils.py), wqkv as
+    // Linear.Config with bias False (models/common/linear.py), full causal attention, ComplexRoPE
+    // with scaling "llama", a dense feed-forward).
     if (m.qk_norm)
         refuse.add("QK-norm", "torchtitan has no QK-norm in its llama3 model");
     if (m.qkv_bias && !m.bias)
