@@ -93,7 +93,27 @@ CASES = [
      [], "zero=3,zero_group=256,mb=1,recompute=selective"),
     ("maxtext llama-3-8b h100 pp2 gpipe cp2 zero1 offload flash", "maxtext", "llama-3-8b", "p5.48xlarge", 4, 256,
      8192, ["--flash-attention"], "pp=2,schedule=gpipe,cp=2,zero=1,mb=1,recompute=full,offload=optimizer"),
+    # Imported from tests/data/hf/<folder>/config.json ("hf:<folder>"): the model fields a Llama lacks.
+    ("megatron qwen2-7b p5 tp4 (qkv bias, norm_eps)", "megatron", "hf:Qwen2-7B", "p5.48xlarge", 4, 256, 4096, [],
+     "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron qwen3-8b p5 tp4 (qk-norm)", "megatron", "hf:Qwen3-8B", "p5.48xlarge", 4, 256, 4096, [],
+     "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron mistral-7b p5 tp4 (sliding window)", "megatron", "hf:Mistral-7B-v0.1", "p5.48xlarge", 4, 256, 8192,
+     [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron mixtral-8x7b (hf) p5 tp4 (MoE, aux loss)", "megatron", "hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512,
+     4096, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096,
+     [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron gpt-oss-120b p5 tp8 (sinks, alternating window, YaRN, MoE)", "megatron", "hf:gpt-oss-120b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3.1-8b p5 tp2 (llama3 RoPE scaling)", "megatron", "hf:Llama-3.1-8B", "p5.48xlarge", 2, 64,
+     8192, [], "tp=2,sp=on,zero=1,mb=1"),
+    ("megatron-bridge qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron-bridge", "hf:Qwen3-30B-A3B", "p5.48xlarge",
+     8, 512, 4096, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge mistral-7b p5 tp4 (sliding window)", "megatron-bridge", "hf:Mistral-7B-v0.1", "p5.48xlarge",
+     4, 256, 8192, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
 ]
+HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
 
 # Controls: an export changed the way the frameworks' checks must refuse, run after the cases to
 # show that the checks can fail here: (name, case index, change of the exported text).
@@ -124,6 +144,8 @@ CONTROLS = [
      lambda text: text.replace("cfg.ddp.use_distributed_optimizer", "cfg.ddp.use_distributed_optimiser")),
     ("megatron-bridge llama-2-70b with a misspelt GPTModelProvider argument (num_atention_heads)", 16,
      lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
+    ("megatron qwen2-7b with --add-qkv-bias misspelt (--add-qkv-biases)", 22,
+     lambda text: text.replace("--add-qkv-bias", "--add-qkv-biases")),
 ]
 
 FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
@@ -174,6 +196,11 @@ def check_megatron(case):
 
     arch = ARCH_MAJOR[case["node"]]
     arguments.get_device_arch_version = lambda: arch
+    # --moe-grouped-gemm: validate_args asserts torch.cuda.get_device_capability()[0] >= 8, the
+    # plan's GPU again (a Stub has no number).
+    cuda = arguments.torch.cuda
+    cuda.get_device_capability = lambda *device: (arch, 0)
+    arguments.torch.cuda = cuda
     args, env, unset = megatron_command(case["settings"])
     for name in unset:
         os.environ.pop(name, None)
@@ -443,6 +470,13 @@ def run_case(cli, checkouts, work, case, change=None):
     problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
                "--seq", str(seq)] + flags
     db = ["--db", os.path.join(work, "catalog.sqlite")]
+    if model.startswith("hf:"):
+        # catalog import names the model after its folder (lowercase); importing it again is refused.
+        folder = model[3:]
+        subprocess.run([cli] + db + ["catalog", "import", os.path.join(HF_FIXTURES, folder, "config.json")],
+                       capture_output=True)
+        model = folder.lower()
+        problem[1] = model
     # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,
     # the file is written all the same), which does not matter to the export of --layout.
     subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], capture_output=True)

@@ -44,6 +44,38 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+std::string modelFieldFeatures(const ModelSpec& m)
+{
+    std::string out;
+    auto add = [&](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
+    if (m.qkv_bias && !m.bias)
+        add("biases on q, k and v");
+    if (m.qk_norm)
+        add("QK-norm");
+    if (m.sliding_window.enabled())
+        add("a sliding window of " + str(m.sliding_window.size));
+    if (m.attention_sinks)
+        add("attention sinks");
+    if (m.positions == PositionKind::Rotary && m.rope_scaling.enabled())
+        add(std::string("RoPE scaling ") + toString(m.rope_scaling.type));
+    // Llama 2 and 3 train with 1e-5 (their Hugging Face configs' rms_norm_eps); the exports that
+    // build a Llama write no other epsilon.
+    if (m.norm_eps != 1e-5)
+        add("norm_eps " + num(m.norm_eps));
+    if (m.moe.enabled())
+        add("mixture of experts");
+    return out;
+}
+
+std::string modelBuildNote(const ModelSpec& m)
+{
+    const std::string fields = modelFieldFeatures(m);
+    if (fields.empty())
+        return {};
+    return "These settings do not describe the model: build " + m.name + " from its own Hugging Face config (" +
+           fields + "), which carries them.";
+}
+
 // What keeps a model from being a Llama (RMSNorm, SwiGLU, RoPE, no biases, dense), empty when it is one.
 std::string nonLlamaFeatures(const ModelSpec& m)
 {
@@ -59,8 +91,8 @@ std::string nonLlamaFeatures(const ModelSpec& m)
         add(std::string("positions ") + toString(m.positions));
     if (m.bias)
         add("biases");
-    if (m.moe.enabled())
-        add("mixture of experts");
+    if (const std::string fields = modelFieldFeatures(m); !fields.empty())
+        add(fields);
     if (m.head_dim * m.heads != m.hidden)
         add("head_dim x heads != hidden");
     return out;

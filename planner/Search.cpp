@@ -484,9 +484,13 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
                            !out.time_cost.dominates(pr.time_to_train_s, pr.cost_to_train_usd);
         if (!ranks)
             return;
-        if (!frameworkRuns(*space_framework_, problem_, l)) {
+        if (const ExportResult exported = exportSettings(*space_framework_, problem_, l); !exported.ok()) {
             --out.feasible;
-            ++out.other_reasons[frameworkReason_];
+            // Counted under each feature the framework refused ("not runnable by torchtitan
+            // (QK-norm)"), so that plan --framework says what keeps the layouts out; a layout
+            // refused for several features counts under each of them.
+            for (const ExportRefusal& refused : exported.refused)
+                ++out.other_reasons[frameworkReason_ + " (" + refused.feature + ")"];
             return;
         }
     }

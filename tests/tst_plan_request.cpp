@@ -211,6 +211,28 @@ private slots:
         QCOMPARE(best.value("variants").toArray().size(), qsizetype(result.top.front().variants.size()));
     }
 
+    // A model feature a framework lacks keeps every layout out, and the reason says which
+    // (torchtitan's llama3 model has no QK-norm: Llama 3 8B with qk_norm, as Qwen3 has it).
+    void searchForAFrameworkNamesTheModelFeature()
+    {
+        PlanRequest r = request("llama-3-8b", "p5.48xlarge", 1, 64, 5);
+        r.problem.model.qk_norm = true;
+        r.framework = ExportFormat::Torchtitan;
+        const SearchResult result = search(r);
+        QVERIFY(!result.best());
+        // Every refused layout is counted under QK-norm, and under its other refusals as well.
+        const auto& reasons = result.stats.infeasible_by_reason;
+        const auto qkNorm = reasons.find("not runnable by torchtitan (QK-norm)");
+        QVERIFY(qkNorm != reasons.end() && qkNorm->second > 0);
+        int others = 0;
+        for (const auto& [reason, n] : reasons)
+            if (reason.rfind("not runnable by torchtitan (", 0) == 0 && reason != qkNorm->first) {
+                QVERIFY2(n <= qkNorm->second, reason.c_str());
+                ++others;
+            }
+        QVERIFY(others > 0);  // the model is no llama3 flavor either, and some layouts ask for ZeRO-1
+    }
+
     // --framework: the search keeps only layouts that framework runs, so the top plan exports;
     // exactly the best runnable layouts (an exhaustive filter agrees), the fronts too.
     void searchForAFramework()
@@ -244,7 +266,21 @@ private slots:
         }
         QVERIFY(!runnable.empty());
         QVERIFY2(ds.best()->layout == runnable.front(), toString(ds.best()->layout).c_str());
-        QVERIFY(ds.stats.infeasible_by_reason.count("not runnable by deepspeed") == 1);
+        // Each refused layout is counted under the features DeepSpeed refused, by name, and those
+        // are the refusals of its exporter for the free best.
+        int named = 0;
+        for (const auto& [reason, n] : ds.stats.infeasible_by_reason) {
+            QVERIFY2(reason != "not runnable by deepspeed", "the reason names no feature");
+            if (reason.rfind("not runnable by deepspeed (", 0) == 0 && reason.back() == ')' && n > 0)
+                ++named;
+        }
+        QVERIFY(named > 0);
+        const ExportResult refusedBest = exportSettings(ExportFormat::DeepSpeed, r.problem, free.best()->layout);
+        QVERIFY(!refusedBest.refused.empty());
+        bool bestReasonFound = false;
+        for (const auto& [reason, n] : ds.stats.infeasible_by_reason)
+            bestReasonFound |= reason.find(refusedBest.refused.front().feature) != std::string::npos;
+        QVERIFY2(bestReasonFound, refusedBest.refused.front().feature.c_str());
         // The request and each plan's frameworks in the document.
         const QJsonObject doc = planDocument(ds);
         QCOMPARE(doc.value("request").toObject().value("framework").toString(), QStringLiteral("deepspeed"));

@@ -10,6 +10,7 @@
 // and review the diff.
 #include "BuiltinSpecs.h"
 #include "FrameworkExport.h"
+#include "HfConfigImport.h"
 
 #include <QDir>
 #include <QFile>
@@ -24,6 +25,9 @@
 
 #ifndef SHARDSCOPE_GOLDEN_DIR
 #error "SHARDSCOPE_GOLDEN_DIR must name tests/golden/export"
+#endif
+#ifndef SHARDSCOPE_HF_DATA_DIR
+#error "SHARDSCOPE_HF_DATA_DIR must name tests/data/hf"
 #endif
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
@@ -73,10 +77,29 @@ private:
     std::unique_ptr<QTemporaryDir> dir_;
     const SpecLookup* catalog_ = &BuiltinSpecs::instance();  // the built-in specs, no database
 
+    // "hf:Qwen3-8B": the model imported from tests/data/hf/Qwen3-8B/config.json (the fields a
+    // Llama lacks: qkv bias, QK-norm, sliding window, MoE); otherwise a built-in spec.
+    static ModelSpec model(const char* name)
+    {
+        const QString text = QString::fromUtf8(name);
+        if (!text.startsWith(QLatin1String("hf:")))
+            return BuiltinSpecs::instance().model(name);
+        const QString path = QStringLiteral(SHARDSCOPE_HF_DATA_DIR "/") + text.mid(3) + "/config.json";
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly))
+            qFatal("cannot read %s", qPrintable(path));
+        FieldErrors errors;
+        const auto m = modelFromHfConfig(QJsonDocument::fromJson(f.readAll()).object(),
+                                         {text.mid(3).toLower().toStdString(), {}, path.toStdString()}, errors);
+        if (!m)
+            qFatal("%s: %s", qPrintable(path), joinErrors(errors).c_str());
+        return *m;
+    }
+
     Problem problem(const Case& c) const
     {
         Problem p;
-        p.model = catalog_->model(c.model);
+        p.model = model(c.model);
         p.cluster.node = catalog_->node(c.node);
         p.cluster.nodes = c.nodes;
         p.training.global_batch = c.global_batch;
@@ -151,6 +174,27 @@ private slots:
             << QByteArray("tp=8,pp=16,mb=1,recompute=full");
         QTest::newRow("megatron mixtral-8x7b p5 tp4 sp")
             << ExportFormat::Megatron << "megatron-mixtral-8x7b-p5.txt" << QByteArray("mixtral-8x7b")
+            << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        // Imported from Hugging Face configs: the fields a Llama lacks, each with its own option.
+        QTest::newRow("megatron qwen2-7b p5 tp4 qkv bias")
+            << ExportFormat::Megatron << "megatron-qwen2-7b-p5-qkv-bias.txt" << QByteArray("hf:Qwen2-7B")
+            << QByteArray("p5.48xlarge") << 4 << 256 << 4096 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron qwen3-8b p5 tp4 qk-norm")
+            << ExportFormat::Megatron << "megatron-qwen3-8b-p5-qk-norm.txt" << QByteArray("hf:Qwen3-8B")
+            << QByteArray("p5.48xlarge") << 4 << 256 << 4096 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron mistral-7b p5 tp4 sliding window")
+            << ExportFormat::Megatron << "megatron-mistral-7b-p5-sliding-window.txt" << QByteArray("hf:Mistral-7B-v0.1")
+            << QByteArray("p5.48xlarge") << 4 << 256 << 8192 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron mixtral-8x7b hf p5 tp4 moe")
+            << ExportFormat::Megatron << "megatron-mixtral-8x7b-hf-p5-moe.txt" << QByteArray("hf:Mixtral-8x7B-v0.1")
+            << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
+            << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron-bridge qwen3-30b-a3b p5 tp4 moe qk-norm")
+            << ExportFormat::MegatronBridge << "megatron-bridge-qwen3-30b-a3b-p5-moe.py" << QByteArray("hf:Qwen3-30B-A3B")
             << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
             << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
         QTest::newRow("deepspeed gpt3-13b p4d zero3 mics8 full")
@@ -591,6 +635,51 @@ private slots:
         QVERIFY(QString::fromStdString(odd.refusals.front()).contains("cp=16) over 40 attention heads"));
     }
 
+    // GPT-OSS through Megatron-LM: attention sinks, sliding window on alternate layers, YaRN,
+    // MoE with its own expert size, each with the option arguments.py (d98e8a64) names.
+    void megatronGptOssFields()
+    {
+        const Case c{"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::Megatron, c, "tp=8,sp=on,zero=1,mb=1,recompute=selective");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        const ModelSpec m = model("hf:gpt-oss-120b");
+        QVERIFY(m.attention_sinks && m.sliding_window.enabled() && !m.sliding_window.layers.empty());
+        QVERIFY(t.contains("--softmax-type learnable\n"));
+        // 128-token window (the config's sliding_window): 127 keys back and the query itself.
+        QVERIFY2(t.contains("--window-size " + QString::number(m.sliding_window.size - 1) + ",0\n"), qPrintable(t));
+        // layer_types "sliding_attention", "full_attention", ... over 36 layers: 1 = SWA.
+        QVERIFY2(t.contains("--window-attn-skip-freq '[1]*1+[0]*1+"), qPrintable(t));
+        QVERIFY(t.contains("--position-embedding-type yarn\n"));
+        QVERIFY(t.contains("--rotary-scaling-factor 32\n"));
+        QVERIFY(t.contains("--yarn-original-max-position-embeddings 4096\n"));
+        QVERIFY(t.contains("--no-yarn-correction-range-round-to-int\n"));
+        QVERIFY(t.contains("--num-experts 128\n") && t.contains("--moe-router-topk 4\n"));
+        QVERIFY(t.contains("--moe-ffn-hidden-size 2880\n"));
+        QVERIFY(t.contains("--norm-epsilon 1e-05\n"));
+    }
+
+    // What Megatron Core has no setting for is refused by name, never dropped.
+    void megatronModelFieldRefusals()
+    {
+        const Case c{"hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        const Layout l = layout("tp=4,sp=on,zero=1,mb=1", p);
+        p.model.rope_scaling.type = RopeScalingKind::Dynamic;
+        p.model.rope_scaling.factor = 2;
+        p.model.moe.router = MoeRouter::Sigmoid;  // top 2, not renormalised
+        const ExportResult r = exportSettings(ExportFormat::Megatron, p, l);
+        QVERIFY(r.text.empty());
+        QCOMPARE(r.refusals.size(), size_t(2));
+        QCOMPARE(r.refused[0].feature, std::string("dynamic (NTK) RoPE scaling"));
+        QCOMPARE(r.refused[1].feature, std::string("sigmoid routing without renormalisation (top_k 2)"));
+        // YaRN: Megatron-LM has the options; the Bridge export writes none.
+        const Case oss{"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        const ExportResult bridge = exported(ExportFormat::MegatronBridge, oss, "tp=8,sp=on,zero=1,mb=1");
+        QVERIFY(!bridge.ok());
+        QCOMPARE(bridge.refused.front().feature, std::string("YaRN RoPE scaling"));
+    }
+
     // Each framework refuses what it cannot express, with the feature named.
     void refused_data()
     {
@@ -689,6 +778,29 @@ private slots:
                                              << "the GPipe schedule";
         QTest::newRow("nxd-training: GPU") << Y << llama7 << p5 << 4 << bf16 << QByteArray("tp=8,zero=1,recompute=full")
                                            << "NVIDIA H100";
+
+        // The model fields a Llama lacks, imported from Hugging Face configs: refused by name
+        // where the framework has no setting for them.
+        const QByteArray qwen2 = "hf:Qwen2-7B", qwen3 = "hf:Qwen3-8B", mistral = "hf:Mistral-7B-v0.1",
+                         mixtral = "hf:Mixtral-8x7B-v0.1", llama31 = "hf:Llama-3.1-8B";
+        QTest::newRow("torchtitan: QK-norm") << T << qwen3 << p5 << 4 << bf16 << QByteArray("zero=3")
+                                             << "torchtitan: QK-norm is not expressible (torchtitan has no QK-norm in its llama3 model)";
+        QTest::newRow("torchtitan: qkv bias") << T << qwen2 << p5 << 4 << bf16 << QByteArray("zero=3")
+                                              << "torchtitan: biases on q, k and v";
+        QTest::newRow("torchtitan: sliding window") << T << mistral << p5 << 4 << bf16 << QByteArray("zero=3")
+                                                    << "torchtitan: a sliding window of 4096";
+        QTest::newRow("torchtitan: MoE") << T << mixtral << p5 << 4 << bf16 << QByteArray("zero=3")
+                                         << "torchtitan: mixture of experts (8 experts, top 2)";
+        QTest::newRow("neuronx: QK-norm") << N << qwen3 << trn1 << 4 << bf16 << QByteArray("tp=8,recompute=full")
+                                          << "QK-norm, norm_eps 1e-06";
+        QTest::newRow("nxd-training: qkv bias") << Y << qwen2 << trn1 << 4 << bf16
+                                                << QByteArray("tp=4,zero=1,recompute=full") << "biases on q, k and v";
+        QTest::newRow("maxtext: sliding window") << X << mistral << v5p << 4 << bf16 << QByteArray("zero=3")
+                                                 << "the architecture of mistral-7b-v0.1 (a sliding window of 4096)";
+        QTest::newRow("maxtext: RoPE scaling") << X << llama31 << v5p << 4 << bf16 << QByteArray("zero=3")
+                                               << "RoPE scaling llama3";
+        QTest::newRow("fsdp: tensor parallelism, QK-norm") << F << qwen3 << p5 << 4 << bf16 << QByteArray("tp=4,zero=3")
+                                                          << "fsdp: tensor parallelism (tp=4) for qwen3-8b (QK-norm";
     }
 
     void refused()

@@ -166,6 +166,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
                           str(f.devices) + " devices / tp " + str(l.tp) + " / pp " + str(l.pp) + " / cp " + str(l.cp) + ").");
     r.notes.push_back("The optimizer (" + std::string(toString(p.training.optimizer)) +
                       ") and learning rate come from your script or an \"optimizer\" section.");
+    // ds_config holds no model: the qkv bias, QK-norm, window, MoE, ... are the model's own.
+    if (const std::string note = modelBuildNote(p.model); !note.empty())
+        r.notes.push_back(note);
     r.text = QJsonDocument(config).toJson(QJsonDocument::Indented).toStdString();
     return r;
 }

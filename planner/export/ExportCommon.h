@@ -72,6 +72,12 @@ std::string problemLine(const Problem& problem);
 // What keeps a model from being Llama-shaped (RMSNorm, SwiGLU, RoPE, no biases, dense,
 // heads x head_dim = hidden): "mlp gelu, norm layernorm, biases", empty for a Llama.
 std::string nonLlamaFeatures(const ModelSpec& model);
+// The model-format fields among them (qkv biases, QK-norm, sliding window, attention sinks, RoPE
+// scaling, norm_eps other than Llama's 1e-5, mixture of experts): "QK-norm, norm_eps 1e-06".
+std::string modelFieldFeatures(const ModelSpec& model);
+// For an export that takes the user's own Hugging Face model (DeepSpeed, FSDP2): a note that the
+// model's config carries those fields, empty when there are none.
+std::string modelBuildNote(const ModelSpec& model);
 
 std::string str(std::int64_t v);
 // A double as the shortest text that reads back the same ("500000", "0.25", "1e-05").

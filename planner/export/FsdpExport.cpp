@@ -123,6 +123,9 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
     else if (p.training.precision == Precision::FP16Mixed)
         dtype = "torch.float16";
 
+    // The module wraps the user's model: the qkv bias, QK-norm, window, MoE, ... are its own.
+    if (const std::string note = modelBuildNote(m); !note.empty())
+        r.notes.push_back(note);
     r.notes.push_back("Mesh pp " + str(l.pp) + " x dp_replicate " + str(replicate) + " x dp_shard " + str(shard) +
                       " x cp " + str(l.cp) + " x tp " + str(l.tp) + " = " + str(f.devices) + " ranks, tp innermost.");
     if (sharded)

@@ -26,6 +26,7 @@
 //     forward_step) under torchrun.
 // What Megatron Core cannot run is refused as for Megatron-LM (refuseMegatronCoreLimits).
 #include "ExportCommon.h"
+#include "MegatronModelFields.h"
 
 namespace shardscope::exportdetail {
 
@@ -55,7 +56,10 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     }
     kw("add_bias_linear", pyBool(m.bias));
     kw("share_embeddings_and_output_weights", pyBool(m.tied_embeddings));
-    kw("position_embedding_type", m.positions == PositionKind::Rotary ? "\"rope\"" : "\"learned_absolute\"");
+    std::string positionType = "\"";
+    positionType += megatronPositionType(m);
+    positionType += '"';
+    kw("position_embedding_type", positionType);
     if (m.positions == PositionKind::Rotary)
         kw("rotary_base", num(m.rope_base));
     kw("vocab_size", str(m.vocab));
@@ -68,6 +72,10 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
         kw("num_moe_experts", str(m.moe.experts));
         kw("moe_router_topk", str(m.moe.top_k));
     }
+    // norm_eps, qkv bias, qk_norm, sinks, sliding window, RoPE scaling, the rest of MoE
+    // (MegatronModelFields.cpp).
+    for (const CoreSetting& s : megatronModelSettings(refuse, m, true))
+        kw(s.field, s.py_value);
     kw("tensor_model_parallel_size", str(l.tp));
     kw("pipeline_model_parallel_size", str(l.pp));
     kw("virtual_pipeline_model_parallel_size",

@@ -13,6 +13,7 @@
 //   --position-embedding-type learned_absolute|rope, --normalization LayerNorm|RMSNorm,
 //   --swiglu, --disable-bias-linear, --untie-embeddings-and-output-weights, --num-experts,
 //   --moe-router-topk, --use-flash-attn, --optimizer adam|sgd.
+// The model fields beyond a Llama: MegatronModelFields.cpp (d98e8a64).
 // Rules of that version that the export enforces (validate_args):
 //   - selective recomputation takes no --recompute-method;
 //   - MoE with tp > 1 asserts --sequence-parallel.
@@ -41,6 +42,7 @@
 // as used by aws-neuron/neuronx-distributed examples/training/llama/tp_pp_llama_hf_pretrain/
 // run_llama2_70B_tp_pp.sh.
 #include "ExportCommon.h"
+#include "MegatronModelFields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -188,7 +190,7 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     }
     arg("--seq-length", str(p.training.seq_len));
     arg("--max-position-embeddings", str(std::max(m.max_seq, p.training.seq_len)));
-    arg("--position-embedding-type", m.positions == PositionKind::Rotary ? "rope" : "learned_absolute");
+    arg("--position-embedding-type", megatronPositionType(m));
     if (m.positions == PositionKind::Rotary) {
         char base[32];
         std::snprintf(base, sizeof base, "%.15g", m.rope_base);
@@ -205,6 +207,9 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--num-experts", str(m.moe.experts));
         arg("--moe-router-topk", str(m.moe.top_k));
     }
+    // norm_eps, qkv bias, qk_norm, sinks, sliding window, RoPE scaling, the rest of MoE.
+    for (const CoreSetting& s : megatronModelSettings(refuse, m, false))
+        arg(s.option, s.cli_value);
     arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
     if (!p.training.dropout) {
         arg("--hidden-dropout", "0");

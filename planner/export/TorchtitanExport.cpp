@@ -100,6 +100,23 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
 
     if (!isCudaOrRocmGpu(p.cluster.node.chip))
         refuse.device(p.cluster.node.chip.display_name, "torchtitan trains on CUDA and ROCm GPUs");
+    // The model fields a llama3 flavor cannot carry, each by name (torchtitan @ b5bcd76c:
+    // models/llama3/__init__.py builds RMSNorm blocks with make_gqa_config(...) attention and no
+    // qk_norm argument, whose default is None (models/common/config_utils.py), wqkv as
+    // Linear.Config with bias False (models/common/linear.py), full causal attention, ComplexRoPE
+    // with scaling "llama", a dense feed-forward).
+    if (m.qk_norm)
+        refuse.add("QK-norm", "torchtitan has no QK-norm in its llama3 model");
+    if (m.qkv_bias && !m.bias)
+        refuse.add("biases on q, k and v", "torchtitan's llama3 attention projections have no bias");
+    if (m.sliding_window.enabled())
+        refuse.add("a sliding window of " + str(m.sliding_window.size),
+                   "torchtitan's llama3 model attends over the whole causal context");
+    if (m.attention_sinks)
+        refuse.add("attention sinks", "torchtitan's llama3 attention has no sink logits");
+    if (m.moe.enabled())
+        refuse.add("mixture of experts (" + str(m.moe.experts) + " experts, top " + str(m.moe.top_k) + ")",
+                   "the export takes torchtitan's dense llama3 model");
     if (!flavor) {
         std::string names;
         for (const Flavor& fl : llama3Flavors())

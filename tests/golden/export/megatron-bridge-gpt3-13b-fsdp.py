@@ -30,6 +30,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
         position_embedding_type="learned_absolute",
         vocab_size=50257,
         seq_length=2048,
+        layernorm_epsilon=1e-05,
         tensor_model_parallel_size=2,
         pipeline_model_parallel_size=1,
         virtual_pipeline_model_parallel_size=None,

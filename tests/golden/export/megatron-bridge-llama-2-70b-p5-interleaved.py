@@ -34,6 +34,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
         rotary_base=10000,
         vocab_size=32000,
         seq_length=4096,
+        layernorm_epsilon=1e-05,
         tensor_model_parallel_size=8,
         pipeline_model_parallel_size=4,
         virtual_pipeline_model_parallel_size=5,

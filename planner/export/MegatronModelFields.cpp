@@ -1,0 +1,180 @@
+// The model-format fields beyond a Llama (norm epsilon, QKV-only bias, QK-norm, sliding window,
+// attention sinks, RoPE scaling, mixture of experts) as Megatron Core settings, one list for
+// Megatron-LM's pretrain_gpt.py options and Megatron-Bridge's GPTModelProvider fields.
+//
+// Looked up in NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553:
+//   megatron/core/transformer/transformer_config.py: TransformerConfig fields, which
+//     megatron/training/arguments.py turns into options through ArgumentGroupFactory
+//     (megatron/training/argument_utils.py: "--" + name with '_' -> '-', or the field's
+//     argparse_meta arg_names): layernorm_epsilon (--norm-epsilon), add_qkv_bias, qk_layernorm,
+//     softmax_type (vanilla | off-by-one | learnable), moe_router_topk, moe_ffn_hidden_size,
+//     moe_shared_expert_intermediate_size ("num_shared_experts * ffn_size_of_each_shared_expert"),
+//     moe_grouped_gemm, moe_token_dispatcher_type (allgather | alltoall | flex),
+//     moe_router_pre_softmax, moe_router_score_function (softmax | sigmoid | sqrtsoftplus),
+//     moe_expert_capacity_factor (None: dropless);
+//   megatron/training/arguments.py: --window-size (tuple_type "a,b"), --window-attn-skip-freq and
+//     --moe-layer-freq (moe_freq_type: an int or a Python list expression, 1 = SWA / expert
+//     layer), --moe-aux-loss-coeff, --use-rope-scaling with --rope-scaling-factor (llama3.x),
+//     --position-embedding-type yarn with --rotary-scaling-factor (argument_utils.py sets
+//     yarn_rotary_scaling_factor from it), --yarn-original-max-position-embeddings,
+//     --yarn-beta-fast, --yarn-beta-slow, --no-yarn-correction-range-round-to-int,
+//     --rotary-seq-len-interpolation-factor (an int);
+//   megatron/core/models/common/embeddings/rotary_pos_embedding.py: the llama3.x scaling keeps
+//     low_freq_factor 1, high_freq_factor 4 and original_max_position_embeddings 8192 (GPTModel
+//     passes only the factor);
+//   megatron/core/transformer/moe/moe_utils.py (topk_routing_with_score_function): softmax over
+//     the top-k logits by default (renormalised, as Mixtral), softmax before top-k with
+//     moe_router_pre_softmax (not renormalised), sigmoid scores always renormalised when top_k > 1.
+// window_size is (left, right) keys around the query: a window of `size` keys is (size - 1, 0).
+// NVIDIA-NeMo/Megatron-Bridge at commit 067f987d, src/megatron/bridge/models/gpt_provider.py:
+// GPTModelProvider(TransformerConfig) adds rope_scaling, rope_scaling_factor and
+// seq_len_interpolation_factor; its YaRN fields are not written by this export (refused).
+#include "MegatronModelFields.h"
+
+#include <cmath>
+
+namespace shardscope::exportdetail {
+
+namespace {
+
+// A 0/1 pattern as a Python list expression of runs: "[0]*3+[1]*58".
+std::string runPattern(const std::vector<int>& bits)
+{
+    std::string out;
+    for (size_t i = 0; i < bits.size();) {
+        size_t j = i;
+        while (j < bits.size() && bits[j] == bits[i])
+            ++j;
+        if (!out.empty())
+            out += '+';
+        out += '[';
+        out += str(bits[i]);
+        out += "]*";
+        out += str(std::int64_t(j - i));
+        i = j;
+    }
+    return out;
+}
+
+} // namespace
+
+std::string megatronPositionType(const ModelSpec& m)
+{
+    if (m.positions != PositionKind::Rotary)
+        return "learned_absolute";
+    return m.rope_scaling.type == RopeScalingKind::Yarn ? "yarn" : "rope";
+}
+
+std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec& m, bool bridge)
+{
+    std::vector<CoreSetting> out;
+    auto flag = [&](const char* option, const char* field) { out.push_back({option, "", field, "True"}); };
+    auto value = [&](const char* option, const std::string& cli, const char* field, const std::string& py) {
+        out.push_back({option, cli, field, py});
+    };
+
+    value("--norm-epsilon", num(m.norm_eps), "layernorm_epsilon", num(m.norm_eps));
+    if (m.qkv_bias && !m.bias)
+        flag("--add-qkv-bias", "add_qkv_bias");
+    if (m.qk_norm)
+        flag("--qk-layernorm", "qk_layernorm");  // the norm of --normalization, as the model's
+    if (m.attention_sinks)
+        value("--softmax-type", "learnable", "softmax_type", "\"learnable\"");
+    if (m.sliding_window.enabled()) {
+        const std::string left = str(m.sliding_window.size - 1);
+        value("--window-size", left + ",0", "window_size", "(" + left + ", 0)");
+        if (!m.sliding_window.layers.empty()) {
+            std::vector<int> bits;
+            for (int i = 0; i < m.layers; ++i)
+                bits.push_back(m.slidingLayer(i) ? 1 : 0);
+            const std::string pattern = runPattern(bits);
+            value("--window-attn-skip-freq", "'" + pattern + "'", "window_attn_skip_freq", pattern);
+        }
+    }
+
+    const RopeScaling& rs = m.rope_scaling;
+    if (m.positions == PositionKind::Rotary && rs.enabled()) {
+        switch (rs.type) {
+        case RopeScalingKind::Llama3:
+            if ((rs.low_freq_factor != 0 && rs.low_freq_factor != 1) ||
+                (rs.high_freq_factor != 0 && rs.high_freq_factor != 4) ||
+                (rs.original_max_position_embeddings != 0 && rs.original_max_position_embeddings != 8192))
+                refuse.add("llama3 RoPE scaling with low_freq_factor " + num(rs.low_freq_factor) +
+                               ", high_freq_factor " + num(rs.high_freq_factor) +
+                               ", original_max_position_embeddings " + str(rs.original_max_position_embeddings),
+                           "Megatron's llama3.x scaling keeps 1, 4 and 8192 (rotary_pos_embedding.py)");
+            flag("--use-rope-scaling", "rope_scaling");
+            value("--rope-scaling-factor", num(rs.factor), "rope_scaling_factor", num(rs.factor));
+            break;
+        case RopeScalingKind::Linear:
+            if (rs.factor != std::floor(rs.factor))
+                refuse.add("linear RoPE scaling by " + num(rs.factor),
+                           "--rotary-seq-len-interpolation-factor takes an integer");
+            value("--rotary-seq-len-interpolation-factor", num(rs.factor), "seq_len_interpolation_factor",
+                  num(rs.factor));
+            break;
+        case RopeScalingKind::Yarn:
+            if (bridge) {
+                refuse.add("YaRN RoPE scaling", "the export writes no Megatron-Bridge YaRN fields");
+                break;
+            }
+            if (rs.attention_factor != 0)
+                refuse.add("a YaRN attention_factor of " + num(rs.attention_factor),
+                           "Megatron derives the attention scale from --mscale, not a given factor");
+            value("--rotary-scaling-factor", num(rs.factor), "", "");
+            if (rs.original_max_position_embeddings > 0)
+                value("--yarn-original-max-position-embeddings", str(rs.original_max_position_embeddings), "", "");
+            if (rs.beta_fast != 0)
+                value("--yarn-beta-fast", num(rs.beta_fast), "", "");
+            if (rs.beta_slow != 0)
+                value("--yarn-beta-slow", num(rs.beta_slow), "", "");
+            if (!rs.truncate)
+                flag("--no-yarn-correction-range-round-to-int", "");
+            break;
+        case RopeScalingKind::Dynamic:
+            refuse.add("dynamic (NTK) RoPE scaling", "Megatron has llama3.x, YaRN and linear interpolation only");
+            break;
+        case RopeScalingKind::None: break;
+        }
+    }
+
+    if (m.moe.enabled()) {
+        const MoeSpec& e = m.moe;
+        value("--moe-ffn-hidden-size", str(m.expertFfn()), "moe_ffn_hidden_size", str(m.expertFfn()));
+        if (e.shared_experts > 0) {
+            const std::string shared = str(std::int64_t(e.shared_experts) * e.shared_ffn_hidden);
+            value("--moe-shared-expert-intermediate-size", shared, "moe_shared_expert_intermediate_size", shared);
+        }
+        if (e.dense_layers > 0 || e.layer_interval > 1) {
+            std::vector<int> bits;
+            for (int i = 0; i < m.layers; ++i)
+                bits.push_back(m.moeLayer(i) ? 1 : 0);
+            const std::string pattern = runPattern(bits);
+            value("--moe-layer-freq", "'" + pattern + "'", "moe_layer_freq", pattern);
+        }
+        switch (e.router) {
+        case MoeRouter::SoftmaxNorm: break;  // the default: softmax over the top-k logits
+        case MoeRouter::Softmax: flag("--moe-router-pre-softmax", "moe_router_pre_softmax"); break;
+        case MoeRouter::SigmoidNorm:
+            value("--moe-router-score-function", "sigmoid", "moe_router_score_function", "\"sigmoid\"");
+            break;
+        case MoeRouter::Sigmoid:
+            if (e.top_k > 1)
+                refuse.add("sigmoid routing without renormalisation (top_k " + str(e.top_k) + ")",
+                           "Megatron renormalises sigmoid scores over the top k when k > 1");
+            value("--moe-router-score-function", "sigmoid", "moe_router_score_function", "\"sigmoid\"");
+            break;
+        }
+        if (e.capacity_factor > 0)
+            value("--moe-expert-capacity-factor", num(e.capacity_factor), "moe_expert_capacity_factor",
+                  num(e.capacity_factor));
+        value("--moe-aux-loss-coeff", num(e.aux_loss_coeff), "moe_aux_loss_coeff", num(e.aux_loss_coeff));
+        // The experts of a layer as one grouped GEMM, and the all-to-all dispatcher Megatron's MoE
+        // guide recommends; neither changes the trained model.
+        flag("--moe-grouped-gemm", "moe_grouped_gemm");
+        value("--moe-token-dispatcher-type", "alltoall", "moe_token_dispatcher_type", "\"alltoall\"");
+    }
+    return out;
+}
+
+} // namespace shardscope::exportdetail

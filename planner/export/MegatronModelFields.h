@@ -1,0 +1,29 @@
+// The model fields beyond a Llama as Megatron Core settings (MegatronModelFields.cpp): shared by
+// the Megatron-LM and Megatron-Bridge exporters. Internal to the planner library.
+#pragma once
+
+#include "ExportCommon.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope::exportdetail {
+
+// One model setting: the pretrain_gpt.py option with its value ("" for a switch) and the
+// TransformerConfig / GPTModelProvider field with its Python value ("" field: Megatron-LM only).
+struct CoreSetting {
+    std::string option;
+    std::string cli_value;
+    std::string field;
+    std::string py_value;
+};
+
+// --position-embedding-type / position_embedding_type: "rope", "yarn" or "learned_absolute".
+std::string megatronPositionType(const ModelSpec& model);
+
+// The settings for norm_eps, qkv bias, qk_norm, attention sinks, sliding window, RoPE scaling and
+// MoE (beyond the expert count and top-k); what Megatron Core cannot express is refused by name.
+// `bridge`: for Megatron-Bridge, which lacks the fields of some Megatron-LM options.
+std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec& model, bool bridge);
+
+} // namespace shardscope::exportdetail
