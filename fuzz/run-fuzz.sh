@@ -5,7 +5,7 @@
 # build-fuzz/findings/<target>/; fix it, then keep the input as a test:
 #   cp build-fuzz/findings/<target>/crash-* fuzz/regressions/<target>/
 # (CTest replays fuzz/regressions/ in every build: fuzz_json_regressions, fuzz_layout_regressions,
-# fuzz_hfconfig_regressions.)
+# fuzz_hfconfig_regressions once its folder holds an input.)
 #   sh fuzz/run-fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s, fuzz_json fuzz_layout fuzz_hfconfig
 # Needs clang and its libFuzzer runtime (clang, libclang-rt-dev: packaging/install-deps.sh).
 set -eu
