@@ -129,6 +129,74 @@ void Kernels<T>::normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dou
 }
 
 template <class T>
+void Kernels<T>::qkNormForward(NormKind kind, T* x, T* pre, T* mean, T* rstd, const T* w, const T* b,
+                               std::int64_t rows, int NH, int NKV, int hd, std::int64_t N, double eps)
+{
+    const std::int64_t heads = NH + NKV, qk = heads * hd;
+    for (std::int64_t n = 0; n < N; ++n)
+        std::copy_n(x + n * rows, qk, pre + n * qk);
+    MapM<T> out = mat(x, rows, N);
+    CMapM<T> in = cmat(pre, qk, N);
+    const bool ln = kind == NormKind::LayerNorm;
+    for (std::int64_t j = 0; j < heads; ++j) {  // head j: a (hd, N) block with the q or k weights
+        const std::int64_t at = j < NH ? 0 : hd;
+        auto o = out.middleRows(Index(j * hd), hd);
+        auto i = in.middleRows(Index(j * hd), hd);
+        if (ln)
+            layernorm_forward<T>(pool(), o, vec(mean + j * N, N), vec(rstd + j * N, N), i, cvec(w + at, hd),
+                                 cvec(b + at, hd), eps);
+        else
+            rmsnorm_forward<T>(pool(), o, vec(rstd + j * N, N), i, cvec(w + at, hd), eps);
+    }
+    // As normForward charges it over the (NH + NKV) N head vectors of hd (the kept input is the
+    // product's output: the norm writes a tensor of its own).
+    const double c = double(hd), n = double(heads * N), params = (ln ? 2.0 : 1.0) * 2 * c;
+    dev_.charge(KernelKind::LayerNorm,
+                {ops::norm(kind).forward * c * n, c * n * e_ + params * e_, c * n * e_ + (ln ? 2 : 1) * n * kStat},
+                compute_);
+    if (bf16())
+        for (std::int64_t t = 0; t < N; ++t)
+            round(x + t * rows, qk);
+}
+
+template <class T>
+void Kernels<T>::qkNormBackward(NormKind kind, T* dx, T* scratch, T* dw, T* db, const T* pre, const T* w,
+                                const T* mean, const T* rstd, std::int64_t rows, int NH, int NKV, int hd,
+                                std::int64_t N)
+{
+    const std::int64_t heads = NH + NKV, qk = heads * hd;
+    MapM<T> d = mat(dx, rows, N), dy = mat(scratch, hd, N);
+    CMapM<T> in = cmat(pre, qk, N);
+    const bool ln = kind == NormKind::LayerNorm;
+    for (std::int64_t j = 0; j < heads; ++j) {
+        const std::int64_t at = j < NH ? 0 : hd;
+        auto dj = d.middleRows(Index(j * hd), hd);
+        dy = dj;  // the norms add the input's gradient to dinp: it starts from 0
+        dj.setZero();
+        auto i = in.middleRows(Index(j * hd), hd);
+        if (ln)
+            layernorm_backward<T>(pool(), dj, vec(dw + at, hd), vec(db + at, hd), dy, i, cvec(w + at, hd),
+                                  cvec(mean + j * N, N), cvec(rstd + j * N, N));
+        else
+            rmsnorm_backward<T>(pool(), dj, vec(dw + at, hd), dy, i, cvec(w + at, hd), cvec(rstd + j * N, N));
+    }
+    const double c = double(hd), n = double(heads * N), params = 2 * c;
+    const ops::ElementFlops f = ops::norm(kind);
+    if (ln)
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + 2 * n * kStat + 3 * params * e_,
+                     c * n * e_ + 2 * params * e_},
+                    compute_);
+    else
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + n * kStat + 2 * params * e_, c * n * e_ + params * e_},
+                    compute_);
+    if (bf16())
+        for (std::int64_t t = 0; t < N; ++t)
+            round(dx + t * rows, qk);
+}
+
+template <class T>
 void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
 {
     const double fn = double(F) * double(N);

@@ -35,6 +35,8 @@ QJsonObject toJson(const Measurement& m)
                       {"positions", shardscope::toString(r.model.positions)},
                       {"rope_base", r.model.rope_base},
                       {"bias", r.model.bias},
+                      {"qkv_bias", r.model.qkv_bias},
+                      {"qk_norm", r.model.qk_norm},
                       {"tied_embeddings", r.model.tied_embeddings},
                       {"vocab", r.model.vocab},
                       {"seq", r.model.seq},

@@ -13,7 +13,8 @@
 //               q and k, with the spec's base)
 //   mlp         GeLU or ReLU: (C, F) then (F, C); SwiGLU or GeGLU: (C, 2F) [gate | up]
 //               then (F, C)
-//   bias        on every linear layer, or none
+//   bias        on every linear layer, on q, k and v only (Qwen2), or none
+//   qk-norm     the norm over hd on every query and key head before RoPE (Qwen3), or none
 // Encoder-decoder (T5, Raffel et al. 2020; huggingface/transformers modeling_t5.py @ 6b8b757):
 //   encoder   the embedding of the inputs, `layers` pre-norm blocks with bidirectional
 //             self-attention, its final norm: the encoder output E (C, T)
@@ -74,6 +75,14 @@ struct ModelConfig {
     PositionKind positions = PositionKind::Learned;
     double rope_base = 10000;
     bool bias = true;
+    // Biases on the q, k and v projections only, none on the output projection and the MLP
+    // (Qwen2Attention: q_proj, k_proj, v_proj bias=True, o_proj bias=False; transformers
+    // src/transformers/models/qwen2/modeling_qwen2.py @ 00d4b3d); with `bias` off.
+    bool qkv_bias = false;
+    // QK-norm (Qwen3Attention: q_norm and k_norm, the model's norm over head_dim on every query
+    // and key head, after the q and k projections and before RoPE; transformers
+    // src/transformers/models/qwen3/modeling_qwen3.py @ 000c33f). Decoders (pre-norm) only.
+    bool qk_norm = false;
     bool tied_embeddings = true;
     bool causal = true;   // false: bidirectional self-attention (encoders)
     // Encoder-decoder (T5): `layers` encoder layers, then decoder_layers with cross-attention;
@@ -100,6 +109,7 @@ struct ModelConfig {
     bool layerNorm() const { return norm == NormKind::LayerNorm; }
     int totalLayers() const { return layers + (encoder_decoder ? decoder_layers : 0); }
     bool finalNorm() const { return !post_norm; }
+    bool qkvBias() const { return bias || qkv_bias; }
     bool operator==(const ModelConfig&) const = default;
 };
 
@@ -125,6 +135,7 @@ enum class TensorRole {
     PositionEmbedding,  // wpe (C, T)
     NormWeight, NormBias,
     QkvWeight, QkvBias,          // (C, qd + 2 kvd): columns [q | k | v]
+    QkNormWeight, QkNormBias,    // QK-norm (2 hd): [q's | k's], the bias LayerNorm only
     AttnProjWeight, AttnProjBias,  // (qd, C), (C)
     MlpInWeight, MlpInBias,      // (C, F) or (C, 2F) [gate | up]
     MlpOutWeight, MlpOutBias,    // (F, C), (C)
@@ -155,7 +166,7 @@ struct ParameterTensor {
 
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
 // positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
-// qkvw [qkvb] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
+// qkvw [qkvb] [qknw [qknb]] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
 // LayerNorm biases, linear biases), then lnfw [lnfb] (pre-norm only), [poolw poolb]
 // [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
 // head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.

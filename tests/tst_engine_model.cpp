@@ -56,6 +56,8 @@ ModelSpec specOf(const ModelConfig& c)
     m.positions = c.positions;
     m.norm = c.norm;
     m.bias = c.bias;
+    m.qkv_bias = c.qkv_bias;
+    m.qk_norm = c.qk_norm;
     m.tied_embeddings = c.tied_embeddings;
     m.final_norm = c.finalNorm();
     m.token_types = c.token_types;
@@ -155,6 +157,22 @@ ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
     return c;
 }
 
+// Qwen2's blocks: Llama's with biases on the q, k and v projections only.
+ModelConfig qwen2Like(int L, int C, int NH, int NKV, int F, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, F, V, T);
+    c.qkv_bias = true;
+    return c;
+}
+
+// Qwen3's blocks: Llama's with QK-norm (RMSNorm over head_dim on every q and k head, before RoPE).
+ModelConfig qwen3Like(int L, int C, int NH, int NKV, int F, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, F, V, T);
+    c.qk_norm = true;
+    return c;
+}
+
 // GeGLU, MQA and a head size that is not hidden / heads; LayerNorm, biases, tied.
 ModelConfig gegluMqa(int L, int C, int NH, int hd, int F, int V, int T)
 {
@@ -225,8 +243,12 @@ private slots:
         QCOMPARE(engine::parameterCount(t5base), shardscope::parameterCount(specOf(t5base)));
         for (const ModelConfig& c : {t5Like(2, 3, 32, 4, 64, 40, 8, 8), t5Like(3, 1, 24, 4, 40, 50, 7, 6, MlpKind::GeGlu)})
             QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+        ModelConfig qkNormLayerNorm = gegluMqa(2, 24, 4, 10, 40, 33, 6);  // QK-norm's LayerNorm: weight and bias
+        qkNormLayerNorm.qk_norm = true;
         for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
-                                     llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
+                                     llamaLike(2, 32, 4, 2, 88, 40, 8), qwen2Like(2, 32, 4, 2, 88, 40, 8),
+                                     qwen3Like(2, 32, 4, 2, 88, 40, 8), qkNormLayerNorm,
+                                     gegluMqa(2, 24, 4, 10, 40, 33, 6),
                                      reluEncoder(2, 16, 2, 21, 5), bertLike(2, 16, 2, 21, 8), bertLike(2, 16, 2, 21, 8, 1),
                                      preNormEncoder(2, 16, 2, 21, 8)})
             QCOMPARE(engine::parameterCount(c), shardscope::pretrainingParameterCount(specOf(c)));
@@ -336,6 +358,13 @@ private slots:
         QCOMPARE(g[0].path, std::string("kv_heads"));
         ModelConfig odd = gegluMqa(2, 24, 4, 5, 40, 33, 6);  // RoPE needs an even head size
         QCOMPARE(validate(odd).at(0).path, std::string("head_dim"));
+        ModelConfig bothBiases = qwen2Like(2, 32, 4, 2, 88, 40, 8);  // every linear bias and "q, k, v only"
+        bothBiases.bias = true;
+        QCOMPARE(validate(bothBiases).size(), size_t(1));
+        QCOMPARE(validate(bothBiases).at(0).path, std::string("qkv_bias"));
+        ModelConfig postNormQk = bertLike(2, 16, 2, 21, 8);  // QK-norm runs in pre-norm decoder layers only
+        postNormQk.qk_norm = true;
+        QCOMPARE(validate(postNormQk).at(0).path, std::string("qk_norm"));
         EmulatedDevice d(0, roomyProfile());
         QVERIFY_THROWS_EXCEPTION(InputError, ModelExecutor<float>(ModelConfig{2, 64, 5, 10, 8}, optionsFor(1, 8),
                                                                   singleDevice(d, oneDevice(1))));
@@ -424,6 +453,11 @@ private slots:
         QTest::addColumn<ModelConfig>("config");
         QTest::newRow("gpt2") << ModelConfig{2, 8, 2, 11, 5};
         QTest::newRow("llama: rmsnorm swiglu rope gqa untied no-bias") << llamaLike(2, 16, 4, 2, 24, 11, 5);
+        QTest::newRow("qwen2: llama + q, k, v biases only") << qwen2Like(2, 16, 4, 2, 24, 11, 5);
+        QTest::newRow("qwen3: llama + qk-norm (rmsnorm over head_dim)") << qwen3Like(2, 16, 4, 2, 24, 11, 5);
+        ModelConfig qkLayerNorm = gegluMqa(2, 12, 3, 6, 20, 11, 5);
+        qkLayerNorm.qk_norm = true;
+        QTest::newRow("qk-norm layernorm (weight and bias) mqa head_dim 6") << qkLayerNorm;
         QTest::newRow("geglu mqa head_dim 6 tied bias") << gegluMqa(2, 12, 3, 6, 20, 11, 5);
         QTest::newRow("relu bidirectional rmsnorm learned") << reluEncoder(2, 8, 2, 11, 5);
         // T5: relative bias tables (exact and logarithmic buckets at T = 6), cross-attention, tied

@@ -16,9 +16,11 @@
 //   formula, the relative bias added to the scores (unscaled, as T5 does) against a naive
 //   softmax, the bias table's gradient by finite differences, and the cross-attention kernels
 //   on separate q and [k v] buffers (Kernels) against the naive reference;
+// - QK-norm (Qwen3) on a fused qkv (Kernels) against the naive RMSNorm of each head vector;
 // - BERT's own ops (OpsEncoder.h: tanh, token-type embedding) and the cross-entropy's ignored
 //   targets (the masked LM's unmasked positions) against naive loops written out here.
 #include "Kernels.h"
+#include "OpConventions.h"
 #include "Ops.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
@@ -760,6 +762,56 @@ private slots:
         QVERIFY(relDiff(dkv, dkvRef) < 1e-13);
         // Charged as the fused self-attention: 2 + 2 products forward, 8 backward per (Tk, Tq, qd).
         QCOMPARE(dev.counters().flops[size_t(KernelKind::Attention)], 12.0 * s.Tk * double(qd) * double(N));
+    }
+
+    void qkNormOnFusedQkvMatchesNaive()
+    {
+        // QK-norm (Qwen3) through the Kernels calls the executor makes, on a fused qkv (qd + 2 kvd, N):
+        // each query head (q's weight) and key head (k's) normalised over hd, v untouched; the
+        // backward turns the q and k rows' output gradient into the input's. Against the naive
+        // RMSNorm of OpsBlocksReference.h applied to each (head, token) vector on its own.
+        const int NH = 4, NKV = 2, hd = 6, N = 7;
+        const Eigen::Index qd = NH * hd, kvd = NKV * hd, rows = qd + 2 * kvd, qk = qd + kvd;
+        const double eps = 1e-6;
+        DeviceProfile p;
+        p.name = "test";
+        p.memory_bytes = 1e9;
+        p.peak_flops_fp32 = 1e12;
+        p.memory_bytes_per_second = 1e11;
+        EmulatedDevice dev(0, p, 2);
+        Kernels<double> k(dev, PrecisionMode::FP32);
+        const Mat<double> in = randomMat<double>(rows, N, 51, 2.0), dout = randomMat<double>(rows, N, 52);
+        const Vec<double> w = randomVec<double>(2 * hd, 53);
+        Mat<double> x = in, pre = Mat<double>::Constant(qk, N, kGarbage);
+        Vec<double> rstd = Vec<double>::Constant((NH + NKV) * N, kGarbage);
+        const shardscope::NormKind rms = shardscope::NormKind::RmsNorm;
+        k.qkNormForward(rms, x.data(), pre.data(), nullptr, rstd.data(), w.data(), nullptr, rows, NH, NKV, hd, N, eps);
+        QVERIFY(pre == in.topRows(qk));                  // the input kept for backward
+        QVERIFY(x.bottomRows(kvd) == in.bottomRows(kvd));  // v untouched
+        Mat<double> dx = dout, scratch(hd, N);
+        Vec<double> dw = randomVec<double>(2 * hd, 54), dwRef = dw;
+        k.qkNormBackward(rms, dx.data(), scratch.data(), dw.data(), nullptr, pre.data(), w.data(), nullptr, rstd.data(),
+                         rows, NH, NKV, hd, N);
+        Mat<double> outRef = in, dxRef = dout;
+        for (int j = 0; j < NH + NKV; ++j)
+            for (int n = 0; n < N; ++n) {
+                const Mat<double> v = in.block(j * hd, n, hd, 1), dy = dout.block(j * hd, n, hd, 1);
+                const Vec<double> wj = w.segment(j < NH ? 0 : hd, hd);
+                Mat<double> o(hd, 1), dv = Mat<double>::Zero(hd, 1);
+                Vec<double> rs(1), dwj = Vec<double>::Zero(hd);
+                reference::rmsnorm_forward<double>(o, rs, v, wj, eps);
+                reference::rmsnorm_backward<double>(dv, dwj, dy, v, wj, rs);
+                outRef.block(j * hd, n, hd, 1) = o;
+                dxRef.block(j * hd, n, hd, 1) = dv;
+                dwRef.segment(j < NH ? 0 : hd, hd) += dwj;
+                QVERIFY(std::fabs(rstd(j * N + n) - rs(0)) < 1e-14);
+            }
+        QVERIFY(relDiff(x, outRef) < 1e-13);
+        QVERIFY(relDiff(dx, dxRef) < 1e-13);  // v rows: their gradient as it came
+        QVERIFY(relDiff(dw, dwRef) < 1e-13);
+        // Charged as a norm over the (NH + NKV) N head vectors, forward and backward.
+        const shardscope::ops::ElementFlops f = shardscope::ops::norm(rms);
+        QCOMPARE(dev.counters().flops[size_t(KernelKind::LayerNorm)], (f.forward + f.backward) * double(qk) * N);
     }
 
     void attentionBackwardIsItsDerivative_data()

@@ -18,11 +18,6 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
-    if (m.qk_norm)
-        throw InputError(m.name + ": qk_norm is not executed by the engine yet: no validation run");
-    if (m.qkv_bias && !m.bias)
-        throw InputError(m.name + ": biases on q, k and v only (\"bias\": \"qkv\") are not executed by the engine "
-                                  "yet: no validation run");
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
     if (m.sliding_window.enabled())
@@ -69,6 +64,8 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.positions = m.positions;
     c.rope_base = m.rope_base;
     c.bias = m.bias;
+    c.qkv_bias = !m.bias && m.qkv_bias;  // Qwen2: q, k and v only
+    c.qk_norm = m.qk_norm;               // Qwen3
     c.tied_embeddings = m.tied_embeddings;
     // An encoder trains as BERT does (TrainingObjective.h): bidirectional, post-norm when it has
     // no final norm, its token types, embedding norm and pooler, the masked-LM objective.

@@ -236,6 +236,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     llama.rope_base = 500000;
     llama.bias = false;
     llama.tied_embeddings = false;
+    // Qwen2's: Llama's with biases on the q, k and v projections only.
+    engine::ModelConfig qwen2 = llama;
+    qwen2.qkv_bias = true;
+    // Qwen3's: Llama's with QK-norm (RMSNorm over head_dim on every query and key head).
+    engine::ModelConfig qwen3 = llama;
+    qwen3.qk_norm = true;
     // T5's (encoder-decoder: relative position bias tables, cross-attention, RMSNorm, ReLU, no
     // biases, tied head scaled by C^-0.5): 2 encoder + 2 decoder layers, t5-base's 32 buckets.
     engine::ModelConfig t5{2, 64, 4, 96, 32};
@@ -303,6 +309,11 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"context + tensor parallel", "cp=2,tp=2", fp32, &gpt2},
         {"Llama blocks, context parallel", "cp=2", fp32, &llama},
         {"Llama blocks, context + tensor parallel", "cp=2,tp=2", fp32, &llama},
+        {"Qwen2 blocks (q, k, v biases), tensor + sequence parallel", "tp=2,sp=on", fp32, &qwen2},
+        {"Qwen2 blocks, pipeline 1F1B + ZeRO-1", "dp=2,pp=2,zero=1,mb=2", fp32, &qwen2},
+        {"Qwen3 blocks (QK-norm), tensor + sequence parallel", "tp=2,sp=on", fp32, &qwen3},
+        {"Qwen3 blocks, tensor parallel + full recomputation", "tp=2,recompute=full", fp32, &qwen3},
+        {"Qwen3 blocks, context parallel + ZeRO-3", "dp=2,cp=2,zero=3", fp32, &qwen3},
         {"T5 blocks, single device", "dp=1,mb=8", fp32, &t5},
         {"T5 blocks, data parallel", "dp=4", fp32, &t5},
         {"T5 blocks, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", fp32, &t5},

@@ -49,6 +49,8 @@ QJsonObject toJson(const ValidationCase& c)
                               {"positions", toString(r.model.positions)},
                               {"rope_base", r.model.rope_base},
                               {"bias", r.model.bias},
+                              {"qkv_bias", r.model.qkv_bias},
+                              {"qk_norm", r.model.qk_norm},
                               {"tied_embeddings", r.model.tied_embeddings},
                               {"causal", r.model.causal},
                               // BERT-style encoders' blocks (ModelConfig.h)
@@ -104,6 +106,8 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.positions = model.enumeration<PositionKind>("positions", kPositionKindNames, PositionKind::Learned, false);
     r.model.rope_base = model.number("rope_base", 10000, false, 1, 1e12);
     r.model.bias = model.boolean("bias", true);
+    r.model.qkv_bias = model.boolean("qkv_bias", false);
+    r.model.qk_norm = model.boolean("qk_norm", false);
     r.model.tied_embeddings = model.boolean("tied_embeddings", true);
     r.model.causal = model.boolean("causal", true);
     r.model.encoder_decoder = model.boolean("encoder_decoder", false);
