@@ -297,7 +297,8 @@ void Kernels<T>::attentionProbs(T* att, const T* qkv, const AttentionShape& s)
     attention_probs_forward<T>(pool(), mat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
                                all.middleRows(Index(r.qd), Index(r.kvd)), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n,
+                                        (double(r.qd) * n + double(r.kvd) * nk) * e_,
                                         probs * e_}, compute_);
     round(att, s.Tk * std::int64_t(s.probColumns()));
 }
@@ -311,7 +312,7 @@ void Kernels<T>::attentionValues(T* out, const T* att, const T* qkv, const Atten
     attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
                                 all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
     round(out, r.qd * N);
 }
@@ -332,7 +333,8 @@ void Kernels<T>::attentionBackward(T* dqkv, T* datt, const T* dout, const T* att
     // Four products (dV, dP, dQ, dK) over the square; reads q, k, v, dout and the probabilities.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
+                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     round(dqkv, r.rows * N);
 }
@@ -365,7 +367,8 @@ void Kernels<T>::ringAttentionProbs(T* att, std::int64_t attRows, std::int64_t r
                                      rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk), s,
                                      qpos, kpos);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n,
+                                        (double(r.qd) * n + double(r.kvd) * nk) * e_,
                                         probs * e_ + double(cols) * kStat}, compute_);
 }
 
@@ -378,7 +381,7 @@ void Kernels<T>::ringAttentionValues(T* out, const T* att, std::int64_t attRows,
     attention_block_values_forward<T>(pool(), mat(out, r.qd, N), rowBlock<T>(att, attRows, row0, s.Tk, cols),
                                       rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
 }
 
@@ -429,7 +432,7 @@ void Kernels<T>::ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, 
     // The four products over this block's square, as attentionBackward charges them.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
                                         qkvBytes + double(r.qd) * n * e_ + probs * e_ + double(cols) * kStat,
                                         qkvBytes}, compute_);
 }
@@ -600,7 +603,8 @@ void Kernels<T>::attentionProbs(T* att, const AttentionOperands<T>& x, const Att
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double table = bias.table ? double(s.NH) * bias.count * e_ : 0;
     dev_.charge(KernelKind::Attention,
-                {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_ + table, probs * e_},
+                {2 * s.countedKeys() * double(r.qd) * n,
+                 (double(r.qd) * n + double(r.kvd) * nk) * e_ + table, probs * e_},
                 compute_);
     round(att, s.Tk * std::int64_t(s.probColumns()));
 }
@@ -613,7 +617,7 @@ void Kernels<T>::attentionValues(T* out, const T* att, const AttentionOperands<T
     attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
                                 rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
     round(out, r.qd * N);
 }
@@ -631,7 +635,8 @@ void Kernels<T>::attentionBackward(T* dq, std::int64_t dqRows, T* dkv, std::int6
     // As the fused call: four products over the square.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
+                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     for (std::int64_t c = 0; c < N; ++c)
         round(dq + c * dqRows, r.qd);

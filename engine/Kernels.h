@@ -10,7 +10,8 @@
 // (norm mean/rstd, per-token losses, the vocabulary softmax) 4. Epilogues fused into a
 // product (bias, residual add) add bytes only, to the product. Attention is counted over
 // the full (Tk, Tq) square per head, causal or not (Megatron's convention, which the
-// planner uses too).
+// planner uses too); under a sliding window, min(Tk, window) keys per query (core's
+// attentionKeys).
 //
 // Buffers are raw pointers into device allocations, column-major as in Ops.h:
 // activations (rows, N) with token n in column n; weights (in, out).

@@ -37,6 +37,7 @@ QJsonObject toJson(const Measurement& m)
                       {"bias", r.model.bias},
                       {"qkv_bias", r.model.qkv_bias},
                       {"qk_norm", r.model.qk_norm},
+                      {"sliding_window", r.model.sliding_window.size},
                       {"tied_embeddings", r.model.tied_embeddings},
                       {"vocab", r.model.vocab},
                       {"seq", r.model.seq},

@@ -3,6 +3,7 @@
 
 #include "Random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -35,6 +36,14 @@ std::string describe(const ModelConfig& c)
       << (c.encoder_decoder && c.tied_embeddings ? ", decoder output scaled by hidden^-0.5 before the head" : "");
     if (c.qk_norm)
         s << ", QK-norm";
+    if (c.sliding_window.enabled()) {
+        s << ", sliding window " << c.sliding_window.size;
+        if (!c.sliding_window.layers.empty()) {
+            s << " on layers";
+            for (size_t i = 0; i < c.sliding_window.layers.size(); ++i)
+                s << (i == 0 ? " " : ",") << c.sliding_window.layers[i];
+        }
+    }
     // BERT's blocks, by name.
     if (c.post_norm)
         s << ", post-norm layers";
@@ -47,6 +56,14 @@ std::string describe(const ModelConfig& c)
     if (c.pooler)
         s << ", pooler + next-sentence head";
     return s.str();
+}
+
+int ModelConfig::windowOf(int index) const
+{
+    if (!sliding_window.enabled())
+        return 0;
+    const std::vector<int>& list = sliding_window.layers;
+    return list.empty() || std::binary_search(list.begin(), list.end(), index) ? sliding_window.size : 0;
 }
 
 std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
@@ -194,6 +211,20 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
         errors.push_back({prefix + "qk_norm",
                           std::string("QK-norm in ") + (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers") +
                               " is not executed by the engine (Qwen3's pre-norm decoder layers are)"});
+    if (const SlidingWindow& w = c.sliding_window; w.size != 0 || !w.layers.empty()) {
+        range("sliding_window.size", w.size, 1, 1 << 16);
+        if (!c.causal || c.encoder_decoder || c.post_norm)
+            errors.push_back({prefix + "sliding_window",
+                              "a sliding window is executed in causal pre-norm decoders only"});
+        for (size_t i = 0; i < w.layers.size(); ++i) {
+            if (w.layers[i] < 0 || w.layers[i] >= c.totalLayers())
+                errors.push_back({prefix + "sliding_window.layers", "layer " + std::to_string(w.layers[i]) +
+                                                                        " is not one of the model's " +
+                                                                        std::to_string(c.totalLayers())});
+            if (i > 0 && w.layers[i] <= w.layers[i - 1])
+                errors.push_back({prefix + "sliding_window.layers", "must be strictly increasing"});
+        }
+    }
     if (c.bias && c.qkv_bias)
         errors.push_back({prefix + "qkv_bias", "biases on every linear layer (bias) already include q, k and v: "
                                                "qkv_bias is for q, k and v only"});

@@ -15,6 +15,7 @@
 //               then (F, C)
 //   bias        on every linear layer, on q, k and v only (Qwen2), or none
 //   qk-norm     the norm over hd on every query and key head before RoPE (Qwen3), or none
+//   window      causal attention over the last W keys on the sliding layers (Mistral, GPT-OSS)
 // Encoder-decoder (T5, Raffel et al. 2020; huggingface/transformers modeling_t5.py @ 6b8b757):
 //   encoder   the embedding of the inputs, `layers` pre-norm blocks with bidirectional
 //             self-attention, its final norm: the encoder output E (C, T)
@@ -83,6 +84,11 @@ struct ModelConfig {
     // and key head, after the q and k projections and before RoPE; transformers
     // src/transformers/models/qwen3/modeling_qwen3.py @ 000c33f). Decoders (pre-norm) only.
     bool qk_norm = false;
+    // Sliding-window attention (Mistral: every layer; GPT-OSS: the layers listed): each query
+    // attends to itself and the size - 1 keys before it (transformers' sliding-window causal
+    // mask: sliding_window_overlay, kv_idx > q_idx - sliding_window, src/transformers/masking_utils.py
+    // @ 2ccc6ca). Causal decoders only.
+    SlidingWindow sliding_window{};
     bool tied_embeddings = true;
     bool causal = true;   // false: bidirectional self-attention (encoders)
     // Encoder-decoder (T5): `layers` encoder layers, then decoder_layers with cross-attention;
@@ -110,6 +116,8 @@ struct ModelConfig {
     int totalLayers() const { return layers + (encoder_decoder ? decoder_layers : 0); }
     bool finalNorm() const { return !post_norm; }
     bool qkvBias() const { return bias || qkv_bias; }
+    // The window of layer `index` (from 0): the size on a sliding layer, else 0 (full attention).
+    int windowOf(int index) const;
     bool operator==(const ModelConfig&) const = default;
 };
 

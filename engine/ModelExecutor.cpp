@@ -100,6 +100,11 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("pp", "an encoder-decoder (T5) is executed on one pipeline stage: the encoder output that every "
                   "decoder stage's cross-attention reads would travel with the decoder stages' activations "
                   "(Megatron-LM's encoder-and-decoder schedule), which the engine does not do yet");
+    // Ring attention would compute (or skip) the blocks outside the band: not executed, and the
+    // validation scaler does not propose it (validation/ScaledCase.cpp).
+    if (c.sliding_window.enabled() && l.cp > 1)
+        add("cp", "context parallelism with a sliding window is not executed: the ring attention kernels run full "
+                  "causal blocks");
     if (c.encoder_decoder && l.cp > 1)
         add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
                   "and cross-attention are not split over cp ranks");
@@ -810,13 +815,29 @@ void ModelExecutor<T>::localTokens(const int* sequences, std::vector<int>& local
 }
 
 template <class T>
-void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
+int ModelExecutor<T>::modelLayer(const Slot& s, int k) const
+{
+    // Local layer j Lc + i of chunk j is the model's layer (j pp + stage) Lc + i (the units' order).
+    const int local = s.chunk * Lc_ + k;
+    return chunks_ == 1 ? firstLayer_ + local : ((local / Lc_) * stages_ + stage_) * Lc_ + local % Lc_;
+}
+
+template <class T>
+AttentionShape ModelExecutor<T>::selfAttentionShape(const Slot& s, int k) const
+{
+    AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
+    shape.window = cfg_.windowOf(modelLayer(s, k));  // the band on a sliding layer
+    return shape;
+}
+
+template <class T>
+void ModelExecutor<T>::attentionCore(const Acts& a, Slot& s)
 {
     if (cp_ > 1) {
         ringAttentionForward(a);
         return;
     }
-    const AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
+    const AttentionShape shape = selfAttentionShape(s, int(&a - s.layers.data()));
     k_.attentionProbs(a.att, a.qkv, shape);
     k_.attentionValues(a.atty, a.att, a.qkv, shape);
 }
@@ -1353,8 +1374,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     if (cp_ > 1)
         ringAttentionBackward(a);
     else
-        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
-                             AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
     if (!cfg_.learnedPositions())
         k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     if (cfg_.qk_norm)  // (datty, read by the attention's backward, is free again: the scratch)

@@ -222,6 +222,8 @@ private:
     bool holdsHead(const Slot& s) const;
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
+    int modelLayer(const Slot& s, int k) const;  // the model's index of the slot's local layer k
+    AttentionShape selfAttentionShape(const Slot& s, int k) const;  // a pre-norm layer's, with its window
     void ringAttentionForward(const Acts& a);
     void ringAttentionBackward(const Acts& a);
     void ringSend(const T* data, std::int64_t count);

@@ -1079,7 +1079,13 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
     } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
-        const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
+        // The recomputed scores and values over each layer's keys: a sliding layer's window (core's
+        // attentionKeys, as the model FLOPs count it), not the whole sequence.
+        const int sliding = model.slidingLayers(0, model.layers);
+        const double keys = double(model.layers - sliding) * tr.seq_len +
+                            double(sliding) * double(attentionKeys(model, tr.seq_len, true)) +
+                            2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0) * tr.seq_len;
+        const double perToken = 4.0 * model.qDim() * keys;
         recomputeFlops = perToken * tokensPerStep;
     }
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;

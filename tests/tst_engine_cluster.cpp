@@ -72,7 +72,8 @@ ModelConfig llamaModel()
     return c;
 }
 
-// Issue 14's catalog blocks on Llama's: "qwen2" adds biases on q, k and v only, "qwen3" QK-norm.
+// Issue 14's catalog blocks on Llama's: "qwen2" adds biases on q, k and v only, "qwen3" QK-norm,
+// "mistral" a sliding window on every layer, "gpt-oss" on alternate layers.
 ModelConfig catalogBlocksModel(const QString& kind)
 {
     ModelConfig c = llamaModel();
@@ -80,6 +81,10 @@ ModelConfig catalogBlocksModel(const QString& kind)
         c.qkv_bias = true;
     if (kind == "qwen3")
         c.qk_norm = true;
+    if (kind == "mistral")  // a window of 3 of the 8 tokens on every layer
+        c.sliding_window = {3, {}};
+    if (kind == "gpt-oss")  // windows on layers 0 and 2 of 4 only: each stage and chunk has one
+        c.sliding_window = {3, {0, 2}};
     return c;
 }
 
@@ -787,6 +792,11 @@ private slots:
         for (const char* kind : {"qwen2", "qwen3"})
             for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2"})
                 QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
+        // (A sliding window under cp is refused: slidingWindowUnderCpIsRefused.)
+        for (const char* kind : {"mistral", "gpt-oss"})
+            for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3",
+                                    "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective"})
+                QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
     }
     void catalogBlocksReproduceOneDevice()
     {
@@ -800,6 +810,19 @@ private slots:
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
         expectReproduces(ref, m, r.model);
+    }
+
+    void slidingWindowUnderCpIsRefused()
+    {
+        TrainRequest r = baseRequest();
+        r.model = catalogBlocksModel("mistral");
+        r.layout = parse("cp=2");
+        try {
+            cluster(r);
+            QFAIL("not refused");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains("context parallelism with a sliding window"), e.what());
+        }
     }
 
     // Hundreds of replicas (issue 19: dp=1024 took a minute): each draws only its own rows of

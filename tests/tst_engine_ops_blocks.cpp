@@ -597,6 +597,13 @@ private slots:
             QTest::newRow(qPrintable("GQA bidirectional Tq=5 Tk=9" + t)) << shape(2, 5, 9, 6, 2, 6, false) << threads;
             QTest::newRow(qPrintable("MHA bidirectional Tk=70" + t)) << shape(2, 3, 70, 2, 2, 4, false) << threads;
             QTest::newRow(qPrintable("MQA causal T=70" + t)) << shape(1, 70, 70, 4, 1, 6, true) << threads;
+            // Sliding windows (Mistral): narrower than T, of one key, and wider than T (all causal keys).
+            for (int window : {3, 1, 80}) {
+                AttentionShape w = shape(2, 9, 9, 6, 2, 6, true);
+                w.window = window;
+                QTest::newRow(qPrintable(QStringLiteral("GQA causal sliding window %1").arg(window) + t))
+                    << w << threads;
+            }
         }
     }
     void attentionMatchesNaive()
@@ -762,6 +769,33 @@ private slots:
         QVERIFY(relDiff(dkv, dkvRef) < 1e-13);
         // Charged as the fused self-attention: 2 + 2 products forward, 8 backward per (Tk, Tq, qd).
         QCOMPARE(dev.counters().flops[size_t(KernelKind::Attention)], 12.0 * s.Tk * double(qd) * double(N));
+    }
+
+    void slidingWindowMasksKeysBeforeTheBand()
+    {
+        // Window 3: query t1 sees keys t1 - 2 .. t1 (transformers' kv_idx > q_idx - sliding_window,
+        // causal), every other probability exactly 0, each column summing to 1.
+        AttentionShape s = shape(1, 6, 6, 2, 1, 4, true);
+        s.window = 3;
+        KernelPool pool(1);
+        AttentionData<double> d(s, 7);
+        Mat<double> att, out;
+        attentionForward(pool, d, att, out);
+        for (Eigen::Index c = 0; c < s.probColumns(); ++c) {
+            const int t1 = int(c % s.Tq);
+            for (int t2 = 0; t2 < s.Tk; ++t2) {
+                const bool visible = t2 <= t1 && t1 - t2 < 3;
+                QVERIFY2(visible ? att(t2, c) > 0 : att(t2, c) == 0,
+                         qPrintable(QString("key %1 query %2").arg(t2).arg(t1)));
+            }
+            QVERIFY(std::fabs(att.col(c).sum() - 1) < 1e-14);
+        }
+        // A bidirectional window is refused by name.
+        AttentionShape bidirectional = s;
+        bidirectional.causal = false;
+        Mat<double> att2(s.Tk, s.probColumns());
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 attention_probs_forward<double>(pool, att2, d.q(), d.k(), bidirectional));
     }
 
     void qkNormOnFusedQkvMatchesNaive()

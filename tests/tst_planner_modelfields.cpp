@@ -150,7 +150,7 @@ private slots:
     {
         QTest::addColumn<int>("field");
         QTest::addColumn<QString>("named");
-        QTest::newRow("sliding window") << 2 << "sliding_window attention is not executed by the engine yet";
+        QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
     }
     void scaledEngineModelRefusesByName()
@@ -161,8 +161,10 @@ private slots:
         if (field == 2)
             m.sliding_window = {4096, {}};
         m.attention_sinks = field == 3;
+        Layout l;
+        l.cp = field == 2 ? 2 : 1;
         try {
-            scaledEngineModel(m, Layout{});
+            scaledEngineModel(m, l);
             QFAIL("not refused");
         } catch (const InputError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(named), e.what());
@@ -190,6 +192,24 @@ private slots:
         QCOMPARE(engine::parameterCount(c), parameterCount(engineModelSpec(c)));
         QCOMPARE(engine::parameterCount(c) - engine::parameterCount(scaledEngineModel(qwen3Like(), Layout{})),
                  std::int64_t(c.layers) * 2 * c.headDim());  // q_norm and k_norm, RMSNorm: hd each
+    }
+
+    // A sliding window keeps its share of the longest sequence: Mistral 7B v0.1's 4096 of its
+    // 32768 positions (its config.json, tests/data/hf/Mistral-7B-v0.1) is 4 of the engine's 32
+    // tokens; GPT-OSS's alternation keeps the sliding layers of the model's first ones.
+    void slidingWindowReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.max_seq = 32768;
+        m.sliding_window = {4096, {}};
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QCOMPARE(c.seq, 32);
+        QCOMPARE(c.sliding_window.size, 32 * 4096 / 32768);
+        QVERIFY(c.sliding_window.layers.empty());
+        m.sliding_window.layers = {0, 2, 4, 6};
+        const engine::ModelConfig alternating = scaledEngineModel(m, Layout{});
+        QCOMPARE(alternating.sliding_window.layers, std::vector<int>({0}));  // 2 layers: the first slides
+        QCOMPARE(engineModelSpec(alternating).sliding_window, alternating.sliding_window);
     }
 
     void normEpsReachesTheEngine()

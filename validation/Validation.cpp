@@ -242,6 +242,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     // Qwen3's: Llama's with QK-norm (RMSNorm over head_dim on every query and key head).
     engine::ModelConfig qwen3 = llama;
     qwen3.qk_norm = true;
+    // Mistral's: Llama's with a sliding window of 8 of the 32 tokens on every layer; GPT-OSS's
+    // alternation, the window on layers 0 and 2 only.
+    engine::ModelConfig mistral = llama;
+    mistral.sliding_window = {8, {}};
+    engine::ModelConfig alternating = llama;
+    alternating.sliding_window = {8, {0, 2}};
     // T5's (encoder-decoder: relative position bias tables, cross-attention, RMSNorm, ReLU, no
     // biases, tied head scaled by C^-0.5): 2 encoder + 2 decoder layers, t5-base's 32 buckets.
     engine::ModelConfig t5{2, 64, 4, 96, 32};
@@ -314,6 +320,10 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Qwen3 blocks (QK-norm), tensor + sequence parallel", "tp=2,sp=on", fp32, &qwen3},
         {"Qwen3 blocks, tensor parallel + full recomputation", "tp=2,recompute=full", fp32, &qwen3},
         {"Qwen3 blocks, context parallel + ZeRO-3", "dp=2,cp=2,zero=3", fp32, &qwen3},
+        {"Mistral blocks (sliding window), tensor + sequence parallel", "tp=2,sp=on", fp32, &mistral},
+        {"Mistral blocks, pipeline 1F1B + selective recomputation", "pp=2,mb=2,recompute=selective", fp32, &mistral},
+        {"Alternating sliding window, pipeline interleaved", "pp=2,mb=1,schedule=interleaved,v=2", fp32, &alternating},
+        {"Alternating sliding window, ZeRO-2 + full recomputation", "dp=2,zero=2,recompute=full", fp32, &alternating},
         {"T5 blocks, single device", "dp=1,mb=8", fp32, &t5},
         {"T5 blocks, data parallel", "dp=4", fp32, &t5},
         {"T5 blocks, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", fp32, &t5},

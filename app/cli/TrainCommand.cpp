@@ -213,6 +213,8 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.bias = bias == "all";
     r.model.qkv_bias = bias == "qkv";
     r.model.qk_norm = a.flag("qk-norm");
+    // Sliding-window attention on every layer (Mistral): each query sees itself and W - 1 keys before it.
+    r.model.sliding_window.size = a.integer("sliding-window", 0, 1, 1 << 16);
     r.model.tied_embeddings = !a.flag("untied");
     r.model.decoder_layers = a.integer("decoder-layers", 0, 1, 1024);
     r.model.encoder_decoder = r.model.decoder_layers > 0;  // T5 (engine/ModelConfig.h)
