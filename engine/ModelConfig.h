@@ -44,7 +44,9 @@
 //                next-sentence head (C->2 + bias, cross-entropy over the 2 classes);
 //                BertForPreTraining's loss: mean masked-LM loss + mean NSP loss
 // Not yet executed (refused by name in validate): mixture-of-experts MLPs; T5 with pipeline
-// or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp).
+// or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp); a sliding
+// window under context parallelism; attention sinks (GPT-OSS: no field here,
+// validation/ScaledCase.cpp refuses them).
 //
 // Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
 // qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.

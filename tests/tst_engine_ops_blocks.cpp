@@ -153,6 +153,17 @@ AttentionShape shape(int B, int Tq, int Tk, int NH, int NKV, int hd, bool causal
     return s;
 }
 
+// A device for the tests that go through the Kernels facade.
+DeviceProfile kernelTestProfile()
+{
+    DeviceProfile p;
+    p.name = "test";
+    p.memory_bytes = 1e9;
+    p.peak_flops_fp32 = 1e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
 // Forward (att, out) of the fast kernels.
 template <class T>
 void attentionForward(KernelPool& pool, AttentionData<T>& d, Mat<T>& att, Mat<T>& out)
@@ -741,12 +752,7 @@ private slots:
         // T5's cross-attention: q (qd, B*Tq) of the decoder, [k | v] (2 kvd, B*Tk) of the encoder,
         // bidirectional, through the Kernels calls the executor makes; against the naive reference.
         const AttentionShape s = shape(2, 5, 5, 4, 2, 3, false);
-        DeviceProfile p;
-        p.name = "test";
-        p.memory_bytes = 1e9;
-        p.peak_flops_fp32 = 1e12;
-        p.memory_bytes_per_second = 1e11;
-        EmulatedDevice dev(0, p, 2);
+        EmulatedDevice dev(0, kernelTestProfile(), 2);
         Kernels<double> k(dev, PrecisionMode::FP32);
         const Eigen::Index qd = Eigen::Index(s.NH) * s.hd, kvd = Eigen::Index(s.NKV) * s.hd, N = Eigen::Index(s.B) * s.Tq;
         const Mat<double> q = randomMat<double>(qd, N, 41), kv = randomMat<double>(2 * kvd, N, 42);
@@ -807,12 +813,7 @@ private slots:
         const int NH = 4, NKV = 2, hd = 6, N = 7;
         const Eigen::Index qd = NH * hd, kvd = NKV * hd, rows = qd + 2 * kvd, qk = qd + kvd;
         const double eps = 1e-6;
-        DeviceProfile p;
-        p.name = "test";
-        p.memory_bytes = 1e9;
-        p.peak_flops_fp32 = 1e12;
-        p.memory_bytes_per_second = 1e11;
-        EmulatedDevice dev(0, p, 2);
+        EmulatedDevice dev(0, kernelTestProfile(), 2);
         Kernels<double> k(dev, PrecisionMode::FP32);
         const Mat<double> in = randomMat<double>(rows, N, 51, 2.0), dout = randomMat<double>(rows, N, 52);
         const Vec<double> w = randomVec<double>(2 * hd, 53);
