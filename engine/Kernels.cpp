@@ -129,6 +129,74 @@ void Kernels<T>::normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dou
 }
 
 template <class T>
+void Kernels<T>::qkNormForward(NormKind kind, T* x, T* pre, T* mean, T* rstd, const T* w, const T* b,
+                               std::int64_t rows, int NH, int NKV, int hd, std::int64_t N, double eps)
+{
+    const std::int64_t heads = NH + NKV, qk = heads * hd;
+    for (std::int64_t n = 0; n < N; ++n)
+        std::copy_n(x + n * rows, qk, pre + n * qk);
+    MapM<T> out = mat(x, rows, N);
+    CMapM<T> in = cmat(pre, qk, N);
+    const bool ln = kind == NormKind::LayerNorm;
+    for (std::int64_t j = 0; j < heads; ++j) {  // head j: a (hd, N) block with the q or k weights
+        const std::int64_t at = j < NH ? 0 : hd;
+        auto o = out.middleRows(Index(j * hd), hd);
+        auto i = in.middleRows(Index(j * hd), hd);
+        if (ln)
+            layernorm_forward<T>(pool(), o, vec(mean + j * N, N), vec(rstd + j * N, N), i, cvec(w + at, hd),
+                                 cvec(b + at, hd), eps);
+        else
+            rmsnorm_forward<T>(pool(), o, vec(rstd + j * N, N), i, cvec(w + at, hd), eps);
+    }
+    // As normForward charges it over the (NH + NKV) N head vectors of hd (the kept input is the
+    // product's output: the norm writes a tensor of its own).
+    const double c = double(hd), n = double(heads * N), params = (ln ? 2.0 : 1.0) * 2 * c;
+    dev_.charge(KernelKind::LayerNorm,
+                {ops::norm(kind).forward * c * n, c * n * e_ + params * e_, c * n * e_ + (ln ? 2 : 1) * n * kStat},
+                compute_);
+    if (bf16())
+        for (std::int64_t t = 0; t < N; ++t)
+            round(x + t * rows, qk);
+}
+
+template <class T>
+void Kernels<T>::qkNormBackward(NormKind kind, T* dx, T* scratch, T* dw, T* db, const T* pre, const T* w,
+                                const T* mean, const T* rstd, std::int64_t rows, int NH, int NKV, int hd,
+                                std::int64_t N)
+{
+    const std::int64_t heads = NH + NKV, qk = heads * hd;
+    MapM<T> d = mat(dx, rows, N), dy = mat(scratch, hd, N);
+    CMapM<T> in = cmat(pre, qk, N);
+    const bool ln = kind == NormKind::LayerNorm;
+    for (std::int64_t j = 0; j < heads; ++j) {
+        const std::int64_t at = j < NH ? 0 : hd;
+        auto dj = d.middleRows(Index(j * hd), hd);
+        dy = dj;  // the norms add the input's gradient to dinp: it starts from 0
+        dj.setZero();
+        auto i = in.middleRows(Index(j * hd), hd);
+        if (ln)
+            layernorm_backward<T>(pool(), dj, vec(dw + at, hd), vec(db + at, hd), dy, i, cvec(w + at, hd),
+                                  cvec(mean + j * N, N), cvec(rstd + j * N, N));
+        else
+            rmsnorm_backward<T>(pool(), dj, vec(dw + at, hd), dy, i, cvec(w + at, hd), cvec(rstd + j * N, N));
+    }
+    const double c = double(hd), n = double(heads * N), params = 2 * c;
+    const ops::ElementFlops f = ops::norm(kind);
+    if (ln)
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + 2 * n * kStat + 3 * params * e_,
+                     c * n * e_ + 2 * params * e_},
+                    compute_);
+    else
+        dev_.charge(KernelKind::LayerNorm,
+                    {f.backward * c * n, 3 * c * n * e_ + n * kStat + 2 * params * e_, c * n * e_ + params * e_},
+                    compute_);
+    if (bf16())
+        for (std::int64_t t = 0; t < N; ++t)
+            round(dx + t * rows, qk);
+}
+
+template <class T>
 void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
 {
     const double fn = double(F) * double(N);
@@ -229,7 +297,8 @@ void Kernels<T>::attentionProbs(T* att, const T* qkv, const AttentionShape& s)
     attention_probs_forward<T>(pool(), mat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
                                all.middleRows(Index(r.qd), Index(r.kvd)), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n,
+                                        (double(r.qd) * n + double(r.kvd) * nk) * e_,
                                         probs * e_}, compute_);
     round(att, s.Tk * std::int64_t(s.probColumns()));
 }
@@ -243,7 +312,7 @@ void Kernels<T>::attentionValues(T* out, const T* att, const T* qkv, const Atten
     attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
                                 all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
     round(out, r.qd * N);
 }
@@ -264,7 +333,8 @@ void Kernels<T>::attentionBackward(T* dqkv, T* datt, const T* dout, const T* att
     // Four products (dV, dP, dQ, dK) over the square; reads q, k, v, dout and the probabilities.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
+                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     round(dqkv, r.rows * N);
 }
@@ -297,7 +367,8 @@ void Kernels<T>::ringAttentionProbs(T* att, std::int64_t attRows, std::int64_t r
                                      rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk), s,
                                      qpos, kpos);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n,
+                                        (double(r.qd) * n + double(r.kvd) * nk) * e_,
                                         probs * e_ + double(cols) * kStat}, compute_);
 }
 
@@ -310,7 +381,7 @@ void Kernels<T>::ringAttentionValues(T* out, const T* att, std::int64_t attRows,
     attention_block_values_forward<T>(pool(), mat(out, r.qd, N), rowBlock<T>(att, attRows, row0, s.Tk, cols),
                                       rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
 }
 
@@ -361,7 +432,7 @@ void Kernels<T>::ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, 
     // The four products over this block's square, as attentionBackward charges them.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
                                         qkvBytes + double(r.qd) * n * e_ + probs * e_ + double(cols) * kStat,
                                         qkvBytes}, compute_);
 }
@@ -532,7 +603,8 @@ void Kernels<T>::attentionProbs(T* att, const AttentionOperands<T>& x, const Att
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double table = bias.table ? double(s.NH) * bias.count * e_ : 0;
     dev_.charge(KernelKind::Attention,
-                {2 * double(s.Tk) * double(r.qd) * n, (double(r.qd) * n + double(r.kvd) * nk) * e_ + table, probs * e_},
+                {2 * s.countedKeys() * double(r.qd) * n,
+                 (double(r.qd) * n + double(r.kvd) * nk) * e_ + table, probs * e_},
                 compute_);
     round(att, s.Tk * std::int64_t(s.probColumns()));
 }
@@ -545,7 +617,7 @@ void Kernels<T>::attentionValues(T* out, const T* att, const AttentionOperands<T
     attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
                                 rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * double(s.Tk) * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
                                         double(r.qd) * n * e_}, compute_);
     round(out, r.qd * N);
 }
@@ -563,7 +635,8 @@ void Kernels<T>::attentionBackward(T* dq, std::int64_t dqRows, T* dkv, std::int6
     // As the fused call: four products over the square.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
     const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * double(s.Tk) * double(r.qd) * n, qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
+                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     for (std::int64_t c = 0; c < N; ++c)
         round(dq + c * dqRows, r.qd);

@@ -10,7 +10,8 @@
 // (norm mean/rstd, per-token losses, the vocabulary softmax) 4. Epilogues fused into a
 // product (bias, residual add) add bytes only, to the product. Attention is counted over
 // the full (Tk, Tq) square per head, causal or not (Megatron's convention, which the
-// planner uses too).
+// planner uses too); under a sliding window, min(Tk, window) keys per query (core's
+// attentionKeys).
 //
 // Buffers are raw pointers into device allocations, column-major as in Ops.h:
 // activations (rows, N) with token n in column n; weights (in, out).
@@ -61,6 +62,17 @@ public:
     // dinp (C, N) += (the residual stream); dw, db +=.
     void normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
                       const T* rstd, std::int64_t C, std::int64_t N);
+
+    // QK-norm (Qwen3): the norm over hd of each query head (weight w[0, hd), bias b[0, hd)) and
+    // each key head (w[hd, 2 hd), b[hd, 2 hd)) in rows [0, (NH + NKV) hd) of x (rows, N), in place;
+    // pre ((NH + NKV) hd, N) keeps the input, mean and rstd ((NH + NKV) N, head j's at j N) the
+    // statistics (mean null for RMSNorm, b too). One kernel over the (NH + NKV) N head vectors.
+    void qkNormForward(NormKind kind, T* x, T* pre, T* mean, T* rstd, const T* w, const T* b, std::int64_t rows,
+                       int NH, int NKV, int hd, std::int64_t N, double eps);
+    // The same rows of dx (rows, N): the output's gradient on entry, the input's on exit;
+    // scratch (hd, N); dw, db (2 hd) +=.
+    void qkNormBackward(NormKind kind, T* dx, T* scratch, T* dw, T* db, const T* pre, const T* w, const T* mean,
+                        const T* rstd, std::int64_t rows, int NH, int NKV, int hd, std::int64_t N);
 
     // The MLP's activation: inp (F, N), or (2F, N) [gate | up] for gated kinds; out (F, N).
     void activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N);

@@ -3,6 +3,7 @@
 
 #include "Random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -30,8 +31,19 @@ std::string describe(const ModelConfig& c)
     else
         s << ", GQA " << c.heads << "/" << nkv;
     s << " x " << c.headDim() << ", " << (c.tied_embeddings ? "tied" : "untied") << " head, "
-      << (c.bias ? "biases" : "no biases") << (c.encoder_decoder ? "" : c.causal ? "" : ", bidirectional")
+      << (c.bias ? "biases" : c.qkv_bias ? "biases on q, k and v only" : "no biases")
+      << (c.encoder_decoder ? "" : c.causal ? "" : ", bidirectional")
       << (c.encoder_decoder && c.tied_embeddings ? ", decoder output scaled by hidden^-0.5 before the head" : "");
+    if (c.qk_norm)
+        s << ", QK-norm";
+    if (c.sliding_window.enabled()) {
+        s << ", sliding window " << c.sliding_window.size;
+        if (!c.sliding_window.layers.empty()) {
+            s << " on layers";
+            for (size_t i = 0; i < c.sliding_window.layers.size(); ++i)
+                s << (i == 0 ? " " : ",") << c.sliding_window.layers[i];
+        }
+    }
     // BERT's blocks, by name.
     if (c.post_norm)
         s << ", post-norm layers";
@@ -44,6 +56,14 @@ std::string describe(const ModelConfig& c)
     if (c.pooler)
         s << ", pooler + next-sentence head";
     return s.str();
+}
+
+int ModelConfig::windowOf(int index) const
+{
+    if (!sliding_window.enabled())
+        return 0;
+    const std::vector<int>& list = sliding_window.layers;
+    return list.empty() || std::binary_search(list.begin(), list.end(), index) ? sliding_window.size : 0;
 }
 
 std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
@@ -83,8 +103,13 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         if (cfg.layerNorm())
             add(h + "ln1b", C, false, TensorRole::NormBias, l);
         add(h + "qkvw", C * (qd + 2 * kvd), true, TensorRole::QkvWeight, l);
-        if (cfg.bias)
+        if (cfg.qkvBias())
             add(h + "qkvb", qd + 2 * kvd, false, TensorRole::QkvBias, l);
+        if (cfg.qk_norm) {
+            add(h + "qknw", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormWeight, l);
+            if (cfg.layerNorm())
+                add(h + "qknb", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormBias, l);
+        }
         add(h + "attprojw", qd * C, true, TensorRole::AttnProjWeight, l);
         if (cfg.bias)
             add(h + "attprojb", C, false, TensorRole::AttnProjBias, l);
@@ -172,9 +197,9 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
                                                         "(T5's relative position bias is)"});
         else if (range("relative_buckets", c.relative_buckets, 4, 1 << 12))
             range("relative_max_distance", c.relative_max_distance, c.relative_buckets / 2, 1 << 20);
-        if (c.bias)
-            errors.push_back({prefix + "bias", "biases on an encoder-decoder's linear layers are not executed by the "
-                                               "engine (T5 has none)"});
+        if (c.qkvBias())
+            errors.push_back({prefix + (c.bias ? "bias" : "qkv_bias"), "biases on an encoder-decoder's linear layers "
+                                                                       "are not executed by the engine (T5 has none)"});
     } else {
         if (c.decoder_layers != 0)
             errors.push_back({prefix + "decoder_layers", "only an encoder-decoder model has decoder layers"});
@@ -182,6 +207,27 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
             errors.push_back({prefix + "positions", "relative position buckets are executed in the encoder-decoder "
                                                     "(T5) only"});
     }
+    if (c.qk_norm && (c.encoder_decoder || c.post_norm))
+        errors.push_back({prefix + "qk_norm",
+                          std::string("QK-norm in ") + (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers") +
+                              " is not executed by the engine (Qwen3's pre-norm decoder layers are)"});
+    if (const SlidingWindow& w = c.sliding_window; w.size != 0 || !w.layers.empty()) {
+        range("sliding_window.size", w.size, 1, 1 << 16);
+        if (!c.causal || c.encoder_decoder || c.post_norm)
+            errors.push_back({prefix + "sliding_window",
+                              "a sliding window is executed in causal pre-norm decoders only"});
+        for (size_t i = 0; i < w.layers.size(); ++i) {
+            if (w.layers[i] < 0 || w.layers[i] >= c.totalLayers())
+                errors.push_back({prefix + "sliding_window.layers", "layer " + std::to_string(w.layers[i]) +
+                                                                        " is not one of the model's " +
+                                                                        std::to_string(c.totalLayers())});
+            if (i > 0 && w.layers[i] <= w.layers[i - 1])
+                errors.push_back({prefix + "sliding_window.layers", "must be strictly increasing"});
+        }
+    }
+    if (c.bias && c.qkv_bias)
+        errors.push_back({prefix + "qkv_bias", "biases on every linear layer (bias) already include q, k and v: "
+                                               "qkv_bias is for q, k and v only"});
     if (c.positions == PositionKind::Rotary && !(c.rope_base > 1))
         errors.push_back({prefix + "rope_base", "must be greater than 1"});
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1))
@@ -243,11 +289,13 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::NormWeight:
         case TensorRole::EncoderNormWeight:
         case TensorRole::CrossNormWeight:
+        case TensorRole::QkNormWeight:
             std::fill(p, p + t.count, T(1));
             break;
         case TensorRole::NormBias:
         case TensorRole::EncoderNormBias:
         case TensorRole::CrossNormBias:
+        case TensorRole::QkNormBias:
         case TensorRole::QkvBias:
         case TensorRole::AttnProjBias:
         case TensorRole::MlpInBias:

@@ -13,7 +13,9 @@
 //               q and k, with the spec's base)
 //   mlp         GeLU or ReLU: (C, F) then (F, C); SwiGLU or GeGLU: (C, 2F) [gate | up]
 //               then (F, C)
-//   bias        on every linear layer, or none
+//   bias        on every linear layer, on q, k and v only (Qwen2), or none
+//   qk-norm     the norm over hd on every query and key head before RoPE (Qwen3), or none
+//   window      causal attention over the last W keys on the sliding layers (Mistral, GPT-OSS)
 // Encoder-decoder (T5, Raffel et al. 2020; huggingface/transformers modeling_t5.py @ 6b8b757):
 //   encoder   the embedding of the inputs, `layers` pre-norm blocks with bidirectional
 //             self-attention, its final norm: the encoder output E (C, T)
@@ -42,7 +44,9 @@
 //                next-sentence head (C->2 + bias, cross-entropy over the 2 classes);
 //                BertForPreTraining's loss: mean masked-LM loss + mean NSP loss
 // Not yet executed (refused by name in validate): mixture-of-experts MLPs; T5 with pipeline
-// or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp).
+// or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp); a sliding
+// window under context parallelism; attention sinks (GPT-OSS: no field here,
+// validation/ScaledCase.cpp refuses them).
 //
 // Dimension legend: L layers, C hidden, NH heads, NKV kv heads, hd head size,
 // qd = NH*hd, kvd = NKV*hd, F MLP inner size, V vocab, T sequence.
@@ -74,6 +78,19 @@ struct ModelConfig {
     PositionKind positions = PositionKind::Learned;
     double rope_base = 10000;
     bool bias = true;
+    // Biases on the q, k and v projections only, none on the output projection and the MLP
+    // (Qwen2Attention: q_proj, k_proj, v_proj bias=True, o_proj bias=False; transformers
+    // src/transformers/models/qwen2/modeling_qwen2.py @ 00d4b3d); with `bias` off.
+    bool qkv_bias = false;
+    // QK-norm (Qwen3Attention: q_norm and k_norm, the model's norm over head_dim on every query
+    // and key head, after the q and k projections and before RoPE; transformers
+    // src/transformers/models/qwen3/modeling_qwen3.py @ 000c33f). Decoders (pre-norm) only.
+    bool qk_norm = false;
+    // Sliding-window attention (Mistral: every layer; GPT-OSS: the layers listed): each query
+    // attends to itself and the size - 1 keys before it (transformers' sliding-window causal
+    // mask: sliding_window_overlay, kv_idx > q_idx - sliding_window, src/transformers/masking_utils.py
+    // @ 2ccc6ca). Causal decoders only.
+    SlidingWindow sliding_window{};
     bool tied_embeddings = true;
     bool causal = true;   // false: bidirectional self-attention (encoders)
     // Encoder-decoder (T5): `layers` encoder layers, then decoder_layers with cross-attention;
@@ -100,6 +117,9 @@ struct ModelConfig {
     bool layerNorm() const { return norm == NormKind::LayerNorm; }
     int totalLayers() const { return layers + (encoder_decoder ? decoder_layers : 0); }
     bool finalNorm() const { return !post_norm; }
+    bool qkvBias() const { return bias || qkv_bias; }
+    // The window of layer `index` (from 0): the size on a sliding layer, else 0 (full attention).
+    int windowOf(int index) const;
     bool operator==(const ModelConfig&) const = default;
 };
 
@@ -125,6 +145,7 @@ enum class TensorRole {
     PositionEmbedding,  // wpe (C, T)
     NormWeight, NormBias,
     QkvWeight, QkvBias,          // (C, qd + 2 kvd): columns [q | k | v]
+    QkNormWeight, QkNormBias,    // QK-norm (2 hd): [q's | k's], the bias LayerNorm only
     AttnProjWeight, AttnProjBias,  // (qd, C), (C)
     MlpInWeight, MlpInBias,      // (C, F) or (C, 2F) [gate | up]
     MlpOutWeight, MlpOutBias,    // (F, C), (C)
@@ -155,7 +176,7 @@ struct ParameterTensor {
 
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
 // positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
-// qkvw [qkvb] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
+// qkvw [qkvb] [qknw [qknb]] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
 // LayerNorm biases, linear biases), then lnfw [lnfb] (pre-norm only), [poolw poolb]
 // [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
 // head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.

@@ -100,6 +100,11 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("pp", "an encoder-decoder (T5) is executed on one pipeline stage: the encoder output that every "
                   "decoder stage's cross-attention reads would travel with the decoder stages' activations "
                   "(Megatron-LM's encoder-and-decoder schedule), which the engine does not do yet");
+    // Ring attention would compute (or skip) the blocks outside the band: not executed, and the
+    // validation scaler does not propose it (validation/ScaledCase.cpp).
+    if (c.sliding_window.enabled() && l.cp > 1)
+        add("cp", "context parallelism with a sliding window is not executed: the ring attention kernels run full "
+                  "causal blocks");
     if (c.encoder_decoder && l.cp > 1)
         add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
                   "and cross-attention are not split over cp ranks");
@@ -119,6 +124,7 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
 template <class T>
 struct ModelExecutor<T>::Layer {
     T *n1w, *n1b, *qkvw, *qkvb, *aw, *ab, *n2w, *n2b, *fw, *fb, *pw, *pb;  // null where the model has none
+    T *qknw, *qknb;  // QK-norm (2 hd each): [q's | k's]
     T *nxw, *nxb, *cqw, *ckvw, *cpw;  // a T5 decoder layer's cross-attention (norm, q, [k | v], projection)
 };
 
@@ -126,6 +132,8 @@ template <class T>
 struct ModelExecutor<T>::Acts {
     T *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchg, *res3;  // ln1, res2, ln2, res3: (C, Ns)
     T *n1mean, *n1rstd, *n2mean, *n2rstd;                        // Ns each (means: LayerNorm only)
+    // QK-norm: the q and k rows before it ((qdt + kvdt), Nm) and its statistics ((NHt + NKVt) Nm each).
+    T *qkpre, *qkmean, *qkrstd;
     // A T5 decoder layer's cross-attention: its norm's output lnx and statistics, q (qdt, Nm),
     // [k | v] of the encoder output (2 kvdt, Nm), probabilities, output (qdt, Nm), residual resx (C, Ns).
     T *lnx, *cq, *ckv, *catt, *catty, *resx, *nxmean, *nxrstd;
@@ -189,10 +197,14 @@ void ModelExecutor<T>::buildTables()
         t.tp_replicated = replicated;
         // Under SP the norms saw only this rank's tokens: their gradients are partial sums.
         // (So did the masked-LM transform's dense layer, replicated and run on the token shard.)
-        t.sp_partial = sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias ||
-                               f.role == TensorRole::EncoderNormWeight || f.role == TensorRole::EncoderNormBias ||
-                               f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
-                               f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias);
+        // QK-norm's weights saw only this rank's heads: partial sums under any tp, summed with
+        // the SP norms' in one all-reduce (Megatron-LM's q_layernorm / k_layernorm gradients,
+        // megatron/core/distributed/finalize_model_grads.py @ d98e8a6).
+        t.sp_partial = (sp_ && (f.role == TensorRole::NormWeight || f.role == TensorRole::NormBias ||
+                                f.role == TensorRole::EncoderNormWeight || f.role == TensorRole::EncoderNormBias ||
+                                f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
+                                f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias)) ||
+                       (tp_ > 1 && (f.role == TensorRole::QkNormWeight || f.role == TensorRole::QkNormBias));
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
         tensors_.push_back(std::move(t));
@@ -502,6 +514,10 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
         scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm + std::int64_t(Fin_ + Ft_) * Nm;
         scratchStats = 2 * normStats;
+        if (cfg_.qk_norm) {  // the q and k rows before QK-norm, its statistics per (head, token)
+            scratchTensors += std::int64_t(qdt_ + kvdt_) * Nm;
+            scratchStats += (cfg_.layerNorm() ? 2 : 1) * std::int64_t(NHt_ + NKVt_) * Nm;
+        }
     } else if (recompute_ == Recompute::Selective) {
         scratchTensors = att;
     }
@@ -616,6 +632,8 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
         case TensorRole::NormBias: (normBiases++ == 0 ? y.n1b : y.n2b) = p; break;
         case TensorRole::QkvWeight: y.qkvw = p; break;
         case TensorRole::QkvBias: y.qkvb = p; break;
+        case TensorRole::QkNormWeight: y.qknw = p; break;
+        case TensorRole::QkNormBias: y.qknb = p; break;
         case TensorRole::AttnProjWeight: y.aw = p; break;
         case TensorRole::AttnProjBias: y.ab = p; break;
         case TensorRole::MlpInWeight: y.fw = p; break;
@@ -797,13 +815,29 @@ void ModelExecutor<T>::localTokens(const int* sequences, std::vector<int>& local
 }
 
 template <class T>
-void ModelExecutor<T>::attentionCore(const Acts& a, Slot&)
+int ModelExecutor<T>::modelLayer(const Slot& s, int k) const
+{
+    // Local layer j Lc + i of chunk j is the model's layer (j pp + stage) Lc + i (the units' order).
+    const int local = s.chunk * Lc_ + k;
+    return chunks_ == 1 ? firstLayer_ + local : ((local / Lc_) * stages_ + stage_) * Lc_ + local % Lc_;
+}
+
+template <class T>
+AttentionShape ModelExecutor<T>::selfAttentionShape(const Slot& s, int k) const
+{
+    AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
+    shape.window = cfg_.windowOf(modelLayer(s, k));  // the band on a sliding layer
+    return shape;
+}
+
+template <class T>
+void ModelExecutor<T>::attentionCore(const Acts& a, Slot& s)
 {
     if (cp_ > 1) {
         ringAttentionForward(a);
         return;
     }
-    const AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
+    const AttentionShape shape = selfAttentionShape(s, int(&a - s.layers.data()));
     k_.attentionProbs(a.att, a.qkv, shape);
     k_.attentionValues(a.atty, a.att, a.qkv, shape);
 }
@@ -832,6 +866,9 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
 
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
+    if (cfg_.qk_norm)
+        k_.qkNormForward(cfg_.norm, a.qkv, a.qkpre, a.qkmean, a.qkrstd, w.qknw, w.qknb, qkvRows_, NHt_, NKVt_, hd_, Nm,
+                         cfg_.norm_eps);
     if (!cfg_.learnedPositions())
         k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     attentionCore(a, s);
@@ -977,6 +1014,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, att = std::int64_t(NHt_) * T_ * Nm;
     const bool full = recompute_ == Recompute::Full, selective = recompute_ == Recompute::Selective;
     const bool ln = cfg_.layerNorm();
+    // QK-norm: the q and k rows it reads, and a statistic per (head, token).
+    const std::int64_t qkNormed = std::int64_t(qdt_ + kvdt_) * Nm, qkHeads = std::int64_t(NHt_ + NKVt_) * Nm;
     // Tensors (e bytes) first, then fp32 statistics; recomputation scratch likewise.
     Carver<T> ten, st, sten, sst;
     if (!counting) {
@@ -994,6 +1033,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     if (full) {
         shared.ln1 = sten.take(C * Ns);
         shared.qkv = sten.take(qkvRows_ * Nm);
+        shared.qkpre = cfg_.qk_norm ? sten.take(qkNormed) : nullptr;
         shared.atty = sten.take(std::int64_t(qdt_) * Nm);
         shared.res2 = sten.take(C * Ns);
         shared.ln2 = sten.take(C * Ns);
@@ -1020,6 +1060,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         }
         a.ln1 = ten.take(C * Ns);
         a.qkv = ten.take(qkvRows_ * Nm);
+        a.qkpre = cfg_.qk_norm ? ten.take(qkNormed) : nullptr;
         a.att = selective ? shared.att : ten.take(att);
         a.atty = ten.take(std::int64_t(qdt_) * Nm);
         a.res2 = ten.take(C * Ns);
@@ -1068,6 +1109,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sharedStats.n1rstd = sst.take(Ns);
         sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
         sharedStats.n2rstd = sst.take(Ns);
+        sharedStats.qkmean = cfg_.qk_norm && ln ? sst.take(qkHeads) : nullptr;
+        sharedStats.qkrstd = cfg_.qk_norm ? sst.take(qkHeads) : nullptr;
         if (encDec_) {
             sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
             sharedStats.nxrstd = sst.take(Ns);
@@ -1080,6 +1123,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.n1rstd = sharedStats.n1rstd;
             a.n2mean = sharedStats.n2mean;
             a.n2rstd = sharedStats.n2rstd;
+            a.qkmean = sharedStats.qkmean;
+            a.qkrstd = sharedStats.qkrstd;
             a.nxmean = sharedStats.nxmean;
             a.nxrstd = sharedStats.nxrstd;
             continue;
@@ -1088,6 +1133,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.n1rstd = st.take(Ns);
         a.n2mean = ln ? st.take(Ns) : nullptr;
         a.n2rstd = st.take(Ns);
+        a.qkmean = cfg_.qk_norm && ln ? st.take(qkHeads) : nullptr;
+        a.qkrstd = cfg_.qk_norm ? st.take(qkHeads) : nullptr;
     }
     for (int k = Lenc_; encDec_ && !full && k < Lc_; ++k) {
         s.layers[size_t(k)].nxmean = ln ? st.take(Ns) : nullptr;
@@ -1327,10 +1374,12 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     if (cp_ > 1)
         ringAttentionBackward(a);
     else
-        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
-                             AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
     if (!cfg_.learnedPositions())
         k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    if (cfg_.qk_norm)  // (datty, read by the attention's backward, is free again: the scratch)
+        k_.qkNormBackward(cfg_.norm, ws_->dqkv, ws_->datty, d.qknw, d.qknb, a.qkpre, w.qknw, a.qkmean, a.qkrstd,
+                          qkvRows_, NHt_, NKVt_, hd_, Nm);
     k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, C, qkvRows_, Nm);
     k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, reduceTokens(ws_->partial), x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
     releaseGrads(unit);
@@ -1650,7 +1699,7 @@ void ModelExecutor<T>::poolerBackward(Slot& s, const T* root, T* droot)
 template <class T>
 void ModelExecutor<T>::sumAcrossTensorAndPipeline(bool whole)
 {
-    if (sp_) {
+    if (sp_ || (cfg_.qk_norm && tp_ > 1)) {
         packed_.clear();
         forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
             if (t.sp_partial)

@@ -7,6 +7,7 @@
 // Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, Section 3): tp rank r holds
 //   qkvw (C, qdt + 2 kvdt), qkvb   query heads [r NH/tp, ...) and kv heads [r NKV/tp, ...)
 //                                  of q, k and v (column split; Megatron's query groups)
+//   qknw [qknb] (2 hd)             whole on every rank (QK-norm), gradients summed over tp
 //   attprojw (qdt, C)              the matching input rows (row split); its bias is whole
 //   fcw (C, Ft) or (C, 2 Ft), fcb  columns [r Ft, ...) (of gate and of up: column split)
 //   fcprojw (Ft, C)                the matching input rows (row split); its bias is whole
@@ -133,7 +134,7 @@ struct ShardTensor {
     std::int64_t count = 0;
     bool decay = false;
     bool tp_replicated = false;   // the same values on every tp rank
-    bool sp_partial = false;      // its gradient is a partial sum over token shards (SP norms)
+    bool sp_partial = false;      // its gradient is a partial sum over tp (SP norms' token shards, QK-norm's heads)
     bool tied_copy = false;       // the last stage's copy of wte (pp > 1, tied)
     bool word_embedding = false;  // wte, or its copy
     int unit = 0;
@@ -222,6 +223,8 @@ private:
     bool holdsHead(const Slot& s) const;
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
+    int modelLayer(const Slot& s, int k) const;  // the model's index of the slot's local layer k
+    AttentionShape selfAttentionShape(const Slot& s, int k) const;  // a pre-norm layer's, with its window
     void ringAttentionForward(const Acts& a);
     void ringAttentionBackward(const Acts& a);
     void ringSend(const T* data, std::int64_t count);

@@ -44,6 +44,9 @@ void checkAttentionShape(const AttentionShape& s, const char* what)
         throw std::invalid_argument(std::string(what) + ": NH must be a multiple of NKV");
     if (s.causal && s.Tq != s.Tk)
         throw std::invalid_argument(std::string(what) + ": causal attention needs Tq == Tk");
+    if (s.window < 0 || (s.window > 0 && !s.causal))
+        throw std::invalid_argument(std::string(what) +
+                                    ": a sliding window needs causal attention and a positive size");
 }
 
 template <class M>
@@ -256,7 +259,9 @@ void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRo
             }
             for (Index t1 = 0; t1 < Tq; ++t1) {
                 if (s.causal) {
-                    softmaxColumn(S.col(t1).head(t1 + 1), scale);  // keys t2 <= t1
+                    const Index lo = s.window > 0 ? std::max<Index>(0, t1 - s.window + 1) : 0;
+                    softmaxColumn(S.col(t1).segment(lo, t1 + 1 - lo), scale);  // keys lo <= t2 <= t1
+                    S.col(t1).head(lo).setZero();
                     S.col(t1).tail(Tk - t1 - 1).setZero();
                 } else {
                     softmaxColumn(S.col(t1), scale);
@@ -369,10 +374,12 @@ void attention_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<
     backwardPasses<T>(pool, dq, dk, dv, datt, dout, att, q, k, v, s, "attention_backward", false,
                       [&](auto dcol, const auto& pcol, Index, Index t1) {
                           const Index live = s.causal ? t1 + 1 : Tk;
-                          const auto p = pcol.head(live).array();
-                          auto d = dcol.head(live);
+                          const Index lo = s.window > 0 ? std::max<Index>(0, t1 - s.window + 1) : 0;
+                          const auto p = pcol.segment(lo, live - lo).array();
+                          auto d = dcol.segment(lo, live - lo);
                           const T dot = (p * d.array()).sum();
                           d.array() = p * (d.array() - dot) * scale;
+                          dcol.head(lo).setZero();
                           dcol.tail(Tk - live).setZero();
                       });
 }
@@ -387,6 +394,8 @@ void checkBlockShape(const AttentionShape& s, const char* what)
         throw std::invalid_argument(std::string(what) + ": sizes must be positive");
     if (s.NH % s.NKV != 0)
         throw std::invalid_argument(std::string(what) + ": NH must be a multiple of NKV");
+    if (s.window != 0)
+        throw std::invalid_argument(std::string(what) + ": ring attention with a sliding window is not executed");
 }
 
 } // namespace

@@ -78,7 +78,13 @@ struct AttentionShape {
     int hd = 1;       // head size
     bool causal = true;  // key t2 > query t1 masked (needs Tq == Tk)
     double scale = 0;    // the scores' factor; 0: 1/sqrt(hd). T5 scales none (1; its init absorbs it)
+    // Sliding window (Mistral, GPT-OSS; causal only): query t1 sees keys t2 in (t1 - window, t1],
+    // itself and the window - 1 before it; 0: every key up to it.
+    int window = 0;
     Eigen::Index probColumns() const { return Eigen::Index(B) * NH * Tq; }
+    // Keys a query is charged for: Tk (Megatron's full-square convention, causal or not), the
+    // window when it is shorter (core's attentionKeys).
+    double countedKeys() const { return window > 0 && window < Tk ? double(window) : double(Tk); }
     double scoreScale() const { return scale > 0 ? scale : 1.0 / std::sqrt(double(hd)); }
 };
 

@@ -159,10 +159,11 @@ void attention_probs_forward(MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const 
             const int g = h / R;
             const Index a0 = (Index(b) * s.NH + h) * s.Tq;  // first column of this head's (Tk, Tq) block
             for (int t1 = 0; t1 < s.Tq; ++t1) {
-                const int live = s.causal ? t1 + 1 : s.Tk;  // keys t2 < live are visible
+                const int live = s.causal ? t1 + 1 : s.Tk;  // keys lo <= t2 < live are visible
+                const int lo = s.window > 0 ? std::max(0, t1 - s.window + 1) : 0;
                 // The scaled scores, written into att first; then exp(score - max) / sum.
                 T mx = -INFINITY;
-                for (int t2 = 0; t2 < live; ++t2) {
+                for (int t2 = lo; t2 < live; ++t2) {
                     T dot = 0;
                     for (int d = 0; d < s.hd; ++d)
                         dot += q(Index(h) * s.hd + d, Index(b) * s.Tq + t1) * k(Index(g) * s.hd + d, Index(b) * s.Tk + t2);
@@ -170,10 +171,10 @@ void attention_probs_forward(MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const 
                     mx = std::max(mx, att(t2, a0 + t1));
                 }
                 T sum = 0;
-                for (int t2 = 0; t2 < live; ++t2)
+                for (int t2 = lo; t2 < live; ++t2)
                     sum += (att(t2, a0 + t1) = std::exp(att(t2, a0 + t1) - mx));
                 for (int t2 = 0; t2 < s.Tk; ++t2)
-                    att(t2, a0 + t1) = t2 < live ? att(t2, a0 + t1) / sum : T(0);
+                    att(t2, a0 + t1) = t2 >= lo && t2 < live ? att(t2, a0 + t1) / sum : T(0);
             }
         }
 }
@@ -228,7 +229,7 @@ void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> d
                     dot += att(t2, a0 + t1) * datt(t2, a0 + t1);
                 for (int t2 = 0; t2 < s.Tk; ++t2) {
                     const Index nk = Index(b) * s.Tk + t2;
-                    const bool masked = s.causal && t2 > t1;
+                    const bool masked = (s.causal && t2 > t1) || (s.window > 0 && t1 - t2 >= s.window);
                     const T ds = masked ? T(0) : att(t2, a0 + t1) * (datt(t2, a0 + t1) - dot) * scale;
                     datt(t2, a0 + t1) = ds;
                     for (int d = 0; d < s.hd; ++d) {

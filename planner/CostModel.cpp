@@ -523,15 +523,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             sc.tp_bytes += allReduceBytes(D.t, block);
             sc.tp_all_reduce_bytes += allReduceBytes(D.t, block);
         }
-        if (l.sequence_parallel) {
+        if (l.sequence_parallel || model.qk_norm) {
             // Each tp rank's norms saw only its sequence shard: their gradients are summed over
             // tp once per step (Megatron-LM's sequence-parallel gradient all-reduce).
             // (BERT: the embedding norm on the first stage; the masked-LM transform, dense and norm,
-            // replicated and run on the token shard, on the last.)
-            const double norms = nEnc * 2 * norm + nDec * 3 * norm +
-                                 (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0) +
-                                 (firstStage && model.embedding_norm ? norm : 0) +
-                                 (lastStage && mlm ? h * h + h + norm : 0);
+            // replicated and run on the token shard, on the last.) QK-norm's weights saw only the
+            // rank's heads under any tp: summed in the same all-reduce (q_layernorm / k_layernorm,
+            // Megatron-LM megatron/core/distributed/finalize_model_grads.py @ d98e8a6).
+            const double spNorms = nEnc * 2 * norm + nDec * 3 * norm +
+                                   (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0) +
+                                   (firstStage && model.embedding_norm ? norm : 0) +
+                                   (lastStage && mlm ? h * h + h + norm : 0);
+            const double norms = (l.sequence_parallel ? spNorms : 0.0) + (nEnc + 2 * nDec) * qkNorm;
             // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
             const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
             sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
@@ -1076,7 +1079,13 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
     } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
-        const double perToken = 4.0 * tr.seq_len * model.qDim() * (model.layers + 2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0));
+        // The recomputed scores and values over each layer's keys: a sliding layer's window (core's
+        // attentionKeys, as the model FLOPs count it), not the whole sequence.
+        const int sliding = model.slidingLayers(0, model.layers);
+        const double keys = double(model.layers - sliding) * tr.seq_len +
+                            double(sliding) * double(attentionKeys(model, tr.seq_len, true)) +
+                            2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0) * tr.seq_len;
+        const double perToken = 4.0 * model.qDim() * keys;
         recomputeFlops = perToken * tokensPerStep;
     }
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;

@@ -135,6 +135,32 @@ private slots:
         QCOMPARE(o["losses"].toArray().size(), 3);
     }
 
+    // Issue 14's blocks from the command line: Qwen2's q/k/v biases, Qwen3's QK-norm and Mistral's
+    // sliding window on Llama's, tensor-parallel over 2 devices: trained as described.
+    void catalogBlocksTrainOnACluster()
+    {
+        const QStringList args{"--layers", "2", "--hidden", "32", "--heads", "4", "--kv-heads", "2", "--ffn", "48",
+                               "--mlp", "swiglu", "--norm", "rmsnorm", "--positions", "rotary", "--bias", "qkv",
+                               "--qk-norm", "--sliding-window", "3", "--untied", "--vocab", "16", "--seq", "8",
+                               "--batch", "4", "--steps", "3", "--devices", "2", "--layout", "tp=2,sp=on", "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject model = QJsonDocument::fromJson(r.out).object()["model"].toObject();
+        QCOMPARE(model["blocks"].toString(), QString("RMSNorm, swiglu MLP, RoPE base 10000, GQA 4/2 x 8, untied head, "
+                                                     "biases on q, k and v only, QK-norm, sliding window 3"));
+        QCOMPARE(model["qkv_bias"].toBool(), true);
+        QCOMPARE(model["qk_norm"].toBool(), true);
+        QCOMPARE(model["sliding_window"].toInt(), 3);
+        // The Llama count above plus, per layer, the q/k/v biases (32 + 2 x 16) and QK-norm's 2 x 8.
+        const double C = 32, V = 16;
+        QCOMPARE(model["parameters"].toDouble(),
+                 2 * V * C + 2 * (2 * C + C * 64 + 32 * C + C * 96 + 48 * C + 64 + 2 * 8) + C);
+        // --no-bias and --bias qkv contradict each other: refused by name.
+        const Run bad = cli({"--layers", "2", "--hidden", "32", "--heads", "4", "--vocab", "16", "--seq", "8",
+                             "--batch", "4", "--steps", "1", "--no-bias", "--bias", "qkv"});
+        QVERIFY2(bad.exitCode != 0 && bad.err.contains("--no-bias"), bad.describe());
+    }
+
     // T5's blocks (encoder-decoder, relative position bias, cross-attention), tensor-parallel over 2
     // devices with sequence parallelism: trained as itself, and its parameters core's count.
     void t5BlocksTrainOnACluster()

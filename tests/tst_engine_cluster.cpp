@@ -72,6 +72,22 @@ ModelConfig llamaModel()
     return c;
 }
 
+// Issue 14's catalog blocks on Llama's: "qwen2" adds biases on q, k and v only, "qwen3" QK-norm,
+// "mistral" a sliding window on every layer, "gpt-oss" on alternate layers.
+ModelConfig catalogBlocksModel(const QString& kind)
+{
+    ModelConfig c = llamaModel();
+    if (kind == "qwen2")
+        c.qkv_bias = true;
+    if (kind == "qwen3")
+        c.qk_norm = true;
+    if (kind == "mistral")  // a window of 3 of the 8 tokens on every layer
+        c.sliding_window = {3, {}};
+    if (kind == "gpt-oss")  // windows on layers 0 and 2 of 4 only: each stage and chunk has one
+        c.sliding_window = {3, {0, 2}};
+    return c;
+}
+
 // T5's blocks at the test size: 2 encoder + 2 decoder layers, 8 relative buckets per head and stack,
 // the tied head with its d_model^-0.5. The MLP is T5 v1.1's gated GeLU: with v1.0's ReLU a unit whose
 // pre-activation sits at 0 flips with the layout's fp32 summation order, and Adam turns that one
@@ -765,6 +781,48 @@ private slots:
             worst = std::max(worst, std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i])));
         QVERIFY2(worst <= 1e-5, qPrintable(QString("worst parameter difference %1").arg(worst)));
         QVERIFY(m.steps.back().loss < m.steps.front().loss - 0.05);
+    }
+
+    // Issue 14's blocks on every layout family: tp with sp, pp, dp with ZeRO, cp; each reproduces
+    // its single-device run.
+    void catalogBlocksReproduceOneDevice_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("layout");
+        for (const char* kind : {"qwen2", "qwen3"})
+            for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2"})
+                QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
+        // (A sliding window under cp is refused: slidingWindowUnderCpIsRefused.)
+        for (const char* kind : {"mistral", "gpt-oss"})
+            for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3",
+                                    "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective"})
+                QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
+    }
+    void catalogBlocksReproduceOneDevice()
+    {
+        QFETCH(QString, kind);
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model = catalogBlocksModel(kind);
+        r.layout = parse(layout);
+        const Measurement ref = single(r);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
+        expectReproduces(ref, m, r.model);
+    }
+
+    void slidingWindowUnderCpIsRefused()
+    {
+        TrainRequest r = baseRequest();
+        r.model = catalogBlocksModel("mistral");
+        r.layout = parse("cp=2");
+        try {
+            cluster(r);
+            QFAIL("not refused");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains("context parallelism with a sliding window"), e.what());
+        }
     }
 
     // Hundreds of replicas (issue 19: dp=1024 took a minute): each draws only its own rows of

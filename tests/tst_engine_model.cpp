@@ -56,6 +56,9 @@ ModelSpec specOf(const ModelConfig& c)
     m.positions = c.positions;
     m.norm = c.norm;
     m.bias = c.bias;
+    m.qkv_bias = c.qkv_bias;
+    m.qk_norm = c.qk_norm;
+    m.sliding_window = c.sliding_window;
     m.tied_embeddings = c.tied_embeddings;
     m.final_norm = c.finalNorm();
     m.token_types = c.token_types;
@@ -155,6 +158,31 @@ ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
     return c;
 }
 
+// Qwen2's blocks: Llama's with biases on the q, k and v projections only.
+ModelConfig qwen2Like(int L, int C, int NH, int NKV, int F, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, F, V, T);
+    c.qkv_bias = true;
+    return c;
+}
+
+// Qwen3's blocks: Llama's with QK-norm (RMSNorm over head_dim on every q and k head, before RoPE).
+ModelConfig qwen3Like(int L, int C, int NH, int NKV, int F, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, F, V, T);
+    c.qk_norm = true;
+    return c;
+}
+
+// Mistral's blocks: Llama's with a sliding window of `window` keys on every layer, or on the
+// layers listed (GPT-OSS alternates sliding and full layers).
+ModelConfig mistralLike(int L, int C, int NH, int NKV, int F, int V, int T, int window, std::vector<int> layers = {})
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, F, V, T);
+    c.sliding_window = {window, std::move(layers)};
+    return c;
+}
+
 // GeGLU, MQA and a head size that is not hidden / heads; LayerNorm, biases, tied.
 ModelConfig gegluMqa(int L, int C, int NH, int hd, int F, int V, int T)
 {
@@ -225,8 +253,12 @@ private slots:
         QCOMPARE(engine::parameterCount(t5base), shardscope::parameterCount(specOf(t5base)));
         for (const ModelConfig& c : {t5Like(2, 3, 32, 4, 64, 40, 8, 8), t5Like(3, 1, 24, 4, 40, 50, 7, 6, MlpKind::GeGlu)})
             QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+        ModelConfig qkNormLayerNorm = gegluMqa(2, 24, 4, 10, 40, 33, 6);  // QK-norm's LayerNorm: weight and bias
+        qkNormLayerNorm.qk_norm = true;
         for (const ModelConfig& c : {ModelConfig{12, 768, 12, 50257, 64}, ModelConfig{2, 16, 2, 37, 8},
-                                     llamaLike(2, 32, 4, 2, 88, 40, 8), gegluMqa(2, 24, 4, 10, 40, 33, 6),
+                                     llamaLike(2, 32, 4, 2, 88, 40, 8), qwen2Like(2, 32, 4, 2, 88, 40, 8),
+                                     qwen3Like(2, 32, 4, 2, 88, 40, 8), qkNormLayerNorm,
+                                     gegluMqa(2, 24, 4, 10, 40, 33, 6),
                                      reluEncoder(2, 16, 2, 21, 5), bertLike(2, 16, 2, 21, 8), bertLike(2, 16, 2, 21, 8, 1),
                                      preNormEncoder(2, 16, 2, 21, 8)})
             QCOMPARE(engine::parameterCount(c), shardscope::pretrainingParameterCount(specOf(c)));
@@ -336,6 +368,18 @@ private slots:
         QCOMPARE(g[0].path, std::string("kv_heads"));
         ModelConfig odd = gegluMqa(2, 24, 4, 5, 40, 33, 6);  // RoPE needs an even head size
         QCOMPARE(validate(odd).at(0).path, std::string("head_dim"));
+        ModelConfig bothBiases = qwen2Like(2, 32, 4, 2, 88, 40, 8);  // every linear bias and "q, k, v only"
+        bothBiases.bias = true;
+        QCOMPARE(validate(bothBiases).size(), size_t(1));
+        QCOMPARE(validate(bothBiases).at(0).path, std::string("qkv_bias"));
+        ModelConfig postNormQk = bertLike(2, 16, 2, 21, 8);  // QK-norm runs in pre-norm decoder layers only
+        postNormQk.qk_norm = true;
+        QCOMPARE(validate(postNormQk).at(0).path, std::string("qk_norm"));
+        QCOMPARE(validate(mistralLike(2, 32, 4, 2, 88, 40, 8, 4, {2})).at(0).path,
+                 std::string("sliding_window.layers"));  // layer 2 of 2
+        ModelConfig bidirectionalWindow = reluEncoder(2, 16, 2, 21, 5);
+        bidirectionalWindow.sliding_window = {3, {}};
+        QCOMPARE(validate(bidirectionalWindow).at(0).path, std::string("sliding_window"));
         EmulatedDevice d(0, roomyProfile());
         QVERIFY_THROWS_EXCEPTION(InputError, ModelExecutor<float>(ModelConfig{2, 64, 5, 10, 8}, optionsFor(1, 8),
                                                                   singleDevice(d, oneDevice(1))));
@@ -424,6 +468,13 @@ private slots:
         QTest::addColumn<ModelConfig>("config");
         QTest::newRow("gpt2") << ModelConfig{2, 8, 2, 11, 5};
         QTest::newRow("llama: rmsnorm swiglu rope gqa untied no-bias") << llamaLike(2, 16, 4, 2, 24, 11, 5);
+        QTest::newRow("qwen2: llama + q, k, v biases only") << qwen2Like(2, 16, 4, 2, 24, 11, 5);
+        QTest::newRow("qwen3: llama + qk-norm (rmsnorm over head_dim)") << qwen3Like(2, 16, 4, 2, 24, 11, 5);
+        ModelConfig qkLayerNorm = gegluMqa(2, 12, 3, 6, 20, 11, 5);
+        qkLayerNorm.qk_norm = true;
+        QTest::newRow("qk-norm layernorm (weight and bias) mqa head_dim 6") << qkLayerNorm;
+        QTest::newRow("mistral: llama + sliding window 3 of 5") << mistralLike(2, 16, 4, 2, 24, 11, 5, 3);
+        QTest::newRow("gpt-oss-like: window 2 on layer 0 only") << mistralLike(2, 16, 4, 2, 24, 11, 5, 2, {0});
         QTest::newRow("geglu mqa head_dim 6 tied bias") << gegluMqa(2, 12, 3, 6, 20, 11, 5);
         QTest::newRow("relu bidirectional rmsnorm learned") << reluEncoder(2, 8, 2, 11, 5);
         // T5: relative bias tables (exact and logarithmic buckets at T = 6), cross-attention, tied
@@ -509,17 +560,23 @@ private slots:
     {
         QTest::addColumn<Recompute>("recompute");
         QTest::addColumn<bool>("llama");
+        QTest::addColumn<int>("window");  // a sliding window on layer 0 (llama only); 0: none
         for (bool llama : {false, true}) {
-            QTest::newRow(llama ? "llama none" : "gpt2 none") << Recompute::None << llama;
-            QTest::newRow(llama ? "llama selective" : "gpt2 selective") << Recompute::Selective << llama;
-            QTest::newRow(llama ? "llama full" : "gpt2 full") << Recompute::Full << llama;
+            QTest::newRow(llama ? "llama none" : "gpt2 none") << Recompute::None << llama << 0;
+            QTest::newRow(llama ? "llama selective" : "gpt2 selective") << Recompute::Selective << llama << 0;
+            QTest::newRow(llama ? "llama full" : "gpt2 full") << Recompute::Full << llama << 0;
         }
+        for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+            QTest::newRow(qPrintable(QString("llama, window 5 on layer 0, ") + toString(r))) << r << true << 5;
     }
     void flopsMatchCoreFormula()
     {
         QFETCH(Recompute, recompute);
         QFETCH(bool, llama);
-        const ModelConfig cfg = llama ? llamaLike(2, 32, 4, 2, 88, 41, 12) : ModelConfig{2, 32, 4, 41, 12};
+        QFETCH(int, window);
+        ModelConfig cfg = llama ? llamaLike(2, 32, 4, 2, 88, 41, 12) : ModelConfig{2, 32, 4, 41, 12};
+        if (window > 0)
+            cfg.sliding_window = {window, {0}};
         const int B = 3;
         const double N = B * cfg.seq;
         // Products of one step: forward + backward (twice the forward) = 3x core's forward FLOPs;
@@ -530,8 +587,10 @@ private slots:
         double expected = 3 * forward;
         if (recompute == Recompute::Full)
             expected += layersForward;
+        // (A sliding layer's core over its window of keys: core's attentionKeys.)
         if (recompute == Recompute::Selective)
-            expected += double(cfg.layers) * 2 * 2.0 * cfg.seq * cfg.qDim() * N;
+            for (int l = 0; l < cfg.layers; ++l)
+                expected += 2 * 2.0 * double(attentionKeys(specOf(cfg), cfg.seq, cfg.windowOf(l) > 0)) * cfg.qDim() * N;
         EmulatedDevice d(0, roomyProfile());
         ModelExecutor<float> m(cfg, optionsFor(B, cfg.seq), singleDevice(d, oneDevice(B, recompute)));
         std::vector<int> in, tg;

@@ -16,9 +16,11 @@
 //   formula, the relative bias added to the scores (unscaled, as T5 does) against a naive
 //   softmax, the bias table's gradient by finite differences, and the cross-attention kernels
 //   on separate q and [k v] buffers (Kernels) against the naive reference;
+// - QK-norm (Qwen3) on a fused qkv (Kernels) against the naive RMSNorm of each head vector;
 // - BERT's own ops (OpsEncoder.h: tanh, token-type embedding) and the cross-entropy's ignored
 //   targets (the masked LM's unmasked positions) against naive loops written out here.
 #include "Kernels.h"
+#include "OpConventions.h"
 #include "Ops.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
@@ -149,6 +151,17 @@ AttentionShape shape(int B, int Tq, int Tk, int NH, int NKV, int hd, bool causal
     s.hd = hd;
     s.causal = causal;
     return s;
+}
+
+// A device for the tests that go through the Kernels facade.
+DeviceProfile kernelTestProfile()
+{
+    DeviceProfile p;
+    p.name = "test";
+    p.memory_bytes = 1e9;
+    p.peak_flops_fp32 = 1e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
 }
 
 // Forward (att, out) of the fast kernels.
@@ -595,6 +608,13 @@ private slots:
             QTest::newRow(qPrintable("GQA bidirectional Tq=5 Tk=9" + t)) << shape(2, 5, 9, 6, 2, 6, false) << threads;
             QTest::newRow(qPrintable("MHA bidirectional Tk=70" + t)) << shape(2, 3, 70, 2, 2, 4, false) << threads;
             QTest::newRow(qPrintable("MQA causal T=70" + t)) << shape(1, 70, 70, 4, 1, 6, true) << threads;
+            // Sliding windows (Mistral): narrower than T, of one key, and wider than T (all causal keys).
+            for (int window : {3, 1, 80}) {
+                AttentionShape w = shape(2, 9, 9, 6, 2, 6, true);
+                w.window = window;
+                QTest::newRow(qPrintable(QStringLiteral("GQA causal sliding window %1").arg(window) + t))
+                    << w << threads;
+            }
         }
     }
     void attentionMatchesNaive()
@@ -732,12 +752,7 @@ private slots:
         // T5's cross-attention: q (qd, B*Tq) of the decoder, [k | v] (2 kvd, B*Tk) of the encoder,
         // bidirectional, through the Kernels calls the executor makes; against the naive reference.
         const AttentionShape s = shape(2, 5, 5, 4, 2, 3, false);
-        DeviceProfile p;
-        p.name = "test";
-        p.memory_bytes = 1e9;
-        p.peak_flops_fp32 = 1e12;
-        p.memory_bytes_per_second = 1e11;
-        EmulatedDevice dev(0, p, 2);
+        EmulatedDevice dev(0, kernelTestProfile(), 2);
         Kernels<double> k(dev, PrecisionMode::FP32);
         const Eigen::Index qd = Eigen::Index(s.NH) * s.hd, kvd = Eigen::Index(s.NKV) * s.hd, N = Eigen::Index(s.B) * s.Tq;
         const Mat<double> q = randomMat<double>(qd, N, 41), kv = randomMat<double>(2 * kvd, N, 42);
@@ -760,6 +775,78 @@ private slots:
         QVERIFY(relDiff(dkv, dkvRef) < 1e-13);
         // Charged as the fused self-attention: 2 + 2 products forward, 8 backward per (Tk, Tq, qd).
         QCOMPARE(dev.counters().flops[size_t(KernelKind::Attention)], 12.0 * s.Tk * double(qd) * double(N));
+    }
+
+    void slidingWindowMasksKeysBeforeTheBand()
+    {
+        // Window 3: query t1 sees keys t1 - 2 .. t1 (transformers' kv_idx > q_idx - sliding_window,
+        // causal), every other probability exactly 0, each column summing to 1.
+        AttentionShape s = shape(1, 6, 6, 2, 1, 4, true);
+        s.window = 3;
+        KernelPool pool(1);
+        AttentionData<double> d(s, 7);
+        Mat<double> att, out;
+        attentionForward(pool, d, att, out);
+        for (Eigen::Index c = 0; c < s.probColumns(); ++c) {
+            const int t1 = int(c % s.Tq);
+            for (int t2 = 0; t2 < s.Tk; ++t2) {
+                const bool visible = t2 <= t1 && t1 - t2 < 3;
+                QVERIFY2(visible ? att(t2, c) > 0 : att(t2, c) == 0,
+                         qPrintable(QString("key %1 query %2").arg(t2).arg(t1)));
+            }
+            QVERIFY(std::fabs(att.col(c).sum() - 1) < 1e-14);
+        }
+        // A bidirectional window is refused by name.
+        AttentionShape bidirectional = s;
+        bidirectional.causal = false;
+        Mat<double> att2(s.Tk, s.probColumns());
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 attention_probs_forward<double>(pool, att2, d.q(), d.k(), bidirectional));
+    }
+
+    void qkNormOnFusedQkvMatchesNaive()
+    {
+        // QK-norm (Qwen3) through the Kernels calls the executor makes, on a fused qkv (qd + 2 kvd, N):
+        // each query head (q's weight) and key head (k's) normalised over hd, v untouched; the
+        // backward turns the q and k rows' output gradient into the input's. Against the naive
+        // RMSNorm of OpsBlocksReference.h applied to each (head, token) vector on its own.
+        const int NH = 4, NKV = 2, hd = 6, N = 7;
+        const Eigen::Index qd = NH * hd, kvd = NKV * hd, rows = qd + 2 * kvd, qk = qd + kvd;
+        const double eps = 1e-6;
+        EmulatedDevice dev(0, kernelTestProfile(), 2);
+        Kernels<double> k(dev, PrecisionMode::FP32);
+        const Mat<double> in = randomMat<double>(rows, N, 51, 2.0), dout = randomMat<double>(rows, N, 52);
+        const Vec<double> w = randomVec<double>(2 * hd, 53);
+        Mat<double> x = in, pre = Mat<double>::Constant(qk, N, kGarbage);
+        Vec<double> rstd = Vec<double>::Constant((NH + NKV) * N, kGarbage);
+        const shardscope::NormKind rms = shardscope::NormKind::RmsNorm;
+        k.qkNormForward(rms, x.data(), pre.data(), nullptr, rstd.data(), w.data(), nullptr, rows, NH, NKV, hd, N, eps);
+        QVERIFY(pre == in.topRows(qk));                  // the input kept for backward
+        QVERIFY(x.bottomRows(kvd) == in.bottomRows(kvd));  // v untouched
+        Mat<double> dx = dout, scratch(hd, N);
+        Vec<double> dw = randomVec<double>(2 * hd, 54), dwRef = dw;
+        k.qkNormBackward(rms, dx.data(), scratch.data(), dw.data(), nullptr, pre.data(), w.data(), nullptr, rstd.data(),
+                         rows, NH, NKV, hd, N);
+        Mat<double> outRef = in, dxRef = dout;
+        for (int j = 0; j < NH + NKV; ++j)
+            for (int n = 0; n < N; ++n) {
+                const Mat<double> v = in.block(j * hd, n, hd, 1), dy = dout.block(j * hd, n, hd, 1);
+                const Vec<double> wj = w.segment(j < NH ? 0 : hd, hd);
+                Mat<double> o(hd, 1), dv = Mat<double>::Zero(hd, 1);
+                Vec<double> rs(1), dwj = Vec<double>::Zero(hd);
+                reference::rmsnorm_forward<double>(o, rs, v, wj, eps);
+                reference::rmsnorm_backward<double>(dv, dwj, dy, v, wj, rs);
+                outRef.block(j * hd, n, hd, 1) = o;
+                dxRef.block(j * hd, n, hd, 1) = dv;
+                dwRef.segment(j < NH ? 0 : hd, hd) += dwj;
+                QVERIFY(std::fabs(rstd(j * N + n) - rs(0)) < 1e-14);
+            }
+        QVERIFY(relDiff(x, outRef) < 1e-13);
+        QVERIFY(relDiff(dx, dxRef) < 1e-13);  // v rows: their gradient as it came
+        QVERIFY(relDiff(dw, dwRef) < 1e-13);
+        // Charged as a norm over the (NH + NKV) N head vectors, forward and backward.
+        const shardscope::ops::ElementFlops f = shardscope::ops::norm(rms);
+        QCOMPARE(dev.counters().flops[size_t(KernelKind::LayerNorm)], (f.forward + f.backward) * double(qk) * N);
     }
 
     void attentionBackwardIsItsDerivative_data()

@@ -1,9 +1,10 @@
 // The model format's newer fields in the planner and the validation scaler: QK-norm's and
 // the q/k/v biases' parameters in each device's weights, the sliding window's attention in
 // the step time and the model FLOPs, and scaledEngineModel's refusals of what the engine
-// does not execute yet (by name), with norm_eps passed to the engine.
+// does not execute yet (by name), with norm_eps, the q/k/v biases and QK-norm passed to the engine.
 #include "BuiltinSpecs.h"
 #include "CostModel.h"
+#include "EmulatedHardware.h"
 #include "ModelStateMemory.h"
 #include "ScaledCase.h"
 
@@ -149,9 +150,7 @@ private slots:
     {
         QTest::addColumn<int>("field");
         QTest::addColumn<QString>("named");
-        QTest::newRow("qk_norm") << 0 << "qk_norm is not executed by the engine yet";
-        QTest::newRow("qkv bias") << 1 << "\"bias\": \"qkv\"";
-        QTest::newRow("sliding window") << 2 << "sliding_window attention is not executed by the engine yet";
+        QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
     }
     void scaledEngineModelRefusesByName()
@@ -159,17 +158,58 @@ private slots:
         QFETCH(int, field);
         QFETCH(QString, named);
         ModelSpec m = qwen3Like();
-        m.qk_norm = field == 0;
-        m.qkv_bias = field == 1;
         if (field == 2)
             m.sliding_window = {4096, {}};
         m.attention_sinks = field == 3;
+        Layout l;
+        l.cp = field == 2 ? 2 : 1;
         try {
-            scaledEngineModel(m, Layout{});
+            scaledEngineModel(m, l);
             QFAIL("not refused");
         } catch (const InputError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(named), e.what());
         }
+    }
+
+    // Biases on q, k and v only (Qwen2) are executed: the scaled model keeps them, and only them.
+    void qkvBiasReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.qkv_bias = true;
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QVERIFY(c.qkv_bias);
+        QVERIFY(!c.bias);
+        QVERIFY(!scaledEngineModel(qwen3Like(), Layout{}).qkv_bias);
+    }
+
+    // QK-norm (Qwen3) is executed: the scaled model has it, and the same count as core's.
+    void qkNormReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.qk_norm = true;
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QVERIFY(c.qk_norm);
+        QCOMPARE(engine::parameterCount(c), parameterCount(engineModelSpec(c)));
+        QCOMPARE(engine::parameterCount(c) - engine::parameterCount(scaledEngineModel(qwen3Like(), Layout{})),
+                 std::int64_t(c.layers) * 2 * c.headDim());  // q_norm and k_norm, RMSNorm: hd each
+    }
+
+    // A sliding window keeps its share of the longest sequence: Mistral 7B v0.1's 4096 of its
+    // 32768 positions (its config.json, tests/data/hf/Mistral-7B-v0.1) is 4 of the engine's 32
+    // tokens; GPT-OSS's alternation keeps the sliding layers of the model's first ones.
+    void slidingWindowReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.max_seq = 32768;
+        m.sliding_window = {4096, {}};
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QCOMPARE(c.seq, 32);
+        QCOMPARE(c.sliding_window.size, 32 * 4096 / 32768);
+        QVERIFY(c.sliding_window.layers.empty());
+        m.sliding_window.layers = {0, 2, 4, 6};
+        const engine::ModelConfig alternating = scaledEngineModel(m, Layout{});
+        QCOMPARE(alternating.sliding_window.layers, std::vector<int>({0}));  // 2 layers: the first slides
+        QCOMPARE(engineModelSpec(alternating).sliding_window, alternating.sliding_window);
     }
 
     void normEpsReachesTheEngine()

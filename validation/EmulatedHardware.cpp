@@ -25,6 +25,9 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
     m.rope_base = c.rope_base;
     m.norm = c.norm;
     m.bias = c.bias;
+    m.qkv_bias = !c.bias && c.qkv_bias;
+    m.qk_norm = c.qk_norm;
+    m.sliding_window = c.sliding_window;
     m.tied_embeddings = c.tied_embeddings;
     m.final_norm = c.finalNorm();  // post-norm layers end in their own norms (TrainingObjective.h)
     m.token_types = c.token_types;

@@ -18,15 +18,11 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
     if (m.moe.enabled())
         throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
-    if (m.qk_norm)
-        throw InputError(m.name + ": qk_norm is not executed by the engine yet: no validation run");
-    if (m.qkv_bias && !m.bias)
-        throw InputError(m.name + ": biases on q, k and v only (\"bias\": \"qkv\") are not executed by the engine "
-                                  "yet: no validation run");
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
-    if (m.sliding_window.enabled())
-        throw InputError(m.name + ": sliding_window attention is not executed by the engine yet: no validation run");
+    if (m.sliding_window.enabled() && l.cp > 1)
+        throw InputError(m.name + ": sliding_window attention under context parallelism (cp " + std::to_string(l.cp) +
+                         ") is not executed by the engine: no validation run");
     const bool encDec = m.family == ModelFamily::EncoderDecoder;
     if (encDec && m.positions != PositionKind::Relative)
         throw InputError(m.name + ": an encoder-decoder with " + toString(m.positions) +
@@ -69,6 +65,22 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.positions = m.positions;
     c.rope_base = m.rope_base;
     c.bias = m.bias;
+    c.qkv_bias = !m.bias && m.qkv_bias;  // Qwen2: q, k and v only
+    c.qk_norm = m.qk_norm;               // Qwen3
+    if (m.sliding_window.enabled()) {
+        // The window keeps its share of the model's longest sequence (Mistral 7B v0.1: 4096 of
+        // 32768, 4 of the 32 tokens here), at least 2 keys and at most half the sequence so that
+        // the band is narrower than causal attention; a sliding layer of the model's first
+        // layers stays one (GPT-OSS alternates from layer 0).
+        const double share = m.max_seq > 0 ? double(m.sliding_window.size) / m.max_seq : 0.5;
+        c.sliding_window.size = std::clamp(int(std::lround(share * c.seq)), 2, c.seq / 2);
+        if (!m.sliding_window.layers.empty())
+            for (int i = 0; i < c.layers; ++i)
+                if (m.slidingLayer(i))
+                    c.sliding_window.layers.push_back(i);
+        if (!m.sliding_window.layers.empty() && c.sliding_window.layers.empty())
+            c.sliding_window = {};  // none of the scaled layers slides
+    }
     c.tied_embeddings = m.tied_embeddings;
     // An encoder trains as BERT does (TrainingObjective.h): bidirectional, post-norm when it has
     // no final norm, its token types, embedding norm and pooler, the masked-LM objective.

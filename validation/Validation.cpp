@@ -236,6 +236,18 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     llama.rope_base = 500000;
     llama.bias = false;
     llama.tied_embeddings = false;
+    // Qwen2's: Llama's with biases on the q, k and v projections only.
+    engine::ModelConfig qwen2 = llama;
+    qwen2.qkv_bias = true;
+    // Qwen3's: Llama's with QK-norm (RMSNorm over head_dim on every query and key head).
+    engine::ModelConfig qwen3 = llama;
+    qwen3.qk_norm = true;
+    // Mistral's: Llama's with a sliding window of 8 of the 32 tokens on every layer; GPT-OSS's
+    // alternation, the window on layers 0 and 2 only.
+    engine::ModelConfig mistral = llama;
+    mistral.sliding_window = {8, {}};
+    engine::ModelConfig alternating = llama;
+    alternating.sliding_window = {8, {0, 2}};
     // T5's (encoder-decoder: relative position bias tables, cross-attention, RMSNorm, ReLU, no
     // biases, tied head scaled by C^-0.5): 2 encoder + 2 decoder layers, t5-base's 32 buckets.
     engine::ModelConfig t5{2, 64, 4, 96, 32};
@@ -303,6 +315,15 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"context + tensor parallel", "cp=2,tp=2", fp32, &gpt2},
         {"Llama blocks, context parallel", "cp=2", fp32, &llama},
         {"Llama blocks, context + tensor parallel", "cp=2,tp=2", fp32, &llama},
+        {"Qwen2 blocks (q, k, v biases), tensor + sequence parallel", "tp=2,sp=on", fp32, &qwen2},
+        {"Qwen2 blocks, pipeline 1F1B + ZeRO-1", "dp=2,pp=2,zero=1,mb=2", fp32, &qwen2},
+        {"Qwen3 blocks (QK-norm), tensor + sequence parallel", "tp=2,sp=on", fp32, &qwen3},
+        {"Qwen3 blocks, tensor parallel + full recomputation", "tp=2,recompute=full", fp32, &qwen3},
+        {"Qwen3 blocks, context parallel + ZeRO-3", "dp=2,cp=2,zero=3", fp32, &qwen3},
+        {"Mistral blocks (sliding window), tensor + sequence parallel", "tp=2,sp=on", fp32, &mistral},
+        {"Mistral blocks, pipeline 1F1B + selective recomputation", "pp=2,mb=2,recompute=selective", fp32, &mistral},
+        {"Alternating sliding window, pipeline interleaved", "pp=2,mb=1,schedule=interleaved,v=2", fp32, &alternating},
+        {"Alternating sliding window, ZeRO-2 + full recomputation", "dp=2,zero=2,recompute=full", fp32, &alternating},
         {"T5 blocks, single device", "dp=1,mb=8", fp32, &t5},
         {"T5 blocks, data parallel", "dp=4", fp32, &t5},
         {"T5 blocks, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", fp32, &t5},

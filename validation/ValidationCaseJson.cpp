@@ -13,6 +13,15 @@ namespace shardscope {
 
 namespace {
 
+// The sliding layers of a run's model (empty: every layer slides, or none has a window).
+QJsonArray slidingLayersJson(const engine::ModelConfig& m)
+{
+    QJsonArray layers;
+    for (int layer : m.sliding_window.layers)
+        layers.append(layer);
+    return layers;
+}
+
 engine::DeviceProfile profileFromJson(JsonReader device)
 {
     engine::DeviceProfile p;
@@ -49,6 +58,10 @@ QJsonObject toJson(const ValidationCase& c)
                               {"positions", toString(r.model.positions)},
                               {"rope_base", r.model.rope_base},
                               {"bias", r.model.bias},
+                              {"qkv_bias", r.model.qkv_bias},
+                              {"qk_norm", r.model.qk_norm},
+                              {"sliding_window", r.model.sliding_window.size},
+                              {"sliding_layers", slidingLayersJson(r.model)},
                               {"tied_embeddings", r.model.tied_embeddings},
                               {"causal", r.model.causal},
                               // BERT-style encoders' blocks (ModelConfig.h)
@@ -104,6 +117,11 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.positions = model.enumeration<PositionKind>("positions", kPositionKindNames, PositionKind::Learned, false);
     r.model.rope_base = model.number("rope_base", 10000, false, 1, 1e12);
     r.model.bias = model.boolean("bias", true);
+    r.model.qkv_bias = model.boolean("qkv_bias", false);
+    r.model.qk_norm = model.boolean("qk_norm", false);
+    r.model.sliding_window.size = model.integer("sliding_window", 0, false, 0, 1 << 16);
+    for (const QJsonValue& v : model.json().value("sliding_layers").toArray())
+        r.model.sliding_window.layers.push_back(v.toInt(-1));  // -1: not a layer, named by validate()
     r.model.tied_embeddings = model.boolean("tied_embeddings", true);
     r.model.causal = model.boolean("causal", true);
     r.model.encoder_decoder = model.boolean("encoder_decoder", false);

@@ -299,7 +299,13 @@ std::vector<CommandHelp> makeCommands()
                                                "(cross-attention; --positions relative, --no-bias)"),
                   value("relative-buckets", "N", "T5's relative position buckets per head and stack", "32"),
                   value("relative-max-distance", "D", "offsets from D on share T5's last bucket", "128"),
-                  flag("no-bias", "linear layers without biases"),
+                  choice("bias", {"all", "qkv", "none"}, "linear biases: every layer, q, k and v only (Qwen2), or none",
+                         "all"),
+                  flag("no-bias", "linear layers without biases (--bias none)"),
+                  flag("qk-norm", "QK-norm (Qwen3): the norm over the head size on every query and key head, "
+                                  "before RoPE"),
+                  value("sliding-window", "W", "sliding-window attention on every layer (Mistral): each query sees "
+                                               "itself and the W - 1 keys before it"),
                   flag("untied", "an LM head of its own (not the token embedding)"),
                   flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
                                   "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),

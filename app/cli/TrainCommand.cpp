@@ -204,7 +204,17 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.positions = enumOption("positions", std::span<const EnumName<PositionKind>>(kPositionKindNames),
                                    PositionKind::Learned);
     r.model.rope_base = a.number("rope-base", r.model.rope_base, 1, 1e12);
-    r.model.bias = !a.flag("no-bias");
+    // Linear biases: on every layer (GPT-2), on q, k and v only (Qwen2), or none; --no-bias is --bias none.
+    const std::string bias = a.value("bias").value_or(a.flag("no-bias") ? "none" : "all");
+    if (bias != "all" && bias != "qkv" && bias != "none")
+        throw UsageError("--bias: \"" + bias + "\" is not one of all, qkv, none");
+    if (a.flag("no-bias") && bias != "none")
+        throw UsageError("--no-bias contradicts --bias " + bias);
+    r.model.bias = bias == "all";
+    r.model.qkv_bias = bias == "qkv";
+    r.model.qk_norm = a.flag("qk-norm");
+    // Sliding-window attention on every layer (Mistral): each query sees itself and W - 1 keys before it.
+    r.model.sliding_window.size = a.integer("sliding-window", 0, 1, 1 << 16);
     r.model.tied_embeddings = !a.flag("untied");
     r.model.decoder_layers = a.integer("decoder-layers", 0, 1, 1024);
     r.model.encoder_decoder = r.model.decoder_layers > 0;  // T5 (engine/ModelConfig.h)
