@@ -48,6 +48,9 @@
 #include <QFile>
 #include <QListWidget>
 #include <QGraphicsTextItem>
+#include <QGraphicsSimpleTextItem>
+#include <QBarCategoryAxis>
+#include <QLegendMarker>
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
@@ -590,6 +593,85 @@ private slots:
         QBarSet* bubble = qobject_cast<QAbstractBarSeries*>(barView->chart()->series().front())->barSets().at(1);
         emit bubble->hovered(true, 0);
         QTRY_COMPARE(QToolTip::text(), QStringLiteral("bubble, 1F1B: 0.5 s"));
+    }
+
+    // (gui18) The step-time bar: the critical path on top, the communication hidden behind compute
+    // as a second, hatched lane under it; the legend names only what is drawn, and what is too
+    // thin to draw is named in a note with its time.
+    void stepTimeDrawsTheHiddenLaneAndOnlyWhatIsDrawn()
+    {
+        Prediction p;
+        p.time_s.compute = 10;
+        p.time_s.tp_comm = 1;
+        p.time_s.bubble = 2;
+        p.time_s.dp_comm = 0.004;        // 0.03% of the step: a hairline
+        p.time_s.hidden.dp_comm = 6.85;  // the DP/ZeRO traffic hidden behind the backward
+        p.time_s.hidden.tp_comm = 0.002;
+        p.step_time_s = p.time_s.sum();
+        const StackedBarsData d = stepTimeChartData(p);
+        QCOMPARE(d.categories, (QStringList{"critical path", "hidden behind compute"}));
+        QStringList names;
+        for (const BarSet& s : d.sets)
+            names << s.name;
+        QCOMPARE(names, (QStringList{"compute", "TP/SP comm", "DP/ZeRO comm, hidden", "bubble"}));
+        QCOMPARE(d.sets[2].values, (QVector<double>{0.0, 6.85}));
+        QVERIFY(d.sets[2].overlapped && !d.sets[0].overlapped);
+        QCOMPARE(d.sets[2].color, 5);  // DP/ZeRO's colour in both lanes
+        QCOMPARE(d.note, QStringLiteral("Too small to draw: TP/SP comm, hidden 2 ms, DP/ZeRO comm 4 ms"));
+
+        std::unique_ptr<QChartView> view(makeStackedBarChart(d, nullptr));
+        view->resize(640, 300);
+        view->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view.get()));
+        QStringList legend;
+        for (QLegendMarker* marker : view->chart()->legend()->markers())
+            if (marker->isVisible())
+                legend << marker->label();
+        QCOMPARE(legend, names);
+        // Qt draws a horizontal chart's last category on top: the critical path.
+        auto* lanes = qobject_cast<QBarCategoryAxis*>(view->chart()->axes(Qt::Vertical).front());
+        QVERIFY(lanes);
+        QCOMPARE(lanes->categories(), (QStringList{"hidden behind compute", "critical path"}));
+        const QList<QBarSet*> sets = qobject_cast<QAbstractBarSeries*>(view->chart()->series().front())->barSets();
+        QCOMPARE(sets[2]->at(0), 6.85);  // drawn in the bottom lane
+        QCOMPARE(sets[2]->at(1), 0.0);
+        QCOMPARE(sets[0]->at(1), 10.0);
+        QCOMPARE(sets[2]->brush().style(), Qt::BDiagPattern);
+        QCOMPARE(sets[0]->brush().style(), Qt::SolidPattern);
+        QGraphicsSimpleTextItem* note = nullptr;
+        for (QGraphicsItem* item : view->chart()->childItems())
+            if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(item))
+                note = text;
+        QVERIFY(note);
+        QCOMPARE(note->toolTip(), d.note);
+        QVERIFY(view->chart()->rect().contains(note->mapRectToParent(note->boundingRect())));
+
+        // Nothing hidden: one lane, no note.
+        Prediction plain;
+        plain.time_s.compute = 3;
+        plain.time_s.pp_comm = 0.5;
+        plain.step_time_s = plain.time_s.sum();
+        const StackedBarsData one = stepTimeChartData(plain);
+        QCOMPARE(one.categories, QStringList{"critical path"});
+        QCOMPARE(one.sets.size(), 2);
+        QCOMPARE(one.sets[1].values, QVector<double>{0.5});
+        QVERIFY(one.note.isEmpty());
+
+        // The default problem's best plan: every component is drawn or named, none is lost.
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() && window_->lastResult()->best(), 120'000);
+        const Prediction& best = window_->lastResult()->best()->prediction;
+        const StackedBarsData real = stepTimeChartData(best);
+        for (const StepTimePart& part : stepTimeParts(best.time_s)) {
+            for (const auto& [value, name] : {std::pair{part.exposed, part.name},
+                                              std::pair{part.hidden, part.name + QStringLiteral(", hidden")}}) {
+                if (value <= 0)
+                    continue;
+                const bool drawn = std::any_of(real.sets.begin(), real.sets.end(), [&](const BarSet& s) { return s.name == name; });
+                const QString entry = name + QLatin1Char(' ') + QString::fromStdString(formatDuration(value));
+                const bool named = real.note.contains(QStringLiteral(": ") + entry) || real.note.contains(QStringLiteral(", ") + entry);
+                QVERIFY2(drawn != named, qPrintable(name + QStringLiteral(": ") + real.note));
+            }
+        }
     }
 
     // The pipeline timeline of a long interleaved schedule (192 micro-batches, v=3, the blur)

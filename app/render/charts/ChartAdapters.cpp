@@ -4,6 +4,7 @@
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
+#include <QGraphicsSimpleTextItem>
 #include <QGraphicsTextItem>
 #include <QTextDocument>
 #include <QTextOption>
@@ -90,6 +91,33 @@ void showEmptyState(QChart* chart, const QString& text)
     item->document()->setDefaultTextOption(centred);
 }
 
+// A line under the legend for what the bars leave out ("Too small to draw: ..."): elided to
+// the chart's width, the whole text as its tooltip.
+void showNote(QChart* chart, const QString& text)
+{
+    if (text.isEmpty())
+        return;
+    auto* item = new QGraphicsSimpleTextItem(chart);
+    QFont font = chart->legend()->font();
+    font.setPointSizeF(font.pointSizeF() * 0.9);
+    item->setFont(font);
+    item->setBrush(chart->legend()->labelColor());
+    item->setToolTip(text);
+    const QFontMetricsF metrics(font);
+    QMargins margins = chart->margins();
+    margins.setBottom(margins.bottom() + int(std::ceil(metrics.height())) + 2);
+    chart->setMargins(margins);
+    auto place = [chart, item, text, metrics] {
+        const QRectF r = chart->rect();
+        item->setText(metrics.elidedText(text, Qt::ElideRight, std::max(40.0, r.width() - 16)));
+        item->setPos(r.left() + 8, r.bottom() - metrics.height() - 6);
+    };
+    // (The item is the chart's child, deleted with it: the chart is the connections' context.)
+    QObject::connect(chart, &QChart::geometryChanged, chart, place);
+    QObject::connect(chart, &QChart::plotAreaChanged, chart, place);
+    place();
+}
+
 QString exportNameOf(const QString& title)
 {
     QString name = title.toLower();
@@ -118,30 +146,41 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
     else
         series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries)
                               : static_cast<QAbstractBarSeries*>(new QBarSeries);
+    // Qt draws a horizontal chart's first category at the bottom: reversed, the categories read
+    // top to bottom in their order (the step time's critical path above its hidden lane).
+    QStringList categoryNames = d.categories;
+    if (d.horizontal)
+        std::reverse(categoryNames.begin(), categoryNames.end());
+    auto drawnAt = [&](qsizetype i) { return d.horizontal ? d.categories.size() - 1 - i : i; };
     // The tallest stack (or bar) over the categories sets the axis.
     QVector<double> stacks(d.categories.size(), 0.0);
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
-        set->setColor(seriesColor(s.color >= 0 ? s.color : series->count()));
-        set->setBorderColor(set->color());
-        const QStringList categories = d.categories;
+        const QColor color = seriesColor(s.color >= 0 ? s.color : series->count());
+        set->setColor(color);
+        set->setBorderColor(color);
+        if (s.overlapped)  // hatched in its kind's colour: the same traffic, off the critical path
+            set->setBrush(QBrush(color, Qt::BDiagPattern));
         const QString name = s.name, axis = d.value_axis;
-        QObject::connect(set, &QBarSet::hovered, view, [set, categories, name, axis](bool over, int index) {
+        QObject::connect(set, &QBarSet::hovered, view, [set, categoryNames, name, axis](bool over, int index) {
             if (!over)
                 return QToolTip::hideText();
-            QToolTip::showText(QCursor::pos(), barToolTip(name, categories.value(index), set->at(index), axis));
+            QToolTip::showText(QCursor::pos(), barToolTip(name, categoryNames.value(index), set->at(index), axis));
         });
-        for (qsizetype i = 0; i < s.values.size(); ++i) {
-            *set << s.values[i];
-            if (i < stacks.size())
-                stacks[i] = stacked ? stacks[i] + s.values[i] : std::max(stacks[i], s.values[i]);
+        QVector<double> values(d.categories.size(), 0.0);
+        for (qsizetype i = 0; i < s.values.size() && i < values.size(); ++i)
+            values[drawnAt(i)] = s.values[i];
+        for (qsizetype i = 0; i < values.size(); ++i) {
+            *set << values[i];
+            stacks[i] = stacked ? stacks[i] + values[i] : std::max(stacks[i], values[i]);
         }
         series->append(set);
     }
     const double total = stacks.isEmpty() ? 0.0 : *std::max_element(stacks.begin(), stacks.end());
     chart->addSeries(series);
+    showNote(chart, d.note);
     auto* categories = new QBarCategoryAxis;
-    categories->append(d.categories);
+    categories->append(categoryNames);
     auto* values = new QValueAxis;
     values->setTitleText(d.value_axis);
     values->setLabelFormat(QStringLiteral("%.3g"));
