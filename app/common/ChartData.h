@@ -33,7 +33,7 @@ struct StackedBarsData {
     double limit = 0;        // 0: none
     QString limit_name;
     QString empty_text;      // shown instead of bare axes when there is nothing to draw
-    QString note = {};       // what the bars leave out (too small to draw): a line under the legend
+    QString note = {};       // what the bars leave out (too small to draw): after the title
 };
 
 struct XYPoint {

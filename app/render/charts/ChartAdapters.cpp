@@ -4,7 +4,6 @@
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
-#include <QGraphicsSimpleTextItem>
 #include <QGraphicsTextItem>
 #include <QTextDocument>
 #include <QTextOption>
@@ -91,33 +90,6 @@ void showEmptyState(QChart* chart, const QString& text)
     item->document()->setDefaultTextOption(centred);
 }
 
-// A line under the legend for what the bars leave out ("Too small to draw: ..."): elided to
-// the chart's width, the whole text as its tooltip.
-void showNote(QChart* chart, const QString& text)
-{
-    if (text.isEmpty())
-        return;
-    auto* item = new QGraphicsSimpleTextItem(chart);
-    QFont font = chart->legend()->font();
-    font.setPointSizeF(font.pointSizeF() * 0.9);
-    item->setFont(font);
-    item->setBrush(chart->legend()->labelColor());
-    item->setToolTip(text);
-    const QFontMetricsF metrics(font);
-    QMargins margins = chart->margins();
-    margins.setBottom(margins.bottom() + int(std::ceil(metrics.height())) + 2);
-    chart->setMargins(margins);
-    auto place = [chart, item, text, metrics] {
-        const QRectF r = chart->rect();
-        item->setText(metrics.elidedText(text, Qt::ElideRight, std::max(40.0, r.width() - 16)));
-        item->setPos(r.left() + 8, r.bottom() - metrics.height() - 6);
-    };
-    // (The item is the chart's child, deleted with it: the chart is the connections' context.)
-    QObject::connect(chart, &QChart::geometryChanged, chart, place);
-    QObject::connect(chart, &QChart::plotAreaChanged, chart, place);
-    place();
-}
-
 QString exportNameOf(const QString& title)
 {
     QString name = title.toLower();
@@ -178,7 +150,10 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
     }
     const double total = stacks.isEmpty() ? 0.0 : *std::max_element(stacks.begin(), stacks.end());
     chart->addSeries(series);
-    showNote(chart, d.note);
+    // What the bars leave out, after the title: a line of its own would take the height the
+    // axes' labels need in a short chart (they turn to "...").
+    if (!d.note.isEmpty())
+        chart->setTitle(QStringLiteral("%1 (%2)").arg(d.title, d.note));
     auto* categories = new QBarCategoryAxis;
     categories->append(categoryNames);
     auto* values = new QValueAxis;
