@@ -54,6 +54,7 @@
 #include <QThreadPool>
 #include <QTreeWidget>
 #include <QValueAxis>
+#include <QLogValueAxis>
 #include <QAbstractBarSeries>
 #include <QBarSet>
 #include <QXYSeries>
@@ -507,6 +508,22 @@ private slots:
             const bool isX = axis->orientation() == Qt::Horizontal;
             QVERIFY2(axis->min() <= (isX ? 1.0 : 5.2 - 0.9) && axis->max() >= (isX ? 10.0 : 5.2 - 0.09), qPrintable(name));
         }
+    }
+
+    // (gui18) A log axis over less than two decades labels every doubling, not one tick.
+    void logAxisLabelsShortRanges()
+    {
+        XYChartData d{QStringLiteral("Pareto"), QStringLiteral("step time (s, log scale)"), QStringLiteral("GiB"),
+                      true, 10, {}, {}};
+        d.series.push_back({QStringLiteral("front"), {{50, 13, {}}, {120, 5, {}}, {400, 3, {}}}, true, false, -1});
+        std::unique_ptr<QChartView> view(makeXYChart(d, nullptr));
+        auto* axis = qobject_cast<QLogValueAxis*>(view->chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis);
+        QCOMPARE(axis->base(), 2.0);
+        QVERIFY2(axis->tickCount() >= 3, qPrintable(QString::number(axis->tickCount())));
+        d.series.front().points.push_back({40000, 1, {}});  // three decades: base 10 labels them
+        setXYChart(view.get(), d);
+        QCOMPARE(qobject_cast<QLogValueAxis*>(view->chart()->axes(Qt::Horizontal).front())->base(), 10.0);
     }
 
     // Every chart tells the value under the pointer; XY charts zoom (wheel, rubber band) and reset.

@@ -229,7 +229,9 @@ void setXYChart(QChartView* view, const XYChartData& d)
     QAbstractAxis* xAxis = nullptr;
     if (d.log_x && minX > 0) {
         auto* log = new QLogValueAxis;
-        log->setBase(d.log_base);
+        // Under two decades base 10 labels one tick or none (50 s to 400 s: only "100"): base 2
+        // labels every doubling (64, 128, 256).
+        log->setBase(d.log_base == 10 && maxX / minX < 100 ? 2 : d.log_base);
         log->setLabelFormat(QStringLiteral("%g"));
         log->setRange(minX / 1.5, maxX * 1.5);
         xAxis = log;
