@@ -138,9 +138,13 @@ void ReportBuilder::runStep(int step)
         widget.reset(makeStackedBarChart(memoryChartData(prediction)));
         caption = QObject::tr("Memory per device of the most loaded pipeline stage, by category, against the HBM capacity.");
     } else if (name == QLatin1String("step-time")) {
-        widget.reset(makeStackedBarChart(stepTimeChartData(prediction)));
-        caption = QObject::tr("Step time on the critical path, by component; under it, hatched, the communication "
-                              "hidden behind compute (it runs beside the compute, off the critical path).");
+        const StackedBarsData data = stepTimeChartData(prediction);
+        widget.reset(makeStackedBarChart(data));
+        caption = data.categories.size() > 1
+                      ? QObject::tr("Step time on the critical path, by component; under it, hatched, the communication "
+                                    "hidden behind compute (it runs beside the compute, off the critical path).")
+                      : QObject::tr("Step time on the critical path, by component (nothing hidden behind compute is "
+                                    "large enough to draw: the table above lists it).");
     } else if (name == QLatin1String("pipeline-timeline")) {
         auto* timeline = new PipelineTimelineWidget;
         try {
