@@ -969,10 +969,12 @@ private slots:
                  QStringLiteral("%1%").arg(100 * step->rel_error, 0, 'f', 1));
         QList<QBarSet*> bars = errorBars();
         QCOMPARE(bars.size(), qsizetype(1));
+        // (A horizontal chart's categories read top to bottom: Qt's last bar is the first metric.)
         int charted = 0;
+        const qsizetype drawn = bars.front()->count();
         for (const std::string& m : validationTableMetrics())
             if (const MetricComparison* c = single.metric(m); c && std::isfinite(c->rel_error))
-                QCOMPARE(bars.front()->at(charted++), 100 * std::fabs(c->rel_error));
+                QCOMPARE(bars.front()->at(drawn - 1 - charted++), 100 * std::fabs(c->rel_error));
         QCOMPARE(bars.front()->count(), charted);
         QList<QList<QPointF>> curves = lossCurves();
         QCOMPARE(curves.size(), qsizetype(1));
@@ -1010,7 +1012,7 @@ private slots:
         bars = errorBars();
         QCOMPARE(bars.size(), qsizetype(2));
         QCOMPARE(bars[0]->label(), QStringLiteral("run %1").arg(a));
-        QCOMPARE(bars[1]->at(0), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
+        QCOMPARE(bars[1]->at(bars[1]->count() - 1), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
         curves = lossCurves();
         QCOMPARE(curves.size(), qsizetype(2));
         QCOMPARE(curves[1].size(), qsizetype(zero1.measurement.steps.size()));
