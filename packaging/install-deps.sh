@@ -5,7 +5,7 @@
 # file and the AppStream metadata.
 # Runs apt as root directly, or through sudo when not root.
 #   sh packaging/install-deps.sh            # build + headless tests (what CI needs)
-#   sh packaging/install-deps.sh --review   # + Xvfb and screenshot/PDF/SVG viewing tools
+#   sh packaging/install-deps.sh --review   # + Xvfb, screenshot/PDF/SVG viewing tools, headless Chromium
 set -eu
 
 PKGS="build-essential cmake file
@@ -14,7 +14,7 @@ PKGS="build-essential cmake file
   libeigen3-dev libsqlite3-dev libbenchmark-dev
   fontconfig fonts-dejavu-core
   lintian man-db bash-completion desktop-file-utils appstream clang libclang-rt-dev"
-REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin"
+REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin chromium"
 
 [ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"
 

@@ -61,6 +61,7 @@ struct CostModel::StageCost {
     double tp_hidden_s = 0;       // ... and the part tp-comm-overlap hides behind the GEMMs
     double cp_s = 0;              // exposed CP exchange per micro-batch, with the ring's merges
     double cp_merge_s = 0;        // ... of it the ring steps' partial-result merges
+    double cp_hidden_s = 0;       // (gui18) the ring's send/recv hidden behind the steps' attention
     double attention_fwd_s = 0;   // the attention cores of the stage's layers, forward (in matmul_fwd_s)
     double attention_bwd_s = 0;   // ... and backward (in matmul_bwd_s)
     double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
@@ -560,6 +561,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double fwdStep = selfAttentionCore / D.c, bwdStep = attentionBackward / D.c;
         const double fwdExposed = (D.c - 1) * std::max(0.0, one - fwdStep);
         const double bwdExposed = 2 * std::max(0.0, one - bwdStep) + (D.c - 2) * std::max(0.0, two - bwdStep);
+        // (gui18) ... and what each transfer hides: the rest of it.
+        const double fwdHidden = (D.c - 1) * std::min(one, fwdStep);
+        const double bwdHidden = 2 * std::min(one, bwdStep) + (D.c - 2) * std::min(two, bwdStep);
         // Every step after the first merges its partial result, a memory-bound kernel of its own
         // (TE: the log-sum-exp correction of the output forward, reading the running and the
         // step's output and writing the merged one; backward, dQ accumulated and the dK/dV
@@ -571,6 +575,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double blocks = nEnc + 2 * nDec;
         sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
         sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed) + sc.cp_merge_s;
+        sc.cp_hidden_s = blocks * (forwards * fwdHidden + bwdHidden);  // (gui18)
         sc.cp_bytes = blocks * (forwards + 2) * (D.c - 1) * block;
     }
 
@@ -724,6 +729,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     ts.recompute = m * slow.recompute_s;
     ts.tp_comm = m * slow.tp_s;
     ts.cp_comm = m * slow.cp_s;
+    ts.hidden.tp_comm = m * slow.tp_hidden_s;  // (gui18)
+    ts.hidden.cp_comm = m * slow.cp_hidden_s;  // (gui18)
     if (sink) {
         note(sink, "time_s.compute", "layer matmuls, forward", m * (slow.matmul_fwd_s - slow.attention_fwd_s),
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
@@ -851,6 +858,7 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         const double traffic = dpComm + (gatherWindow >= 0 ? gather : 0.0);
         if (gatherWindow >= 0)
             ts.dp_comm += std::max(0.0, gather - prm.dp_overlap * gatherWindow);
+        ts.hidden.dp_comm = traffic - ts.dp_comm;  // (gui18)
         note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", traffic,
              "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
         note(sink, "time_s.dp_comm", "hidden behind compute", -(traffic - ts.dp_comm),

@@ -48,10 +48,13 @@
 #include <QFile>
 #include <QListWidget>
 #include <QGraphicsTextItem>
+#include <QBarCategoryAxis>
+#include <QLegendMarker>
 #include <QTest>
 #include <QThreadPool>
 #include <QTreeWidget>
 #include <QValueAxis>
+#include <QLogValueAxis>
 #include <QAbstractBarSeries>
 #include <QBarSet>
 #include <QXYSeries>
@@ -507,6 +510,22 @@ private slots:
         }
     }
 
+    // (gui18) A log axis over less than two decades labels every doubling, not one tick.
+    void logAxisLabelsShortRanges()
+    {
+        XYChartData d{QStringLiteral("Pareto"), QStringLiteral("step time (s, log scale)"), QStringLiteral("GiB"),
+                      true, 10, {}, {}};
+        d.series.push_back({QStringLiteral("front"), {{50, 13, {}}, {120, 5, {}}, {400, 3, {}}}, true, false, -1});
+        std::unique_ptr<QChartView> view(makeXYChart(d, nullptr));
+        auto* axis = qobject_cast<QLogValueAxis*>(view->chart()->axes(Qt::Horizontal).front());
+        QVERIFY(axis);
+        QCOMPARE(axis->base(), 2.0);
+        QVERIFY2(axis->tickCount() >= 3, qPrintable(QString::number(axis->tickCount())));
+        d.series.front().points.push_back({40000, 1, {}});  // three decades: base 10 labels them
+        setXYChart(view.get(), d);
+        QCOMPARE(qobject_cast<QLogValueAxis*>(view->chart()->axes(Qt::Horizontal).front())->base(), 10.0);
+    }
+
     // Every chart tells the value under the pointer; XY charts zoom (wheel, rubber band) and reset.
     void chartsShowValuesAndZoom()
     {
@@ -590,6 +609,79 @@ private slots:
         QBarSet* bubble = qobject_cast<QAbstractBarSeries*>(barView->chart()->series().front())->barSets().at(1);
         emit bubble->hovered(true, 0);
         QTRY_COMPARE(QToolTip::text(), QStringLiteral("bubble, 1F1B: 0.5 s"));
+    }
+
+    // (gui18) The step-time bar: the critical path on top, the communication hidden behind compute
+    // as a second, hatched lane under it; the legend names only what is drawn, and what is too
+    // thin to draw is named in a note with its time.
+    void stepTimeDrawsTheHiddenLaneAndOnlyWhatIsDrawn()
+    {
+        Prediction p;
+        p.time_s.compute = 10;
+        p.time_s.tp_comm = 1;
+        p.time_s.bubble = 2;
+        p.time_s.dp_comm = 0.004;        // 0.03% of the step: a hairline
+        p.time_s.hidden.dp_comm = 6.85;  // the DP/ZeRO traffic hidden behind the backward
+        p.time_s.hidden.tp_comm = 0.002;
+        p.step_time_s = p.time_s.sum();
+        const StackedBarsData d = stepTimeChartData(p);
+        QCOMPARE(d.categories, (QStringList{"critical path", "hidden behind compute"}));
+        QStringList names;
+        for (const BarSet& s : d.sets)
+            names << s.name;
+        QCOMPARE(names, (QStringList{"compute", "TP/SP comm", "DP/ZeRO comm, hidden", "bubble"}));
+        QCOMPARE(d.sets[2].values, (QVector<double>{0.0, 6.85}));
+        QVERIFY(d.sets[2].overlapped && !d.sets[0].overlapped);
+        QCOMPARE(d.sets[2].color, 5);  // DP/ZeRO's colour in both lanes
+        QCOMPARE(d.note, QStringLiteral("Too small to draw: TP/SP comm, hidden 2 ms, DP/ZeRO comm 4 ms"));
+
+        std::unique_ptr<QChartView> view(makeStackedBarChart(d, nullptr));
+        view->resize(640, 300);
+        view->show();
+        QVERIFY(QTest::qWaitForWindowExposed(view.get()));
+        QStringList legend;
+        for (QLegendMarker* marker : view->chart()->legend()->markers())
+            if (marker->isVisible())
+                legend << marker->label();
+        QCOMPARE(legend, names);
+        // Qt draws a horizontal chart's last category on top: the critical path.
+        auto* lanes = qobject_cast<QBarCategoryAxis*>(view->chart()->axes(Qt::Vertical).front());
+        QVERIFY(lanes);
+        QCOMPARE(lanes->categories(), (QStringList{"hidden behind compute", "critical path"}));
+        const QList<QBarSet*> sets = qobject_cast<QAbstractBarSeries*>(view->chart()->series().front())->barSets();
+        QCOMPARE(sets[2]->at(0), 6.85);  // drawn in the bottom lane
+        QCOMPARE(sets[2]->at(1), 0.0);
+        QCOMPARE(sets[0]->at(1), 10.0);
+        QCOMPARE(sets[2]->brush().style(), Qt::BDiagPattern);
+        QCOMPARE(sets[0]->brush().style(), Qt::SolidPattern);
+        QCOMPARE(view->chart()->title(), QStringLiteral("%1 (%2)").arg(d.title, d.note));
+
+        // Nothing hidden: one lane, no note.
+        Prediction plain;
+        plain.time_s.compute = 3;
+        plain.time_s.pp_comm = 0.5;
+        plain.step_time_s = plain.time_s.sum();
+        const StackedBarsData one = stepTimeChartData(plain);
+        QCOMPARE(one.categories, QStringList{"critical path"});
+        QCOMPARE(one.sets.size(), 2);
+        QCOMPARE(one.sets[1].values, QVector<double>{0.5});
+        QVERIFY(one.note.isEmpty());
+
+        // The default problem's best plan: every component is drawn or named, none is lost.
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() && window_->lastResult()->best(), 120'000);
+        const Prediction& best = window_->lastResult()->best()->prediction;
+        const StackedBarsData real = stepTimeChartData(best);
+        for (const StepTimePart& part : stepTimeParts(best.time_s)) {
+            for (const auto& [value, name] : {std::pair{part.exposed, part.name},
+                                              std::pair{part.hidden, part.name + QStringLiteral(", hidden")}}) {
+                if (value <= 0)
+                    continue;
+                const bool drawn = std::any_of(real.sets.begin(), real.sets.end(), [&](const BarSet& s) { return s.name == name; });
+                const QString entry = name + QLatin1Char(' ') + QString::fromStdString(formatDuration(value));
+                const bool named = real.note.contains(QStringLiteral(": ") + entry) || real.note.contains(QStringLiteral(", ") + entry);
+                QVERIFY2(drawn != named, qPrintable(name + QStringLiteral(": ") + real.note));
+            }
+        }
     }
 
     // The pipeline timeline of a long interleaved schedule (192 micro-batches, v=3, the blur)
@@ -877,10 +969,12 @@ private slots:
                  QStringLiteral("%1%").arg(100 * step->rel_error, 0, 'f', 1));
         QList<QBarSet*> bars = errorBars();
         QCOMPARE(bars.size(), qsizetype(1));
+        // (A horizontal chart's categories read top to bottom: Qt's last bar is the first metric.)
         int charted = 0;
+        const qsizetype drawn = bars.front()->count();
         for (const std::string& m : validationTableMetrics())
             if (const MetricComparison* c = single.metric(m); c && std::isfinite(c->rel_error))
-                QCOMPARE(bars.front()->at(charted++), 100 * std::fabs(c->rel_error));
+                QCOMPARE(bars.front()->at(drawn - 1 - charted++), 100 * std::fabs(c->rel_error));
         QCOMPARE(bars.front()->count(), charted);
         QList<QList<QPointF>> curves = lossCurves();
         QCOMPARE(curves.size(), qsizetype(1));
@@ -918,7 +1012,7 @@ private slots:
         bars = errorBars();
         QCOMPARE(bars.size(), qsizetype(2));
         QCOMPARE(bars[0]->label(), QStringLiteral("run %1").arg(a));
-        QCOMPARE(bars[1]->at(0), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
+        QCOMPARE(bars[1]->at(bars[1]->count() - 1), 100 * std::fabs(zero1.metric(validationTableMetrics().front())->rel_error));
         curves = lossCurves();
         QCOMPARE(curves.size(), qsizetype(2));
         QCOMPARE(curves[1].size(), qsizetype(zero1.measurement.steps.size()));

@@ -106,6 +106,14 @@ private slots:
         const QString text = window_->firstRunHintText()->text();
         for (const char* expected : {"gpt3-175b", "on 64 x", "Setup", "Plans", "double-click a plan", "Validate"})
             QVERIFY2(text.contains(QLatin1String(expected)), qPrintable(expected + QStringLiteral(" not in: ") + text));
+        // (gui18) Two lines at the documented minimum size, not four.
+        window_->resize(1100, 720);
+        QTRY_COMPARE(window_->width(), 1100);
+        QLabel* label = window_->firstRunHintText();
+        QTRY_VERIFY(label->width() < 1100);
+        const int lines = label->heightForWidth(label->width()) / label->fontMetrics().lineSpacing();
+        QVERIFY2(lines <= 2, qPrintable(QStringLiteral("%1 lines at %2 px").arg(lines).arg(label->width())));
+        window_->resize(1280, 800);
         QPushButton* gotIt = nullptr;
         for (QPushButton* b : hint->findChildren<QPushButton*>())
             if (b->text() == QLatin1String("Got it"))

@@ -471,6 +471,66 @@ private slots:
         QVERIFY(toString(plain).find("overlap") == std::string::npos);  // off: the text is as before
     }
 
+    // (gui18) The hidden (overlapped) seconds per kind: for each collective, exposed + hidden is
+    // its whole time, the time it takes when nothing hides it.
+    void hiddenPlusExposedIsTheCollectivesTime()
+    {
+        const Problem p = problem(megatronGpt(24, 2048, 16), 8, 64);
+        CostModelParams noOverlap = defaultCostModelParams();
+        noOverlap.dp_overlap = 0;
+        CostModelParams overlap = noOverlap;
+        overlap.dp_overlap = 0.8;
+        const CostModel whole(p, noOverlap), hiding(p, overlap);
+        // DP/ZeRO: without an overlap window all of it is exposed; with one, part of it moves to
+        // the hidden lane and none is lost (pp=2: the tied embedding's all-reduce stays exposed).
+        for (const char* text : {"zero=0", "zero=1", "zero=1,overlap_param_gather=on", "zero=2", "zero=3",
+                                 "pp=2,zero=1"}) {
+            const Layout l = layout(text, p);
+            const Prediction a = whole.evaluate(l), b = hiding.evaluate(l);
+            QCOMPARE(a.time_s.hidden.dp_comm, 0.0);
+            QVERIFY2(b.time_s.hidden.dp_comm > 0, text);
+            QVERIFY2(near(b.time_s.dp_comm + b.time_s.hidden.dp_comm, a.time_s.dp_comm, 1e-12),
+                     qPrintable(QString("%1: %2 + %3 vs %4")
+                                    .arg(text)
+                                    .arg(b.time_s.dp_comm)
+                                    .arg(b.time_s.hidden.dp_comm)
+                                    .arg(a.time_s.dp_comm)));
+            QCOMPARE(b.step_time_s, b.time_s.sum());  // the hidden lane is not on the critical path
+        }
+        // TP/SP: tp-comm-overlap moves the chunks the GEMMs cover into the hidden lane.
+        const Layout plain = layout("tp=8,pp=2,sp=on,zero=1", p);
+        Layout overlapped = plain;
+        overlapped.tp_comm_overlap = true;
+        const Prediction a = whole.evaluate(plain), b = whole.evaluate(overlapped);
+        QCOMPARE(a.time_s.hidden.tp_comm, 0.0);
+        QVERIFY(b.time_s.hidden.tp_comm > 0);
+        QVERIFY(near(b.time_s.tp_comm + b.time_s.hidden.tp_comm, a.time_s.tp_comm, 1e-12));
+
+        // CP: each ring step's send/recv hides behind that step's attention. The transfer takes
+        // as long on a slower chip; only the split between the lanes moves. On a chip 1000x
+        // slower every transfer hides: what stays exposed is the partial-result merges.
+        Problem slowChip = problem(megatronGpt(8, 4096, 32), 2, 64);
+        Problem fastChip = slowChip;
+        slowChip.cluster.node.chip.peak_flops_bf16 /= 1000;
+        const Layout cp = layout("cp=4,tp=4,mb=1", fastChip);
+        const CostModel fastModel(fastChip), slowModel(slowChip);
+        const Prediction fast = fastModel.evaluate(cp), slow = slowModel.evaluate(cp);
+        auto merges = [&](const CostModel& model) {
+            return termValue(model.explain(cp), "time_s.cp_comm", "CP ring: partial results merged");
+        };
+        const double slowTransfer = slow.time_s.cp_comm - merges(slowModel) + slow.time_s.hidden.cp_comm;
+        const double fastTransfer = fast.time_s.cp_comm - merges(fastModel) + fast.time_s.hidden.cp_comm;
+        QVERIFY(near(slow.time_s.cp_comm, merges(slowModel), 1e-12));
+        QVERIFY(fast.time_s.cp_comm - merges(fastModel) > 0);  // the fast chip's attention cannot cover it
+        QVERIFY(fast.time_s.hidden.cp_comm < slow.time_s.hidden.cp_comm);
+        QVERIFY2(near(fastTransfer, slowTransfer, 1e-12), qPrintable(QString("%1 vs %2").arg(fastTransfer).arg(slowTransfer)));
+        // The whole transfer moves the ring's bytes, no faster than the fastest link (300 GB/s
+        // NVLink; latency and the link's efficiency only add).
+        QCOMPARE(fast.comm_bytes.cp, slow.comm_bytes.cp);
+        QVERIFY2(slowTransfer >= fast.comm_bytes.cp / fastChip.cluster.node.intra_link_bytes_per_second,
+                 qPrintable(QString("%1 s for %2 bytes").arg(slowTransfer).arg(fast.comm_bytes.cp)));
+    }
+
     // formulas.md, "Communication volume per step, Megatron-style", as bytes one device sends.
     void communicationVolumes()
     {

@@ -5,6 +5,8 @@
 
 #include <QObject>
 
+#include <algorithm>
+
 namespace shardscope {
 
 namespace {
@@ -176,26 +178,62 @@ StackedBarsData memoryChartData(const Prediction& p)
     return d;
 }
 
+QVector<StepTimePart> stepTimeParts(const TimeBreakdown& t)
+{
+    return {{QObject::tr("compute"), t.compute, 0},
+            {QObject::tr("recompute"), t.recompute, 0},
+            {QObject::tr("TP/SP comm"), t.tp_comm, t.hidden.tp_comm},
+            {QObject::tr("CP comm"), t.cp_comm, t.hidden.cp_comm},
+            {QObject::tr("PP comm"), t.pp_comm, 0},
+            {QObject::tr("DP/ZeRO comm"), t.dp_comm, t.hidden.dp_comm},
+            {QObject::tr("bubble"), t.bubble, 0},
+            {QObject::tr("optimizer"), t.optimizer, 0},
+            {QObject::tr("offload"), t.offload, 0}};
+}
+
 StackedBarsData stepTimeChartData(const Prediction& p)
 {
-    const TimeBreakdown& t = p.time_s;
     StackedBarsData d;
-    d.title = QObject::tr("Step time %1 s").arg(p.step_time_s, 0, 'g', 3);
+    d.title = QObject::tr("Step time %1").arg(QString::fromStdString(formatDuration(p.step_time_s)));
     d.value_axis = QObject::tr("seconds per step");
-    d.categories = {QObject::tr("step")};
     d.horizontal = true;
-    const std::pair<QString, double> parts[] = {
-        {QObject::tr("compute"), t.compute},     {QObject::tr("recompute"), t.recompute},
-        {QObject::tr("TP/SP comm"), t.tp_comm},  {QObject::tr("CP comm"), t.cp_comm},
-        {QObject::tr("PP comm"), t.pp_comm},     {QObject::tr("DP/ZeRO comm"), t.dp_comm},
-        {QObject::tr("bubble"), t.bubble},       {QObject::tr("optimizer"), t.optimizer},
-        {QObject::tr("offload"), t.offload}};
+    // Narrower than this share of the step a segment is a hairline or nothing at the sizes the
+    // chart is drawn (a 500-px bar: under 2.5 px): not drawn, and so not in the legend; the
+    // chart's note names it with its time.
+    const double visible = kStepTimeVisibleShare * p.step_time_s;
+    const QString criticalPath = QObject::tr("critical path"), hiddenLane = QObject::tr("hidden behind compute");
+    const QVector<StepTimePart> parts = stepTimeParts(p.time_s);
+    const bool hiddenLaneDrawn = std::any_of(parts.begin(), parts.end(), [&](const StepTimePart& part) {
+        return part.hidden >= visible && part.hidden > 0;
+    });
+    d.categories = {criticalPath};
+    if (hiddenLaneDrawn)
+        d.categories << hiddenLane;
+    QStringList notDrawn;
+    auto tooSmall = [&](const QString& name, double value) {
+        notDrawn << QStringLiteral("%1 %2").arg(name, QString::fromStdString(formatDuration(value)));
+    };
     int color = 0;
-    for (const auto& [name, value] : parts) {
-        if (value > 0)
-            d.sets.push_back({name, {value}, color});
+    for (const StepTimePart& part : parts) {
+        if (part.exposed >= visible && part.exposed > 0) {
+            BarSet set{part.name, {part.exposed}, color};
+            if (hiddenLaneDrawn)
+                set.values << 0.0;
+            d.sets.push_back(set);
+        } else if (part.exposed > 0) {
+            tooSmall(part.name, part.exposed);
+        }
+        if (part.hidden >= visible && part.hidden > 0) {
+            BarSet set{QObject::tr("%1, hidden").arg(part.name), {0.0, part.hidden}, color};
+            set.overlapped = true;
+            d.sets.push_back(set);
+        } else if (part.hidden > 0) {
+            tooSmall(QObject::tr("%1, hidden").arg(part.name), part.hidden);
+        }
         ++color;
     }
+    if (!notDrawn.isEmpty())
+        d.note = QObject::tr("Too small to draw: %1").arg(notDrawn.join(QStringLiteral(", ")));
     return d;
 }
 

@@ -20,6 +20,7 @@ struct BarSet {
     QString name;
     QVector<double> values;  // one per category
     int color = -1;          // fixed palette index, so a component keeps its colour across charts
+    bool overlapped = false; // runs beside the others (hidden communication): drawn hatched
 };
 
 // Stacked bars over categories, optionally against a horizontal limit (a capacity).
@@ -32,6 +33,7 @@ struct StackedBarsData {
     double limit = 0;        // 0: none
     QString limit_name;
     QString empty_text;      // shown instead of bare axes when there is nothing to draw
+    QString note = {};       // what the bars leave out (too small to draw): after the title
 };
 
 struct XYPoint {
@@ -73,7 +75,20 @@ StackedBarsData nodeTypesChartData(const SweepResult& comparison);
 
 // Memory per device by category against the HBM capacity (GiB).
 StackedBarsData memoryChartData(const Prediction& prediction);
-// Step time by component (seconds), one horizontal stacked bar.
+// The step time's components in words, each with its time on the critical path and (for
+// communication) its time hidden behind compute, in the chart's order and colours.
+struct StepTimePart {
+    QString name;
+    double exposed = 0;  // seconds per step on the critical path
+    double hidden = 0;   // seconds per step overlapped with compute (TimeBreakdown::hidden)
+};
+QVector<StepTimePart> stepTimeParts(const TimeBreakdown& time);
+
+// Step time by component (seconds): the critical path as one horizontal stacked bar and, under
+// it, the communication hidden behind compute (TimeBreakdown::hidden) as a second, overlapped
+// lane (as Nsight Systems draws streams). Segments under kStepTimeVisibleShare of the step are
+// left out of the bars and the legend and named in the note.
+inline constexpr double kStepTimeVisibleShare = 0.005;
 StackedBarsData stepTimeChartData(const Prediction& prediction);
 
 } // namespace shardscope

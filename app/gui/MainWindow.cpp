@@ -695,23 +695,20 @@ void MainWindow::updateFirstRunHint()
     if (dismissed)
         return;
     // What has been searched already, so the first step names the user's own problem.
+    // Short enough for two lines at the documented minimum width (1100 px).
     QString searched = tr("The example problem is being searched.");
     if (result_) {
         const Problem& p = result_->request.problem;
-        searched = tr("The example problem was searched: <b>%1</b> on %2 x %3 (%4 devices).")
+        searched = tr("Example searched: <b>%1</b> on %2 x %3.")
                        .arg(QString::fromStdString(p.model.name).toHtmlEscaped())
                        .arg(p.cluster.nodes)
-                       .arg(QString::fromStdString(p.cluster.node.name).toHtmlEscaped())
-                       .arg(p.cluster.devices());
+                       .arg(QString::fromStdString(p.cluster.node.name).toHtmlEscaped());
     }
     hintText_->setText(tr("<b>Getting started.</b> %1 "
-                          "<b>1.</b> In <i>Setup</i>, choose your model, node type, node count and batch: "
-                          "the search runs again by itself. "
-                          "<b>2.</b> <i>Plans</i> ranks every layout that fits; click a header to sort, "
-                          "double-click a plan for its memory, step time, pipeline and device mesh. "
-                          "<b>3.</b> <i>Validate</i> trains the plan scaled down on the emulated engine and "
-                          "compares it with the prediction. "
-                          "File &gt; Export saves the plan, its launch settings or a report.")
+                          "<b>1.</b> <i>Setup</i>: your model, nodes and batch (it searches again by itself). "
+                          "<b>2.</b> <i>Plans</i>: click a header to sort, double-click a plan for its details. "
+                          "<b>3.</b> <i>Validate</i> trains it scaled down against the prediction. "
+                          "File &gt; Export: plan, launch settings, report.")
                            .arg(searched));
 }
 

@@ -138,8 +138,13 @@ void ReportBuilder::runStep(int step)
         widget.reset(makeStackedBarChart(memoryChartData(prediction)));
         caption = QObject::tr("Memory per device of the most loaded pipeline stage, by category, against the HBM capacity.");
     } else if (name == QLatin1String("step-time")) {
-        widget.reset(makeStackedBarChart(stepTimeChartData(prediction)));
-        caption = QObject::tr("Step time on the critical path, by component.");
+        const StackedBarsData data = stepTimeChartData(prediction);
+        widget.reset(makeStackedBarChart(data));
+        caption = data.categories.size() > 1
+                      ? QObject::tr("Step time on the critical path, by component; under it, hatched, the communication "
+                                    "hidden behind compute (it runs beside the compute, off the critical path).")
+                      : QObject::tr("Step time on the critical path, by component (nothing hidden behind compute is "
+                                    "large enough to draw: the table above lists it).");
     } else if (name == QLatin1String("pipeline-timeline")) {
         auto* timeline = new PipelineTimelineWidget;
         try {
@@ -167,7 +172,8 @@ void ReportBuilder::runStep(int step)
     }
     // Offscreen: laid out and painted without ever appearing on a screen.
     widget->setAttribute(Qt::WA_DontShowOnScreen);
-    widget->resize(kChartWidth, kChartHeight);
+    // The mesh draws a row of nodes and its caption: at a chart's height half of it was blank.
+    widget->resize(kChartWidth, name == QLatin1String("device-mesh") ? kChartHeight / 2 : kChartHeight);
     widget->show();
     QApplication::processEvents();
 
@@ -273,6 +279,21 @@ QString ReportBuilder::html(bool forPdf) const
         }
         h += QStringLiteral("</table>\n");
     }
+
+    // The step time: every component, with what hides behind compute (the chart leaves out
+    // what is too small to draw).
+    h += QStringLiteral("<h3>Step time %1</h3>\n<table><tr><th>component</th><th>on the critical path</th>"
+                        "<th>share</th><th>hidden behind compute</th></tr>\n")
+             .arg(esc(q(formatDuration(pr.step_time_s))));
+    for (const StepTimePart& part : stepTimeParts(pr.time_s)) {
+        if (part.exposed <= 0 && part.hidden <= 0)
+            continue;
+        h += QStringLiteral("<tr><td>%1</td><td class=n>%2</td><td class=n>%3%</td><td class=n>%4</td></tr>\n")
+                 .arg(esc(part.name), esc(q(formatDuration(part.exposed))))
+                 .arg(pr.step_time_s > 0 ? 100 * part.exposed / pr.step_time_s : 0.0, 0, 'f', 1)
+                 .arg(part.hidden > 0 ? esc(q(formatDuration(part.hidden))) : QString());
+    }
+    h += QStringLiteral("</table>\n");
 
     // Charts.
     h += QStringLiteral("<h2>Charts</h2>\n");

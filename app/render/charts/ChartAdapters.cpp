@@ -118,30 +118,44 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
     else
         series = d.horizontal ? static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries)
                               : static_cast<QAbstractBarSeries*>(new QBarSeries);
+    // Qt draws a horizontal chart's first category at the bottom: reversed, the categories read
+    // top to bottom in their order (the step time's critical path above its hidden lane).
+    QStringList categoryNames = d.categories;
+    if (d.horizontal)
+        std::reverse(categoryNames.begin(), categoryNames.end());
+    auto drawnAt = [&](qsizetype i) { return d.horizontal ? d.categories.size() - 1 - i : i; };
     // The tallest stack (or bar) over the categories sets the axis.
     QVector<double> stacks(d.categories.size(), 0.0);
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
-        set->setColor(seriesColor(s.color >= 0 ? s.color : series->count()));
-        set->setBorderColor(set->color());
-        const QStringList categories = d.categories;
+        const QColor color = seriesColor(s.color >= 0 ? s.color : series->count());
+        set->setColor(color);
+        set->setBorderColor(color);
+        if (s.overlapped)  // hatched in its kind's colour: the same traffic, off the critical path
+            set->setBrush(QBrush(color, Qt::BDiagPattern));
         const QString name = s.name, axis = d.value_axis;
-        QObject::connect(set, &QBarSet::hovered, view, [set, categories, name, axis](bool over, int index) {
+        QObject::connect(set, &QBarSet::hovered, view, [set, categoryNames, name, axis](bool over, int index) {
             if (!over)
                 return QToolTip::hideText();
-            QToolTip::showText(QCursor::pos(), barToolTip(name, categories.value(index), set->at(index), axis));
+            QToolTip::showText(QCursor::pos(), barToolTip(name, categoryNames.value(index), set->at(index), axis));
         });
-        for (qsizetype i = 0; i < s.values.size(); ++i) {
-            *set << s.values[i];
-            if (i < stacks.size())
-                stacks[i] = stacked ? stacks[i] + s.values[i] : std::max(stacks[i], s.values[i]);
+        QVector<double> values(d.categories.size(), 0.0);
+        for (qsizetype i = 0; i < s.values.size() && i < values.size(); ++i)
+            values[drawnAt(i)] = s.values[i];
+        for (qsizetype i = 0; i < values.size(); ++i) {
+            *set << values[i];
+            stacks[i] = stacked ? stacks[i] + values[i] : std::max(stacks[i], values[i]);
         }
         series->append(set);
     }
     const double total = stacks.isEmpty() ? 0.0 : *std::max_element(stacks.begin(), stacks.end());
     chart->addSeries(series);
+    // What the bars leave out, after the title: a line of its own would take the height the
+    // axes' labels need in a short chart (they turn to "...").
+    if (!d.note.isEmpty())
+        chart->setTitle(QStringLiteral("%1 (%2)").arg(d.title, d.note));
     auto* categories = new QBarCategoryAxis;
-    categories->append(d.categories);
+    categories->append(categoryNames);
     auto* values = new QValueAxis;
     values->setTitleText(d.value_axis);
     values->setLabelFormat(QStringLiteral("%.3g"));
@@ -215,7 +229,9 @@ void setXYChart(QChartView* view, const XYChartData& d)
     QAbstractAxis* xAxis = nullptr;
     if (d.log_x && minX > 0) {
         auto* log = new QLogValueAxis;
-        log->setBase(d.log_base);
+        // Under two decades base 10 labels one tick or none (50 s to 400 s: only "100"): base 2
+        // labels every doubling (64, 128, 256).
+        log->setBase(d.log_base == 10 && maxX / minX < 100 ? 2 : d.log_base);
         log->setLabelFormat(QStringLiteral("%g"));
         log->setRange(minX / 1.5, maxX * 1.5);
         xAxis = log;

@@ -188,7 +188,8 @@ void DeviceMeshWidget::paintEvent(QPaintEvent*)
         tr("colour: pipeline stage; %1thick edge: start of a tensor-parallel group%2%3")
             .arg(g.numbers ? tr("number: data-parallel rank; ") : QString(),
                  nodes > maxShown ? tr("; %1 of %2 nodes shown (first to last)").arg(maxShown).arg(nodes) : QString(),
-                 isVisible() ? tr("; hover a device for its ranks") : QString());  // not in a report's picture
+                 isVisible() && !testAttribute(Qt::WA_DontShowOnScreen) ? tr("; hover a device for its ranks")
+                                                                        : QString());  // not in a report's picture
     // The explanation right under the nodes it explains, not at the far bottom of a tall widget.
     const double textTop = std::min(area.top() + boxH + 8, double(height() - textH + 4));
     p.drawText(QRectF(8, textTop, width() - 16, height() - textTop), Qt::TextWordWrap,
