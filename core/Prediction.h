@@ -28,7 +28,7 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
     double optimizer = 0;     // optimizer step (memory-bound)
     double offload = 0;       // optimizer offload transfers over the host link
 
-    // (gui18: overlapped lane) Communication the cost model hides behind compute, by kind:
+    // Communication the cost model hides behind compute, by kind (predict --json time_s.hidden):
     // it runs in a stream of its own while the compute above runs, so it is not in sum().
     // For each kind, exposed + hidden is the collective's whole time.
     struct Hidden {
@@ -37,7 +37,6 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
         double dp_comm = 0;   // data-parallel / ZeRO collectives under the backward (ZeRO-3: the step)
         double sum() const { return tp_comm + cp_comm + dp_comm; }
     } hidden;
-    // (end gui18)
 
     double sum() const
     {

@@ -30,7 +30,12 @@ QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
                                {"dp_comm", t.dp_comm},
                                {"bubble", t.bubble},
                                {"optimizer", t.optimizer},
-                               {"offload", t.offload}}},
+                               {"offload", t.offload},
+                               // Communication overlapped with compute (not in the step): exposed +
+                               // hidden is each kind's whole collective time.
+                               {"hidden", QJsonObject{{"tp_comm", t.hidden.tp_comm},
+                                                      {"cp_comm", t.hidden.cp_comm},
+                                                      {"dp_comm", t.hidden.dp_comm}}}}},
         {"comm_bytes", QJsonObject{{"tp", p.comm_bytes.tp},
                                    {"cp", p.comm_bytes.cp},
                                    {"pp", p.comm_bytes.pp},

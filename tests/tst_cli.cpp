@@ -611,6 +611,10 @@ private slots:
             sum += t.value(key).toDouble();
         }
         QVERIFY(std::fabs(sum - t.value("step").toDouble()) <= 1e-9 * sum);
+        // Overlapped communication is reported beside the step, not in it.
+        const QJsonObject hidden = t.value("hidden").toObject();
+        for (const char* key : {"tp_comm", "cp_comm", "dp_comm"})
+            QVERIFY2(hidden.contains(key) && hidden.value(key).toDouble() >= 0, key);
         for (const char* key : {"tokens_per_s", "mfu", "hfu", "flops_per_step", "time_to_train_s", "cost_to_train_usd"})
             QVERIFY2(o.value(key).toDouble() > 0, key);
         QVERIFY(o.value("mfu").toDouble() < 1);
