@@ -315,7 +315,9 @@ void PipelineTimelineWidget::paintEvent(QPaintEvent*)
                                            .arg(QLatin1String(unit.name))
                                            .arg(100 * timeline_.bubbleFraction(), 0, 'f', 1)
                                            // On screen, how to see more; a report's picture is not interactive.
-                                           .arg(isVisible() ? tr("; wheel: zoom") : QString());
+                                           .arg(isVisible() && !testAttribute(Qt::WA_DontShowOnScreen)
+                                                    ? tr("; wheel: zoom")
+                                                    : QString());
     p.drawText(QRectF(area.left(), y + 4 + fm.height(), area.width(), fm.height()), Qt::AlignHCenter, caption);
     // Legend.
     const double ly = height() - legendH + 2;
