@@ -843,6 +843,14 @@ void ModelExecutor<T>::attentionCore(const Acts& a, Slot& s)
 }
 
 template <class T>
+void ModelExecutor<T>::rowParallelForward(T* out, const T* in, std::int64_t inner, const T* weight, const T* bias,
+                                          const T* residual)
+{
+    k_.matmulForward(ws_->partial, in, weight, nullptr, nullptr, inner, C_, Nm_);
+    k_.biasResidual(out, reduceTokens(ws_->partial), bias, residual, C_, Ns_);
+}
+
+template <class T>
 void ModelExecutor<T>::layerForward(int k, Slot& s)
 {
     if (encDec_) {
@@ -858,11 +866,6 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
-    // Row-split projection: partial sums, reduced over tp, then bias and residual on the (C, Ns) result.
-    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* bias, const T* residual) {
-        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
-        k_.biasResidual(out, reduceTokens(ws_->partial), bias, residual, C, Ns);
-    };
 
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
@@ -872,12 +875,12 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     if (!cfg_.learnedPositions())
         k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     attentionCore(a, s);
-    rowParallel(a.res2, a.atty, qdt_, w.aw, w.ab, x);
+    rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
 
     k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, a.res2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
     k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
-    rowParallel(a.res3, a.fchg, Ft_, w.pw, w.pb, a.res2);
+    rowParallelForward(a.res3, a.fchg, Ft_, w.pw, w.pb, a.res2);
     releaseWeights(unit);
 }
 
@@ -1539,19 +1542,15 @@ void ModelExecutor<T>::postNormLayerForward(int k, Slot& s)
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
-    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* bias, const T* residual) {
-        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
-        k_.biasResidual(out, reduceTokens(ws_->partial), bias, residual, C, Ns);
-    };
     k_.matmulForward(a.qkv, gatherTokens(x, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
     if (!cfg_.learnedPositions())
         k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     attentionCore(a, s);
-    rowParallel(a.res2, a.atty, qdt_, w.aw, w.ab, x);
+    rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, a.res2, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.fch, gatherTokens(a.ln1, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
     k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
-    rowParallel(a.ln2, a.fchg, Ft_, w.pw, w.pb, a.ln1);
+    rowParallelForward(a.ln2, a.fchg, Ft_, w.pw, w.pb, a.ln1);
     k_.normForward(cfg_.norm, a.res3, a.n2mean, a.n2rstd, a.ln2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
     releaseWeights(unit);
 }
@@ -1902,27 +1901,23 @@ void ModelExecutor<T>::t5LayerForward(int k, Slot& s)
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
     const bool decoder = k >= Lenc_;
-    auto rowParallel = [&](T* out, const T* inp, std::int64_t ic, const T* weight, const T* residual) {
-        k_.matmulForward(ws_->partial, inp, weight, nullptr, nullptr, ic, C, Nm);
-        k_.biasResidual(out, reduceTokens(ws_->partial), nullptr, residual, C, Ns);
-    };
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, nullptr, nullptr, C, qkvRows_, Nm);
     t5SelfAttention(k, a);
-    rowParallel(a.res2, a.atty, qdt_, w.aw, x);
+    rowParallelForward(a.res2, a.atty, qdt_, w.aw, nullptr, x);
     const T* mlpIn = a.res2;
     if (decoder) {  // cross-attention: q from this layer, k and v from the encoder output
         k_.normForward(cfg_.norm, a.lnx, a.nxmean, a.nxrstd, a.res2, w.nxw, w.nxb, C, Ns, cfg_.norm_eps);
         k_.matmulForward(a.cq, gatherTokens(a.lnx, ws_->gath), w.cqw, nullptr, nullptr, C, qdt_, Nm);
         k_.matmulForward(a.ckv, encoderOutput(s), w.ckvw, nullptr, nullptr, C, 2 * std::int64_t(kvdt_), Nm);
         t5CrossAttention(a);
-        rowParallel(a.resx, a.catty, qdt_, w.cpw, a.res2);
+        rowParallelForward(a.resx, a.catty, qdt_, w.cpw, nullptr, a.res2);
         mlpIn = a.resx;
     }
     k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, mlpIn, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
     k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, nullptr, nullptr, C, Fin_, Nm);
     k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
-    rowParallel(a.res3, a.fchg, Ft_, w.pw, mlpIn);
+    rowParallelForward(a.res3, a.fchg, Ft_, w.pw, nullptr, mlpIn);
     releaseWeights(unit);
 }
 

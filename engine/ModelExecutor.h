@@ -219,6 +219,10 @@ private:
     void releaseGrads(int unit);
     const T* gatherTokens(const T* shard, T* full);
     T* reduceTokens(T* partial);
+    // A row-split projection (attention output, MLP down): this rank's partial product over its
+    // `inner` columns, reduced over tp (to the token shard under sp), then bias and residual on
+    // the (C, Ns) result.
+    void rowParallelForward(T* out, const T* in, std::int64_t inner, const T* weight, const T* bias, const T* residual);
     void carve(Slot& s, bool counting);
     bool holdsHead(const Slot& s) const;
     void layerForward(int k, Slot& s);
