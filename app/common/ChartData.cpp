@@ -228,12 +228,12 @@ StackedBarsData stepTimeChartData(const Prediction& p)
             set.overlapped = true;
             d.sets.push_back(set);
         } else if (part.hidden > 0) {
-            tooSmall(QObject::tr("%1, hidden").arg(part.name), part.hidden);
+            tooSmall(QObject::tr("hidden %1").arg(part.name), part.hidden);
         }
         ++color;
     }
     if (!notDrawn.isEmpty())
-        d.note = QObject::tr("Too small to draw: %1").arg(notDrawn.join(QStringLiteral(", ")));
+        d.note = QObject::tr("Too small to draw: %1").arg(notDrawn.join(QStringLiteral("; ")));
     return d;
 }
 
