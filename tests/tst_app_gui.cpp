@@ -51,8 +51,6 @@
 #include <QBarCategoryAxis>
 #include <QLegendMarker>
 #include <QTest>
-
-#include <tuple>
 #include <QThreadPool>
 #include <QTreeWidget>
 #include <QValueAxis>
@@ -69,6 +67,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <tuple>
 
 using namespace shardscope;
 
