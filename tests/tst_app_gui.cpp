@@ -970,6 +970,9 @@ private slots:
                  QString::fromStdString(formatDuration(step->measured)));
         QCOMPARE(cell(metrics, QStringLiteral("device_step_time_s"), QStringLiteral("error")),
                  QStringLiteral("%1%").arg(100 * step->rel_error, 0, 'f', 1));
+        // A metric stored without a prediction (not compared) shows a dash, not "0 s".
+        if (const MetricComparison* wall = single.metric("wall_step_time_s"); wall && !wall->compared)
+            QCOMPARE(cell(metrics, QStringLiteral("wall_step_time_s"), QStringLiteral("predicted")), QStringLiteral("—"));
         QList<QBarSet*> bars = errorBars();
         QCOMPARE(bars.size(), qsizetype(1));
         // (A horizontal chart's categories read top to bottom: Qt's last bar is the first metric.)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace shardscope {
 
@@ -26,7 +27,10 @@ StoredCase storedCase(const QJsonObject& c)
         const QJsonObject o = v.toObject();
         StoredMetric m;
         m.metric = name;
-        m.predicted = o.value(QLatin1String("predicted")).toDouble();
+        // A metric that was not compared (the emulation's wall time on shared cores) has no
+        // prediction: null in the document, NaN here, shown as a dash.
+        const QJsonValue predicted = o.value(QLatin1String("predicted"));
+        m.predicted = predicted.isDouble() ? predicted.toDouble() : std::numeric_limits<double>::quiet_NaN();
         m.measured = o.value(QLatin1String("measured")).toDouble();
         if (const QJsonValue e = o.value(QLatin1String("rel_error")); e.isDouble())
             m.rel_error = e.toDouble();

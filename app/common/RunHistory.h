@@ -18,7 +18,7 @@ namespace shardscope {
 
 struct StoredMetric {
     std::string metric;
-    double predicted = 0;
+    double predicted = 0;  // NaN when the metric was not compared
     double measured = 0;
     std::optional<double> rel_error;  // predicted / measured - 1; none when it was not finite
     int worst_device = -1;

@@ -37,6 +37,8 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 QString valueText(const std::string& metric, double v)
 {
+    if (!std::isfinite(v))
+        return QStringLiteral("—");  // not compared: no prediction
     if (metric.find("bytes") != std::string::npos)
         return q(formatBytes(v));
     if (metric.find("_s") != std::string::npos)
