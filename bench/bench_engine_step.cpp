@@ -18,6 +18,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -92,11 +94,16 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     // The GEMM rate is measured between steps, under the same conditions as the
     // steps (same threads, same machine load); the best rate seen is the reference.
     double gemmRate = 0, seconds = 0;
+    long faults = 0;  // fresh host pages touched by the steps (the kernel clears each one)
     for (auto _ : state) {
         gemmRate = std::max(gemmRate, measureGemmFlops(device.pool(), 4 * hidden, tokens, hidden, 3));
+        rusage before{}, after{};
+        getrusage(RUSAGE_SELF, &before);
         const auto t0 = std::chrono::steady_clock::now();
         oneStep();
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        getrusage(RUSAGE_SELF, &after);
+        faults += after.ru_minflt - before.ru_minflt;
         state.SetIterationTime(s);
         seconds += s;
     }
@@ -109,6 +116,7 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     state.counters["gemm_GFLOPs"] = gemmRate * 1e-9;
     state.counters["fraction_of_gemm"] = achieved / gemmRate;
     state.counters["all_GFLOP"] = c.totalFlops() / steps * 1e-9;
+    state.counters["page_faults"] = double(faults) / steps;
 }
 
 void BM_StepGpt2Small(benchmark::State& state) { stepBenchmark(state, kGpt2Small); }

@@ -556,6 +556,12 @@ template <class T>
 void Kernels<T>::zero(T* x, std::int64_t count)
 {
     std::fill(x, x + count, T(0));
+    chargeZero(count);
+}
+
+template <class T>
+void Kernels<T>::chargeZero(std::int64_t count)
+{
     dev_.charge(KernelKind::Elementwise, {0, 0, double(count) * e_}, compute_);
 }
 

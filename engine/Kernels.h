@@ -157,6 +157,8 @@ public:
     void accumulate(T* dst, const T* src, std::int64_t n);
     // count values of x set to 0 (the gradients, between steps).
     void zero(T* x, std::int64_t count);
+    // The cost of zero() alone, for values a fused pass has already cleared.
+    void chargeZero(std::int64_t count);
     // A device-side gather into a contiguous block (context parallelism's K/V messages): charged bytes.
     void chargeCopy(std::int64_t count);
     // The vocabulary softmax with cross-entropy when its reductions are all-reduced over tp

@@ -1788,6 +1788,9 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
         rounding = WeightRounding::Bf16Stochastic;
     // Stochastic rounding draws from (seed, step, index): a stream per device, reproducible.
     const std::uint64_t seed = id_ == 0 ? opts_.seed : mix64(opts_.seed ^ (0x9E3779B97F4A7C15ull * std::uint64_t(id_)));
+    // The update clears each gradient it reads; where it reads them all (no ZeRO, ZeRO-2/3),
+    // the step's clearing pass below is only charged, not run again.
+    std::int64_t cleared = 0;
     for (size_t ui = 0; ui < units_.size(); ++ui) {
         const ShardUnit& u = units_[ui];
         const std::int64_t lo = u.offset + u.chunk_begin, hi = u.offset + u.chunk_end;
@@ -1797,9 +1800,10 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
             if (b >= e)
                 continue;
             const std::int64_t s = u.shard_offset + (b - lo);  // place in the optimizer (and ZeRO-3 weight) shard
-            adamw_update<T>(k_.pool(), zero_ >= 3 ? w + s : w + b, gradPointer(b, int(ui)), m + s, v + s,
-                            master ? master + s : nullptr, e - b, settings, t.decay, step, grad_scale, rounding, seed,
-                            std::uint64_t(b));
+            T* g = gradPointer(b, int(ui));
+            adamw_update<T>(k_.pool(), zero_ >= 3 ? w + s : w + b, g, m + s, v + s, master ? master + s : nullptr,
+                            e - b, settings, t.decay, step, grad_scale, rounding, seed, std::uint64_t(b), g);
+            cleared += e - b;
         }
     }
     const double p = double(S_), ms = mixed ? 4 : 0;
@@ -1814,7 +1818,11 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
     if ((zero_ == 1 || zero_ == 2) && groups_.shard)
         for (const ShardUnit& u : units_)
             groups_.shard->allGather(shardRank_, w + u.offset, size_t(u.count), e_);
-    k_.zero(grads_.template as<T>(), std::int64_t(grads_.elements()));
+    const auto gradCount = std::int64_t(grads_.elements());
+    if (cleared == gradCount)  // ranges are disjoint: every gradient was cleared once
+        k_.chargeZero(gradCount);
+    else
+        k_.zero(grads_.template as<T>(), gradCount);
 }
 
 template <class T>

@@ -297,8 +297,10 @@ void crossentropy_softmax_backward(KernelPool& pool, MatRef<T> dlogits, CMatRef<
 template <class T>
 void adamw_update(KernelPool& pool, T* params, const T* grads, T* m, T* v, T* master, std::int64_t count,
                   const AdamWSettings& s, bool decay, int step, double grad_scale, WeightRounding rounding,
-                  std::uint64_t seed, std::uint64_t index_offset)
+                  std::uint64_t seed, std::uint64_t index_offset, T* clear_grads)
 {
+    if (clear_grads && clear_grads != grads)
+        throw std::invalid_argument("adamw_update: clear_grads must be the gradients' own storage");
     if (step < 1)
         throw std::invalid_argument("adamw_update: step counts from 1");
     const T b1 = T(s.beta1), b2 = T(s.beta2);
@@ -318,6 +320,8 @@ void adamw_update(KernelPool& pool, T* params, const T* grads, T* m, T* v, T* ma
                 mm = b1 * mm + (T(1) - b1) * gs * g;
                 vv = b2 * vv + (T(1) - b2) * (gs * g).square();
                 p -= lr * ((mm * c1) / ((vv * c2).sqrt() + eps) + wd * p);
+                if (clear_grads)
+                    std::fill_n(clear_grads + c0, n, T(0));  // the chunk is still in L1
             }
             return;
         }
@@ -339,6 +343,8 @@ void adamw_update(KernelPool& pool, T* params, const T* grads, T* m, T* v, T* ma
                 } else {
                     params[i] = w;
                 }
+                if (clear_grads)
+                    clear_grads[i] = 0.0f;
             }
         }
     });
@@ -399,7 +405,7 @@ void round_to_bf16(KernelPool& pool, float* x, std::int64_t count)
     template void softmax_crossentropy_forward<T>(KernelPool&, MatRef<T>, VecRef<T>, const TokenRef&);            \
     template void crossentropy_softmax_backward<T>(KernelPool&, MatRef<T>, CMatRef<T>, const TokenRef&, T);       \
     template void adamw_update<T>(KernelPool&, T*, const T*, T*, T*, T*, std::int64_t, const AdamWSettings&,      \
-                                  bool, int, double, WeightRounding, std::uint64_t, std::uint64_t);              \
+                                  bool, int, double, WeightRounding, std::uint64_t, std::uint64_t, T*);          \
     template double sum_of_squares<T>(KernelPool&, const T*, std::int64_t);
 
 SHARDSCOPE_ENGINE_OPS(float)

@@ -458,6 +458,33 @@ private slots:
         QVERIFY(relDiff(v, vRef) < kFloatTol);
     }
 
+    void adamwClearsTheGradientsItReads()
+    {
+        // The fused clear changes nothing of the update, zeroes exactly the gradients read, in
+        // the fp32 and in the bf16-rounding paths; another buffer than the gradients is refused.
+        KernelPool pool(2);
+        const int n = 9000;
+        const AdamWSettings s{1e-2, 0.9, 0.95, 1e-8, 0.1};
+        for (WeightRounding r : {WeightRounding::None, WeightRounding::Bf16NearestEven}) {
+            Vec<float> w = randomVec<float>(n, 1), g = randomVec<float>(n + 1, 2), m = randomVec<float>(n, 3, 0.1),
+                       v = randomVec<float>(n, 4, 0.1).cwiseAbs();
+            Vec<float> w2 = w, g2 = g, m2 = m, v2 = v;
+            const float last = g(n);
+            adamw_update<float>(pool, w.data(), g.data(), m.data(), v.data(), nullptr, n, s, true, 3, 0.5, r, 1, 0);
+            adamw_update<float>(pool, w2.data(), g2.data(), m2.data(), v2.data(), nullptr, n, s, true, 3, 0.5, r, 1, 0,
+                                g2.data());
+            QCOMPARE(relDiff(w2, w), 0.0);
+            QCOMPARE(relDiff(m2, m), 0.0);
+            QCOMPARE(relDiff(v2, v), 0.0);
+            QCOMPARE(double(g2.head(n).cwiseAbs().maxCoeff()), 0.0);
+            QCOMPARE(g2(n), last);  // one past the range: untouched
+        }
+        Vec<float> w = randomVec<float>(8, 1), g = randomVec<float>(8, 2), m = Vec<float>::Zero(8), v = m, other = g;
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 adamw_update<float>(pool, w.data(), g.data(), m.data(), v.data(), nullptr, 8, s, true,
+                                                     1, 1.0, WeightRounding::None, 1, 0, other.data()));
+    }
+
     void adamwBiasCorrectionCountsSteps()
     {
         // At step 1 from zero moments the bias-corrected update is lr * g / (|g| + eps),
