@@ -10,7 +10,12 @@
 // against the step's B*T tokens), between steps, and reports the step's achieved
 // model FLOP/s (products only: matmul + attention, 2 per multiply-add) as a
 // fraction of it. Reported time is the step alone (manual timing).
-// Counters: model_GFLOP (per step), step_GFLOPs, gemm_GFLOPs, fraction_of_gemm.
+// Counters: model_GFLOP (per step), step_GFLOPs, gemm_GFLOPs, fraction_of_gemm; and what
+// bounds it: optimizer_share (the norm and AdamW passes' share of the step), optimizer_GBps
+// (the host memory rate they reach), fwd_bwd_fraction_of_gemm (forward + backward alone),
+// page_faults (fresh host pages per step; 0 once the allocator recycles every buffer).
+// With 1 thread the optimizer cannot overlap the products, so the step's fraction is at most
+// 1 / (1 + optimizer seconds / (model FLOP / GEMM rate)).
 #include "Data.h"
 #include "Device.h"
 #include "ModelExecutor.h"
@@ -51,6 +56,14 @@ const Shape kGpt2Small{{12, 768, 12, 50257, 64}, 4};
 const Shape kLlama{llamaShape(), 4};
 const Shape kSmall{{6, 384, 6, 50257, 256}, 8};
 
+// Host memory the fp32 optimizer passes move per step: the norm reads each gradient; AdamW
+// reads the gradient, weight and both moments, writes the weight and both moments back and
+// clears the gradient (9 floats a parameter in all).
+double optimizerMemoryBytes(std::int64_t parameters)
+{
+    return double(parameters) * 9.0 * sizeof(float);
+}
+
 // Capacity is irrelevant to wall time: a profile large enough for both shapes.
 DeviceProfile benchProfile()
 {
@@ -81,16 +94,20 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     const AdamWSettings adam{3e-4, 0.9, 0.95, 1e-8, 0.1};
 
     int step = 0;
+    double optimizerSeconds = 0;  // the norm and AdamW passes of the timed steps
     auto oneStep = [&] {
         data.batch(step, shape.batch, shape.model.seq, inputs.data(), targets.data());
         ++step;
         benchmark::DoNotOptimize(model.forward(0, inputs.data(), targets.data()));
         model.backward(0);
+        const auto t0 = std::chrono::steady_clock::now();
         const double norm = std::sqrt(model.reduceGradients());
         model.update(adam, norm > 1.0 ? 1.0 / (norm + 1e-6) : 1.0, step);
+        optimizerSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     oneStep();  // warm-up: first touch of every buffer
     device.resetCounters();
+    optimizerSeconds = 0;
     // The GEMM rate is measured between steps, under the same conditions as the
     // steps (same threads, same machine load); the best rate seen is the reference.
     double gemmRate = 0, seconds = 0;
@@ -117,6 +134,12 @@ void stepBenchmark(benchmark::State& state, const Shape& shape)
     state.counters["fraction_of_gemm"] = achieved / gemmRate;
     state.counters["all_GFLOP"] = c.totalFlops() / steps * 1e-9;
     state.counters["page_faults"] = double(faults) / steps;
+    // The optimizer's passes are memory-bound (AdamW reads and writes the weights and both
+    // moments, reads and clears the gradients; the norm reads the gradients once): their share
+    // of the step and the memory rate they reach bound what the products can make of a step.
+    state.counters["optimizer_share"] = optimizerSeconds / seconds;
+    state.counters["optimizer_GBps"] = optimizerMemoryBytes(model.localParameters()) / (optimizerSeconds / steps) * 1e-9;
+    state.counters["fwd_bwd_fraction_of_gemm"] = modelFlops / ((seconds - optimizerSeconds) / steps) / gemmRate;
 }
 
 void BM_StepGpt2Small(benchmark::State& state) { stepBenchmark(state, kGpt2Small); }
