@@ -351,6 +351,17 @@ private slots:
                                                      << QStringList{"--nodes"};
         QTest::newRow("demo --nodes 1.5 not an integer") << QStringList{"demo", "--nodes", "1.5"} << none
                                                          << QStringList{"--nodes", "1\\.5"};
+        // Issue 19: an option given twice, and integers written as anything but decimal digits.
+        QTest::newRow("demo --nodes twice") << QStringList{"demo", "--nodes", "1", "--nodes", "2"} << none
+                                            << QStringList{"--nodes given twice", "\"1\" and \"2\""};
+        QTest::newRow("demo --nodes=1 --nodes 2") << QStringList{"demo", "--nodes=1", "--nodes", "2"} << none
+                                                  << QStringList{"--nodes given twice"};
+        for (const char* text : {"0x10", "+2", " 2", "2 ", "2e0", "1.0", "inf"})
+            QTest::newRow(qPrintable(QString("demo --nodes \"%1\" not an integer").arg(text)))
+                << QStringList{"demo", "--nodes", text} << none
+                << QStringList{"--nodes", QRegularExpression::escape(QString("\"%1\" is not an integer").arg(text))};
+        QTest::newRow("demo --tokens 0x1p40 not a number")
+            << QStringList{"demo", "--tokens", "0x1p40"} << none << QStringList{"--tokens", "not a number"};
         QTest::newRow("demo --model unknown") << QStringList{"demo", "--model", "gpt9-huge"} << none
                                               << QStringList{"gpt9-huge"};
         QTest::newRow("option missing its value")

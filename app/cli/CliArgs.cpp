@@ -1,6 +1,8 @@
 #include "CliArgs.h"
 #include "EditDistance.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -47,17 +49,23 @@ void CliArgs::parse(const std::vector<std::string>& args, const std::set<std::st
             name = name.substr(0, eq);
         }
         if (valued.count(name)) {
-            if (inlineValue) {
-                values_[name] = *inlineValue;
-            } else if (i + 1 < args.size()) {
-                values_[name] = args[++i];
-            } else {
+            std::string value;
+            if (inlineValue)
+                value = *inlineValue;
+            else if (i + 1 < args.size())
+                value = args[++i];
+            else
                 throw UsageError("option --" + name + " needs a value");
-            }
+            // "--nodes 1 --nodes 2" is ambiguous: refused rather than letting the last one win.
+            if (const auto seen = values_.find(name); seen != values_.end())
+                throw UsageError("option --" + name + " given twice (\"" + seen->second + "\" and \"" + value +
+                                 "\"); give each option once");
+            values_[name] = std::move(value);
         } else if (flags.count(name)) {
             if (inlineValue)
                 throw UsageError("option --" + name + " takes no value");
-            flags_.insert(name);
+            if (!flags_.insert(name).second)
+                throw UsageError("option --" + name + " given twice; give each option once");
         } else {
             std::vector<std::string> known(valued.begin(), valued.end());
             known.insert(known.end(), flags.begin(), flags.end());
@@ -88,11 +96,33 @@ std::optional<std::string> CliArgs::value(const std::string& name) const
     return it->second;
 }
 
+namespace {
+
+// The whole text, as written: decimal digits with an optional '-' (integers), or a decimal
+// number with an optional fraction and exponent. Refused: spaces, '+', hexadecimal ("0x10" is
+// not 16 here), "inf", "nan", anything after the number.
+template <class N>
+bool parseWhole(const std::string& text, N& out)
+{
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return !text.empty() && ec == std::errc() && ptr == end;
+}
+
+} // namespace
+
 int CliArgs::integer(const std::string& name, int fallback, int lo, int hi) const
 {
-    const double v = number(name, fallback, lo, hi);
-    if (v != std::floor(v))
-        throw UsageError("--" + name + ": " + *value(name) + " is not an integer");
+    const auto text = value(name);
+    if (!text)
+        return fallback;
+    long long v = 0;
+    if (!parseWhole(*text, v))
+        throw UsageError("--" + name + ": \"" + *text + "\" is not an integer (decimal digits, e.g. --" + name +
+                         " " + std::to_string(std::max(lo, 1)) + ")");
+    if (v < lo || v > hi)
+        throw UsageError("--" + name + ": " + *text + " is out of range [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "]");
     return int(v);
 }
 
@@ -101,9 +131,8 @@ double CliArgs::number(const std::string& name, double fallback, double lo, doub
     const auto text = value(name);
     if (!text)
         return fallback;
-    char* end = nullptr;
-    const double v = std::strtod(text->c_str(), &end);
-    if (text->empty() || *end != '\0' || !std::isfinite(v))
+    double v = 0;
+    if (!parseWhole(*text, v) || !std::isfinite(v))
         throw UsageError("--" + name + ": \"" + *text + "\" is not a number");
     if (v < lo || v > hi) {
         char range[96];
