@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 namespace shardscope::engine {
 
@@ -26,7 +27,7 @@ void waitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, 
 
 CommGroup::CommGroup(Communicator& comm, std::vector<EmulatedDevice*> members, std::string name)
     : comm_(comm), devices_(std::move(members)), name_(std::move(name)), buffers_(devices_.size(), nullptr),
-      clocks_(devices_.size(), 0.0)
+      clocks_(devices_.size(), 0.0), counts_(devices_.size(), nullptr)
 {
     for (const EmulatedDevice* d : devices_)
         if (comm_.links().nodeOf(d->id()) != comm_.links().nodeOf(devices_.front()->id()))
@@ -235,6 +236,90 @@ void CommGroup::broadcast(int rank, int root, T* data, std::size_t count)
                                         start + scatter + (n - 1) * stepSeconds(chunk));
 }
 
+double CommGroup::allToAllSeconds(double eb) const
+{
+    const LinkSpec& l = comm_.links();
+    const int n = size();
+    double longest = 0;
+    for (int m = 0; m < n; ++m) {
+        const int node = l.nodeOf(devices_[size_t(m)]->id());
+        double sent[2] = {0, 0}, received[2] = {0, 0};  // [intra, inter]
+        for (int j = 0; j < n; ++j) {
+            if (j == m)
+                continue;
+            const int link = l.nodeOf(devices_[size_t(j)]->id()) == node ? 0 : 1;
+            sent[link] += double(counts_[size_t(m)][j]) * eb;
+            received[link] += double(counts_[size_t(j)][m]) * eb;
+        }
+        double busy = 0;
+        for (int link = 0; link < 2; ++link) {
+            const double bytes = std::max(sent[link], received[link]);
+            if (bytes <= 0)
+                continue;
+            const double bw = link == 0 ? l.intra_bytes_per_second : l.inter_bytes_per_second;
+            const double latency = link == 0 ? l.intra_latency_s : l.inter_latency_s;
+            busy = std::max(busy, latency + bytes / bw);
+        }
+        longest = std::max(longest, busy);
+    }
+    return longest;
+}
+
+template <class T>
+void CommGroup::allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv,
+                          const std::size_t* recv_counts, double element_bytes)
+{
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
+    const int n = size();
+    if (n == 1) {
+        if (recv_counts[0] != send_counts[0])
+            throw std::invalid_argument("allToAllV: member 0 receives " + std::to_string(recv_counts[0]) +
+                                        " values from itself but sends " + std::to_string(send_counts[0]));
+        std::copy_n(send, send_counts[0], recv);
+        return;
+    }
+    counts_[size_t(rank)] = send_counts;
+    const double start = begin(rank, const_cast<T*>(send));
+    // Member r's block in member i's send buffer starts after i's blocks for members < r.
+    std::string mismatch;
+    std::size_t at = 0;
+    double sent = 0, received = 0;
+    for (int i = 0; i < n; ++i) {
+        const std::size_t* theirs = counts_[size_t(i)];
+        if (theirs[rank] != recv_counts[i] && mismatch.empty())
+            mismatch = "member " + std::to_string(rank) + " expects " + std::to_string(recv_counts[i]) +
+                       " values from member " + std::to_string(i) + ", which sends " + std::to_string(theirs[rank]);
+        if (!mismatch.empty())
+            continue;
+        std::size_t offset = 0;
+        for (int j = 0; j < rank; ++j)
+            offset += theirs[j];
+        std::copy_n(static_cast<const T*>(buffers_[size_t(i)]) + offset, recv_counts[i], recv + at);
+        at += recv_counts[i];
+        if (i != rank) {
+            received += double(recv_counts[i]) * eb;
+            sent += double(send_counts[i]) * eb;
+        }
+    }
+    const double seconds = mismatch.empty() ? allToAllSeconds(eb) : 0;
+    arrive();  // every member has read its blocks: the send buffers may change again
+    if (!mismatch.empty())
+        throw std::invalid_argument("allToAllV in group " + name_ + ": " + mismatch);
+    devices_[size_t(rank)]->communicate(CommKind::AllToAll, sent, received, start, start + seconds);
+}
+
+template <class T>
+void CommGroup::allToAll(int rank, const T* send, T* recv, std::size_t count, double element_bytes)
+{
+    const std::vector<std::size_t> counts(size_t(size()), count);
+    allToAllV(rank, send, counts.data(), recv, counts.data(), element_bytes);
+}
+
+template void CommGroup::allToAllV<float>(int, const float*, const std::size_t*, float*, const std::size_t*, double);
+template void CommGroup::allToAllV<double>(int, const double*, const std::size_t*, double*, const std::size_t*,
+                                           double);
+template void CommGroup::allToAll<float>(int, const float*, float*, std::size_t, double);
+template void CommGroup::allToAll<double>(int, const double*, double*, std::size_t, double);
 template void CommGroup::allReduce<float>(int, float*, std::size_t, ReduceOp, double);
 template void CommGroup::allReduce<double>(int, double*, std::size_t, ReduceOp, double);
 template void CommGroup::reduceScatter<float>(int, float*, std::size_t, ReduceOp, double);

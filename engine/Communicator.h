@@ -96,6 +96,22 @@ public:
     // Scatter from `root`, then ring all-gather (van de Geijn's broadcast for long messages).
     template <class T>
     void broadcast(int rank, int root, T* data, std::size_t count);
+    // All-to-all with per-peer counts (MPI_Alltoallv, NCCL's grouped send/recv; what an
+    // expert-parallel token dispatch and combine run): member r sends send_counts[j] values to
+    // member j, taken from `send` in member order, and receives recv_counts[i] values from
+    // member i into `recv`, packed in member order. recv_counts[i] must be member i's
+    // send_counts[r] (std::invalid_argument otherwise). The values a member keeps for itself are
+    // copied, not counted. Clock: every peer's message is in flight at once, on the link it
+    // crosses (the intra-node link to peers of the same emulated node, the node network to the
+    // others), so a member is busy for max over both links of (latency + the larger of the
+    // bytes it sends and receives on it / the link's bandwidth), and the call ends when the
+    // busiest member of the group is done.
+    template <class T>
+    void allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv, const std::size_t* recv_counts,
+                   double element_bytes = 0);
+    // All-to-all of `count` values to and from each member (blocks in member order).
+    template <class T>
+    void allToAll(int rank, const T* send, T* recv, std::size_t count, double element_bytes = 0);
     // The alpha-beta time of one ring step carrying `chunk_bytes` on this group's placement.
     double stepSeconds(double chunk_bytes) const;
 
@@ -107,6 +123,8 @@ private:
     template <class T>
     void gatherOwnedChunks(int rank, T* data, std::size_t count);
     double chunkValues(std::size_t count, int c) const;  // values in chunk c mod n
+    // The all-to-all's duration from every member's published send counts (counts_).
+    double allToAllSeconds(double element_bytes) const;
 
     friend class Communicator;
     Communicator& comm_;
@@ -120,6 +138,7 @@ private:
     // Written by each member before a barrier, read by the others after it.
     std::vector<void*> buffers_;
     std::vector<double> clocks_;
+    std::vector<const std::size_t*> counts_;  // all-to-all: each member's send counts
 };
 
 class Communicator {

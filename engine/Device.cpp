@@ -338,6 +338,7 @@ const char* toString(CommKind k)
     case CommKind::AllGather: return "all_gather";
     case CommKind::Broadcast: return "broadcast";
     case CommKind::SendRecv: return "send_recv";
+    case CommKind::AllToAll: return "all_to_all";
     }
     return "?";
 }

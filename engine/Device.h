@@ -183,9 +183,10 @@ struct KernelCost {
 };
 
 // Communication, by collective kind (Communicator.h moves the data).
-enum class CommKind { AllReduce, ReduceScatter, AllGather, Broadcast, SendRecv };
-inline constexpr int kCommKinds = 5;
-const char* toString(CommKind k);  // "all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"
+enum class CommKind { AllReduce, ReduceScatter, AllGather, Broadcast, SendRecv, AllToAll };
+inline constexpr int kCommKinds = 6;
+// "all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv", "all_to_all"
+const char* toString(CommKind k);
 
 struct CommCounters {
     std::array<double, kCommKinds> bytes_sent{};

@@ -256,6 +256,107 @@ private slots:
         QCOMPARE(cluster.device(peer).comm().wait_seconds, 0.0);
     }
 
+    // All-to-all-v (issue 16's token dispatch): member s sends (s + 2 d) % 5 values to member d,
+    // each naming its sender, receiver and index; every member gets exactly its blocks, in member
+    // order; bytes per member are what it sends to and receives from the others (its own block is
+    // copied, not counted); the clock is the busiest member's busiest link.
+    void allToAllVDeliversEveryBlock_data()
+    {
+        QTest::addColumn<int>("devices");
+        QTest::addColumn<int>("nodeDevices");
+        QTest::addRow("4 devices, one node") << 4 << 0;
+        QTest::addRow("4 devices, 2 per node") << 4 << 2;
+        QTest::addRow("3 devices, one node") << 3 << 0;
+        QTest::addRow("5 devices, 1 per node") << 5 << 1;
+    }
+    void allToAllVDeliversEveryBlock()
+    {
+        QFETCH(int, devices);
+        QFETCH(int, nodeDevices);
+        const LinkSpec l = links(nodeDevices);
+        EmulatedCluster cluster(devices, profile(), l);
+        auto count = [](int s, int d) { return std::size_t((s + 2 * d) % 5); };
+        auto tag = [](int s, int d, std::size_t i) { return float(s * 10000 + d * 100 + int(i)); };
+        std::vector<std::vector<float>> got(static_cast<size_t>(devices));
+        QVERIFY(!cluster.run([&](int id) {
+            std::vector<std::size_t> sendCounts, recvCounts;
+            std::vector<float> send;
+            for (int d = 0; d < devices; ++d) {
+                sendCounts.push_back(count(id, d));
+                recvCounts.push_back(count(d, id));
+                for (std::size_t i = 0; i < count(id, d); ++i)
+                    send.push_back(tag(id, d, i));
+            }
+            std::vector<float>& recv = got[size_t(id)];
+            recv.assign(std::accumulate(recvCounts.begin(), recvCounts.end(), std::size_t(0)), -1.0f);
+            cluster.groups(id).world->allToAllV(id, send.data(), sendCounts.data(), recv.data(), recvCounts.data());
+        }));
+        double longest = 0;
+        for (int r = 0; r < devices; ++r) {
+            std::vector<float> expected;
+            double sent = 0, received = 0, linkSent[2] = {0, 0}, linkReceived[2] = {0, 0};
+            for (int s = 0; s < devices; ++s) {
+                for (std::size_t i = 0; i < count(s, r); ++i)
+                    expected.push_back(tag(s, r, i));
+                if (s == r)
+                    continue;
+                const int link = l.nodeOf(s) == l.nodeOf(r) ? 0 : 1;
+                received += 4.0 * double(count(s, r));
+                sent += 4.0 * double(count(r, s));
+                linkReceived[link] += 4.0 * double(count(s, r));
+                linkSent[link] += 4.0 * double(count(r, s));
+            }
+            QCOMPARE(got[size_t(r)], expected);
+            const CommCounters& c = cluster.device(r).comm();
+            QCOMPARE(c.bytes_sent[size_t(CommKind::AllToAll)], sent);
+            QCOMPARE(c.bytes_received[size_t(CommKind::AllToAll)], received);
+            QCOMPARE(c.calls[size_t(CommKind::AllToAll)], std::int64_t(1));
+            for (int link = 0; link < 2; ++link) {
+                const double bytes = std::max(linkSent[link], linkReceived[link]);
+                if (bytes > 0)
+                    longest = std::max(longest, (link == 0 ? l.intra_latency_s + bytes / l.intra_bytes_per_second
+                                                           : l.inter_latency_s + bytes / l.inter_bytes_per_second));
+            }
+        }
+        QVERIFY(longest > 0);
+        for (int r = 0; r < devices; ++r)
+            QVERIFY(std::fabs(cluster.device(r).clockSeconds() - longest) < 1e-15);
+        QCOMPARE(QString(toString(CommKind::AllToAll)), QString("all_to_all"));
+    }
+
+    void allToAllMovesEqualBlocksAndRefusesMismatchedCounts()
+    {
+        EmulatedCluster cluster(4, profile(), links());
+        std::vector<std::vector<double>> got(4);
+        QVERIFY(!cluster.run([&](int id) {
+            std::vector<double> send(4 * 3);
+            for (size_t i = 0; i < send.size(); ++i)
+                send[i] = id * 100.0 + double(i);
+            got[size_t(id)].assign(send.size(), -1.0);
+            cluster.groups(id).world->allToAll(id, send.data(), got[size_t(id)].data(), 3);
+        }));
+        for (int r = 0; r < 4; ++r)
+            for (int s = 0; s < 4; ++s)
+                for (int i = 0; i < 3; ++i)
+                    QCOMPARE(got[size_t(r)][size_t(3 * s + i)], s * 100.0 + 3 * r + i);
+        QCOMPARE(cluster.device(0).comm().bytes_sent[size_t(CommKind::AllToAll)], 3 * 3 * 8.0);
+
+        // Member 1 expects 2 values from member 3, which sends it 1: named, and nobody hangs.
+        EmulatedCluster bad(4, profile(), links());
+        const auto failure = bad.run([&](int id) {
+            std::vector<std::size_t> sendCounts(4, 1), recvCounts(4, 1);
+            if (id == 1)
+                recvCounts[3] = 2;
+            std::vector<float> send(4, 1.0f), recv(5);
+            bad.groups(id).world->allToAllV(id, send.data(), sendCounts.data(), recv.data(), recvCounts.data());
+            bad.groups(id).world->allToAllV(id, send.data(), sendCounts.data(), recv.data(), recvCounts.data());
+        });
+        QVERIFY(failure);
+        QCOMPARE(failure->device, 1);
+        QVERIFY2(failure->message.find("member 1 expects 2 values from member 3, which sends 1") != std::string::npos,
+                 failure->message.c_str());
+    }
+
     void sendRecvIsOrderedAndTimed()
     {
         EmulatedCluster cluster(2, profile(), links(1));  // one device per node: the inter-node link
