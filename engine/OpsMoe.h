@@ -1,0 +1,83 @@
+// The mixture-of-experts MLP's own operations (issue 16), forward and backward, on one
+// device: the router's top-k, the load-balancing loss, and the permutation that dispatches
+// token copies to experts and combines the expert outputs back. The expert FFNs themselves are
+// the ordinary matmul and activation kernels run on each expert's contiguous slice of tokens.
+//
+// Layouts are the engine's: column-major, one column per token. E experts, K = top-k,
+// N tokens, C hidden. Routing follows Megatron-LM's router at d98e8a64
+// (megatron/core/transformer/moe/moe_utils.py: topk_routing_with_score_function,
+// compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func):
+//   softmax  top-k of the logits, then the softmax over the K chosen ones (Megatron's default,
+//            use_pre_softmax off; equal to Mixtral's softmax-then-renormalise)
+//   sigmoid  s = sigmoid(logits); top-k of s (+ the expert bias, for the choice only: DeepSeek-V3's
+//            noaux_tc); weights s_k / (sum of the K chosen s + 1e-20) when K > 1, else s_k
+//   both     times the scaling factor (DeepSeek-V3's routed_scaling_factor; 1 otherwise)
+// Ties choose the lower expert index, so routing is deterministic.
+// Load balancing (Switch Transformer; Megatron's switch_load_balancing_loss_func):
+//   aux = coeff * E / (K * T^2) * sum_e tokens_e * sum_n p(e, n)
+//   p: the softmax over all E logits (softmax router) or the sigmoid normalised over all E
+//   (sigmoid router); tokens_e: the token copies routed to expert e; T: the tokens.
+// Dispatch (Megatron's permute): the N K copies sorted by expert, then by token, then by k;
+// slot s of the permuted block holds copy order[s] = n K + k.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace shardscope::engine {
+
+enum class RouterScore { Softmax, Sigmoid };
+
+struct RouterSpec {
+    int experts = 0;            // E
+    int top_k = 0;              // K
+    RouterScore score = RouterScore::Softmax;
+    double scaling = 1.0;       // routed_scaling_factor
+};
+
+// Per token n: the chosen experts top_idx[n K + k] (best first), their weights top_w[n K + k];
+// `expert_bias` (E values, may be null) shifts the choice only. logits (E, N).
+// Throws std::invalid_argument for K outside [1, E].
+template <class T>
+void router_topk_forward(const RouterSpec& r, const T* logits, std::int64_t N, const T* expert_bias, int* top_idx,
+                         T* top_w);
+// d logits (E, N), overwritten, from d top_w (K values a token), with the forward's choice.
+template <class T>
+void router_topk_backward(const RouterSpec& r, const T* logits, std::int64_t N, const int* top_idx, const T* top_w,
+                          const T* dtop_w, T* dlogits);
+
+// The copies routed to each expert (E values) from the choice.
+std::vector<std::int64_t> tokensPerExpert(const int* top_idx, std::int64_t N, int K, int E);
+
+// The load-balancing loss of the logits (E, N) with those counts, and (when dlogits is not
+// null) its gradient added to dlogits, times dloss.
+template <class T>
+double aux_loss_forward_backward(const RouterSpec& r, const T* logits, std::int64_t N,
+                                 const std::vector<std::int64_t>& tokens_per_expert, double coeff, T dloss,
+                                 T* dlogits);
+
+// The dispatch order of the N K copies (see above), and for each copy its slot.
+struct MoePermutation {
+    std::vector<std::int64_t> order;   // slot -> copy (n K + k)
+    std::vector<std::int64_t> slot;    // copy -> slot
+    std::vector<std::int64_t> offsets; // E + 1: expert e's copies are slots [offsets[e], offsets[e+1])
+};
+MoePermutation permuteByExpert(const int* top_idx, std::int64_t N, int K, int E);
+
+// out (C, N K): slot s = in's column of copy order[s]'s token.
+template <class T>
+void moe_dispatch_forward(const MoePermutation& p, int K, const T* in, std::int64_t C, T* out);
+// din (C, N) += the slots' gradients, summed per token in slot order.
+template <class T>
+void moe_dispatch_backward(const MoePermutation& p, int K, const T* dout, std::int64_t C, T* din);
+// out (C, N) = sum_k top_w[n K + k] * expert_out(slot of n K + k), k in order (overwritten).
+template <class T>
+void moe_combine_forward(const MoePermutation& p, int K, const T* expert_out, const T* top_w, std::int64_t C,
+                         std::int64_t N, T* out);
+// d expert_out (C, N K) and d top_w (N K), overwritten, from d out (C, N).
+template <class T>
+void moe_combine_backward(const MoePermutation& p, int K, const T* dout, const T* expert_out, const T* top_w,
+                          std::int64_t C, std::int64_t N, T* dexpert_out, T* dtop_w);
+
+} // namespace shardscope::engine

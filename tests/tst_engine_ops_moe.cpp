@@ -1,0 +1,288 @@
+// The mixture-of-experts operations (engine/OpsMoe.h) against definitions written out here
+// independently and against their own finite differences (double): the router's choice and
+// weights (softmax and sigmoid, Megatron-LM d98e8a64 moe_utils.py), the load-balancing loss
+// (Switch Transformer: balanced routing gives exactly the coefficient), the permutation by
+// expert, dispatch and combine.
+#include "OpsMoe.h"
+
+#include <QTest>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+using namespace shardscope::engine;
+
+namespace {
+
+std::vector<double> randomValues(size_t n, unsigned seed, double scale = 1.0)
+{
+    std::mt19937 gen(seed);
+    std::normal_distribution<double> d(0.0, scale);
+    std::vector<double> v(n);
+    for (double& x : v)
+        x = d(gen);
+    return v;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The largest difference between an analytic gradient and central differences of f, relative
+// to the gradient's largest value (entries near zero would otherwise measure rounding only).
+template <class F>
+double fdError(std::vector<double>& x, const std::vector<double>& analytic, F f)
+{
+    double worst = 0, scale = 0;
+    for (double g : analytic)
+        scale = std::max(scale, std::fabs(g));
+    const double h = 1e-5;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double keep = x[i];
+        x[i] = keep + h;
+        const double up = f();
+        x[i] = keep - h;
+        const double down = f();
+        x[i] = keep;
+        const double numeric = (up - down) / (2 * h);
+        worst = std::max(worst, std::fabs(numeric - analytic[i]));
+    }
+    return scale > 0 ? worst / scale : worst;
+}
+
+} // namespace
+
+class TstEngineOpsMoe : public QObject {
+    Q_OBJECT
+
+private slots:
+    void routerChoosesTheTopKWithTiesToTheLowerIndex()
+    {
+        const RouterSpec softmax{4, 2, RouterScore::Softmax, 1.0};
+        const std::vector<double> logits{1, 3, 3, 0,   // token 0: experts 1 and 2 tie
+                                         0, -1, 2, 5};  // token 1: 3 then 2
+        std::vector<int> idx(4);
+        std::vector<double> w(4);
+        router_topk_forward<double>(softmax, logits.data(), 2, nullptr, idx.data(), w.data());
+        QCOMPARE(idx, (std::vector<int>{1, 2, 3, 2}));
+        QCOMPARE(w[0], 0.5);
+        QCOMPARE(w[1], 0.5);
+        QVERIFY(std::fabs(w[2] - 1 / (1 + std::exp(-3.0))) < 1e-15);  // softmax of (5, 2)
+
+        // DeepSeek-V3's expert bias steers the choice only: expert 0 wins with +10, its weight
+        // is still its own sigmoid share, times the routed scaling factor.
+        const RouterSpec sigmoidSpec{4, 2, RouterScore::Sigmoid, 2.5};
+        const std::vector<double> bias{10, 0, 0, 0};
+        router_topk_forward<double>(sigmoidSpec, logits.data(), 2, bias.data(), idx.data(), w.data());
+        QCOMPARE(idx[0], 0);
+        QCOMPARE(idx[1], 1);
+        const double s0 = sigmoid(1), s1 = sigmoid(3);
+        QVERIFY(std::fabs(w[0] - 2.5 * s0 / (s0 + s1 + 1e-20)) < 1e-15);
+        QVERIFY(std::fabs(w[0] + w[1] - 2.5) < 1e-14);
+    }
+
+    void softmaxWeightsAreTheFullSoftmaxRenormalised()
+    {
+        // Megatron's top-k-then-softmax equals Mixtral's softmax-then-renormalise.
+        const int E = 8, K = 2, N = 5;
+        const std::vector<double> logits = randomValues(E * N, 3);
+        std::vector<int> idx(K * N);
+        std::vector<double> w(K * N);
+        router_topk_forward<double>({E, K, RouterScore::Softmax, 1.0}, logits.data(), N, nullptr, idx.data(), w.data());
+        for (int n = 0; n < N; ++n) {
+            const double* l = logits.data() + n * E;
+            std::vector<double> p(E);
+            double sum = 0;
+            for (int e = 0; e < E; ++e)
+                sum += (p[size_t(e)] = std::exp(l[e]));
+            std::vector<int> byScore(E);
+            std::iota(byScore.begin(), byScore.end(), 0);
+            std::stable_sort(byScore.begin(), byScore.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+            const double chosen = p[size_t(byScore[0])] + p[size_t(byScore[1])];
+            for (int k = 0; k < K; ++k) {
+                QCOMPARE(idx[size_t(n * K + k)], byScore[size_t(k)]);
+                QVERIFY(std::fabs(w[size_t(n * K + k)] - p[size_t(byScore[size_t(k)])] / chosen) < 1e-14);
+            }
+        }
+    }
+
+    void routerGradientsMatchFiniteDifferences_data()
+    {
+        QTest::addColumn<int>("score");
+        QTest::addColumn<int>("topK");
+        QTest::addColumn<double>("scaling");
+        QTest::addRow("softmax top-2") << int(RouterScore::Softmax) << 2 << 1.0;
+        QTest::addRow("softmax top-1") << int(RouterScore::Softmax) << 1 << 1.0;
+        QTest::addRow("sigmoid top-3 scaled") << int(RouterScore::Sigmoid) << 3 << 2.5;
+        QTest::addRow("sigmoid top-1") << int(RouterScore::Sigmoid) << 1 << 1.0;
+    }
+    void routerGradientsMatchFiniteDifferences()
+    {
+        QFETCH(int, score);
+        QFETCH(int, topK);
+        QFETCH(double, scaling);
+        const RouterSpec r{6, topK, RouterScore(score), scaling};
+        const int N = 4;
+        std::vector<double> logits = randomValues(size_t(r.experts * N), 11, 2.0);
+        const std::vector<double> g = randomValues(size_t(topK * N), 12);  // dL/dw
+        std::vector<int> idx(size_t(topK * N));
+        std::vector<double> w(size_t(topK * N)), dlogits(logits.size());
+        router_topk_forward<double>(r, logits.data(), N, nullptr, idx.data(), w.data());
+        router_topk_backward<double>(r, logits.data(), N, idx.data(), w.data(), g.data(), dlogits.data());
+        const std::vector<int> choice = idx;
+        auto loss = [&] {
+            std::vector<int> i2(idx.size());
+            std::vector<double> w2(w.size());
+            router_topk_forward<double>(r, logits.data(), N, nullptr, i2.data(), w2.data());
+            if (i2 != choice)
+                throw std::logic_error("a finite difference changed the choice");
+            return std::inner_product(g.begin(), g.end(), w2.begin(), 0.0);
+        };
+        const double err = fdError(logits, dlogits, loss);
+        QVERIFY2(err < 1e-7, qPrintable(QString::number(err)));
+        // Experts not chosen get no gradient from the weights.
+        for (int n = 0; n < N; ++n)
+            for (int e = 0; e < r.experts; ++e)
+                if (std::find(choice.begin() + n * topK, choice.begin() + (n + 1) * topK, e) == choice.begin() + (n + 1) * topK)
+                    QCOMPARE(dlogits[size_t(n * r.experts + e)], 0.0);
+    }
+
+    void balancedRoutingCostsExactlyTheCoefficient()
+    {
+        // Switch Transformer (Fedus et al. 2021, eq. 4): with uniform probabilities and every
+        // expert receiving N K / E copies the loss is coeff * E * sum_e (1/E)(1/E) = coeff.
+        const int E = 4, K = 2, N = 6;
+        const std::vector<double> logits(size_t(E * N), 0.7);  // equal logits: p = 1/E
+        const std::vector<std::int64_t> balanced(size_t(E), N * K / E);
+        for (RouterScore s : {RouterScore::Softmax, RouterScore::Sigmoid}) {
+            const double loss = aux_loss_forward_backward<double>({E, K, s, 1.0}, logits.data(), N, balanced, 0.01, 1.0, nullptr);
+            QVERIFY(std::fabs(loss - 0.01) < 1e-15);
+        }
+    }
+
+    void auxLossMatchesMegatronsFormulaAndItsGradient_data()
+    {
+        QTest::addColumn<int>("score");
+        QTest::addRow("softmax") << int(RouterScore::Softmax);
+        QTest::addRow("sigmoid") << int(RouterScore::Sigmoid);
+    }
+    void auxLossMatchesMegatronsFormulaAndItsGradient()
+    {
+        QFETCH(int, score);
+        const RouterSpec r{5, 2, RouterScore(score), 1.0};
+        const int N = 7;
+        std::vector<double> logits = randomValues(size_t(r.experts * N), 21, 1.5);
+        std::vector<int> idx(size_t(r.top_k * N));
+        std::vector<double> w(idx.size());
+        router_topk_forward<double>(r, logits.data(), N, nullptr, idx.data(), w.data());
+        const std::vector<std::int64_t> counts = tokensPerExpert(idx.data(), N, r.top_k, r.experts);
+        QCOMPARE(std::accumulate(counts.begin(), counts.end(), std::int64_t(0)), std::int64_t(N * r.top_k));
+        // Megatron: sum(probs.sum(dim=0) * tokens_per_expert) * E * coeff / (topk * T * T).
+        std::vector<double> column(size_t(r.experts), 0.0);
+        for (int n = 0; n < N; ++n) {
+            const double* l = logits.data() + n * r.experts;
+            std::vector<double> p(size_t(r.experts));
+            double sum = 0;
+            for (int e = 0; e < r.experts; ++e)
+                sum += (p[size_t(e)] = r.score == RouterScore::Softmax ? std::exp(l[e]) : sigmoid(l[e]));
+            for (int e = 0; e < r.experts; ++e)
+                column[size_t(e)] += p[size_t(e)] / sum;
+        }
+        double expected = 0;
+        for (int e = 0; e < r.experts; ++e)
+            expected += column[size_t(e)] * double(counts[size_t(e)]);
+        expected *= r.experts * 0.02 / (r.top_k * double(N) * N);
+        std::vector<double> dlogits(logits.size(), 0.0);
+        const double loss = aux_loss_forward_backward<double>(r, logits.data(), N, counts, 0.02, 3.0, dlogits.data());
+        QVERIFY(std::fabs(loss - expected) < 1e-15);
+        auto f = [&] { return 3.0 * aux_loss_forward_backward<double>(r, logits.data(), N, counts, 0.02, 1.0, nullptr); };
+        const double err = fdError(logits, dlogits, f);
+        QVERIFY2(err < 1e-7, qPrintable(QString::number(err)));
+    }
+
+    void permutationSortsCopiesByExpertThenToken()
+    {
+        // 3 tokens, top-2 of 3 experts: copies (n, k) -> expert.
+        const std::vector<int> idx{2, 0,   1, 2,   2, 1};
+        const MoePermutation p = permuteByExpert(idx.data(), 3, 2, 3);
+        QCOMPARE(p.offsets, (std::vector<std::int64_t>{0, 1, 3, 6}));
+        QCOMPARE(p.order, (std::vector<std::int64_t>{1, 2, 5, 0, 3, 4}));
+        for (size_t s = 0; s < p.order.size(); ++s)
+            QCOMPARE(p.slot[size_t(p.order[s])], std::int64_t(s));
+        QCOMPARE(tokensPerExpert(idx.data(), 3, 2, 3), (std::vector<std::int64_t>{1, 2, 3}));
+    }
+
+    void dispatchAndCombineAreExactAndDifferentiate()
+    {
+        const int C = 3, N = 5, K = 2, E = 4;
+        std::vector<double> logits = randomValues(size_t(E * N), 31, 2.0);
+        std::vector<int> idx(size_t(K * N));
+        std::vector<double> w(idx.size());
+        router_topk_forward<double>({E, K, RouterScore::Softmax, 1.0}, logits.data(), N, nullptr, idx.data(), w.data());
+        const MoePermutation p = permuteByExpert(idx.data(), N, K, E);
+        std::vector<double> x = randomValues(size_t(C * N), 32);
+        // "Experts": expert e scales its tokens by (e + 1), so the combine sees each copy's expert.
+        auto experts = [&](const std::vector<double>& in) {
+            std::vector<double> out(in.size());
+            for (int e = 0; e < E; ++e)
+                for (std::int64_t s = p.offsets[size_t(e)]; s < p.offsets[size_t(e) + 1]; ++s)
+                    for (int i = 0; i < C; ++i)
+                        out[size_t(s * C + i)] = (e + 1) * in[size_t(s * C + i)];
+            return out;
+        };
+        auto forward = [&](std::vector<double>& y) {
+            std::vector<double> d(size_t(C * N * K));
+            moe_dispatch_forward<double>(p, K, x.data(), C, d.data());
+            const std::vector<double> eo = experts(d);
+            y.assign(size_t(C * N), 0.0);
+            moe_combine_forward<double>(p, K, eo.data(), w.data(), C, N, y.data());
+            return eo;
+        };
+        std::vector<double> y;
+        const std::vector<double> eo = forward(y);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < C; ++i) {
+                double expected = 0;
+                for (int k = 0; k < K; ++k)
+                    expected += w[size_t(n * K + k)] * (idx[size_t(n * K + k)] + 1) * x[size_t(n * C + i)];
+                QVERIFY(std::fabs(y[size_t(n * C + i)] - expected) < 1e-14);
+            }
+        // Backward of L = <G, y>: combine, the experts' scale, dispatch.
+        const std::vector<double> G = randomValues(y.size(), 33);
+        std::vector<double> deo(eo.size()), dw(w.size()), dx(x.size(), 0.0);
+        moe_combine_backward<double>(p, K, G.data(), eo.data(), w.data(), C, N, deo.data(), dw.data());
+        const std::vector<double> dd = experts(deo);  // the experts are linear and diagonal
+        moe_dispatch_backward<double>(p, K, dd.data(), C, dx.data());
+        auto loss = [&] {
+            std::vector<double> y2;
+            forward(y2);
+            return std::inner_product(G.begin(), G.end(), y2.begin(), 0.0);
+        };
+        QVERIFY(fdError(x, dx, loss) < 1e-8);
+        QVERIFY(fdError(w, dw, loss) < 1e-8);
+    }
+
+    void badRouterSettingsAreNamed()
+    {
+        const std::vector<double> logits(8, 0.0);
+        std::vector<int> idx(8);
+        std::vector<double> w(8), bias(4, 0.0);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, router_topk_forward<double>({4, 5, RouterScore::Softmax, 1.0},
+                                                                                     logits.data(), 2, nullptr, idx.data(), w.data()));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, router_topk_forward<double>({4, 0, RouterScore::Softmax, 1.0},
+                                                                                     logits.data(), 2, nullptr, idx.data(), w.data()));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, router_topk_forward<double>({4, 2, RouterScore::Softmax, 1.0},
+                                                                                     logits.data(), 2, bias.data(), idx.data(), w.data()));
+        try {
+            router_topk_forward<double>({4, 5, RouterScore::Softmax, 1.0}, logits.data(), 2, nullptr, idx.data(), w.data());
+        } catch (const std::invalid_argument& e) {
+            QVERIFY(std::string(e.what()).find("top_k 5 must be in [1, experts 4]") != std::string::npos);
+        }
+        const std::vector<int> outside{0, 4};
+        QVERIFY_THROWS_EXCEPTION(std::out_of_range, tokensPerExpert(outside.data(), 1, 2, 4));
+    }
+};
+
+QTEST_APPLESS_MAIN(TstEngineOpsMoe)
+#include "tst_engine_ops_moe.moc"
