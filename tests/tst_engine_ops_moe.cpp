@@ -3,6 +3,9 @@
 // weights (softmax and sigmoid, Megatron-LM d98e8a64 moe_utils.py), the load-balancing loss
 // (Switch Transformer: balanced routing gives exactly the coefficient), the permutation by
 // expert, dispatch and combine.
+#include "Device.h"
+#include "Kernels.h"
+#include "MoeMlp.h"
 #include "OpsMoe.h"
 
 #include <QTest>
@@ -28,6 +31,43 @@ std::vector<double> randomValues(size_t n, unsigned seed, double scale = 1.0)
 }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+DeviceProfile testProfile()
+{
+    DeviceProfile p;
+    p.name = "test";
+    p.memory_bytes = 1e9;
+    p.peak_flops_fp32 = 1e12;
+    p.memory_bytes_per_second = 1e11;
+    return p;
+}
+
+// One token's MLP of the given kind, written out: x (C) -> W_in (C, Fin) -> act -> W_out (F, C).
+std::vector<double> naiveMlp(shardscope::MlpKind kind, const double* x, const double* win, const double* wout, int C,
+                             int F)
+{
+    const bool gated = kind == shardscope::MlpKind::SwiGlu || kind == shardscope::MlpKind::GeGlu;
+    const int Fin = gated ? 2 * F : F;
+    std::vector<double> h(static_cast<size_t>(Fin), 0.0), a(static_cast<size_t>(F)), y(static_cast<size_t>(C), 0.0);
+    for (int j = 0; j < Fin; ++j)
+        for (int i = 0; i < C; ++i)
+            h[size_t(j)] += win[size_t(j) * C + i] * x[i];
+    auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
+    for (int j = 0; j < F; ++j) {
+        if (kind == shardscope::MlpKind::Gelu)
+            a[size_t(j)] = gelu(h[size_t(j)]);
+        else if (kind == shardscope::MlpKind::Relu)
+            a[size_t(j)] = std::max(0.0, h[size_t(j)]);
+        else if (kind == shardscope::MlpKind::SwiGlu)
+            a[size_t(j)] = h[size_t(j)] * sigmoid(h[size_t(j)]) * h[size_t(F + j)];  // [gate | up]
+        else
+            a[size_t(j)] = gelu(h[size_t(j)]) * h[size_t(F + j)];
+    }
+    for (int c = 0; c < C; ++c)
+        for (int j = 0; j < F; ++j)
+            y[size_t(c)] += wout[size_t(c) * F + j] * a[size_t(j)];
+    return y;
+}
 
 // The largest difference between an analytic gradient and central differences of f, relative
 // to the gradient's largest value (entries near zero would otherwise measure rounding only).
@@ -261,6 +301,101 @@ private slots:
         };
         QVERIFY(fdError(x, dx, loss) < 1e-8);
         QVERIFY(fdError(w, dw, loss) < 1e-8);
+    }
+
+    // The whole block in double: its output against the MLPs written out token by token, and
+    // every gradient (input, router, experts, shared experts, through the load-balancing loss
+    // too) against finite differences of <G, y> + a aux.
+    void moeBlockMatchesItsDefinitionAndFiniteDifferences_data()
+    {
+        QTest::addColumn<int>("mlp");
+        QTest::addColumn<int>("score");
+        QTest::addColumn<int>("shared");
+        QTest::addRow("swiglu softmax, shared") << int(shardscope::MlpKind::SwiGlu) << int(RouterScore::Softmax) << 4;
+        QTest::addRow("gelu softmax") << int(shardscope::MlpKind::Gelu) << int(RouterScore::Softmax) << 0;
+        QTest::addRow("swiglu sigmoid, shared") << int(shardscope::MlpKind::SwiGlu) << int(RouterScore::Sigmoid) << 3;
+    }
+    void moeBlockMatchesItsDefinitionAndFiniteDifferences()
+    {
+        QFETCH(int, mlp);
+        QFETCH(int, score);
+        QFETCH(int, shared);
+        MoeShape shape;
+        shape.hidden = 6;
+        shape.ffn = 5;
+        shape.shared_ffn = shared;
+        shape.mlp = shardscope::MlpKind(mlp);
+        shape.router = {4, 2, RouterScore(score), score == int(RouterScore::Sigmoid) ? 2.5 : 1.0};
+        shape.aux_loss_coeff = 0.05;
+        const int C = 6, F = 5, E = 4, K = 2, N = 7;
+        const std::int64_t Fin = shape.ffnIn(), Fsin = shape.sharedIn();
+        std::vector<double> x = randomValues(size_t(C * N), 41), router = randomValues(size_t(C * E), 42, 1.5),
+                            ein = randomValues(size_t(E * C * Fin), 43, 0.5), eout = randomValues(size_t(E * F * C), 44, 0.5),
+                            sin = randomValues(size_t(C * Fsin), 45, 0.5), sout = randomValues(size_t(shared * C), 46, 0.5);
+        QCOMPARE(shape.parameters(), std::int64_t(router.size() + ein.size() + eout.size() + sin.size() + sout.size()));
+        EmulatedDevice device(0, testProfile(), 1);
+        Kernels<double> k(device, shardscope::engine::PrecisionMode::FP32);
+        MoeMlp<double> block(k, shape);
+        auto weights = [&] {
+            return MoeWeights<double>{router.data(), ein.data(), eout.data(), shared ? sin.data() : nullptr,
+                                      shared ? sout.data() : nullptr};
+        };
+        std::vector<double> y(size_t(C * N));
+        const double aux = block.forward(y.data(), x.data(), weights(), N);
+        QVERIFY(aux > 0);
+        QCOMPARE(std::accumulate(block.tokensPerExpert().begin(), block.tokensPerExpert().end(), std::int64_t(0)),
+                 std::int64_t(N * K));
+        // Token by token: the router, its top-k, the chosen experts' MLPs, the shared MLP.
+        std::vector<int> idx(static_cast<size_t>(K));
+        std::vector<double> w(static_cast<size_t>(K));
+        for (int n = 0; n < N; ++n) {
+            const double* xn = x.data() + n * C;
+            std::vector<double> logits(static_cast<size_t>(E), 0.0);
+            for (int e = 0; e < E; ++e)
+                for (int i = 0; i < C; ++i)
+                    logits[size_t(e)] += router[size_t(e * C + i)] * xn[i];
+            router_topk_forward<double>(shape.router, logits.data(), 1, nullptr, idx.data(), w.data());
+            std::vector<double> expected(static_cast<size_t>(C), 0.0);
+            for (int kk = 0; kk < K; ++kk) {
+                const std::vector<double> out = naiveMlp(shape.mlp, xn, ein.data() + size_t(idx[size_t(kk)]) * C * Fin,
+                                                         eout.data() + size_t(idx[size_t(kk)]) * F * C, C, F);
+                for (int c = 0; c < C; ++c)
+                    expected[size_t(c)] += w[size_t(kk)] * out[size_t(c)];
+            }
+            if (shared) {
+                const std::vector<double> out = naiveMlp(shape.mlp, xn, sin.data(), sout.data(), C, shared);
+                for (int c = 0; c < C; ++c)
+                    expected[size_t(c)] += out[size_t(c)];
+            }
+            for (int c = 0; c < C; ++c)
+                QVERIFY(std::fabs(y[size_t(n * C + c)] - expected[size_t(c)]) < 1e-12);
+        }
+        // Gradients of L = <G, y> + 0.7 aux.
+        const std::vector<double> G = randomValues(y.size(), 47);
+        std::vector<double> dx(x.size()), drouter(router.size(), 0.0), dein(ein.size(), 0.0), deout(eout.size(), 0.0),
+            dsin(sin.size(), 0.0), dsout(sout.size(), 0.0);
+        block.backward(dx.data(), G.data(), weights(),
+                       {drouter.data(), dein.data(), deout.data(), shared ? dsin.data() : nullptr,
+                        shared ? dsout.data() : nullptr},
+                       0.7);
+        const std::vector<std::int64_t> counts = block.tokensPerExpert();
+        auto loss = [&] {
+            std::vector<double> y2(y.size());
+            const double a = block.forward(y2.data(), x.data(), weights(), N);
+            if (block.tokensPerExpert() != counts)
+                throw std::logic_error("a finite difference changed the routing");
+            return std::inner_product(G.begin(), G.end(), y2.begin(), 0.0) + 0.7 * a;
+        };
+        QVERIFY2(fdError(x, dx, loss) < 1e-7, "input");
+        QVERIFY2(fdError(router, drouter, loss) < 1e-7, "router");
+        QVERIFY2(fdError(ein, dein, loss) < 1e-7, "expert_in");
+        QVERIFY2(fdError(eout, deout, loss) < 1e-7, "expert_out");
+        if (shared) {
+            QVERIFY2(fdError(sin, dsin, loss) < 1e-7, "shared_in");
+            QVERIFY2(fdError(sout, dsout, loss) < 1e-7, "shared_out");
+        }
+        // Charged like the dense MLP: 2 FLOPs a multiply-add over the copies each expert took.
+        QVERIFY(device.counters().flops[size_t(KernelKind::Matmul)] > 0);
     }
 
     void badRouterSettingsAreNamed()
