@@ -61,19 +61,22 @@ void router_topk_forward(const RouterSpec& r, const T* logits, std::int64_t N, c
             idx[k] = best;
         }
         if (r.score == RouterScore::Softmax) {
-            T m = l[idx[0]];
-            for (int k = 1; k < K; ++k)
-                m = std::max(m, l[idx[k]]);
+            // Normalised: the softmax over the chosen; else over all E (the chosen are the largest).
+            const T m = l[idx[0]];
             T sum = 0;
+            if (r.normalize)
+                for (int k = 0; k < K; ++k)
+                    sum += std::exp(l[idx[k]] - m);
+            else
+                for (int e = 0; e < E; ++e)
+                    sum += std::exp(l[e] - m);
             for (int k = 0; k < K; ++k)
-                sum += (w[k] = std::exp(l[idx[k]] - m));
-            for (int k = 0; k < K; ++k)
-                w[k] = w[k] / sum * scale;
+                w[k] = std::exp(l[idx[k]] - m) / sum * scale;
         } else {
             T sum = 0;
             for (int k = 0; k < K; ++k)
                 sum += (w[k] = sigmoid(l[idx[k]]));
-            if (K > 1)
+            if (r.normalize && K > 1)
                 for (int k = 0; k < K; ++k)
                     w[k] /= sum + T(1e-20);
             for (int k = 0; k < K; ++k)
@@ -100,12 +103,24 @@ void router_topk_backward(const RouterSpec& r, const T* logits, std::int64_t N, 
         T dot = 0;
         for (int k = 0; k < K; ++k)
             dot += (w[k] / scale) * (scale * dw[k]);
-        if (r.score == RouterScore::Softmax) {
+        if (r.score == RouterScore::Softmax && r.normalize) {
             for (int k = 0; k < K; ++k)
                 dl[idx[k]] = (w[k] / scale) * (scale * dw[k] - dot);
-        } else if (K == 1) {
-            const T s = sigmoid(l[idx[0]]);
-            dl[idx[0]] = scale * dw[0] * s * (T(1) - s);
+        } else if (r.score == RouterScore::Softmax) {
+            // u_k = p(i_k) of the softmax over all E: every logit moves the chosen weights.
+            const T m = l[idx[0]];
+            T sum = 0;
+            for (int e = 0; e < E; ++e)
+                sum += std::exp(l[e] - m);
+            for (int e = 0; e < E; ++e)
+                dl[e] = -std::exp(l[e] - m) / sum * dot;
+            for (int k = 0; k < K; ++k)
+                dl[idx[k]] += (w[k] / scale) * (scale * dw[k]);
+        } else if (K == 1 || !r.normalize) {
+            for (int k = 0; k < K; ++k) {
+                const T s = sigmoid(l[idx[k]]);
+                dl[idx[k]] = scale * dw[k] * s * (T(1) - s);
+            }
         } else {
             T sum = 0;
             for (int k = 0; k < K; ++k)

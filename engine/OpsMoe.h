@@ -7,10 +7,12 @@
 // N tokens, C hidden. Routing follows Megatron-LM's router at d98e8a64
 // (megatron/core/transformer/moe/moe_utils.py: topk_routing_with_score_function,
 // compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func):
-//   softmax  top-k of the logits, then the softmax over the K chosen ones (Megatron's default,
-//            use_pre_softmax off; equal to Mixtral's softmax-then-renormalise)
+//   softmax, normalised   top-k of the logits, then the softmax over the K chosen ones
+//            (Megatron's default, use_pre_softmax off; equal to Mixtral's softmax-then-renormalise)
+//   softmax, not normalised   the softmax over all E, then its top-k as they are
+//            (use_pre_softmax on)
 //   sigmoid  s = sigmoid(logits); top-k of s (+ the expert bias, for the choice only: DeepSeek-V3's
-//            noaux_tc); weights s_k / (sum of the K chosen s + 1e-20) when K > 1, else s_k
+//            noaux_tc); normalised: s_k / (sum of the K chosen s + 1e-20) when K > 1, else s_k
 //   both     times the scaling factor (DeepSeek-V3's routed_scaling_factor; 1 otherwise)
 // Ties choose the lower expert index, so routing is deterministic.
 // Load balancing (Switch Transformer; Megatron's switch_load_balancing_loss_func):
@@ -34,6 +36,7 @@ struct RouterSpec {
     int top_k = 0;              // K
     RouterScore score = RouterScore::Softmax;
     double scaling = 1.0;       // routed_scaling_factor
+    bool normalize = true;      // the K weights renormalised (core's MoeRouter *Norm kinds)
 };
 
 // Per token n: the chosen experts top_idx[n K + k] (best first), their weights top_w[n K + k];

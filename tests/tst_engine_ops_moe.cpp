@@ -147,22 +147,46 @@ private slots:
         }
     }
 
+    void unnormalisedWeightsAreTheScoresThemselves()
+    {
+        // Megatron's use_pre_softmax: the softmax over all E, its top-k as they are; sigmoid: s_k.
+        const int E = 5, K = 2, N = 3;
+        const std::vector<double> logits = randomValues(E * N, 5);
+        std::vector<int> idx(K * N);
+        std::vector<double> w(K * N);
+        router_topk_forward<double>({E, K, RouterScore::Softmax, 1.0, false}, logits.data(), N, nullptr, idx.data(), w.data());
+        for (int n = 0; n < N; ++n) {
+            double sum = 0;
+            for (int e = 0; e < E; ++e)
+                sum += std::exp(logits[size_t(n * E + e)]);
+            for (int k = 0; k < K; ++k)
+                QVERIFY(std::fabs(w[size_t(n * K + k)] - std::exp(logits[size_t(n * E + idx[size_t(n * K + k)])]) / sum) < 1e-15);
+        }
+        router_topk_forward<double>({E, K, RouterScore::Sigmoid, 2.0, false}, logits.data(), N, nullptr, idx.data(), w.data());
+        for (int c = 0; c < K * N; ++c)
+            QVERIFY(std::fabs(w[size_t(c)] - 2.0 * sigmoid(logits[size_t((c / K) * E + idx[size_t(c)])])) < 1e-15);
+    }
+
     void routerGradientsMatchFiniteDifferences_data()
     {
         QTest::addColumn<int>("score");
         QTest::addColumn<int>("topK");
         QTest::addColumn<double>("scaling");
-        QTest::addRow("softmax top-2") << int(RouterScore::Softmax) << 2 << 1.0;
-        QTest::addRow("softmax top-1") << int(RouterScore::Softmax) << 1 << 1.0;
-        QTest::addRow("sigmoid top-3 scaled") << int(RouterScore::Sigmoid) << 3 << 2.5;
-        QTest::addRow("sigmoid top-1") << int(RouterScore::Sigmoid) << 1 << 1.0;
+        QTest::addColumn<bool>("normalize");
+        QTest::addRow("softmax top-2") << int(RouterScore::Softmax) << 2 << 1.0 << true;
+        QTest::addRow("softmax top-1") << int(RouterScore::Softmax) << 1 << 1.0 << true;
+        QTest::addRow("softmax top-2 not normalised") << int(RouterScore::Softmax) << 2 << 1.0 << false;
+        QTest::addRow("sigmoid top-3 scaled") << int(RouterScore::Sigmoid) << 3 << 2.5 << true;
+        QTest::addRow("sigmoid top-1") << int(RouterScore::Sigmoid) << 1 << 1.0 << true;
+        QTest::addRow("sigmoid top-2 not normalised") << int(RouterScore::Sigmoid) << 2 << 1.0 << false;
     }
     void routerGradientsMatchFiniteDifferences()
     {
         QFETCH(int, score);
         QFETCH(int, topK);
         QFETCH(double, scaling);
-        const RouterSpec r{6, topK, RouterScore(score), scaling};
+        QFETCH(bool, normalize);
+        const RouterSpec r{6, topK, RouterScore(score), scaling, normalize};
         const int N = 4;
         std::vector<double> logits = randomValues(size_t(r.experts * N), 11, 2.0);
         const std::vector<double> g = randomValues(size_t(topK * N), 12);  // dL/dw
@@ -181,7 +205,9 @@ private slots:
         };
         const double err = fdError(logits, dlogits, loss);
         QVERIFY2(err < 1e-7, qPrintable(QString::number(err)));
-        // Experts not chosen get no gradient from the weights.
+        // Experts not chosen get no gradient from the weights (but for the softmax over all E).
+        if (r.score == RouterScore::Softmax && !normalize)
+            return;
         for (int n = 0; n < N; ++n)
             for (int e = 0; e < r.experts; ++e)
                 if (std::find(choice.begin() + n * topK, choice.begin() + (n + 1) * topK, e) == choice.begin() + (n + 1) * topK)
