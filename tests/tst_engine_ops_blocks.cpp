@@ -22,6 +22,7 @@
 #include "Kernels.h"
 #include "OpConventions.h"
 #include "Ops.h"
+#include "EngineTestDevice.h"
 #include "OpsBlocks.h"
 #include "OpsBlocksReference.h"
 #include "OpsEncoder.h"
@@ -153,16 +154,6 @@ AttentionShape shape(int B, int Tq, int Tk, int NH, int NKV, int hd, bool causal
     return s;
 }
 
-// A device for the tests that go through the Kernels facade.
-DeviceProfile kernelTestProfile()
-{
-    DeviceProfile p;
-    p.name = "test";
-    p.memory_bytes = 1e9;
-    p.peak_flops_fp32 = 1e12;
-    p.memory_bytes_per_second = 1e11;
-    return p;
-}
 
 // Forward (att, out) of the fast kernels.
 template <class T>

@@ -4,6 +4,7 @@
 // (Switch Transformer: balanced routing gives exactly the coefficient), the permutation by
 // expert, dispatch and combine.
 #include "Device.h"
+#include "EngineTestDevice.h"
 #include "Kernels.h"
 #include "MoeMlp.h"
 #include "OpsMoe.h"
@@ -32,15 +33,6 @@ std::vector<double> randomValues(size_t n, unsigned seed, double scale = 1.0)
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-DeviceProfile testProfile()
-{
-    DeviceProfile p;
-    p.name = "test";
-    p.memory_bytes = 1e9;
-    p.peak_flops_fp32 = 1e12;
-    p.memory_bytes_per_second = 1e11;
-    return p;
-}
 
 // One token's MLP of the given kind, written out: x (C) -> W_in (C, Fin) -> act -> W_out (F, C).
 std::vector<double> naiveMlp(shardscope::MlpKind kind, const double* x, const double* win, const double* wout, int C,
@@ -359,7 +351,7 @@ private slots:
                             ein = randomValues(size_t(E * C * Fin), 43, 0.5), eout = randomValues(size_t(E * F * C), 44, 0.5),
                             sin = randomValues(size_t(C * Fsin), 45, 0.5), sout = randomValues(size_t(shared * C), 46, 0.5);
         QCOMPARE(shape.parameters(), std::int64_t(router.size() + ein.size() + eout.size() + sin.size() + sout.size()));
-        EmulatedDevice device(0, testProfile(), 1);
+        EmulatedDevice device(0, kernelTestProfile(), 1);
         Kernels<double> k(device, shardscope::engine::PrecisionMode::FP32);
         MoeMlp<double> block(k, shape);
         auto weights = [&] {
