@@ -5,7 +5,9 @@
 #include "ReportBuilder.h"
 #include "Search.h"
 
+#include <QApplication>
 #include <QFile>
+#include <QFontInfo>
 #include <QImage>
 #include <QProcess>
 #include <QRegularExpression>
@@ -238,11 +240,15 @@ private slots:
         const QString html = QString::fromUtf8(read(out));
         const QRegularExpression image(QStringLiteral("<img src=\"data:image/svg\\+xml;base64,([A-Za-z0-9+/=]+)\""));
         int count = 0;
+        // (gui18) Text at the GUI's size: font-size in the viewBox's pixels, as the font's pixel
+        // size on screen (at QSvgGenerator's default 72 dpi a 9 pt font came out as 9, not 12).
+        const QByteArray screenPx = "font-size=\"" + QByteArray::number(QFontInfo(QApplication::font()).pixelSize()) + '"';
         for (auto it = image.globalMatch(html); it.hasNext(); ++count) {
             const QByteArray svg = QByteArray::fromBase64(it.next().captured(1).toLatin1());
             QVERIFY(svg.contains("<svg"));
             QVERIFY(svg.contains("</svg>"));
             QVERIFY(svg.size() > 2000);
+            QVERIFY2(svg.contains(screenPx), screenPx.constData());
         }
         QCOMPARE(count, 6);
         QVERIFY(!html.contains(QLatin1String("data:image/png")));

@@ -360,7 +360,8 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     for (const MetricComparison& m : result.metrics) {
         const int row = metrics_->rowCount();
         metrics_->insertRow(row);
-        const QString err = !m.compared ? tr("emulation time, not predicted")
+        // Short: the column's width is its longest cell, and the tooltip says why.
+        const QString err = !m.compared ? tr("not predicted")
                                         : relErrorText(m.rel_error);
         const QStringList cells{q(m.metric), m.compared ? valueText(m, m.predicted) : QStringLiteral("—"),
                                 valueText(m, m.measured), err,
@@ -567,7 +568,8 @@ bool ValidatePage::openRun(int id)
             const int row = metrics_->rowCount();
             metrics_->insertRow(row);
             QStringList cells{q(m.metric), metricValueText(m.metric, m.predicted), metricValueText(m.metric, m.measured),
-                              relErrorText(m.rel_error), m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
+                              std::isfinite(m.predicted) ? relErrorText(m.rel_error) : tr("not predicted"),
+                              m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
             if (several)
                 cells.prepend(c.name);
             for (int col = 0; col < cells.size(); ++col) {

@@ -208,6 +208,7 @@ void ReportBuilder::runStep(int step)
         svg.setOutputDevice(&svgBuffer);
         svg.setSize(widget->size());
         svg.setViewBox(QRect(QPoint(), widget->size()));
+        svg.setResolution(widget->logicalDpiX());  // text at the GUI's size (ChartExport.cpp)
         QPainter painter(&svg);
         if (auto* view = qobject_cast<QChartView*>(widget.get()))
             view->render(&painter, QRectF(QPointF(), widget->size()), view->viewport()->rect());
@@ -236,7 +237,7 @@ QString ReportBuilder::html(bool forPdf) const
              .arg(esc(in_.title));
     h += QStringLiteral("<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
                         "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
-                        "text-align:left}th{background:#eee}td.n{text-align:right}img{max-width:100%}"
+                        "text-align:left}th{background:#eee}td.n{text-align:right;white-space:nowrap}img{max-width:100%}"
                         ".caption{color:#555;font-size:90%}</style></head><body>\n");
     h += QStringLiteral("<h1>%1</h1>\n").arg(esc(in_.title));
     h += QStringLiteral("<p>ShardScope %1, %2. Every figure below is computed by the cost model from the model's "
