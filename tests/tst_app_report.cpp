@@ -2,6 +2,7 @@
 // (pixel variance); SVG charts are written beside the HTML; the PDF has the page count
 // the document laid out; bad requests exit 2 naming what is wrong.
 #include "MetricText.h"
+#include "PlanFigures.h"
 #include "ReportBuilder.h"
 #include "Search.h"
 
@@ -200,6 +201,24 @@ private slots:
                  QStringLiteral("trainium1 scaled to 0.0202% (memory, FLOP/s, bandwidth)"));
         QCOMPARE(deviceText(QStringLiteral("host")), QStringLiteral("host"));
         QCOMPARE(deviceText(QStringLiteral("trainium1:1")), QStringLiteral("trainium1:1"));
+    }
+
+    // (gui18) The timeline's title: counts agree with their nouns ("1 stage", not "1 stages").
+    void pipelineTitleCountsAgree()
+    {
+        Layout one;
+        one.schedule = PipelineSchedule::OneFOneB;
+        Prediction single;
+        single.micro_batches = 1;
+        QCOMPARE(pipelineTitle(one, single), QStringLiteral("Pipeline schedule: 1f1b, 1 stage, 1 micro-batch"));
+        Layout interleaved = one;
+        interleaved.pp = 8;
+        interleaved.schedule = PipelineSchedule::Interleaved;
+        interleaved.virtual_stages = 4;
+        Prediction many;
+        many.micro_batches = 96;
+        QCOMPARE(pipelineTitle(interleaved, many),
+                 QStringLiteral("Pipeline schedule: interleaved, 8 stages, 96 micro-batches, v = 4"));
     }
 
     // (gui18) The PDF's charts are drawn at the size they are printed (their text as large as the

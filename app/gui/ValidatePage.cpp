@@ -379,9 +379,11 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         // A metric not compared (the emulation's wall time on shared cores) has no error bar.
         if (!charted(m.metric) || !m.compared)
             continue;
-        errors.categories << metricWords(m.metric);
-        // Bars show the size of the error; the table keeps its sign.
-        set.values << (std::isfinite(m.rel_error) ? std::fabs(100 * m.rel_error) : 0.0);
+        // Bars show the size of the error; the table keeps its sign. The size is in the
+        // category's name too: an exact 0 draws no bar and would read as missing.
+        const double size = std::isfinite(m.rel_error) ? std::fabs(m.rel_error) : 0.0;
+        errors.categories << tr("%1: %2").arg(metricWords(m.metric), relErrorText(size));
+        set.values << 100 * size;
     }
     errors.sets = {set};
     errors.value_axis = tr("|predicted / measured - 1| (%)");
@@ -588,7 +590,7 @@ bool ValidatePage::openRun(int id)
     BarSet set{tr("run %1").arg(id), {}, 0};
     for (const std::string& metric : validationTableMetrics())
         if (const auto e = run.medianAbsError(metric)) {
-            errors.categories << metricWords(metric);
+            errors.categories << tr("%1: %2").arg(metricWords(metric), relErrorText(*e));  // a 0 has no bar
             set.values << 100 * *e;
         }
     errors.sets = {set};

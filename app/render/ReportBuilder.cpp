@@ -159,11 +159,7 @@ void ReportBuilder::runStep(int step)
     } else if (name == QLatin1String("pipeline-timeline")) {
         auto* timeline = new PipelineTimelineWidget;
         try {
-            timeline->setTimeline(pipelineTimelineFor(chosen, prediction),
-                                  QObject::tr("Pipeline schedule: %1, %2 stages, %3 micro-batches")
-                                      .arg(QLatin1String(toString(chosen.schedule)))
-                                      .arg(chosen.pp)
-                                      .arg(prediction.micro_batches));
+            timeline->setTimeline(pipelineTimelineFor(chosen, prediction), pipelineTitle(chosen, prediction));
         } catch (const std::exception& e) {
             timeline->setTimeline({}, QString::fromUtf8(e.what()));
         }
