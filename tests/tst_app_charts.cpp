@@ -184,8 +184,8 @@ private slots:
         for (const XYPoint& p : ideal.points)
             QCOMPARE(p.y, refPerDevice);
         QCOMPARE(perDevice.points.front().y, refPerDevice);
-        QCOMPARE(ideal.name, QStringLiteral("perfect scaling from 8 nodes"));
-        QVERIFY2(data.x_axis.contains(QLatin1String("no plan at 4")), qPrintable(data.x_axis));
+        QVERIFY2(ideal.name.startsWith(QLatin1String("perfect scaling from 8 nodes")), qPrintable(ideal.name));
+        QVERIFY2(data.x_axis.contains(QLatin1String("no plan at 4: out of memory)")), qPrintable(data.x_axis));
         bool above = false;
         for (qsizetype i = 0; i < perDevice.points.size(); ++i) {
             const double efficiency = 100 * sweep_.points[size_t(i) + 1].scaling_efficiency;
@@ -193,14 +193,19 @@ private slots:
             above = above || std::round(efficiency * 10) > 1000;
         }
         QCOMPARE(perDevice.points.front().tag, QStringLiteral("100.0%"));
-        // A point over 100% is said to be what it is; the memory claim only with its number.
-        QCOMPARE(data.x_axis.contains(QLatin1String("over 100%")), above);
-        if (data.x_axis.contains(QLatin1String("memory slows 8 nodes"))) {
+        // A point over 100% is said to be what it is: the line says what memory costs its size
+        // (a layout priced that does not fit there is that much faster), or the axis says the
+        // sizes above beat it; under 100% everywhere, neither.
+        const bool memoryNote = ideal.name.contains(QLatin1String("lost to memory"));
+        QCOMPARE(memoryNote || data.x_axis.contains(QLatin1String("over 100%")), above);
+        if (memoryNote) {
             double fastestUnfit = 0;
             for (const Plan& p : ref.result.top_infeasible)
                 fastestUnfit = std::max(fastestUnfit, p.prediction.tokens_per_s);
             const double cost = 100 * (1 - ref.result.best()->prediction.tokens_per_s / fastestUnfit);
-            QVERIFY2(data.x_axis.contains(QStringLiteral("by ≥%1%").arg(cost, 0, 'f', 0)), qPrintable(data.x_axis));
+            QCOMPARE(ideal.name, QStringLiteral("perfect scaling from 8 nodes (≥%1% lost to memory)").arg(cost, 0, 'f', 0));
+        } else if (!above) {
+            QCOMPARE(ideal.name, QStringLiteral("perfect scaling from 8 nodes"));
         }
         // Drawn: one label per point with a plan.
         std::unique_ptr<QChartView> view(makeXYChart(data, nullptr));

@@ -19,6 +19,27 @@ QString layoutText(const Layout& l) { return QString::fromStdString(toString(l))
 
 QString nodeCountText(int nodes) { return nodes == 1 ? QObject::tr("1 node") : QObject::tr("%1 nodes").arg(nodes); }
 
+// Why a point has no plan, with the number of layouts that failed for it or without.
+QString noPlanReason(const SweepPoint& point, bool withCount)
+{
+    if (!point.error.empty())
+        return QString::fromStdString(point.error).section(QLatin1Char('\n'), 0, 0);
+    // The reason most layouts failed for (out of memory, over the limit, ...).
+    std::string reason;
+    std::int64_t most = 0;
+    for (const auto& [why, count] : point.result.stats.infeasible_by_reason)
+        if (count > most && why.rfind("mesh:", 0) != 0) {
+            most = count;
+            reason = why;
+        }
+    if (reason.empty())
+        return point.result.stats.mesh_shapes == 0 ? QObject::tr("no mesh shape fits the constraints")
+                                                   : QObject::tr("no feasible layout");
+    if (!withCount)
+        return QString::fromStdString(reason);
+    return QObject::tr("%1 (%2 layouts)").arg(QString::fromStdString(reason), QString::fromStdString(formatCount(most)));
+}
+
 } // namespace
 
 XYChartData paretoChartData(const SearchResult& result, const Layout* selected)
@@ -76,7 +97,7 @@ XYChartData scalingChartData(const SweepResult& sweep)
         const int nodes = point.problem.cluster.nodes;
         if (!best) {
             noPlan << QString::number(nodes);
-            lastReason = noPlanReason(point);
+            lastReason = noPlanReason(point, false);  // short: the axis title has one line
             continue;
         }
         const double value = best->prediction.tokens_per_s / double(point.problem.cluster.devices());
@@ -104,34 +125,17 @@ XYChartData scalingChartData(const SweepResult& sweep)
     }
     if (!noPlan.isEmpty())
         d.x_axis += QObject::tr(" (no plan at %1: %2)").arg(noPlan.join(QStringLiteral(", ")), lastReason);
-    // Above perfect scaling: said why when memory costs the reference more than those sizes.
+    // Above perfect scaling: said why, on the line itself, when memory costs the reference more
+    // than those sizes.
     if (aboveIdeal && refMemoryCost > aboveMemoryCost)
-        d.x_axis += QObject::tr(" (over 100%: memory slows %1 by ≥%2%)")
-                        .arg(nodeCountText(ref->problem.cluster.nodes))
-                        .arg(100 * refMemoryCost, 0, 'f', 0);
+        ideal.name += QObject::tr(" (≥%1% lost to memory)").arg(100 * refMemoryCost, 0, 'f', 0);
     else if (aboveIdeal)
         d.x_axis += QObject::tr(" (over 100%: faster per device than %1)").arg(nodeCountText(ref->problem.cluster.nodes));
     d.series = {perDevice, ideal};
     return d;
 }
 
-QString noPlanReason(const SweepPoint& point)
-{
-    if (!point.error.empty())
-        return QString::fromStdString(point.error).section(QLatin1Char('\n'), 0, 0);
-    // The reason most layouts failed for (out of memory, over the limit, ...).
-    std::string reason;
-    std::int64_t most = 0;
-    for (const auto& [why, count] : point.result.stats.infeasible_by_reason)
-        if (count > most && why.rfind("mesh:", 0) != 0) {
-            most = count;
-            reason = why;
-        }
-    if (reason.empty())
-        return point.result.stats.mesh_shapes == 0 ? QObject::tr("no mesh shape fits the constraints")
-                                                   : QObject::tr("no feasible layout");
-    return QObject::tr("%1 (%2 layouts)").arg(QString::fromStdString(reason), QString::fromStdString(formatCount(most)));
-}
+QString noPlanReason(const SweepPoint& point) { return noPlanReason(point, true); }
 
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
 {
