@@ -10,6 +10,8 @@
 #include <QFile>
 #include <QFontInfo>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -222,10 +224,14 @@ private slots:
     }
 
     // (gui18) The PDF's charts are drawn at the size they are printed (their text as large as the
-    // GUI's, not shrunk to two thirds), at twice the pixels for print; the charts start a page.
+    // GUI's, not shrunk to two thirds), at twice the pixels for print; the charts and the
+    // validation each start a page (a heading alone at a page's foot, a table cut after a row).
     void pdfChartsAtPrintSize()
     {
         ReportInput input = tinyInput();
+        input.validation = QJsonDocument::fromJson(R"({"device": "trainium1:0.001", "cases": [{"name": "plan",
+            "metrics": {"weights_bytes": {"predicted": 1024, "measured": 1024, "rel_error": 0}}}]})")
+                               .object();
         ReportBuilder builder(input, dir_.filePath("print.pdf"), ReportFormat::Pdf, ChartFormat::Png);
         for (int i = 0; i < builder.steps(); ++i)
             builder.runStep(i);
@@ -238,16 +244,18 @@ private slots:
         }
         const QString html = doc->toHtml();
         QVERIFY(html.contains(QLatin1String("width=\"640\"")));
-        // The heading "Charts" opens a page: not alone at the foot of the first one.
-        QTextBlock heading;
-        for (QTextBlock b = doc->begin(); b.isValid(); b = b.next())
-            if (b.text() == QLatin1String("Charts"))
-                heading = b;
-        QVERIFY(heading.isValid());
-        const double top = doc->documentLayout()->blockBoundingRect(heading).top();
         const double page = doc->pageSize().height();
-        QVERIFY2(top >= page && std::fmod(top, page) < 0.1 * page,
-                 qPrintable(QStringLiteral("at %1 of pages %2 high").arg(top).arg(page)));
+        for (const QString& title : {QStringLiteral("Charts"), QStringLiteral("Validation: predicted vs measured")}) {
+            QTextBlock heading;
+            for (QTextBlock b = doc->begin(); b.isValid(); b = b.next())
+                if (b.text() == title)
+                    heading = b;
+            QVERIFY2(heading.isValid(), qPrintable(title));
+            const double top = doc->documentLayout()->blockBoundingRect(heading).top();
+            QVERIFY2(top >= page && std::fmod(top, page) < 0.1 * page,
+                     qPrintable(QStringLiteral("%1 at %2 of pages %3 high").arg(title).arg(top).arg(page)));
+        }
+        QVERIFY(doc->toPlainText().contains(QStringLiteral("trainium1 scaled to 0.1% (memory, FLOP/s, bandwidth)")));
     }
 
     // --charts svg: vector charts inside the one HTML file (data: URIs), no folder beside it.

@@ -321,8 +321,10 @@ QString ReportBuilder::html(bool forPdf) const
 
     // The latest validation of this plan.
     if (in_.validation) {
-        h += QStringLiteral("<h2>Validation: predicted vs measured</h2>\n<p>The plan's layout run for real on an emulated "
-                            "cluster (%1), scaled down to run here; %2.</p>\n")
+        // A page of its own on the PDF: after the charts its table was cut after the first row.
+        h += QStringLiteral("<h2%1>Validation: predicted vs measured</h2>\n<p>The plan's layout run for real on an "
+                            "emulated cluster (%2), scaled down to run here; %3.</p>\n")
+                 .arg(forPdf ? QStringLiteral(" style=\"page-break-before: always\"") : QString())
                  .arg(esc(deviceText(in_.validation->value(QLatin1String("device")).toString())), esc(in_.validation_when));
         for (const QJsonValue& note : in_.validation->value(QLatin1String("adaptations")).toArray())
             h += QStringLiteral("<p class=caption>adapted: %1</p>\n").arg(esc(note.toString()));
