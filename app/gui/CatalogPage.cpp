@@ -203,7 +203,8 @@ void CatalogPage::reload()
                                 known(n.inter_node_bytes_per_second, "B/s"),
                                 numberItem(n.price_per_node_hour_usd,
                                            n.price_per_node_hour_usd > 0
-                                               ? QStringLiteral("$%1").arg(n.price_per_node_hour_usd, 0, 'f', 2)
+                                               ? QStringLiteral("$%1%2").arg(n.price_per_node_hour_usd, 0, 'f', 2).arg(
+                                                     n.price_kind.empty() ? QString() : QLatin1Char(' ') + q(n.price_kind))
                                                : tr("not published")),
                                 origin(e.builtin)});
                 break;
