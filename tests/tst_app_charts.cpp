@@ -7,6 +7,7 @@
 #include "PointLabels.h"
 #include "Store.h"
 #include "Sweep.h"
+#include "Units.h"
 
 #include <QChart>
 #include <QChartView>
@@ -116,6 +117,21 @@ private slots:
         QCOMPARE(tags, (QStringList{"8 nodes", "16 nodes", "32 nodes"}));
         // Each doubling about halves the time: a log axis spreads the sizes out.
         QVERIFY(data.log_x);
+        // The cost says which kind of price it is.
+        const std::string kind = sweep_.points[1].problem.cluster.node.price_kind;
+        QVERIFY(!kind.empty());
+        QCOMPARE(data.title, QStringLiteral("Time vs cost to train, best plans (%1 prices)")
+                                 .arg(QString::fromStdString(kind)));
+        const Plan& best8 = *sweep_.points[1].result.best();
+        QCOMPARE(data.series.front().points.front().label,
+                 QStringLiteral("8 x trn1.32xlarge: $%1 %2, %3")
+                     .arg(QString::fromStdString(formatCount(std::int64_t(best8.prediction.cost_to_train_usd + 0.5))),
+                          QString::fromStdString(kind), QString::fromStdString(toString(best8.layout))));
+        SweepResult compared;
+        compared.points = {sweep_.points[2]};
+        const StackedBarsData days = nodeTypesChartData(compared);
+        QVERIFY2(days.categories.front().endsWith(QStringLiteral(" %1)").arg(QString::fromStdString(kind))),
+                 qPrintable(days.categories.front()));
 
         std::unique_ptr<QChartView> view(makeXYChart(data, nullptr));
         view->resize(560, 320);  // a quarter of Explore at 1100x720

@@ -17,6 +17,14 @@ constexpr double kDay = 86400.0;
 
 QString layoutText(const Layout& l) { return QString::fromStdString(toString(l)); }
 
+// "1,978,515 on-demand": a plan's cost to train in dollars with the kind of its price.
+QString costText(const Plan& best, const SweepPoint& point)
+{
+    const std::string& kind = point.problem.cluster.node.price_kind;
+    return QString::fromStdString(formatCount(std::int64_t(best.prediction.cost_to_train_usd + 0.5)) +
+                                  (kind.empty() ? "" : " " + kind));
+}
+
 QString nodeCountText(int nodes) { return nodes == 1 ? QObject::tr("1 node") : QObject::tr("%1 nodes").arg(nodes); }
 
 // Why a point has no plan, with the number of layouts that failed for it or without.
@@ -140,7 +148,7 @@ QString noPlanReason(const SweepPoint& point) { return noPlanReason(point, true)
 XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& comparison)
 {
     XYChartData cost{QObject::tr("Time vs cost to train (best plan of each size and node type)"),
-                     QObject::tr("time to train (days, log scale)"), QObject::tr("cost ($ million)"), true, 10, {},
+                     QObject::tr("time to train (days, log scale)"), QObject::tr("cost ($M)"), true, 10, {},
                      QObject::tr("No plan with a published price: Explore names the node types without one.")};
     // The sweep's node type over its node counts as a line with a marker and a label per node
     // count, and each compared node type as its own point series named in the legend. Time on a
@@ -152,10 +160,10 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
     auto add = [](XYSeriesData& series, const SweepPoint& point, bool tagged) {
         if (const Plan* best = point.result.best(); best && best->prediction.cost_to_train_usd > 0)
             series.points.push_back({best->prediction.time_to_train_s / kDay, best->prediction.cost_to_train_usd / 1e6,
-                                     QObject::tr("%1 x %2: %3")
+                                     QObject::tr("%1 x %2: $%3, %4")
                                          .arg(point.problem.cluster.nodes)
                                          .arg(QString::fromStdString(point.problem.cluster.node.name))
-                                         .arg(layoutText(best->layout)),
+                                         .arg(costText(*best, point), layoutText(best->layout)),
                                      tagged ? nodeCountText(point.problem.cluster.nodes) : QString()});
     };
     for (const SweepPoint& point : sweep.points)
@@ -182,6 +190,23 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
     }
     if (cost.series.size() == 1 && comparison.points.empty())
         cost.series.push_back({QObject::tr("node types"), {}, false, true, -1});  // the empty chart's legend
+    // The prices' kind (on-demand, capacity block, ...), so a cost is never read as another kind.
+    QStringList kinds;
+    auto addKind = [&](const SweepPoint& point) {
+        const QString kind = QString::fromStdString(point.problem.cluster.node.price_kind);
+        const Plan* best = point.result.best();
+        if (best && best->prediction.cost_to_train_usd > 0 && !kind.isEmpty() && !kinds.contains(kind))
+            kinds << kind;
+    };
+    for (const SweepPoint& point : sweep.points)
+        addKind(point);
+    for (const SweepPoint& point : comparison.points)
+        addKind(point);
+    // In the title: the vertical axis has room for "cost ($M)" alone at 1100x720. Which node
+    // type has which kind: each point's hover and the Node types chart.
+    if (!kinds.isEmpty())
+        cost.title = QObject::tr("Time vs cost to train, best plans (%1 prices)")
+                         .arg(kinds.join(QStringLiteral(", ")));
     if (!noPlan.isEmpty())
         cost.x_axis += QObject::tr(" (no plan: %1)").arg(noPlan.join(QStringLiteral("; ")));
     if (!unpriced.isEmpty())
@@ -198,15 +223,17 @@ StackedBarsData nodeTypesChartData(const SweepResult& comparison)
     BarSet days{QObject::tr("time to train"), {}, -1};
     for (const SweepPoint& point : comparison.points) {
         const Plan* best = point.result.best();
-        QString label = QString::fromStdString(point.problem.cluster.node.name);
+        // Two lines (the axis draws its labels as rich text): the name, then what it costs and
+        // the kind of price, or why there is no plan; on one line they were cut at 1100x720.
+        QString why;
         if (best && best->prediction.cost_to_train_usd > 0)
-            label += QStringLiteral(" ($%1)").arg(
-                QString::fromStdString(formatCount(std::int64_t(best->prediction.cost_to_train_usd + 0.5))));
+            why = QStringLiteral("($%1)").arg(costText(*best, point));
         else if (!best)
-            label += QObject::tr(" (no plan: %1)").arg(noPlanReason(point));
+            why = QObject::tr("(no plan: %1)").arg(noPlanReason(point));
         else
-            label += QObject::tr(" (no price)");
-        d.categories << label;
+            why = QObject::tr("(no price)");
+        d.categories << QStringLiteral("%1<br>%2").arg(QString::fromStdString(point.problem.cluster.node.name).toHtmlEscaped(),
+                                                      why.toHtmlEscaped());
         days.values << (best ? best->prediction.time_to_train_s / kDay : 0.0);
     }
     d.sets = {days};
