@@ -471,6 +471,19 @@ private slots:
         chips->sortByColumn(0, Qt::AscendingOrder);
     }
 
+    // (gui18) At 1440x900 the node types' table, prices with their kind, is seen whole.
+    void nodeTypesFitAt1440()
+    {
+        const QSize before = window_->size();
+        window_->resize(1440, 900);
+        window_->pages()->setCurrentWidget(catalogPage());
+        QTableWidget* nodes = table(QStringLiteral("Node types"));
+        QVERIFY(nodes);
+        catalogPage()->kindTabs()->setCurrentWidget(nodes);
+        QTRY_COMPARE(nodes->horizontalScrollBar()->maximum(), 0);
+        window_->resize(before);
+    }
+
     static QGraphicsTextItem* emptyState(QChart* chart)
     {
         for (QGraphicsItem* item : chart->childItems())
