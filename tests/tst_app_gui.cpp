@@ -247,6 +247,29 @@ private slots:
         QCOMPARE(shown, expected);
     }
 
+    // (gui18) A price says its kind where it is shown: "$21.50 on-demand", not a bare figure.
+    void nodePricesSayTheirKind()
+    {
+        const QTableWidget* t = table(QStringLiteral("Node types"));
+        QVERIFY(t);
+        const int price = column(t, QStringLiteral("Price/h"));
+        QVERIFY(price > 0);
+        int priced = 0;
+        for (int r = 0; r < t->rowCount(); ++r) {
+            const NodeType n = catalog_->node(t->item(r, 0)->text().toStdString());
+            if (n.price_per_node_hour_usd <= 0 || n.price_kind.empty())
+                continue;
+            ++priced;
+            QCOMPARE(t->item(r, price)->text(), QStringLiteral("$%1 %2")
+                                                    .arg(n.price_per_node_hour_usd, 0, 'f', 2)
+                                                    .arg(QString::fromStdString(n.price_kind)));
+        }
+        QVERIFY2(priced >= 3, qPrintable(QString::number(priced)));  // p4d, p5, trn1, ...
+        const int trn1 = rowOf(t, QStringLiteral("trn1.32xlarge"));
+        QVERIFY(trn1 >= 0);
+        QVERIFY2(t->item(trn1, price)->text().endsWith(QLatin1String(" on-demand")), qPrintable(t->item(trn1, price)->text()));
+    }
+
     void modelDetails_data()
     {
         QTest::addColumn<QString>("name");
@@ -446,6 +469,19 @@ private slots:
         QVERIFY(header->sectionSize(devices) > before);
         QCOMPARE(header->sectionSize(devices), header->sectionSizeHint(devices));
         chips->sortByColumn(0, Qt::AscendingOrder);
+    }
+
+    // (gui18) At 1440x900 the node types' table, prices with their kind, is seen whole.
+    void nodeTypesFitAt1440()
+    {
+        const QSize before = window_->size();
+        window_->resize(1440, 900);
+        window_->pages()->setCurrentWidget(catalogPage());
+        QTableWidget* nodes = table(QStringLiteral("Node types"));
+        QVERIFY(nodes);
+        catalogPage()->kindTabs()->setCurrentWidget(nodes);
+        QTRY_COMPARE(nodes->horizontalScrollBar()->maximum(), 0);
+        window_->resize(before);
     }
 
     static QGraphicsTextItem* emptyState(QChart* chart)

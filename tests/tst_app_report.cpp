@@ -1,16 +1,25 @@
 // Reports, headless: the HTML references every chart and each image is not blank
 // (pixel variance); SVG charts are written beside the HTML; the PDF has the page count
 // the document laid out; bad requests exit 2 naming what is wrong.
+#include "MetricText.h"
+#include "PlanFigures.h"
 #include "ReportBuilder.h"
 #include "Search.h"
 
+#include <QApplication>
 #include <QFile>
+#include <QFontInfo>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QAbstractTextDocumentLayout>
+#include <QTextBlock>
 #include <QTextDocument>
+#include <QUrl>
 
 #include <cmath>
 
@@ -146,8 +155,107 @@ private slots:
         QVERIFY2(after.exitCode == 0, after.err.constData());
         const QString html = QString::fromUtf8(read(out));
         QVERIFY(html.contains("Validation: predicted vs measured"));
-        for (const char* metric : {"weights_bytes", "activations_bytes", "device_step_time_s"})
-            QVERIFY2(html.contains(QLatin1String(metric)), metric);
+        // (gui18) The metrics in words and units, in the CLI's order; no scientific notation, no
+        // "-0.0%"; the wall time (not predicted) has a dash, not 0; the device in words.
+        const qsizetype table = html.indexOf(QLatin1String("<th>metric</th>"));
+        QVERIFY(table > 0);
+        const QString validation = html.mid(table, html.indexOf(QLatin1String("</table>"), table) - table);
+        qsizetype at = 0;
+        for (const char* metric : {"<td>weights</td>", "<td>optimizer states</td>", "<td>activations</td>",
+                                   "<td>device step time</td>", "<td>wall step time</td>", "<td>all-reduce bytes</td>",
+                                   "<td>matmul FLOPs</td>"}) {
+            const qsizetype next = validation.indexOf(QLatin1String(metric), at);
+            QVERIFY2(next > at, metric);
+            at = next;
+        }
+        for (const char* raw : {"weights_bytes", "device_step_time_s", "e+0", "-0.0%"})
+            QVERIFY2(!validation.contains(QLatin1String(raw)), raw);
+        QVERIFY(validation.contains(QLatin1String(" KiB</td>")) || validation.contains(QLatin1String(" MiB</td>")));
+        QVERIFY(QRegularExpression(QStringLiteral("<td>wall step time</td><td class=n>—</td><td class=n>[0-9.]+ m?s</td>"
+                                                  "<td class=n>not predicted</td>"))
+                    .match(validation)
+                    .hasMatch());
+        QVERIFY2(QRegularExpression(QStringLiteral("cluster \\([a-z0-9-]+ scaled to [0-9.]+% \\(memory, FLOP/s, bandwidth\\)\\)"))
+                     .match(html)
+                     .hasMatch(),
+                 qPrintable(html.mid(html.indexOf("emulated"), 120)));
+        // The search's counts with their thousands separators.
+        QVERIFY(QRegularExpression(QStringLiteral("Rank \\d+ of [0-9,]+ feasible layouts by \\w+ \\(\\d{1,3}(,\\d{3})+ "
+                                                  "candidates searched\\)"))
+                    .match(html)
+                    .hasMatch());
+    }
+
+    // (gui18) A validation metric in words and units, as the report and the Validate page show it.
+    void validationTextForPeople()
+    {
+        QCOMPARE(relErrorText(-1e-7), QStringLiteral("0.0%"));  // never "-0.0%"
+        QCOMPARE(relErrorText(0.0862), QStringLiteral("8.6%"));
+        QCOMPARE(relErrorText(-0.021), QStringLiteral("-2.1%"));
+        QCOMPARE(relErrorText(std::nullopt), QStringLiteral("n/a"));
+        QCOMPARE(metricValueText("wall_step_time_s", std::nan("")), QStringLiteral("—"));
+        QCOMPARE(metricValueText("device_step_time_s", 0.2444), QStringLiteral("244 ms"));
+        QCOMPARE(metricValueText("weights_bytes", 425'800.0), QStringLiteral("415.8 KiB"));
+        QCOMPARE(metricValueText("flops", 2.666e9), QStringLiteral("2.67 GFLOP"));
+        QCOMPARE(metricWords("send_recv_bytes"), QStringLiteral("send/recv bytes"));
+        QCOMPARE(metricWords("optimizer_bytes"), QStringLiteral("optimizer states"));
+        QCOMPARE(deviceText(QStringLiteral("trainium1:0.000202305")),
+                 QStringLiteral("trainium1 scaled to 0.0202% (memory, FLOP/s, bandwidth)"));
+        QCOMPARE(deviceText(QStringLiteral("host")), QStringLiteral("host"));
+        QCOMPARE(deviceText(QStringLiteral("trainium1:1")), QStringLiteral("trainium1:1"));
+    }
+
+    // (gui18) The timeline's title: counts agree with their nouns ("1 stage", not "1 stages").
+    void pipelineTitleCountsAgree()
+    {
+        Layout one;
+        one.schedule = PipelineSchedule::OneFOneB;
+        Prediction single;
+        single.micro_batches = 1;
+        QCOMPARE(pipelineTitle(one, single), QStringLiteral("Pipeline schedule: 1f1b, 1 stage, 1 micro-batch"));
+        Layout interleaved = one;
+        interleaved.pp = 8;
+        interleaved.schedule = PipelineSchedule::Interleaved;
+        interleaved.virtual_stages = 4;
+        Prediction many;
+        many.micro_batches = 96;
+        QCOMPARE(pipelineTitle(interleaved, many),
+                 QStringLiteral("Pipeline schedule: interleaved, 8 stages, 96 micro-batches, v = 4"));
+    }
+
+    // (gui18) The PDF's charts are drawn at the size they are printed (their text as large as the
+    // GUI's, not shrunk to two thirds), at twice the pixels for print; the charts and the
+    // validation each start a page (a heading alone at a page's foot, a table cut after a row).
+    void pdfChartsAtPrintSize()
+    {
+        ReportInput input = tinyInput();
+        input.validation = QJsonDocument::fromJson(R"({"device": "trainium1:0.001", "cases": [{"name": "plan",
+            "metrics": {"weights_bytes": {"predicted": 1024, "measured": 1024, "rel_error": 0}}}]})")
+                               .object();
+        ReportBuilder builder(input, dir_.filePath("print.pdf"), ReportFormat::Pdf, ChartFormat::Png);
+        for (int i = 0; i < builder.steps(); ++i)
+            builder.runStep(i);
+        const std::unique_ptr<QTextDocument> doc = builder.pdfDocument();
+        for (const QString& name : builder.chartNames()) {
+            const QImage image = doc->resource(QTextDocument::ImageResource, QUrl(QStringLiteral("chart-%1.png").arg(name)))
+                                     .value<QImage>();
+            QVERIFY2(!image.isNull(), qPrintable(name));
+            QCOMPARE(image.width(), 2 * 640);
+        }
+        const QString html = doc->toHtml();
+        QVERIFY(html.contains(QLatin1String("width=\"640\"")));
+        const double page = doc->pageSize().height();
+        for (const QString& title : {QStringLiteral("Charts"), QStringLiteral("Validation: predicted vs measured")}) {
+            QTextBlock heading;
+            for (QTextBlock b = doc->begin(); b.isValid(); b = b.next())
+                if (b.text() == title)
+                    heading = b;
+            QVERIFY2(heading.isValid(), qPrintable(title));
+            const double top = doc->documentLayout()->blockBoundingRect(heading).top();
+            QVERIFY2(top >= page && std::fmod(top, page) < 0.1 * page,
+                     qPrintable(QStringLiteral("%1 at %2 of pages %3 high").arg(title).arg(top).arg(page)));
+        }
+        QVERIFY(doc->toPlainText().contains(QStringLiteral("trainium1 scaled to 0.1% (memory, FLOP/s, bandwidth)")));
     }
 
     // --charts svg: vector charts inside the one HTML file (data: URIs), no folder beside it.
@@ -159,11 +267,15 @@ private slots:
         const QString html = QString::fromUtf8(read(out));
         const QRegularExpression image(QStringLiteral("<img src=\"data:image/svg\\+xml;base64,([A-Za-z0-9+/=]+)\""));
         int count = 0;
+        // (gui18) Text at the GUI's size: font-size in the viewBox's pixels, as the font's pixel
+        // size on screen (at QSvgGenerator's default 72 dpi a 9 pt font came out as 9, not 12).
+        const QByteArray screenPx = "font-size=\"" + QByteArray::number(QFontInfo(QApplication::font()).pixelSize()) + '"';
         for (auto it = image.globalMatch(html); it.hasNext(); ++count) {
             const QByteArray svg = QByteArray::fromBase64(it.next().captured(1).toLatin1());
             QVERIFY(svg.contains("<svg"));
             QVERIFY(svg.contains("</svg>"));
             QVERIFY(svg.size() > 2000);
+            QVERIFY2(svg.contains(screenPx), screenPx.constData());
         }
         QCOMPARE(count, 6);
         QVERIFY(!html.contains(QLatin1String("data:image/png")));

@@ -40,6 +40,7 @@ struct XYPoint {
     double x = 0;
     double y = 0;
     QString label;           // tooltip
+    QString tag = {};        // drawn beside the point ("8 nodes"); empty: none
 };
 
 struct XYSeriesData {

@@ -71,8 +71,15 @@ StoredRun storedRun(const RunStore::ValidationRun& run)
     out.software_version = q(run.software_version);
     out.cost_model = run.document.value(QLatin1String("cost_model")).toString();
     out.device = run.document.value(QLatin1String("device")).toString();
-    for (const QJsonValue& c : run.document.value(QLatin1String("cases")).toArray())
-        out.cases.push_back(storedCase(c.toObject()));
+    out.cases = storedCases(run.document);
+    return out;
+}
+
+std::vector<StoredCase> storedCases(const QJsonObject& document)
+{
+    std::vector<StoredCase> out;
+    for (const QJsonValue& c : document.value(QLatin1String("cases")).toArray())
+        out.push_back(storedCase(c.toObject()));
     return out;
 }
 

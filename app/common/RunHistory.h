@@ -47,6 +47,8 @@ struct StoredRun {
 };
 
 StoredRun storedRun(const RunStore::ValidationRun& run);
+// The cases of a validation document ("shardscope.validation/1"), as storedRun reads them.
+std::vector<StoredCase> storedCases(const QJsonObject& document);
 
 // Keeps each case's loss curve in its document (the history can then draw it again):
 // "losses" per case, one number per step, in the order of `results`.

@@ -140,9 +140,11 @@ CatalogPage::CatalogPage(SpecCatalog& catalog, QWidget* parent) : QWidget(parent
     auto* splitter = new QSplitter(this);
     splitter->addWidget(tabs_);
     splitter->addWidget(right);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 1);
-    splitter->setSizes({900, 450});
+    // The tables get five sevenths: the node types' eight columns (prices with their kind) need
+    // about 960 px, which two thirds of a 1440-px window no longer gave; the details elide.
+    splitter->setStretchFactor(0, 5);
+    splitter->setStretchFactor(1, 2);
+    splitter->setSizes({1000, 400});
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(splitter);
 
@@ -203,7 +205,8 @@ void CatalogPage::reload()
                                 known(n.inter_node_bytes_per_second, "B/s"),
                                 numberItem(n.price_per_node_hour_usd,
                                            n.price_per_node_hour_usd > 0
-                                               ? QStringLiteral("$%1").arg(n.price_per_node_hour_usd, 0, 'f', 2)
+                                               ? QStringLiteral("$%1%2").arg(n.price_per_node_hour_usd, 0, 'f', 2).arg(
+                                                     n.price_kind.empty() ? QString() : QLatin1Char(' ') + q(n.price_kind))
                                                : tr("not published")),
                                 origin(e.builtin)});
                 break;

@@ -127,13 +127,7 @@ void PlanDetailsPage::showPlan(const PricedPlan& plan)
 
     try {
         const PipelineTimeline timeline = pipelineTimelineFor(layout, p);
-        timeline_->setTimeline(timeline, tr("Pipeline schedule: %1, %2 stages, %3 micro-batches%4")
-                                             .arg(QLatin1String(toString(layout.schedule)))
-                                             .arg(layout.pp)
-                                             .arg(p.micro_batches)
-                                             .arg(layout.schedule == PipelineSchedule::Interleaved
-                                                      ? tr(", v = %1").arg(layout.virtual_stages)
-                                                      : QString()));
+        timeline_->setTimeline(timeline, pipelineTitle(layout, p));
     } catch (const std::exception& e) {
         timeline_->setTimeline({}, QString::fromUtf8(e.what()));
     }

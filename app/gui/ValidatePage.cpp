@@ -7,6 +7,7 @@
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "JobRunner.h"
+#include "MetricText.h"
 #include "RunHistory.h"
 #include "ScaledCase.h"
 #include "Units.h"
@@ -35,23 +36,7 @@ namespace {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-QString valueText(const std::string& metric, double v)
-{
-    if (!std::isfinite(v))
-        return QStringLiteral("—");  // not compared: no prediction
-    if (metric.find("bytes") != std::string::npos)
-        return q(formatBytes(v));
-    if (metric.find("_s") != std::string::npos)
-        return q(formatDuration(v));
-    return q(formatSi(v, "FLOP"));
-}
-
-QString valueText(const MetricComparison& m, double v) { return valueText(m.metric, v); }
-
-QString errorText(const std::optional<double>& e)
-{
-    return e ? QStringLiteral("%1%").arg(100 * *e, 0, 'f', 1) : QObject::tr("n/a");
-}
+QString valueText(const MetricComparison& m, double v) { return metricValueText(m.metric, v); }
 
 QStringList liveColumns()
 {
@@ -63,25 +48,6 @@ bool charted(const std::string& metric)
 {
     const auto& shown = validationTableMetrics();
     return std::find(shown.begin(), shown.end(), metric) != shown.end();
-}
-
-// A chart category in words; the table keeps the JSON key the CLI and scripts use.
-QString metricWords(const std::string& metric)
-{
-    static const std::pair<const char*, const char*> words[] = {
-        {"weights_bytes", QT_TR_NOOP("weights")},
-        {"gradients_bytes", QT_TR_NOOP("gradients")},
-        {"optimizer_bytes", QT_TR_NOOP("optimizer states")},
-        {"activations_bytes", QT_TR_NOOP("activations")},
-        {"flops", QT_TR_NOOP("FLOPs")},
-        {"comm_bytes", QT_TR_NOOP("collective bytes")},
-        {"device_step_time_s", QT_TR_NOOP("device step time")},
-        {"wall_step_time_s", QT_TR_NOOP("wall step time")},
-    };
-    for (const auto& [key, text] : words)
-        if (metric == key)
-            return QObject::tr(text);
-    return QString::fromStdString(metric);
 }
 
 QString localTime(const QString& utc)
@@ -335,7 +301,7 @@ void ValidatePage::start()
                             .arg(q(engine::describe(r.model)))
                             .arg(r.batch)
                             .arg(r.layout.devices())
-                            .arg(q(scaled.validation.profile.name), q(toString(r.layout)),
+                            .arg(deviceText(q(scaled.validation.profile.name)), q(toString(r.layout)),
                                  notes.isEmpty() ? QString() : tr("\nAdapted: %1").arg(notes.join(QStringLiteral("; ")))));
 
     // The chosen cost-model profile (read here: the catalog belongs to this thread).
@@ -394,9 +360,9 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
     for (const MetricComparison& m : result.metrics) {
         const int row = metrics_->rowCount();
         metrics_->insertRow(row);
-        const QString err = !m.compared ? tr("emulation time, not predicted")
-                            : std::isfinite(m.rel_error) ? QStringLiteral("%1%").arg(100 * m.rel_error, 0, 'f', 1)
-                                                         : tr("n/a");
+        // Short: the column's width is its longest cell, and the tooltip says why.
+        const QString err = !m.compared ? tr("not predicted")
+                                        : relErrorText(m.rel_error);
         const QStringList cells{q(m.metric), m.compared ? valueText(m, m.predicted) : QStringLiteral("—"),
                                 valueText(m, m.measured), err,
                                 m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
@@ -413,9 +379,11 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         // A metric not compared (the emulation's wall time on shared cores) has no error bar.
         if (!charted(m.metric) || !m.compared)
             continue;
-        errors.categories << metricWords(m.metric);
-        // Bars show the size of the error; the table keeps its sign.
-        set.values << (std::isfinite(m.rel_error) ? std::fabs(100 * m.rel_error) : 0.0);
+        // Bars show the size of the error; the table keeps its sign. The size is in the
+        // category's name too: an exact 0 draws no bar and would read as missing.
+        const double size = std::isfinite(m.rel_error) ? std::fabs(m.rel_error) : 0.0;
+        errors.categories << tr("%1: %2").arg(metricWords(m.metric), relErrorText(size));
+        set.values << 100 * size;
     }
     errors.sets = {set};
     errors.value_axis = tr("|predicted / measured - 1| (%)");
@@ -564,7 +532,7 @@ QString runDescription(const StoredRun& run)
     if (!run.cost_model.isEmpty())
         parts << QObject::tr("cost model %1").arg(run.cost_model);
     if (!run.device.isEmpty())
-        parts << QObject::tr("device %1").arg(run.device);
+        parts << QObject::tr("device %1").arg(deviceText(run.device));
     QString what = run.cases.size() == 1 ? QObject::tr("%1, layout %2").arg(run.cases.front().name, run.cases.front().layout)
                                          : QObject::tr("%n cases", nullptr, int(run.cases.size()));
     return QObject::tr("run %1 (%2): %3").arg(run.id).arg(parts.join(QStringLiteral(", ")), what);
@@ -601,8 +569,9 @@ bool ValidatePage::openRun(int id)
         for (const StoredMetric& m : c.metrics) {
             const int row = metrics_->rowCount();
             metrics_->insertRow(row);
-            QStringList cells{q(m.metric), valueText(m.metric, m.predicted), valueText(m.metric, m.measured),
-                              errorText(m.rel_error), m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
+            QStringList cells{q(m.metric), metricValueText(m.metric, m.predicted), metricValueText(m.metric, m.measured),
+                              std::isfinite(m.predicted) ? relErrorText(m.rel_error) : tr("not predicted"),
+                              m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
             if (several)
                 cells.prepend(c.name);
             for (int col = 0; col < cells.size(); ++col) {
@@ -621,7 +590,7 @@ bool ValidatePage::openRun(int id)
     BarSet set{tr("run %1").arg(id), {}, 0};
     for (const std::string& metric : validationTableMetrics())
         if (const auto e = run.medianAbsError(metric)) {
-            errors.categories << metricWords(metric);
+            errors.categories << tr("%1: %2").arg(metricWords(metric), relErrorText(*e));  // a 0 has no bar
             set.values << 100 * *e;
         }
     errors.sets = {set};
@@ -690,9 +659,9 @@ bool ValidatePage::compareRuns(int idA, int idB)
                                               : QStringLiteral("%1%2 pp").arg(points > 0 ? QStringLiteral("+") : QString()).arg(points, 0, 'f', 1);
         }
         QStringList cells{q(metric),
-                          errorText(r.a.rel_error), errorText(r.b.rel_error), change,
-                          valueText(metric, r.a.measured), valueText(metric, r.b.measured),
-                          valueText(metric, r.a.predicted), valueText(metric, r.b.predicted)};
+                          relErrorText(r.a.rel_error), relErrorText(r.b.rel_error), change,
+                          metricValueText(metric, r.a.measured), metricValueText(metric, r.b.measured),
+                          metricValueText(metric, r.a.predicted), metricValueText(metric, r.b.predicted)};
         if (several)
             cells.prepend(r.case_a);
         for (int col = 0; col < cells.size(); ++col) {

@@ -15,6 +15,17 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 } // namespace
 
+QString pipelineTitle(const Layout& layout, const Prediction& prediction)
+{
+    const QString stages = layout.pp == 1 ? QObject::tr("1 stage") : QObject::tr("%1 stages").arg(layout.pp);
+    const QString microBatches = prediction.micro_batches == 1 ? QObject::tr("1 micro-batch")
+                                                               : QObject::tr("%1 micro-batches").arg(prediction.micro_batches);
+    return QObject::tr("Pipeline schedule: %1, %2, %3%4")
+        .arg(QLatin1String(toString(layout.schedule)), stages, microBatches,
+             layout.schedule == PipelineSchedule::Interleaved ? QObject::tr(", v = %1").arg(layout.virtual_stages)
+                                                              : QString());
+}
+
 QString figureName(const std::string& figure)
 {
     static const std::pair<const char*, const char*> kNames[] = {

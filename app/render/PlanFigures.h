@@ -16,6 +16,10 @@ namespace shardscope {
 // split evenly. Throws std::invalid_argument for a schedule that cannot run.
 PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& prediction);
 
+// The pipeline timeline's title: "Pipeline schedule: interleaved, 8 stages, 96 micro-batches,
+// v = 4" ("1 stage", "1 micro-batch": the counts agree with their nouns).
+QString pipelineTitle(const Layout& layout, const Prediction& prediction);
+
 // A term's figure in words: "time_s.dp_comm" -> "Step time: data-parallel / ZeRO communication"
 // (the key itself for a figure this does not know).
 QString figureName(const std::string& figure);

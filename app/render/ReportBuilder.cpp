@@ -2,8 +2,10 @@
 #include "ChartAdapters.h"
 #include "ChartData.h"
 #include "DeviceMeshWidget.h"
+#include "MetricText.h"
 #include "PipelineTimelineWidget.h"
 #include "PlanFigures.h"
+#include "RunHistory.h"
 #include "Units.h"
 #include "Version.h"
 
@@ -18,6 +20,7 @@
 #include <QPageSize>
 #include <QPainter>
 #include <QPdfWriter>
+#include <QPixmap>
 #include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextBlock>
@@ -26,13 +29,21 @@
 #include <QUrl>
 
 #include <algorithm>
+#include <cmath>
 
 namespace shardscope {
 
 namespace {
 
+// Charts are drawn at the size they are shown, so their text is as large as the GUI's: the
+// HTML shows them at 960 px; the PDF's A4 page (96 dpi, 718 px between the margins) at 640 px,
+// painted at twice that for print. Drawn at 960 and shrunk to 640, the axis labels came out
+// at two thirds of the body text (about 6 pt).
 constexpr int kChartWidth = 960;
 constexpr int kChartHeight = 440;
+constexpr int kPdfChartWidth = 640;
+constexpr int kPdfChartHeight = 320;
+constexpr double kPdfChartPixelRatio = 2;
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QString esc(const QString& s) { return s.toHtmlEscaped(); }
@@ -148,11 +159,7 @@ void ReportBuilder::runStep(int step)
     } else if (name == QLatin1String("pipeline-timeline")) {
         auto* timeline = new PipelineTimelineWidget;
         try {
-            timeline->setTimeline(pipelineTimelineFor(chosen, prediction),
-                                  QObject::tr("Pipeline schedule: %1, %2 stages, %3 micro-batches")
-                                      .arg(QLatin1String(toString(chosen.schedule)))
-                                      .arg(chosen.pp)
-                                      .arg(prediction.micro_batches));
+            timeline->setTimeline(pipelineTimelineFor(chosen, prediction), pipelineTitle(chosen, prediction));
         } catch (const std::exception& e) {
             timeline->setTimeline({}, QString::fromUtf8(e.what()));
         }
@@ -173,7 +180,9 @@ void ReportBuilder::runStep(int step)
     // Offscreen: laid out and painted without ever appearing on a screen.
     widget->setAttribute(Qt::WA_DontShowOnScreen);
     // The mesh draws a row of nodes and its caption: at a chart's height half of it was blank.
-    widget->resize(kChartWidth, name == QLatin1String("device-mesh") ? kChartHeight / 2 : kChartHeight);
+    const bool pdf = format_ == ReportFormat::Pdf;
+    const int height = pdf ? kPdfChartHeight : kChartHeight;
+    widget->resize(pdf ? kPdfChartWidth : kChartWidth, name == QLatin1String("device-mesh") ? height / 2 : height);
     widget->show();
     QApplication::processEvents();
 
@@ -182,7 +191,12 @@ void ReportBuilder::runStep(int step)
     chart->caption = caption;
     QBuffer png(&chart->png);
     png.open(QIODevice::WriteOnly);
-    widget->grab().save(&png, "PNG");
+    const double ratio = pdf ? kPdfChartPixelRatio : 1.0;
+    QPixmap pixels(widget->size() * ratio);
+    pixels.setDevicePixelRatio(ratio);
+    pixels.fill(Qt::transparent);
+    widget->render(&pixels);
+    pixels.save(&png, "PNG");
     if (charts_ == ChartFormat::Svg) {
         QBuffer svgBuffer(&chart->svg);
         svgBuffer.open(QIODevice::WriteOnly);
@@ -190,6 +204,7 @@ void ReportBuilder::runStep(int step)
         svg.setOutputDevice(&svgBuffer);
         svg.setSize(widget->size());
         svg.setViewBox(QRect(QPoint(), widget->size()));
+        svg.setResolution(widget->logicalDpiX());  // text at the GUI's size (ChartExport.cpp)
         QPainter painter(&svg);
         if (auto* view = qobject_cast<QChartView*>(widget.get()))
             view->render(&painter, QRectF(QPointF(), widget->size()), view->viewport()->rect());
@@ -218,7 +233,7 @@ QString ReportBuilder::html(bool forPdf) const
              .arg(esc(in_.title));
     h += QStringLiteral("<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
                         "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px;"
-                        "text-align:left}th{background:#eee}td.n{text-align:right}img{max-width:100%}"
+                        "text-align:left}th{background:#eee}td.n{text-align:right;white-space:nowrap}img{max-width:100%}"
                         ".caption{color:#555;font-size:90%}</style></head><body>\n");
     h += QStringLiteral("<h1>%1</h1>\n").arg(esc(in_.title));
     h += QStringLiteral("<p>ShardScope %1, %2. Every figure below is computed by the cost model from the model's "
@@ -239,8 +254,7 @@ QString ReportBuilder::html(bool forPdf) const
                                     .arg(p.cluster.chips())
                                     .arg(p.cluster.devices()));
     row(QObject::tr("Training"), QStringLiteral("global batch %1 x %2 tokens, %3, %4 tokens to train")
-                                     .arg(p.training.global_batch)
-                                     .arg(p.training.seq_len)
+                                     .arg(q(formatCount(p.training.global_batch)), q(formatCount(p.training.seq_len)))
                                      .arg(QLatin1String(toString(p.training.precision)))
                                      .arg(q(formatSi(p.training.tokens_to_train, ""))));
     // The request the figures come from: the terms and the constraints the plan was made with.
@@ -258,9 +272,9 @@ QString ReportBuilder::html(bool forPdf) const
         const int rank = int(chosenAt - top.begin()) + 1;
         h += QStringLiteral("<p>Rank %1 of %2 feasible layouts by %3 (%4 candidates searched).</p>\n")
                  .arg(rank)
-                 .arg(in_.result.stats.feasible)
+                 .arg(q(formatCount(in_.result.stats.feasible)))
                  .arg(QLatin1String(toString(in_.result.objective)))
-                 .arg(in_.result.stats.candidates);
+                 .arg(q(formatCount(in_.result.stats.candidates)));
     }
     if (!top.empty()) {
         h += QStringLiteral("<h3>Alternatives and what separates them</h3>\n<table><tr><th>#</th><th>step</th>"
@@ -296,33 +310,35 @@ QString ReportBuilder::html(bool forPdf) const
     h += QStringLiteral("</table>\n");
 
     // Charts.
-    h += QStringLiteral("<h2>Charts</h2>\n");
+    // On the PDF the charts start a page: the heading alone at the foot of the first one
+    // read as an empty section.
+    h += forPdf ? QStringLiteral("<h2 style=\"page-break-before: always\">Charts</h2>\n") : QStringLiteral("<h2>Charts</h2>\n");
     for (const auto& c : rendered_)
         h += QStringLiteral("<p><img src=\"%1\" width=\"%2\" alt=\"%3\"><br><span class=caption>%4</span></p>\n")
                  .arg(imageSource(*c))
-                 .arg(forPdf ? 640 : kChartWidth)
+                 .arg(forPdf ? kPdfChartWidth : kChartWidth)
                  .arg(esc(c->name), esc(c->caption));
 
     // The latest validation of this plan.
     if (in_.validation) {
-        const QJsonArray cases = in_.validation->value(QLatin1String("cases")).toArray();
-        h += QStringLiteral("<h2>Validation: predicted vs measured</h2>\n<p>The plan's layout run for real on an emulated "
-                            "cluster (%1), scaled down to run here; %2.</p>\n")
-                 .arg(esc(in_.validation->value(QLatin1String("device")).toString()), esc(in_.validation_when));
+        // A page of its own on the PDF: after the charts its table was cut after the first row.
+        h += QStringLiteral("<h2%1>Validation: predicted vs measured</h2>\n<p>The plan's layout run for real on an "
+                            "emulated cluster (%2), scaled down to run here; %3.</p>\n")
+                 .arg(forPdf ? QStringLiteral(" style=\"page-break-before: always\"") : QString())
+                 .arg(esc(deviceText(in_.validation->value(QLatin1String("device")).toString())), esc(in_.validation_when));
         for (const QJsonValue& note : in_.validation->value(QLatin1String("adaptations")).toArray())
             h += QStringLiteral("<p class=caption>adapted: %1</p>\n").arg(esc(note.toString()));
-        if (!cases.isEmpty()) {
-            const QJsonObject metrics = cases.first().toObject().value(QLatin1String("metrics")).toObject();
+        // The metrics in words and units, in the CLI's order (the JSON object is sorted by key);
+        // a metric not compared (wall time on shared cores) has no prediction: a dash.
+        const std::vector<StoredCase> cases = storedCases(*in_.validation);
+        if (!cases.empty()) {
             h += QStringLiteral("<table><tr><th>metric</th><th>predicted</th><th>measured</th><th>error</th></tr>\n");
-            for (auto it = metrics.begin(); it != metrics.end(); ++it) {
-                const QJsonObject m = it.value().toObject();
-                const QJsonValue err = m.value(QLatin1String("rel_error"));
+            for (const StoredMetric& m : cases.front().metrics) {
+                const bool compared = std::isfinite(m.predicted);
                 h += QStringLiteral("<tr><td>%1</td><td class=n>%2</td><td class=n>%3</td><td class=n>%4</td></tr>\n")
-                         .arg(breakable(it.key(), forPdf))
-                         .arg(m.value(QLatin1String("predicted")).toDouble(), 0, 'g', 4)
-                         .arg(m.value(QLatin1String("measured")).toDouble(), 0, 'g', 4)
-                         .arg(err.isDouble() ? QStringLiteral("%1%").arg(100 * err.toDouble(), 0, 'f', 1)
-                                             : QStringLiteral("n/a"));
+                         .arg(esc(metricWords(m.metric)), esc(metricValueText(m.metric, m.predicted)),
+                              esc(metricValueText(m.metric, m.measured)),
+                              esc(compared ? relErrorText(m.rel_error) : QObject::tr("not predicted")));
             }
             h += QStringLiteral("</table>\n");
         }

@@ -1,6 +1,7 @@
 #include "ChartAdapters.h"
 #include "ChartExport.h"
 #include "ChartInteraction.h"
+#include "PointLabels.h"
 #include "Theme.h"
 
 #include <QBarCategoryAxis>
@@ -25,6 +26,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace shardscope {
 
@@ -252,28 +255,54 @@ void setXYChart(QChartView* view, const XYChartData& d)
     yAxis->setTitleText(d.y_axis);
     chart->addAxis(xAxis, Qt::AlignBottom);
     chart->addAxis(yAxis, Qt::AlignLeft);
+    std::vector<std::pair<QXYSeries*, QStringList>> tagged;
+    int drawn = 0;  // series drawn so far, for the colour by position
     for (const XYSeriesData& s : d.series) {
-        QXYSeries* series = nullptr;
-        if (s.line) {
-            series = new QLineSeries;
-        } else {
-            auto* scatter = new QScatterSeries;
-            // A series of one point stands for a named thing (a node type): big enough to find.
-            scatter->setMarkerSize(s.highlighted ? 14 : s.points.size() == 1 ? 12 : 8);
-            series = scatter;
-        }
-        series->setName(s.name);
-        series->setColor(s.highlighted ? QColor(220, 40, 40) : seriesColor(s.color >= 0 ? s.color : chart->series().size()));
-        QStringList labels;  // the hover's tooltips (ChartInteraction.h)
+        QStringList tags, labels;  // labels: the hover's tooltips (ChartInteraction.h)
         for (const XYPoint& p : s.points) {
-            series->append(p.x, p.y);
-            labels.push_back(p.label);
+            tags << p.tag;
+            labels << p.label;
         }
-        series->setProperty("shardscope_labels", labels);
-        chart->addSeries(series);
-        series->attachAxis(xAxis);
-        series->attachAxis(yAxis);
+        const bool hasTags = std::any_of(tags.begin(), tags.end(), [](const QString& t) { return !t.isEmpty(); });
+        const QColor color = s.highlighted ? QColor(220, 40, 40) : seriesColor(s.color >= 0 ? s.color : drawn);
+        ++drawn;
+        auto addSeries = [&](QXYSeries* series) {
+            series->setName(s.name);
+            series->setColor(color);
+            for (const XYPoint& p : s.points)
+                series->append(p.x, p.y);
+            series->setProperty("shardscope_labels", labels);
+            chart->addSeries(series);
+            series->attachAxis(xAxis);
+            series->attachAxis(yAxis);
+        };
+        auto scatter = [&](double markerSize) {
+            auto* points = new QScatterSeries;
+            points->setMarkerSize(markerSize);
+            addSeries(points);
+            return points;
+        };
+        if (!s.line) {
+            // A series of one point stands for a named thing (a node type): big enough to find.
+            QScatterSeries* points = scatter(s.highlighted ? 14 : s.points.size() == 1 ? 12 : 8);
+            if (hasTags)
+                tagged.emplace_back(points, tags);
+            continue;
+        }
+        addSeries(new QLineSeries);
+        if (hasTags) {
+            // A labelled point gets a marker (the line alone hides where it is): a scatter series
+            // over the line, one legend entry for both. QLineSeries' own points stayed at the
+            // 15-pixel default marker here whatever setMarkerSize said, before or after addSeries (Qt 6.4).
+            QScatterSeries* points = scatter(8);
+            for (QLegendMarker* marker : chart->legend()->markers(points))
+                marker->setVisible(false);
+            tagged.emplace_back(points, tags);
+        }
     }
+    // After every series: the labels keep clear of all the markers.
+    for (const auto& [series, tags] : tagged)
+        addPointLabels(chart, series, tags);
     // Past eight series a legend crowds the plot out (a suite's loss curves): hover names each.
     if (d.series.size() > 8)
         chart->legend()->hide();

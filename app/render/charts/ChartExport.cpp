@@ -44,6 +44,9 @@ QString exportWidget(QWidget* widget, const QString& path)
         svg.setFileName(path);
         svg.setSize(widget->size());
         svg.setViewBox(QRect(QPoint(), widget->size()));
+        // The widget's resolution: at QSvgGenerator's default 72 dpi a 9 pt font is written as
+        // font-size 9 in a viewBox of screen pixels (where it is 12 px): text at three quarters.
+        svg.setResolution(widget->logicalDpiX());
         svg.setTitle(widget->windowTitle());
         QPainter painter;
         if (!painter.begin(&svg))

@@ -80,10 +80,15 @@ public:
 protected:
     bool eventFilter(QObject*, QEvent* event) override
     {
+        // The event's type first: while ~QChartView runs the viewport still gets events (window
+        // deactivation) after the view has deleted its chart.
+        const QEvent::Type type = event->type();
+        if (type != QEvent::Wheel && type != QEvent::MouseButtonDblClick && type != QEvent::MouseButtonRelease)
+            return false;
         QChart* chart = view_->chart();
         if (!chart || chart->series().isEmpty())
             return false;
-        switch (event->type()) {
+        switch (type) {
         case QEvent::Wheel: {
             const auto* wheel = static_cast<QWheelEvent*>(event);
             const QPointF at = chart->mapFromScene(view_->mapToScene(wheel->position().toPoint()));
