@@ -809,13 +809,17 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
             c->exposed_s -= c->hidden_s;
         }
     };
+    auto add = [&](const Collective& c) {  // (a group of one member runs nothing)
+        if (c.calls > 0)
+            out.push(c);
+    };
     switch (l.zero_stage) {
     case 0: {
         const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(grads / prm.dp_bucket_bytes)) : 1.0;
         Collective reduce = record(CommKind::AllReduce, all, "gradient buckets", allReduceBytes(dpGroupSize, grads),
                                    buckets, timed ? buckets * allReduceTime(all, grads / buckets, g.all_link) : 0.0);
         hide({&reduce}, g.grads_window);
-        out.push(reduce);
+        add(reduce);
         break;
     }
     case 1:
@@ -841,9 +845,9 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
         } else {
             hide({&scatter, &reduce, &gather}, g.grads_window);
         }
-        out.push(scatter);
-        out.push(reduce);
-        out.push(gather);
+        add(scatter);
+        add(reduce);
+        add(gather);
         break;
     }
     default: {
@@ -862,9 +866,9 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
                                    allReduceBytes(replicas, grads / shardGroup), 1,
                                    timed ? allReduceTime(across, grads / shardGroup, g.across_link) : 0.0);
         hide({&gather, &scatter, &reduce}, g.grads_window);
-        out.push(gather);
-        out.push(scatter);
-        out.push(reduce);
+        add(gather);
+        add(scatter);
+        add(reduce);
         break;
     }
     }

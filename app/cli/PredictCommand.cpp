@@ -116,10 +116,13 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
                          plan->request.cost_model.name + "\"); leave out --plan to price with another profile");
     const CostModel model(problem, plan ? plan->request.cost_model
                                         : store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
-    const Prediction prediction = model.evaluate(layout);
+    // The ledger behind the figures (predict --json carries it: a user can audit each figure
+    // against its terms and each byte count against its collectives).
+    CostLedger ledger;
+    const Prediction prediction = model.evaluate(layout, &ledger);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {
-        QJsonObject doc = toJson(prediction, explain ? model.explain(layout) : std::vector<Term>{});
+        QJsonObject doc = toJson(prediction, explain ? model.explain(layout) : std::vector<Term>{}, &ledger);
         doc.insert("problem", toJson(problem));
         doc.insert("layout", toJson(layout));
         doc.insert("cost_model", QString::fromStdString(model.params().name));
