@@ -798,9 +798,9 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
     // A group of collectives sharing one compute window: hidden = min(traffic, overlap x window),
     // shared among them by their time.
     auto hide = [&](std::initializer_list<Collective*> group, double window) {
-        double traffic = 0;
         if (!timed)
             return;
+        double traffic = 0;
         for (const Collective* c : group)
             traffic += c->exposed_s;
         const double hidden = traffic - std::max(0.0, traffic - prm.dp_overlap * window);
@@ -822,11 +822,16 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
         add(reduce);
         break;
     }
-    case 1:
-    case 2: {
+    default: {
+        // ZeRO-1 reduce-scatters the gradients once a step and gathers the updated parameters.
         // ZeRO-2 keeps only the gradient shard, so gradients are reduce-scattered after every
         // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
-        const double scatters = l.zero_stage == 2 ? m : 1.0;
+        // ZeRO-3 also gathers the parameters before every forward and again before every backward
+        // (a layer recomputed in backward reuses the parameters it gathers for it: DeepSpeed's
+        // max_reuse_distance); prefetching overlaps its whole step. With HSDP the owned gradient
+        // shard is all-reduced across the shard groups once a step.
+        const double scatters = l.zero_stage >= 2 ? m : 1.0;      // per unit and step
+        const double gathers = l.zero_stage == 3 ? 2 * m : 1.0;   // per unit and step
         const LinkModel& shardLink = g.shard_link;
         Collective scatter = record(CommKind::ReduceScatter, shard, "gradients to their shard owners",
                                     scatters * ringHalfBytes(shardGroup, grads), units * scatters,
@@ -834,10 +839,12 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
         Collective reduce = record(CommKind::AllReduce, across, "gradient shards across the shard groups (HSDP)",
                                    allReduceBytes(replicas, grads / shardGroup), 1,
                                    timed ? allReduceTime(across, grads / shardGroup, g.across_link) : 0.0);
-        Collective gather = record(CommKind::AllGather, shard, "updated parameters from their shard owners",
-                                   ringHalfBytes(shardGroup, weights), units,
-                                   timed ? units * allGatherTime(shard, weights / units, shardLink) : 0.0);
-        if (l.overlap_param_gather) {
+        Collective gather = record(CommKind::AllGather, shard,
+                                   l.zero_stage == 3 ? "parameters before each forward and backward"
+                                                     : "updated parameters from their shard owners",
+                                   gathers * ringHalfBytes(shardGroup, weights), units * gathers,
+                                   timed ? units * gathers * allGatherTime(shard, weights / units, shardLink) : 0.0);
+        if (l.zero_stage < 3 && l.overlap_param_gather) {
             // --overlap-param-gather: the updated parameters are gathered bucket by bucket
             // during the next step's first forward, not in the backward window.
             hide({&scatter, &reduce}, g.grads_window);
@@ -848,27 +855,6 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
         add(scatter);
         add(reduce);
         add(gather);
-        break;
-    }
-    default: {
-        // Parameters gathered before forward and again before backward (a layer recomputed in
-        // backward reuses the parameters it gathers for it: DeepSpeed's max_reuse_distance), and
-        // gradients reduce-scattered, for every micro-batch; prefetching overlaps the step.
-        const double gathers = 2.0;
-        const LinkModel& shardLink = g.shard_link;
-        Collective gather = record(CommKind::AllGather, shard, "parameters before each forward and backward",
-                                   m * gathers * ringHalfBytes(shardGroup, weights), m * units * gathers,
-                                   timed ? m * units * gathers * allGatherTime(shard, weights / units, shardLink) : 0.0);
-        Collective scatter = record(CommKind::ReduceScatter, shard, "gradients to their shard owners",
-                                    m * ringHalfBytes(shardGroup, grads), m * units,
-                                    timed ? m * units * reduceScatterTime(shard, grads / units, shardLink) : 0.0);
-        Collective reduce = record(CommKind::AllReduce, across, "gradient shards across the shard groups (HSDP)",
-                                   allReduceBytes(replicas, grads / shardGroup), 1,
-                                   timed ? allReduceTime(across, grads / shardGroup, g.across_link) : 0.0);
-        hide({&gather, &scatter, &reduce}, g.grads_window);
-        add(gather);
-        add(scatter);
-        add(reduce);
         break;
     }
     }
