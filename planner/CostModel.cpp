@@ -1140,11 +1140,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                 // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
                 // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
                 // chunks; the head's are kept only by the model's last chunk.
-                std::vector<double> chunk(size_t(v), (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb -
-                                                      sc.embed_stored_bytes_per_mb) / v);
-                chunk.back() += sc.head_stored_bytes_per_mb;
-                chunk.front() += sc.embed_stored_bytes_per_mb;
-                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk);
+                // (On the stack up to 64 chunks, no allocation; a layout with more, on the heap.)
+                const int chunks = int(v);
+                std::array<double, 64> onStack;
+                std::vector<double> onHeap(chunks > int(onStack.size()) ? size_t(chunks) : 0);
+                double* chunk = chunks > int(onStack.size()) ? onHeap.data() : onStack.data();
+                std::fill(chunk, chunk + chunks,
+                          (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb - sc.embed_stored_bytes_per_mb) / v);
+                chunk[chunks - 1] += sc.head_stored_bytes_per_mb;
+                chunk[0] += sc.embed_stored_bytes_per_mb;
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);
             } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
                 stored = std::min(m, double(p - stage) + double(p - 1) / v) * sc.stored_bytes_per_mb;
             }
