@@ -797,6 +797,11 @@ private slots:
         QVERIFY2(r.exitCode == 0, r.describe().constData());
         for (const char* text : {"step time", "memory per device", "MFU", "time_s.bubble", "memory_bytes.activations"})
             QVERIFY2(r.out.contains(text), text);
+        // --explain lists the collectives behind the bytes too (tp=8 over NVLink, pp=8 sends, ZeRO-1).
+        QVERIFY2(r.out.contains("collectives per step"), r.out.constData());
+        for (const char* row : {"tp   reduce_scatter  intra_domain", "pp   send_recv       inter_domain",
+                                "dp   reduce_scatter  inter_domain", "dp   all_gather      inter_domain"})
+            QVERIFY2(r.out.contains(row), row);
         // The MFU conventions, each named.
         for (const char* text : {"(Megatron/Korthikanti)", "(PaLM: 6N + 12 L H Q T)", "(causal-aware"})
             QVERIFY2(r.out.contains(text), text);

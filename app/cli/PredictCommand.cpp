@@ -139,6 +139,20 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
                           (bytes ? formatBytes(t.value) : formatDuration(t.value)).c_str(), t.formula.c_str());
             ctx.out << buf;
         }
+        // The collectives behind the bytes (and the communication times when one stage sets them).
+        ctx.out << "\ncollectives per step (stage " << ledger.bytes_stage << ", whose bytes are reported; times: stage "
+                << ledger.time_stage << ", dp_comm stage " << ledger.dp_stage << "):\n";
+        for (const Collective& c : ledger.collectives) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "  %-4s %-15s %-12s %12s %10s calls %11s exposed %11s hidden  %s\n",
+                          c.dimension == CommDimension::EmbeddingGroup ? "emb"
+                          : c.dimension == CommDimension::AllDevices   ? "all"
+                                                                       : toString(c.dimension),
+                          toString(c.kind), toString(c.placement), formatBytes(c.bytes).c_str(),
+                          formatSi(c.calls, "").c_str(), formatDuration(c.exposed_s).c_str(),
+                          formatDuration(c.hidden_s).c_str(), c.what);
+            ctx.out << buf;
+        }
     }
     return kExitOk;
 }
