@@ -129,7 +129,11 @@ struct CostLedger {
 // to set a time or memory figure.
 class TermBook {
 public:
-    explicit TermBook(CostLedger* ledger) : ledger_(ledger) {}
+    explicit TermBook(CostLedger* ledger) : ledger_(ledger)
+    {
+        if (ledger_)
+            *ledger_ = CostLedger{};  // a ledger passed again is filled afresh
+    }
     void add(Figure figure, const char* name, double value, const char* formula)
     {
         sums_[size_t(figure)] += value;
@@ -137,8 +141,6 @@ public:
             ledger_->terms.push({figure, name, value, formula});
     }
     double sum(Figure figure) const { return sums_[size_t(figure)]; }
-    bool recording() const { return ledger_ != nullptr; }
-    CostLedger* ledger() const { return ledger_; }
 
 private:
     std::array<double, kFigureCount> sums_{};

@@ -447,6 +447,12 @@ private slots:
         CostLedger ledger;
         const Prediction pr = model.evaluate(l, &ledger);
         QCOMPARE(model.evaluate(l).step_time_s, pr.step_time_s);  // recording changes nothing
+        {
+            CostLedger again = ledger;  // a ledger passed again is filled afresh, not appended to
+            model.evaluate(l, &again);
+            QCOMPARE(again.terms.size(), ledger.terms.size());
+            QCOMPARE(again.collectives.size(), ledger.collectives.size());
+        }
 
         const TimeBreakdown& t = pr.time_s;
         const MemoryBreakdown& mem = pr.memory_bytes;
