@@ -16,18 +16,14 @@
 #include "TrainingObjective.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace shardscope {
 
 namespace {
-
-inline void note(TermSink* sink, const char* figure, const char* name, double value, const char* formula)
-{
-    if (sink)
-        sink->term(figure, name, value, formula);
-}
 
 bool gatedMlp(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 
@@ -48,27 +44,28 @@ struct CostModel::StageCost {
     int decoder_layers = 0;
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
     double units = 0;             // ZeRO/FSDP units: each layer, and a root unit on the end stages
-    double fwd_s = 0;             // per micro-batch: matmuls + element-wise
+    // Compute per micro-batch, part by part as the named terms of time_s.compute add it; fwd_s and
+    // bwd_s are the sums of the parts (set where the parts are).
+    double layer_matmul_fwd_s = 0;   // the layers' projections and MLPs (cross-attention's too), forward
+    double attention_fwd_s = 0;      // the attention cores (a sliding layer's band), forward
+    double elementwise_fwd_s = 0;    // element-wise ops, forward
+    double head_fwd_s = 0;           // logits and loss, forward
+    double layer_matmul_bwd_s = 0;   // 2x forward [M21]
+    double attention_bwd_s = 0;      // 2x forward, 2.5x fused (the scores recomputed)
+    double elementwise_bwd_s = 0;    // 2x forward
+    double head_bwd_s = 0;           // 2x forward
+    double fwd_s = 0;
     double bwd_s = 0;
-    // Components of fwd_s + bwd_s, for the named terms.
-    double matmul_fwd_s = 0;      // layer matmuls, forward
-    double matmul_bwd_s = 0;      // layer matmuls, backward (2x forward, + flash recompute)
-    double elementwise_s = 0;     // element-wise ops, forward and backward (1x + 2x)
-    double head_s = 0;            // logits and loss, forward and backward
     double recompute_s = 0;
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
-    double tp_s = 0;              // exposed TP/SP collectives per micro-batch
-    double tp_hidden_s = 0;       // ... and the part tp-comm-overlap hides behind the GEMMs
-    double cp_s = 0;              // exposed CP exchange per micro-batch, with the ring's merges
-    double cp_merge_s = 0;        // ... of it the ring steps' partial-result merges
-    double cp_hidden_s = 0;       // (gui18) the ring's send/recv hidden behind the steps' attention
-    double attention_fwd_s = 0;   // the attention cores of the stage's layers, forward (in matmul_fwd_s)
-    double attention_bwd_s = 0;   // ... and backward (in matmul_bwd_s)
-    double tp_bytes = 0;          // bytes this device sends in TP/SP collectives per micro-batch
-    double tp_all_reduce_bytes = 0;   // ... of them in all-reduces (the rest: RS and AG)
-    double tp_all_gather_bytes = 0;   // ... in all-gathers
-    double sp_norm_grad_bytes = 0;    // SP: the norms' gradients all-reduced over tp, per step
-    double cp_bytes = 0;          // ... in the CP exchange per micro-batch
+    // The stage's tensor- and context-parallel collectives per micro-batch, one slot per kind (calls 0:
+    // none), and the norms' gradients summed over tp once per step (bytes; latency only, no time).
+    enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kSlots };
+    std::array<Collective, kSlots> comm{};
+    double sp_norm_grad_bytes = 0;
+    double cp_merge_s = 0;        // the CP ring steps' partial-result merges per micro-batch (not hidden)
+    double tp_s = 0;              // exposed TP/SP collectives per micro-batch (the slots' sum)
+    double cp_s = 0;              // exposed CP ring per micro-batch, with the merges
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
     double head_stored_bytes_per_mb = 0;  // ... of them the head's (last stage), kept by its last chunk
     double embed_stored_bytes_per_mb = 0; // ... of them the embedding norm's (first stage), by its first chunk
@@ -354,7 +351,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                          gemm(D.s_local, D.hd, stepKeys, D.b * D.heads_local));  // P V
         attentionBackward = backwardFactor * selfAttentionCore;
     }
-    const double attentionBackwardExtra = attentionBackward - 2 * selfAttentionCore;
     // A sliding layer's fused kernel computes only the band of W keys before each query: on
     // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above), the forward's
     // share of the full core in proportion. Unfused attention computes the full matrix and masks
@@ -382,8 +378,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         sc.encoder_layers > 0 ? (moeEncoderLayers * (moe.enabled() ? moeInner : D.f_local) +
                                  denseEncoderLayers * D.f_local) / sc.encoder_layers
                               : (moe.enabled() ? moeInner : D.f_local);
-    const double crossAttention = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local) +
-                                  selfAttentionCore;
+    const double crossProjections = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local);
 
     LayerActivationShape shape;
     shape.tokens = T;
@@ -414,9 +409,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double hbm = hbm_bytes_per_second_device_;
     const double encElementwise = prm.elementwise_traffic_factor * encAct.all() * actScale / hbm;
     const double decElementwise = prm.elementwise_traffic_factor * decAct.all() * actScale / hbm;
-    const double encLayer = projections + selfAttentionCore + mlpTime + encElementwise;
-    const double decLayer = encLayer + crossAttention + (decElementwise - encElementwise);
     const double nEnc = sc.encoder_layers, nDec = sc.decoder_layers;
+    // Attention cores: one per encoder layer, two per decoder layer (self and cross).
+    const double attentionBlocks = nEnc + 2 * nDec;
     // Full recomputation of some layers only (Megatron-LM's --recompute-method block with
     // --recompute-num-layers N: the first N of each chunk's layers; uniform: every layer, one
     // checkpoint per group of N): the fraction of the stage's layers recomputed, and of its layers
@@ -425,7 +420,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
     const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
     const double groupLayers = l.recomputeGroupLayers(chunkLayers);
-    double fwdLayers = nEnc * encLayer + nDec * decLayer - slidingSaving - denseEncoderLayers * (mlpTime - denseMlpTime);
+    // The forward's parts: the layers' GEMMs (an MoE stage's dense layers with the dense MLP), their
+    // attention cores (a sliding layer's band: less the saving), their element-wise work.
+    sc.layer_matmul_fwd_s = (nEnc + nDec) * (projections + mlpTime) + nDec * crossProjections -
+                            denseEncoderLayers * (mlpTime - denseMlpTime);
+    sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
+    sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise;
+    const double fwdLayers = sc.layer_matmul_fwd_s + sc.attention_fwd_s + sc.elementwise_fwd_s;
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
     if (lastStage) {
@@ -437,18 +438,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (mlm && model.pooler)
             head += gemm(D.b, h, h) + gemm(D.b, 2, h);
     }
-    sc.fwd_s = fwdLayers + head;
+    sc.head_fwd_s = head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
-    const double backwardExtra = (nEnc + 2 * nDec) * attentionBackwardExtra - (flash ? 0.5 * slidingSaving : 0.0);
-    sc.bwd_s = 2 * fwdLayers + 2 * head + backwardExtra;
-    const double elementwise = nEnc * encElementwise + nDec * decElementwise;
-    sc.matmul_fwd_s = fwdLayers - elementwise;
-    sc.matmul_bwd_s = 2 * sc.matmul_fwd_s + backwardExtra;
-    sc.elementwise_s = 3 * elementwise;
-    sc.head_s = 3 * head;
-    sc.attention_fwd_s = (nEnc + 2 * nDec) * selfAttentionCore;
-    sc.attention_bwd_s = (nEnc + 2 * nDec) * attentionBackward;
+    sc.layer_matmul_bwd_s = 2 * sc.layer_matmul_fwd_s;
+    sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
+    sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s;
+    sc.head_bwd_s = 2 * head;
+    sc.fwd_s = fwdLayers + sc.head_fwd_s;
+    sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.head_bwd_s;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
@@ -463,15 +461,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // backward per layer [M21]; SP turns each into RS + AG of the same cost [K22]. Full
     // recomputation repeats the forward ones. The vocab-parallel embedding adds one in the
     // forward (first stage), the tied head one in the backward (last stage). ----
+    sc.comm[StageCost::kTpAllReduce] = {CommDimension::Tp, CommKind::AllReduce, CommPlacement::IntraDomain,
+                                        "layer activations (and their gradients)", 0, 0, 0, 0};
+    sc.comm[StageCost::kTpReduceScatter] = {CommDimension::Tp, CommKind::ReduceScatter, CommPlacement::IntraDomain,
+                                            "layer outputs to their sequence shards (SP)", 0, 0, 0, 0};
+    sc.comm[StageCost::kTpAllGather] = {CommDimension::Tp, CommKind::AllGather, CommPlacement::IntraDomain,
+                                        "sequence shards into the layers' inputs (SP)", 0, 0, 0, 0};
+    sc.comm[StageCost::kCpRing] = {CommDimension::Cp, CommKind::SendRecv, CommPlacement::IntraDomain,
+                                   "K/V blocks around the ring (backward: with the dK/dV partials)", 0, 0, 0, 0};
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
+        const LinkModel tpLink = linkFor(D.t, 1);
+        const CommPlacement tpWhere = tpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        Collective& allReduce = sc.comm[StageCost::kTpAllReduce];
+        Collective& reduceScatter = sc.comm[StageCost::kTpReduceScatter];
+        Collective& allGather = sc.comm[StageCost::kTpAllGather];
+        allReduce.placement = reduceScatter.placement = allGather.placement = tpWhere;
         const double message = T * h * activation_bytes_;
-        // Sequence parallelism runs each all-reduce as a reduce-scatter and an all-gather: the
-        // same steps, two calls.
-        const double ar = l.sequence_parallel
-                              ? reduceScatterTime(tpGroup, message, linkFor(D.t, 1)) +
-                                    allGatherTime(tpGroup, message, linkFor(D.t, 1))
-                              : allReduceTime(tpGroup, message, linkFor(D.t, 1));
         const double layerCollectives = 2 * nEnc + 3 * nDec;
         // T5 adds two per micro-batch: the decoder's vocab-parallel embedding, and the encoder
         // output's: gathered once under SP; its gradient, a partial sum over tp from each decoder
@@ -481,48 +487,66 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // column-parallel linear reduces it per layer: the same sum for more bytes.
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0) + (decoderBegins ? 1 : 0) + (encoderEnds ? 1 : 0);
         const double passes = 2.0 + recomputed;  // a recomputed layer's forward collectives again
-        sc.tp_s = (passes * layerCollectives + ends) * ar;
+        const double layerCalls = passes * layerCollectives;
+        const double calls = layerCalls + ends;
+        // Sequence parallelism runs each all-reduce as a reduce-scatter and an all-gather: the
+        // same steps, two calls.
+        double scatterShare = 0;  // of one layer collective's time, its reduce-scatter's (SP)
+        double perCall = 0;       // one layer collective's time (SP: its reduce-scatter and all-gather)
+        if (l.sequence_parallel) {
+            const double scatter = reduceScatterTime(tpGroup, message, tpLink), gather = allGatherTime(tpGroup, message, tpLink);
+            perCall = scatter + gather;
+            scatterShare = perCall > 0 ? scatter / perCall : 0.0;
+            reduceScatter.calls = calls;
+            reduceScatter.exposed_s = calls * scatter;
+            reduceScatter.bytes = calls * ringHalfBytes(D.t, message);
+            // A column-parallel linear keeps only its sequence shard of the input and
+            // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
+            // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
+            // (T5: and the encoder output for the decoder's [k v] products, once per backward.)
+            const double regathers = layerCollectives + (lastStage ? 1 : 0) + (encoderEnds ? 1 : 0);
+            allGather.calls = calls + regathers;
+            allGather.exposed_s = calls * gather;
+            allGather.bytes = (calls + regathers) * ringHalfBytes(D.t, message);
+        } else {
+            perCall = allReduceTime(tpGroup, message, tpLink);
+            allReduce.calls = calls;
+            allReduce.exposed_s = calls * perCall;
+            allReduce.bytes = calls * allReduceBytes(D.t, message);
+        }
         if (l.tp_comm_overlap) {
             // Megatron's --tp-comm-overlap (Transformer Engine userbuffers) splits each layer's
             // SP all-gather and reduce-scatter into tp chunks pipelined with the GEMM they feed
             // or drain: one chunk of each stays exposed, and whatever the layer's GEMMs (forward,
             // backward and a full recomputation's forward) cannot cover. Embedding and head
             // collectives are not overlapped.
-            const double layerComm = passes * layerCollectives * ar;
-            const double gemms = sc.matmul_fwd_s * (1.0 + recomputed) + sc.matmul_bwd_s;
+            const double layerComm = layerCalls * perCall;
+            const double gemms = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) * (1.0 + recomputed) +
+                                 sc.layer_matmul_bwd_s + sc.attention_bwd_s;
             const double exposed = std::max(layerComm / D.t, layerComm - gemms);
-            sc.tp_hidden_s = layerComm - exposed;
-            sc.tp_s -= sc.tp_hidden_s;
-        }
-        sc.tp_bytes = (passes * layerCollectives + ends) * allReduceBytes(D.t, message);
-        if (l.sequence_parallel) {
-            sc.tp_all_gather_bytes = sc.tp_bytes / 2;
-            // A column-parallel linear keeps only its sequence shard of the input and
-            // all-gathers it again in backward for its weight gradient (Megatron-LM does; the
-            // gather overlaps the input-gradient GEMM there, so it adds bytes, not time).
-            // (T5: and the encoder output for the decoder's [k v] products, once per backward.)
-            const double regather =
-                (layerCollectives + (lastStage ? 1 : 0) + (encoderEnds ? 1 : 0)) * ringHalfBytes(D.t, message);
-            sc.tp_bytes += regather;
-            sc.tp_all_gather_bytes += regather;
-        } else {
-            sc.tp_all_reduce_bytes = sc.tp_bytes;
+            const double hidden = layerComm - exposed;
+            // (SP: shared between the reduce-scatters and all-gathers by their time.)
+            Collective& first = l.sequence_parallel ? reduceScatter : allReduce;
+            first.hidden_s = l.sequence_parallel ? hidden * scatterShare : hidden;
+            allGather.hidden_s = l.sequence_parallel ? hidden - first.hidden_s : 0.0;
+            for (Collective* c : {&reduceScatter, &allGather, &allReduce})
+                c->exposed_s -= c->hidden_s;
         }
         if (lastStage) {
             // Vocab-parallel cross-entropy [M21]: the max, the sum of exponentials and the
             // target's logit of every token, fp32, all-reduced over tp.
             const double stats = 3 * T * 4.0;
-            sc.tp_s += allReduceTime(tpGroup, stats, linkFor(D.t, 1));
-            sc.tp_bytes += allReduceBytes(D.t, stats);
-            sc.tp_all_reduce_bytes += allReduceBytes(D.t, stats);
+            allReduce.calls += 1;
+            allReduce.exposed_s += allReduceTime(tpGroup, stats, tpLink);
+            allReduce.bytes += allReduceBytes(D.t, stats);
         }
         if (lastStage && mlm && model.pooler && l.sequence_parallel) {
             // The pooler's first tokens, each on one tp rank's token shard: a (h, b) block summed
             // over tp so every rank runs the replicated pooler (ModelExecutor::poolerForward).
             const double block = D.b * h * activation_bytes_;
-            sc.tp_s += allReduceTime(tpGroup, block, linkFor(D.t, 1));
-            sc.tp_bytes += allReduceBytes(D.t, block);
-            sc.tp_all_reduce_bytes += allReduceBytes(D.t, block);
+            allReduce.calls += 1;
+            allReduce.exposed_s += allReduceTime(tpGroup, block, tpLink);
+            allReduce.bytes += allReduceBytes(D.t, block);
         }
         if (l.sequence_parallel || model.qk_norm) {
             // Each tp rank's norms saw only its sequence shard: their gradients are summed over
@@ -572,12 +596,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
         const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
         const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
-        const double blocks = nEnc + 2 * nDec;
+        const double blocks = attentionBlocks;
+        Collective& ring = sc.comm[StageCost::kCpRing];
+        ring.placement = cpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        ring.calls = blocks * (forwards * (D.c - 1) + D.c);  // cp - 1 sends a forward, cp a backward
+        ring.bytes = blocks * (forwards + 2) * (D.c - 1) * block;
+        ring.exposed_s = blocks * (forwards * fwdExposed + bwdExposed);
+        ring.hidden_s = blocks * (forwards * fwdHidden + bwdHidden);  // (gui18)
         sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
-        sc.cp_s = blocks * (forwards * fwdExposed + bwdExposed) + sc.cp_merge_s;
-        sc.cp_hidden_s = blocks * (forwards * fwdHidden + bwdHidden);  // (gui18)
-        sc.cp_bytes = blocks * (forwards + 2) * (D.c - 1) * block;
     }
+    sc.tp_s = sc.comm[StageCost::kTpAllReduce].exposed_s + sc.comm[StageCost::kTpReduceScatter].exposed_s +
+              sc.comm[StageCost::kTpAllGather].exposed_s;
+    sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.cp_merge_s;
 
     // ---- activation memory [K22] ----
     // (Tensors in 16-bit units, times actScale; the norms' statistics are fp32 bytes already.)
@@ -701,9 +731,139 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     return sc;
 }
 
-Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
+// The groups the data-parallel / ZeRO collectives run on, and the compute windows they hide
+// behind: the same for every stage of a layout (resolved once per evaluate()).
+struct CostModel::DataParallelGroups {
+    double m = 1;
+    double size = 1;          // dp x cp: the gradients' group
+    double shard = 1;         // ZeRO's shard group (zero_group x cp), 1 without ZeRO
+    double replicas = 1;      // shard groups (HSDP replicas)
+    GroupPlacement all, sharded, across;
+    LinkModel all_link, shard_link, across_link;
+    double grads_window = 0;  // what the gradient collectives hide behind
+    double gather_window = 0; // ... and the parameter all-gather (ZeRO-1/2)
+};
+
+CostModel::DataParallelGroups CostModel::dataParallelGroups(const Layout& l, const StageCost& slow, double m) const
+{
+    DataParallelGroups g;
+    g.m = m;
+    g.size = double(l.dp) * l.cp;
+    if (g.size <= 1)
+        return g;
+    g.shard = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
+    g.replicas = g.size / std::max(1.0, g.shard);
+    g.all = placeGroup(g.size, l.tp, domain_devices_);
+    g.sharded = placeGroup(g.shard, l.tp, domain_devices_);
+    g.across = placeGroup(g.replicas, double(l.tp) * g.shard, domain_devices_);
+    g.all_link = linkFor(g.size, l.tp);
+    g.shard_link = linkFor(g.shard, l.tp);
+    g.across_link = linkFor(g.replicas, double(l.tp) * g.shard);
+    // The slowest stage's backward (ZeRO-2: every micro-batch's; ZeRO-3: its whole step);
+    // overlap-param-gather: the parameter gather behind its first forward.
+    switch (l.zero_stage) {
+    case 0: g.grads_window = slow.bwd_s; break;  // the last micro-batch's backward
+    case 1:
+    case 2:
+        g.grads_window = (l.zero_stage == 2 ? m : 1.0) * slow.bwd_s;
+        g.gather_window = l.overlap_param_gather ? slow.fwd_s : g.grads_window;
+        break;
+    default: g.grads_window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s); break;
+    }
+    return g;
+}
+
+// The data-parallel / ZeRO rule, once for the time and the bytes: the collectives one device of a
+// stage runs per step over dp x cp (gradients; with ZeRO the parameters too) [Z20], and the part
+// of each hidden behind compute up to the overlap fraction of its window [Z20 Section 7].
+// Sharded states are reduced and gathered a unit at a time (StageCost::units): one call each, the
+// same bytes in all. Plain data parallelism all-reduces gradient buckets. Untimed: the bytes and
+// calls only (the search's evaluations need one stage's time).
+void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroups& g, const StageCost& sc,
+                                        bool timed, StepCollectives& out) const
+{
+    if (g.size <= 1)
+        return;
+    const CostModelParams& prm = params_;
+    const double m = g.m, dpGroupSize = g.size, shardGroup = g.shard, replicas = g.replicas;
+    const GroupPlacement &all = g.all, &shard = g.sharded, &across = g.across;
+    const double grads = sc.params * grad_bytes_, weights = sc.params * weight_bytes_, units = sc.units;
+    auto record = [](CommKind kind, const GroupPlacement& group, const char* what, double bytes, double calls,
+                     double time) {
+        const bool none = group.size <= 1;
+        return Collective{CommDimension::Dp, kind,
+                          group.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain, what,
+                          none ? 0.0 : bytes, none ? 0.0 : calls, none ? 0.0 : time, 0.0};
+    };
+    // A group of collectives sharing one compute window: hidden = min(traffic, overlap x window),
+    // shared among them by their time.
+    auto hide = [&](std::initializer_list<Collective*> group, double window) {
+        if (!timed)
+            return;
+        double traffic = 0;
+        for (const Collective* c : group)
+            traffic += c->exposed_s;
+        const double hidden = traffic - std::max(0.0, traffic - prm.dp_overlap * window);
+        for (Collective* c : group) {
+            c->hidden_s = traffic > 0 ? hidden * c->exposed_s / traffic : 0.0;
+            c->exposed_s -= c->hidden_s;
+        }
+    };
+    auto add = [&](const Collective& c) {  // (a group of one member runs nothing)
+        if (c.calls > 0)
+            out.push(c);
+    };
+    switch (l.zero_stage) {
+    case 0: {
+        const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(grads / prm.dp_bucket_bytes)) : 1.0;
+        Collective reduce = record(CommKind::AllReduce, all, "gradient buckets", allReduceBytes(dpGroupSize, grads),
+                                   buckets, timed ? buckets * allReduceTime(all, grads / buckets, g.all_link) : 0.0);
+        hide({&reduce}, g.grads_window);
+        add(reduce);
+        break;
+    }
+    default: {
+        // ZeRO-1 reduce-scatters the gradients once a step and gathers the updated parameters.
+        // ZeRO-2 keeps only the gradient shard, so gradients are reduce-scattered after every
+        // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
+        // ZeRO-3 also gathers the parameters before every forward and again before every backward
+        // (a layer recomputed in backward reuses the parameters it gathers for it: DeepSpeed's
+        // max_reuse_distance); prefetching overlaps its whole step. With HSDP the owned gradient
+        // shard is all-reduced across the shard groups once a step.
+        const double scatters = l.zero_stage >= 2 ? m : 1.0;      // per unit and step
+        const double gathers = l.zero_stage == 3 ? 2 * m : 1.0;   // per unit and step
+        const LinkModel& shardLink = g.shard_link;
+        Collective scatter = record(CommKind::ReduceScatter, shard, "gradients to their shard owners",
+                                    scatters * ringHalfBytes(shardGroup, grads), units * scatters,
+                                    timed ? units * scatters * reduceScatterTime(shard, grads / units, shardLink) : 0.0);
+        Collective reduce = record(CommKind::AllReduce, across, "gradient shards across the shard groups (HSDP)",
+                                   allReduceBytes(replicas, grads / shardGroup), 1,
+                                   timed ? allReduceTime(across, grads / shardGroup, g.across_link) : 0.0);
+        Collective gather = record(CommKind::AllGather, shard,
+                                   l.zero_stage == 3 ? "parameters before each forward and backward"
+                                                     : "updated parameters from their shard owners",
+                                   gathers * ringHalfBytes(shardGroup, weights), units * gathers,
+                                   timed ? units * gathers * allGatherTime(shard, weights / units, shardLink) : 0.0);
+        if (l.zero_stage < 3 && l.overlap_param_gather) {
+            // --overlap-param-gather: the updated parameters are gathered bucket by bucket
+            // during the next step's first forward, not in the backward window.
+            hide({&scatter, &reduce}, g.grads_window);
+            hide({&gather}, g.gather_window);
+        } else {
+            hide({&scatter, &reduce, &gather}, g.grads_window);
+        }
+        add(scatter);
+        add(reduce);
+        add(gather);
+        break;
+    }
+    }
+}
+
+Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
 {
     Prediction pr;
+    TermBook book(ledger);
     const TrainingSpec& tr = problem_.training;
     const CostModelParams& prm = params_;
     const int p = l.pp;
@@ -723,221 +883,193 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     const bool middleIsSlowest = !lastIsSlowest && middleStage.total() > firstStage.total();
     const StageCost& slow = lastIsSlowest ? lastStage : middleIsSlowest ? middleStage : firstStage;
 
-    // ---- step time ----
+    // ---- step time: the slowest stage's work per micro-batch, m times ----
     TimeBreakdown& ts = pr.time_s;
-    ts.compute = m * (slow.fwd_s + slow.bwd_s);
-    ts.recompute = m * slow.recompute_s;
-    ts.tp_comm = m * slow.tp_s;
-    ts.cp_comm = m * slow.cp_s;
-    ts.hidden.tp_comm = m * slow.tp_hidden_s;  // (gui18)
-    ts.hidden.cp_comm = m * slow.cp_hidden_s;  // (gui18)
-    if (sink) {
-        note(sink, "time_s.compute", "layer matmuls, forward", m * (slow.matmul_fwd_s - slow.attention_fwd_s),
+    book.add(Figure::Compute, "layer matmuls, forward", m * slow.layer_matmul_fwd_s,
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
-        note(sink, "time_s.compute", "layer matmuls, backward", m * (slow.matmul_bwd_s - slow.attention_bwd_s),
+    book.add(Figure::Compute, "layer matmuls, backward", m * slow.layer_matmul_bwd_s,
              "2 x forward (activation and weight gradients)");
-        if (attention_ && tr.flash_attention) {
-            note(sink, "time_s.compute", "attention core, forward (fused kernel at its published rate)",
-                 m * slow.attention_fwd_s,
+    if (attention_ && tr.flash_attention) {
+        book.add(Figure::Compute, "attention core, forward (fused kernel at its published rate)", m * slow.attention_fwd_s,
                  "m x layers x 4 b heads/t s/cp keys hd / (published FLOP/s at key length s/cp; "
                  "resources/planner/attention-kernels.json) + a launch per ring step; keys s/2 when causal");
-            note(sink, "time_s.compute", "attention core, backward (fused kernel at its published rate)",
+        book.add(Figure::Compute, "attention core, backward (fused kernel at its published rate)",
                  m * slow.attention_bwd_s, "m x layers x 2.5 x forward FLOPs / published backward FLOP/s at s/cp");
-        } else {
-            note(sink, "time_s.compute", "attention core, forward (GEMMs: no published fused-kernel rate)",
+    } else {
+        book.add(Figure::Compute, "attention core, forward (GEMMs: no published fused-kernel rate)",
                  m * slow.attention_fwd_s,
                  "m x layers x cp ring steps x (Q K^T + P V GEMMs over s/cp queries and s/cp keys, halved when "
                  "causal and fused)");
-            note(sink, "time_s.compute", "attention core, backward (GEMMs)", m * slow.attention_bwd_s,
+        book.add(Figure::Compute, "attention core, backward (GEMMs)", m * slow.attention_bwd_s,
                  "2 x forward, 2.5 x when fused (the scores recomputed)");
-        }
-        note(sink, "time_s.compute", "element-wise ops, forward and backward", m * slow.elementwise_s,
-             "m x 3 x factor x stored activation bytes / HBM BW");
-        note(sink, "time_s.compute", "logits and loss, forward and backward", m * slow.head_s,
+    }
+    book.add(Figure::Compute, "element-wise ops, forward and backward",
+             m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s), "m x 3 x factor x stored activation bytes / HBM BW");
+    book.add(Figure::Compute, "logits and loss, forward and backward", m * (slow.head_fwd_s + slow.head_bwd_s),
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
-        note(sink, "time_s.recompute",
+    book.add(Figure::Recompute,
              l.recompute != Recompute::Full ? "recomputed attention core"
              : recomputedShare < 1          ? "recomputed forward of the block's layers (recompute_method=block)"
                                             : "recomputed forward of every layer",
-             ts.recompute, "m x forward time of what the recomputation mode discards");
-        note(sink, "time_s.tp_comm", "TP/SP collectives", ts.tp_comm + m * slow.tp_hidden_s,
-             "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
+             m * slow.recompute_s, "m x forward time of what the recomputation mode discards");
+    {
+        double traffic = 0, hidden = 0;
+        for (int k : {StageCost::kTpAllReduce, StageCost::kTpReduceScatter, StageCost::kTpAllGather}) {
+            traffic += slow.comm[size_t(k)].time_s();
+            hidden += slow.comm[size_t(k)].hidden_s;
+        }
+        book.add(Figure::TpComm, "TP/SP collectives", m * traffic,
+                 "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
         if (l.tp_comm_overlap)
-            note(sink, "time_s.tp_comm", "hidden behind the GEMMs (tp-comm-overlap)", -m * slow.tp_hidden_s,
-                 "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
-        note(sink, "time_s.cp_comm", "CP ring K/V (and dK/dV) send/recv not hidden by attention",
-             ts.cp_comm - m * slow.cp_merge_s,
+            book.add(Figure::TpComm, "hidden behind the GEMMs (tp-comm-overlap)", -m * hidden,
+                     "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
+        ts.hidden.tp_comm = m * hidden;  // (gui18)
+    }
+    const Collective& ring = slow.comm[StageCost::kCpRing];
+    book.add(Figure::CpComm, "CP ring K/V (and dK/dV) send/recv not hidden by attention", m * ring.exposed_s,
              "m x layers x per ring step max(0, send/recv of b s/cp x 2 kv bytes (backward middle steps: "
              "with dK/dV, twice) - the step's attention time at its s/cp block's rate), cp - 1 forward steps "
              "(twice when recomputed), cp backward");
-        note(sink, "time_s.cp_comm", "CP ring: partial results merged after each step", m * slow.cp_merge_s,
+    book.add(Figure::CpComm, "CP ring: partial results merged after each step", m * slow.cp_merge_s,
              "m x layers x (cp - 1) x (forward: launch + 3 x b s/cp q bytes / HBM BW (log-sum-exp correction); "
              "backward: 2 launches + 3 x (dQ + dK/dV) bytes / HBM BW)");
-    }
+    ts.hidden.cp_comm = m * ring.hidden_s;  // (gui18)
     // Fill and drain: (p - 1) stage-times of a typical stage, divided by v when interleaved [M21 2.2].
     const double typical = p > 2 ? middleStage.total() : 0.5 * (firstStage.total() + lastStage.total());
-    ts.bubble = (p - 1) * typical / v;
-    note(sink, "time_s.bubble", "pipeline fill and drain", ts.bubble, "(p - 1) x stage time per micro-batch / v");
+    book.add(Figure::Bubble, "pipeline fill and drain", (p - 1) * typical / v, "(p - 1) x stage time per micro-batch / v");
 
+    // ---- pipeline sends ----
+    Collective sends{CommDimension::Pp, CommKind::SendRecv, CommPlacement::IntraDomain,
+                     "activations forward, their gradients back", 0, 0, 0, 0};
     double ppChunkBytes = 0;  // one direction of one chunk's sends over all micro-batches
     if (p > 1) {
         const double stride = double(l.tp) * l.cp * l.dp;
         const bool crosses = placeGroup(p, stride, domain_devices_).crossesDomains();
+        sends.placement = crosses ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
         // Activations of one micro-batch, scattered over tp with SP [M21 4.1 scatter/gather].
         const double bytes = l.micro_batch * double(tr.seq_len) / l.cp * problem_.model.hidden * activation_bytes_ /
                              (l.sequence_parallel ? l.tp : 1);
         const double one = sendRecvTime(crosses, bytes, linkFor(2, stride));
-        ts.pp_comm = 2 * v * (m + p - 1) * one;
-        // A middle stage sends each micro-batch's activations forward and its gradients back, per
-        // chunk; with two stages, each device's first (or last) chunk has no one to send back to
-        // (or forward to), so the busiest device sends 2v - 1 of them.
+        sends.exposed_s = 2 * v * (m + p - 1) * one;
         ppChunkBytes = m * bytes;
-        note(sink, "time_s.pp_comm", "pipeline sends, forward and backward", ts.pp_comm,
-             "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
-    }
-
-    // ---- data-parallel / ZeRO traffic (grads reduced over dp x cp), on the stage holding the
-    // most parameters, hidden behind compute up to the overlap fraction [Z20 Section 7]. ----
-    const StageCost& heavyEnd = (lastStage.params > firstStage.params) ? lastStage : firstStage;
-    // (An uneven split can leave the middle stages with the most parameters.)
-    const StageCost& heavy = middleStage.params > heavyEnd.params ? middleStage : heavyEnd;
-    const double dpGroupSize = double(l.dp) * l.cp;
-    const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
-    const double replicas = dpGroupSize / std::max(1.0, shardGroup);
-    const double gradBytes = heavy.params * grad_bytes_;
-    const double weightBytes = heavy.params * weight_bytes_;
-    double dpComm = 0, window = 0;
-    double gather = 0, gatherWindow = -1;  // the parameter all-gather when it has its own window
-    // Sharded states are reduced and gathered a unit at a time (StageCost::units): one collective
-    // call each, the same bytes in all. Plain data parallelism all-reduces gradient buckets.
-    const double units = heavy.units;
-    const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(gradBytes / prm.dp_bucket_bytes)) : 1.0;
-    if (dpGroupSize > 1) {
-        const GroupPlacement all = placeGroup(dpGroupSize, l.tp, domain_devices_);
-        const GroupPlacement shard = placeGroup(shardGroup, l.tp, domain_devices_);
-        const GroupPlacement across = placeGroup(replicas, double(l.tp) * shardGroup, domain_devices_);
-        const LinkModel allLink = linkFor(dpGroupSize, l.tp);
-        const LinkModel shardLink = linkFor(shardGroup, l.tp);
-        const LinkModel acrossLink = linkFor(replicas, double(l.tp) * shardGroup);
-        switch (l.zero_stage) {
-        case 0:
-            dpComm = buckets * allReduceTime(all, gradBytes / buckets, allLink);
-            window = slow.bwd_s;  // the last micro-batch's backward
-            break;
-        case 1:
-        case 2: {
-            // ZeRO-2 keeps only the gradient shard, so gradients are reduce-scattered after every
-            // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
-            const double scatters = l.zero_stage == 2 ? m : 1.0;
-            const double grads = units * scatters * reduceScatterTime(shard, gradBytes / units, shardLink) +
-                                 allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            gather = units * allGatherTime(shard, weightBytes / units, shardLink);
-            dpComm = grads + gather;
-            window = scatters * slow.bwd_s;
-            if (l.overlap_param_gather) {
-                // --overlap-param-gather: the updated parameters are gathered bucket by bucket
-                // during the next step's first forward, not in the backward window.
-                dpComm = grads;
-                gatherWindow = slow.fwd_s;
-            }
-            break;
-        }
-        default: {
-            // Parameters gathered before forward and again before backward (a layer recomputed in
-            // backward reuses the parameters it gathers for it: DeepSpeed's max_reuse_distance), and
-            // gradients reduce-scattered, for every micro-batch; prefetching overlaps the step.
-            const double gathers = 2.0;
-            dpComm = m * units * (gathers * allGatherTime(shard, weightBytes / units, shardLink) +
-                                  reduceScatterTime(shard, gradBytes / units, shardLink)) +
-                     allReduceTime(across, gradBytes / shardGroup, acrossLink);
-            window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s);
-            break;
-        }
-        }
-        ts.dp_comm = std::max(0.0, dpComm - prm.dp_overlap * window);
-        const double traffic = dpComm + (gatherWindow >= 0 ? gather : 0.0);
-        if (gatherWindow >= 0)
-            ts.dp_comm += std::max(0.0, gather - prm.dp_overlap * gatherWindow);
-        ts.hidden.dp_comm = traffic - ts.dp_comm;  // (gui18)
-        note(sink, "time_s.dp_comm", "data-parallel/ZeRO traffic", traffic,
-             "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
-        note(sink, "time_s.dp_comm", "hidden behind compute", -(traffic - ts.dp_comm),
-             gatherWindow >= 0
-                 ? "gradients: min(traffic, overlap fraction x last backward); parameter all-gather: min(traffic, "
-                   "overlap fraction x first forward) (overlap-param-gather)"
-                 : "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
+        book.add(Figure::PpComm, "pipeline sends, forward and backward", sends.exposed_s,
+                 "2 x v x (m + p - 1) x (latency + b s h / sp bytes / link BW)");
     }
 
     // ---- a tied embedding lives on the first and the last stage: its gradients are all-reduced
-    // between the two once per step (Megatron's embedding group), after the pipeline drains. ----
+    // between the two once per step (Megatron's embedding group), after the pipeline drains.
+    // (Under ZeRO-2/3 the owned shard of it: gradients are sharded by then.) ----
+    const double dpGroupSize = double(l.dp) * l.cp;
+    const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
+    Collective embedding{CommDimension::EmbeddingGroup, CommKind::AllReduce, CommPlacement::IntraDomain,
+                         "tied embedding gradients", 0, 0, 0, 0};
     if (p > 1 && problem_.model.tied_embeddings) {
-        // (Under ZeRO-2/3 the owned shard of it: gradients are sharded by then.)
         const double embeddingBytes = double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
                                       (l.zero_stage >= 2 ? shardGroup : 1.0);
         const double stride = double(l.tp) * l.cp * l.dp * (p - 1);
         const GroupPlacement ends = placeGroup(2, stride, domain_devices_);
-        const double sync = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
-        ts.dp_comm += sync;
-        note(sink, "time_s.dp_comm", "tied embedding gradients, first and last stage", sync,
-             "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
+        embedding.placement = ends.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        embedding.bytes = allReduceBytes(2, embeddingBytes);
+        embedding.calls = 1;
+        embedding.exposed_s = allReduceTime(ends, embeddingBytes, linkFor(2, stride));
     }
+    // The step's loss and global gradient norm (for clipping) add two fp64 scalars all-reduced over
+    // every device (latency only, so no time is charged).
+    const Collective scalars{CommDimension::AllDevices, CommKind::AllReduce,
+                             placeGroup(double(l.devices()), 1, domain_devices_).crossesDomains()
+                                 ? CommPlacement::InterDomain
+                                 : CommPlacement::IntraDomain,
+                             "loss and gradient norm (2 fp64 scalars)",
+                             l.devices() > 1 ? allReduceBytes(double(l.devices()), 2 * 8.0) : 0.0,
+                             l.devices() > 1 ? 1.0 : 0.0, 0, 0};
 
-    // ---- bytes sent per step by one device, by collective kind: the busiest stage's device.
-    // The step's loss and global gradient norm (for clipping) add two fp64 scalars all-reduced
-    // over every device (latency only, so no time is charged above). ----
-    const double scalars = l.devices() > 1 ? allReduceBytes(double(l.devices()), 2 * 8.0) : 0.0;
-    auto stageBytes = [&](const StageCost& sc, int stage) {
-        CommBytes b;
-        b.tp = m * sc.tp_bytes + sc.sp_norm_grad_bytes;
-        b.all_reduce = m * sc.tp_all_reduce_bytes + sc.sp_norm_grad_bytes;
-        b.all_gather = m * sc.tp_all_gather_bytes;
-        b.reduce_scatter = m * (sc.tp_bytes - sc.tp_all_reduce_bytes - sc.tp_all_gather_bytes);
-        b.cp = m * sc.cp_bytes;
-        b.send_recv = b.cp;  // the CP ring is point to point
+    // ---- the collectives one device of a stage runs in a step: its tp and cp collectives per
+    // micro-batch m times, the norms' gradients, the pipeline sends (a middle stage sends each
+    // chunk's activations forward and its gradients back; an end device's first (or last) chunk has
+    // no one to send back to (or forward to)), the data-parallel/ZeRO rule, the tied embedding's
+    // all-reduce on the end stages, the step's scalars. ----
+    // Data-parallel time is that of the stage holding the most parameters (an uneven split can
+    // leave the middle stages with the most); the other stages' is computed for a ledger only.
+    const StageCost& heavyEnd = (lastStage.params > firstStage.params) ? lastStage : firstStage;
+    const StageCost& heavy = middleStage.params > heavyEnd.params ? middleStage : heavyEnd;
+    const DataParallelGroups dpGroups = dataParallelGroups(l, slow, m);
+    auto stepCollectives = [&](const StageCost& sc, int stage, StepCollectives& out) {
+        for (Collective c : sc.comm) {
+            if (c.calls <= 0)
+                continue;
+            c.bytes *= m;
+            c.calls *= m;
+            c.exposed_s *= m;
+            c.hidden_s *= m;
+            out.push(c);
+        }
+        if (sc.sp_norm_grad_bytes > 0)
+            out.push({CommDimension::Tp, CommKind::AllReduce, sc.comm[StageCost::kTpAllReduce].placement,
+                      "norm gradients, once per step (latency only: no time charged)", sc.sp_norm_grad_bytes, 1, 0, 0});
         const bool end = stage == 0 || stage == p - 1;
         if (p > 1) {
-            // A middle stage sends each chunk's activations forward and its gradients back; an end
-            // device's first (or last) chunk has no one to send back to (or forward to).
-            b.pp = (end ? 2 * v - 1 : 2 * v) * ppChunkBytes;
-            b.send_recv += b.pp;
+            Collective c = sends;
+            c.calls = (end ? 2 * v - 1 : 2 * v) * m;
+            c.bytes = (end ? 2 * v - 1 : 2 * v) * ppChunkBytes;
+            out.push(c);
         }
-        if (dpGroupSize > 1) {
-            const double grads = sc.params * grad_bytes_, weights = sc.params * weight_bytes_;
-            const double across = allReduceBytes(replicas, grads / shardGroup);
-            switch (l.zero_stage) {
-            case 0: b.all_reduce += allReduceBytes(dpGroupSize, grads); break;
-            case 1:
-            case 2: {
-                const double scatters = l.zero_stage == 2 ? m : 1.0;  // ZeRO-2: after every micro-batch
-                b.reduce_scatter += scatters * ringHalfBytes(shardGroup, grads);
-                b.all_gather += ringHalfBytes(shardGroup, weights);
-                b.all_reduce += across;
-                break;
-            }
-            default:
-                b.all_gather += m * 2 * ringHalfBytes(shardGroup, weights);  // before forward and backward
-                b.reduce_scatter += m * ringHalfBytes(shardGroup, grads);
-                b.all_reduce += across;
-                break;
-            }
-        }
-        if (p > 1 && problem_.model.tied_embeddings && end)
-            b.all_reduce += allReduceBytes(2, double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
-                                                  (l.zero_stage >= 2 ? shardGroup : 1.0));
-        b.all_reduce += scalars;
-        b.dp = b.all_reduce + b.all_gather + b.reduce_scatter - b.tp;
-        return b;
+        dataParallelCollectives(l, dpGroups, sc, ledger || &sc == &heavy, out);
+        if (embedding.calls > 0 && end)
+            out.push(embedding);
+        if (scalars.calls > 0)
+            out.push(scalars);
     };
-    pr.comm_bytes = stageBytes(firstStage, 0);
-    auto busier = [&](const StageCost& sc, int stage) {
-        const CommBytes b = stageBytes(sc, stage);
-        if (b.total() > pr.comm_bytes.total())
+    StepCollectives firstComm, lastComm, middleComm;
+    stepCollectives(firstStage, 0, firstComm);
+    if (p > 1)
+        stepCollectives(lastStage, p - 1, lastComm);
+    if (p > 2)
+        stepCollectives(middleStage, p / 2, middleComm);
+
+    // ---- data-parallel / ZeRO time (grads reduced over dp x cp), on the stage holding the most
+    // parameters ----
+    const StepCollectives& heavyComm = &heavy == &firstStage ? firstComm : &heavy == &lastStage ? lastComm : middleComm;
+    if (dpGroupSize > 1) {
+        double traffic = 0, hidden = 0;
+        for (const Collective& c : heavyComm)
+            if (c.dimension == CommDimension::Dp) {
+                traffic += c.time_s();
+                hidden += c.hidden_s;
+            }
+        book.add(Figure::DpComm, "data-parallel/ZeRO traffic", traffic,
+                 "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
+        book.add(Figure::DpComm, "hidden behind compute", -hidden,
+                 l.overlap_param_gather && (l.zero_stage == 1 || l.zero_stage == 2)
+                     ? "gradients: min(traffic, overlap fraction x last backward); parameter all-gather: min(traffic, "
+                       "overlap fraction x first forward) (overlap-param-gather)"
+                     : "min(traffic, overlap fraction x backward (ZeRO-3: whole step) compute)");
+        ts.hidden.dp_comm = hidden;  // (gui18)
+    }
+    if (embedding.calls > 0)
+        book.add(Figure::DpComm, "tied embedding gradients, first and last stage", embedding.exposed_s,
+                 "all-reduce of V/t x h gradient bytes between the two stages that hold the embedding");
+
+    // ---- bytes sent per step by one device, by dimension and collective kind: the busiest stage's ----
+    const StepCollectives* busiest = &firstComm;
+    pr.comm_bytes = commBytesOf(firstComm);
+    auto busier = [&](const StepCollectives& comm) {
+        const CommBytes b = commBytesOf(comm);
+        if (b.total() > pr.comm_bytes.total()) {
             pr.comm_bytes = b;
+            busiest = &comm;
+        }
     };
     if (p > 1)
-        busier(lastStage, p - 1);
+        busier(lastComm);
     if (p > 2)
-        busier(middleStage, p / 2);
+        busier(middleComm);
+    if (ledger) {
+        auto stageOf = [&](const StageCost* sc) { return sc == &firstStage ? 0 : sc == &lastStage ? p - 1 : p / 2; };
+        ledger->time_stage = stageOf(&slow);
+        ledger->dp_stage = stageOf(&heavy);
+        ledger->bytes_stage = busiest == &firstComm ? 0 : busiest == &lastComm ? p - 1 : p / 2;
+        ledger->collectives = *busiest;
+    }
 
     // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----
     const double optimizerShard = l.zero_stage >= 1 ? shardGroup : 1.0;
@@ -951,14 +1083,12 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         }
         const double link = host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
                                                                     : std::numeric_limits<double>::infinity();
-        ts.offload = localParams * (grad_bytes_ + weight_bytes_) / link +
-                     localParams * traffic / prm.host_memory_bytes_per_second;
-        note(sink, "time_s.offload", "gradients down, weights up, Adam on the host", ts.offload,
-             "shard x (grad + weight bytes) / host link + shard x traffic / host memory BW");
+        book.add(Figure::Offload, "gradients down, weights up, Adam on the host",
+                 localParams * (grad_bytes_ + weight_bytes_) / link + localParams * traffic / prm.host_memory_bytes_per_second,
+                 "shard x (grad + weight bytes) / host link + shard x traffic / host memory BW");
     } else {
-        ts.optimizer = localParams * traffic / hbm_bytes_per_second_device_;
-        note(sink, "time_s.optimizer", "optimizer step over the local shard", ts.optimizer,
-             "shard params x (2 x state + grad + weight bytes) / HBM BW");
+        book.add(Figure::Optimizer, "optimizer step over the local shard", localParams * traffic / hbm_bytes_per_second_device_,
+                 "shard params x (2 x state + grad + weight bytes) / HBM BW");
     }
     // Every step also reads the gradients it owns for the global norm (clipping), zeroes the
     // gradient buffer it holds for the next step, and under ZeRO-2/3 adds each micro-batch's
@@ -966,26 +1096,40 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     // the optimizer offloaded, the norm is taken on the host's copy, inside the offload term; the
     // device still zeroes the gradients it holds.)
     const double heldGrads = l.zero_stage >= 2 ? localParams : heavy.params;
-    const double gradientPasses =
-        (l.offload == Offload::Optimizer ? heldGrads : localParams + heldGrads) * grad_bytes_ / hbm_bytes_per_second_device_;
-    const double accumulation =
-        l.zero_stage >= 2 && dpGroupSize > 1 ? m * localParams * 3 * grad_bytes_ / hbm_bytes_per_second_device_ : 0.0;
-    ts.optimizer += gradientPasses + accumulation;
-    note(sink, "time_s.optimizer", "gradient norm and zeroing", gradientPasses,
-         "(owned + held gradients) x grad bytes / HBM BW");
-    note(sink, "time_s.optimizer", "ZeRO-2/3 shard accumulation", accumulation,
-         "m x shard x 3 x grad bytes / HBM BW");
+    book.add(Figure::Optimizer, "gradient norm and zeroing",
+             (l.offload == Offload::Optimizer ? heldGrads : localParams + heldGrads) * grad_bytes_ /
+                 hbm_bytes_per_second_device_,
+             "(owned + held gradients) x grad bytes / HBM BW");
+    book.add(Figure::Optimizer, "ZeRO-2/3 shard accumulation",
+             l.zero_stage >= 2 && dpGroupSize > 1 ? m * localParams * 3 * grad_bytes_ / hbm_bytes_per_second_device_ : 0.0,
+             "m x shard x 3 x grad bytes / HBM BW");
+
+    // Every time figure is the sum of its terms.
+    ts.compute = book.sum(Figure::Compute);
+    ts.recompute = book.sum(Figure::Recompute);
+    ts.tp_comm = book.sum(Figure::TpComm);
+    ts.cp_comm = book.sum(Figure::CpComm);
+    ts.pp_comm = book.sum(Figure::PpComm);
+    ts.dp_comm = book.sum(Figure::DpComm);
+    ts.bubble = book.sum(Figure::Bubble);
+    ts.optimizer = book.sum(Figure::Optimizer);
+    ts.offload = book.sum(Figure::Offload);
     pr.step_time_s = ts.sum();
 
     // ---- memory of the most loaded stage ----
-    double stored = 0, tpBuffer = 0, ppBuffer = 0, bucket = 0, zeroGather = 0;
+    struct StageMemory {
+        MemoryBreakdown total;
+        double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0;
+    };
     auto memoryOf = [&](const StageCost& sc, int stage) {
-        MemoryBreakdown mb;
+        StageMemory sm;
+        MemoryBreakdown& mb = sm.total;
         const ModelStateBytes states = modelStateBytes(sc.params, l.zero_stage, int(shardGroup),
                                                        tr.precision, tr.optimizer);
         mb.weights = states.weights;
         mb.gradients = states.gradients;
         mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer;
+        double stored = 0;
         switch (l.schedule) {
         case PipelineSchedule::GPipe: stored = m * sc.stored_bytes_per_mb; break;
         case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage)) * sc.stored_bytes_per_mb; break;
@@ -996,74 +1140,81 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
                 // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
                 // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
                 // chunks; the head's are kept only by the model's last chunk.
-                std::vector<double> chunk(size_t(v), (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb -
-                                                      sc.embed_stored_bytes_per_mb) / v);
-                chunk.back() += sc.head_stored_bytes_per_mb;
-                chunk.front() += sc.embed_stored_bytes_per_mb;
-                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk);
+                // (On the stack up to 64 chunks, no allocation; a layout with more, on the heap.)
+                const int chunks = int(v);
+                std::array<double, 64> onStack;
+                std::vector<double> onHeap(chunks > int(onStack.size()) ? size_t(chunks) : 0);
+                double* chunk = chunks > int(onStack.size()) ? onHeap.data() : onStack.data();
+                std::fill(chunk, chunk + chunks,
+                          (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb - sc.embed_stored_bytes_per_mb) / v);
+                chunk[chunks - 1] += sc.head_stored_bytes_per_mb;
+                chunk[0] += sc.embed_stored_bytes_per_mb;
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);
             } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
                 stored = std::min(m, double(p - stage) + double(p - 1) / v) * sc.stored_bytes_per_mb;
             }
             break;
         }
-        mb.activations = stored + sc.working_bytes;
+        sm.stored = stored;
+        sm.working = sc.working_bytes;
+        mb.activations = sm.stored + sm.working;
         const double T = l.micro_batch * double(tr.seq_len) / l.cp;
         const double h = problem_.model.hidden;
-        double buffers = 0;
-        tpBuffer = l.tp > 1 ? 2 * T * h * activation_bytes_ : 0;  // all-gather / reduce-scatter staging
-        ppBuffer = p > 1 ? 2 * T * h * activation_bytes_ / (l.sequence_parallel ? l.tp : 1) : 0;  // send + receive
-        bucket = dpGroupSize > 1 ? std::min(prm.dp_bucket_bytes, sc.params * grad_bytes_) : 0;
-        zeroGather = 0;
-        buffers += tpBuffer + ppBuffer + bucket;
+        sm.tp_buffer = l.tp > 1 ? 2 * T * h * activation_bytes_ : 0;  // all-gather / reduce-scatter staging
+        sm.pp_buffer = p > 1 ? 2 * T * h * activation_bytes_ / (l.sequence_parallel ? l.tp : 1) : 0;  // send + receive
+        sm.bucket = dpGroupSize > 1 ? std::min(prm.dp_bucket_bytes, sc.params * grad_bytes_) : 0;
         if (l.zero_stage == 3) {
             // ZeRO-3 gathers one linear layer at a time; the largest, twice (in use + prefetched).
             const ModelSpec& model = problem_.model;
             const double qkv = h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
             const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
-            zeroGather = 2 * std::max(qkv, up) * weight_bytes_;
-            buffers += zeroGather;
+            sm.zero_gather = 2 * std::max(qkv, up) * weight_bytes_;
         }
-        mb.buffers = buffers;
+        mb.buffers = sm.tp_buffer + sm.pp_buffer + sm.bucket + sm.zero_gather;
         mb.capacity = hbm_capacity_device_;
         mb.reserve = prm.reserve_fraction * hbm_capacity_device_;
-        return mb;
+        return sm;
     };
-    const MemoryBreakdown memLast = memoryOf(lastStage, p - 1);
+    const StageMemory memLast = memoryOf(lastStage, p - 1);
     // An uneven split with lighter end stages can leave the peak on the second stage: its middle
     // share of the layers with p - 1 micro-batches in flight (the middle stages' costs are alike).
     const bool secondCounts = l.unevenPipeline() && p > 2;
-    const MemoryBreakdown memSecond = secondCounts ? memoryOf(middleStage, 1) : MemoryBreakdown{};
-    const MemoryBreakdown memFirst = memoryOf(firstStage, 0);  // last call: its parts stay in the locals
-    enum { First, Last, Second } peak = memLast.total() > memFirst.total() ? Last : First;
-    if (secondCounts && memSecond.total() > (peak == First ? memFirst : memLast).total())
+    const StageMemory memSecond = secondCounts ? memoryOf(middleStage, 1) : StageMemory{};
+    const StageMemory memFirst = memoryOf(firstStage, 0);
+    enum { First, Last, Second } peak = memLast.total.total() > memFirst.total.total() ? Last : First;
+    if (secondCounts && memSecond.total.total() > (peak == First ? memFirst : memLast).total.total())
         peak = Second;
-    if (peak != First && sink)  // recompute the parts of the stage reported
-        peak == Second ? memoryOf(middleStage, 1) : memoryOf(lastStage, p - 1);
-    pr.memory_bytes = peak == First ? memFirst : peak == Second ? memSecond : memLast;
+    const StageMemory& mem = peak == First ? memFirst : peak == Second ? memSecond : memLast;
     pr.memory_stage = peak == First ? 0 : peak == Second ? 1 : p - 1;
-    if (pr.memory_bytes.total() > pr.memory_bytes.capacity) {
-        pr.feasible = false;
-        if (pr.reason == Infeasibility::None)
-            pr.reason = Infeasibility::OutOfMemory;
-    }
-    if (sink) {
-        const MemoryBreakdown& mb = pr.memory_bytes;
-        note(sink, "memory_bytes.weights", "weights", mb.weights, "stage params x weight bytes / (ZeRO-3 shard)");
-        note(sink, "memory_bytes.gradients", "gradients", mb.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
-        note(sink, "memory_bytes.optimizer", "optimizer states", mb.optimizer,
+    book.add(Figure::Weights, "weights", mem.total.weights, "stage params x weight bytes / (ZeRO-3 shard)");
+    book.add(Figure::Gradients, "gradients", mem.total.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
+    book.add(Figure::OptimizerStates, "optimizer states", mem.total.optimizer,
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
-        note(sink, "memory_bytes.activations", "stored for backward", stored,
+    book.add(Figure::Activations, "stored for backward", mem.stored,
              "in-flight micro-batches x (stage layers x per-layer bytes [K22] + norm statistics; last stage: "
              "final norm, fp32 softmax over the vocabulary, losses); interleaved: the peak of the schedule's "
              "(micro-batch, chunk) pairs, the head's bytes on the last chunk only");
-        note(sink, "memory_bytes.activations", "working set", mb.activations - stored,
+    book.add(Figure::Activations, "working set", mem.working,
              "the recomputed layer's activations (full) or attention scores (selective)");
-        note(sink, "memory_bytes.buffers", "TP/SP collective staging", tpBuffer, "2 x b s h bytes");
-        note(sink, "memory_bytes.buffers", "pipeline send and receive", ppBuffer, "2 x b s h / sp bytes");
-        note(sink, "memory_bytes.buffers", "gradient bucket", bucket, "min(bucket size, gradient bytes)");
-        note(sink, "memory_bytes.buffers", "ZeRO-3 gathered parameters", zeroGather,
+    book.add(Figure::Buffers, "TP/SP collective staging", mem.tp_buffer, "2 x b s h bytes");
+    book.add(Figure::Buffers, "pipeline send and receive", mem.pp_buffer, "2 x b s h / sp bytes");
+    book.add(Figure::Buffers, "gradient bucket", mem.bucket, "min(bucket size, gradient bytes)");
+    book.add(Figure::Buffers, "ZeRO-3 gathered parameters", mem.zero_gather,
              "2 x largest linear layer (in use + prefetched)");
-        note(sink, "memory_bytes.reserve", "reserve", mb.reserve, "reserve fraction x HBM");
+    book.add(Figure::Reserve, "reserve", mem.total.reserve, "reserve fraction x HBM");
+    // Every memory figure is the sum of its terms.
+    MemoryBreakdown& mb = pr.memory_bytes;
+    mb.weights = book.sum(Figure::Weights);
+    mb.gradients = book.sum(Figure::Gradients);
+    mb.optimizer = book.sum(Figure::OptimizerStates);
+    mb.activations = book.sum(Figure::Activations);
+    mb.buffers = book.sum(Figure::Buffers);
+    mb.reserve = book.sum(Figure::Reserve);
+    mb.capacity = mem.total.capacity;
+    if (mb.total() > mb.capacity) {
+        pr.feasible = false;
+        if (pr.reason == Infeasibility::None)
+            pr.reason = Infeasibility::OutOfMemory;
     }
 
     // ---- throughput and utilisation ----
@@ -1141,24 +1292,21 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
     return pr;
 }
 
-namespace {
-
-class TermCollector : public TermSink {
-public:
-    std::vector<Term> terms;
-    void term(const char* figure, const char* name, double value, const char* formula) override
-    {
-        terms.push_back({figure, name, value, formula});
-    }
-};
-
-} // namespace
+CostLedger CostModel::ledger(const Layout& layout) const
+{
+    CostLedger ledger;
+    evaluate(layout, &ledger);
+    return ledger;
+}
 
 std::vector<Term> CostModel::explain(const Layout& layout) const
 {
-    TermCollector c;
-    evaluate(layout, &c);
-    return c.terms;
+    const CostLedger recorded = ledger(layout);
+    std::vector<Term> terms;
+    terms.reserve(size_t(recorded.terms.size()));
+    for (const LedgerTerm& t : recorded.terms)
+        terms.push_back({figureKey(t.figure), t.name, t.value, t.formula});
+    return terms;
 }
 
 } // namespace shardscope

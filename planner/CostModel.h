@@ -3,14 +3,17 @@
 // fixed when the model is built, evaluate() prices a layout).
 //
 // evaluate() is pure and allocation-free: everything that depends only on the
-// problem is resolved in the constructor. Every figure of the Prediction is a sum
-// of named terms; pass a TermSink to receive them (explain()).
+// problem is resolved in the constructor. Every time and memory figure of the
+// Prediction is the sum of its named terms by construction, and the bytes by kind
+// the sum of the collectives' (CostLedger.h); pass a ledger to receive them
+// (ledger(), explain()).
 //
 // Placement: the device mesh is tp innermost, then cp, dp, pp (Megatron's order).
 // Formulas cite their sources in CostModel.cpp.
 #pragma once
 
 #include "AttentionKernels.h"
+#include "CostLedger.h"
 #include "CostModelParams.h"
 #include "Layout.h"
 #include "Prediction.h"
@@ -22,15 +25,8 @@
 
 namespace shardscope {
 
-// Receives the named terms behind each figure. `figure` is the Prediction field
-// ("time_s.compute", "memory_bytes.activations"), `name` the term, `formula` how
-// it was computed. All strings are static.
-class TermSink {
-public:
-    virtual ~TermSink() = default;
-    virtual void term(const char* figure, const char* name, double value, const char* formula) = 0;
-};
-
+// A named term of a figure: `figure` is the Prediction field ("time_s.compute",
+// "memory_bytes.activations"), `name` the term, `formula` how it was computed.
 struct Term {
     std::string figure;
     std::string name;
@@ -43,8 +39,11 @@ public:
     explicit CostModel(const Problem& problem, const CostModelParams& params = defaultCostModelParams());
 
     // The layout must satisfy validate(layout, model, cluster, training); evaluate() does not check rules.
-    Prediction evaluate(const Layout& layout, TermSink* sink = nullptr) const;
-    std::vector<Term> explain(const Layout& layout) const;
+    // With a ledger: its terms and the reported stage's collectives recorded too (the figures are
+    // the same either way).
+    Prediction evaluate(const Layout& layout, CostLedger* ledger = nullptr) const;
+    CostLedger ledger(const Layout& layout) const;
+    std::vector<Term> explain(const Layout& layout) const;  // the ledger's terms, as strings
 
     // One-shot convenience with the default parameters.
     static Prediction evaluate(const Problem& problem, const Layout& layout);
@@ -63,6 +62,13 @@ public:
 private:
     struct StageCost;
     StageCost stageCost(const Layout& layout, int stage) const;
+    // The data-parallel / ZeRO collectives of one device of stage `sc` per step (time and bytes),
+    // hidden behind the slowest stage's compute as far as they overlap; their groups and windows
+    // resolved once per layout.
+    struct DataParallelGroups;
+    DataParallelGroups dataParallelGroups(const Layout& layout, const StageCost& slow, double m) const;
+    void dataParallelCollectives(const Layout& layout, const DataParallelGroups& groups, const StageCost& sc,
+                                 bool timed, StepCollectives& out) const;
     // The links a group of `size` devices at mesh `stride` runs its collectives on.
     struct LinkModel linkFor(double size, double stride) const;
 

@@ -142,8 +142,13 @@ PipelineTimeline simulatePipeline(PipelineSchedule schedule, int p, int m, int v
 
 double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const std::vector<double>& chunk_bytes)
 {
-    const int v = schedule == PipelineSchedule::Interleaved ? int(chunk_bytes.size()) : 1;
-    if (p < 1 || m < 1 || v < 1 || stage < 0 || stage >= p || chunk_bytes.empty())
+    return peakInFlightBytes(schedule, p, stage, m, chunk_bytes.data(), int(chunk_bytes.size()));
+}
+
+double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes, int chunks)
+{
+    const int v = schedule == PipelineSchedule::Interleaved ? chunks : 1;
+    if (p < 1 || m < 1 || v < 1 || stage < 0 || stage >= p || chunks < 1)
         throw std::invalid_argument("pipeline: stages, micro-batches and chunks must be positive, the stage one of them");
     if (schedule == PipelineSchedule::Interleaved && m % p != 0)
         throw std::invalid_argument("interleaved 1F1B needs the " + std::to_string(m) +
@@ -151,7 +156,7 @@ double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, con
     // Held from a forward's start to its backward's end: the peak is right after a forward.
     double held = 0, peak = 0;
     forEachOp(schedule, p, stage, m, v, [&](const OpId& op) {
-        const double bytes = chunk_bytes[size_t(op.chunk)];
+        const double bytes = chunk_bytes[op.chunk];
         if (op.backward) {
             held -= bytes;
         } else {

@@ -48,5 +48,8 @@ PipelineTimeline simulatePipeline(PipelineSchedule schedule, int stages, int mic
 // simulatePipeline does.
 double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches,
                          const std::vector<double>& chunk_bytes);
+// The same over `chunks` values at chunk_bytes (the cost model's stack buffer: no allocation).
+double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches, const double* chunk_bytes,
+                         int chunks);
 
 } // namespace shardscope

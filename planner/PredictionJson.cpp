@@ -4,7 +4,32 @@
 
 namespace shardscope {
 
-QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
+QJsonObject toJson(const CostLedger& ledger)
+{
+    QJsonArray terms;
+    for (const LedgerTerm& t : ledger.terms)
+        terms.append(QJsonObject{{"figure", QLatin1String(figureKey(t.figure))},
+                                 {"name", QString::fromUtf8(t.name)},
+                                 {"value", t.value},
+                                 {"formula", QString::fromUtf8(t.formula)}});
+    QJsonArray collectives;
+    for (const Collective& c : ledger.collectives)
+        collectives.append(QJsonObject{{"dimension", QLatin1String(toString(c.dimension))},
+                                       {"kind", QLatin1String(toString(c.kind))},
+                                       {"placement", QLatin1String(toString(c.placement))},
+                                       {"what", QString::fromUtf8(c.what)},
+                                       {"bytes", c.bytes},
+                                       {"calls", c.calls},
+                                       {"time_s", c.time_s()},
+                                       {"overlap", QJsonObject{{"exposed_s", c.exposed_s}, {"hidden_s", c.hidden_s}}}});
+    return QJsonObject{{"terms", terms},
+                       {"collectives", collectives},
+                       {"stages", QJsonObject{{"time", ledger.time_stage},
+                                              {"dp_comm", ledger.dp_stage},
+                                              {"bytes", ledger.bytes_stage}}}};
+}
+
+QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms, const CostLedger* ledger)
 {
     const MemoryBreakdown& m = p.memory_bytes;
     const TimeBreakdown& t = p.time_s;
@@ -73,6 +98,8 @@ QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms)
                                  {"formula", QString::fromStdString(term.formula)}});
         o.insert("terms", a);
     }
+    if (ledger)
+        o.insert("ledger", toJson(*ledger));
     return o;
 }
 

@@ -1,4 +1,7 @@
-// "shardscope.prediction/1": a Prediction as JSON, with the named terms when given.
+// "shardscope.prediction/1": a Prediction as JSON, with the named terms and the cost ledger when
+// given ("ledger": {"terms", "collectives", "stages"}: each term's figure, name, value and formula;
+// each collective's dimension, kind, placement, bytes, calls, time and overlap {exposed_s,
+// hidden_s}; the stages the time terms, dp_comm and the bytes are of).
 #pragma once
 
 #include "CostModel.h"
@@ -10,6 +13,8 @@
 
 namespace shardscope {
 
-QJsonObject toJson(const Prediction& prediction, const std::vector<Term>& terms = {});
+QJsonObject toJson(const Prediction& prediction, const std::vector<Term>& terms = {},
+                   const CostLedger* ledger = nullptr);
+QJsonObject toJson(const CostLedger& ledger);
 
 } // namespace shardscope

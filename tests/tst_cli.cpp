@@ -17,6 +17,7 @@
 
 #include <cmath>
 
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -633,6 +634,88 @@ private slots:
         QVERIFY(std::fabs(o.value("tokens_per_s").toDouble() * t.value("step").toDouble() - 1024.0 * 4096) < 1e-3);
     }
 
+    // predict --json carries the cost ledger (issue 15): the terms behind each figure and the
+    // collectives behind the bytes, so a user can audit a figure: the terms of each figure sum to it
+    // and the time terms to the step, the collectives' bytes to the bytes by kind.
+    void predictJsonCarriesTheLedger_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::newRow("dp") << QStringLiteral("dp=16,mb=1");
+        QTest::newRow("tp+sp") << QStringLiteral("tp=8,sp=on");
+        QTest::newRow("pp interleaved") << QStringLiteral("tp=4,pp=4,schedule=interleaved,v=2,sp=on,zero=1");
+        QTest::newRow("cp") << QStringLiteral("tp=4,cp=4,sp=on");
+        QTest::newRow("ZeRO-3") << QStringLiteral("zero=3,recompute=full");
+        QTest::newRow("offload") << QStringLiteral("tp=2,zero=1,offload=optimizer");
+    }
+    void predictJsonCarriesTheLedger()
+    {
+        QFETCH(QString, layout);
+        const RunResult r = run({"predict", "--model", "llama-3-8b", "--node-type", "p5.48xlarge", "--nodes", "2",
+                                 "--global-batch", "64", "--seq", "8192", "--flash-attention", "--layout", layout,
+                                 "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject ledger = o.value("ledger").toObject();
+        const QJsonArray terms = ledger.value("terms").toArray(), collectives = ledger.value("collectives").toArray();
+        QVERIFY(terms.size() >= 20);
+        QVERIFY(!collectives.isEmpty());
+        QVERIFY(!o.contains("terms"));  // --explain's list stays where it was, only with --explain
+        std::map<QString, double> sums;
+        double timeTerms = 0;
+        for (const QJsonValue& v : terms) {
+            const QJsonObject term = v.toObject();
+            for (const char* key : {"figure", "name", "formula"})
+                QVERIFY2(!term.value(key).toString().isEmpty(), key);
+            QVERIFY(term.value("value").isDouble());
+            sums[term.value("figure").toString()] += term.value("value").toDouble();
+            if (term.value("figure").toString().startsWith("time_s."))
+                timeTerms += term.value("value").toDouble();
+        }
+        auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(std::fabs(a), std::fabs(b)); };
+        const QJsonObject t = o.value("time_s").toObject(), mem = o.value("memory_bytes").toObject();
+        for (const char* key : {"compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "dp_comm", "bubble", "optimizer",
+                                "offload"})
+            QVERIFY2(near(sums[QStringLiteral("time_s.") + key], t.value(key).toDouble()), key);
+        for (const char* key : {"weights", "gradients", "optimizer", "activations", "buffers", "reserve"})
+            QVERIFY2(near(sums[QStringLiteral("memory_bytes.") + key], mem.value(key).toDouble()), key);
+        QVERIFY(near(timeTerms, t.value("step").toDouble()));
+
+        std::map<QString, double> byKind, byDimension, exposed, hidden;
+        for (const QJsonValue& v : collectives) {
+            const QJsonObject c = v.toObject();
+            for (const char* key : {"dimension", "kind", "placement", "what"})
+                QVERIFY2(!c.value(key).toString().isEmpty(), key);
+            QVERIFY(QStringList({"intra_domain", "inter_domain"}).contains(c.value("placement").toString()));
+            const QJsonObject overlap = c.value("overlap").toObject();
+            QVERIFY(c.value("calls").toDouble() > 0 && c.value("bytes").toDouble() > 0);
+            QVERIFY(near(overlap.value("exposed_s").toDouble() + overlap.value("hidden_s").toDouble(),
+                         c.value("time_s").toDouble()) || c.value("time_s").toDouble() == 0);
+            byKind[c.value("kind").toString()] += c.value("bytes").toDouble();
+            const QString dimension = c.value("dimension").toString();
+            byDimension[dimension == "embedding_group" || dimension == "all_devices" ? "dp" : dimension] +=
+                c.value("bytes").toDouble();
+            exposed[dimension] += overlap.value("exposed_s").toDouble();
+            hidden[dimension] += overlap.value("hidden_s").toDouble();
+        }
+        const QJsonObject bytes = o.value("comm_bytes").toObject(), kinds = bytes.value("by_kind").toObject();
+        for (const char* kind : {"all_reduce", "reduce_scatter", "all_gather", "send_recv"})
+            QVERIFY2(near(byKind[kind], kinds.value(kind).toDouble()), kind);
+        for (const char* dimension : {"tp", "cp", "pp", "dp"})
+            QVERIFY2(near(byDimension[dimension], bytes.value(dimension).toDouble()), dimension);
+        // One stage sets every time at pp = 1: its collectives' exposed and hidden time are the figures.
+        const QJsonObject stages = ledger.value("stages").toObject();
+        if (o.value("layout").toObject().value("pp").toInt() == 1) {
+            for (const char* key : {"time", "dp_comm", "bytes"})
+                QCOMPARE(stages.value(key).toInt(-1), 0);
+            const QJsonObject h = t.value("hidden").toObject();
+            QVERIFY(near(exposed["tp"], t.value("tp_comm").toDouble()));
+            QVERIFY(near(hidden["tp"], h.value("tp_comm").toDouble()));
+            QVERIFY(near(hidden["cp"], h.value("cp_comm").toDouble()));
+            QVERIFY(std::fabs(exposed["dp"] - t.value("dp_comm").toDouble()) <= 1e-9 * t.value("dp_comm").toDouble() + 1e-15);
+            QVERIFY(near(hidden["dp"], h.value("dp_comm").toDouble()));
+        }
+    }
+
     void validateDirectCase()
     {
         // Nothing stored yet: --from-history says what to run first.
@@ -725,6 +808,11 @@ private slots:
         QVERIFY2(r.exitCode == 0, r.describe().constData());
         for (const char* text : {"step time", "memory per device", "MFU", "time_s.bubble", "memory_bytes.activations"})
             QVERIFY2(r.out.contains(text), text);
+        // --explain lists the collectives behind the bytes too (tp=8 over NVLink, pp=8 sends, ZeRO-1).
+        QVERIFY2(r.out.contains("collectives per step"), r.out.constData());
+        for (const char* row : {"tp   reduce_scatter  intra_domain", "pp   send_recv       inter_domain",
+                                "dp   reduce_scatter  inter_domain", "dp   all_gather      inter_domain"})
+            QVERIFY2(r.out.contains(row), row);
         // The MFU conventions, each named.
         for (const char* text : {"(Megatron/Korthikanti)", "(PaLM: 6N + 12 L H Q T)", "(causal-aware"})
             QVERIFY2(r.out.contains(text), text);

@@ -417,6 +417,133 @@ private slots:
         QVERIFY(near(pr.step_time_s, t.sum(), 1e-12));
     }
 
+    // The ledger is the prediction: every figure is the sum of its terms (to the last bit: the
+    // evaluation sets each figure as the sum of the terms it adds), the step the sum of the time
+    // terms, the bytes by kind and dimension the sums of the collectives', and where one stage sets
+    // every time (pp = 1) each communication figure is its collectives' exposed time.
+    void ledgerIsThePrediction_data()
+    {
+        QTest::addColumn<QString>("layoutText");
+        QTest::addColumn<bool>("flash");
+        QTest::newRow("dp") << "mb=1" << false;
+        QTest::newRow("tp+sp") << "tp=8,sp=on,mb=2" << false;
+        QTest::newRow("tp+sp, tp-comm-overlap") << "tp=8,sp=on,tp_comm_overlap=on,zero=1,overlap_param_gather=on" << false;
+        QTest::newRow("pp interleaved") << "tp=4,pp=4,schedule=interleaved,v=2,sp=on,zero=1" << false;
+        QTest::newRow("cp") << "tp=4,cp=4,sp=on" << true;
+        QTest::newRow("ZeRO-3") << "zero=3,mb=2,recompute=full" << false;
+        QTest::newRow("ZeRO-3 HSDP") << "zero=3,zero_group=8,tp=2" << false;
+        QTest::newRow("ZeRO-2") << "zero=2,tp=2,pp=2" << false;
+        QTest::newRow("offload") << "zero=1,offload=optimizer,tp=2" << false;
+    }
+    void ledgerIsThePrediction()
+    {
+        QFETCH(QString, layoutText);
+        QFETCH(bool, flash);
+        Problem p = problem(megatronGpt(32, 4096, 32), 8, 512);
+        p.cluster.node.host_link_bytes_per_second = 32e9;  // (offload needs a published host link)
+        p.training.flash_attention = flash;
+        const CostModel model(p);
+        const Layout l = layout(layoutText.toLatin1().constData(), p);
+        CostLedger ledger;
+        const Prediction pr = model.evaluate(l, &ledger);
+        QCOMPARE(model.evaluate(l).step_time_s, pr.step_time_s);  // recording changes nothing
+        {
+            CostLedger again = ledger;  // a ledger passed again is filled afresh, not appended to
+            model.evaluate(l, &again);
+            QCOMPARE(again.terms.size(), ledger.terms.size());
+            QCOMPARE(again.collectives.size(), ledger.collectives.size());
+        }
+
+        const TimeBreakdown& t = pr.time_s;
+        const MemoryBreakdown& mem = pr.memory_bytes;
+        const std::map<Figure, double> figures{
+            {Figure::Compute, t.compute},     {Figure::Recompute, t.recompute}, {Figure::TpComm, t.tp_comm},
+            {Figure::CpComm, t.cp_comm},      {Figure::PpComm, t.pp_comm},      {Figure::DpComm, t.dp_comm},
+            {Figure::Bubble, t.bubble},       {Figure::Optimizer, t.optimizer}, {Figure::Offload, t.offload},
+            {Figure::Weights, mem.weights},   {Figure::Gradients, mem.gradients},
+            {Figure::OptimizerStates, mem.optimizer}, {Figure::Activations, mem.activations},
+            {Figure::Buffers, mem.buffers},   {Figure::Reserve, mem.reserve}};
+        QCOMPARE(int(figures.size()), kFigureCount);
+        double step = 0;
+        for (const auto& [figure, value] : figures) {
+            QVERIFY2(ledger.figure(figure) == value, figureKey(figure));
+            if (isTimeFigure(figure))
+                step += ledger.figure(figure);
+        }
+        QVERIFY(near(step, pr.step_time_s, 1e-12));
+        double timeTerms = 0;
+        for (const LedgerTerm& term : ledger.terms)
+            timeTerms += isTimeFigure(term.figure) ? term.value : 0.0;
+        QVERIFY(near(timeTerms, pr.step_time_s, 1e-12));
+
+        // Bytes by kind and by dimension: the collectives' sums.
+        std::map<CommKind, double> byKind;
+        std::map<CommDimension, double> byDimension;
+        std::map<CommDimension, double> exposed, hidden;
+        for (const Collective& c : ledger.collectives) {
+            byKind[c.kind] += c.bytes;
+            byDimension[c.dimension] += c.bytes;
+            exposed[c.dimension] += c.exposed_s;
+            hidden[c.dimension] += c.hidden_s;
+            QVERIFY2(c.calls > 0 && c.bytes > 0, c.what);
+            QVERIFY2(c.exposed_s >= 0 && c.hidden_s >= 0, c.what);
+        }
+        const CommBytes& b = pr.comm_bytes;
+        QVERIFY(b.total() > 0);
+        QVERIFY(near(byKind[CommKind::AllReduce], b.all_reduce, 1e-12));
+        QVERIFY(near(byKind[CommKind::ReduceScatter], b.reduce_scatter, 1e-12));
+        QVERIFY(near(byKind[CommKind::AllGather], b.all_gather, 1e-12));
+        QVERIFY(near(byKind[CommKind::SendRecv], b.send_recv, 1e-12));
+        QVERIFY(near(byDimension[CommDimension::Tp], b.tp, 1e-12));
+        QVERIFY(near(byDimension[CommDimension::Cp], b.cp, 1e-12));
+        QVERIFY(near(byDimension[CommDimension::Pp], b.pp, 1e-12));
+        QVERIFY(near(byDimension[CommDimension::Dp] + byDimension[CommDimension::EmbeddingGroup] +
+                         byDimension[CommDimension::AllDevices],
+                     b.dp, 1e-12));
+
+        if (l.pp == 1) {  // one stage: the collectives listed are the ones that set the time
+            QCOMPARE(ledger.time_stage, 0);
+            QCOMPARE(ledger.bytes_stage, 0);
+            QVERIFY(near(exposed[CommDimension::Tp], t.tp_comm, 1e-12) || (t.tp_comm == 0 && exposed[CommDimension::Tp] == 0));
+            QVERIFY(near(hidden[CommDimension::Tp], t.hidden.tp_comm, 1e-12) || t.hidden.tp_comm == 0);
+            QVERIFY(near(exposed[CommDimension::Dp], t.dp_comm, 1e-9) || (t.dp_comm == 0 && exposed[CommDimension::Dp] < 1e-15));
+            QVERIFY(near(hidden[CommDimension::Dp], t.hidden.dp_comm, 1e-12));
+            QVERIFY(near(hidden[CommDimension::Cp], t.hidden.cp_comm, 1e-12) || t.hidden.cp_comm == 0);
+            const double merges = termValue(model.explain(l), "time_s.cp_comm", "CP ring: partial results merged");
+            QVERIFY(near(exposed[CommDimension::Cp] + merges, t.cp_comm, 1e-12) || t.cp_comm == 0);
+        } else {
+            QVERIFY(near(exposed[CommDimension::Pp], t.pp_comm, 1e-12));  // the same sends on every stage
+        }
+
+        // The ZeRO rule's bytes against the model states it shards (bf16 weights and gradients,
+        // ring volumes of formulas.md): n - 1 of n shards of the stage's parameters move.
+        const double n = double(l.dp) * l.cp, shard = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
+        double dpAllGather = 0, dpReduceScatter = 0, dpAllReduce = 0;
+        for (const Collective& c : ledger.collectives)
+            if (c.dimension == CommDimension::Dp)
+                (c.kind == CommKind::AllGather ? dpAllGather : c.kind == CommKind::ReduceScatter ? dpReduceScatter : dpAllReduce) +=
+                    c.bytes;
+        if (l.pp == 1) {
+            const double m = pr.micro_batches;
+            const double stageGradients = l.zero_stage >= 2 ? mem.gradients * shard : mem.gradients;
+            const double stageWeights = l.zero_stage == 3 ? mem.weights * shard : mem.weights;
+            switch (l.zero_stage) {
+            case 0: QVERIFY(near(dpAllReduce, 2 * (n - 1) / n * stageGradients, 1e-12)); break;
+            case 3:
+                QVERIFY(near(dpAllGather, m * 2 * (shard - 1) / shard * stageWeights, 1e-12));
+                QVERIFY(near(dpReduceScatter, m * (shard - 1) / shard * stageGradients, 1e-12));
+                break;
+            default:
+                QVERIFY(near(dpAllGather, (shard - 1) / shard * stageWeights, 1e-12));
+                break;
+            }
+            const double replicas = n / shard;  // HSDP: the owned shard all-reduced across the groups
+            if (l.zero_stage > 0)
+                QVERIFY(replicas > 1 ? near(dpAllReduce, 2 * (replicas - 1) / replicas * stageGradients / shard, 1e-12)
+                                     : dpAllReduce == 0);
+        }
+    }
+
     // Megatron's --tp-comm-overlap: each layer's SP collectives pipelined with its GEMMs keep
     // one chunk in tp exposed, or what the GEMMs cannot cover; nothing else changes.
     void tpCommOverlapHidesBehindTheGemms()

@@ -220,7 +220,9 @@ std::vector<CommandHelp> makeCommands()
                                    "offload (e.g. \"tp=8,pp=4,sp=on,zero=1\")"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
                                    ValueKind::File)} +
-                     costModelOption() + jsonOption("the prediction") +
+                     costModelOption() +
+                     jsonOption("the prediction with its ledger (each figure's terms; the collectives: dimension, "
+                                "kind, placement, bytes, calls, exposed and hidden time)") +
                      Options{flag("explain", "list the terms behind every figure")},
                  {"predict --model gpt3-175b --node-type trn1.32xlarge --nodes 64 --global-batch 1536 --seq 2048 "
                   "--layout \"tp=8,pp=8,sp=on,zero=1,recompute=selective\""}});

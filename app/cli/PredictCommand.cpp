@@ -116,10 +116,13 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
                          plan->request.cost_model.name + "\"); leave out --plan to price with another profile");
     const CostModel model(problem, plan ? plan->request.cost_model
                                         : store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
-    const Prediction prediction = model.evaluate(layout);
+    // The ledger behind the figures (predict --json carries it: a user can audit each figure
+    // against its terms and each byte count against its collectives).
+    CostLedger ledger;
+    const Prediction prediction = model.evaluate(layout, &ledger);
     const bool explain = a.flag("explain");
     if (a.flag("json")) {
-        QJsonObject doc = toJson(prediction, explain ? model.explain(layout) : std::vector<Term>{});
+        QJsonObject doc = toJson(prediction, explain ? model.explain(layout) : std::vector<Term>{}, &ledger);
         doc.insert("problem", toJson(problem));
         doc.insert("layout", toJson(layout));
         doc.insert("cost_model", QString::fromStdString(model.params().name));
@@ -134,6 +137,20 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
             char buf[512];
             std::snprintf(buf, sizeof buf, "  %-26s %-46s %12s  %s\n", t.figure.c_str(), t.name.c_str(),
                           (bytes ? formatBytes(t.value) : formatDuration(t.value)).c_str(), t.formula.c_str());
+            ctx.out << buf;
+        }
+        // The collectives behind the bytes (and the communication times when one stage sets them).
+        ctx.out << "\ncollectives per step (stage " << ledger.bytes_stage << ", whose bytes are reported; times: stage "
+                << ledger.time_stage << ", dp_comm stage " << ledger.dp_stage << "):\n";
+        for (const Collective& c : ledger.collectives) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf, "  %-4s %-15s %-12s %12s %10s calls %11s exposed %11s hidden  %s\n",
+                          c.dimension == CommDimension::EmbeddingGroup ? "emb"
+                          : c.dimension == CommDimension::AllDevices   ? "all"
+                                                                       : toString(c.dimension),
+                          toString(c.kind), toString(c.placement), formatBytes(c.bytes).c_str(),
+                          formatSi(c.calls, "").c_str(), formatDuration(c.exposed_s).c_str(),
+                          formatDuration(c.hidden_s).c_str(), c.what);
             ctx.out << buf;
         }
     }
