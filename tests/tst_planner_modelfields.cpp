@@ -109,6 +109,53 @@ private slots:
         QCOMPARE(split.memory_stage, 1);  // the MoE layers' stage
     }
 
+    // Multi-head latent attention (DeepSeek-V3's; planner/MlaCost.h): one device at tp = 1 holds
+    // exactly the model's count; under tp the down projections and their norms stay whole on
+    // every rank (Megatron's 'duplicated' linear_q_down_proj / linear_kv_down_proj) and the rest
+    // is split by heads. DeepSeek-V3 itself, its correction biases included, likewise.
+    void mlaWeightsAndActivations()
+    {
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        ModelSpec m = qwen3Like();
+        m.name = "mla-like";
+        m.kv_heads = m.heads;  // 32
+        m.mla = {512, 256, 64, 32, 64};
+        m.head_dim = 96;
+        QVERIFY2(validate(m).empty(), joinErrors(validate(m)).c_str());
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        const double h = 4096, heads = 32;
+        const double duplicated = h * 512 + 512 + h * (256 + 32) + 256;           // q_a, its norm, kv_a, its norm
+        const double split = 512 * heads * 96 + 256 * heads * (64 + 64) + heads * 64 * h;  // q_b, kv_b, o
+        ModelSpec dense = m;
+        dense.mla = {};
+        dense.head_dim = 1;  // MHA of 32 heads of 1: q, k, v, o of 32 wide
+        for (const int tp : {1, 2, 4})  // 8 layers; the rest of the model is the same in both
+            QCOMPARE(weightBytes(m, tp) - weightBytes(dense, tp),
+                     8.0 * (duplicated + split / tp - 4.0 * h * 32 / tp) * perParameter);
+        QCOMPARE(double(parameterCount(m)) - double(parameterCount(dense)),
+                 8.0 * (duplicated + split) - 8.0 * (4.0 * h * 32));
+
+        // Activations: the MHA count's Q, K, V and output (4 q + 4 kv bytes a token) give way to
+        // MLA's latents (2 (2Q + R + P + R)) and Q, K (192-wide here 96), V and output (64).
+        ModelSpec mha = m;
+        mha.mla = {};  // the same heads and head_dim 96 as plain MHA
+        const Problem pm = problemOn(m, 2048, true), ph = problemOn(mha, 2048, true);
+        FieldErrors errors;
+        Layout l = parseLayout("tp=2,mb=1", errors);
+        resolveDataParallel(l, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double tokens = 2048, q = heads * 96 / 2, v = heads * 64 / 2;
+        const double mlaBytes = 2 * (2 * 512 + (256 + 32) + 256) + 2 * (2 * q + 2 * v);
+        const double mhaBytes = 4 * q + 4 * q;
+        const Prediction a = CostModel::evaluate(pm, l), b = CostModel::evaluate(ph, l);
+        QCOMPARE(a.memory_bytes.activations - b.memory_bytes.activations, 8 * tokens * (mlaBytes - mhaBytes));
+        // Model FLOPs: core's count (MLA's projections, Q K^T over 96 and P V over 64 per head).
+        QCOMPARE(a.model_flops_per_step, 3.0 * 64 * tokens * double(forwardFlopsPerToken(m, 2048)));
+
+        const ModelSpec deepseek = BuiltinSpecs::instance().model("deepseek-v3");
+        QCOMPARE(weightBytes(deepseek, 1), 671'026'419'200.0 * perParameter);
+    }
+
     // Fused attention computes only the band: a sliding window shortens the step; unfused
     // attention computes the whole matrix and masks it. The model FLOPs count W keys either way.
     void slidingWindowAttention()
@@ -152,6 +199,7 @@ private slots:
         QTest::addColumn<QString>("named");
         QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
+        QTest::newRow("multi-head latent attention") << 4 << "multi-head latent attention (mla) is not executed";
     }
     void scaledEngineModelRefusesByName()
     {
@@ -161,6 +209,8 @@ private slots:
         if (field == 2)
             m.sliding_window = {4096, {}};
         m.attention_sinks = field == 3;
+        if (field == 4)
+            m.mla = {0, 64, 32, 16, 32};  // (a dense model: refused as MLA, not trained as MHA)
         Layout l;
         l.cp = field == 2 ? 2 : 1;
         try {

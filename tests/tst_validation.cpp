@@ -298,6 +298,14 @@ private slots:
         } catch (const InputError& e) {
             QVERIFY2(QString(e.what()).contains("mixture-of-experts"), e.what());
         }
+        Problem deepseek = full;
+        deepseek.model = specs.model("deepseek-v3");
+        try {
+            scaledValidationCase(deepseek, parseLayout("dp=8", errors), 2);
+            QFAIL("a multi-head latent attention plan was accepted");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("multi-head latent attention"), e.what());
+        }
     }
 
     // An encoder is validated as itself: BERT large's blocks (post-norm, token types, embedding norm,
