@@ -182,7 +182,7 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--hidden-size", str(m.hidden));
     arg("--ffn-hidden-size", str(m.ffn_hidden));
     arg("--num-attention-heads", str(m.heads));
-    if (m.head_dim * m.heads != m.hidden)
+    if (m.head_dim * m.heads != m.hidden && !m.mla.enabled())  // (MLA: its own head sizes)
         arg("--kv-channels", str(m.head_dim));
     if (m.kv_heads != m.heads) {
         arg("--group-query-attention");
