@@ -25,39 +25,33 @@ bool gated(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 Count qDim(const ModelSpec& m) { return Count(m.heads) * m.head_dim; }
 Count kvDim(const ModelSpec& m) { return Count(m.kv_heads) * m.head_dim; }
 
-// Q, K, V and output projections (+ biases; Qwen2: on q, k and v only), and QK-norm's two
-// weight vectors over head_dim (Qwen3: q_norm and k_norm, transformers
-// models/qwen3/modeling_qwen3.py @ 000c33f). Cross attention has the same shapes.
 // Multi-head latent attention (ModelSpec.h, MlaSpec), as DeepseekV3Attention builds it
 // (transformers models/deepseek_v3/modular_deepseek_v3.py @ 000c33f; attention_bias false, which
-// validate() requires): q_a_proj h x q_lora_rank, q_a_layernorm (q_lora_rank), q_b_proj
-// q_lora_rank x heads*(nope + rope) -- or q_proj h x heads*(nope + rope) without q_lora_rank --,
-// kv_a_proj_with_mqa h x (kv_lora_rank + rope), kv_a_layernorm (kv_lora_rank), kv_b_proj
-// kv_lora_rank x heads*(nope + v), o_proj heads*v x h. The latent norms are the model's kind.
-Count mlaAttentionParams(const ModelSpec& m)
-{
-    const MlaSpec& a = m.mla;
-    const Count h = m.hidden, heads = m.heads;
-    auto norm = [&](int n) { return m.norm == NormKind::LayerNorm ? Count(2) * n : Count(n); };
-    const Count qk = Count(a.qkHeadDim());
-    const Count query = a.q_lora_rank > 0 ? h * a.q_lora_rank + norm(a.q_lora_rank) + Count(a.q_lora_rank) * heads * qk
-                                          : h * heads * qk;
-    const Count keyValue = h * (Count(a.kv_lora_rank) + a.qk_rope_head_dim) + norm(a.kv_lora_rank) +
-                           Count(a.kv_lora_rank) * heads * (Count(a.qk_nope_head_dim) + a.v_head_dim);
-    return query + keyValue + heads * a.v_head_dim * h;
-}
-
-// Forward matmul FLOPs per token of MLA's projections (the shapes above, 2 per multiply-add).
-Count mlaProjectionFlops(const ModelSpec& m)
+// validate() requires): q_a_proj h x q_lora_rank, q_b_proj q_lora_rank x heads*(nope + rope) --
+// or q_proj h x heads*(nope + rope) without q_lora_rank --, kv_a_proj_with_mqa h x (kv_lora_rank
+// + rope), kv_b_proj kv_lora_rank x heads*(nope + v), o_proj heads*v x h: the matrices, each
+// used once per token (its forward FLOPs are 2 per weight).
+Count mlaMatrixParams(const ModelSpec& m)
 {
     const MlaSpec& a = m.mla;
     const Count h = m.hidden, heads = m.heads, qk = Count(a.qkHeadDim());
     const Count query = a.q_lora_rank > 0 ? h * a.q_lora_rank + Count(a.q_lora_rank) * heads * qk : h * heads * qk;
     const Count keyValue = h * (Count(a.kv_lora_rank) + a.qk_rope_head_dim) +
                            Count(a.kv_lora_rank) * heads * (Count(a.qk_nope_head_dim) + a.v_head_dim);
-    return Count(2) * (query + keyValue + heads * a.v_head_dim * h);
+    return query + keyValue + heads * a.v_head_dim * h;
 }
 
+// ... and the latent norms q_a_layernorm (q_lora_rank) and kv_a_layernorm (kv_lora_rank), of
+// the model's norm kind.
+Count mlaAttentionParams(const ModelSpec& m)
+{
+    auto norm = [&](int n) { return m.norm == NormKind::LayerNorm ? Count(2) * n : Count(n); };
+    return mlaMatrixParams(m) + (m.mla.q_lora_rank > 0 ? norm(m.mla.q_lora_rank) : Count(0)) + norm(m.mla.kv_lora_rank);
+}
+
+// Q, K, V and output projections (+ biases; Qwen2: on q, k and v only), and QK-norm's two
+// weight vectors over head_dim (Qwen3: q_norm and k_norm, transformers
+// models/qwen3/modeling_qwen3.py @ 000c33f). Cross attention has the same shapes.
 Count attentionParams(const ModelSpec& m)
 {
     if (m.mla.enabled())
@@ -86,7 +80,6 @@ Count mlpParams(const ModelSpec& m, Count f)
     return p;
 }
 
-// The router: h x experts (+ a bias with the linear biases, GPT-OSS).
 // The router: h x experts (+ a bias with the linear biases, GPT-OSS), and DeepSeek-V3's score
 // correction bias, one per expert (e_score_correction_bias: a buffer in transformers, a Parameter
 // in DeepSeek's inference/model.py @ 9b4e978 Gate.bias; stored in the checkpoint either way).
@@ -167,7 +160,7 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
 Count checkedForwardFlops(const ModelSpec& m, int seq)
 {
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden;
-    const Count projections = m.mla.enabled() ? mlaProjectionFlops(m) : Count(2) * (h * q + Count(2) * h * kv + q * h);
+    const Count projections = Count(2) * (m.mla.enabled() ? mlaMatrixParams(m) : h * q + Count(2) * h * kv + q * h);
     // Q K^T (queries and keys of head_dim) and (softmax) V (values of head_dim, MLA's v_head_dim)
     // over the keys each query sees: the full sequence, or the window.
     const Count qPlusV = q + Count(m.heads) * (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim);
