@@ -640,10 +640,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double ffn = T * innerLocal;
         const double add = model.bias ? ops::kBiasResidualAdd : 1;
         // RoPE rotates every query and key head of this tp rank, over the micro-batch's tokens.
-        const double rope = model.positions == PositionKind::Rotary
+        // (MLA: its RoPE parts and latent norms instead, MlaCost.h.)
+        const double rope = model.mla.enabled() ? T * mla.rotated_per_token
+                            : model.positions == PositionKind::Rotary
                                 ? T * (double(model.qDim()) + double(model.kvDim())) / D.t : 0.0;
         // QK-norm normalises every query and key head of this tp rank, per attention block.
-        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : 0.0;
+        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : model.mla.enabled() ? T * mla.normed_per_token : 0.0;
         auto layerForward = [&](double norms, double projections, double attentions) {
             return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
                    ops::kRope.forward * rope + attentions * norm.forward * qkNormed;

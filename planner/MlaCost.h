@@ -35,6 +35,11 @@ struct MlaDeviceShapes {
     //   split over tp by heads: Q and K after RoPE (2 x 2 heads (N + P)), V and the attention
     //     output (2 x 2 heads V).
     double kept_bytes_per_token = 0;
+    // Element-wise work per token (vector FLOPs, core/OpConventions.h): RoPE rotates the rank's
+    // query heads' P-wide parts and the one shared P-wide key; the latent norms run over Q + R
+    // (duplicated on every rank).
+    double rotated_per_token = 0;
+    double normed_per_token = 0;
 };
 
 inline MlaDeviceShapes mlaDeviceShapes(const ModelSpec& m, double tp)
@@ -61,6 +66,8 @@ inline MlaDeviceShapes mlaDeviceShapes(const ModelSpec& m, double tp)
     add(h, headsLocal * V);            // o_proj, row-parallel
     s.params += norm * R;              // kv_a_layernorm, duplicated
     s.kept_bytes_per_token = 2.0 * (2 * Q + (R + P) + R) + 2.0 * (2 * headsLocal * (N + P) + 2 * headsLocal * V);
+    s.rotated_per_token = headsLocal * P + P;
+    s.normed_per_token = Q + R;
     return s;
 }
 

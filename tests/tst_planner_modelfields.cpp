@@ -6,6 +6,7 @@
 #include "CostModel.h"
 #include "EmulatedHardware.h"
 #include "ModelStateMemory.h"
+#include "OpConventions.h"
 #include "ScaledCase.h"
 
 #include <QTest>
@@ -151,6 +152,16 @@ private slots:
         QCOMPARE(a.memory_bytes.activations - b.memory_bytes.activations, 8 * tokens * (mlaBytes - mhaBytes));
         // Model FLOPs: core's count (MLA's projections, Q K^T over 96 and P V over 64 per head).
         QCOMPARE(a.model_flops_per_step, 3.0 * 64 * tokens * double(forwardFlopsPerToken(m, 2048)));
+        // Vector FLOPs (core/OpConventions.h): RoPE on the rank's 16 heads' 32-wide parts and the
+        // shared 32-wide key (not on 2 x 16 heads of 96), the latent norms over 512 + 256, and the
+        // optimizer over the parameters the device holds; 16 micro-batches on each of 8 devices.
+        const ops::ElementFlops rope = ops::kRope, rms = ops::norm(NormKind::RmsNorm);
+        const double rotated = 16 * 32 + 32 - (q + q), normed = 512 + 256;
+        const double perMicroBatch =
+            8 * tokens * ((rope.forward + rope.backward) * rotated + (rms.forward + rms.backward) * normed);
+        const double heldParameters = (weightBytes(m, 2) - weightBytes(mha, 2)) / perParameter;
+        QCOMPARE(a.vector_flops_per_step - b.vector_flops_per_step,
+                 8 * (16 * perMicroBatch + (ops::kAdamW + ops::kSquaredNorm) * heldParameters));
 
         const ModelSpec deepseek = BuiltinSpecs::instance().model("deepseek-v3");
         QCOMPARE(weightBytes(deepseek, 1), 671'026'419'200.0 * perParameter);
