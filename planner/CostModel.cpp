@@ -1035,7 +1035,8 @@ Prediction CostModel::evaluate(const Layout& l, TermSink* sink) const
         if (l.zero_stage == 3) {
             // ZeRO-3 gathers one linear layer at a time; the largest, twice (in use + prefetched).
             const ModelSpec& model = problem_.model;
-            const double qkv = h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
+            const double qkv = model.mla.enabled() ? mlaDeviceShapes(model, l.tp).largestMatrix()  // (MlaCost.h)
+                                                   : h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
             const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
             zeroGather = 2 * std::max(qkv, up) * weight_bytes_;
             buffers += zeroGather;

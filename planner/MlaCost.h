@@ -15,6 +15,7 @@
 
 #include "ModelSpec.h"
 
+#include <algorithm>
 #include <array>
 
 namespace shardscope {
@@ -40,6 +41,15 @@ struct MlaDeviceShapes {
     // (duplicated on every rank).
     double rotated_per_token = 0;
     double normed_per_token = 0;
+
+    // The largest of the projections on this device (what ZeRO-3 gathers at once).
+    double largestMatrix() const
+    {
+        double largest = 0;
+        for (int i = 0; i < gemm_count; ++i)
+            largest = std::max(largest, gemms[size_t(i)].n * gemms[size_t(i)].k);
+        return largest;
+    }
 };
 
 inline MlaDeviceShapes mlaDeviceShapes(const ModelSpec& m, double tp)

@@ -163,6 +163,17 @@ private slots:
         QCOMPARE(a.vector_flops_per_step - b.vector_flops_per_step,
                  8 * (16 * perMicroBatch + (ops::kAdamW + ops::kSquaredNorm) * heldParameters));
 
+        // ZeRO-3 gathers the largest projection at once, twice: with a small MLP, MLA's o_proj
+        // (16 x 64 -> 4096 on each of tp 2) rather than the MHA count's q, k, v (4096 x 3 x 1536).
+        ModelSpec thinMla = m, thinMha = mha;
+        thinMla.ffn_hidden = thinMha.ffn_hidden = 512;
+        Layout z3 = parseLayout("tp=2,zero=3,mb=1", errors);
+        resolveDataParallel(z3, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double buffersMla = CostModel::evaluate(problemOn(thinMla, 2048, true), z3).memory_bytes.buffers;
+        const double buffersMha = CostModel::evaluate(problemOn(thinMha, 2048, true), z3).memory_bytes.buffers;
+        QCOMPARE(buffersMha - buffersMla, 2 * (h * 3 * q - h * v) * perParameter);
+
         const ModelSpec deepseek = BuiltinSpecs::instance().model("deepseek-v3");
         QCOMPARE(weightBytes(deepseek, 1), 671'026'419'200.0 * perParameter);
     }
