@@ -568,7 +568,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (l.cp > 1) {
         const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
         const LinkModel cpLink = linkFor(D.c, D.t);
-        const double block = D.b * D.s_local * 2 * D.kv_local * activation_bytes_;
+        // (K of hd and V of hv per KV head: 2 kv dims, MLA's 192 + 128 per head.)
+        const double block = D.b * D.s_local * D.kv_local * (1 + D.hv / D.hd) * activation_bytes_;
         const double one = sendRecvTime(cpGroup.crossesDomains(), block, cpLink);
         const double two = sendRecvTime(cpGroup.crossesDomains(), 2 * block, cpLink);
         // A step's attention runs on its s/cp block at that block's own rate (above): the
@@ -583,7 +584,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // (TE: the log-sum-exp correction of the output forward, reading the running and the
         // step's output and writing the merged one; backward, dQ accumulated and the dK/dV
         // partial added before it moves on). In the same stream as the attention: not hidden.
-        const double outBytes = D.b * D.s_local * D.q_local * activation_bytes_;
+        const double outBytes = D.b * D.s_local * D.heads_local * D.hv * activation_bytes_;  // (q_local but with MLA)
         const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
         const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
         const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);

@@ -174,6 +174,15 @@ private slots:
         const double buffersMha = CostModel::evaluate(problemOn(thinMha, 2048, true), z3).memory_bytes.buffers;
         QCOMPARE(buffersMha - buffersMla, 2 * (h * 3 * q - h * v) * perParameter);
 
+        // Context parallelism passes K (96 per head) and V (64 per head) blocks, not 2 x 96: at
+        // cp 2 the MLA model sends (96 + 64) / (2 x 96) of the MHA model's ring bytes.
+        Layout cp2 = parseLayout("tp=2,cp=2,mb=1", errors);
+        resolveDataParallel(cp2, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double ringMla = CostModel::evaluate(pm, cp2).comm_bytes.cp, ringMha = CostModel::evaluate(ph, cp2).comm_bytes.cp;
+        QVERIFY(ringMha > 0);
+        QCOMPARE(ringMla / ringMha, (96.0 + 64) / (2 * 96));
+
         const ModelSpec deepseek = BuiltinSpecs::instance().model("deepseek-v3");
         QCOMPARE(weightBytes(deepseek, 1), 671'026'419'200.0 * perParameter);
     }
