@@ -731,6 +731,21 @@ private slots:
         QVERIFY2(r.err.contains("num_experts: is not a key Qwen3ForCausalLM is known to read"), r.err.constData());
         r = cli({"catalog", "list", "--names"});
         QVERIFY(!r.out.contains("qwen3-bad"));
+        // An MLA rank past hidden: named, nothing imported.
+        QJsonObject wide = readFixture("DeepSeek-V3");
+        wide.insert("kv_lora_rank", 8192);
+        QVERIFY(QDir(dir.path()).mkpath("DeepSeek-wide"));
+        QFile wideFile(dir.filePath("DeepSeek-wide/config.json"));
+        QVERIFY(wideFile.open(QIODevice::WriteOnly));
+        wideFile.write(QJsonDocument(wide).toJson());
+        wideFile.close();
+        r = cli({"catalog", "import", wideFile.fileName()});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("nothing imported from this Hugging Face config (DeepseekV3ForCausalLM)") &&
+                     r.err.contains("kv_lora_rank: 8192 is larger than hidden_size 7168"),
+                 r.err.constData());
+        r = cli({"catalog", "list", "--names"});
+        QVERIFY(!r.out.contains("deepseek-wide"));
         // --name on a ShardScope document is a usage error.
         r = cli({"catalog", "export", "gpt2", "--out", dir.filePath("gpt2.json")});
         QCOMPARE(r.exitCode, 0);
