@@ -23,8 +23,10 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              flavor must be a key of llama3_configs; each layer.attention.rope.<field> the recipe
              sets a field of RoPE.Config (models/common/rope.py, read from the source), scaling one
              of its Literal choices;
-  megatron-bridge  GPTModelProvider(**the recipe's arguments) (TransformerConfig's __post_init__
-             runs; it does not check heads against tp, the model build does), every cfg.<section>.<field>
+  megatron-bridge  GPTModelProvider(**the recipe's arguments), MLAModelProvider for multi-head
+             latent attention, then its finalize(), which runs Megatron Core's __post_init__ checks
+             the providers defer (models/transformer_config.py; they do not check heads against
+             tp, the model build does), every cfg.<section>.<field>
              the recipe sets a field of that section's config class (training/config.py and the
              Megatron classes it extends), the mixed_precision name a registered recipe;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
@@ -120,6 +122,8 @@ CASES = [
      "megatron", "hf:DeepSeek-V3", "p5.48xlarge", 32, 1024, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=full"),
     ("megatron deepseek-v3 (built-in) p5 tp8 pp2 (MLA, MoE, 61 layers split 31 + 30)", "megatron", "deepseek-v3",
      "p5.48xlarge", 64, 1024, 4096, [], "tp=8,sp=on,pp=2,first_stage_layers=31,zero=1,mb=1,recompute=full"),
+    ("megatron-bridge deepseek-v3 p5 tp8 (MLAModelProvider, MoE: dense first layers, expert bias, groups)",
+     "megatron-bridge", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=full"),
     # DeepSpeed: ds_config holds no model, so the fields run with the user's own Hugging Face model
     # (the export's note says so); the ds_config itself is checked as for any model.
     ("deepspeed qwen2-7b p5 zero3 (qkv bias, norm_eps: the user's model)", "deepspeed", "hf:Qwen2-7B",
@@ -197,6 +201,10 @@ CONTROLS = [
      lambda text: text.replace('rope.scaling = "none"', 'rope.scaling = "off"')),
     ("megatron deepseek-v3 with --kv-lora-rank misspelt (--kv-lora-ranks)", 31,
      lambda text: text.replace("--kv-lora-rank", "--kv-lora-ranks")),
+    ("megatron-bridge deepseek-v3 with a misspelt MLAModelProvider field (kv_lora_rnk)", 33,
+     lambda text: text.replace("kv_lora_rank=", "kv_lora_rnk=")),
+    ("megatron-bridge deepseek-v3 with 7 router groups for 256 experts (finalize's check)", 33,
+     lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
 ]
 
 FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
@@ -474,8 +482,8 @@ def _class_fields(module_path, class_name, resolve_import):
 
 
 def check_megatron_bridge(case):
-    """GPTModelProvider(**the recipe's arguments) (models/gpt_provider.py; TransformerConfig's
-    __post_init__ checks run), every cfg.<section>.<field> the recipe sets a field of that section's
+    """GPTModelProvider (MLAModelProvider) (**the recipe's arguments) (models/gpt_provider.py,
+    models/mla_provider.py) and finalize() (Megatron Core's deferred __post_init__ checks), every cfg.<section>.<field> the recipe sets a field of that section's
     config class (training/config.py and the Megatron classes it extends), the mixed_precision name a
     registered recipe (training/mixed_precision.py)."""
     import ast
@@ -505,12 +513,25 @@ def check_megatron_bridge(case):
     from megatron.bridge.models.gpt_provider import GPTModelProvider
 
     calls, assigned = recipe_calls(case["settings"])
-    (_, model), = calls["GPTModelProvider"]
+    # A model with multi-head latent attention: MLAModelProvider (models/mla_provider.py), Megatron
+    # Core's MLATransformerConfig on a GPTModelProvider.
+    mla = "MLAModelProvider" in calls
+    (_, model), = calls["MLAModelProvider" if mla else "GPTModelProvider"]
     if model.get("activation_func") == "F.silu":
         import torch.nn.functional as F
 
         model["activation_func"] = F.silu
-    provider = GPTModelProvider(**model)
+    if isinstance(model.get("moe_layer_freq"), str):  # a list expression such as [0]*3+[1]*58
+        model["moe_layer_freq"] = eval(model["moe_layer_freq"], {"__builtins__": {}})
+    if mla:
+        from megatron.bridge.models.mla_provider import MLAModelProvider
+
+        provider = MLAModelProvider(**model)
+    else:
+        provider = GPTModelProvider(**model)
+    # The providers defer Megatron Core's __post_init__ checks to finalize()
+    # (models/transformer_config.py), which the model build calls: run them.
+    provider.finalize()
     config = os.path.join(bridge, "training", "config.py")
     sections = {"train": (config, "TrainingConfig"), "ddp": (config, "DistributedDataParallelConfig"),
                 "optimizer": (config, "OptimizerConfig"), "checkpoint": (config, "CheckpointConfig"),
@@ -533,7 +554,7 @@ def check_megatron_bridge(case):
                   and any(ast.unparse(d) == "register" for d in n.decorator_list)}
     precision = assigned.get("cfg.mixed_precision")
     assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
-    return (f"GPTModelProvider built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
+    return (f"{type(provider).__name__} built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
             f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
 
 

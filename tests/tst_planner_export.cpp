@@ -199,6 +199,10 @@ private slots:
             << ExportFormat::Megatron << "megatron-deepseek-v3-p5-mla.txt" << QByteArray("hf:DeepSeek-V3")
             << QByteArray("p5.48xlarge") << 32 << 1024 << 4096 << bf16
             << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
+        QTest::newRow("megatron-bridge deepseek-v3 p5 tp8 mla moe")
+            << ExportFormat::MegatronBridge << "megatron-bridge-deepseek-v3-p5-mla.py" << QByteArray("deepseek-v3")
+            << QByteArray("p5.48xlarge") << 32 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
         QTest::newRow("megatron-bridge qwen3-30b-a3b p5 tp4 moe qk-norm")
             << ExportFormat::MegatronBridge << "megatron-bridge-qwen3-30b-a3b-p5-moe.py" << QByteArray("hf:Qwen3-30B-A3B")
             << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
@@ -807,7 +811,8 @@ private slots:
                                                << "RoPE scaling llama3";
         QTest::newRow("fsdp: tensor parallelism, QK-norm") << F << qwen3 << p5 << 4 << bf16 << QByteArray("tp=4,zero=3")
                                                           << "fsdp: tensor parallelism (tp=4) for qwen3-8b (QK-norm";
-        // Multi-head latent attention (DeepSeek-V3): Megatron-LM has it; the others refuse it by name.
+        // Multi-head latent attention (DeepSeek-V3): Megatron-LM and Megatron-Bridge have it; the
+        // others refuse it by name.
         const QByteArray deepseek = "deepseek-v3";
         QTest::newRow("torchtitan: MLA") << T << deepseek << p5 << 32 << bf16 << QByteArray("zero=3")
                                          << "torchtitan: multi-head latent attention is not expressible";
@@ -817,9 +822,6 @@ private slots:
                                       << "multi-head latent attention";
         QTest::newRow("nxd-training: MLA") << Y << deepseek << trn1 << 32 << bf16
                                            << QByteArray("tp=32,zero=1,recompute=full") << "multi-head latent attention";
-        QTest::newRow("megatron-bridge: MLA") << B << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,sp=on")
-                                              << "megatron-bridge: multi-head latent attention is not expressible (the "
-                                                 "export writes no Megatron-Bridge MLAModelProvider fields)";
         QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,zero=3")
                                                        << "multi-head latent attention";
         // torchtitan writes its llama scaling or none: YaRN is refused by name.
@@ -886,6 +888,16 @@ private slots:
         QVERIFY(!betas.ok());
         QVERIFY2(QString::fromStdString(betas.refusals.front()).contains("Megatron's MLA keeps 4096, 32 and 1"),
                  betas.refusals.front().c_str());
+        // Megatron-Bridge's MLAModelProvider takes them as fields, and q_lora_rank None (its
+        // field's default is 512).
+        const ExportResult bridge = exportSettings(ExportFormat::MegatronBridge, p, layout(mla, p));
+        QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+        const QString b = QString::fromStdString(bridge.text);
+        for (const char* expected : {"cfg.model = MLAModelProvider(\n", "        beta_fast=16,\n", "        beta_slow=1,\n",
+                                     "        original_max_position_embeddings=4096,\n", "        q_lora_rank=None,\n",
+                                     "        qk_layernorm=True,\n", "        rope_type=\"yarn\",\n"})
+            QVERIFY2(b.contains(QLatin1String(expected)), expected);
+        QVERIFY(!b.contains(QLatin1String("kv_channels")));
     }
 
     void refused()

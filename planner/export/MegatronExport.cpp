@@ -209,7 +209,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     }
     // norm_eps, qkv bias, qk_norm, sinks, sliding window, RoPE scaling, the rest of MoE.
     for (const CoreSetting& s : megatronModelSettings(refuse, m, false))
-        arg(s.option, s.cli_value);
+        if (!s.option.empty())  // (a field without an option: Megatron-Bridge's)
+            arg(s.option, s.cli_value);
     arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
     if (!p.training.dropout) {
         arg("--hidden-dropout", "0");

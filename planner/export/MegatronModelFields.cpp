@@ -32,7 +32,9 @@
 //     (arguments.py; argument_utils.py asserts yarn only with MLA). Its YaRN
 //     original_max_position_embeddings 4096, beta_fast 32 and beta_slow 1 have no option (MLA
 //     does not read the --yarn-* ones: argument_utils.py _apply_yarn_config_from_args returns
-//     for MLA); GPTModel builds no rotary embedding of its own for MLA with
+//     for MLA; Megatron-Bridge's MLAModelProvider (src/megatron/bridge/models/mla_provider.py @
+//     067f987d: MLATransformerConfig + GPTModelProvider) takes them as fields, and its DeepSeek-V3
+//     bridge sets qk_layernorm True, models/deepseek/deepseek_v3_bridge.py); GPTModel builds no rotary embedding of its own for MLA with
 //     --position-embedding-type rope (megatron/core/models/gpt/gpt_model.py: "rope" and not
 //     multi_latent_attention; "yarn" would build one from the non-MLA yarn_* fields), and the
 //     latent norms q_layernorm / kv_layernorm exist only with --qk-layernorm
@@ -73,23 +75,29 @@ std::string runPattern(const std::vector<int>& bits)
     return out;
 }
 
-// MLA's options (Megatron-LM only), with its RoPE: plain or YaRN at MLATransformerConfig's
-// fixed original length and betas.
-void megatronMlaSettings(Refusals& refuse, const ModelSpec& m, std::vector<CoreSetting>& out)
+// MLA's options and MLATransformerConfig fields, with its RoPE: plain or YaRN. Megatron-LM has
+// no options for YaRN's original length and betas (MLATransformerConfig keeps 4096, 32 and 1);
+// Megatron-Bridge's MLAModelProvider takes them as fields. q_lora_rank None: one q projection
+// (the option's default; the field's default is 512, so the field is written).
+void megatronMlaSettings(Refusals& refuse, const ModelSpec& m, bool bridge, std::vector<CoreSetting>& out)
 {
-    auto value = [&](const char* option, const std::string& cli) { out.push_back({option, cli, "", ""}); };
+    auto both = [&](const char* option, const std::string& value, const char* field) {
+        out.push_back({option, value, field, value});
+    };
     const MlaSpec& a = m.mla;
-    out.push_back({"--multi-latent-attention", "", "", ""});
-    out.push_back({"--qk-layernorm", "", "", ""});  // the q and kv latents' norms
+    out.push_back({"--multi-latent-attention", "", "multi_latent_attention", "True"});
+    out.push_back({"--qk-layernorm", "", "qk_layernorm", "True"});  // the q and kv latents' norms
     if (a.q_lora_rank > 0)
-        value("--q-lora-rank", str(a.q_lora_rank));  // left out: None, one q projection
-    value("--kv-lora-rank", str(a.kv_lora_rank));
-    value("--qk-head-dim", str(a.qk_nope_head_dim));
-    value("--qk-pos-emb-head-dim", str(a.qk_rope_head_dim));
-    value("--v-head-dim", str(a.v_head_dim));
+        both("--q-lora-rank", str(a.q_lora_rank), "q_lora_rank");
+    else
+        out.push_back({"", "", "q_lora_rank", "None"});
+    both("--kv-lora-rank", str(a.kv_lora_rank), "kv_lora_rank");
+    both("--qk-head-dim", str(a.qk_nope_head_dim), "qk_head_dim");
+    both("--qk-pos-emb-head-dim", str(a.qk_rope_head_dim), "qk_pos_emb_head_dim");
+    both("--v-head-dim", str(a.v_head_dim), "v_head_dim");
     const RopeScaling& rs = m.rope_scaling;
     if (!rs.enabled()) {
-        value("--rope-type", "rope");
+        out.push_back({"--rope-type", "rope", "rope_type", "\"rope\""});
         return;
     }
     if (rs.type != RopeScalingKind::Yarn) {
@@ -97,18 +105,25 @@ void megatronMlaSettings(Refusals& refuse, const ModelSpec& m, std::vector<CoreS
                    "Megatron's MLA takes rope or yarn (--rope-type)");
         return;
     }
-    if ((rs.original_max_position_embeddings != 0 && rs.original_max_position_embeddings != 4096) ||
-        (rs.beta_fast != 0 && rs.beta_fast != 32) || (rs.beta_slow != 0 && rs.beta_slow != 1) || !rs.truncate ||
-        rs.attention_factor != 0)
-        refuse.add("YaRN with original_max_position_embeddings " + str(rs.original_max_position_embeddings) +
-                       ", beta_fast " + num(rs.beta_fast) + ", beta_slow " + num(rs.beta_slow) +
-                       (rs.truncate ? "" : ", no truncation") +
-                       (rs.attention_factor != 0 ? ", attention_factor " + num(rs.attention_factor) : ""),
+    if (!rs.truncate || rs.attention_factor != 0)
+        refuse.add(std::string("YaRN") + (rs.truncate ? "" : " without truncation") +
+                       (rs.attention_factor != 0 ? " with attention_factor " + num(rs.attention_factor) : ""),
+                   "Megatron's MLA rounds the correction range and derives the attention scale from mscale");
+    const int original = rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings : 4096;
+    const double fast = rs.beta_fast > 0 ? rs.beta_fast : 32, slow = rs.beta_slow > 0 ? rs.beta_slow : 1;
+    if (!bridge && (original != 4096 || fast != 32 || slow != 1))
+        refuse.add("YaRN with original_max_position_embeddings " + str(original) + ", beta_fast " + num(fast) +
+                       ", beta_slow " + num(slow),
                    "Megatron's MLA keeps 4096, 32 and 1 (MLATransformerConfig has no options for them)");
-    value("--rope-type", "yarn");
-    value("--rotary-scaling-factor", num(rs.factor));
-    value("--mscale", num(rs.mscale != 0 ? rs.mscale : 1.0));
-    value("--mscale-all-dim", num(rs.mscale_all_dim));
+    out.push_back({"--rope-type", "yarn", "rope_type", "\"yarn\""});
+    both("--rotary-scaling-factor", num(rs.factor), "rotary_scaling_factor");
+    both("--mscale", num(rs.mscale != 0 ? rs.mscale : 1.0), "mscale");
+    both("--mscale-all-dim", num(rs.mscale_all_dim), "mscale_all_dim");
+    if (bridge) {
+        out.push_back({"", "", "original_max_position_embeddings", str(original)});
+        out.push_back({"", "", "beta_fast", num(fast)});
+        out.push_back({"", "", "beta_slow", num(slow)});
+    }
 }
 
 } // namespace
@@ -151,11 +166,7 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
 
     const RopeScaling& rs = m.rope_scaling;
     if (m.mla.enabled()) {
-        if (bridge) {
-            refuse.add("multi-head latent attention", "the export writes no Megatron-Bridge MLAModelProvider fields");
-            return out;
-        }
-        megatronMlaSettings(refuse, m, out);
+        megatronMlaSettings(refuse, m, bridge, out);
     } else if (m.positions == PositionKind::Rotary && rs.enabled()) {
         switch (rs.type) {
         case RopeScalingKind::Llama3:
