@@ -34,8 +34,8 @@
 //     does not read the --yarn-* ones: argument_utils.py _apply_yarn_config_from_args returns
 //     for MLA; Megatron-Bridge's MLAModelProvider (src/megatron/bridge/models/mla_provider.py @
 //     067f987d: MLATransformerConfig + GPTModelProvider) takes them as fields, and its DeepSeek-V3
-//     bridge sets qk_layernorm True, models/deepseek/deepseek_v3_bridge.py); GPTModel builds no rotary embedding of its own for MLA with
-//     --position-embedding-type rope (megatron/core/models/gpt/gpt_model.py: "rope" and not
+//     bridge sets qk_layernorm True, models/deepseek/deepseek_v3_bridge.py); GPTModel builds no
+//     rotary embedding of its own for MLA with --position-embedding-type rope (megatron/core/models/gpt/gpt_model.py: "rope" and not
 //     multi_latent_attention; "yarn" would build one from the non-MLA yarn_* fields), and the
 //     latent norms q_layernorm / kv_layernorm exist only with --qk-layernorm
 //     (megatron/core/models/gpt/gpt_layer_specs.py: linear_q_up_proj and linear_kv_up_proj become
