@@ -15,6 +15,10 @@
 //  [QMC] src/transformers/models/qwen3_moe/configuration_qwen3_moe.py @ 008e574 (Qwen3MoeConfig)
 //  [OC]  src/transformers/models/gpt_oss/configuration_gpt_oss.py  @ 02b8f42 (GptOssConfig)
 //  [OM]  src/transformers/models/gpt_oss/modeling_gpt_oss.py       @ 00d4b3d (biased experts and router, sinks)
+//  [DC]  src/transformers/models/deepseek_v3/configuration_deepseek_v3.py @ 001f85b (DeepseekV3Config)
+//  [DM]  src/transformers/models/deepseek_v3/modular_deepseek_v3.py @ 000c33f (MLA shapes, DeepseekV3MoE,
+//        DeepseekV3TopkRouter's e_score_correction_bias, MoE from first_k_dense_replace on; the MTP
+//        layer 61 ignored on load); modeling_deepseek_v3.py is generated from it
 // Configs written by transformers 4.x carry "rope_theta" and "rope_scaling" (4.x LlamaConfig's
 // rope_theta=10000.0, rope_scaling=None); 5.x merges them into "rope_parameters" ([LC]).
 // tie_word_embeddings: PretrainedConfig's default is True; the Llama, Mistral and Qwen config
@@ -403,6 +407,84 @@ void readGptOss(Config& c, ModelSpec& m)
     c.shapeFree({"swiglu_limit", "swiglu_alpha", "initial_context_length", "experts_per_token"});
 }
 
+// A rank of MLA's bottlenecks: 1 to hidden_size (a wider latent compresses nothing).
+int mlaRank(Config& c, const char* key, int value, int hidden)
+{
+    if (value > hidden)
+        c.error(key, std::to_string(value) + " is larger than hidden_size " + std::to_string(hidden) +
+                         ": a low-rank bottleneck no wider than the model");
+    return value;
+}
+
+void readDeepseekV3(Config& c, ModelSpec& m)
+{
+    // [DC]'s defaults are DeepSeek-V3's own shape; num_key_value_heads defaults to the heads.
+    readLlamaStyle(c, {129280, 7168, 18432, 61, 128, 128, std::nullopt, 4096, 10000, 1e-6}, m);
+    if (c.boolean("attention_bias", false))
+        c.error("attention_bias", "biases on q_a, kv_a and o with multi-head latent attention are not in the model format");
+    // MLA ([DM] DeepseekV3Attention): q through q_lora_rank (None: one q_proj), keys and values
+    // from the kv_lora_rank latent, expanded per head; the RoPE key of qk_rope_head_dim shared.
+    MlaSpec& a = m.mla;
+    a.q_lora_rank = mlaRank(c, "q_lora_rank", c.optionalInteger("q_lora_rank", 1536, 1, 1 << 20).value_or(0), m.hidden);
+    a.kv_lora_rank = mlaRank(c, "kv_lora_rank", c.integer("kv_lora_rank", 512, 1, 1 << 20), m.hidden);
+    a.qk_nope_head_dim = c.integer("qk_nope_head_dim", 128, 1, 1 << 14);
+    a.qk_rope_head_dim = c.integer("qk_rope_head_dim", 64, 1, 1 << 14);
+    a.v_head_dim = c.integer("v_head_dim", 128, 1, 1 << 14);
+    // [DC] sets head_dim = qk_rope_head_dim and qk_head_dim = nope + rope, and a config written
+    // by transformers 5.x saves both: only those values are the class's own.
+    if (c.has("head_dim") && m.head_dim != a.qk_rope_head_dim)
+        c.error("head_dim", std::to_string(m.head_dim) + " is not qk_rope_head_dim " + std::to_string(a.qk_rope_head_dim) +
+                                " (DeepseekV3Config derives it so)");
+    if (c.has("qk_head_dim") && c.integer("qk_head_dim", 0, 1, 1 << 15) != a.qkHeadDim())
+        c.error("qk_head_dim", "is not qk_nope_head_dim + qk_rope_head_dim " + std::to_string(a.qkHeadDim()));
+    m.head_dim = a.qkHeadDim();
+    if (m.kv_heads != m.heads)
+        c.error("num_key_value_heads", std::to_string(m.kv_heads) + " differs from num_attention_heads " +
+                                           std::to_string(m.heads) + ": kv_b_proj expands the latent for every head");
+
+    // MoE from layer first_k_dense_replace on, every layer ([DM] DeepseekV3DecoderLayer): the
+    // routed experts of moe_intermediate_size, one shared MLP of n_shared_experts x that size,
+    // the router's weight (experts x hidden) and e_score_correction_bias (one per expert).
+    MoeSpec& e = m.moe;
+    e.experts = c.integer("n_routed_experts", 256, 1, 4096);
+    e.top_k = c.integer("num_experts_per_tok", 8, 1, 4096);
+    e.ffn_hidden = c.integer("moe_intermediate_size", 2048, 1, 1 << 22);
+    e.shared_experts = c.integer("n_shared_experts", 1, 0, 4096);
+    e.shared_ffn_hidden = e.shared_experts > 0 ? e.ffn_hidden : 0;
+    e.dense_layers = c.integer("first_k_dense_replace", 3, 0, 10000);
+    // moe_layer_freq is a key of DeepSeek's own configuration_deepseek.py (its model puts MoE
+    // where layer % freq == 0); transformers' DeepseekV3 reads none and makes every layer MoE.
+    if (c.integer("moe_layer_freq", 1, 1, 10000) != 1)
+        c.error("moe_layer_freq", "other than 1 is not read: transformers' DeepseekV3ForCausalLM makes every layer "
+                                  "from first_k_dense_replace an MoE layer and DeepSeek's own code does not");
+    // Sigmoid scores, normalised over the top k with norm_topk_prob, times routed_scaling_factor;
+    // the top k from the best topk_group of n_group groups, chosen with the correction bias.
+    e.router = c.boolean("norm_topk_prob", true) ? MoeRouter::SigmoidNorm : MoeRouter::Sigmoid;
+    if (const std::string f = c.string("scoring_func", "sigmoid"); f != "sigmoid")
+        c.error("scoring_func", quotedValue(f) + " is not read: DeepseekV3ForCausalLM scores with a sigmoid");
+    if (const std::string t = c.string("topk_method", "noaux_tc"); t != "noaux_tc")
+        c.error("topk_method", quotedValue(t) + " is not read: DeepseekV3ForCausalLM routes as noaux_tc (the score "
+                                                 "correction bias and group-limited top k)");
+    e.score_correction_bias = true;
+    e.expert_groups = c.integer("n_group", 8, 1, 4096);
+    e.group_top_k = c.integer("topk_group", 4, 1, 4096);
+    e.routed_scaling = c.number("routed_scaling_factor", 2.5, 1e-6, 1000);
+    // The sequence-wise balance loss weight of DeepSeek's own config class (transformers reads none).
+    e.aux_loss_coeff = c.number("aux_loss_alpha", 0, 0, 1000);
+    // The published checkpoint stores its weights in fp8 (e4m3, one fp32 scale per 128 x 128
+    // block): the same weights, fewer bytes in the file; the model is planned in the training
+    // precision. The MTP module (num_nextn_predict_layers, layer 61) is not built by
+    // DeepseekV3ForCausalLM ([DM] _keys_to_ignore_on_load_unexpected "model.layers.61.*"), so it
+    // is not in the count. ep_size, seq_aux, rope_interleave and auto_map: no weights.
+    const QJsonValue quant = c.value("quantization_config");
+    if (quant.isObject() && quant.toObject().value(QLatin1String("quant_method")).toString() != QLatin1String("fp8"))
+        c.error("quantization_config", "only the published fp8 storage of the weights is read");
+    else if (!quant.isObject() && !quant.isUndefined() && !quant.isNull())
+        c.error("quantization_config", "expected an object");
+    c.integer("num_nextn_predict_layers", 0, 0, 1000);
+    c.shapeFree({"ep_size", "seq_aux", "rope_interleave", "auto_map", "pretraining_tp"});
+}
+
 void readGpt2(Config& c, ModelSpec& m)
 {
     m.family = ModelFamily::DecoderOnly;
@@ -521,6 +603,7 @@ constexpr Architecture kArchitectures[] = {
     {"MixtralForCausalLM", "mixtral", "models/mixtral/configuration_mixtral.py @ 008e574", readMixtral},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "models/qwen3_moe/configuration_qwen3_moe.py @ 008e574", readQwen3Moe},
     {"GptOssForCausalLM", "gpt_oss", "models/gpt_oss/configuration_gpt_oss.py @ 02b8f42", readGptOss},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "models/deepseek_v3/configuration_deepseek_v3.py @ 001f85b", readDeepseekV3},
     {"GPT2LMHeadModel", "gpt2", "models/gpt2/configuration_gpt2.py @ 01ae98a", readGpt2},
     {"BertForMaskedLM", "bert", "models/bert/configuration_bert.py @ 008f5c8", readBert},
     {"T5ForConditionalGeneration", "t5", "models/t5/configuration_t5.py @ 038869d", readT5},

@@ -2,7 +2,8 @@
 // architectures whose meaning we have read in the transformers source (each field cited in
 // HfConfigImport.cpp): LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
 // Qwen3ForCausalLM, GPT2LMHeadModel, BertForMaskedLM, T5ForConditionalGeneration, and the
-// mixtures of experts MixtralForCausalLM and Qwen3MoeForCausalLM.
+// mixtures of experts MixtralForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM and
+// DeepseekV3ForCausalLM (multi-head latent attention).
 // A missing field takes the default of the architecture's config class; an unknown
 // architecture, a key we do not know to leave the shape alone, or a value we cannot express
 // is refused by name, and nothing is returned.

@@ -25,11 +25,37 @@ bool gated(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 Count qDim(const ModelSpec& m) { return Count(m.heads) * m.head_dim; }
 Count kvDim(const ModelSpec& m) { return Count(m.kv_heads) * m.head_dim; }
 
+// Multi-head latent attention (ModelSpec.h, MlaSpec), as DeepseekV3Attention builds it
+// (transformers models/deepseek_v3/modular_deepseek_v3.py @ 000c33f; attention_bias false, which
+// validate() requires): q_a_proj h x q_lora_rank, q_b_proj q_lora_rank x heads*(nope + rope) --
+// or q_proj h x heads*(nope + rope) without q_lora_rank --, kv_a_proj_with_mqa h x (kv_lora_rank
+// + rope), kv_b_proj kv_lora_rank x heads*(nope + v), o_proj heads*v x h: the matrices, each
+// used once per token (its forward FLOPs are 2 per weight).
+Count mlaMatrixParams(const ModelSpec& m)
+{
+    const MlaSpec& a = m.mla;
+    const Count h = m.hidden, heads = m.heads, qk = Count(a.qkHeadDim());
+    const Count query = a.q_lora_rank > 0 ? h * a.q_lora_rank + Count(a.q_lora_rank) * heads * qk : h * heads * qk;
+    const Count keyValue = h * (Count(a.kv_lora_rank) + a.qk_rope_head_dim) +
+                           Count(a.kv_lora_rank) * heads * (Count(a.qk_nope_head_dim) + a.v_head_dim);
+    return query + keyValue + heads * a.v_head_dim * h;
+}
+
+// ... and the latent norms q_a_layernorm (q_lora_rank) and kv_a_layernorm (kv_lora_rank), of
+// the model's norm kind.
+Count mlaAttentionParams(const ModelSpec& m)
+{
+    auto norm = [&](int n) { return m.norm == NormKind::LayerNorm ? Count(2) * n : Count(n); };
+    return mlaMatrixParams(m) + (m.mla.q_lora_rank > 0 ? norm(m.mla.q_lora_rank) : Count(0)) + norm(m.mla.kv_lora_rank);
+}
+
 // Q, K, V and output projections (+ biases; Qwen2: on q, k and v only), and QK-norm's two
 // weight vectors over head_dim (Qwen3: q_norm and k_norm, transformers
 // models/qwen3/modeling_qwen3.py @ 000c33f). Cross attention has the same shapes.
 Count attentionParams(const ModelSpec& m)
 {
+    if (m.mla.enabled())
+        return mlaAttentionParams(m);
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m);
     Count p = h * q + Count(2) * h * kv + q * h;
     if (m.bias)
@@ -54,12 +80,15 @@ Count mlpParams(const ModelSpec& m, Count f)
     return p;
 }
 
-// The router: h x experts (+ a bias with the linear biases, GPT-OSS).
+// The router: h x experts (+ a bias with the linear biases, GPT-OSS), and DeepSeek-V3's score
+// correction bias, one per expert (e_score_correction_bias: a buffer in transformers, a Parameter
+// in DeepSeek's inference/model.py @ 9b4e978 Gate.bias; stored in the checkpoint either way).
 Count routerParams(const ModelSpec& m)
 {
     if (!m.moe.enabled())
         return Count(0);
-    return Count(m.hidden) * m.moe.experts + (m.bias ? Count(m.moe.experts) : Count(0));
+    return Count(m.hidden) * m.moe.experts + (m.bias ? Count(m.moe.experts) : Count(0)) +
+           (m.moe.score_correction_bias ? Count(m.moe.experts) : Count(0));
 }
 
 Count sharedExpertParams(const ModelSpec& m)
@@ -131,9 +160,11 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
 Count checkedForwardFlops(const ModelSpec& m, int seq)
 {
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden;
-    const Count projections = Count(2) * (h * q + Count(2) * h * kv + q * h);
-    // Q K^T and (softmax) V over the keys each query sees: the full sequence, or the window.
-    auto scores = [&](bool sliding) { return Count(4) * attentionKeys(m, seq, sliding) * q; };
+    const Count projections = Count(2) * (m.mla.enabled() ? mlaMatrixParams(m) : h * q + Count(2) * h * kv + q * h);
+    // Q K^T (queries and keys of head_dim) and (softmax) V (values of head_dim, MLA's v_head_dim)
+    // over the keys each query sees: the full sequence, or the window.
+    const Count qPlusV = q + Count(m.heads) * (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim);
+    auto scores = [&](bool sliding) { return Count(2) * attentionKeys(m, seq, sliding) * qPlusV; };
     const Count matrices = gated(m.mlp) ? 3 : 2;
     const Count denseMlp = Count(2) * matrices * h * f;
     // An MoE block: the top k routed experts, the shared experts and the router.
@@ -271,6 +302,10 @@ void validateRopeScaling(const ModelSpec& m, Add& add)
         add("rope_scaling.beta_fast", "must exceed beta_slow " + std::to_string(r.beta_slow));
     if (r.type != RopeScalingKind::Yarn && !r.truncate)
         add("rope_scaling.truncate", "applies to yarn scaling only");
+    if (r.type != RopeScalingKind::Yarn && (r.mscale != 0 || r.mscale_all_dim != 0))
+        add("rope_scaling.mscale", "mscale and mscale_all_dim apply to yarn scaling only");
+    if (r.mscale < 0 || r.mscale_all_dim < 0)
+        add("rope_scaling.mscale", "mscale and mscale_all_dim must not be negative");
     if (r.beta_fast < 0 || r.beta_slow < 0 || r.attention_factor < 0)
         add("rope_scaling.beta_fast", "beta_fast, beta_slow and attention_factor must not be negative");
 }
@@ -304,6 +339,68 @@ void validateMoe(const ModelSpec& m, Add& add)
         add("moe.capacity_factor", "must be > 0 (or 0: dropless)");
     if (e.aux_loss_coeff < 0 || e.aux_loss_coeff > 1000)
         add("moe.aux_loss_coeff", "must be between 0 and 1000");
+    // Group-limited routing: equal groups, the top k drawn from group_top_k of them (DeepSeek's
+    // n_group / topk_group; transformers' router views the experts as n_group x E/n_group).
+    if (e.expert_groups != 0 || e.group_top_k != 0) {
+        if (e.expert_groups < 1 || e.expert_groups > e.experts || (e.experts > 0 && e.experts % e.expert_groups != 0))
+            add("moe.expert_groups", std::to_string(e.expert_groups) + " must divide the " + std::to_string(e.experts) +
+                                         " experts into equal groups");
+        else if (e.group_top_k < 1 || e.group_top_k > e.expert_groups)
+            add("moe.group_top_k", std::to_string(e.group_top_k) + " must be between 1 and expert_groups " +
+                                       std::to_string(e.expert_groups));
+        else if (std::int64_t(e.group_top_k) * (e.experts / e.expert_groups) < e.top_k)
+            add("moe.group_top_k", std::to_string(e.group_top_k) + " groups of " +
+                                       std::to_string(e.experts / e.expert_groups) + " experts hold fewer than top_k " +
+                                       std::to_string(e.top_k));
+    }
+    if (e.routed_scaling < 0 || e.routed_scaling > 1000)
+        add("moe.routed_scaling", "must be between 0 and 1000");
+}
+
+// MLA (MlaSpec): ranks from 1 to hidden (a bottleneck wider than the model compresses nothing),
+// the per-head sizes, and what the attention kind excludes: its own q/k/v shapes replace biases,
+// QK-norm, sinks and grouped KV heads; the decoupled key needs rotary positions.
+template <class Add>
+void validateMla(const ModelSpec& m, Add& add)
+{
+    const MlaSpec& a = m.mla;
+    if (a == MlaSpec{})
+        return;
+    auto within = [&](const char* field, int v, int lo, int hi, const char* why) {
+        if (v < lo || v > hi) {
+            add(field, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" + why);
+            return false;
+        }
+        return true;
+    };
+    const char* rankWhy = " (at most hidden: a low-rank bottleneck no wider than the model)";
+    if (a.kv_lora_rank <= 0)
+        add("mla.kv_lora_rank", std::to_string(a.kv_lora_rank) + " must be at least 1: multi-head latent attention "
+                                                                  "needs its key-value latent");
+    else
+        within("mla.kv_lora_rank", a.kv_lora_rank, 1, m.hidden, rankWhy);
+    if (a.q_lora_rank != 0)
+        within("mla.q_lora_rank", a.q_lora_rank, 1, m.hidden, " (or null: no query compression)");
+    within("mla.qk_nope_head_dim", a.qk_nope_head_dim, 1, 1 << 14, "");
+    if (within("mla.qk_rope_head_dim", a.qk_rope_head_dim, 2, 1 << 14, "") && a.qk_rope_head_dim % 2 != 0)
+        add("mla.qk_rope_head_dim", std::to_string(a.qk_rope_head_dim) + " is odd: RoPE rotates pairs of dimensions");
+    within("mla.v_head_dim", a.v_head_dim, 1, 1 << 14, "");
+    if (m.head_dim != a.qkHeadDim())
+        add("head_dim", std::to_string(m.head_dim) + " differs from mla.qk_nope_head_dim + mla.qk_rope_head_dim " +
+                            std::to_string(a.qkHeadDim()) + " (the query and key width per head)");
+    if (m.kv_heads != m.heads)
+        add("kv_heads", std::to_string(m.kv_heads) + " differs from heads " + std::to_string(m.heads) +
+                            ": MLA expands its latent into keys and values for every head");
+    if (m.family != ModelFamily::DecoderOnly)
+        add("mla", "multi-head latent attention applies to decoder-only models");
+    if (m.positions != PositionKind::Rotary)
+        add("mla", "needs rotary positions (its qk_rope_head_dim key is rotated)");
+    if (m.bias || m.qkv_bias)
+        add("bias", "biases with multi-head latent attention are not in the model format");
+    if (m.qk_norm)
+        add("qk_norm", "does not apply to multi-head latent attention (its latents have their own norms)");
+    if (m.attention_sinks)
+        add("attention_sinks", "with multi-head latent attention are not in the model format");
 }
 
 template <class Add>
@@ -390,6 +487,7 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
         add("bias", "biases on every linear layer already include q, k and v: \"qkv\" is for q, k and v only");
     validateRopeScaling(m, add);
     validateSlidingWindow(m, add);
+    validateMla(m, add);
     // Every field in range can still multiply past int64: only then are the counts checked.
     if (errors.empty()) {
         if (checkedBreakdown(m).overflowed())

@@ -28,6 +28,9 @@ struct RopeScaling {
     double low_freq_factor = 0, high_freq_factor = 0;  // llama3
     double beta_fast = 0, beta_slow = 0;               // yarn
     double attention_factor = 0;                       // yarn
+    // yarn as DeepSeek-V2/V3 give it: the attention scale's mscale and mscale_all_dim ([RU]'s
+    // get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)). 0: not given.
+    double mscale = 0, mscale_all_dim = 0;
     bool truncate = true;                              // yarn: round the correction range (GPT-OSS: false)
     bool enabled() const { return type != RopeScalingKind::None; }
     bool operator==(const RopeScaling&) const = default;
@@ -62,8 +65,35 @@ struct MoeSpec {
     MoeRouter router = MoeRouter::SoftmaxNorm;
     double capacity_factor = 0; // tokens an expert takes, x its even share; 0: dropless
     double aux_loss_coeff = 0;  // load-balancing loss weight (no count)
+    // DeepSeek-V3's auxiliary-loss-free balancing (topk_method "noaux_tc"): one bias per routed
+    // expert added to the scores for the choice only, updated by a rule, not by gradients
+    // (DeepSeek-V3 report, section 2.1.2). Counted with the parameters: the checkpoint stores it.
+    bool score_correction_bias = false;
+    // Group-limited routing (DeepSeek's n_group / topk_group): the experts in `expert_groups`
+    // equal groups, a token's top k chosen within its best `group_top_k` groups. 0: no groups.
+    int expert_groups = 0;
+    int group_top_k = 0;
+    double routed_scaling = 0;  // factor on the routed experts' weights (DeepSeek-V3 2.5); 0: none (1)
     bool enabled() const { return experts > 0; }
     bool operator==(const MoeSpec&) const = default;
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3; the project's issue 16 JSON form "mla": {...}):
+// queries through a rank-q_lora_rank bottleneck with its own norm (or one h x heads x qk_head_dim
+// projection when q_lora_rank is 0: JSON null, DeepSeek-V2-Lite), keys and values from one
+// kv_lora_rank latent (with its norm) that kv_b expands per head, and a qk_rope_head_dim RoPE key
+// shared by every head, computed from the input. Per head: queries and keys of qk_nope_head_dim +
+// qk_rope_head_dim (= head_dim), values of v_head_dim. Shapes: transformers
+// models/deepseek_v3/modular_deepseek_v3.py @ 000c33f (DeepseekV3Attention).
+struct MlaSpec {
+    int q_lora_rank = 0;       // 0: no query compression
+    int kv_lora_rank = 0;      // 0: not MLA
+    int qk_nope_head_dim = 0;
+    int qk_rope_head_dim = 0;
+    int v_head_dim = 0;
+    bool enabled() const { return kv_lora_rank > 0; }
+    int qkHeadDim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+    bool operator==(const MlaSpec&) const = default;
 };
 
 struct ModelSpec {
@@ -108,9 +138,15 @@ struct ModelSpec {
     bool final_norm = true;       // a norm after the last layer of each stack (pre-norm models)
     bool pooler = false;          // BERT pooler (dense h->h)
     MoeSpec moe;
+    // Multi-head latent attention in place of the q, k, v projections (heads x head_dim stays the
+    // query and key width; kv_heads == heads: the latent is expanded per head).
+    MlaSpec mla;
 
     int qDim() const { return heads * head_dim; }
     int kvDim() const { return kv_heads * head_dim; }
+    // The width of the attention's output (P V, the output projection's input): heads x head_dim,
+    // heads x v_head_dim with MLA.
+    int valueDim() const { return heads * (mla.enabled() ? mla.v_head_dim : head_dim); }
     int totalLayers() const { return layers + (family == ModelFamily::EncoderDecoder ? decoder_layers : 0); }
     // Whether layer `index` (from 0) attends through the sliding window, and how many of the
     // `count` layers from `first` do.

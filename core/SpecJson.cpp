@@ -64,6 +64,8 @@ QJsonObject ropeScalingToJson(const RopeScaling& r)
     putIfPositive(o, "beta_fast", r.beta_fast);
     putIfPositive(o, "beta_slow", r.beta_slow);
     putIfPositive(o, "attention_factor", r.attention_factor);
+    putIfPositive(o, "mscale", r.mscale);
+    putIfPositive(o, "mscale_all_dim", r.mscale_all_dim);
     if (!r.truncate)
         o.insert("truncate", false);
     return o;
@@ -74,7 +76,7 @@ RopeScaling readRopeScaling(JsonReader& s)
 {
     RopeScaling out;
     s.rejectUnknownKeys({"type", "factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor",
-                         "beta_fast", "beta_slow", "attention_factor", "truncate"});
+                         "beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"});
     out.type = s.enumeration<RopeScalingKind>("type", kRopeScalingKindNames, RopeScalingKind::None, true);
     if (out.type == RopeScalingKind::None && s.has("type"))
         s.error("type", "\"default\" scales nothing: leave rope_scaling out");
@@ -85,6 +87,8 @@ RopeScaling readRopeScaling(JsonReader& s)
     out.beta_fast = s.number("beta_fast", 0, false, 0, 1e6);
     out.beta_slow = s.number("beta_slow", 0, false, 0, 1e6);
     out.attention_factor = s.number("attention_factor", 0, false, 0, 1e6);
+    out.mscale = s.number("mscale", 0, false, 0, 1e6);
+    out.mscale_all_dim = s.number("mscale_all_dim", 0, false, 0, 1e6);
     out.truncate = s.boolean("truncate", true);
     return out;
 }
@@ -144,7 +148,41 @@ QJsonObject moeToJson(const MoeSpec& e)
         o.insert("layer_interval", e.layer_interval);
     putIfPositive(o, "capacity_factor", e.capacity_factor);
     putIfPositive(o, "aux_loss_coeff", e.aux_loss_coeff);
+    if (e.score_correction_bias)
+        o.insert("score_correction_bias", true);
+    if (e.expert_groups > 0) {
+        o.insert("expert_groups", e.expert_groups);
+        o.insert("group_top_k", e.group_top_k);
+    }
+    putIfPositive(o, "routed_scaling", e.routed_scaling);
     return o;
+}
+
+QJsonObject mlaToJson(const MlaSpec& a)
+{
+    QJsonObject o{{"kv_lora_rank", a.kv_lora_rank},
+                  {"qk_nope_head_dim", a.qk_nope_head_dim},
+                  {"qk_rope_head_dim", a.qk_rope_head_dim},
+                  {"v_head_dim", a.v_head_dim}};
+    o.insert("q_lora_rank", a.q_lora_rank > 0 ? QJsonValue(a.q_lora_rank) : QJsonValue(QJsonValue::Null));
+    return o;
+}
+
+// "mla": {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
+// (issue 16's keys); q_lora_rank null or left out: no query compression (DeepSeek-V2-Lite).
+MlaSpec readMla(JsonReader& r)
+{
+    MlaSpec a;
+    JsonReader mla = r.object("mla", false);
+    mla.rejectUnknownKeys({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+    if (mla.has("q_lora_rank") && !mla.json().value(QLatin1String("q_lora_rank")).isNull())
+        a.q_lora_rank = mla.integer("q_lora_rank", 0, true, 1, 1 << 20);
+    // (ranks <= 0 and ranks past hidden: validate() names them against the model)
+    a.kv_lora_rank = mla.integer("kv_lora_rank", 0, true, -(1 << 20), 1 << 20);
+    a.qk_nope_head_dim = mla.integer("qk_nope_head_dim", 0, true, 1, 1 << 14);
+    a.qk_rope_head_dim = mla.integer("qk_rope_head_dim", 0, true, 1, 1 << 14);
+    a.v_head_dim = mla.integer("v_head_dim", 0, true, 1, 1 << 14);
+    return a;
 }
 
 // "moe": {"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden" (per routed
@@ -155,7 +193,8 @@ MoeSpec readMoe(JsonReader& r)
     MoeSpec e;
     JsonReader moe = r.object("moe", false);
     moe.rejectUnknownKeys({"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden", "dense_layers",
-                           "layer_interval", "router", "capacity_factor", "aux_loss_coeff"});
+                           "layer_interval", "router", "capacity_factor", "aux_loss_coeff", "score_correction_bias",
+                           "expert_groups", "group_top_k", "routed_scaling"});
     e.experts = moe.integer("experts", 0, true, 1, 4096);
     e.top_k = moe.integer("top_k", 0, true, 1, 4096);
     e.shared_experts = moe.integer("shared_experts", 0, false, 0, 4096);
@@ -166,6 +205,10 @@ MoeSpec readMoe(JsonReader& r)
     e.router = moe.enumeration<MoeRouter>("router", kMoeRouterNames, MoeRouter::SoftmaxNorm, false);
     e.capacity_factor = moe.number("capacity_factor", 0, false, 1e-6, 1000);
     e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1000);
+    e.score_correction_bias = moe.boolean("score_correction_bias", false);
+    e.expert_groups = moe.integer("expert_groups", 0, false, 1, 4096);
+    e.group_top_k = moe.integer("group_top_k", 0, e.expert_groups > 0, 1, 4096);
+    e.routed_scaling = moe.number("routed_scaling", 0, false, 1e-6, 1000);
     return e;
 }
 
@@ -238,6 +281,8 @@ QJsonObject toJson(const ModelSpec& m)
     o.insert("pooler", m.pooler);
     if (m.moe.enabled())
         o.insert("moe", moeToJson(m.moe));
+    if (m.mla.enabled())
+        o.insert("mla", mlaToJson(m.mla));
     // Derived, output only: doubles hold these counts exactly (< 2^53).
     const ParameterBreakdown counts = parameterBreakdown(m);
     o.insert("parameters", double(counts.total));
@@ -256,7 +301,7 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
                          "token_types", "relative_buckets", "positions", "rope_base", "rope_scaling", "norm", "norm_eps",
                          "bias", "qk_norm", "attention_sinks", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
-                         "pooler", "moe", "parameters", "active_parameters", "flops_per_token"});
+                         "pooler", "moe", "mla", "parameters", "active_parameters", "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
     m.display_name = r.string("display_name", false);
@@ -307,6 +352,11 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
     m.pooler = r.boolean("pooler", false);
     if (r.has("moe"))
         m.moe = readMoe(r);
+    if (r.has("mla")) {
+        m.mla = readMla(r);
+        if (!r.has("head_dim"))  // MLA's query and key width per head
+            m.head_dim = m.mla.qkHeadDim();
+    }
     if (errors.size() != before)
         return std::nullopt;
     if (!appendValidation(m, path, errors))

@@ -20,13 +20,19 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
   torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
              dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
              ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
-             flavor must be a key of llama3_configs;
-  megatron-bridge  GPTModelProvider(**the recipe's arguments) (TransformerConfig's __post_init__
-             runs; it does not check heads against tp, the model build does), every cfg.<section>.<field>
+             flavor must be a key of llama3_configs; each layer.attention.rope.<field> the recipe
+             sets a field of RoPE.Config (models/common/rope.py, read from the source), scaling one
+             of its Literal choices;
+  megatron-bridge  GPTModelProvider(**the recipe's arguments), MLAModelProvider for multi-head
+             latent attention, then its finalize(), which runs Megatron Core's __post_init__ checks
+             the providers defer (models/transformer_config.py; they do not check heads against
+             tp, the model build does), every cfg.<section>.<field>
              the recipe sets a field of that section's config class (training/config.py and the
              Megatron classes it extends), the mixed_precision name a registered recipe;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
              (src/maxtext/configs/types.py) and each value against its field's type.
+
+A case with a tenth field passes only when ShardScope refuses the export with a reason naming it.
 
 What cannot run here, and is stood in for (framework_stubs.py): torch, numpy, jax, Transformer Engine
 and the other compiled dependencies are stubs, so no check that needs a tensor or a device runs.
@@ -112,8 +118,53 @@ CASES = [
      8, 512, 4096, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
     ("megatron-bridge mistral-7b p5 tp4 (sliding window)", "megatron-bridge", "hf:Mistral-7B-v0.1", "p5.48xlarge",
      4, 256, 8192, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron deepseek-v3 (hf) p5 tp8 (MLA, YaRN mscale, MoE: shared expert, expert bias, groups, scaling)",
+     "megatron", "hf:DeepSeek-V3", "p5.48xlarge", 32, 1024, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=full"),
+    ("megatron deepseek-v3 (built-in) p5 tp8 pp2 (MLA, MoE, 61 layers split 31 + 30)", "megatron", "deepseek-v3",
+     "p5.48xlarge", 64, 1024, 4096, [], "tp=8,sp=on,pp=2,first_stage_layers=31,zero=1,mb=1,recompute=full"),
+    ("megatron-bridge deepseek-v3 p5 tp8 (MLAModelProvider, MoE: dense first layers, expert bias, groups)",
+     "megatron-bridge", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=full"),
+    # DeepSpeed: ds_config holds no model, so the fields run with the user's own Hugging Face model
+    # (the export's note says so); the ds_config itself is checked as for any model.
+    ("deepspeed qwen2-7b p5 zero3 (qkv bias, norm_eps: the user's model)", "deepspeed", "hf:Qwen2-7B",
+     "p5.48xlarge", 4, 256, 4096, [], "zero=3,mb=1,recompute=full"),
+    ("deepspeed qwen3-30b-a3b p5 ulysses cp2 zero3 (MoE, qk-norm)", "deepspeed", "hf:Qwen3-30B-A3B", "p5.48xlarge",
+     8, 512, 8192, [], "cp=2,zero=3,mb=1,recompute=full"),
+    ("deepspeed gpt-oss-120b p5 zero3 (sinks, window, YaRN, MoE)", "deepspeed", "hf:gpt-oss-120b", "p5.48xlarge",
+     8, 512, 4096, [], "zero=3,mb=1,recompute=full"),
+    ("deepspeed deepseek-v3 p5 zero3 (MLA, MoE)", "deepspeed", "hf:DeepSeek-V3", "p5.48xlarge", 32, 1024, 4096, [],
+     "zero=3,mb=1,recompute=full"),
+    # torchtitan: the llama3 flavors carry Llama 3.1's RoPE scaling (kept for Llama 3.1, switched off
+    # for the Llama 3 built-ins above); the fields its llama3 model lacks are refused by name.
+    ("torchtitan llama-3.1-8b p5 tp2 fsdp (llama3 RoPE scaling: the flavor's)", "torchtitan", "hf:Llama-3.1-8B",
+     "p5.48xlarge", 2, 64, 8192, [], "tp=2,sp=on,zero=3,mb=1,recompute=full"),
+    ("torchtitan qwen3-8b refused (QK-norm)", "torchtitan", "hf:Qwen3-8B", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=3,mb=1", "QK-norm"),
+    ("torchtitan qwen2-7b refused (qkv bias)", "torchtitan", "hf:Qwen2-7B", "p5.48xlarge", 4, 256, 4096, [],
+     "zero=3,mb=1", "biases on q, k and v"),
+    ("torchtitan mistral-7b refused (sliding window)", "torchtitan", "hf:Mistral-7B-v0.1", "p5.48xlarge", 4, 256,
+     8192, [], "zero=3,mb=1", "a sliding window of 4096"),
+    ("torchtitan gpt-oss-120b refused (sinks, YaRN, MoE)", "torchtitan", "hf:gpt-oss-120b", "p5.48xlarge", 8, 512,
+     4096, [], "zero=3,mb=1", "attention sinks"),
+    ("torchtitan qwen3-30b-a3b refused (MoE)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
+     "zero=3,mb=1", "mixture of experts (128 experts, top 8)"),
+    ("torchtitan deepseek-v3 refused (MLA)", "torchtitan", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [],
+     "zero=3,mb=1", "multi-head latent attention"),
+    # MaxText: the export writes Llama decoder blocks only; every other field is refused by name.
+    ("maxtext qwen3-8b v5p refused (QK-norm, norm_eps)", "maxtext", "hf:Qwen3-8B", "tpu-v5p-host", 16, 256, 4096,
+     [], "zero=3,mb=1,recompute=full", "QK-norm, norm_eps 1e-06"),
+    ("maxtext llama-3.1-8b v5p refused (RoPE scaling)", "maxtext", "hf:Llama-3.1-8B", "tpu-v5p-host", 16, 256,
+     8192, [], "zero=3,mb=1,recompute=full", "RoPE scaling llama3"),
+    ("maxtext qwen3-30b-a3b v5p refused (MoE)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [],
+     "zero=3,mb=1,recompute=full", "mixture of experts"),
+    ("maxtext deepseek-v3 v5p refused (MLA)", "maxtext", "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [],
+     "zero=3,mb=1,recompute=full", "multi-head latent attention"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
+
+# A case with a tenth element expects ShardScope to refuse the export with a reason naming it (the
+# framework has no setting for that model field): it passes when the refusal names it, fails when the
+# export runs.
 
 # Controls: an export changed the way the frameworks' checks must refuse, run after the cases to
 # show that the checks can fail here: (name, case index, change of the exported text).
@@ -146,6 +197,14 @@ CONTROLS = [
      lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
     ("megatron qwen2-7b with --add-qkv-bias misspelt (--add-qkv-biases)", 22,
      lambda text: text.replace("--add-qkv-bias", "--add-qkv-biases")),
+    ("torchtitan llama-3-8b with RoPE scaling \"off\" (not a Literal choice)", 13,
+     lambda text: text.replace('rope.scaling = "none"', 'rope.scaling = "off"')),
+    ("megatron deepseek-v3 with --kv-lora-rank misspelt (--kv-lora-ranks)", 31,
+     lambda text: text.replace("--kv-lora-rank", "--kv-lora-ranks")),
+    ("megatron-bridge deepseek-v3 with a misspelt MLAModelProvider field (kv_lora_rnk)", 33,
+     lambda text: text.replace("kv_lora_rank=", "kv_lora_rnk=")),
+    ("megatron-bridge deepseek-v3 with 7 router groups for 256 experts (finalize's check)", 33,
+     lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
 ]
 
 FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
@@ -367,9 +426,32 @@ def check_torchtitan(case):
     assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
     registry = ast.parse(open(os.path.join(root, "torchtitan", "models", "llama3", "config_registry.py")).read())
     assert any(isinstance(n, ast.FunctionDef) and n.name == "llama3_8b" for n in registry.body)
+    rope = check_torchtitan_rope(root, assigned)
     return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
             f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}; "
-            f"flavor {flavor}")
+            f"flavor {flavor}{rope}")
+
+
+def check_torchtitan_rope(root, assigned):
+    """The recipe's `layer.attention.rope.<field> = value` lines (the model's RoPE scaling written
+    on each layer): each a field of RoPE.Config (models/common/rope.py), "scaling" one of its
+    Literal choices, read from the source (the module needs torch)."""
+    import ast
+
+    settings = {k.split(".")[-1]: v for k, v in assigned.items() if k.startswith("layer.attention.rope.")}
+    if not settings:
+        return ""
+    tree = ast.parse(open(os.path.join(root, "torchtitan", "models", "common", "rope.py")).read())
+    rope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RoPE")
+    config = next(n for n in rope.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    fields = {n.target.id: n.annotation for n in config.body if isinstance(n, ast.AnnAssign)}
+    for name, value in settings.items():
+        assert name in fields, f"RoPE.Config has no field {name} (fields: {', '.join(fields)})"
+        annotation = fields[name]
+        if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) == "Literal":
+            choices = ast.literal_eval(annotation.slice)
+            assert value in choices, f"RoPE.Config.{name}={value!r} is none of {choices}"
+    return "; RoPE.Config fields " + ", ".join(f"{k}={v!r}" for k, v in settings.items())
 
 
 # ---------------------------------------------------------------- Megatron-Bridge
@@ -400,8 +482,8 @@ def _class_fields(module_path, class_name, resolve_import):
 
 
 def check_megatron_bridge(case):
-    """GPTModelProvider(**the recipe's arguments) (models/gpt_provider.py; TransformerConfig's
-    __post_init__ checks run), every cfg.<section>.<field> the recipe sets a field of that section's
+    """GPTModelProvider (MLAModelProvider) (**the recipe's arguments) (models/gpt_provider.py,
+    models/mla_provider.py) and finalize() (Megatron Core's deferred __post_init__ checks), every cfg.<section>.<field> the recipe sets a field of that section's
     config class (training/config.py and the Megatron classes it extends), the mixed_precision name a
     registered recipe (training/mixed_precision.py)."""
     import ast
@@ -431,12 +513,25 @@ def check_megatron_bridge(case):
     from megatron.bridge.models.gpt_provider import GPTModelProvider
 
     calls, assigned = recipe_calls(case["settings"])
-    (_, model), = calls["GPTModelProvider"]
+    # A model with multi-head latent attention: MLAModelProvider (models/mla_provider.py), Megatron
+    # Core's MLATransformerConfig on a GPTModelProvider.
+    mla = "MLAModelProvider" in calls
+    (_, model), = calls["MLAModelProvider" if mla else "GPTModelProvider"]
     if model.get("activation_func") == "F.silu":
         import torch.nn.functional as F
 
         model["activation_func"] = F.silu
-    provider = GPTModelProvider(**model)
+    if isinstance(model.get("moe_layer_freq"), str):  # a list expression such as [0]*3+[1]*58
+        model["moe_layer_freq"] = eval(model["moe_layer_freq"], {"__builtins__": {}})
+    if mla:
+        from megatron.bridge.models.mla_provider import MLAModelProvider
+
+        provider = MLAModelProvider(**model)
+    else:
+        provider = GPTModelProvider(**model)
+    # The providers defer Megatron Core's __post_init__ checks to finalize()
+    # (models/transformer_config.py), which the model build calls: run them.
+    provider.finalize()
     config = os.path.join(bridge, "training", "config.py")
     sections = {"train": (config, "TrainingConfig"), "ddp": (config, "DistributedDataParallelConfig"),
                 "optimizer": (config, "OptimizerConfig"), "checkpoint": (config, "CheckpointConfig"),
@@ -459,13 +554,14 @@ def check_megatron_bridge(case):
                   and any(ast.unparse(d) == "register" for d in n.decorator_list)}
     precision = assigned.get("cfg.mixed_precision")
     assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
-    return (f"GPTModelProvider built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
+    return (f"{type(provider).__name__} built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
             f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
 
 
 # ---------------------------------------------------------------- driver
 def run_case(cli, checkouts, work, case, change=None):
-    name, fmt, model, node, nodes, batch, seq, flags, layout = case
+    name, fmt, model, node, nodes, batch, seq, flags, layout = case[:9]
+    expected_refusal = case[9] if len(case) > 9 else None
     plan = os.path.join(work, "plan.json")
     problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
                "--seq", str(seq)] + flags
@@ -483,8 +579,15 @@ def run_case(cli, checkouts, work, case, change=None):
     out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
                          capture_output=True, text=True)
     exported = json.loads(out.stdout)
+    refusals = "; ".join(r["message"] for r in exported["refusals"])
+    if expected_refusal:
+        if exported["runs"]:
+            return False, f"exported, but a refusal naming {expected_refusal!r} was expected"
+        if expected_refusal not in refusals:
+            return False, f"refused without naming {expected_refusal!r}: {refusals}"
+        return True, "refused by name, as it must: " + refusals
     if not exported["runs"]:
-        return False, "ShardScope refused: " + "; ".join(r["message"] for r in exported["refusals"])
+        return False, "ShardScope refused: " + refusals
     model_json = subprocess.run([cli] + db + ["catalog", "show", model, "--json"], capture_output=True, text=True)
     vocab = json.loads(model_json.stdout).get("vocab", 32000) if model_json.returncode == 0 else 32000
     sizes = layout_sizes(exported["layout"])

@@ -10,6 +10,7 @@
 
 #include "ActivationMemory.h"
 #include "Collectives.h"
+#include "MlaCost.h"
 #include "ModelStateMemory.h"
 #include "OpConventions.h"
 #include "PipelineSchedule.h"
@@ -32,6 +33,7 @@ struct Dims {
     double t, p, c, d, v, b, m;
     double s, s_local, T;     // sequence, its cp shard, tokens per micro-batch per device
     double h, hd, q_local, kv_local, heads_local, f_local, V_local;
+    double hv;                // value head size: hd, MLA's v_head_dim
     double experts_active, experts, matrices;
     double sp;                // divisor of the regions outside TP: t with SP, else 1
     int layers_per_stage;
@@ -104,9 +106,10 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
         palm_flops_per_token_ =
             (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
         // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
-        // (4 s q per layer and token forward). Encoders and cross-attention see every key.
+        // (2 s (q + v) per layer and token forward, v the value width: q but with MLA). Encoders
+        // and cross-attention see every key.
         const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
-        causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 4.0 * s * q * causalLayers;
+        causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 2.0 * s * (q + double(m.valueDim())) * causalLayers;
     }
     // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
     if (problem.training.flash_attention) {
@@ -227,6 +230,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     D.T = D.b * D.s_local;
     D.h = model.hidden;
     D.hd = model.head_dim;
+    D.hv = model.mla.enabled() ? model.mla.v_head_dim : model.head_dim;
     D.q_local = double(model.qDim()) / D.t;
     // KV heads split when tp divides them, else each device keeps a replica of one head (NxD, Megatron).
     const double kvHeadsLocal = model.kv_heads % l.tp == 0 ? double(model.kv_heads / l.tp) : 1.0;
@@ -257,9 +261,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // head_dim are replicated on every tp rank (Qwen3's tp plan: replicated_with_grad_allreduce).
     const double qkvBias = !model.bias && model.qkv_bias ? 1.0 : 0.0;
     const double qkNorm = model.qk_norm ? 2 * (model.norm == NormKind::LayerNorm ? 2 * D.hd : D.hd) : 0.0;
-    const double attention = h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
-                             qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm +
-                             (model.attention_sinks ? D.heads_local : 0.0);  // one sink per head (GPT-OSS)
+    // (MLA: its own projections and latent norms, planner/MlaCost.h.)
+    const MlaDeviceShapes mla = model.mla.enabled() ? mlaDeviceShapes(model, D.t) : MlaDeviceShapes{};
+    const double attention = model.mla.enabled()
+                                 ? mla.params
+                                 : h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
+                                       qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm +
+                                       (model.attention_sinks ? D.heads_local : 0.0);  // one sink per head (GPT-OSS)
     // MLPs of inner size f per device: the dense one, and with MoE each routed expert (tp splits
     // experts like the dense MLP: Megatron's expert tensor parallelism defaults to tp), the
     // shared experts and the router (h x E, + E with biases). A stage's layers are MoE or dense
@@ -269,7 +277,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double expertLocal = double(model.expertFfn()) / D.t, sharedLocal = double(moe.shared_ffn_hidden) / D.t;
     const double denseMlp = mlpOf(D.f_local);
     const double mlp = moe.enabled() ? D.experts * mlpOf(expertLocal) + moe.shared_experts * mlpOf(sharedLocal) +
-                                           (h + bias) * D.experts
+                                           (h + bias + (moe.score_correction_bias ? 1.0 : 0.0)) * D.experts
                                      : denseMlp;
     const int moeEncoderLayers = model.moeLayers(first, sc.encoder_layers);
     const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
@@ -340,7 +348,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // 512 against 616 at 16k; resources/planner/attention-kernels.json).
         double forwardRate = 0, backwardRate = 0;
         attentionRatesFor(l.cp, forwardRate, backwardRate);
-        const double flops = 4 * D.b * D.heads_local * D.s_local * keys * D.hd;  // Q K^T and P V
+        const double flops = 2 * D.b * D.heads_local * D.s_local * keys * (D.hd + D.hv);  // Q K^T and P V
         selfAttentionCore = flops / forwardRate + ringSteps * prm.kernel_overhead_s;
         attentionBackward = backwardFactor * flops / backwardRate + ringSteps * prm.kernel_overhead_s;
     } else {
@@ -348,7 +356,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // chip's matmul efficiency and shape curve, one pair per ring step.
         const double stepKeys = keys / ringSteps;
         selfAttentionCore = ringSteps * (gemm(D.s_local, stepKeys, D.hd, D.b * D.heads_local) +  // Q K^T
-                                         gemm(D.s_local, D.hd, stepKeys, D.b * D.heads_local));  // P V
+                                         gemm(D.s_local, D.hv, stepKeys, D.b * D.heads_local));  // P V
         attentionBackward = backwardFactor * selfAttentionCore;
     }
     // A sliding layer's fused kernel computes only the band of W keys before each query: on
@@ -362,7 +370,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double bandKeys = W - W * W / (2 * D.s);
         slidingSaving = slidingLayers * (1 - std::min(1.0, bandKeys / keys)) * selfAttentionCore;
     }
-    const double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
+    double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
+    if (model.mla.enabled()) {
+        projections = 0;
+        for (int i = 0; i < mla.gemm_count; ++i)
+            projections += gemm(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k);
+    }
     const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
     const double sharedLocalAll = moe.shared_experts * sharedLocal;
     const double mlpTime =
@@ -398,6 +411,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     LayerActivationBytes encAct = layerActivationBytes(shape);
     shape.cross_attention = true;
     LayerActivationBytes decAct = layerActivationBytes(shape);
+    if (model.mla.enabled())  // MLA's latents, Q, K, V and output in place of the MHA count's (MlaCost.h)
+        encAct.inside_tp += T * mla.kept_bytes_per_token - (4.0 * T * D.q_local + 4.0 * T * D.kv_local);
     if (flash) {  // only the softmax statistics are kept (fp32 per head and token: negligible)
         encAct.scores = 4.0 * D.heads_local * T;
         decAct.scores = 2 * encAct.scores;
@@ -577,7 +592,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (l.cp > 1) {
         const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
         const LinkModel cpLink = linkFor(D.c, D.t);
-        const double block = D.b * D.s_local * 2 * D.kv_local * activation_bytes_;
+        // (K of hd and V of hv per KV head: 2 kv dims, MLA's 192 + 128 per head.)
+        const double block = D.b * D.s_local * D.kv_local * (1 + D.hv / D.hd) * activation_bytes_;
         const double one = sendRecvTime(cpGroup.crossesDomains(), block, cpLink);
         const double two = sendRecvTime(cpGroup.crossesDomains(), 2 * block, cpLink);
         // A step's attention runs on its s/cp block at that block's own rate (above): the
@@ -592,7 +608,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // (TE: the log-sum-exp correction of the output forward, reading the running and the
         // step's output and writing the merged one; backward, dQ accumulated and the dK/dV
         // partial added before it moves on). In the same stream as the attention: not hidden.
-        const double outBytes = D.b * D.s_local * D.q_local * activation_bytes_;
+        const double outBytes = D.b * D.s_local * D.heads_local * D.hv * activation_bytes_;  // (q_local but with MLA)
         const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
         const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
         const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
@@ -655,10 +671,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double ffn = T * innerLocal;
         const double add = model.bias ? ops::kBiasResidualAdd : 1;
         // RoPE rotates every query and key head of this tp rank, over the micro-batch's tokens.
-        const double rope = model.positions == PositionKind::Rotary
+        // (MLA: its RoPE parts and latent norms instead, MlaCost.h.)
+        const double rope = model.mla.enabled() ? T * mla.rotated_per_token
+                            : model.positions == PositionKind::Rotary
                                 ? T * (double(model.qDim()) + double(model.kvDim())) / D.t : 0.0;
         // QK-norm normalises every query and key head of this tp rank, per attention block.
-        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : 0.0;
+        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : model.mla.enabled() ? T * mla.normed_per_token : 0.0;
         auto layerForward = [&](double norms, double projections, double attentions) {
             return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
                    ops::kRope.forward * rope + attentions * norm.forward * qkNormed;
@@ -1166,7 +1184,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         if (l.zero_stage == 3) {
             // ZeRO-3 gathers one linear layer at a time; the largest, twice (in use + prefetched).
             const ModelSpec& model = problem_.model;
-            const double qkv = h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
+            const double qkv = model.mla.enabled() ? mlaDeviceShapes(model, l.tp).largestMatrix()  // (MlaCost.h)
+                                                   : h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
             const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
             sm.zero_gather = 2 * std::max(qkv, up) * weight_bytes_;
         }
@@ -1244,7 +1263,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const double keys = double(model.layers - sliding) * tr.seq_len +
                             double(sliding) * double(attentionKeys(model, tr.seq_len, true)) +
                             2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0) * tr.seq_len;
-        const double perToken = 4.0 * model.qDim() * keys;
+        const double perToken = 2.0 * (double(model.qDim()) + double(model.valueDim())) * keys;
         recomputeFlops = perToken * tokensPerStep;
     }
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;

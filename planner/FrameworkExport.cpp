@@ -64,6 +64,8 @@ std::string modelFieldFeatures(const ModelSpec& m)
         add("norm_eps " + num(m.norm_eps));
     if (m.moe.enabled())
         add("mixture of experts");
+    if (m.mla.enabled())
+        add("multi-head latent attention");
     return out;
 }
 

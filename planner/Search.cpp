@@ -1,4 +1,5 @@
 #include "Search.h"
+#include "MlaCost.h"
 #include "ModelStateMemory.h"
 
 #include <algorithm>
@@ -88,7 +89,8 @@ double memoryLowerBound(const CostModel& model, const Layout& l)
                                           m.moe.shared_experts * double(m.moe.shared_ffn_hidden)) * matrices * h
                                        : dense;
     const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
-    const double layer = 2.0 * h * m.qDim() + 2.0 * h * m.kvDim() + (mixed ? std::min(dense, moe) : moe);
+    const double attention = m.mla.enabled() ? mlaMatrixParams(m) : 2.0 * h * m.qDim() + 2.0 * h * m.kvDim();
+    const double layer = attention + (mixed ? std::min(dense, moe) : moe);
     // Every stage holds totalLayers / pp layers; tp splits each matrix at most tp ways
     // (replicated KV heads only add to this).
     const double perDevice = layer / l.tp * double(m.totalLayers() / l.pp);

@@ -92,6 +92,7 @@ private slots:
         QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
         QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
         QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
+        QTest::newRow("DeepSeek-V3") << "DeepSeek-V3" << qint64(671'026'419'200);
     }
     void publishedTotals()
     {
@@ -119,6 +120,7 @@ private slots:
         QTest::newRow("gpt2-small") << "gpt2" << "gpt2-small";
         QTest::newRow("bert-base") << "bert-base-uncased" << "bert-base";
         QTest::newRow("t5-base") << "t5-base" << "t5-base";
+        QTest::newRow("deepseek-v3") << "DeepSeek-V3" << "deepseek-v3";
     }
     void sameShapeAsBuiltins()
     {
@@ -209,6 +211,160 @@ private slots:
         QJsonObject config = readFixture("gpt-oss-120b");
         config.insert("quantization_config", QJsonObject{{"quant_method", "gptq"}});
         QVERIFY(refusedAt(config, "quantization_config", "MXFP4"));
+    }
+
+    // DeepSeek-V3: multi-head latent attention and the DeepSeek MoE block, each term of the
+    // count from transformers' DeepseekV3Attention / DeepseekV3MoE (modular_deepseek_v3.py @
+    // 000c33f). The total equals the main model's tensors in the published checkpoint
+    // (671,026,419,200: layers 0-60, embeddings, norm, head; DeepSeek's README_WEIGHTS.md "671B");
+    // the MTP module (num_nextn_predict_layers, layer 61) is not built by DeepseekV3ForCausalLM and
+    // not counted (the Hub's 685B includes it).
+    void deepseekV3()
+    {
+        const ModelSpec m = importFixture("DeepSeek-V3");
+        QVERIFY(m.mla.enabled());
+        QCOMPARE(m.mla.q_lora_rank, 1536);
+        QCOMPARE(m.mla.kv_lora_rank, 512);
+        QCOMPARE(m.mla.qk_nope_head_dim, 128);
+        QCOMPARE(m.mla.qk_rope_head_dim, 64);
+        QCOMPARE(m.mla.v_head_dim, 128);
+        QCOMPARE(m.head_dim, 192);
+        QCOMPARE(m.kv_heads, 128);
+        QCOMPARE(m.moe.experts, 256);
+        QCOMPARE(m.moe.top_k, 8);
+        QCOMPARE(m.moe.ffn_hidden, 2048);
+        QCOMPARE(m.moe.shared_experts, 1);
+        QCOMPARE(m.moe.shared_ffn_hidden, 2048);
+        QCOMPARE(m.moe.dense_layers, 3);
+        QCOMPARE(m.moe.router, MoeRouter::SigmoidNorm);
+        QVERIFY(m.moe.score_correction_bias);
+        QCOMPARE(m.moe.expert_groups, 8);
+        QCOMPARE(m.moe.group_top_k, 4);
+        QCOMPARE(m.moe.routed_scaling, 2.5);
+        QCOMPARE(m.moeLayers(0, 61), 58);
+        QCOMPARE(m.rope_scaling.type, RopeScalingKind::Yarn);
+        QCOMPARE(m.rope_scaling.factor, 40.0);
+        QCOMPARE(m.rope_scaling.mscale, 1.0);
+        QCOMPARE(m.rope_scaling.mscale_all_dim, 1.0);
+        QCOMPARE(m.norm_eps, 1e-6);
+        QVERIFY(!m.tied_embeddings);
+
+        // The terms: q_a 7168 x 1536, q_a_layernorm 1536, q_b 1536 x 128 (128 + 64),
+        // kv_a_proj_with_mqa 7168 x (512 + 64), kv_a_layernorm 512, kv_b 512 x 128 (128 + 128),
+        // o_proj 128 x 128 x 7168; two RMSNorms of 7168 per layer.
+        const std::int64_t h = 7168, heads = 128;
+        const std::int64_t attention = h * 1536 + 1536 + 1536 * heads * 192 + h * 576 + 512 + 512 * heads * 256 +
+                                       heads * 128 * h;
+        QCOMPARE(attention, std::int64_t(187'107'328));
+        const std::int64_t expert = 3 * h * 2048;  // gate, up, down
+        // Router weight 256 x 7168 and e_score_correction_bias 256; one shared expert.
+        const std::int64_t moeBlock = 256 * expert + expert + 256 * h + 256;
+        const std::int64_t dense = 3 * h * 18432;
+        const std::int64_t embeddings = 129280 * h;
+        const ParameterBreakdown p = parameterBreakdown(m);
+        QCOMPARE(qint64(p.embeddings), qint64(embeddings));
+        QCOMPARE(qint64(p.lm_head), qint64(embeddings));
+        QCOMPARE(qint64(p.encoder_layer), qint64(attention + 2 * h + moeBlock));
+        QCOMPARE(qint64(p.total), qint64(2 * embeddings + h + 3 * (attention + 2 * h + dense) +
+                                         58 * (attention + 2 * h + moeBlock)));
+        QCOMPARE(qint64(p.total), qint64(671'026'419'200));
+        // transformers keeps e_score_correction_bias as a buffer: its num_parameters() is 58 x 256 fewer.
+        QCOMPARE(qint64(p.total - 58 * 256), qint64(671'026'404'352));
+        // Published: "671B total" (DeepSeek-V3 report, README_WEIGHTS.md): 671.03B.
+        QCOMPARE(std::round(p.total / 1e9), 671.0);
+        // Active: 8 of 256 routed experts in each of the 58 MoE layers. "37B activated" is the
+        // count without the input embedding (a lookup), 36.63B; with it 37.55B.
+        QCOMPARE(qint64(p.active_per_token), qint64(671'026'419'200 - 58 * 248 * expert));
+        QCOMPARE(qint64(p.active_per_token), qint64(37'552'297'472));
+        QCOMPARE(qint64(p.active_per_token - p.embeddings), qint64(36'625'618'432));
+        QCOMPARE(std::round((p.active_per_token - p.embeddings) / 1e9), 37.0);
+
+        // FLOPs per token: MLA's projections, Q K^T over 192 and P V over 128 per head.
+        const std::int64_t seq = 4096;
+        const std::int64_t projections = 2 * (h * 1536 + 1536 * heads * 192 + h * 576 + 512 * heads * 256 + heads * 128 * h);
+        const std::int64_t scores = 2 * seq * heads * 192 + 2 * seq * heads * 128;
+        const std::int64_t moeFlops = 2 * (8 * expert + expert + 256 * h);
+        QCOMPARE(qint64(forwardFlopsPerToken(m, int(seq))),
+                 qint64(61 * (projections + scores) + 3 * 2 * dense + 58 * moeFlops + 2 * h * 129280));
+
+        // The model document: issue 16's "mla" keys; it reads back to the same model.
+        const QJsonObject doc = toJson(m);
+        QCOMPARE(doc.value("mla").toObject(),
+                 (QJsonObject{{"q_lora_rank", 1536}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128},
+                              {"qk_rope_head_dim", 64}, {"v_head_dim", 128}}));
+        QCOMPARE(qint64(doc.value("active_parameters").toDouble()), qint64(37'552'297'472));
+        FieldErrors errors;
+        const auto back = modelFromJson(doc, "model", errors);
+        QVERIFY2(back && *back == m, joinErrors(errors).c_str());
+
+        // q_lora_rank null: one q_proj of 7168 x 128 x 192 per layer (DeepSeek-V2-Lite's form).
+        QJsonObject config = readFixture("DeepSeek-V3");
+        config.insert("q_lora_rank", QJsonValue::Null);
+        const auto plain = import(config, errors, "a/config.json");
+        QVERIFY2(plain, joinErrors(errors).c_str());
+        QCOMPARE(plain->mla.q_lora_rank, 0);
+        QCOMPARE(qint64(parameterCount(m) - parameterCount(*plain)),
+                 qint64(61 * (h * 1536 + 1536 + 1536 * heads * 192 - h * heads * 192)));
+        const QJsonObject plainDoc = toJson(*plain);
+        QVERIFY(plainDoc.value("mla").toObject().value("q_lora_rank").isNull());
+        QVERIFY(*modelFromJson(plainDoc, "model", errors) == *plain);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+    }
+
+    // What DeepseekV3ForCausalLM's config cannot say in the model format is refused by name, and
+    // the MLA fields of a model document are checked against the model.
+    void deepseekRefusals()
+    {
+        auto with = [](const char* key, const QJsonValue& value) {
+            QJsonObject c = readFixture("DeepSeek-V3");
+            c.insert(QLatin1String(key), value);
+            return c;
+        };
+        QVERIFY(refusedAt(with("kv_lora_rank", 0), "kv_lora_rank", "out of range [1,"));
+        QVERIFY(refusedAt(with("kv_lora_rank", 8192), "kv_lora_rank", "8192 is larger than hidden_size 7168"));
+        QVERIFY(refusedAt(with("q_lora_rank", 10000), "q_lora_rank", "10000 is larger than hidden_size 7168"));
+        QVERIFY(refusedAt(with("num_key_value_heads", 64), "num_key_value_heads", "kv_b_proj expands the latent"));
+        QVERIFY(refusedAt(with("moe_layer_freq", 2), "moe_layer_freq", "other than 1 is not read"));
+        QVERIFY(refusedAt(with("topk_method", "greedy"), "topk_method", "\"greedy\" is not read"));
+        QVERIFY(refusedAt(with("scoring_func", "softmax"), "scoring_func", "scores with a sigmoid"));
+        QVERIFY(refusedAt(with("attention_bias", true), "attention_bias", "multi-head latent attention"));
+        QVERIFY(refusedAt(with("head_dim", 128), "head_dim", "is not qk_rope_head_dim 64"));
+        QVERIFY(refusedAt(with("quantization_config", QJsonObject{{"quant_method", "gptq"}}), "quantization_config",
+                          "fp8"));
+        QVERIFY(refusedAt(with("qk_rope_head_dim", 63), "model.mla.qk_rope_head_dim", "odd"));
+        QVERIFY(refusedAt(with("n_group", 7), "model.moe.expert_groups", "must divide the 256 experts"));
+        QVERIFY(refusedAt(with("topk_group", 9), "model.moe.group_top_k", "between 1 and expert_groups 8"));
+        // transformers 5.x saves the derived head_dim (= qk_rope_head_dim) and qk_head_dim: read.
+        QJsonObject saved = with("head_dim", 64);
+        saved.insert("qk_head_dim", 192);
+        FieldErrors errors;
+        QVERIFY2(import(saved, errors, "a/config.json"), joinErrors(errors).c_str());
+
+        // The model format: a rank past hidden, no latent, a head_dim that is not nope + rope.
+        const QJsonObject doc = toJson(importFixture("DeepSeek-V3"));
+        auto refused = [&](const char* key, const QJsonValue& value, const std::string& fragment) {
+            QJsonObject bad = doc;
+            if (std::string(key) == "head_dim" || std::string(key) == "kv_heads" || std::string(key) == "qk_norm") {
+                bad.insert(QLatin1String(key), value);
+            } else {
+                QJsonObject mla = doc.value("mla").toObject();
+                mla.insert(QLatin1String(key), value);
+                bad.insert("mla", mla);
+            }
+            FieldErrors e;
+            const bool ok = !modelFromJson(bad, "model", e) && joinErrors(e).find(fragment) != std::string::npos;
+            if (!ok)
+                qWarning("%s", joinErrors(e).c_str());
+            return ok;
+        };
+        QVERIFY(refused("kv_lora_rank", 8000, "model.mla.kv_lora_rank: 8000 is out of range [1, 7168]"));
+        QVERIFY(refused("kv_lora_rank", 0, "model.mla.kv_lora_rank: 0 must be at least 1"));
+        QVERIFY(refused("kv_lora_rank", -4, "model.mla.kv_lora_rank: -4 must be at least 1"));
+        QVERIFY(refused("q_lora_rank", 9000, "model.mla.q_lora_rank: 9000 is out of range [1, 7168]"));
+        QVERIFY(refused("rank", 4, "model.mla.rank: unknown field"));
+        QVERIFY(refused("head_dim", 128, "model.head_dim: 128 differs from mla.qk_nope_head_dim + mla.qk_rope_head_dim 192"));
+        QVERIFY(refused("kv_heads", 8, "model.kv_heads: 8 differs from heads 128"));
+        QVERIFY(refused("qk_norm", true, "model.qk_norm: does not apply to multi-head latent attention"));
     }
 
     // The MoE block in the model format: issue 16's keys, counted exactly, refused when wrong.
@@ -430,9 +586,11 @@ private slots:
         llama.remove("hidden_act");
         llama.insert("rope_scaling", QJsonObject{{"rope_type", "longrope"}, {"factor", 2.0}});
         QVERIFY(refusedAt(llama, "rope_scaling", "\"longrope\" is not read"));
-        // DeepSeek's yarn keys (mscale) are not read; the default RoPE takes no scaling keys.
-        llama.insert("rope_scaling", QJsonObject{{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}});
-        QVERIFY(refusedAt(llama, "rope_scaling.mscale", "unknown field"));
+        // DeepSeek's yarn keys (mscale) belong to yarn; the default RoPE takes no scaling keys.
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "linear"}, {"factor", 4.0}, {"mscale", 1.0}});
+        QVERIFY(refusedAt(llama, "model.rope_scaling.mscale", "apply to yarn scaling only"));
+        llama.insert("rope_scaling", QJsonObject{{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale_al_dim", 1.0}});
+        QVERIFY(refusedAt(llama, "rope_scaling.mscale_al_dim", "unknown field"));
         llama.insert("rope_scaling", QJsonObject{{"rope_type", "default"}, {"factor", 2.0}});
         QVERIFY(refusedAt(llama, "rope_scaling", "\"factor\" applies to scaled RoPE"));
         llama.insert("rope_scaling", QJsonObject{{"rope_type", "llama3"}, {"factor", 8.0}});
@@ -534,6 +692,18 @@ private slots:
             QCOMPARE(shown.exitCode, 0);
             QCOMPARE(qint64(QJsonDocument::fromJson(shown.out).object().value("parameters").toDouble()), row.parameters);
         }
+        // DeepSeek-V3: its folder's name is the built-in's; imported under another name, the
+        // same counts as the built-in's.
+        CliRun ds = cli({"catalog", "import", fixture("DeepSeek-V3"), "--name", "my-deepseek-v3"});
+        QVERIFY2(ds.exitCode == 0, ds.err.constData());
+        for (const char* name : {"my-deepseek-v3", "deepseek-v3"}) {
+            ds = cli({"catalog", "show", name, "--json"});
+            QCOMPARE(ds.exitCode, 0);
+            const QJsonObject shown = QJsonDocument::fromJson(ds.out).object();
+            QCOMPARE(qint64(shown.value("parameters").toDouble()), qint64(671'026'419'200));
+            QCOMPARE(qint64(shown.value("active_parameters").toDouble()), qint64(37'552'297'472));
+            QCOMPARE(shown.value("mla").toObject().value("kv_lora_rank").toInt(), 512);
+        }
         const CliRun moe = cli({"catalog", "show", "qwen3-30b-a3b", "--json"});
         QCOMPARE(qint64(QJsonDocument::fromJson(moe.out).object().value("active_parameters").toDouble()),
                  qint64(3'353'032'704));
@@ -561,6 +731,21 @@ private slots:
         QVERIFY2(r.err.contains("num_experts: is not a key Qwen3ForCausalLM is known to read"), r.err.constData());
         r = cli({"catalog", "list", "--names"});
         QVERIFY(!r.out.contains("qwen3-bad"));
+        // An MLA rank past hidden: named, nothing imported.
+        QJsonObject wide = readFixture("DeepSeek-V3");
+        wide.insert("kv_lora_rank", 8192);
+        QVERIFY(QDir(dir.path()).mkpath("DeepSeek-wide"));
+        QFile wideFile(dir.filePath("DeepSeek-wide/config.json"));
+        QVERIFY(wideFile.open(QIODevice::WriteOnly));
+        wideFile.write(QJsonDocument(wide).toJson());
+        wideFile.close();
+        r = cli({"catalog", "import", wideFile.fileName()});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("nothing imported from this Hugging Face config (DeepseekV3ForCausalLM)") &&
+                     r.err.contains("kv_lora_rank: 8192 is larger than hidden_size 7168"),
+                 r.err.constData());
+        r = cli({"catalog", "list", "--names"});
+        QVERIFY(!r.out.contains("deepseek-wide"));
         // --name on a ShardScope document is a usage error.
         r = cli({"catalog", "export", "gpt2", "--out", dir.filePath("gpt2.json")});
         QCOMPARE(r.exitCode, 0);

@@ -193,6 +193,16 @@ private slots:
             << ExportFormat::Megatron << "megatron-mixtral-8x7b-hf-p5-moe.txt" << QByteArray("hf:Mixtral-8x7B-v0.1")
             << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
             << QByteArray("tp=4,sp=on,zero=1,mb=1,recompute=selective");
+        // DeepSeek-V3: MLA (--multi-latent-attention and its ranks), YaRN with mscale, the shared
+        // expert, the correction bias, group-limited routing and the routed scaling.
+        QTest::newRow("megatron deepseek-v3 hf p5 tp8 mla moe")
+            << ExportFormat::Megatron << "megatron-deepseek-v3-p5-mla.txt" << QByteArray("hf:DeepSeek-V3")
+            << QByteArray("p5.48xlarge") << 32 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
+        QTest::newRow("megatron-bridge deepseek-v3 p5 tp8 mla moe")
+            << ExportFormat::MegatronBridge << "megatron-bridge-deepseek-v3-p5-mla.py" << QByteArray("deepseek-v3")
+            << QByteArray("p5.48xlarge") << 32 << 1024 << 4096 << bf16
+            << QByteArray("tp=8,sp=on,zero=1,mb=1,recompute=full");
         QTest::newRow("megatron-bridge qwen3-30b-a3b p5 tp4 moe qk-norm")
             << ExportFormat::MegatronBridge << "megatron-bridge-qwen3-30b-a3b-p5-moe.py" << QByteArray("hf:Qwen3-30B-A3B")
             << QByteArray("p5.48xlarge") << 8 << 512 << 4096 << bf16
@@ -801,6 +811,93 @@ private slots:
                                                << "RoPE scaling llama3";
         QTest::newRow("fsdp: tensor parallelism, QK-norm") << F << qwen3 << p5 << 4 << bf16 << QByteArray("tp=4,zero=3")
                                                           << "fsdp: tensor parallelism (tp=4) for qwen3-8b (QK-norm";
+        // Multi-head latent attention (DeepSeek-V3): Megatron-LM and Megatron-Bridge have it; the
+        // others refuse it by name.
+        const QByteArray deepseek = "deepseek-v3";
+        QTest::newRow("torchtitan: MLA") << T << deepseek << p5 << 32 << bf16 << QByteArray("zero=3")
+                                         << "torchtitan: multi-head latent attention is not expressible";
+        QTest::newRow("maxtext: MLA") << X << deepseek << v5p << 64 << bf16 << QByteArray("zero=3")
+                                      << "multi-head latent attention";
+        QTest::newRow("neuronx: MLA") << N << deepseek << trn1 << 32 << bf16 << QByteArray("tp=32,recompute=full")
+                                      << "multi-head latent attention";
+        QTest::newRow("nxd-training: MLA") << Y << deepseek << trn1 << 32 << bf16
+                                           << QByteArray("tp=32,zero=1,recompute=full") << "multi-head latent attention";
+        QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,zero=3")
+                                                       << "multi-head latent attention";
+        // torchtitan writes its llama scaling or none: YaRN is refused by name.
+        QTest::newRow("torchtitan: YaRN") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16 << QByteArray("zero=3")
+                                          << "torchtitan: RoPE scaling yarn";
+    }
+
+    // torchtitan's llama3 flavors apply Llama 3.1's RoPE scaling (models/llama3/__init__.py @
+    // b5bcd76c): a Llama 3 built-in switches it off on every layer, Llama 3.1 keeps it, other
+    // llama3 factors are written out.
+    void torchtitanRope()
+    {
+        const Case llama3{"llama-3-8b", "p5.48xlarge", 4, 256, 8192, Precision::BF16Mixed};
+        const char* layout = "tp=2,sp=on,zero=3,mb=1,recompute=full";
+        const QString off = QString::fromStdString(exported(ExportFormat::Torchtitan, llama3, layout).text);
+        QVERIFY2(off.contains(QLatin1String("    for layer in config.model_spec.model.layers:\n"
+                                            "        layer.attention.rope.scaling = \"none\"\n")),
+                 qPrintable(off));
+        QVERIFY(off.contains(QLatin1String("which llama-3-8b (Llama 3) has not")));
+        const Case llama31{"hf:Llama-3.1-8B", "p5.48xlarge", 4, 256, 8192, Precision::BF16Mixed};
+        const ExportResult kept = exported(ExportFormat::Torchtitan, llama31, layout);
+        QVERIFY2(kept.ok(), kept.refusals.empty() ? "" : kept.refusals.front().c_str());
+        QVERIFY(!QString::fromStdString(kept.text).contains(QLatin1String("layer.attention.rope")));
+        QVERIFY(QString::fromStdString(kept.text).contains(QLatin1String("its RoPE scaling (Llama 3.1's: llama, factor 8)")));
+        // Another llama3 factor: written on every layer.
+        Problem p = problem(llama31);
+        p.model.rope_scaling.factor = 32;
+        const ExportResult other = exportSettings(ExportFormat::Torchtitan, p, this->layout(layout, p));
+        QVERIFY2(other.ok(), other.refusals.empty() ? "" : other.refusals.front().c_str());
+        for (const char* line : {"layer.attention.rope.scaling_factor = 32\n", "layer.attention.rope.low_freq_factor = 1\n",
+                                 "layer.attention.rope.high_freq_factor = 4\n",
+                                 "layer.attention.rope.original_max_position_embeddings = 8192\n"})
+            QVERIFY2(QString::fromStdString(other.text).contains(QLatin1String(line)), line);
+    }
+
+    // Megatron-LM's MLA and DeepSeek routing options, each from the model (arguments.py @ d98e8a64).
+    void megatronDeepseek()
+    {
+        const Case c{"deepseek-v3", "p5.48xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::Megatron, c, "tp=8,sp=on,zero=1,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"--multi-latent-attention\n", "--qk-layernorm\n", "--position-embedding-type rope\n", "--q-lora-rank 1536\n", "--kv-lora-rank 512\n", "--qk-head-dim 128\n",
+              "--qk-pos-emb-head-dim 64\n", "--v-head-dim 128\n", "--rope-type yarn\n", "--rotary-scaling-factor 40\n",
+              "--mscale 1\n", "--mscale-all-dim 1\n", "--num-experts 256\n", "--moe-router-topk 8\n",
+              "--moe-ffn-hidden-size 2048\n", "--moe-shared-expert-intermediate-size 2048\n",
+              "--moe-layer-freq '[0]*3+[1]*58'\n", "--moe-router-score-function sigmoid\n",
+              "--moe-router-enable-expert-bias\n", "--moe-router-num-groups 8\n", "--moe-router-group-topk 4\n",
+              "--moe-router-topk-scaling-factor 2.5\n", "--norm-epsilon 1e-06\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        QVERIFY(!t.contains(QLatin1String("--kv-channels")));  // MLA has its own head sizes
+        QVERIFY(!t.contains(QLatin1String("--group-query-attention")));
+        // q_lora_rank null: no --q-lora-rank (Megatron's None, one q projection).
+        Problem p = problem(c);
+        p.model.mla.q_lora_rank = 0;
+        const char* mla = "tp=8,sp=on,zero=1,mb=1,recompute=full";
+        const ExportResult plain = exportSettings(ExportFormat::Megatron, p, layout(mla, p));
+        QVERIFY(plain.ok());
+        QVERIFY(!QString::fromStdString(plain.text).contains(QLatin1String("--q-lora-rank")));
+        // YaRN at other betas than MLATransformerConfig's fixed ones: refused by name.
+        p.model.rope_scaling.beta_fast = 16;
+        const ExportResult betas = exportSettings(ExportFormat::Megatron, p, layout(mla, p));
+        QVERIFY(!betas.ok());
+        QVERIFY2(QString::fromStdString(betas.refusals.front()).contains("Megatron's MLA keeps 4096, 32 and 1"),
+                 betas.refusals.front().c_str());
+        // Megatron-Bridge's MLAModelProvider takes them as fields, and q_lora_rank None (its
+        // field's default is 512).
+        const ExportResult bridge = exportSettings(ExportFormat::MegatronBridge, p, layout(mla, p));
+        QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+        const QString b = QString::fromStdString(bridge.text);
+        for (const char* expected : {"cfg.model = MLAModelProvider(\n", "        beta_fast=16,\n", "        beta_slow=1,\n",
+                                     "        original_max_position_embeddings=4096,\n", "        q_lora_rank=None,\n",
+                                     "        qk_layernorm=True,\n", "        rope_type=\"yarn\",\n"})
+            QVERIFY2(b.contains(QLatin1String(expected)), expected);
+        QVERIFY(!b.contains(QLatin1String("kv_channels")));
     }
 
     void refused()

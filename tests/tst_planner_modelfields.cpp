@@ -6,6 +6,7 @@
 #include "CostModel.h"
 #include "EmulatedHardware.h"
 #include "ModelStateMemory.h"
+#include "OpConventions.h"
 #include "ScaledCase.h"
 
 #include <QTest>
@@ -109,6 +110,83 @@ private slots:
         QCOMPARE(split.memory_stage, 1);  // the MoE layers' stage
     }
 
+    // Multi-head latent attention (DeepSeek-V3's; planner/MlaCost.h): one device at tp = 1 holds
+    // exactly the model's count; under tp the down projections and their norms stay whole on
+    // every rank (Megatron's 'duplicated' linear_q_down_proj / linear_kv_down_proj) and the rest
+    // is split by heads. DeepSeek-V3 itself, its correction biases included, likewise.
+    void mlaWeightsAndActivations()
+    {
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        ModelSpec m = qwen3Like();
+        m.name = "mla-like";
+        m.kv_heads = m.heads;  // 32
+        m.mla = {512, 256, 64, 32, 64};
+        m.head_dim = 96;
+        QVERIFY2(validate(m).empty(), joinErrors(validate(m)).c_str());
+        QCOMPARE(weightBytes(m, 1), double(parameterCount(m)) * perParameter);
+        const double h = 4096, heads = 32;
+        const double duplicated = h * 512 + 512 + h * (256 + 32) + 256;           // q_a, its norm, kv_a, its norm
+        const double split = 512 * heads * 96 + 256 * heads * (64 + 64) + heads * 64 * h;  // q_b, kv_b, o
+        ModelSpec dense = m;
+        dense.mla = {};
+        dense.head_dim = 1;  // MHA of 32 heads of 1: q, k, v, o of 32 wide
+        for (const int tp : {1, 2, 4})  // 8 layers; the rest of the model is the same in both
+            QCOMPARE(weightBytes(m, tp) - weightBytes(dense, tp),
+                     8.0 * (duplicated + split / tp - 4.0 * h * 32 / tp) * perParameter);
+        QCOMPARE(double(parameterCount(m)) - double(parameterCount(dense)),
+                 8.0 * (duplicated + split) - 8.0 * (4.0 * h * 32));
+
+        // Activations: the MHA count's Q, K, V and output (4 q + 4 kv bytes a token) give way to
+        // MLA's latents (2 (2Q + R + P + R)) and Q, K (192-wide here 96), V and output (64).
+        ModelSpec mha = m;
+        mha.mla = {};  // the same heads and head_dim 96 as plain MHA
+        const Problem pm = problemOn(m, 2048, true), ph = problemOn(mha, 2048, true);
+        FieldErrors errors;
+        Layout l = parseLayout("tp=2,mb=1", errors);
+        resolveDataParallel(l, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double tokens = 2048, q = heads * 96 / 2, v = heads * 64 / 2;
+        const double mlaBytes = 2 * (2 * 512 + (256 + 32) + 256) + 2 * (2 * q + 2 * v);
+        const double mhaBytes = 4 * q + 4 * q;
+        const Prediction a = CostModel::evaluate(pm, l), b = CostModel::evaluate(ph, l);
+        QCOMPARE(a.memory_bytes.activations - b.memory_bytes.activations, 8 * tokens * (mlaBytes - mhaBytes));
+        // Model FLOPs: core's count (MLA's projections, Q K^T over 96 and P V over 64 per head).
+        QCOMPARE(a.model_flops_per_step, 3.0 * 64 * tokens * double(forwardFlopsPerToken(m, 2048)));
+        // Vector FLOPs (core/OpConventions.h): RoPE on the rank's 16 heads' 32-wide parts and the
+        // shared 32-wide key (not on 2 x 16 heads of 96), the latent norms over 512 + 256, and the
+        // optimizer over the parameters the device holds; 16 micro-batches on each of 8 devices.
+        const ops::ElementFlops rope = ops::kRope, rms = ops::norm(NormKind::RmsNorm);
+        const double rotated = 16 * 32 + 32 - (q + q), normed = 512 + 256;
+        const double perMicroBatch =
+            8 * tokens * ((rope.forward + rope.backward) * rotated + (rms.forward + rms.backward) * normed);
+        const double heldParameters = (weightBytes(m, 2) - weightBytes(mha, 2)) / perParameter;
+        QCOMPARE(a.vector_flops_per_step - b.vector_flops_per_step,
+                 8 * (16 * perMicroBatch + (ops::kAdamW + ops::kSquaredNorm) * heldParameters));
+
+        // ZeRO-3 gathers the largest projection at once, twice: with a small MLP, MLA's o_proj
+        // (16 x 64 -> 4096 on each of tp 2) rather than the MHA count's q, k, v (4096 x 3 x 1536).
+        ModelSpec thinMla = m, thinMha = mha;
+        thinMla.ffn_hidden = thinMha.ffn_hidden = 512;
+        Layout z3 = parseLayout("tp=2,zero=3,mb=1", errors);
+        resolveDataParallel(z3, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double buffersMla = CostModel::evaluate(problemOn(thinMla, 2048, true), z3).memory_bytes.buffers;
+        const double buffersMha = CostModel::evaluate(problemOn(thinMha, 2048, true), z3).memory_bytes.buffers;
+        QCOMPARE(buffersMha - buffersMla, 2 * (h * 3 * q - h * v) * perParameter);
+
+        // Context parallelism passes K (96 per head) and V (64 per head) blocks, not 2 x 96: at
+        // cp 2 the MLA model sends (96 + 64) / (2 x 96) of the MHA model's ring bytes.
+        Layout cp2 = parseLayout("tp=2,cp=2,mb=1", errors);
+        resolveDataParallel(cp2, pm.cluster.devices(), errors);
+        QVERIFY(errors.empty());
+        const double ringMla = CostModel::evaluate(pm, cp2).comm_bytes.cp, ringMha = CostModel::evaluate(ph, cp2).comm_bytes.cp;
+        QVERIFY(ringMha > 0);
+        QCOMPARE(ringMla / ringMha, (96.0 + 64) / (2 * 96));
+
+        const ModelSpec deepseek = BuiltinSpecs::instance().model("deepseek-v3");
+        QCOMPARE(weightBytes(deepseek, 1), 671'026'419'200.0 * perParameter);
+    }
+
     // Fused attention computes only the band: a sliding window shortens the step; unfused
     // attention computes the whole matrix and masks it. The model FLOPs count W keys either way.
     void slidingWindowAttention()
@@ -152,6 +230,7 @@ private slots:
         QTest::addColumn<QString>("named");
         QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
+        QTest::newRow("multi-head latent attention") << 4 << "multi-head latent attention (mla) is not executed";
     }
     void scaledEngineModelRefusesByName()
     {
@@ -161,6 +240,8 @@ private slots:
         if (field == 2)
             m.sliding_window = {4096, {}};
         m.attention_sinks = field == 3;
+        if (field == 4)
+            m.mla = {0, 64, 32, 16, 32};  // (a dense model: refused as MLA, not trained as MHA)
         Layout l;
         l.cp = field == 2 ? 2 : 1;
         try {

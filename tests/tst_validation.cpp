@@ -18,6 +18,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <utility>
 
 using namespace shardscope;
 
@@ -289,14 +290,18 @@ private slots:
         QVERIFY2(r.error.empty(), r.error.c_str());
         for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "flops"})
             QVERIFY2(std::fabs(r.metric(metric)->rel_error) < 1e-9, metric);
-        // What the engine cannot express is refused by name, not trained as something else.
-        Problem moe = full;
-        moe.model = specs.model("mixtral-8x7b");
-        try {
-            scaledValidationCase(moe, parseLayout("dp=8", errors), 2);
-            QFAIL("a mixture-of-experts plan was accepted");
-        } catch (const InputError& e) {
-            QVERIFY2(QString(e.what()).contains("mixture-of-experts"), e.what());
+        // What the engine cannot express is refused by name, not trained as something else
+        // (DeepSeek-V3 has MoE too: MLA is named first).
+        for (const auto& [name, named] : {std::pair{"mixtral-8x7b", "mixture-of-experts"},
+                                          std::pair{"deepseek-v3", "multi-head latent attention"}}) {
+            Problem other = full;
+            other.model = specs.model(name);
+            try {
+                scaledValidationCase(other, parseLayout("dp=8", errors), 2);
+                QFAIL(qPrintable(QString::fromLatin1(name) + " was accepted"));
+            } catch (const InputError& e) {
+                QVERIFY2(QString(e.what()).contains(QLatin1String(named)), e.what());
+            }
         }
     }
 

@@ -16,6 +16,8 @@ std::string usd(double v)
 
 std::string attentionKind(const ModelSpec& m)
 {
+    if (m.mla.enabled())
+        return "MLA " + std::to_string(m.heads);
     if (m.kv_heads == m.heads)
         return "MHA " + std::to_string(m.heads);
     if (m.kv_heads == 1)
@@ -131,6 +133,14 @@ std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
                      (m.bias ? ", linear biases" : m.qkv_bias ? ", biases on q, k and v only" : ", no linear biases")},
         {"embeddings", m.tied_embeddings ? "tied to the LM head" : "untied LM head"},
     };
+    if (m.mla.enabled()) {
+        const MlaSpec& a = m.mla;
+        rows.emplace_back("latent attention",
+                          (a.q_lora_rank > 0 ? "q rank " + std::to_string(a.q_lora_rank) : std::string("no q compression")) +
+                              ", kv rank " + std::to_string(a.kv_lora_rank) + "; per head q/k " +
+                              std::to_string(a.qk_nope_head_dim) + " + RoPE " + std::to_string(a.qk_rope_head_dim) +
+                              ", v " + std::to_string(a.v_head_dim));
+    }
     if (m.qk_norm)
         rows.emplace_back("QK-norm", std::string(toString(m.norm)) + " over head dim " + std::to_string(m.head_dim) +
                                          " on every query and key head");

@@ -48,7 +48,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     kw("ffn_hidden_size", str(m.ffn_hidden));
     kw("num_attention_heads", str(m.heads));
     kw("num_query_groups", str(m.kv_heads));
-    kw("kv_channels", str(m.head_dim));
+    if (!m.mla.enabled())  // (MLA: its own head sizes, MegatronModelFields.cpp)
+        kw("kv_channels", str(m.head_dim));
     kw("normalization", m.norm == NormKind::RmsNorm ? "\"RMSNorm\"" : "\"LayerNorm\"");
     if (m.mlp == MlpKind::SwiGlu) {
         kw("gated_linear_unit", "True");
@@ -75,7 +76,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     // norm_eps, qkv bias, qk_norm, sinks, sliding window, RoPE scaling, the rest of MoE
     // (MegatronModelFields.cpp).
     for (const CoreSetting& s : megatronModelSettings(refuse, m, true))
-        kw(s.field, s.py_value);
+        if (!s.field.empty())  // (an option without a field: Megatron-LM's)
+            kw(s.field, s.py_value);
     kw("tensor_model_parallel_size", str(l.tp));
     kw("pipeline_model_parallel_size", str(l.pp));
     kw("virtual_pipeline_model_parallel_size",
@@ -116,7 +118,11 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
                        "  " + torchrunCommand(f, false) + " shardscope_bridge_recipe.py"});
     if (m.mlp == MlpKind::SwiGlu)
         t += "import torch.nn.functional as F\n";
-    t += "from megatron.bridge.models.gpt_provider import GPTModelProvider\n";
+    // Multi-head latent attention: MLAModelProvider (models/mla_provider.py), the MLA fields of
+    // Megatron Core's MLATransformerConfig on a GPTModelProvider.
+    const char* provider = m.mla.enabled() ? "MLAModelProvider" : "GPTModelProvider";
+    t += m.mla.enabled() ? "from megatron.bridge.models.mla_provider import MLAModelProvider\n"
+                         : "from megatron.bridge.models.gpt_provider import GPTModelProvider\n";
     t += "from megatron.bridge.recipes.common import _pretrain_common\n";
     if (l.tp_comm_overlap)
         t += "from megatron.bridge.training.comm_overlap import CommOverlapConfig\n";
@@ -125,7 +131,7 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     t += "from megatron.bridge.training.pretrain import pretrain\n\n\n";
     t += "def shardscope_pretrain_config() -> ConfigContainer:\n";
     t += "    cfg = _pretrain_common()\n";
-    t += "    cfg.model = GPTModelProvider(\n";
+    t += std::string("    cfg.model = ") + provider + "(\n";
     for (const std::string& a : model)
         t += "        " + a + ",\n";
     t += "    )\n";

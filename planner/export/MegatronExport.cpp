@@ -182,7 +182,7 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--hidden-size", str(m.hidden));
     arg("--ffn-hidden-size", str(m.ffn_hidden));
     arg("--num-attention-heads", str(m.heads));
-    if (m.head_dim * m.heads != m.hidden)
+    if (m.head_dim * m.heads != m.hidden && !m.mla.enabled())  // (MLA: its own head sizes)
         arg("--kv-channels", str(m.head_dim));
     if (m.kv_heads != m.heads) {
         arg("--group-query-attention");
@@ -209,7 +209,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     }
     // norm_eps, qkv bias, qk_norm, sinks, sliding window, RoPE scaling, the rest of MoE.
     for (const CoreSetting& s : megatronModelSettings(refuse, m, false))
-        arg(s.option, s.cli_value);
+        if (!s.option.empty())  // (a field without an option: Megatron-Bridge's)
+            arg(s.option, s.cli_value);
     arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
     if (!p.training.dropout) {
         arg("--hidden-dropout", "0");

@@ -25,6 +25,25 @@
 //   megatron/core/transformer/moe/moe_utils.py (topk_routing_with_score_function): softmax over
 //     the top-k logits by default (renormalised, as Mixtral), softmax before top-k with
 //     moe_router_pre_softmax (not renormalised), sigmoid scores always renormalised when top_k > 1.
+//   multi-head latent attention: --multi-latent-attention (TransformerConfig field) selects
+//     MLATransformerConfig (transformer_config.py), whose q_lora_rank, kv_lora_rank, qk_head_dim
+//     (the no-RoPE part), qk_pos_emb_head_dim, v_head_dim come from _add_mla_args' options, and
+//     --rotary-scaling-factor, --mscale, --mscale-all-dim likewise; --rope-type rope|yarn
+//     (arguments.py; argument_utils.py asserts yarn only with MLA). Its YaRN
+//     original_max_position_embeddings 4096, beta_fast 32 and beta_slow 1 have no option (MLA
+//     does not read the --yarn-* ones: argument_utils.py _apply_yarn_config_from_args returns
+//     for MLA; Megatron-Bridge's MLAModelProvider (src/megatron/bridge/models/mla_provider.py @
+//     067f987d: MLATransformerConfig + GPTModelProvider) takes them as fields, and its DeepSeek-V3
+//     bridge sets qk_layernorm True, models/deepseek/deepseek_v3_bridge.py); GPTModel builds no
+//     rotary embedding of its own for MLA with --position-embedding-type rope (megatron/core/models/gpt/gpt_model.py: "rope" and not
+//     multi_latent_attention; "yarn" would build one from the non-MLA yarn_* fields), and the
+//     latent norms q_layernorm / kv_layernorm exist only with --qk-layernorm
+//     (megatron/core/models/gpt/gpt_layer_specs.py: linear_q_up_proj and linear_kv_up_proj become
+//     column_parallel_layer_norm_linear), as examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh
+//     passes them;
+//   moe_router_enable_expert_bias (aux-loss-free balancing, sigmoid scores),
+//     moe_router_num_groups / moe_router_group_topk (groups scored by the sum of their top
+//     topk / group_topk scores), moe_router_topk_scaling_factor.
 // window_size is (left, right) keys around the query: a window of `size` keys is (size - 1, 0).
 // NVIDIA-NeMo/Megatron-Bridge at commit 067f987d, src/megatron/bridge/models/gpt_provider.py:
 // GPTModelProvider(TransformerConfig) adds rope_scaling, rope_scaling_factor and
@@ -56,12 +75,65 @@ std::string runPattern(const std::vector<int>& bits)
     return out;
 }
 
+// MLA's options and MLATransformerConfig fields, with its RoPE: plain or YaRN. Megatron-LM has
+// no options for YaRN's original length and betas (MLATransformerConfig keeps 4096, 32 and 1);
+// Megatron-Bridge's MLAModelProvider takes them as fields. q_lora_rank None: one q projection
+// (the option's default; the field's default is 512, so the field is written).
+void megatronMlaSettings(Refusals& refuse, const ModelSpec& m, bool bridge, std::vector<CoreSetting>& out)
+{
+    auto both = [&](const char* option, const std::string& value, const char* field) {
+        out.push_back({option, value, field, value});
+    };
+    const MlaSpec& a = m.mla;
+    out.push_back({"--multi-latent-attention", "", "multi_latent_attention", "True"});
+    out.push_back({"--qk-layernorm", "", "qk_layernorm", "True"});  // the q and kv latents' norms
+    if (a.q_lora_rank > 0)
+        both("--q-lora-rank", str(a.q_lora_rank), "q_lora_rank");
+    else
+        out.push_back({"", "", "q_lora_rank", "None"});
+    both("--kv-lora-rank", str(a.kv_lora_rank), "kv_lora_rank");
+    both("--qk-head-dim", str(a.qk_nope_head_dim), "qk_head_dim");
+    both("--qk-pos-emb-head-dim", str(a.qk_rope_head_dim), "qk_pos_emb_head_dim");
+    both("--v-head-dim", str(a.v_head_dim), "v_head_dim");
+    const RopeScaling& rs = m.rope_scaling;
+    if (!rs.enabled()) {
+        out.push_back({"--rope-type", "rope", "rope_type", "\"rope\""});
+        return;
+    }
+    if (rs.type != RopeScalingKind::Yarn) {
+        refuse.add(std::string(toString(rs.type)) + " RoPE scaling with multi-head latent attention",
+                   "Megatron's MLA takes rope or yarn (--rope-type)");
+        return;
+    }
+    if (!rs.truncate || rs.attention_factor != 0)
+        refuse.add(std::string("YaRN") + (rs.truncate ? "" : " without truncation") +
+                       (rs.attention_factor != 0 ? " with attention_factor " + num(rs.attention_factor) : ""),
+                   "Megatron's MLA rounds the correction range and derives the attention scale from mscale");
+    const int original = rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings : 4096;
+    const double fast = rs.beta_fast > 0 ? rs.beta_fast : 32, slow = rs.beta_slow > 0 ? rs.beta_slow : 1;
+    if (!bridge && (original != 4096 || fast != 32 || slow != 1))
+        refuse.add("YaRN with original_max_position_embeddings " + str(original) + ", beta_fast " + num(fast) +
+                       ", beta_slow " + num(slow),
+                   "Megatron's MLA keeps 4096, 32 and 1 (MLATransformerConfig has no options for them)");
+    out.push_back({"--rope-type", "yarn", "rope_type", "\"yarn\""});
+    both("--rotary-scaling-factor", num(rs.factor), "rotary_scaling_factor");
+    both("--mscale", num(rs.mscale != 0 ? rs.mscale : 1.0), "mscale");
+    both("--mscale-all-dim", num(rs.mscale_all_dim), "mscale_all_dim");
+    if (bridge) {
+        out.push_back({"", "", "original_max_position_embeddings", str(original)});
+        out.push_back({"", "", "beta_fast", num(fast)});
+        out.push_back({"", "", "beta_slow", num(slow)});
+    }
+}
+
 } // namespace
 
 std::string megatronPositionType(const ModelSpec& m)
 {
     if (m.positions != PositionKind::Rotary)
         return "learned_absolute";
+    if (m.mla.enabled())
+        return "rope";  // MLA rotates in its own attention, yarn or not (--rope-type)
     return m.rope_scaling.type == RopeScalingKind::Yarn ? "yarn" : "rope";
 }
 
@@ -93,7 +165,9 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
     }
 
     const RopeScaling& rs = m.rope_scaling;
-    if (m.positions == PositionKind::Rotary && rs.enabled()) {
+    if (m.mla.enabled()) {
+        megatronMlaSettings(refuse, m, bridge, out);
+    } else if (m.positions == PositionKind::Rotary && rs.enabled()) {
         switch (rs.type) {
         case RopeScalingKind::Llama3:
             if ((rs.low_freq_factor != 0 && rs.low_freq_factor != 1) ||
@@ -128,6 +202,10 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
                 value("--yarn-beta-fast", num(rs.beta_fast), "", "");
             if (rs.beta_slow != 0)
                 value("--yarn-beta-slow", num(rs.beta_slow), "", "");
+            if (rs.mscale != 0)
+                value("--mscale", num(rs.mscale), "", "");
+            if (rs.mscale_all_dim != 0)
+                value("--mscale-all-dim", num(rs.mscale_all_dim), "", "");
             if (!rs.truncate)
                 flag("--no-yarn-correction-range-round-to-int", "");
             break;
@@ -165,6 +243,20 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
             value("--moe-router-score-function", "sigmoid", "moe_router_score_function", "\"sigmoid\"");
             break;
         }
+        if (e.score_correction_bias)
+            flag("--moe-router-enable-expert-bias", "moe_router_enable_expert_bias");
+        if (e.expert_groups > 0) {
+            // DeepSeek scores a group by its top 2 (transformers' DeepseekV3MoE); Megatron by its
+            // top topk / group_topk.
+            if (e.top_k != 2 * e.group_top_k)
+                refuse.add("group-limited routing with top_k " + str(e.top_k) + " over " + str(e.group_top_k) + " groups",
+                           "Megatron scores a group by its top top_k / group_top_k experts, the model by its top 2");
+            value("--moe-router-num-groups", str(e.expert_groups), "moe_router_num_groups", str(e.expert_groups));
+            value("--moe-router-group-topk", str(e.group_top_k), "moe_router_group_topk", str(e.group_top_k));
+        }
+        if (e.routed_scaling > 0)
+            value("--moe-router-topk-scaling-factor", num(e.routed_scaling), "moe_router_topk_scaling_factor",
+                  num(e.routed_scaling));
         if (e.capacity_factor > 0)
             value("--moe-expert-capacity-factor", num(e.capacity_factor), "moe_expert_capacity_factor",
                   num(e.capacity_factor));

@@ -10,7 +10,8 @@
 namespace shardscope::exportdetail {
 
 // One model setting: the pretrain_gpt.py option with its value ("" for a switch) and the
-// TransformerConfig / GPTModelProvider field with its Python value ("" field: Megatron-LM only).
+// TransformerConfig / GPTModelProvider field with its Python value ("" field: Megatron-LM only;
+// "" option: Megatron-Bridge only).
 struct CoreSetting {
     std::string option;
     std::string cli_value;

@@ -30,7 +30,16 @@
 //   torchtitan/models/llama3/config_registry.py: llama3_8b() (loss, tokenizer assets, AdamW,
 //     data, checkpoints), the base the export changes;
 //   torchtitan/components/quantization/float8.py: Float8LinearConverter.Config(filter_fqns,
-//     model_compile_enabled), as llama3_405b() applies it with compile on.
+//     model_compile_enabled), as llama3_405b() applies it with compile on;
+//   torchtitan/models/common/rope.py: RoPE.Config(scaling "none"|"llama"|"yarn", scaling_factor 8,
+//     low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192), a mutable
+//     dataclass; make_gqa_config (models/common/config_utils.py) gives each layer's
+//     GQAttention.Config a copy of it (.rope), reached as model_spec.model.layers[i].attention.rope.
+// RoPE: every llama3 flavor applies Llama 3.1's scaling ("llama", factor 8). The built-in
+// llama-3-8b and llama-3-70b are Llama 3 (their Hugging Face meta-llama/Meta-Llama-3-* configs have
+// no rope_scaling and 8192 positions), so the recipe switches the scaling off on every layer for a
+// model without it, sets the model's own llama3 factors when they differ, and refuses the other
+// scalings by name.
 // Decisions: the model must be one of the llama3 flavors (torchtitan builds models from its
 // registry); ZeRO-1 is refused (FSDP2, torchtitan's only sharding, shards gradients too), ZeRO-2
 // is fully_shard without resharding after forward ("never"), ZeRO-3 the default resharding;
@@ -117,6 +126,12 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (m.moe.enabled())
         refuse.add("mixture of experts (" + str(m.moe.experts) + " experts, top " + str(m.moe.top_k) + ")",
                    "the export takes torchtitan's dense llama3 model");
+    if (m.mla.enabled())
+        refuse.add("multi-head latent attention", "the export takes torchtitan's llama3 model (grouped-query attention)");
+    const RopeScaling& rope = m.rope_scaling;
+    if (rope.enabled() && rope.type != RopeScalingKind::Llama3)
+        refuse.add(std::string("RoPE scaling ") + toString(rope.type),
+                   "the export writes torchtitan's llama (Llama 3.1) scaling or none");
     if (!flavor) {
         std::string names;
         for (const Flavor& fl : llama3Flavors())
@@ -178,8 +193,32 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                           str(l.micro_batch) + " sequence(s) per data-parallel rank and step (" +
                           str(p.training.global_batch) + " sequences / (" + str(l.dp) + " ranks x " +
                           str(l.micro_batch) + ")).");
-    r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
-                      "'s shapes; it applies Llama 3.1's RoPE scaling, and torchtitan's Llama has no dropout.");
+    // The flavor's RoPE as the model's: torchtitan's llama scaling values (rope.py's defaults,
+    // which the flavors keep) and those of a llama3-scaled model, where it says them.
+    const double factor = rope.factor, low = rope.low_freq_factor > 0 ? rope.low_freq_factor : 1.0,
+                 high = rope.high_freq_factor > 0 ? rope.high_freq_factor : 4.0;
+    const int original = rope.original_max_position_embeddings > 0 ? rope.original_max_position_embeddings : 8192;
+    const bool llama31 = rope.type == RopeScalingKind::Llama3 && factor == 8 && low == 1 && high == 4 && original == 8192;
+    std::vector<std::string> ropeLines;
+    if (!rope.enabled()) {
+        ropeLines.push_back("layer.attention.rope.scaling = \"none\"");
+        r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
+                          "'s shapes; it applies Llama 3.1's RoPE scaling, which " + m.name +
+                          " (Llama 3) has not: the recipe sets scaling \"none\" on every layer. torchtitan's Llama "
+                          "has no dropout.");
+    } else if (llama31) {
+        r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
+                          "'s shapes and its RoPE scaling (Llama 3.1's: llama, factor 8); torchtitan's Llama has no "
+                          "dropout.");
+    } else {
+        ropeLines.push_back("layer.attention.rope.scaling_factor = " + num(factor));
+        ropeLines.push_back("layer.attention.rope.low_freq_factor = " + num(low));
+        ropeLines.push_back("layer.attention.rope.high_freq_factor = " + num(high));
+        ropeLines.push_back("layer.attention.rope.original_max_position_embeddings = " + str(original));
+        r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
+                          "'s shapes; the recipe sets " + m.name + "'s llama3 RoPE scaling (factor " + num(factor) +
+                          ") on every layer. torchtitan's Llama has no dropout.");
+    }
     r.notes.push_back("Yours to set: hf_assets_path (tokenizer), the dataset, learning rate and steps "
                       "(the llama3_8b recipe's values are kept).");
 
@@ -210,6 +249,11 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     } else {
         t += "    config.compile = CompileConfig()\n";
         t += "    config.model_spec = model_registry(\"" + std::string(flavor->name) + "\")\n";
+    }
+    if (!ropeLines.empty()) {
+        t += "    for layer in config.model_spec.model.layers:\n";
+        for (const std::string& line : ropeLines)
+            t += "        " + line + "\n";
     }
     t += "    config.hf_assets_path = \"./assets/hf/Llama-3.1-" + std::string(flavor->name) + "\"\n";
     t += "    config.parallelism = ParallelismConfig(\n";

@@ -6,7 +6,7 @@
 # torchtitan derives nothing from the world size: dp_replicate 2 x dp_shard 4 x cp 1 x tp 8 x pp 4 = 256 ranks, as torchrun starts them.
 # fully_shard (ZeRO-2: no resharding after forward) shards model states over dp_shard x cp = 4 ranks and replicates them across dp_replicate 2.
 # 128 pipeline micro-batches of 1 sequence(s) per data-parallel rank and step, 10 layers per stage; no gradient accumulation.
-# The llama3 70B flavor has llama-3-70b's shapes; it applies Llama 3.1's RoPE scaling, and torchtitan's Llama has no dropout.
+# The llama3 70B flavor has llama-3-70b's shapes; it applies Llama 3.1's RoPE scaling, which llama-3-70b (Llama 3) has not: the recipe sets scaling "none" on every layer. torchtitan's Llama has no dropout.
 # Yours to set: hf_assets_path (tokenizer), the dataset, learning rate and steps (the llama3_8b recipe's values are kept).
 #
 # Save as shardscope_recipe.py where Python finds it and launch on every node:
@@ -27,6 +27,8 @@ def shardscope_config() -> Trainer.Config:
         "70B",
         converters=[Float8LinearConverter.Config(filter_fqns=["lm_head"], model_compile_enabled=True)],
     )
+    for layer in config.model_spec.model.layers:
+        layer.attention.rope.scaling = "none"
     config.hf_assets_path = "./assets/hf/Llama-3.1-70B"
     config.parallelism = ParallelismConfig(
         data_parallel_replicate_degree=2,

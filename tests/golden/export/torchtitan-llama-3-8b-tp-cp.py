@@ -6,7 +6,7 @@
 # torchtitan derives nothing from the world size: dp_replicate 1 x dp_shard 8 x cp 2 x tp 2 x pp 1 = 32 ranks, as torchrun starts them.
 # fully_shard (ZeRO-3) shards model states over dp_shard x cp = 16 ranks and replicates them across dp_replicate 1.
 # Gradient accumulation: 32 micro-batches of 1 sequence(s) per data-parallel rank and step (256 sequences / (8 ranks x 1)).
-# The llama3 8B flavor has llama-3-8b's shapes; it applies Llama 3.1's RoPE scaling, and torchtitan's Llama has no dropout.
+# The llama3 8B flavor has llama-3-8b's shapes; it applies Llama 3.1's RoPE scaling, which llama-3-8b (Llama 3) has not: the recipe sets scaling "none" on every layer. torchtitan's Llama has no dropout.
 # Yours to set: hf_assets_path (tokenizer), the dataset, learning rate and steps (the llama3_8b recipe's values are kept).
 #
 # Save as shardscope_recipe.py where Python finds it and launch on every node:
@@ -23,6 +23,8 @@ def shardscope_config() -> Trainer.Config:
     config = llama3_8b()
     config.compile = CompileConfig()
     config.model_spec = model_registry("8B")
+    for layer in config.model_spec.model.layers:
+        layer.attention.rope.scaling = "none"
     config.hf_assets_path = "./assets/hf/Llama-3.1-8B"
     config.parallelism = ParallelismConfig(
         data_parallel_replicate_degree=1,
