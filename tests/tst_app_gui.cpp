@@ -20,6 +20,7 @@
 #include "Device.h"
 #include "RunHistory.h"
 #include "Validation.h"
+#include "MetricText.h"
 #include "ValidatePage.h"
 
 #include <QAbstractItemModelTester>
@@ -140,8 +141,12 @@ private:
     {
         const int metricColumn = column(t, QStringLiteral("metric")), c = column(t, header);
         for (int r = 0; r < t->rowCount(); ++r)
-            if (t->item(r, metricColumn)->text() == metric)
+            if (t->item(r, metricColumn)->data(ValidatePage::kMetricKeyRole).toString() == metric) {
+                // Words, not the JSON key, in the cell itself.
+                if (t->item(r, metricColumn)->text() != metricWords(metric.toStdString()))
+                    return QStringLiteral("metric cell: ") + t->item(r, metricColumn)->text();
                 return c >= 0 && t->item(r, c) ? t->item(r, c)->text() : QString();
+            }
         return {};
     }
 

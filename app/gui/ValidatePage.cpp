@@ -44,6 +44,15 @@ QStringList liveColumns()
             QObject::tr("device")};
 }
 
+// The metric column shows words; the JSON key (what `validate --json` and the CLI table print)
+// stays on the item, for scripts, tests and the tooltip.
+void markMetricKey(QTableWidgetItem* item, const std::string& metric)
+{
+    const QString key = QString::fromStdString(metric);
+    item->setData(ValidatePage::kMetricKeyRole, key);
+    item->setToolTip(item->toolTip().isEmpty() ? key : key + QStringLiteral("\n") + item->toolTip());
+}
+
 bool charted(const std::string& metric)
 {
     const auto& shown = validationTableMetrics();
@@ -363,7 +372,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
         // Short: the column's width is its longest cell, and the tooltip says why.
         const QString err = !m.compared ? tr("not predicted")
                                         : relErrorText(m.rel_error);
-        const QStringList cells{q(m.metric), m.compared ? valueText(m, m.predicted) : QStringLiteral("—"),
+        const QStringList cells{metricWords(m.metric), m.compared ? valueText(m, m.predicted) : QStringLiteral("—"),
                                 valueText(m, m.measured), err,
                                 m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
         // Where the model is known to differ, the row says which term (tooltip).
@@ -374,6 +383,7 @@ void ValidatePage::showResult(const ValidationResult& result, const std::vector<
                 item->setToolTip(tr("Known difference: %1").arg(why));
             metrics_->setItem(row, c, item);
         }
+        markMetricKey(metrics_->item(row, 0), m.metric);
         // The chart shows the summary metrics (the CLI table's columns; the per-kind byte
         // counts stay in the table: twelve bars no longer leave room for their labels).
         // A metric not compared (the emulation's wall time on shared cores) has no error bar.
@@ -569,7 +579,8 @@ bool ValidatePage::openRun(int id)
         for (const StoredMetric& m : c.metrics) {
             const int row = metrics_->rowCount();
             metrics_->insertRow(row);
-            QStringList cells{q(m.metric), metricValueText(m.metric, m.predicted), metricValueText(m.metric, m.measured),
+            QStringList cells{metricWords(m.metric), metricValueText(m.metric, m.predicted),
+                              metricValueText(m.metric, m.measured),
                               std::isfinite(m.predicted) ? relErrorText(m.rel_error) : tr("not predicted"),
                               m.worst_device >= 0 ? QString::number(m.worst_device) : tr("all")};
             if (several)
@@ -580,6 +591,7 @@ bool ValidatePage::openRun(int id)
                     item->setToolTip(tr("Known difference: %1").arg(m.known_difference));
                 metrics_->setItem(row, col, item);
             }
+            markMetricKey(metrics_->item(row, several ? 1 : 0), m.metric);
         }
     }
     metrics_->resizeColumnsToContents();
@@ -658,7 +670,7 @@ bool ValidatePage::compareRuns(int idA, int idB)
             change = std::fabs(points) < 0.05 ? QStringLiteral("0.0 pp")
                                               : QStringLiteral("%1%2 pp").arg(points > 0 ? QStringLiteral("+") : QString()).arg(points, 0, 'f', 1);
         }
-        QStringList cells{q(metric),
+        QStringList cells{metricWords(metric),
                           relErrorText(r.a.rel_error), relErrorText(r.b.rel_error), change,
                           metricValueText(metric, r.a.measured), metricValueText(metric, r.b.measured),
                           metricValueText(metric, r.a.predicted), metricValueText(metric, r.b.predicted)};
@@ -675,6 +687,7 @@ bool ValidatePage::compareRuns(int idA, int idB)
                 item->setToolTip(tr("Known difference: %1").arg(why.join(QStringLiteral("; "))));
             metrics_->setItem(row, col, item);
         }
+        markMetricKey(metrics_->item(row, several ? 1 : 0), metric);
     }
     metrics_->resizeColumnsToContents();
 

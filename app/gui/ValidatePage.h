@@ -50,6 +50,9 @@ public:
     QPushButton* runButton() const { return run_; }
     QPushButton* cancelButton() const { return cancel_; }
     QTableWidget* metricsTable() const { return metrics_; }
+    // The metric column's items carry the metric's JSON key ("weights_bytes") in this role;
+    // their text is the metric in words ("weights").
+    static constexpr int kMetricKeyRole = Qt::UserRole + 1;
     QTableWidget* historyTable() const { return history_; }
     QChartView* errorChart() const { return errorChart_; }
     QComboBox* costModelBox() const { return costModel_; }
