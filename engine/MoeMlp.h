@@ -12,7 +12,8 @@
 // Weights, column-major (in, out) as everywhere in the engine:
 //   router (C, E); expert_in E blocks (C, Fin) (Fin = F, or 2F [gate | up] when gated);
 //   expert_out E blocks (F, C); shared_in (C, Fs_in), shared_out (Fs, C).
-// The block keeps its activations for the backward in its own buffers (one micro-batch).
+// The block keeps its activations for the backward in its own host buffers (one micro-batch);
+// inside the executor they become device allocations, counted as activations like the rest.
 #pragma once
 
 #include "Kernels.h"
@@ -61,7 +62,8 @@ class MoeMlp {
 public:
     MoeMlp(Kernels<T>& kernels, MoeShape shape);
 
-    // y (C, N) overwritten; returns the load-balancing loss of this call's tokens.
+    // y (C, N) overwritten; returns the load-balancing loss of this call's tokens. x is read
+    // again by backward(): it must stay valid until then.
     double forward(T* y, const T* x, const MoeWeights<T>& w, std::int64_t N);
     // From d y (C, N): d x (C, N) overwritten, weight gradients added to g; aux_grad is the
     // loss's weight on the load-balancing term (1 when it is added as it is).
