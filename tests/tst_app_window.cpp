@@ -51,6 +51,9 @@
 
 using namespace shardscope;
 
+// Sanitizer builds run the engine several times slower: long waits scale (tests/CMakeLists.txt).
+constexpr int kTimeScale = SHARDSCOPE_TEST_TIME_SCALE;
+
 class TstAppWindow : public QObject {
     Q_OBJECT
     std::unique_ptr<QTemporaryDir> dir_;
@@ -68,7 +71,7 @@ class TstAppWindow : public QObject {
     // Waits for the next completed search of the window (never a fixed sleep).
     bool waitForSearch(QSignalSpy& spy, int count)
     {
-        return QTest::qWaitFor([&] { return spy.count() >= count; }, 120'000);
+        return QTest::qWaitFor([&] { return spy.count() >= count; }, 120'000 * kTimeScale);
     }
 
 private slots:
@@ -85,7 +88,7 @@ private slots:
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
         // The default problem is searched on start.
-        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() != nullptr, 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() != nullptr, 120'000 * kTimeScale);
         QCOMPARE(window_->lastProblem().model.name, std::string("gpt3-175b"));
         QCOMPARE(window_->lastProblem().cluster.nodes, 64);
     }
@@ -306,7 +309,7 @@ private slots:
     // whole space, not the rows shown, and says what matched.
     void filterSearchesTheWholeSpace()
     {
-        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000 * kTimeScale);
         PlansPage* plans = window_->plansPage();
         const int shown = plans->model()->rowCount();
         QVERIFY(shown > 0);
@@ -319,7 +322,7 @@ private slots:
         const int tp = window_->lastResult()->best()->layout.tp == 2 ? 4 : 2;
         QSignalSpy filtered(window_.get(), &MainWindow::filterFinished);
         plans->filter()->setText(QStringLiteral("tp=%1").arg(tp));
-        QVERIFY(filtered.wait(120'000));
+        QVERIFY(filtered.wait(120'000 * kTimeScale));
         QVERIFY(plans->model()->rowCount() > 0);
         for (int r = 0; r < plans->model()->rowCount(); ++r)
             QCOMPARE(plans->model()->plan(r)->layout.tp, tp);
@@ -336,7 +339,7 @@ private slots:
     // refusal by name.
     void exportLaunchSettings()
     {
-        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy() && window_->lastResult(), 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy() && window_->lastResult(), 120'000 * kTimeScale);
         const Layout best = window_->lastResult()->best()->layout;
         const Problem& problem = window_->lastProblem();
         for (ExportFormat f : exportFormats()) {
@@ -368,7 +371,7 @@ private slots:
         setup->nodesBox()->setValue(4);
         setup->seqBox()->setValue(4096);
         QVERIFY(waitForSearch(spy, 1));
-        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 4, 120'000);  // the last edit wins
+        QTRY_COMPARE_WITH_TIMEOUT(window_->lastProblem().cluster.nodes, 4, 120'000 * kTimeScale);  // the last edit wins
         QCOMPARE(window_->lastProblem().model.name, std::string("llama-2-7b"));
         QCOMPARE(window_->lastProblem().training.seq_len, 4096);
 
@@ -461,10 +464,10 @@ private slots:
             }
         });
         setup->nodesBox()->setValue(512);
-        QTRY_VERIFY_WITH_TIMEOUT(clicked, 60'000);
+        QTRY_VERIFY_WITH_TIMEOUT(clicked, 60'000 * kTimeScale);
         QTRY_VERIFY_WITH_TIMEOUT(plans->progress()->format().contains(QLatin1String("cancelled")) ||
                                      plans->progress()->format() == QLatin1String("done"),
-                                 120'000);
+                                 120'000 * kTimeScale);
         disconnect(c);
         QVERIFY(!plans->cancelButton()->isEnabled());
         // A finished search after the click would show "done"; the click was during the search.
@@ -478,7 +481,7 @@ private slots:
     // Validate the selected plan: cancel a run, then run one to completion.
     void validateTheSelectedPlan()
     {
-        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000 * kTimeScale);
         ValidatePage* page = window_->validatePage();
         QVERIFY(page->runButton()->isEnabled());  // a plan is selected
         page->setSteps(200);
@@ -487,9 +490,9 @@ private slots:
         QVERIFY(page->busy());
         QVERIFY(page->cancelButton()->isEnabled());
         page->cancelButton()->click();
-        QVERIFY(done.wait(120'000));
+        QVERIFY(done.wait(120'000 * kTimeScale));
         QCOMPARE(done.takeFirst().at(0).toBool(), false);
-        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000 * kTimeScale);
 
         // A fitted cost-model profile in the catalog can price the case; its name is stored.
         CostModelParams fittedTerms = defaultCostModelParams();
@@ -502,7 +505,7 @@ private slots:
 
         page->setSteps(4);
         page->start();
-        QVERIFY(done.wait(300'000));
+        QVERIFY(done.wait(300'000 * kTimeScale));
         QCOMPARE(done.takeFirst().at(0).toBool(), true);
         QVERIFY(page->result().has_value());
         QVERIFY2(page->result()->error.empty(), page->result()->error.c_str());
@@ -560,8 +563,8 @@ private slots:
         page->setSteps(2);
         page->start();
         if (page->busy())
-            QVERIFY(done.wait(300'000));
-        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+            QVERIFY(done.wait(300'000 * kTimeScale));
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000 * kTimeScale);
         QCOMPARE(page->metricsTable()->rowCount(), 0);
         QVERIFY(!page->result().has_value() || !page->result()->error.empty());
         QVERIFY2(page->status()->text().length() > 20 && page->status()->styleSheet().contains(QLatin1String("c0392b")),
@@ -574,7 +577,7 @@ private slots:
         page->setSteps(2);
         done.clear();
         page->start();
-        QVERIFY(done.wait(300'000));
+        QVERIFY(done.wait(300'000 * kTimeScale));
         QCOMPARE(done.takeFirst().at(0).toBool(), true);
         QVERIFY(page->result().has_value() && page->metricsTable()->rowCount() > 0);
         QCOMPARE(store_->runs().validationRuns(1000).size(), stored);
@@ -586,20 +589,20 @@ private slots:
     void calibrateOnThisMachine()
     {
         ValidatePage* page = window_->validatePage();
-        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000 * kTimeScale);
         QSignalSpy done(page, &ValidatePage::finished);
         page->calibrate();
         QVERIFY(page->busy());
         QVERIFY(!page->calibrateButton()->isEnabled());
         page->cancelButton()->click();
-        QVERIFY(done.wait(120'000));
+        QVERIFY(done.wait(120'000 * kTimeScale));
         QCOMPARE(done.takeFirst().at(0).toBool(), false);
-        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!page->busy(), 60'000 * kTimeScale);
         QVERIFY(page->calibrateButton()->isEnabled());
 
         QSignalSpy calibrated(page, &ValidatePage::calibrated);
         page->calibrate();
-        QVERIFY(calibrated.wait(300'000));
+        QVERIFY(calibrated.wait(300'000 * kTimeScale));
         const QString name = calibrated.takeFirst().at(0).toString();
         QVERIFY(name.startsWith(QStringLiteral("engine-")));
         QCOMPARE(page->costModelBox()->currentText(), name);
@@ -629,7 +632,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(window_->lastRequest() && window_->lastProblem().cluster.nodes == 16 &&
                                      window_->lastRequest()->cost_model.name == terms.name &&
                                      window_->lastRequest()->space.pp.lo == 2 && !window_->busy(),
-                                 120'000);
+                                 120'000 * kTimeScale);
         const PlanRequest request = *window_->lastRequest();
         QVERIFY(request.cost_model == terms);
         QCOMPARE(request.space.tp.hi, 8);
@@ -658,7 +661,7 @@ private slots:
         setup->fixEdit()->clear();
         setup->lowerEdit()->clear();
         setup->nodesBox()->setValue(8);
-        QTRY_VERIFY_WITH_TIMEOUT(window_->lastProblem().cluster.nodes == 8 && !window_->busy(), 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastProblem().cluster.nodes == 8 && !window_->busy(), 120'000 * kTimeScale);
         QVERIFY(window_->lastRequest()->cost_model.name != terms.name);
         QSignalSpy searches(window_.get(), &MainWindow::searchFinished);
         QVERIFY2(window_->openPlanFile(first, &error), qPrintable(error));
@@ -678,7 +681,7 @@ private slots:
         QVERIFY(window_->validatePage()->planRequest() && *window_->validatePage()->planRequest() == request);
         // Nothing was searched again (the setup's debounce has long passed).
         QTest::qWait(600);
-        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000 * kTimeScale);
         QCOMPARE(searches.count(), 0);
         QVERIFY(*window_->lastRequest() == request);
 
