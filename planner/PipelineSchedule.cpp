@@ -1,6 +1,7 @@
 #include "PipelineSchedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -145,14 +146,68 @@ double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, con
     return peakInFlightBytes(schedule, p, stage, m, chunk_bytes.data(), int(chunk_bytes.size()));
 }
 
-double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes, int chunks)
+namespace {
+
+void checkPeakArguments(PipelineSchedule schedule, int p, int stage, int m, int v, int chunks)
 {
-    const int v = schedule == PipelineSchedule::Interleaved ? chunks : 1;
     if (p < 1 || m < 1 || v < 1 || stage < 0 || stage >= p || chunks < 1)
         throw std::invalid_argument("pipeline: stages, micro-batches and chunks must be positive, the stage one of them");
     if (schedule == PipelineSchedule::Interleaved && m % p != 0)
         throw std::invalid_argument("interleaved 1F1B needs the " + std::to_string(m) +
                                     " micro-batches to be a multiple of the " + std::to_string(p) + " stages");
+}
+
+} // namespace
+
+// Without walking the 2 m v ops (the search prices this for every stage of every layout): the
+// three schedules are forEachOp's W forwards, then (forward, backward) pairs, then backwards.
+// The peak is right after a forward: after the warm-up, S_F(W), or in the pairs, after the
+// pair k's forward, D(k) = S_F(W + k + 1) - S_B(k), S_F(n) / S_B(n) the bytes of the first n
+// forward / backward ops. The op sequences repeat every P = p v ops (interleaved: p
+// micro-batches over all v chunks; otherwise P = 1), adding the same bytes to both sums, so
+// D(k + P) = D(k): the largest D is among the first P pairs. Sums of the same values in the
+// same order as the walk's, so the result is the walk's (peakInFlightBytesByWalk) exactly
+// when the bytes are whole numbers, as they are here.
+double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes, int chunks)
+{
+    const int v = schedule == PipelineSchedule::Interleaved ? chunks : 1;
+    checkPeakArguments(schedule, p, stage, m, v, chunks);
+    const std::int64_t total = std::int64_t(m) * v;
+    if (schedule == PipelineSchedule::GPipe)
+        return double(m) * chunk_bytes[0];
+    const std::int64_t warmup = schedule == PipelineSchedule::OneFOneB
+                                    ? std::min<std::int64_t>(p - stage - 1, m)
+                                    : std::min<std::int64_t>(std::int64_t(p - stage - 1) * 2 + std::int64_t(v - 1) * p, total);
+    const std::int64_t period = schedule == PipelineSchedule::Interleaved ? std::int64_t(p) * v : 1;
+    double perPeriod = 0;  // the bytes one period adds to either sum
+    for (int c = 0; c < v; ++c)
+        perPeriod += chunk_bytes[c];
+    perPeriod *= double(period / v);
+    // Forward op k runs chunk (k / p) % v, backward op k chunk v - 1 - (k / p) % v (interleaved).
+    auto sum = [&](std::int64_t n, bool backward) {
+        if (schedule != PipelineSchedule::Interleaved)
+            return double(n) * chunk_bytes[0];
+        const std::int64_t rem = n % period;
+        double s = double(n / period) * perPeriod;
+        for (std::int64_t j = 0; j < rem / p; ++j)
+            s += double(p) * chunk_bytes[backward ? v - 1 - j : j];
+        const std::int64_t last = rem / p;
+        if (rem % p)
+            s += double(rem % p) * chunk_bytes[backward ? v - 1 - last : last];
+        return s;
+    };
+    double peak = warmup > 0 ? sum(warmup, false) : 0.0;
+    const std::int64_t pairs = std::min(total - warmup, period);
+    for (std::int64_t k = 0; k < pairs; ++k)
+        peak = std::max(peak, sum(warmup + k + 1, false) - sum(k, true));
+    return peak;
+}
+
+double peakInFlightBytesByWalk(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes,
+                               int chunks)
+{
+    const int v = schedule == PipelineSchedule::Interleaved ? chunks : 1;
+    checkPeakArguments(schedule, p, stage, m, v, chunks);
     // Held from a forward's start to its backward's end: the peak is right after a forward.
     double held = 0, peak = 0;
     forEachOp(schedule, p, stage, m, v, [&](const OpId& op) {

@@ -48,8 +48,12 @@ PipelineTimeline simulatePipeline(PipelineSchedule schedule, int stages, int mic
 // simulatePipeline does.
 double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches,
                          const std::vector<double>& chunk_bytes);
-// The same over `chunks` values at chunk_bytes (the cost model's stack buffer: no allocation).
+// The same over `chunks` values at chunk_bytes (the cost model's stack buffer: no allocation),
+// from the schedule's periodic structure in O(p v) rather than O(m v).
 double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches, const double* chunk_bytes,
                          int chunks);
+// The same by walking every op in order: the reference the tests hold the fast one to.
+double peakInFlightBytesByWalk(PipelineSchedule schedule, int stages, int stage, int microBatches,
+                               const double* chunk_bytes, int chunks);
 
 } // namespace shardscope

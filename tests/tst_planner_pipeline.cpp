@@ -6,6 +6,8 @@
 
 #include <QTest>
 
+#include <random>
+
 #include <cmath>
 #include <map>
 
@@ -88,6 +90,30 @@ private slots:
                 QCOMPARE(peak, schedule == PipelineSchedule::GPipe ? m : p - s);
             }
         }
+    }
+
+    void peakInFlightBytesEqualsTheWalk()
+    {
+        // The periodic form against the op-by-op walk: every schedule, stage and size here,
+        // with uneven whole-number chunk bytes (the first stage's embedding, uneven splits).
+        std::mt19937 gen(7);
+        std::uniform_int_distribution<int> bytes(1, 1'000'000);
+        int checked = 0;
+        for (PipelineSchedule sched : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::Interleaved})
+            for (int p = 1; p <= 6; ++p)
+                for (int v = 1; v <= (sched == PipelineSchedule::Interleaved ? 4 : 1); ++v)
+                    for (int m : {1, 2, 3, 5, 8, 12, 24, 30, 96})
+                        for (int s = 0; s < p; ++s) {
+                            if (sched == PipelineSchedule::Interleaved && m % p != 0)
+                                continue;
+                            std::vector<double> chunk(static_cast<size_t>(v));
+                            for (double& c : chunk)
+                                c = bytes(gen);
+                            const double walked = peakInFlightBytesByWalk(sched, p, s, m, chunk.data(), v);
+                            QCOMPARE(peakInFlightBytes(sched, p, s, m, chunk.data(), v), walked);
+                            ++checked;
+                        }
+        QVERIFY(checked > 500);
     }
 
     void peakInFlightBytesWalksTheSchedule()
