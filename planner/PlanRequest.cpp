@@ -5,6 +5,9 @@
 
 #include <QJsonArray>
 
+#include <cmath>
+#include <limits>
+
 namespace shardscope {
 
 PricedPlan pricePlan(const PlanRequest& request, const Layout& layout)
@@ -20,6 +23,13 @@ Prediction predictLayout(const PlanRequest& request, const Layout& layout)
 }
 
 namespace {
+
+// A JSON number that is a whole int: the range first (casting 1e300 to int is undefined).
+bool wholeInt(double x)
+{
+    return x >= double(std::numeric_limits<int>::min()) && x <= double(std::numeric_limits<int>::max()) &&
+           x == std::floor(x);
+}
 
 struct BoundsKey {
     const char* key;
@@ -117,7 +127,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
         const bool hiOpen = a.size() == 2 && a[1].isNull();
         const bool shape = v.isArray() && a.size() == 2 && a[0].isDouble() && (a[1].isDouble() || hiOpen);
         const double lo = shape ? a[0].toDouble() : 0, hi = shape && !hiOpen ? a[1].toDouble() : double(INT_MAX);
-        if (!shape || lo != double(int(lo)) || hi != double(int(hi)) || lo < k.minimum || hi < lo) {
+        if (!shape || !wholeInt(lo) || !wholeInt(hi) || lo < k.minimum || hi < lo) {
             errors.push_back({at, "must be [lo, hi] with integers " + std::to_string(k.minimum) +
                                       " <= lo <= hi, or [lo, null] for no upper bound"});
             continue;
@@ -125,7 +135,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
         s.*(k.member) = IntBounds{int(lo), int(hi)};
     }
     const QJsonValue group = json.value(QLatin1String("zero_group"));
-    if (group.isDouble() && group.toDouble() >= 0 && group.toDouble() == double(int(group.toDouble())))
+    if (group.isDouble() && group.toDouble() >= 0 && wholeInt(group.toDouble()))
         s.zero_group = int(group.toDouble());
     else if (!group.isNull() && !group.isUndefined())
         r.error("zero_group", "must be a shard-group size (0 or positive) or null");
@@ -140,7 +150,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     }
     for (const char* key : {"first_stage_layers", "last_stage_layers", "recompute_layers"}) {
         const QJsonValue v = json.value(QLatin1String(key));
-        if (v.isDouble() && v.toDouble() >= 0 && v.toDouble() == double(int(v.toDouble())))
+        if (v.isDouble() && v.toDouble() >= 0 && wholeInt(v.toDouble()))
             (std::string(key) == "first_stage_layers"  ? s.first_stage_layers
              : std::string(key) == "last_stage_layers" ? s.last_stage_layers
                                                        : s.recompute_layers) = int(v.toDouble());

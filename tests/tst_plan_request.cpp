@@ -146,13 +146,20 @@ private slots:
         QJsonObject space = json.value("space").toObject();
         QJsonObject bounds = space.value("bounds").toObject();
         bounds.insert("tp", QJsonArray{4, 2});
+        bounds.insert("pp", QJsonArray{1, 1e300});  // past int: refused, never cast
+        space.insert("zero_group", -1e300);
         space.insert("bounds", bounds);
         space.insert("recompute", QJsonArray{"sometimes"});
+        space.insert("first_stage_layers", 1e300);  // past int: refused, never cast
+        space.insert("recompute_layers", 2.5);
         json.insert("space", space);
         errors.clear();
         QVERIFY(!planRequestFromJson(json, "request", errors));
         const QString all = QString::fromStdString(joinErrors(errors));
         QVERIFY2(all.contains("request.space.bounds.tp") && all.contains("request.space.recompute[0]"), qPrintable(all));
+        QVERIFY2(all.contains("first_stage_layers: must be a layer count") && all.contains("recompute_layers: must be") &&
+                     all.contains("request.space.bounds.pp") && all.contains("zero_group: must be"),
+                 qPrintable(all));
     }
 
     void savedPlansArePricedAsSearched()
