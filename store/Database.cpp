@@ -269,10 +269,15 @@ void Database::refuseUnusable(int version) const
                          ", which no ShardScope writes (another program changed it?); it was left unchanged. "
                          "Choose another file with --db PATH.");
     if (version == 0) {
+        // The version again with the tables, in one statement (one snapshot): another process
+        // may have created the catalog since `version` was read, and its tables with its
+        // version are ours, not another program's (20 processes starting at once hit this).
         QSqlQuery q(connection());
-        if (!q.exec(QStringLiteral("SELECT count(*) FROM sqlite_master")) || !q.next())
+        if (!q.exec(QStringLiteral("SELECT (SELECT user_version FROM pragma_user_version), "
+                                   "(SELECT count(*) FROM sqlite_master)")) ||
+            !q.next())
             failOn(q.lastError(), "reading its tables");
-        if (q.value(0).toInt() > 0)
+        if (q.value(0).toInt() == 0 && q.value(1).toInt() > 0)
             throw StoreError("catalog " + path_.toStdString() +
                              " is an SQLite database of another program; it was left unchanged. "
                              "Choose another file with --db PATH.");
