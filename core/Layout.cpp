@@ -47,6 +47,8 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         else if (key == "first_stage_layers") intField = &layout.first_stage_layers;
         else if (key == "last_stage_layers") intField = &layout.last_stage_layers;
         else if (key == "recompute_layers") intField = &layout.recompute_layers;
+        else if (key == "ep") intField = &layout.ep;
+        else if (key == "etp") intField = &layout.etp;
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
@@ -73,7 +75,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
-                                               "recompute_method, recompute_layers)"});
+                                               "recompute_method, recompute_layers, ep, etp)"});
         }
     }
     return layout;
@@ -96,6 +98,10 @@ std::string toString(const Layout& l)
         out << ",last_stage_layers=" << l.last_stage_layers;
     if (l.recompute_layers > 0)
         out << ",recompute_method=" << toString(l.recompute_method) << ",recompute_layers=" << l.recompute_layers;
+    if (l.ep > 1)
+        out << ",ep=" << l.ep;
+    if (l.etp > 0)
+        out << ",etp=" << l.etp;
     return out.str();
 }
 
@@ -132,6 +138,9 @@ FieldErrors validate(const Layout& l, const std::string& path)
     positive("cp", l.cp);
     positive("mb", l.micro_batch);
     positive("v", l.virtual_stages);
+    positive("ep", l.ep);
+    if (l.etp < 0 || l.etp > 1'000'000)
+        add("etp", std::to_string(l.etp) + " is out of range [0 (as tp), 1000000]");
     // Each degree in range does not keep their products in range: pp=65536 with v=65536
     // wrapped an int to 0, and a later "layers % (pp x v)" divided by it.
     if (errors.empty()) {
@@ -145,6 +154,19 @@ FieldErrors validate(const Layout& l, const std::string& path)
         if (chunks > kMaxLayoutProduct)
             add("v", "pp x v = " + s(l.pp) + " x " + s(l.virtual_stages) + " = " + s(chunks) +
                          " model chunks overflows the limit of " + s(kMaxLayoutProduct));
+        // Megatron-LM (parallel_state.py @ d98e8a64): "world_size is not divisible by
+        // expert_tensor_model_pipeline_parallel size"; per stage, ep x etp must divide tp x cp x dp.
+        if (mesh && *mesh <= kMaxLayoutProduct && l.expertDataParallel() == 0) {
+            const int etp = l.expertTensorParallel();
+            if (etp == l.tp)
+                add("ep", "ep " + s(l.ep) + " does not divide dp x cp = " + s(l.dp) + " x " + s(l.cp) + " = " +
+                              s(std::int64_t(l.dp) * l.cp) + " (the experts are split over ep ranks carved out of "
+                              "dp x cp, etp = tp = " + s(l.tp) + ")");
+            else
+                add("ep", "ep x etp = " + s(l.ep) + " x " + s(etp) + " = " + s(std::int64_t(l.ep) * etp) +
+                              " does not divide tp x cp x dp = " + s(l.tp) + " x " + s(l.cp) + " x " + s(l.dp) +
+                              " = " + s(std::int64_t(l.tp) * l.cp * l.dp) + " (a pipeline stage's devices)");
+        }
     }
     for (const auto& [field, value] : {std::pair{"first_stage_layers", l.first_stage_layers},
                                        std::pair{"last_stage_layers", l.last_stage_layers}}) {
@@ -249,6 +271,30 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
             add("recompute_layers", s(l.recompute_layers) + " exceeds the " + s(chunkLayers) +
                                         " layers of a stage's model chunk (Megatron-LM: between 1 and the layers "
                                         "per pipeline rank)");
+    }
+    if (l.expertParallel() && !m.moe.enabled()) {
+        if (l.ep > 1)
+            add("ep", "expert parallelism needs a mixture-of-experts model; " + m.name + " has no routed experts");
+        if (l.etp > 0 && l.etp != l.tp)
+            add("etp", "expert tensor parallelism needs a mixture-of-experts model; " + m.name +
+                           " has no routed experts");
+    }
+    if (m.moe.enabled()) {
+        // Megatron-LM (arguments.py @ d98e8a64): "Number of experts should be a multiple of
+        // expert model parallel_size."
+        if (m.moe.experts % l.ep != 0)
+            add("ep", "ep " + s(l.ep) + " does not divide the " + s(m.moe.experts) + " routed experts");
+        if (m.expertFfn() % l.expertTensorParallel() != 0)
+            add(l.etp > 0 ? "etp" : "tp", "etp " + s(l.expertTensorParallel()) +
+                                              " does not divide the routed experts' ffn_hidden " + s(m.expertFfn()));
+        // Shared experts are split over the attention's tp group (Megatron's SharedExpertMLP).
+        if (m.moe.shared_experts > 0 && m.moe.shared_ffn_hidden % l.tp != 0)
+            add("tp", s(l.tp) + " does not divide the shared experts' ffn_hidden " + s(m.moe.shared_ffn_hidden));
+        // Megatron-LM (megatron/core/transformer/moe/moe_layer.py @ d98e8a64, MoELayer.forward):
+        // training with tp > 1 and without sequence parallelism raises a ValueError.
+        if (l.tp > 1 && !l.sequence_parallel)
+            add("sp", "a mixture-of-experts model with tp > 1 is trained with sequence parallelism (Megatron-LM "
+                      "refuses MoE layers under tp without it): set sp=on");
     }
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));

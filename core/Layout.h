@@ -58,6 +58,13 @@ struct Layout {
     // layer, every layer recomputed on its own, Megatron's "uniform, 1").
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;
     int recompute_layers = 0;
+    // Expert parallelism with Megatron-LM's semantics (megatron/core/parallel_state.py @ d98e8a64,
+    // initialize_model_parallel): the MoE layers see the devices of a pipeline stage, tp x cp x dp,
+    // as their own grid etp x ep x edp (order tp-ep-dp: etp innermost, then ep), so the routed
+    // experts are split over ep ranks carved out of dp x cp (x tp when etp < tp), each expert's
+    // matrices over etp, and expert gradients are reduced over the edp group.
+    int ep = 1;   // --expert-model-parallel-size
+    int etp = 0;  // --expert-tensor-parallel-size; 0: the same as tp (Megatron's default)
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -67,6 +74,14 @@ struct Layout {
         return product ? *product : INT64_MAX;
     }
     int zeroGroupSize() const { return zero_group > 0 ? zero_group : dp; }
+    int expertTensorParallel() const { return etp > 0 ? etp : tp; }
+    // edp = tp x cp x dp / (ep x etp): the replicas of each expert shard (validate() checks it divides).
+    int expertDataParallel() const
+    {
+        const std::int64_t grid = std::int64_t(tp) * cp * dp, expert = std::int64_t(ep) * expertTensorParallel();
+        return expert > 0 && grid % expert == 0 ? int(grid / expert) : 0;
+    }
+    bool expertParallel() const { return ep > 1 || etp > 0; }
     bool unevenPipeline() const { return first_stage_layers > 0 || last_stage_layers > 0; }
     // Of the `chunkLayers` layers of a model chunk: how many full recomputation recomputes
     // (block: N of them; uniform: all), and how many checkpoints it keeps (block: one per
@@ -118,7 +133,8 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
 // (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
-// ",recompute_method=uniform|block,recompute_layers=N" when set: toString names them only then).
+// ",recompute_method=uniform|block,recompute_layers=N" and ",ep=N,etp=N" when set: toString names
+// them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);

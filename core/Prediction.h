@@ -13,6 +13,9 @@ struct MemoryBreakdown {      // bytes per device
     double buffers = 0;       // communication buffers, gathered ZeRO-3 parameters
     double reserve = 0;       // allocator fragmentation and runtime reserve
     double capacity = 0;      // HBM per device (shared HBM divided among the chip's devices)
+    // Of weights + gradients + optimizer: the routed experts' share (MoE; 0 for a dense model).
+    // A part of those three, not a fourth term: not in total().
+    double experts = 0;
 
     double total() const { return weights + gradients + optimizer + activations + buffers + reserve; }
 };
@@ -24,6 +27,8 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
     double cp_comm = 0;       // context-parallel K/V exchange, exposed part
     double pp_comm = 0;       // pipeline point-to-point
     double dp_comm = 0;       // data-parallel / ZeRO collectives not hidden behind compute
+                              // (with MoE also the expert gradients' reduction over edp)
+    double ep_comm = 0;       // MoE token dispatch and combine (all-to-all over ep), exposed
     double bubble = 0;        // pipeline fill and drain
     double optimizer = 0;     // optimizer step (memory-bound)
     double offload = 0;       // optimizer offload transfers over the host link
@@ -35,28 +40,32 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
         double tp_comm = 0;   // tp-comm-overlap: SP all-gather/reduce-scatter chunks under the GEMMs
         double cp_comm = 0;   // CP ring send/recv under each ring step's attention
         double dp_comm = 0;   // data-parallel / ZeRO collectives under the backward (ZeRO-3: the step)
-        double sum() const { return tp_comm + cp_comm + dp_comm; }
+        double ep_comm = 0;   // all-to-all under the shared experts' or another micro-batch's compute
+        double sum() const { return tp_comm + cp_comm + dp_comm + ep_comm; }
     } hidden;
 
     double sum() const
     {
-        return compute + recompute + tp_comm + cp_comm + pp_comm + dp_comm + bubble + optimizer + offload;
+        return compute + recompute + tp_comm + cp_comm + pp_comm + dp_comm + ep_comm + bubble + optimizer + offload;
     }
 };
 
 // Bytes one device sends per step by collective kind (ring algorithms: reduce-scatter and
-// all-gather send (n - 1)/n of the buffer, all-reduce twice that; point-to-point the message).
+// all-gather send (n - 1)/n of the buffer, all-reduce twice that; point-to-point the message;
+// all-to-all the token copies a device dispatches and combines, its own share included, so that
+// a dropless MoE's count does not depend on where the router sent the tokens).
 struct CommBytes {
     double tp = 0;   // tensor/sequence-parallel collectives
     double cp = 0;   // context-parallel K/V exchange
     double pp = 0;   // pipeline activations and gradients
-    double dp = 0;   // data-parallel all-reduce / ZeRO reduce-scatter and all-gather
+    double dp = 0;   // data-parallel all-reduce / ZeRO reduce-scatter and all-gather (+ expert edp)
+    double ep = 0;   // expert-parallel token dispatch and combine
 
-    // The same bytes by collective kind: all_reduce + reduce_scatter + all_gather + send_recv
-    // equals total().
-    double all_reduce = 0, reduce_scatter = 0, all_gather = 0, send_recv = 0;
+    // The same bytes by collective kind: all_reduce + reduce_scatter + all_gather + send_recv +
+    // all_to_all equals total().
+    double all_reduce = 0, reduce_scatter = 0, all_gather = 0, send_recv = 0, all_to_all = 0;
 
-    double total() const { return tp + cp + pp + dp; }
+    double total() const { return tp + cp + pp + dp + ep; }
 };
 
 enum class Infeasibility {

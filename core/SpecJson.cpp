@@ -545,6 +545,10 @@ QJsonObject toJson(const Layout& l)
         o.insert("recompute_method", toString(l.recompute_method));
         o.insert("recompute_layers", l.recompute_layers);
     }
+    if (l.ep > 1)
+        o.insert("ep", l.ep);
+    if (l.etp > 0)
+        o.insert("etp", l.etp);
     return o;
 }
 
@@ -556,7 +560,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
-                         "last_stage_layers", "recompute_method", "recompute_layers"});
+                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -578,6 +582,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.recompute_method = r.enumeration<RecomputeMethod>("recompute_method", kRecomputeMethodNames,
                                                         RecomputeMethod::Uniform, false);
     l.recompute_layers = r.integer("recompute_layers", 0, false, 0, kMax);
+    l.ep = r.integer("ep", 1, false, 1, kMax);
+    l.etp = r.integer("etp", 0, false, 0, kMax);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

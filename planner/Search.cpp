@@ -25,7 +25,7 @@ bool layoutLess(const Layout& a, const Layout& b)
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
-                               l.last_stage_layers, l.recompute_method, l.recompute_layers);
+                               l.last_stage_layers, l.recompute_method, l.recompute_layers, l.ep, l.etp);
     };
     return key(a) < key(b);
 }
@@ -295,6 +295,8 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 probe.cp = s.cp;
                 probe.first_stage_layers = s.first_stage_layers;
                 probe.last_stage_layers = s.last_stage_layers;
+                // MoE under tp is trained with sp (core's rule); the mesh is legal if that layout is.
+                probe.sequence_parallel = m.moe.enabled() && s.tp > 1;
                 const FieldErrors errors = validate(probe, m, problem_.cluster, t);
                 if (!errors.empty()) {
                     count("mesh: " + errors.front().text());

@@ -4,6 +4,7 @@
 #include "Layout.h"
 #include "ModelSpec.h"
 #include "Problem.h"
+#include "SpecJson.h"
 #include "Units.h"
 
 #include <QTest>
@@ -223,6 +224,11 @@ private slots:
         QTest::newRow("zero group needs zero") << "dp=128,zero_group=8" << "layout.zero_group" << "zero >= 1";
         QTest::newRow("zero stage") << "dp=128,zero=4" << "layout.zero" << "not a ZeRO stage";
         QTest::newRow("offload needs zero") << "dp=128,offload=optimizer" << "layout.offload" << "zero >= 1";
+        QTest::newRow("ep needs moe") << "dp=128,ep=2" << "layout.ep" << "llama-2-70b has no routed experts";
+        QTest::newRow("ep vs dp x cp") << "dp=4,tp=8,pp=4,sp=on,ep=3" << "layout.ep"
+                                       << "ep 3 does not divide dp x cp = 4 x 1 = 4";
+        QTest::newRow("ep x etp vs stage") << "dp=4,tp=8,pp=4,sp=on,ep=4,etp=16" << "layout.ep"
+                                           << "ep x etp = 4 x 16 = 64 does not divide tp x cp x dp = 8 x 1 x 4 = 32";
     }
     void layoutRules()
     {
@@ -254,6 +260,49 @@ private slots:
         const Layout l = parseLayout(layout.toStdString(), errors);
         const FieldErrors rules = validate(l, p.model, p.cluster, p.training);
         QVERIFY2(errors.empty() && rules.empty(), qPrintable(dump(rules)));
+    }
+
+    // Issue 16: ep and etp, Megatron's semantics; the printed form names them only when set.
+    void expertParallelLayouts()
+    {
+        Problem p = llama70bOnTrn1(4);  // 128 devices
+        p.model.moe.experts = 8;
+        p.model.moe.top_k = 2;
+        p.model.moe.ffn_hidden = 14336;
+        FieldErrors errors;
+        Layout l = parseLayout("dp=16,tp=4,pp=2,sp=on,ep=8,etp=2", errors);
+        QVERIFY2(errors.empty(), qPrintable(dump(errors)));
+        QCOMPARE(l.ep, 8);
+        QCOMPARE(l.expertTensorParallel(), 2);
+        QCOMPARE(l.expertDataParallel(), 4 * 16 / (8 * 2));
+        QVERIFY2(validate(l, p.model, p.cluster, p.training).empty(),
+                 qPrintable(dump(validate(l, p.model, p.cluster, p.training))));
+        QVERIFY(QString::fromStdString(toString(l)).endsWith(",ep=8,etp=2"));
+        FieldErrors again;
+        QVERIFY(parseLayout(toString(l), again) == l && again.empty());
+        std::optional<Layout> fromJson = layoutFromJson(toJson(l), "layout", again);
+        QVERIFY(fromJson && *fromJson == l);
+        // Without ep/etp the printed form and the JSON are as before.
+        const Layout plain = parseLayout("dp=128", errors);
+        QVERIFY(!QString::fromStdString(toString(plain)).contains("ep="));
+        QVERIFY(!toJson(plain).contains("ep") && !toJson(plain).contains("etp"));
+        QCOMPARE(plain.expertTensorParallel(), 1);
+        QCOMPARE(plain.expertDataParallel(), 128);
+
+        auto refused = [&](const char* text, const char* path, const char* fragment) {
+            FieldErrors e;
+            const Layout bad = parseLayout(text, e);
+            const FieldErrors rules = e.empty() ? validate(bad, p.model, p.cluster, p.training) : e;
+            return hasError(rules, path, fragment) ? QString() : dump(rules);
+        };
+        QCOMPARE(refused("dp=16,tp=8,sp=on,ep=16", "layout.ep", "ep 16 does not divide the 8 routed experts"), QString());
+        QCOMPARE(refused("dp=32,tp=4,sp=on,etp=3", "layout.ep", "ep x etp = 1 x 3 = 3 does not divide"), QString());
+        QCOMPARE(refused("dp=32,tp=4,ep=2", "layout.sp", "trained with sequence parallelism"), QString());
+        QCOMPARE(refused("dp=32,tp=4,sp=on,ep=0", "layout.ep", "0 is out of range"), QString());
+        QCOMPARE(refused("dp=32,tp=4,sp=on,etp=-1", "layout.etp", "out of range [0 (as tp)"), QString());
+        p.model.moe.ffn_hidden = 1000;
+        QCOMPARE(refused("dp=16,tp=8,sp=on,etp=16", "layout.etp", "etp 16 does not divide the routed experts' ffn_hidden 1000"),
+                 QString());
     }
 
     void everyProblemReported()

@@ -818,11 +818,11 @@ private slots:
                                          << "torchtitan: multi-head latent attention is not expressible";
         QTest::newRow("maxtext: MLA") << X << deepseek << v5p << 64 << bf16 << QByteArray("zero=3")
                                       << "multi-head latent attention";
-        QTest::newRow("neuronx: MLA") << N << deepseek << trn1 << 32 << bf16 << QByteArray("tp=32,recompute=full")
+        QTest::newRow("neuronx: MLA") << N << deepseek << trn1 << 32 << bf16 << QByteArray("tp=32,sp=on,recompute=full")
                                       << "multi-head latent attention";
         QTest::newRow("nxd-training: MLA") << Y << deepseek << trn1 << 32 << bf16
-                                           << QByteArray("tp=32,zero=1,recompute=full") << "multi-head latent attention";
-        QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,zero=3")
+                                           << QByteArray("tp=32,sp=on,zero=1,recompute=full") << "multi-head latent attention";
+        QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,sp=on,zero=3")
                                                        << "multi-head latent attention";
         // torchtitan writes its llama scaling or none: YaRN is refused by name.
         QTest::newRow("torchtitan: YaRN") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16 << QByteArray("zero=3")

@@ -217,7 +217,8 @@ std::vector<CommandHelp> makeCommands()
                  problemOptions() +
                      Options{value("layout", "KEYS",
                                    "the layout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, recompute, "
-                                   "offload (e.g. \"tp=8,pp=4,sp=on,zero=1\")"),
+                                   "offload, ep, etp (e.g. \"tp=8,pp=4,sp=on,zero=1\"; MoE: \"ep=8\", etp "
+                                   "defaults to tp)"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
                                    ValueKind::File)} +
                      costModelOption() +
