@@ -53,9 +53,10 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         if (intField) {
             if (!parseWholeInt(value, *intField))
                 errors.push_back({"layout." + key, quotedValue(value) + " is not an integer"});
-        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
-            bool& flag = key == "sp" ? layout.sequence_parallel
+        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather" || key == "ep_comm_overlap") {
+            bool& flag = key == "sp"                ? layout.sequence_parallel
                          : key == "tp_comm_overlap" ? layout.tp_comm_overlap
+                         : key == "ep_comm_overlap" ? layout.ep_comm_overlap
                                                     : layout.overlap_param_gather;
             if (value == "on" || value == "true" || value == "1")
                 flag = true;
@@ -75,7 +76,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
-                                               "recompute_method, recompute_layers, ep, etp)"});
+                                               "recompute_method, recompute_layers, ep, etp, ep_comm_overlap)"});
         }
     }
     return layout;
@@ -102,6 +103,8 @@ std::string toString(const Layout& l)
         out << ",ep=" << l.ep;
     if (l.etp > 0)
         out << ",etp=" << l.etp;
+    if (l.ep_comm_overlap)
+        out << ",ep_comm_overlap=on";
     return out.str();
 }
 
@@ -209,6 +212,16 @@ FieldErrors validate(const Layout& l, const std::string& path)
     if (l.tp_comm_overlap && !l.sequence_parallel)
         add("tp_comm_overlap", "TP communication/GEMM overlap needs sequence parallelism (sp=on), as Megatron-LM "
                                "requires");
+    // Megatron-LM's rules (transformer_config.py @ d98e8a64, overlap_moe_expert_parallel_comm).
+    if (l.ep_comm_overlap) {
+        if (l.ep < 2)
+            add("ep_comm_overlap", "overlapping the MoE all-to-all needs expert parallelism (ep > 1)");
+        if (l.recompute == Recompute::Full)
+            add("ep_comm_overlap", "overlapping the MoE all-to-all does not run with full recomputation (Megatron-LM)");
+        if (l.pp > 1 && l.schedule != PipelineSchedule::Interleaved)
+            add("ep_comm_overlap", "overlapping the MoE all-to-all with pp > 1 needs the interleaved schedule "
+                                   "(Megatron-LM asks for virtual pipeline stages)");
+    }
     if (l.overlap_param_gather && (l.zero_stage < 1 || l.zero_stage > 2))
         add("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (zero=1 "
                                     "or 2); ZeRO-3 gathers parameters per layer anyway");
@@ -296,6 +309,9 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
             add("sp", "a mixture-of-experts model with tp > 1 is trained with sequence parallelism (Megatron-LM "
                       "refuses MoE layers under tp without it): set sp=on");
     }
+    if (l.ep_comm_overlap && t.precision != Precision::BF16Mixed && t.precision != Precision::FP16Mixed &&
+        t.precision != Precision::FP8Mixed)
+        add("ep_comm_overlap", "overlapping the MoE all-to-all needs 16-bit training (Megatron-LM: bf16 or fp16)");
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));
     if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)

@@ -65,6 +65,10 @@ struct Layout {
     // matrices over etp, and expert gradients are reduced over the edp group.
     int ep = 1;   // --expert-model-parallel-size
     int etp = 0;  // --expert-tensor-parallel-size; 0: the same as tp (Megatron's default)
+    // --overlap-moe-expert-parallel-comm: the dispatch and combine of one micro-batch run under
+    // another's compute (Megatron-LM's combined 1F1B; needs ep > 1, no full recomputation, an
+    // interleaved schedule when pp > 1, 16-bit training).
+    bool ep_comm_overlap = false;
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -133,8 +137,8 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
 // (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
-// ",recompute_method=uniform|block,recompute_layers=N" and ",ep=N,etp=N" when set: toString names
-// them only then).
+// ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N" and ",ep_comm_overlap=on" when
+// set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);

@@ -486,14 +486,17 @@ std::optional<NodeType> nodeFromJson(const QJsonObject& json, const std::string&
 
 QJsonObject toJson(const TrainingSpec& t)
 {
-    return QJsonObject{{"schema", schemaTag("training")},
-                       {"global_batch", t.global_batch},
-                       {"seq_len", t.seq_len},
-                       {"precision", toString(t.precision)},
-                       {"optimizer", toString(t.optimizer)},
-                       {"tokens_to_train", t.tokens_to_train},
-                       {"flash_attention", t.flash_attention},
-                       {"dropout", t.dropout}};
+    QJsonObject o{{"schema", schemaTag("training")},
+                  {"global_batch", t.global_batch},
+                  {"seq_len", t.seq_len},
+                  {"precision", toString(t.precision)},
+                  {"optimizer", toString(t.optimizer)},
+                  {"tokens_to_train", t.tokens_to_train},
+                  {"flash_attention", t.flash_attention},
+                  {"dropout", t.dropout}};
+    if (t.moe_imbalance != 1.0)  // (documents of balanced runs stay as they were)
+        o.insert("moe_imbalance", t.moe_imbalance);
+    return o;
 }
 
 std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
@@ -503,7 +506,8 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     if (r.has("schema"))
         checkSchema(r, "training", kSpecSchemaVersion);
     r.rejectUnknownKeys(
-        {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention", "dropout"});
+        {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention", "dropout",
+         "moe_imbalance"});
     TrainingSpec t;
     t.global_batch = r.integer("global_batch", 0, true, 1, 100'000'000);
     t.seq_len = r.integer("seq_len", 0, true, 1, 1 << 24);
@@ -512,6 +516,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     t.tokens_to_train = r.number("tokens_to_train", 300e9, false, 1, 1e16);
     t.flash_attention = r.boolean("flash_attention", false);
     t.dropout = r.boolean("dropout", true);
+    t.moe_imbalance = r.number("moe_imbalance", 1.0, false, 1, 64);
     if (errors.size() != before || !appendValidation(t, path, errors))
         return std::nullopt;
     return t;
@@ -549,6 +554,8 @@ QJsonObject toJson(const Layout& l)
         o.insert("ep", l.ep);
     if (l.etp > 0)
         o.insert("etp", l.etp);
+    if (l.ep_comm_overlap)
+        o.insert("ep_comm_overlap", true);
     return o;
 }
 
@@ -560,7 +567,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
-                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp"});
+                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -584,6 +591,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.recompute_layers = r.integer("recompute_layers", 0, false, 0, kMax);
     l.ep = r.integer("ep", 1, false, 1, kMax);
     l.etp = r.integer("etp", 0, false, 0, kMax);
+    l.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

@@ -25,6 +25,9 @@ FieldErrors validate(const TrainingSpec& t, const std::string& path)
         errors.push_back({path + ".seq_len", std::to_string(t.seq_len) + " is out of range [1, 16777216]"});
     if (!std::isfinite(t.tokens_to_train) || t.tokens_to_train <= 0 || t.tokens_to_train > 1e16)
         errors.push_back({path + ".tokens_to_train", "must be positive and at most 1e16"});
+    if (!std::isfinite(t.moe_imbalance) || t.moe_imbalance < 1 || t.moe_imbalance > 64)
+        errors.push_back({path + ".moe_imbalance", "must be between 1 (perfectly balanced experts) and 64 (the busiest "
+                                                   "rank's tokens over the mean)"});
     return errors;
 }
 

@@ -23,6 +23,11 @@ struct TrainingSpec {
     // Dropout layers, whose masks are kept for the backward pass (Korthikanti et al.'s setting,
     // GPT-3, BERT). Models trained without dropout (Llama, the engine's GPT) keep no masks.
     bool dropout = true;
+    // Mixture of experts: the busiest expert-parallel rank's token copies over the mean (its
+    // expert GEMMs and its share of the dispatch and combine take this much longer). 1 for
+    // force-balanced runs (Megatron-Bridge's MoE benchmarks force-balance the routing); a run
+    // balanced only by its auxiliary loss states its own measured figure.
+    double moe_imbalance = 1.0;
 
     std::int64_t tokensPerStep() const { return std::int64_t(global_batch) * seq_len; }
     bool operator==(const TrainingSpec&) const = default;

@@ -102,6 +102,23 @@ inline double allReduceTime(const GroupPlacement& g, double bytes, const LinkMod
 inline double ringHalfBytes(double n, double bytes) { return n > 1 ? (n - 1) / n * bytes : 0; }
 inline double allReduceBytes(double n, double bytes) { return 2 * ringHalfBytes(n, bytes); }
 
+// All-to-all (MPI_Alltoall; NCCL's grouped send/recv, what Megatron-LM's expert-parallel token
+// dispatch and combine run): each of the n members hands over `bytes` (its send buffer, its own
+// share included) split evenly, bytes / n to every member. Every message is in flight at once: the
+// k - 1 peers in the member's scale-up domain over the intra link, the n - k others over its share
+// of the node network, the two links side by side, so the call lasts as long as the busier link.
+// (Not a ring: one latency per link, not per step. The engine's Communicator clocks it alike.)
+inline double allToAllTime(const GroupPlacement& g, double bytes, const LinkModel& link)
+{
+    if (g.size <= 1)
+        return 0;
+    const double share = bytes / g.size;
+    const double intraPeers = g.members_per_domain - 1, interPeers = g.size - g.members_per_domain;
+    const double intra = intraPeers > 0 ? link.intra_latency_s + intraPeers * share / link.intra_bytes_per_second : 0.0;
+    const double inter = interPeers > 0 ? link.inter_latency_s + interPeers * share / link.inter_bytes_per_second : 0.0;
+    return link.launch_s + std::max(intra, inter);
+}
+
 // Point-to-point between neighbouring pipeline stages.
 inline double sendRecvTime(bool crossesDomains, double bytes, const LinkModel& link)
 {

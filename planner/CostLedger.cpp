@@ -11,6 +11,7 @@ const char* figureKey(Figure figure)
     case Figure::CpComm: return "time_s.cp_comm";
     case Figure::PpComm: return "time_s.pp_comm";
     case Figure::DpComm: return "time_s.dp_comm";
+    case Figure::EpComm: return "time_s.ep_comm";
     case Figure::Bubble: return "time_s.bubble";
     case Figure::Optimizer: return "time_s.optimizer";
     case Figure::Offload: return "time_s.offload";
@@ -31,6 +32,8 @@ const char* toString(CommDimension dimension)
     case CommDimension::Cp: return "cp";
     case CommDimension::Pp: return "pp";
     case CommDimension::Dp: return "dp";
+    case CommDimension::Ep: return "ep";
+    case CommDimension::ExpertDp: return "edp";
     case CommDimension::EmbeddingGroup: return "embedding_group";
     case CommDimension::AllDevices: return "all_devices";
     }
@@ -44,6 +47,7 @@ const char* toString(CommKind kind)
     case CommKind::ReduceScatter: return "reduce_scatter";
     case CommKind::AllGather: return "all_gather";
     case CommKind::SendRecv: return "send_recv";
+    case CommKind::AllToAll: return "all_to_all";
     }
     return "?";
 }

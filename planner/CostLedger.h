@@ -20,7 +20,7 @@ namespace shardscope {
 
 // The Prediction figure a term adds to (figureKey: its key in predict --json).
 enum class Figure : std::uint8_t {
-    Compute, Recompute, TpComm, CpComm, PpComm, DpComm, Bubble, Optimizer, Offload,  // time_s.*
+    Compute, Recompute, TpComm, CpComm, PpComm, DpComm, EpComm, Bubble, Optimizer, Offload,  // time_s.*
     Weights, Gradients, OptimizerStates, Activations, Buffers, Reserve,             // memory_bytes.*
 };
 inline constexpr int kFigureCount = int(Figure::Reserve) + 1;
@@ -34,16 +34,18 @@ struct LedgerTerm {
     const char* formula;
 };
 
-// The mesh dimension a collective runs over: tp, cp, pp, dp (with ZeRO: the shard group and the
-// replicas across shard groups), the tied embedding's group of the first and last stage, or every
-// device (the step's loss and gradient-norm scalars). The last two count as dp in CommBytes.
-enum class CommDimension : std::uint8_t { Tp, Cp, Pp, Dp, EmbeddingGroup, AllDevices };  // (commBytesOf indexes them)
-enum class CommKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, SendRecv };
+// The mesh dimension a collective runs over: tp (and a MoE layer's expert-tensor-parallel group),
+// cp, pp, dp (with ZeRO: the shard group and the replicas across shard groups), ep (a MoE layer's
+// token dispatch and combine), edp (the expert gradients' group, tp x cp x dp / (ep x etp)), the tied
+// embedding's group of the first and last stage, or every device (the step's loss and
+// gradient-norm scalars). The last three count as dp in CommBytes.
+enum class CommDimension : std::uint8_t { Tp, Cp, Pp, Dp, Ep, ExpertDp, EmbeddingGroup, AllDevices };  // (commBytesOf indexes them)
+enum class CommKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, SendRecv, AllToAll };
 // Whether the group sits inside one scale-up domain (a node's NVLink/NeuronLink, an NVL72 rack) or
 // spans domains (its cross-domain steps over the node network).
 enum class CommPlacement : std::uint8_t { IntraDomain, InterDomain };
-const char* toString(CommDimension dimension);  // "tp", "cp", "pp", "dp", "embedding_group", "all_devices"
-const char* toString(CommKind kind);            // "all_reduce", "reduce_scatter", "all_gather", "send_recv"
+const char* toString(CommDimension dimension);  // "tp", "cp", "pp", "dp", "ep", "edp", "embedding_group", "all_devices"
+const char* toString(CommKind kind);            // "all_reduce", "reduce_scatter", "all_gather", "send_recv", "all_to_all"
 const char* toString(CommPlacement placement);  // "intra_domain", "inter_domain"
 
 // One collective of one device per step (an aggregate: the lists below leave unused slots unset).
@@ -52,7 +54,8 @@ struct Collective {
     CommKind kind;
     CommPlacement placement;
     const char* what;   // what it moves (static string)
-    double bytes;       // sent by the device per step (ring: (n - 1)/n of the buffer, all-reduce twice)
+    double bytes;       // sent by the device per step (ring: (n - 1)/n of the buffer, all-reduce twice;
+                        // all-to-all: the payload, own share included)
     double calls;       // collective calls per step
     double exposed_s;   // time on the step's critical path
     double hidden_s;    // time overlapped with compute (not in the step)
@@ -81,14 +84,14 @@ private:
 };
 
 // The collectives of one device of a stage in one step.
-using StepCollectives = FixedList<Collective, 16>;
+using StepCollectives = FixedList<Collective, 24>;
 
 // Bytes by dimension and kind: the sums of the collectives' bytes (indexed sums: no branches on
 // the search's path).
 inline CommBytes commBytesOf(const StepCollectives& collectives)
 {
-    std::array<double, 6> byDimension{};  // CommDimension order
-    std::array<double, 4> byKind{};       // CommKind order
+    std::array<double, 8> byDimension{};  // CommDimension order
+    std::array<double, 5> byKind{};       // CommKind order
     for (const Collective& c : collectives) {
         byDimension[size_t(c.dimension)] += c.bytes;
         byKind[size_t(c.kind)] += c.bytes;
@@ -97,18 +100,21 @@ inline CommBytes commBytesOf(const StepCollectives& collectives)
     b.tp = byDimension[size_t(CommDimension::Tp)];
     b.cp = byDimension[size_t(CommDimension::Cp)];
     b.pp = byDimension[size_t(CommDimension::Pp)];
-    // The embedding group's and every device's all-reduces count as data-parallel traffic.
-    b.dp = byDimension[size_t(CommDimension::Dp)] + byDimension[size_t(CommDimension::EmbeddingGroup)] +
-           byDimension[size_t(CommDimension::AllDevices)];
+    b.ep = byDimension[size_t(CommDimension::Ep)];
+    // The expert gradients', the embedding group's and every device's all-reduces count as
+    // data-parallel traffic.
+    b.dp = byDimension[size_t(CommDimension::Dp)] + byDimension[size_t(CommDimension::ExpertDp)] +
+           byDimension[size_t(CommDimension::EmbeddingGroup)] + byDimension[size_t(CommDimension::AllDevices)];
     b.all_reduce = byKind[size_t(CommKind::AllReduce)];
     b.reduce_scatter = byKind[size_t(CommKind::ReduceScatter)];
     b.all_gather = byKind[size_t(CommKind::AllGather)];
     b.send_recv = byKind[size_t(CommKind::SendRecv)];
+    b.all_to_all = byKind[size_t(CommKind::AllToAll)];
     return b;
 }
 
 struct CostLedger {
-    FixedList<LedgerTerm, 48> terms;
+    FixedList<LedgerTerm, 64> terms;
     // The collectives of the stage whose bytes Prediction::comm_bytes reports (bytes_stage). The time
     // terms are those of the slowest stage (time_stage; dp_comm: of the stage holding the most
     // parameters, dp_stage), whose collectives these are when the stages coincide (always at pp = 1).

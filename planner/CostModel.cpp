@@ -36,6 +36,8 @@ struct Dims {
     double hv;                // value head size: hd, MLA's v_head_dim
     double experts_active, experts, matrices;
     double sp;                // divisor of the regions outside TP: t with SP, else 1
+    double ep, etp;           // expert-parallel and expert-tensor-parallel degrees (MoE)
+    double T_moe;             // tokens entering a MoE block on this device: its sequence shard (T / sp)
     int layers_per_stage;
 };
 
@@ -45,6 +47,8 @@ struct CostModel::StageCost {
     int encoder_layers = 0;
     int decoder_layers = 0;
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
+    double expert_params = 0;     // ... of them the routed experts' (sharded over ep x etp, reduced over edp)
+    double moe_layers = 0;        // the stage's layers with a MoE block
     double units = 0;             // ZeRO/FSDP units: each layer, and a root unit on the end stages
     // Compute per micro-batch, part by part as the named terms of time_s.compute add it; fwd_s and
     // bwd_s are the sums of the parts (set where the parts are).
@@ -62,17 +66,22 @@ struct CostModel::StageCost {
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     // The stage's tensor- and context-parallel collectives per micro-batch, one slot per kind (calls 0:
     // none), and the norms' gradients summed over tp once per step (bytes; latency only, no time).
-    enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kSlots };
+    // (MoE: the expert-tensor-parallel all-gather and reduce-scatter of the routed tokens, and the
+    // all-to-all dispatch and combine over ep.)
+    enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kEtpAllGather, kEtpReduceScatter, kEpAllToAll,
+                kSlots };
     std::array<Collective, kSlots> comm{};
     double sp_norm_grad_bytes = 0;
     double cp_merge_s = 0;        // the CP ring steps' partial-result merges per micro-batch (not hidden)
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch (the slots' sum)
     double cp_s = 0;              // exposed CP ring per micro-batch, with the merges
+    double ep_s = 0;              // exposed MoE all-to-all per micro-batch
+    double moe_buffer_bytes = 0;  // a MoE layer's dispatch buffers (all-to-all send and receive, ETP gather)
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
     double head_stored_bytes_per_mb = 0;  // ... of them the head's (last stage), kept by its last chunk
     double embed_stored_bytes_per_mb = 0; // ... of them the embedding norm's (first stage), by its first chunk
     double working_bytes = 0;         // live only for one micro-batch at a time
-    double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s; }
+    double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s + ep_s; }
 };
 
 CostModel::CostModel(const Problem& problem, const CostModelParams& params) : problem_(problem), params_(params)
@@ -242,6 +251,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     D.experts_active = model.moe.enabled() ? model.moe.top_k : 1;
     D.matrices = gatedMlp(model.mlp) ? 3 : 2;
     D.sp = l.sequence_parallel ? D.t : 1.0;
+    D.ep = l.ep;
+    D.etp = l.expertTensorParallel();
+    D.T_moe = D.T / D.sp;
     // (Uneven splits: the first and last stage's own counts, the rest even; Layout.h.)
     D.layers_per_stage = l.stageLayers(model.totalLayers(), stage);
 
@@ -268,18 +280,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                  : h * D.q_local + 2 * h * D.kv_local + D.q_local * h + bias * (D.q_local + 2 * D.kv_local + h) +
                                        qkvBias * (D.q_local + 2 * D.kv_local) + qkNorm +
                                        (model.attention_sinks ? D.heads_local : 0.0);  // one sink per head (GPT-OSS)
-    // MLPs of inner size f per device: the dense one, and with MoE each routed expert (tp splits
-    // experts like the dense MLP: Megatron's expert tensor parallelism defaults to tp), the
-    // shared experts and the router (h x E, + E with biases). A stage's layers are MoE or dense
-    // by ModelSpec::moeLayer; every decoder layer of an encoder-decoder is MoE with MoE.
+    // MLPs of inner size f per device: the dense one, and with MoE the routed experts of this ep
+    // rank (E / ep of them, each split over etp: Megatron-LM's expert grid), the shared experts
+    // (split over tp like a dense MLP: Megatron's SharedExpertMLP) and the router (h x E, + E with
+    // biases, replicated). A stage's layers are MoE or dense by ModelSpec::moeLayer; every decoder
+    // layer of an encoder-decoder is MoE with MoE.
     auto mlpOf = [&](double f) { return D.matrices * h * f + bias * ((D.matrices - 1) * f + h); };
     const MoeSpec& moe = model.moe;
-    const double expertLocal = double(model.expertFfn()) / D.t, sharedLocal = double(moe.shared_ffn_hidden) / D.t;
+    const double localExperts = moe.enabled() ? D.experts / D.ep : 0.0;
+    const double expertLocal = double(model.expertFfn()) / D.etp, sharedLocal = double(moe.shared_ffn_hidden) / D.t;
     const double denseMlp = mlpOf(D.f_local);
-    const double mlp = moe.enabled() ? D.experts * mlpOf(expertLocal) + moe.shared_experts * mlpOf(sharedLocal) +
+    const double routedMlp = localExperts * mlpOf(expertLocal);
+    const double mlp = moe.enabled() ? routedMlp + moe.shared_experts * mlpOf(sharedLocal) +
                                            (h + bias + (moe.score_correction_bias ? 1.0 : 0.0)) * D.experts
                                      : denseMlp;
     const int moeEncoderLayers = model.moeLayers(first, sc.encoder_layers);
+    sc.moe_layers = moe.enabled() ? double(moeEncoderLayers + sc.decoder_layers) : 0.0;
+    sc.expert_params = sc.moe_layers * routedMlp;
     const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
     const double encoderLayerParams = attention + mlp + 2 * norm;
     const double decoderLayerParams = encoderLayerParams + attention + norm;
@@ -323,7 +340,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const GemmPricer gemm{peak_flops_device_, matmul_efficiency_, prm.matmul_half_dim, hbm_bytes_per_second_device_,
                           prm.kernel_overhead_s, activation_bytes_};
     const double T = D.T;
-    const double routed = T * D.experts_active;  // expert tokens processed (top-k)
+    // MoE, as Megatron-LM's alltoall token dispatcher runs it (megatron/core/transformer/moe/
+    // token_dispatcher.py @ d98e8a64, MoEAlltoAllTokenDispatcher): the router scores the device's
+    // T_moe tokens (its sequence shard), their top-k copies go to their experts' ep ranks
+    // (all-to-all), are gathered over etp, and each local expert runs on its share; the reverse
+    // brings the outputs back. Balanced, a device computes R = T_moe k etp copies, R ep / E per
+    // local expert; the busiest rank `imbalance` times that (TrainingSpec::moe_imbalance).
+    const double imbalance = moe.enabled() ? tr.moe_imbalance : 1.0;
+    const double routedCopies = D.T_moe * D.experts_active * D.etp;         // R
+    const double perExpertTokens = localExperts > 0 ? routedCopies / localExperts : 0.0;
     // Fused (flash) attention on a causal decoder skips the blocks above the diagonal:
     // half the keys on average. Encoders and unfused kernels compute the full matrix.
     const bool causal = model.family != ModelFamily::EncoderOnly;
@@ -378,15 +403,30 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
     const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
     const double sharedLocalAll = moe.shared_experts * sharedLocal;
+    // The local experts as one grouped GEMM per matrix (--moe-grouped-gemm: one launch), each
+    // expert's M its tokens: small per-expert batches run low on the shape curve, and every
+    // expert's weights are read.
+    const double busyTokens = imbalance * perExpertTokens;
     const double mlpTime =
-        moe.enabled() ? gemm(routed, (D.matrices - 1) * expertLocal, h) + gemm(routed, h, expertLocal) +
+        moe.enabled() ? gemm(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
+                            gemm(busyTokens, h, expertLocal, localExperts) +
                             (sharedLocalAll > 0 ? gemm(T, (D.matrices - 1) * sharedLocalAll, h) + gemm(T, h, sharedLocalAll)
                                                 : 0.0) +
-                            gemm(T, D.experts, h)
+                            gemm(D.T_moe, D.experts, h)
                       : denseMlpTime;
+    // The token copies moved in memory per MoE layer, forward (the backward moves their gradients
+    // alike): permuted by expert before the all-to-all and restored after the combine (T_moe k
+    // copies, read and written), and, with several local experts, sorted by expert after the
+    // gather and back before the scatter (R copies).
+    const double permutedCopies = 2 * D.T_moe * D.experts_active + (localExperts > 1 ? 2 * imbalance * routedCopies : 0.0);
+    const double moePermute =
+        moe.enabled() ? 2 * permutedCopies * h * activation_bytes_ / hbm_bytes_per_second_device_ +
+                            (localExperts > 1 ? 4 : 2) * prm.kernel_overhead_s
+                      : 0.0;
     // The inner activations a layer of this stage keeps, on average over its MoE and dense layers
-    // (everything they size is linear in it): top k routed experts and the shared ones, or f.
-    const double moeInner = expertLocal * D.experts_active + sharedLocalAll;
+    // (everything they size is linear in it): the routed copies' (R x f / etp = T_moe k f, on the
+    // busiest rank `imbalance` times that) and the shared experts', or f.
+    const double moeInner = imbalance * D.experts_active * double(model.expertFfn()) / D.sp + sharedLocalAll;
     const double innerLocal =
         sc.encoder_layers > 0 ? (moeEncoderLayers * (moe.enabled() ? moeInner : D.f_local) +
                                  denseEncoderLayers * D.f_local) / sc.encoder_layers
@@ -440,7 +480,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.layer_matmul_fwd_s = (nEnc + nDec) * (projections + mlpTime) + nDec * crossProjections -
                             denseEncoderLayers * (mlpTime - denseMlpTime);
     sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
-    sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise;
+    sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise + sc.moe_layers * moePermute;
     const double fwdLayers = sc.layer_matmul_fwd_s + sc.attention_fwd_s + sc.elementwise_fwd_s;
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
@@ -458,7 +498,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
     sc.layer_matmul_bwd_s = 2 * sc.layer_matmul_fwd_s;
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
-    sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s;
+    sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s - sc.moe_layers * moePermute;  // (a permutation's backward: one)
     sc.head_bwd_s = 2 * head;
     sc.fwd_s = fwdLayers + sc.head_fwd_s;
     sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.head_bwd_s;
@@ -493,7 +533,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         Collective& allGather = sc.comm[StageCost::kTpAllGather];
         allReduce.placement = reduceScatter.placement = allGather.placement = tpWhere;
         const double message = T * h * activation_bytes_;
-        const double layerCollectives = 2 * nEnc + 3 * nDec;
+        // A MoE layer's routed experts take their tokens by all-to-all and the etp gather (below),
+        // not by the MLP's gather and scatter over tp; its shared experts (a tp-split MLP) keep them.
+        const double moeWithoutTpMlp = moe.enabled() && moe.shared_experts == 0 ? sc.moe_layers : 0.0;
+        const double layerCollectives = 2 * nEnc + 3 * nDec - moeWithoutTpMlp;
         // T5 adds two per micro-batch: the decoder's vocab-parallel embedding, and the encoder
         // output's: gathered once under SP; its gradient, a partial sum over tp from each decoder
         // layer's column-parallel [k v] product, summed over the layers (as Megatron-LM accumulates
@@ -581,6 +624,56 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         }
     }
 
+    // ---- MoE token traffic per micro-batch (Megatron-LM's alltoall dispatcher, above): each pass
+    // (forward, backward, a recomputed forward) dispatches and combines every MoE layer's token
+    // copies over ep (2 all-to-alls of T_moe k h bytes; the ep group: ep members at stride etp),
+    // and gathers them over etp after the dispatch and reduce-scatters them before the combine
+    // (the R copies' buffer; the etp group: etp neighbours). The busiest rank moves `imbalance`
+    // times the mean: its time, not the bytes (a dropless count that does not depend on the
+    // routing). --overlap-moe-expert-parallel-comm runs one micro-batch's all-to-all under
+    // another's compute: all but the first forward's and the last backward's. ----
+    sc.comm[StageCost::kEtpAllGather] = {CommDimension::Tp, CommKind::AllGather, CommPlacement::IntraDomain,
+                                         "MoE: routed tokens gathered over etp after the dispatch", 0, 0, 0, 0};
+    sc.comm[StageCost::kEtpReduceScatter] = {CommDimension::Tp, CommKind::ReduceScatter, CommPlacement::IntraDomain,
+                                             "MoE: expert outputs scattered over etp before the combine", 0, 0, 0, 0};
+    sc.comm[StageCost::kEpAllToAll] = {CommDimension::Ep, CommKind::AllToAll, CommPlacement::IntraDomain,
+                                       "MoE: token copies dispatched to their experts and combined back", 0, 0, 0, 0};
+    if (moe.enabled() && sc.moe_layers > 0) {
+        const double passes = 2.0 + recomputed;
+        if (D.etp > 1) {
+            const GroupPlacement etpGroup = placeGroup(D.etp, 1, domain_devices_);
+            const LinkModel etpLink = linkFor(D.etp, 1);
+            const double gathered = routedCopies * h * activation_bytes_;
+            const double calls = passes * sc.moe_layers;
+            for (int slot : {StageCost::kEtpAllGather, StageCost::kEtpReduceScatter}) {
+                Collective& c = sc.comm[size_t(slot)];
+                c.placement = etpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+                c.calls = calls;
+                c.bytes = calls * ringHalfBytes(D.etp, gathered);
+                c.exposed_s = calls * allGatherTime(etpGroup, imbalance * gathered, etpLink);
+            }
+        }
+        if (D.ep > 1) {
+            const GroupPlacement epGroup = placeGroup(D.ep, D.etp, domain_devices_);
+            const LinkModel epLink = linkFor(D.ep, D.etp);
+            const double payload = D.T_moe * D.experts_active * h * activation_bytes_;
+            const double calls = 2 * passes * sc.moe_layers;
+            Collective& a2a = sc.comm[StageCost::kEpAllToAll];
+            a2a.placement = epGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+            a2a.calls = calls;
+            a2a.bytes = calls * payload;
+            a2a.exposed_s = calls * allToAllTime(epGroup, imbalance * payload, epLink);
+            if (l.ep_comm_overlap && D.m > 1) {
+                const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s;
+                a2a.hidden_s = std::min(a2a.exposed_s, window) * (D.m - 1) / D.m;
+                a2a.exposed_s -= a2a.hidden_s;
+            }
+        }
+        // Send and receive buffers of the all-to-all and the gathered copies, live one layer at a time.
+        sc.moe_buffer_bytes = imbalance * (2 * D.T_moe * D.experts_active + (D.etp > 1 ? routedCopies : 0.0)) * h *
+                              activation_bytes_;
+    }
+
     // ---- context parallelism: Transformer Engine's ring (AttnFuncWithCPAndKVP2P,
     // transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py @ d0067d0,
     // Megatron-LM's cp): send/recv of this device's K and V block (b s/cp x 2 kv dims) to the
@@ -622,7 +715,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         sc.cp_merge_s = blocks * (forwards * fwdMerge + bwdMerge);
     }
     sc.tp_s = sc.comm[StageCost::kTpAllReduce].exposed_s + sc.comm[StageCost::kTpReduceScatter].exposed_s +
-              sc.comm[StageCost::kTpAllGather].exposed_s;
+              sc.comm[StageCost::kTpAllGather].exposed_s + sc.comm[StageCost::kEtpAllGather].exposed_s +
+              sc.comm[StageCost::kEtpReduceScatter].exposed_s;
+    sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s;
     sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.cp_merge_s;
 
     // ---- activation memory [K22] ----
@@ -658,6 +753,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         break;
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
+    if (sc.moe_layers > 0) {
+        // A MoE layer also keeps its experts' inputs (the R gathered copies, for the weight
+        // gradients) and the routing weights of its T_moe k copies (fp32); full recomputation
+        // keeps them only for the layers it does not recompute.
+        const double kept = imbalance * routedCopies * h * activation_bytes_ + 4.0 * D.T_moe * D.experts_active;
+        sc.stored_bytes_per_mb += sc.moe_layers * kept * (l.recompute == Recompute::Full ? 1 - recomputed : 1.0);
+    }
 
     // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
     // engine charges the same table): the norms, the MLP's activation (a gated MLP with its
@@ -750,14 +852,20 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
 }
 
 // The groups the data-parallel / ZeRO collectives run on, and the compute windows they hide
-// behind: the same for every stage of a layout (resolved once per evaluate()).
+// behind: the same for every stage of a layout (resolved once per evaluate()). Two sets of groups:
+// the dense parameters' over dp x cp (stride tp), and with MoE the routed experts' over the
+// expert-data-parallel group edp = tp x cp x dp / (ep x etp) (stride ep x etp: Megatron-LM's
+// expert grid tp-ep-dp), whose ZeRO shard group is the same share of it as the dense one of dp.
 struct CostModel::DataParallelGroups {
+    struct Set {
+        double size = 1;          // the gradients' group
+        double shard = 1;         // ZeRO's shard group, 1 without ZeRO
+        double replicas = 1;      // shard groups (HSDP replicas)
+        GroupPlacement all, sharded, across;
+        LinkModel all_link, shard_link, across_link;
+    };
     double m = 1;
-    double size = 1;          // dp x cp: the gradients' group
-    double shard = 1;         // ZeRO's shard group (zero_group x cp), 1 without ZeRO
-    double replicas = 1;      // shard groups (HSDP replicas)
-    GroupPlacement all, sharded, across;
-    LinkModel all_link, shard_link, across_link;
+    Set dense, experts;
     double grads_window = 0;  // what the gradient collectives hide behind
     double gather_window = 0; // ... and the parameter all-gather (ZeRO-1/2)
 };
@@ -766,17 +874,22 @@ CostModel::DataParallelGroups CostModel::dataParallelGroups(const Layout& l, con
 {
     DataParallelGroups g;
     g.m = m;
-    g.size = double(l.dp) * l.cp;
-    if (g.size <= 1)
-        return g;
-    g.shard = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
-    g.replicas = g.size / std::max(1.0, g.shard);
-    g.all = placeGroup(g.size, l.tp, domain_devices_);
-    g.sharded = placeGroup(g.shard, l.tp, domain_devices_);
-    g.across = placeGroup(g.replicas, double(l.tp) * g.shard, domain_devices_);
-    g.all_link = linkFor(g.size, l.tp);
-    g.shard_link = linkFor(g.shard, l.tp);
-    g.across_link = linkFor(g.replicas, double(l.tp) * g.shard);
+    auto place = [&](DataParallelGroups::Set& set, double size, double shard, double stride) {
+        set.size = size;
+        set.shard = l.zero_stage > 0 ? std::max(1.0, shard) : 1.0;
+        set.replicas = set.size / set.shard;
+        set.all = placeGroup(set.size, stride, domain_devices_);
+        set.sharded = placeGroup(set.shard, stride, domain_devices_);
+        set.across = placeGroup(set.replicas, stride * set.shard, domain_devices_);
+        set.all_link = linkFor(set.size, stride);
+        set.shard_link = linkFor(set.shard, stride);
+        set.across_link = linkFor(set.replicas, stride * set.shard);
+    };
+    place(g.dense, double(l.dp) * l.cp, double(l.zeroGroupSize()) * l.cp, l.tp);
+    if (problem_.model.moe.enabled()) {
+        const double edp = l.expertDataParallel();
+        place(g.experts, edp, edp * l.zeroGroupSize() / l.dp, double(l.ep) * l.expertTensorParallel());
+    }
     // The slowest stage's backward (ZeRO-2: every micro-batch's; ZeRO-3: its whole step);
     // overlap-param-gather: the parameter gather behind its first forward.
     switch (l.zero_stage) {
@@ -793,54 +906,59 @@ CostModel::DataParallelGroups CostModel::dataParallelGroups(const Layout& l, con
 
 // The data-parallel / ZeRO rule, once for the time and the bytes: the collectives one device of a
 // stage runs per step over dp x cp (gradients; with ZeRO the parameters too) [Z20], and the part
-// of each hidden behind compute up to the overlap fraction of its window [Z20 Section 7].
-// Sharded states are reduced and gathered a unit at a time (StageCost::units): one call each, the
-// same bytes in all. Plain data parallelism all-reduces gradient buckets. Untimed: the bytes and
-// calls only (the search's evaluations need one stage's time).
+// of each hidden behind compute up to the overlap fraction of its window [Z20 Section 7]; with
+// MoE the same rule for the routed experts' parameters over edp, in the same windows.
+// Sharded states are reduced and gathered a unit at a time (StageCost::units; the experts: one
+// per MoE layer): one call each, the same bytes in all. Plain data parallelism all-reduces
+// gradient buckets. Untimed: the bytes and calls only (the search's evaluations need one stage's
+// time).
 void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroups& g, const StageCost& sc,
                                         bool timed, StepCollectives& out) const
 {
-    if (g.size <= 1)
-        return;
     const CostModelParams& prm = params_;
-    const double m = g.m, dpGroupSize = g.size, shardGroup = g.shard, replicas = g.replicas;
-    const GroupPlacement &all = g.all, &shard = g.sharded, &across = g.across;
-    const double grads = sc.params * grad_bytes_, weights = sc.params * weight_bytes_, units = sc.units;
-    auto record = [](CommKind kind, const GroupPlacement& group, const char* what, double bytes, double calls,
-                     double time) {
-        const bool none = group.size <= 1;
-        return Collective{CommDimension::Dp, kind,
-                          group.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain, what,
-                          none ? 0.0 : bytes, none ? 0.0 : calls, none ? 0.0 : time, 0.0};
-    };
+    const double m = g.m;
     // A group of collectives sharing one compute window: hidden = min(traffic, overlap x window),
     // shared among them by their time.
-    auto hide = [&](std::initializer_list<Collective*> group, double window) {
+    auto hide = [&](Collective* const* group, int count, double window) {
         if (!timed)
             return;
         double traffic = 0;
-        for (const Collective* c : group)
-            traffic += c->exposed_s;
+        for (int i = 0; i < count; ++i)
+            traffic += group[i]->exposed_s;
         const double hidden = traffic - std::max(0.0, traffic - prm.dp_overlap * window);
-        for (Collective* c : group) {
+        for (int i = 0; i < count; ++i) {
+            Collective* c = group[i];
             c->hidden_s = traffic > 0 ? hidden * c->exposed_s / traffic : 0.0;
             c->exposed_s -= c->hidden_s;
         }
     };
-    auto add = [&](const Collective& c) {  // (a group of one member runs nothing)
-        if (c.calls > 0)
-            out.push(c);
+    // The collectives of one set of parameters: [0] the gradients' reduce-scatter (ZeRO) or bucket
+    // all-reduce, [1] the HSDP all-reduce across shard groups, [2] the parameters' all-gather.
+    struct Part {
+        Collective c[3];
     };
-    switch (l.zero_stage) {
-    case 0: {
-        const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(grads / prm.dp_bucket_bytes)) : 1.0;
-        Collective reduce = record(CommKind::AllReduce, all, "gradient buckets", allReduceBytes(dpGroupSize, grads),
-                                   buckets, timed ? buckets * allReduceTime(all, grads / buckets, g.all_link) : 0.0);
-        hide({&reduce}, g.grads_window);
-        add(reduce);
-        break;
-    }
-    default: {
+    auto partOf = [&](const DataParallelGroups::Set& set, CommDimension dimension, double params, double units) {
+        Part part{};
+        for (Collective& c : part.c)
+            c = Collective{dimension, CommKind::AllReduce, CommPlacement::IntraDomain, "", 0, 0, 0, 0};
+        if (set.size <= 1 || params <= 0)
+            return part;
+        const double grads = params * grad_bytes_, weights = params * weight_bytes_;
+        auto record = [&](CommKind kind, const GroupPlacement& group, const char* what, double bytes, double calls,
+                          double time) {
+            const bool none = group.size <= 1;
+            return Collective{dimension, kind,
+                              group.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain, what,
+                              none ? 0.0 : bytes, none ? 0.0 : calls, none ? 0.0 : time, 0.0};
+        };
+        const bool experts = dimension == CommDimension::ExpertDp;
+        if (l.zero_stage == 0) {
+            const double buckets = prm.dp_bucket_bytes > 0 ? std::max(1.0, std::ceil(grads / prm.dp_bucket_bytes)) : 1.0;
+            part.c[0] = record(CommKind::AllReduce, set.all, experts ? "expert gradient buckets (edp)" : "gradient buckets",
+                               allReduceBytes(set.size, grads), buckets,
+                               timed ? buckets * allReduceTime(set.all, grads / buckets, set.all_link) : 0.0);
+            return part;
+        }
         // ZeRO-1 reduce-scatters the gradients once a step and gathers the updated parameters.
         // ZeRO-2 keeps only the gradient shard, so gradients are reduce-scattered after every
         // micro-batch's backward (DeepSpeed ZeRO-2 with accumulation), each hidden behind it.
@@ -850,32 +968,42 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
         // shard is all-reduced across the shard groups once a step.
         const double scatters = l.zero_stage >= 2 ? m : 1.0;      // per unit and step
         const double gathers = l.zero_stage == 3 ? 2 * m : 1.0;   // per unit and step
-        const LinkModel& shardLink = g.shard_link;
-        Collective scatter = record(CommKind::ReduceScatter, shard, "gradients to their shard owners",
-                                    scatters * ringHalfBytes(shardGroup, grads), units * scatters,
-                                    timed ? units * scatters * reduceScatterTime(shard, grads / units, shardLink) : 0.0);
-        Collective reduce = record(CommKind::AllReduce, across, "gradient shards across the shard groups (HSDP)",
-                                   allReduceBytes(replicas, grads / shardGroup), 1,
-                                   timed ? allReduceTime(across, grads / shardGroup, g.across_link) : 0.0);
-        Collective gather = record(CommKind::AllGather, shard,
-                                   l.zero_stage == 3 ? "parameters before each forward and backward"
-                                                     : "updated parameters from their shard owners",
-                                   gathers * ringHalfBytes(shardGroup, weights), units * gathers,
-                                   timed ? units * gathers * allGatherTime(shard, weights / units, shardLink) : 0.0);
-        if (l.zero_stage < 3 && l.overlap_param_gather) {
-            // --overlap-param-gather: the updated parameters are gathered bucket by bucket
-            // during the next step's first forward, not in the backward window.
-            hide({&scatter, &reduce}, g.grads_window);
-            hide({&gather}, g.gather_window);
-        } else {
-            hide({&scatter, &reduce, &gather}, g.grads_window);
-        }
-        add(scatter);
-        add(reduce);
-        add(gather);
-        break;
+        part.c[0] = record(CommKind::ReduceScatter, set.sharded,
+                           experts ? "expert gradients to their shard owners (edp)" : "gradients to their shard owners",
+                           scatters * ringHalfBytes(set.shard, grads), units * scatters,
+                           timed ? units * scatters * reduceScatterTime(set.sharded, grads / units, set.shard_link) : 0.0);
+        part.c[1] = record(CommKind::AllReduce, set.across,
+                           experts ? "expert gradient shards across the shard groups (edp, HSDP)"
+                                   : "gradient shards across the shard groups (HSDP)",
+                           allReduceBytes(set.replicas, grads / set.shard), 1,
+                           timed ? allReduceTime(set.across, grads / set.shard, set.across_link) : 0.0);
+        part.c[2] = record(CommKind::AllGather, set.sharded,
+                           l.zero_stage == 3 ? (experts ? "expert parameters before each forward and backward (edp)"
+                                                        : "parameters before each forward and backward")
+                                             : (experts ? "updated expert parameters from their shard owners (edp)"
+                                                        : "updated parameters from their shard owners"),
+                           gathers * ringHalfBytes(set.shard, weights), units * gathers,
+                           timed ? units * gathers * allGatherTime(set.sharded, weights / units, set.shard_link) : 0.0);
+        return part;
+    };
+    Part dense = partOf(g.dense, CommDimension::Dp, sc.params - sc.expert_params, sc.units);
+    Part experts = partOf(g.experts, CommDimension::ExpertDp, sc.expert_params, std::max(1.0, sc.moe_layers));
+    Collective* grads[] = {&dense.c[0], &dense.c[1], &experts.c[0], &experts.c[1]};
+    Collective* gathers[] = {&dense.c[2], &experts.c[2]};
+    Collective* all[] = {&dense.c[0], &dense.c[1], &dense.c[2], &experts.c[0], &experts.c[1], &experts.c[2]};
+    if (l.zero_stage == 0) {
+        hide(grads, 4, g.grads_window);
+    } else if (l.zero_stage < 3 && l.overlap_param_gather) {
+        // --overlap-param-gather: the updated parameters are gathered bucket by bucket
+        // during the next step's first forward, not in the backward window.
+        hide(grads, 4, g.grads_window);
+        hide(gathers, 2, g.gather_window);
+    } else {
+        hide(all, 6, g.grads_window);
     }
-    }
+    for (const Collective* c : all)
+        if (c->calls > 0)  // (a group of one member runs nothing)
+            out.push(*c);
 }
 
 Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
@@ -932,16 +1060,28 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
              m * slow.recompute_s, "m x forward time of what the recomputation mode discards");
     {
         double traffic = 0, hidden = 0;
-        for (int k : {StageCost::kTpAllReduce, StageCost::kTpReduceScatter, StageCost::kTpAllGather}) {
+        for (int k : {StageCost::kTpAllReduce, StageCost::kTpReduceScatter, StageCost::kTpAllGather,
+                      StageCost::kEtpAllGather, StageCost::kEtpReduceScatter}) {
             traffic += slow.comm[size_t(k)].time_s();
             hidden += slow.comm[size_t(k)].hidden_s;
         }
         book.add(Figure::TpComm, "TP/SP collectives", m * traffic,
-                 "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp");
+                 "m x (2 per layer, 3 with cross attention, +1 embedding) x passes x all-reduce of b s h bytes over tp; "
+                 "MoE: the routed copies' all-gather and reduce-scatter over etp");
         if (l.tp_comm_overlap)
             book.add(Figure::TpComm, "hidden behind the GEMMs (tp-comm-overlap)", -m * hidden,
                      "per layer: traffic - max(traffic / tp (one chunk exposed), traffic - layer GEMM time)");
         ts.hidden.tp_comm = m * hidden;  // (gui18)
+    }
+    {
+        const Collective& a2a = slow.comm[StageCost::kEpAllToAll];
+        book.add(Figure::EpComm, "MoE token dispatch and combine (all-to-all over ep)", m * a2a.time_s(),
+                 "m x MoE layers x passes x 2 x all-to-all of imbalance x b s/(cp sp) x top-k x h bytes: max(peers in "
+                 "the node / ep x bytes / scale-up BW, peers elsewhere / ep x bytes / network share) + latency");
+        if (l.ep_comm_overlap)
+            book.add(Figure::EpComm, "hidden under another micro-batch's compute (ep_comm_overlap)", -m * a2a.hidden_s,
+                     "min(all-to-all, layer compute) x (m - 1) / m");
+        ts.hidden.ep_comm = m * a2a.hidden_s;
     }
     const Collective& ring = slow.comm[StageCost::kCpRing];
     book.add(Figure::CpComm, "CP ring K/V (and dK/dV) send/recv not hidden by attention", m * ring.exposed_s,
@@ -1047,15 +1187,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     // ---- data-parallel / ZeRO time (grads reduced over dp x cp), on the stage holding the most
     // parameters ----
     const StepCollectives& heavyComm = &heavy == &firstStage ? firstComm : &heavy == &lastStage ? lastComm : middleComm;
-    if (dpGroupSize > 1) {
+    if (dpGroupSize > 1 || dpGroups.experts.size > 1) {
         double traffic = 0, hidden = 0;
         for (const Collective& c : heavyComm)
-            if (c.dimension == CommDimension::Dp) {
+            if (c.dimension == CommDimension::Dp || c.dimension == CommDimension::ExpertDp) {
                 traffic += c.time_s();
                 hidden += c.hidden_s;
             }
         book.add(Figure::DpComm, "data-parallel/ZeRO traffic", traffic,
-                 "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO)");
+                 "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO); MoE: the routed "
+                 "experts' over edp = tp x cp x dp / (ep x etp)");
         book.add(Figure::DpComm, "hidden behind compute", -hidden,
                  l.overlap_param_gather && (l.zero_stage == 1 || l.zero_stage == 2)
                      ? "gradients: min(traffic, overlap fraction x last backward); parameter all-gather: min(traffic, "
@@ -1091,7 +1232,11 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
 
     // ---- optimizer step: memory-bound over the local shard; offloaded to the host if asked ----
     const double optimizerShard = l.zero_stage >= 1 ? shardGroup : 1.0;
-    const double localParams = heavy.params / optimizerShard;
+    const double expertShard = dpGroups.experts.shard;  // (1 without ZeRO or MoE)
+    auto ownedParams = [&](const StageCost& sc) {
+        return (sc.params - sc.expert_params) / optimizerShard + sc.expert_params / expertShard;
+    };
+    const double localParams = ownedParams(heavy);
     const double fp32Weights = tr.precision == Precision::FP32 ? 2.0 : 1.0;
     const double traffic = 2 * optimizer_bytes_ + grad_bytes_ + weight_bytes_ * fp32Weights;
     if (l.offload == Offload::Optimizer) {
@@ -1129,6 +1274,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     ts.cp_comm = book.sum(Figure::CpComm);
     ts.pp_comm = book.sum(Figure::PpComm);
     ts.dp_comm = book.sum(Figure::DpComm);
+    ts.ep_comm = book.sum(Figure::EpComm);
     ts.bubble = book.sum(Figure::Bubble);
     ts.optimizer = book.sum(Figure::Optimizer);
     ts.offload = book.sum(Figure::Offload);
@@ -1137,16 +1283,21 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     // ---- memory of the most loaded stage ----
     struct StageMemory {
         MemoryBreakdown total;
-        double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0;
+        double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0, moe_buffer = 0;
     };
     auto memoryOf = [&](const StageCost& sc, int stage) {
         StageMemory sm;
         MemoryBreakdown& mb = sm.total;
-        const ModelStateBytes states = modelStateBytes(sc.params, l.zero_stage, int(shardGroup),
+        const ModelStateBytes states = modelStateBytes(sc.params - sc.expert_params, l.zero_stage, int(shardGroup),
                                                        tr.precision, tr.optimizer);
-        mb.weights = states.weights;
-        mb.gradients = states.gradients;
-        mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer;
+        // (The routed experts' states, sharded over their own edp shard group.)
+        const ModelStateBytes expertStates =
+            modelStateBytes(sc.expert_params, l.zero_stage, int(std::lround(expertShard)), tr.precision, tr.optimizer);
+        mb.weights = states.weights + expertStates.weights;
+        mb.gradients = states.gradients + expertStates.gradients;
+        mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer + expertStates.optimizer;
+        mb.experts = expertStates.weights + expertStates.gradients +
+                     (l.offload == Offload::Optimizer ? 0.0 : expertStates.optimizer);
         double stored = 0;
         switch (l.schedule) {
         case PipelineSchedule::GPipe: stored = m * sc.stored_bytes_per_mb; break;
@@ -1187,9 +1338,14 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
             const double qkv = model.mla.enabled() ? mlaDeviceShapes(model, l.tp).largestMatrix()  // (MlaCost.h)
                                                    : h * (double(model.qDim()) + 2.0 * model.kvDim()) / l.tp;
             const double up = h * double(model.ffn_hidden) * (gatedMlp(model.mlp) ? 2 : 1) / l.tp;
-            sm.zero_gather = 2 * std::max(qkv, up) * weight_bytes_;
+            // (MoE: a layer's local experts' first matrices, gathered together for the grouped GEMM.)
+            const double expertsUp = model.moe.enabled() ? double(model.moe.experts) / l.ep * h * double(model.expertFfn()) *
+                                                               (gatedMlp(model.mlp) ? 2 : 1) / l.expertTensorParallel()
+                                                         : 0.0;
+            sm.zero_gather = 2 * std::max({qkv, up, expertsUp}) * weight_bytes_;
         }
-        mb.buffers = sm.tp_buffer + sm.pp_buffer + sm.bucket + sm.zero_gather;
+        sm.moe_buffer = sc.moe_buffer_bytes;
+        mb.buffers = sm.tp_buffer + sm.pp_buffer + sm.bucket + sm.zero_gather + sm.moe_buffer;
         mb.capacity = hbm_capacity_device_;
         mb.reserve = prm.reserve_fraction * hbm_capacity_device_;
         return sm;
@@ -1220,6 +1376,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     book.add(Figure::Buffers, "gradient bucket", mem.bucket, "min(bucket size, gradient bytes)");
     book.add(Figure::Buffers, "ZeRO-3 gathered parameters", mem.zero_gather,
              "2 x largest linear layer (in use + prefetched)");
+    book.add(Figure::Buffers, "MoE dispatch buffers", mem.moe_buffer,
+             "imbalance x (2 x b s/(cp sp) x top-k (all-to-all send + receive) + R (etp gather)) x h bytes");
     book.add(Figure::Reserve, "reserve", mem.total.reserve, "reserve fraction x HBM");
     // Every memory figure is the sum of its terms.
     MemoryBreakdown& mb = pr.memory_bytes;
@@ -1230,6 +1388,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     mb.buffers = book.sum(Figure::Buffers);
     mb.reserve = book.sum(Figure::Reserve);
     mb.capacity = mem.total.capacity;
+    mb.experts = mem.total.experts;
     if (mb.total() > mb.capacity) {
         pr.feasible = false;
         if (pr.reason == Infeasibility::None)
@@ -1275,7 +1434,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const double perStage = double(l.tp) * l.cp * l.dp;
         const bool onDevice = l.offload != Offload::Optimizer;
         auto stageVector = [&](const StageCost& sc) {
-            const double owned = l.zero_stage >= 1 ? sc.params / shardGroup : sc.params;
+            const double owned = ownedParams(sc);
             const double accumulate = l.zero_stage >= 2 && dpGroupSize > 1 ? m * owned : 0.0;
             const double optimizer = onDevice ? (ops::kAdamW + ops::kSquaredNorm) * owned : 0.0;
             return perStage * (m * sc.vector_flops_mb + optimizer + accumulate);

@@ -7,6 +7,8 @@
 #include "AttentionKernels.h"
 #include "Collectives.h"
 #include "CostModel.h"
+#include "CostModelParams.h"
+#include "ModelStateMemory.h"
 #include "TrainingObjective.h"
 
 #include <QJsonArray>
@@ -75,6 +77,17 @@ double termValue(const std::vector<Term>& terms, const char* figure, const std::
         if (t.figure == figure && t.name.rfind(nameStart, 0) == 0)
             sum += t.value;
     return sum;
+}
+
+// The same GPT with a Mixtral-style MoE block in every layer: 8 experts, top 2, each expert's
+// inner size the dense one's.
+ModelSpec moeGpt(int layers, int hidden, int heads)
+{
+    ModelSpec m = megatronGpt(layers, hidden, heads);
+    m.name = "moe-gpt";
+    m.moe.experts = 8;
+    m.moe.top_k = 2;
+    return m;
 }
 
 Problem problem(const ModelSpec& m, int nodes, int batch, int seq = 2048)
@@ -425,21 +438,30 @@ private slots:
     {
         QTest::addColumn<QString>("layoutText");
         QTest::addColumn<bool>("flash");
-        QTest::newRow("dp") << "mb=1" << false;
-        QTest::newRow("tp+sp") << "tp=8,sp=on,mb=2" << false;
-        QTest::newRow("tp+sp, tp-comm-overlap") << "tp=8,sp=on,tp_comm_overlap=on,zero=1,overlap_param_gather=on" << false;
-        QTest::newRow("pp interleaved") << "tp=4,pp=4,schedule=interleaved,v=2,sp=on,zero=1" << false;
-        QTest::newRow("cp") << "tp=4,cp=4,sp=on" << true;
-        QTest::newRow("ZeRO-3") << "zero=3,mb=2,recompute=full" << false;
-        QTest::newRow("ZeRO-3 HSDP") << "zero=3,zero_group=8,tp=2" << false;
-        QTest::newRow("ZeRO-2") << "zero=2,tp=2,pp=2" << false;
-        QTest::newRow("offload") << "zero=1,offload=optimizer,tp=2" << false;
+        QTest::addColumn<bool>("moe");
+        QTest::newRow("dp") << "mb=1" << false << false;
+        QTest::newRow("tp+sp") << "tp=8,sp=on,mb=2" << false << false;
+        QTest::newRow("tp+sp, tp-comm-overlap") << "tp=8,sp=on,tp_comm_overlap=on,zero=1,overlap_param_gather=on" << false << false;
+        QTest::newRow("pp interleaved") << "tp=4,pp=4,schedule=interleaved,v=2,sp=on,zero=1" << false << false;
+        QTest::newRow("cp") << "tp=4,cp=4,sp=on" << true << false;
+        QTest::newRow("ZeRO-3") << "zero=3,mb=2,recompute=full" << false << false;
+        QTest::newRow("ZeRO-3 HSDP") << "zero=3,zero_group=8,tp=2" << false << false;
+        QTest::newRow("ZeRO-2") << "zero=2,tp=2,pp=2" << false << false;
+        QTest::newRow("offload") << "zero=1,offload=optimizer,tp=2" << false << false;
+        // MoE (issue 16): experts over ep (in a node and across nodes), etp apart from tp, ZeRO on
+        // the experts' own edp group, the all-to-all under another micro-batch (ep_comm_overlap).
+        QTest::newRow("moe ep in a node") << "ep=8,mb=2" << false << true;
+        QTest::newRow("moe ep across nodes, tp") << "tp=2,sp=on,ep=8,zero=1" << false << true;
+        QTest::newRow("moe etp apart, ZeRO-3") << "tp=2,sp=on,ep=4,etp=1,zero=3" << true << true;
+        QTest::newRow("moe pp, full recompute") << "tp=2,sp=on,pp=2,ep=2,zero=2,recompute=full" << false << true;
+        QTest::newRow("moe overlap") << "ep=8,ep_comm_overlap=on,zero=1" << false << true;
     }
     void ledgerIsThePrediction()
     {
         QFETCH(QString, layoutText);
         QFETCH(bool, flash);
-        Problem p = problem(megatronGpt(32, 4096, 32), 8, 512);
+        QFETCH(bool, moe);
+        Problem p = problem(moe ? moeGpt(32, 4096, 32) : megatronGpt(32, 4096, 32), 8, 512);
         p.cluster.node.host_link_bytes_per_second = 32e9;  // (offload needs a published host link)
         p.training.flash_attention = flash;
         const CostModel model(p);
@@ -459,6 +481,7 @@ private slots:
         const std::map<Figure, double> figures{
             {Figure::Compute, t.compute},     {Figure::Recompute, t.recompute}, {Figure::TpComm, t.tp_comm},
             {Figure::CpComm, t.cp_comm},      {Figure::PpComm, t.pp_comm},      {Figure::DpComm, t.dp_comm},
+            {Figure::EpComm, t.ep_comm},
             {Figure::Bubble, t.bubble},       {Figure::Optimizer, t.optimizer}, {Figure::Offload, t.offload},
             {Figure::Weights, mem.weights},   {Figure::Gradients, mem.gradients},
             {Figure::OptimizerStates, mem.optimizer}, {Figure::Activations, mem.activations},
@@ -494,11 +517,14 @@ private slots:
         QVERIFY(near(byKind[CommKind::ReduceScatter], b.reduce_scatter, 1e-12));
         QVERIFY(near(byKind[CommKind::AllGather], b.all_gather, 1e-12));
         QVERIFY(near(byKind[CommKind::SendRecv], b.send_recv, 1e-12));
+        QVERIFY(near(byKind[CommKind::AllToAll], b.all_to_all, 1e-12) || (b.all_to_all == 0 && !moe));
+        QVERIFY(near(byDimension[CommDimension::Ep], b.ep, 1e-12) || (b.ep == 0 && l.ep == 1));
+        QCOMPARE(b.all_to_all > 0, l.ep > 1);
         QVERIFY(near(byDimension[CommDimension::Tp], b.tp, 1e-12));
         QVERIFY(near(byDimension[CommDimension::Cp], b.cp, 1e-12));
         QVERIFY(near(byDimension[CommDimension::Pp], b.pp, 1e-12));
-        QVERIFY(near(byDimension[CommDimension::Dp] + byDimension[CommDimension::EmbeddingGroup] +
-                         byDimension[CommDimension::AllDevices],
+        QVERIFY(near(byDimension[CommDimension::Dp] + byDimension[CommDimension::ExpertDp] +
+                         byDimension[CommDimension::EmbeddingGroup] + byDimension[CommDimension::AllDevices],
                      b.dp, 1e-12));
 
         if (l.pp == 1) {  // one stage: the collectives listed are the ones that set the time
@@ -506,8 +532,12 @@ private slots:
             QCOMPARE(ledger.bytes_stage, 0);
             QVERIFY(near(exposed[CommDimension::Tp], t.tp_comm, 1e-12) || (t.tp_comm == 0 && exposed[CommDimension::Tp] == 0));
             QVERIFY(near(hidden[CommDimension::Tp], t.hidden.tp_comm, 1e-12) || t.hidden.tp_comm == 0);
-            QVERIFY(near(exposed[CommDimension::Dp], t.dp_comm, 1e-9) || (t.dp_comm == 0 && exposed[CommDimension::Dp] < 1e-15));
-            QVERIFY(near(hidden[CommDimension::Dp], t.hidden.dp_comm, 1e-12));
+            const double dpExposed = exposed[CommDimension::Dp] + exposed[CommDimension::ExpertDp];
+            QVERIFY(near(dpExposed, t.dp_comm, 1e-9) || (t.dp_comm == 0 && dpExposed < 1e-15));
+            QVERIFY(near(hidden[CommDimension::Dp] + hidden[CommDimension::ExpertDp], t.hidden.dp_comm, 1e-12));
+            QVERIFY(near(exposed[CommDimension::Ep], t.ep_comm, 1e-12) || (t.ep_comm == 0 && exposed[CommDimension::Ep] == 0));
+            QVERIFY(near(hidden[CommDimension::Ep], t.hidden.ep_comm, 1e-12) || t.hidden.ep_comm == 0);
+            QCOMPARE(t.hidden.ep_comm > 0, l.ep_comm_overlap);
             QVERIFY(near(hidden[CommDimension::Cp], t.hidden.cp_comm, 1e-12) || t.hidden.cp_comm == 0);
             const double merges = termValue(model.explain(l), "time_s.cp_comm", "CP ring: partial results merged");
             QVERIFY(near(exposed[CommDimension::Cp] + merges, t.cp_comm, 1e-12) || t.cp_comm == 0);
@@ -523,7 +553,7 @@ private slots:
             if (c.dimension == CommDimension::Dp)
                 (c.kind == CommKind::AllGather ? dpAllGather : c.kind == CommKind::ReduceScatter ? dpReduceScatter : dpAllReduce) +=
                     c.bytes;
-        if (l.pp == 1) {
+        if (l.pp == 1 && !moe) {  // (MoE: the experts' own group, expertParallelism())
             const double m = pr.micro_batches;
             const double stageGradients = l.zero_stage >= 2 ? mem.gradients * shard : mem.gradients;
             const double stageWeights = l.zero_stage == 3 ? mem.weights * shard : mem.weights;
@@ -542,6 +572,96 @@ private slots:
                 QVERIFY(replicas > 1 ? near(dpAllReduce, 2 * (replicas - 1) / replicas * stageGradients / shard, 1e-12)
                                      : dpAllReduce == 0);
         }
+    }
+
+    // Issue 16: expert parallelism with Megatron-LM's semantics, figures derived by hand. A GPT of
+    // 32 layers, h 4096, with 8 GeLU experts of f 16384 (top 2) in every layer, on 8 DGX H100
+    // (64 GPUs), batch 512 x 2048.
+    void expertParallelism()
+    {
+        Problem p = problem(moeGpt(32, 4096, 32), 8, 512);
+        p.cluster.node = dgxH100();
+        const CostModel model(p);
+        const CostModelParams& prm = defaultCostModelParams();
+        const double h = 4096, f = 16384, L = 32, s = 2048, k = 2;
+        const double expert = 2 * h * f + f + h;  // fc1, fc2 and their biases
+        const StateBytesPerParameter bytes = stateBytesPerParameter(p.training.precision, p.training.optimizer);
+        const double perParam = bytes.weights + bytes.gradients + bytes.optimizer;
+
+        // ep=8, tp=1: one expert per GPU, the ep group one node.
+        const Layout ep8 = layout("ep=8", p);
+        QCOMPARE(ep8.expertDataParallel(), 8);
+        CostLedger ledger;
+        const Prediction a = model.evaluate(ep8, &ledger);
+        QVERIFY(near(a.memory_bytes.experts, L * 1 * expert * perParam, 1e-12));
+        // Expert gradients all-reduced over edp = 8 (ring volume 2 (n - 1)/n), nothing else on edp.
+        double edpBytes = 0;
+        for (const Collective& c : ledger.collectives)
+            if (c.dimension == CommDimension::ExpertDp) {
+                QCOMPARE(c.kind, CommKind::AllReduce);
+                QCOMPARE(c.placement, CommPlacement::InterDomain);  // stride 8: one member per node
+                edpBytes += c.bytes;
+            }
+        QVERIFY(near(edpBytes, 2.0 * 7 / 8 * L * expert * bytes.gradients, 1e-12));
+        // The all-to-all: per micro-batch and MoE layer 2 forward and 2 backward calls, each handing
+        // over the 2048 tokens' 2 copies of h bf16 values; m = 512 / 64 = 8.
+        const double payload = s * k * h * 2, calls = 8 * L * 4;
+        QVERIFY(near(a.comm_bytes.all_to_all, calls * payload, 1e-12));
+        QVERIFY(near(a.comm_bytes.ep, a.comm_bytes.all_to_all, 1e-12));
+        // In one node: 7 of 8 shares over NVLink (450 GB/s x efficiency), one latency.
+        const double intraBw = 450e9 * prm.intra_link_efficiency, interBw = 400e9 * prm.inter_node_efficiency / 8;
+        const double inNode = prm.collective_launch_s + prm.intra_latency_s + 7.0 / 8 * payload / intraBw;
+        QVERIFY2(near(a.time_s.ep_comm, calls * inNode, 1e-9), qPrintable(QString::number(a.time_s.ep_comm)));
+        QCOMPARE(a.time_s.hidden.ep_comm, 0.0);
+
+        // ep=4: twice the experts per GPU, twice their states.
+        const Prediction b = model.evaluate(layout("ep=4", p));
+        QVERIFY(near(b.memory_bytes.experts, 2 * a.memory_bytes.experts, 1e-12));
+        // No ep: every GPU holds all 8 experts, and no all-to-all.
+        const Prediction none = model.evaluate(layout("dp=64", p));
+        QVERIFY(near(none.memory_bytes.experts, 8 * a.memory_bytes.experts, 1e-12));
+        QCOMPARE(none.comm_bytes.all_to_all, 0.0);
+        QCOMPARE(none.time_s.ep_comm, 0.0);
+        // The same model FLOPs whatever the experts' placement.
+        QCOMPARE(none.model_flops_per_step, a.model_flops_per_step);
+
+        // tp=2 (sp), ep=8 with etp = tp: the ep group at stride 2 spans 16 GPUs, two nodes: 3 peers
+        // in the node, 4 in the other, the network share slower; tokens per GPU are the sequence
+        // shard (1024); dp = 32, so m = 16.
+        const Layout wide = layout("tp=2,sp=on,ep=8", p);
+        const double wideCalls = 16 * L * 4;
+        const Prediction c = model.evaluate(wide);
+        const double wideLoad = (s / 2) * k * h * 2;
+        const double crossing = prm.collective_launch_s +
+                                std::max(prm.intra_latency_s + 3.0 / 8 * wideLoad / intraBw,
+                                         prm.inter_latency_s + 4.0 / 8 * wideLoad / interBw);
+        QVERIFY2(near(c.time_s.ep_comm, wideCalls * crossing, 1e-9), qPrintable(QString::number(c.time_s.ep_comm)));
+        QVERIFY(near(c.comm_bytes.all_to_all, wideCalls * wideLoad, 1e-12));
+        // ... and the routed copies gathered and scattered over etp = 2: R = 1024 x 2 x 2 copies.
+        CostLedger wideLedger;
+        model.evaluate(wide, &wideLedger);
+        double etpGather = 0;
+        for (const Collective& c2 : wideLedger.collectives)
+            if (c2.dimension == CommDimension::Tp && c2.kind == CommKind::AllGather &&
+                std::string(c2.what).rfind("MoE", 0) == 0)
+                etpGather += c2.bytes;
+        QVERIFY(near(etpGather, 16 * 2 * L * 0.5 * (1024 * k * 2) * h * 2, 1e-12));
+
+        // A busier rank (1.5x the mean) takes longer in its experts and its all-to-all; the
+        // bytes (a dropless count) stay.
+        Problem skewed = p;
+        skewed.training.moe_imbalance = 1.5;
+        const Prediction d = CostModel(skewed).evaluate(ep8);
+        QCOMPARE(d.comm_bytes.all_to_all, a.comm_bytes.all_to_all);
+        QVERIFY(d.time_s.ep_comm > 1.4 * a.time_s.ep_comm);
+        QVERIFY(d.time_s.compute > a.time_s.compute);
+        QVERIFY(d.memory_bytes.activations > a.memory_bytes.activations);
+
+        // Overlapped with another micro-batch's compute: all but one micro-batch's share hides.
+        const Prediction e = model.evaluate(layout("ep=8,ep_comm_overlap=on", p));
+        QVERIFY(e.time_s.hidden.ep_comm > 0);
+        QVERIFY(near(e.time_s.ep_comm + e.time_s.hidden.ep_comm, a.time_s.ep_comm, 1e-9));
+        QVERIFY(e.time_s.ep_comm >= a.time_s.ep_comm / 8 * (1 - 1e-9));
     }
 
     // Megatron's --tp-comm-overlap: each layer's SP collectives pipelined with its GEMMs keep

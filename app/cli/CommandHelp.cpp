@@ -123,7 +123,9 @@ Options problemOptions(bool nodesRequired = true)
             choice("precision", names(kPrecisionNames), "training precision", toString(training.precision)),
             value("tokens", "T", "tokens to train, for time and cost to train", num(training.tokens_to_train)),
             flag("flash-attention", "fused attention: no stored probabilities, scores recomputed"),
-            flag("no-dropout", "the model trains without dropout (no masks kept)")};
+            flag("no-dropout", "the model trains without dropout (no masks kept)"),
+            value("moe-imbalance", "X",
+                  "MoE: the busiest expert-parallel rank's tokens over the mean (1: force-balanced routing)", "1")};
 }
 
 Options costModelOption()

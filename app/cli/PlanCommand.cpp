@@ -239,7 +239,8 @@ void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& pla
     o << "  step " << formatDuration(p.step_time_s) << " = compute " << formatDuration(t.compute) << " ("
       << pct(t.compute) << ") + recompute " << formatDuration(t.recompute) << " + TP " << formatDuration(t.tp_comm)
       << " + CP " << formatDuration(t.cp_comm) << " + PP " << formatDuration(t.pp_comm) << " + DP/ZeRO "
-      << formatDuration(t.dp_comm) << " + bubble " << formatDuration(t.bubble) << " (" << pct(t.bubble)
+      << formatDuration(t.dp_comm) << (t.ep_comm > 0 ? " + EP " + formatDuration(t.ep_comm) : std::string())
+      << " + bubble " << formatDuration(t.bubble) << " (" << pct(t.bubble)
       << ") + optimizer " << formatDuration(t.optimizer) << " + offload " << formatDuration(t.offload) << "\n";
     o << "  memory " << formatBytes(m.total()) << " of " << formatBytes(m.capacity) << " = weights "
       << formatBytes(m.weights) << " + gradients " << formatBytes(m.gradients) << " + optimizer "

@@ -50,6 +50,14 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
             o << ": shards nothing (the model states of zero=0); the search does not offer it";
         o << "\n";
     }
+    if (p.model.moe.enabled()) {
+        // Megatron-LM's expert grid per stage: etp x ep x edp over the stage's tp x cp x dp devices.
+        o << "experts: " << p.model.moe.experts / l.ep << " of " << p.model.moe.experts << " routed experts per device (ep "
+          << l.ep << "), split over etp " << l.expertTensorParallel() << ", gradients over edp " << l.expertDataParallel();
+        if (p.training.moe_imbalance != 1.0)
+            o << "; busiest rank " << p.training.moe_imbalance << "x the mean load";
+        o << "\n";
+    }
     if (l.cp > 1 && !p.training.flash_attention)
         o << "note: Transformer Engine runs cp > 1 on fused attention only; this problem trains unfused attention "
              "(priced as asked, as the engine runs it; the search offers cp only with --flash-attention)\n";
@@ -60,6 +68,7 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
     o << line("compute", t.compute, pr.step_time_s) << line("recompute", t.recompute, pr.step_time_s)
       << line("TP/SP communication", t.tp_comm, pr.step_time_s) << line("CP communication", t.cp_comm, pr.step_time_s)
       << line("PP communication", t.pp_comm, pr.step_time_s) << line("DP/ZeRO (exposed)", t.dp_comm, pr.step_time_s)
+      << (p.model.moe.enabled() ? line("EP all-to-all (exposed)", t.ep_comm, pr.step_time_s) : std::string())
       << line("pipeline bubble", t.bubble, pr.step_time_s) << line("optimizer", t.optimizer, pr.step_time_s)
       << line("offload", t.offload, pr.step_time_s);
     const MemoryBreakdown& m = pr.memory_bytes;
@@ -68,6 +77,8 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
     o << memLine("weights", m.weights, m.capacity) << memLine("gradients", m.gradients, m.capacity)
       << memLine("optimizer states", m.optimizer, m.capacity) << memLine("activations", m.activations, m.capacity)
       << memLine("buffers", m.buffers, m.capacity) << memLine("reserve", m.reserve, m.capacity);
+    if (p.model.moe.enabled())
+        o << memLine("of which experts", m.experts, m.capacity);
     std::snprintf(buf, sizeof buf, "\nthroughput %s tokens/s, MFU %.1f%% (Megatron/Korthikanti), HFU %.1f%%\n",
                   formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu, 100 * pr.hfu);
     o << buf;

@@ -66,6 +66,7 @@ Problem problemFromArgs(const CliArgs& a, const SpecLookup& specs)
     p.training.tokens_to_train = a.number("tokens", TrainingSpec{}.tokens_to_train, 1, 1e16);
     p.training.flash_attention = a.flag("flash-attention");
     p.training.dropout = !a.flag("no-dropout");
+    p.training.moe_imbalance = a.number("moe-imbalance", 1.0, 1, 64);
     if (auto precision = a.value("precision")) {
         auto v = enumFromString<Precision>(kPrecisionNames, *precision);
         if (!v)
