@@ -39,7 +39,7 @@ struct BoundsKey {
 constexpr BoundsKey kBoundsKeys[] = {
     {"dp", &SearchSpace::dp, 1}, {"tp", &SearchSpace::tp, 1}, {"pp", &SearchSpace::pp, 1},
     {"cp", &SearchSpace::cp, 1}, {"mb", &SearchSpace::mb, 1}, {"v", &SearchSpace::v, 1},
-    {"zero", &SearchSpace::zero, 0},
+    {"zero", &SearchSpace::zero, 0}, {"ep", &SearchSpace::ep, 1}, {"etp", &SearchSpace::etp, 1},
 };
 
 template <class E, size_t N>
@@ -102,6 +102,7 @@ QJsonObject toJson(const SearchSpace& s)
         {"offload", namesJson(kOffloadNames, s.offloads)},
         {"tp_comm_overlap", s.tp_comm_overlap},
         {"overlap_param_gather", s.overlap_param_gather},
+        {"ep_comm_overlap", s.ep_comm_overlap},
         {"max_memory_fraction", s.max_memory_fraction},
         {"min_micro_batches", s.min_micro_batches},
         {"constraints", QString::fromStdString(constraintsText(s))},
@@ -115,8 +116,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
                          "recompute_layers", "sequence_parallel",
                          "schedules", "recompute", "offload",
-                         "tp_comm_overlap", "overlap_param_gather", "max_memory_fraction", "min_micro_batches",
-                         "constraints"});
+                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "max_memory_fraction",
+                         "min_micro_batches", "constraints"});
     const JsonReader bounds = r.object("bounds", false);
     for (const BoundsKey& k : kBoundsKeys) {
         const QJsonValue v = bounds.json().value(QLatin1String(k.key));
@@ -167,6 +168,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     s.offloads = namesFromJson(json, "offload", kOffloadNames, s.offloads, path, errors);
     s.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
     s.overlap_param_gather = r.boolean("overlap_param_gather", false);
+    s.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
     s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
     s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
     return s;

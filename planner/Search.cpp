@@ -83,23 +83,32 @@ double memoryLowerBound(const CostModel& model, const Layout& l)
     // attention): attention Q, K, V, O and the MLP's 2 (3 when gated) matrices per expert.
     const double h = m.hidden;
     const bool gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu;
-    // (A model with dense and MoE layers: the smaller of the two MLPs for every layer.)
+    // (A model with dense and MoE layers: the smaller of the two MLPs for every layer.) Per device:
+    // tp splits the attention, the dense MLP and the shared experts; the routed experts are E / ep
+    // per device, each split over etp.
     const double matrices = gated ? 3.0 : 2.0;
-    const double dense = matrices * h * m.ffn_hidden;
-    const double moe = m.moe.enabled() ? (m.moe.experts * double(m.expertFfn()) +
-                                          m.moe.shared_experts * double(m.moe.shared_ffn_hidden)) * matrices * h
+    const double dense = matrices * h * m.ffn_hidden / l.tp;
+    const double routed = m.moe.enabled() ? double(m.moe.experts) / l.ep * double(m.expertFfn()) * matrices * h /
+                                                l.expertTensorParallel()
+                                          : 0.0;
+    const double moe = m.moe.enabled() ? routed + m.moe.shared_experts * double(m.moe.shared_ffn_hidden) * matrices * h / l.tp
                                        : dense;
     const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
     const double attention = m.mla.enabled() ? mlaMatrixParams(m) : 2.0 * h * m.qDim() + 2.0 * h * m.kvDim();
-    const double layer = attention + (mixed ? std::min(dense, moe) : moe);
-    // Every stage holds totalLayers / pp layers; tp splits each matrix at most tp ways
-    // (replicated KV heads only add to this).
-    const double perDevice = layer / l.tp * double(m.totalLayers() / l.pp);
-    // The shard group spans zero_group x cp devices (gradients reduce over dp x cp).
+    // The shard group spans zero_group x cp devices (gradients reduce over dp x cp); the experts'
+    // the same share of their edp group (CostModel's rule).
     const int shards = l.zero_stage > 0 ? l.zeroGroupSize() * l.cp : 1;
-    const ModelStateBytes s = modelStateBytes(perDevice, l.zero_stage, shards, p.training.precision,
-                                              p.training.optimizer);
-    const double states = s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
+    const int expertShards =
+        l.zero_stage > 0 ? std::max(1, int(std::lround(double(l.expertDataParallel()) * l.zeroGroupSize() / l.dp))) : 1;
+    auto stateBytes = [&](double params, int group) {
+        const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, p.training.precision, p.training.optimizer);
+        return s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
+    };
+    // Per layer (replicated KV heads only add to this); every stage holds totalLayers / pp layers.
+    const double denseLayer = stateBytes(attention / l.tp + dense, shards);
+    const double moeLayer = stateBytes(attention / l.tp + moe - routed, shards) + stateBytes(routed, expertShards);
+    const double perLayer = !m.moe.enabled() ? denseLayer : mixed ? std::min(denseLayer, moeLayer) : moeLayer;
+    const double states = perLayer * double(m.totalLayers() / l.pp);
     return states + model.params().reserve_fraction * p.cluster.node.chip.hbmBytesPerDevice();
 }
 
@@ -349,6 +358,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     for (bool sp : {false, true}) {
         if ((space_.sequence_parallel && *space_.sequence_parallel != sp) || (sp && s.tp == 1))
             continue;
+        if (!sp && s.tp > 1 && m.moe.enabled())
+            continue;  // MoE under tp trains with sp (core's rule, Megatron-LM's)
         sps.push_back(sp);
     }
     // ZeRO stage, shard group, offload.
@@ -376,6 +387,29 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     zeros.push_back({z, g, o});
     }
 
+    // Expert grids (MoE): every ep dividing the routed experts, with etp = tp (the default, 0) or
+    // a power of two up to a node's devices dividing the experts' ffn_hidden, ep x etp dividing
+    // the stage's tp x cp x dp devices (Layout.h: Megatron-LM's expert grid).
+    struct ExpertConfig {
+        int ep, etp;
+    };
+    std::vector<ExpertConfig> expertGrids;
+    if (!m.moe.enabled()) {
+        expertGrids.push_back({1, 0});
+    } else {
+        const std::int64_t stageDevices = std::int64_t(s.tp) * s.cp * s.dp;
+        std::vector<int> etps;
+        for (int etp = 1; etp <= devicesPerNode; etp *= 2)
+            if (m.expertFfn() % etp == 0)
+                etps.push_back(etp);
+        if (std::find(etps.begin(), etps.end(), s.tp) == etps.end() && m.expertFfn() % s.tp == 0)
+            etps.push_back(s.tp);
+        for (std::int64_t ep : divisors(m.moe.experts))
+            for (int etp : etps)
+                if (space_.ep.contains(int(ep)) && space_.etp.contains(etp) && stageDevices % (ep * etp) == 0)
+                    expertGrids.push_back({int(ep), etp == s.tp ? 0 : etp});
+    }
+
     Layout l;
     l.dp = s.dp;
     l.tp = s.tp;
@@ -383,14 +417,18 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     l.cp = s.cp;
     l.first_stage_layers = s.first_stage_layers;
     l.last_stage_layers = s.last_stage_layers;
-    for (const ZeroConfig& z : zeros) {
+    const bool overlapPrecision = t.precision != Precision::FP32;
+    for (const ZeroConfig& z : zeros)
+    for (const ExpertConfig& e : expertGrids) {
         l.zero_stage = z.stage;
         l.zero_group = z.group;
         l.offload = z.offload;
+        l.ep = e.ep;
+        l.etp = e.etp;
         // Overlap options are the framework's, not a search dimension: on wherever the space
         // turns them on and the layout can use them.
         l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
-        // Depends only on the mesh shape and the ZeRO configuration: once per configuration.
+        // Depends only on the mesh shape, the ZeRO configuration and the expert grid: once per pair.
         const double bound = memoryLowerBound(model_, l);
         for (bool sp : sps) {
             l.sequence_parallel = sp;
@@ -404,6 +442,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     l.virtual_stages = v;
                     for (Recompute r : space_.recomputes) {
                         l.recompute = r;
+                        l.ep_comm_overlap = space_.ep_comm_overlap && l.ep > 1 && r != Recompute::Full &&
+                                            (s.pp == 1 || schedule == PipelineSchedule::Interleaved) && overlapPrecision;
                         const bool partial = r == Recompute::Full;
                         l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
                                                      : RecomputeMethod::Uniform;

@@ -23,6 +23,8 @@ IntBounds* intKey(SearchSpace& s, const std::string& key)
     if (key == "mb") return &s.mb;
     if (key == "v") return &s.v;
     if (key == "zero") return &s.zero;
+    if (key == "ep") return &s.ep;
+    if (key == "etp") return &s.etp;
     return nullptr;
 }
 
@@ -84,7 +86,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 errors.push_back({field, quotedValue(value) + " is not a shard-group size (0 or positive)"});
             else
                 space.zero_group = v;
-        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather") {
+        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather" || key == "ep_comm_overlap") {
             std::optional<bool> on;
             if (value == "on" || value == "true" || value == "1")
                 on = true;
@@ -96,6 +98,8 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 space.sequence_parallel = *on;
             else if (on && key == "tp_comm_overlap")
                 space.tp_comm_overlap = *on;
+            else if (on && key == "ep_comm_overlap")
+                space.ep_comm_overlap = *on;
             else if (on)
                 space.overlap_param_gather = *on;
         } else if (key == "schedule") {
@@ -113,7 +117,8 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
         } else {
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
                                      "recompute, offload, tp_comm_overlap, overlap_param_gather, "
-                                     "first_stage_layers, last_stage_layers, recompute_method, recompute_layers)"});
+                                     "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
+                                     "etp, ep_comm_overlap)"});
         }
     }
     return errors;
@@ -127,7 +132,7 @@ FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper,
         IntBounds* b = intKey(space, key);
         int v = 0;
         if (!b)
-            errors.push_back({field, "unknown key (bounds apply to: dp, tp, pp, cp, zero, mb, v)"});
+            errors.push_back({field, "unknown key (bounds apply to: dp, tp, pp, cp, zero, mb, v, ep, etp)"});
         else if (!parseWholeInt(value, v))
             errors.push_back({field, quotedValue(value) + " is not an integer"});
         else if (v < (key == "zero" ? 0 : 1))
@@ -163,7 +168,7 @@ FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, con
 
 namespace {
 
-constexpr const char* kIntKeys[] = {"dp", "tp", "pp", "cp", "zero", "mb", "v"};
+constexpr const char* kIntKeys[] = {"dp", "tp", "pp", "cp", "zero", "mb", "v", "ep", "etp"};
 
 // Appends `item` to a separated list.
 void appendItem(std::string& list, const std::string& item, char separator = ',')
@@ -215,6 +220,8 @@ std::string fixedText(const SearchSpace& s)
         add("tp_comm_overlap", "on");
     if (s.overlap_param_gather)
         add("overlap_param_gather", "on");
+    if (s.ep_comm_overlap)
+        add("ep_comm_overlap", "on");
     return out;
 }
 

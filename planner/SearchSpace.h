@@ -22,6 +22,9 @@
 //                    v >= 2 dividing layers / pp
 //   recompute        none, selective, full
 //   offload          none, and optimizer when zero >= 1
+//   ep, etp          MoE only: every ep dividing the routed experts, and etp = tp (written as
+//                    the default) or a power of two up to a node's devices dividing the experts'
+//                    ffn_hidden, with ep x etp dividing tp x cp x dp (Megatron-LM's expert grid)
 #pragma once
 
 #include "FieldError.h"
@@ -51,6 +54,7 @@ struct IntBounds {
 struct SearchSpace {
     // Inclusive bounds; fixing a key sets lo == hi.
     IntBounds dp, tp, pp, cp, mb, v;
+    IntBounds ep, etp;  // (etp: the expert-tensor-parallel degree itself, tp when the layout leaves it out)
     IntBounds zero{0, 3};
     std::optional<int> zero_group;          // fixed shard group (0: whole dp group)
     std::optional<bool> sequence_parallel;  // fixed sp
@@ -64,6 +68,7 @@ struct SearchSpace {
     // Megatron's overlap options (Layout.h), applied to every layout that can use them.
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
+    bool ep_comm_overlap = false;
     std::vector<PipelineSchedule> schedules{PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
                                             PipelineSchedule::Interleaved};
     std::vector<Recompute> recomputes{Recompute::None, Recompute::Selective, Recompute::Full};
@@ -83,9 +88,10 @@ struct SearchSpace {
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
 // recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
-// recompute_method, recompute_layers). Errors name the key ("fix.tp: \"x\" is not an integer").
+// recompute_method, recompute_layers, ep, etp, ep_comm_overlap). Errors name the key ("fix.tp: \"x\" is
+// not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
-// "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v.
+// "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v, ep, etp.
 FieldErrors applyBounds(SearchSpace& space, const std::string& text, bool upper, const std::string& path);
 // "none,selective": the recomputation modes allowed.
 FieldErrors applyRecomputeModes(SearchSpace& space, const std::string& text, const std::string& path = "recompute");

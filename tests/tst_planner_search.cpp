@@ -65,8 +65,17 @@ std::vector<Layout> bruteForce(const Problem& p)
                                                                PipelineSchedule::Interleaved})
                                         for (int v = 1; v <= (s == PipelineSchedule::Interleaved ? L : 1); ++v)
                                             for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-                                                for (Offload o : {Offload::None, Offload::Optimizer}) {
+                                                for (Offload o : {Offload::None, Offload::Optimizer})
+                                                for (int ep = 1; ep <= std::max(1, p.model.moe.experts); ++ep)
+                                                for (int etp = 0; etp <= (p.model.moe.enabled() ? nodeDevices : 0);
+                                                     etp = etp == 0 ? 1 : 2 * etp) {
+                                                    // Expert grids (MoE): ep any, etp as tp (0) or a power of
+                                                    // two up to a node's devices (etp = tp is written as 0).
+                                                    if (etp == tp)
+                                                        continue;
                                                     Layout l;
+                                                    l.ep = ep;
+                                                    l.etp = etp;
                                                     l.dp = dp;
                                                     l.tp = tp;
                                                     l.pp = pp;
