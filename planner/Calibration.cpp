@@ -29,7 +29,8 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
         cc.id = c.string("id", true);
         cc.source = c.string("source", true);
         cc.metric = c.string("metric", true);
-        if (cc.metric != "tflops_per_device" && cc.metric != "model_tflops_per_device" && cc.metric != "sequences_per_s")
+        if (cc.metric != "tflops_per_device" && cc.metric != "model_tflops_per_device" && cc.metric != "sequences_per_s" &&
+            cc.metric != "tokens_per_s_per_device")
             c.error("metric", "unknown metric \"" + cc.metric + "\"");
         cc.measured = c.number("measured", 0, true, 1e-9, 1e12);
         const size_t before = errors.size();
@@ -79,6 +80,8 @@ double predictMetric(const CalibrationCase& c, const CostModelParams& params, bo
         return p.hardware_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
     if (c.metric == "model_tflops_per_device")  // Megatron-Core's logs: model FLOPs, no recomputation
         return p.model_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
+    if (c.metric == "tokens_per_s_per_device")  // Megatron-Bridge's performance summary: tokens/s/GPU
+        return p.tokens_per_s / double(c.layout.devices());
     return double(c.problem.training.global_batch) / p.step_time_s;
 }
 
@@ -143,6 +146,8 @@ const char* toString(FitTerm term)
     case FitTerm::DpOverlap: return "dp_overlap";
     case FitTerm::InterNodeEfficiency: return "network.inter_node_efficiency";
     case FitTerm::IntraLinkEfficiency: return "network.intra_link_efficiency";
+    case FitTerm::GroupedGemmEfficiency: return "moe.grouped_gemm_efficiency";
+    case FitTerm::MoeLayerOverhead: return "moe.layer_overhead_s";
     }
     return "?";
 }
@@ -166,6 +171,8 @@ double get(const CostModelParams& p, FitTerm t, const std::string& vendor)
     case FitTerm::DpOverlap: return logit(std::clamp(p.dp_overlap, 1e-3, 1 - 1e-3));
     case FitTerm::InterNodeEfficiency: return logit(p.inter_node_efficiency);
     case FitTerm::IntraLinkEfficiency: return logit(p.intra_link_efficiency);
+    case FitTerm::GroupedGemmEfficiency: return logit(std::clamp(p.grouped_gemm_efficiency, 1e-3, 1 - 1e-3));
+    case FitTerm::MoeLayerOverhead: return std::log(std::max(1e-7, p.moe_layer_overhead_s));
     }
     return 0;
 }
@@ -179,6 +186,8 @@ void set(CostModelParams& p, FitTerm t, double x, const std::string& vendor)
     case FitTerm::DpOverlap: p.dp_overlap = logistic(x); break;
     case FitTerm::InterNodeEfficiency: p.inter_node_efficiency = logistic(x); break;
     case FitTerm::IntraLinkEfficiency: p.intra_link_efficiency = logistic(x); break;
+    case FitTerm::GroupedGemmEfficiency: p.grouped_gemm_efficiency = logistic(x); break;
+    case FitTerm::MoeLayerOverhead: p.moe_layer_overhead_s = std::exp(x); break;
     }
 }
 

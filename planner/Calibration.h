@@ -57,7 +57,7 @@ std::string chipFamily(const struct ChipSpec& chip);
 
 // The terms a fit may move.
 enum class FitTerm { VendorMatmulEfficiency, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
-                     IntraLinkEfficiency };
+                     IntraLinkEfficiency, GroupedGemmEfficiency, MoeLayerOverhead };
 const char* toString(FitTerm term);
 
 struct FitResult {

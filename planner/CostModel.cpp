@@ -90,7 +90,7 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     const NodeType& node = problem.cluster.node;
     const double devicesPerChip = chip.devices_per_chip;
     peak_flops_device_ = chip.peakFlops(computeType(problem.training.precision)) / devicesPerChip;
-    matmul_efficiency_ = params.matmulEfficiency(chip);
+    matmul_efficiency_ = params.matmulEfficiency(chip, computeType(problem.training.precision));
     hbm_bytes_per_second_device_ = chip.hbm_bytes_per_second / devicesPerChip;
     hbm_capacity_device_ = chip.hbmBytesPerDevice();
     host_link_bytes_per_second_device_ = node.host_link_bytes_per_second / devicesPerChip;
@@ -407,9 +407,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // expert's M its tokens: small per-expert batches run low on the shape curve, and every
     // expert's weights are read.
     const double busyTokens = imbalance * perExpertTokens;
+    GemmPricer grouped = gemm;
+    grouped.efficiency *= prm.grouped_gemm_efficiency;
     const double mlpTime =
-        moe.enabled() ? gemm(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
-                            gemm(busyTokens, h, expertLocal, localExperts) +
+        moe.enabled() ? grouped(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
+                            grouped(busyTokens, h, expertLocal, localExperts) +
                             (sharedLocalAll > 0 ? gemm(T, (D.matrices - 1) * sharedLocalAll, h) + gemm(T, h, sharedLocalAll)
                                                 : 0.0) +
                             gemm(D.T_moe, D.experts, h)
@@ -419,9 +421,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // copies, read and written), and, with several local experts, sorted by expert after the
     // gather and back before the scatter (R copies).
     const double permutedCopies = 2 * D.T_moe * D.experts_active + (localExperts > 1 ? 2 * imbalance * routedCopies : 0.0);
+    // (With the fixed per-layer overhead of the routing: CostModelParams::moe_layer_overhead_s.)
     const double moePermute =
         moe.enabled() ? 2 * permutedCopies * h * activation_bytes_ / hbm_bytes_per_second_device_ +
-                            (localExperts > 1 ? 4 : 2) * prm.kernel_overhead_s
+                            (localExperts > 1 ? 4 : 2) * prm.kernel_overhead_s + prm.moe_layer_overhead_s
                       : 0.0;
     // The inner activations a layer of this stage keeps, on average over its MoE and dense layers
     // (everything they size is linear in it): the routed copies' (R x f / etp = T_moe k f, on the

@@ -21,6 +21,14 @@ double CostModelParams::matmulEfficiency(const ChipSpec& chip) const
     return matmul_efficiency_default;
 }
 
+double CostModelParams::matmulEfficiency(const ChipSpec& chip, DataType type) const
+{
+    if (type == DataType::FP8 && chip.peak_flops_fp8 > 0)
+        if (auto it = measured_fp8_matmul_flops_by_chip.find(chip.name); it != measured_fp8_matmul_flops_by_chip.end())
+            return std::min(1.0, it->second / chip.peak_flops_fp8);
+    return matmulEfficiency(chip);
+}
+
 namespace {
 
 QJsonObject mapToJson(const std::map<std::string, double>& m)
@@ -65,6 +73,15 @@ QJsonObject toJson(const CostModelParams& p)
         {"memory", QJsonObject{{"reserve_fraction", p.reserve_fraction}, {"dp_bucket_bytes", p.dp_bucket_bytes}}},
         {"host_memory_bytes_per_second", p.host_memory_bytes_per_second},
     };
+    // The optional parts only when set (a profile saved before them reads and writes as it was).
+    if (!p.measured_fp8_matmul_flops_by_chip.empty()) {
+        QJsonObject mm = o.value("matmul_efficiency").toObject();
+        mm.insert("measured_fp8_flops_by_chip", mapToJson(p.measured_fp8_matmul_flops_by_chip));
+        o.insert("matmul_efficiency", mm);
+    }
+    if (p.grouped_gemm_efficiency != 1.0 || p.moe_layer_overhead_s != 0)
+        o.insert("moe", QJsonObject{{"grouped_gemm_efficiency", p.grouped_gemm_efficiency},
+                                    {"layer_overhead_s", p.moe_layer_overhead_s}});
     return o;
 }
 
@@ -76,16 +93,23 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     // belongs to validation (validation/ValidationProfile.h), which reads the same document.
     r.rejectUnknownKeys({"schema", "name", "matmul_efficiency", "matmul_half_dim", "kernel_overhead_s",
                          "elementwise_traffic_factor", "network", "dp_overlap", "memory",
-                         "host_memory_bytes_per_second", "emulation_wall", "notes", "fitted_on", "sources"});
+                         "host_memory_bytes_per_second", "moe", "emulation_wall", "notes", "fitted_on", "sources"});
     CostModelParams p;
     p.name = r.string("name", true);
     JsonReader mm = r.object("matmul_efficiency", true);
-    mm.rejectUnknownKeys({"default", "measured_bf16_flops_by_chip", "by_vendor", "sources"});
+    mm.rejectUnknownKeys({"default", "measured_bf16_flops_by_chip", "measured_fp8_flops_by_chip", "by_vendor", "sources"});
     p.matmul_efficiency_default = mm.number("default", 0, true, 1e-3, 1.0);
     JsonReader measured = mm.object("measured_bf16_flops_by_chip", true);
     for (auto it = measured.json().begin(); it != measured.json().end(); ++it) {
         const std::string chip = it.key().toStdString();
         p.measured_matmul_flops_by_chip[chip] = measured.quantity(chip.c_str(), QuantityKind::FlopsPerSecond, true);
+    }
+    if (mm.has("measured_fp8_flops_by_chip")) {
+        JsonReader fp8 = mm.object("measured_fp8_flops_by_chip", false);
+        for (auto it = fp8.json().begin(); it != fp8.json().end(); ++it) {
+            const std::string chip = it.key().toStdString();
+            p.measured_fp8_matmul_flops_by_chip[chip] = fp8.quantity(chip.c_str(), QuantityKind::FlopsPerSecond, true);
+        }
     }
     p.matmul_efficiency_by_vendor = readFractions(mm.object("by_vendor", true));
     p.matmul_half_dim = r.number("matmul_half_dim", 0, true, 0, 1e5);
@@ -106,6 +130,12 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.reserve_fraction = mem.number("reserve_fraction", 0, true, 0, 0.5);
     p.dp_bucket_bytes = mem.number("dp_bucket_bytes", 0, true, 0, 1e11);
     p.host_memory_bytes_per_second = r.number("host_memory_bytes_per_second", 0, true, 1e6, 1e13);
+    if (r.has("moe")) {
+        JsonReader moe = r.object("moe", false);
+        moe.rejectUnknownKeys({"grouped_gemm_efficiency", "layer_overhead_s"});
+        p.grouped_gemm_efficiency = moe.number("grouped_gemm_efficiency", 1.0, false, 1e-3, 1.0);
+        p.moe_layer_overhead_s = moe.number("layer_overhead_s", 0, false, 0, 1e-1);
+    }
     return p;
 }
 

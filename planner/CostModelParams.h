@@ -8,6 +8,7 @@
 #pragma once
 
 #include "FieldError.h"
+#include "HardwareSpec.h"
 
 #include <QJsonObject>
 
@@ -24,6 +25,9 @@ struct CostModelParams {
     // else a fraction fitted per vendor, else the default.
     double matmul_efficiency_default = 0;
     std::map<std::string, double> measured_matmul_flops_by_chip;  // chip name -> bf16 FLOP/s
+    // The same table's FP8 measurements (FP8 training's GEMMs run at these; a chip without one at
+    // its bf16 fraction of the FP8 peak). Optional in JSON.
+    std::map<std::string, double> measured_fp8_matmul_flops_by_chip;
     std::map<std::string, double> matmul_efficiency_by_vendor;    // vendor -> fraction
 
     // Shape curve: a GEMM whose smallest per-device dimension is n runs at
@@ -54,7 +58,17 @@ struct CostModelParams {
     double dp_bucket_bytes = 0;           // gradient bucket size for bucketed all-reduce
     double host_memory_bytes_per_second = 0;  // CPU Adam on offloaded optimizer states, per device
 
+    // Mixture of experts (optional in JSON; fitted on the MoE rows of calibration-cases.md):
+    // the fraction of the dense GEMMs' efficiency the experts' grouped GEMMs reach (variable
+    // per-expert batches, one kernel over all local experts), and a fixed time per MoE layer and
+    // pass (router top-k, the token counts synchronised to the host before the all-to-all,
+    // permutation index building: Megatron-LM's dispatcher syncs on them).
+    double grouped_gemm_efficiency = 1.0;
+    double moe_layer_overhead_s = 0;
+
     double matmulEfficiency(const struct ChipSpec& chip) const;
+    // For a data type: FP8 at the measured FP8 rate where there is one.
+    double matmulEfficiency(const ChipSpec& chip, DataType type) const;
     bool operator==(const CostModelParams&) const = default;
 };
 

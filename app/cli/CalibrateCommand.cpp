@@ -253,7 +253,8 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             const std::string name = list->substr(start, comma - start);
             bool known = false;
             for (FitTerm t : {FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::ElementwiseFactor,
-                              FitTerm::DpOverlap, FitTerm::InterNodeEfficiency, FitTerm::IntraLinkEfficiency})
+                              FitTerm::DpOverlap, FitTerm::InterNodeEfficiency, FitTerm::IntraLinkEfficiency,
+                              FitTerm::GroupedGemmEfficiency, FitTerm::MoeLayerOverhead})
                 if (name == toString(t)) {
                     terms.push_back(t);
                     known = true;
