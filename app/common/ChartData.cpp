@@ -256,6 +256,18 @@ StackedBarsData memoryChartData(const Prediction& p)
               {QObject::tr("activations"), {m.activations / GiB}},
               {QObject::tr("buffers"), {m.buffers / GiB}},
               {QObject::tr("reserve"), {m.reserve / GiB}}};
+    // A mixture of experts: the routed experts' share of weights + gradients + optimizer
+    // (memory_bytes.experts, a part of those three, not a fourth term) as a second bar beside the
+    // device's, split into the experts and the rest, so the first bar still adds up to the total.
+    if (m.experts > 0) {
+        const double states = (m.weights + m.gradients + m.optimizer) / GiB;
+        d.categories << QObject::tr("of weights + gradients + optimizer");
+        for (BarSet& set : d.sets)
+            set.values << 0.0;
+        BarSet experts{QObject::tr("routed experts"), {0.0, m.experts / GiB}};
+        BarSet rest{QObject::tr("dense layers, embeddings, shared experts"), {0.0, states - m.experts / GiB}};
+        d.sets << experts << rest;
+    }
     d.limit = m.capacity / GiB;
     d.limit_name = QObject::tr("HBM capacity");
     return d;
@@ -269,6 +281,8 @@ QVector<StepTimePart> stepTimeParts(const TimeBreakdown& t)
             {QObject::tr("CP comm"), t.cp_comm, t.hidden.cp_comm},
             {QObject::tr("PP comm"), t.pp_comm, 0},
             {QObject::tr("DP/ZeRO comm"), t.dp_comm, t.hidden.dp_comm},
+            // MoE token dispatch and combine over the ep group (time_s.ep_comm, hidden.ep_comm).
+            {QObject::tr("EP all-to-all"), t.ep_comm, t.hidden.ep_comm},
             {QObject::tr("bubble"), t.bubble, 0},
             {QObject::tr("optimizer"), t.optimizer, 0},
             {QObject::tr("offload"), t.offload, 0}};

@@ -74,7 +74,8 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
 // Time to train per node type (comparison), labelled with the cost.
 StackedBarsData nodeTypesChartData(const SweepResult& comparison);
 
-// Memory per device by category against the HBM capacity (GiB).
+// Memory per device by category against the HBM capacity (GiB); with routed experts a second
+// bar splits weights + gradients + optimizer into the experts' share and the rest.
 StackedBarsData memoryChartData(const Prediction& prediction);
 // The step time's components in words, each with its time on the critical path and (for
 // communication) its time hidden behind compute, in the chart's order and colours.
