@@ -14,6 +14,8 @@
 #include "Units.h"
 
 #include <QChart>
+#include <QAbstractBarSeries>
+#include <QBarSet>
 #include <QChartView>
 #include <QGraphicsSimpleTextItem>
 #include <QLegendMarker>
@@ -306,24 +308,34 @@ private slots:
         model.setPlans(dense, {});
         QVERIFY(!model.hasExperts());
 
-        // The memory chart: the device's bar as before, and a second bar of the model states
-        // split into the experts and the rest.
+        // The memory chart: the device's bar as before, and a second, hatched bar of the experts'
+        // share of the model states.
         constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
         const StackedBarsData memory = memoryChartData(p);
-        QCOMPARE(memory.categories.size(), 2);
-        QCOMPARE(memory.sets.size(), 8);
-        QCOMPARE(memory.sets[6].name, QStringLiteral("routed experts"));
+        QCOMPARE(memory.categories, (QStringList{"all", "MoE"}));
+        QCOMPARE(memory.sets.size(), 7);
+        QCOMPARE(memory.sets[6].name, QStringLiteral("routed experts, of weights + gradients + optimizer"));
         QCOMPARE(memory.sets[6].values, (QVector<double>{0.0, 0.6 * states / GiB}));
-        QCOMPARE(memory.sets[7].values[1], 0.4 * states / GiB);
+        QVERIFY(memory.sets[6].overlapped && !memory.sets[6].in_legend);
         double device = 0;
         for (int i = 0; i < 6; ++i) {
             QCOMPARE(memory.sets[i].values.size(), 2);
             QCOMPARE(memory.sets[i].values[1], 0.0);
+            QVERIFY(!memory.sets[i].overlapped);
             device += memory.sets[i].values[0];
         }
         QCOMPARE(device, p.memory_bytes.total() / GiB);  // the experts are not counted twice
-        QCOMPARE(memory.sets[6].values[1] + memory.sets[7].values[1],
-                 memory.sets[0].values[0] + memory.sets[1].values[0] + memory.sets[2].values[0]);
+        // Drawn: hatched, out of the crowded legend.
+        std::unique_ptr<QChartView> memoryView(makeStackedBarChart(memory, nullptr));
+        QStringList legend;
+        for (QLegendMarker* marker : memoryView->chart()->legend()->markers())
+            if (marker->isVisible())
+                legend << marker->label();
+        QCOMPARE(legend, (QStringList{"weights", "gradients", "optimizer", "activations", "buffers", "reserve"}));
+        const QList<QBarSet*> memorySets = qobject_cast<QAbstractBarSeries*>(memoryView->chart()->series().front())->barSets();
+        QCOMPARE(memorySets.size(), 7);
+        QCOMPARE(memorySets[6]->brush().style(), Qt::BDiagPattern);
+        QCOMPARE(memorySets[6]->at(1), 0.6 * states / GiB);
         // A dense prediction keeps its single bar.
         Prediction plain = priced.prediction;
         QCOMPARE(memoryChartData(plain).categories.size(), 1);

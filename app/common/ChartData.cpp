@@ -257,16 +257,18 @@ StackedBarsData memoryChartData(const Prediction& p)
               {QObject::tr("buffers"), {m.buffers / GiB}},
               {QObject::tr("reserve"), {m.reserve / GiB}}};
     // A mixture of experts: the routed experts' share of weights + gradients + optimizer
-    // (memory_bytes.experts, a part of those three, not a fourth term) as a second bar beside the
-    // device's, split into the experts and the rest, so the first bar still adds up to the total.
+    // (memory_bytes.experts, a part of those three, not a fourth term) as a second, hatched bar
+    // beside the device's, so the first still adds up to the total and nothing is counted twice.
+    // Short category names and no legend entry: at 1100x720 the chart is about 360 x 200 px and
+    // a seventh entry or a longer name is cut; the bar's tooltip names it whole.
     if (m.experts > 0) {
-        const double states = (m.weights + m.gradients + m.optimizer) / GiB;
-        d.categories << QObject::tr("of weights + gradients + optimizer");
+        d.categories = {QObject::tr("all"), QObject::tr("MoE")};
         for (BarSet& set : d.sets)
             set.values << 0.0;
-        BarSet experts{QObject::tr("routed experts"), {0.0, m.experts / GiB}};
-        BarSet rest{QObject::tr("dense layers, embeddings, shared experts"), {0.0, states - m.experts / GiB}};
-        d.sets << experts << rest;
+        BarSet experts{QObject::tr("routed experts, of weights + gradients + optimizer"), {0.0, m.experts / GiB}};
+        experts.overlapped = true;
+        experts.in_legend = false;
+        d.sets << experts;
     }
     d.limit = m.capacity / GiB;
     d.limit_name = QObject::tr("HBM capacity");

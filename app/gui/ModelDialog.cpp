@@ -8,6 +8,8 @@
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -64,9 +66,9 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     bias_->setChecked(start.bias);
     qkvBias_ = new QCheckBox(tr("biases on q, k and v only (Qwen2)"), this);
     qkvBias_->setChecked(start.qkv_bias && !start.bias);
-    qkNorm_ = new QCheckBox(tr("QK-norm: a norm over head_dim on every query and key head (Qwen3)"), this);
+    qkNorm_ = new QCheckBox(tr("QK-norm on every query and key head (Qwen3)"), this);
     qkNorm_->setChecked(start.qk_norm);
-    sinks_ = new QCheckBox(tr("attention sinks: a learned logit per query head (GPT-OSS)"), this);
+    sinks_ = new QCheckBox(tr("attention sinks, a logit per head (GPT-OSS)"), this);
     sinks_->setChecked(start.attention_sinks);
     slidingWindow_ = spin(start.sliding_window.size, 0, 1 << 24, this, "sliding_window.size");
     slidingWindow_->setToolTip(tr("Keys each query sees on the sliding layers (0: full attention). The layers "
@@ -75,7 +77,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     tied_->setChecked(start.tied_embeddings);
     embeddingNorm_ = new QCheckBox(tr("norm after the embeddings (BERT)"), this);
     embeddingNorm_->setChecked(start.embedding_norm);
-    finalNorm_ = new QCheckBox(tr("final norm after the last layer (pre-norm models)"), this);
+    finalNorm_ = new QCheckBox(tr("final norm after the last layer (pre-norm)"), this);
     finalNorm_->setChecked(start.final_norm);
     pooler_ = new QCheckBox(tr("pooler, dense h x h (BERT)"), this);
     pooler_->setChecked(start.pooler);
@@ -139,35 +141,52 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(tr("Vocabulary"), vocab_);
     form->addRow(tr("Max sequence"), maxSeq_);
     form->addRow(tr("Positions"), positions_);
-    form->addRow(tr("Learned position rows (0: max sequence)"), positionTable_);
     form->addRow(tr("RoPE base"), ropeBase_);
-    form->addRow(tr("Relative attention buckets (T5)"), relativeBuckets_);
-    form->addRow(tr("Token types (BERT segments)"), tokenTypes_);
     form->addRow(tr("Norm"), norm_);
     form->addRow(QString(), bias_);
     form->addRow(QString(), qkvBias_);
     form->addRow(QString(), qkNorm_);
     form->addRow(QString(), sinks_);
     form->addRow(tr("Sliding window (0: none)"), slidingWindow_);
-    form->addRow(QString(), tied_);
-    form->addRow(QString(), embeddingNorm_);
-    form->addRow(QString(), finalNorm_);
-    form->addRow(QString(), pooler_);
-    form->addRow(tr("Experts (0: dense)"), experts_);
-    form->addRow(tr("Experts per token"), topK_);
-    form->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
-    form->addRow(tr("Shared experts"), sharedExperts_);
-    form->addRow(tr("Shared expert FFN size"), sharedFfn_);
-    form->addRow(tr("Dense first layers"), denseLayers_);
-    form->addRow(tr("MoE layer every"), layerInterval_);
-    form->addRow(tr("Router"), router_);
-    form->addRow(tr("Capacity factor"), capacityFactor_);
-    form->addRow(tr("Load-balancing loss weight"), auxLoss_);
-    form->addRow(tr("MLA key-value rank (0: no MLA)"), kvLoraRank_);
-    form->addRow(tr("MLA query rank (0: no compression)"), qLoraRank_);
-    form->addRow(tr("MLA per-head q/k without RoPE"), qkNopeHeadDim_);
-    form->addRow(tr("MLA per-head RoPE q/k"), qkRopeHeadDim_);
-    form->addRow(tr("MLA per-head value"), vHeadDim_);
+    // The second column: the structure BERT and T5 differ in, the mixture of experts and
+    // multi-head latent attention, each in its own box (one column was taller than a screen).
+    auto group = [this](const QString& title) {
+        auto* box = new QGroupBox(title, this);
+        auto* boxForm = new QFormLayout(box);
+        return boxForm;
+    };
+    QFormLayout* structure = group(tr("Structure"));
+    structure->addRow(tr("Learned positions (0: max sequence)"), positionTable_);
+    structure->addRow(tr("Relative attention buckets (T5)"), relativeBuckets_);
+    structure->addRow(tr("Token types (BERT segments)"), tokenTypes_);
+    structure->addRow(QString(), tied_);
+    structure->addRow(QString(), embeddingNorm_);
+    structure->addRow(QString(), finalNorm_);
+    structure->addRow(QString(), pooler_);
+    QFormLayout* moe = group(tr("Mixture of experts"));
+    moe->addRow(tr("Experts (0: dense)"), experts_);
+    moe->addRow(tr("Experts per token"), topK_);
+    moe->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
+    moe->addRow(tr("Shared experts"), sharedExperts_);
+    moe->addRow(tr("Shared expert FFN size"), sharedFfn_);
+    moe->addRow(tr("Dense first layers"), denseLayers_);
+    moe->addRow(tr("MoE layer every"), layerInterval_);
+    moe->addRow(tr("Router"), router_);
+    moe->addRow(tr("Capacity factor"), capacityFactor_);
+    moe->addRow(tr("Load-balancing loss weight"), auxLoss_);
+    QFormLayout* mla = group(tr("Multi-head latent attention"));
+    mla->addRow(tr("Key-value rank (0: no MLA)"), kvLoraRank_);
+    mla->addRow(tr("Query rank (0: no compression)"), qLoraRank_);
+    mla->addRow(tr("Per-head q/k without RoPE"), qkNopeHeadDim_);
+    mla->addRow(tr("Per-head RoPE q/k"), qkRopeHeadDim_);
+    mla->addRow(tr("Per-head value"), vHeadDim_);
+    auto* second = new QVBoxLayout;
+    for (QFormLayout* f : {structure, moe, mla})
+        second->addWidget(f->parentWidget());
+    second->addStretch();
+    auto* columns = new QHBoxLayout;
+    columns->addLayout(form, 1);
+    columns->addLayout(second, 1);
 
     parameters_ = new QLabel(this);
     QFont f = parameters_->font();
@@ -181,7 +200,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
 
     auto* layout = new QVBoxLayout(this);
-    layout->addLayout(form);
+    layout->addLayout(columns);
     layout->addWidget(parameters_);
     layout->addWidget(messages_);
     layout->addWidget(buttons_);
