@@ -4,6 +4,7 @@
 // overlap each other or a marker and follow zoom.
 #include "ChartAdapters.h"
 #include "ChartData.h"
+#include "DeviceMeshWidget.h"
 #include "EntrySummary.h"
 #include "PlanFigures.h"
 #include "PlanRequest.h"
@@ -378,6 +379,23 @@ private slots:
         Prediction noEp = p;
         noEp.time_s.ep_comm = 0;
         QVERIFY(pipelineTimelineFor(layout, p).makespan_s > pipelineTimelineFor(layout, noEp).makespan_s);
+
+        // The device mesh names the expert groups in Megatron's tp-ep-dp order: ep 4 over ranks
+        // 0-3 of one node, the expert data parallel group of 4 at stride 4 over both nodes.
+        DeviceMeshWidget mesh;
+        mesh.setMesh(request.problem, layout);
+        const QStringList placement = mesh.placementLines();
+        QVERIFY2(placement.contains(QStringLiteral("ep groups of 4: inside one scale-up domain: switch link")),
+                 qPrintable(placement.join(QLatin1Char('|'))));
+        QVERIFY2(placement.contains(QStringLiteral("edp groups of 4: across 2 scale-up domains (2 per domain): node network")),
+                 qPrintable(placement.join(QLatin1Char('|'))));
+        QVERIFY(!placement.join(QLatin1Char('|')).contains(QLatin1String("etp groups")));  // etp 1: no groups
+        Layout denseLayout = layout;
+        denseLayout.ep = 1;
+        denseLayout.etp = 0;
+        mesh.setMesh(dense, denseLayout);
+        QCOMPARE(mesh.placementLines().size(), 2);  // tp and dp only
+        QVERIFY(!mesh.placementLines().join(QLatin1Char('|')).contains(QLatin1String("ep groups")));
 
         // The model summary: the parameters a token uses.
         const ModelSpec mixtral = store_->specs().model("mixtral-8x7b");

@@ -233,7 +233,7 @@ private slots:
         QTest::addColumn<QString>("tabTitle");
         QTest::addColumn<int>("kind");
         QTest::addColumn<int>("minimum");
-        QTest::newRow("models") << QStringLiteral("Models") << int(EntryKind::Model) << 22;
+        QTest::newRow("models") << QStringLiteral("Models") << int(EntryKind::Model) << 27;
         QTest::newRow("chips") << QStringLiteral("Chips") << int(EntryKind::Chip) << 13;
         QTest::newRow("nodes") << QStringLiteral("Node types") << int(EntryKind::Node) << 14;
     }

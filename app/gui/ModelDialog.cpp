@@ -116,6 +116,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     auxLoss_->setDecimals(4);
     auxLoss_->setSingleStep(0.001);
     auxLoss_->setValue(start.moe.aux_loss_coeff);
+    // Megatron-LM megatron/training/arguments.py @ d98e8a6 (line 3536): --moe-aux-loss-coeff.
     auxLoss_->setToolTip(tr("Weight of the load-balancing loss (Megatron's --moe-aux-loss-coeff)"));
     // Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank 0 is ordinary attention.
     kvLoraRank_ = spin(start.mla.kv_lora_rank, 0, 1 << 20, this, "mla.kv_lora_rank");

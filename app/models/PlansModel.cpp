@@ -41,6 +41,9 @@ QVariant PlansModel::headerData(int section, Qt::Orientation orientation, int ro
                                              "mb",        "schedule",  "recompute", "offload",   "step time",
                                              "tokens/s",  "MFU",       "memory/device", "of HBM", "time to train",
                                              "cost to train", "feasible"};
+    // The expert flags: Megatron-LM megatron/core/model_parallel_config.py @ d98e8a6
+    // (expert_model_parallel_size, expert_tensor_parallel_size, made --expert-model-parallel-size
+    // and --expert-tensor-parallel-size by megatron/training/argument_utils.py).
     static const char* tips[ColumnCount] = {
         "rank by the objective", "data-parallel replicas", "tensor-parallel degree", "pipeline stages",
         "context-parallel degree",
