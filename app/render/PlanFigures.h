@@ -25,7 +25,7 @@ QString pipelineTitle(const Layout& layout, const Prediction& prediction);
 QString figureName(const std::string& figure);
 
 // A mixture of experts' layout in words: "Experts: 8 routed over ep 4 (2 per device), etp 1,
-// expert data parallel 16", the experts' share of weights + gradients + optimizer
+// expert data parallel 4", the experts' share of weights + gradients + optimizer
 // (memory_bytes.experts) and the all-to-all (time_s.ep_comm, hidden.ep_comm) when the prediction
 // has them. Empty for a dense model.
 QString expertSummary(const Problem& problem, const Layout& layout, const Prediction& prediction);
