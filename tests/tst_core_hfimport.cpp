@@ -92,6 +92,7 @@ private slots:
         QTest::newRow("bert-base-uncased") << "bert-base-uncased" << qint64(109'482'240);
         QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
         QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
+        QTest::newRow("Mixtral-8x22B-v0.1") << "Mixtral-8x22B-v0.1" << qint64(140'620'634'112);
         QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
         QTest::newRow("Qwen3-235B-A22B") << "Qwen3-235B-A22B" << qint64(235'093'634'560);
         QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
@@ -124,6 +125,7 @@ private slots:
         QTest::newRow("bert-base") << "bert-base-uncased" << "bert-base";
         QTest::newRow("t5-base") << "t5-base" << "t5-base";
         QTest::newRow("deepseek-v3") << "DeepSeek-V3" << "deepseek-v3";
+        QTest::newRow("mixtral-8x22b") << "Mixtral-8x22B-v0.1" << "mixtral-8x22b";
         QTest::newRow("qwen3-30b-a3b") << "Qwen3-30B-A3B" << "qwen3-30b-a3b";
         QTest::newRow("qwen3-235b-a22b") << "Qwen3-235B-A22B" << "qwen3-235b-a22b";
         QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << "gpt-oss-120b";
