@@ -7,6 +7,7 @@
 #include "DeviceMeshWidget.h"
 #include "EntrySummary.h"
 #include "PlanFigures.h"
+#include "ProblemOverview.h"
 #include "PlanRequest.h"
 #include "PlansModel.h"
 #include "PointLabels.h"
@@ -396,6 +397,19 @@ private slots:
         mesh.setMesh(dense, denseLayout);
         QCOMPARE(mesh.placementLines().size(), 2);  // tp and dp only
         QVERIFY(!mesh.placementLines().join(QLatin1Char('|')).contains(QLatin1String("ep groups")));
+
+        // The problem overview compares the FLOPs per token with 2 x the active parameters, not
+        // the total (issue 16's "-85.2% above 2P").
+        Problem overviewed = request.problem;
+        overviewed.training.seq_len = 2048;
+        const double flops = double(forwardFlopsPerToken(overviewed.model, 2048));
+        const double activeP = double(parameterBreakdown(overviewed.model).active_per_token);
+        const QString overview = QString::fromStdString(problemOverview(overviewed));
+        QVERIFY2(overview.contains(QStringLiteral("(%1% above 2P, P = 12,879,925,248 active parameters: attention "
+                                                  "scores and logits)")
+                                       .arg(100 * (flops / (2 * activeP) - 1), 0, 'f', 1)),
+                 qPrintable(overview));
+        QVERIFY(flops > 2 * activeP);
 
         // The model summary: the parameters a token uses.
         const ModelSpec mixtral = store_->specs().model("mixtral-8x7b");
