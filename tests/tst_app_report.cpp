@@ -375,6 +375,12 @@ private slots:
         QVERIFY2(text.contains(QLatin1String("Experts: 4 routed over ep 2 (2 per device), etp 1, expert data parallel 1; "
                                              "their weights, gradients and optimizer states ")),
                  qPrintable(text));
+        const ParameterBreakdown counts = parameterBreakdown(input.chosen.request.problem.model);
+        QVERIFY2(text.contains(QStringLiteral("(%1 parameters, %2 active per token)")
+                                   .arg(QString::fromStdString(formatCount(counts.total)),
+                                        QString::fromStdString(formatCount(counts.active_per_token)))),
+                 qPrintable(text));
+        QVERIFY(counts.active_per_token < counts.total);
         QVERIFY(text.contains(QStringLiteral("<tr><td>EP all-to-all</td><td class=n>%1</td>")
                                   .arg(QString::fromStdString(formatDuration(p.time_s.ep_comm)))));
     }

@@ -247,9 +247,13 @@ QString ReportBuilder::html(bool forPdf) const
     auto row = [&](const QString& k, const QString& v) {
         h += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(esc(k), esc(v));
     };
-    row(QObject::tr("Model"), QStringLiteral("%1 (%2 parameters)")
+    const ParameterBreakdown counts = parameterBreakdown(p.model);
+    row(QObject::tr("Model"), QStringLiteral("%1 (%2 parameters%3)")
                                   .arg(q(p.model.display_name.empty() ? p.model.name : p.model.display_name),
-                                       q(formatCount(parameterCount(p.model)))));
+                                       q(formatCount(counts.total)),
+                                       p.model.moe.enabled()
+                                           ? QObject::tr(", %1 active per token").arg(q(formatCount(counts.active_per_token)))
+                                           : QString()));
     row(QObject::tr("Cluster"), QStringLiteral("%1 x %2: %3 chips, %4 devices")
                                     .arg(p.cluster.nodes)
                                     .arg(q(p.cluster.node.name))
