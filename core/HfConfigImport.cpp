@@ -323,10 +323,20 @@ void readQwen3(Config& c, ModelSpec& m)
 
 // The router's settings both MoE classes share: top-k of num experts, aux-loss weight; the
 // router's logits and jitter are training switches without weights.
+// A token's top k drawn from more experts than there are: refused by the config's own keys.
+void refuseTopKPastExperts(Config& c, const MoeSpec& e, const char* expertsKey)
+{
+    if (e.top_k > e.experts)
+        c.error("num_experts_per_tok", std::to_string(e.top_k) + " is more than " + expertsKey + " " +
+                                           std::to_string(e.experts) + ": a token cannot be routed to more experts "
+                                           "than there are");
+}
+
 void readRouter(Config& c, ModelSpec& m, const char* expertsKey, int experts, int topK, double auxLoss)
 {
     m.moe.experts = c.integer(expertsKey, experts, 1, 4096);
     m.moe.top_k = c.integer("num_experts_per_tok", topK, 1, 4096);
+    refuseTopKPastExperts(c, m.moe, expertsKey);
     m.moe.aux_loss_coeff = c.number("router_aux_loss_coef", auxLoss, 0, 1000);
     c.shapeFree({"output_router_logits", "router_jitter_noise"});
 }
@@ -448,6 +458,7 @@ void readDeepseekV3(Config& c, ModelSpec& m)
     MoeSpec& e = m.moe;
     e.experts = c.integer("n_routed_experts", 256, 1, 4096);
     e.top_k = c.integer("num_experts_per_tok", 8, 1, 4096);
+    refuseTopKPastExperts(c, e, "n_routed_experts");
     e.ffn_hidden = c.integer("moe_intermediate_size", 2048, 1, 1 << 22);
     e.shared_experts = c.integer("n_shared_experts", 1, 0, 4096);
     e.shared_ffn_hidden = e.shared_experts > 0 ? e.ffn_hidden : 0;

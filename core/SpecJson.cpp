@@ -7,6 +7,7 @@
 #include <QJsonValue>
 
 #include <cmath>
+#include <cstdio>
 
 namespace shardscope {
 
@@ -199,11 +200,24 @@ MoeSpec readMoe(JsonReader& r)
     e.top_k = moe.integer("top_k", 0, true, 1, 4096);
     e.shared_experts = moe.integer("shared_experts", 0, false, 0, 4096);
     e.shared_ffn_hidden = moe.integer("shared_ffn_hidden", 0, false, 1, 1 << 22);
-    e.ffn_hidden = moe.integer("ffn_hidden", 0, false, 1, 1 << 22);
+    // A size or factor whose absence means something (the model's ffn_hidden; dropless routing):
+    // 0 or less written out is refused with what leaving it out means, not read as the default.
+    auto positiveWhenGiven = [&](const char* key, const char* leftOut) {
+        const QJsonValue v = moe.json().value(QLatin1String(key));
+        if (!v.isDouble() || v.toDouble() > 0)
+            return true;
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", v.toDouble());
+        moe.error(key, std::string(text) + " must be > 0 when given (leave " + key + " out: " + leftOut + ")");
+        return false;
+    };
+    if (positiveWhenGiven("ffn_hidden", "each routed expert has the model's ffn_hidden"))
+        e.ffn_hidden = moe.integer("ffn_hidden", 0, false, 1, 1 << 22);
     e.dense_layers = moe.integer("dense_layers", 0, false, 0, 10000);
     e.layer_interval = moe.integer("layer_interval", 1, false, 1, 10000);
     e.router = moe.enumeration<MoeRouter>("router", kMoeRouterNames, MoeRouter::SoftmaxNorm, false);
-    e.capacity_factor = moe.number("capacity_factor", 0, false, 1e-6, 1000);
+    if (positiveWhenGiven("capacity_factor", "dropless routing, every token to its top k"))
+        e.capacity_factor = moe.number("capacity_factor", 0, false, 1e-6, 1000);
     e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1000);
     e.score_correction_bias = moe.boolean("score_correction_bias", false);
     e.expert_groups = moe.integer("expert_groups", 0, false, 1, 4096);

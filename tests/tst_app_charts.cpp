@@ -4,17 +4,26 @@
 // overlap each other or a marker and follow zoom.
 #include "ChartAdapters.h"
 #include "ChartData.h"
+#include "DeviceMeshWidget.h"
+#include "EntrySummary.h"
+#include "PlanFigures.h"
+#include "ProblemOverview.h"
+#include "PlanRequest.h"
+#include "PlansModel.h"
 #include "PointLabels.h"
 #include "Store.h"
 #include "Sweep.h"
 #include "Units.h"
 
 #include <QChart>
+#include <QAbstractBarSeries>
+#include <QBarSet>
 #include <QChartView>
 #include <QGraphicsSimpleTextItem>
 #include <QLegendMarker>
 #include <QScatterSeries>
 #include <QStandardPaths>
+#include <QAbstractItemModelTester>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -245,6 +254,169 @@ private slots:
         QVERIFY(data.series[0].points.isEmpty() && data.series[1].points.isEmpty());
         QCOMPARE(data.series[1].name, QStringLiteral("perfect scaling"));
         QVERIFY(!data.empty_text.isEmpty());
+    }
+
+    // (issue 16) A mixtral-8x7b plan with expert parallelism, priced, then given by hand the MoE
+    // figures the cost model fills (experts' memory, the all-to-all): the plans table's ep and
+    // etp columns, the memory bar's experts, the step-time bar's all-to-all, the figures' names
+    // and the plan's expert line.
+    void mixtureOfExpertsPlanFigures()
+    {
+        PlanRequest request;
+        request.problem.model = store_->specs().model("mixtral-8x7b");
+        request.problem.cluster.node = store_->specs().node("p5.48xlarge");
+        request.problem.cluster.nodes = 2;
+        request.problem.training.global_batch = 256;
+        request.problem.training.seq_len = 4096;
+        FieldErrors errors;
+        Layout layout = parseLayout("tp=2,sp=on,pp=1,ep=4,etp=1,zero=1,mb=1", errors);
+        resolveDataParallel(layout, request.problem.cluster.devices(), errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        errors = validate(layout, request.problem.model, request.problem.cluster, request.problem.training);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QCOMPARE(layout.dp, 8);
+        QCOMPARE(layout.expertDataParallel(), 4);  // tp x cp x dp / (ep x etp) = 16 / 4
+        PricedPlan priced = pricePlan(request, layout);
+        Prediction p = priced.prediction;
+        QVERIFY(p.step_time_s > 0 && p.memory_bytes.weights > 0);
+        // The MoE fields by hand: 60% of the model states are the experts', an all-to-all of 5%
+        // of the step exposed and 3% hidden (wide enough to draw).
+        const double states = p.memory_bytes.weights + p.memory_bytes.gradients + p.memory_bytes.optimizer;
+        p.memory_bytes.experts = 0.6 * states;
+        const double exposed = 0.05 * p.step_time_s, hidden = 0.03 * p.step_time_s;
+        p.time_s.ep_comm = exposed;
+        p.time_s.hidden.ep_comm = hidden;
+        p.step_time_s = p.time_s.sum();
+
+        // The plans table: ep and etp columns; etp 0 in the layout reads as tp.
+        Plan plan{layout, p, {}, {}};
+        Layout asTp = layout;
+        asTp.etp = 0;
+        Plan second{asTp, p, {}, {}};
+        PlansModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setPlans(request.problem, {plan, second});
+        QVERIFY(model.hasExperts());
+        QCOMPARE(model.headerData(PlansModel::Ep, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("ep"));
+        QCOMPARE(model.headerData(PlansModel::Etp, Qt::Horizontal, Qt::DisplayRole).toString(), QStringLiteral("etp"));
+        QVERIFY(model.headerData(PlansModel::Ep, Qt::Horizontal, Qt::ToolTipRole).toString().contains(
+            QLatin1String("--expert-model-parallel-size")));
+        QCOMPARE(model.index(0, PlansModel::Ep).data().toInt(), 4);
+        QCOMPARE(model.index(0, PlansModel::Etp).data().toInt(), 1);
+        QCOMPARE(model.index(1, PlansModel::Etp).data().toInt(), 2);  // as tp
+        QCOMPARE(model.index(0, PlansModel::Tp).data().toInt(), 2);
+        Problem dense = request.problem;
+        dense.model = store_->specs().model("llama-3-8b");
+        model.setPlans(dense, {});
+        QVERIFY(!model.hasExperts());
+
+        // The memory chart: the device's bar as before, and a second, hatched bar of the experts'
+        // share of the model states.
+        constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+        const StackedBarsData memory = memoryChartData(p);
+        QCOMPARE(memory.categories, (QStringList{"all", "MoE"}));
+        QCOMPARE(memory.sets.size(), 7);
+        QCOMPARE(memory.sets[6].name, QStringLiteral("routed experts, of weights + gradients + optimizer"));
+        QCOMPARE(memory.sets[6].values, (QVector<double>{0.0, 0.6 * states / GiB}));
+        QVERIFY(memory.sets[6].overlapped && !memory.sets[6].in_legend);
+        double device = 0;
+        for (int i = 0; i < 6; ++i) {
+            QCOMPARE(memory.sets[i].values.size(), 2);
+            QCOMPARE(memory.sets[i].values[1], 0.0);
+            QVERIFY(!memory.sets[i].overlapped);
+            device += memory.sets[i].values[0];
+        }
+        QCOMPARE(device, p.memory_bytes.total() / GiB);  // the experts are not counted twice
+        // Drawn: hatched, out of the crowded legend.
+        std::unique_ptr<QChartView> memoryView(makeStackedBarChart(memory, nullptr));
+        QStringList legend;
+        for (QLegendMarker* marker : memoryView->chart()->legend()->markers())
+            if (marker->isVisible())
+                legend << marker->label();
+        QCOMPARE(legend, (QStringList{"weights", "gradients", "optimizer", "activations", "buffers", "reserve"}));
+        const QList<QBarSet*> memorySets = qobject_cast<QAbstractBarSeries*>(memoryView->chart()->series().front())->barSets();
+        QCOMPARE(memorySets.size(), 7);
+        QCOMPARE(memorySets[6]->brush().style(), Qt::BDiagPattern);
+        QCOMPARE(memorySets[6]->at(1), 0.6 * states / GiB);
+        // A dense prediction keeps its single bar.
+        Prediction plain = priced.prediction;
+        QCOMPARE(memoryChartData(plain).categories.size(), 1);
+        QCOMPARE(memoryChartData(plain).sets.size(), 6);
+
+        // The step-time bar: the all-to-all on the critical path and in the hidden lane, in one colour.
+        const StackedBarsData time = stepTimeChartData(p);
+        const auto ep = std::find_if(time.sets.begin(), time.sets.end(),
+                                     [](const BarSet& s) { return s.name == QLatin1String("EP all-to-all"); });
+        const auto epHidden = std::find_if(time.sets.begin(), time.sets.end(),
+                                           [](const BarSet& s) { return s.name == QLatin1String("EP all-to-all, hidden"); });
+        QVERIFY(ep != time.sets.end() && epHidden != time.sets.end());
+        QCOMPARE(ep->values.front(), exposed);
+        QCOMPARE(epHidden->values, (QVector<double>{0.0, hidden}));
+        QVERIFY(epHidden->overlapped);
+        QCOMPARE(ep->color, epHidden->color);
+        QCOMPARE(time.categories, (QStringList{"critical path", "hidden behind compute"}));
+        double drawn = 0;
+        for (const StepTimePart& part : stepTimeParts(p.time_s))
+            drawn += part.exposed;
+        QCOMPARE(drawn, p.step_time_s);  // every part of the step is a part of the bar
+
+        // The figures' names, as the terms tree and the report show them.
+        QCOMPARE(figureName("time_s.ep_comm"),
+                 QStringLiteral("Step time: expert-parallel all-to-all (token dispatch and combine)"));
+        QCOMPARE(figureName("memory_bytes.experts"),
+                 QStringLiteral("Memory: routed experts (of weights, gradients and optimizer states)"));
+
+        // The plan's expert line (Plan details): 8 experts over ep 4, etp 1, edp 4, with the figures.
+        const QString line = expertSummary(request.problem, layout, p);
+        QVERIFY2(line.startsWith(QLatin1String("Experts: 8 routed over ep 4 (2 per device), etp 1, expert data parallel 4")),
+                 qPrintable(line));
+        QVERIFY2(line.contains(QString::fromStdString(formatBytes(0.6 * states))), qPrintable(line));
+        QVERIFY2(line.contains(QStringLiteral("all-to-all %1 per step on the critical path, %2 hidden")
+                                   .arg(QString::fromStdString(formatDuration(exposed)),
+                                        QString::fromStdString(formatDuration(hidden)))),
+                 qPrintable(line));
+        QVERIFY(expertSummary(dense, Layout{}, plain).isEmpty());
+        // The pipeline timeline spreads the all-to-all over the micro-batches like tp and cp.
+        Prediction noEp = p;
+        noEp.time_s.ep_comm = 0;
+        QVERIFY(pipelineTimelineFor(layout, p).makespan_s > pipelineTimelineFor(layout, noEp).makespan_s);
+
+        // The device mesh names the expert groups in Megatron's tp-ep-dp order: ep 4 over ranks
+        // 0-3 of one node, the expert data parallel group of 4 at stride 4 over both nodes.
+        DeviceMeshWidget mesh;
+        mesh.setMesh(request.problem, layout);
+        const QStringList placement = mesh.placementLines();
+        QVERIFY2(placement.contains(QStringLiteral("ep groups of 4: inside one scale-up domain: switch link")),
+                 qPrintable(placement.join(QLatin1Char('|'))));
+        QVERIFY2(placement.contains(QStringLiteral("edp groups of 4: across 2 scale-up domains (2 per domain): node network")),
+                 qPrintable(placement.join(QLatin1Char('|'))));
+        QVERIFY(!placement.join(QLatin1Char('|')).contains(QLatin1String("etp groups")));  // etp 1: no groups
+        Layout denseLayout = layout;
+        denseLayout.ep = 1;
+        denseLayout.etp = 0;
+        mesh.setMesh(dense, denseLayout);
+        QCOMPARE(mesh.placementLines().size(), 2);  // tp and dp only
+        QVERIFY(!mesh.placementLines().join(QLatin1Char('|')).contains(QLatin1String("ep groups")));
+
+        // The problem overview compares the FLOPs per token with 2 x the active parameters, not
+        // the total (issue 16's "-85.2% above 2P").
+        Problem overviewed = request.problem;
+        overviewed.training.seq_len = 2048;
+        const double flops = double(forwardFlopsPerToken(overviewed.model, 2048));
+        const double activeP = double(parameterBreakdown(overviewed.model).active_per_token);
+        const QString overview = QString::fromStdString(problemOverview(overviewed));
+        QVERIFY2(overview.contains(QStringLiteral("(%1% above 2P, P = 12,879,925,248 active parameters: attention "
+                                                  "scores and logits)")
+                                       .arg(100 * (flops / (2 * activeP) - 1), 0, 'f', 1)),
+                 qPrintable(overview));
+        QVERIFY(flops > 2 * activeP);
+
+        // The model summary: the parameters a token uses.
+        const ModelSpec mixtral = store_->specs().model("mixtral-8x7b");
+        QVERIFY2(QString::fromStdString(summarize(mixtral)).endsWith(
+                     QLatin1String("46,702,792,704 parameters (12,879,925,248 active)")),
+                 summarize(mixtral).c_str());
+        QVERIFY(QString::fromStdString(summarize(store_->specs().model("llama-3-8b"))).endsWith(QLatin1String(" parameters")));
     }
 };
 

@@ -15,6 +15,8 @@
 #include "SetupPage.h"
 #include "Sweep.h"
 #include "ModelDialog.h"
+#include "PlansModel.h"
+#include "PlansPage.h"
 #include "ModelSpec.h"
 #include "Units.h"
 #include "Device.h"
@@ -27,6 +29,10 @@
 #include <QApplication>
 #include <QChart>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QChartView>
 #include <QDir>
@@ -42,6 +48,7 @@
 #include <QStandardPaths>
 #include <QStyle>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QSignalSpy>
@@ -226,7 +233,7 @@ private slots:
         QTest::addColumn<QString>("tabTitle");
         QTest::addColumn<int>("kind");
         QTest::addColumn<int>("minimum");
-        QTest::newRow("models") << QStringLiteral("Models") << int(EntryKind::Model) << 22;
+        QTest::newRow("models") << QStringLiteral("Models") << int(EntryKind::Model) << 27;
         QTest::newRow("chips") << QStringLiteral("Chips") << int(EntryKind::Chip) << 13;
         QTest::newRow("nodes") << QStringLiteral("Node types") << int(EntryKind::Node) << 14;
     }
@@ -950,6 +957,80 @@ private slots:
         const ModelSpec fresh = ModelDialog::withFamilyDefaults(m);
         QVERIFY(!fresh.rope_scaling.enabled() && !fresh.sliding_window.enabled());
         QVERIFY(fresh.qk_norm && fresh.moe.ffn_hidden == 2048);  // visible: kept
+    }
+
+    // (issue 16) The MoE router, capacity factor and load-balancing weight and MLA's ranks and
+    // per-head sizes are controls of the dialog: DeepSeek-V3 round-trips, a change is counted
+    // exactly, a bad value is named and cannot be saved. The catalog table shows the active
+    // count; the plans table shows ep and etp for a mixture of experts only.
+    void modelDialogMoeAndMlaFields()
+    {
+        const ModelSpec deepseek = store_->specs().model("deepseek-v3");
+        ModelDialog dialog(deepseek);
+        QVERIFY(dialog.model() == deepseek);
+        auto* router = dialog.findChild<QComboBox*>(QStringLiteral("moe.router"));
+        auto* capacity = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("moe.capacity_factor"));
+        auto* aux = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("moe.aux_loss_coeff"));
+        QVERIFY(router && capacity && aux);
+        QCOMPARE(router->currentText(), QStringLiteral("sigmoid-norm"));
+        QCOMPARE(capacity->text(), QStringLiteral("dropless"));
+        QCOMPARE(dialog.field("mla.kv_lora_rank")->value(), 512);
+        QCOMPARE(dialog.field("mla.q_lora_rank")->value(), 1536);
+        QVERIFY(dialog.parameters()->text().contains(QStringLiteral("(37,552,297,472 active per token)")));
+        QPushButton* save = dialog.findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Save);
+        QVERIFY(save->isEnabled());
+
+        // A key-value rank of 256: kv_a_proj loses 256 x 7168, kv_b_proj 256 x 128 heads x (128 + 128),
+        // kv_a_layernorm 256, in each of the 61 layers.
+        dialog.field("mla.kv_lora_rank")->setValue(256);
+        QCOMPARE(qint64(parameterCount(dialog.model())),
+                 qint64(parameterCount(deepseek) - 61LL * (256 * 7168 + 256 * 128 * 256 + 256)));
+        // Past hidden: named, not saved.
+        dialog.field("mla.kv_lora_rank")->setValue(8000);
+        QVERIFY2(dialog.messages()->text().contains(QLatin1String("model.mla.kv_lora_rank: 8000 is out of range [1, 7168]")),
+                 qPrintable(dialog.messages()->text()));
+        QVERIFY(!save->isEnabled());
+        // 0: ordinary attention, the other MLA boxes off.
+        dialog.field("mla.kv_lora_rank")->setValue(0);
+        QVERIFY(!dialog.model().mla.enabled() && !dialog.field("mla.v_head_dim")->isEnabled());
+        dialog.field("mla.kv_lora_rank")->setValue(512);
+        QVERIFY(dialog.model() == deepseek);
+
+        // The router and the training settings reach the model; a top k past the experts is named.
+        capacity->setValue(1.25);
+        aux->setValue(0.001);
+        router->setCurrentIndex(router->findText(QStringLiteral("softmax")));
+        QCOMPARE(dialog.model().moe.capacity_factor, 1.25);
+        QCOMPARE(dialog.model().moe.aux_loss_coeff, 0.001);
+        QCOMPARE(dialog.model().moe.router, MoeRouter::Softmax);
+        QCOMPARE(qint64(parameterCount(dialog.model())), qint64(parameterCount(deepseek)));  // no count changes
+        dialog.field("moe.top_k")->setValue(300);
+        QVERIFY2(dialog.messages()->text().contains(QLatin1String("model.moe.top_k: 300 must be between 1 and experts 256")),
+                 qPrintable(dialog.messages()->text()));
+        QVERIFY(!save->isEnabled());
+        // With no experts the router's settings are off.
+        dialog.field("moe.experts")->setValue(0);
+        dialog.field("moe.top_k")->setValue(0);
+        QVERIFY(!router->isEnabled() && !capacity->isEnabled());
+
+        // The catalog table's Active column: what a token uses.
+        window_->pages()->setCurrentWidget(catalogPage());
+        QTableWidget* models = table(QStringLiteral("Models"));
+        const int active = column(models, QStringLiteral("Active"));
+        QVERIFY(active >= 0);
+        for (const char* name : {"mixtral-8x7b", "qwen3-235b-a22b", "llama-3-8b"}) {
+            const int row = rowOf(models, QLatin1String(name));
+            QVERIFY2(row >= 0, name);
+            QCOMPARE(models->item(row, active)->text(),
+                     QString::fromStdString(formatCount(parameterBreakdown(catalog_->model(name)).active_per_token)));
+        }
+
+        // The plans table of the default (dense) problem hides ep and etp.
+        QTRY_VERIFY_WITH_TIMEOUT(window_->lastResult() && window_->lastResult()->best(), 120'000);
+        QTableView* plans = window_->plansPage()->table();
+        QVERIFY(!window_->plansPage()->findChild<PlansModel*>()->hasExperts());
+        QVERIFY(plans->isColumnHidden(PlansModel::Ep) && plans->isColumnHidden(PlansModel::Etp));
+        QVERIFY(!plans->isColumnHidden(PlansModel::Tp));
     }
 
     // A catalog change (a model added) keeps the node types the user chose to compare.

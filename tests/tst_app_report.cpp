@@ -5,6 +5,7 @@
 #include "PlanFigures.h"
 #include "ReportBuilder.h"
 #include "Search.h"
+#include "Units.h"
 
 #include <QApplication>
 #include <QFile>
@@ -351,6 +352,37 @@ private slots:
         const QByteArray text = read(dir_.filePath("tiny-breaks.html"));
         QVERIFY(!text.contains("\xe2\x80\x8b"));
         QVERIFY(text.contains("offload=none"));
+    }
+
+    // (issue 16) A mixture of experts' report: the expert line under the chosen layout and the
+    // all-to-all in the step-time table, from MoE figures filled by hand (the cost model's part).
+    void mixtureOfExpertsInTheReport()
+    {
+        ReportInput input = tinyInput();
+        input.chosen.request.problem.model.moe = {4, 2};
+        input.chosen = pricePlan(input.chosen.request, parseLayoutOrDie("dp=2,pp=2,ep=2"));
+        Prediction& p = input.chosen.prediction;
+        p.memory_bytes.experts = 0.5 * (p.memory_bytes.weights + p.memory_bytes.gradients + p.memory_bytes.optimizer);
+        p.time_s.ep_comm = 0.25 * p.step_time_s;
+        p.time_s.hidden.ep_comm = 0.125 * p.step_time_s;
+        p.step_time_s = p.time_s.sum();
+        const QString out = dir_.filePath("tiny-moe.html");
+        ReportBuilder html(input, out, ReportFormat::Html, ChartFormat::Png);
+        for (int i = 0; i < html.steps(); ++i)
+            html.runStep(i);
+        QVERIFY(html.finish().isEmpty());
+        const QString text = QString::fromUtf8(read(out));
+        QVERIFY2(text.contains(QLatin1String("Experts: 4 routed over ep 2 (2 per device), etp 1, expert data parallel 1; "
+                                             "their weights, gradients and optimizer states ")),
+                 qPrintable(text));
+        const ParameterBreakdown counts = parameterBreakdown(input.chosen.request.problem.model);
+        QVERIFY2(text.contains(QStringLiteral("(%1 parameters, %2 active per token)")
+                                   .arg(QString::fromStdString(formatCount(counts.total)),
+                                        QString::fromStdString(formatCount(counts.active_per_token)))),
+                 qPrintable(text));
+        QVERIFY(counts.active_per_token < counts.total);
+        QVERIFY(text.contains(QStringLiteral("<tr><td>EP all-to-all</td><td class=n>%1</td>")
+                                  .arg(QString::fromStdString(formatDuration(p.time_s.ep_comm)))));
     }
 
     // The builder in-process, as the GUI uses it.

@@ -865,7 +865,7 @@ private slots:
             QVERIFY2(!names.contains(name), qPrintable(QStringLiteral("duplicate name ") + name));
             names.insert(name);
         }
-        QVERIFY2(kinds.value(QStringLiteral("model")) >= 22, qPrintable(QString::number(kinds.value(QStringLiteral("model")))));
+        QVERIFY2(kinds.value(QStringLiteral("model")) >= 27, qPrintable(QString::number(kinds.value(QStringLiteral("model")))));
         QVERIFY2(kinds.value(QStringLiteral("chip")) >= 13, qPrintable(QString::number(kinds.value(QStringLiteral("chip")))));
         QVERIFY2(kinds.value(QStringLiteral("node")) >= 14, qPrintable(QString::number(kinds.value(QStringLiteral("node")))));
         QCOMPARE(kinds.size(), 3);  // nothing but models, chips and nodes
@@ -879,7 +879,7 @@ private slots:
         QTest::addColumn<QString>("kindOption");
         QTest::addColumn<QString>("kind");
         QTest::addColumn<int>("minimum");
-        QTest::newRow("models") << QStringLiteral("models") << QStringLiteral("model") << 22;
+        QTest::newRow("models") << QStringLiteral("models") << QStringLiteral("model") << 27;
         QTest::newRow("chips") << QStringLiteral("chips") << QStringLiteral("chip") << 13;
         QTest::newRow("nodes") << QStringLiteral("nodes") << QStringLiteral("node") << 14;
     }

@@ -10,6 +10,8 @@
 #include "SpecJson.h"
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include <QDir>
 #include <QFile>
@@ -90,7 +92,9 @@ private slots:
         QTest::newRow("bert-base-uncased") << "bert-base-uncased" << qint64(109'482'240);
         QTest::newRow("t5-base") << "t5-base" << qint64(222'903'552);
         QTest::newRow("Mixtral-8x7B-v0.1") << "Mixtral-8x7B-v0.1" << qint64(46'702'792'704);
+        QTest::newRow("Mixtral-8x22B-v0.1") << "Mixtral-8x22B-v0.1" << qint64(140'620'634'112);
         QTest::newRow("Qwen3-30B-A3B") << "Qwen3-30B-A3B" << qint64(30'532'122'624);
+        QTest::newRow("Qwen3-235B-A22B") << "Qwen3-235B-A22B" << qint64(235'093'634'560);
         QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
         QTest::newRow("DeepSeek-V3") << "DeepSeek-V3" << qint64(671'026'419'200);
     }
@@ -121,6 +125,10 @@ private slots:
         QTest::newRow("bert-base") << "bert-base-uncased" << "bert-base";
         QTest::newRow("t5-base") << "t5-base" << "t5-base";
         QTest::newRow("deepseek-v3") << "DeepSeek-V3" << "deepseek-v3";
+        QTest::newRow("mixtral-8x22b") << "Mixtral-8x22B-v0.1" << "mixtral-8x22b";
+        QTest::newRow("qwen3-30b-a3b") << "Qwen3-30B-A3B" << "qwen3-30b-a3b";
+        QTest::newRow("qwen3-235b-a22b") << "Qwen3-235B-A22B" << "qwen3-235b-a22b";
+        QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << "gpt-oss-120b";
     }
     void sameShapeAsBuiltins()
     {
@@ -129,6 +137,11 @@ private slots:
         const ModelSpec imported = importFixture(folder);
         const ModelSpec known = BuiltinSpecs::instance().model(builtin.toStdString());
         QVERIFY(shapeOf(imported) == shapeOf(known));
+        // The built-ins added with issue 16 carry the config's eps and load-balancing weight too.
+        if (known.moe.enabled() && builtin != QLatin1String("deepseek-v3")) {
+            QCOMPARE(known.norm_eps, imported.norm_eps);
+            QCOMPARE(known.moe.aux_loss_coeff, imported.moe.aux_loss_coeff);
+        }
     }
 
     // Active parameters: the total less the routed experts a token does not use in each layer.
@@ -367,6 +380,41 @@ private slots:
         QVERIFY(refused("qk_norm", true, "model.qk_norm: does not apply to multi-head latent attention"));
     }
 
+    // Issue 16's bad input in the MoE configs: a top k past the expert count and an expert size
+    // of 0 or less are refused by the config's own keys, and nothing is imported.
+    void moeConfigRefusals_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<int>("value");
+        QTest::addColumn<QString>("fragment");
+        QTest::newRow("Mixtral top k 9 of 8") << "Mixtral-8x7B-v0.1" << "num_experts_per_tok" << 9
+                                              << "9 is more than num_local_experts 8";
+        QTest::newRow("Qwen3-MoE top k 129 of 128") << "Qwen3-30B-A3B" << "num_experts_per_tok" << 129
+                                                    << "129 is more than num_experts 128";
+        QTest::newRow("gpt-oss top k 200 of 128") << "gpt-oss-120b" << "num_experts_per_tok" << 200
+                                                  << "200 is more than num_local_experts 128";
+        QTest::newRow("DeepSeek-V3 top k 300 of 256") << "DeepSeek-V3" << "num_experts_per_tok" << 300
+                                                      << "300 is more than n_routed_experts 256";
+        QTest::newRow("Qwen3-MoE expert size 0") << "Qwen3-235B-A22B" << "moe_intermediate_size" << 0
+                                                 << "0 is out of range [1,";
+        QTest::newRow("DeepSeek-V3 expert size -1") << "DeepSeek-V3" << "moe_intermediate_size" << -1
+                                                    << "-1 is out of range [1,";
+        QTest::newRow("Mixtral expert size 0") << "Mixtral-8x7B-v0.1" << "intermediate_size" << 0
+                                               << "0 is out of range [1,";
+    }
+    void moeConfigRefusals()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, key);
+        QFETCH(int, value);
+        QFETCH(QString, fragment);
+        QJsonObject config = readFixture(folder);
+        config.insert(key, value);
+        QVERIFY(refusedAt(config, key.toStdString(), fragment.toStdString()));
+        QVERIFY_THROWS_EXCEPTION(InputError, modelDocumentFromHfConfig(config, {{}, {}, "x/config.json"}));
+    }
+
     // The MoE block in the model format: issue 16's keys, counted exactly, refused when wrong.
     void moeFormat()
     {
@@ -402,11 +450,104 @@ private slots:
             return !modelFromJson(bad, "model", e) && joinErrors(e).find(fragment) != std::string::npos;
         };
         QVERIFY(refused("top_k", 200, "model.moe.top_k: 200 must be between 1 and experts 128"));
-        QVERIFY(refused("capacity_factor", 0, "model.moe.capacity_factor: 0 is out of range"));
+        QVERIFY(refused("capacity_factor", 0, "model.moe.capacity_factor: 0 must be > 0 when given (leave capacity_factor out: dropless"));
         QVERIFY(refused("dense_layers", 48, "model.moe.dense_layers: 48 leaves no MoE layer"));
         QVERIFY(refused("shared_experts", 0, "model.moe.shared_ffn_hidden: without shared experts"));
         QVERIFY(refused("router", "argmax", "model.moe.router: unknown value \"argmax\""));
         QVERIFY(refused("experts_per_token", 2, "experts_per_token"));
+    }
+
+    // Issue 16's six built-in mixtures of experts: `catalog show NAME --json` gives the exact
+    // total and active counts, each equal to the published figure (exact where one is published:
+    // tests/data/hf/README.md; rounded as the model card or paper rounds it) and to the count
+    // written out term by term from the architecture.
+    void builtinMixturesOfExperts_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<qint64>("active");
+        QTest::addColumn<qint64>("byTerms");        // the total from the shapes, term by term
+        QTest::addColumn<qint64>("unusedExperts");  // total - active: the routed experts a token skips
+        QTest::addColumn<double>("publishedTotalB");   // billions, as published
+        QTest::addColumn<double>("publishedActiveB");
+        QTest::addColumn<double>("digits");            // decimals the publication gives
+        QTest::addColumn<bool>("activeWithoutEmbedding");  // the published active count leaves the input embedding out
+        // A SwiGLU MLP of inner size f: 3 h f; GQA attention without biases: 2 h (heads + kv) d.
+        auto mlp = [](qint64 h, qint64 f) { return 3 * h * f; };
+        auto attention = [](qint64 h, qint64 heads, qint64 kv, qint64 d) { return 2 * h * (heads + kv) * d; };
+        // Mixtral 8x7B (Jiang et al. 2024: 47B parameters, 13B active; KerasHub: 46,702,792,704).
+        {
+            const qint64 h = 4096, layer = attention(h, 32, 8, 128) + 8 * mlp(h, 14336) + h * 8 + 2 * h;
+            QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << qint64(46'702'792'704) << qint64(12'879'925'248)
+                                          << 32 * layer + 2 * 32000 * h + h << 32 * 6 * mlp(h, 14336) << 46.7 << 12.9
+                                          << 1.0 << false;
+        }
+        // Mixtral 8x22B (Mistral AI: 141B total, 39B active).
+        {
+            const qint64 h = 6144, layer = attention(h, 48, 8, 128) + 8 * mlp(h, 16384) + h * 8 + 2 * h;
+            QTest::newRow("mixtral-8x22b") << "mixtral-8x22b" << qint64(140'620'634'112) << qint64(39'152'031'744)
+                                           << 56 * layer + 2 * 32000 * h + h << 56 * 6 * mlp(h, 16384) << 141.0 << 39.0
+                                           << 0.0 << false;
+        }
+        // DeepSeek-V3 (671B total, 37B activated without the input embedding): deepseekV3() has its terms.
+        QTest::newRow("deepseek-v3") << "deepseek-v3" << qint64(671'026'419'200) << qint64(37'552'297'472)
+                                     << qint64(671'026'419'200) << 58 * 248 * mlp(7168, 2048) << 671.0 << 37.0 << 0.0
+                                     << true;
+        // Qwen3 (model cards: 30.5B / 3.3B activated, 235B / 22B activated): QK-norm's 2 x 128 per layer.
+        {
+            const qint64 h = 2048, layer = attention(h, 32, 4, 128) + 2 * 128 + 128 * mlp(h, 768) + h * 128 + 2 * h;
+            QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qint64(30'532'122'624) << qint64(3'353'032'704)
+                                           << 48 * layer + 2 * 151936 * h + h << 48 * 120 * mlp(h, 768) << 30.5 << 3.3
+                                           << 1.0 << false;
+        }
+        {
+            const qint64 h = 4096, layer = attention(h, 64, 4, 128) + 2 * 128 + 128 * mlp(h, 1536) + h * 128 + 2 * h;
+            QTest::newRow("qwen3-235b-a22b") << "qwen3-235b-a22b" << qint64(235'093'634'560) << qint64(22'190'763'520)
+                                             << 94 * layer + 2 * 151936 * h + h << 94 * 120 * mlp(h, 1536) << 235.0
+                                             << 22.0 << 0.0 << false;
+        }
+        // gpt-oss-120b (OpenAI's model card: 116.83B total, 5.13B active without the input
+        // embedding): biases everywhere, a sink per head, the experts' gate_up and down with biases.
+        {
+            const qint64 h = 2880, q = 64 * 64, kv = 8 * 64;
+            const qint64 expert = h * 2 * 2880 + 2 * 2880 + 2880 * h + h;
+            const qint64 layer = h * q + 2 * h * kv + q * h + q + 2 * kv + h + 64 + 128 * expert + h * 128 + 128 + 2 * h;
+            QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672) << qint64(5'711'982'912)
+                                          << 36 * layer + 2 * 201088 * h + h << 36 * 124 * expert << 116.83 << 5.13
+                                          << 2.0 << true;
+        }
+    }
+    void builtinMixturesOfExperts()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, total);
+        QFETCH(qint64, active);
+        QFETCH(qint64, byTerms);
+        QFETCH(qint64, unusedExperts);
+        QFETCH(double, publishedTotalB);
+        QFETCH(double, publishedActiveB);
+        QFETCH(double, digits);
+        QFETCH(bool, activeWithoutEmbedding);
+        QTemporaryDir dir;
+        const CliRun shown = runCli({"--db", dir.filePath("c.sqlite"), "catalog", "show", name, "--json"}, dir.path());
+        QVERIFY2(shown.exitCode == 0, shown.err.constData());
+        const QJsonObject doc = QJsonDocument::fromJson(shown.out).object();
+        QCOMPARE(qint64(doc.value("parameters").toDouble()), total);
+        QCOMPARE(qint64(doc.value("active_parameters").toDouble()), active);
+        QCOMPARE(byTerms, total);
+        QCOMPARE(total - active, unusedExperts);
+        const ModelSpec m = BuiltinSpecs::instance().model(name.toStdString());
+        QCOMPARE(qint64(parameterCount(m)), total);
+        const double scale = std::pow(10.0, digits);
+        auto rounded = [&](double count) { return std::round(count / 1e9 * scale) / scale; };
+        QCOMPARE(rounded(double(total)), publishedTotalB);
+        const double activeCounted = double(activeWithoutEmbedding ? active - parameterBreakdown(m).embeddings : active);
+        // Qwen writes 3.3B for 3.353B: its figures are cut, not rounded, at the tenth.
+        if (name == QLatin1String("qwen3-30b-a3b"))
+            QCOMPARE(std::floor(activeCounted / 1e9 * scale) / scale, publishedActiveB);
+        else
+            QCOMPARE(rounded(activeCounted), publishedActiveB);
+        QVERIFY(!m.source.empty());
     }
 
     void fieldsPerArchitecture()
@@ -683,7 +824,7 @@ private slots:
         } rows[] = {{"Llama-2-7b-hf", "llama-2-7b-hf", 6'738'415'616}, {"Mistral-7B-v0.1", "mistral-7b-v0.1", 7'241'732'096},
                     {"Qwen2-7B", "qwen2-7b", 7'615'616'512},        {"Qwen3-8B", "qwen3-8b", 8'190'735'360},
                     {"gpt2", "gpt2", 124'439'808},                  {"bert-base-uncased", "bert-base-uncased", 109'482'240},
-                    {"Mixtral-8x7B-v0.1", "mixtral-8x7b-v0.1", 46'702'792'704}, {"Qwen3-30B-A3B", "qwen3-30b-a3b", 30'532'122'624}};
+                    {"Mixtral-8x7B-v0.1", "mixtral-8x7b-v0.1", 46'702'792'704}};
         for (const auto& row : rows) {
             const CliRun r = cli({"catalog", "import", fixture(row.folder)});
             QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -703,6 +844,25 @@ private slots:
             QCOMPARE(qint64(shown.value("parameters").toDouble()), qint64(671'026'419'200));
             QCOMPARE(qint64(shown.value("active_parameters").toDouble()), qint64(37'552'297'472));
             QCOMPARE(shown.value("mla").toObject().value("kv_lora_rank").toInt(), 512);
+        }
+        // Qwen3-30B-A3B, Qwen3-235B-A22B and gpt-oss-120b: their folders' names are built-ins'
+        // (issue 16): refused by name, nothing imported; --name imports each beside the built-in
+        // with the built-in's counts.
+        for (const auto& [folder, builtin] : {std::pair{"Qwen3-30B-A3B", "qwen3-30b-a3b"},
+                                              std::pair{"Qwen3-235B-A22B", "qwen3-235b-a22b"},
+                                              std::pair{"gpt-oss-120b", "gpt-oss-120b"}}) {
+            CliRun refused = cli({"catalog", "import", fixture(folder)});
+            QCOMPARE(refused.exitCode, 2);
+            QVERIFY2(refused.err.contains(builtin), refused.err.constData());
+            const QString mine = QStringLiteral("my-") + QLatin1String(builtin);
+            CliRun imported = cli({"catalog", "import", fixture(folder), "--name", mine});
+            QVERIFY2(imported.exitCode == 0, imported.err.constData());
+            const QJsonObject shownMine = QJsonDocument::fromJson(cli({"catalog", "show", mine, "--json"}).out).object();
+            const QJsonObject shownBuiltin = QJsonDocument::fromJson(cli({"catalog", "show", builtin, "--json"}).out).object();
+            for (const char* key : {"parameters", "active_parameters"}) {
+                QVERIFY2(shownBuiltin.value(QLatin1String(key)).toDouble() > 0, key);
+                QCOMPARE(shownMine.value(QLatin1String(key)).toDouble(), shownBuiltin.value(QLatin1String(key)).toDouble());
+            }
         }
         const CliRun moe = cli({"catalog", "show", "qwen3-30b-a3b", "--json"});
         QCOMPARE(qint64(QJsonDocument::fromJson(moe.out).object().value("active_parameters").toDouble()),
@@ -746,6 +906,26 @@ private slots:
                  r.err.constData());
         r = cli({"catalog", "list", "--names"});
         QVERIFY(!r.out.contains("deepseek-wide"));
+        // Model documents with a top k past their experts, a capacity factor of 0: named, nothing
+        // imported.
+        for (const auto& [key, value, named] :
+             {std::tuple{"top_k", 9, "model.moe.top_k: 9 must be between 1 and experts 8"},
+              std::tuple{"capacity_factor", 0, "model.moe.capacity_factor: 0 must be > 0 when given"}}) {
+            QJsonObject badMoe = toJson(BuiltinSpecs::instance().model("mixtral-8x22b"));
+            badMoe.insert("name", "my-bad-mixtral");
+            QJsonObject badBlock = badMoe.value("moe").toObject();
+            badBlock.insert(QLatin1String(key), value);
+            badMoe.insert("moe", badBlock);
+            QFile badMoeFile(dir.filePath("bad-mixtral.json"));
+            QVERIFY(badMoeFile.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            badMoeFile.write(QJsonDocument(badMoe).toJson());
+            badMoeFile.close();
+            r = cli({"catalog", "import", badMoeFile.fileName()});
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.err.contains(named), r.err.constData());
+            r = cli({"catalog", "list", "--names"});
+            QVERIFY(!r.out.contains("my-bad-mixtral"));
+        }
         // --name on a ShardScope document is a usage error.
         r = cli({"catalog", "export", "gpt2", "--out", dir.filePath("gpt2.json")});
         QCOMPARE(r.exitCode, 0);

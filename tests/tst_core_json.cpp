@@ -290,6 +290,70 @@ private slots:
                  numberText.c_str());
     }
 
+    // Issue 16's bad input in the model format: each refused with the field named and the
+    // reason, the document read into no model. Each starts from a built-in that reads cleanly.
+    void mixtureOfExpertsBadInput_data()
+    {
+        QTest::addColumn<QString>("builtin");
+        QTest::addColumn<QString>("object");  // "moe", "mla" or "" (the model itself)
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("message");  // the first error, path and text
+        QTest::newRow("top_k past the experts")
+            << "mixtral-8x7b" << "moe" << "top_k" << QJsonValue(9) << "model.moe.top_k: 9 must be between 1 and experts 8";
+        QTest::newRow("top_k 0") << "qwen3-30b-a3b" << "moe" << "top_k" << QJsonValue(0)
+                                 << "model.moe.top_k: 0 is out of range [1, 4096]";
+        QTest::newRow("capacity factor 0 (dropless is left out)")
+            << "mixtral-8x7b" << "moe" << "capacity_factor" << QJsonValue(0)
+            << "model.moe.capacity_factor: 0 must be > 0 when given (leave capacity_factor out: dropless routing, "
+               "every token to its top k)";
+        QTest::newRow("capacity factor negative")
+            << "qwen3-235b-a22b" << "moe" << "capacity_factor" << QJsonValue(-1.5)
+            << "model.moe.capacity_factor: -1.5 must be > 0 when given (leave capacity_factor out: dropless "
+               "routing, every token to its top k)";
+        QTest::newRow("expert ffn 0") << "qwen3-30b-a3b" << "moe" << "ffn_hidden" << QJsonValue(0)
+                                      << "model.moe.ffn_hidden: 0 must be > 0 when given (leave ffn_hidden out: each "
+                                         "routed expert has the model's ffn_hidden)";
+        QTest::newRow("expert ffn negative")
+            << "gpt-oss-120b" << "moe" << "ffn_hidden" << QJsonValue(-768)
+            << "model.moe.ffn_hidden: -768 must be > 0 when given (leave ffn_hidden out: each routed expert has the "
+               "model's ffn_hidden)";
+        QTest::newRow("shared experts without a size")
+            << "mixtral-8x22b" << "moe" << "shared_experts" << QJsonValue(2)
+            << "model.moe.shared_ffn_hidden: is required with shared experts";
+        QTest::newRow("a shared size without shared experts")
+            << "qwen3-30b-a3b" << "moe" << "shared_ffn_hidden" << QJsonValue(768)
+            << "model.moe.shared_ffn_hidden: without shared experts: set moe.shared_experts";
+        QTest::newRow("kv_lora_rank past hidden")
+            << "deepseek-v3" << "mla" << "kv_lora_rank" << QJsonValue(7169)
+            << "model.mla.kv_lora_rank: 7169 is out of range [1, 7168] (at most hidden: a low-rank bottleneck no "
+               "wider than the model)";
+        QTest::newRow("q_lora_rank past hidden")
+            << "deepseek-v3" << "mla" << "q_lora_rank" << QJsonValue(8192)
+            << "model.mla.q_lora_rank: 8192 is out of range [1, 7168] (or null: no query compression)";
+    }
+    void mixtureOfExpertsBadInput()
+    {
+        QFETCH(QString, builtin);
+        QFETCH(QString, object);
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, message);
+        QJsonObject doc = toJson(BuiltinSpecs::instance().model(builtin.toStdString()));
+        FieldErrors errors;
+        QVERIFY2(modelFromJson(throughText(doc), "model", errors), joinErrors(errors).c_str());
+        if (object.isEmpty()) {
+            doc.insert(key, value);
+        } else {
+            QJsonObject inner = doc.value(object).toObject();
+            inner.insert(key, value);
+            doc.insert(object, inner);
+        }
+        QVERIFY(!modelFromJson(throughText(doc), "model", errors).has_value());
+        QVERIFY(!errors.empty());
+        QCOMPARE(QString::fromStdString(errors.front().path + ": " + errors.front().message), message);
+    }
+
     void malformedDocuments_data() { malformed::addRows(); }
     void malformedDocuments()
     {

@@ -71,13 +71,14 @@ private slots:
         QVERIFY(QFile::exists(path));
         QCOMPARE(store.schemaVersion(), kSchemaVersion);
         QVERIFY(store.notices().empty());
-        QVERIFY(countKind(c, EntryKind::Model) >= 22);
+        QVERIFY(countKind(c, EntryKind::Model) >= 27);
         QVERIFY(countKind(c, EntryKind::Chip) >= 13);
         QVERIFY(countKind(c, EntryKind::Node) >= 14);
         for (const char* name :
              {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-1.3b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
               "bert-base", "bert-large", "roberta-large", "t5-base", "t5-large", "t5-3b", "t5-11b", "llama-2-7b",
-              "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3-405b", "mixtral-8x7b"}) {
+              "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3-405b", "mixtral-8x7b",
+              "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"}) {
             const auto e = c.find(name);
             QVERIFY2(e && e->kind == EntryKind::Model && e->builtin, name);
         }
@@ -118,6 +119,12 @@ private slots:
         QTest::newRow("llama-3-70b") << "llama-3-70b" << qint64(70'553'706'496);
         QTest::newRow("llama-3-405b") << "llama-3-405b" << qint64(405'853'388'800);
         QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << qint64(46'702'792'704);
+        // Issue 16's mixtures of experts (sources: tests/data/hf/README.md, the entries' "source").
+        QTest::newRow("mixtral-8x22b") << "mixtral-8x22b" << qint64(140'620'634'112);
+        QTest::newRow("deepseek-v3") << "deepseek-v3" << qint64(671'026'419'200);
+        QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qint64(30'532'122'624);
+        QTest::newRow("qwen3-235b-a22b") << "qwen3-235b-a22b" << qint64(235'093'634'560);
+        QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << qint64(116'829'156'672);
     }
     void builtinModelsHavePublishedCounts()
     {

@@ -256,6 +256,20 @@ StackedBarsData memoryChartData(const Prediction& p)
               {QObject::tr("activations"), {m.activations / GiB}},
               {QObject::tr("buffers"), {m.buffers / GiB}},
               {QObject::tr("reserve"), {m.reserve / GiB}}};
+    // A mixture of experts: the routed experts' share of weights + gradients + optimizer
+    // (memory_bytes.experts, a part of those three, not a fourth term) as a second, hatched bar
+    // beside the device's, so the first still adds up to the total and nothing is counted twice.
+    // Short category names and no legend entry: at 1100x720 the chart is about 360 x 200 px and
+    // a seventh entry or a longer name is cut; the bar's tooltip names it whole.
+    if (m.experts > 0) {
+        d.categories = {QObject::tr("all"), QObject::tr("MoE")};
+        for (BarSet& set : d.sets)
+            set.values << 0.0;
+        BarSet experts{QObject::tr("routed experts, of weights + gradients + optimizer"), {0.0, m.experts / GiB}};
+        experts.overlapped = true;
+        experts.in_legend = false;
+        d.sets << experts;
+    }
     d.limit = m.capacity / GiB;
     d.limit_name = QObject::tr("HBM capacity");
     return d;
@@ -269,6 +283,8 @@ QVector<StepTimePart> stepTimeParts(const TimeBreakdown& t)
             {QObject::tr("CP comm"), t.cp_comm, t.hidden.cp_comm},
             {QObject::tr("PP comm"), t.pp_comm, 0},
             {QObject::tr("DP/ZeRO comm"), t.dp_comm, t.hidden.dp_comm},
+            // MoE token dispatch and combine over the ep group (time_s.ep_comm, hidden.ep_comm).
+            {QObject::tr("EP all-to-all"), t.ep_comm, t.hidden.ep_comm},
             {QObject::tr("bubble"), t.bubble, 0},
             {QObject::tr("optimizer"), t.optimizer, 0},
             {QObject::tr("offload"), t.offload, 0}};

@@ -21,6 +21,7 @@ struct BarSet {
     QVector<double> values;  // one per category
     int color = -1;          // fixed palette index, so a component keeps its colour across charts
     bool overlapped = false; // runs beside the others (hidden communication): drawn hatched
+    bool in_legend = true;   // false: named by its category and its tooltip only (a crowded legend)
 };
 
 // Stacked bars over categories, optionally against a horizontal limit (a capacity).
@@ -74,7 +75,8 @@ XYChartData timeCostChartData(const SweepResult& sweep, const SweepResult& compa
 // Time to train per node type (comparison), labelled with the cost.
 StackedBarsData nodeTypesChartData(const SweepResult& comparison);
 
-// Memory per device by category against the HBM capacity (GiB).
+// Memory per device by category against the HBM capacity (GiB); with routed experts a second,
+// hatched bar of their share of weights + gradients + optimizer (memory_bytes.experts).
 StackedBarsData memoryChartData(const Prediction& prediction);
 // The step time's components in words, each with its time on the critical path and (for
 // communication) its time hidden behind compute, in the chart's order and colours.

@@ -66,7 +66,10 @@ std::string summarize(const ModelSpec& m)
     s += ", hidden " + std::to_string(m.hidden) + ", " + attentionKind(m) + ", " + toString(m.mlp);
     if (m.moe.enabled())
         s += ", MoE " + std::to_string(m.moe.experts) + " experts top-" + std::to_string(m.moe.top_k);
-    s += ", " + formatCount(parameterCount(m)) + " parameters";
+    const ParameterBreakdown p = parameterBreakdown(m);
+    s += ", " + formatCount(p.total) + " parameters";
+    if (m.moe.enabled())  // what a token uses: the top k of each MoE block's routed experts
+        s += " (" + formatCount(p.active_per_token) + " active)";
     return s;
 }
 
@@ -169,7 +172,8 @@ std::vector<std::pair<std::string, std::string>> describe(const ModelSpec& m)
     if (p.lm_head)
         rows.emplace_back("  LM head", formatCount(p.lm_head));
     if (m.moe.enabled())
-        rows.emplace_back("active per token", formatCount(p.active_per_token));
+        rows.emplace_back("active per token", formatCount(p.active_per_token) + " (top " + std::to_string(m.moe.top_k) +
+                                                  " of " + std::to_string(m.moe.experts) + " routed experts)");
     rows.emplace_back("forward FLOPs/token",
                       formatSi(double(forwardFlopsPerToken(m, m.max_seq)), "FLOP") + " at seq " +
                           std::to_string(m.max_seq));

@@ -10,7 +10,9 @@
 
 namespace shardscope {
 
-// "decoder, 32 layers, hidden 4096, GQA 32/8, SwiGLU, 8,030,261,248 parameters"
+// "decoder, 32 layers, hidden 4096, GQA 32/8, SwiGLU, 8,030,261,248 parameters"; a mixture of
+// experts adds its experts and the parameters a token uses: "..., MoE 8 experts top-2,
+// 46,702,792,704 parameters (12,879,925,248 active)"
 std::string summarize(const ModelSpec& model);
 // "bf16 190 TFLOP/s, 32.0 GiB HBM at 880 GB/s, 2 devices per chip"
 std::string summarize(const ChipSpec& chip);

@@ -53,9 +53,13 @@ std::string problemOverview(const Problem& p)
     const double secondsAtPeak = trainFlops / peak;
 
     o << "Model " << m.name << ": " << summarize(m) << "\n";
+    // 2 FLOPs per parameter a token passes through: with MoE the active ones (the top k of each
+    // block's experts), not the total, which a token never multiplies by (issue 16: "-85.2%").
+    const double active = double(parameterBreakdown(m).active_per_token);
     o << "  forward matmul FLOPs per token at seq " << p.training.seq_len << ": "
-      << formatSi(flopsPerToken, "FLOP") << " (" << percent(flopsPerToken / (2 * params) - 1)
-      << " above 2P: attention scores and logits)\n";
+      << formatSi(flopsPerToken, "FLOP") << " (" << percent(flopsPerToken / (2 * active) - 1) << " above 2P"
+      << (m.moe.enabled() ? ", P = " + formatCount(std::int64_t(active)) + " active parameters" : std::string())
+      << ": attention scores and logits)\n";
     o << "  training FLOPs for " << formatSi(p.training.tokens_to_train, "tokens") << ": "
       << formatSi(trainFlops, "FLOP") << " (forward + backward, no recomputation)\n\n";
 

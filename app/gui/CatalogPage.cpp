@@ -67,7 +67,7 @@ CatalogPage::CatalogPage(SpecCatalog& catalog, QWidget* parent) : QWidget(parent
 {
     tabs_ = new QTabWidget(this);
     models_ = makeTable({tr("Name"), tr("Model"), tr("Family"), tr("Layers"), tr("Hidden"), tr("Parameters"),
-                         tr("Origin")},
+                         tr("Active"), tr("Origin")},
                         this);
     chips_ = makeTable({tr("Name"), tr("Chip"), tr("BF16 peak"), tr("HBM"), tr("HBM bandwidth"), tr("Devices/chip"),
                         tr("Origin")},
@@ -173,12 +173,16 @@ void CatalogPage::reload()
             switch (e.kind) {
             case EntryKind::Model: {
                 const ModelSpec m = catalog_.model(e.name);
-                const double p = double(parameterCount(m));
+                // Active: what one token uses (the top k of each MoE block's experts; a dense
+                // model's every parameter).
+                const ParameterBreakdown p = parameterBreakdown(m);
                 addRow(models_, {new QTableWidgetItem(q(m.name)), new QTableWidgetItem(q(m.display_name)),
                                  new QTableWidgetItem(toString(m.family)),
                                  numberItem(m.totalLayers(), QString::number(m.totalLayers())),
                                  numberItem(m.hidden, QString::number(m.hidden)),
-                                 numberItem(p, q(formatCount(parameterCount(m)))), origin(e.builtin)});
+                                 numberItem(double(p.total), q(formatCount(p.total))),
+                                 numberItem(double(p.active_per_token), q(formatCount(p.active_per_token))),
+                                 origin(e.builtin)});
                 break;
             }
             case EntryKind::Chip: {

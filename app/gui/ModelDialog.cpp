@@ -8,11 +8,15 @@
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
+
+#include <initializer_list>
 
 namespace shardscope {
 
@@ -62,9 +66,9 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     bias_->setChecked(start.bias);
     qkvBias_ = new QCheckBox(tr("biases on q, k and v only (Qwen2)"), this);
     qkvBias_->setChecked(start.qkv_bias && !start.bias);
-    qkNorm_ = new QCheckBox(tr("QK-norm: a norm over head_dim on every query and key head (Qwen3)"), this);
+    qkNorm_ = new QCheckBox(tr("QK-norm on every query and key head (Qwen3)"), this);
     qkNorm_->setChecked(start.qk_norm);
-    sinks_ = new QCheckBox(tr("attention sinks: a learned logit per query head (GPT-OSS)"), this);
+    sinks_ = new QCheckBox(tr("attention sinks, a logit per head (GPT-OSS)"), this);
     sinks_->setChecked(start.attention_sinks);
     slidingWindow_ = spin(start.sliding_window.size, 0, 1 << 24, this, "sliding_window.size");
     slidingWindow_->setToolTip(tr("Keys each query sees on the sliding layers (0: full attention). The layers "
@@ -73,7 +77,7 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     tied_->setChecked(start.tied_embeddings);
     embeddingNorm_ = new QCheckBox(tr("norm after the embeddings (BERT)"), this);
     embeddingNorm_->setChecked(start.embedding_norm);
-    finalNorm_ = new QCheckBox(tr("final norm after the last layer (pre-norm models)"), this);
+    finalNorm_ = new QCheckBox(tr("final norm after the last layer (pre-norm)"), this);
     finalNorm_->setChecked(start.final_norm);
     pooler_ = new QCheckBox(tr("pooler, dense h x h (BERT)"), this);
     pooler_->setChecked(start.pooler);
@@ -92,6 +96,36 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     sharedFfn_ = spin(start.moe.shared_ffn_hidden, 0, 1 << 22, this, "moe.shared_ffn_hidden");
     denseLayers_ = spin(start.moe.dense_layers, 0, 10000, this, "moe.dense_layers");
     layerInterval_ = spin(start.moe.layer_interval, 1, 10000, this, "moe.layer_interval");
+    router_ = enumBox(kMoeRouterNames, start.moe.router, this);
+    router_->setObjectName(QStringLiteral("moe.router"));
+    router_->setToolTip(tr("How a token's expert weights come from the router: softmax or sigmoid scores of the "
+                           "top k, as they are or renormalised over the k (Mixtral, Qwen3: softmax-norm; "
+                           "DeepSeek-V3: sigmoid-norm)"));
+    capacityFactor_ = new QDoubleSpinBox(this);
+    capacityFactor_->setObjectName(QStringLiteral("moe.capacity_factor"));
+    capacityFactor_->setRange(0, 1000);
+    capacityFactor_->setDecimals(2);
+    capacityFactor_->setSingleStep(0.25);
+    capacityFactor_->setSpecialValueText(tr("dropless"));  // 0: the document leaves the key out
+    capacityFactor_->setValue(start.moe.capacity_factor);
+    capacityFactor_->setToolTip(tr("Tokens an expert takes, times its even share; those past it are dropped. "
+                                   "Dropless: every token reaches its top k."));
+    auxLoss_ = new QDoubleSpinBox(this);
+    auxLoss_->setObjectName(QStringLiteral("moe.aux_loss_coeff"));
+    auxLoss_->setRange(0, 1000);
+    auxLoss_->setDecimals(4);
+    auxLoss_->setSingleStep(0.001);
+    auxLoss_->setValue(start.moe.aux_loss_coeff);
+    // Megatron-LM megatron/training/arguments.py @ d98e8a6 (line 3536): --moe-aux-loss-coeff.
+    auxLoss_->setToolTip(tr("Weight of the load-balancing loss (Megatron's --moe-aux-loss-coeff)"));
+    // Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank 0 is ordinary attention.
+    kvLoraRank_ = spin(start.mla.kv_lora_rank, 0, 1 << 20, this, "mla.kv_lora_rank");
+    qLoraRank_ = spin(start.mla.q_lora_rank, 0, 1 << 20, this, "mla.q_lora_rank");
+    qkNopeHeadDim_ = spin(start.mla.qk_nope_head_dim, 0, 1 << 14, this, "mla.qk_nope_head_dim");
+    qkRopeHeadDim_ = spin(start.mla.qk_rope_head_dim, 0, 1 << 14, this, "mla.qk_rope_head_dim");
+    vHeadDim_ = spin(start.mla.v_head_dim, 0, 1 << 14, this, "mla.v_head_dim");
+    kvLoraRank_->setToolTip(tr("Rank of the key-value latent (DeepSeek-V3: 512); 0: not multi-head latent "
+                               "attention. With MLA, head dimension = no-RoPE + RoPE part, KV heads = heads."));
 
     auto* form = new QFormLayout;
     form->addRow(tr("Name (catalog id)"), name_);
@@ -108,27 +142,52 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     form->addRow(tr("Vocabulary"), vocab_);
     form->addRow(tr("Max sequence"), maxSeq_);
     form->addRow(tr("Positions"), positions_);
-    form->addRow(tr("Learned position rows (0: max sequence)"), positionTable_);
     form->addRow(tr("RoPE base"), ropeBase_);
-    form->addRow(tr("Relative attention buckets (T5)"), relativeBuckets_);
-    form->addRow(tr("Token types (BERT segments)"), tokenTypes_);
     form->addRow(tr("Norm"), norm_);
     form->addRow(QString(), bias_);
     form->addRow(QString(), qkvBias_);
     form->addRow(QString(), qkNorm_);
     form->addRow(QString(), sinks_);
     form->addRow(tr("Sliding window (0: none)"), slidingWindow_);
-    form->addRow(QString(), tied_);
-    form->addRow(QString(), embeddingNorm_);
-    form->addRow(QString(), finalNorm_);
-    form->addRow(QString(), pooler_);
-    form->addRow(tr("Experts (0: dense)"), experts_);
-    form->addRow(tr("Experts per token"), topK_);
-    form->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
-    form->addRow(tr("Shared experts"), sharedExperts_);
-    form->addRow(tr("Shared expert FFN size"), sharedFfn_);
-    form->addRow(tr("Dense first layers"), denseLayers_);
-    form->addRow(tr("MoE layer every"), layerInterval_);
+    // The second column: the structure BERT and T5 differ in, the mixture of experts and
+    // multi-head latent attention, each in its own box (one column was taller than a screen).
+    auto group = [this](const QString& title) {
+        auto* box = new QGroupBox(title, this);
+        auto* boxForm = new QFormLayout(box);
+        return boxForm;
+    };
+    QFormLayout* structure = group(tr("Structure"));
+    structure->addRow(tr("Learned positions (0: max sequence)"), positionTable_);
+    structure->addRow(tr("Relative attention buckets (T5)"), relativeBuckets_);
+    structure->addRow(tr("Token types (BERT segments)"), tokenTypes_);
+    structure->addRow(QString(), tied_);
+    structure->addRow(QString(), embeddingNorm_);
+    structure->addRow(QString(), finalNorm_);
+    structure->addRow(QString(), pooler_);
+    QFormLayout* moe = group(tr("Mixture of experts"));
+    moe->addRow(tr("Experts (0: dense)"), experts_);
+    moe->addRow(tr("Experts per token"), topK_);
+    moe->addRow(tr("Expert FFN size (0: FFN size)"), expertFfn_);
+    moe->addRow(tr("Shared experts"), sharedExperts_);
+    moe->addRow(tr("Shared expert FFN size"), sharedFfn_);
+    moe->addRow(tr("Dense first layers"), denseLayers_);
+    moe->addRow(tr("MoE layer every"), layerInterval_);
+    moe->addRow(tr("Router"), router_);
+    moe->addRow(tr("Capacity factor"), capacityFactor_);
+    moe->addRow(tr("Load-balancing loss weight"), auxLoss_);
+    QFormLayout* mla = group(tr("Multi-head latent attention"));
+    mla->addRow(tr("Key-value rank (0: no MLA)"), kvLoraRank_);
+    mla->addRow(tr("Query rank (0: no compression)"), qLoraRank_);
+    mla->addRow(tr("Per-head q/k without RoPE"), qkNopeHeadDim_);
+    mla->addRow(tr("Per-head RoPE q/k"), qkRopeHeadDim_);
+    mla->addRow(tr("Per-head value"), vHeadDim_);
+    auto* second = new QVBoxLayout;
+    for (QFormLayout* f : {structure, moe, mla})
+        second->addWidget(f->parentWidget());
+    second->addStretch();
+    auto* columns = new QHBoxLayout;
+    columns->addLayout(form, 1);
+    columns->addLayout(second, 1);
 
     parameters_ = new QLabel(this);
     QFont f = parameters_->font();
@@ -142,17 +201,19 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
 
     auto* layout = new QVBoxLayout(this);
-    layout->addLayout(form);
+    layout->addLayout(columns);
     layout->addWidget(parameters_);
     layout->addWidget(messages_);
     layout->addWidget(buttons_);
 
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
                         topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_, expertFfn_,
-                        sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
+                        sharedExperts_, sharedFfn_, denseLayers_, layerInterval_, kvLoraRank_, qLoraRank_,
+                        qkNopeHeadDim_, qkRopeHeadDim_, vHeadDim_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
-    connect(ropeBase_, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
-    for (QComboBox* c : {family_, mlp_, positions_, norm_})
+    for (QDoubleSpinBox* s : {ropeBase_, capacityFactor_, auxLoss_})
+        connect(s, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
+    for (QComboBox* c : {family_, mlp_, positions_, norm_, router_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
     for (QCheckBox* c : {bias_, qkvBias_, qkNorm_, sinks_, tied_, embeddingNorm_, finalNorm_, pooler_})
         connect(c, &QCheckBox::toggled, this, &ModelDialog::refresh);
@@ -173,14 +234,15 @@ ModelSpec ModelDialog::withFamilyDefaults(ModelSpec m)
     m.relative_buckets = plain.relative_buckets;
     m.rope_base = plain.rope_base;
     m.decoder_layers = m.family == ModelFamily::EncoderDecoder ? m.decoder_layers : 0;
-    // Settings the dialog has no control for (the sliding layers, RoPE scaling, eps, the
-    // router) start from the format's defaults too.
+    // Settings the dialog has no control for (the sliding layers, RoPE scaling, eps, DeepSeek's
+    // group-limited routing and its correction bias) start from the format's defaults too.
     m.sliding_window = plain.sliding_window;
     m.rope_scaling = plain.rope_scaling;
     m.norm_eps = plain.norm_eps;
-    m.moe.router = plain.moe.router;
-    m.moe.capacity_factor = plain.moe.capacity_factor;
-    m.moe.aux_loss_coeff = plain.moe.aux_loss_coeff;
+    m.moe.score_correction_bias = plain.moe.score_correction_bias;
+    m.moe.expert_groups = plain.moe.expert_groups;
+    m.moe.group_top_k = plain.moe.group_top_k;
+    m.moe.routed_scaling = plain.moe.routed_scaling;
     switch (m.family) {
     case ModelFamily::EncoderOnly:  // BERT (Devlin et al. 2019): post-norm with an embedding norm
         m.embedding_norm = true;
@@ -238,6 +300,13 @@ ModelSpec ModelDialog::model() const
     m.moe.shared_ffn_hidden = sharedFfn_->value();
     m.moe.dense_layers = denseLayers_->value();
     m.moe.layer_interval = layerInterval_->value();
+    m.moe.router = MoeRouter(router_->currentData().toInt());
+    m.moe.capacity_factor = capacityFactor_->value();
+    m.moe.aux_loss_coeff = auxLoss_->value();
+    // kv_lora_rank 0: not MLA, whatever the other MLA boxes hold (they are disabled then).
+    m.mla = kvLoraRank_->value() > 0 ? MlaSpec{qLoraRank_->value(), kvLoraRank_->value(), qkNopeHeadDim_->value(),
+                                               qkRopeHeadDim_->value(), vHeadDim_->value()}
+                                     : MlaSpec{};
     return m;
 }
 
@@ -247,8 +316,11 @@ void ModelDialog::refresh()
     ropeBase_->setEnabled(PositionKind(positions_->currentData().toInt()) == PositionKind::Rotary);
     qkvBias_->setEnabled(!bias_->isChecked());
     slidingWindow_->setEnabled(ModelFamily(family_->currentData().toInt()) == ModelFamily::DecoderOnly);
-    for (QSpinBox* s : {expertFfn_, sharedExperts_, sharedFfn_, denseLayers_, layerInterval_})
-        s->setEnabled(experts_->value() > 0);
+    for (QWidget* w : std::initializer_list<QWidget*>{expertFfn_, sharedExperts_, sharedFfn_, denseLayers_,
+                                                      layerInterval_, router_, capacityFactor_, auxLoss_})
+        w->setEnabled(experts_->value() > 0);
+    for (QSpinBox* s : {qLoraRank_, qkNopeHeadDim_, qkRopeHeadDim_, vHeadDim_})
+        s->setEnabled(kvLoraRank_->value() > 0);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());

@@ -52,6 +52,11 @@ private:
     QCheckBox* pooler_ = nullptr;
     QSpinBox *tokenTypes_ = nullptr, *positionTable_ = nullptr, *relativeBuckets_ = nullptr;
     QDoubleSpinBox* ropeBase_ = nullptr;
+    // The MoE router and its training settings; MLA's ranks and per-head sizes (issue 16).
+    QComboBox* router_ = nullptr;
+    QDoubleSpinBox *capacityFactor_ = nullptr, *auxLoss_ = nullptr;
+    QSpinBox *kvLoraRank_ = nullptr, *qLoraRank_ = nullptr, *qkNopeHeadDim_ = nullptr, *qkRopeHeadDim_ = nullptr,
+             *vHeadDim_ = nullptr;
     QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
              *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
              *experts_ = nullptr, *topK_ = nullptr, *expertFfn_ = nullptr, *sharedExperts_ = nullptr,

@@ -117,8 +117,10 @@ void PlanDetailsPage::showPlan(const PricedPlan& plan)
     layoutEdit_->setText(q(toString(layout)));
     layoutErrors_->hide();
     const Prediction& p = plan_.prediction;
-    summary_->setText(QStringLiteral("<b>%1</b><br>%2<br><small>%3</small>")
+    const QString experts = expertSummary(problem, layout, p);
+    summary_->setText(QStringLiteral("<b>%1</b><br>%2<br>%3<small>%4</small>")
                           .arg(q(toString(layout)).toHtmlEscaped(), predictionSummary(problem, p).toHtmlEscaped(),
+                               experts.isEmpty() ? QString() : experts.toHtmlEscaped() + QStringLiteral("<br>"),
                                tr("Cost model: %1; search constraints: %2")
                                    .arg(q(plan_.request.cost_model.name), q(constraintsText(plan_.request.space)))
                                    .toHtmlEscaped()));

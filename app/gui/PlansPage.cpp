@@ -72,7 +72,12 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent)
 
     // Every feasible plan says "yes": the column only carries news when infeasible ones are listed.
     // A model reset shows hidden sections again; the header handled the reset before this runs.
-    auto hideFeasible = [this] { table_->setColumnHidden(PlansModel::Feasible, !showInfeasible_->isChecked()); };
+    // The expert columns likewise: ep and etp are 1 and tp for every plan of a dense model.
+    auto hideFeasible = [this] {
+        table_->setColumnHidden(PlansModel::Feasible, !showInfeasible_->isChecked());
+        table_->setColumnHidden(PlansModel::Ep, !model_->hasExperts());
+        table_->setColumnHidden(PlansModel::Etp, !model_->hasExperts());
+    };
     connect(proxy_, &QAbstractItemModel::modelReset, this, hideFeasible);
     hideFeasible();
 

@@ -37,13 +37,21 @@ QVariant PlansModel::headerData(int section, Qt::Orientation orientation, int ro
     if (orientation != Qt::Horizontal)
         return {};
     static const char* names[ColumnCount] = {"#",         "dp",        "tp",        "pp",        "cp",
-                                             "sp",        "ZeRO",      "shard grp", "mb",        "schedule",
-                                             "recompute", "offload",   "step time", "tokens/s",  "MFU",
-                                             "memory/device", "of HBM", "time to train", "cost to train",
-                                             "feasible"};
+                                             "ep",        "etp",       "sp",        "ZeRO",      "shard grp",
+                                             "mb",        "schedule",  "recompute", "offload",   "step time",
+                                             "tokens/s",  "MFU",       "memory/device", "of HBM", "time to train",
+                                             "cost to train", "feasible"};
+    // The expert flags: Megatron-LM megatron/core/model_parallel_config.py @ d98e8a6
+    // (expert_model_parallel_size, expert_tensor_parallel_size, made --expert-model-parallel-size
+    // and --expert-tensor-parallel-size by megatron/training/argument_utils.py).
     static const char* tips[ColumnCount] = {
         "rank by the objective", "data-parallel replicas", "tensor-parallel degree", "pipeline stages",
-        "context-parallel degree", "sequence parallelism", "ZeRO stage", "ZeRO shard group (0: whole dp group)",
+        "context-parallel degree",
+        "expert-parallel degree: the routed experts split over this many ranks carved out of dp x cp "
+        "(Megatron's --expert-model-parallel-size)",
+        "expert tensor-parallel degree: each expert's matrices split this many ways "
+        "(--expert-tensor-parallel-size; as tp unless set)",
+        "sequence parallelism", "ZeRO stage", "ZeRO shard group (0: whole dp group)",
         "micro-batch size", "pipeline schedule (v chunks when interleaved)", "activation recomputation",
         "optimizer offload", "predicted time per optimizer step", "training tokens per second",
         "model FLOPs utilisation", "predicted memory of the most loaded device", "memory per device / HBM",
@@ -101,6 +109,8 @@ QVariant PlansModel::data(const QModelIndex& index, int role) const
     case Tp: return l.tp;
     case Pp: return l.pp;
     case Cp: return l.cp;
+    case Ep: return l.ep;
+    case Etp: return l.expertTensorParallel();  // etp 0 in the layout: as tp
     case Sp: return display ? QVariant(l.sequence_parallel ? tr("on") : tr("off")) : QVariant(int(l.sequence_parallel));
     case Zero: return l.zero_stage;
     case ZeroGroup: return l.zero_group;

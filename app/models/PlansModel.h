@@ -1,5 +1,6 @@
 // PlansModel: the search's ranked plans as a table — layout columns, predicted
-// step time, tokens/s, MFU, memory per device, time and cost to train. Display
+// step time, tokens/s, MFU, memory per device, time and cost to train. The expert
+// columns (ep, etp) say something only for a mixture of experts: hasExperts(). Display
 // text is formatted for people; Qt::UserRole holds the raw number for sorting.
 // The model takes a whole snapshot at a time (beginResetModel/endResetModel).
 #pragma once
@@ -17,7 +18,7 @@ class PlansModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column {
-        Rank, Dp, Tp, Pp, Cp, Sp, Zero, ZeroGroup, MicroBatch, Schedule, Recompute, Offload,
+        Rank, Dp, Tp, Pp, Cp, Ep, Etp, Sp, Zero, ZeroGroup, MicroBatch, Schedule, Recompute, Offload,
         StepTime, TokensPerS, Mfu, MemoryPerDevice, MemoryFraction, TimeToTrain, CostToTrain, Feasible,
         ColumnCount
     };
@@ -29,6 +30,8 @@ public:
     void clear();
     const Plan* plan(int row) const;
     const Problem& problem() const { return problem_; }
+    // Whether the plans are of a mixture-of-experts model (the ep and etp columns apply).
+    bool hasExperts() const { return problem_.model.moe.enabled(); }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;

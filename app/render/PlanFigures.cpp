@@ -35,6 +35,8 @@ QString figureName(const std::string& figure)
         {"time_s.cp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: context-parallel communication")},
         {"time_s.pp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: pipeline communication")},
         {"time_s.dp_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: data-parallel / ZeRO communication")},
+        {"time_s.ep_comm", QT_TRANSLATE_NOOP("PlanFigures", "Step time: expert-parallel all-to-all (token dispatch and combine)")},
+        {"time_s.hidden.ep_comm", QT_TRANSLATE_NOOP("PlanFigures", "Hidden behind compute: expert-parallel all-to-all")},
         {"time_s.bubble", QT_TRANSLATE_NOOP("PlanFigures", "Step time: pipeline bubble")},
         {"time_s.optimizer", QT_TRANSLATE_NOOP("PlanFigures", "Step time: optimizer")},
         {"time_s.offload", QT_TRANSLATE_NOOP("PlanFigures", "Step time: offload")},
@@ -44,6 +46,7 @@ QString figureName(const std::string& figure)
         {"memory_bytes.activations", QT_TRANSLATE_NOOP("PlanFigures", "Memory: activations")},
         {"memory_bytes.buffers", QT_TRANSLATE_NOOP("PlanFigures", "Memory: communication buffers")},
         {"memory_bytes.reserve", QT_TRANSLATE_NOOP("PlanFigures", "Memory: reserve")},
+        {"memory_bytes.experts", QT_TRANSLATE_NOOP("PlanFigures", "Memory: routed experts (of weights, gradients and optimizer states)")},
     };
     for (const auto& [key, name] : kNames)
         if (figure == key)
@@ -55,10 +58,33 @@ PipelineTimeline pipelineTimelineFor(const Layout& layout, const Prediction& p)
 {
     const double m = std::max(1, p.micro_batches);
     const TimeBreakdown& t = p.time_s;
-    const double comm = (t.tp_comm + t.cp_comm) / m;
+    const double comm = (t.tp_comm + t.cp_comm + t.ep_comm) / m;
     const double forward = t.compute / 3 / m + comm / 2;
     const double backward = 2 * t.compute / 3 / m + t.recompute / m + comm / 2;
     return simulatePipeline(layout.schedule, layout.pp, p.micro_batches, layout.virtual_stages, forward, backward);
+}
+
+QString expertSummary(const Problem& problem, const Layout& layout, const Prediction& p)
+{
+    const MoeSpec& e = problem.model.moe;
+    if (!e.enabled())
+        return {};
+    const int perRank = e.experts / std::max(1, layout.ep);
+    QString s = QObject::tr("Experts: %1 routed over ep %2 (%3 per device), etp %4, expert data parallel %5")
+                    .arg(e.experts)
+                    .arg(layout.ep)
+                    .arg(perRank)
+                    .arg(layout.expertTensorParallel())
+                    .arg(layout.expertDataParallel());
+    const MemoryBreakdown& m = p.memory_bytes;
+    if (m.experts > 0)
+        s += QObject::tr("; their weights, gradients and optimizer states %1 of %2 per device")
+                 .arg(q(formatBytes(m.experts)), q(formatBytes(m.weights + m.gradients + m.optimizer)));
+    const TimeBreakdown& t = p.time_s;
+    if (t.ep_comm > 0 || t.hidden.ep_comm > 0)
+        s += QObject::tr("; all-to-all %1 per step on the critical path, %2 hidden")
+                 .arg(q(formatDuration(t.ep_comm)), q(formatDuration(t.hidden.ep_comm)));
+    return s;
 }
 
 QString predictionSummary(const Problem& problem, const Prediction& p)

@@ -24,6 +24,12 @@ QString pipelineTitle(const Layout& layout, const Prediction& prediction);
 // (the key itself for a figure this does not know).
 QString figureName(const std::string& figure);
 
+// A mixture of experts' layout in words: "Experts: 8 routed over ep 4 (2 per device), etp 1,
+// expert data parallel 4", the experts' share of weights + gradients + optimizer
+// (memory_bytes.experts) and the all-to-all (time_s.ep_comm, hidden.ep_comm) when the prediction
+// has them. Empty for a dense model.
+QString expertSummary(const Problem& problem, const Layout& layout, const Prediction& prediction);
+
 // One-line summary of a prediction for people: "14.0 s/step, 599K tokens/s, MFU 35.7%, ...".
 QString predictionSummary(const Problem& problem, const Prediction& prediction);
 

@@ -76,6 +76,8 @@ QString differences(const Layout& chosen, const Layout& other)
     cmp("tp", QString::number(chosen.tp), QString::number(other.tp));
     cmp("pp", QString::number(chosen.pp), QString::number(other.pp));
     cmp("cp", QString::number(chosen.cp), QString::number(other.cp));
+    cmp("ep", QString::number(chosen.ep), QString::number(other.ep));
+    cmp("etp", QString::number(chosen.etp), QString::number(other.etp));  // the key as written (0: as tp)
     cmp("sp", chosen.sequence_parallel ? "on" : "off", other.sequence_parallel ? "on" : "off");
     cmp("zero", QString::number(chosen.zero_stage), QString::number(other.zero_stage));
     cmp("zero_group", QString::number(chosen.zero_group), QString::number(other.zero_group));
@@ -245,9 +247,13 @@ QString ReportBuilder::html(bool forPdf) const
     auto row = [&](const QString& k, const QString& v) {
         h += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(esc(k), esc(v));
     };
-    row(QObject::tr("Model"), QStringLiteral("%1 (%2 parameters)")
+    const ParameterBreakdown counts = parameterBreakdown(p.model);
+    row(QObject::tr("Model"), QStringLiteral("%1 (%2 parameters%3)")
                                   .arg(q(p.model.display_name.empty() ? p.model.name : p.model.display_name),
-                                       q(formatCount(parameterCount(p.model)))));
+                                       q(formatCount(counts.total)),
+                                       p.model.moe.enabled()
+                                           ? QObject::tr(", %1 active per token").arg(q(formatCount(counts.active_per_token)))
+                                           : QString()));
     row(QObject::tr("Cluster"), QStringLiteral("%1 x %2: %3 chips, %4 devices")
                                     .arg(p.cluster.nodes)
                                     .arg(q(p.cluster.node.name))
@@ -266,6 +272,8 @@ QString ReportBuilder::html(bool forPdf) const
     // The chosen layout and why.
     h += QStringLiteral("<h2>Chosen layout</h2>\n<p><b><code>%1</code></b></p>\n").arg(breakable(q(toString(l)), forPdf));
     h += QStringLiteral("<p>%1</p>\n").arg(esc(predictionSummary(p, pr)));
+    if (const QString experts = expertSummary(p, l, pr); !experts.isEmpty())
+        h += QStringLiteral("<p>%1</p>\n").arg(esc(experts));
     const auto& top = in_.result.top;
     const auto chosenAt = std::find_if(top.begin(), top.end(), [&](const Plan& plan) { return plan.layout == l; });
     if (chosenAt != top.end()) {

@@ -8,6 +8,7 @@
 #include <QGraphicsTextItem>
 #include <QTextDocument>
 #include <QTextOption>
+#include <QBarLegendMarker>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -129,6 +130,7 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
     auto drawnAt = [&](qsizetype i) { return d.horizontal ? d.categories.size() - 1 - i : i; };
     // The tallest stack (or bar) over the categories sets the axis.
     QVector<double> stacks(d.categories.size(), 0.0);
+    QList<QBarSet*> hiddenFromLegend;
     for (const BarSet& s : d.sets) {
         auto* set = new QBarSet(s.name);
         const QColor color = seriesColor(s.color >= 0 ? s.color : series->count());
@@ -150,9 +152,15 @@ void setBarChart(QChartView* view, const StackedBarsData& d, bool stacked)
             stacks[i] = stacked ? stacks[i] + values[i] : std::max(stacks[i], values[i]);
         }
         series->append(set);
+        if (!s.in_legend)
+            hiddenFromLegend << set;
     }
     const double total = stacks.isEmpty() ? 0.0 : *std::max_element(stacks.begin(), stacks.end());
     chart->addSeries(series);
+    for (QBarSet* set : hiddenFromLegend)
+        for (QLegendMarker* marker : chart->legend()->markers(series))
+            if (static_cast<QBarLegendMarker*>(marker)->barset() == set)
+                marker->setVisible(false);
     // What the bars leave out, after the title: a line of its own would take the height the
     // axes' labels need in a short chart (they turn to "...").
     if (!d.note.isEmpty())

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace shardscope {
 
@@ -33,14 +34,25 @@ QStringList DeviceMeshWidget::placementLines() const
         return lines;
     const NodeType& node = problem_.cluster.node;
     const double domain = double(node.scaleUpChips()) * node.chip.devices_per_chip;
-    const struct {
+    struct Dim {
         const char* name;
         double size, stride;
-    } dims[] = {{"tp", double(layout_.tp), 1.0},
-                {"cp", double(layout_.cp), double(layout_.tp)},
-                {"dp", double(layout_.dp), double(layout_.tp) * layout_.cp},
-                {"pp", double(layout_.pp), double(layout_.tp) * layout_.cp * layout_.dp}};
-    for (const auto& d : dims) {
+    };
+    std::vector<Dim> dims{{"tp", double(layout_.tp), 1.0},
+                          {"cp", double(layout_.cp), double(layout_.tp)},
+                          {"dp", double(layout_.dp), double(layout_.tp) * layout_.cp},
+                          {"pp", double(layout_.pp), double(layout_.tp) * layout_.cp * layout_.dp}};
+    // A mixture of experts' own grid over each stage's devices, in Megatron's tp-ep-dp order
+    // (core/Layout.h): etp innermost, then ep (the all-to-all), then the expert data parallel
+    // group (the experts' gradient reduction).
+    if (problem_.model.moe.enabled()) {
+        const double etp = layout_.expertTensorParallel(), ep = layout_.ep;
+        if (etp != layout_.tp)
+            dims.push_back({"etp", etp, 1.0});
+        dims.push_back({"ep", ep, etp});
+        dims.push_back({"edp", double(layout_.expertDataParallel()), etp * ep});
+    }
+    for (const Dim& d : dims) {
         if (d.size <= 1)
             continue;
         const GroupPlacement g = placeGroup(d.size, d.stride, domain);

@@ -17,7 +17,8 @@ public:
 
     void setMesh(const Problem& problem, const Layout& layout);
     QSize sizeHint() const override { return {640, 320}; }
-    // "tp: inside a node (switch)" ... one line per parallel dimension.
+    // "tp groups of 2: inside one scale-up domain: switch link" ... one line per parallel
+    // dimension; a mixture of experts adds its ep, edp (and etp when it is not tp) groups.
     QStringList placementLines() const;
     // The device under a point: "node 21, device 5 (rank 677): tp rank 5, cp rank 0, dp rank 1,
     // pipeline stage 5"; empty off the devices.
