@@ -11,12 +11,21 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
   megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
              megatron/training/arguments.py: parse_args() then validate_args(), with WORLD_SIZE
              the plan's device count, plus what the export leaves to the user (--mock-data, a
-             NullTokenizer of the model's vocabulary, --train-iters, --lr);
+             NullTokenizer of the model's vocabulary, --train-iters, --lr); for a MoE model also
+             core_transformer_config_from_args (megatron/training/argument_utils.py: the
+             TransformerConfig pretrain_gpt.py builds, its __post_init__ MoE checks) and
+             megatron/core/parallel_state.py initialize_model_parallel at rank 0 with the parsed
+             sizes (its world-size and expert-grid checks), the expert groups of rank 0 then
+             compared with the plan's (ep, etp, expert data-parallel size);
   deepspeed  the exported ds_config through deepspeed/runtime/config.py: DeepSpeedConfig(config,
              mpu, mesh_device) with the world size deepspeed.initialize would give it (all ranks;
              the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
              dimension when the config names sequence_parallel_size and data_parallel_size),
-             which runs its batch assertion and sanity checks and the pydantic ZeRO config;
+             which runs its batch assertion and sanity checks and the pydantic ZeRO config; with
+             an expert_parallel section (AutoEP) also what deepspeed/runtime/engine.py
+             _configure_expert_parallel runs before any process group: validate_autoep_config,
+             build_folding_spec and validate_folding_global (module_inject/auto_ep_folding.py),
+             the folding's ep and expert data-parallel sizes compared with the plan's;
   torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
              dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
              ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
@@ -110,8 +119,8 @@ CASES = [
      4096, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
     ("megatron qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096,
      [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
-    ("megatron gpt-oss-120b p5 tp8 (sinks, alternating window, YaRN, MoE)", "megatron", "hf:gpt-oss-120b",
-     "p5.48xlarge", 8, 512, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron gpt-oss-120b p5 tp8 etp1 (sinks, alternating window, YaRN, biased MoE: etp 1)", "megatron", "hf:gpt-oss-120b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=8,sp=on,etp=1,zero=1,mb=1,recompute=selective"),
     ("megatron llama-3.1-8b p5 tp2 (llama3 RoPE scaling)", "megatron", "hf:Llama-3.1-8B", "p5.48xlarge", 2, 64,
      8192, [], "tp=2,sp=on,zero=1,mb=1"),
     ("megatron-bridge qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron-bridge", "hf:Qwen3-30B-A3B", "p5.48xlarge",
@@ -159,6 +168,33 @@ CASES = [
      "zero=3,mb=1,recompute=full", "mixture of experts"),
     ("maxtext deepseek-v3 v5p refused (MLA)", "maxtext", "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [],
      "zero=3,mb=1,recompute=full", "multi-head latent attention"),
+    # Expert parallelism (issue 16): Megatron's ep and etp, the expert grid tp-ep-dp per stage.
+    ("megatron mixtral-8x7b p5 tp4 ep8 (etp = tp: experts over ep ranks of dp)", "megatron", "mixtral-8x7b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=4,sp=on,ep=8,zero=1,mb=1,recompute=selective"),
+    ("megatron mixtral-8x7b p5 tp4 ep8 etp1 (whole experts, ep over tp x dp)", "megatron", "mixtral-8x7b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=4,sp=on,ep=8,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron deepseek-v3 p5 tp2 pp8 (5 + 6 x 9 + 2 layers) ep8 etp1 (MLA, MoE)", "megatron", "deepseek-v3",
+     "p5.48xlarge", 32, 1024, 4096, [],
+     "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full"),
+    ("megatron qwen3-30b-a3b (hf) p5 tp2 ep16 etp1 (128 experts, QK-norm)", "megatron", "hf:Qwen3-30B-A3B",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge mixtral-8x7b p5 tp4 ep8 etp1", "megatron-bridge", "mixtral-8x7b", "p5.48xlarge", 8, 512,
+     4096, [], "tp=4,sp=on,ep=8,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge deepseek-v3 p5 tp2 pp8 ep8 etp1 (MLAModelProvider)", "megatron-bridge", "deepseek-v3",
+     "p5.48xlarge", 32, 1024, 4096, [],
+     "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full"),
+    ("deepspeed mixtral-8x7b (hf) p5 AutoEP ep8 zero2", "deepspeed", "hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512,
+     4096, [], "ep=8,zero=2,mb=1,recompute=full"),
+    ("deepspeed qwen3-30b-a3b (hf) p5 AutoEP ep16 zero1", "deepspeed", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512,
+     4096, [], "ep=16,zero=1,mb=1,recompute=full"),
+    ("deepspeed mixtral-8x7b (hf) refused (etp 2)", "deepspeed", "hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512,
+     4096, [], "ep=8,etp=2,zero=2,mb=1,recompute=full", "expert tensor parallelism (etp=2)"),
+    ("deepspeed deepseek-v3 (hf) refused (AutoEP has no expert bias)", "deepspeed", "hf:DeepSeek-V3", "p5.48xlarge",
+     32, 1024, 4096, [], "ep=8,zero=2,mb=1,recompute=full", "score-correction bias"),
+    ("torchtitan qwen3-30b-a3b refused (ep)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
+     "ep=8,zero=3,mb=1", "expert parallelism (ep=8)"),
+    ("maxtext qwen3-30b-a3b v5p refused (ep)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [],
+     "ep=8,zero=3,mb=1,recompute=full", "expert parallelism (ep=8)"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
 
@@ -207,6 +243,32 @@ CONTROLS = [
      lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
 ]
 
+
+def case_index(prefix):
+    return next(i for i, case in enumerate(CASES) if case[0].startswith(prefix))
+
+
+CONTROLS += [
+    ("megatron mixtral-8x7b ep8 with 12 experts (validate_args: not a multiple of ep)",
+     case_index("megatron mixtral-8x7b p5 tp4 ep8 (etp"),
+     lambda text: text.replace("--num-experts 8\n", "--num-experts 12\n")),
+    ("megatron deepseek-v3 pp8 with ep 64 (etp x ep x pp = 512 > 256 devices: initialize_model_parallel)",
+     case_index("megatron deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("--expert-model-parallel-size 8\n", "--expert-model-parallel-size 64\n")),
+    ("megatron deepseek-v3 pp8 without the sigmoid score function (TransformerConfig: expert bias needs it)",
+     case_index("megatron deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("--moe-router-score-function sigmoid\n", "")),
+    ("megatron qwen3-30b-a3b ep16 with etp 2 (a valid grid, not the plan's)", case_index("megatron qwen3-30b-a3b (hf) p5 tp2 ep16"),
+     lambda text: text.replace("--expert-tensor-parallel-size 1\n", "--expert-tensor-parallel-size 2\n")),
+    ("megatron-bridge mixtral-8x7b ep8 with a misspelt field (expert_model_paralel_size)",
+     case_index("megatron-bridge mixtral-8x7b p5 tp4 ep8"),
+     lambda text: text.replace("expert_model_parallel_size=", "expert_model_paralel_size=")),
+    ("deepspeed mixtral-8x7b AutoEP with expert_tensor_parallel_size 2 (validate_folding_global)",
+     case_index("deepspeed mixtral-8x7b (hf) p5 AutoEP"),
+     lambda text: json.dumps({**json.loads(text), "expert_parallel": {
+         **json.loads(text)["expert_parallel"], "expert_tensor_parallel_size": 2}})),
+]
+
 FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
 
 # NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
@@ -216,7 +278,11 @@ ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48x
 
 def layout_sizes(layout):
     keys = dict(kv.split("=") for kv in layout.split(","))
-    return {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+    sizes = {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+    sizes["ep"] = int(keys.get("ep", 1))
+    sizes["etp"] = int(keys.get("etp", 0)) or sizes["tp"]  # 0: as tp (Megatron's default)
+    sizes["edp"] = sizes["tp"] * sizes["cp"] * sizes["dp"] // (sizes["ep"] * sizes["etp"])
+    return sizes
 
 
 # ---------------------------------------------------------------- Megatron-LM
@@ -271,9 +337,53 @@ def check_megatron(case):
     sys.argv = ["pretrain_gpt.py"] + args + user
     parsed = arguments.parse_args()
     arguments.validate_args(parsed, {})
-    dp = layout_sizes(case["layout"])["dp"]
+    sizes = layout_sizes(case["layout"])
+    dp = sizes["dp"]
     assert parsed.data_parallel_size == dp, f"Megatron derived dp {parsed.data_parallel_size}, the plan has {dp}"
-    return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+    if parsed.num_experts is None:
+        return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+    return (f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}; "
+            + megatron_moe_checks(parsed, sizes, case["devices"]))
+
+
+def megatron_moe_checks(parsed, sizes, world):
+    """The TransformerConfig pretrain_gpt.py builds from the arguments (its __post_init__ checks),
+    and Megatron's process-group grid at rank 0 (initialize_model_parallel with torch.distributed
+    answering rank 0 of `world`): its checks, then the expert groups of rank 0 against the plan."""
+    from megatron.training.argument_utils import core_transformer_config_from_args
+    from megatron.core import parallel_state
+
+    config = core_transformer_config_from_args(parsed)
+    dist = parallel_state.torch.distributed
+    dist.is_initialized = lambda: True
+    dist.get_world_size = lambda group=None: world
+    dist.get_rank = lambda group=None: 0
+    groups = {}
+
+    def create_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+                     group_desc=None):
+        if ranks is not None and 0 in ranks:
+            groups.setdefault(group_desc, list(ranks))
+        return object()
+
+    parallel_state.create_group = create_group
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=parsed.tensor_model_parallel_size,
+        pipeline_model_parallel_size=parsed.pipeline_model_parallel_size,
+        context_parallel_size=parsed.context_parallel_size,
+        expert_model_parallel_size=parsed.expert_model_parallel_size,
+        expert_tensor_parallel_size=parsed.expert_tensor_parallel_size,
+        num_distributed_optimizer_instances=parsed.num_distributed_optimizer_instances,
+        create_gloo_process_groups=False)
+    ep, etp, edp = (len(groups[name]) for name in ("EXPERT_MODEL_PARALLEL_GROUP", "EXPERT_TENSOR_PARALLEL_GROUP",
+                                                   "EXPERT_DATA_PARALLEL_GROUP"))
+    assert (ep, etp, edp) == (sizes["ep"], sizes["etp"], sizes["edp"]), \
+        f"Megatron's expert groups of rank 0: ep {ep}, etp {etp}, edp {edp}; the plan: {sizes}"
+    # tp-ep-dp: the expert-parallel peers of rank 0 are etp ranks apart.
+    assert groups["EXPERT_MODEL_PARALLEL_GROUP"] == list(range(0, ep * etp, etp)), groups["EXPERT_MODEL_PARALLEL_GROUP"]
+    return (f"{type(config).__name__} built ({config.num_moe_experts} experts, top {config.moe_router_topk}); "
+            f"initialize_model_parallel: rank 0's expert groups ep {ep} {groups['EXPERT_MODEL_PARALLEL_GROUP'][:4]}"
+            f"{'...' if ep > 4 else ''}, etp {etp}, expert dp {edp} (the plan's)")
 
 
 # ---------------------------------------------------------------- DeepSpeed
@@ -283,11 +393,13 @@ def check_deepspeed(case):
 
     fs.real_packaging()
     fs.install(["torch", "hjson", "numpy", "psutil", "cpuinfo", "einops", "tqdm", "msgpack", "ninja",
-                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.module_inject",
-                "deepspeed.inference.v2"])
+                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.inference.v2"])
     sys.path.insert(0, case["deepspeed"])
     package = fs.bare_package("deepspeed", os.path.join(case["deepspeed"], "deepspeed"))
     package.HAS_TRITON = False  # deepspeed/__init__.py sets it from an optional import
+    # module_inject's __init__ imports the inference kernels; its AutoEP config modules, which
+    # DeepSpeedConfig reads the expert_parallel section with, are imported for real.
+    fs.bare_package("deepspeed.module_inject", os.path.join(case["deepspeed"], "deepspeed", "module_inject"))
     from deepspeed import comm as dist
     from deepspeed.runtime.config import DeepSpeedConfig
 
@@ -310,9 +422,31 @@ def check_deepspeed(case):
     ds = DeepSpeedConfig(config, mpu, mesh_device=mesh)
     sequences = ds.train_micro_batch_size_per_gpu * ds.gradient_accumulation_steps * sizes["dp"]
     assert sequences == case["global_batch"], f"{sequences} sequences per step, the plan has {case['global_batch']}"
+    autoep = deepspeed_autoep_checks(ds, config, sizes, case["devices"]) if "expert_parallel" in config else ""
     return (f"DeepSpeedConfig passed: train_batch_size {ds.train_batch_size} over world size {ds.world_size}, "
             f"micro {ds.train_micro_batch_size_per_gpu} x accumulation {ds.gradient_accumulation_steps} x dp "
-            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}")
+            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}{autoep}")
+
+
+def deepspeed_autoep_checks(ds, config, sizes, world):
+    """What deepspeed/runtime/engine.py _configure_expert_parallel runs on the parsed expert_parallel
+    section before it creates any group (no mpu: pp 1), and the folding's sizes against the plan."""
+    from deepspeed.module_inject.auto_ep_config import validate_autoep_config
+    from deepspeed.module_inject.auto_ep_folding import build_folding_spec, validate_folding_global
+
+    autoep = ds.expert_parallel_config
+    assert autoep.enabled, "expert_parallel is not enabled"
+    tp = config.get("tensor_parallel", {}).get("autotp_size", 1)
+    sp = config.get("sequence_parallel_size", 1)
+    validate_autoep_config(autoep, world, 1, tp, sp)
+    spec = build_folding_spec(world_size=world, pp_size=1, tp_size=max(tp, 1), ep_size=autoep.autoep_size,
+                              etp_size=autoep.expert_tensor_parallel_size, mp_mode="tp" if tp > 1 else "sp")
+    offload = "offload_optimizer" in config.get("zero_optimization", {})
+    validate_folding_global(spec, zero_stage=ds.zero_optimization_stage, sp_size=sp, autoep_enabled=True,
+                            zero_offload_optimizer=offload)
+    assert (spec.ep_size, spec.etp_size, spec.edp_size) == (sizes["ep"], sizes["etp"], sizes["edp"]), \
+        f"AutoEP folding ep {spec.ep_size}, etp {spec.etp_size}, edp {spec.edp_size}; the plan: {sizes}"
+    return f"; AutoEP validated: ep {spec.ep_size} x etp {spec.etp_size} x edp {spec.edp_size} per stage (the plan's)"
 
 
 # ---------------------------------------------------------------- MaxText

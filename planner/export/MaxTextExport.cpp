@@ -61,6 +61,7 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
     if (const std::string mismatch = nonLlamaFeatures(m); !mismatch.empty())
         refuse.add("the architecture of " + m.name + " (" + mismatch + ")",
                    "the export writes decoder_block \"llama2\" (RMSNorm, SwiGLU, RoPE, no biases)");
+    refuseExpertParallel(refuse, l, "the export writes a dense llama2 decoder, no expert axis");
     if (l.zero_stage == 2)
         refuse.add("ZeRO-2", "MaxText shards optimizer states over the data axis (shard_optimizer_over_data) or "
                              "everything over the fsdp axis, not optimizer states and gradients alone");

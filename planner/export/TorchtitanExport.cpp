@@ -126,6 +126,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (m.moe.enabled())
         refuse.add("mixture of experts (" + str(m.moe.experts) + " experts, top " + str(m.moe.top_k) + ")",
                    "the export takes torchtitan's dense llama3 model");
+    refuseExpertParallel(refuse, l, "the export takes torchtitan's dense llama3 model (no expert_parallel_degree)");
     if (m.mla.enabled())
         refuse.add("multi-head latent attention", "the export takes torchtitan's llama3 model (grouped-query attention)");
     const RopeScaling& rope = m.rope_scaling;
