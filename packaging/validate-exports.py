@@ -258,6 +258,12 @@ CONTROLS += [
     ("megatron deepseek-v3 pp8 without the sigmoid score function (TransformerConfig: expert bias needs it)",
      case_index("megatron deepseek-v3 p5 tp2 pp8"),
      lambda text: text.replace("--moe-router-score-function sigmoid\n", "")),
+    ("megatron gpt-oss-120b with etp 8 = tp (TransformerConfig: MoE biases only with etp 1, which the export refuses)",
+     case_index("megatron gpt-oss-120b"),
+     lambda text: text.replace("--expert-tensor-parallel-size 1\n", "--expert-tensor-parallel-size 8\n")),
+    ("megatron-bridge deepseek-v3 pp8 with expert_tensor_parallel_size 2 (a valid grid, not the plan's)",
+     case_index("megatron-bridge deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("expert_tensor_parallel_size=1,", "expert_tensor_parallel_size=2,")),
     ("megatron qwen3-30b-a3b ep16 with etp 2 (a valid grid, not the plan's)", case_index("megatron qwen3-30b-a3b (hf) p5 tp2 ep16"),
      lambda text: text.replace("--expert-tensor-parallel-size 1\n", "--expert-tensor-parallel-size 2\n")),
     ("megatron-bridge mixtral-8x7b ep8 with a misspelt field (expert_model_paralel_size)",
@@ -348,12 +354,23 @@ def check_megatron(case):
 
 def megatron_moe_checks(parsed, sizes, world):
     """The TransformerConfig pretrain_gpt.py builds from the arguments (its __post_init__ checks),
-    and Megatron's process-group grid at rank 0 (initialize_model_parallel with torch.distributed
-    answering rank 0 of `world`): its checks, then the expert groups of rank 0 against the plan."""
+    and Megatron's process-group grid for them (megatron_expert_grid)."""
     from megatron.training.argument_utils import core_transformer_config_from_args
-    from megatron.core import parallel_state
 
     config = core_transformer_config_from_args(parsed)
+    grid = megatron_expert_grid(parsed.tensor_model_parallel_size, parsed.pipeline_model_parallel_size,
+                                parsed.context_parallel_size, parsed.expert_model_parallel_size,
+                                parsed.expert_tensor_parallel_size, parsed.num_distributed_optimizer_instances,
+                                sizes, world)
+    return f"{type(config).__name__} built ({config.num_moe_experts} experts, top {config.moe_router_topk}); {grid}"
+
+
+def megatron_expert_grid(tp, pp, cp, ep, etp, instances, sizes, world):
+    """Megatron Core's process-group grid at rank 0 (parallel_state.initialize_model_parallel with
+    torch.distributed answering rank 0 of `world`): its checks, then the expert groups of rank 0
+    against the plan's ep, etp and expert data-parallel size."""
+    from megatron.core import parallel_state
+
     dist = parallel_state.torch.distributed
     dist.is_initialized = lambda: True
     dist.get_world_size = lambda group=None: world
@@ -368,21 +385,16 @@ def megatron_moe_checks(parsed, sizes, world):
 
     parallel_state.create_group = create_group
     parallel_state.initialize_model_parallel(
-        tensor_model_parallel_size=parsed.tensor_model_parallel_size,
-        pipeline_model_parallel_size=parsed.pipeline_model_parallel_size,
-        context_parallel_size=parsed.context_parallel_size,
-        expert_model_parallel_size=parsed.expert_model_parallel_size,
-        expert_tensor_parallel_size=parsed.expert_tensor_parallel_size,
-        num_distributed_optimizer_instances=parsed.num_distributed_optimizer_instances,
-        create_gloo_process_groups=False)
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, context_parallel_size=cp,
+        expert_model_parallel_size=ep, expert_tensor_parallel_size=etp,
+        num_distributed_optimizer_instances=instances, create_gloo_process_groups=False)
     ep, etp, edp = (len(groups[name]) for name in ("EXPERT_MODEL_PARALLEL_GROUP", "EXPERT_TENSOR_PARALLEL_GROUP",
                                                    "EXPERT_DATA_PARALLEL_GROUP"))
     assert (ep, etp, edp) == (sizes["ep"], sizes["etp"], sizes["edp"]), \
         f"Megatron's expert groups of rank 0: ep {ep}, etp {etp}, edp {edp}; the plan: {sizes}"
     # tp-ep-dp: the expert-parallel peers of rank 0 are etp ranks apart.
     assert groups["EXPERT_MODEL_PARALLEL_GROUP"] == list(range(0, ep * etp, etp)), groups["EXPERT_MODEL_PARALLEL_GROUP"]
-    return (f"{type(config).__name__} built ({config.num_moe_experts} experts, top {config.moe_router_topk}); "
-            f"initialize_model_parallel: rank 0's expert groups ep {ep} {groups['EXPERT_MODEL_PARALLEL_GROUP'][:4]}"
+    return (f"initialize_model_parallel: rank 0's expert groups ep {ep} {groups['EXPERT_MODEL_PARALLEL_GROUP'][:4]}"
             f"{'...' if ep > 4 else ''}, etp {etp}, expert dp {edp} (the plan's)")
 
 
@@ -683,13 +695,20 @@ def check_megatron_bridge(case):
             path, name = sections[parts[1]]
             assert parts[2] in _class_fields(path, name, importlib.import_module), f"{name} has no field {parts[2]}"
         checked += 1
+    grid = ""
+    if provider.num_moe_experts:
+        grid = "; " + megatron_expert_grid(
+            provider.tensor_model_parallel_size, provider.pipeline_model_parallel_size,
+            provider.context_parallel_size, provider.expert_model_parallel_size,
+            provider.expert_tensor_parallel_size, assigned.get("cfg.ddp.num_distributed_optimizer_instances", 1),
+            layout_sizes(case["layout"]), case["devices"])
     recipes = ast.parse(open(os.path.join(bridge, "training", "mixed_precision.py")).read())
     registered = {n.name for n in recipes.body if isinstance(n, ast.FunctionDef)
                   and any(ast.unparse(d) == "register" for d in n.decorator_list)}
     precision = assigned.get("cfg.mixed_precision")
     assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
     return (f"{type(provider).__name__} built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
-            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
+            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}{grid}")
 
 
 # ---------------------------------------------------------------- driver
@@ -708,8 +727,15 @@ def run_case(cli, checkouts, work, case, change=None):
         model = folder.lower()
         problem[1] = model
     # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,
-    # the file is written all the same), which does not matter to the export of --layout.
-    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], capture_output=True)
+    # the file is written all the same), which does not matter to the export of --layout. The
+    # search's --fix takes no ep/etp (the export's --layout does): they are left out of it. A
+    # plan file left by an earlier case must not stand in for this one's.
+    if os.path.exists(plan):
+        os.remove(plan)
+    fixed = ",".join(kv for kv in layout.split(",") if kv.split("=")[0] not in ("ep", "etp"))
+    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", fixed, "--out", plan], capture_output=True)
+    if not os.path.exists(plan):
+        return False, "shardscope-cli plan wrote no plan file"
     out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
                          capture_output=True, text=True)
     exported = json.loads(out.stdout)
