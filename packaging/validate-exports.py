@@ -164,8 +164,8 @@ CASES = [
      [], "zero=3,mb=1,recompute=full", "QK-norm, norm_eps 1e-06"),
     ("maxtext llama-3.1-8b v5p refused (RoPE scaling)", "maxtext", "hf:Llama-3.1-8B", "tpu-v5p-host", 16, 256,
      8192, [], "zero=3,mb=1,recompute=full", "RoPE scaling llama3"),
-    ("maxtext qwen3-30b-a3b v5p refused (MoE)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [],
-     "zero=3,mb=1,recompute=full", "mixture of experts"),
+    ("maxtext qwen3-30b-a3b (hf) v5p zero3 (qwen3_moe: QK-norm, 128 experts, aux loss / top_k)", "maxtext",
+     "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [], "zero=3,mb=1,recompute=full"),
     ("maxtext deepseek-v3 v5p refused (MLA)", "maxtext", "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [],
      "zero=3,mb=1,recompute=full", "multi-head latent attention"),
     # Expert parallelism (issue 16): Megatron's ep and etp, the expert grid tp-ep-dp per stage.
@@ -193,8 +193,15 @@ CASES = [
      32, 1024, 4096, [], "ep=8,zero=2,mb=1,recompute=full", "score-correction bias"),
     ("torchtitan qwen3-30b-a3b refused (ep)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
      "ep=8,zero=3,mb=1", "expert parallelism (ep=8)"),
-    ("maxtext qwen3-30b-a3b v5p refused (ep)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [],
-     "ep=8,zero=3,mb=1,recompute=full", "expert parallelism (ep=8)"),
+    ("maxtext qwen3-30b-a3b (hf) v5p ep8 zero3 (the expert axis out of fsdp)", "maxtext", "hf:Qwen3-30B-A3B",
+     "tpu-v5p-host", 16, 256, 4096, [], "ep=8,zero=3,mb=1,recompute=full"),
+    ("maxtext mixtral-8x7b (hf) v5p ep4 zero3 (mixtral block, aux loss / top_k)", "maxtext", "hf:Mixtral-8x7B-v0.1",
+     "tpu-v5p-host", 32, 256, 4096, [], "ep=4,zero=3,mb=1,recompute=full"),
+    ("maxtext qwen3-30b-a3b v5p refused (ep without ZeRO-3)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16,
+     256, 4096, [], "ep=8,zero=1,mb=1,recompute=full", "expert parallelism (ep=8) without ZeRO-3"),
+    ("maxtext deepseek-v3 v5p refused (MLA, shared expert, dense layers, DeepSeek routing)", "maxtext",
+     "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [], "ep=8,zero=3,mb=1,recompute=full",
+     "DeepSeek routing (correction bias, groups or routed scaling)"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
 
@@ -269,6 +276,9 @@ CONTROLS += [
     ("megatron-bridge mixtral-8x7b ep8 with a misspelt field (expert_model_paralel_size)",
      case_index("megatron-bridge mixtral-8x7b p5 tp4 ep8"),
      lambda text: text.replace("expert_model_parallel_size=", "expert_model_paralel_size=")),
+    ("maxtext qwen3-30b-a3b ep8 with ici_expert_parallelism misspelt (ici_experts_parallelism)",
+     case_index("maxtext qwen3-30b-a3b (hf) v5p ep8"),
+     lambda text: text.replace("ici_expert_parallelism", "ici_experts_parallelism")),
     ("deepspeed mixtral-8x7b AutoEP with expert_tensor_parallel_size 2 (validate_folding_global)",
      case_index("deepspeed mixtral-8x7b (hf) p5 AutoEP"),
      lambda text: json.dumps({**json.loads(text), "expert_parallel": {
@@ -491,8 +501,19 @@ def check_maxtext(case):
     dcn = [v for k, v in config.items() if k.startswith("dcn_")]
     product = lambda values: eval("*".join(map(str, values)) or "1")
     assert product(ici) * product(dcn) == case["devices"], "the mesh does not cover the devices"
+    experts = ""
+    if config.get("num_experts", 1) > 1:
+        # The expert axis (base.yml logical_axis_rules: 'exp' over 'expert') must be the plan's ep
+        # and split the experts evenly.
+        ep = config["ici_expert_parallelism"] * config["dcn_expert_parallelism"]
+        sizes = layout_sizes(case["layout"])
+        assert ep == sizes["ep"], f"expert axis {ep}, the plan's ep {sizes['ep']}"
+        assert config["num_experts"] % ep == 0, f"{config['num_experts']} experts over an expert axis of {ep}"
+        assert config["base_mlp_dim"] == config["base_moe_mlp_dim"], "types.py: a fully MoE model has " \
+            "base_mlp_dim = base_moe_mlp_dim"
+        experts = f"; {config['num_experts']} experts over the expert axis {ep} (the plan's ep)"
     return (f"{len(config)} keys are MaxTextConfig fields and validate; ici {product(ici)} x dcn {product(dcn)} = "
-            f"{case['devices']} devices")
+            f"{case['devices']} devices{experts}")
 
 
 # ---------------------------------------------------------------- torchtitan

@@ -795,6 +795,43 @@ private slots:
         QVERIFY(!QJsonDocument::fromJson(QByteArray::fromStdString(replicated.text)).object().contains("expert_parallel"));
     }
 
+    // MaxText's MoE blocks (mixtral, qwen3_moe) and its expert axis, out of the fsdp axis.
+    void maxtextMoe()
+    {
+        const Case qwen{"hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::MaxText, qwen, "ep=8,zero=3,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        // Qwen3-30B-A3B's config: 128 experts, top 8, moe_intermediate_size 768, QK-norm, 1e-6,
+        // router_aux_loss_coef 0.001 (MaxText's weight: / 8).
+        for (const char* expected :
+             {"decoder_block: \"qwen3_moe\"\n", "num_experts: 128\n", "num_experts_per_tok: 8\n", "base_mlp_dim: 768\n",
+              "base_moe_mlp_dim: 768\n", "use_qk_norm: true\n", "normalization_layer_epsilon: 1e-06\n",
+              "load_balance_loss_weight: 0.000125\n", "capacity_factor: -1.0  # dropless\n", "head_dim: 128\n",
+              // 64 devices: fsdp 8 x expert 8, no data axis left
+              "ici_data_parallelism: 1\n", "ici_fsdp_parallelism: 8\n", "ici_expert_parallelism: 8\n",
+              "dcn_expert_parallelism: 1\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // Mixtral: the mixtral block, 0.02 / 2; ep 1 leaves the expert axis at 1.
+        const Case mixtral{"hf:Mixtral-8x7B-v0.1", "tpu-v5p-host", 16, 256, 4096, Precision::BF16Mixed};
+        const ExportResult x = exported(ExportFormat::MaxText, mixtral, "zero=3,mb=1,recompute=full");
+        QVERIFY2(x.ok(), x.refusals.empty() ? "" : x.refusals.front().c_str());
+        const QString xt = QString::fromStdString(x.text);
+        for (const char* expected : {"decoder_block: \"mixtral\"\n", "num_experts: 8\n", "num_experts_per_tok: 2\n",
+                                     "base_mlp_dim: 14336\n", "load_balance_loss_weight: 0.01\n",
+                                     "ici_fsdp_parallelism: 64\n", "ici_expert_parallelism: 1\n"})
+            QVERIFY2(xt.contains(QLatin1String(expected)), expected);
+        QVERIFY(!xt.contains(QLatin1String("use_qk_norm")));
+        // Refused by name: a router MaxText's get_topk does not compute, a capacity factor.
+        Problem p = problem(mixtral);
+        p.model.moe.router = MoeRouter::Softmax;
+        p.model.moe.capacity_factor = 1.5;
+        const ExportResult bad = exportSettings(ExportFormat::MaxText, p, layout("zero=3,mb=1", p));
+        QCOMPARE(bad.refused.size(), size_t(2));
+        QCOMPARE(bad.refused[0].feature, std::string("the router softmax"));
+        QCOMPARE(bad.refused[1].feature, std::string("a capacity factor of 1.5"));
+    }
+
     // What Megatron Core has no setting for is refused by name, never dropped.
     void megatronModelFieldRefusals()
     {
@@ -977,8 +1014,19 @@ private slots:
                                    << "fsdp: expert tensor parallelism (etp=2 with tp=1)";
         QTest::newRow("torchtitan: ep") << T << mixtral << p5 << 8 << bf16 << QByteArray("ep=8,zero=3")
                                         << "torchtitan: expert parallelism (ep=8) is not expressible";
-        QTest::newRow("maxtext: ep") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=3")
-                                     << "maxtext: expert parallelism (ep=8) is not expressible";
+        QTest::newRow("maxtext: ep without ZeRO-3") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=1")
+                                                    << "maxtext: expert parallelism (ep=8) without ZeRO-3 over all 64";
+        QTest::newRow("maxtext: ep with a shard group")
+            << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=3,zero_group=16")
+            << "expert parallelism (ep=8) without ZeRO-3 over all 64 data-parallel ranks";
+        QTest::newRow("maxtext: etp") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("tp=2,sp=on,etp=1,zero=3")
+                                      << "maxtext: expert tensor parallelism (etp=1 with tp=2)";
+        QTest::newRow("maxtext: aux loss over 2-sequence micro-batches")
+            << X << mixtral << v5pHost << 16 << bf16 << QByteArray("zero=3,mb=2")
+            << "a load-balancing loss over micro-batches of 2 sequences";
+        QTest::newRow("maxtext: DeepSeek-V3") << X << QByteArray("deepseek-v3") << v5pHost << 64 << bf16
+                                              << QByteArray("ep=8,zero=3")
+                                              << "DeepSeek routing (correction bias, groups or routed scaling)";
         QTest::newRow("neuronx: ep") << N << mixtral << trn1 << 4 << bf16 << QByteArray("tp=8,sp=on,ep=4,recompute=full")
                                      << "neuronx: expert parallelism (ep=4) is not expressible";
         QTest::newRow("nxd-training: ep") << Y << mixtral << trn1 << 4 << bf16
