@@ -155,8 +155,8 @@ CASES = [
      8192, [], "zero=3,mb=1", "a sliding window of 4096"),
     ("torchtitan gpt-oss-120b refused (sinks, YaRN, MoE)", "torchtitan", "hf:gpt-oss-120b", "p5.48xlarge", 8, 512,
      4096, [], "zero=3,mb=1", "attention sinks"),
-    ("torchtitan qwen3-30b-a3b refused (MoE)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
-     "zero=3,mb=1", "mixture of experts (128 experts, top 8)"),
+    ("torchtitan qwen3-30b-a3b refused (an auxiliary loss: torchtitan's MoE has none)", "torchtitan",
+     "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [], "zero=3,mb=1", "an auxiliary load-balancing loss"),
     ("torchtitan deepseek-v3 refused (MLA)", "torchtitan", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [],
      "zero=3,mb=1", "multi-head latent attention"),
     # MaxText: the export writes Llama decoder blocks only; every other field is refused by name.
@@ -191,8 +191,12 @@ CASES = [
      4096, [], "ep=8,etp=2,zero=2,mb=1,recompute=full", "expert tensor parallelism (etp=2)"),
     ("deepspeed deepseek-v3 (hf) refused (AutoEP has no expert bias)", "deepspeed", "hf:DeepSeek-V3", "p5.48xlarge",
      32, 1024, 4096, [], "ep=8,zero=2,mb=1,recompute=full", "score-correction bias"),
-    ("torchtitan qwen3-30b-a3b refused (ep)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
-     "ep=8,zero=3,mb=1", "expert parallelism (ep=8)"),
+    ("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2 ep16 etp1 fsdp (qwen3 30B-A3B flavor)",
+     "torchtitan", "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full"),
+    ("torchtitan qwen3-30b-a3b without aux loss p5 refused (ep with etp = tp)", "torchtitan",
+     "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,zero=3,mb=1,recompute=full",
+     "expert tensor parallelism (etp=2) with ep=16"),
     ("maxtext qwen3-30b-a3b (hf) v5p ep8 zero3 (the expert axis out of fsdp)", "maxtext", "hf:Qwen3-30B-A3B",
      "tpu-v5p-host", 16, 256, 4096, [], "ep=8,zero=3,mb=1,recompute=full"),
     ("maxtext mixtral-8x7b (hf) v5p ep4 zero3 (mixtral block, aux loss / top_k)", "maxtext", "hf:Mixtral-8x7B-v0.1",
@@ -204,6 +208,8 @@ CASES = [
      "DeepSeek routing (correction bias, groups or routed scaling)"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
+# Configs of this script's own (validate-exports-data/README.md), looked up after HF_FIXTURES.
+OWN_FIXTURES = os.path.join(HERE, "validate-exports-data")
 
 # A case with a tenth element expects ShardScope to refuse the export with a reason naming it (the
 # framework has no setting for that model field): it passes when the refusal names it, fails when the
@@ -279,6 +285,12 @@ CONTROLS += [
     ("maxtext qwen3-30b-a3b ep8 with ici_expert_parallelism misspelt (ici_experts_parallelism)",
      case_index("maxtext qwen3-30b-a3b (hf) v5p ep8"),
      lambda text: text.replace("ici_expert_parallelism", "ici_experts_parallelism")),
+    ("torchtitan qwen3-30b-a3b ep16 with ep 128 (parallel_dims: ep must divide dp_shard x cp x tp = 64)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2"),
+     lambda text: text.replace("expert_parallel_degree=16,", "expert_parallel_degree=128,")),
+    ("torchtitan qwen3-30b-a3b ep16 with the MoE field misspelt (load_balance_coef)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2"),
+     lambda text: text.replace("layer.moe.load_balance_coeff", "layer.moe.load_balance_coef")),
     ("deepspeed mixtral-8x7b AutoEP with expert_tensor_parallel_size 2 (validate_folding_global)",
      case_index("deepspeed mixtral-8x7b (hf) p5 AutoEP"),
      lambda text: json.dumps({**json.loads(text), "expert_parallel": {
@@ -585,18 +597,46 @@ def check_torchtitan(case):
     literal_choices_hold(TrainingConfig, training)
     TrainingConfig(**training)
     dims = ParallelDims.from_config(parallelism, case["devices"])
+    # The model family and base recipe the recipe imports (llama3 / llama3_8b, qwen3 / qwen3_30b_a3b):
+    # the flavor a key of <family>_configs, the base a function of its config_registry.py.
+    tree = ast.parse(case["settings"])
+    imports = {alias.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               for alias in node.names}
+    family = imports["model_registry"].split(".")[-1]
+    base = next(name for name, module in imports.items() if module == f"torchtitan.models.{family}.config_registry")
     flavor = calls["model_registry"][0][0][0]
-    llama3 = open(os.path.join(root, "torchtitan", "models", "llama3", "__init__.py")).read()
-    tree = ast.parse(llama3)
-    flavors = [k.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-               and ast.unparse(n.targets[0]) == "llama3_configs" for k in n.value.keys]
+    models = os.path.join(root, "torchtitan", "models", family)
+    init = ast.parse(open(os.path.join(models, "__init__.py")).read())
+    flavors = [k.value for n in ast.walk(init) if isinstance(n, ast.Assign)
+               and ast.unparse(n.targets[0]) == f"{family}_configs" for k in n.value.keys]
     assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
-    registry = ast.parse(open(os.path.join(root, "torchtitan", "models", "llama3", "config_registry.py")).read())
-    assert any(isinstance(n, ast.FunctionDef) and n.name == "llama3_8b" for n in registry.body)
+    registry = ast.parse(open(os.path.join(models, "config_registry.py")).read())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == base for n in registry.body), f"no recipe {base}"
     rope = check_torchtitan_rope(root, assigned)
+    moe = check_torchtitan_moe(root, assigned, parallel, case)
     return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
-            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}; "
-            f"flavor {flavor}{rope}")
+            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}"
+            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}")
+
+
+def check_torchtitan_moe(root, assigned, parallel, case):
+    """A MoE recipe: each `layer.moe.<field> = value` a field of MoE.Config (models/common/moe.py,
+    read from the source), and expert_parallel_degree the plan's ep."""
+    import ast
+
+    settings = {k.split(".")[-1]: v for k, v in assigned.items() if k.startswith("layer.moe.")}
+    if "expert_parallel_degree" not in parallel:
+        assert not settings, "MoE settings without expert_parallel_degree"
+        return ""
+    tree = ast.parse(open(os.path.join(root, "torchtitan", "models", "common", "moe.py")).read())
+    moe = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MoE")
+    config = next(n for n in moe.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    fields = {n.target.id for n in config.body if isinstance(n, ast.AnnAssign)}
+    for name in settings:
+        assert name in fields, f"MoE.Config has no field {name} (fields: {', '.join(sorted(fields))})"
+    ep = layout_sizes(case["layout"])["ep"]
+    assert parallel["expert_parallel_degree"] == ep, f"expert_parallel_degree {parallel['expert_parallel_degree']}, the plan's ep {ep}"
+    return "; MoE.Config fields " + ", ".join(f"{k}={v!r}" for k, v in settings.items())
 
 
 def check_torchtitan_rope(root, assigned):
@@ -743,8 +783,10 @@ def run_case(cli, checkouts, work, case, change=None):
     if model.startswith("hf:"):
         # catalog import names the model after its folder (lowercase); importing it again is refused.
         folder = model[3:]
-        subprocess.run([cli] + db + ["catalog", "import", os.path.join(HF_FIXTURES, folder, "config.json")],
-                       capture_output=True)
+        config = os.path.join(HF_FIXTURES, folder, "config.json")
+        if not os.path.exists(config):
+            config = os.path.join(OWN_FIXTURES, folder, "config.json")
+        subprocess.run([cli] + db + ["catalog", "import", config], capture_output=True)
         model = folder.lower()
         problem[1] = model
     # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,

@@ -832,6 +832,38 @@ private slots:
         QCOMPARE(bad.refused[1].feature, std::string("a capacity factor of 1.5"));
     }
 
+    // torchtitan's qwen3 MoE flavors with expert_parallel_degree (b5bcd76c): Qwen3-30B-A3B's shapes
+    // (config.json) are the 30B-A3B flavor's; without a load-balancing loss (torchtitan has none) the
+    // flavor's expert-bias balancing is switched off.
+    void torchtitanMoe()
+    {
+        const Case c{"hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        p.model.moe.aux_loss_coeff = 0;
+        const ExportResult r = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full", p));
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"from torchtitan.models.qwen3 import model_registry\n",
+              "from torchtitan.models.qwen3.config_registry import qwen3_30b_a3b\n", "    config = qwen3_30b_a3b()\n",
+              "    config.model_spec = model_registry(\"30B-A3B\")\n",
+              "    for layer in config.model_spec.model.layers:\n        layer.moe.load_balance_coeff = None\n",
+              "    config.hf_assets_path = \"./assets/hf/Qwen3-30B-A3B\"\n", "        data_parallel_shard_degree=32,\n",
+              "        tensor_parallel_degree=2,\n", "        expert_parallel_degree=16,\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // 64 ranks: dp_shard 32 x tp 2 = 64 over ep 16: efsdp 4.
+        QVERIFY2(t.contains(QLatin1String("torchtitan: efsdp = dp_shard x cp x tp / ep = 4.")), qPrintable(t));
+        QVERIFY(!t.contains(QLatin1String("llama")));
+        // ep 1 (experts over tp, torchtitan's default): the degree written as 1.
+        const ExportResult one = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,zero=3,mb=1", p));
+        QVERIFY2(one.ok(), one.refusals.empty() ? "" : one.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(one.text).contains(QLatin1String("        expert_parallel_degree=1,\n")));
+        // A dense llama3 recipe writes no expert degree.
+        const ExportResult dense = exported(ExportFormat::Torchtitan, {"llama-3-8b", "p5.48xlarge", 4, 256, 8192,
+                                                                        Precision::BF16Mixed}, "tp=2,sp=on,zero=3,mb=1");
+        QVERIFY(dense.ok() && !QString::fromStdString(dense.text).contains(QLatin1String("expert")));
+    }
+
     // What Megatron Core has no setting for is refused by name, never dropped.
     void megatronModelFieldRefusals()
     {
@@ -964,7 +996,10 @@ private slots:
         QTest::newRow("torchtitan: sliding window") << T << mistral << p5 << 4 << bf16 << QByteArray("zero=3")
                                                     << "torchtitan: a sliding window of 4096";
         QTest::newRow("torchtitan: MoE") << T << mixtral << p5 << 4 << bf16 << QByteArray("zero=3")
-                                         << "torchtitan: mixture of experts (8 experts, top 2)";
+                                         << "torchtitan: the MoE model mixtral-8x7b-v0.1 is not expressible";
+        QTest::newRow("torchtitan: aux loss") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                              << QByteArray("zero=3")
+                                              << "an auxiliary load-balancing loss (aux_loss_coeff 0.001)";
         QTest::newRow("neuronx: QK-norm") << N << qwen3 << trn1 << 4 << bf16 << QByteArray("tp=8,recompute=full")
                                           << "QK-norm, norm_eps 1e-06";
         QTest::newRow("nxd-training: qkv bias") << Y << qwen2 << trn1 << 4 << bf16
@@ -1012,8 +1047,15 @@ private slots:
                                   << "fsdp: expert parallelism (ep=8) is not expressible";
         QTest::newRow("fsdp: etp") << F << mixtral << p5 << 8 << bf16 << QByteArray("etp=2,zero=3")
                                    << "fsdp: expert tensor parallelism (etp=2 with tp=1)";
-        QTest::newRow("torchtitan: ep") << T << mixtral << p5 << 8 << bf16 << QByteArray("ep=8,zero=3")
-                                        << "torchtitan: expert parallelism (ep=8) is not expressible";
+        QTest::newRow("torchtitan: ep with etp = tp") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                      << QByteArray("tp=2,sp=on,ep=8,zero=3")
+                                                      << "expert tensor parallelism (etp=2) with ep=8";
+        QTest::newRow("torchtitan: ep over dp_replicate") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                          << QByteArray("ep=8,zero=0")
+                                                          << "expert parallelism (ep=8) beyond dp_shard x cp x tp = 1";
+        QTest::newRow("torchtitan: etp without ep") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                    << QByteArray("tp=2,sp=on,etp=1,zero=3")
+                                                    << "expert tensor parallelism (etp=1 with tp=2) without ep";
         QTest::newRow("maxtext: ep without ZeRO-3") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=1")
                                                     << "maxtext: expert parallelism (ep=8) without ZeRO-3 over all 64";
         QTest::newRow("maxtext: ep with a shard group")
