@@ -28,18 +28,23 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              the folding's ep and expert data-parallel sizes compared with the plan's;
   torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
              dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
-             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
-             flavor must be a key of llama3_configs; each layer.attention.rope.<field> the recipe
-             sets a field of RoPE.Config (models/common/rope.py, read from the source), scaling one
-             of its Literal choices;
+             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py: with
+             expert_parallel_degree, ep divides dp_shard x cp x tp); the flavor must be a key of
+             <family>_configs of the family the recipe imports (llama3; qwen3 for MoE) and the base
+             recipe a function of its config_registry.py; each layer.attention.rope.<field> the
+             recipe sets a field of RoPE.Config (models/common/rope.py, read from the source),
+             scaling one of its Literal choices; each layer.moe.<field> a field of MoE.Config
+             (models/common/moe.py) and expert_parallel_degree the plan's ep;
   megatron-bridge  GPTModelProvider(**the recipe's arguments), MLAModelProvider for multi-head
              latent attention, then its finalize(), which runs Megatron Core's __post_init__ checks
              the providers defer (models/transformer_config.py; they do not check heads against
              tp, the model build does), every cfg.<section>.<field>
              the recipe sets a field of that section's config class (training/config.py and the
-             Megatron classes it extends), the mixed_precision name a registered recipe;
+             Megatron classes it extends), the mixed_precision name a registered recipe; for a MoE
+             model Megatron Core's grid at rank 0 for the provider's sizes, as for Megatron-LM;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
-             (src/maxtext/configs/types.py) and each value against its field's type.
+             (src/maxtext/configs/types.py) and each value against its field's type; a MoE config's
+             expert axis the plan's ep, dividing the experts.
 
 A case with a tenth field passes only when ShardScope refuses the export with a reason naming it.
 
