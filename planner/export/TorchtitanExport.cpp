@@ -106,6 +106,15 @@ const Flavor* flavorOf(const ModelSpec& m)
 }
 
 
+// "1B, 3B, 8B, ...": the names of a flavor table, for a refusal.
+template <class F> std::string flavorNames(const std::vector<F>& flavors)
+{
+    std::string names;
+    for (const F& f : flavors)
+        names += (names.empty() ? "" : ", ") + std::string(f.name);
+    return names;
+}
+
 struct MoeFlavor {
     const char* name;
     const char* recipe_assets;  // hf_assets_path of the flavor's tokenizer
@@ -143,14 +152,10 @@ const MoeFlavor* qwen3MoeFlavorOf(const ModelSpec& m)
 void refuseTorchtitanMoe(Refusals& refuse, const ModelSpec& m, const Layout& l, int shard)
 {
     const MoeSpec& e = m.moe;
-    if (!qwen3MoeFlavorOf(m)) {
-        std::string names;
-        for (const MoeFlavor& fl : qwen3MoeFlavors())
-            names += (names.empty() ? "" : ", ") + std::string(fl.name);
+    if (!qwen3MoeFlavorOf(m))
         refuse.add("the MoE model " + m.name,
-                   "the export takes torchtitan's qwen3 MoE flavors (" + names +
+                   "the export takes torchtitan's qwen3 MoE flavors (" + flavorNames(qwen3MoeFlavors()) +
                        ": Qwen3-MoE shapes, QK-norm, eps 1e-6, vocabulary 151936) and " + m.name + " is none of them");
-    }
     if (e.router != MoeRouter::SoftmaxNorm || e.shared_experts > 0 || e.dense_layers > 0 || e.layer_interval > 1 ||
         e.expert_groups > 0 || e.routed_scaling > 0)
         refuse.add("the MoE block of " + m.name + " (router " + toString(e.router) + ", " + str(e.shared_experts) +
@@ -228,14 +233,11 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (!moe && rope.enabled() && rope.type != RopeScalingKind::Llama3)
         refuse.add(std::string("RoPE scaling ") + toString(rope.type),
                    "the export writes torchtitan's llama (Llama 3.1) scaling or none");
-    if (!moe && !flavor) {
-        std::string names;
-        for (const Flavor& fl : llama3Flavors())
-            names += (names.empty() ? "" : ", ") + std::string(fl.name);
+    if (!moe && !flavor)
         refuse.add("the model " + m.name,
-                   "torchtitan builds models from its registry; the export takes the llama3 flavors (" + names +
-                       ": RMSNorm, SwiGLU, RoPE theta 500000, vocabulary 128256) and " + m.name + " is none of them");
-    }
+                   "torchtitan builds models from its registry; the export takes the llama3 flavors (" +
+                       flavorNames(llama3Flavors()) + ": RMSNorm, SwiGLU, RoPE theta 500000, vocabulary 128256) and " +
+                       m.name + " is none of them");
     if (l.zero_stage == 1)
         refuse.add("ZeRO-1 (optimizer states only)", "FSDP2's fully_shard, torchtitan's sharding, shards gradients too");
     if (l.cp > 1 && l.zero_stage == 0)
