@@ -11,26 +11,40 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
   megatron   the exported MEGATRON_ARGS (and its CUDA_DEVICE_MAX_CONNECTIONS line) through
              megatron/training/arguments.py: parse_args() then validate_args(), with WORLD_SIZE
              the plan's device count, plus what the export leaves to the user (--mock-data, a
-             NullTokenizer of the model's vocabulary, --train-iters, --lr);
+             NullTokenizer of the model's vocabulary, --train-iters, --lr); for a MoE model also
+             core_transformer_config_from_args (megatron/training/argument_utils.py: the
+             TransformerConfig pretrain_gpt.py builds, its __post_init__ MoE checks) and
+             megatron/core/parallel_state.py initialize_model_parallel at rank 0 with the parsed
+             sizes (its world-size and expert-grid checks), the expert groups of rank 0 then
+             compared with the plan's (ep, etp, expert data-parallel size);
   deepspeed  the exported ds_config through deepspeed/runtime/config.py: DeepSpeedConfig(config,
              mpu, mesh_device) with the world size deepspeed.initialize would give it (all ranks;
              the pipeline grid's data-parallel ranks for a PipelineModule; the data_parallel mesh
              dimension when the config names sequence_parallel_size and data_parallel_size),
-             which runs its batch assertion and sanity checks and the pydantic ZeRO config;
+             which runs its batch assertion and sanity checks and the pydantic ZeRO config; with
+             an expert_parallel section (AutoEP) also what deepspeed/runtime/engine.py
+             _configure_expert_parallel runs before any process group: validate_autoep_config,
+             build_folding_spec and validate_folding_global (module_inject/auto_ep_folding.py),
+             the folding's ep and expert data-parallel sizes compared with the plan's;
   torchtitan the recipe's ParallelismConfig and config.training values through torchtitan's own
              dataclasses (torchtitan/config/configs.py: __post_init__ checks, Literal choices) and
-             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py); the llama3
-             flavor must be a key of llama3_configs; each layer.attention.rope.<field> the recipe
-             sets a field of RoPE.Config (models/common/rope.py, read from the source), scaling one
-             of its Literal choices;
+             ParallelDims.from_config(..., world size) (distributed/parallel_dims.py: with
+             expert_parallel_degree, ep divides dp_shard x cp x tp); the flavor must be a key of
+             <family>_configs of the family the recipe imports (llama3; qwen3 for MoE) and the base
+             recipe a function of its config_registry.py; each layer.attention.rope.<field> the
+             recipe sets a field of RoPE.Config (models/common/rope.py, read from the source),
+             scaling one of its Literal choices; each layer.moe.<field> a field of MoE.Config
+             (models/common/moe.py) and expert_parallel_degree the plan's ep;
   megatron-bridge  GPTModelProvider(**the recipe's arguments), MLAModelProvider for multi-head
              latent attention, then its finalize(), which runs Megatron Core's __post_init__ checks
              the providers defer (models/transformer_config.py; they do not check heads against
              tp, the model build does), every cfg.<section>.<field>
              the recipe sets a field of that section's config class (training/config.py and the
-             Megatron classes it extends), the mixed_precision name a registered recipe;
+             Megatron classes it extends), the mixed_precision name a registered recipe; for a MoE
+             model Megatron Core's grid at rank 0 for the provider's sizes, as for Megatron-LM;
   maxtext    every key of the exported YAML against MaxText's pydantic MaxTextConfig fields
-             (src/maxtext/configs/types.py) and each value against its field's type.
+             (src/maxtext/configs/types.py) and each value against its field's type; a MoE config's
+             expert axis the plan's ep, dividing the experts.
 
 A case with a tenth field passes only when ShardScope refuses the export with a reason naming it.
 
@@ -110,8 +124,8 @@ CASES = [
      4096, [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
     ("megatron qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096,
      [], "tp=4,sp=on,zero=1,mb=1,recompute=selective"),
-    ("megatron gpt-oss-120b p5 tp8 (sinks, alternating window, YaRN, MoE)", "megatron", "hf:gpt-oss-120b",
-     "p5.48xlarge", 8, 512, 4096, [], "tp=8,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron gpt-oss-120b p5 tp8 etp1 (sinks, alternating window, YaRN, biased MoE: etp 1)", "megatron", "hf:gpt-oss-120b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=8,sp=on,etp=1,zero=1,mb=1,recompute=selective"),
     ("megatron llama-3.1-8b p5 tp2 (llama3 RoPE scaling)", "megatron", "hf:Llama-3.1-8B", "p5.48xlarge", 2, 64,
      8192, [], "tp=2,sp=on,zero=1,mb=1"),
     ("megatron-bridge qwen3-30b-a3b p5 tp4 (MoE, qk-norm)", "megatron-bridge", "hf:Qwen3-30B-A3B", "p5.48xlarge",
@@ -146,8 +160,8 @@ CASES = [
      8192, [], "zero=3,mb=1", "a sliding window of 4096"),
     ("torchtitan gpt-oss-120b refused (sinks, YaRN, MoE)", "torchtitan", "hf:gpt-oss-120b", "p5.48xlarge", 8, 512,
      4096, [], "zero=3,mb=1", "attention sinks"),
-    ("torchtitan qwen3-30b-a3b refused (MoE)", "torchtitan", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [],
-     "zero=3,mb=1", "mixture of experts (128 experts, top 8)"),
+    ("torchtitan qwen3-30b-a3b refused (an auxiliary loss: torchtitan's MoE has none)", "torchtitan",
+     "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [], "zero=3,mb=1", "an auxiliary load-balancing loss"),
     ("torchtitan deepseek-v3 refused (MLA)", "torchtitan", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [],
      "zero=3,mb=1", "multi-head latent attention"),
     # MaxText: the export writes Llama decoder blocks only; every other field is refused by name.
@@ -155,12 +169,52 @@ CASES = [
      [], "zero=3,mb=1,recompute=full", "QK-norm, norm_eps 1e-06"),
     ("maxtext llama-3.1-8b v5p refused (RoPE scaling)", "maxtext", "hf:Llama-3.1-8B", "tpu-v5p-host", 16, 256,
      8192, [], "zero=3,mb=1,recompute=full", "RoPE scaling llama3"),
-    ("maxtext qwen3-30b-a3b v5p refused (MoE)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [],
-     "zero=3,mb=1,recompute=full", "mixture of experts"),
+    ("maxtext qwen3-30b-a3b (hf) v5p zero3 (qwen3_moe: QK-norm, 128 experts, aux loss / top_k)", "maxtext",
+     "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, [], "zero=3,mb=1,recompute=full"),
     ("maxtext deepseek-v3 v5p refused (MLA)", "maxtext", "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [],
      "zero=3,mb=1,recompute=full", "multi-head latent attention"),
+    # Expert parallelism (issue 16): Megatron's ep and etp, the expert grid tp-ep-dp per stage.
+    ("megatron mixtral-8x7b p5 tp4 ep8 (etp = tp: experts over ep ranks of dp)", "megatron", "mixtral-8x7b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=4,sp=on,ep=8,zero=1,mb=1,recompute=selective"),
+    ("megatron mixtral-8x7b p5 tp4 ep8 etp1 (whole experts, ep over tp x dp)", "megatron", "mixtral-8x7b",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=4,sp=on,ep=8,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron deepseek-v3 p5 tp2 pp8 (5 + 6 x 9 + 2 layers) ep8 etp1 (MLA, MoE)", "megatron", "deepseek-v3",
+     "p5.48xlarge", 32, 1024, 4096, [],
+     "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full"),
+    ("megatron qwen3-30b-a3b (hf) p5 tp2 ep16 etp1 (128 experts, QK-norm)", "megatron", "hf:Qwen3-30B-A3B",
+     "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge mixtral-8x7b p5 tp4 ep8 etp1", "megatron-bridge", "mixtral-8x7b", "p5.48xlarge", 8, 512,
+     4096, [], "tp=4,sp=on,ep=8,etp=1,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge deepseek-v3 p5 tp2 pp8 ep8 etp1 (MLAModelProvider)", "megatron-bridge", "deepseek-v3",
+     "p5.48xlarge", 32, 1024, 4096, [],
+     "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full"),
+    ("deepspeed mixtral-8x7b (hf) p5 AutoEP ep8 zero2", "deepspeed", "hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512,
+     4096, [], "ep=8,zero=2,mb=1,recompute=full"),
+    ("deepspeed qwen3-30b-a3b (hf) p5 AutoEP ep16 zero1", "deepspeed", "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512,
+     4096, [], "ep=16,zero=1,mb=1,recompute=full"),
+    ("deepspeed mixtral-8x7b (hf) refused (etp 2)", "deepspeed", "hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512,
+     4096, [], "ep=8,etp=2,zero=2,mb=1,recompute=full", "expert tensor parallelism (etp=2)"),
+    ("deepspeed deepseek-v3 (hf) refused (AutoEP has no expert bias)", "deepspeed", "hf:DeepSeek-V3", "p5.48xlarge",
+     32, 1024, 4096, [], "ep=8,zero=2,mb=1,recompute=full", "score-correction bias"),
+    ("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2 ep16 etp1 fsdp (qwen3 30B-A3B flavor)",
+     "torchtitan", "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full"),
+    ("torchtitan qwen3-30b-a3b without aux loss p5 refused (ep with etp = tp)", "torchtitan",
+     "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,zero=3,mb=1,recompute=full",
+     "expert tensor parallelism (etp=2) with ep=16"),
+    ("maxtext qwen3-30b-a3b (hf) v5p ep8 zero3 (the expert axis out of fsdp)", "maxtext", "hf:Qwen3-30B-A3B",
+     "tpu-v5p-host", 16, 256, 4096, [], "ep=8,zero=3,mb=1,recompute=full"),
+    ("maxtext mixtral-8x7b (hf) v5p ep4 zero3 (mixtral block, aux loss / top_k)", "maxtext", "hf:Mixtral-8x7B-v0.1",
+     "tpu-v5p-host", 32, 256, 4096, [], "ep=4,zero=3,mb=1,recompute=full"),
+    ("maxtext qwen3-30b-a3b v5p refused (ep without ZeRO-3)", "maxtext", "hf:Qwen3-30B-A3B", "tpu-v5p-host", 16,
+     256, 4096, [], "ep=8,zero=1,mb=1,recompute=full", "expert parallelism (ep=8) without ZeRO-3"),
+    ("maxtext deepseek-v3 v5p refused (MLA, shared expert, dense layers, DeepSeek routing)", "maxtext",
+     "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [], "ep=8,zero=3,mb=1,recompute=full",
+     "DeepSeek routing (correction bias, groups or routed scaling)"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
+# Configs of this script's own (validate-exports-data/README.md), looked up after HF_FIXTURES.
+OWN_FIXTURES = os.path.join(HERE, "validate-exports-data")
 
 # A case with a tenth element expects ShardScope to refuse the export with a reason naming it (the
 # framework has no setting for that model field): it passes when the refusal names it, fails when the
@@ -207,6 +261,47 @@ CONTROLS = [
      lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
 ]
 
+
+def case_index(prefix):
+    return next(i for i, case in enumerate(CASES) if case[0].startswith(prefix))
+
+
+CONTROLS += [
+    ("megatron mixtral-8x7b ep8 with 12 experts (validate_args: not a multiple of ep)",
+     case_index("megatron mixtral-8x7b p5 tp4 ep8 (etp"),
+     lambda text: text.replace("--num-experts 8\n", "--num-experts 12\n")),
+    ("megatron deepseek-v3 pp8 with ep 64 (etp x ep x pp = 512 > 256 devices: initialize_model_parallel)",
+     case_index("megatron deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("--expert-model-parallel-size 8\n", "--expert-model-parallel-size 64\n")),
+    ("megatron deepseek-v3 pp8 without the sigmoid score function (TransformerConfig: expert bias needs it)",
+     case_index("megatron deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("--moe-router-score-function sigmoid\n", "")),
+    ("megatron gpt-oss-120b with etp 8 = tp (TransformerConfig: MoE biases only with etp 1, which the export refuses)",
+     case_index("megatron gpt-oss-120b"),
+     lambda text: text.replace("--expert-tensor-parallel-size 1\n", "--expert-tensor-parallel-size 8\n")),
+    ("megatron-bridge deepseek-v3 pp8 with expert_tensor_parallel_size 2 (a valid grid, not the plan's)",
+     case_index("megatron-bridge deepseek-v3 p5 tp2 pp8"),
+     lambda text: text.replace("expert_tensor_parallel_size=1,", "expert_tensor_parallel_size=2,")),
+    ("megatron qwen3-30b-a3b ep16 with etp 2 (a valid grid, not the plan's)", case_index("megatron qwen3-30b-a3b (hf) p5 tp2 ep16"),
+     lambda text: text.replace("--expert-tensor-parallel-size 1\n", "--expert-tensor-parallel-size 2\n")),
+    ("megatron-bridge mixtral-8x7b ep8 with a misspelt field (expert_model_paralel_size)",
+     case_index("megatron-bridge mixtral-8x7b p5 tp4 ep8"),
+     lambda text: text.replace("expert_model_parallel_size=", "expert_model_paralel_size=")),
+    ("maxtext qwen3-30b-a3b ep8 with ici_expert_parallelism misspelt (ici_experts_parallelism)",
+     case_index("maxtext qwen3-30b-a3b (hf) v5p ep8"),
+     lambda text: text.replace("ici_expert_parallelism", "ici_experts_parallelism")),
+    ("torchtitan qwen3-30b-a3b ep16 with ep 128 (parallel_dims: ep must divide dp_shard x cp x tp = 64)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2"),
+     lambda text: text.replace("expert_parallel_degree=16,", "expert_parallel_degree=128,")),
+    ("torchtitan qwen3-30b-a3b ep16 with the MoE field misspelt (load_balance_coef)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2"),
+     lambda text: text.replace("layer.moe.load_balance_coeff", "layer.moe.load_balance_coef")),
+    ("deepspeed mixtral-8x7b AutoEP with expert_tensor_parallel_size 2 (validate_folding_global)",
+     case_index("deepspeed mixtral-8x7b (hf) p5 AutoEP"),
+     lambda text: json.dumps({**json.loads(text), "expert_parallel": {
+         **json.loads(text)["expert_parallel"], "expert_tensor_parallel_size": 2}})),
+]
+
 FRAMEWORKS = ("megatron", "deepspeed", "maxtext", "torchtitan", "megatron-bridge")
 
 # NVIDIA's compute capability (major) of the catalog's GPUs, for get_device_arch_version.
@@ -216,7 +311,11 @@ ARCH_MAJOR = {"dgx-a100-80gb": 8, "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48x
 
 def layout_sizes(layout):
     keys = dict(kv.split("=") for kv in layout.split(","))
-    return {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+    sizes = {k: int(keys[k]) for k in ("dp", "tp", "pp", "cp")}
+    sizes["ep"] = int(keys.get("ep", 1))
+    sizes["etp"] = int(keys.get("etp", 0)) or sizes["tp"]  # 0: as tp (Megatron's default)
+    sizes["edp"] = sizes["tp"] * sizes["cp"] * sizes["dp"] // (sizes["ep"] * sizes["etp"])
+    return sizes
 
 
 # ---------------------------------------------------------------- Megatron-LM
@@ -271,9 +370,59 @@ def check_megatron(case):
     sys.argv = ["pretrain_gpt.py"] + args + user
     parsed = arguments.parse_args()
     arguments.validate_args(parsed, {})
-    dp = layout_sizes(case["layout"])["dp"]
+    sizes = layout_sizes(case["layout"])
+    dp = sizes["dp"]
     assert parsed.data_parallel_size == dp, f"Megatron derived dp {parsed.data_parallel_size}, the plan has {dp}"
-    return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+    if parsed.num_experts is None:
+        return f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}"
+    return (f"parse_args + validate_args passed; data_parallel_size {parsed.data_parallel_size}; "
+            + megatron_moe_checks(parsed, sizes, case["devices"]))
+
+
+def megatron_moe_checks(parsed, sizes, world):
+    """The TransformerConfig pretrain_gpt.py builds from the arguments (its __post_init__ checks),
+    and Megatron's process-group grid for them (megatron_expert_grid)."""
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    config = core_transformer_config_from_args(parsed)
+    grid = megatron_expert_grid(parsed.tensor_model_parallel_size, parsed.pipeline_model_parallel_size,
+                                parsed.context_parallel_size, parsed.expert_model_parallel_size,
+                                parsed.expert_tensor_parallel_size, parsed.num_distributed_optimizer_instances,
+                                sizes, world)
+    return f"{type(config).__name__} built ({config.num_moe_experts} experts, top {config.moe_router_topk}); {grid}"
+
+
+def megatron_expert_grid(tp, pp, cp, ep, etp, instances, sizes, world):
+    """Megatron Core's process-group grid at rank 0 (parallel_state.initialize_model_parallel with
+    torch.distributed answering rank 0 of `world`): its checks, then the expert groups of rank 0
+    against the plan's ep, etp and expert data-parallel size."""
+    from megatron.core import parallel_state
+
+    dist = parallel_state.torch.distributed
+    dist.is_initialized = lambda: True
+    dist.get_world_size = lambda group=None: world
+    dist.get_rank = lambda group=None: 0
+    groups = {}
+
+    def create_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+                     group_desc=None):
+        if ranks is not None and 0 in ranks:
+            groups.setdefault(group_desc, list(ranks))
+        return object()
+
+    parallel_state.create_group = create_group
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, context_parallel_size=cp,
+        expert_model_parallel_size=ep, expert_tensor_parallel_size=etp,
+        num_distributed_optimizer_instances=instances, create_gloo_process_groups=False)
+    ep, etp, edp = (len(groups[name]) for name in ("EXPERT_MODEL_PARALLEL_GROUP", "EXPERT_TENSOR_PARALLEL_GROUP",
+                                                   "EXPERT_DATA_PARALLEL_GROUP"))
+    assert (ep, etp, edp) == (sizes["ep"], sizes["etp"], sizes["edp"]), \
+        f"Megatron's expert groups of rank 0: ep {ep}, etp {etp}, edp {edp}; the plan: {sizes}"
+    # tp-ep-dp: the expert-parallel peers of rank 0 are etp ranks apart.
+    assert groups["EXPERT_MODEL_PARALLEL_GROUP"] == list(range(0, ep * etp, etp)), groups["EXPERT_MODEL_PARALLEL_GROUP"]
+    return (f"initialize_model_parallel: rank 0's expert groups ep {ep} {groups['EXPERT_MODEL_PARALLEL_GROUP'][:4]}"
+            f"{'...' if ep > 4 else ''}, etp {etp}, expert dp {edp} (the plan's)")
 
 
 # ---------------------------------------------------------------- DeepSpeed
@@ -283,11 +432,13 @@ def check_deepspeed(case):
 
     fs.real_packaging()
     fs.install(["torch", "hjson", "numpy", "psutil", "cpuinfo", "einops", "tqdm", "msgpack", "ninja",
-                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.module_inject",
-                "deepspeed.inference.v2"])
+                "deepspeed.ops", "deepspeed.moe", "deepspeed.model_implementations", "deepspeed.inference.v2"])
     sys.path.insert(0, case["deepspeed"])
     package = fs.bare_package("deepspeed", os.path.join(case["deepspeed"], "deepspeed"))
     package.HAS_TRITON = False  # deepspeed/__init__.py sets it from an optional import
+    # module_inject's __init__ imports the inference kernels; its AutoEP config modules, which
+    # DeepSpeedConfig reads the expert_parallel section with, are imported for real.
+    fs.bare_package("deepspeed.module_inject", os.path.join(case["deepspeed"], "deepspeed", "module_inject"))
     from deepspeed import comm as dist
     from deepspeed.runtime.config import DeepSpeedConfig
 
@@ -310,9 +461,31 @@ def check_deepspeed(case):
     ds = DeepSpeedConfig(config, mpu, mesh_device=mesh)
     sequences = ds.train_micro_batch_size_per_gpu * ds.gradient_accumulation_steps * sizes["dp"]
     assert sequences == case["global_batch"], f"{sequences} sequences per step, the plan has {case['global_batch']}"
+    autoep = deepspeed_autoep_checks(ds, config, sizes, case["devices"]) if "expert_parallel" in config else ""
     return (f"DeepSpeedConfig passed: train_batch_size {ds.train_batch_size} over world size {ds.world_size}, "
             f"micro {ds.train_micro_batch_size_per_gpu} x accumulation {ds.gradient_accumulation_steps} x dp "
-            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}")
+            f"{sizes['dp']} = {sequences} sequences, ZeRO stage {ds.zero_optimization_stage}{autoep}")
+
+
+def deepspeed_autoep_checks(ds, config, sizes, world):
+    """What deepspeed/runtime/engine.py _configure_expert_parallel runs on the parsed expert_parallel
+    section before it creates any group (no mpu: pp 1), and the folding's sizes against the plan."""
+    from deepspeed.module_inject.auto_ep_config import validate_autoep_config
+    from deepspeed.module_inject.auto_ep_folding import build_folding_spec, validate_folding_global
+
+    autoep = ds.expert_parallel_config
+    assert autoep.enabled, "expert_parallel is not enabled"
+    tp = config.get("tensor_parallel", {}).get("autotp_size", 1)
+    sp = config.get("sequence_parallel_size", 1)
+    validate_autoep_config(autoep, world, 1, tp, sp)
+    spec = build_folding_spec(world_size=world, pp_size=1, tp_size=max(tp, 1), ep_size=autoep.autoep_size,
+                              etp_size=autoep.expert_tensor_parallel_size, mp_mode="tp" if tp > 1 else "sp")
+    offload = "offload_optimizer" in config.get("zero_optimization", {})
+    validate_folding_global(spec, zero_stage=ds.zero_optimization_stage, sp_size=sp, autoep_enabled=True,
+                            zero_offload_optimizer=offload)
+    assert (spec.ep_size, spec.etp_size, spec.edp_size) == (sizes["ep"], sizes["etp"], sizes["edp"]), \
+        f"AutoEP folding ep {spec.ep_size}, etp {spec.etp_size}, edp {spec.edp_size}; the plan: {sizes}"
+    return f"; AutoEP validated: ep {spec.ep_size} x etp {spec.etp_size} x edp {spec.edp_size} per stage (the plan's)"
 
 
 # ---------------------------------------------------------------- MaxText
@@ -345,8 +518,19 @@ def check_maxtext(case):
     dcn = [v for k, v in config.items() if k.startswith("dcn_")]
     product = lambda values: eval("*".join(map(str, values)) or "1")
     assert product(ici) * product(dcn) == case["devices"], "the mesh does not cover the devices"
+    experts = ""
+    if config.get("num_experts", 1) > 1:
+        # The expert axis (base.yml logical_axis_rules: 'exp' over 'expert') must be the plan's ep
+        # and split the experts evenly.
+        ep = config["ici_expert_parallelism"] * config["dcn_expert_parallelism"]
+        sizes = layout_sizes(case["layout"])
+        assert ep == sizes["ep"], f"expert axis {ep}, the plan's ep {sizes['ep']}"
+        assert config["num_experts"] % ep == 0, f"{config['num_experts']} experts over an expert axis of {ep}"
+        assert config["base_mlp_dim"] == config["base_moe_mlp_dim"], "types.py: a fully MoE model has " \
+            "base_mlp_dim = base_moe_mlp_dim"
+        experts = f"; {config['num_experts']} experts over the expert axis {ep} (the plan's ep)"
     return (f"{len(config)} keys are MaxTextConfig fields and validate; ici {product(ici)} x dcn {product(dcn)} = "
-            f"{case['devices']} devices")
+            f"{case['devices']} devices{experts}")
 
 
 # ---------------------------------------------------------------- torchtitan
@@ -418,18 +602,46 @@ def check_torchtitan(case):
     literal_choices_hold(TrainingConfig, training)
     TrainingConfig(**training)
     dims = ParallelDims.from_config(parallelism, case["devices"])
+    # The model family and base recipe the recipe imports (llama3 / llama3_8b, qwen3 / qwen3_30b_a3b):
+    # the flavor a key of <family>_configs, the base a function of its config_registry.py.
+    tree = ast.parse(case["settings"])
+    imports = {alias.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               for alias in node.names}
+    family = imports["model_registry"].split(".")[-1]
+    base = next(name for name, module in imports.items() if module == f"torchtitan.models.{family}.config_registry")
     flavor = calls["model_registry"][0][0][0]
-    llama3 = open(os.path.join(root, "torchtitan", "models", "llama3", "__init__.py")).read()
-    tree = ast.parse(llama3)
-    flavors = [k.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-               and ast.unparse(n.targets[0]) == "llama3_configs" for k in n.value.keys]
+    models = os.path.join(root, "torchtitan", "models", family)
+    init = ast.parse(open(os.path.join(models, "__init__.py")).read())
+    flavors = [k.value for n in ast.walk(init) if isinstance(n, ast.Assign)
+               and ast.unparse(n.targets[0]) == f"{family}_configs" for k in n.value.keys]
     assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
-    registry = ast.parse(open(os.path.join(root, "torchtitan", "models", "llama3", "config_registry.py")).read())
-    assert any(isinstance(n, ast.FunctionDef) and n.name == "llama3_8b" for n in registry.body)
+    registry = ast.parse(open(os.path.join(models, "config_registry.py")).read())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == base for n in registry.body), f"no recipe {base}"
     rope = check_torchtitan_rope(root, assigned)
+    moe = check_torchtitan_moe(root, assigned, parallel, case)
     return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
-            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}; "
-            f"flavor {flavor}{rope}")
+            f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}"
+            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}")
+
+
+def check_torchtitan_moe(root, assigned, parallel, case):
+    """A MoE recipe: each `layer.moe.<field> = value` a field of MoE.Config (models/common/moe.py,
+    read from the source), and expert_parallel_degree the plan's ep."""
+    import ast
+
+    settings = {k.split(".")[-1]: v for k, v in assigned.items() if k.startswith("layer.moe.")}
+    if "expert_parallel_degree" not in parallel:
+        assert not settings, "MoE settings without expert_parallel_degree"
+        return ""
+    tree = ast.parse(open(os.path.join(root, "torchtitan", "models", "common", "moe.py")).read())
+    moe = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MoE")
+    config = next(n for n in moe.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    fields = {n.target.id for n in config.body if isinstance(n, ast.AnnAssign)}
+    for name in settings:
+        assert name in fields, f"MoE.Config has no field {name} (fields: {', '.join(sorted(fields))})"
+    ep = layout_sizes(case["layout"])["ep"]
+    assert parallel["expert_parallel_degree"] == ep, f"expert_parallel_degree {parallel['expert_parallel_degree']}, the plan's ep {ep}"
+    return "; MoE.Config fields " + ", ".join(f"{k}={v!r}" for k, v in settings.items())
 
 
 def check_torchtitan_rope(root, assigned):
@@ -549,13 +761,20 @@ def check_megatron_bridge(case):
             path, name = sections[parts[1]]
             assert parts[2] in _class_fields(path, name, importlib.import_module), f"{name} has no field {parts[2]}"
         checked += 1
+    grid = ""
+    if provider.num_moe_experts:
+        grid = "; " + megatron_expert_grid(
+            provider.tensor_model_parallel_size, provider.pipeline_model_parallel_size,
+            provider.context_parallel_size, provider.expert_model_parallel_size,
+            provider.expert_tensor_parallel_size, assigned.get("cfg.ddp.num_distributed_optimizer_instances", 1),
+            layout_sizes(case["layout"]), case["devices"])
     recipes = ast.parse(open(os.path.join(bridge, "training", "mixed_precision.py")).read())
     registered = {n.name for n in recipes.body if isinstance(n, ast.FunctionDef)
                   and any(ast.unparse(d) == "register" for d in n.decorator_list)}
     precision = assigned.get("cfg.mixed_precision")
     assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
     return (f"{type(provider).__name__} built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
-            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}")
+            f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}{grid}")
 
 
 # ---------------------------------------------------------------- driver
@@ -569,13 +788,22 @@ def run_case(cli, checkouts, work, case, change=None):
     if model.startswith("hf:"):
         # catalog import names the model after its folder (lowercase); importing it again is refused.
         folder = model[3:]
-        subprocess.run([cli] + db + ["catalog", "import", os.path.join(HF_FIXTURES, folder, "config.json")],
-                       capture_output=True)
+        config = os.path.join(HF_FIXTURES, folder, "config.json")
+        if not os.path.exists(config):
+            config = os.path.join(OWN_FIXTURES, folder, "config.json")
+        subprocess.run([cli] + db + ["catalog", "import", config], capture_output=True)
         model = folder.lower()
         problem[1] = model
     # The plan file carries the problem; its search may find the fixed layout infeasible (exit 1,
-    # the file is written all the same), which does not matter to the export of --layout.
-    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", layout, "--out", plan], capture_output=True)
+    # the file is written all the same), which does not matter to the export of --layout. The
+    # search's --fix takes no ep/etp (the export's --layout does): they are left out of it. A
+    # plan file left by an earlier case must not stand in for this one's.
+    if os.path.exists(plan):
+        os.remove(plan)
+    fixed = ",".join(kv for kv in layout.split(",") if kv.split("=")[0] not in ("ep", "etp"))
+    subprocess.run([cli] + db + ["plan"] + problem + ["--fix", fixed, "--out", plan], capture_output=True)
+    if not os.path.exists(plan):
+        return False, "shardscope-cli plan wrote no plan file"
     out = subprocess.run([cli] + db + ["export", "--plan", plan, "--format", fmt, "--layout", layout, "--json"],
                          capture_output=True, text=True)
     exported = json.loads(out.stdout)

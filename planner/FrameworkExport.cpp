@@ -44,6 +44,23 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+void refuseExpertParallel(Refusals& refuse, const Layout& l, const std::string& why)
+{
+    if (l.ep > 1)
+        refuse.add("expert parallelism (ep=" + str(l.ep) + ")", why);
+    if (l.etp > 0 && l.etp != l.tp)
+        refuse.add("expert tensor parallelism (etp=" + str(l.etp) + " with tp=" + str(l.tp) + ")", why);
+}
+
+std::string expertGridNote(const ModelSpec& m, const Layout& l)
+{
+    const int etp = l.expertTensorParallel();
+    return "Experts: " + str(m.moe.experts) + " routed experts over ep " + str(l.ep) + " (" +
+           str(m.moe.experts / l.ep) + " per rank), each expert's matrices over etp " + str(etp) +
+           "; expert data-parallel size " + str(l.expertDataParallel()) + " = tp " + str(l.tp) + " x cp " +
+           str(l.cp) + " x dp " + str(l.dp) + " / (ep " + str(l.ep) + " x etp " + str(etp) + ").";
+}
+
 std::string modelFieldFeatures(const ModelSpec& m)
 {
     std::string out;

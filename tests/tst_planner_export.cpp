@@ -650,10 +650,13 @@ private slots:
     void megatronGptOssFields()
     {
         const Case c{"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
-        const ExportResult r = exported(ExportFormat::Megatron, c, "tp=8,sp=on,zero=1,mb=1,recompute=selective");
+        // Biased experts: Megatron splits them only with etp 1 (megatronMoeRefusals).
+        const ExportResult r = exported(ExportFormat::Megatron, c, "tp=8,sp=on,etp=1,zero=1,mb=1,recompute=selective");
         QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
         const QString t = QString::fromStdString(r.text);
         const ModelSpec m = model("hf:gpt-oss-120b");
+        QVERIFY(m.bias);
+        QVERIFY(t.contains("--expert-tensor-parallel-size 1\n"));
         QVERIFY(m.attention_sinks && m.sliding_window.enabled() && !m.sliding_window.layers.empty());
         QVERIFY(t.contains("--softmax-type learnable\n"));
         // 128-token window (the config's sliding_window): 127 keys back and the query itself.
@@ -667,6 +670,198 @@ private slots:
         QVERIFY(t.contains("--num-experts 128\n") && t.contains("--moe-router-topk 4\n"));
         QVERIFY(t.contains("--moe-ffn-hidden-size 2880\n"));
         QVERIFY(t.contains("--norm-epsilon 1e-05\n"));
+    }
+
+    // Expert parallelism through Megatron-LM: ep and etp from the layout, the MoE options from the
+    // model (Mixtral's config: 8 experts, top 2, router_aux_loss_coef 0.02, 14336 per expert), each
+    // an option of arguments.py (d98e8a64).
+    void megatronExpertParallel()
+    {
+        const Case c{"hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::Megatron, c, "tp=4,sp=on,ep=8,etp=1,zero=1,mb=1");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"--expert-model-parallel-size 8\n", "--expert-tensor-parallel-size 1\n", "--num-experts 8\n",
+              "--moe-router-topk 2\n", "--moe-ffn-hidden-size 14336\n", "--moe-aux-loss-coeff 0.02\n",
+              "--moe-router-load-balancing-type aux_loss\n", "--moe-grouped-gemm\n",
+              "--moe-token-dispatcher-type alltoall\n", "--sequence-parallel\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // Dropless, no dense layers, no shared expert, softmax over the top 2: none of their options.
+        for (const char* absent : {"--moe-expert-capacity-factor", "--moe-token-drop-policy", "--moe-layer-freq",
+                                   "--moe-shared-expert-intermediate-size", "--moe-router-pre-softmax",
+                                   "--moe-router-score-function", "--moe-router-force-load-balancing"})
+            QVERIFY2(!t.contains(QLatin1String(absent)), absent);
+        // 32 devices per stage (tp 4 x dp 16) over ep 8 x etp 1: 4 expert replicas.
+        QVERIFY2(t.contains(QLatin1String("# Experts: 8 routed experts over ep 8 (1 per rank), each expert's matrices over "
+                                          "etp 1; expert data-parallel size 8 = tp 4 x cp 1 x dp 16 / (ep 8 x etp 1).")),
+                 qPrintable(t));
+        // etp left out is tp (Megatron's default), written out.
+        const ExportResult asTp = exported(ExportFormat::Megatron, c, "tp=4,sp=on,ep=4,zero=1,mb=1");
+        QVERIFY(asTp.ok());
+        QVERIFY(QString::fromStdString(asTp.text).contains(QLatin1String("--expert-tensor-parallel-size 4\n")));
+        QVERIFY(QString::fromStdString(asTp.text).contains(QLatin1String("--expert-model-parallel-size 4\n")));
+        // A capacity factor: the factor and the drop policy; no load-balancing loss: "none".
+        Problem p = problem(c);
+        p.model.moe.capacity_factor = 1.25;
+        p.model.moe.aux_loss_coeff = 0;
+        const ExportResult capped = exportSettings(ExportFormat::Megatron, p, layout("tp=4,sp=on,ep=8,zero=1,mb=1", p));
+        QVERIFY2(capped.ok(), capped.refusals.empty() ? "" : capped.refusals.front().c_str());
+        const QString ct = QString::fromStdString(capped.text);
+        for (const char* expected : {"--moe-expert-capacity-factor 1.25\n", "--moe-token-drop-policy probs\n",
+                                     "--moe-router-load-balancing-type none\n", "--moe-aux-loss-coeff 0\n"})
+            QVERIFY2(ct.contains(QLatin1String(expected)), expected);
+        // A dense model writes no expert options.
+        const ExportResult dense = exported(ExportFormat::Megatron, {"llama-2-7b", "p5.48xlarge", 4, 256, 4096,
+                                                                      Precision::BF16Mixed}, "tp=4,sp=on,zero=1");
+        QVERIFY(dense.ok() && !QString::fromStdString(dense.text).contains(QLatin1String("expert")));
+    }
+
+    // Megatron-Bridge: the same settings as GPTModelProvider / MLAModelProvider fields.
+    void megatronBridgeExpertParallel()
+    {
+        const Case c{"hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        p.model.moe.capacity_factor = 2;
+        const ExportResult r = exportSettings(ExportFormat::MegatronBridge, p, layout("tp=4,sp=on,ep=8,etp=1,zero=1,mb=1", p));
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"        expert_model_parallel_size=8,\n", "        expert_tensor_parallel_size=1,\n",
+              "        num_moe_experts=8,\n", "        moe_router_topk=2,\n", "        moe_ffn_hidden_size=14336,\n",
+              "        moe_aux_loss_coeff=0.02,\n", "        moe_router_load_balancing_type=\"aux_loss\",\n",
+              "        moe_expert_capacity_factor=2,\n", "        moe_token_drop_policy=\"probs\",\n",
+              "        moe_grouped_gemm=True,\n", "        moe_token_dispatcher_type=\"alltoall\",\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // DeepSeek-V3 with ep over a pipeline: MLAModelProvider with both sizes.
+        const Case ds{"deepseek-v3", "p5.48xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        const char* grid = "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full";
+        const ExportResult deep = exported(ExportFormat::MegatronBridge, ds, grid);
+        QVERIFY2(deep.ok(), deep.refusals.empty() ? "" : deep.refusals.front().c_str());
+        const QString d = QString::fromStdString(deep.text);
+        for (const char* expected : {"cfg.model = MLAModelProvider(\n", "        expert_model_parallel_size=8,\n",
+                                     "        expert_tensor_parallel_size=1,\n", "        pipeline_model_parallel_size=8,\n",
+                                     "        num_moe_experts=256,\n"})
+            QVERIFY2(d.contains(QLatin1String(expected)), expected);
+        // DeepSeek-V3's built-in has no load-balancing loss (the bias balances it): "none".
+        QVERIFY(d.contains(QLatin1String("        moe_router_load_balancing_type=\"none\",\n")));
+    }
+
+    // What Megatron Core refuses for MoE, by name.
+    void megatronMoeRefusals()
+    {
+        const Case c{"hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        const Layout l = layout("tp=4,sp=on,ep=8,zero=1,mb=1", p);  // etp = tp = 4
+        // Top 1 renormalised over itself: TransformerConfig asks for the pre-softmax router.
+        p.model.moe.top_k = 1;
+        ExportResult r = exportSettings(ExportFormat::Megatron, p, l);
+        QCOMPARE(r.refused.size(), size_t(1));
+        QCOMPARE(r.refused[0].feature, std::string("top-1 routing renormalised over the one chosen expert (router softmax_norm)"));
+        p.model.moe.router = MoeRouter::Softmax;  // a softmax over all experts: --moe-router-pre-softmax
+        r = exportSettings(ExportFormat::Megatron, p, l);
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(r.text).contains(QLatin1String("--moe-router-pre-softmax\n")));
+        // Biases in MoE with etp 4: "Bias in Moe is only supported when ETP==1"; etp 1 runs.
+        p = problem(c);
+        p.model.bias = true;
+        for (ExportFormat format : {ExportFormat::Megatron, ExportFormat::MegatronBridge}) {
+            r = exportSettings(format, p, l);
+            QCOMPARE(r.refused.size(), size_t(1));
+            QCOMPARE(r.refused[0].feature, std::string("biases in a mixture-of-experts model with etp=4"));
+            QVERIFY(exportSettings(format, p, layout("tp=4,sp=on,ep=8,etp=1,zero=1,mb=1", p)).ok());
+        }
+    }
+
+    // DeepSpeed AutoEP: the expert_parallel section for ep > 1 (deepspeed/module_inject/auto_ep_config.py
+    // @ edaa7221), nothing for ep 1.
+    void deepspeedAutoEp()
+    {
+        const Case c{"hf:Mixtral-8x7B-v0.1", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::DeepSpeed, c, "ep=8,zero=2,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QJsonObject ds = QJsonDocument::fromJson(QByteArray::fromStdString(r.text)).object();
+        const QJsonObject ep = ds["expert_parallel"].toObject();
+        QCOMPARE(ep["enabled"].toBool(), true);
+        QCOMPARE(ep["autoep_size"].toInt(), 8);
+        QCOMPARE(ep["expert_tensor_parallel_size"].toInt(), 1);
+        QCOMPARE(ds["train_batch_size"].toInt(), 512);
+        bool noted = false;
+        for (const std::string& n : r.notes)
+            noted |= n.find("expert data-parallel size 8 = tp 1 x cp 1 x dp 64 / (ep 8 x etp 1)") != std::string::npos;
+        QVERIFY(noted);
+        const ExportResult replicated = exported(ExportFormat::DeepSpeed, c, "zero=2,mb=1,recompute=full");
+        QVERIFY(replicated.ok());
+        QVERIFY(!QJsonDocument::fromJson(QByteArray::fromStdString(replicated.text)).object().contains("expert_parallel"));
+    }
+
+    // MaxText's MoE blocks (mixtral, qwen3_moe) and its expert axis, out of the fsdp axis.
+    void maxtextMoe()
+    {
+        const Case qwen{"hf:Qwen3-30B-A3B", "tpu-v5p-host", 16, 256, 4096, Precision::BF16Mixed};
+        const ExportResult r = exported(ExportFormat::MaxText, qwen, "ep=8,zero=3,mb=1,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        // Qwen3-30B-A3B's config: 128 experts, top 8, moe_intermediate_size 768, QK-norm, 1e-6,
+        // router_aux_loss_coef 0.001 (MaxText's weight: / 8).
+        for (const char* expected :
+             {"decoder_block: \"qwen3_moe\"\n", "num_experts: 128\n", "num_experts_per_tok: 8\n", "base_mlp_dim: 768\n",
+              "base_moe_mlp_dim: 768\n", "use_qk_norm: true\n", "normalization_layer_epsilon: 1e-06\n",
+              "load_balance_loss_weight: 0.000125\n", "capacity_factor: -1.0  # dropless\n", "head_dim: 128\n",
+              // 64 devices: fsdp 8 x expert 8, no data axis left
+              "ici_data_parallelism: 1\n", "ici_fsdp_parallelism: 8\n", "ici_expert_parallelism: 8\n",
+              "dcn_expert_parallelism: 1\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // Mixtral: the mixtral block, 0.02 / 2; ep 1 leaves the expert axis at 1.
+        const Case mixtral{"hf:Mixtral-8x7B-v0.1", "tpu-v5p-host", 16, 256, 4096, Precision::BF16Mixed};
+        const ExportResult x = exported(ExportFormat::MaxText, mixtral, "zero=3,mb=1,recompute=full");
+        QVERIFY2(x.ok(), x.refusals.empty() ? "" : x.refusals.front().c_str());
+        const QString xt = QString::fromStdString(x.text);
+        for (const char* expected : {"decoder_block: \"mixtral\"\n", "num_experts: 8\n", "num_experts_per_tok: 2\n",
+                                     "base_mlp_dim: 14336\n", "load_balance_loss_weight: 0.01\n",
+                                     "ici_fsdp_parallelism: 64\n", "ici_expert_parallelism: 1\n"})
+            QVERIFY2(xt.contains(QLatin1String(expected)), expected);
+        QVERIFY(!xt.contains(QLatin1String("use_qk_norm")));
+        // Refused by name: a router MaxText's get_topk does not compute, a capacity factor.
+        Problem p = problem(mixtral);
+        p.model.moe.router = MoeRouter::Softmax;
+        p.model.moe.capacity_factor = 1.5;
+        const ExportResult bad = exportSettings(ExportFormat::MaxText, p, layout("zero=3,mb=1", p));
+        QCOMPARE(bad.refused.size(), size_t(2));
+        QCOMPARE(bad.refused[0].feature, std::string("the router softmax"));
+        QCOMPARE(bad.refused[1].feature, std::string("a capacity factor of 1.5"));
+    }
+
+    // torchtitan's qwen3 MoE flavors with expert_parallel_degree (b5bcd76c): Qwen3-30B-A3B's shapes
+    // (config.json) are the 30B-A3B flavor's; without a load-balancing loss (torchtitan has none) the
+    // flavor's expert-bias balancing is switched off.
+    void torchtitanMoe()
+    {
+        const Case c{"hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        p.model.moe.aux_loss_coeff = 0;
+        const ExportResult r = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full", p));
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"from torchtitan.models.qwen3 import model_registry\n",
+              "from torchtitan.models.qwen3.config_registry import qwen3_30b_a3b\n", "    config = qwen3_30b_a3b()\n",
+              "    config.model_spec = model_registry(\"30B-A3B\")\n",
+              "    for layer in config.model_spec.model.layers:\n        layer.moe.load_balance_coeff = None\n",
+              "    config.hf_assets_path = \"./assets/hf/Qwen3-30B-A3B\"\n", "        data_parallel_shard_degree=32,\n",
+              "        tensor_parallel_degree=2,\n", "        expert_parallel_degree=16,\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // 64 ranks: dp_shard 32 x tp 2 = 64 over ep 16: efsdp 4.
+        QVERIFY2(t.contains(QLatin1String("torchtitan: efsdp = dp_shard x cp x tp / ep = 4.")), qPrintable(t));
+        QVERIFY(!t.contains(QLatin1String("llama")));
+        // ep 1 (experts over tp, torchtitan's default): the degree written as 1.
+        const ExportResult one = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,zero=3,mb=1", p));
+        QVERIFY2(one.ok(), one.refusals.empty() ? "" : one.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(one.text).contains(QLatin1String("        expert_parallel_degree=1,\n")));
+        // A dense llama3 recipe writes no expert degree.
+        const ExportResult dense = exported(ExportFormat::Torchtitan, {"llama-3-8b", "p5.48xlarge", 4, 256, 8192,
+                                                                        Precision::BF16Mixed}, "tp=2,sp=on,zero=3,mb=1");
+        QVERIFY(dense.ok() && !QString::fromStdString(dense.text).contains(QLatin1String("expert")));
     }
 
     // What Megatron Core has no setting for is refused by name, never dropped.
@@ -685,7 +880,8 @@ private slots:
         QCOMPARE(r.refused[1].feature, std::string("sigmoid routing without renormalisation (top_k 2)"));
         // YaRN: Megatron-LM has the options; the Bridge export writes none.
         const Case oss{"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
-        const ExportResult bridge = exported(ExportFormat::MegatronBridge, oss, "tp=8,sp=on,zero=1,mb=1");
+        // (etp 1: GPT-OSS's biased experts run only unsplit, megatronMoeRefusals.)
+        const ExportResult bridge = exported(ExportFormat::MegatronBridge, oss, "tp=8,sp=on,etp=1,zero=1,mb=1");
         QVERIFY(!bridge.ok());
         QCOMPARE(bridge.refused.front().feature, std::string("YaRN RoPE scaling"));
     }
@@ -800,7 +996,10 @@ private slots:
         QTest::newRow("torchtitan: sliding window") << T << mistral << p5 << 4 << bf16 << QByteArray("zero=3")
                                                     << "torchtitan: a sliding window of 4096";
         QTest::newRow("torchtitan: MoE") << T << mixtral << p5 << 4 << bf16 << QByteArray("zero=3")
-                                         << "torchtitan: mixture of experts (8 experts, top 2)";
+                                         << "torchtitan: the MoE model mixtral-8x7b-v0.1 is not expressible";
+        QTest::newRow("torchtitan: aux loss") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                              << QByteArray("zero=3")
+                                              << "an auxiliary load-balancing loss (aux_loss_coeff 0.001)";
         QTest::newRow("neuronx: QK-norm") << N << qwen3 << trn1 << 4 << bf16 << QByteArray("tp=8,recompute=full")
                                           << "QK-norm, norm_eps 1e-06";
         QTest::newRow("nxd-training: qkv bias") << Y << qwen2 << trn1 << 4 << bf16
@@ -824,6 +1023,57 @@ private slots:
                                            << QByteArray("tp=32,sp=on,zero=1,recompute=full") << "multi-head latent attention";
         QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,sp=on,zero=3")
                                                        << "multi-head latent attention";
+        // Expert parallelism: Megatron-LM, Megatron-Bridge and DeepSpeed (AutoEP) have it; the
+        // others refuse ep (and an etp other than tp) by name, beside the MoE model itself.
+        const QByteArray v5pHost = "tpu-v5p-host";
+        QTest::newRow("megatron: expert dp vs optimizer instances")
+            << M << mixtral << p5 << 8 << bf16 << QByteArray("tp=4,sp=on,ep=8,zero=1,zero_group=4")
+            << "a shard group of 4 (4 distributed-optimizer instances) with an expert data-parallel size of 2";
+        QTest::newRow("megatron-bridge: expert dp vs optimizer instances")
+            << B << mixtral << p5 << 8 << bf16 << QByteArray("tp=4,sp=on,ep=8,zero=1,zero_group=4")
+            << "megatron-bridge: a shard group of 4";
+        QTest::newRow("deepspeed: etp with AutoEP") << D << mixtral << p5 << 8 << bf16 << QByteArray("ep=8,etp=2,zero=2")
+                                                    << "deepspeed: expert tensor parallelism (etp=2) is not expressible";
+        QTest::newRow("deepspeed: etp without ep") << D << mixtral << p5 << 8 << bf16 << QByteArray("etp=2,zero=2")
+                                                   << "expert tensor parallelism (etp=2 with tp=1) without expert parallelism";
+        QTest::newRow("deepspeed: ep with pipeline") << D << mixtral << p5 << 8 << bf16 << QByteArray("pp=2,ep=8,zero=1")
+                                                     << "expert parallelism (ep=8) with pipeline parallelism";
+        QTest::newRow("deepspeed: ep with Ulysses") << D << mixtral << p5 << 8 << bf16 << QByteArray("cp=2,ep=8,zero=3")
+                                                    << "expert parallelism (ep=8) with Ulysses (cp=2)";
+        QTest::newRow("deepspeed: AutoEP and the expert bias")
+            << D << QByteArray("hf:DeepSeek-V3") << p5 << 32 << bf16 << QByteArray("ep=8,zero=2")
+            << "the routers' score-correction bias (auxiliary-loss-free balancing)";
+        QTest::newRow("fsdp: ep") << F << mixtral << p5 << 8 << bf16 << QByteArray("ep=8,zero=3")
+                                  << "fsdp: expert parallelism (ep=8) is not expressible";
+        QTest::newRow("fsdp: etp") << F << mixtral << p5 << 8 << bf16 << QByteArray("etp=2,zero=3")
+                                   << "fsdp: expert tensor parallelism (etp=2 with tp=1)";
+        QTest::newRow("torchtitan: ep with etp = tp") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                      << QByteArray("tp=2,sp=on,ep=8,zero=3")
+                                                      << "expert tensor parallelism (etp=2) with ep=8";
+        QTest::newRow("torchtitan: ep over dp_replicate") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                          << QByteArray("ep=8,zero=0")
+                                                          << "expert parallelism (ep=8) beyond dp_shard x cp x tp = 1";
+        QTest::newRow("torchtitan: etp without ep") << T << QByteArray("hf:Qwen3-30B-A3B") << p5 << 8 << bf16
+                                                    << QByteArray("tp=2,sp=on,etp=1,zero=3")
+                                                    << "expert tensor parallelism (etp=1 with tp=2) without ep";
+        QTest::newRow("maxtext: ep without ZeRO-3") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=1")
+                                                    << "maxtext: expert parallelism (ep=8) without ZeRO-3 over all 64";
+        QTest::newRow("maxtext: ep with a shard group")
+            << X << mixtral << v5pHost << 16 << bf16 << QByteArray("ep=8,zero=3,zero_group=16")
+            << "expert parallelism (ep=8) without ZeRO-3 over all 64 data-parallel ranks";
+        QTest::newRow("maxtext: etp") << X << mixtral << v5pHost << 16 << bf16 << QByteArray("tp=2,sp=on,etp=1,zero=3")
+                                      << "maxtext: expert tensor parallelism (etp=1 with tp=2)";
+        QTest::newRow("maxtext: aux loss over 2-sequence micro-batches")
+            << X << mixtral << v5pHost << 16 << bf16 << QByteArray("zero=3,mb=2")
+            << "a load-balancing loss over micro-batches of 2 sequences";
+        QTest::newRow("maxtext: DeepSeek-V3") << X << QByteArray("deepseek-v3") << v5pHost << 64 << bf16
+                                              << QByteArray("ep=8,zero=3")
+                                              << "DeepSeek routing (correction bias, groups or routed scaling)";
+        QTest::newRow("neuronx: ep") << N << mixtral << trn1 << 4 << bf16 << QByteArray("tp=8,sp=on,ep=4,recompute=full")
+                                     << "neuronx: expert parallelism (ep=4) is not expressible";
+        QTest::newRow("nxd-training: ep") << Y << mixtral << trn1 << 4 << bf16
+                                          << QByteArray("tp=8,sp=on,ep=4,zero=1,recompute=full")
+                                          << "nxd-training: expert parallelism (ep=4) is not expressible";
         // torchtitan writes its llama scaling or none: YaRN is refused by name.
         QTest::newRow("torchtitan: YaRN") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16 << QByteArray("zero=3")
                                           << "torchtitan: RoPE scaling yarn";

@@ -33,6 +33,18 @@
 //   deepspeed/runtime/sequence_parallel/ulysses_sp.py: UlyssesSPAttentionHF.register_with_transformers
 //     (sequence_parallel_size, ...) and UlyssesSPDataLoaderAdapter; it raises unless sp divides the
 //     attention heads and the KV heads divide by sp or sp by them.
+// Expert parallelism (AutoEP) at edaa7221: deepspeed/runtime/config.py reads an "expert_parallel"
+//   section (deepspeed/module_inject/auto_ep_config.py parse_autoep_config: enabled, autoep_size,
+//   expert_tensor_parallel_size, preset_model, ...); deepspeed/runtime/engine.py
+//   _configure_expert_parallel replaces the Hugging Face model's MoE blocks (presets mixtral,
+//   qwen3_moe, qwen3_5_moe, deepseek_v2, deepseek_v3, chosen by the model type; transformers >= 5)
+//   after validate_autoep_config, build_folding_spec and validate_folding_global
+//   (auto_ep_folding.py): ep x etp divides the devices of a stage, ep groups are consecutive ranks
+//   (the layout's tp-ep-dp expert grid at etp 1), "expert_tensor_parallel_size ... is not
+//   supported yet" other than 1, with AutoTP ("folding") ep > 1, no pipeline, no Ulysses, ZeRO <= 2
+//   and no offload; pp is taken from an mpu (1 without one), so a PipelineModule's grid is not
+//   AutoEP's; the deepseek_v3 preset has supports_expert_bias=False (the aux-loss-free bias is
+//   rejected).
 // The plan's cp runs as Ulysses where it applies (no AutoTP, no pipeline): an all-to-all over
 // heads instead of the plan's K/V ring, the same sequence split (the note says so).
 // Decisions: tensor parallelism is AutoTP (tensor_parallel.autotp_size), which needs no
@@ -99,6 +111,28 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
                    "ds_config checkpoints whole layers; attention-only recomputation is model code");
     if (p.training.precision == Precision::FP8Mixed)
         refuse.add("fp8 precision", "ds_config has bf16 and fp16 sections, no fp8");
+    const bool autoep = l.ep > 1;
+    if (autoep) {
+        if (l.expertTensorParallel() != 1)
+            refuse.add("expert tensor parallelism (etp=" + str(l.expertTensorParallel()) + ")",
+                       "AutoEP's validate_folding_global supports expert_tensor_parallel_size 1 only");
+        if (f.pipelined)
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") with pipeline parallelism",
+                       "AutoEP takes the pipeline size from an mpu, which a PipelineModule run does not pass");
+        if (l.cp > 1)
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") with Ulysses (cp=" + str(l.cp) + ")",
+                       "AutoEP builds its expert groups over the sequence-parallel ranks, not the layout's dp x cp");
+        if (l.tp > 1 && l.offload != Offload::None)
+            refuse.add("optimizer offload with AutoEP and AutoTP",
+                       "validate_folding_global: offload with AutoEP+AutoTP folding is not validated yet");
+        if (p.model.moe.score_correction_bias)
+            refuse.add("the routers' score-correction bias (auxiliary-loss-free balancing)",
+                       "AutoEP's deepseek_v3 preset has supports_expert_bias=False and rejects load_balance_coeff");
+    } else if (l.etp > 0 && l.etp != l.tp) {
+        refuse.add("expert tensor parallelism (etp=" + str(l.etp) + " with tp=" + str(l.tp) + ") without expert parallelism",
+                   "ds_config names an expert tensor-parallel size only in its AutoEP section "
+                   "(expert_parallel), which the export writes for ep > 1");
+    }
     if (refuse.any())
         return r;
 
@@ -137,6 +171,14 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
         config.insert("tensor_parallel", QJsonObject{{"autotp_size", l.tp}});
         r.notes.push_back("tensor_parallel.autotp_size: AutoTP partitions a Hugging Face model by its tp_plan "
                           "or a preset_model; add preset_model or partition_config if the model has neither.");
+    }
+    if (autoep) {
+        config.insert("expert_parallel", QJsonObject{{"enabled", true},
+                                                     {"autoep_size", l.ep},
+                                                     {"expert_tensor_parallel_size", 1}});
+        r.notes.push_back("expert_parallel (AutoEP): the Hugging Face model's MoE blocks are replaced by expert-parallel "
+                          "ones (a preset for its model type: Mixtral, Qwen3-MoE, DeepSeek; transformers 5 or newer); " +
+                          expertGridNote(p.model, l));
     }
     if (f.pipelined) {
         config.insert("pipeline", QJsonObject{{"stages", l.pp},

@@ -53,6 +53,14 @@ void refuseUnevenPipeline(Refusals& refuse, const Layout& layout, const char* wh
 // --recompute-num-layers) in a framework that recomputes every layer: refused by name.
 void refusePartialRecompute(Refusals& refuse, const Layout& layout, const char* why);
 
+// Expert parallelism in a framework that has no setting for it (it replicates the experts on
+// every data-parallel rank, or has no MoE at all): ep > 1 and an etp other than tp, each
+// refused by name with `why`.
+void refuseExpertParallel(Refusals& refuse, const Layout& layout, const std::string& why);
+// "Experts: 8 routed experts over ep 8 (1 per rank), each expert's matrices over etp 1; expert
+// data-parallel size 4 = tp 4 x cp 1 x dp 8 / (ep 8 x etp 1)."
+std::string expertGridNote(const ModelSpec& model, const Layout& layout);
+
 // Figures every exporter needs, derived once from problem and layout.
 struct Figures {
     int devices_per_node = 0;

@@ -96,6 +96,10 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
         if (const std::string features = nonLlamaFeatures(m); !features.empty())
             refuse.add("tensor parallelism (tp=" + str(l.tp) + ") for " + m.name + " (" + features + ")",
                        "the export's parallelize_module plan names Hugging Face Llama modules");
+    // The user's Hugging Face MoE blocks keep every expert on every rank: the exported mesh has
+    // no expert dimension.
+    refuseExpertParallel(refuse, l, "the module wraps the user's Hugging Face model, whose MoE blocks hold every "
+                                    "expert; the exported mesh has no expert dimension");
     if (l.cp > 1 && l.zero_stage == 0)
         refuse.add("context parallelism (cp=" + str(l.cp) + ") without ZeRO",
                    "the context-parallel ranks are part of fully_shard's shard mesh (dp_shard x cp), so cp > 1 "

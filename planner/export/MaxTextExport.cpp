@@ -28,6 +28,22 @@
 // loop that JAX differentiates, all forwards before the backwards: the GPipe order, so 1F1B and
 // interleaved 1F1B are refused. Sequence parallelism is not a setting: XLA shards activations by
 // the logical axis rules (said in a note). Models must be Llama-shaped (decoder_block "llama2").
+// Mixture of experts at the same commit: decoder_block "mixtral" (models/mixtral.py:
+// MixtralDecoderLayer, RMSNorm + GQA attention + RoutedMoE) and "qwen3_moe" (models/qwen3.py:
+// Qwen3MoeDecoderLayer, the same with use_qk_norm), as configs/models/mixtral-8x7b.yml and
+// qwen3-30b-a3b.yml set them: num_experts, num_experts_per_tok, base_moe_mlp_dim (types.py: a
+// fully MoE model has base_mlp_dim = base_moe_mlp_dim), normalization_layer_epsilon,
+// capacity_factor (< 0: no token dropping), load_balance_loss_weight; layers/moe.py get_topk:
+// the top-k logits then a softmax over them (Mixtral's renormalised softmax; norm_topk_prob
+// divides by their sum, 1, again); load_balance_loss: sequence-wise, E^2 x mean(density x
+// probability) x weight with the densities counting each token's k choices, which is k times
+// Megatron's switch_load_balancing_loss_func (f_i over T x topk) that the model's aux_loss_coeff
+// means, so the weight is the coefficient / k, and equal only where a micro-batch is one sequence.
+// Expert parallelism: the mesh axis "expert" (ici_/dcn_expert_parallelism); base.yml's
+// logical_axis_rules shard the experts ('exp') over it, the expert matrices' embed dimension
+// ('embed_moe') over fsdp and context, their mlp dimension ('mlp_moe') over tensor (etp = tp),
+// and the dense weights ('embed') over fsdp and expert together: ep ranks come out of ZeRO-3's
+// whole fsdp group, as the plan's ep comes out of dp.
 // Slices: a TPU slice is the chips one ICI domain joins (NodeType::scaleUpChips); on GPUs the
 // NVLink domain. The outer axes go across slices first: pipeline, data, fsdp, context, tensor.
 #include "ExportCommon.h"
@@ -37,6 +53,56 @@
 namespace shardscope::exportdetail {
 
 namespace {
+
+// What keeps a MoE model from MaxText's mixtral / qwen3_moe decoder blocks, and the layouts
+// its expert axis cannot express.
+void refuseMaxTextMoe(Refusals& refuse, const ModelSpec& m, const Layout& l)
+{
+    // The features beyond a Llama other than what the MoE blocks' keys carry: the MoE block,
+    // QK-norm (qwen3_moe), the epsilon (normalization_layer_epsilon) and a head_dim of its own
+    // (head_dim; Qwen3-30B-A3B: 32 heads of 128 on a hidden size of 2048).
+    ModelSpec dense = m;
+    dense.moe = MoeSpec{};
+    dense.qk_norm = false;
+    dense.norm_eps = 1e-5;
+    dense.head_dim = dense.heads > 0 ? dense.hidden / dense.heads : dense.head_dim;
+    if (const std::string mismatch = nonLlamaFeatures(dense); !mismatch.empty())
+        refuse.add("the architecture of " + m.name + " (" + mismatch + ")",
+                   "the export writes decoder_block \"mixtral\" or \"qwen3_moe\" (RMSNorm, SwiGLU, RoPE, no biases, "
+                   "QK-norm for qwen3_moe)");
+    const MoeSpec& e = m.moe;
+    const char* block = "MaxText's mixtral and qwen3_moe blocks";
+    if (e.router != MoeRouter::SoftmaxNorm)
+        refuse.add(std::string("the router ") + toString(e.router),
+                   "get_topk takes a softmax over the top-k logits (renormalised) for these blocks");
+    if (e.shared_experts > 0)
+        refuse.add(str(e.shared_experts) + " shared expert(s)", std::string(block) + " have none");
+    if (e.dense_layers > 0 || e.layer_interval > 1)
+        refuse.add("dense layers among the MoE layers (dense_layers " + str(e.dense_layers) + ", layer_interval " +
+                       str(e.layer_interval) + ")",
+                   std::string("the export writes ") + block + ", an MoE block in every layer");
+    if (e.score_correction_bias || e.expert_groups > 0 || e.routed_scaling > 0)
+        refuse.add("DeepSeek routing (correction bias, groups or routed scaling)",
+                   std::string(block) + " route by the top-k logits alone");
+    if (e.capacity_factor > 0)
+        refuse.add("a capacity factor of " + num(e.capacity_factor),
+                   "the export writes MaxText's dropless path (capacity_factor -1) only");
+    if (e.aux_loss_coeff > 0 && l.micro_batch > 1)
+        refuse.add("a load-balancing loss over micro-batches of " + str(l.micro_batch) + " sequences",
+                   "MaxText's load_balance_loss is per sequence (layers/moe.py), the plan's per micro-batch");
+    if (l.ep > 1) {
+        if (l.zero_stage != 3 || l.zeroGroupSize() != l.dp)
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") without ZeRO-3 over all " + str(l.dp) +
+                           " data-parallel ranks",
+                       "base.yml's logical_axis_rules shard the dense weights over fsdp and expert together");
+        else if (l.dp % l.ep != 0)
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") over context-parallel ranks",
+                       "MaxText's expert axis is apart from its context axis: ep must divide dp " + str(l.dp));
+    }
+    if (l.etp > 0 && l.etp != l.tp)
+        refuse.add("expert tensor parallelism (etp=" + str(l.etp) + " with tp=" + str(l.tp) + ")",
+                   "base.yml's logical_axis_rules split the expert matrices ('mlp_moe') over the tensor axis");
+}
 
 struct Axis {
     const char* name;  // MaxText's mesh axis: ici_<name>_parallelism, dcn_<name>_parallelism
@@ -58,9 +124,14 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
 
     if (!tpu && chip.vendor != "NVIDIA")
         refuse.device(chip.display_name, "MaxText runs on Google TPUs and NVIDIA GPUs (hardware: tpu | gpu)");
-    if (const std::string mismatch = nonLlamaFeatures(m); !mismatch.empty())
-        refuse.add("the architecture of " + m.name + " (" + mismatch + ")",
-                   "the export writes decoder_block \"llama2\" (RMSNorm, SwiGLU, RoPE, no biases)");
+    const bool moe = m.moe.enabled();
+    if (!moe) {
+        if (const std::string mismatch = nonLlamaFeatures(m); !mismatch.empty())
+            refuse.add("the architecture of " + m.name + " (" + mismatch + ")",
+                       "the export writes decoder_block \"llama2\" (RMSNorm, SwiGLU, RoPE, no biases)");
+    } else {
+        refuseMaxTextMoe(refuse, m, l);
+    }
     if (l.zero_stage == 2)
         refuse.add("ZeRO-2", "MaxText shards optimizer states over the data axis (shard_optimizer_over_data) or "
                              "everything over the fsdp axis, not optimizer states and gradients alone");
@@ -90,8 +161,13 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
 
     const bool fsdp = l.zero_stage == 3;
     const int shard = fsdp ? f.shard_group : 1;
-    std::vector<Axis> axes{{"pipeline", l.pp}, {"data", l.dp / shard}, {"fsdp", shard}, {"context", l.cp},
-                           {"tensor", l.tp}};
+    // A MoE model's expert axis out of the fsdp group (ep > 1 only with ZeRO-3 over the whole
+    // dp); a dense model's exports keep to the axes it uses.
+    std::vector<Axis> axes{{"pipeline", l.pp}, {"data", l.dp / shard}, {"fsdp", shard / l.ep}};
+    if (moe)
+        axes.push_back({"expert", l.ep});
+    axes.push_back({"context", l.cp});
+    axes.push_back({"tensor", l.tp});
     int across = slices;
     for (Axis& a : axes) {
         a.dcn = std::gcd(a.size, across);
@@ -131,9 +207,21 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
                                 "(the plan's ring moves the same bytes, step by step)."
                               : "context_parallel_strategy ring: K/V pass around the context axis, as the plan prices.");
     if (p.training.dropout)
-        r.notes.push_back("The plan priced dropout masks; MaxText's Llama trains without dropout (dropout_rate 0).");
-    r.notes.push_back("Normalization epsilon: base.yml's 1e-05. Yours to set: run_name, base_output_directory, "
-                      "dataset_path (or dataset_type: synthetic), tokenizer_path, steps.");
+        r.notes.push_back(std::string("The plan priced dropout masks; MaxText's ") + (moe ? "MoE decoder" : "Llama") +
+                          " trains without dropout (dropout_rate 0).");
+    if (moe) {
+        r.notes.push_back(expertGridNote(m, l));
+        if (m.moe.aux_loss_coeff > 0)
+            r.notes.push_back("load_balance_loss_weight " + num(m.moe.aux_loss_coeff / m.moe.top_k) + " = aux_loss_coeff " +
+                              num(m.moe.aux_loss_coeff) + " / top_k " + str(m.moe.top_k) +
+                              ": MaxText counts each token's k choices in the densities; per sequence, as the "
+                              "plan's one-sequence micro-batches.");
+        r.notes.push_back("Yours to set: run_name, base_output_directory, dataset_path (or dataset_type: synthetic), "
+                          "tokenizer_path, steps.");
+    } else {
+        r.notes.push_back("Normalization epsilon: base.yml's 1e-05. Yours to set: run_name, base_output_directory, "
+                          "dataset_path (or dataset_type: synthetic), tokenizer_path, steps.");
+    }
 
     std::string t;
     t += commentLines({"MaxText config exported by ShardScope", problemLine(p), "layout " + toString(l),
@@ -144,11 +232,23 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
     t += "base_config: \"base.yml\"\n";
     t += std::string("hardware: \"") + (tpu ? "tpu" : "gpu") + "\"\n\n";
     t += "# model\n";
-    t += "decoder_block: \"llama2\"\n";
+    t += std::string("decoder_block: \"") + (!moe ? "llama2" : m.qk_norm ? "qwen3_moe" : "mixtral") + "\"\n";
     t += "base_emb_dim: " + str(m.hidden) + "\n";
     t += "base_num_query_heads: " + str(m.heads) + "\n";
     t += "base_num_kv_heads: " + str(m.kv_heads) + "\n";
-    t += "base_mlp_dim: " + str(m.ffn_hidden) + "\n";
+    t += "base_mlp_dim: " + str(moe ? m.expertFfn() : m.ffn_hidden) + "\n";
+    if (moe) {
+        t += "num_experts: " + str(m.moe.experts) + "\n";
+        t += "num_experts_per_tok: " + str(m.moe.top_k) + "\n";
+        t += "base_moe_mlp_dim: " + str(m.expertFfn()) + "\n";
+        t += "capacity_factor: -1.0  # dropless\n";
+        t += "load_balance_loss_weight: " + num(m.moe.aux_loss_coeff / m.moe.top_k) + "\n";
+        if (m.qk_norm) {
+            t += "use_qk_norm: true\n";
+            t += "norm_topk_prob: true\n";
+        }
+        t += "normalization_layer_epsilon: " + num(m.norm_eps) + "\n";
+    }
     t += "base_num_decoder_layers: " + str(m.layers) + "\n";
     t += "head_dim: " + str(m.head_dim) + "\n";
     t += "vocab_size: " + str(m.vocab) + "\n";

@@ -83,6 +83,13 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     kw("virtual_pipeline_model_parallel_size",
        f.pipelined && l.schedule == PipelineSchedule::Interleaved ? str(l.virtual_stages) : "None");
     kw("context_parallel_size", str(l.cp));
+    // ModelParallelConfig's expert_model_parallel_size / expert_tensor_parallel_size, which
+    // GPTModelProvider inherits through TransformerConfig; the library's MoE recipes set them
+    // on cfg.model (recipes/deepseek/h100/deepseek_v3.py @ 067f987d).
+    if (m.moe.enabled()) {
+        kw("expert_model_parallel_size", str(l.ep));
+        kw("expert_tensor_parallel_size", str(l.expertTensorParallel()));
+    }
     kw("sequence_parallel", pyBool(l.sequence_parallel));
     if (l.recompute == Recompute::Selective) {
         kw("recompute_granularity", "\"selective\"");
@@ -105,6 +112,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
                       " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + "; " +
                       str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
                       " sequence(s) per replica and step.");
+    if (m.moe.enabled())
+        r.notes.push_back(expertGridNote(m, l));
     r.notes.push_back("Yours to set: cfg.dataset.blend (mock data until then), the tokenizer (a NullTokenizer of " +
                       str(m.vocab) + " entries here), learning rate, iterations and checkpoints.");
 

@@ -17,6 +17,12 @@
 // Rules of that version that the export enforces (validate_args):
 //   - selective recomputation takes no --recompute-method;
 //   - MoE with tp > 1 asserts --sequence-parallel.
+// Expert parallelism at d98e8a64: --expert-model-parallel-size and --expert-tensor-parallel-size
+// are ModelParallelConfig's expert_model_parallel_size / expert_tensor_parallel_size
+// (megatron/core/model_parallel_config.py; None: tensor_model_parallel_size, which
+// validate_args sets); validate_args asserts "Number of experts should be a multiple of expert
+// model parallel_size"; initialize_model_parallel (megatron/core/parallel_state.py) builds the
+// expert grid tp-ep-dp per stage from world / (etp x ep x pp).
 // Re-read at commit d98e8a64 (megatron/training/arguments.py; TransformerConfig in
 // megatron/core/transformer/transformer_config.py, whose fields become options through
 // ArgumentGroupFactory):
@@ -93,6 +99,18 @@ void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& 
     if (m.moe.enabled() && l.tp > 1 && !l.sequence_parallel)
         refuse.add("MoE with tp=" + str(l.tp) + " and sequence parallelism off",
                    "validate_args requires --sequence-parallel for MoE with tensor parallelism");
+    // TransformerConfig.__post_init__ (d98e8a64): "Bias in Moe is only supported when ETP==1".
+    if (m.moe.enabled() && m.bias && l.expertTensorParallel() > 1)
+        refuse.add("biases in a mixture-of-experts model with etp=" + str(l.expertTensorParallel()),
+                   "TransformerConfig supports MoE biases only with expert tensor parallelism 1");
+    // initialize_model_parallel (megatron/core/parallel_state.py @ d98e8a64): "Expert data
+    // parallel size should be divisible by partial DistOpt shard factor".
+    const int instances = l.zero_stage >= 1 && l.zeroGroupSize() < l.dp ? l.dp / l.zeroGroupSize() : 1;
+    if (m.moe.enabled() && instances > 1 && l.expertDataParallel() % instances != 0)
+        refuse.add("a shard group of " + str(l.zeroGroupSize()) + " (" + str(instances) +
+                       " distributed-optimizer instances) with an expert data-parallel size of " +
+                       str(l.expertDataParallel()),
+                   "parallel_state.py needs the expert data-parallel size to divide by the instances");
 }
 
 // --- end of the shared part ---
@@ -128,6 +146,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
             arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (l.pp * l.virtual_stages)));
     }
     arg("--context-parallel-size", str(l.cp));
+    // Expert parallelism (ModelParallelConfig fields, options through ArgumentGroupFactory):
+    // the experts over ep ranks of the stage's tp x cp x dp grid, each expert over etp; both
+    // written for a MoE model, etp even where it is tp (validate_args' default).
+    if (m.moe.enabled()) {
+        arg("--expert-model-parallel-size", str(l.ep));
+        arg("--expert-tensor-parallel-size", str(l.expertTensorParallel()));
+    }
     if (l.sequence_parallel)
         arg("--sequence-parallel");
     // ZeRO-1 is the distributed optimizer; ZeRO-2/3 are Megatron-FSDP's sharding strategies
@@ -222,6 +247,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
                       " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + ".");
     r.notes.push_back(str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
                       " sequence(s) per data-parallel replica and step.");
+    if (m.moe.enabled())
+        r.notes.push_back(expertGridNote(m, l));
     r.notes.push_back("Yours to add: data (--data-path or --mock-data), the tokenizer (" + str(m.vocab) +
                       "-entry vocabulary), learning rate and iterations, checkpoints.");
 

@@ -41,6 +41,12 @@
 //     (megatron/core/models/gpt/gpt_layer_specs.py: linear_q_up_proj and linear_kv_up_proj become
 //     column_parallel_layer_norm_linear), as examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh
 //     passes them;
+//   moe_router_load_balancing_type (aux_loss | seq_aux_loss | global_aux_loss | sinkhorn |
+//     quantile_balancing | none; an option of _add_moe_args, nargs '+'), moe_token_drop_policy
+//     (probs | position), moe_expert_capacity_factor only with aux_loss, seq_aux_loss,
+//     global_aux_loss or none (__post_init__), "Please use --moe-router-pre-softmax when topk is 1"
+//     with the softmax score function (__post_init__); moe_router_force_load_balancing (random
+//     logits, "only for benchmark") is not written: the plan does not ask for it;
 //   moe_router_enable_expert_bias (aux-loss-free balancing, sigmoid scores),
 //     moe_router_num_groups / moe_router_group_topk (groups scored by the sum of their top
 //     topk / group_topk scores), moe_router_topk_scaling_factor.
@@ -257,9 +263,25 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
         if (e.routed_scaling > 0)
             value("--moe-router-topk-scaling-factor", num(e.routed_scaling), "moe_router_topk_scaling_factor",
                   num(e.routed_scaling));
-        if (e.capacity_factor > 0)
+        // Top 1 of a softmax over the chosen logit is a weight of 1 with no gradient, which
+        // TransformerConfig refuses ("Please use --moe-router-pre-softmax when topk is 1").
+        if (e.top_k == 1 && e.router == MoeRouter::SoftmaxNorm)
+            refuse.add("top-1 routing renormalised over the one chosen expert (router softmax_norm)",
+                       "TransformerConfig asks for --moe-router-pre-softmax at top_k 1, a softmax over all experts");
+        // The load-balancing loss the model trains: the micro-batch one of GShard / Switch
+        // (Megatron's "aux_loss", switch_load_balancing_loss_func, as the engine computes it),
+        // or none without a coefficient. The model format has no sequence-wise loss ("seq_aux_loss").
+        const std::string balancing = e.aux_loss_coeff > 0 ? "aux_loss" : "none";
+        value("--moe-router-load-balancing-type", balancing, "moe_router_load_balancing_type",
+              "\"" + balancing + "\"");
+        if (e.capacity_factor > 0) {
             value("--moe-expert-capacity-factor", num(e.capacity_factor), "moe_expert_capacity_factor",
                   num(e.capacity_factor));
+            // Over capacity the copies of lowest router probability are dropped (Megatron's
+            // default "probs", written out); the experts' inputs are not padded to the capacity
+            // (moe_pad_expert_input_to_capacity stays False).
+            value("--moe-token-drop-policy", "probs", "moe_token_drop_policy", "\"probs\"");
+        }
         value("--moe-aux-loss-coeff", num(e.aux_loss_coeff), "moe_aux_loss_coeff", num(e.aux_loss_coeff));
         // The experts of a layer as one grouped GEMM, and the all-to-all dispatcher Megatron's MoE
         // guide recommends; neither changes the trained model.

@@ -66,6 +66,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     if (const std::string features = nonLlamaFeatures(m); !features.empty())
         refuse.add("the architecture of " + m.name + " (" + features + ")",
                    "the NxD Llama training scripts build LlamaForCausalLM");
+    refuseExpertParallel(refuse, l, "the NxD Llama training scripts build a dense LlamaForCausalLM");
     if (l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage), "the scripts shard optimizer states only, as ZeRO-1 does");
     else if (f.partial_shard)

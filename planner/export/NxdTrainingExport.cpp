@@ -43,6 +43,7 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     if (const std::string features = nonLlamaFeatures(m); !features.empty())
         refuse.add("the architecture of " + m.name + " (" + features + ")",
                    "the export configures hf_llama, Hugging Face's LlamaForCausalLM");
+    refuseExpertParallel(refuse, l, "the export configures hf_llama, a dense model");
     if (l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage), "distributed_strategy.zero1 shards optimizer states only");
     else if (f.partial_shard)

@@ -45,6 +45,16 @@
 // is fully_shard without resharding after forward ("never"), ZeRO-3 the default resharding;
 // selective recomputation is refused (SelectiveAC is a per-op policy, not the attention-core
 // recomputation the plan priced); so are fp16 and optimizer-only offload.
+// Mixture of experts at the same commit: torchtitan/models/qwen3/__init__.py flavors "30B-A3B" and
+// "235B-A22B" (_build_qwen3_moe_layers: RMSNorm eps 1e-6, QK-norm, fused qkv without bias,
+// make_router_config(score_func "softmax", route_norm True), routed experts of moe_hidden_dim, no
+// shared experts, untied embeddings, CosSinRoPE), the qwen3_30b_a3b() recipe
+// (models/qwen3/config_registry.py) as the base; models/common/moe.py MoE.Config: no auxiliary
+// loss, balancing by an expert bias updated at load_balance_coeff (default 1e-3; None: none),
+// reached as model_spec.model.layers[i].moe; ParallelismConfig.expert_parallel_degree ("EP
+// borrows ranks from FSDP and TP: efsdp = dp_shard * cp * tp / ep", parallel_dims.py: ep must
+// divide dp_shard x cp x tp), and models/common/moe_sharding.py: with EP the routed experts are
+// sharded on the ep axis only (whole experts: etp 1), without EP split over the TP axis (etp = tp).
 #include "ExportCommon.h"
 
 #include <cmath>
@@ -96,6 +106,92 @@ const Flavor* flavorOf(const ModelSpec& m)
 }
 
 
+// "1B, 3B, 8B, ...": the names of a flavor table, for a refusal.
+template <class F> std::string flavorNames(const std::vector<F>& flavors)
+{
+    std::string names;
+    for (const F& f : flavors)
+        names += (names.empty() ? "" : ", ") + std::string(f.name);
+    return names;
+}
+
+struct MoeFlavor {
+    const char* name;
+    const char* recipe_assets;  // hf_assets_path of the flavor's tokenizer
+    int dim, layers, heads, kv_heads, head_dim, moe_hidden, experts, top_k;
+    double rope_theta;
+};
+
+// torchtitan/models/qwen3/__init__.py (b5bcd76c): _30b_a3b, _235b_a22b.
+const std::vector<MoeFlavor>& qwen3MoeFlavors()
+{
+    static const std::vector<MoeFlavor> flavors{
+        {"30B-A3B", "Qwen3-30B-A3B", 2048, 48, 32, 4, 128, 768, 128, 8, 1000000.0},
+        {"235B-A22B", "Qwen3-235B-A22B", 4096, 94, 64, 4, 128, 1536, 128, 8, 5000000.0},
+    };
+    return flavors;
+}
+constexpr int kQwen3Vocab = 151936;
+constexpr double kQwen3NormEps = 1e-6;  // _EPS
+
+const MoeFlavor* qwen3MoeFlavorOf(const ModelSpec& m)
+{
+    if (m.family != ModelFamily::DecoderOnly || m.mlp != MlpKind::SwiGlu || m.norm != NormKind::RmsNorm ||
+        m.positions != PositionKind::Rotary || m.bias || m.qkv_bias || !m.qk_norm || m.tied_embeddings ||
+        m.norm_eps != kQwen3NormEps || m.vocab != kQwen3Vocab)
+        return nullptr;
+    for (const MoeFlavor& f : qwen3MoeFlavors())
+        if (f.dim == m.hidden && f.layers == m.layers && f.heads == m.heads && f.kv_heads == m.kv_heads &&
+            f.head_dim == m.head_dim && f.moe_hidden == m.expertFfn() && f.experts == m.moe.experts &&
+            f.top_k == m.moe.top_k && f.rope_theta == m.rope_base)
+            return &f;
+    return nullptr;
+}
+
+// What a qwen3 MoE flavor cannot carry, and the expert layouts torchtitan cannot run.
+void refuseTorchtitanMoe(Refusals& refuse, const ModelSpec& m, const Layout& l, int shard)
+{
+    const MoeSpec& e = m.moe;
+    if (!qwen3MoeFlavorOf(m))
+        refuse.add("the MoE model " + m.name,
+                   "the export takes torchtitan's qwen3 MoE flavors (" + flavorNames(qwen3MoeFlavors()) +
+                       ": Qwen3-MoE shapes, QK-norm, eps 1e-6, vocabulary 151936) and " + m.name + " is none of them");
+    if (e.router != MoeRouter::SoftmaxNorm || e.shared_experts > 0 || e.dense_layers > 0 || e.layer_interval > 1 ||
+        e.expert_groups > 0 || e.routed_scaling > 0)
+        refuse.add("the MoE block of " + m.name + " (router " + toString(e.router) + ", " + str(e.shared_experts) +
+                       " shared, dense_layers " + str(e.dense_layers) + ", layer_interval " + str(e.layer_interval) +
+                       ")",
+                   "the qwen3 MoE flavors route by a renormalised softmax over the top k in every layer, no shared "
+                   "experts");
+    if (e.aux_loss_coeff > 0)
+        refuse.add("an auxiliary load-balancing loss (aux_loss_coeff " + num(e.aux_loss_coeff) + ")",
+                   "torchtitan's MoE has no auxiliary loss; it balances by an expert bias (models/common/moe.py "
+                   "load_balance_coeff)");
+    if (e.score_correction_bias)
+        refuse.add("a score-correction bias without a stated update rate",
+                   "torchtitan updates its expert bias at load_balance_coeff, which the model format does not give");
+    if (e.capacity_factor > 0)
+        refuse.add("a capacity factor of " + num(e.capacity_factor),
+                   "the export writes the flavors' dropless routed experts");
+    if (m.rope_scaling.enabled())
+        refuse.add(std::string("RoPE scaling ") + toString(m.rope_scaling.type) + " with a MoE model",
+                   "the qwen3 flavors' CosSinRoPE has no scaling");
+    if (l.ep > 1) {
+        if (l.expertTensorParallel() != 1)
+            refuse.add("expert tensor parallelism (etp=" + str(l.expertTensorParallel()) + ") with ep=" + str(l.ep),
+                       "with expert parallelism torchtitan shards the routed experts on the ep axis only "
+                       "(moe_sharding.py): etp 1");
+        const std::int64_t sparse = std::int64_t(shard) * l.cp * l.tp;
+        if (sparse % l.ep != 0)
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") beyond dp_shard x cp x tp = " + str(sparse),
+                       "parallel_dims.py: expert_parallel_degree must divide dp_shard * cp * tp (dp_replicate is "
+                       "outside the expert region)");
+    } else if (l.etp > 0 && l.etp != l.tp) {
+        refuse.add("expert tensor parallelism (etp=" + str(l.etp) + " with tp=" + str(l.tp) + ") without ep",
+                   "without expert parallelism torchtitan splits the routed experts over the tp axis");
+    }
+}
+
 } // namespace
 
 ExportResult exportTorchtitan(const Problem& p, const Layout& l)
@@ -105,7 +201,10 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     refuseMegatronOverlaps(refuse, l);
     const ModelSpec& m = p.model;
     const Figures f = figures(p, l);
-    const Flavor* flavor = flavorOf(m);
+    const bool moe = m.moe.enabled();
+    const Flavor* flavor = moe ? nullptr : flavorOf(m);
+    const MoeFlavor* moeFlavor = moe ? qwen3MoeFlavorOf(m) : nullptr;
+    const int shardDegree = l.zero_stage >= 2 ? f.shard_group : 1;
 
     if (!isCudaOrRocmGpu(p.cluster.node.chip))
         refuse.device(p.cluster.node.chip.display_name, "torchtitan trains on CUDA and ROCm GPUs");
@@ -114,7 +213,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     // qk_norm argument, whose default is None (models/common/config_utils.py), wqkv as
     // Linear.Config with bias False (models/common/linear.py), full causal attention, ComplexRoPE
     // with scaling "llama", a dense feed-forward).
-    if (m.qk_norm)
+    if (m.qk_norm && !moe)
         refuse.add("QK-norm", "torchtitan has no QK-norm in its llama3 model");
     if (m.qkv_bias && !m.bias)
         refuse.add("biases on q, k and v", "torchtitan's llama3 attention projections have no bias");
@@ -123,23 +222,22 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                    "torchtitan's llama3 model attends over the whole causal context");
     if (m.attention_sinks)
         refuse.add("attention sinks", "torchtitan's llama3 attention has no sink logits");
-    if (m.moe.enabled())
-        refuse.add("mixture of experts (" + str(m.moe.experts) + " experts, top " + str(m.moe.top_k) + ")",
-                   "the export takes torchtitan's dense llama3 model");
+    if (moe) {
+        refuseTorchtitanMoe(refuse, m, l, shardDegree);
+        if (p.training.precision == Precision::FP8Mixed)
+            refuse.add("fp8 precision with a MoE model", "the export converts the llama3 recipe's linears only");
+    }
     if (m.mla.enabled())
         refuse.add("multi-head latent attention", "the export takes torchtitan's llama3 model (grouped-query attention)");
     const RopeScaling& rope = m.rope_scaling;
-    if (rope.enabled() && rope.type != RopeScalingKind::Llama3)
+    if (!moe && rope.enabled() && rope.type != RopeScalingKind::Llama3)
         refuse.add(std::string("RoPE scaling ") + toString(rope.type),
                    "the export writes torchtitan's llama (Llama 3.1) scaling or none");
-    if (!flavor) {
-        std::string names;
-        for (const Flavor& fl : llama3Flavors())
-            names += (names.empty() ? "" : ", ") + std::string(fl.name);
+    if (!moe && !flavor)
         refuse.add("the model " + m.name,
-                   "torchtitan builds models from its registry; the export takes the llama3 flavors (" + names +
-                       ": RMSNorm, SwiGLU, RoPE theta 500000, vocabulary 128256) and " + m.name + " is none of them");
-    }
+                   "torchtitan builds models from its registry; the export takes the llama3 flavors (" +
+                       flavorNames(llama3Flavors()) + ": RMSNorm, SwiGLU, RoPE theta 500000, vocabulary 128256) and " +
+                       m.name + " is none of them");
     if (l.zero_stage == 1)
         refuse.add("ZeRO-1 (optimizer states only)", "FSDP2's fully_shard, torchtitan's sharding, shards gradients too");
     if (l.cp > 1 && l.zero_stage == 0)
@@ -168,7 +266,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         return r;
 
     const bool fsdp = l.zero_stage >= 2;
-    const int shard = fsdp ? f.shard_group : 1;
+    const int shard = shardDegree;
     const int replicate = l.dp / shard;
     const bool fp8 = p.training.precision == Precision::FP8Mixed;
     const char* schedule = !f.pipelined                                   ? "1F1B"
@@ -199,8 +297,18 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                  high = rope.high_freq_factor > 0 ? rope.high_freq_factor : 4.0;
     const int original = rope.original_max_position_embeddings > 0 ? rope.original_max_position_embeddings : 8192;
     const bool llama31 = rope.type == RopeScalingKind::Llama3 && factor == 8 && low == 1 && high == 4 && original == 8192;
-    std::vector<std::string> ropeLines;
-    if (!rope.enabled()) {
+    std::vector<std::string> ropeLines, layerLines;
+    if (moe) {
+        // No auxiliary loss and no correction bias (refused otherwise): the flavor's bias
+        // balancing off on every layer.
+        layerLines.push_back("layer.moe.load_balance_coeff = None");
+        r.notes.push_back(std::string("The qwen3 ") + moeFlavor->name + " flavor has " + m.name +
+                          "'s shapes; its expert-bias balancing (load_balance_coeff) is switched off on every layer, "
+                          "as " + m.name + " has neither a load-balancing loss nor a correction bias. torchtitan's "
+                          "Qwen3 has no dropout.");
+        r.notes.push_back(expertGridNote(m, l) + " torchtitan: efsdp = dp_shard x cp x tp / ep = " +
+                          str(std::int64_t(shard) * l.cp * l.tp / l.ep) + ".");
+    } else if (!rope.enabled()) {
         ropeLines.push_back("layer.attention.rope.scaling = \"none\"");
         r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
                           "'s shapes; it applies Llama 3.1's RoPE scaling, which " + m.name +
@@ -219,13 +327,15 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                           "'s shapes; the recipe sets " + m.name + "'s llama3 RoPE scaling (factor " + num(factor) +
                           ") on every layer. torchtitan's Llama has no dropout.");
     }
+    const std::string family = moe ? "qwen3" : "llama3", base = moe ? "qwen3_30b_a3b" : "llama3_8b";
+    const std::string flavorName = moe ? moeFlavor->name : flavor->name;
     r.notes.push_back("Yours to set: hf_assets_path (tokenizer), the dataset, learning rate and steps "
-                      "(the llama3_8b recipe's values are kept).");
+                      "(the " + base + " recipe's values are kept).");
 
     std::string t;
     t += commentLines({"torchtitan recipe exported by ShardScope", problemLine(p), "layout " + toString(l),
                        "Names: pytorch/torchtitan torchtitan/config/configs.py, torchtitan/trainer.py, "
-                       "models/llama3 (commit b5bcd76c)",
+                       "models/" + family + " (commit b5bcd76c)",
                        ""});
     t += commentLines(r.notes);
     t += commentLines({"", "Save as shardscope_recipe.py where Python finds it and launch on every node:",
@@ -236,26 +346,29 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     t += "from torchtitan.config import CompileConfig, ParallelismConfig\n";
     if (l.recompute == Recompute::Full)
         t += "from torchtitan.distributed.activation_checkpoint import FullAC\n";
-    t += "from torchtitan.models.llama3 import model_registry\n";
-    t += "from torchtitan.models.llama3.config_registry import llama3_8b\n";
+    t += "from torchtitan.models." + family + " import model_registry\n";
+    t += "from torchtitan.models." + family + ".config_registry import " + base + "\n";
     t += "from torchtitan.trainer import Trainer\n\n\n";
     t += "def shardscope_config() -> Trainer.Config:\n";
-    t += "    config = llama3_8b()\n";
+    t += "    config = " + base + "()\n";
     if (fp8) {
         t += "    config.compile = CompileConfig(enable=True, components=[\"model\", \"loss\"])\n";
-        t += "    config.model_spec = model_registry(\n        \"" + std::string(flavor->name) +
+        t += "    config.model_spec = model_registry(\n        \"" + flavorName +
              "\",\n        converters=[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"], "
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";
-        t += "    config.model_spec = model_registry(\"" + std::string(flavor->name) + "\")\n";
+        t += "    config.model_spec = model_registry(\"" + flavorName + "\")\n";
     }
-    if (!ropeLines.empty()) {
+    for (const std::string& line : ropeLines)
+        layerLines.push_back(line);
+    if (!layerLines.empty()) {
         t += "    for layer in config.model_spec.model.layers:\n";
-        for (const std::string& line : ropeLines)
+        for (const std::string& line : layerLines)
             t += "        " + line + "\n";
     }
-    t += "    config.hf_assets_path = \"./assets/hf/Llama-3.1-" + std::string(flavor->name) + "\"\n";
+    t += "    config.hf_assets_path = \"./assets/hf/" +
+         (moe ? std::string(moeFlavor->recipe_assets) : "Llama-3.1-" + flavorName) + "\"\n";
     t += "    config.parallelism = ParallelismConfig(\n";
     t += "        data_parallel_replicate_degree=" + str(replicate) + ",\n";
     t += "        data_parallel_shard_degree=" + str(shard) + ",\n";
@@ -272,6 +385,8 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         t += "        num_pp_microbatches=" + str(f.micro_batches) + ",\n";
     }
     t += "        context_parallel_degree=" + str(l.cp) + ",\n";
+    if (moe)
+        t += "        expert_parallel_degree=" + str(l.ep) + ",\n";
     t += "    )\n";
     t += "    config.training.max_context_length = " + str(p.training.seq_len) + "\n";
     t += "    config.training.num_tokens_per_microbatch_per_dp_rank = " + str(microTokens) + "\n";

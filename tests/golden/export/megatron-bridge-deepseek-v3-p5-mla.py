@@ -4,6 +4,7 @@
 # Names: NVIDIA-NeMo/Megatron-Bridge recipes/common.py, models/gpt_provider.py, training/config.py (commit 067f987d)
 #
 # Megatron derives the data-parallel size: 256 devices / (tp 8 x pp 1 x cp 1) = dp 32; 32 micro-batches of 1 sequence(s) per replica and step.
+# Experts: 256 routed experts over ep 1 (256 per rank), each expert's matrices over etp 8; expert data-parallel size 32 = tp 8 x cp 1 x dp 32 / (ep 1 x etp 8).
 # Yours to set: cfg.dataset.blend (mock data until then), the tokenizer (a NullTokenizer of 129280 entries here), learning rate, iterations and checkpoints.
 #
 # Launch on every node:
@@ -58,6 +59,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
         moe_router_num_groups=8,
         moe_router_group_topk=4,
         moe_router_topk_scaling_factor=2.5,
+        moe_router_load_balancing_type="none",
         moe_aux_loss_coeff=0,
         moe_grouped_gemm=True,
         moe_token_dispatcher_type="alltoall",
@@ -65,6 +67,8 @@ def shardscope_pretrain_config() -> ConfigContainer:
         pipeline_model_parallel_size=1,
         virtual_pipeline_model_parallel_size=None,
         context_parallel_size=1,
+        expert_model_parallel_size=1,
+        expert_tensor_parallel_size=8,
         sequence_parallel=True,
         recompute_granularity="full",
         recompute_method="uniform",

@@ -4,6 +4,7 @@
 # Names: NVIDIA-NeMo/Megatron-Bridge recipes/common.py, models/gpt_provider.py, training/config.py (commit 067f987d)
 #
 # Megatron derives the data-parallel size: 64 devices / (tp 4 x pp 1 x cp 1) = dp 16; 32 micro-batches of 1 sequence(s) per replica and step.
+# Experts: 128 routed experts over ep 1 (128 per rank), each expert's matrices over etp 4; expert data-parallel size 16 = tp 4 x cp 1 x dp 16 / (ep 1 x etp 4).
 # Yours to set: cfg.dataset.blend (mock data until then), the tokenizer (a NullTokenizer of 151936 entries here), learning rate, iterations and checkpoints.
 #
 # Launch on every node:
@@ -39,6 +40,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
         layernorm_epsilon=1e-06,
         qk_layernorm=True,
         moe_ffn_hidden_size=768,
+        moe_router_load_balancing_type="aux_loss",
         moe_aux_loss_coeff=0.001,
         moe_grouped_gemm=True,
         moe_token_dispatcher_type="alltoall",
@@ -46,6 +48,8 @@ def shardscope_pretrain_config() -> ConfigContainer:
         pipeline_model_parallel_size=1,
         virtual_pipeline_model_parallel_size=None,
         context_parallel_size=1,
+        expert_model_parallel_size=1,
+        expert_tensor_parallel_size=4,
         sequence_parallel=True,
         recompute_granularity="selective",
     )
