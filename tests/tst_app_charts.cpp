@@ -338,8 +338,9 @@ private slots:
         QCOMPARE(memorySets.size(), 7);
         QCOMPARE(memorySets[6]->brush().style(), Qt::BDiagPattern);
         QCOMPARE(memorySets[6]->at(1), 0.6 * states / GiB);
-        // A dense prediction keeps its single bar.
+        // A prediction without an experts' share (a dense model's) keeps its single bar.
         Prediction plain = priced.prediction;
+        plain.memory_bytes.experts = 0;
         QCOMPARE(memoryChartData(plain).categories.size(), 1);
         QCOMPARE(memoryChartData(plain).sets.size(), 6);
 
