@@ -79,6 +79,7 @@
 #include "Cluster.h"
 #include "Kernels.h"
 #include "ModelConfig.h"
+#include "MoeMlp.h"
 
 #include <cstdint>
 #include <memory>
@@ -137,6 +138,7 @@ struct ShardTensor {
     bool sp_partial = false;      // its gradient is a partial sum over tp (SP norms' token shards, QK-norm's heads)
     bool tied_copy = false;       // the last stage's copy of wte (pp > 1, tied)
     bool word_embedding = false;  // wte, or its copy
+    bool expert = false;          // a routed expert's (this ep rank's experts): reduced over the edp group
     int unit = 0;
     std::vector<ParameterRun> runs;
 };
@@ -205,6 +207,12 @@ public:
     T* localGrads();
     // Fault injection for tests: makes this device's first weight NaN.
     void injectNaN();
+    // Mixture of experts: the load-balancing loss of the last forward() call's MoE layers (this
+    // device's share of each micro-batch's, unweighted; in the gradient with the weight
+    // micro-batch loss tokens / global_tokens), and the token copies this device routed to each
+    // expert since it was built (the measured load).
+    double lastAuxLoss() const { return moeAux_; }
+    const std::vector<std::int64_t>& tokensPerExpert() const { return routed_; }
 
 private:
     struct Layer;
@@ -335,6 +343,11 @@ private:
     Work* ws_ = nullptr;
     std::vector<T> stats_;   // vocab-parallel softmax scratch (3 Nm)
     std::vector<T> packed_;  // SP norm gradients packed for one all-reduce
+    // Mixture of experts (MoeMlp.h): the block, this device's ep and edp ranks, its El experts.
+    std::unique_ptr<MoeMlp<T>> moe_;
+    int epRank_ = 0, edpRank_ = 0, El_ = 0;
+    double moeAux_ = 0;
+    std::vector<std::int64_t> routed_;
 };
 
 extern template class ModelExecutor<float>;

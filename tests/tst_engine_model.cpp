@@ -64,6 +64,19 @@ ModelSpec specOf(const ModelConfig& c)
     m.token_types = c.token_types;
     m.embedding_norm = c.embedding_norm;
     m.pooler = c.pooler;
+    if (c.moe.enabled()) {
+        m.moe.experts = c.moe.experts;
+        m.moe.top_k = c.moe.top_k;
+        m.moe.ffn_hidden = c.moe.expert_ffn;
+        m.moe.shared_experts = c.moe.shared_experts;
+        m.moe.shared_ffn_hidden = c.moe.shared_ffn;
+        m.moe.dense_layers = c.moe.dense_layers;
+        m.moe.layer_interval = c.moe.layer_interval;
+        m.moe.router = c.moe.router;
+        m.moe.aux_loss_coeff = c.moe.aux_loss_coeff;
+        m.moe.score_correction_bias = c.moe.score_correction_bias;
+        m.moe.routed_scaling = c.moe.routed_scaling;
+    }
     if (c.encoder_decoder) {
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;
@@ -155,6 +168,36 @@ ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
     c.rope_base = 500000;
     c.bias = false;
     c.tied_embeddings = false;
+    return c;
+}
+
+// Mixtral's MoE blocks on Llama's: E experts of F_e, top-k softmax renormalised, every layer.
+ModelConfig mixtralLike(int L, int C, int NH, int NKV, int Fe, int E, int K, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, 4 * C, V, T);
+    c.moe.experts = E;
+    c.moe.top_k = K;
+    c.moe.expert_ffn = Fe;
+    c.moe.router = MoeRouter::SoftmaxNorm;
+    c.moe.aux_loss_coeff = 0.02;
+    return c;
+}
+
+// DeepSeek-V3's MoE blocks (without MLA): one dense first layer of F, then sigmoid top-k
+// normalised and scaled, the score-correction bias, shared experts.
+ModelConfig deepseekLike(int L, int C, int NH, int F, int Fe, int E, int K, int S, int Fs, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NH, F, V, T);
+    c.moe.experts = E;
+    c.moe.top_k = K;
+    c.moe.expert_ffn = Fe;
+    c.moe.shared_experts = S;
+    c.moe.shared_ffn = Fs;
+    c.moe.dense_layers = 1;
+    c.moe.router = MoeRouter::SigmoidNorm;
+    c.moe.score_correction_bias = true;
+    c.moe.routed_scaling = 2.5;
+    c.moe.aux_loss_coeff = 0.01;
     return c;
 }
 
@@ -269,6 +312,19 @@ private slots:
         const ModelConfig bertBase = bertLike(12, 768, 12, 30522, 512);
         QCOMPARE(shardscope::parameterCount(specOf(bertBase)), std::int64_t(109'482'240));
         QCOMPARE(engine::parameterCount(bertBase), std::int64_t(110'106'428));
+        // MoE: the engine's router, experts and shared experts count as core counts them, at the
+        // published sizes too: Mixtral 8x7B 46,702,792,704 (HF transformers' num_parameters() of
+        // mistralai/Mixtral-8x7B-v0.1, tst_core_model and tst_core_hfimport).
+        ModelConfig mixtral = mixtralLike(32, 4096, 32, 8, 14336, 8, 2, 32000, 4096);
+        mixtral.rope_base = 1e6;
+        QCOMPARE(engine::parameterCount(mixtral), std::int64_t(46'702'792'704));
+        ModelConfig interval = mixtralLike(4, 16, 4, 2, 12, 4, 1, 21, 6);
+        interval.moe.layer_interval = 2;
+        interval.mlp = MlpKind::Gelu;
+        interval.moe.router = MoeRouter::Softmax;
+        for (const ModelConfig& c : {mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6), interval,
+                                     deepseekLike(3, 16, 4, 40, 12, 6, 2, 2, 8, 21, 6)})
+            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
         EmulatedDevice d(0, roomyProfile());
         const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
         ModelExecutor<float> m(cfg, optionsFor(1, 7), singleDevice(d, oneDevice(1)));
@@ -483,6 +539,15 @@ private slots:
         QTest::newRow("t5 v1.1 geglu untied") << t5Like(1, 2, 8, 2, 12, 11, 6, 4, MlpKind::GeGlu);
         QTest::newRow("bert: post-norm, token types, embedding norm, pooler + NSP, masked LM") << bertLike(2, 8, 2, 11, 6);
         QTest::newRow("pre-norm encoder: final norm + masked-LM transform, rmsnorm rope untied") << preNormEncoder(2, 8, 2, 11, 6);
+        // MoE: router, experts, load-balancing loss in the objective (ties avoided by the seed).
+        QTest::newRow("mixtral-like moe: 4 experts top-2 softmax renormalised, aux loss") << mixtralLike(2, 8, 2, 2, 6, 4, 2, 11, 5);
+        ModelConfig gelu = mixtralLike(3, 8, 2, 2, 6, 4, 1, 11, 5);
+        gelu.mlp = MlpKind::Gelu;
+        gelu.moe.router = MoeRouter::Softmax;
+        gelu.moe.layer_interval = 2;
+        QTest::newRow("moe every 2nd layer: gelu top-1 softmax not renormalised") << gelu;
+        QTest::newRow("deepseek-like moe: dense first layer, sigmoid scaled, bias, 2 shared experts")
+            << deepseekLike(2, 8, 2, 12, 6, 6, 2, 2, 4, 11, 5);
     }
     void wholeModelGradientCheck()
     {
@@ -498,7 +563,12 @@ private slots:
         const StepData data = stepData(config, B, 9);
         const std::vector<int>&in = data.in, &tg = data.tg;
         const double tokensN = double(lossTokens(config, B));
-        auto loss = [&] { return m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN; };
+        // The objective: the mean loss, plus each MoE layer's load-balancing loss weighted as the
+        // executor weighs it (this micro-batch's loss tokens over the step's: 1 here).
+        auto loss = [&] {
+            const double lm = m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN;
+            return lm + m.lastAuxLoss() * tokensN / double(o.global_tokens);
+        };
         loss();
         m.backward(0);
         const std::int64_t P = m.localParameters();
@@ -525,8 +595,14 @@ private slots:
             double s = 0;
             for (std::int64_t i = 0; i < t.count; ++i)
                 s += std::fabs(analytic[size_t(t.offset + i)]);
-            QVERIFY2(s > 0, t.name.c_str());
+            // DeepSeek-V3's score-correction bias steers the choice only: no gradient.
+            if (t.role == TensorRole::ExpertBias)
+                QCOMPARE(s, 0.0);
+            else
+                QVERIFY2(s > 0, t.name.c_str());
         }
+        if (config.moe.enabled() && config.moe.aux_loss_coeff > 0)
+            QVERIFY(m.lastAuxLoss() > 0);
     }
 
     void recomputationKeepsGradients()
