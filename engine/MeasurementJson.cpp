@@ -169,7 +169,9 @@ QJsonObject toJson(const Measurement& m)
         QJsonArray counts;
         for (std::int64_t n : m.moe_tokens_per_expert)
             counts.append(double(n));
-        o["moe"] = QJsonObject{{"tokens_per_expert", counts}, {"max_over_mean", m.moeMaxOverMean()}};
+        o["moe"] = QJsonObject{{"tokens_per_expert", counts},
+                               {"max_over_mean", m.moeMaxOverMean()},
+                               {"dropped_copies", double(m.moe_dropped_copies)}};
     }
     if (m.error)
         o["error"] = QJsonObject{{"device", m.error->device},

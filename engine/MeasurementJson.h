@@ -19,8 +19,8 @@
 //               comm_bytes_received: {...}, comm_calls: {...}, comm_seconds: {...} (link time),
 //               comm_wait_seconds, device_seconds_by_kind, device_step_time_s, wall_step_time_s,
 //               device_step_times_s: [...], wall_step_times_s: [...], achieved_flops_per_second}],
-//  "moe"?: {tokens_per_expert: [...] (copies routed to each expert over the run, all devices),
-//           max_over_mean} (MoE models: the measured load),
+//  "moe"?: {tokens_per_expert: [...] (copies each expert computed over the run, all devices),
+//           max_over_mean, dropped_copies (capacity mode)} (MoE models: the measured load),
 //  "wall_seconds", "cancelled", "error"?: {device, message}}
 #pragma once
 

@@ -69,7 +69,10 @@ std::string describe(const ModelConfig& c)
             s << ", score-correction bias";
         if (m.routed_scaling > 0)
             s << ", scaling " << m.routed_scaling;
-        s << ", dropless)";
+        if (m.capacity_factor > 0)
+            s << ", capacity factor " << m.capacity_factor << ")";
+        else
+            s << ", dropless)";
     }
     return s.str();
 }
@@ -335,11 +338,8 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
                                                                    " leave no MoE layer among the " +
                                                                    std::to_string(c.layers)});
         }
-        if (m.capacity_factor < 0 || !(m.capacity_factor == m.capacity_factor))
+        if (!(m.capacity_factor >= 0 && m.capacity_factor <= 1e6))
             errors.push_back({prefix + "moe.capacity_factor", "must be > 0 (or 0: dropless)"});
-        else if (m.capacity_factor > 0)
-            errors.push_back({prefix + "moe.capacity_factor", "capacity mode (dropping the copies past an expert's "
-                                                              "capacity) is not executed by the engine yet: 0 (dropless)"});
         if (!(m.aux_loss_coeff >= 0 && m.aux_loss_coeff <= 1000))
             errors.push_back({prefix + "moe.aux_loss_coeff", "must be between 0 and 1000"});
         if (!(m.routed_scaling >= 0 && m.routed_scaling <= 1000))

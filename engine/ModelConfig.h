@@ -80,7 +80,7 @@ struct MoeConfig {
     int dense_layers = 0;     // the first layers keep the dense MLP
     int layer_interval = 1;   // then an MoE block in the last of every interval
     MoeRouter router = MoeRouter::SoftmaxNorm;
-    double capacity_factor = 0;  // 0: dropless (capacity mode is not executed yet: refused)
+    double capacity_factor = 0;  // 0: dropless; else Megatron's moe_expert_capacity_factor (MoeMlp.h)
     double aux_loss_coeff = 0;
     bool score_correction_bias = false;
     double routed_scaling = 0;   // 0: none (1)

@@ -551,6 +551,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         shape.router.normalize = kind == MoeRouter::SoftmaxNorm || kind == MoeRouter::SigmoidNorm;
         shape.router.scaling = cfg_.moe.routed_scaling > 0 ? cfg_.moe.routed_scaling : 1.0;
         shape.aux_loss_coeff = cfg_.moe.aux_loss_coeff;
+        shape.capacity_factor = cfg_.moe.capacity_factor;
         MoeParallel par;
         par.ep = groupSize(groups_.ep) > 1 ? groups_.ep : nullptr;
         par.ep_rank = epRank_;
@@ -963,7 +964,8 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         MoeSaved<T>& saved = s.moe[size_t(k)];
         moeAux_ += moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
         for (size_t e = 0; e < routed_.size(); ++e)
-            routed_[e] += saved.counts[e];
+            routed_[e] += saved.kept[e];
+        dropped_ += saved.dropped;
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
         releaseWeights(unit);
         return;

@@ -210,9 +210,11 @@ public:
     // Mixture of experts: the load-balancing loss of the last forward() call's MoE layers (this
     // device's share of each micro-batch's, unweighted; in the gradient with the weight
     // micro-batch loss tokens / global_tokens), and the token copies this device routed to each
-    // expert since it was built (the measured load).
+    // expert since it was built (the measured load; in capacity mode the copies it computed), and
+    // the copies dropped past an expert's capacity.
     double lastAuxLoss() const { return moeAux_; }
     const std::vector<std::int64_t>& tokensPerExpert() const { return routed_; }
+    std::int64_t droppedCopies() const { return dropped_; }
 
 private:
     struct Layer;
@@ -347,6 +349,7 @@ private:
     std::unique_ptr<MoeMlp<T>> moe_;
     int epRank_ = 0, edpRank_ = 0, El_ = 0;
     double moeAux_ = 0;
+    std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
 };
 

@@ -2,6 +2,7 @@
 #include "MoeMlp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -52,6 +53,38 @@ MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape, MoeParallel parallel) : k
 }
 
 template <class T>
+void MoeMlp<T>::dropPastCapacity(MoeSaved<T>& s)
+{
+    const int E = s_.router.experts, K = s_.router.top_k;
+    const std::int64_t N = s.N, NK = N * K;
+    s.kept = s.counts;
+    s.dropped = 0;
+    std::vector<int> bins;  // the copies' experts; a dropped copy goes to bin E, sorted after every expert
+    if (s_.capacity_factor > 0) {
+        // get_capacity(num_tokens = N K, num_experts = E, capacity_factor): ceil(N K / E x factor).
+        const auto capacity = std::int64_t(std::ceil(double(NK) / double(E) * s_.capacity_factor));
+        std::vector<std::vector<std::int64_t>> copies(static_cast<size_t>(E));
+        for (std::int64_t c = 0; c < NK; ++c)
+            copies[size_t(s.topIdx[size_t(c)])].push_back(c);
+        for (int e = 0; e < E; ++e) {
+            std::vector<std::int64_t>& mine = copies[size_t(e)];
+            if (std::int64_t(mine.size()) <= capacity)
+                continue;
+            if (bins.empty())
+                bins = s.topIdx;
+            // Drop policy "probs": the largest weights stay (torch.topk over the expert's column).
+            std::stable_sort(mine.begin(), mine.end(),
+                             [&](std::int64_t a, std::int64_t b) { return s.topW[a] > s.topW[b]; });
+            for (size_t i = size_t(capacity); i < mine.size(); ++i)
+                bins[size_t(mine[i])] = E;
+            s.dropped += std::int64_t(mine.size()) - capacity;
+            s.kept[size_t(e)] = capacity;
+        }
+    }
+    s.perm = bins.empty() ? permuteByExpert(s.topIdx.data(), N, K, E) : permuteByExpert(bins.data(), N, K, E + 1);
+}
+
+template <class T>
 void MoeMlp<T>::exchange(MoeSaved<T>& s)
 {
     // Megatron's preprocess: every ep rank's per-expert counts, then the splits of the all-to-all.
@@ -60,15 +93,15 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     s.recvCounts.assign(size_t(ep), 0);
     s.chunks.assign(size_t(ep) * size_t(El_), 0);
     for (int e = 0; e < E; ++e)
-        s.sendCounts[size_t(e / El_)] += size_t(s.counts[size_t(e)]);
+        s.sendCounts[size_t(e / El_)] += size_t(s.kept[size_t(e)]);
     if (!par_.ep) {
         for (int e = 0; e < E; ++e)
-            s.chunks[size_t(e)] = s.counts[size_t(e)];
+            s.chunks[size_t(e)] = s.kept[size_t(e)];
         s.recvCounts[0] = s.sendCounts[0];
     } else {
         std::vector<T> all(size_t(ep) * size_t(E));
         for (int e = 0; e < E; ++e)
-            all[size_t(par_.ep_rank) * size_t(E) + size_t(e)] = T(s.counts[size_t(e)]);
+            all[size_t(par_.ep_rank) * size_t(E) + size_t(e)] = T(s.kept[size_t(e)]);
         par_.ep->allGather(par_.ep_rank, all.data(), all.size(), 8);  // int64 counts on the link
         for (int i = 0; i < ep; ++i)
             for (int le = 0; le < El_; ++le) {
@@ -118,15 +151,17 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     k_.matmulForward(s.logits, x, w.router, nullptr, nullptr, C, E, N);
     router_topk_forward<T>(s_.router, s.logits, N, w.expert_bias, s.topIdx.data(), s.topW);
     s.counts = engine::tokensPerExpert(s.topIdx.data(), N, int(K), int(E));
-    s.perm = permuteByExpert(s.topIdx.data(), N, int(K), int(E));
+    dropPastCapacity(s);
     // The router's scores (E per token) and the copies' moves are memory work.
     k_.device().charge(KernelKind::Softmax, {0, double(E * N) * e, double(K * N) * (e + 4)}, k_.compute());
     exchange(s);
     const std::int64_t NK = N * K, R = s.received;
 
     // Saved: the copies, [the received copies], expert pre-activations, activations, outputs,
-    // [the outputs back at the tokens' rank]; the shared experts' two.
-    const std::int64_t tensors = C * NK + (ep ? C * R : 0) + Fin * R + F * R + C * R + (ep ? C * NK : 0) +
+    // [the outputs back at the tokens' rank]; the shared experts' two. On one device with dropped
+    // copies the outputs keep a zero column for each (the combine reads every copy's slot).
+    const std::int64_t outputs = ep ? R : NK;
+    const std::int64_t tensors = C * NK + (ep ? C * R : 0) + Fin * R + F * R + C * outputs + (ep ? C * NK : 0) +
                                  Fsin * N + Fs * N;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
@@ -135,13 +170,14 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     s.recv = ep ? r.take(C * R) : s.disp;
     s.hidden = r.take(Fin * R);
     s.act = r.take(F * R);
-    s.expertOut = r.take(C * R);
+    s.expertOut = r.take(C * outputs);
     s.combineIn = ep ? r.take(C * NK) : s.expertOut;
     s.sharedPre = Fs > 0 ? r.take(Fsin * N) : nullptr;
     s.sharedAct = Fs > 0 ? r.take(Fs * N) : nullptr;
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
-    k_.device().charge(KernelKind::Elementwise, {0, double(C * NK) * e, double(C * NK) * e}, k_.compute());
+    const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
+    k_.device().charge(KernelKind::Elementwise, {0, double(C * sent) * e, double(C * sent) * e}, k_.compute());
     std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
     for (std::size_t& v : sendValues)
         v *= size_t(C);
@@ -154,6 +190,7 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     if (ep)  // token_combine: the outputs back
         par_.ep->allToAllV(par_.ep_rank, s.expertOut, recvValues.data(), s.combineIn, sendValues.data(),
                            par_.element_bytes, AllToAllBytes::OwnCopiesBack);
+    std::fill(s.combineIn + C * sent, s.combineIn + C * NK, T(0));  // a dropped copy adds nothing
     moe_combine_forward<T>(s.perm, int(K), s.combineIn, s.topW, C, N, y);
     k_.device().charge(KernelKind::Elementwise, {2 * double(C * NK), double(C * NK) * e, double(C * N) * e},
                        k_.compute());
@@ -256,6 +293,7 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
     if (ep)
         par_.ep->allToAllV(par_.ep_rank, dRecv, recvValues.data(), ddisp, sendValues.data(), par_.element_bytes,
                            AllToAllBytes::OwnCopiesBack);
+    std::fill(ddisp + C * (NK - s.dropped), ddisp + C * NK, T(0));  // nothing flows back from a dropped copy
     moe_dispatch_backward<T>(s.perm, int(K), ddisp, C, dx);
     k_.device().charge(KernelKind::Elementwise, {double(C * NK), double(C * NK) * e + double(C * N) * e,
                                                  double(C * N) * e}, k_.compute());

@@ -9,7 +9,15 @@
 //   y = sum_k w_k expert_k(x)  [+ shared experts' MLP(x)]   (moe_combine_forward)
 //   aux = the load-balancing loss of the logits        (aux_loss_forward_backward)
 // Shared experts (DeepSeek-V3, Qwen-MoE) are one dense MLP of shared_ffn columns on every token
-// (S shared experts of size F' are one MLP of S F' columns). Dropless: every copy is computed.
+// (S shared experts of size F' are one MLP of S F' columns).
+// Dropless (capacity_factor 0): every copy is computed. Capacity mode, Megatron-LM's
+// moe_expert_capacity_factor with its default drop policy "probs" and no padding (moe_utils.py
+// @ d98e8a64, apply_router_token_dropping and get_capacity): each expert takes at most
+// capacity = ceil(N K / E x capacity_factor) of this rank's N tokens' copies, those with the
+// largest router weights (ties: the lower token first); a dropped copy adds nothing to its token
+// (its weight times 0: no gradient either) and the kept weights are not renormalised. The
+// load-balancing loss counts the router's choice before the drop (Megatron's
+// routing_map_for_aux_loss).
 // Weights, column-major (in, out) as everywhere in the engine:
 //   router (C, E); expert_in El blocks (C, Fin) (Fin = F, or 2F [gate | up] when gated);
 //   expert_out El blocks (F, C); shared_in (C, Fs_in), shared_out (Fs, C). El = E / ep: the
@@ -45,6 +53,7 @@ struct MoeShape {
     MlpKind mlp = MlpKind::Gelu;
     RouterSpec router;
     double aux_loss_coeff = 0;
+    double capacity_factor = 0;  // 0: dropless
 
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     std::int64_t ffnIn() const { return gated() ? 2 * std::int64_t(ffn) : ffn; }
@@ -93,11 +102,12 @@ struct MoeSaved {
       *expertOut = nullptr, *combineIn = nullptr, *sharedPre = nullptr, *sharedAct = nullptr;
     std::vector<int> topIdx;
     MoePermutation perm;
-    std::vector<std::int64_t> counts;        // this rank's copies per expert (E)
+    std::vector<std::int64_t> counts;        // this rank's copies per expert (E), the router's choice
+    std::vector<std::int64_t> kept;          // of them, the copies within the capacity (= counts dropless)
     std::vector<std::int64_t> batchCounts;   // the micro-batch's (summed over the token groups)
     std::vector<std::size_t> sendCounts, recvCounts;  // copies to and from each ep rank
     std::vector<std::int64_t> chunks;        // copies received per (ep rank, local expert), rank-major
-    std::int64_t N = 0, received = 0, batchTokens = 0;
+    std::int64_t N = 0, received = 0, batchTokens = 0, dropped = 0;  // dropped: copies past the capacity
     const T* x = nullptr;
 };
 
@@ -123,6 +133,7 @@ public:
     const std::vector<std::int64_t>& tokensPerExpert() const { return own_.counts; }
 
 private:
+    void dropPastCapacity(MoeSaved<T>& s);
     void exchange(MoeSaved<T>& s);
     void expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w);
     void expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,

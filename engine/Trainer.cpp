@@ -210,6 +210,7 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
             model.exportParameters(m.final_parameters.data());
         }
         m.moe_tokens_per_expert = model.tokensPerExpert();
+        m.moe_dropped_copies = model.droppedCopies();
     } catch (const DeviceOutOfMemory& e) {
         m.error = RunError{device.id(), e.what(), RunFaultKind::OutOfMemory};
     }

@@ -88,7 +88,7 @@ private slots:
         QTest::newRow("ep does not divide the experts")
             << with(with(with(kSmall, "--experts", "3"), "--devices", "2"), "--layout", "dp=2,ep=2") << "layout.ep";
         QTest::newRow("ep on a dense model") << with(with(kSmall, "--devices", "2"), "--layout", "dp=2,ep=2") << "layout.ep";
-        QTest::newRow("capacity mode") << with(with(kSmall, "--experts", "4"), "--capacity-factor", "1.25")
+        QTest::newRow("negative capacity factor") << with(with(kSmall, "--experts", "4"), "--capacity-factor", "-1")
                                        << "--capacity-factor";
         QTest::newRow("unknown router") << with(with(kSmall, "--experts", "4"), "--router", "topk") << "--router";
         QTest::newRow("masked LM on bytes needs a [MASK] id")

@@ -156,6 +156,17 @@ StepData stepData(const ModelConfig& c, int B, std::uint64_t seed)
     return d;
 }
 
+// Whether no two of the B sequences of T tokens (one micro-batch) open with the same token (with
+// learned positions, then no two positions have the same history).
+bool distinctOpenings(const std::vector<int>& tokens, int B, int T)
+{
+    for (int b = 0; b < B; ++b)
+        for (int c = 0; c < b; ++c)
+            if (tokens[size_t(b) * size_t(T)] == tokens[size_t(c) * size_t(T)])
+                return false;
+    return true;
+}
+
 // Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
 ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
 {
@@ -546,6 +557,10 @@ private slots:
         gelu.moe.router = MoeRouter::Softmax;
         gelu.moe.layer_interval = 2;
         QTest::newRow("moe every 2nd layer: gelu top-1 softmax not renormalised") << gelu;
+        ModelConfig capacity = mixtralLike(2, 8, 2, 2, 6, 4, 2, 11, 5);
+        capacity.moe.capacity_factor = 0.75;  // 4 of a micro-batch's 20 copies an expert: some dropped
+        capacity.positions = PositionKind::Learned;  // no exact ties (see the check)
+        QTest::newRow("moe capacity factor 0.75 (Megatron's drop policy probs)") << capacity;
         QTest::newRow("deepseek-like moe: dense first layer, sigmoid scaled, bias, 2 shared experts")
             << deepseekLike(2, 8, 2, 12, 6, 6, 2, 2, 4, 11, 5);
     }
@@ -560,7 +575,13 @@ private slots:
         o.seed = 3;
         o.global_tokens = lossTokens(config, B);
         ModelExecutor<double> m(config, o, singleDevice(d, oneDevice(B)));
-        const StepData data = stepData(config, B, 9);
+        // Capacity mode drops by router weight, where two tokens with the same history tie exactly:
+        // its model has learned positions, and the data seed is the first from 9 whose two
+        // sequences open with different tokens.
+        std::uint64_t dataSeed = 9;
+        while (config.moe.capacity_factor > 0 && !distinctOpenings(stepData(config, B, dataSeed).in, B, T))
+            ++dataSeed;
+        const StepData data = stepData(config, B, dataSeed);
         const std::vector<int>&in = data.in, &tg = data.tg;
         const double tokensN = double(lossTokens(config, B));
         // The objective: the mean loss, plus each MoE layer's load-balancing loss weighted as the
@@ -603,6 +624,8 @@ private slots:
         }
         if (config.moe.enabled() && config.moe.aux_loss_coeff > 0)
             QVERIFY(m.lastAuxLoss() > 0);
+        if (config.moe.capacity_factor > 0)
+            QVERIFY(m.droppedCopies() > 0);
     }
 
     void recomputationKeepsGradients()

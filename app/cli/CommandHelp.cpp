@@ -321,7 +321,8 @@ std::vector<CommandHelp> makeCommands()
                   value("aux-loss-coeff", "X", "load-balancing loss coefficient (Megatron's --moe-aux-loss-coeff)", "0"),
                   value("moe-dense-layers", "N", "first layers with the dense MLP", "0"),
                   value("moe-layer-interval", "N", "an MoE block in the last layer of every N after them", "1"),
-                  value("capacity-factor", "X", "expert capacity (not executed yet: 0, dropless)", "0"),
+                  value("capacity-factor", "X", "expert capacity: at most ceil(X tokens top-k / experts) copies an expert, "
+                                                "the lowest router weights dropped (Megatron's); 0: dropless", "0"),
                   value("routed-scaling", "X", "factor on the routed experts' weights (DeepSeek-V3)", "1"),
                   flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
                                   "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),

@@ -125,7 +125,10 @@ void printMoeLoad(const Measurement& m, Context& ctx)
     ctx.out << "experts' load: token copies per expert";
     for (size_t e = 0; e < m.moe_tokens_per_expert.size(); ++e)
         ctx.out << (e ? ", " : " ") << m.moe_tokens_per_expert[e];
-    ctx.out << " (max/mean " << fixed(m.moeMaxOverMean(), 3) << ")\n";
+    ctx.out << " (max/mean " << fixed(m.moeMaxOverMean(), 3) << ")";
+    if (m.moe_dropped_copies > 0)
+        ctx.out << "; " << m.moe_dropped_copies << " copies dropped past the experts' capacity";
+    ctx.out << "\n";
 }
 
 void printSummary(const Measurement& m, Context& ctx)
