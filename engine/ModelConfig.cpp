@@ -93,8 +93,7 @@ MoeConfig scaledMoe(const ModelSpec& spec, int hidden, int layers, int ep)
     if (!m.enabled())
         return c;
     ep = std::max(1, ep);
-    int experts = std::min(m.experts, std::max(4, 2 * ep));
-    experts = std::max(experts, std::min(m.experts, m.top_k + 1));
+    const int experts = std::min(m.experts, std::max(8, 2 * ep));
     c.experts = (experts + ep - 1) / ep * ep;
     c.top_k = std::max(1, std::min(m.top_k, c.experts / 2));
     auto width = [&](int f) {

@@ -159,8 +159,8 @@ std::string describe(const ModelConfig& c);
 
 // The MoE block of a catalog model scaled down to a model of `hidden` and `layers` (the engine's
 // scaled case): the router kind, top-k, aux-loss coefficient, capacity factor, score-correction
-// bias and scaling as they are; min(E, max(4, 2 ep)) experts rounded up to a multiple of ep (at
-// least top_k + 1: a choice); top_k at most half of them; the expert and shared-expert sizes
+// bias and scaling as they are; min(E, max(8, 2 ep)) experts rounded up to a multiple of ep;
+// top_k at most half of them (a choice among the rest); the expert and shared-expert sizes
 // in the spec's ratio to its hidden size (even, at least 2); at most one dense first layer and
 // an interval that leaves an MoE layer among `layers`. Group-limited routing is dropped (not
 // executed). A dense spec gives a disabled MoeConfig.

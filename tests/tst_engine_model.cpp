@@ -6,6 +6,7 @@
 // FLOPs but not the gradients; FLOPs against core's formula; bf16 storage; seeds;
 // out of memory reported by the run, which the process survives.
 #include "Bf16.h"
+#include "BuiltinSpecs.h"
 #include "MaskedLm.h"
 #include "ModelExecutor.h"
 #include "ModelSpec.h"
@@ -344,6 +345,52 @@ private slots:
         for (const ShardTensor& t : m.tensors())
             sum += t.count;
         QCOMPARE(sum, m.localParameters());
+    }
+
+    // Catalog MoE models scaled down (engine::scaledMoe): Mixtral 8x7B keeps its 8 experts, top-2
+    // and softmax-renormalised router, its expert width ratio (14336 / 4096); DeepSeek-V3's MoE
+    // part (its MLA attention is not executed by the engine: validation refuses the model by name)
+    // 8 of its 256 experts, top-4 of them, the sigmoid router with its scaling and correction bias,
+    // the shared expert, one dense first layer. Each trains as a valid model counted as core counts it.
+    void catalogMoeModelsScaleDown()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        for (const char* name : {"mixtral-8x7b", "deepseek-v3"}) {
+            const ModelSpec spec = specs.model(name);
+            for (const int ep : {1, 2, 4}) {
+                ModelConfig c = llamaLike(4, 64, 4, 2, 4 * 64, 64, 16);
+                c.moe = scaledMoe(spec, c.hidden, c.layers, ep);
+                const MoeConfig& m = c.moe;
+                QCOMPARE(m.experts, std::min(spec.moe.experts, 8));
+                QCOMPARE(m.experts % ep, 0);
+                QCOMPARE(m.top_k, std::min(spec.moe.top_k, m.experts / 2));
+                QCOMPARE(m.router, spec.moe.router);
+                QCOMPARE(m.score_correction_bias, spec.moe.score_correction_bias);
+                QCOMPARE(m.routed_scaling, spec.moe.routed_scaling);
+                QCOMPARE(m.shared_experts, spec.moe.shared_experts);
+                QVERIFY(std::fabs(double(c.expertFfn()) / c.hidden - double(spec.expertFfn()) / spec.hidden) < 2.0 / c.hidden);
+                QCOMPARE(m.dense_layers, std::min(spec.moe.dense_layers, 1));
+                QVERIFY2(validate(c).empty(), joinErrors(validate(c)).c_str());
+                QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+            }
+        }
+        QCOMPARE(scaledMoe(specs.model("mixtral-8x7b"), 64, 4).expert_ffn, 224);  // 3.5 x 64
+        QCOMPARE(scaledMoe(specs.model("llama-3-8b"), 64, 4).enabled(), false);
+        // The scaled Mixtral trains: 2 steps, every token's copies routed.
+        TrainRequest r;
+        r.model = llamaLike(2, 32, 4, 2, 4 * 32, 32, 8);
+        r.model.moe = scaledMoe(specs.model("mixtral-8x7b"), r.model.hidden, r.model.layers);
+        r.batch = 4;
+        r.steps = 2;
+        r.layout.micro_batch = 4;
+        EmulatedDevice d(0, roomyProfile());
+        const auto src = makeTokenSource(r);
+        const Measurement run = runTraining(r, *src, d);
+        QVERIFY2(!run.error, run.error ? run.error->message.c_str() : "");
+        std::int64_t copies = 0;
+        for (std::int64_t n : run.moe_tokens_per_expert)
+            copies += n;
+        QCOMPARE(copies, std::int64_t(2) * 4 * 8 * 2 * 2);  // steps x batch x seq x top-2 x MoE layers
     }
 
     // The masked-LM batches (MaskedLm.h): k = round(15% T) positions a sequence, each the target
