@@ -125,7 +125,7 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
         const int edp = stage / (ep * etp);
         for (int pp = 0; pp < l.pp; ++pp)
             for (int t = 0; t < etp; ++t) {
-                for (int k = 0; k < edp; ++k) {
+                for (int k = 0; k < edp && ep > 1; ++k) {  // (ep = 1: no group, every expert is local)
                     std::vector<int> ids;
                     for (int j = 0; j < ep; ++j)
                         ids.push_back(pp * stage + t + etp * (j + ep * k));

@@ -52,7 +52,7 @@ struct DeviceGroups {
     CommGroup* shard = nullptr;
     CommGroup* replica = nullptr;
     CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
-    CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above)
+    CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above); null unless ep > 1
     CommGroup* edp = nullptr;        // expert data parallel: the stage's devices holding the same experts
     CommGroup* world = nullptr;
 };

@@ -343,6 +343,9 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
             errors.push_back({prefix + "moe.aux_loss_coeff", "must be between 0 and 1000"});
         if (!(m.routed_scaling >= 0 && m.routed_scaling <= 1000))
             errors.push_back({prefix + "moe.routed_scaling", "must be between 0 and 1000"});
+        if (m.score_correction_bias && (m.router == MoeRouter::Softmax || m.router == MoeRouter::SoftmaxNorm))
+            errors.push_back({prefix + "moe.score_correction_bias", "steers a sigmoid router's choice (DeepSeek-V3's "
+                                                                    "noaux_tc), not a softmax router's"});
         if (c.encoder_decoder || c.post_norm)
             errors.push_back({prefix + "moe", "MoE blocks are executed in pre-norm decoder and encoder layers only, not " +
                                                   std::string(c.encoder_decoder ? "an encoder-decoder" : "post-norm layers")});

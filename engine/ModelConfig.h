@@ -49,7 +49,8 @@
 //   the shared experts as one MLP of shared_experts x shared_ffn columns, top-k routing with
 //   the router kind, DeepSeek-V3's score-correction bias (held, used for the choice, not
 //   trained: its update rule is not executed), the load-balancing loss in the gradient.
-//   Pre-norm decoders without linear biases only (refused otherwise by name).
+//   Pre-norm layers (decoders, pre-norm encoders) without linear biases only (refused otherwise
+//   by name).
 // Not yet executed (refused by name in validate): T5 with pipeline
 // or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp); a sliding
 // window under context parallelism; attention sinks (GPT-OSS: no field here,

@@ -1841,11 +1841,9 @@ double ModelExecutor<T>::reduceGradients()
     if (zero_ <= 1)
         sumAcrossTensorAndPipeline(true);
     const int dp = groupSize(groups_.dp);
-    // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
-    // first (the order a backward produces them, as PyTorch DDP does).
-    // The routed experts' gradients are summed over the expert-data-parallel group instead (the
-    // devices of the stage holding the same experts; Megatron's expert_data_parallel_group):
-    // the dense buckets run over the ranges between them.
+    // The routed experts' gradients are summed over the expert-data-parallel group (the devices
+    // of the stage holding the same experts; Megatron's expert_data_parallel_group), the others
+    // over dp below, in buckets over the ranges between the experts'.
     std::vector<std::pair<std::int64_t, std::int64_t>> dense{{0, P_}};
     if (moe_) {
         dense.clear();
@@ -1865,6 +1863,8 @@ double ModelExecutor<T>::reduceGradients()
                     groups_.edp->allReduce(edpRank_, g + tensors_[i].offset, size_t(tensors_[i].count), ReduceOp::Sum,
                                            e_);
     }
+    // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
+    // first (the order a backward produces them, as PyTorch DDP does).
     if (zero_ == 0 && dp > 1) {
         const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(double(opts_.bucket_bytes) / e_));
         for (size_t r = dense.size(); r-- > 0;)

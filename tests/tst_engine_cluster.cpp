@@ -150,28 +150,16 @@ Layout parse(const QString& text)
     return l;
 }
 
-// One device with the layout's micro-batch size: the load-balancing loss is per micro-batch
-// (Megatron's), so a reference with the same micro-batches (replica d's micro-batch m is the
-// one device's micro-batch d M + m: TrainingLoop's rows) has the same loss terms.
-Measurement singleSameMicroBatches(TrainRequest r)
-{
-    const int mb = r.layout.micro_batch;
-    r.layout = Layout{};
-    r.layout.micro_batch = mb;
-    EmulatedDevice d(0, roomyProfile(), 1);
-    const auto src = makeTokenSource(r);
-    Measurement m = runTraining(r, *src, d);
-    if (m.error)
-        qFatal("single-device run failed: %s", m.error->message.c_str());
-    return m;
-}
-
-Measurement single(TrainRequest r)
+// One device: the whole batch at once, as a single-device trainer runs it, or micro-batches of
+// `micro_batch` sequences. The MoE load-balancing loss is per micro-batch (Megatron's): a
+// reference with a layout's micro-batches (replica d's micro-batch m is the one device's
+// micro-batch d M + m: TrainingLoop's rows) has the same loss terms.
+Measurement single(TrainRequest r, int micro_batch = 0)
 {
     const Recompute recompute = r.layout.recompute;
     r.layout = Layout{};
     r.layout.recompute = recompute;
-    r.layout.micro_batch = r.batch;  // the whole batch at once, as a single-device trainer runs it
+    r.layout.micro_batch = micro_batch > 0 ? micro_batch : r.batch;
     EmulatedDevice d(0, roomyProfile(), 1);
     const auto src = makeTokenSource(r);
     Measurement m = runTraining(r, *src, d);
@@ -884,7 +872,7 @@ private slots:
         TrainRequest r = baseRequest();
         r.model = moeModel(kind);
         r.layout = parse(layout);
-        const Measurement ref = singleSameMicroBatches(r);
+        const Measurement ref = single(r, r.layout.micro_batch);
         const Measurement m = cluster(r);
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
         expectReproduces(ref, m, r.model);

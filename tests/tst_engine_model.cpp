@@ -471,6 +471,31 @@ private slots:
 
     void invalidConfigsAreNamed()
     {
+        // MoE settings the engine does not execute, or that contradict each other, by field.
+        {
+            auto named = [](const ModelConfig& c, const char* field) {
+                for (const FieldError& f : validate(c))
+                    if (f.path == field)
+                        return true;
+                return false;
+            };
+            ModelConfig c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.top_k = 5;
+            QVERIFY(named(c, "moe.top_k"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.score_correction_bias = true;  // a softmax router
+            QVERIFY(named(c, "moe.score_correction_bias"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.dense_layers = 2;
+            QVERIFY(named(c, "moe.dense_layers"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.bias = true;
+            QVERIFY(named(c, "bias"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.shared_ffn = 8;  // without shared experts
+            QVERIFY(named(c, "moe.shared_ffn"));
+            QVERIFY(validate(mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6)).empty());
+        }
         const FieldErrors e = validate(ModelConfig{2, 64, 5, 10, 8});
         QCOMPARE(e.size(), size_t(1));
         QCOMPARE(e[0].path, std::string("heads"));
