@@ -856,7 +856,9 @@ private slots:
         QTest::addColumn<QString>("layout");
         for (const char* row : {"dp=2", "dp=2,ep=2", "dp=4,ep=4", "dp=4,ep=2", "tp=2,sp=on,etp=1",
                                 "dp=2,tp=2,sp=on,ep=2,etp=1", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
-                                "dp=4,pp=2,ep=4,mb=1", "cp=2,ep=2", "dp=2,tp=2,pp=2,sp=on,ep=2,etp=1,mb=1"})
+                                "dp=4,pp=2,ep=4,mb=1", "cp=2,ep=2", "dp=2,tp=2,pp=2,sp=on,ep=2,etp=1,mb=1",
+                                "dp=2,pp=2,ep=2,schedule=interleaved,v=2,mb=1", "dp=2,ep=2,recompute=selective",
+                                "dp=2,cp=2,ep=4"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
