@@ -117,6 +117,34 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
             }
         }
     }
+    // Megatron-LM's expert grid per stage (megatron/core/parallel_state.py @ d98e8a64, order
+    // "tp-ep-dp" for the expert RankGenerator): the stage's rank r = tp_idx + tp (cp_idx + cp dp_idx)
+    // is also etp_idx + etp (ep_idx + ep edp_idx). ep: same (etp_idx, edp_idx); edp: same (etp_idx, ep_idx).
+    const int stage = l.tp * l.cp * l.dp, ep = std::max(1, l.ep), etp = l.expertTensorParallel();
+    if (etp >= 1 && stage % (ep * etp) == 0) {
+        const int edp = stage / (ep * etp);
+        for (int pp = 0; pp < l.pp; ++pp)
+            for (int t = 0; t < etp; ++t) {
+                for (int k = 0; k < edp && ep > 1; ++k) {  // (ep = 1: no group, every expert is local)
+                    std::vector<int> ids;
+                    for (int j = 0; j < ep; ++j)
+                        ids.push_back(pp * stage + t + etp * (j + ep * k));
+                    CommGroup& eg = comm_->makeGroup(ids, "ep(" + std::to_string(t) + "," + std::to_string(k) + "," +
+                                                              std::to_string(pp) + ")");
+                    for (int id : ids)
+                        groups_[size_t(id)].ep = &eg;
+                }
+                for (int j = 0; j < ep; ++j) {
+                    std::vector<int> ids;
+                    for (int k = 0; k < edp; ++k)
+                        ids.push_back(pp * stage + t + etp * (j + ep * k));
+                    CommGroup& dg = comm_->makeGroup(ids, "edp(" + std::to_string(t) + "," + std::to_string(j) + "," +
+                                                              std::to_string(pp) + ")");
+                    for (int id : ids)
+                        groups_[size_t(id)].edp = &dg;
+                }
+            }
+    }
     if (l.pp > 1)
         for (int dp = 0; dp < l.dp; ++dp)
             for (int cp = 0; cp < l.cp; ++cp)

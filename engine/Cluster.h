@@ -15,6 +15,10 @@
 //             (Megatron's distributed optimizer shards over dp x cp)
 //   replica   the dp group's ranks with the same position inside their shard group (HSDP's outer group)
 //   embedding first and last pipeline stage (tied word embedding), same (tp, cp, dp), when pp > 1
+//   ep, edp   Megatron's expert grid per stage: the stage's rank r = tp_rank + tp (cp_rank +
+//             cp dp_rank) is also etp_rank + etp (ep_rank + ep edp_rank); ep: the ep ranks of the
+//             same (etp, edp) ranks (experts/ep routed experts each), edp: the edp ranks of the
+//             same (etp, ep) ranks (the expert gradients' reduction)
 //   world     every device
 // Pipeline neighbours are reached by send/recv to stageNeighbour().
 //
@@ -48,6 +52,8 @@ struct DeviceGroups {
     CommGroup* shard = nullptr;
     CommGroup* replica = nullptr;
     CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
+    CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above); null unless ep > 1
+    CommGroup* edp = nullptr;        // expert data parallel: the stage's devices holding the same experts
     CommGroup* world = nullptr;
 };
 

@@ -101,6 +101,13 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
             if (s)
                 s->exportParameters(m.final_parameters.data());
     }
+    for (const auto& s : shards)  // every device routed its own tokens: the run's load is the sum
+        if (s && !s->tokensPerExpert().empty()) {
+            m.moe_tokens_per_expert.resize(s->tokensPerExpert().size(), 0);
+            for (size_t e = 0; e < m.moe_tokens_per_expert.size(); ++e)
+                m.moe_tokens_per_expert[e] += s->tokensPerExpert()[e];
+            m.moe_dropped_copies += s->droppedCopies();
+        }
     shards.clear();  // the workers are joined: their device buffers go back from this thread
     m.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return m;

@@ -267,7 +267,7 @@ double CommGroup::allToAllSeconds(double eb) const
 
 template <class T>
 void CommGroup::allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv,
-                          const std::size_t* recv_counts, double element_bytes)
+                          const std::size_t* recv_counts, double element_bytes, AllToAllBytes counted)
 {
     const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
     const int n = size();
@@ -276,6 +276,10 @@ void CommGroup::allToAllV(int rank, const T* send, const std::size_t* send_count
             throw std::invalid_argument("allToAllV: member 0 receives " + std::to_string(recv_counts[0]) +
                                         " values from itself but sends " + std::to_string(send_counts[0]));
         std::copy_n(send, send_counts[0], recv);
+        if (counted != AllToAllBytes::Crossing) {  // the payload convention counts the own share
+            const double own = double(send_counts[0]) * eb, clock = devices_[0]->clockSeconds();
+            devices_[0]->communicate(CommKind::AllToAll, own, own, clock, clock);
+        }
         return;
     }
     counts_[size_t(rank)] = send_counts;
@@ -296,11 +300,13 @@ void CommGroup::allToAllV(int rank, const T* send, const std::size_t* send_count
             offset += theirs[j];
         std::copy_n(static_cast<const T*>(buffers_[size_t(i)]) + offset, recv_counts[i], recv + at);
         at += recv_counts[i];
-        if (i != rank) {
+        if (i != rank || counted != AllToAllBytes::Crossing) {
             received += double(recv_counts[i]) * eb;
             sent += double(send_counts[i]) * eb;
         }
     }
+    if (counted == AllToAllBytes::OwnCopiesBack)
+        std::swap(sent, received);
     const double seconds = mismatch.empty() ? allToAllSeconds(eb) : 0;
     arrive();  // every member has read its blocks: the send buffers may change again
     if (!mismatch.empty())
@@ -315,9 +321,10 @@ void CommGroup::allToAll(int rank, const T* send, T* recv, std::size_t count, do
     allToAllV(rank, send, counts.data(), recv, counts.data(), element_bytes);
 }
 
-template void CommGroup::allToAllV<float>(int, const float*, const std::size_t*, float*, const std::size_t*, double);
+template void CommGroup::allToAllV<float>(int, const float*, const std::size_t*, float*, const std::size_t*, double,
+                                          AllToAllBytes);
 template void CommGroup::allToAllV<double>(int, const double*, const std::size_t*, double*, const std::size_t*,
-                                           double);
+                                           double, AllToAllBytes);
 template void CommGroup::allToAll<float>(int, const float*, float*, std::size_t, double);
 template void CommGroup::allToAll<double>(int, const double*, double*, std::size_t, double);
 template void CommGroup::allReduce<float>(int, float*, std::size_t, ReduceOp, double);

@@ -58,6 +58,17 @@ struct LinkSpec {
 
 enum class ReduceOp { Sum, Max };
 
+// What an all-to-all counts as a member's bytes sent and received (EmulatedDevice::communicate):
+//   Crossing       the values that cross to and from the other members (own share not counted)
+//   OwnCopiesOut   a token dispatch: sent = every value it sends, its own share included (the
+//                  copies of its tokens going out), received = every value it receives
+//   OwnCopiesBack  a token combine: sent = every value it receives, its own share included (the
+//                  copies of its tokens coming back), received = every value it sends
+// The last two are the planner's payload convention (core/Prediction.h CommBytes: the copies a
+// device dispatches and combines), so that a dropless MoE's bytes do not depend on the routing.
+// The link clock is the crossing bytes' in every case.
+enum class AllToAllBytes { Crossing, OwnCopiesOut, OwnCopiesBack };
+
 // Thrown inside a worker when the run was aborted by another device's error or a cancel.
 class ClusterAborted : public std::runtime_error {
 public:
@@ -101,14 +112,14 @@ public:
     // member j, taken from `send` in member order, and receives recv_counts[i] values from
     // member i into `recv`, packed in member order. recv_counts[i] must be member i's
     // send_counts[r] (std::invalid_argument otherwise). The values a member keeps for itself are
-    // copied, not counted. Clock: every peer's message is in flight at once, on the link it
+    // copied, not counted (unless `counted` says otherwise, see AllToAllBytes). Clock: every peer's message is in flight at once, on the link it
     // crosses (the intra-node link to peers of the same emulated node, the node network to the
     // others), so a member is busy for max over both links of (latency + the larger of the
     // bytes it sends and receives on it / the link's bandwidth), and the call ends when the
     // busiest member of the group is done.
     template <class T>
     void allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv, const std::size_t* recv_counts,
-                   double element_bytes = 0);
+                   double element_bytes = 0, AllToAllBytes counted = AllToAllBytes::Crossing);
     // All-to-all of `count` values to and from each member (blocks in member order).
     template <class T>
     void allToAll(int rank, const T* send, T* recv, std::size_t count, double element_bytes = 0);

@@ -3,6 +3,8 @@
 
 #include <QJsonArray>
 
+#include <algorithm>
+
 namespace shardscope::engine {
 
 QJsonObject toJson(const DeviceProfile& p)
@@ -43,6 +45,17 @@ QJsonObject toJson(const Measurement& m)
                       {"seq", r.model.seq},
                       {"parameters", double(m.parameters)},
                       {"blocks", QString::fromStdString(describe(r.model))}};
+    if (const MoeConfig& e = r.model.moe; e.enabled())
+        model["moe"] = QJsonObject{{"experts", e.experts},
+                                   {"top_k", e.top_k},
+                                   {"shared_experts", e.shared_experts},
+                                   {"shared_ffn_hidden", e.shared_ffn},
+                                   {"ffn_hidden", r.model.expertFfn()},
+                                   {"dense_layers", e.dense_layers},
+                                   {"layer_interval", e.layer_interval},
+                                   {"router", shardscope::toString(e.router)},
+                                   {"capacity_factor", e.capacity_factor},
+                                   {"aux_loss_coeff", e.aux_loss_coeff}};
     const Layout& l = r.layout;
     const bool cluster = l.devices() > 1;
     QJsonObject layout{{"devices", int(m.devices.size())},
@@ -59,7 +72,9 @@ QJsonObject toJson(const Measurement& m)
                        {"text", QString::fromStdString(shardscope::toString(l))},
                        {"batch", r.batch},
                        {"precision", toString(r.precision)},
-                       {"recompute", shardscope::toString(l.recompute)}};
+                       {"recompute", shardscope::toString(l.recompute)},
+                       {"ep", std::max(1, l.ep)},
+                       {"etp", l.expertTensorParallel()}};
     if (cluster)
         layout["links"] = QJsonObject{{"intra_bytes_per_second", r.links.intra_bytes_per_second},
                                       {"inter_bytes_per_second", r.links.inter_bytes_per_second},
@@ -149,6 +164,15 @@ QJsonObject toJson(const Measurement& m)
                   {"devices", devices},
                   {"wall_seconds", m.wall_seconds},
                   {"cancelled", m.cancelled}};
+    if (!m.moe_tokens_per_expert.empty()) {
+        // The measured load, next to a planner's imbalance factor (issue 16).
+        QJsonArray counts;
+        for (std::int64_t n : m.moe_tokens_per_expert)
+            counts.append(double(n));
+        o["moe"] = QJsonObject{{"tokens_per_expert", counts},
+                               {"max_over_mean", m.moeMaxOverMean()},
+                               {"dropped_copies", double(m.moe_dropped_copies)}};
+    }
     if (m.error)
         o["error"] = QJsonObject{{"device", m.error->device},
                                  {"message", QString::fromStdString(m.error->message)},

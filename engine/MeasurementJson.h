@@ -1,7 +1,9 @@
 // The measurement as a "shardscope.measurement/1" JSON document (QtCore only;
 // kept apart from the kernels). Keys, all in SI units:
-// {"schema", "model": {layers, hidden, heads, vocab, seq, parameters},
-//  "layout": {devices, dp, tp, pp, cp, sp, zero, zero_group, mb, micro_batches, schedule,
+// {"schema", "model": {layers, hidden, heads, vocab, seq, parameters, moe?: {experts, top_k,
+//            shared_experts, shared_ffn_hidden, ffn_hidden, dense_layers, layer_interval, router,
+//            capacity_factor, aux_loss_coeff}},
+//  "layout": {devices, dp, tp, pp, cp, sp, zero, zero_group, mb, micro_batches, schedule, ep, etp,
 //             text (the --layout string), batch, precision, recompute,
 //             links?: {intra_bytes_per_second, inter_bytes_per_second, intra_latency_s,
 //                      inter_latency_s, node_devices}}   (links: clusters only),
@@ -11,10 +13,14 @@
 //               memory_peak_bytes: {weights, gradients, optimizer, activations, workspace, total},
 //               memory_resident_bytes: {weights, ...} (held after the last step),
 //               flops, flops_per_step, flops_by_kind: {...}, bytes_read, bytes_written,
-//               comm_bytes: {all_reduce, reduce_scatter, all_gather, broadcast, send_recv} (sent),
+//               comm_bytes: {all_reduce, reduce_scatter, all_gather, broadcast, send_recv,
+//                            all_to_all} (sent; all_to_all: the token copies the device dispatches
+//                            and combines, its own share included, Communicator.h AllToAllBytes),
 //               comm_bytes_received: {...}, comm_calls: {...}, comm_seconds: {...} (link time),
 //               comm_wait_seconds, device_seconds_by_kind, device_step_time_s, wall_step_time_s,
 //               device_step_times_s: [...], wall_step_times_s: [...], achieved_flops_per_second}],
+//  "moe"?: {tokens_per_expert: [...] (copies each expert computed over the run, all devices),
+//           max_over_mean, dropped_copies (capacity mode)} (MoE models: the measured load),
 //  "wall_seconds", "cancelled", "error"?: {device, message}}
 #pragma once
 

@@ -55,7 +55,62 @@ std::string describe(const ModelConfig& c)
         s << ", masked-LM head";
     if (c.pooler)
         s << ", pooler + next-sentence head";
+    if (c.moe.enabled()) {
+        const MoeConfig& m = c.moe;
+        s << ", MoE " << m.experts << " experts x " << c.expertFfn() << " top-" << m.top_k << " ("
+          << shardscope::toString(m.router) << " router";
+        if (m.shared_experts > 0)
+            s << ", " << m.shared_experts << " shared x " << m.shared_ffn;
+        if (m.dense_layers > 0 || m.layer_interval > 1)
+            s << ", from layer " << m.dense_layers << " every " << m.layer_interval;
+        if (m.aux_loss_coeff > 0)
+            s << ", aux loss " << m.aux_loss_coeff;
+        if (m.score_correction_bias)
+            s << ", score-correction bias";
+        if (m.routed_scaling > 0)
+            s << ", scaling " << m.routed_scaling;
+        if (m.capacity_factor > 0)
+            s << ", capacity factor " << m.capacity_factor << ")";
+        else
+            s << ", dropless)";
+    }
     return s.str();
+}
+
+bool ModelConfig::moeLayer(int index) const
+{
+    // core/ModelSpec.cpp ModelSpec::moeLayer: from dense_layers on, the last of every interval.
+    if (!moe.enabled() || index < moe.dense_layers)
+        return false;
+    const int interval = std::max(1, moe.layer_interval);
+    return (index - moe.dense_layers + 1) % interval == 0;
+}
+
+MoeConfig scaledMoe(const ModelSpec& spec, int hidden, int layers, int ep)
+{
+    MoeConfig c;
+    const MoeSpec& m = spec.moe;
+    if (!m.enabled())
+        return c;
+    ep = std::max(1, ep);
+    const int experts = std::min(m.experts, std::max(8, 2 * ep));
+    c.experts = (experts + ep - 1) / ep * ep;
+    c.top_k = std::max(1, std::min(m.top_k, c.experts / 2));
+    auto width = [&](int f) {
+        const double ratio = spec.hidden > 0 ? double(f) / spec.hidden : 1.0;
+        return std::max(2, int(std::lround(ratio * hidden / 2)) * 2);
+    };
+    c.expert_ffn = width(spec.expertFfn());
+    c.shared_experts = m.shared_experts;
+    c.shared_ffn = m.shared_experts > 0 ? width(m.shared_ffn_hidden) : 0;
+    c.dense_layers = std::min(m.dense_layers, std::max(0, std::min(1, layers - 1)));
+    c.layer_interval = std::max(1, std::min(m.layer_interval, layers - c.dense_layers));
+    c.router = m.router;
+    c.capacity_factor = m.capacity_factor;
+    c.aux_loss_coeff = m.aux_loss_coeff;
+    c.score_correction_bias = m.score_correction_bias;
+    c.routed_scaling = m.routed_scaling;
+    return c;
 }
 
 int ModelConfig::windowOf(int index) const
@@ -124,6 +179,20 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         add(h + "ln2w", C, false, TensorRole::NormWeight, l);
         if (cfg.layerNorm())
             add(h + "ln2b", C, false, TensorRole::NormBias, l);
+        if (!decoder && cfg.moeLayer(l)) {  // the MoE block (MoeMlp.h's weights)
+            const std::int64_t E = cfg.moe.experts, Fe = cfg.expertFfn(), Fs = cfg.sharedFfn();
+            const std::int64_t gate = cfg.gated() ? 2 : 1;
+            add(h + "router", C * E, true, TensorRole::RouterWeight, l);
+            if (cfg.moe.score_correction_bias)
+                add(h + "expbias", E, false, TensorRole::ExpertBias, l);
+            add(h + "expin", E * C * gate * Fe, true, TensorRole::ExpertInWeight, l);
+            add(h + "expout", E * Fe * C, true, TensorRole::ExpertOutWeight, l);
+            if (Fs > 0) {
+                add(h + "shin", C * gate * Fs, true, TensorRole::SharedInWeight, l);
+                add(h + "shout", Fs * C, true, TensorRole::SharedOutWeight, l);
+            }
+            continue;
+        }
         add(h + "fcw", C * Fin, true, TensorRole::MlpInWeight, l);
         if (cfg.bias)
             add(h + "fcb", Fin, false, TensorRole::MlpInBias, l);
@@ -246,6 +315,45 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
         errors.push_back({prefix + "vocab", "a masked-LM objective needs a [MASK] id besides the data's: at least 2"});
     if (c.pooler && c.seq < 2)
         errors.push_back({prefix + "seq", "the next-sentence head needs two segments: at least 2 tokens"});
+    if (const MoeConfig& m = c.moe; m.enabled() || m.top_k != 0 || m.shared_experts != 0) {
+        const bool expertsOk = range("moe.experts", m.experts, 1, 1 << 16);
+        if (expertsOk && (m.top_k < 1 || m.top_k > m.experts))
+            errors.push_back({prefix + "moe.top_k", std::to_string(m.top_k) + " is not between 1 and the " +
+                                                        std::to_string(m.experts) + " experts"});
+        range("moe.expert_ffn", m.expert_ffn, 0, 1 << 20);
+        range("moe.shared_experts", m.shared_experts, 0, 1 << 12);
+        if (m.shared_experts > 0)
+            range("moe.shared_ffn", m.shared_ffn, 1, 1 << 20);
+        else if (m.shared_ffn != 0)
+            errors.push_back({prefix + "moe.shared_ffn", "without shared experts: set moe.shared_experts"});
+        range("moe.layer_interval", m.layer_interval, 1, 1 << 10);
+        if (range("moe.dense_layers", m.dense_layers, 0, 1 << 10) && expertsOk) {
+            bool any = false;
+            for (int l = 0; l < c.layers && !any; ++l)
+                any = c.moeLayer(l);
+            if (!any)
+                errors.push_back({prefix + "moe.dense_layers", "dense layers " + std::to_string(m.dense_layers) +
+                                                                   " and interval " + std::to_string(m.layer_interval) +
+                                                                   " leave no MoE layer among the " +
+                                                                   std::to_string(c.layers)});
+        }
+        if (!(m.capacity_factor >= 0 && m.capacity_factor <= 1e6))
+            errors.push_back({prefix + "moe.capacity_factor", "must be > 0 (or 0: dropless)"});
+        if (!(m.aux_loss_coeff >= 0 && m.aux_loss_coeff <= 1000))
+            errors.push_back({prefix + "moe.aux_loss_coeff", "must be between 0 and 1000"});
+        if (!(m.routed_scaling >= 0 && m.routed_scaling <= 1000))
+            errors.push_back({prefix + "moe.routed_scaling", "must be between 0 and 1000"});
+        if (m.score_correction_bias && (m.router == MoeRouter::Softmax || m.router == MoeRouter::SoftmaxNorm))
+            errors.push_back({prefix + "moe.score_correction_bias", "steers a sigmoid router's choice (DeepSeek-V3's "
+                                                                    "noaux_tc), not a softmax router's"});
+        if (c.encoder_decoder || c.post_norm)
+            errors.push_back({prefix + "moe", "MoE blocks are executed in pre-norm decoder and encoder layers only, not " +
+                                                  std::string(c.encoder_decoder ? "an encoder-decoder" : "post-norm layers")});
+        if (c.bias || c.qkv_bias)
+            errors.push_back({prefix + (c.bias ? "bias" : "qkv_bias"),
+                              "linear biases with MoE blocks (GPT-OSS's router and expert biases) are not executed by "
+                              "the engine"});
+    }
     return errors;
 }
 
@@ -304,11 +412,13 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::MlmDenseBias:
         case TensorRole::MlmOutputBias:
         case TensorRole::NspBias:
+        case TensorRole::ExpertBias:
             std::fill(p, p + t.count, T(0));
             break;
         default: {
             const bool residual = t.role == TensorRole::AttnProjWeight || t.role == TensorRole::MlpOutWeight ||
-                                  t.role == TensorRole::CrossProjWeight;
+                                  t.role == TensorRole::CrossProjWeight || t.role == TensorRole::ExpertOutWeight ||
+                                  t.role == TensorRole::SharedOutWeight;
             const double sd = residual ? residualStd : init_std;
             for (std::int64_t i = 0; i < t.count; ++i)
                 p[i] = T(rng.normal() * sd);

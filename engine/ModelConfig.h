@@ -43,7 +43,15 @@
 //   pooler       dense C->C + tanh on each sequence's first token, trained by BERT's
 //                next-sentence head (C->2 + bias, cross-entropy over the 2 classes);
 //                BertForPreTraining's loss: mean masked-LM loss + mean NSP loss
-// Not yet executed (refused by name in validate): mixture-of-experts MLPs; T5 with pipeline
+// Mixture of experts (issue 16; MoeMlp.h): in the layers ModelSpec::moeLayer names (from
+// moe.dense_layers on, the last of every moe.layer_interval), the MLP is the MoE block:
+//   router (C, E), E routed experts of expert_ffn columns (the model's MLP kind, no biases),
+//   the shared experts as one MLP of shared_experts x shared_ffn columns, top-k routing with
+//   the router kind, DeepSeek-V3's score-correction bias (held, used for the choice, not
+//   trained: its update rule is not executed), the load-balancing loss in the gradient.
+//   Pre-norm layers (decoders, pre-norm encoders) without linear biases only (refused otherwise
+//   by name).
+// Not yet executed (refused by name in validate): T5 with pipeline
 // or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp); a sliding
 // window under context parallelism; attention sinks (GPT-OSS: no field here,
 // validation/ScaledCase.cpp refuses them).
@@ -62,6 +70,24 @@
 #include <vector>
 
 namespace shardscope::engine {
+
+// The MoE block's settings (core's MoeSpec, the engine's part of it).
+struct MoeConfig {
+    int experts = 0;          // E routed experts; 0: dense model
+    int top_k = 0;            // K
+    int expert_ffn = 0;       // inner size of each routed expert; 0: the model's ffn()
+    int shared_experts = 0;   // experts every token passes through
+    int shared_ffn = 0;       // inner size of each shared expert
+    int dense_layers = 0;     // the first layers keep the dense MLP
+    int layer_interval = 1;   // then an MoE block in the last of every interval
+    MoeRouter router = MoeRouter::SoftmaxNorm;
+    double capacity_factor = 0;  // 0: dropless; else Megatron's moe_expert_capacity_factor (MoeMlp.h)
+    double aux_loss_coeff = 0;
+    bool score_correction_bias = false;
+    double routed_scaling = 0;   // 0: none (1)
+    bool enabled() const { return experts > 0; }
+    bool operator==(const MoeConfig&) const = default;
+};
 
 struct ModelConfig {
     int layers = 0;   // L
@@ -106,6 +132,7 @@ struct ModelConfig {
     bool embedding_norm = false;  // a norm after the embedding sum
     bool masked_lm = false;       // the masked-LM objective (its head), not next-token prediction
     bool pooler = false;          // pooler + next-sentence head (needs masked_lm)
+    MoeConfig moe{};              // mixture of experts (see the header comment)
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
     int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
@@ -120,12 +147,25 @@ struct ModelConfig {
     bool qkvBias() const { return bias || qkv_bias; }
     // The window of layer `index` (from 0): the size on a sliding layer, else 0 (full attention).
     int windowOf(int index) const;
+    // Whether layer `index` (from 0) has the MoE block: core's ModelSpec::moeLayer rule.
+    bool moeLayer(int index) const;
+    int expertFfn() const { return moe.expert_ffn > 0 ? moe.expert_ffn : ffn(); }
+    int sharedFfn() const { return moe.shared_experts * moe.shared_ffn; }  // the shared experts' columns together
     bool operator==(const ModelConfig&) const = default;
 };
 
 // "GPT-2 style (LayerNorm, GeLU, learned positions, MHA, tied)" or
 // "Llama style (RMSNorm, SwiGLU, RoPE base 500000, GQA 8/2, untied, no bias)": what is trained.
 std::string describe(const ModelConfig& c);
+
+// The MoE block of a catalog model scaled down to a model of `hidden` and `layers` (the engine's
+// scaled case): the router kind, top-k, aux-loss coefficient, capacity factor, score-correction
+// bias and scaling as they are; min(E, max(8, 2 ep)) experts rounded up to a multiple of ep;
+// top_k at most half of them (a choice among the rest); the expert and shared-expert sizes
+// in the spec's ratio to its hidden size (even, at least 2); at most one dense first layer and
+// an interval that leaves an MoE layer among `layers`. Group-limited routing is dropped (not
+// executed). A dense spec gives a disabled MoeConfig.
+MoeConfig scaledMoe(const ModelSpec& spec, int hidden, int layers, int ep = 1);
 
 // Every parameter (weights, biases, norms) of the config: equals core's
 // parameterCount() of the ModelSpec it came from at this size.
@@ -163,7 +203,16 @@ enum class TensorRole {
     MlmDenseWeight, MlmDenseBias,  // the masked-LM transform (C, C), (C)
     MlmOutputBias,               // (V), added to the decoder's logits
     NspWeight, NspBias,          // next-sentence head (C, 2), (2)
+    // Mixture of experts (an MoE layer's MLP):
+    RouterWeight,                // (C, E)
+    ExpertBias,                  // (E): DeepSeek-V3's score-correction bias (not trained)
+    ExpertInWeight,              // E blocks (C, Fe) or (C, 2 Fe) [gate | up]
+    ExpertOutWeight,             // E blocks (Fe, C)
+    SharedInWeight,              // (C, Fs) or (C, 2 Fs): every shared expert's columns, [gate | up]
+    SharedOutWeight,             // (Fs, C)
 };
+// Whether a tensor is a routed expert's (reduced over the expert-data-parallel group).
+inline bool expertTensor(TensorRole r) { return r == TensorRole::ExpertInWeight || r == TensorRole::ExpertOutWeight; }
 
 struct ParameterTensor {
     std::string name;       // "h3.fcw"
@@ -177,7 +226,8 @@ struct ParameterTensor {
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
 // positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
 // qkvw [qkvb] [qknw [qknb]] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
-// LayerNorm biases, linear biases), then lnfw [lnfb] (pre-norm only), [poolw poolb]
+// LayerNorm biases, linear biases; an MoE layer has router [expbias] expin expout [shin shout]
+// in place of fcw .. fcprojb), then lnfw [lnfb] (pre-norm only), [poolw poolb]
 // [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
 // head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
 // Encoder-decoder: wte, enc.relb, the encoder layers h0.. (layer l), enc.lnfw [enc.lnfb],

@@ -3,6 +3,7 @@
 #include "ModelExecutor.h"
 
 #include "MaskedLm.h"
+#include "MoeMlp.h"
 #include "OpConventions.h"
 #include "Ops.h"
 #include "Random.h"
@@ -74,6 +75,26 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
                       " (the key/value heads are split over tp, as Megatron-LM's query groups)");
     if (c.ffn() % l.tp != 0)
         add("tp", s(l.tp) + " does not divide the MLP size " + s(c.ffn()));
+    // Mixture of experts (MoeMlp.h): experts whole on their ep rank (etp = 1), routed copies
+    // dispatched over the ep group; what is not executed is refused by name.
+    if (c.moe.enabled()) {
+        const int ep = std::max(1, l.ep);
+        if (c.moe.experts % ep != 0)
+            add("ep", s(ep) + " does not divide the " + s(c.moe.experts) + " experts");
+        if (l.expertTensorParallel() > 1)
+            add("etp", s(l.expertTensorParallel()) + ": experts split over an expert-tensor-parallel group are not "
+                       "executed by the engine yet (each expert is whole on its ep rank): give etp=1");
+        if (l.tp > 1 && !l.sequence_parallel)
+            add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
+        if (l.zero_stage > 0)
+            add("zero", "ZeRO over the expert parameters (Megatron's distributed optimizer over the expert-data-"
+                        "parallel group) is not executed by the engine yet: zero=0");
+        if (l.recompute == Recompute::Full)
+            add("recompute", "full recomputation of MoE layers (the token dispatch again in the backward) is not "
+                             "executed by the engine yet: none or selective");
+    } else if (l.ep > 1) {
+        add("ep", s(l.ep) + ": expert parallelism needs a model with experts");
+    }
     if (c.vocab % l.tp != 0)
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
     if (l.unevenPipeline()) {
@@ -126,6 +147,7 @@ struct ModelExecutor<T>::Layer {
     T *n1w, *n1b, *qkvw, *qkvb, *aw, *ab, *n2w, *n2b, *fw, *fb, *pw, *pb;  // null where the model has none
     T *qknw, *qknb;  // QK-norm (2 hd each): [q's | k's]
     T *nxw, *nxb, *cqw, *ckvw, *cpw;  // a T5 decoder layer's cross-attention (norm, q, [k | v], projection)
+    T *router, *expbias, *ein, *eout, *sin, *sout;  // an MoE layer's block (this ep rank's experts)
 };
 
 template <class T>
@@ -160,6 +182,7 @@ struct ModelExecutor<T>::Slot {
     T *mlmPre = nullptr, *mlmAct = nullptr, *mlmOut = nullptr, *mlmMean = nullptr, *mlmRstd = nullptr;
     T *poolIn = nullptr, *pooled = nullptr, *nspProbs = nullptr, *nspLosses = nullptr;
     std::vector<int> tokenTypes, nextSentence;  // Nm, mb
+    std::vector<MoeSaved<T>> moe;  // Lc: each MoE layer's saved state (its own allocations)
 };
 
 template <class T>
@@ -204,7 +227,12 @@ void ModelExecutor<T>::buildTables()
                                 f.role == TensorRole::EncoderNormWeight || f.role == TensorRole::EncoderNormBias ||
                                 f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
                                 f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias)) ||
-                       (tp_ > 1 && (f.role == TensorRole::QkNormWeight || f.role == TensorRole::QkNormBias));
+                       (tp_ > 1 && (f.role == TensorRole::QkNormWeight || f.role == TensorRole::QkNormBias)) ||
+                       // The router and the shared experts ran on this rank's token shard (Megatron marks
+                       // the router weight sequence_parallel, router.py reset_parameters @ d98e8a64).
+                       (sp_ && (f.role == TensorRole::RouterWeight || f.role == TensorRole::SharedInWeight ||
+                                f.role == TensorRole::SharedOutWeight));
+        t.expert = expertTensor(f.role);
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
         tensors_.push_back(std::move(t));
@@ -375,6 +403,12 @@ void ModelExecutor<T>::buildTables()
                     runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
                 addTensor(f, Ft * C, tp_ == 1, runs);
                 break;
+            case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...): one run
+            case TensorRole::ExpertOutWeight: {
+                const std::int64_t each = f.count / cfg_.moe.experts, n = each * El_;
+                addTensor(f, n, false, {{f.offset + std::int64_t(epRank_) * n, 0, n}});
+                break;
+            }
             default:  // norms, and the biases of the row-split products: whole on every rank
                 whole(f);
             }
@@ -438,6 +472,17 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
     sp_ = l.sequence_parallel && tp_ > 1;
     e_ = k_.elementBytes();
+    if (cfg_.moe.enabled()) {
+        // Megatron's expert grid per stage (etp = 1): ep rank = stage rank % ep, the expert-data-
+        // parallel rank = stage rank / ep (Cluster.h); one device: rank 0 of each.
+        const int ep = std::max(1, l.ep);
+        if (ep > 1 && !groups_.ep)
+            throw std::invalid_argument("ModelExecutor: ep > 1 needs the cluster's ep group");
+        epRank_ = groups_.ep ? groups_.ep->rankOf(id_) : 0;
+        edpRank_ = groups_.edp ? groups_.edp->rankOf(id_) : 0;
+        El_ = cfg_.moe.experts / ep;
+        routed_.assign(size_t(cfg_.moe.experts), 0);
+    }
     C_ = cfg_.hidden;
     V_ = cfg_.vocab;
     T_ = cfg_.seq;
@@ -492,6 +537,35 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         cpPrev_ = ring[size_t((cpRank_ + cp_ - 1) % cp_)];
     }
     buildTables();
+    if (cfg_.moe.enabled()) {
+        MoeShape shape;
+        shape.hidden = C_;
+        shape.ffn = cfg_.expertFfn();
+        shape.shared_ffn = cfg_.sharedFfn();
+        shape.mlp = cfg_.mlp;
+        const MoeRouter kind = cfg_.moe.router;
+        shape.router.experts = cfg_.moe.experts;
+        shape.router.top_k = cfg_.moe.top_k;
+        shape.router.score =
+            kind == MoeRouter::Sigmoid || kind == MoeRouter::SigmoidNorm ? RouterScore::Sigmoid : RouterScore::Softmax;
+        shape.router.normalize = kind == MoeRouter::SoftmaxNorm || kind == MoeRouter::SigmoidNorm;
+        shape.router.scaling = cfg_.moe.routed_scaling > 0 ? cfg_.moe.routed_scaling : 1.0;
+        shape.aux_loss_coeff = cfg_.moe.aux_loss_coeff;
+        shape.capacity_factor = cfg_.moe.capacity_factor;
+        MoeParallel par;
+        par.ep = groupSize(groups_.ep) > 1 ? groups_.ep : nullptr;
+        par.ep_rank = epRank_;
+        if (sp_) {  // the micro-batch's tokens are split over tp (sequence parallel) and cp
+            par.token_groups[0] = groups_.tp;
+            par.token_ranks[0] = tpRank_;
+        }
+        if (cp_ > 1) {
+            par.token_groups[1] = groups_.cp;
+            par.token_ranks[1] = cpRank_;
+        }
+        par.element_bytes = e_;
+        moe_ = std::make_unique<MoeMlp<T>>(k_, shape, par);
+    }
 
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, att = std::int64_t(NHt_) * T_ * Nm;
     const std::int64_t normStats = cfg_.layerNorm() ? 2 * Ns : Ns;
@@ -645,6 +719,12 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
         case TensorRole::CrossQWeight: y.cqw = p; break;
         case TensorRole::CrossKvWeight: y.ckvw = p; break;
         case TensorRole::CrossProjWeight: y.cpw = p; break;
+        case TensorRole::RouterWeight: y.router = p; break;
+        case TensorRole::ExpertBias: y.expbias = p; break;
+        case TensorRole::ExpertInWeight: y.ein = p; break;
+        case TensorRole::ExpertOutWeight: y.eout = p; break;
+        case TensorRole::SharedInWeight: y.sin = p; break;
+        case TensorRole::SharedOutWeight: y.sout = p; break;
         default: break;
         }
     }
@@ -878,6 +958,18 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
 
     k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, a.res2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
+    if (cfg_.moeLayer(modelLayer(s, k))) {
+        // The MoE block on this rank's tokens (the token shard under sp: Megatron's MoELayer input),
+        // complete per token: no tensor-parallel reduction after it.
+        MoeSaved<T>& saved = s.moe[size_t(k)];
+        moeAux_ += moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
+        for (size_t e = 0; e < routed_.size(); ++e)
+            routed_[e] += saved.kept[e];
+        dropped_ += saved.dropped;
+        k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
+        releaseWeights(unit);
+        return;
+    }
     k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
     k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
     rowParallelForward(a.res3, a.fchg, Ft_, w.pw, w.pb, a.res2);
@@ -1027,6 +1119,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     }
     s.input = ten.take(C * Ns);
     s.layers.assign(size_t(Lc_), Acts{});
+    if (moe_ && counting)
+        s.moe.resize(size_t(Lc_));
     const bool head = holdsHead(s);
     Acts shared{};
     if (full || selective)
@@ -1068,8 +1162,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.atty = ten.take(std::int64_t(qdt_) * Nm);
         a.res2 = ten.take(C * Ns);
         a.ln2 = ten.take(C * Ns);
-        a.fch = ten.take(std::int64_t(Fin_) * Nm);
-        a.fchg = ten.take(std::int64_t(Ft_) * Nm);
+        const bool moe = cfg_.moeLayer(modelLayer(s, int(k)));  // the MoE block keeps its own (MoeSaved)
+        a.fch = moe ? nullptr : ten.take(std::int64_t(Fin_) * Nm);
+        a.fchg = moe ? nullptr : ten.take(std::int64_t(Ft_) * Nm);
         a.res3 = output(a);
     }
     if (head && lnfAt_ >= 0)
@@ -1204,6 +1299,7 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     // (FSDP's root), released at its end.
     const bool embeds = firstStage() && chunk == 0, head = holdsHead(s);
     const bool outer = embeds || head;
+    moeAux_ = 0;
     if (outer)
         forOuterUnits([&](int u) { acquireWeights(u); });
     if (embeds)
@@ -1366,11 +1462,22 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const Layer d = bind(acquireGrads(unit), unit);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
 
-    // MLP. The row-split product needs the whole output gradient: under SP gather it.
-    k_.matmulBackward(ws_->dfchg, d.pw, d.pb, gatherTokens(dres, ws_->dresFull), a.fchg, w.pw, Ft_, C, Nm);
-    k_.activationBackward(cfg_.mlp, ws_->dfch, a.fch, ws_->dfchg, Ft_, Nm);
-    k_.matmulBackward(ws_->partial, d.fw, d.fb, ws_->dfch, gatherTokens(a.ln2, ws_->gath), w.fw, C, Fin_, Nm);
-    k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, reduceTokens(ws_->partial), a.res2, w.n2w, a.n2mean, a.n2rstd, C, Ns);
+    if (cfg_.moeLayer(modelLayer(s, k))) {
+        // The MoE block; its load-balancing loss weighs 1 / (micro-batches x dp) of the step, as
+        // Megatron scales it (router.py attach_and_log_load_balancing_loss): this micro-batch's
+        // loss tokens over the step's.
+        const double batchTokens = double(mb_) * (cfg_.masked_lm ? predictedPerSequence(cfg_) : T_);
+        moe_->backward(s.moe[size_t(k)], ws_->partial, dres, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias},
+                       {d.router, d.ein, d.eout, d.sin, d.sout}, T(batchTokens / double(opts_.global_tokens)));
+        k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, ws_->partial, a.res2, w.n2w, a.n2mean, a.n2rstd, C, Ns);
+    } else {
+        // MLP. The row-split product needs the whole output gradient: under SP gather it.
+        k_.matmulBackward(ws_->dfchg, d.pw, d.pb, gatherTokens(dres, ws_->dresFull), a.fchg, w.pw, Ft_, C, Nm);
+        k_.activationBackward(cfg_.mlp, ws_->dfch, a.fch, ws_->dfchg, Ft_, Nm);
+        k_.matmulBackward(ws_->partial, d.fw, d.fb, ws_->dfch, gatherTokens(a.ln2, ws_->gath), w.fw, C, Fin_, Nm);
+        k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, reduceTokens(ws_->partial), a.res2, w.n2w, a.n2mean, a.n2rstd,
+                        C, Ns);
+    }
 
     // Attention.
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
@@ -1734,14 +1841,37 @@ double ModelExecutor<T>::reduceGradients()
     if (zero_ <= 1)
         sumAcrossTensorAndPipeline(true);
     const int dp = groupSize(groups_.dp);
+    // The routed experts' gradients are summed over the expert-data-parallel group (the devices
+    // of the stage holding the same experts; Megatron's expert_data_parallel_group), the others
+    // over dp below, in buckets over the ranges between the experts'.
+    std::vector<std::pair<std::int64_t, std::int64_t>> dense{{0, P_}};
+    if (moe_) {
+        dense.clear();
+        std::int64_t at = 0;
+        for (const ShardTensor& t : tensors_) {
+            if (!t.expert)
+                continue;
+            if (t.offset > at)
+                dense.push_back({at, t.offset});
+            at = t.offset + t.count;
+        }
+        if (P_ > at)
+            dense.push_back({at, P_});
+        if (groupSize(groups_.edp) > 1)
+            for (size_t i = tensors_.size(); i-- > 0;)
+                if (tensors_[i].expert)
+                    groups_.edp->allReduce(edpRank_, g + tensors_[i].offset, size_t(tensors_[i].count), ReduceOp::Sum,
+                                           e_);
+    }
     // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
     // first (the order a backward produces them, as PyTorch DDP does).
     if (zero_ == 0 && dp > 1) {
         const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(double(opts_.bucket_bytes) / e_));
-        for (std::int64_t end = P_; end > 0; end -= bucket) {
-            const std::int64_t begin = std::max<std::int64_t>(0, end - bucket);
-            groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin), ReduceOp::Sum, e_);
-        }
+        for (size_t r = dense.size(); r-- > 0;)
+            for (std::int64_t end = dense[r].second; end > dense[r].first; end -= bucket) {
+                const std::int64_t begin = std::max<std::int64_t>(dense[r].first, end - bucket);
+                groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin), ReduceOp::Sum, e_);
+            }
     }
     // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
     // reduced: reduce-scatter over the shard group (then all-reduce the chunk over the
@@ -1762,7 +1892,9 @@ double ModelExecutor<T>::reduceGradients()
     const bool countsReplicas = zero_ >= 1 ? replicaIndex_ == 0 : dpRank_ == 0;
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
-        if (countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0))
+        // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0.
+        const bool counted = t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
+        if (counted)
             sumSq += sum_of_squares<T>(k_.pool(), p, n);
     });
     // The norm's pass over the owned gradients (with the optimizer offloaded, the host takes it on

@@ -70,6 +70,16 @@
 // each rank's K/V block in cp steps, merged by log-sum-exp, and backward sends the blocks
 // round again with their dK/dV partials, which end at their owner (ringAttentionForward/Backward).
 // Gradients are reduced over dp x cp (the cluster's dp group), ZeRO shards over g x cp.
+// Mixture of experts (ModelConfig.h, MoeMlp.h): an MoE layer's MLP is the MoE block on this
+// device's tokens (the token shard under sp, this cp rank's), complete per token (no tp
+// reduction after it). Expert parallelism with etp = 1 (Megatron-LM's expert grid per stage,
+// Cluster.h): ep rank j holds experts [j E/ep, (j+1) E/ep) whole (expin, expout: one run of
+// the full tensors), the router, its correction bias and the shared experts are whole on every
+// device (their gradients partial over tp under sp, as the SP norms'); tokens go to their
+// experts and back by all-to-all-v over the ep group. The routed experts' gradients are summed
+// over the expert-data-parallel group (the stage's devices holding the same experts), the rest
+// as before. Not executed (refused by validateShardable, by name): etp > 1, ZeRO, full
+// recomputation of MoE layers.
 // Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
@@ -79,6 +89,7 @@
 #include "Cluster.h"
 #include "Kernels.h"
 #include "ModelConfig.h"
+#include "MoeMlp.h"
 
 #include <cstdint>
 #include <memory>
@@ -137,6 +148,7 @@ struct ShardTensor {
     bool sp_partial = false;      // its gradient is a partial sum over tp (SP norms' token shards, QK-norm's heads)
     bool tied_copy = false;       // the last stage's copy of wte (pp > 1, tied)
     bool word_embedding = false;  // wte, or its copy
+    bool expert = false;          // a routed expert's (this ep rank's experts): reduced over the edp group
     int unit = 0;
     std::vector<ParameterRun> runs;
 };
@@ -205,6 +217,14 @@ public:
     T* localGrads();
     // Fault injection for tests: makes this device's first weight NaN.
     void injectNaN();
+    // Mixture of experts: the load-balancing loss of the last forward() call's MoE layers (this
+    // device's share of each micro-batch's, unweighted; in the gradient with the weight
+    // micro-batch loss tokens / global_tokens), and the token copies this device routed to each
+    // expert since it was built (the measured load; in capacity mode the copies it computed), and
+    // the copies dropped past an expert's capacity.
+    double lastAuxLoss() const { return moeAux_; }
+    const std::vector<std::int64_t>& tokensPerExpert() const { return routed_; }
+    std::int64_t droppedCopies() const { return dropped_; }
 
 private:
     struct Layer;
@@ -335,6 +355,12 @@ private:
     Work* ws_ = nullptr;
     std::vector<T> stats_;   // vocab-parallel softmax scratch (3 Nm)
     std::vector<T> packed_;  // SP norm gradients packed for one all-reduce
+    // Mixture of experts (MoeMlp.h): the block, this device's ep and edp ranks, its El experts.
+    std::unique_ptr<MoeMlp<T>> moe_;
+    int epRank_ = 0, edpRank_ = 0, El_ = 0;
+    double moeAux_ = 0;
+    std::int64_t dropped_ = 0;
+    std::vector<std::int64_t> routed_;
 };
 
 extern template class ModelExecutor<float>;

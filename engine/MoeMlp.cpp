@@ -1,11 +1,32 @@
-// The mixture-of-experts MLP block on one device; see MoeMlp.h.
+// The mixture-of-experts MLP block, on one device or over an ep group; see MoeMlp.h.
 #include "MoeMlp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace shardscope::engine {
+
+namespace {
+
+constexpr double kStat = 4;  // the router's logits and weights are kept in fp32
+
+// Consecutive regions of one allocation.
+template <class T>
+struct Regions {
+    T* base;
+    std::int64_t used = 0;
+    T* take(std::int64_t n)
+    {
+        T* p = base + used;
+        used += n;
+        return p;
+    }
+};
+
+} // namespace
 
 std::int64_t MoeShape::parameters() const
 {
@@ -14,7 +35,7 @@ std::int64_t MoeShape::parameters() const
 }
 
 template <class T>
-MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape) : k_(kernels), s_(shape)
+MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape, MoeParallel parallel) : k_(kernels), s_(shape), par_(parallel)
 {
     if (s_.hidden < 1 || s_.ffn < 1)
         throw std::invalid_argument("MoeMlp: hidden " + std::to_string(s_.hidden) + " and ffn " +
@@ -24,101 +45,268 @@ MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape) : k_(kernels), s_(shape)
     if (s_.router.top_k < 1 || s_.router.top_k > s_.router.experts)
         throw std::invalid_argument("MoeMlp: top_k " + std::to_string(s_.router.top_k) + " must be in [1, experts " +
                                     std::to_string(s_.router.experts) + "]");
+    const int ep = par_.epSize();
+    if (s_.router.experts % ep != 0)
+        throw std::invalid_argument("MoeMlp: ep " + std::to_string(ep) + " does not divide the " +
+                                    std::to_string(s_.router.experts) + " experts");
+    El_ = s_.router.experts / ep;
 }
 
 template <class T>
-double MoeMlp<T>::forward(T* y, const T* x, const MoeWeights<T>& w, std::int64_t N)
+void MoeMlp<T>::dropPastCapacity(MoeSaved<T>& s)
+{
+    const int E = s_.router.experts, K = s_.router.top_k;
+    const std::int64_t N = s.N, NK = N * K;
+    s.kept = s.counts;
+    s.dropped = 0;
+    std::vector<int> bins;  // the copies' experts; a dropped copy goes to bin E, sorted after every expert
+    if (s_.capacity_factor > 0) {
+        // get_capacity(num_tokens = N K, num_experts = E, capacity_factor): ceil(N K / E x factor).
+        const auto capacity = std::int64_t(std::ceil(double(NK) / double(E) * s_.capacity_factor));
+        std::vector<std::vector<std::int64_t>> copies(static_cast<size_t>(E));
+        for (std::int64_t c = 0; c < NK; ++c)
+            copies[size_t(s.topIdx[size_t(c)])].push_back(c);
+        for (int e = 0; e < E; ++e) {
+            std::vector<std::int64_t>& mine = copies[size_t(e)];
+            if (std::int64_t(mine.size()) <= capacity)
+                continue;
+            if (bins.empty())
+                bins = s.topIdx;
+            // Drop policy "probs": the largest weights stay (torch.topk over the expert's column).
+            std::stable_sort(mine.begin(), mine.end(),
+                             [&](std::int64_t a, std::int64_t b) { return s.topW[a] > s.topW[b]; });
+            for (size_t i = size_t(capacity); i < mine.size(); ++i)
+                bins[size_t(mine[i])] = E;
+            s.dropped += std::int64_t(mine.size()) - capacity;
+            s.kept[size_t(e)] = capacity;
+        }
+    }
+    s.perm = bins.empty() ? permuteByExpert(s.topIdx.data(), N, K, E) : permuteByExpert(bins.data(), N, K, E + 1);
+}
+
+template <class T>
+void MoeMlp<T>::exchange(MoeSaved<T>& s)
+{
+    // Megatron's preprocess: every ep rank's per-expert counts, then the splits of the all-to-all.
+    const int ep = par_.epSize(), E = s_.router.experts;
+    s.sendCounts.assign(size_t(ep), 0);
+    s.recvCounts.assign(size_t(ep), 0);
+    s.chunks.assign(size_t(ep) * size_t(El_), 0);
+    for (int e = 0; e < E; ++e)
+        s.sendCounts[size_t(e / El_)] += size_t(s.kept[size_t(e)]);
+    if (!par_.ep) {
+        for (int e = 0; e < E; ++e)
+            s.chunks[size_t(e)] = s.kept[size_t(e)];
+        s.recvCounts[0] = s.sendCounts[0];
+    } else {
+        std::vector<T> all(size_t(ep) * size_t(E));
+        for (int e = 0; e < E; ++e)
+            all[size_t(par_.ep_rank) * size_t(E) + size_t(e)] = T(s.kept[size_t(e)]);
+        par_.ep->allGather(par_.ep_rank, all.data(), all.size(), 8);  // int64 counts on the link
+        for (int i = 0; i < ep; ++i)
+            for (int le = 0; le < El_; ++le) {
+                const auto n = std::int64_t(all[size_t(i) * size_t(E) + size_t(par_.ep_rank * El_ + le)]);
+                s.chunks[size_t(i) * size_t(El_) + size_t(le)] = n;
+                s.recvCounts[size_t(i)] += size_t(n);
+            }
+    }
+    s.received = 0;
+    for (std::size_t n : s.recvCounts)
+        s.received += std::int64_t(n);
+}
+
+template <class T>
+void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
+{
+    const std::int64_t C = s_.hidden, F = s_.ffn, Fin = s_.ffnIn();
+    std::int64_t o = 0;
+    for (size_t c = 0; c < s.chunks.size(); ++c) {  // (sending rank, local expert)
+        const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
+        if (n > 0) {
+            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin, n);
+            k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
+            k_.matmulForward(s.expertOut + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
+        }
+        o += n;
+    }
+}
+
+template <class T>
+double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N)
 {
     const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = s_.ffn, Fin = s_.ffnIn();
-    N_ = N;
-    x_ = x;
-    logits_.resize(size_t(E * N));
-    topIdx_.resize(size_t(K * N));
-    topW_.resize(size_t(K * N));
-    k_.matmulForward(logits_.data(), x, w.router, nullptr, nullptr, C, E, N);
-    router_topk_forward<T>(s_.router, logits_.data(), N, nullptr, topIdx_.data(), topW_.data());
-    counts_ = engine::tokensPerExpert(topIdx_.data(), N, int(K), int(E));
-    perm_ = permuteByExpert(topIdx_.data(), N, int(K), int(E));
+    const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
+    const bool ep = par_.ep != nullptr;
     const double e = k_.elementBytes();
-    // The router's scores (E per token, fp32) and the copies' moves are memory work.
+    s.buffer.release();
+    s.routing.release();
+    s.N = N;
+    s.x = x;
+    s.topIdx.resize(size_t(K * N));
+    // The router's logits and weights (fp32), then the choice.
+    s.routing = k_.device().allocator().allocate(MemoryCategory::Activations, double(E * N + K * N) * kStat,
+                                                 size_t(E * N + K * N), sizeof(T), false);
+    s.logits = s.routing.template as<T>();
+    s.topW = s.logits + E * N;
+    k_.matmulForward(s.logits, x, w.router, nullptr, nullptr, C, E, N);
+    router_topk_forward<T>(s_.router, s.logits, N, w.expert_bias, s.topIdx.data(), s.topW);
+    s.counts = engine::tokensPerExpert(s.topIdx.data(), N, int(K), int(E));
+    dropPastCapacity(s);
+    // The router's scores (E per token) and the copies' moves are memory work.
     k_.device().charge(KernelKind::Softmax, {0, double(E * N) * e, double(K * N) * (e + 4)}, k_.compute());
+    exchange(s);
+    const std::int64_t NK = N * K, R = s.received;
 
-    disp_.resize(size_t(C * N * K));
-    moe_dispatch_forward<T>(perm_, int(K), x, C, disp_.data());
-    k_.device().charge(KernelKind::Elementwise, {0, double(C * N * K) * e, double(C * N * K) * e}, k_.compute());
-    hidden_.resize(size_t(Fin * N * K));
-    act_.resize(size_t(F * N * K));
-    expertOut_.resize(size_t(C * N * K));
-    for (std::int64_t x0 = 0; x0 < E; ++x0) {
-        const std::int64_t o = perm_.offsets[size_t(x0)], n = perm_.offsets[size_t(x0) + 1] - o;
-        if (n == 0)
-            continue;
-        k_.matmulForward(hidden_.data() + o * Fin, disp_.data() + o * C, w.expert_in + x0 * C * Fin, nullptr, nullptr,
-                         C, Fin, n);
-        k_.activationForward(s_.mlp, act_.data() + o * F, hidden_.data() + o * Fin, F, n);
-        k_.matmulForward(expertOut_.data() + o * C, act_.data() + o * F, w.expert_out + x0 * F * C, nullptr, nullptr,
-                         F, C, n);
-    }
-    moe_combine_forward<T>(perm_, int(K), expertOut_.data(), topW_.data(), C, N, y);
-    k_.device().charge(KernelKind::Elementwise, {2 * double(C * N * K), double(C * N * K) * e, double(C * N) * e},
+    // Saved: the copies, [the received copies], expert pre-activations, activations, outputs,
+    // [the outputs back at the tokens' rank]; the shared experts' two. On one device with dropped
+    // copies the outputs keep a zero column for each (the combine reads every copy's slot).
+    const std::int64_t outputs = ep ? R : NK;
+    const std::int64_t tensors = C * NK + (ep ? C * R : 0) + Fin * R + F * R + C * outputs + (ep ? C * NK : 0) +
+                                 Fsin * N + Fs * N;
+    s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
+                                                sizeof(T), false);
+    Regions<T> r{s.buffer.template as<T>()};
+    s.disp = r.take(C * NK);
+    s.recv = ep ? r.take(C * R) : s.disp;
+    s.hidden = r.take(Fin * R);
+    s.act = r.take(F * R);
+    s.expertOut = r.take(C * outputs);
+    s.combineIn = ep ? r.take(C * NK) : s.expertOut;
+    s.sharedPre = Fs > 0 ? r.take(Fsin * N) : nullptr;
+    s.sharedAct = Fs > 0 ? r.take(Fs * N) : nullptr;
+
+    moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
+    const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
+    k_.device().charge(KernelKind::Elementwise, {0, double(C * sent) * e, double(C * sent) * e}, k_.compute());
+    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
+    for (std::size_t& v : sendValues)
+        v *= size_t(C);
+    for (std::size_t& v : recvValues)
+        v *= size_t(C);
+    if (ep)  // Megatron's token_dispatch: the copies to the ranks of their experts
+        par_.ep->allToAllV(par_.ep_rank, s.disp, sendValues.data(), s.recv, recvValues.data(), par_.element_bytes,
+                           AllToAllBytes::OwnCopiesOut);
+    expertsForward(s, w);
+    if (ep)  // token_combine: the outputs back
+        par_.ep->allToAllV(par_.ep_rank, s.expertOut, recvValues.data(), s.combineIn, sendValues.data(),
+                           par_.element_bytes, AllToAllBytes::OwnCopiesBack);
+    std::fill(s.combineIn + C * sent, s.combineIn + C * NK, T(0));  // a dropped copy adds nothing
+    moe_combine_forward<T>(s.perm, int(K), s.combineIn, s.topW, C, N, y);
+    k_.device().charge(KernelKind::Elementwise, {2 * double(C * NK), double(C * NK) * e, double(C * N) * e},
                        k_.compute());
-    if (s_.shared_ffn > 0) {
-        const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
-        sharedPre_.resize(size_t(Fsin * N));
-        sharedAct_.resize(size_t(Fs * N));
-        k_.matmulForward(sharedPre_.data(), x, w.shared_in, nullptr, nullptr, C, Fsin, N);
-        k_.activationForward(s_.mlp, sharedAct_.data(), sharedPre_.data(), Fs, N);
-        sharedOut_.resize(size_t(C * N));
-        k_.matmulForward(sharedOut_.data(), sharedAct_.data(), w.shared_out, nullptr, nullptr, Fs, C, N);
-        k_.accumulate(y, sharedOut_.data(), C * N);  // + the routed output
+    if (Fs > 0) {
+        DeviceBuffer out = k_.device().allocator().allocate(MemoryCategory::Workspace, double(C * N) * e, size_t(C * N),
+                                                            sizeof(T), false);
+        k_.matmulForward(s.sharedPre, x, w.shared_in, nullptr, nullptr, C, Fsin, N);
+        k_.activationForward(s_.mlp, s.sharedAct, s.sharedPre, Fs, N);
+        k_.matmulForward(out.template as<T>(), s.sharedAct, w.shared_out, nullptr, nullptr, Fs, C, N);
+        k_.accumulate(y, out.template as<T>(), C * N);  // + the routed output
     }
-    return aux_loss_forward_backward<T>(s_.router, logits_.data(), N, counts_, s_.aux_loss_coeff, T(0), nullptr);
+    k_.round(y, C * N);
+
+    // The load-balancing loss over the micro-batch: the counts summed over its token groups.
+    s.batchCounts = s.counts;
+    s.batchTokens = N;
+    if (s_.aux_loss_coeff > 0) {
+        std::vector<T> sum(s.counts.begin(), s.counts.end());
+        for (int g = 0; g < 2; ++g)
+            if (CommGroup* group = par_.token_groups[g]; group && group->size() > 1) {
+                group->allReduce(par_.token_ranks[g], sum.data(), sum.size(), ReduceOp::Sum, 8);
+                s.batchTokens *= group->size();
+            }
+        for (size_t i = 0; i < sum.size(); ++i)
+            s.batchCounts[i] = std::int64_t(sum[i]);
+    }
+    return aux_loss_forward_backward<T>(s_.router, s.logits, N, s.batchCounts, s_.aux_loss_coeff, T(0), nullptr,
+                                        s.batchTokens);
 }
 
 template <class T>
-void MoeMlp<T>::backward(T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad)
+void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
+                                T* dhidden, T* din)
+{
+    const std::int64_t C = s_.hidden, F = s_.ffn, Fin = s_.ffnIn();
+    std::int64_t o = 0;
+    for (size_t c = 0; c < s.chunks.size(); ++c) {
+        const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
+        if (n > 0) {
+            k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dout + o * C, s.act + o * F,
+                              w.expert_out + le * F * C, F, C, n);
+            k_.activationBackward(s_.mlp, dhidden + o * Fin, s.hidden + o * Fin, dact + o * F, F, n);
+            k_.matmulBackward(din + o * C, g.expert_in + le * C * Fin, nullptr, dhidden + o * Fin, s.recv + o * C,
+                              w.expert_in + le * C * Fin, C, Fin, n);
+        }
+        o += n;
+    }
+}
+
+template <class T>
+void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad)
 {
     const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = s_.ffn, Fin = s_.ffnIn(),
-                       N = N_;
+                       N = s.N, NK = N * K, R = s.received;
+    const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
+    const bool ep = par_.ep != nullptr;
     const double e = k_.elementBytes();
-    std::vector<T> scratch(size_t(C * N));
+    // Temporaries: d combine input, d weights, [d received outputs], d activations, d
+    // pre-activations, [d received copies], d copies, d logits, d x scratch, the shared experts' two.
+    const std::int64_t count = C * NK + K * N + (ep ? C * R : 0) + F * R + Fin * R + (ep ? C * R : 0) + C * NK +
+                               E * N + C * N + Fs * N + Fsin * N;
+    DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e, size_t(count),
+                                                         sizeof(T), false);
+    Regions<T> r{work.template as<T>()};
+    T* dCombineIn = r.take(C * NK);
+    T* dTopW = r.take(K * N);
+    T* dExpertOut = ep ? r.take(C * R) : dCombineIn;
+    T* dact = r.take(F * R);
+    T* dhidden = r.take(Fin * R);
+    T* dRecv = ep ? r.take(C * R) : nullptr;
+    T* ddisp = r.take(C * NK);
+    if (!ep)
+        dRecv = ddisp;
+    T* dlogits = r.take(E * N);
+    T* scratch = r.take(C * N);
+    T* sdact = r.take(Fs * N);
+    T* sdpre = r.take(Fsin * N);
+
     // Shared experts: d x from them first (overwrites dx).
-    if (s_.shared_ffn > 0) {
-        const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
-        std::vector<T> dact(size_t(Fs * N)), dpre(size_t(Fsin * N));
-        k_.matmulBackward(dact.data(), g.shared_out, nullptr, dy, sharedAct_.data(), w.shared_out, Fs, C, N);
-        k_.activationBackward(s_.mlp, dpre.data(), sharedPre_.data(), dact.data(), Fs, N);
-        k_.matmulBackward(dx, g.shared_in, nullptr, dpre.data(), x_, w.shared_in, C, Fsin, N);
+    if (Fs > 0) {
+        k_.matmulBackward(sdact, g.shared_out, nullptr, dy, s.sharedAct, w.shared_out, Fs, C, N);
+        k_.activationBackward(s_.mlp, sdpre, s.sharedPre, sdact, Fs, N);
+        k_.matmulBackward(dx, g.shared_in, nullptr, sdpre, s.x, w.shared_in, C, Fsin, N);
     } else {
         std::fill(dx, dx + C * N, T(0));
     }
-    // Combine, experts, dispatch.
-    std::vector<T> dExpertOut(size_t(C * N * K)), dTopW(size_t(K * N));
-    moe_combine_backward<T>(perm_, int(K), dy, expertOut_.data(), topW_.data(), C, N, dExpertOut.data(), dTopW.data());
-    k_.device().charge(KernelKind::Elementwise, {4 * double(C * N * K), double(C * N) * e + double(C * N * K) * e,
-                                                 double(C * N * K) * e}, k_.compute());
-    std::vector<T> dact(size_t(F * N * K)), dhidden(size_t(Fin * N * K)), ddisp(size_t(C * N * K));
-    for (std::int64_t x0 = 0; x0 < E; ++x0) {
-        const std::int64_t o = perm_.offsets[size_t(x0)], n = perm_.offsets[size_t(x0) + 1] - o;
-        if (n == 0)
-            continue;
-        k_.matmulBackward(dact.data() + o * F, g.expert_out + x0 * F * C, nullptr, dExpertOut.data() + o * C,
-                          act_.data() + o * F, w.expert_out + x0 * F * C, F, C, n);
-        k_.activationBackward(s_.mlp, dhidden.data() + o * Fin, hidden_.data() + o * Fin, dact.data() + o * F, F, n);
-        k_.matmulBackward(ddisp.data() + o * C, g.expert_in + x0 * C * Fin, nullptr, dhidden.data() + o * Fin,
-                          disp_.data() + o * C, w.expert_in + x0 * C * Fin, C, Fin, n);
-    }
-    moe_dispatch_backward<T>(perm_, int(K), ddisp.data(), C, dx);
-    k_.device().charge(KernelKind::Elementwise, {double(C * N * K), double(C * N * K) * e + double(C * N) * e,
+    // Combine, experts (over the ep group: the gradients go the copies' way), dispatch.
+    moe_combine_backward<T>(s.perm, int(K), dy, s.combineIn, s.topW, C, N, dCombineIn, dTopW);
+    k_.device().charge(KernelKind::Elementwise, {4 * double(C * NK), double(C * N) * e + double(C * NK) * e,
+                                                 double(C * NK) * e}, k_.compute());
+    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
+    for (std::size_t& v : sendValues)
+        v *= size_t(C);
+    for (std::size_t& v : recvValues)
+        v *= size_t(C);
+    if (ep)
+        par_.ep->allToAllV(par_.ep_rank, dCombineIn, sendValues.data(), dExpertOut, recvValues.data(),
+                           par_.element_bytes, AllToAllBytes::OwnCopiesOut);
+    expertsBackward(s, w, g, dExpertOut, dact, dhidden, dRecv);
+    if (ep)
+        par_.ep->allToAllV(par_.ep_rank, dRecv, recvValues.data(), ddisp, sendValues.data(), par_.element_bytes,
+                           AllToAllBytes::OwnCopiesBack);
+    std::fill(ddisp + C * (NK - s.dropped), ddisp + C * NK, T(0));  // nothing flows back from a dropped copy
+    moe_dispatch_backward<T>(s.perm, int(K), ddisp, C, dx);
+    k_.device().charge(KernelKind::Elementwise, {double(C * NK), double(C * NK) * e + double(C * N) * e,
                                                  double(C * N) * e}, k_.compute());
     // Router: through the weights and the load-balancing loss, then its product.
-    std::vector<T> dlogits(size_t(E * N));
-    router_topk_backward<T>(s_.router, logits_.data(), N, topIdx_.data(), topW_.data(), dTopW.data(), dlogits.data());
-    aux_loss_forward_backward<T>(s_.router, logits_.data(), N, counts_, s_.aux_loss_coeff, aux_grad, dlogits.data());
+    router_topk_backward<T>(s_.router, s.logits, N, s.topIdx.data(), s.topW, dTopW, dlogits);
+    aux_loss_forward_backward<T>(s_.router, s.logits, N, s.batchCounts, s_.aux_loss_coeff, aux_grad, dlogits,
+                                 s.batchTokens);
     k_.device().charge(KernelKind::Softmax, {0, double(E * N) * e + double(K * N) * (e + 4), double(E * N) * e},
                        k_.compute());
-    k_.matmulBackward(scratch.data(), g.router, nullptr, dlogits.data(), x_, w.router, C, E, N);
-    k_.accumulate(dx, scratch.data(), C * N);
+    k_.matmulBackward(scratch, g.router, nullptr, dlogits, s.x, w.router, C, E, N);
+    k_.accumulate(dx, scratch, C * N);
+    s.buffer.release();
+    s.routing.release();
 }
 
 template class MoeMlp<float>;

@@ -1,21 +1,43 @@
-// MoeMlp: the mixture-of-experts MLP block on one device (issue 16), built from OpsMoe.h and
-// the Kernels facade, forward and backward:
+// MoeMlp: the mixture-of-experts MLP block (issue 16), built from OpsMoe.h and the Kernels
+// facade, forward and backward, on one device or with expert parallelism:
 //   logits = router^T x                               (E, N)
 //   top-k choice and weights                          (router_topk_forward)
-//   the N K token copies dispatched by expert         (permuteByExpert, moe_dispatch_forward)
-//   expert e on its slots: act(x W_in[e]) W_out[e]     the model's MLP kind (GeLU/ReLU or gated)
+//   the N K token copies sorted by expert             (permuteByExpert, moe_dispatch_forward)
+//   [ep > 1: all-to-all-v of the copies to the ep ranks holding their experts]
+//   expert e on its copies: act(x W_in[e]) W_out[e]   the model's MLP kind (GeLU/ReLU or gated)
+//   [ep > 1: all-to-all-v of the expert outputs back to the tokens' ranks]
 //   y = sum_k w_k expert_k(x)  [+ shared experts' MLP(x)]   (moe_combine_forward)
 //   aux = the load-balancing loss of the logits        (aux_loss_forward_backward)
 // Shared experts (DeepSeek-V3, Qwen-MoE) are one dense MLP of shared_ffn columns on every token
-// (S shared experts of size F' are one MLP of S F' columns). Dropless: every copy is computed
-// (capacity modes come with expert parallelism).
+// (S shared experts of size F' are one MLP of S F' columns).
+// Dropless (capacity_factor 0): every copy is computed. Capacity mode, Megatron-LM's
+// moe_expert_capacity_factor with its default drop policy "probs" and no padding (moe_utils.py
+// @ d98e8a64, apply_router_token_dropping and get_capacity): each expert takes at most
+// capacity = ceil(N K / E x capacity_factor) of this rank's N tokens' copies, those with the
+// largest router weights (ties: the lower token first); a dropped copy adds nothing to its token
+// (its weight times 0: no gradient either) and the kept weights are not renormalised. The
+// load-balancing loss counts the router's choice before the drop (Megatron's
+// routing_map_for_aux_loss).
 // Weights, column-major (in, out) as everywhere in the engine:
-//   router (C, E); expert_in E blocks (C, Fin) (Fin = F, or 2F [gate | up] when gated);
-//   expert_out E blocks (F, C); shared_in (C, Fs_in), shared_out (Fs, C).
-// The block keeps its activations for the backward in its own host buffers (one micro-batch);
-// inside the executor they become device allocations, counted as activations like the rest.
+//   router (C, E); expert_in El blocks (C, Fin) (Fin = F, or 2F [gate | up] when gated);
+//   expert_out El blocks (F, C); shared_in (C, Fs_in), shared_out (Fs, C). El = E / ep: the
+//   experts this ep rank holds, [ep_rank El, (ep_rank + 1) El) (E on one device).
+// Expert parallelism follows Megatron-LM's MoEAlltoAllTokenDispatcher (megatron/core/transformer/
+// moe/token_dispatcher.py @ d98e8a64, etp = 1): each rank routes its own tokens, all-gathers the
+// per-expert counts over the ep group (preprocess: num_global_tokens_per_expert), sends each rank
+// the copies for its experts (token_dispatch: all_to_all(ep_group, ...)), computes its experts
+// on what it received (per sending rank and expert), and sends the outputs back (token_combine).
+// Megatron also sends each copy's router weight along and applies it on the expert side; here it
+// stays with the token and is applied in the combine (the same sum; no probs all-to-all).
+// The load-balancing loss counts the copies of the whole micro-batch: the counts are summed over
+// the groups its tokens are split over (Megatron's tp_cp_group, router.py _apply_aux_loss), the
+// scores are this rank's tokens', so the ranks' losses add up to the micro-batch's.
+// A forward's saved tensors live in one device allocation (MoeSaved::buffer, category
+// Activations, the router's logits and weights in fp32) until its backward, which takes its
+// temporaries from one Workspace allocation.
 #pragma once
 
+#include "Communicator.h"
 #include "Kernels.h"
 #include "OpsMoe.h"
 
@@ -31,6 +53,7 @@ struct MoeShape {
     MlpKind mlp = MlpKind::Gelu;
     RouterSpec router;
     double aux_loss_coeff = 0;
+    double capacity_factor = 0;  // 0: dropless
 
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     std::int64_t ffnIn() const { return gated() ? 2 * std::int64_t(ffn) : ffn; }
@@ -39,13 +62,26 @@ struct MoeShape {
     std::int64_t parameters() const;
 };
 
+// Where the block's experts and tokens are; the defaults are one device.
+struct MoeParallel {
+    CommGroup* ep = nullptr;  // the expert-parallel group (null: every expert here)
+    int ep_rank = 0;
+    // The groups a micro-batch's tokens are split over (tp under sequence parallelism, cp), with
+    // this device's rank in each: the load-balancing loss's counts are summed over them.
+    CommGroup* token_groups[2] = {nullptr, nullptr};
+    int token_ranks[2] = {0, 0};
+    double element_bytes = 0;  // a token value on the link (0: sizeof(T))
+    int epSize() const { return ep ? ep->size() : 1; }
+};
+
 template <class T>
 struct MoeWeights {
     const T* router = nullptr;
-    const T* expert_in = nullptr;
+    const T* expert_in = nullptr;   // this rank's El experts
     const T* expert_out = nullptr;
     const T* shared_in = nullptr;
     const T* shared_out = nullptr;
+    const T* expert_bias = nullptr;  // E values steering the choice only (DeepSeek-V3); may be null
 };
 
 template <class T>
@@ -57,31 +93,57 @@ struct MoeGrads {
     T* shared_out = nullptr;
 };
 
+// One forward's state, read by its backward.
+template <class T>
+struct MoeSaved {
+    DeviceBuffer routing;  // logits (E, N) and weights (K, N), fp32
+    DeviceBuffer buffer;   // the saved tensors from disp on
+    T *logits = nullptr, *topW = nullptr, *disp = nullptr, *recv = nullptr, *hidden = nullptr, *act = nullptr,
+      *expertOut = nullptr, *combineIn = nullptr, *sharedPre = nullptr, *sharedAct = nullptr;
+    std::vector<int> topIdx;
+    MoePermutation perm;
+    std::vector<std::int64_t> counts;        // this rank's copies per expert (E), the router's choice
+    std::vector<std::int64_t> kept;          // of them, the copies within the capacity (= counts dropless)
+    std::vector<std::int64_t> batchCounts;   // the micro-batch's (summed over the token groups)
+    std::vector<std::size_t> sendCounts, recvCounts;  // copies to and from each ep rank
+    std::vector<std::int64_t> chunks;        // copies received per (ep rank, local expert), rank-major
+    std::int64_t N = 0, received = 0, batchTokens = 0, dropped = 0;  // dropped: copies past the capacity
+    const T* x = nullptr;
+};
+
 template <class T>
 class MoeMlp {
 public:
-    MoeMlp(Kernels<T>& kernels, MoeShape shape);
+    MoeMlp(Kernels<T>& kernels, MoeShape shape, MoeParallel parallel = {});
 
-    // y (C, N) overwritten; returns the load-balancing loss of this call's tokens. x is read
-    // again by backward(): it must stay valid until then.
-    double forward(T* y, const T* x, const MoeWeights<T>& w, std::int64_t N);
+    // y (C, N) overwritten; returns the load-balancing loss of these tokens' share (the whole
+    // micro-batch's on one device). x is read again by backward(): it must stay valid until then.
+    double forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N);
     // From d y (C, N): d x (C, N) overwritten, weight gradients added to g; aux_grad is the
-    // loss's weight on the load-balancing term (1 when it is added as it is).
-    void backward(T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad);
+    // loss's weight on the load-balancing term (1 when it is added as it is). Releases s's buffers.
+    void backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad);
 
-    // What the last forward routed: copies per expert (the measured load next to a planner's
-    // imbalance factor).
-    const std::vector<std::int64_t>& tokensPerExpert() const { return counts_; }
+    // The same on the block's own state (one forward in flight).
+    double forward(T* y, const T* x, const MoeWeights<T>& w, std::int64_t N) { return forward(own_, y, x, w, N); }
+    void backward(T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad)
+    {
+        backward(own_, dx, dy, w, g, aux_grad);
+    }
+    // What the last forward on the own state routed: copies per expert.
+    const std::vector<std::int64_t>& tokensPerExpert() const { return own_.counts; }
 
 private:
+    void dropPastCapacity(MoeSaved<T>& s);
+    void exchange(MoeSaved<T>& s);
+    void expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w);
+    void expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
+                         T* dhidden, T* din);
+
     Kernels<T>& k_;
     MoeShape s_;
-    std::int64_t N_ = 0;
-    const T* x_ = nullptr;  // the forward's input, read again by the backward
-    std::vector<T> logits_, topW_, disp_, hidden_, act_, expertOut_, sharedPre_, sharedAct_, sharedOut_;
-    std::vector<int> topIdx_;
-    std::vector<std::int64_t> counts_;
-    MoePermutation perm_;
+    MoeParallel par_;
+    int El_ = 0;  // experts on this rank
+    MoeSaved<T> own_;
 };
 
 } // namespace shardscope::engine

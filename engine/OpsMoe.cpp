@@ -149,7 +149,7 @@ std::vector<std::int64_t> tokensPerExpert(const int* top_idx, std::int64_t N, in
 template <class T>
 double aux_loss_forward_backward(const RouterSpec& r, const T* logits, std::int64_t N,
                                  const std::vector<std::int64_t>& tokens_per_expert, double coeff, T dloss,
-                                 T* dlogits)
+                                 T* dlogits, std::int64_t total_tokens)
 {
     checkSpec(r);
     const int E = r.experts;
@@ -158,7 +158,8 @@ double aux_loss_forward_backward(const RouterSpec& r, const T* logits, std::int6
                                     std::to_string(E) + " experts");
     if (N == 0 || coeff == 0)
         return 0;
-    const double c = coeff * E / (double(r.top_k) * double(N) * double(N));
+    const double Tt = total_tokens > 0 ? double(total_tokens) : double(N);
+    const double c = coeff * E / (double(r.top_k) * Tt * Tt);
     std::vector<T> p(static_cast<size_t>(E)), s(static_cast<size_t>(E));
     double loss = 0;
     for (std::int64_t n = 0; n < N; ++n) {
@@ -281,7 +282,7 @@ void moe_combine_backward(const MoePermutation& p, int K, const T* dout, const T
     template void router_topk_backward<T>(const RouterSpec&, const T*, std::int64_t, const int*, const T*,       \
                                           const T*, T*);                                                         \
     template double aux_loss_forward_backward<T>(const RouterSpec&, const T*, std::int64_t,                       \
-                                                 const std::vector<std::int64_t>&, double, T, T*);                \
+                                                 const std::vector<std::int64_t>&, double, T, T*, std::int64_t);  \
     template void moe_dispatch_forward<T>(const MoePermutation&, int, const T*, std::int64_t, T*);                \
     template void moe_dispatch_backward<T>(const MoePermutation&, int, const T*, std::int64_t, T*);               \
     template void moe_combine_forward<T>(const MoePermutation&, int, const T*, const T*, std::int64_t,            \

@@ -54,11 +54,13 @@ void router_topk_backward(const RouterSpec& r, const T* logits, std::int64_t N, 
 std::vector<std::int64_t> tokensPerExpert(const int* top_idx, std::int64_t N, int K, int E);
 
 // The load-balancing loss of the logits (E, N) with those counts, and (when dlogits is not
-// null) its gradient added to dlogits, times dloss.
+// null) its gradient added to dlogits, times dloss. total_tokens: T of the formula, the tokens
+// the counts are of (0: N; more when the counts are summed over ranks holding the other tokens,
+// Megatron's total_num_tokens over the tp x cp group).
 template <class T>
 double aux_loss_forward_backward(const RouterSpec& r, const T* logits, std::int64_t N,
                                  const std::vector<std::int64_t>& tokens_per_expert, double coeff, T dloss,
-                                 T* dlogits);
+                                 T* dlogits, std::int64_t total_tokens = 0);
 
 // The dispatch order of the N K copies (see above), and for each copy its slot.
 struct MoePermutation {

@@ -7,6 +7,7 @@
 #include "TrainingLoop.h"
 #include "Units.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -77,6 +78,18 @@ std::unique_ptr<TokenSource> makeTokenSource(const TrainRequest& r)
     if (r.data == "synthetic")  // a masked-LM model's data leaves its [MASK] id out
         return std::make_unique<MarkovSource>(dataVocabulary(r.model), r.seed);
     return std::make_unique<ByteFileSource>(r.data, r.seed);
+}
+
+double Measurement::moeMaxOverMean() const
+{
+    if (moe_tokens_per_expert.empty())
+        return 0;
+    std::int64_t sum = 0, most = 0;
+    for (std::int64_t n : moe_tokens_per_expert) {
+        sum += n;
+        most = std::max(most, n);
+    }
+    return sum > 0 ? double(most) * double(moe_tokens_per_expert.size()) / double(sum) : 0;
 }
 
 std::vector<double> Measurement::losses() const
@@ -196,6 +209,8 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
             m.final_parameters.assign(size_t(m.parameters), 0.0f);
             model.exportParameters(m.final_parameters.data());
         }
+        m.moe_tokens_per_expert = model.tokensPerExpert();
+        m.moe_dropped_copies = model.droppedCopies();
     } catch (const DeviceOutOfMemory& e) {
         m.error = RunError{device.id(), e.what(), RunFaultKind::OutOfMemory};
     }

@@ -108,6 +108,12 @@ struct Measurement {
     std::optional<RunError> error;
     int micro_batches = 1;        // per replica and step
     std::vector<float> final_parameters;  // the full model's flat buffer, when keep_parameters
+    // Mixture of experts: the token copies each expert computed over the run (every MoE layer,
+    // micro-batch and step, all devices); empty for a dense model. The measured load.
+    std::vector<std::int64_t> moe_tokens_per_expert;
+    std::int64_t moe_dropped_copies = 0;  // capacity mode: the copies past an expert's capacity
+    // max over mean of those counts (1: perfectly balanced); 0 for a dense model.
+    double moeMaxOverMean() const;
 
     std::vector<double> losses() const;
 };

@@ -83,6 +83,14 @@ private slots:
                                                  << "--head-dim";
         QTest::newRow("unknown node type") << with(with(kSmall, "--devices", "2"), "--node-type", "nosuchnode") << "nosuchnode";
         QTest::newRow("token types without --encoder") << with(kSmall, "--token-types", "2") << "--token-types";
+        QTest::newRow("top-k above the experts") << with(with(kSmall, "--experts", "2"), "--top-k", "3") << "--top-k";
+        QTest::newRow("top-k without experts") << with(kSmall, "--top-k", "1") << "--experts";
+        QTest::newRow("ep does not divide the experts")
+            << with(with(with(kSmall, "--experts", "3"), "--devices", "2"), "--layout", "dp=2,ep=2") << "layout.ep";
+        QTest::newRow("ep on a dense model") << with(with(kSmall, "--devices", "2"), "--layout", "dp=2,ep=2") << "layout.ep";
+        QTest::newRow("negative capacity factor") << with(with(kSmall, "--experts", "4"), "--capacity-factor", "-1")
+                                       << "--capacity-factor";
+        QTest::newRow("unknown router") << with(with(kSmall, "--experts", "4"), "--router", "topk") << "--router";
         QTest::newRow("masked LM on bytes needs a [MASK] id")
             << with(with(QStringList(kSmall) << "--encoder", "--data", QStringLiteral(SHARDSCOPE_CLI_PATH)), "--vocab", "256")
             << "[MASK]";
@@ -209,6 +217,42 @@ private slots:
         QVERIFY2(text.exitCode == 0, text.describe());
         QVERIFY2(text.out.contains("masked LM: cross-entropy on 2 of 16 positions a sequence, + next-sentence loss"),
                  text.describe());
+    }
+
+    // Issue 16's contract: train ... --experts E --top-k K [--shared-experts S], here with the
+    // experts on 4 ep ranks: the model is core's count, every token's K copies are routed and
+    // counted, and each device's all-to-all bytes are the copies it dispatches and combines.
+    void moeTrainsWithExpertParallelism()
+    {
+        const QStringList args{"--layers", "2", "--hidden", "32", "--heads", "4", "--mlp", "swiglu", "--norm",
+                               "rmsnorm", "--positions", "rotary", "--experts", "4", "--top-k", "2",
+                               "--shared-experts", "1", "--shared-ffn", "16", "--expert-ffn", "24", "--aux-loss-coeff",
+                               "0.01", "--vocab", "16", "--seq", "8", "--batch", "8", "--steps", "3", "--devices", "4",
+                               "--layout", "dp=4,ep=4", "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject model = o["model"].toObject();
+        QVERIFY2(model["blocks"].toString().endsWith("MoE 4 experts x 24 top-2 (softmax-norm router, 1 shared x 16, "
+                                                     "aux loss 0.01, dropless)"),
+                 qPrintable(model["blocks"].toString()));
+        // P = V C (tied) + 2 layers x (2 norms C + qkv and projection 4 C^2 + router C E + E experts 3 C 24
+        //     + the shared expert 3 C 16) + the final norm C
+        const double C = 32, V = 16, E = 4;
+        QCOMPARE(model["parameters"].toDouble(), V * C + 2 * (2 * C + 4 * C * C + C * E + E * 3 * C * 24 + 3 * C * 16) + C);
+        QCOMPARE(model["moe"].toObject()["experts"].toInt(), 4);
+        QCOMPARE(o["layout"].toObject()["ep"].toInt(), 4);
+        // 3 steps x 8 sequences x 8 tokens x 2 copies x 2 MoE layers.
+        double copies = 0;
+        for (const QJsonValue& v : o["moe"].toObject()["tokens_per_expert"].toArray())
+            copies += v.toDouble();
+        QCOMPARE(copies, 3.0 * 8 * 8 * 2 * 2);
+        QVERIFY(o["moe"].toObject()["max_over_mean"].toDouble() >= 1.0);
+        // Per device and step: 2 micro-batches of 8 tokens, 2 layers, 4 x N K C x 4 bytes each.
+        for (const QJsonValue& v : o["devices"].toArray())
+            QCOMPARE(v.toObject()["comm_bytes"].toObject()["all_to_all"].toDouble(), 3.0 * 2 * 2 * 4 * 8 * 2 * C * 4);
+        const Run text = cli(args.mid(0, args.size() - 1));
+        QVERIFY2(text.exitCode == 0 && text.out.contains("experts' load: token copies per expert"), text.describe());
     }
 
     void jsonMeasurement()

@@ -108,6 +108,37 @@ ModelConfig t5Model()
     return c;
 }
 
+// Mixture of experts on Llama's blocks: "mixtral" 4 experts of 24 top-2 (softmax renormalised) on
+// every layer; "deepseek" a dense first layer, then 8 sigmoid experts top-2 normalised and scaled
+// with the score-correction bias and one shared expert of 16. Both with the load-balancing loss.
+ModelConfig moeModel(const QString& kind)
+{
+    ModelConfig c = llamaModel();
+    c.moe.experts = 4;
+    c.moe.top_k = 2;
+    c.moe.expert_ffn = 24;
+    c.moe.aux_loss_coeff = 0.01;
+    // Capacity mode: 6 of a micro-batch's 16 copies (8 tokens) an expert, dropped by router weight.
+    // Two tokens with the same history tie exactly (RoPE attention mixes the equal values of a
+    // sequence opening with a repeated token, and the data's Markov chain repeats a token a
+    // quarter of the time), and a layout's summation order would drop the other one: learned
+    // positions and one sequence per micro-batch give every token its own history.
+    if (kind == "capacity") {
+        c.moe.capacity_factor = 1.5;
+        c.positions = PositionKind::Learned;
+    }
+    if (kind == "deepseek") {
+        c.moe.experts = 8;
+        c.moe.dense_layers = 1;
+        c.moe.router = MoeRouter::SigmoidNorm;
+        c.moe.score_correction_bias = true;
+        c.moe.routed_scaling = 2.5;
+        c.moe.shared_experts = 1;
+        c.moe.shared_ffn = 16;
+    }
+    return c;
+}
+
 Layout parse(const QString& text)
 {
     FieldErrors errors;
@@ -119,12 +150,16 @@ Layout parse(const QString& text)
     return l;
 }
 
-Measurement single(TrainRequest r)
+// One device: the whole batch at once, as a single-device trainer runs it, or micro-batches of
+// `micro_batch` sequences. The MoE load-balancing loss is per micro-batch (Megatron's): a
+// reference with a layout's micro-batches (replica d's micro-batch m is the one device's
+// micro-batch d M + m: TrainingLoop's rows) has the same loss terms.
+Measurement single(TrainRequest r, int micro_batch = 0)
 {
     const Recompute recompute = r.layout.recompute;
     r.layout = Layout{};
     r.layout.recompute = recompute;
-    r.layout.micro_batch = r.batch;  // the whole batch at once, as a single-device trainer runs it
+    r.layout.micro_batch = micro_batch > 0 ? micro_batch : r.batch;
     EmulatedDevice d(0, roomyProfile(), 1);
     const auto src = makeTokenSource(r);
     Measurement m = runTraining(r, *src, d);
@@ -810,6 +845,101 @@ private slots:
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
         expectReproduces(ref, m, r.model);
+    }
+
+    // Mixture of experts with expert parallelism (ep, etp = 1) alone and with dp, tp (sp), pp and
+    // cp: each reproduces its one-device run, routes the same copies to each expert, and counts
+    // the planner's all-to-all payload.
+    void moeLayoutReproducesOneDevice_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("layout");
+        for (const char* row : {"dp=2", "dp=2,ep=2", "dp=4,ep=4", "dp=4,ep=2", "tp=2,sp=on,etp=1",
+                                "dp=2,tp=2,sp=on,ep=2,etp=1", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
+                                "dp=4,pp=2,ep=4,mb=1", "cp=2,ep=2", "dp=2,tp=2,pp=2,sp=on,ep=2,etp=1,mb=1",
+                                "dp=2,pp=2,ep=2,schedule=interleaved,v=2,mb=1", "dp=2,ep=2,recompute=selective",
+                                "dp=2,cp=2,ep=4"})
+            QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
+        for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1"})
+            QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
+        // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
+        // micro-batch's on one device when tp and cp do not split it.
+        for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,pp=2,ep=2,mb=1"})
+            QTest::newRow(qPrintable(QString("capacity ") + row)) << "capacity" << QString(row);
+    }
+    void moeLayoutReproducesOneDevice()
+    {
+        QFETCH(QString, kind);
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model = moeModel(kind);
+        r.layout = parse(layout);
+        const Measurement ref = single(r, r.layout.micro_batch);
+        const Measurement m = cluster(r);
+        QCOMPARE(int(m.devices.size()), int(r.layout.devices()));
+        expectReproduces(ref, m, r.model);
+        // The same copies went to each expert (dropless routing is per token).
+        QCOMPARE(m.moe_tokens_per_expert, ref.moe_tokens_per_expert);
+        std::int64_t copies = 0;
+        for (std::int64_t n : m.moe_tokens_per_expert)
+            copies += n;
+        int moeLayers = 0;
+        for (int l = 0; l < r.model.layers; ++l)
+            moeLayers += r.model.moeLayer(l) ? 1 : 0;
+        QCOMPARE(m.moe_dropped_copies, ref.moe_dropped_copies);
+        QCOMPARE(copies + m.moe_dropped_copies,
+                 std::int64_t(r.steps) * r.batch * r.model.seq * r.model.moe.top_k * moeLayers);
+        QCOMPARE(m.moe_dropped_copies > 0, r.model.moe.capacity_factor > 0);
+        QVERIFY(m.moeMaxOverMean() >= 1.0);
+        // All-to-all: each device dispatches and combines its tokens' K copies of C values in the
+        // forward and their gradients in the backward, own share included (core/Prediction.h):
+        // 4 N K C e per MoE layer it holds and micro-batch, N its tokens of a micro-batch.
+        const Layout& l = r.layout;
+        const int ep = std::max(1, l.ep);
+        const double tokens = double(l.micro_batch) * r.model.seq / l.cp / (l.sequence_parallel ? l.tp : 1);
+        const double microBatches = double(r.batch) / (l.dp * l.micro_batch);
+        for (const DeviceMeasurement& d : m.devices) {
+            int held = 0;
+            for (int k = 0; k < r.model.layers / l.pp; ++k)
+                held += r.model.moeLayer(d.pp_rank * (r.model.layers / l.pp) + k) ? 1 : 0;
+            const double expected = ep > 1 ? 4 * tokens * r.model.moe.top_k * r.model.hidden * 4.0 * held *
+                                                 microBatches * r.steps
+                                           : 0.0;
+            if (r.model.moe.capacity_factor > 0)  // the dropped copies are not sent
+                QVERIFY(sent(d, "all_to_all") < expected);
+            else
+                QCOMPARE(sent(d, "all_to_all"), expected);
+        }
+    }
+
+    void moeRefusesWhatItDoesNotExecute_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("etp = tp = 2") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
+        QTest::newRow("zero") << "dp=2,ep=2,zero=1" << "layout.zero";
+        QTest::newRow("full recompute") << "dp=2,ep=2,recompute=full" << "layout.recompute";
+        QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
+    }
+    void moeRefusesWhatItDoesNotExecute()
+    {
+        QFETCH(QString, layout);
+        QFETCH(QString, field);
+        TrainRequest r = baseRequest();
+        r.model = moeModel("mixtral");
+        r.batch = 6;
+        r.layout = parse(layout);
+        bool named = false;
+        for (const FieldError& f : validate(r))
+            named = named || f.path == field.toStdString();
+        QVERIFY2(named, qPrintable(QString::fromStdString(joinErrors(validate(r)))));
+        // A dense model with ep > 1 is refused too.
+        TrainRequest dense = baseRequest();
+        dense.layout = parse("dp=2,ep=2");
+        bool ep = false;
+        for (const FieldError& f : validate(dense))
+            ep = ep || f.path == "layout.ep";
+        QVERIFY(ep);
     }
 
     void slidingWindowUnderCpIsRefused()

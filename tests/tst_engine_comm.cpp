@@ -324,6 +324,53 @@ private slots:
         QCOMPARE(QString(toString(CommKind::AllToAll)), QString("all_to_all"));
     }
 
+    // The planner's payload convention (AllToAllBytes, core/Prediction.h): a dispatch counts every
+    // value a member sends, its own block included, a combine every value it receives; the link
+    // clock is the crossing bytes' as with the default counting.
+    void allToAllVCountsTheOwnCopiesWhenAsked()
+    {
+        const int devices = 3;
+        const LinkSpec l = links(0);
+        for (AllToAllBytes counted : {AllToAllBytes::OwnCopiesOut, AllToAllBytes::OwnCopiesBack}) {
+            EmulatedCluster cluster(devices, profile(), l), plain(devices, profile(), l);
+            auto count = [](int s, int d) { return std::size_t(1 + (s + 2 * d) % 4); };
+            for (EmulatedCluster* c : {&cluster, &plain})
+                QVERIFY(!c->run([&](int id) {
+                    std::vector<std::size_t> sendCounts, recvCounts;
+                    for (int d = 0; d < devices; ++d) {
+                        sendCounts.push_back(count(id, d));
+                        recvCounts.push_back(count(d, id));
+                    }
+                    std::vector<float> send(std::accumulate(sendCounts.begin(), sendCounts.end(), std::size_t(0)), 1.0f);
+                    std::vector<float> recv(std::accumulate(recvCounts.begin(), recvCounts.end(), std::size_t(0)));
+                    c->groups(id).world->allToAllV(id, send.data(), sendCounts.data(), recv.data(), recvCounts.data(), 0,
+                                                   c == &cluster ? counted : AllToAllBytes::Crossing);
+                }));
+            for (int r = 0; r < devices; ++r) {
+                double out = 0, in = 0;
+                for (int p = 0; p < devices; ++p) {
+                    out += 4.0 * double(count(r, p));
+                    in += 4.0 * double(count(p, r));
+                }
+                const CommCounters& c = cluster.device(r).comm();
+                const bool dispatch = counted == AllToAllBytes::OwnCopiesOut;
+                QCOMPARE(c.bytes_sent[size_t(CommKind::AllToAll)], dispatch ? out : in);
+                QCOMPARE(c.bytes_received[size_t(CommKind::AllToAll)], dispatch ? in : out);
+                QCOMPARE(cluster.device(r).clockSeconds(), plain.device(r).clockSeconds());
+                QVERIFY(plain.device(r).comm().bytes_sent[size_t(CommKind::AllToAll)] < c.bytes_sent[size_t(CommKind::AllToAll)]);
+            }
+        }
+        // A group of one counts its own block under the convention, and nothing otherwise.
+        EmulatedCluster one(1, profile(), links(0));
+        QVERIFY(!one.run([&](int id) {
+            const std::size_t n = 5;
+            std::vector<float> send(n, 2.0f), recv(n);
+            one.groups(id).world->allToAllV(id, send.data(), &n, recv.data(), &n, 0, AllToAllBytes::OwnCopiesOut);
+            one.groups(id).world->allToAllV(id, send.data(), &n, recv.data(), &n);
+        }));
+        QCOMPARE(one.device(0).comm().bytes_sent[size_t(CommKind::AllToAll)], 20.0);
+    }
+
     void allToAllMovesEqualBlocksAndRefusesMismatchedCounts()
     {
         EmulatedCluster cluster(4, profile(), links());

@@ -6,6 +6,7 @@
 // FLOPs but not the gradients; FLOPs against core's formula; bf16 storage; seeds;
 // out of memory reported by the run, which the process survives.
 #include "Bf16.h"
+#include "BuiltinSpecs.h"
 #include "MaskedLm.h"
 #include "ModelExecutor.h"
 #include "ModelSpec.h"
@@ -64,6 +65,19 @@ ModelSpec specOf(const ModelConfig& c)
     m.token_types = c.token_types;
     m.embedding_norm = c.embedding_norm;
     m.pooler = c.pooler;
+    if (c.moe.enabled()) {
+        m.moe.experts = c.moe.experts;
+        m.moe.top_k = c.moe.top_k;
+        m.moe.ffn_hidden = c.moe.expert_ffn;
+        m.moe.shared_experts = c.moe.shared_experts;
+        m.moe.shared_ffn_hidden = c.moe.shared_ffn;
+        m.moe.dense_layers = c.moe.dense_layers;
+        m.moe.layer_interval = c.moe.layer_interval;
+        m.moe.router = c.moe.router;
+        m.moe.aux_loss_coeff = c.moe.aux_loss_coeff;
+        m.moe.score_correction_bias = c.moe.score_correction_bias;
+        m.moe.routed_scaling = c.moe.routed_scaling;
+    }
     if (c.encoder_decoder) {
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;
@@ -143,6 +157,17 @@ StepData stepData(const ModelConfig& c, int B, std::uint64_t seed)
     return d;
 }
 
+// Whether no two of the B sequences of T tokens (one micro-batch) open with the same token (with
+// learned positions, then no two positions have the same history).
+bool distinctOpenings(const std::vector<int>& tokens, int B, int T)
+{
+    for (int b = 0; b < B; ++b)
+        for (int c = 0; c < b; ++c)
+            if (tokens[size_t(b) * size_t(T)] == tokens[size_t(c) * size_t(T)])
+                return false;
+    return true;
+}
+
 // Llama's blocks: RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head, no biases.
 ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
 {
@@ -155,6 +180,36 @@ ModelConfig llamaLike(int L, int C, int NH, int NKV, int F, int V, int T)
     c.rope_base = 500000;
     c.bias = false;
     c.tied_embeddings = false;
+    return c;
+}
+
+// Mixtral's MoE blocks on Llama's: E experts of F_e, top-k softmax renormalised, every layer.
+ModelConfig mixtralLike(int L, int C, int NH, int NKV, int Fe, int E, int K, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NKV, 4 * C, V, T);
+    c.moe.experts = E;
+    c.moe.top_k = K;
+    c.moe.expert_ffn = Fe;
+    c.moe.router = MoeRouter::SoftmaxNorm;
+    c.moe.aux_loss_coeff = 0.02;
+    return c;
+}
+
+// DeepSeek-V3's MoE blocks (without MLA): one dense first layer of F, then sigmoid top-k
+// normalised and scaled, the score-correction bias, shared experts.
+ModelConfig deepseekLike(int L, int C, int NH, int F, int Fe, int E, int K, int S, int Fs, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NH, F, V, T);
+    c.moe.experts = E;
+    c.moe.top_k = K;
+    c.moe.expert_ffn = Fe;
+    c.moe.shared_experts = S;
+    c.moe.shared_ffn = Fs;
+    c.moe.dense_layers = 1;
+    c.moe.router = MoeRouter::SigmoidNorm;
+    c.moe.score_correction_bias = true;
+    c.moe.routed_scaling = 2.5;
+    c.moe.aux_loss_coeff = 0.01;
     return c;
 }
 
@@ -269,6 +324,19 @@ private slots:
         const ModelConfig bertBase = bertLike(12, 768, 12, 30522, 512);
         QCOMPARE(shardscope::parameterCount(specOf(bertBase)), std::int64_t(109'482'240));
         QCOMPARE(engine::parameterCount(bertBase), std::int64_t(110'106'428));
+        // MoE: the engine's router, experts and shared experts count as core counts them, at the
+        // published sizes too: Mixtral 8x7B 46,702,792,704 (HF transformers' num_parameters() of
+        // mistralai/Mixtral-8x7B-v0.1, tst_core_model and tst_core_hfimport).
+        ModelConfig mixtral = mixtralLike(32, 4096, 32, 8, 14336, 8, 2, 32000, 4096);
+        mixtral.rope_base = 1e6;
+        QCOMPARE(engine::parameterCount(mixtral), std::int64_t(46'702'792'704));
+        ModelConfig interval = mixtralLike(4, 16, 4, 2, 12, 4, 1, 21, 6);
+        interval.moe.layer_interval = 2;
+        interval.mlp = MlpKind::Gelu;
+        interval.moe.router = MoeRouter::Softmax;
+        for (const ModelConfig& c : {mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6), interval,
+                                     deepseekLike(3, 16, 4, 40, 12, 6, 2, 2, 8, 21, 6)})
+            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
         EmulatedDevice d(0, roomyProfile());
         const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
         ModelExecutor<float> m(cfg, optionsFor(1, 7), singleDevice(d, oneDevice(1)));
@@ -277,6 +345,52 @@ private slots:
         for (const ShardTensor& t : m.tensors())
             sum += t.count;
         QCOMPARE(sum, m.localParameters());
+    }
+
+    // Catalog MoE models scaled down (engine::scaledMoe): Mixtral 8x7B keeps its 8 experts, top-2
+    // and softmax-renormalised router, its expert width ratio (14336 / 4096); DeepSeek-V3's MoE
+    // part (its MLA attention is not executed by the engine: validation refuses the model by name)
+    // 8 of its 256 experts, top-4 of them, the sigmoid router with its scaling and correction bias,
+    // the shared expert, one dense first layer. Each trains as a valid model counted as core counts it.
+    void catalogMoeModelsScaleDown()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        for (const char* name : {"mixtral-8x7b", "deepseek-v3"}) {
+            const ModelSpec spec = specs.model(name);
+            for (const int ep : {1, 2, 4}) {
+                ModelConfig c = llamaLike(4, 64, 4, 2, 4 * 64, 64, 16);
+                c.moe = scaledMoe(spec, c.hidden, c.layers, ep);
+                const MoeConfig& m = c.moe;
+                QCOMPARE(m.experts, std::min(spec.moe.experts, 8));
+                QCOMPARE(m.experts % ep, 0);
+                QCOMPARE(m.top_k, std::min(spec.moe.top_k, m.experts / 2));
+                QCOMPARE(m.router, spec.moe.router);
+                QCOMPARE(m.score_correction_bias, spec.moe.score_correction_bias);
+                QCOMPARE(m.routed_scaling, spec.moe.routed_scaling);
+                QCOMPARE(m.shared_experts, spec.moe.shared_experts);
+                QVERIFY(std::fabs(double(c.expertFfn()) / c.hidden - double(spec.expertFfn()) / spec.hidden) < 2.0 / c.hidden);
+                QCOMPARE(m.dense_layers, std::min(spec.moe.dense_layers, 1));
+                QVERIFY2(validate(c).empty(), joinErrors(validate(c)).c_str());
+                QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+            }
+        }
+        QCOMPARE(scaledMoe(specs.model("mixtral-8x7b"), 64, 4).expert_ffn, 224);  // 3.5 x 64
+        QCOMPARE(scaledMoe(specs.model("llama-3-8b"), 64, 4).enabled(), false);
+        // The scaled Mixtral trains: 2 steps, every token's copies routed.
+        TrainRequest r;
+        r.model = llamaLike(2, 32, 4, 2, 4 * 32, 32, 8);
+        r.model.moe = scaledMoe(specs.model("mixtral-8x7b"), r.model.hidden, r.model.layers);
+        r.batch = 4;
+        r.steps = 2;
+        r.layout.micro_batch = 4;
+        EmulatedDevice d(0, roomyProfile());
+        const auto src = makeTokenSource(r);
+        const Measurement run = runTraining(r, *src, d);
+        QVERIFY2(!run.error, run.error ? run.error->message.c_str() : "");
+        std::int64_t copies = 0;
+        for (std::int64_t n : run.moe_tokens_per_expert)
+            copies += n;
+        QCOMPARE(copies, std::int64_t(2) * 4 * 8 * 2 * 2);  // steps x batch x seq x top-2 x MoE layers
     }
 
     // The masked-LM batches (MaskedLm.h): k = round(15% T) positions a sequence, each the target
@@ -357,6 +471,31 @@ private slots:
 
     void invalidConfigsAreNamed()
     {
+        // MoE settings the engine does not execute, or that contradict each other, by field.
+        {
+            auto named = [](const ModelConfig& c, const char* field) {
+                for (const FieldError& f : validate(c))
+                    if (f.path == field)
+                        return true;
+                return false;
+            };
+            ModelConfig c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.top_k = 5;
+            QVERIFY(named(c, "moe.top_k"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.score_correction_bias = true;  // a softmax router
+            QVERIFY(named(c, "moe.score_correction_bias"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.dense_layers = 2;
+            QVERIFY(named(c, "moe.dense_layers"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.bias = true;
+            QVERIFY(named(c, "bias"));
+            c = mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6);
+            c.moe.shared_ffn = 8;  // without shared experts
+            QVERIFY(named(c, "moe.shared_ffn"));
+            QVERIFY(validate(mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6)).empty());
+        }
         const FieldErrors e = validate(ModelConfig{2, 64, 5, 10, 8});
         QCOMPARE(e.size(), size_t(1));
         QCOMPARE(e[0].path, std::string("heads"));
@@ -483,6 +622,19 @@ private slots:
         QTest::newRow("t5 v1.1 geglu untied") << t5Like(1, 2, 8, 2, 12, 11, 6, 4, MlpKind::GeGlu);
         QTest::newRow("bert: post-norm, token types, embedding norm, pooler + NSP, masked LM") << bertLike(2, 8, 2, 11, 6);
         QTest::newRow("pre-norm encoder: final norm + masked-LM transform, rmsnorm rope untied") << preNormEncoder(2, 8, 2, 11, 6);
+        // MoE: router, experts, load-balancing loss in the objective (ties avoided by the seed).
+        QTest::newRow("mixtral-like moe: 4 experts top-2 softmax renormalised, aux loss") << mixtralLike(2, 8, 2, 2, 6, 4, 2, 11, 5);
+        ModelConfig gelu = mixtralLike(3, 8, 2, 2, 6, 4, 1, 11, 5);
+        gelu.mlp = MlpKind::Gelu;
+        gelu.moe.router = MoeRouter::Softmax;
+        gelu.moe.layer_interval = 2;
+        QTest::newRow("moe every 2nd layer: gelu top-1 softmax not renormalised") << gelu;
+        ModelConfig capacity = mixtralLike(2, 8, 2, 2, 6, 4, 2, 11, 5);
+        capacity.moe.capacity_factor = 0.75;  // 4 of a micro-batch's 20 copies an expert: some dropped
+        capacity.positions = PositionKind::Learned;  // no exact ties (see the check)
+        QTest::newRow("moe capacity factor 0.75 (Megatron's drop policy probs)") << capacity;
+        QTest::newRow("deepseek-like moe: dense first layer, sigmoid scaled, bias, 2 shared experts")
+            << deepseekLike(2, 8, 2, 12, 6, 6, 2, 2, 4, 11, 5);
     }
     void wholeModelGradientCheck()
     {
@@ -495,10 +647,21 @@ private slots:
         o.seed = 3;
         o.global_tokens = lossTokens(config, B);
         ModelExecutor<double> m(config, o, singleDevice(d, oneDevice(B)));
-        const StepData data = stepData(config, B, 9);
+        // Capacity mode drops by router weight, where two tokens with the same history tie exactly:
+        // its model has learned positions, and the data seed is the first from 9 whose two
+        // sequences open with different tokens.
+        std::uint64_t dataSeed = 9;
+        while (config.moe.capacity_factor > 0 && !distinctOpenings(stepData(config, B, dataSeed).in, B, T))
+            ++dataSeed;
+        const StepData data = stepData(config, B, dataSeed);
         const std::vector<int>&in = data.in, &tg = data.tg;
         const double tokensN = double(lossTokens(config, B));
-        auto loss = [&] { return m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN; };
+        // The objective: the mean loss, plus each MoE layer's load-balancing loss weighted as the
+        // executor weighs it (this micro-batch's loss tokens over the step's: 1 here).
+        auto loss = [&] {
+            const double lm = m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN;
+            return lm + m.lastAuxLoss() * tokensN / double(o.global_tokens);
+        };
         loss();
         m.backward(0);
         const std::int64_t P = m.localParameters();
@@ -525,8 +688,16 @@ private slots:
             double s = 0;
             for (std::int64_t i = 0; i < t.count; ++i)
                 s += std::fabs(analytic[size_t(t.offset + i)]);
-            QVERIFY2(s > 0, t.name.c_str());
+            // DeepSeek-V3's score-correction bias steers the choice only: no gradient.
+            if (t.role == TensorRole::ExpertBias)
+                QCOMPARE(s, 0.0);
+            else
+                QVERIFY2(s > 0, t.name.c_str());
         }
+        if (config.moe.enabled() && config.moe.aux_loss_coeff > 0)
+            QVERIFY(m.lastAuxLoss() > 0);
+        if (config.moe.capacity_factor > 0)
+            QVERIFY(m.droppedCopies() > 0);
     }
 
     void recomputationKeepsGradients()

@@ -416,6 +416,89 @@ private slots:
         QVERIFY(device.counters().flops[size_t(KernelKind::Matmul)] > 0);
     }
 
+    // Capacity mode (Megatron-LM's moe_expert_capacity_factor, drop policy "probs", d98e8a64
+    // moe_utils.py apply_router_token_dropping): each expert keeps at most ceil(N K / E x factor)
+    // copies, those of the largest weights; the dropped ones add nothing, the kept weights are
+    // not renormalised; the gradients of that function match finite differences.
+    void capacityDropsTheLowestWeightsPastTheCapacity()
+    {
+        MoeShape shape;
+        shape.hidden = 5;
+        shape.ffn = 4;
+        shape.mlp = shardscope::MlpKind::SwiGlu;
+        shape.router = {4, 2, RouterScore::Softmax, 1.0};
+        shape.aux_loss_coeff = 0.05;
+        shape.capacity_factor = 0.5;
+        const int C = 5, F = 4, E = 4, K = 2, N = 9;
+        const std::int64_t capacity = 3;  // ceil(9 x 2 / 4 x 0.5) = ceil(2.25)
+        const std::int64_t Fin = shape.ffnIn();
+        std::vector<double> x = randomValues(size_t(C * N), 51), router = randomValues(size_t(C * E), 52, 1.5),
+                            ein = randomValues(size_t(E * C * Fin), 53, 0.5), eout = randomValues(size_t(E * F * C), 54, 0.5);
+        EmulatedDevice device(0, kernelTestProfile(), 1);
+        Kernels<double> k(device, shardscope::engine::PrecisionMode::FP32);
+        MoeMlp<double> block(k, shape);
+        const MoeWeights<double> w{router.data(), ein.data(), eout.data(), nullptr, nullptr, nullptr};
+        MoeSaved<double> saved;
+        std::vector<double> y(size_t(C * N));
+        block.forward(saved, y.data(), x.data(), w, N);
+        // The definition: every token's choice, then per expert the copies by weight, the first kept.
+        std::vector<int> idx(size_t(N * K));
+        std::vector<double> weights(size_t(N * K));
+        for (int n = 0; n < N; ++n) {
+            std::vector<double> logits(static_cast<size_t>(E), 0.0);
+            for (int e = 0; e < E; ++e)
+                for (int i = 0; i < C; ++i)
+                    logits[size_t(e)] += router[size_t(e * C + i)] * x[size_t(n * C + i)];
+            router_topk_forward<double>(shape.router, logits.data(), 1, nullptr, idx.data() + n * K,
+                                        weights.data() + n * K);
+        }
+        std::vector<bool> keep(size_t(N * K), true);
+        std::int64_t dropped = 0;
+        for (int e = 0; e < E; ++e) {
+            std::vector<int> mine;
+            for (int c = 0; c < N * K; ++c)
+                if (idx[size_t(c)] == e)
+                    mine.push_back(c);
+            std::sort(mine.begin(), mine.end(), [&](int a, int b) { return weights[size_t(a)] > weights[size_t(b)]; });
+            for (size_t i = size_t(capacity); i < mine.size(); ++i, ++dropped)
+                keep[size_t(mine[i])] = false;
+            QCOMPARE(saved.kept[size_t(e)], std::min<std::int64_t>(capacity, std::int64_t(mine.size())));
+            QCOMPARE(saved.counts[size_t(e)], std::int64_t(mine.size()));  // the router's choice, for the aux loss
+        }
+        QVERIFY2(dropped > 0, "the seed routes more copies to some expert than it takes");
+        QCOMPARE(saved.dropped, dropped);
+        for (int n = 0; n < N; ++n) {
+            std::vector<double> expected(static_cast<size_t>(C), 0.0);
+            for (int kk = 0; kk < K; ++kk) {
+                const int c = n * K + kk;
+                if (!keep[size_t(c)])
+                    continue;
+                const std::vector<double> out = naiveMlp(shape.mlp, x.data() + n * C, ein.data() + size_t(idx[size_t(c)]) * C * Fin,
+                                                         eout.data() + size_t(idx[size_t(c)]) * F * C, C, F);
+                for (int i = 0; i < C; ++i)
+                    expected[size_t(i)] += weights[size_t(c)] * out[size_t(i)];
+            }
+            for (int i = 0; i < C; ++i)
+                QVERIFY(std::fabs(y[size_t(n * C + i)] - expected[size_t(i)]) < 1e-12);
+        }
+        const std::vector<double> G = randomValues(y.size(), 55);
+        std::vector<double> dx(x.size()), drouter(router.size(), 0.0), dein(ein.size(), 0.0), deout(eout.size(), 0.0);
+        block.backward(saved, dx.data(), G.data(), w, {drouter.data(), dein.data(), deout.data(), nullptr, nullptr}, 0.7);
+        const std::vector<std::int64_t> kept = saved.kept;
+        auto loss = [&] {
+            MoeSaved<double> again;
+            std::vector<double> y2(y.size());
+            const double a = block.forward(again, y2.data(), x.data(), w, N);
+            if (again.kept != kept || again.perm.order != saved.perm.order)
+                throw std::logic_error("a finite difference changed the routing or the drops");
+            return std::inner_product(G.begin(), G.end(), y2.begin(), 0.0) + 0.7 * a;
+        };
+        QVERIFY2(fdError(x, dx, loss) < 1e-7, "input");
+        QVERIFY2(fdError(router, drouter, loss) < 1e-7, "router");
+        QVERIFY2(fdError(ein, dein, loss) < 1e-7, "expert_in");
+        QVERIFY2(fdError(eout, deout, loss) < 1e-7, "expert_out");
+    }
+
     void badRouterSettingsAreNamed()
     {
         const std::vector<double> logits(8, 0.0);

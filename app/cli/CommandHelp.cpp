@@ -284,7 +284,8 @@ std::vector<CommandHelp> makeCommands()
                  "Trains a small transformer for real on one emulated device (this host, measured, or a catalog chip "
                  "scaled down), or with --devices/--layout on an emulated cluster executing the layout. The blocks "
                  "default to GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head); --norm, --mlp, "
-                 "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's. Prints loss, "
+                 "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's, --experts "
+                 "mixture-of-experts layers (the layout's ep and etp=1 put the experts on ep ranks). Prints loss, "
                  "device-clock and wall time per step, peak memory by category, FLOPs and, per device, the bytes of "
                  "each collective.",
                  Options{required(value("layers", "L", "transformer blocks")), required(value("hidden", "H", "hidden size")),
@@ -312,6 +313,19 @@ std::vector<CommandHelp> makeCommands()
                   value("sliding-window", "W", "sliding-window attention on every layer (Mistral): each query sees "
                                                "itself and the W - 1 keys before it"),
                   flag("untied", "an LM head of its own (not the token embedding)"),
+                  value("experts", "E", "mixture of experts: E routed experts in the MoE layers (no linear biases)"),
+                  value("top-k", "K", "routed experts a token passes through (--experts)", "2"),
+                  value("shared-experts", "S", "experts every token passes through (--experts)", "0"),
+                  value("shared-ffn", "F", "inner size of each shared expert", "--ffn"),
+                  value("expert-ffn", "F", "inner size of each routed expert", "--ffn"),
+                  choice("router", names(kMoeRouterNames),
+                         "the router's scores: softmax or sigmoid, the top k renormalised (-norm) or not", "softmax-norm"),
+                  value("aux-loss-coeff", "X", "load-balancing loss coefficient (Megatron's --moe-aux-loss-coeff)", "0"),
+                  value("moe-dense-layers", "N", "first layers with the dense MLP", "0"),
+                  value("moe-layer-interval", "N", "an MoE block in the last layer of every N after them", "1"),
+                  value("capacity-factor", "X", "expert capacity: at most ceil(X tokens top-k / experts) copies an expert, "
+                                                "the lowest router weights dropped (Megatron's); 0: dropless", "0"),
+                  value("routed-scaling", "X", "factor on the routed experts' weights (DeepSeek-V3)", "1"),
                   flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
                                   "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),
                   value("token-types", "N", "segment embeddings (--encoder)", "2"),
@@ -353,7 +367,10 @@ std::vector<CommandHelp> makeCommands()
                   "train --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 176 --mlp swiglu --norm rmsnorm "
                   "--positions rotary --rope-base 500000 --no-bias --untied --vocab 64 --seq 32 --batch 8 --steps 20",
                   "train --layers 2 --hidden 64 --heads 4 --encoder --vocab 64 --seq 32 --batch 8 --steps 20 --devices 4 "
-                  "--layout \"tp=2,pp=2,sp=on,mb=2\""}});
+                  "--layout \"tp=2,pp=2,sp=on,mb=2\"",
+                  "train --layers 2 --hidden 64 --heads 4 --mlp swiglu --norm rmsnorm --positions rotary --experts 8 "
+                  "--top-k 2 --shared-experts 1 --aux-loss-coeff 0.01 --vocab 64 --seq 32 --batch 8 --steps 20 "
+                  "--devices 4 --layout \"dp=4,ep=4\""}});
 
     c.push_back({"validate", "the planner's predictions against real engine runs",
                  {"validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]",

@@ -117,10 +117,25 @@ std::string objectiveNote(const ModelConfig& c)
            " positions a sequence" + (c.pooler ? ", + next-sentence loss" : "") + ")";
 }
 
+// Mixture of experts: the measured load (copies routed to each expert over the run).
+void printMoeLoad(const Measurement& m, Context& ctx)
+{
+    if (m.moe_tokens_per_expert.empty())
+        return;
+    ctx.out << "experts' load: token copies per expert";
+    for (size_t e = 0; e < m.moe_tokens_per_expert.size(); ++e)
+        ctx.out << (e ? ", " : " ") << m.moe_tokens_per_expert[e];
+    ctx.out << " (max/mean " << fixed(m.moeMaxOverMean(), 3) << ")";
+    if (m.moe_dropped_copies > 0)
+        ctx.out << "; " << m.moe_dropped_copies << " copies dropped past the experts' capacity";
+    ctx.out << "\n";
+}
+
 void printSummary(const Measurement& m, Context& ctx)
 {
     if (m.devices.empty())
         return;
+    printMoeLoad(m, ctx);
     if (m.devices.size() > 1) {
         printDevices(m, ctx);
         if (!m.steps.empty())
@@ -204,8 +219,30 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     r.model.positions = enumOption("positions", std::span<const EnumName<PositionKind>>(kPositionKindNames),
                                    PositionKind::Learned);
     r.model.rope_base = a.number("rope-base", r.model.rope_base, 1, 1e12);
+    // Mixture of experts (issue 16; engine/ModelConfig.h): --experts routed experts, --top-k of them a
+    // token, --shared-experts of --shared-ffn every token passes through, the router kind, the
+    // load-balancing loss, the dense first layers and the interval of MoE layers.
+    MoeConfig& moe = r.model.moe;
+    moe.experts = a.integer("experts", 0, 1, 1 << 16);
+    moe.top_k = a.integer("top-k", moe.experts > 0 ? std::min(2, moe.experts) : 0, 1, 1 << 16);
+    moe.shared_experts = a.integer("shared-experts", 0, 0, 1 << 12);
+    for (const char* option : {"top-k", "shared-experts", "shared-ffn", "expert-ffn", "router", "aux-loss-coeff",
+                               "moe-dense-layers", "moe-layer-interval", "capacity-factor", "routed-scaling"})
+        if (moe.experts == 0 && a.value(option))
+            throw UsageError(std::string("--") + option + ": a mixture-of-experts setting: give --experts E");
+    if (moe.experts > 0) {
+        moe.expert_ffn = a.integer("expert-ffn", 0, 1, 1 << 20);
+        moe.shared_ffn = a.integer("shared-ffn", moe.shared_experts > 0 ? r.model.ffn() : 0, 1, 1 << 20);
+        moe.router = enumOption("router", std::span<const EnumName<MoeRouter>>(kMoeRouterNames), MoeRouter::SoftmaxNorm);
+        moe.aux_loss_coeff = a.number("aux-loss-coeff", 0, 0, 1000);
+        moe.dense_layers = a.integer("moe-dense-layers", 0, 0, 1024);
+        moe.layer_interval = a.integer("moe-layer-interval", 1, 1, 1024);
+        moe.capacity_factor = a.number("capacity-factor", 0, 0, 1e6);
+        moe.routed_scaling = a.number("routed-scaling", 0, 0, 1000);
+    }
     // Linear biases: on every layer (GPT-2), on q, k and v only (Qwen2), or none; --no-bias is --bias none.
-    const std::string bias = a.value("bias").value_or(a.flag("no-bias") ? "none" : "all");
+    // MoE blocks have none (Mixtral, Qwen-MoE, DeepSeek): the default with --experts.
+    const std::string bias = a.value("bias").value_or(a.flag("no-bias") || moe.experts > 0 ? "none" : "all");
     if (bias != "all" && bias != "qkv" && bias != "none")
         throw UsageError("--bias: \"" + bias + "\" is not one of all, qkv, none");
     if (a.flag("no-bias") && bias != "none")
@@ -317,6 +354,17 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
         // Model fields by their option names (ffn_hidden is --ffn, kv_heads --kv-heads, ...).
         if (f.path == "ffn_hidden")
             f.path = "ffn";
+        // The MoE fields by their option names (moe.top_k is --top-k, moe.dense_layers --moe-dense-layers).
+        static const std::pair<const char*, const char*> moeOptions[] = {
+            {"moe.experts", "experts"},           {"moe.top_k", "top-k"},
+            {"moe.shared_experts", "shared-experts"}, {"moe.shared_ffn", "shared-ffn"},
+            {"moe.expert_ffn", "expert-ffn"},     {"moe.aux_loss_coeff", "aux-loss-coeff"},
+            {"moe.dense_layers", "moe-dense-layers"}, {"moe.layer_interval", "moe-layer-interval"},
+            {"moe.capacity_factor", "capacity-factor"}, {"moe.routed_scaling", "routed-scaling"},
+            {"moe", "experts"}};
+        for (const auto& [field, option] : moeOptions)
+            if (f.path == field)
+                f.path = option;
         std::replace(f.path.begin(), f.path.end(), '_', '-');
         f.path = "--" + f.path;
     }
