@@ -283,7 +283,7 @@ std::vector<CommandHelp> makeCommands()
                  "scaled down), or with --devices/--layout on an emulated cluster executing the layout. The blocks "
                  "default to GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head); --norm, --mlp, "
                  "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's, --experts "
-                 "mixture-of-experts layers (the layout's ep and etp=1 put the experts on ep ranks). Prints loss, "
+                 "mixture-of-experts layers (the layout's ep and etp split the experts over ep ranks and each expert over etp). Prints loss, "
                  "device-clock and wall time per step, peak memory by category, FLOPs and, per device, the bytes of "
                  "each collective.",
                  Options{required(value("layers", "L", "transformer blocks")), required(value("hidden", "H", "hidden size")),
