@@ -112,11 +112,11 @@ public:
     // member j, taken from `send` in member order, and receives recv_counts[i] values from
     // member i into `recv`, packed in member order. recv_counts[i] must be member i's
     // send_counts[r] (std::invalid_argument otherwise). The values a member keeps for itself are
-    // copied, not counted (unless `counted` says otherwise, see AllToAllBytes). Clock: every peer's message is in flight at once, on the link it
-    // crosses (the intra-node link to peers of the same emulated node, the node network to the
-    // others), so a member is busy for max over both links of (latency + the larger of the
-    // bytes it sends and receives on it / the link's bandwidth), and the call ends when the
-    // busiest member of the group is done.
+    // copied, not counted (unless `counted` says otherwise, see AllToAllBytes). Clock: every
+    // peer's message is in flight at once, on the link it crosses (the intra-node link to peers
+    // of the same emulated node, the node network to the others), so a member is busy for max
+    // over both links of (latency + the larger of the bytes it sends and receives on it / the
+    // link's bandwidth), and the call ends when the busiest member of the group is done.
     template <class T>
     void allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv, const std::size_t* recv_counts,
                    double element_bytes = 0, AllToAllBytes counted = AllToAllBytes::Crossing);

@@ -1909,7 +1909,8 @@ double ModelExecutor<T>::reduceGradients()
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
         // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0.
-        const bool counted = t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
+        const bool counted =
+            t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
         if (counted)
             sumSq += sum_of_squares<T>(k_.pool(), p, n);
     });

@@ -160,7 +160,8 @@ void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
     for (size_t c = 0; c < s.chunks.size(); ++c) {  // (etp member, sending rank, local expert)
         const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
         if (n > 0) {
-            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin, n);
+            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin,
+                             n);
             k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
             k_.matmulForward(s.expertOut + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
         }
