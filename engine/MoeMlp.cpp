@@ -150,6 +150,15 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     s.gathered = 0;
     for (std::size_t n : s.etpCounts)
         s.gathered += std::int64_t(n);
+    // The same splits in values (C a copy), for the collectives.
+    auto values = [&](const std::vector<std::size_t>& copies, std::vector<std::size_t>& out) {
+        out.resize(copies.size());
+        for (size_t i = 0; i < copies.size(); ++i)
+            out[i] = copies[i] * size_t(s_.hidden);
+    };
+    values(s.sendCounts, s.sendValues);
+    values(s.recvCounts, s.recvValues);
+    values(s.etpCounts, s.etpValues);
 }
 
 template <class T>
@@ -218,14 +227,9 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
     k_.device().charge(KernelKind::Elementwise, {0, double(C * sent) * e, double(C * sent) * e}, k_.compute());
-    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
-    for (std::size_t& v : sendValues)
-        v *= size_t(C);
-    for (std::size_t& v : recvValues)
-        v *= size_t(C);
-    std::vector<std::size_t> etpValues(s.etpCounts);
-    for (std::size_t& v : etpValues)
-        v *= size_t(C);
+    const std::vector<std::size_t>& sendValues = s.sendValues;
+    const std::vector<std::size_t>& recvValues = s.recvValues;
+    const std::vector<std::size_t>& etpValues = s.etpValues;
     T* mine = s.recv + s.own * C;  // this rank's received copies among the gathered ones
     if (ep)  // Megatron's token_dispatch: the copies to the ranks of their experts
         par_.ep->allToAllV(par_.ep_rank, s.disp, sendValues.data(), mine, recvValues.data(), par_.element_bytes,
@@ -333,14 +337,9 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
     moe_combine_backward<T>(s.perm, int(K), dy, s.combineIn, s.topW, C, N, dCombineIn, dTopW);
     k_.device().charge(KernelKind::Elementwise, {4 * double(C * NK), double(C * N) * e + double(C * NK) * e,
                                                  double(C * NK) * e}, k_.compute());
-    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
-    for (std::size_t& v : sendValues)
-        v *= size_t(C);
-    for (std::size_t& v : recvValues)
-        v *= size_t(C);
-    std::vector<std::size_t> etpValues(s.etpCounts);
-    for (std::size_t& v : etpValues)
-        v *= size_t(C);
+    const std::vector<std::size_t>& sendValues = s.sendValues;
+    const std::vector<std::size_t>& recvValues = s.recvValues;
+    const std::vector<std::size_t>& etpValues = s.etpValues;
     if (ep)
         par_.ep->allToAllV(par_.ep_rank, dCombineIn, sendValues.data(), dExpertOut + s.own * C, recvValues.data(),
                            par_.element_bytes, AllToAllBytes::OwnCopiesOut);

@@ -120,6 +120,7 @@ struct MoeSaved {
     // compute (its own received copies only without etp).
     std::vector<std::int64_t> chunks;
     std::vector<std::size_t> etpCounts;      // copies each etp member received
+    std::vector<std::size_t> sendValues, recvValues, etpValues;  // the three splits in values (C a copy)
     std::int64_t N = 0, received = 0, batchTokens = 0, dropped = 0;  // dropped: copies past the capacity
     std::int64_t own = 0, gathered = 0;      // this rank's received copies' place among the gathered ones, and all
     const T* x = nullptr;
