@@ -134,6 +134,16 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
                     for (int id : ids)
                         groups_[size_t(id)].ep = &eg;
                 }
+                for (int j = 0; j < ep && t == 0 && etp > 1; ++j)
+                    for (int k = 0; k < edp; ++k) {
+                        std::vector<int> ids;
+                        for (int u = 0; u < etp; ++u)
+                            ids.push_back(pp * stage + u + etp * (j + ep * k));
+                        CommGroup& tg = comm_->makeGroup(ids, "etp(" + std::to_string(j) + "," + std::to_string(k) +
+                                                                  "," + std::to_string(pp) + ")");
+                        for (int id : ids)
+                            groups_[size_t(id)].etp = &tg;
+                    }
                 for (int j = 0; j < ep; ++j) {
                     std::vector<int> ids;
                     for (int k = 0; k < edp; ++k)

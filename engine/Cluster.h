@@ -18,7 +18,8 @@
 //   ep, edp   Megatron's expert grid per stage: the stage's rank r = tp_rank + tp (cp_rank +
 //             cp dp_rank) is also etp_rank + etp (ep_rank + ep edp_rank); ep: the ep ranks of the
 //             same (etp, edp) ranks (experts/ep routed experts each), edp: the edp ranks of the
-//             same (etp, ep) ranks (the expert gradients' reduction)
+//             same (etp, ep) ranks (the expert gradients' reduction); etp: the etp ranks of the
+//             same (ep, edp) ranks (each expert's matrices split over them)
 //   world     every device
 // Pipeline neighbours are reached by send/recv to stageNeighbour().
 //
@@ -54,6 +55,7 @@ struct DeviceGroups {
     CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
     CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above); null unless ep > 1
     CommGroup* edp = nullptr;        // expert data parallel: the stage's devices holding the same experts
+    CommGroup* etp = nullptr;        // expert tensor parallel: the slices of the same experts; null unless etp > 1
     CommGroup* world = nullptr;
 };
 

@@ -105,9 +105,16 @@ template <class T>
 void CommGroup::reduceOwnChunk(int rank, T* data, std::size_t count, ReduceOp op)
 {
     const int n = size();
+    reduceRange(rank, data, chunkBegin(count, n, rank), chunkBegin(count, n, rank + 1), op);
+}
+
+// Values [b, e) of every member's buffer reduced into member r's, in the ring's order (above).
+template <class T>
+void CommGroup::reduceRange(int rank, T* data, std::size_t b, std::size_t e, ReduceOp op)
+{
+    const int n = size();
     constexpr std::size_t kTile = 256;
     T acc[kTile];
-    const std::size_t b = chunkBegin(count, n, rank), e = chunkBegin(count, n, rank + 1);
     for (std::size_t t = b; t < e; t += kTile) {
         const std::size_t len = std::min(kTile, e - t);
         const T* first = static_cast<const T*>(buffers_[size_t((rank + 1) % n)]) + t;
@@ -201,6 +208,50 @@ void CommGroup::allGather(int rank, T* data, std::size_t count, double element_b
     const double chunk = double(count) * eb / n;
     devices_[size_t(rank)]->communicate(CommKind::AllGather, sent, received, start,
                                         start + (n - 1) * stepSeconds(chunk));
+}
+
+template <class T>
+void CommGroup::allGatherV(int rank, T* data, const std::size_t* counts, double element_bytes)
+{
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
+    const int n = size();
+    if (n == 1)
+        return;
+    const double start = begin(rank, data);
+    std::size_t at = 0, total = 0, largest = 0;
+    for (int i = 0; i < n; ++i) {
+        if (i != rank && counts[i] > 0)
+            std::memcpy(data + at, static_cast<const T*>(buffers_[size_t(i)]) + at, counts[i] * sizeof(T));
+        at += counts[i];
+        total += counts[i];
+        largest = std::max(largest, counts[i]);
+    }
+    arrive();  // every block read from its owner
+    const double sent = double(total - counts[(rank + 1) % n]) * eb, received = double(total - counts[rank]) * eb;
+    devices_[size_t(rank)]->communicate(CommKind::AllGather, sent, received, start,
+                                        start + (n - 1) * stepSeconds(double(largest) * eb));
+}
+
+template <class T>
+void CommGroup::reduceScatterV(int rank, T* data, const std::size_t* counts, ReduceOp op, double element_bytes)
+{
+    const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
+    const int n = size();
+    if (n == 1)
+        return;
+    const double start = begin(rank, data);
+    std::size_t mine = 0, total = 0, largest = 0;
+    for (int i = 0; i < n; ++i) {
+        if (i < rank)
+            mine += counts[i];
+        total += counts[i];
+        largest = std::max(largest, counts[i]);
+    }
+    reduceRange(rank, data, mine, mine + counts[rank], op);
+    arrive();  // the others have read their blocks of this buffer
+    const double sent = double(total - counts[rank]) * eb, received = double(total - counts[(rank + n - 1) % n]) * eb;
+    devices_[size_t(rank)]->communicate(CommKind::ReduceScatter, sent, received, start,
+                                        start + (n - 1) * stepSeconds(double(largest) * eb));
 }
 
 template <class T>
@@ -333,6 +384,10 @@ template void CommGroup::reduceScatter<float>(int, float*, std::size_t, ReduceOp
 template void CommGroup::reduceScatter<double>(int, double*, std::size_t, ReduceOp, double);
 template void CommGroup::allGather<float>(int, float*, std::size_t, double);
 template void CommGroup::allGather<double>(int, double*, std::size_t, double);
+template void CommGroup::allGatherV<float>(int, float*, const std::size_t*, double);
+template void CommGroup::allGatherV<double>(int, double*, const std::size_t*, double);
+template void CommGroup::reduceScatterV<float>(int, float*, const std::size_t*, ReduceOp, double);
+template void CommGroup::reduceScatterV<double>(int, double*, const std::size_t*, ReduceOp, double);
 template void CommGroup::broadcast<float>(int, int, float*, std::size_t);
 template void CommGroup::broadcast<double>(int, int, double*, std::size_t);
 

@@ -112,14 +112,29 @@ public:
     // member j, taken from `send` in member order, and receives recv_counts[i] values from
     // member i into `recv`, packed in member order. recv_counts[i] must be member i's
     // send_counts[r] (std::invalid_argument otherwise). The values a member keeps for itself are
-    // copied, not counted (unless `counted` says otherwise, see AllToAllBytes). Clock: every peer's message is in flight at once, on the link it
-    // crosses (the intra-node link to peers of the same emulated node, the node network to the
-    // others), so a member is busy for max over both links of (latency + the larger of the
-    // bytes it sends and receives on it / the link's bandwidth), and the call ends when the
-    // busiest member of the group is done.
+    // copied, not counted (unless `counted` says otherwise, see AllToAllBytes). Clock: every
+    // peer's message is in flight at once, on the link it crosses (the intra-node link to peers
+    // of the same emulated node, the node network to the others), so a member is busy for max
+    // over both links of (latency + the larger of the bytes it sends and receives on it / the
+    // link's bandwidth), and the call ends when the busiest member of the group is done.
     template <class T>
     void allToAllV(int rank, const T* send, const std::size_t* send_counts, T* recv, const std::size_t* recv_counts,
                    double element_bytes = 0, AllToAllBytes counted = AllToAllBytes::Crossing);
+    // Variable-size all-gather (Megatron-LM's gather_from_sequence_parallel_region with
+    // output_split_sizes, what the expert-tensor-parallel token gather runs): data holds the
+    // members' blocks in member order, counts[i] values of member i after the blocks before it;
+    // member r's block is valid on entry, every block on exit. Bytes as a ring moves them: member r
+    // sends every block but r + 1's and receives every block but its own; n - 1 steps of the
+    // largest block.
+    template <class T>
+    void allGatherV(int rank, T* data, const std::size_t* counts, double element_bytes = 0);
+    // Variable-size reduce-scatter (reduce_scatter_to_sequence_parallel_region with
+    // input_split_sizes): data holds every block on entry; on exit member r's block holds the
+    // reduction of every member's block r, in the ring's order; the rest is unchanged. Member r
+    // sends every block but its own and receives every block but r - 1's.
+    template <class T>
+    void reduceScatterV(int rank, T* data, const std::size_t* counts, ReduceOp op = ReduceOp::Sum,
+                        double element_bytes = 0);
     // All-to-all of `count` values to and from each member (blocks in member order).
     template <class T>
     void allToAll(int rank, const T* send, T* recv, std::size_t count, double element_bytes = 0);
@@ -131,6 +146,8 @@ private:
     double begin(int rank, void* data);  // publish and wait for all; returns the start clock
     template <class T>
     void reduceOwnChunk(int rank, T* data, std::size_t count, ReduceOp op);
+    template <class T>
+    void reduceRange(int rank, T* data, std::size_t begin, std::size_t end, ReduceOp op);
     template <class T>
     void gatherOwnedChunks(int rank, T* data, std::size_t count);
     double chunkValues(std::size_t count, int c) const;  // values in chunk c mod n

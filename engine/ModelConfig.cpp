@@ -347,8 +347,9 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
             errors.push_back({prefix + "moe.score_correction_bias", "steers a sigmoid router's choice (DeepSeek-V3's "
                                                                     "noaux_tc), not a softmax router's"});
         if (c.encoder_decoder || c.post_norm)
-            errors.push_back({prefix + "moe", "MoE blocks are executed in pre-norm decoder and encoder layers only, not " +
-                                                  std::string(c.encoder_decoder ? "an encoder-decoder" : "post-norm layers")});
+            errors.push_back({prefix + "moe", std::string("MoE blocks are executed in pre-norm decoder and encoder ") +
+                                                  "layers only, not " +
+                                                  (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers")});
         if (c.bias || c.qkv_bias)
             errors.push_back({prefix + (c.bias ? "bias" : "qkv_bias"),
                               "linear biases with MoE blocks (GPT-OSS's router and expert biases) are not executed by "

@@ -81,9 +81,8 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         const int ep = std::max(1, l.ep);
         if (c.moe.experts % ep != 0)
             add("ep", s(ep) + " does not divide the " + s(c.moe.experts) + " experts");
-        if (l.expertTensorParallel() > 1)
-            add("etp", s(l.expertTensorParallel()) + ": experts split over an expert-tensor-parallel group are not "
-                       "executed by the engine yet (each expert is whole on its ep rank): give etp=1");
+        if (c.expertFfn() % l.expertTensorParallel() != 0)
+            add("etp", s(l.expertTensorParallel()) + " does not divide the expert size " + s(c.expertFfn()));
         if (l.tp > 1 && !l.sequence_parallel)
             add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
         if (l.zero_stage > 0)
@@ -403,10 +402,21 @@ void ModelExecutor<T>::buildTables()
                     runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
                 addTensor(f, Ft * C, tp_ == 1, runs);
                 break;
-            case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...): one run
-            case TensorRole::ExpertOutWeight: {
-                const std::int64_t each = f.count / cfg_.moe.experts, n = each * El_;
-                addTensor(f, n, false, {{f.offset + std::int64_t(epRank_) * n, 0, n}});
+            case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...), each's etp slice:
+            case TensorRole::ExpertOutWeight: {  // W_in's columns of gate and up, W_out's matching rows
+                const std::int64_t Fe = cfg_.expertFfn(), Fl = Fe / etp_, gate = cfg_.gated() ? 2 : 1, t = etpRank_;
+                const bool in = f.role == TensorRole::ExpertInWeight;
+                const std::int64_t block = in ? C * gate * Fe : Fe * C, local = in ? C * gate * Fl : Fl * C;
+                for (std::int64_t le = 0; le < El_; ++le) {
+                    const std::int64_t from = f.offset + (std::int64_t(epRank_) * El_ + le) * block, to = le * local;
+                    if (in)
+                        for (std::int64_t h = 0; h < gate; ++h)  // [gate | up]
+                            runs.push_back({from + (h * Fe + t * Fl) * C, to + h * Fl * C, Fl * C});
+                    else
+                        for (std::int64_t j = 0; j < C; ++j)
+                            runs.push_back({from + j * Fe + t * Fl, to + j * Fl, Fl});
+                }
+                addTensor(f, El_ * local, false, runs);
                 break;
             }
             default:  // norms, and the biases of the row-split products: whole on every rank
@@ -479,6 +489,10 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         if (ep > 1 && !groups_.ep)
             throw std::invalid_argument("ModelExecutor: ep > 1 needs the cluster's ep group");
         epRank_ = groups_.ep ? groups_.ep->rankOf(id_) : 0;
+        etp_ = groups_.etp ? groups_.etp->size() : 1;
+        if (l.expertTensorParallel() > 1 && etp_ != l.expertTensorParallel())
+            throw std::invalid_argument("ModelExecutor: etp > 1 needs the cluster's etp group");
+        etpRank_ = groups_.etp ? groups_.etp->rankOf(id_) : 0;
         edpRank_ = groups_.edp ? groups_.edp->rankOf(id_) : 0;
         El_ = cfg_.moe.experts / ep;
         routed_.assign(size_t(cfg_.moe.experts), 0);
@@ -555,6 +569,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         MoeParallel par;
         par.ep = groupSize(groups_.ep) > 1 ? groups_.ep : nullptr;
         par.ep_rank = epRank_;
+        par.etp = groups_.etp;
+        par.etp_rank = etpRank_;
         if (sp_) {  // the micro-batch's tokens are split over tp (sequence parallel) and cp
             par.token_groups[0] = groups_.tp;
             par.token_ranks[0] = tpRank_;
@@ -1893,7 +1909,8 @@ double ModelExecutor<T>::reduceGradients()
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
         // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0.
-        const bool counted = t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
+        const bool counted =
+            t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
         if (counted)
             sumSq += sum_of_squares<T>(k_.pool(), p, n);
     });

@@ -72,14 +72,15 @@
 // Gradients are reduced over dp x cp (the cluster's dp group), ZeRO shards over g x cp.
 // Mixture of experts (ModelConfig.h, MoeMlp.h): an MoE layer's MLP is the MoE block on this
 // device's tokens (the token shard under sp, this cp rank's), complete per token (no tp
-// reduction after it). Expert parallelism with etp = 1 (Megatron-LM's expert grid per stage,
-// Cluster.h): ep rank j holds experts [j E/ep, (j+1) E/ep) whole (expin, expout: one run of
-// the full tensors), the router, its correction bias and the shared experts are whole on every
+// reduction after it). Expert parallelism (Megatron-LM's expert grid per stage, Cluster.h):
+// ep rank j holds experts [j E/ep, (j+1) E/ep), each split over the etp group as tp splits an
+// MLP (expin: columns [r Fe/etp, ...) of gate and up; expout: the matching input rows), the
+// router, its correction bias and the shared experts are whole on every
 // device (their gradients partial over tp under sp, as the SP norms'); tokens go to their
 // experts and back by all-to-all-v over the ep group. The routed experts' gradients are summed
 // over the expert-data-parallel group (the stage's devices holding the same experts), the rest
-// as before. Not executed (refused by validateShardable, by name): etp > 1, ZeRO, full
-// recomputation of MoE layers.
+// as before. Not executed (refused by validateShardable, by name): ZeRO, full recomputation of
+// MoE layers.
 // Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
@@ -357,7 +358,7 @@ private:
     std::vector<T> packed_;  // SP norm gradients packed for one all-reduce
     // Mixture of experts (MoeMlp.h): the block, this device's ep and edp ranks, its El experts.
     std::unique_ptr<MoeMlp<T>> moe_;
-    int epRank_ = 0, edpRank_ = 0, El_ = 0;
+    int epRank_ = 0, edpRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;

@@ -50,6 +50,19 @@ MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape, MoeParallel parallel) : k
         throw std::invalid_argument("MoeMlp: ep " + std::to_string(ep) + " does not divide the " +
                                     std::to_string(s_.router.experts) + " experts");
     El_ = s_.router.experts / ep;
+    const int etp = par_.etpSize();
+    if (s_.ffn % etp != 0)
+        throw std::invalid_argument("MoeMlp: etp " + std::to_string(etp) + " does not divide the expert size " +
+                                    std::to_string(s_.ffn));
+    Fl_ = s_.ffn / etp;
+    Finl_ = s_.gated() ? 2 * Fl_ : Fl_;
+}
+
+template <class T>
+void MoeMlp<T>::copyCopies(T* to, const T* from, std::int64_t count)
+{
+    std::copy_n(from, count, to);
+    k_.chargeCopy(count);
 }
 
 template <class T>
@@ -113,17 +126,51 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     s.received = 0;
     for (std::size_t n : s.recvCounts)
         s.received += std::int64_t(n);
+    // Expert tensor parallelism: every etp member's chunks (Megatron gathers the counts over the
+    // tp x ep group), the gathered copies member by member.
+    const int etp = par_.etpSize();
+    s.etpCounts.assign(size_t(etp), 0);
+    s.own = 0;
+    if (par_.etp) {
+        const size_t each = s.chunks.size();
+        std::vector<T> all(size_t(etp) * each);
+        for (size_t c = 0; c < each; ++c)
+            all[size_t(par_.etp_rank) * each + c] = T(s.chunks[c]);
+        par_.etp->allGather(par_.etp_rank, all.data(), all.size(), 8);
+        s.chunks.resize(all.size());
+        for (size_t c = 0; c < all.size(); ++c) {
+            s.chunks[c] = std::int64_t(all[c]);
+            s.etpCounts[c / each] += size_t(s.chunks[c]);
+        }
+        for (int m = 0; m < par_.etp_rank; ++m)
+            s.own += std::int64_t(s.etpCounts[size_t(m)]);
+    } else {
+        s.etpCounts[0] = size_t(s.received);
+    }
+    s.gathered = 0;
+    for (std::size_t n : s.etpCounts)
+        s.gathered += std::int64_t(n);
+    // The same splits in values (C a copy), for the collectives.
+    auto values = [&](const std::vector<std::size_t>& copies, std::vector<std::size_t>& out) {
+        out.resize(copies.size());
+        for (size_t i = 0; i < copies.size(); ++i)
+            out[i] = copies[i] * size_t(s_.hidden);
+    };
+    values(s.sendCounts, s.sendValues);
+    values(s.recvCounts, s.recvValues);
+    values(s.etpCounts, s.etpValues);
 }
 
 template <class T>
 void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
 {
-    const std::int64_t C = s_.hidden, F = s_.ffn, Fin = s_.ffnIn();
+    const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
     std::int64_t o = 0;
-    for (size_t c = 0; c < s.chunks.size(); ++c) {  // (sending rank, local expert)
+    for (size_t c = 0; c < s.chunks.size(); ++c) {  // (etp member, sending rank, local expert)
         const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
         if (n > 0) {
-            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin, n);
+            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin,
+                             n);
             k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
             k_.matmulForward(s.expertOut + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
         }
@@ -134,9 +181,10 @@ void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
 template <class T>
 double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N)
 {
-    const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = s_.ffn, Fin = s_.ffnIn();
+    const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = Fl_, Fin = Finl_;
     const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
-    const bool ep = par_.ep != nullptr;
+    const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr;
+    const bool apart = ep || etp;  // the experts' copies in buffers of their own
     const double e = k_.elementBytes();
     s.buffer.release();
     s.routing.release();
@@ -155,41 +203,49 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     // The router's scores (E per token) and the copies' moves are memory work.
     k_.device().charge(KernelKind::Softmax, {0, double(E * N) * e, double(K * N) * (e + 4)}, k_.compute());
     exchange(s);
-    const std::int64_t NK = N * K, R = s.received;
+    const std::int64_t NK = N * K, R = s.received, G = s.gathered;
 
-    // Saved: the copies, [the received copies], expert pre-activations, activations, outputs,
-    // [the outputs back at the tokens' rank]; the shared experts' two. On one device with dropped
-    // copies the outputs keep a zero column for each (the combine reads every copy's slot).
-    const std::int64_t outputs = ep ? R : NK;
-    const std::int64_t tensors = C * NK + (ep ? C * R : 0) + Fin * R + F * R + C * outputs + (ep ? C * NK : 0) +
+    // Saved: the copies, [the received (and etp-gathered) copies], expert pre-activations,
+    // activations, outputs, [the outputs back at the tokens' rank]; the shared experts' two. On one
+    // device with dropped copies the outputs keep a zero column for each (the combine reads every
+    // copy's slot).
+    const std::int64_t outputs = apart ? G : NK;
+    const std::int64_t tensors = C * NK + (apart ? C * G : 0) + Fin * G + F * G + C * outputs + (apart ? C * NK : 0) +
                                  Fsin * N + Fs * N;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
     Regions<T> r{s.buffer.template as<T>()};
     s.disp = r.take(C * NK);
-    s.recv = ep ? r.take(C * R) : s.disp;
-    s.hidden = r.take(Fin * R);
-    s.act = r.take(F * R);
+    s.recv = apart ? r.take(C * G) : s.disp;
+    s.hidden = r.take(Fin * G);
+    s.act = r.take(F * G);
     s.expertOut = r.take(C * outputs);
-    s.combineIn = ep ? r.take(C * NK) : s.expertOut;
+    s.combineIn = apart ? r.take(C * NK) : s.expertOut;
     s.sharedPre = Fs > 0 ? r.take(Fsin * N) : nullptr;
     s.sharedAct = Fs > 0 ? r.take(Fs * N) : nullptr;
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
     k_.device().charge(KernelKind::Elementwise, {0, double(C * sent) * e, double(C * sent) * e}, k_.compute());
-    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
-    for (std::size_t& v : sendValues)
-        v *= size_t(C);
-    for (std::size_t& v : recvValues)
-        v *= size_t(C);
+    const std::vector<std::size_t>& sendValues = s.sendValues;
+    const std::vector<std::size_t>& recvValues = s.recvValues;
+    const std::vector<std::size_t>& etpValues = s.etpValues;
+    T* mine = s.recv + s.own * C;  // this rank's received copies among the gathered ones
     if (ep)  // Megatron's token_dispatch: the copies to the ranks of their experts
-        par_.ep->allToAllV(par_.ep_rank, s.disp, sendValues.data(), s.recv, recvValues.data(), par_.element_bytes,
+        par_.ep->allToAllV(par_.ep_rank, s.disp, sendValues.data(), mine, recvValues.data(), par_.element_bytes,
                            AllToAllBytes::OwnCopiesOut);
+    else if (etp)
+        copyCopies(mine, s.disp, C * R);
+    if (etp)  // dispatch_postprocess: every etp member's copies
+        par_.etp->allGatherV(par_.etp_rank, s.recv, etpValues.data(), par_.element_bytes);
     expertsForward(s, w);
+    if (etp)  // combine_preprocess: the partial outputs summed back to the member that received them
+        par_.etp->reduceScatterV(par_.etp_rank, s.expertOut, etpValues.data(), ReduceOp::Sum, par_.element_bytes);
     if (ep)  // token_combine: the outputs back
-        par_.ep->allToAllV(par_.ep_rank, s.expertOut, recvValues.data(), s.combineIn, sendValues.data(),
+        par_.ep->allToAllV(par_.ep_rank, s.expertOut + s.own * C, recvValues.data(), s.combineIn, sendValues.data(),
                            par_.element_bytes, AllToAllBytes::OwnCopiesBack);
+    else if (etp)
+        copyCopies(s.combineIn, s.expertOut + s.own * C, C * R);
     std::fill(s.combineIn + C * sent, s.combineIn + C * NK, T(0));  // a dropped copy adds nothing
     moe_combine_forward<T>(s.perm, int(K), s.combineIn, s.topW, C, N, y);
     k_.device().charge(KernelKind::Elementwise, {2 * double(C * NK), double(C * NK) * e, double(C * N) * e},
@@ -225,7 +281,7 @@ template <class T>
 void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
                                 T* dhidden, T* din)
 {
-    const std::int64_t C = s_.hidden, F = s_.ffn, Fin = s_.ffnIn();
+    const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
     std::int64_t o = 0;
     for (size_t c = 0; c < s.chunks.size(); ++c) {
         const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
@@ -243,26 +299,26 @@ void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const Mo
 template <class T>
 void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, T aux_grad)
 {
-    const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = s_.ffn, Fin = s_.ffnIn(),
-                       N = s.N, NK = N * K, R = s.received;
+    const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = Fl_, Fin = Finl_, N = s.N,
+                       NK = N * K, R = s.received, G = s.gathered;
     const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
-    const bool ep = par_.ep != nullptr;
+    const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr, apart = ep || etp;
     const double e = k_.elementBytes();
     // Temporaries: d combine input, d weights, [d received outputs], d activations, d
     // pre-activations, [d received copies], d copies, d logits, d x scratch, the shared experts' two.
-    const std::int64_t count = C * NK + K * N + (ep ? C * R : 0) + F * R + Fin * R + (ep ? C * R : 0) + C * NK +
+    const std::int64_t count = C * NK + K * N + (apart ? C * G : 0) + F * G + Fin * G + (apart ? C * G : 0) + C * NK +
                                E * N + C * N + Fs * N + Fsin * N;
     DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e, size_t(count),
                                                          sizeof(T), false);
     Regions<T> r{work.template as<T>()};
     T* dCombineIn = r.take(C * NK);
     T* dTopW = r.take(K * N);
-    T* dExpertOut = ep ? r.take(C * R) : dCombineIn;
-    T* dact = r.take(F * R);
-    T* dhidden = r.take(Fin * R);
-    T* dRecv = ep ? r.take(C * R) : nullptr;
+    T* dExpertOut = apart ? r.take(C * G) : dCombineIn;
+    T* dact = r.take(F * G);
+    T* dhidden = r.take(Fin * G);
+    T* dRecv = apart ? r.take(C * G) : nullptr;
     T* ddisp = r.take(C * NK);
-    if (!ep)
+    if (!apart)
         dRecv = ddisp;
     T* dlogits = r.take(E * N);
     T* scratch = r.take(C * N);
@@ -281,18 +337,24 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
     moe_combine_backward<T>(s.perm, int(K), dy, s.combineIn, s.topW, C, N, dCombineIn, dTopW);
     k_.device().charge(KernelKind::Elementwise, {4 * double(C * NK), double(C * N) * e + double(C * NK) * e,
                                                  double(C * NK) * e}, k_.compute());
-    std::vector<std::size_t> sendValues(s.sendCounts), recvValues(s.recvCounts);
-    for (std::size_t& v : sendValues)
-        v *= size_t(C);
-    for (std::size_t& v : recvValues)
-        v *= size_t(C);
+    const std::vector<std::size_t>& sendValues = s.sendValues;
+    const std::vector<std::size_t>& recvValues = s.recvValues;
+    const std::vector<std::size_t>& etpValues = s.etpValues;
     if (ep)
-        par_.ep->allToAllV(par_.ep_rank, dCombineIn, sendValues.data(), dExpertOut, recvValues.data(),
+        par_.ep->allToAllV(par_.ep_rank, dCombineIn, sendValues.data(), dExpertOut + s.own * C, recvValues.data(),
                            par_.element_bytes, AllToAllBytes::OwnCopiesOut);
+    else if (etp)
+        copyCopies(dExpertOut + s.own * C, dCombineIn, C * R);
+    if (etp)
+        par_.etp->allGatherV(par_.etp_rank, dExpertOut, etpValues.data(), par_.element_bytes);
     expertsBackward(s, w, g, dExpertOut, dact, dhidden, dRecv);
+    if (etp)  // each slice's part of every copy's input gradient, summed back to its receiver
+        par_.etp->reduceScatterV(par_.etp_rank, dRecv, etpValues.data(), ReduceOp::Sum, par_.element_bytes);
     if (ep)
-        par_.ep->allToAllV(par_.ep_rank, dRecv, recvValues.data(), ddisp, sendValues.data(), par_.element_bytes,
-                           AllToAllBytes::OwnCopiesBack);
+        par_.ep->allToAllV(par_.ep_rank, dRecv + s.own * C, recvValues.data(), ddisp, sendValues.data(),
+                           par_.element_bytes, AllToAllBytes::OwnCopiesBack);
+    else if (etp)
+        copyCopies(ddisp, dRecv + s.own * C, C * R);
     std::fill(ddisp + C * (NK - s.dropped), ddisp + C * NK, T(0));  // nothing flows back from a dropped copy
     moe_dispatch_backward<T>(s.perm, int(K), ddisp, C, dx);
     k_.device().charge(KernelKind::Elementwise, {double(C * NK), double(C * NK) * e + double(C * N) * e,

@@ -27,6 +27,13 @@
 // per-expert counts over the ep group (preprocess: num_global_tokens_per_expert), sends each rank
 // the copies for its experts (token_dispatch: all_to_all(ep_group, ...)), computes its experts
 // on what it received (per sending rank and expert), and sends the outputs back (token_combine).
+// With expert tensor parallelism (etp > 1) each expert's matrices are split over the etp group as
+// tensor parallelism splits an MLP (W_in's columns [r F/etp, ...) of gate and of up, W_out's
+// matching rows): after the all-to-all the etp members all-gather what they received (Megatron's
+// dispatch_postprocess: gather_from_sequence_parallel_region over the expert tp group with the
+// members' splits), each computes its column slice of every copy, and the partial outputs are
+// reduce-scattered back to the member that received them (combine_preprocess:
+// reduce_scatter_to_sequence_parallel_region) before the all-to-all back; the backward mirrors it.
 // Megatron also sends each copy's router weight along and applies it on the expert side; here it
 // stays with the token and is applied in the combine (the same sum; no probs all-to-all).
 // The load-balancing loss counts the copies of the whole micro-batch: the counts are summed over
@@ -66,18 +73,21 @@ struct MoeShape {
 struct MoeParallel {
     CommGroup* ep = nullptr;  // the expert-parallel group (null: every expert here)
     int ep_rank = 0;
+    CommGroup* etp = nullptr;  // the expert-tensor-parallel group (null: each expert whole here)
+    int etp_rank = 0;
     // The groups a micro-batch's tokens are split over (tp under sequence parallelism, cp), with
     // this device's rank in each: the load-balancing loss's counts are summed over them.
     CommGroup* token_groups[2] = {nullptr, nullptr};
     int token_ranks[2] = {0, 0};
     double element_bytes = 0;  // a token value on the link (0: sizeof(T))
     int epSize() const { return ep ? ep->size() : 1; }
+    int etpSize() const { return etp ? etp->size() : 1; }
 };
 
 template <class T>
 struct MoeWeights {
     const T* router = nullptr;
-    const T* expert_in = nullptr;   // this rank's El experts
+    const T* expert_in = nullptr;   // this rank's El experts (their etp slices)
     const T* expert_out = nullptr;
     const T* shared_in = nullptr;
     const T* shared_out = nullptr;
@@ -106,8 +116,13 @@ struct MoeSaved {
     std::vector<std::int64_t> kept;          // of them, the copies within the capacity (= counts dropless)
     std::vector<std::int64_t> batchCounts;   // the micro-batch's (summed over the token groups)
     std::vector<std::size_t> sendCounts, recvCounts;  // copies to and from each ep rank
-    std::vector<std::int64_t> chunks;        // copies received per (ep rank, local expert), rank-major
+    // Copies per (etp member, ep rank, local expert), in that order: what this rank's experts
+    // compute (its own received copies only without etp).
+    std::vector<std::int64_t> chunks;
+    std::vector<std::size_t> etpCounts;      // copies each etp member received
+    std::vector<std::size_t> sendValues, recvValues, etpValues;  // the three splits in values (C a copy)
     std::int64_t N = 0, received = 0, batchTokens = 0, dropped = 0;  // dropped: copies past the capacity
+    std::int64_t own = 0, gathered = 0;      // this rank's received copies' place among the gathered ones, and all
     const T* x = nullptr;
 };
 
@@ -134,6 +149,7 @@ public:
 
 private:
     void dropPastCapacity(MoeSaved<T>& s);
+    void copyCopies(T* to, const T* from, std::int64_t count);  // a device copy, charged
     void exchange(MoeSaved<T>& s);
     void expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w);
     void expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
@@ -142,7 +158,8 @@ private:
     Kernels<T>& k_;
     MoeShape s_;
     MoeParallel par_;
-    int El_ = 0;  // experts on this rank
+    int El_ = 0;               // experts on this rank
+    std::int64_t Fl_ = 0, Finl_ = 0;  // this rank's slice of an expert's F (and of W_in's columns)
     MoeSaved<T> own_;
 };
 

@@ -847,7 +847,7 @@ private slots:
         expectReproduces(ref, m, r.model);
     }
 
-    // Mixture of experts with expert parallelism (ep, etp = 1) alone and with dp, tp (sp), pp and
+    // Mixture of experts with expert parallelism (ep, etp) alone and with dp, tp (sp), pp and
     // cp: each reproduces its one-device run, routes the same copies to each expert, and counts
     // the planner's all-to-all payload.
     void moeLayoutReproducesOneDevice_data()
@@ -858,7 +858,11 @@ private slots:
                                 "dp=2,tp=2,sp=on,ep=2,etp=1", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
                                 "dp=4,pp=2,ep=4,mb=1", "cp=2,ep=2", "dp=2,tp=2,pp=2,sp=on,ep=2,etp=1,mb=1",
                                 "dp=2,pp=2,ep=2,schedule=interleaved,v=2,mb=1", "dp=2,ep=2,recompute=selective",
-                                "dp=2,cp=2,ep=4"})
+                                "dp=2,cp=2,ep=4",
+                                // Expert tensor parallelism (etp = tp, Megatron's default): each expert's
+                                // matrices split over the etp group, the copies gathered over it.
+                                "tp=2,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=4,tp=2,sp=on,ep=4",
+                                "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=4,tp=2,sp=on,ep=2,etp=2"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
@@ -912,11 +916,34 @@ private slots:
         }
     }
 
+    // Expert tensor parallelism holds 1/etp of each expert's matrices (Megatron-LM's
+    // --expert-tensor-parallel-size): at tp=2 with sp, etp=2 (the default, as tp) against etp=1
+    // saves half the routed experts' weights on every device, E x 3 C Fe a layer (SwiGLU), and their
+    // gradients' all-reduce over the expert-data-parallel group (1 device at etp=2).
+    void expertTensorParallelSplitsTheExperts()
+    {
+        TrainRequest r = baseRequest(1);
+        r.model = moeModel("mixtral");
+        const MoeConfig& e = r.model.moe;
+        const double experts = double(r.model.layers) * e.experts * 3 * r.model.hidden * e.expert_ffn * 4;  // bytes
+        r.layout = parse("tp=2,sp=on,etp=1");
+        const Measurement whole = cluster(r);
+        r.layout = parse("tp=2,sp=on");
+        const Measurement split = cluster(r);
+        QVERIFY(!whole.error && !split.error);
+        for (int d = 0; d < 2; ++d) {
+            QCOMPARE(resident(whole.devices[size_t(d)], MemoryCategory::Weights) -
+                         resident(split.devices[size_t(d)], MemoryCategory::Weights),
+                     experts / 2);
+            QVERIFY(sent(whole.devices[size_t(d)], "all_reduce") > sent(split.devices[size_t(d)], "all_reduce"));
+        }
+    }
+
     void moeRefusesWhatItDoesNotExecute_data()
     {
         QTest::addColumn<QString>("layout");
         QTest::addColumn<QString>("field");
-        QTest::newRow("etp = tp = 2") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
+        QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
         QTest::newRow("zero") << "dp=2,ep=2,zero=1" << "layout.zero";
         QTest::newRow("full recompute") << "dp=2,ep=2,recompute=full" << "layout.recompute";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
@@ -927,6 +954,8 @@ private slots:
         QFETCH(QString, field);
         TrainRequest r = baseRequest();
         r.model = moeModel("mixtral");
+        if (field == "layout.etp")
+            r.model.moe.expert_ffn = 25;
         r.batch = 6;
         r.layout = parse(layout);
         bool named = false;

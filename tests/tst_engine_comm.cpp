@@ -371,6 +371,47 @@ private slots:
         QCOMPARE(one.device(0).comm().bytes_sent[size_t(CommKind::AllToAll)], 20.0);
     }
 
+    // Variable-size all-gather and reduce-scatter (the expert-tensor-parallel token gather and the
+    // partial outputs' reduction): member m's block of (m + 2) % 4 values; the gather delivers
+    // every block, the reduce-scatter leaves each member its block summed in the ring's order, the
+    // bytes are a ring's over the blocks.
+    void variableSizeGatherAndReduceScatter()
+    {
+        const int devices = 3;
+        EmulatedCluster cluster(devices, profile(), links(0));
+        const std::vector<std::size_t> counts{2, 3, 0};
+        const std::size_t total = 5;
+        std::vector<std::vector<double>> gathered(devices), reduced(devices);
+        QVERIFY(!cluster.run([&](int id) {
+            std::vector<double> g(total, -1.0), r(total);
+            std::size_t at = 0;
+            for (int m = 0; m < id; ++m)
+                at += counts[size_t(m)];
+            for (std::size_t i = 0; i < counts[size_t(id)]; ++i)
+                g[at + i] = 100.0 * id + double(i);
+            for (std::size_t i = 0; i < total; ++i)
+                r[i] = double(id + 1) * double(i + 1);
+            cluster.groups(id).world->allGatherV(id, g.data(), counts.data());
+            cluster.groups(id).world->reduceScatterV(id, r.data(), counts.data());
+            gathered[size_t(id)] = g;
+            reduced[size_t(id)] = r;
+        }));
+        const std::vector<double> expected{0, 1, 100, 101, 102};
+        std::size_t at = 0;
+        for (int id = 0; id < devices; ++id) {
+            QCOMPARE(gathered[size_t(id)], expected);
+            for (std::size_t i = at; i < at + counts[size_t(id)]; ++i)
+                QCOMPARE(reduced[size_t(id)][i], (1 + 2 + 3) * double(i + 1));
+            at += counts[size_t(id)];
+            const CommCounters& c = cluster.device(id).comm();
+            QCOMPARE(c.bytes_sent[size_t(CommKind::AllGather)], 8.0 * double(total - counts[size_t((id + 1) % devices)]));
+            QCOMPARE(c.bytes_received[size_t(CommKind::AllGather)], 8.0 * double(total - counts[size_t(id)]));
+            QCOMPARE(c.bytes_sent[size_t(CommKind::ReduceScatter)], 8.0 * double(total - counts[size_t(id)]));
+            QCOMPARE(c.bytes_received[size_t(CommKind::ReduceScatter)],
+                     8.0 * double(total - counts[size_t((id + devices - 1) % devices)]));
+        }
+    }
+
     void allToAllMovesEqualBlocksAndRefusesMismatchedCounts()
     {
         EmulatedCluster cluster(4, profile(), links());

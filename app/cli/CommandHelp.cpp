@@ -284,8 +284,9 @@ std::vector<CommandHelp> makeCommands()
                  "Trains a small transformer for real on one emulated device (this host, measured, or a catalog chip "
                  "scaled down), or with --devices/--layout on an emulated cluster executing the layout. The blocks "
                  "default to GPT-2's (LayerNorm, GeLU, learned positions, MHA, biases, tied head); --norm, --mlp, "
-                 "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's, --experts "
-                 "mixture-of-experts layers (the layout's ep and etp=1 put the experts on ep ranks). Prints loss, "
+                 "--positions, --kv-heads and the others choose a Llama-style model and the rest, --encoder BERT's, "
+                 "--experts mixture-of-experts layers (the layout's ep and etp split the experts over ep ranks and "
+                 "each expert over etp). Prints loss, "
                  "device-clock and wall time per step, peak memory by category, FLOPs and, per device, the bytes of "
                  "each collective.",
                  Options{required(value("layers", "L", "transformer blocks")), required(value("hidden", "H", "hidden size")),
@@ -319,12 +320,16 @@ std::vector<CommandHelp> makeCommands()
                   value("shared-ffn", "F", "inner size of each shared expert", "--ffn"),
                   value("expert-ffn", "F", "inner size of each routed expert", "--ffn"),
                   choice("router", names(kMoeRouterNames),
-                         "the router's scores: softmax or sigmoid, the top k renormalised (-norm) or not", "softmax-norm"),
-                  value("aux-loss-coeff", "X", "load-balancing loss coefficient (Megatron's --moe-aux-loss-coeff)", "0"),
+                         "the router's scores: softmax or sigmoid, the top k renormalised (-norm) or not",
+                         "softmax-norm"),
+                  value("aux-loss-coeff", "X", "load-balancing loss coefficient (Megatron's --moe-aux-loss-coeff)",
+                        "0"),
                   value("moe-dense-layers", "N", "first layers with the dense MLP", "0"),
                   value("moe-layer-interval", "N", "an MoE block in the last layer of every N after them", "1"),
-                  value("capacity-factor", "X", "expert capacity: at most ceil(X tokens top-k / experts) copies an expert, "
-                                                "the lowest router weights dropped (Megatron's); 0: dropless", "0"),
+                  value("capacity-factor", "X",
+                        "expert capacity: at most ceil(X tokens top-k / experts) copies an expert, the lowest router "
+                        "weights dropped (Megatron's); 0: dropless",
+                        "0"),
                   value("routed-scaling", "X", "factor on the routed experts' weights (DeepSeek-V3)", "1"),
                   flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
                                   "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),

@@ -233,7 +233,8 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     if (moe.experts > 0) {
         moe.expert_ffn = a.integer("expert-ffn", 0, 1, 1 << 20);
         moe.shared_ffn = a.integer("shared-ffn", moe.shared_experts > 0 ? r.model.ffn() : 0, 1, 1 << 20);
-        moe.router = enumOption("router", std::span<const EnumName<MoeRouter>>(kMoeRouterNames), MoeRouter::SoftmaxNorm);
+        moe.router =
+            enumOption("router", std::span<const EnumName<MoeRouter>>(kMoeRouterNames), MoeRouter::SoftmaxNorm);
         moe.aux_loss_coeff = a.number("aux-loss-coeff", 0, 0, 1000);
         moe.dense_layers = a.integer("moe-dense-layers", 0, 0, 1024);
         moe.layer_interval = a.integer("moe-layer-interval", 1, 1, 1024);
