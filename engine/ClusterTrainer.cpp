@@ -93,6 +93,8 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         d.dp_rank = p.dp;
         d.pp_rank = p.pp;
         d.node = p.node;
+        if (shards[size_t(id)])
+            d.moe_peak_copies = double(shards[size_t(id)]->moePeakCopies());
         m.devices.push_back(d);
     }
     if (request.keep_parameters && !m.error) {

@@ -981,6 +981,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         moeAux_ += moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
         for (size_t e = 0; e < routed_.size(); ++e)
             routed_[e] += saved.kept[e];
+        mbCopies_ += saved.gathered;
         dropped_ += saved.dropped;
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
         releaseWeights(unit);
@@ -1322,11 +1323,13 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
         embedForward(s, inputs, token_types);
     else
         recv(s.input, std::int64_t(C_) * Ns_, place_.previous_stage);
+    mbCopies_ = 0;
     for (int k = 0; k < Lc_; ++k) {
         if (encDec_ && k == Lenc_)
             encoderToDecoder(s, targets);
         layerForward(k, s);
     }
+    peakCopies_ = std::max(peakCopies_, mbCopies_);
     double loss = 0;
     if (head)
         loss = headForward(s, targets, next_sentence);

@@ -226,6 +226,9 @@ public:
     double lastAuxLoss() const { return moeAux_; }
     const std::vector<std::int64_t>& tokensPerExpert() const { return routed_; }
     std::int64_t droppedCopies() const { return dropped_; }
+    // The most token copies this device's MoE layers computed in one micro-batch's forward (their
+    // saved sets grow with them): the measured load the planner's imbalance factor stands for.
+    std::int64_t moePeakCopies() const { return peakCopies_; }
 
 private:
     struct Layer;
@@ -362,6 +365,7 @@ private:
     double moeAux_ = 0;
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
+    std::int64_t mbCopies_ = 0, peakCopies_ = 0;  // (moePeakCopies)
 };
 
 extern template class ModelExecutor<float>;

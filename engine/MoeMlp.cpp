@@ -205,24 +205,31 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     exchange(s);
     const std::int64_t NK = N * K, R = s.received, G = s.gathered;
 
-    // Saved: the copies, [the received (and etp-gathered) copies], expert pre-activations,
-    // activations, outputs, [the outputs back at the tokens' rank]; the shared experts' two. On one
-    // device with dropped copies the outputs keep a zero column for each (the combine reads every
-    // copy's slot).
-    const std::int64_t outputs = apart ? G : NK;
-    const std::int64_t tensors = C * NK + (apart ? C * G : 0) + Fin * G + F * G + C * outputs + (apart ? C * NK : 0) +
-                                 Fsin * N + Fs * N;
+    // Saved for the backward, what Megatron-LM's experts and unpermute keep: the experts' input
+    // copies (the received, etp-gathered ones), pre-activations, activations, and the outputs back
+    // at the tokens' rank (the combine's weight gradient reads them); the shared experts' two. The
+    // dispatched copies before the all-to-all and the expert outputs before their way back are
+    // only the collectives' buffers when the copies move (workspace, released after the
+    // forward); on one rank they are the saved tensors themselves. On one device with dropped
+    // copies the outputs keep a zero column for each (the combine reads every copy's slot).
+    const std::int64_t inputs = apart ? G : NK;  // (one rank: the dispatch writes every copy, dropped ones last)
+    const std::int64_t tensors = C * inputs + Fin * G + F * G + C * NK + Fsin * N + Fs * N;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
+    DeviceBuffer moving;
+    if (apart)
+        moving = k_.device().allocator().allocate(MemoryCategory::Workspace, double(C * NK + C * G) * e,
+                                                  size_t(C * NK + C * G), sizeof(T), false);
     Regions<T> r{s.buffer.template as<T>()};
-    s.disp = r.take(C * NK);
-    s.recv = apart ? r.take(C * G) : s.disp;
+    s.recv = r.take(C * inputs);
     s.hidden = r.take(Fin * G);
     s.act = r.take(F * G);
-    s.expertOut = r.take(C * outputs);
-    s.combineIn = apart ? r.take(C * NK) : s.expertOut;
+    s.combineIn = r.take(C * NK);
     s.sharedPre = Fs > 0 ? r.take(Fsin * N) : nullptr;
     s.sharedAct = Fs > 0 ? r.take(Fs * N) : nullptr;
+    Regions<T> m{apart ? moving.template as<T>() : nullptr};
+    s.disp = apart ? m.take(C * NK) : s.recv;
+    s.expertOut = apart ? m.take(C * G) : s.combineIn;
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
@@ -259,6 +266,7 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
         k_.accumulate(y, out.template as<T>(), C * N);  // + the routed output
     }
     k_.round(y, C * N);
+    s.disp = s.expertOut = nullptr;  // (the moving buffers go with `moving`)
 
     // The load-balancing loss over the micro-batch: the counts summed over its token groups.
     s.batchCounts = s.counts;

@@ -82,6 +82,7 @@ struct DeviceMeasurement {
     std::map<std::string, double> comm_calls;
     std::map<std::string, double> comm_seconds;  // device-clock link time by kind
     double comm_wait_seconds = 0;             // device-clock time waiting for peers
+    double moe_peak_copies = 0;  // MoE: the most token copies its layers computed in one micro-batch (ModelExecutor)
     std::array<double, kMemoryCategories> memory_resident_bytes{};  // held after the last step
     double device_step_time_s = 0;            // mean over steps
     double wall_step_time_s = 0;              // mean over steps

@@ -69,7 +69,7 @@ struct CostModel::StageCost {
     // (MoE: the expert-tensor-parallel all-gather and reduce-scatter of the routed tokens, and the
     // all-to-all dispatch and combine over ep.)
     enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kEtpAllGather, kEtpReduceScatter, kEpAllToAll,
-                kSlots };
+                kEpCounts, kAuxCounts, kSlots };
     std::array<Collective, kSlots> comm{};
     double sp_norm_grad_bytes = 0;
     double cp_merge_s = 0;        // the CP ring steps' partial-result merges per micro-batch (not hidden)
@@ -426,14 +426,29 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         moe.enabled() ? 2 * permutedCopies * h * activation_bytes_ / hbm_bytes_per_second_device_ +
                             (localExperts > 1 ? 4 : 2) * prm.kernel_overhead_s + prm.moe_layer_overhead_s
                       : 0.0;
-    // The inner activations a layer of this stage keeps, on average over its MoE and dense layers
-    // (everything they size is linear in it): the routed copies' (R x f / etp = T_moe k f, on the
-    // busiest rank `imbalance` times that) and the shared experts', or f.
-    const double moeInner = imbalance * D.experts_active * double(model.expertFfn()) / D.sp + sharedLocalAll;
+    // The MLP inner activations a layer of this stage keeps, on average over its layers: f for a
+    // dense layer; a MoE layer keeps its own set instead (moeSaved below), none in the shape.
     const double innerLocal =
-        sc.encoder_layers > 0 ? (moeEncoderLayers * (moe.enabled() ? moeInner : D.f_local) +
-                                 denseEncoderLayers * D.f_local) / sc.encoder_layers
-                              : (moe.enabled() ? moeInner : D.f_local);
+        sc.encoder_layers > 0 ? denseEncoderLayers * D.f_local / sc.encoder_layers : (moe.enabled() ? 0.0 : D.f_local);
+    // What a MoE layer keeps per micro-batch for its backward, as Megatron-LM's experts and
+    // unpermute keep it and the engine's MoeMlp (MoeSaved) does: the router's logits and top-k
+    // weights (fp32, E + k per token); the experts' input copies (R: received and etp-gathered;
+    // T_moe k on one rank), each one's pre-activation (2 f / etp gated) and activation (f / etp);
+    // the outputs back at their tokens' rank (T_moe k, for the combine's weight gradient); the
+    // shared experts' pre-activation and activation over the tokens (S f_s columns of T_moe
+    // tokens: Megatron's tp-split shared MLP over all T tokens holds the same). The copies before
+    // the dispatch and the outputs before the combine are the collectives' buffers, not kept. On
+    // the busiest rank R is `imbalance` x the mean.
+    const double copies = D.T_moe * D.experts_active;  // T_moe k
+    const double busyCopies = imbalance * routedCopies;  // R on the busiest rank
+    const bool exchanged = D.ep > 1 || D.etp > 1;
+    const double expertF = double(model.expertFfn()) / D.etp, expertFin = (gatedMlp(model.mlp) ? 2 : 1) * expertF;
+    const double sharedF = double(moe.shared_experts) * moe.shared_ffn_hidden, sharedFin = (gatedMlp(model.mlp) ? 2 : 1) * sharedF;
+    const double moeSaved =
+        moe.enabled() ? activation_bytes_ * (h * (exchanged ? busyCopies : copies) + (expertFin + expertF) * busyCopies +
+                                             h * copies + (sharedFin + sharedF) * D.T_moe) +
+                            4.0 * (D.experts + D.experts_active) * D.T_moe
+                      : 0.0;
     const double crossProjections = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local);
 
     LayerActivationShape shape;
@@ -483,7 +498,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.layer_matmul_fwd_s = (nEnc + nDec) * (projections + mlpTime) + nDec * crossProjections -
                             denseEncoderLayers * (mlpTime - denseMlpTime);
     sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
-    sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise + sc.moe_layers * moePermute;
+    // (A MoE layer's element-wise work: its permutations, and the traffic of what it keeps, as a
+    // dense layer's is of its activations.)
+    const double moeElementwise = moePermute + prm.elementwise_traffic_factor * moeSaved / hbm;
+    sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise + sc.moe_layers * moeElementwise;
     const double fwdLayers = sc.layer_matmul_fwd_s + sc.attention_fwd_s + sc.elementwise_fwd_s;
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
@@ -620,7 +638,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                    (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0) +
                                    (firstStage && model.embedding_norm ? norm : 0) +
                                    (lastStage && mlm ? h * h + h + norm : 0);
-            const double norms = (l.sequence_parallel ? spNorms : 0.0) + (nEnc + 2 * nDec) * qkNorm;
+            // (MoE: the router saw only the rank's token shard too; Megatron marks its weight
+            // sequence_parallel, router.py @ d98e8a64.)
+            const double router = moe.enabled() ? sc.moe_layers * (h + bias) * D.experts : 0.0;
+            const double norms = (l.sequence_parallel ? spNorms + router : 0.0) + (nEnc + 2 * nDec) * qkNorm;
             // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
             const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
             sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
@@ -641,6 +662,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                              "MoE: expert outputs scattered over etp before the combine", 0, 0, 0, 0};
     sc.comm[StageCost::kEpAllToAll] = {CommDimension::Ep, CommKind::AllToAll, CommPlacement::IntraDomain,
                                        "MoE: token copies dispatched to their experts and combined back", 0, 0, 0, 0};
+    sc.comm[StageCost::kEpCounts] = {CommDimension::Ep, CommKind::AllGather, CommPlacement::IntraDomain,
+                                     "MoE: copies per expert (int64) gathered over etp x ep before the dispatch", 0, 0, 0,
+                                     0};
+    sc.comm[StageCost::kAuxCounts] = {CommDimension::Tp, CommKind::AllReduce, CommPlacement::IntraDomain,
+                                      "MoE: copies per expert summed over tp x cp for the load-balancing loss", 0, 0, 0,
+                                      0};
     if (moe.enabled() && sc.moe_layers > 0) {
         const double passes = 2.0 + recomputed;
         if (D.etp > 1) {
@@ -671,6 +698,30 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                 a2a.hidden_s = std::min(a2a.exposed_s, window) * (D.m - 1) / D.m;
                 a2a.exposed_s -= a2a.hidden_s;
             }
+        }
+        // The dispatcher's preprocess (token_dispatcher.py, MoEAlltoAllTokenDispatcher.preprocess)
+        // gathers every rank's copies per expert over the etp x ep group (E int64 each), once per
+        // forward; the load-balancing loss sums them over the ranks that split the micro-batch's
+        // tokens (tp under sp, and cp: Megatron's tp_cp group) likewise.
+        const double forwards = 1.0 + recomputed;
+        if (D.ep * D.etp > 1) {
+            const double n = D.ep * D.etp, counts = n * D.experts * 8.0;
+            const GroupPlacement g = placeGroup(n, 1, domain_devices_);
+            Collective& c = sc.comm[StageCost::kEpCounts];
+            c.placement = g.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+            c.calls = forwards * sc.moe_layers;
+            c.bytes = c.calls * ringHalfBytes(n, counts);
+            c.exposed_s = c.calls * allGatherTime(g, counts, linkFor(n, 1));
+        }
+        const double tokenSplit = D.sp * D.c;
+        if (moe.aux_loss_coeff > 0 && tokenSplit > 1) {
+            const double counts = D.experts * 8.0;
+            const GroupPlacement g = placeGroup(tokenSplit, 1, domain_devices_);
+            Collective& c = sc.comm[StageCost::kAuxCounts];
+            c.placement = g.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+            c.calls = forwards * sc.moe_layers;
+            c.bytes = c.calls * allReduceBytes(tokenSplit, counts);
+            c.exposed_s = c.calls * allReduceTime(g, counts, linkFor(tokenSplit, 1));
         }
         // Send and receive buffers of the all-to-all and the gathered copies, live one layer at a time.
         sc.moe_buffer_bytes = imbalance * (2 * D.T_moe * D.experts_active + (D.etp > 1 ? routedCopies : 0.0)) * h *
@@ -719,8 +770,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
     sc.tp_s = sc.comm[StageCost::kTpAllReduce].exposed_s + sc.comm[StageCost::kTpReduceScatter].exposed_s +
               sc.comm[StageCost::kTpAllGather].exposed_s + sc.comm[StageCost::kEtpAllGather].exposed_s +
-              sc.comm[StageCost::kEtpReduceScatter].exposed_s;
-    sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s;
+              sc.comm[StageCost::kEtpReduceScatter].exposed_s + sc.comm[StageCost::kAuxCounts].exposed_s;
+    sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s + sc.comm[StageCost::kEpCounts].exposed_s;
     sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.cp_merge_s;
 
     // ---- activation memory [K22] ----
@@ -757,11 +808,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     }
     sc.stored_bytes_per_mb = nEnc * perLayerStoredEnc + nDec * perLayerStoredDec;
     if (sc.moe_layers > 0) {
-        // A MoE layer also keeps its experts' inputs (the R gathered copies, for the weight
-        // gradients) and the routing weights of its T_moe k copies (fp32); full recomputation
-        // keeps them only for the layers it does not recompute.
-        const double kept = imbalance * routedCopies * h * activation_bytes_ + 4.0 * D.T_moe * D.experts_active;
-        sc.stored_bytes_per_mb += sc.moe_layers * kept * (l.recompute == Recompute::Full ? 1 - recomputed : 1.0);
+        // The MoE layers' own sets (moeSaved); full recomputation keeps them only for the layers it
+        // does not recompute, and holds one layer's again while it recomputes it.
+        sc.stored_bytes_per_mb += sc.moe_layers * moeSaved * (l.recompute == Recompute::Full ? 1 - recomputed : 1.0);
+        if (l.recompute == Recompute::Full)
+            sc.working_bytes += groupLayers * moeSaved;
     }
 
     // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
@@ -791,8 +842,19 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope +
                    attentions * norm.backward * qkNormed + (post ? norms * ops::kGradientAdd * h * Ts : 0.0);
         };
-        const double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
-        const double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
+        double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
+        double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
+        if (sc.moe_layers > 0) {
+            // A MoE layer (the engine's MoeMlp charges): the experts' and shared experts'
+            // activations, the weighted combine of the k copies (2 C per copy forward; its
+            // backward 4 C, the dispatch's scatter-add C per copy, and the router's input
+            // gradient added to the block's, C per token). Per device on average (R = T_moe k etp):
+            // summed over the devices the routing does not matter.
+            const double activated = expertF * routedCopies + sharedF * D.T_moe;
+            // (The shared experts' output is added to the routed ones', C per token.)
+            forward += sc.moe_layers * (act.forward * activated + 2 * h * copies + (sharedF > 0 ? h * D.T_moe : 0.0));
+            backward += sc.moe_layers * (act.backward * activated + 5 * h * copies + h * D.T_moe);
+        }
         sc.vector_flops_mb = forward + backward + recomputed * forward;
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;
@@ -1064,7 +1126,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     {
         double traffic = 0, hidden = 0;
         for (int k : {StageCost::kTpAllReduce, StageCost::kTpReduceScatter, StageCost::kTpAllGather,
-                      StageCost::kEtpAllGather, StageCost::kEtpReduceScatter}) {
+                      StageCost::kEtpAllGather, StageCost::kEtpReduceScatter, StageCost::kAuxCounts}) {
             traffic += slow.comm[size_t(k)].time_s();
             hidden += slow.comm[size_t(k)].hidden_s;
         }
@@ -1081,6 +1143,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         book.add(Figure::EpComm, "MoE token dispatch and combine (all-to-all over ep)", m * a2a.time_s(),
                  "m x MoE layers x passes x 2 x all-to-all of imbalance x b s/(cp sp) x top-k x h bytes: max(peers in "
                  "the node / ep x bytes / scale-up BW, peers elsewhere / ep x bytes / network share) + latency");
+        book.add(Figure::EpComm, "MoE copies per expert gathered before each dispatch",
+                 m * slow.comm[StageCost::kEpCounts].time_s(), "m x MoE layers x forwards x all-gather of E int64 over etp x ep");
         if (l.ep_comm_overlap)
             book.add(Figure::EpComm, "hidden under another micro-batch's compute (ep_comm_overlap)", -m * a2a.hidden_s,
                      "min(all-to-all, layer compute) x (m - 1) / m");

@@ -42,6 +42,12 @@ class TstValidation : public QObject {
     Q_OBJECT
     std::vector<ValidationResult> results_;
 
+    static bool routingDependent(const ValidationResult& r)
+    {
+        const Layout& l = r.c.request.layout;
+        return r.c.request.model.moe.enabled() && (l.ep > 1 || l.expertTensorParallel() > 1);
+    }
+
 private slots:
     void initTestCase()
     {
@@ -95,6 +101,10 @@ private slots:
     {
         QFETCH(QString, metric);
         for (const ValidationResult& r : results_) {
+            // MoE with its copies exchanged: the activations follow the measured routing
+            // (moeCasesAtTheMeasuredLoad compares them at it).
+            if (metric == "activations_bytes" && routingDependent(r))
+                continue;
             const MetricComparison* m = r.metric(metric.toStdString());
             QVERIFY(m);
             // An offloaded optimizer keeps no states on the device: 0 on both sides.
@@ -112,7 +122,7 @@ private slots:
     {
         QTest::addColumn<QString>("metric");
         for (const char* kind : {"comm_bytes", "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes",
-                                 "send_recv_bytes"})
+                                 "send_recv_bytes", "all_to_all_bytes"})
             QTest::newRow(kind) << kind;
     }
     void collectiveBytes()
@@ -132,6 +142,55 @@ private slots:
         }
         QVERIFY(compared >= 3);
         qInfo("%s: %d of %d cases exact", qPrintable(metric), exact, compared);
+    }
+
+    // Issue 16: the MoE cases. The all-to-all's bytes (the payload, a dropless count) are exact
+    // (collectiveBytes); the activations, which follow where the router sent the copies, agree
+    // exactly once the planner prices the busiest device's measured load (one micro-batch in
+    // flight: pp = 1), and the measured load is reported beside the planner's factor.
+    void moeCasesAtTheMeasuredLoad()
+    {
+        int moe = 0, exchanged = 0, atLoad = 0;
+        for (const ValidationResult& r : results_) {
+            if (!r.c.request.model.moe.enabled())
+                continue;
+            ++moe;
+            QVERIFY2(r.error.empty(), r.c.name.c_str());
+            const Layout& l = r.c.request.layout;
+            const MetricComparison* a2a = r.metric("all_to_all_bytes");
+            QVERIFY(a2a);
+            QCOMPARE(a2a->measured > 0, l.ep > 1);
+            if (!routingDependent(r))
+                continue;
+            ++exchanged;
+            if (l.pp > 1)
+                continue;
+            ++atLoad;
+            QVERIFY2(r.moe_measured_load >= 1.0, r.c.name.c_str());
+            const MetricComparison* m = r.metric("activations_bytes_at_measured_load");
+            QVERIFY2(m, r.c.name.c_str());
+            QVERIFY2(std::fabs(m->predicted - m->measured) <= 1e-9 * m->measured,
+                     qPrintable(QString("%1: predicted %2, measured %3 at load %4")
+                                    .arg(r.c.name.c_str())
+                                    .arg(m->predicted)
+                                    .arg(m->measured)
+                                    .arg(r.moe_measured_load)));
+            // The routing was not balanced by chance: the balanced prediction is below the measured.
+            QVERIFY(r.metric("activations_bytes")->predicted <= m->measured);
+        }
+        QVERIFY(moe >= 8 && exchanged >= 6 && atLoad >= 5);
+        // The document carries the measured routing next to the factor.
+        const QJsonObject doc = validationDocument(results_);
+        int reported = 0;
+        for (const QJsonValue& c : doc.value("cases").toArray()) {
+            const QJsonObject moeDoc = c.toObject().value("moe").toObject();
+            if (moeDoc.isEmpty())
+                continue;
+            ++reported;
+            QVERIFY(moeDoc.value("tokens_per_expert").toArray().size() >= 4);
+            QCOMPARE(moeDoc.value("planner_imbalance").toDouble(), 1.0);
+        }
+        QCOMPARE(reported, moe);
     }
 
     // The single-device cases run the whole batch as one micro-batch (their layout says mb = batch):
@@ -292,8 +351,7 @@ private slots:
             QVERIFY2(std::fabs(r.metric(metric)->rel_error) < 1e-9, metric);
         // What the engine cannot express is refused by name, not trained as something else
         // (DeepSeek-V3 has MoE too: MLA is named first).
-        for (const auto& [name, named] : {std::pair{"mixtral-8x7b", "mixture-of-experts"},
-                                          std::pair{"deepseek-v3", "multi-head latent attention"}}) {
+        for (const auto& [name, named] : {std::pair{"deepseek-v3", "multi-head latent attention"}}) {
             Problem other = full;
             other.model = specs.model(name);
             try {
@@ -577,8 +635,19 @@ private slots:
             const QJsonObject metrics = o.value("metrics").toObject();
             QVERIFY(metrics.value("device_step_time_s").toObject().value("known_difference").toString().contains(
                 "uncalibrated"));  // the default terms price these cases
-            for (const char* exact : {"weights_bytes", "activations_bytes", "flops", "comm_bytes", "all_gather_bytes"})
-                QVERIFY(!metrics.value(exact).toObject().contains("known_difference"));
+            for (const char* exact : {"weights_bytes", "activations_bytes", "flops", "comm_bytes", "all_gather_bytes",
+                                      "all_to_all_bytes"}) {
+                const QJsonObject m = metrics.value(exact).toObject();
+                // (MoE under expert parallelism: the activations follow the measured routing, said so.)
+                if (QLatin1String(exact) == QLatin1String("activations_bytes") && o.value("moe").toObject().contains("busiest_device_load")) {
+                    QVERIFY(m.value("known_difference").toString().contains("routing-dependent"));
+                    continue;
+                }
+                if (QLatin1String(exact) == QLatin1String("activations_bytes") && m.value("rel_error").toDouble() != 0 &&
+                    m.value("known_difference").toString().contains("routing-dependent"))
+                    continue;  // (pp > 1: several micro-batches' routed sets in flight)
+                QVERIFY2(!m.contains("known_difference"), qPrintable(o.value("name").toString() + " " + exact));
+            }
         }
         // The device clock's breakdown on both sides adds up to the compared step times.
         for (const QJsonValue& c : cases) {

@@ -33,6 +33,20 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
     m.token_types = c.token_types;
     m.embedding_norm = c.embedding_norm;
     m.pooler = c.pooler;
+    if (c.moe.enabled()) {  // the same MoE block the engine runs (MoeMlp.h)
+        m.moe.experts = c.moe.experts;
+        m.moe.top_k = c.moe.top_k;
+        m.moe.ffn_hidden = c.moe.expert_ffn;
+        m.moe.shared_experts = c.moe.shared_experts;
+        m.moe.shared_ffn_hidden = c.moe.shared_ffn;
+        m.moe.dense_layers = c.moe.dense_layers;
+        m.moe.layer_interval = c.moe.layer_interval;
+        m.moe.router = c.moe.router;
+        m.moe.capacity_factor = c.moe.capacity_factor;
+        m.moe.aux_loss_coeff = c.moe.aux_loss_coeff;
+        m.moe.score_correction_bias = c.moe.score_correction_bias;
+        m.moe.routed_scaling = c.moe.routed_scaling;
+    }
     if (c.encoder_decoder) {  // T5: decoder layers with cross-attention, one bias table per stack
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;

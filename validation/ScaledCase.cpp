@@ -16,11 +16,9 @@ std::string validationRunName(const Problem& full, const Layout& layout)
 
 engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
-    // (Issue 16 brings both to the engine; until then a model with them is refused, not trained as MHA or dense.)
+    // (Issue 16 brings MLA to the engine; until then a model with it is refused, not trained as MHA.)
     if (m.mla.enabled())
         throw InputError(m.name + ": multi-head latent attention (mla) is not executed by the engine yet: no validation run");
-    if (m.moe.enabled())
-        throw InputError(m.name + ": mixture-of-experts MLPs are not executed by the engine yet: no validation run");
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
     if (m.sliding_window.enabled() && l.cp > 1)
@@ -85,6 +83,9 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
             c.sliding_window = {};  // none of the scaled layers slides
     }
     c.tied_embeddings = m.tied_embeddings;
+    // MoE: the model's router, top-k, shared experts and width ratios on a few experts (at least
+    // 2 per ep rank; engine::scaledMoe).
+    c.moe = engine::scaledMoe(m, c.hidden, c.layers, l.ep);
     // An encoder trains as BERT does (TrainingObjective.h): bidirectional, post-norm when it has
     // no final norm, its token types, embedding norm and pooler, the masked-LM objective.
     const bool encoder = maskedLanguageModel(m);
@@ -130,6 +131,18 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         notes.push_back(s(before) + " devices reduced to " + s(l.devices()) + " (dp " + s(fullLayout.dp) + " -> " +
                         s(l.dp) + ", tp " + s(fullLayout.tp) + " -> " + s(l.tp) + ", pp " + s(fullLayout.pp) + " -> " +
                         s(l.pp) + ", cp " + s(fullLayout.cp) + " -> " + s(l.cp) + ")");
+    // MoE: ep (x etp) must still divide the scaled stage's devices (tp x cp x dp): the largest
+    // divisor of the plan's ep that does.
+    if (full.model.moe.enabled() && l.expertDataParallel() == 0) {
+        const std::int64_t grid = std::int64_t(l.tp) * l.cp * l.dp;
+        int ep = l.ep;
+        while (ep > 1 && (fullLayout.ep % ep != 0 || grid % (std::int64_t(ep) * l.expertTensorParallel()) != 0))
+            --ep;
+        l.ep = ep;
+        if (l.etp > 0 && grid % (std::int64_t(l.ep) * l.etp) != 0)
+            l.etp = 0;  // as tp
+        notes.push_back("ep " + s(fullLayout.ep) + " reduced to " + s(l.ep) + " (ep x etp divides the scaled tp x cp x dp)");
+    }
     // A shard group smaller than dp (HSDP) stays one: the largest divisor of the scaled dp that
     // leaves at least two replicas and is no larger than the plan's group; only when dp is too
     // small for two groups of two is it widened to the whole dp group.
@@ -199,6 +212,11 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     ValidationCase& c = out.validation;
     engine::TrainRequest& r = c.request;
     r.model = scaledEngineModel(full.model, l);
+    if (r.model.moe.enabled() && (r.model.moe.experts != full.model.moe.experts || r.model.moe.top_k != full.model.moe.top_k))
+        notes.push_back(s(full.model.moe.experts) + " routed experts (top " + s(full.model.moe.top_k) + ") scaled to " +
+                        s(r.model.moe.experts) + " (top " + s(r.model.moe.top_k) + "), each expert's width in its ratio "
+                        "to the hidden size" +
+                        (full.model.moe.expert_groups > 0 ? "; group-limited routing not executed" : ""));
     r.batch = l.dp * l.micro_batch * std::max(2, 2 * l.pp);
     r.steps = steps;
     r.layout = l;

@@ -54,7 +54,7 @@ const std::vector<std::string>& validationMetrics()
                                                 "activations_bytes", "flops", "comm_bytes",
                                                 "device_step_time_s", "wall_step_time_s",
                                                 "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes",
-                                                "send_recv_bytes", "matmul_flops"};
+                                                "send_recv_bytes", "matmul_flops", "all_to_all_bytes"};
     return names;
 }
 
@@ -74,6 +74,14 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
                "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
                "--engine --save NAME` and price with --cost-model NAME";
+    if (metric == "activations_bytes" && r.moe_measured_load > 0)
+        return "routing-dependent: the busiest device computed " + std::to_string(r.moe_measured_load) +
+               "x the balanced token copies (the planner priced " + std::to_string(r.problem.training.moe_imbalance) +
+               "x); activations_bytes_at_measured_load prices the measured load";
+    if (metric == "activations_bytes" && r.problem.model.moe.enabled() && r.c.request.layout.pp > 1 &&
+        (r.c.request.layout.ep > 1 || r.c.request.layout.expertTensorParallel() > 1))
+        return "routing-dependent: the saved sets of the micro-batches in flight grow with the copies each was "
+               "routed (the planner prices the stated factor, balanced by default)";
     if (metric == "wall_step_time_s" && std::fabs(m->rel_error) < 0.10)
         return {};  // within the host's run-to-run variation
     if (metric == "wall_step_time_s" && q.precision == engine::PrecisionMode::BF16Mixed)
@@ -199,11 +207,32 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
          {std::tuple{"all_reduce_bytes", "all_reduce", kinds.all_reduce},
           std::tuple{"reduce_scatter_bytes", "reduce_scatter", kinds.reduce_scatter},
           std::tuple{"all_gather_bytes", "all_gather", kinds.all_gather},
-          std::tuple{"send_recv_bytes", "send_recv", kinds.send_recv}})
+          std::tuple{"send_recv_bytes", "send_recv", kinds.send_recv},
+          std::tuple{"all_to_all_bytes", "all_to_all", kinds.all_to_all}})
         add(metric, predicted, busiest(m, [&, kind = std::string(kind)](const engine::DeviceMeasurement& d) {
                 const auto it = d.comm_bytes.find(kind);
                 return d.id != busiestSender.first ? -1.0 : it == d.comm_bytes.end() ? 0.0 : it->second / steps;
             }));
+    // (Not one of validationMetrics(): only MoE cases with expert parallelism have it.)
+    // MoE with its copies exchanged: the saved sets grow with the copies the router sent to each
+    // rank, a measured load; the planner prices the stated factor (1: balanced). Priced again at
+    // the busiest device's measured load, the activations must agree exactly (pp = 1: one
+    // micro-batch's sets at the peak).
+    const ModelSpec& pm = r.problem.model;
+    if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1) {
+        const double sp = priced.sequence_parallel ? priced.tp : 1.0;
+        const double balanced = double(pm.moeLayers(0, pm.layers)) * priced.micro_batch * double(r.problem.training.seq_len) /
+                                priced.cp / sp * pm.moe.top_k * priced.expertTensorParallel();
+        double mostCopies = 0;
+        for (const engine::DeviceMeasurement& d : m.devices)
+            mostCopies = std::max(mostCopies, d.moe_peak_copies);
+        r.moe_measured_load = balanced > 0 ? mostCopies / balanced : 0.0;
+        Problem atLoad = r.problem;
+        atLoad.training.moe_imbalance = std::clamp(r.moe_measured_load, 1.0, 64.0);
+        const Prediction loaded = CostModel(atLoad, params).evaluate(priced);
+        add("activations_bytes_at_measured_load", loaded.memory_bytes.activations,
+            busiest(m, peak(engine::MemoryCategory::Activations)));
+    }
     add("device_step_time_s", r.prediction.step_time_s,
         busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; }));
     // Wall clock: the host doing the emulation's work (WallClockModel.h). The median over steps,
@@ -269,6 +298,25 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     bert.embedding_norm = true;
     bert.masked_lm = true;
     bert.pooler = true;
+    // Mixtral's MoE block on Llama's: 4 routed experts of 64 columns, top 2, softmax renormalised
+    // over the 2, a load-balancing loss; and DeepSeek's kind: a shared expert, a dense first
+    // layer, sigmoid scores with the correction bias, routed scaling.
+    engine::ModelConfig mixtral = llama;
+    mixtral.moe.experts = 4;
+    mixtral.moe.top_k = 2;
+    mixtral.moe.expert_ffn = 64;
+    mixtral.moe.router = MoeRouter::SoftmaxNorm;
+    mixtral.moe.aux_loss_coeff = 0.01;
+    engine::ModelConfig mixtral8 = mixtral;
+    mixtral8.moe.experts = 8;
+    engine::ModelConfig deepseek = mixtral;
+    deepseek.moe.shared_experts = 1;
+    deepseek.moe.shared_ffn = 64;
+    deepseek.moe.dense_layers = 1;
+    deepseek.moe.router = MoeRouter::SigmoidNorm;
+    deepseek.moe.score_correction_bias = true;
+    deepseek.moe.routed_scaling = 2.5;
+    deepseek.moe.aux_loss_coeff = 0;
     struct Row {
         const char* name;
         const char* layout;
@@ -343,6 +391,21 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"BERT blocks, selective recomputation", "tp=2,recompute=selective", fp32, &bert},
         {"BERT blocks, context parallel", "cp=2", fp32, &bert},
         {"BERT blocks, bf16 mixed, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", bf16, &bert},
+        // Mixture of experts (issue 16): the experts over ep carved out of dp x cp (x tp with etp
+        // below tp), their states on the edp group, the tokens dispatched and combined by all-to-all.
+        {"Mixtral blocks (MoE), single device", "dp=1,mb=8", fp32, &mixtral},
+        {"Mixtral blocks, expert parallel", "dp=4,ep=4", fp32, &mixtral},
+        // (The engine keeps each expert whole on its ep rank: etp = 1 under tp.)
+        {"Mixtral blocks, ep + tensor + sequence parallel (etp 1)", "dp=2,tp=2,sp=on,ep=2,etp=1", fp32, &mixtral},
+        {"Mixtral blocks, ep carved out of tp x dp (etp 1)", "dp=2,tp=2,sp=on,ep=4,etp=1", fp32, &mixtral},
+        {"8 experts, ep across two nodes", "dp=8,ep=8", fp32, &mixtral8},
+        {"Mixtral blocks, pipeline 1F1B + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &mixtral},
+        {"Mixtral blocks, context parallel + ep", "dp=2,cp=2,ep=4", fp32, &mixtral},
+        {"Mixtral blocks, selective recomputation + ep", "dp=4,ep=2,recompute=selective", fp32, &mixtral},
+        {"Mixtral blocks, bf16 mixed, expert parallel", "dp=4,ep=4", bf16, &mixtral},
+        {"DeepSeek-style MoE (shared expert, dense first layer, sigmoid), expert parallel", "dp=4,ep=4", fp32,
+         &deepseek},
+        {"DeepSeek-style MoE, bf16 mixed, ep + dp", "dp=4,ep=2", bf16, &deepseek},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
@@ -410,6 +473,18 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                       {"request", toJson(r.c)}};
         if (!r.error.empty())
             c.insert("error", QString::fromStdString(r.error));
+        if (r.error.empty() && !r.measurement.moe_tokens_per_expert.empty()) {
+            // The routing the run measured beside the factor the planner priced (issue 16).
+            QJsonArray counts;
+            for (std::int64_t n : r.measurement.moe_tokens_per_expert)
+                counts.append(double(n));
+            QJsonObject moe{{"tokens_per_expert", counts},
+                            {"expert_max_over_mean", r.measurement.moeMaxOverMean()},
+                            {"planner_imbalance", r.problem.training.moe_imbalance}};
+            if (r.moe_measured_load > 0)
+                moe.insert("busiest_device_load", r.moe_measured_load);
+            c.insert("moe", moe);
+        }
         if (r.error.empty()) {
             // The device clock's breakdown on both sides: the planner's named terms, and the engine's
             // time per kernel kind on its slowest device (per step).

@@ -53,6 +53,10 @@ struct ValidationResult {
     std::vector<MetricComparison> metrics;
     std::string error;       // why the case could not be compared (engine error, unsupported precision)
     std::string cost_model;  // the name of the cost-model terms that priced it
+    // MoE with expert parallelism: the busiest device's measured load (its MoE layers' token copies
+    // in one micro-batch over the balanced count), next to the planner's stated factor
+    // (problem.training.moe_imbalance); 0 when the case has none.
+    double moe_measured_load = 0;
     const MetricComparison* metric(const std::string& name) const;
 };
 

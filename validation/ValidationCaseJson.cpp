@@ -90,6 +90,22 @@ QJsonObject toJson(const ValidationCase& c)
         model.insert("relative_max_distance", r.model.relative_max_distance);
         o.insert("model", model);
     }
+    if (const engine::MoeConfig& e = r.model.moe; e.enabled()) {  // (written only for MoE, like T5's)
+        QJsonObject model = o.value("model").toObject();
+        model.insert("moe", QJsonObject{{"experts", e.experts},
+                                        {"top_k", e.top_k},
+                                        {"expert_ffn", e.expert_ffn},
+                                        {"shared_experts", e.shared_experts},
+                                        {"shared_ffn", e.shared_ffn},
+                                        {"dense_layers", e.dense_layers},
+                                        {"layer_interval", e.layer_interval},
+                                        {"router", toString(e.router)},
+                                        {"capacity_factor", e.capacity_factor},
+                                        {"aux_loss_coeff", e.aux_loss_coeff},
+                                        {"score_correction_bias", e.score_correction_bias},
+                                        {"routed_scaling", e.routed_scaling}});
+        o.insert("model", model);
+    }
     if (c.host.known())
         o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
     return o;
@@ -133,6 +149,22 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
     r.model.embedding_norm = model.boolean("embedding_norm", false);
     r.model.masked_lm = model.boolean("masked_lm", false);
     r.model.pooler = model.boolean("pooler", false);
+    if (model.has("moe")) {
+        JsonReader moe = model.object("moe", false);
+        engine::MoeConfig& e = r.model.moe;
+        e.experts = moe.integer("experts", 0, true, 1, 1 << 16);
+        e.top_k = moe.integer("top_k", 0, true, 1, 1 << 16);
+        e.expert_ffn = moe.integer("expert_ffn", 0, false, 0, 1 << 22);
+        e.shared_experts = moe.integer("shared_experts", 0, false, 0, 1 << 12);
+        e.shared_ffn = moe.integer("shared_ffn", 0, false, 0, 1 << 22);
+        e.dense_layers = moe.integer("dense_layers", 0, false, 0, 1024);
+        e.layer_interval = moe.integer("layer_interval", 1, false, 1, 1024);
+        e.router = moe.enumeration<MoeRouter>("router", kMoeRouterNames, MoeRouter::SoftmaxNorm, false);
+        e.capacity_factor = moe.number("capacity_factor", 0, false, 0, 1e6);
+        e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1e6);
+        e.score_correction_bias = moe.boolean("score_correction_bias", false);
+        e.routed_scaling = moe.number("routed_scaling", 0, false, 0, 1e6);
+    }
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);
     if (const std::string text = in.string("precision", true); !text.empty()) {
