@@ -723,9 +723,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             c.bytes = c.calls * allReduceBytes(tokenSplit, counts);
             c.exposed_s = c.calls * allReduceTime(g, counts, linkFor(tokenSplit, 1));
         }
-        // Send and receive buffers of the all-to-all and the gathered copies, live one layer at a time.
-        sc.moe_buffer_bytes = imbalance * (2 * D.T_moe * D.experts_active + (D.etp > 1 ? routedCopies : 0.0)) * h *
-                              activation_bytes_;
+        // A MoE layer's transient buffers, live one layer at a time; the largest are its backward's
+        // (the engine's MoeMlp::backward, as Megatron's autograd materialises them): the gradients
+        // of the combine's input and weights, of the received outputs and copies when they move,
+        // of each copy's activation and pre-activation, of the dispatched copies, the logits, the
+        // input scratch and the shared experts' two.
+        const double moving = D.ep > 1 || D.etp > 1 ? 2 * h * imbalance * routedCopies : 0.0;
+        const double expertF = double(model.expertFfn()) / D.etp, expertFin = (gatedMlp(model.mlp) ? 2 : 1) * expertF;
+        const double sharedF = double(moe.shared_experts) * moe.shared_ffn_hidden;
+        sc.moe_buffer_bytes = activation_bytes_ * (2 * h * D.T_moe * D.experts_active + D.experts_active * D.T_moe + moving +
+                                                   (expertF + expertFin) * imbalance * routedCopies +
+                                                   (D.experts + h) * D.T_moe +
+                                                   (gatedMlp(model.mlp) ? 3 : 2) * sharedF * D.T_moe);
     }
 
     // ---- context parallelism: Transformer Engine's ring (AttnFuncWithCPAndKVP2P,
@@ -1443,8 +1452,9 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     book.add(Figure::Buffers, "gradient bucket", mem.bucket, "min(bucket size, gradient bytes)");
     book.add(Figure::Buffers, "ZeRO-3 gathered parameters", mem.zero_gather,
              "2 x largest linear layer (in use + prefetched)");
-    book.add(Figure::Buffers, "MoE dispatch buffers", mem.moe_buffer,
-             "imbalance x (2 x b s/(cp sp) x top-k (all-to-all send + receive) + R (etp gather)) x h bytes");
+    book.add(Figure::Buffers, "MoE layer's backward buffers", mem.moe_buffer,
+             "(2 h T k + T k + [2 h R] + 3 f/etp R + (E + h) T + 3 f_s T) x bytes, T = b s/(cp sp), R the busiest "
+             "rank's copies");
     book.add(Figure::Reserve, "reserve", mem.total.reserve, "reserve fraction x HBM");
     // Every memory figure is the sum of its terms.
     MemoryBreakdown& mb = pr.memory_bytes;

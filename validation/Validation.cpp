@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <tuple>
 
@@ -74,10 +75,14 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
                "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
                "--engine --save NAME` and price with --cost-model NAME";
-    if (metric == "activations_bytes" && r.moe_measured_load > 0)
-        return "routing-dependent: the busiest device computed " + std::to_string(r.moe_measured_load) +
-               "x the balanced token copies (the planner priced " + std::to_string(r.problem.training.moe_imbalance) +
-               "x); activations_bytes_at_measured_load prices the measured load";
+    if (metric == "activations_bytes" && r.moe_measured_load > 0) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "routing-dependent: the busiest device computed %.2fx the balanced token copies (the planner "
+                      "priced %.2fx); activations_bytes_at_measured_load prices the measured load",
+                      r.moe_measured_load, r.problem.training.moe_imbalance);
+        return text;
+    }
     if (metric == "activations_bytes" && r.problem.model.moe.enabled() && r.c.request.layout.pp > 1 &&
         (r.c.request.layout.ep > 1 || r.c.request.layout.expertTensorParallel() > 1))
         return "routing-dependent: the saved sets of the micro-batches in flight grow with the copies each was "
