@@ -121,6 +121,28 @@ private slots:
                                                  "--min dp=4,pp=2,mb=2 --max pp=16,zero=2,v=4 --recompute selective,full"));
     }
 
+    // Issue 16: the expert grid's keys fix and bound like the others, in text and in JSON.
+    void expertKeysInTheSearchSpace()
+    {
+        SearchSpace s;
+        QVERIFY(applyFixed(s, "ep=8,ep_comm_overlap=on").empty());
+        QVERIFY(applyBounds(s, "etp=2", true, "max").empty());
+        QCOMPARE(s.ep.lo, 8);
+        QCOMPARE(s.ep.hi, 8);
+        QCOMPARE(s.etp.hi, 2);
+        QVERIFY(s.ep_comm_overlap);
+        QCOMPARE(constraintsText(s), std::string("--fix ep=8,ep_comm_overlap=on --max etp=2"));
+        SearchSpace back;
+        QVERIFY(applyFixed(back, fixedText(s)).empty());
+        QVERIFY(applyBounds(back, boundsText(s, true), true, "max").empty());
+        QVERIFY(back == s);
+        FieldErrors errors;
+        QVERIFY(searchSpaceFromJson(toJson(s), "space", errors) == s);
+        QVERIFY(errors.empty());
+        FieldErrors bad = applyFixed(back, "ep=0");
+        QVERIFY(!bad.empty() && bad.front().text().find("fix.ep") != std::string::npos);
+    }
+
     void requestJsonRoundTrips()
     {
         PlanRequest r;
