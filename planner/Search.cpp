@@ -535,7 +535,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     const bool overlapPrecision = t.precision != Precision::FP32;
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
-    // ZeRO field), so the first one priced bounds its siblings' step time (zeroSiblingBound).
+    // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
     std::vector<double> memoryBounds(zeros.size()), layerStates(zeros.size());
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
@@ -558,6 +558,11 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                 for (const auto& [schedule, v] : schedules) {
                     l.schedule = schedule;
                     l.virtual_stages = v;
+                    // Under fused attention, selective recomputation recomputes nothing (the kernel
+                    // already does): its step-time terms are those of no recomputation (CostModel.cpp
+                    // reads Recompute::Selective only without flash, apart from memory), so the two
+                    // bound each other's ZeRO siblings' time, not their memory.
+                    double notFullStep = std::numeric_limits<double>::quiet_NaN();
                     for (Recompute r : space_.recomputes) {
                         l.recompute = r;
                         l.ep_comm_overlap = space_.ep_comm_overlap && l.ep > 1 && r != Recompute::Full &&
@@ -576,7 +581,9 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             out.reasons[kInterleavedMicroBatches] += siblings;
                             continue;
                         }
-                        RankBound stepBound = rankBound(time_bound_.stepTime(meshBound, l));
+                        const bool sharesTime = t.flash_attention && r != Recompute::Full;
+                        RankBound stepBound = rankBound(std::max(time_bound_.stepTime(meshBound, l),
+                                                                 sharesTime && !std::isnan(notFullStep) ? notFullStep : 0.0));
                         ZeroSibling sibling;  // the first ZeRO configuration priced
                         double siblingLayers = 0;
                         for (std::size_t i = 0; i < zeros.size(); ++i) {
@@ -612,6 +619,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                                 sibling = priced;
                                 siblingLayers = l.stageLayers(m.totalLayers(), priced.memory_stage);
                                 stepBound = rankBound(std::max(stepBound.step, priced.step_s));
+                                if (sharesTime && std::isnan(notFullStep))
+                                    notFullStep = priced.step_s;
                             }
                         }
                     }
@@ -621,7 +630,6 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     }
     return true;
 }
-
 
 // Prices one layout into the worker's result. Returns what it bounds of its ZeRO siblings (step_s
 // NaN when it was not priced).

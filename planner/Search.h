@@ -13,7 +13,10 @@
 //              and by a step-time lower bound (StepTimeBound.h, branch and bound):
 //              a layout is skipped when its worker's top plans and infeasible plans
 //              are full of better ones and both of its fronts hold a point that
-//              dominates (time bound, memory bound). Workers' results only merge
+//              dominates (time bound, memory bound). The ZeRO configurations are
+//              searched innermost: they change only the data-parallel, optimizer and
+//              offload terms, so the first one priced bounds its siblings' step time
+//              (the other terms) and memory (its activations and buffers). Workers' results only merge
 //              (a union of heaps cut to the best, a union of fronts), so a layout
 //              that could not enter its worker's cannot enter the merged one: the
 //              results are exact. The mesh shapes are searched in the order of

@@ -219,11 +219,14 @@ private:
         QTest::addColumn<QString>("node");
         QTest::addColumn<int>("nodes");
         QTest::addColumn<int>("batch");
-        if (bothPrunings)
+        if (bothPrunings) {
             QTest::addColumn<bool>("prune");
+            QTest::addColumn<bool>("fused");  // fused (flash) attention: cp searched
+        }
         struct Row {
             const char *name, *model, *node;
             int nodes, batch;
+            bool fused = false;  // (a row of the both-prunings set only)
         };
         const Row rows[] = {
             {"gpt3-13b on 1 x p5 (OOM and offload)", "gpt3-13b", "p5.48xlarge", 1, 16},
@@ -231,15 +234,19 @@ private:
             {"llama-3-8b on 2 x p5 (GQA, KV heads replicated at tp 16)", "llama-3-8b", "p5.48xlarge", 2, 16},
             {"mixtral-8x7b on 2 x p5 (MoE)", "mixtral-8x7b", "p5.48xlarge", 2, 8},
             {"t5-3b on 1 x p4d (encoder-decoder)", "t5-3b", "p4d.24xlarge", 1, 24},
+            {"gpt3-13b on 1 x p5, fused attention", "gpt3-13b", "p5.48xlarge", 1, 16, true},
+            {"llama-3-8b on 1 x p5, fused attention (GQA, cp)", "llama-3-8b", "p5.48xlarge", 1, 16, true},
         };
         for (const Row& r : rows) {
+            if (r.fused && !bothPrunings)
+                continue;
             if (!bothPrunings) {
                 QTest::newRow(r.name) << r.model << r.node << r.nodes << r.batch;
                 continue;
             }
             for (bool prune : {true, false})
                 QTest::addRow("%s%s", r.name, prune ? "" : ", no time pruning")
-                    << r.model << r.node << r.nodes << r.batch << prune;
+                    << r.model << r.node << r.nodes << r.batch << prune << r.fused;
         }
     }
 
@@ -265,7 +272,9 @@ private slots:
         QFETCH(int, nodes);
         QFETCH(int, batch);
         QFETCH(bool, prune);
-        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        QFETCH(bool, fused);
+        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        p.training.flash_attention = fused;
         const CostModel cm(p);
         const std::vector<Layout> all = bruteForce(p);
         QVERIFY(all.size() > 1000);
@@ -460,6 +469,28 @@ private slots:
             ++compared;
         }
         QVERIFY(compared > 1000);
+        // Under fused attention selective recomputation costs no time: its step-time terms are
+        // those of no recomputation (the search bounds the one by the other).
+        Problem fused = p;
+        fused.training.flash_attention = true;
+        const CostModel fusedModel(fused);
+        int pairs = 0;
+        for (Layout l : bruteForce(fused)) {
+            if (l.recompute != Recompute::Selective || pairs == 5000)
+                continue;
+            const Prediction selective = fusedModel.evaluate(l);
+            l.recompute = Recompute::None;
+            const Prediction none = fusedModel.evaluate(l);
+            QCOMPARE(selective.time_s.compute, none.time_s.compute);
+            QCOMPARE(selective.time_s.recompute, none.time_s.recompute);
+            QCOMPARE(selective.time_s.tp_comm, none.time_s.tp_comm);
+            QCOMPARE(selective.time_s.cp_comm, none.time_s.cp_comm);
+            QCOMPARE(selective.time_s.pp_comm, none.time_s.pp_comm);
+            QCOMPARE(selective.time_s.ep_comm, none.time_s.ep_comm);
+            QCOMPARE(selective.time_s.bubble, none.time_s.bubble);
+            ++pairs;
+        }
+        QVERIFY(pairs > 100);
     }
 
     // ---- determinism ----
