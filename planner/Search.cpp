@@ -154,6 +154,19 @@ const char* reasonName(int r)
 struct MeshShape {
     int dp, tp, pp, cp;
     int first_stage_layers = 0, last_stage_layers = 0;  // the shape's pipeline split (0: even)
+
+    // A layout of this shape, every other field at its default.
+    Layout layout() const
+    {
+        Layout l;
+        l.dp = dp;
+        l.tp = tp;
+        l.pp = pp;
+        l.cp = cp;
+        l.first_stage_layers = first_stage_layers;
+        l.last_stage_layers = last_stage_layers;
+        return l;
+    }
 };
 
 // The pipeline split the search gives pp stages of `layers` layers: the space's fixed one, else
@@ -318,13 +331,7 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 }
                 // The rules of core/Layout.h have the last word (a rule added there and not here
                 // is counted under its own message instead of being searched).
-                Layout probe;
-                probe.dp = s.dp;
-                probe.tp = s.tp;
-                probe.pp = s.pp;
-                probe.cp = s.cp;
-                probe.first_stage_layers = s.first_stage_layers;
-                probe.last_stage_layers = s.last_stage_layers;
+                Layout probe = s.layout();
                 // MoE under tp is trained with sp (core's rule); the mesh is legal if that layout is.
                 probe.sequence_parallel = m.moe.enabled() && s.tp > 1;
                 const FieldErrors errors = validate(probe, m, problem_.cluster, t);
@@ -414,14 +421,7 @@ void Searcher::orderMeshShapes()
     std::vector<std::pair<double, std::size_t>> keyed;
     keyed.reserve(shapes_.size());
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
-        const MeshShape& s = shapes_[i];
-        Layout l;
-        l.dp = s.dp;
-        l.tp = s.tp;
-        l.pp = s.pp;
-        l.cp = s.cp;
-        l.first_stage_layers = s.first_stage_layers;
-        l.last_stage_layers = s.last_stage_layers;
+        const Layout l = shapes_[i].layout();
         keyed.emplace_back(time_bound_.stepTimeWithoutRecompute(time_bound_.mesh(l), l), i);
     }
     std::sort(keyed.begin(), keyed.end());
@@ -524,13 +524,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     expertGrids.push_back({int(ep), etp == s.tp ? 0 : etp});
     }
 
-    Layout l;
-    l.dp = s.dp;
-    l.tp = s.tp;
-    l.pp = s.pp;
-    l.cp = s.cp;
-    l.first_stage_layers = s.first_stage_layers;
-    l.last_stage_layers = s.last_stage_layers;
+    Layout l = s.layout();
     const StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload

@@ -173,6 +173,13 @@ std::int64_t reason(const SearchStats& s, const std::string& key)
 
 QByteArray describe(const Layout& l) { return QByteArray::fromStdString(toString(l)); }
 
+// Every step-time term but the data-parallel, optimizer and offload ones exactly equal.
+bool sameTimeButZero(const TimeBreakdown& a, const TimeBreakdown& b)
+{
+    return a.compute == b.compute && a.recompute == b.recompute && a.tp_comm == b.tp_comm && a.cp_comm == b.cp_comm &&
+           a.pp_comm == b.pp_comm && a.ep_comm == b.ep_comm && a.bubble == b.bubble;
+}
+
 } // namespace
 
 class TstPlannerSearch : public QObject {
@@ -454,13 +461,7 @@ private slots:
             if (inserted)
                 continue;
             const Prediction& a = it->second;
-            QCOMPARE(pr.time_s.compute, a.time_s.compute);
-            QCOMPARE(pr.time_s.recompute, a.time_s.recompute);
-            QCOMPARE(pr.time_s.tp_comm, a.time_s.tp_comm);
-            QCOMPARE(pr.time_s.cp_comm, a.time_s.cp_comm);
-            QCOMPARE(pr.time_s.pp_comm, a.time_s.pp_comm);
-            QCOMPARE(pr.time_s.ep_comm, a.time_s.ep_comm);
-            QCOMPARE(pr.time_s.bubble, a.time_s.bubble);
+            QVERIFY2(sameTimeButZero(pr.time_s, a.time_s), describe(l));
             if (pr.memory_stage == a.memory_stage) {
                 QCOMPARE(pr.memory_bytes.activations, a.memory_bytes.activations);
                 QCOMPARE(pr.memory_bytes.buffers, a.memory_bytes.buffers);
@@ -481,13 +482,7 @@ private slots:
             const Prediction selective = fusedModel.evaluate(l);
             l.recompute = Recompute::None;
             const Prediction none = fusedModel.evaluate(l);
-            QCOMPARE(selective.time_s.compute, none.time_s.compute);
-            QCOMPARE(selective.time_s.recompute, none.time_s.recompute);
-            QCOMPARE(selective.time_s.tp_comm, none.time_s.tp_comm);
-            QCOMPARE(selective.time_s.cp_comm, none.time_s.cp_comm);
-            QCOMPARE(selective.time_s.pp_comm, none.time_s.pp_comm);
-            QCOMPARE(selective.time_s.ep_comm, none.time_s.ep_comm);
-            QCOMPARE(selective.time_s.bubble, none.time_s.bubble);
+            QVERIFY2(sameTimeButZero(selective.time_s, none.time_s), describe(l));
             ++pairs;
         }
         QVERIFY(pairs > 100);
