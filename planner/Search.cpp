@@ -1,12 +1,14 @@
 #include "Search.h"
 #include "MlaCost.h"
 #include "ModelStateMemory.h"
+#include "StepTimeBound.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -75,7 +77,10 @@ std::string objectiveProblem(Objective objective, const Problem& problem)
     return {};
 }
 
-double memoryLowerBound(const CostModel& model, const Layout& l)
+namespace {
+
+// Model states per device of one transformer layer, at least (memoryLowerBound's terms).
+double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
 {
     const Problem& p = model.problem();
     const ModelSpec& m = p.model;
@@ -107,8 +112,15 @@ double memoryLowerBound(const CostModel& model, const Layout& l)
     // Per layer (replicated KV heads only add to this); every stage holds totalLayers / pp layers.
     const double denseLayer = stateBytes(attention / l.tp + dense, shards);
     const double moeLayer = stateBytes(attention / l.tp + moe - routed, shards) + stateBytes(routed, expertShards);
-    const double perLayer = !m.moe.enabled() ? denseLayer : mixed ? std::min(denseLayer, moeLayer) : moeLayer;
-    const double states = perLayer * double(m.totalLayers() / l.pp);
+    return !m.moe.enabled() ? denseLayer : mixed ? std::min(denseLayer, moeLayer) : moeLayer;
+}
+
+} // namespace
+
+double memoryLowerBound(const CostModel& model, const Layout& l)
+{
+    const Problem& p = model.problem();
+    const double states = layerStateBytesLowerBound(model, l) * double(p.model.totalLayers() / l.pp);
     return states + model.params().reserve_fraction * p.cluster.node.chip.hbmBytesPerDevice();
 }
 
@@ -142,6 +154,19 @@ const char* reasonName(int r)
 struct MeshShape {
     int dp, tp, pp, cp;
     int first_stage_layers = 0, last_stage_layers = 0;  // the shape's pipeline split (0: even)
+
+    // A layout of this shape, every other field at its default.
+    Layout layout() const
+    {
+        Layout l;
+        l.dp = dp;
+        l.tp = tp;
+        l.pp = pp;
+        l.cp = cp;
+        l.first_stage_layers = first_stage_layers;
+        l.last_stage_layers = last_stage_layers;
+        return l;
+    }
 };
 
 // The pipeline split the search gives pp stages of `layers` layers: the space's fixed one, else
@@ -191,13 +216,13 @@ struct WorkerResult {
     PlanFront time_cost;
     std::array<std::int64_t, kReasonCount> reasons{};
     std::map<std::string, std::int64_t> other_reasons;
-    std::int64_t candidates = 0, evaluated = 0, pruned = 0, feasible = 0;
+    std::int64_t candidates = 0, evaluated = 0, pruned = 0, pruned_by_time = 0, feasible = 0;
 };
 
 class Searcher {
 public:
     Searcher(const CostModel& model, const SearchSpace& space, const SearchOptions& options)
-        : model_(model), space_(space), options_(options), problem_(model.problem())
+        : model_(model), space_(space), options_(options), problem_(model.problem()), time_bound_(model)
     {
         capacity_ = problem_.cluster.node.chip.hbmBytesPerDevice();
         limit_ = space.max_memory_fraction * capacity_;
@@ -215,13 +240,21 @@ private:
     void enumerateMeshShapes(SearchResult& result);
     void worker(WorkerResult& out);
     bool searchShape(const MeshShape& shape, WorkerResult& out);
-    void consider(const Layout& layout, double bound, WorkerResult& out);
+    struct ZeroSibling;
+    ZeroSibling consider(const Layout& layout, double bound, WorkerResult& out);
+    struct RankBound {
+        double step, objective, time_s, cost_usd;
+    };
+    RankBound rankBound(double step) const;
+    bool cannotRank(const RankBound& bound, double memoryBound, const WorkerResult& out) const;
+    void orderMeshShapes();
     bool cancelled() const { return options_.cancel && options_.cancel->load(std::memory_order_relaxed); }
 
     const CostModel& model_;
     const SearchSpace& space_;
     const SearchOptions& options_;
     const Problem& problem_;
+    StepTimeBound time_bound_;
     double capacity_ = 0, limit_ = 0;
     int top_k_ = 1;
     static constexpr int kVariantHeadroom = 8;
@@ -298,13 +331,7 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 }
                 // The rules of core/Layout.h have the last word (a rule added there and not here
                 // is counted under its own message instead of being searched).
-                Layout probe;
-                probe.dp = s.dp;
-                probe.tp = s.tp;
-                probe.pp = s.pp;
-                probe.cp = s.cp;
-                probe.first_stage_layers = s.first_stage_layers;
-                probe.last_stage_layers = s.last_stage_layers;
+                Layout probe = s.layout();
                 // MoE under tp is trained with sp (core's rule); the mesh is legal if that layout is.
                 probe.sequence_parallel = m.moe.enabled() && s.tp > 1;
                 const FieldErrors errors = validate(probe, m, problem_.cluster, t);
@@ -316,6 +343,93 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
             }
         }
     }
+}
+
+// What every ZeRO sibling of a priced layout (the same fields but zero_stage, zero_group,
+// offload and overlap_param_gather) takes at least, read from its prediction: the step time
+// less the terms that depend on the ZeRO configuration (data-parallel/ZeRO traffic, the
+// optimizer step, offload); on the priced layout's peak-memory stage, its activations, its
+// buffers (ZeRO-3's gathered parameters aside: all of them unless priced under ZeRO-3) and the
+// reserve, to which a sibling adds at least its own states of the stage's layers. (Margins for
+// the rounding of sums taken in another order than the cost model's.)
+struct Searcher::ZeroSibling {
+    double step_s = std::numeric_limits<double>::quiet_NaN();  // NaN: not priced
+    double memory_bytes = 0;
+    int memory_stage = 0;
+
+    static ZeroSibling of(const Prediction& pr, const Layout& l)
+    {
+        const TimeBreakdown& t = pr.time_s;
+        const MemoryBreakdown& m = pr.memory_bytes;
+        ZeroSibling z;
+        z.step_s = (t.compute + t.recompute + t.tp_comm + t.cp_comm + t.pp_comm + t.ep_comm + t.bubble) * (1 - 1e-9);
+        z.memory_bytes = (m.activations + (l.zero_stage == 3 ? 0.0 : m.buffers) + m.reserve) * (1 - 1e-9);
+        z.memory_stage = pr.memory_stage;
+        return z;
+    }
+};
+
+// Whether a front holds a point that dominates (x, y) (at least as good in both, better in one;
+// Pareto.h's dominates()), by bisection: sorted by x ascending, y strictly descending, the last
+// point with x' <= x has the least y' of those.
+bool frontDominates(const PlanFront& front, double x, double y)
+{
+    const auto& points = front.points();
+    auto it = std::upper_bound(points.begin(), points.end(), x,
+                               [](double value, const ParetoPoint<Plan>& p) { return value < p.x; });
+    if (it == points.begin())
+        return false;
+    --it;
+    return it->y < y || (it->y == y && it->x < x);
+}
+
+// A step-time bound with the objective, time and cost it implies, computed by the cost model's
+// own expressions (CostModel.cpp, evaluate), which are monotone in the step time: a layout's
+// figures can only be worse (rounding is monotone too).
+Searcher::RankBound Searcher::rankBound(double step) const
+{
+    const TrainingSpec& t = problem_.training;
+    Prediction at;
+    at.step_time_s = step;
+    at.tokens_per_s = double(t.global_batch) * t.seq_len / at.step_time_s;
+    at.time_to_train_s = t.tokens_to_train / at.tokens_per_s;
+    at.cost_to_train_usd =
+        at.time_to_train_s / 3600.0 * problem_.cluster.nodes * problem_.cluster.node.price_per_node_hour_usd;
+    return {step, objectiveValue(options_.objective, at), at.time_to_train_s, at.cost_to_train_usd};
+}
+
+// Whether no layout with a step time >= b.step and memory >= memoryBound can change this
+// worker's results: its objective is worse than the worst of a full top (keep_k_: the variants
+// too) and of a full infeasible top, and each front has a point that dominates it. Strictly
+// worse objectives only, so that no tie broken by memory or layout could let it in.
+bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerResult& out) const
+{
+    if (!std::isfinite(b.step) || !(b.step > 0))
+        return false;
+    if (int(out.heap.size()) < keep_k_ || int(out.infeasible_heap.size()) < top_k_)
+        return false;
+    return b.objective > objectiveValue(out.objective, out.heap.front().prediction) &&
+           b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction) &&
+           frontDominates(out.time_cost, b.time_s, b.cost_usd) && frontDominates(out.step_memory, b.step, memoryBound);
+}
+
+// Likely-good shapes first (the least step-time bound at one sample per micro-batch), so that
+// the heaps and fronts fill with good plans early and the bound prunes more. Any order gives
+// the same results.
+void Searcher::orderMeshShapes()
+{
+    std::vector<std::pair<double, std::size_t>> keyed;
+    keyed.reserve(shapes_.size());
+    for (std::size_t i = 0; i < shapes_.size(); ++i) {
+        const Layout l = shapes_[i].layout();
+        keyed.emplace_back(time_bound_.stepTimeWithoutRecompute(time_bound_.mesh(l), l), i);
+    }
+    std::sort(keyed.begin(), keyed.end());
+    std::vector<MeshShape> ordered;
+    ordered.reserve(shapes_.size());
+    for (const auto& [key, i] : keyed)
+        ordered.push_back(shapes_[i]);
+    shapes_ = std::move(ordered);
 }
 
 // Every layout of one mesh shape. Returns false when cancelled.
@@ -410,26 +524,24 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     expertGrids.push_back({int(ep), etp == s.tp ? 0 : etp});
     }
 
-    Layout l;
-    l.dp = s.dp;
-    l.tp = s.tp;
-    l.pp = s.pp;
-    l.cp = s.cp;
-    l.first_stage_layers = s.first_stage_layers;
-    l.last_stage_layers = s.last_stage_layers;
+    Layout l = s.layout();
+    const StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
-    for (const ZeroConfig& z : zeros)
+    // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
+    // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
+    // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
+    std::vector<double> memoryBounds(zeros.size()), layerStates(zeros.size());
     for (const ExpertConfig& e : expertGrids) {
-        l.zero_stage = z.stage;
-        l.zero_group = z.group;
-        l.offload = z.offload;
         l.ep = e.ep;
         l.etp = e.etp;
-        // Overlap options are the framework's, not a search dimension: on wherever the space
-        // turns them on and the layout can use them.
-        l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
         // Depends only on the mesh shape, the ZeRO configuration and the expert grid: once per pair.
-        const double bound = memoryLowerBound(model_, l);
+        for (std::size_t i = 0; i < zeros.size(); ++i) {
+            l.zero_stage = zeros[i].stage;
+            l.zero_group = zeros[i].group;
+            l.offload = zeros[i].offload;
+            memoryBounds[i] = memoryLowerBound(model_, l);
+            layerStates[i] = layerStateBytesLowerBound(model_, l);
+        }
         for (bool sp : sps) {
             l.sequence_parallel = sp;
             l.tp_comm_overlap = space_.tp_comm_overlap && sp;
@@ -440,6 +552,11 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                 for (const auto& [schedule, v] : schedules) {
                     l.schedule = schedule;
                     l.virtual_stages = v;
+                    // Under fused attention, selective recomputation recomputes nothing (the kernel
+                    // already does): its step-time terms are those of no recomputation (CostModel.cpp
+                    // reads Recompute::Selective only without flash, apart from memory), so the two
+                    // bound each other's ZeRO siblings' time, not their memory.
+                    double notFullStep = std::numeric_limits<double>::quiet_NaN();
                     for (Recompute r : space_.recomputes) {
                         l.recompute = r;
                         l.ep_comm_overlap = space_.ep_comm_overlap && l.ep > 1 && r != Recompute::Full &&
@@ -448,16 +565,58 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                         l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
                                                      : RecomputeMethod::Uniform;
                         l.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
-                        // Rules that depend on the inner keys.
+                        // Rules that depend on the inner keys (not on ZeRO): every ZeRO sibling breaks them.
+                        const auto siblings = std::int64_t(zeros.size());
                         if (sp && t.seq_len % (s.tp * s.cp) != 0) {
-                            ++out.reasons[kSpSequence];
+                            out.reasons[kSpSequence] += siblings;
                             continue;
                         }
                         if (schedule == PipelineSchedule::Interleaved && micro % s.pp != 0) {
-                            ++out.reasons[kInterleavedMicroBatches];
+                            out.reasons[kInterleavedMicroBatches] += siblings;
                             continue;
                         }
-                        consider(l, bound, out);
+                        const bool sharesTime = t.flash_attention && r != Recompute::Full;
+                        RankBound stepBound = rankBound(std::max(time_bound_.stepTime(meshBound, l),
+                                                                 sharesTime && !std::isnan(notFullStep) ? notFullStep : 0.0));
+                        ZeroSibling sibling;  // the first ZeRO configuration priced
+                        double siblingLayers = 0;
+                        for (std::size_t i = 0; i < zeros.size(); ++i) {
+                            const ZeroConfig& z = zeros[i];
+                            l.zero_stage = z.stage;
+                            l.zero_group = z.group;
+                            l.offload = z.offload;
+                            // Overlap options are the framework's, not a search dimension: on wherever
+                            // the space turns them on and the layout can use them.
+                            l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
+                            const double bound = memoryBounds[i];
+                            // (A sibling's memory: at least the priced one's ZeRO-independent bytes
+                            // on its peak stage plus this configuration's states of that stage's layers.)
+                            const double memoryBound =
+                                std::isnan(sibling.step_s)
+                                    ? bound
+                                    : std::max(bound, sibling.memory_bytes + layerStates[i] * siblingLayers * (1 - 1e-9));
+                            // The step-time bound applies only where the checks before pricing would
+                            // not reject the layout anyway (those keep their own reasons).
+                            const bool timeBounded = options_.prune_by_time && bound <= limit_ &&
+                                                     (l.offload != Offload::Optimizer || model_.offloadPriced());
+                            if (timeBounded && cannotRank(stepBound, memoryBound, out)) {
+                                // Counted as a candidate without validate(): the generator makes the
+                                // layouts validate() accepts (it checks every evaluated one).
+                                ++out.candidates;
+                                ++out.pruned;
+                                ++out.pruned_by_time;
+                                continue;
+                            }
+                            const ZeroSibling priced = consider(l, bound, out);
+                            if (std::isnan(sibling.step_s) && std::isfinite(priced.step_s) &&
+                                std::isfinite(priced.memory_bytes)) {
+                                sibling = priced;
+                                siblingLayers = l.stageLayers(m.totalLayers(), priced.memory_stage);
+                                stepBound = rankBound(std::max(stepBound.step, priced.step_s));
+                                if (sharesTime && std::isnan(notFullStep))
+                                    notFullStep = priced.step_s;
+                            }
+                        }
                     }
                 }
             }
@@ -466,26 +625,29 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     return true;
 }
 
-void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
+// Prices one layout into the worker's result. Returns what it bounds of its ZeRO siblings (step_s
+// NaN when it was not priced).
+Searcher::ZeroSibling Searcher::consider(const Layout& l, double bound, WorkerResult& out)
 {
+    const ZeroSibling kNotPriced;
     // The generator above makes only legal layouts; validate() is the rule book that
     // `predict` uses, so the two cannot drift apart silently. It allocates only on error.
     const FieldErrors errors = validate(l, problem_.model, problem_.cluster, problem_.training);
     if (!errors.empty()) {
         ++out.other_reasons["rule: " + errors.front().text()];
-        return;
+        return kNotPriced;
     }
     ++out.candidates;
     // The cost model cannot price offload without the host link's bandwidth: say so without asking it.
     if (l.offload == Offload::Optimizer && !model_.offloadPriced()) {
         ++out.pruned;
         ++out.reasons[kMissingFigure];
-        return;
+        return kNotPriced;
     }
     if (bound > limit_) {
         ++out.pruned;
         ++out.reasons[bound > capacity_ ? kOutOfMemory : kOverLimit];
-        return;
+        return kNotPriced;
     }
     const Prediction pr = model_.evaluate(l);
     ++out.evaluated;
@@ -504,19 +666,19 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
     };
     if (!std::isfinite(pr.step_time_s) || !(pr.tokens_per_s > 0) || !std::isfinite(memory)) {
         ++out.reasons[pr.feasible ? kNoFinite : pr.reason == Infeasibility::OutOfMemory ? kOutOfMemory : kMissingFigure];
-        return;
+        return ZeroSibling::of(pr, l);
     }
     if (!pr.feasible) {
         const bool oom = pr.reason == Infeasibility::OutOfMemory;
         ++out.reasons[oom ? kOutOfMemory : kMissingFigure];
         if (oom)
             keep(out.infeasible_heap, l, pr, kReasonOutOfMemory);
-        return;
+        return ZeroSibling::of(pr, l);
     }
     if (memory > limit_) {
         ++out.reasons[kOverLimit];
         keep(out.infeasible_heap, l, pr, kReasonOverLimit);
-        return;
+        return ZeroSibling::of(pr, l);
     }
     ++out.feasible;
     const Plan plan{l, pr, {}, {}};
@@ -528,7 +690,7 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
                            !out.step_memory.dominates(pr.step_time_s, memory) ||
                            !out.time_cost.dominates(pr.time_to_train_s, pr.cost_to_train_usd);
         if (!ranks)
-            return;
+            return ZeroSibling::of(pr, l);
         if (const ExportResult exported = exportSettings(*space_framework_, problem_, l); !exported.ok()) {
             --out.feasible;
             // Counted under each feature the framework refused ("not runnable by torchtitan
@@ -536,12 +698,13 @@ void Searcher::consider(const Layout& l, double bound, WorkerResult& out)
             // refused for several features counts under each of them.
             for (const ExportRefusal& refused : exported.refused)
                 ++out.other_reasons[frameworkReason_ + " (" + refused.feature + ")"];
-            return;
+            return ZeroSibling::of(pr, l);
         }
     }
     keep(out.heap, l, pr, "");
     out.step_memory.insert(pr.step_time_s, memory, plan);
     out.time_cost.insert(pr.time_to_train_s, pr.cost_to_train_usd, plan);
+    return ZeroSibling::of(pr, l);
 }
 
 void Searcher::worker(WorkerResult& out)
@@ -574,6 +737,8 @@ SearchResult Searcher::run()
         return result;
 
     enumerateMeshShapes(result);
+    if (options_.prune_by_time)
+        orderMeshShapes();
 
     int threads = options_.threads > 0 ? options_.threads : int(std::thread::hardware_concurrency());
     threads = std::clamp(threads, 1, std::max(1, int(shapes_.size())));
@@ -620,6 +785,7 @@ SearchResult Searcher::run()
         st.candidates += w.candidates;
         st.evaluated += w.evaluated;
         st.pruned += w.pruned;
+        st.pruned_by_time += w.pruned_by_time;
         st.feasible += w.feasible;
         for (int r = 0; r < kReasonCount; ++r)
             if (w.reasons[std::size_t(r)] > 0)

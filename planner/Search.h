@@ -9,7 +9,18 @@
 //              search and `predict` agree on what is legal
 //   prune      by a memory lower bound (model states of the transformer layers
 //              alone plus the reserve) before pricing: a layout whose bound
-//              exceeds the memory limit is infeasible without being evaluated
+//              exceeds the memory limit is infeasible without being evaluated;
+//              and by a step-time lower bound (StepTimeBound.h, branch and bound):
+//              a layout is skipped when its worker's top plans and infeasible plans
+//              are full of better ones and both of its fronts hold a point that
+//              dominates (time bound, memory bound). The ZeRO configurations are
+//              searched innermost: they change only the data-parallel, optimizer and
+//              offload terms, so the first one priced bounds its siblings' step time
+//              (the other terms) and memory (its activations and buffers). Workers' results only merge
+//              (a union of heaps cut to the best, a union of fronts), so a layout
+//              that could not enter its worker's cannot enter the merged one: the
+//              results are exact. The mesh shapes are searched in the order of
+//              their bound, likely-good first, so that the heaps fill early.
 //   evaluate   CostModel::evaluate on a thread pool; the mesh shapes are the work
 //              items, handed out one at a time; each worker keeps its own top-k and
 //              fronts, merged at the end
@@ -79,6 +90,10 @@ struct SearchOptions {
     std::function<void(const SearchProgress&)> progress;
     // Only layouts this framework's exporter takes (PlanRequest::framework).
     std::optional<ExportFormat> framework;
+    // Skip layouts whose step-time lower bound (StepTimeBound.h) proves they cannot enter the
+    // top plans, the infeasible ones or either front: the results are those of an exhaustive
+    // evaluation either way; only the counts of evaluated, feasible and infeasible layouts differ.
+    bool prune_by_time = true;
 };
 
 // How a search runs, apart from what it is asked (PlanRequest).
@@ -92,9 +107,13 @@ struct SearchStats {
     std::int64_t mesh_shapes = 0;  // factorisations dp x tp x pp x cp inside the space's bounds
     std::int64_t candidates = 0;   // legal layouts in the space = evaluated + pruned
     std::int64_t evaluated = 0;    // priced by the cost model
-    std::int64_t pruned = 0;       // rejected without pricing: the memory lower bound, or optimizer
-                                   // offload on a node type whose host link is not published
-    std::int64_t feasible = 0;     // evaluated, fit in memory, finite prediction
+    std::int64_t pruned = 0;       // rejected without pricing: the memory lower bound, optimizer
+                                   // offload on a node type whose host link is not published, or
+                                   // the step-time bound (pruned_by_time)
+    std::int64_t pruned_by_time = 0;  // of them, by the step-time bound: they could not rank (neither
+                                      // feasible nor infeasible: not counted under a reason)
+    std::int64_t feasible = 0;     // evaluated, fit in memory, finite prediction (a layout pruned by
+                                   // time is not evaluated, so not counted here, feasible or not)
     std::map<std::string, std::int64_t> infeasible_by_reason;
     double seconds = 0;
     int threads = 1;

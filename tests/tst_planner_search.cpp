@@ -11,6 +11,7 @@
 #include "CostModel.h"
 #include "PlanJson.h"
 #include "Search.h"
+#include "StepTimeBound.h"
 #include "SpecJson.h"
 #include "Sweep.h"
 
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -171,6 +173,13 @@ std::int64_t reason(const SearchStats& s, const std::string& key)
 
 QByteArray describe(const Layout& l) { return QByteArray::fromStdString(toString(l)); }
 
+// Every step-time term but the data-parallel, optimizer and offload ones exactly equal.
+bool sameTimeButZero(const TimeBreakdown& a, const TimeBreakdown& b)
+{
+    return a.compute == b.compute && a.recompute == b.recompute && a.tp_comm == b.tp_comm && a.cp_comm == b.cp_comm &&
+           a.pp_comm == b.pp_comm && a.ep_comm == b.ep_comm && a.bubble == b.bubble;
+}
+
 } // namespace
 
 class TstPlannerSearch : public QObject {
@@ -210,19 +219,42 @@ private:
 
     // Rows shared by the exhaustive tests: small enough to enumerate, with every kind of
     // model rule (MHA, GQA with replicated KV heads, MoE, encoder-decoder) and of infeasibility.
-    void smallProblems()
+    // With `bothPrunings`, each row twice: with the step-time pruning (a `prune` column) and without.
+    void smallProblems(bool bothPrunings = false)
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("node");
         QTest::addColumn<int>("nodes");
         QTest::addColumn<int>("batch");
-        QTest::newRow("gpt3-13b on 1 x p5 (OOM and offload)") << "gpt3-13b" << "p5.48xlarge" << 1 << 16;
-        QTest::newRow("gpt3-1.3b on 1 x trn1 (2 devices per chip, no host link)")
-            << "gpt3-1.3b" << "trn1.32xlarge" << 1 << 32;
-        QTest::newRow("llama-3-8b on 2 x p5 (GQA, KV heads replicated at tp 16)")
-            << "llama-3-8b" << "p5.48xlarge" << 2 << 16;
-        QTest::newRow("mixtral-8x7b on 2 x p5 (MoE)") << "mixtral-8x7b" << "p5.48xlarge" << 2 << 8;
-        QTest::newRow("t5-3b on 1 x p4d (encoder-decoder)") << "t5-3b" << "p4d.24xlarge" << 1 << 24;
+        if (bothPrunings) {
+            QTest::addColumn<bool>("prune");
+            QTest::addColumn<bool>("fused");  // fused (flash) attention: cp searched
+        }
+        struct Row {
+            const char *name, *model, *node;
+            int nodes, batch;
+            bool fused = false;  // (a row of the both-prunings set only)
+        };
+        const Row rows[] = {
+            {"gpt3-13b on 1 x p5 (OOM and offload)", "gpt3-13b", "p5.48xlarge", 1, 16},
+            {"gpt3-1.3b on 1 x trn1 (2 devices per chip, no host link)", "gpt3-1.3b", "trn1.32xlarge", 1, 32},
+            {"llama-3-8b on 2 x p5 (GQA, KV heads replicated at tp 16)", "llama-3-8b", "p5.48xlarge", 2, 16},
+            {"mixtral-8x7b on 2 x p5 (MoE)", "mixtral-8x7b", "p5.48xlarge", 2, 8},
+            {"t5-3b on 1 x p4d (encoder-decoder)", "t5-3b", "p4d.24xlarge", 1, 24},
+            {"gpt3-13b on 1 x p5, fused attention", "gpt3-13b", "p5.48xlarge", 1, 16, true},
+            {"llama-3-8b on 1 x p5, fused attention (GQA, cp)", "llama-3-8b", "p5.48xlarge", 1, 16, true},
+        };
+        for (const Row& r : rows) {
+            if (r.fused && !bothPrunings)
+                continue;
+            if (!bothPrunings) {
+                QTest::newRow(r.name) << r.model << r.node << r.nodes << r.batch;
+                continue;
+            }
+            for (bool prune : {true, false})
+                QTest::addRow("%s%s", r.name, prune ? "" : ", no time pruning")
+                    << r.model << r.node << r.nodes << r.batch << prune << r.fused;
+        }
     }
 
 private slots:
@@ -238,14 +270,18 @@ private slots:
 
     // ---- the search equals an exhaustive evaluation ----
 
-    void exhaustiveEqualsSearch_data() { smallProblems(); }
+    // Both ways: pruned by the step-time bound (the default) and not; the results are the same.
+    void exhaustiveEqualsSearch_data() { smallProblems(true); }
     void exhaustiveEqualsSearch()
     {
         QFETCH(QString, model);
         QFETCH(QString, node);
         QFETCH(int, nodes);
         QFETCH(int, batch);
-        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        QFETCH(bool, prune);
+        QFETCH(bool, fused);
+        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        p.training.flash_attention = fused;
         const CostModel cm(p);
         const std::vector<Layout> all = bruteForce(p);
         QVERIFY(all.size() > 1000);
@@ -255,14 +291,25 @@ private slots:
         SearchOptions options;
         options.top_k = 25;
         options.threads = 2;
+        options.prune_by_time = prune;
         const SearchResult r = search(cm, SearchSpace{}, options);
         QVERIFY(r.error.empty());
         QCOMPARE(r.stats.candidates, e.candidates);
         QCOMPARE(r.stats.evaluated + r.stats.pruned, r.stats.candidates);
-        QCOMPARE(r.stats.feasible, std::int64_t(e.feasible.size()));
-        QCOMPARE(reason(r.stats, kReasonOutOfMemory), e.out_of_memory);
-        QCOMPARE(reason(r.stats, toString(Infeasibility::MissingHardwareFigure)), e.missing_figure);
         QVERIFY(r.stats.evaluated < e.candidates || r.stats.pruned == 0);
+        // A layout skipped by the step-time bound is neither feasible nor counted under a reason:
+        // exact counts without that pruning, bounds with it (and it prunes something on these rows).
+        const std::int64_t byTime = r.stats.pruned_by_time;
+        QCOMPARE(byTime == 0, !prune);
+        QVERIFY(r.stats.feasible <= std::int64_t(e.feasible.size()));
+        QVERIFY(r.stats.feasible + byTime >= std::int64_t(e.feasible.size()));
+        QVERIFY(reason(r.stats, kReasonOutOfMemory) <= e.out_of_memory);
+        QVERIFY(reason(r.stats, kReasonOutOfMemory) + byTime >= e.out_of_memory);
+        if (!prune) {
+            QCOMPARE(r.stats.feasible, std::int64_t(e.feasible.size()));
+            QCOMPARE(reason(r.stats, kReasonOutOfMemory), e.out_of_memory);
+        }
+        QCOMPARE(reason(r.stats, toString(Infeasibility::MissingHardwareFigure)), e.missing_figure);
 
         // The same top-k, in the same order, with the same predictions and the same variants:
         // the exhaustive ranking folded the same way (plans of the same cost are one choice).
@@ -289,8 +336,9 @@ private slots:
         QVERIFY(r.top_infeasible.size() <= 25);
         // Priced but out of memory = out-of-memory count minus those the bound pruned (the rest of
         // the pruned layouts are offload on a node type without a published host link).
-        const std::int64_t prunedByBound = r.stats.pruned - (cm.offloadPriced() ? 0 : e.missing_figure);
+        const std::int64_t prunedByBound = r.stats.pruned - byTime - (cm.offloadPriced() ? 0 : e.missing_figure);
         const std::int64_t pricedOutOfMemory = e.out_of_memory - prunedByBound;
+        // (Pruned by time only once 25 of them are known: the same count either way.)
         QCOMPARE(r.top_infeasible.size(), size_t(std::min<std::int64_t>(25, std::max<std::int64_t>(0, pricedOutOfMemory))));
         for (size_t i = 0; i < r.top_infeasible.size(); ++i) {
             const Plan& plan = r.top_infeasible[i];
@@ -332,6 +380,114 @@ private slots:
         QVERIFY(checked > 1000);
     }
 
+    // The step-time bound the search prunes by is a lower bound of the cost model's step time for
+    // every legal layout, with every overlap option the layout can take on or off (dense, GQA,
+    // MoE, MLA with MoE, encoder-decoder; every recomputation mode, schedule and ZeRO stage).
+    void stepTimeBoundIsALowerBound_data()
+    {
+        smallProblems();
+        // (Its 256 experts cut to 16, so that the brute force stays small; MLA, the shared expert,
+        // the dense first layers and the router kept.)
+        QTest::newRow("deepseek-v3 with 16 experts on 1 x p5 (MLA, MoE with dense layers)")
+            << "deepseek-v3" << "p5.48xlarge" << 1 << 4;
+    }
+    void stepTimeBoundIsALowerBound()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        if (p.model.moe.experts > 16)
+            p.model.moe.experts = 16;
+        for (bool flash : {false, true}) {
+            p.training.flash_attention = flash;
+            const CostModel cm(p);
+            const StepTimeBound bound(cm);
+            int checked = 0;
+            double tightest = 0;
+            // (Every layout of the small rows; an even sample of at most ~15000 of the others.)
+            const std::vector<Layout> all = bruteForce(p);
+            const size_t stride = std::max<size_t>(1, all.size() / 15000);
+            for (size_t i = 0; i < all.size(); i += stride) {
+                Layout l = all[i];
+                for (bool overlaps : {false, true}) {
+                    l.tp_comm_overlap = overlaps && l.sequence_parallel;
+                    l.ep_comm_overlap = overlaps && l.ep > 1;
+                    l.overlap_param_gather = overlaps && (l.zero_stage == 1 || l.zero_stage == 2);
+                    if (overlaps && !validate(l, p.model, p.cluster, p.training).empty())
+                        continue;
+                    const StepTimeBound::Mesh mesh = bound.mesh(l);
+                    const double lower = bound.stepTime(mesh, l), step = cm.evaluate(l).step_time_s;
+                    QVERIFY(bound.stepTimeWithoutRecompute(mesh, l) <= lower);
+                    if (!(lower > 0 && lower <= step))
+                        QFAIL(qPrintable(QStringLiteral("bound %1 s vs step %2 s for %3")
+                                             .arg(lower)
+                                             .arg(step)
+                                             .arg(QString::fromStdString(toString(l)))));
+                    tightest = std::max(tightest, lower / step);
+                    ++checked;
+                }
+            }
+            QVERIFY(checked > 1000);
+            QVERIFY2(tightest > 0.15, qPrintable(QString::number(tightest)));  // a bound that can prune
+        }
+    }
+
+    // The search bounds a layout's ZeRO siblings (the same layout but for zero_stage, zero_group,
+    // offload and overlap_param_gather) by a priced one: every step-time term but the
+    // data-parallel, optimizer and offload ones, and the activations, the buffers but ZeRO-3's
+    // gathered parameters and the reserve of a stage, are the same for all of them.
+    void zeroSiblingsShareTheOtherTerms_data() { smallProblems(); }
+    void zeroSiblingsShareTheOtherTerms()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        const CostModel cm(p);
+        std::map<std::string, Prediction> first;  // by the layout with its ZeRO fields cleared
+        int compared = 0;
+        for (const Layout& l : bruteForce(p)) {
+            if (l.zero_stage == 3)
+                continue;  // (its buffers hold the gathered parameters: the search leaves them out)
+            Layout key = l;
+            key.zero_stage = 0;
+            key.zero_group = 0;
+            key.offload = Offload::None;
+            const Prediction pr = cm.evaluate(l);
+            const auto [it, inserted] = first.try_emplace(toString(key), pr);
+            if (inserted)
+                continue;
+            const Prediction& a = it->second;
+            QVERIFY2(sameTimeButZero(pr.time_s, a.time_s), describe(l));
+            if (pr.memory_stage == a.memory_stage) {
+                QCOMPARE(pr.memory_bytes.activations, a.memory_bytes.activations);
+                QCOMPARE(pr.memory_bytes.buffers, a.memory_bytes.buffers);
+                QCOMPARE(pr.memory_bytes.reserve, a.memory_bytes.reserve);
+            }
+            ++compared;
+        }
+        QVERIFY(compared > 1000);
+        // Under fused attention selective recomputation costs no time: its step-time terms are
+        // those of no recomputation (the search bounds the one by the other).
+        Problem fused = p;
+        fused.training.flash_attention = true;
+        const CostModel fusedModel(fused);
+        int pairs = 0;
+        for (Layout l : bruteForce(fused)) {
+            if (l.recompute != Recompute::Selective || pairs == 5000)
+                continue;
+            const Prediction selective = fusedModel.evaluate(l);
+            l.recompute = Recompute::None;
+            const Prediction none = fusedModel.evaluate(l);
+            QVERIFY2(sameTimeButZero(selective.time_s, none.time_s), describe(l));
+            ++pairs;
+        }
+        QVERIFY(pairs > 100);
+    }
+
     // ---- determinism ----
 
     void threadCountIndependence()
@@ -348,10 +504,10 @@ private slots:
             const SearchResult r = search(cm, SearchSpace{}, options);
             QCOMPARE(r.stats.threads, threads);
             QCOMPARE(r.stats.candidates, one.stats.candidates);
-            QCOMPARE(r.stats.evaluated, one.stats.evaluated);
-            QCOMPARE(r.stats.pruned, one.stats.pruned);
-            QCOMPARE(r.stats.feasible, one.stats.feasible);
-            QVERIFY(r.stats.infeasible_by_reason == one.stats.infeasible_by_reason);
+            // What the step-time bound skips depends on what each worker has seen: the counts
+            // of evaluated layouts are the same for any thread count without it (below).
+            QCOMPARE(r.stats.evaluated + r.stats.pruned, one.stats.evaluated + one.stats.pruned);
+            QCOMPARE(r.stats.pruned - r.stats.pruned_by_time, one.stats.pruned - one.stats.pruned_by_time);
             QCOMPARE(r.top.size(), one.top.size());
             for (size_t i = 0; i < r.top.size(); ++i) {
                 QVERIFY(r.top[i].layout == one.top[i].layout);
@@ -360,6 +516,25 @@ private slots:
             QVERIFY(frontLayouts(r.pareto_step_memory) == frontLayouts(one.pareto_step_memory));
             QVERIFY(frontLayouts(r.pareto_time_cost) == frontLayouts(one.pareto_time_cost));
         }
+        // Without the step-time pruning every count is the same too.
+        options.prune_by_time = false;
+        options.threads = 1;
+        const SearchResult all = search(cm, SearchSpace{}, options);
+        QCOMPARE(all.stats.pruned_by_time, std::int64_t(0));
+        options.threads = 3;
+        const SearchResult three = search(cm, SearchSpace{}, options);
+        QCOMPARE(three.stats.evaluated, all.stats.evaluated);
+        QCOMPARE(three.stats.pruned, all.stats.pruned);
+        QCOMPARE(three.stats.feasible, all.stats.feasible);
+        QVERIFY(three.stats.infeasible_by_reason == all.stats.infeasible_by_reason);
+        QVERIFY(one.stats.evaluated < all.stats.evaluated);  // the bound prunes this problem
+        QCOMPARE(one.top.size(), all.top.size());
+        for (size_t i = 0; i < all.top.size(); ++i) {
+            QVERIFY(one.top[i].layout == all.top[i].layout);
+            QVERIFY(one.top[i].variants == all.top[i].variants);
+        }
+        QVERIFY(frontLayouts(one.pareto_step_memory) == frontLayouts(all.pareto_step_memory));
+        QVERIFY(frontLayouts(one.pareto_time_cost) == frontLayouts(all.pareto_time_cost));
     }
 
     // ---- Pareto fronts ----
@@ -595,12 +770,13 @@ private slots:
                      return all;
                  }())));
         QCOMPARE(r.best() != nullptr, anyFeasible);
-        // Every legal layout is accounted for: feasible, or infeasible for a layout-level reason.
+        // Every legal layout is accounted for: feasible, infeasible for a layout-level reason, or
+        // skipped by the step-time bound (it could not rank, feasible or not).
         std::int64_t layoutReasons = 0;
         for (const auto& [key, n] : r.stats.infeasible_by_reason)
             if (key.rfind("mesh: ", 0) != 0 && key.rfind("sp: ", 0) != 0 && key.rfind("interleaved: ", 0) != 0)
                 layoutReasons += n;
-        QCOMPARE(r.stats.feasible + layoutReasons, r.stats.candidates);
+        QCOMPARE(r.stats.feasible + layoutReasons + r.stats.pruned_by_time, r.stats.candidates);
     }
 
     // Context parallelism runs on fused attention only (Transformer Engine): a problem that trains
