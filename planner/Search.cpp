@@ -188,6 +188,13 @@ std::optional<std::pair<int, int>> pipelineSplit(const SearchSpace& space, const
     for (int k = layers / pp; k >= 1; --k)
         if ((layers - 2 * k) % (pp - 2) == 0 && k <= (layers - 2 * k) / (pp - 2))
             return std::pair{k, k};
+    // No equal ends: the middle stages' share m as large as leaves the two ends 1..m layers each,
+    // the first the extra one (as at pp = 2; DeepSeek-V3's 61 layers over 16 stages: 3 + 14 x 4 + 2).
+    for (int m = (layers + pp - 1) / pp; m >= 1; --m) {
+        const int rest = layers - (pp - 2) * m;
+        if (rest >= 2 && rest <= 2 * m)
+            return std::pair{rest - rest / 2, rest / 2};
+    }
     return std::nullopt;
 }
 

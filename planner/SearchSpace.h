@@ -6,7 +6,8 @@
 // The domain of each layout key, before the user's constraints:
 //   first/last_stage_layers  0 (even) where pp divides the layers, else Megatron-LM's uneven
 //                    split with the most layers k <= the middle share on each end (126 over 16:
-//                    7 + 14 x 8 + 7); fixed with --fix
+//                    7 + 14 x 8 + 7), else ends one layer apart (61 over 16: 3 + 14 x 4 + 2);
+//                    fixed with --fix
 //   dp, tp, pp, cp   every factorisation dp x tp x pp x cp of the device count; cp > 1 only
 //                    when the problem trains fused (flash) attention, the only kind context
 //                    parallelism runs on (Transformer Engine)

@@ -825,6 +825,20 @@ private slots:
         QCOMPARE(f.best()->layout.first_stage_layers, 6);  // the other 120 layers: 8 on each of 15 stages
         QCOMPARE(f.best()->layout.last_stage_layers, 0);
         QCOMPARE(f.best()->layout.stageLayers(126, 15), 8);
+        // No equal ends: DeepSeek-V3's 61 layers over 16 stages as 3 + 14 x 4 + 2 (and over 8: 7 + 6 x 8 + 6).
+        Problem ds = problem("deepseek-v3", "p5.48xlarge", 256, 4096, 4096);
+        ds.training.flash_attention = true;
+        for (const auto& [fix, first, last] : {std::tuple{"tp=1,pp=16,cp=1,ep=64", 3, 2}, std::tuple{"tp=1,pp=8,cp=1,ep=64", 7, 6}}) {
+            SearchSpace odd;
+            QVERIFY(applyFixed(odd, fix).empty());
+            const SearchResult d = search(ds, odd);
+            QVERIFY2(d.best() || !d.top.empty() || d.stats.candidates > 0, fix);
+            QCOMPARE(reason(d.stats, "mesh: pp does not divide layers"), std::int64_t(0));
+            for (const Plan& plan : d.top) {
+                QCOMPARE(plan.layout.first_stage_layers, first);
+                QCOMPARE(plan.layout.last_stage_layers, last);
+            }
+        }
     }
 
     // Partial full recomputation is searched as fixed (--fix recompute_method=block,recompute_layers=N):
