@@ -247,6 +247,24 @@ private slots:
         QVERIFY(!QFile::exists(dbPath()));
     }
 
+    // Issue 16: a MoE plan's table shows the expert grid (ep, etp) per layout; a dense one's is as before.
+    void planTableShowsTheExpertGrid()
+    {
+        const RunResult moe = run({"plan", "--model", "mixtral-8x7b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                   "--global-batch", "64", "--seq", "1024", "--flash-attention", "--fix", "ep=8", "--top",
+                                   "2"});
+        QVERIFY2(moe.finished && moe.exitCode == 0, moe.err.constData());
+        const QList<QByteArray> lines = moe.out.split('\n');
+        const auto header = std::find_if(lines.begin(), lines.end(), [](const QByteArray& l) { return l.contains("tokens/s"); });
+        QVERIFY(header != lines.end());
+        QVERIFY2(header->contains("   cp   ep etp sp"), header->constData());
+        QVERIFY2((header + 1)->simplified().split(' ').value(5) == "8", (header + 1)->constData());  // # dp tp pp cp ep
+        const RunResult dense = run({"plan", "--model", "gpt3-1.3b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                     "--global-batch", "64", "--seq", "1024", "--top", "1"});
+        QVERIFY2(dense.finished && dense.exitCode == 0, dense.err.constData());
+        QVERIFY(!dense.out.contains(" ep etp "));
+    }
+
     void helpFormsAgree()
     {
         const RunResult a = run({QStringLiteral("plan"), QStringLiteral("--help")});

@@ -181,11 +181,19 @@ bool checkObjective(Objective objective, const Problem& problem)
 void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows)
 {
     char buf[512];
+    // The expert grid (MoE) as two more columns when a plan has one; a dense table stays as it was.
+    const bool experts = std::any_of(plans.begin(), plans.begin() + std::ptrdiff_t(std::min(rows, plans.size())),
+                                     [](const Plan& p) { return p.layout.expertParallel(); });
+    auto expertColumns = [&](const std::string& ep, const std::string& etp) {
+        return experts ? " " + std::string(4 - std::min<size_t>(4, ep.size()), ' ') + ep + " " +
+                             std::string(3 - std::min<size_t>(3, etp.size()), ' ') + etp
+                       : std::string();
+    };
     // MFU in three named conventions (core/Prediction.h): Megatron/Korthikanti's, PaLM's, causal-aware.
-    std::snprintf(buf, sizeof buf,
-                  "%3s %5s %4s %4s %4s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %8s %9s %10s %20s %14s %s\n", "#", "dp",
-                  "tp", "pp", "cp", "sp", "zero", "mb", "schedule", "recompute", "offload", "step", "tokens/s",
-                  "MFU(Meg)", "MFU(PaLM)", "MFU(caus)", "memory/device", "cost to train", " same cost");
+    std::snprintf(buf, sizeof buf, "%3s %5s %4s %4s %4s%s %-3s %-6s %4s %-15s %-9s %-9s %10s %10s %8s %9s %10s %20s %14s %s\n",
+                  "#", "dp", "tp", "pp", "cp", expertColumns("ep", "etp").c_str(), "sp", "zero", "mb", "schedule",
+                  "recompute", "offload", "step", "tokens/s", "MFU(Meg)", "MFU(PaLM)", "MFU(caus)", "memory/device",
+                  "cost to train", " same cost");
     o << buf;
     for (size_t i = 0; i < plans.size() && i < rows; ++i) {
         const Layout& l = plans[i].layout;
@@ -199,8 +207,10 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
                 ? std::string()
                 : " +" + std::to_string(plans[i].variants.size()) + (plans[i].variants.size() == 1 ? " variant" : " variants");
         std::snprintf(buf, sizeof buf,
-                      "%3zu %5d %4d %4d %4d %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %7.1f%% %8.1f%% %9.1f%% %20s %14s%s\n",
-                      i + 1, l.dp, l.tp, l.pp, l.cp, l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
+                      "%3zu %5d %4d %4d %4d%s %-3s %-6s %4d %-15s %-9s %-9s %10s %10s %7.1f%% %8.1f%% %9.1f%% %20s %14s%s\n",
+                      i + 1, l.dp, l.tp, l.pp, l.cp,
+                      expertColumns(std::to_string(l.ep), std::to_string(l.expertTensorParallel())).c_str(),
+                      l.sequence_parallel ? "on" : "off", zeroText(l).c_str(),
                       l.micro_batch, scheduleText(l).c_str(), toString(l.recompute), toString(l.offload),
                       formatDuration(p.step_time_s).c_str(), formatSi(p.tokens_per_s, "").c_str(), 100 * p.mfu,
                       100 * p.mfu_palm, 100 * p.mfu_causal, memory.c_str(), money(p.cost_to_train_usd).c_str(),
