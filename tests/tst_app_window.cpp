@@ -679,6 +679,11 @@ private slots:
         QCOMPARE(setup->lowerEdit()->text(), QStringLiteral("pp=2"));
         QCOMPARE(setup->upperEdit()->text(), QStringLiteral("tp=8"));
         QVERIFY(window_->validatePage()->planRequest() && *window_->validatePage()->planRequest() == request);
+        // The getting-started hint names the file, not an example search.
+        const QString hint = window_->firstRunHintText()->text();
+        QVERIFY2(hint.contains(QLatin1String("Opened <b>")) && hint.contains(QLatin1String("on 16 x")) &&
+                     hint.contains(QLatin1String("from plan.json")) && !hint.contains(QLatin1String("Example")),
+                 qPrintable(hint));
         // Nothing was searched again (the setup's debounce has long passed).
         QTest::qWait(600);
         QTRY_VERIFY_WITH_TIMEOUT(!window_->busy(), 120'000 * kTimeScale);

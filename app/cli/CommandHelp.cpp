@@ -609,7 +609,7 @@ const std::vector<OptionHelp>& guiOptions()
               {}, ValueKind::File),
         choice("theme", {"system", "light", "dark"}, "the palette; remembered for the next start (at first: system)"),
         value("screenshots", "DIR",
-              "search the default problem, save a PNG of every page and chart into DIR, then exit", {},
+              "search the default problem (or open FILE), save a PNG of every page and chart into DIR, then exit", {},
               ValueKind::File),
         value("size", "WxH", "window size for --screenshots", "1440x900"),
         flag("help", "the options (also -h)"), flag("version", "print the version")};
@@ -748,11 +748,12 @@ std::string cliManPage(const std::string& version, const std::string& date)
 std::string guiManPage(const std::string& version, const std::string& date)
 {
     return manPage("shardscope", "desktop planner of parallel training layouts for transformer models",
-                   "[\\fIOPTIONS\\fR]",
+                   "[\\fIOPTIONS\\fR] [\\fIFILE\\fR]",
                    "ShardScope's desktop window: choose a model and a cluster, browse the plans of every legal layout "
                    "(memory against capacity, step-time breakdown, pipeline schedule, device mesh), explore Pareto "
                    "fronts, scaling curves and chip types, and validate a plan against real training runs on an "
-                   "emulated cluster.",
+                   "emulated cluster. FILE, if given, is a plan file (shardscope-cli plan --out, or File > Save "
+                   "plans) opened at start instead of searching the default problem.",
                    guiOptions(), {}, "shardscope-cli", version, date);
 }
 

@@ -1,5 +1,6 @@
 // shardscope: the desktop application.
-//   shardscope [--db PATH] [--screenshots DIR [--size WxH]]
+//   shardscope [--db PATH] [--screenshots DIR [--size WxH]] [FILE]
+// FILE: a plan file (shardscope-cli plan --out) opened instead of searching the default problem.
 #include "BuildInfo.h"
 #include "CommandHelp.h"
 #include "Store.h"
@@ -43,7 +44,16 @@ int main(int argc, char** argv)
     const QCommandLineOption db = option("db"), shots = option("screenshots"), size = option("size"),
                              theme = option("theme");
     parser.addOptions({db, shots, size, theme});
+    parser.addPositionalArgument(QStringLiteral("file"), QStringLiteral("a plan file to open (shardscope-cli plan --out)"),
+                                 QStringLiteral("[FILE]"));
     parser.process(app);
+    if (parser.positionalArguments().size() > 1) {
+        std::fprintf(stderr, "shardscope: one plan file at a time (given %lld: %s)\n",
+                     static_cast<long long>(parser.positionalArguments().size()),
+                     qPrintable(parser.positionalArguments().join(QStringLiteral(", "))));
+        return 2;
+    }
+    const QString planFile = parser.positionalArguments().value(0);
     shardscope::applyTheme(shardscope::themeFromString(
         parser.isSet(theme) ? parser.value(theme) : QSettings().value(QStringLiteral("theme")).toString()));
 
@@ -59,7 +69,14 @@ int main(int argc, char** argv)
     }
 
     shardscope::MainWindow window(*store);
+    // The file replaces the default problem's search (which openPlanFile cancels).
+    QString openError;
+    const bool opened = planFile.isEmpty() || window.openPlanFile(planFile, &openError);
+    if (!opened)
+        std::fprintf(stderr, "shardscope: cannot open %s: %s\n", qPrintable(planFile), qPrintable(openError));
     if (parser.isSet(shots)) {
+        if (!opened)
+            return 1;
         const QStringList wh = parser.value(size).split(QLatin1Char('x'));
         bool okW = false, okH = false;
         const int w = wh.value(0).toInt(&okW), h = wh.value(1).toInt(&okH);
@@ -70,7 +87,8 @@ int main(int argc, char** argv)
         }
         window.resize(w, h);
         window.show();
-        // The default problem is searched, its best plan selected, and the sweeps run first.
+        // The default problem is searched (or the file's plans priced), its best plan selected, and
+        // the sweeps run first.
         QElapsedTimer waited;
         waited.start();
         while ((window.busy() || !window.lastResult()) && waited.elapsed() < 600'000)
@@ -87,5 +105,8 @@ int main(int argc, char** argv)
         return files.isEmpty() ? 1 : 0;
     }
     window.show();
+    if (!opened && QApplication::platformName() != QLatin1String("offscreen"))
+        QMessageBox::warning(&window, QStringLiteral("ShardScope"),
+                             QStringLiteral("Cannot open %1:\n\n%2").arg(planFile, openError));
     return app.exec();
 }

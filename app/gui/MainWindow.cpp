@@ -187,6 +187,7 @@ void MainWindow::startSearch()
     sweep_->cancel();
     filter_->cancel();
     exploreBusy_ = false;
+    resultFile_.clear();
     plans_->searchStarted();
     statusBar()->showMessage(tr("Searching layouts of %1 on %2 x %3...")
                                  .arg(QString::fromStdString(request->plan.problem.model.name))
@@ -363,7 +364,9 @@ bool MainWindow::openPlanFile(const QString& path, QString* error)
     sweep_->cancel();
     selected_ = doc->best;
     setup_->setRequest(doc->request);
+    resultFile_ = QFileInfo(path).fileName();
     showResult(savedResult(*doc), doc->best);
+    updateFirstRunHint();
     SearchRequest explore;
     FieldErrors setupErrors;
     if (const auto fromSetup = setup_->request(setupErrors)) {
@@ -699,10 +702,14 @@ void MainWindow::updateFirstRunHint()
     QString searched = tr("The example problem is being searched.");
     if (result_) {
         const Problem& p = result_->request.problem;
-        searched = tr("Example searched: <b>%1</b> on %2 x %3.")
+        // QString::arg fills the lowest-numbered marker first: the file name (%4) goes last.
+        searched = (resultFile_.isEmpty() ? tr("Example searched: <b>%1</b> on %2 x %3.")
+                                          : tr("Opened <b>%1</b> on %2 x %3 from %4."))
                        .arg(QString::fromStdString(p.model.name).toHtmlEscaped())
                        .arg(p.cluster.nodes)
                        .arg(QString::fromStdString(p.cluster.node.name).toHtmlEscaped());
+        if (!resultFile_.isEmpty())
+            searched = searched.arg(resultFile_.toHtmlEscaped());
     }
     hintText_->setText(tr("<b>Getting started.</b> %1 "
                           "<b>1.</b> <i>Setup</i>: your model, nodes and batch (it searches again by itself). "

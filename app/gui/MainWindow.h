@@ -107,6 +107,7 @@ private:
 
     Problem noProblem_;
     std::optional<SearchResult> result_;
+    QString resultFile_;  // the plan file result_ was opened from; empty for a search here
     SweepResult sweepResult_;
     std::optional<Layout> selected_;
     bool exploreBusy_ = false;

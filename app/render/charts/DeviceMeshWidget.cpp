@@ -82,6 +82,9 @@ DeviceMeshWidget::Geometry DeviceMeshWidget::geometry() const
     g.cols = std::max(1, int(std::ceil(std::sqrt(double(g.perNode) * 2))));
     g.rows = (g.perNode + g.cols - 1) / g.cols;
     g.shown = std::max(1, std::min(nodes, int(g.area.width() / (g.cols * 14 + 16))));
+    // Smaller cells rather than one node left out of a few (7 of 8 shown reads like a gap).
+    if (g.shown < nodes && nodes <= int(g.area.width() / (g.cols * 10 + 16)))
+        g.shown = nodes;
     g.nodeW = g.area.width() / g.shown;
     g.cell = std::min((g.nodeW - 12) / g.cols, (g.area.height() - fm.height() - 12) / g.rows);
     g.stride = nodes > g.shown ? (nodes - 1) / std::max(1, g.shown - 1) : 1;
