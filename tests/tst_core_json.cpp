@@ -174,6 +174,29 @@ private slots:
         QCOMPARE(c->hbmBytesPerDevice(), 16.0 * 1024 * 1024 * 1024);
     }
 
+    // HBM capacities are the usable bytes the driver reports where that is published (CUDA/HIP
+    // deviceQuery), else the product's GiB of stacks (NVIDIA's NVML mock): "80GB" is not 80e9.
+    void hbmCapacitiesAreWhatTheDriverReports_data()
+    {
+        QTest::addColumn<QString>("chip");
+        QTest::addColumn<double>("bytes");
+        QTest::newRow("h100 deviceQuery") << "h100-sxm" << 85045477376.0;
+        QTest::newRow("a100-80 deviceQuery") << "a100-80gb" << 85100068864.0;
+        QTest::newRow("mi300x hip") << "mi300x" << 196592.0 * 1024 * 1024;
+        QTest::newRow("a100-40 stacks") << "a100-40gb" << 40960.0 * 1024 * 1024;
+        QTest::newRow("h200 stacks") << "h200-sxm" << 144384.0 * 1024 * 1024;
+        QTest::newRow("b200 stacks") << "b200-sxm" << 184320.0 * 1024 * 1024;
+        QTest::newRow("trainium1 (AWS: GiB)") << "trainium1" << 32.0 * 1024 * 1024 * 1024;
+    }
+    void hbmCapacitiesAreWhatTheDriverReports()
+    {
+        QFETCH(QString, chip);
+        QFETCH(double, bytes);
+        const ChipSpec c = BuiltinSpecs::instance().chip(chip.toStdString());
+        QCOMPARE(c.hbm_bytes, bytes);
+        QVERIFY2(c.sources.count("hbm_bytes") && !c.sources.at("hbm_bytes").empty(), "every capacity names its source");
+    }
+
     void layoutTrainingProblemRoundTrip()
     {
         Layout l;
