@@ -158,12 +158,20 @@ CASES = [
      "zero=3,mb=1", "biases on q, k and v"),
     ("torchtitan mistral-7b refused (sliding window)", "torchtitan", "hf:Mistral-7B-v0.1", "p5.48xlarge", 4, 256,
      8192, [], "zero=3,mb=1", "a sliding window of 4096"),
-    ("torchtitan gpt-oss-120b refused (sinks, YaRN, MoE)", "torchtitan", "hf:gpt-oss-120b", "p5.48xlarge", 8, 512,
-     4096, [], "zero=3,mb=1", "attention sinks"),
+    ("torchtitan gpt-oss-120b refused (an auxiliary loss: torchtitan's MoE has none)", "torchtitan",
+     "hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, [], "zero=3,mb=1", "an auxiliary load-balancing loss"),
     ("torchtitan qwen3-30b-a3b refused (an auxiliary loss: torchtitan's MoE has none)", "torchtitan",
      "hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, [], "zero=3,mb=1", "an auxiliary load-balancing loss"),
-    ("torchtitan deepseek-v3 refused (MLA)", "torchtitan", "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [],
-     "zero=3,mb=1", "multi-head latent attention"),
+    # torchtitan's MoE flavors beyond qwen3: deepseek_v3 671B (MLA, dense first layers, shared expert,
+    # sigmoid routing with groups, the expert bias kept; the model's norm eps on every RMSNorm) on an
+    # uneven pipeline split (61 layers over 16 stages: 3 + 14 x 4 + 2 as layers_per_stage 4 with the
+    # first and last lightened), and gpt_oss 120b under cp (FlexAttention).
+    ("torchtitan deepseek-v3 p5 pp16 uneven ep8 zero2 (deepseek_v3 671B flavor)", "torchtitan", "deepseek-v3",
+     "p5.48xlarge", 32, 1024, 4096, [],
+     "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full"),
+    ("torchtitan gpt-oss-120b without aux loss (own data) p5 cp2 ep8 fsdp (gpt_oss 120b flavor, flex)",
+     "torchtitan", "hf:gpt-oss-120b-no-aux-loss", "p5.48xlarge", 8, 512, 8192, [],
+     "dp=32,cp=2,ep=8,zero=3,mb=1,recompute=full"),
     # MaxText: the export writes Llama decoder blocks only; every other field is refused by name.
     ("maxtext qwen3-8b v5p refused (QK-norm, norm_eps)", "maxtext", "hf:Qwen3-8B", "tpu-v5p-host", 16, 256, 4096,
      [], "zero=3,mb=1,recompute=full", "QK-norm, norm_eps 1e-06"),
@@ -612,16 +620,48 @@ def check_torchtitan(case):
     flavor = calls["model_registry"][0][0][0]
     models = os.path.join(root, "torchtitan", "models", family)
     init = ast.parse(open(os.path.join(models, "__init__.py")).read())
+    # The flavors dict of the family's __init__.py: llama3_configs, qwen3_configs, deepseekv3_configs,
+    # gptoss_configs (the module name without its underscores).
+    configs = f"{family.replace('_', '')}_configs"
     flavors = [k.value for n in ast.walk(init) if isinstance(n, ast.Assign)
-               and ast.unparse(n.targets[0]) == f"{family}_configs" for k in n.value.keys]
+               and ast.unparse(n.targets[0]) == configs for k in n.value.keys]
+    assert flavors, f"no {configs} in models/{family}/__init__.py"
     assert flavor in flavors, f"flavor {flavor!r} is none of {flavors}"
+    # model_registry's keyword arguments (attn_backend) must be parameters of the family's model_registry.
+    registry_fn = next(n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == "model_registry")
+    parameters = {a.arg for a in registry_fn.args.args + registry_fn.args.kwonlyargs}
+    for keyword, value in calls["model_registry"][0][1].items():
+        assert keyword in parameters, f"model_registry has no parameter {keyword} ({', '.join(sorted(parameters))})"
     registry = ast.parse(open(os.path.join(models, "config_registry.py")).read())
     assert any(isinstance(n, ast.FunctionDef) and n.name == base for n in registry.body), f"no recipe {base}"
     rope = check_torchtitan_rope(root, assigned)
     moe = check_torchtitan_moe(root, assigned, parallel, case)
+    norms = check_torchtitan_norms(root, assigned)
     return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
             f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}"
-            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}")
+            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}{norms}")
+
+
+def check_torchtitan_norms(root, assigned):
+    """The recipe's `<...>norm.eps = value` lines (the model's norm eps on a flavor that keeps the
+    default): `eps` a float field of RMSNorm.Config (models/common/nn_modules.py, read from the
+    source), each norm one the family's blocks have."""
+    import ast
+
+    settings = {k: v for k, v in assigned.items() if k.endswith("norm.eps")}
+    if not settings:
+        return ""
+    tree = ast.parse(open(os.path.join(root, "torchtitan", "models", "common", "nn_modules.py")).read())
+    norm = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RMSNorm")
+    config = next(n for n in norm.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    fields = {n.target.id: ast.unparse(n.annotation) for n in config.body if isinstance(n, ast.AnnAssign)}
+    assert fields.get("eps") == "float", f"RMSNorm.Config has no float eps (fields: {fields})"
+    known = {"layer.attention_norm.eps", "layer.ffn_norm.eps", "layer.attention.q_norm.eps",
+             "layer.attention.kv_norm.eps", "config.model_spec.model.norm.eps"}
+    for name, value in settings.items():
+        assert name in known, f"{name}: not a norm of the blocks ({', '.join(sorted(known))})"
+        assert isinstance(value, float) and 0 < value < 1, f"{name} = {value!r}"
+    return f"; RMSNorm.Config eps {next(iter(settings.values()))!r} on {len(settings)} norms"
 
 
 def check_torchtitan_moe(root, assigned, parallel, case):

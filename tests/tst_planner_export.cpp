@@ -864,6 +864,90 @@ private slots:
         QVERIFY(dense.ok() && !QString::fromStdString(dense.text).contains(QLatin1String("expert")));
     }
 
+    // torchtitan's deepseek_v3 and gpt_oss flavors (b5bcd76c): DeepSeek-V3 is the 671B flavor (MLA,
+    // 3 dense layers, a shared expert, sigmoid routing in groups); its correction bias keeps the
+    // flavor's expert-bias balancing, its norm eps 1e-6 replaces RMSNorm.Config's 1e-5 default on
+    // every norm; 61 layers over 16 stages as 3 + 14 x 4 + 2 are layers_per_stage 4 with the first
+    // stage one and the last two layers lighter (pipeline_parallel.py's input/output weights).
+    void torchtitanDeepSeekAndGptOss()
+    {
+        const Case c{"deepseek-v3", "p5.48xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        const ExportResult r =
+            exported(ExportFormat::Torchtitan, c, "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full");
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"from torchtitan.models.deepseek_v3 import model_registry\n",
+              "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_671b\n",
+              "    config = deepseek_v3_671b()\n", "    config.model_spec = model_registry(\"671B\")\n",
+              "    for layer in config.model_spec.model.layers:\n        layer.attention_norm.eps = 1e-06\n"
+              "        layer.ffn_norm.eps = 1e-06\n        layer.attention.q_norm.eps = 1e-06\n"
+              "        layer.attention.kv_norm.eps = 1e-06\n    config.model_spec.model.norm.eps = 1e-06\n",
+              "        pipeline_parallel_layers_per_stage=4,\n", "        pipeline_parallel_first_stage_less_layers=1,\n",
+              "        pipeline_parallel_last_stage_less_layers=2,\n", "        expert_parallel_degree=8,\n",
+              "4 layers per stage (first 3, last 2)", "load_balance_coeff's default 1e-3"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        QVERIFY(!t.contains(QLatin1String("load_balance_coeff = None")));
+        // Without the correction bias the balancing is off on the MoE layers only (the dense first
+        // three have no layer.moe).
+        Problem p = problem(c);
+        p.model.moe.score_correction_bias = false;
+        const ExportResult off = exportSettings(ExportFormat::Torchtitan, p, layout("ep=8,zero=3,mb=1", p));
+        QVERIFY2(off.ok(), off.refusals.empty() ? "" : off.refusals.front().c_str());
+        QVERIFY2(QString::fromStdString(off.text).contains(QLatin1String(
+                     "    for layer in config.model_spec.model.layers:\n        if layer.moe is not None:\n"
+                     "            layer.moe.load_balance_coeff = None\n")),
+                 off.text.c_str());
+        // A dense model with MLA: torchtitan's dense flavors are llama3's (grouped-query attention).
+        p = problem(c);
+        p.model.moe = MoeSpec{};
+        const ExportResult dense = exportSettings(ExportFormat::Torchtitan, p, layout("zero=3,mb=1", p));
+        QVERIFY(!dense.ok());
+        QVERIFY(std::any_of(dense.refused.begin(), dense.refused.end(),
+                            [](const auto& x) { return x.feature == "multi-head latent attention"; }));
+        // DeepSeek-V3 with another top-k is no flavor: refused by name, the flavors listed.
+        p = problem(c);
+        p.model.moe.top_k = 6;
+        const ExportResult noFlavor = exportSettings(ExportFormat::Torchtitan, p,
+                                                     layout("dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,zero=3", p));
+        QVERIFY(!noFlavor.ok());
+        QVERIFY2(QString::fromStdString(noFlavor.refusals.front()).contains("deepseek_v3 671B"),
+                 noFlavor.refusals.front().c_str());
+        // End stages heavier than the middle ones cannot be written as "less" layers.
+        const ExportResult heavy = exported(ExportFormat::Torchtitan, c, "pp=4,first_stage_layers=16,last_stage_layers=15,zero=3");
+        QVERIFY(!heavy.ok());
+        QCOMPARE(heavy.refused.front().feature, std::string("end stages heavier than the middle ones (16 + ... + 15)"));
+        // With virtual stages only the first and last chunk could be lighter: refused (Llama 3 405B).
+        const ExportResult chunks = exported(ExportFormat::Torchtitan, {"llama-3-405b", "p5.48xlarge", 64, 1024, 8192,
+                                                                        Precision::BF16Mixed},
+                                             "tp=8,sp=on,pp=4,schedule=interleaved,v=2,first_stage_layers=30,"
+                                             "last_stage_layers=32,zero=3,mb=1");
+        QVERIFY(!chunks.ok());
+        QCOMPARE(chunks.refused.front().feature, std::string("an uneven pipeline split with v=2"));
+
+        // gpt-oss-120b without its HF auxiliary loss is the gpt_oss 120b flavor; under cp its
+        // default varlen attention is refused by torchtitan, so the recipe asks for flex.
+        p = problem({"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 8192, Precision::BF16Mixed});
+        const ExportResult aux = exportSettings(ExportFormat::Torchtitan, p, layout("dp=32,cp=2,ep=8,zero=3,mb=1", p));
+        QVERIFY(!aux.ok());
+        QCOMPARE(aux.refused.front().feature, std::string("an auxiliary load-balancing loss (aux_loss_coeff 0.9)"));
+        p.model.moe.aux_loss_coeff = 0;
+        const ExportResult oss = exportSettings(ExportFormat::Torchtitan, p, layout("dp=32,cp=2,ep=8,zero=3,mb=1", p));
+        QVERIFY2(oss.ok(), oss.refusals.empty() ? "" : oss.refusals.front().c_str());
+        const QString g = QString::fromStdString(oss.text);
+        for (const char* expected :
+             {"from torchtitan.models.gpt_oss.config_registry import gpt_oss_120b\n",
+              "    config.model_spec = model_registry(\"120b\", attn_backend=\"flex\")\n",
+              "        layer.moe.load_balance_coeff = None\n", "        context_parallel_degree=2,\n"})
+            QVERIFY2(g.contains(QLatin1String(expected)), expected);
+        QVERIFY(!g.contains(QLatin1String("norm.eps")));  // 1e-5 is the flavor's own
+        const ExportResult noCp = exportSettings(ExportFormat::Torchtitan, p, layout("dp=64,ep=8,zero=3,mb=1", p));
+        QVERIFY(noCp.ok() && QString::fromStdString(noCp.text).contains(QLatin1String("model_registry(\"120b\")\n")));
+        // torchtitan needs tp to divide the KV heads (decoder.py): gpt-oss has 8.
+        const ExportResult tp16 = exportSettings(ExportFormat::Torchtitan, p, layout("dp=4,tp=16,sp=on,zero=3,mb=1", p));
+        QVERIFY(!tp16.ok());
+    }
+
     // What Megatron Core has no setting for is refused by name, never dropped.
     void megatronModelFieldRefusals()
     {
@@ -1013,8 +1097,6 @@ private slots:
         // Multi-head latent attention (DeepSeek-V3): Megatron-LM and Megatron-Bridge have it; the
         // others refuse it by name.
         const QByteArray deepseek = "deepseek-v3";
-        QTest::newRow("torchtitan: MLA") << T << deepseek << p5 << 32 << bf16 << QByteArray("zero=3")
-                                         << "torchtitan: multi-head latent attention is not expressible";
         QTest::newRow("maxtext: MLA") << X << deepseek << v5p << 64 << bf16 << QByteArray("zero=3")
                                       << "multi-head latent attention";
         QTest::newRow("neuronx: MLA") << N << deepseek << trn1 << 32 << bf16 << QByteArray("tp=32,sp=on,recompute=full")
@@ -1074,9 +1156,10 @@ private slots:
         QTest::newRow("nxd-training: ep") << Y << mixtral << trn1 << 4 << bf16
                                           << QByteArray("tp=8,sp=on,ep=4,zero=1,recompute=full")
                                           << "nxd-training: expert parallelism (ep=4) is not expressible";
-        // torchtitan writes its llama scaling or none: YaRN is refused by name.
-        QTest::newRow("torchtitan: YaRN") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16 << QByteArray("zero=3")
-                                          << "torchtitan: RoPE scaling yarn";
+        // gpt-oss-120b is torchtitan's gpt_oss 120b flavor but for the HF config's auxiliary loss.
+        QTest::newRow("torchtitan: gpt-oss aux loss") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16
+                                                      << QByteArray("zero=3")
+                                                      << "torchtitan: an auxiliary load-balancing loss (aux_loss_coeff 0.9)";
     }
 
     // torchtitan's llama3 flavors apply Llama 3.1's RoPE scaling (models/llama3/__init__.py @

@@ -55,6 +55,20 @@
 // borrows ranks from FSDP and TP: efsdp = dp_shard * cp * tp / ep", parallel_dims.py: ep must
 // divide dp_shard x cp x tp), and models/common/moe_sharding.py: with EP the routed experts are
 // sharded on the ep axis only (whole experts: etp 1), without EP split over the TP axis (etp = tp).
+// DeepSeek at the same commit: torchtitan/models/deepseek_v3/__init__.py deepseekv3_configs
+// "16B", "236B", "671B" (build_mla_moe_layers: MLA with wq or wq_a/q_norm/wq_b, wkv_a, kv_norm,
+// wkv_b, wo and Attention.Config.mscale; the first n_dense_layers a dense FeedForward, then MoE
+// layers with make_router_config(score_func, num_expert_groups, num_limited_groups, route_scale,
+// route_norm) and one shared FeedForward of moe_hidden_dim x num_shared_experts; ComplexRoPE yarn
+// factor 40, theta 10000, beta 32/1 over 4096 positions; RMSNorm.Config without eps, so
+// models/common/nn_modules.py's default 1e-5), the recipes deepseek_v3_16b and deepseek_v3_671b
+// (config_registry.py); make_moe_config's load_balance_coeff 1e-3 is the expert-bias update rate
+// (Megatron-LM's moe_router_bias_update_rate default is the same 1e-3).
+// GPT-OSS: torchtitan/models/gpt_oss/__init__.py gptoss_configs "20b", "120b" (_build_gptoss_layers:
+// biases on wqkv, wo, the router gate and the experts, sinks, a 128 window on the even layers,
+// softmax router with route_norm, load_balance_coeff 1e-3, CosSinRoPE yarn x32 theta 150000
+// truncate False; inner attention "varlen" by default, which models/common/decoder.py refuses under
+// context parallelism: "Use FlexAttention or disable CP"), recipes gpt_oss_20b and gpt_oss_120b.
 #include "ExportCommon.h"
 
 #include <cmath>
@@ -115,32 +129,46 @@ template <class F> std::string flavorNames(const std::vector<F>& flavors)
     return names;
 }
 
-struct MoeFlavor {
-    const char* name;
-    const char* recipe_assets;  // hf_assets_path of the flavor's tokenizer
+// The torchtitan MoE model a model spec is: its family (the module under torchtitan/models/),
+// flavor (a key of the family's configs dict), base recipe and tokenizer assets.
+struct MoeRecipe {
+    const char* family;  // "qwen3", "deepseek_v3", "gpt_oss"
+    const char* flavor;
+    const char* base;    // the config_registry.py function the export changes
+    const char* assets;  // hf_assets_path
+};
+
+struct Qwen3MoeFlavor {
+    MoeRecipe recipe;
     int dim, layers, heads, kv_heads, head_dim, moe_hidden, experts, top_k;
     double rope_theta;
 };
 
-// torchtitan/models/qwen3/__init__.py (b5bcd76c): _30b_a3b, _235b_a22b.
-const std::vector<MoeFlavor>& qwen3MoeFlavors()
+// torchtitan/models/qwen3/__init__.py (b5bcd76c): _30b_a3b, _235b_a22b (the qwen3_30b_a3b recipe
+// is the base of both).
+const std::vector<Qwen3MoeFlavor>& qwen3MoeFlavors()
 {
-    static const std::vector<MoeFlavor> flavors{
-        {"30B-A3B", "Qwen3-30B-A3B", 2048, 48, 32, 4, 128, 768, 128, 8, 1000000.0},
-        {"235B-A22B", "Qwen3-235B-A22B", 4096, 94, 64, 4, 128, 1536, 128, 8, 5000000.0},
+    static const std::vector<Qwen3MoeFlavor> flavors{
+        {{"qwen3", "30B-A3B", "qwen3_30b_a3b", "Qwen3-30B-A3B"}, 2048, 48, 32, 4, 128, 768, 128, 8, 1000000.0},
+        {{"qwen3", "235B-A22B", "qwen3_30b_a3b", "Qwen3-235B-A22B"}, 4096, 94, 64, 4, 128, 1536, 128, 8, 5000000.0},
     };
     return flavors;
 }
 constexpr int kQwen3Vocab = 151936;
 constexpr double kQwen3NormEps = 1e-6;  // _EPS
+constexpr double kTorchtitanNormEps = 1e-5;  // RMSNorm.Config's default (models/common/nn_modules.py)
 
-const MoeFlavor* qwen3MoeFlavorOf(const ModelSpec& m)
+const Qwen3MoeFlavor* qwen3MoeFlavorOf(const ModelSpec& m)
 {
+    const MoeSpec& e = m.moe;
     if (m.family != ModelFamily::DecoderOnly || m.mlp != MlpKind::SwiGlu || m.norm != NormKind::RmsNorm ||
         m.positions != PositionKind::Rotary || m.bias || m.qkv_bias || !m.qk_norm || m.tied_embeddings ||
-        m.norm_eps != kQwen3NormEps || m.vocab != kQwen3Vocab)
+        m.norm_eps != kQwen3NormEps || m.vocab != kQwen3Vocab || m.mla.enabled() || m.rope_scaling.enabled() ||
+        m.sliding_window.enabled() || m.attention_sinks || e.router != MoeRouter::SoftmaxNorm ||
+        e.shared_experts > 0 || e.dense_layers > 0 || e.layer_interval > 1 || e.expert_groups > 0 ||
+        e.routed_scaling > 0)
         return nullptr;
-    for (const MoeFlavor& f : qwen3MoeFlavors())
+    for (const Qwen3MoeFlavor& f : qwen3MoeFlavors())
         if (f.dim == m.hidden && f.layers == m.layers && f.heads == m.heads && f.kv_heads == m.kv_heads &&
             f.head_dim == m.head_dim && f.moe_hidden == m.expertFfn() && f.experts == m.moe.experts &&
             f.top_k == m.moe.top_k && f.rope_theta == m.rope_base)
@@ -148,34 +176,140 @@ const MoeFlavor* qwen3MoeFlavorOf(const ModelSpec& m)
     return nullptr;
 }
 
-// What a qwen3 MoE flavor cannot carry, and the expert layouts torchtitan cannot run.
+struct DeepSeekFlavor {
+    MoeRecipe recipe;
+    int dim, layers, vocab, heads;
+    MlaSpec mla;
+    double mscale;  // Attention.Config.mscale: the yarn mscale_all_dim of the softmax scale
+    int dense_hidden, moe_hidden, shared_experts, experts, dense_layers, top_k;
+    MoeRouter router;
+    int expert_groups, group_top_k;
+    double route_scale;
+};
+
+// torchtitan/models/deepseek_v3/__init__.py (b5bcd76c): _16b, _236b, _671b. The 236B flavor has no
+// recipe of its own: the 671B recipe is its base.
+const std::vector<DeepSeekFlavor>& deepSeekFlavors()
+{
+    static const std::vector<DeepSeekFlavor> flavors{
+        {{"deepseek_v3", "16B", "deepseek_v3_16b", "deepseek-moe-16b-base"}, 2048, 27, 102400, 16,
+         MlaSpec{0, 512, 128, 64, 128}, 0.70, 10944, 1408, 2, 64, 1, 6, MoeRouter::Softmax, 0, 0, 1.0},
+        {{"deepseek_v3", "236B", "deepseek_v3_671b", "DeepSeek-V2"}, 5120, 60, 102400, 128,
+         MlaSpec{1536, 512, 128, 64, 128}, 1.0, 12288, 1536, 2, 160, 1, 6, MoeRouter::Softmax, 8, 3, 16.0},
+        {{"deepseek_v3", "671B", "deepseek_v3_671b", "DeepSeek-V3.1-Base"}, 7168, 61, 129280, 128,
+         MlaSpec{1536, 512, 128, 64, 128}, 1.0, 18432, 2048, 1, 256, 3, 8, MoeRouter::SigmoidNorm, 8, 4, 2.5},
+    };
+    return flavors;
+}
+
+const DeepSeekFlavor* deepSeekFlavorOf(const ModelSpec& m)
+{
+    const MoeSpec& e = m.moe;
+    const RopeScaling& r = m.rope_scaling;
+    // Every flavor: yarn x40 over 4096 positions, theta 10000, beta 32/1 (ComplexRoPE.Config).
+    if (m.family != ModelFamily::DecoderOnly || m.mlp != MlpKind::SwiGlu || m.norm != NormKind::RmsNorm ||
+        m.positions != PositionKind::Rotary || m.bias || m.qkv_bias || m.qk_norm || m.tied_embeddings ||
+        m.sliding_window.enabled() || m.attention_sinks || !m.mla.enabled() || m.rope_base != 10000 ||
+        r.type != RopeScalingKind::Yarn || r.factor != 40 || r.original_max_position_embeddings != 4096 ||
+        r.beta_fast != 32 || r.beta_slow != 1 || e.layer_interval > 1 || e.shared_experts < 1)
+        return nullptr;
+    for (const DeepSeekFlavor& f : deepSeekFlavors()) {
+        const double scale = e.routed_scaling > 0 ? e.routed_scaling : 1.0;
+        // torchtitan builds one shared FeedForward of moe_hidden x num_shared_experts.
+        const bool shared = std::int64_t(e.shared_experts) * e.shared_ffn_hidden ==
+                            std::int64_t(f.shared_experts) * f.moe_hidden;
+        if (f.dim == m.hidden && f.layers == m.layers && f.vocab == m.vocab && f.heads == m.heads &&
+            f.mla == m.mla && f.mscale == (r.mscale_all_dim > 0 ? r.mscale_all_dim : 1.0) &&
+            f.dense_hidden == m.ffn_hidden && f.moe_hidden == m.expertFfn() && shared && f.experts == e.experts &&
+            f.dense_layers == e.dense_layers && f.top_k == e.top_k && f.router == e.router &&
+            f.expert_groups == e.expert_groups && f.group_top_k == e.group_top_k && f.route_scale == scale)
+            return &f;
+    }
+    return nullptr;
+}
+
+struct GptOssFlavor {
+    MoeRecipe recipe;
+    int layers, experts;
+};
+
+// torchtitan/models/gpt_oss/__init__.py (b5bcd76c): _20b, _120b; both dim 2880, hidden 2880, 64
+// heads of 64, 8 KV heads, top 4, vocabulary 201088.
+const std::vector<GptOssFlavor>& gptOssFlavors()
+{
+    static const std::vector<GptOssFlavor> flavors{
+        {{"gpt_oss", "20b", "gpt_oss_20b", "gpt-oss-20b"}, 24, 32},
+        {{"gpt_oss", "120b", "gpt_oss_120b", "gpt-oss-120b"}, 36, 128},
+    };
+    return flavors;
+}
+
+const GptOssFlavor* gptOssFlavorOf(const ModelSpec& m)
+{
+    const MoeSpec& e = m.moe;
+    const RopeScaling& r = m.rope_scaling;
+    bool evenWindows = m.sliding_window.size == 128 && int(m.sliding_window.layers.size()) == (m.layers + 1) / 2;
+    for (size_t i = 0; evenWindows && i < m.sliding_window.layers.size(); ++i)
+        evenWindows = m.sliding_window.layers[i] == int(2 * i);
+    if (m.family != ModelFamily::DecoderOnly || m.mlp != MlpKind::SwiGlu || m.norm != NormKind::RmsNorm ||
+        m.positions != PositionKind::Rotary || !m.bias || m.qk_norm || m.tied_embeddings || !m.attention_sinks ||
+        !evenWindows || m.mla.enabled() || m.hidden != 2880 || m.heads != 64 || m.kv_heads != 8 ||
+        m.head_dim != 64 || m.vocab != 201088 || m.norm_eps != kTorchtitanNormEps || m.rope_base != 150000 ||
+        r.type != RopeScalingKind::Yarn || r.factor != 32 || r.original_max_position_embeddings != 4096 ||
+        r.beta_fast != 32 || r.beta_slow != 1 || r.truncate || e.router != MoeRouter::SoftmaxNorm ||
+        e.shared_experts > 0 || e.dense_layers > 0 || e.layer_interval > 1 || e.expert_groups > 0 ||
+        e.routed_scaling > 0 || e.top_k != 4 || m.expertFfn() != 2880)
+        return nullptr;
+    for (const GptOssFlavor& f : gptOssFlavors())
+        if (f.layers == m.layers && f.experts == e.experts)
+            return &f;
+    return nullptr;
+}
+
+const MoeRecipe* moeRecipeOf(const ModelSpec& m)
+{
+    if (const Qwen3MoeFlavor* f = qwen3MoeFlavorOf(m))
+        return &f->recipe;
+    if (const DeepSeekFlavor* f = deepSeekFlavorOf(m))
+        return &f->recipe;
+    if (const GptOssFlavor* f = gptOssFlavorOf(m))
+        return &f->recipe;
+    return nullptr;
+}
+
+bool isFamily(const MoeRecipe* recipe, const char* family)
+{
+    return recipe && std::string(recipe->family) == family;
+}
+
+// What no torchtitan MoE flavor carries, and the expert layouts torchtitan cannot run.
 void refuseTorchtitanMoe(Refusals& refuse, const ModelSpec& m, const Layout& l, int shard)
 {
     const MoeSpec& e = m.moe;
-    if (!qwen3MoeFlavorOf(m))
+    const MoeRecipe* recipe = moeRecipeOf(m);
+    if (!recipe) {
+        std::string flavors;
+        for (const Qwen3MoeFlavor& f : qwen3MoeFlavors())
+            flavors += std::string(flavors.empty() ? "" : ", ") + "qwen3 " + f.recipe.flavor;
+        for (const DeepSeekFlavor& f : deepSeekFlavors())
+            flavors += std::string(", deepseek_v3 ") + f.recipe.flavor;
+        for (const GptOssFlavor& f : gptOssFlavors())
+            flavors += std::string(", gpt_oss ") + f.recipe.flavor;
         refuse.add("the MoE model " + m.name,
-                   "the export takes torchtitan's qwen3 MoE flavors (" + flavorNames(qwen3MoeFlavors()) +
-                       ": Qwen3-MoE shapes, QK-norm, eps 1e-6, vocabulary 151936) and " + m.name + " is none of them");
-    if (e.router != MoeRouter::SoftmaxNorm || e.shared_experts > 0 || e.dense_layers > 0 || e.layer_interval > 1 ||
-        e.expert_groups > 0 || e.routed_scaling > 0)
-        refuse.add("the MoE block of " + m.name + " (router " + toString(e.router) + ", " + str(e.shared_experts) +
-                       " shared, dense_layers " + str(e.dense_layers) + ", layer_interval " + str(e.layer_interval) +
-                       ")",
-                   "the qwen3 MoE flavors route by a renormalised softmax over the top k in every layer, no shared "
-                   "experts");
+                   "the export takes torchtitan's MoE flavors (" + flavors +
+                       ": each flavor's shapes, router, shared experts, dense layers, norms and RoPE) and " +
+                       m.name + " is none of them");
+    }
     if (e.aux_loss_coeff > 0)
         refuse.add("an auxiliary load-balancing loss (aux_loss_coeff " + num(e.aux_loss_coeff) + ")",
                    "torchtitan's MoE has no auxiliary loss; it balances by an expert bias (models/common/moe.py "
                    "load_balance_coeff)");
-    if (e.score_correction_bias)
+    if (e.score_correction_bias && !isFamily(recipe, "deepseek_v3"))
         refuse.add("a score-correction bias without a stated update rate",
                    "torchtitan updates its expert bias at load_balance_coeff, which the model format does not give");
     if (e.capacity_factor > 0)
         refuse.add("a capacity factor of " + num(e.capacity_factor),
                    "the export writes the flavors' dropless routed experts");
-    if (m.rope_scaling.enabled())
-        refuse.add(std::string("RoPE scaling ") + toString(m.rope_scaling.type) + " with a MoE model",
-                   "the qwen3 flavors' CosSinRoPE has no scaling");
     if (l.ep > 1) {
         if (l.expertTensorParallel() != 1)
             refuse.add("expert tensor parallelism (etp=" + str(l.expertTensorParallel()) + ") with ep=" + str(l.ep),
@@ -203,7 +337,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     const Figures f = figures(p, l);
     const bool moe = m.moe.enabled();
     const Flavor* flavor = moe ? nullptr : flavorOf(m);
-    const MoeFlavor* moeFlavor = moe ? qwen3MoeFlavorOf(m) : nullptr;
+    const MoeRecipe* moeRecipe = moe ? moeRecipeOf(m) : nullptr;
     const int shardDegree = l.zero_stage >= 2 ? f.shard_group : 1;
 
     if (!isCudaOrRocmGpu(p.cluster.node.chip))
@@ -212,23 +346,32 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     // models/llama3/__init__.py builds RMSNorm blocks with make_gqa_config(...) attention and no
     // qk_norm argument, whose default is None (models/common/config_utils.py), wqkv as
     // Linear.Config with bias False (models/common/linear.py), full causal attention, ComplexRoPE
-    // with scaling "llama", a dense feed-forward).
-    if (m.qk_norm && !moe)
-        refuse.add("QK-norm", "torchtitan has no QK-norm in its llama3 model");
-    if (m.qkv_bias && !m.bias)
-        refuse.add("biases on q, k and v", "torchtitan's llama3 attention projections have no bias");
-    if (m.sliding_window.enabled())
-        refuse.add("a sliding window of " + str(m.sliding_window.size),
-                   "torchtitan's llama3 model attends over the whole causal context");
-    if (m.attention_sinks)
-        refuse.add("attention sinks", "torchtitan's llama3 attention has no sink logits");
-    if (moe) {
+    // with scaling "llama", a dense feed-forward). A MoE model is matched against whole flavors
+    // (its attention, norms and RoPE included) in refuseTorchtitanMoe.
+    if (!moe) {
+        if (m.qk_norm)
+            refuse.add("QK-norm", "torchtitan has no QK-norm in its llama3 model");
+        if (m.qkv_bias && !m.bias)
+            refuse.add("biases on q, k and v", "torchtitan's llama3 attention projections have no bias");
+        if (m.sliding_window.enabled())
+            refuse.add("a sliding window of " + str(m.sliding_window.size),
+                       "torchtitan's llama3 model attends over the whole causal context");
+        if (m.attention_sinks)
+            refuse.add("attention sinks", "torchtitan's llama3 attention has no sink logits");
+        if (m.mla.enabled())
+            refuse.add("multi-head latent attention",
+                       "the export takes torchtitan's llama3 model (grouped-query attention) for a dense model");
+    } else {
         refuseTorchtitanMoe(refuse, m, l, shardDegree);
         if (p.training.precision == Precision::FP8Mixed)
             refuse.add("fp8 precision with a MoE model", "the export converts the llama3 recipe's linears only");
     }
-    if (m.mla.enabled())
-        refuse.add("multi-head latent attention", "the export takes torchtitan's llama3 model (grouped-query attention)");
+    // models/common/decoder.py: tensor_parallel_degree must divide n_heads and n_kv_heads (an MLA
+    // model's KV heads are its heads).
+    const int kvHeads = m.mla.enabled() ? m.heads : m.kv_heads;
+    if (l.tp > 1 && kvHeads % l.tp != 0)
+        refuse.add("tp=" + str(l.tp) + " over " + str(kvHeads) + " KV heads",
+                   "models/common/decoder.py: tensor_parallel_degree must divide n_kv_heads");
     const RopeScaling& rope = m.rope_scaling;
     if (!moe && rope.enabled() && rope.type != RopeScalingKind::Llama3)
         refuse.add(std::string("RoPE scaling ") + toString(rope.type),
@@ -262,6 +405,25 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         refuse.add("a micro-batch of " + str(microTokens) + " tokens",
                    "trainer.py needs the tokens of a micro-batch to divide by " + str(divisor) +
                        " (tp with sequence parallelism x 2cp)");
+    // torchtitan/distributed/pipeline_parallel.py: ceil((layers + first_less + last_less) /
+    // layers_per_stage) stages, the first and last lightened by their "less" layers (input and
+    // output weights) and only those two of all the virtual stages. An uneven split with ends
+    // lighter than the middle is that: layers_per_stage = a middle stage's layers.
+    int layersPerStage = m.layers / (l.pp * l.virtual_stages), firstLess = 0, lastLess = 0;
+    if (l.unevenPipeline()) {
+        const int first = l.stageLayers(m.layers, 0), last = l.stageLayers(m.layers, l.pp - 1);
+        const int middle = l.pp > 2 ? l.stageLayers(m.layers, 1) : std::max(first, last);
+        if (l.virtual_stages > 1)
+            refuse.add("an uneven pipeline split with v=" + str(l.virtual_stages),
+                       "torchtitan lightens only the first and the last virtual stage (pipeline_parallel.py), not "
+                       "every chunk of the end ranks");
+        else if (first > middle || last > middle)
+            refuse.add("end stages heavier than the middle ones (" + str(first) + " + ... + " + str(last) + ")",
+                       "pipeline_parallel_first/last_stage_less_layers only lighten the end stages");
+        layersPerStage = middle;
+        firstLess = middle - first;
+        lastLess = middle - last;
+    }
     if (refuse.any())
         return r;
 
@@ -273,7 +435,6 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                            : l.schedule == PipelineSchedule::GPipe        ? "GPipe"
                            : l.schedule == PipelineSchedule::Interleaved ? "Interleaved1F1B"
                                                                           : "1F1B";
-    const int layersPerStage = m.layers / (l.pp * l.virtual_stages);
 
     r.notes.push_back("torchtitan derives nothing from the world size: dp_replicate " + str(replicate) +
                       " x dp_shard " + str(shard) + " x cp " + str(l.cp) + " x tp " + str(l.tp) + " x pp " +
@@ -285,7 +446,11 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (f.pipelined)
         r.notes.push_back(str(f.micro_batches) + " pipeline micro-batches of " + str(l.micro_batch) +
                           " sequence(s) per data-parallel rank and step, " + str(layersPerStage) +
-                          " layers per stage; no gradient accumulation.");
+                          " layers per stage" +
+                          (l.unevenPipeline() ? " (first " + str(layersPerStage - firstLess) + ", last " +
+                                                    str(layersPerStage - lastLess) + ")"
+                                              : std::string()) +
+                          "; no gradient accumulation.");
     else
         r.notes.push_back("Gradient accumulation: " + str(f.micro_batches) + " micro-batches of " +
                           str(l.micro_batch) + " sequence(s) per data-parallel rank and step (" +
@@ -297,15 +462,42 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                  high = rope.high_freq_factor > 0 ? rope.high_freq_factor : 4.0;
     const int original = rope.original_max_position_embeddings > 0 ? rope.original_max_position_embeddings : 8192;
     const bool llama31 = rope.type == RopeScalingKind::Llama3 && factor == 8 && low == 1 && high == 4 && original == 8192;
-    std::vector<std::string> ropeLines, layerLines;
+    std::vector<std::string> ropeLines, layerLines, modelLines;
     if (moe) {
-        // No auxiliary loss and no correction bias (refused otherwise): the flavor's bias
-        // balancing off on every layer.
-        layerLines.push_back("layer.moe.load_balance_coeff = None");
-        r.notes.push_back(std::string("The qwen3 ") + moeFlavor->name + " flavor has " + m.name +
-                          "'s shapes; its expert-bias balancing (load_balance_coeff) is switched off on every layer, "
-                          "as " + m.name + " has neither a load-balancing loss nor a correction bias. torchtitan's "
-                          "Qwen3 has no dropout.");
+        const std::string family = moeRecipe->family;
+        const bool deepseek = family == "deepseek_v3";
+        // The flavor's expert-bias balancing where the model has a correction bias (DeepSeek-V3:
+        // load_balance_coeff's 1e-3 default is the update rate, as Megatron's); otherwise off, as
+        // the model has neither that bias nor a load-balancing loss (refused above). DeepSeek's
+        // first layers are dense (layer.moe is None there).
+        const std::string balance =
+            m.moe.score_correction_bias ? std::string() : std::string("layer.moe.load_balance_coeff = None");
+        if (!balance.empty())
+            layerLines.push_back(deepseek ? "if layer.moe is not None:\n            " + balance : balance);
+        // RMSNorm.Config's eps: the qwen3 flavors set the model's 1e-6, deepseek_v3 leaves the 1e-5
+        // default, which the model's own eps replaces on every norm.
+        if (deepseek && m.norm_eps != kTorchtitanNormEps) {
+            const std::string eps = num(m.norm_eps);
+            layerLines.push_back("layer.attention_norm.eps = " + eps);
+            layerLines.push_back("layer.ffn_norm.eps = " + eps);
+            if (m.mla.q_lora_rank > 0)
+                layerLines.push_back("layer.attention.q_norm.eps = " + eps);
+            layerLines.push_back("layer.attention.kv_norm.eps = " + eps);
+            modelLines.push_back("config.model_spec.model.norm.eps = " + eps);
+        }
+        const std::string balanceNote =
+            m.moe.score_correction_bias
+                ? "its expert-bias balancing is kept at load_balance_coeff's default 1e-3 (the bias update rate; " +
+                      m.name + "'s correction bias)"
+                : "its expert-bias balancing (load_balance_coeff) is switched off on every layer, as " + m.name +
+                      " has neither a load-balancing loss nor a correction bias";
+        r.notes.push_back("The " + family + " " + moeRecipe->flavor + " flavor has " + m.name + "'s shapes; " +
+                          balanceNote +
+                          (deepseek && m.norm_eps != kTorchtitanNormEps
+                               ? "; the recipe sets the model's norm eps " + num(m.norm_eps) +
+                                     " on every RMSNorm (the flavor keeps the 1e-5 default)"
+                               : std::string()) +
+                          ". torchtitan's model has no dropout.");
         r.notes.push_back(expertGridNote(m, l) + " torchtitan: efsdp = dp_shard x cp x tp / ep = " +
                           str(std::int64_t(shard) * l.cp * l.tp / l.ep) + ".");
     } else if (!rope.enabled()) {
@@ -327,8 +519,14 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                           "'s shapes; the recipe sets " + m.name + "'s llama3 RoPE scaling (factor " + num(factor) +
                           ") on every layer. torchtitan's Llama has no dropout.");
     }
-    const std::string family = moe ? "qwen3" : "llama3", base = moe ? "qwen3_30b_a3b" : "llama3_8b";
-    const std::string flavorName = moe ? moeFlavor->name : flavor->name;
+    const std::string family = moe ? moeRecipe->family : "llama3", base = moe ? moeRecipe->base : "llama3_8b";
+    const std::string flavorName = moe ? moeRecipe->flavor : flavor->name;
+    // gpt_oss builds VarlenAttention by default, which context parallelism refuses
+    // (models/common/decoder.py: "Use FlexAttention or disable CP").
+    const std::string backend = family == "gpt_oss" && l.cp > 1 ? ", attn_backend=\"flex\"" : "";
+    if (!backend.empty())
+        r.notes.push_back("Context parallelism needs FlexAttention: the gpt_oss flavor is built with attn_backend "
+                          "\"flex\" (its default, varlen, is refused under cp).");
     r.notes.push_back("Yours to set: hf_assets_path (tokenizer), the dataset, learning rate and steps "
                       "(the " + base + " recipe's values are kept).");
 
@@ -358,7 +556,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";
-        t += "    config.model_spec = model_registry(\"" + flavorName + "\")\n";
+        t += "    config.model_spec = model_registry(\"" + flavorName + "\"" + backend + ")\n";
     }
     for (const std::string& line : ropeLines)
         layerLines.push_back(line);
@@ -367,8 +565,10 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         for (const std::string& line : layerLines)
             t += "        " + line + "\n";
     }
+    for (const std::string& line : modelLines)
+        t += "    " + line + "\n";
     t += "    config.hf_assets_path = \"./assets/hf/" +
-         (moe ? std::string(moeFlavor->recipe_assets) : "Llama-3.1-" + flavorName) + "\"\n";
+         (moe ? std::string(moeRecipe->assets) : "Llama-3.1-" + flavorName) + "\"\n";
     t += "    config.parallelism = ParallelismConfig(\n";
     t += "        data_parallel_replicate_degree=" + str(replicate) + ",\n";
     t += "        data_parallel_shard_degree=" + str(shard) + ",\n";
@@ -380,8 +580,8 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (f.pipelined) {
         t += std::string("        pipeline_parallel_schedule=\"") + schedule + "\",\n";
         t += "        pipeline_parallel_layers_per_stage=" + str(layersPerStage) + ",\n";
-        t += "        pipeline_parallel_first_stage_less_layers=0,\n";
-        t += "        pipeline_parallel_last_stage_less_layers=0,\n";
+        t += "        pipeline_parallel_first_stage_less_layers=" + str(firstLess) + ",\n";
+        t += "        pipeline_parallel_last_stage_less_layers=" + str(lastLess) + ",\n";
         t += "        num_pp_microbatches=" + str(f.micro_batches) + ",\n";
     }
     t += "        context_parallel_degree=" + str(l.cp) + ",\n";
