@@ -948,6 +948,42 @@ private slots:
         QVERIFY(!tp16.ok());
     }
 
+    // NxD Training's Mixtral (hf_mixtral, examples/conf/hf_mixtral_8x7b*_config.yaml @ 9169aa03):
+    // expert_model_parallel_size = ep with each expert over the whole tp group, the moe block from
+    // the model (dropless without a capacity factor, the router's renormalisation, its loss weight).
+    void nxdTrainingMixtral()
+    {
+        const Case c{"mixtral-8x7b", "trn1.32xlarge", 8, 128, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        p.model.moe.aux_loss_coeff = 0.02;
+        const ExportResult r =
+            exportSettings(ExportFormat::NxdTraining, p, layout("tp=8,sp=on,pp=4,ep=4,zero=1,mb=1,recompute=selective", p));
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected :
+             {"name: hf_mixtral\n", "  expert_model_parallel_size: 4\n", "  moe:\n    num_experts: 8\n    frequency: 1\n",
+              "    capacity_factor: 0.0\n    dropless: True\n", "    top_k: 2\n", "    router_aux_loss_coef: 0.02\n",
+              "    normalize_top_k_affinities: True\n", "MixtralConfig config.json with hidden_size 4096, intermediate_size 14336",
+              "NxD: expert data parallel = world / (tp x pp x ep) = 2."})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        // A capacity factor drops tokens: dropless off.
+        p.model.moe.capacity_factor = 1.25;
+        const ExportResult capped = exportSettings(ExportFormat::NxdTraining, p, layout("tp=8,sp=on,pp=4,ep=4,zero=1,mb=1,recompute=selective", p));
+        QVERIFY2(capped.ok(), capped.refusals.empty() ? "" : capped.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(capped.text).contains(QLatin1String("    capacity_factor: 1.25\n    dropless: False\n")));
+        // Sigmoid routing is not RouterTopK's softmax.
+        p.model.moe.router = MoeRouter::SigmoidNorm;
+        const ExportResult sigmoid = exportSettings(ExportFormat::NxdTraining, p, layout("tp=8,sp=on,pp=4,zero=1,mb=1,recompute=selective", p));
+        QVERIFY(!sigmoid.ok());
+        QCOMPARE(sigmoid.refused.front().feature, std::string("the router sigmoid-norm"));
+        // A dense Llama is still hf_llama, without an expert degree.
+        const ExportResult llama = exported(ExportFormat::NxdTraining, {"llama-2-7b", "trn1.32xlarge", 4, 128, 4096,
+                                                                         Precision::BF16Mixed}, "tp=8,zero=1,recompute=full");
+        QVERIFY(llama.ok());
+        QVERIFY(QString::fromStdString(llama.text).contains(QLatin1String("name: hf_llama\n")));
+        QVERIFY(!QString::fromStdString(llama.text).contains(QLatin1String("expert")));
+    }
+
     // What Megatron Core has no setting for is refused by name, never dropped.
     void megatronModelFieldRefusals()
     {
@@ -1153,9 +1189,15 @@ private slots:
                                               << "DeepSeek routing (correction bias, groups or routed scaling)";
         QTest::newRow("neuronx: ep") << N << mixtral << trn1 << 4 << bf16 << QByteArray("tp=8,sp=on,ep=4,recompute=full")
                                      << "neuronx: expert parallelism (ep=4) is not expressible";
-        QTest::newRow("nxd-training: ep") << Y << mixtral << trn1 << 4 << bf16
-                                          << QByteArray("tp=8,sp=on,ep=4,zero=1,recompute=full")
-                                          << "nxd-training: expert parallelism (ep=4) is not expressible";
+        QTest::newRow("nxd-training: etp") << Y << mixtral << trn1 << 4 << bf16
+                                           << QByteArray("tp=8,sp=on,ep=4,etp=1,zero=1,recompute=full")
+                                           << "nxd-training: expert tensor parallelism (etp=1) other than tp=8";
+        QTest::newRow("nxd-training: ep with tp 4 on trn1") << Y << mixtral << trn1 << 4 << bf16
+                                                            << QByteArray("tp=4,sp=on,ep=4,zero=1,recompute=full")
+                                                            << "nxd-training: expert parallelism (ep=4) with tp=4 on Trainium1";
+        QTest::newRow("nxd-training: DeepSeek-V3") << Y << QByteArray("deepseek-v3") << trn1 << 32 << bf16
+                                                   << QByteArray("tp=32,sp=on,ep=4,zero=1,recompute=full")
+                                                   << "nxd-training: 1 shared expert(s)";
         // gpt-oss-120b is torchtitan's gpt_oss 120b flavor but for the HF config's auxiliary loss.
         QTest::newRow("torchtitan: gpt-oss aux loss") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16
                                                       << QByteArray("zero=3")

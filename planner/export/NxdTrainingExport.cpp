@@ -23,6 +23,20 @@
 // Refused: ZeRO-2/3 and shard groups (zero1 shards optimizer states over the whole data-parallel
 // group), optimizer offload, the GPipe schedule, fp16/fp8, SGD, non-Llama models, and no
 // recomputation without flash attention (the model then checkpoints the core attention).
+// Mixture of experts at the same commit: examples/conf/hf_mixtral_8x7b_config.yaml and
+// hf_mixtral_8x7b_dropless_config.yaml (distributed_strategy.expert_model_parallel_size;
+// model.moe: num_experts, frequency, dropout, capacity_factor, dropless, routing_algorithm top_k,
+// top_k, output_router_logits, router_aux_loss_coef, normalize_top_k_affinities); examples/training.py
+// builds HFMixtralModule when "mixtral" is in the config's name;
+// lightning_modules/model/hf_models/mixtral_model.py reads those keys into a Hugging Face
+// MixtralConfig; models/hf_models/modeling_mixtral.py: RouterTopK (softmax over the experts, no
+// shared experts), ExpertMLPs with glu_mlp, an MoE block on the layers with
+// layer_index % moe_frequency == 0; examples/training_orchestrator.py: dropless needs SiLU and a
+// capacity factor of 0, otherwise a capacity factor > 0. The expert grid is aws-neuron/
+// neuronx-distributed's (parallel_state.py @ fbac349, initialize_model_parallel): per stage
+// [expert data parallel, expert_model_parallel_size, tp] with tp innermost, so each expert is split
+// over the whole tp group (etp = tp) and ep is carved out of dp x cp; tp = 4 on trn1 with ep > 1
+// raises NotImplementedError.
 #include "ExportCommon.h"
 
 #include <algorithm>
@@ -40,10 +54,37 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
 
     if (!isTrainium(chip))
         refuse.device(chip.display_name, "NxD Training trains on AWS Trainium");
-    if (const std::string features = nonLlamaFeatures(m); !features.empty())
+    const bool moe = m.moe.enabled();
+    // A MoE model is configured as hf_mixtral: a Llama-shaped model whose MLPs are NxD's MoE.
+    ModelSpec dense = m;
+    dense.moe = MoeSpec{};
+    if (const std::string features = nonLlamaFeatures(dense); !features.empty())
         refuse.add("the architecture of " + m.name + " (" + features + ")",
-                   "the export configures hf_llama, Hugging Face's LlamaForCausalLM");
-    refuseExpertParallel(refuse, l, "the export configures hf_llama, a dense model");
+                   moe ? "the export configures hf_mixtral, Hugging Face's MixtralForCausalLM with NxD's MoE"
+                       : "the export configures hf_llama, Hugging Face's LlamaForCausalLM");
+    if (moe) {
+        const MoeSpec& e = m.moe;
+        if (e.router != MoeRouter::Softmax && e.router != MoeRouter::SoftmaxNorm)
+            refuse.add(std::string("the router ") + toString(e.router),
+                       "modeling_mixtral.py builds RouterTopK with its softmax over the experts");
+        if (e.router == MoeRouter::SoftmaxNorm && e.top_k < 2)
+            refuse.add("renormalised top-1 routing", "normalize_top_k_affinities needs top_k > 1 (expert_mlps)");
+        if (e.shared_experts > 0)
+            refuse.add(str(e.shared_experts) + " shared expert(s)", "NxD Training's Mixtral has no shared experts");
+        if (e.dense_layers > 0 || e.layer_interval > 1)
+            refuse.add("MoE layers after " + str(e.dense_layers) + " dense ones, every " + str(e.layer_interval),
+                       "modeling_mixtral.py puts a MoE block on the layers with layer_index % moe_frequency == 0");
+        if (e.score_correction_bias || e.expert_groups > 0 || e.routed_scaling > 0)
+            refuse.add("DeepSeek routing (correction bias, groups or routed scaling)",
+                       "RouterTopK has top-k softmax routing only");
+        if (l.expertTensorParallel() != l.tp)
+            refuse.add("expert tensor parallelism (etp=" + str(l.expertTensorParallel()) + ") other than tp=" + str(l.tp),
+                       "neuronx-distributed's expert grid splits each expert over the whole tp group "
+                       "(parallel_state.py: [edp, ep, tp])");
+        if (l.ep > 1 && l.tp == 4 && chip.name == "trainium1")
+            refuse.add("expert parallelism (ep=" + str(l.ep) + ") with tp=4 on Trainium1",
+                       "parallel_state.py: \"TP=4 case not yet implemented for expert parallelism\" on trn1");
+    }
     if (l.zero_stage >= 2)
         refuse.add("ZeRO-" + str(l.zero_stage), "distributed_strategy.zero1 shards optimizer states only");
     else if (f.partial_shard)
@@ -70,11 +111,20 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
                       " x pp " + str(l.pp) + " x cp " + str(l.cp) + ") = dp " + str(l.dp) + "; " +
                       str(f.micro_batches) + " micro-batches of " + str(l.micro_batch) +
                       " sequence(s) per replica and step.");
+    if (moe) {
+        r.notes.push_back(expertGridNote(m, l) + " NxD: expert data parallel = world / (tp x pp x ep) = " +
+                          str(f.devices / (std::int64_t(l.tp) * l.pp * l.ep)) + ".");
+        r.notes.push_back(m.moe.capacity_factor > 0
+                              ? "Routed tokens beyond a capacity factor of " + num(m.moe.capacity_factor) +
+                                    " are dropped (dropless False)."
+                              : std::string("Dropless routing (NxD's blockwise kernel; capacity_factor 0)."));
+    }
     if (kvReplicator > 1)
         r.notes.push_back("kv_replicator " + str(kvReplicator) + ": tp " + str(l.tp) + " over " + str(m.kv_heads) +
                           " key/value heads replicates each KV head " + str(kvReplicator) + " times.");
-    r.notes.push_back("model.model_config: a Hugging Face LlamaConfig config.json with hidden_size " +
-                      str(m.hidden) + ", intermediate_size " + str(m.ffn_hidden) + ", num_hidden_layers " +
+    r.notes.push_back(std::string("model.model_config: a Hugging Face ") + (moe ? "MixtralConfig" : "LlamaConfig") +
+                      " config.json with hidden_size " + str(m.hidden) + ", intermediate_size " +
+                      str(moe ? m.expertFfn() : m.ffn_hidden) + ", num_hidden_layers " +
                       str(m.layers) + ", num_attention_heads " + str(m.heads) + ", num_key_value_heads " +
                       str(m.kv_heads) + ", vocab_size " + str(m.vocab) + ", tie_word_embeddings " +
                       (m.tied_embeddings ? "true" : "false") + ".");
@@ -83,14 +133,16 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     std::string t;
     t += commentLines({"NxD Training (Trainium) config exported by ShardScope", problemLine(p),
                        "layout " + toString(l),
-                       "Keys: aws-neuron/neuronx-distributed-training examples/conf/hf_llama3_8B_config.yaml, "
-                       "hf_llama3_70B_CP_config.yaml (commit 9169aa03)",
+                       std::string("Keys: aws-neuron/neuronx-distributed-training examples/conf/") +
+                           (moe ? "hf_mixtral_8x7b_config.yaml, hf_mixtral_8x7b_dropless_config.yaml"
+                                : "hf_llama3_8B_config.yaml, hf_llama3_70B_CP_config.yaml") +
+                           " (commit 9169aa03)",
                        ""});
     t += commentLines(r.notes);
     t += commentLines({"", "Save as examples/conf/shardscope_nxdt.yaml and run on every node (NTASKS, NODEID, "
                            "MASTER_ADDR, MASTER_PORT set):",
                        "  CONF_FILE=shardscope_nxdt ./train.sh"});
-    t += "name: hf_llama\nmodel_source: hf\nseed: 1234\n\n";
+    t += std::string("name: ") + (moe ? "hf_mixtral" : "hf_llama") + "\nmodel_source: hf\nseed: 1234\n\n";
     t += "trainer:\n";
     t += "  devices: " + str(f.devices_per_node) + "\n";
     t += "  num_nodes: " + str(f.nodes) + "\n";
@@ -103,7 +155,10 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     t += "  context_parallel_size: " + str(l.cp) + "\n";
     t += "  zero1: " + pyBool(l.zero_stage == 1) + "\n";
     t += "  sequence_parallel: " + pyBool(l.sequence_parallel) + "\n";
-    t += "  kv_replicator: " + str(kvReplicator) + "\n\n";
+    t += "  kv_replicator: " + str(kvReplicator) + "\n";
+    if (moe)
+        t += "  expert_model_parallel_size: " + str(l.ep) + "\n";
+    t += "\n";
     t += "data:\n";
     t += "  micro_batch_size: " + str(l.micro_batch) + "\n";
     t += "  global_batch_size: " + str(p.training.global_batch) + "\n";
@@ -117,6 +172,20 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     t += "  qkv_linear: " + pyBool(kvReplicator > 1) + "\n";
     t += "  fuse_qkv: True\n";
     t += "  rope_theta: " + num(m.rope_base) + "\n";
+    if (moe) {
+        const MoeSpec& e = m.moe;
+        t += "  moe:\n";
+        t += "    num_experts: " + str(e.experts) + "\n";
+        t += "    frequency: 1\n";
+        t += "    dropout: 0.0\n";
+        t += "    capacity_factor: " + (e.capacity_factor > 0 ? num(e.capacity_factor) : std::string("0.0")) + "\n";
+        t += "    dropless: " + pyBool(e.capacity_factor <= 0) + "\n";
+        t += "    routing_algorithm: top_k\n";
+        t += "    top_k: " + str(e.top_k) + "\n";
+        t += "    output_router_logits: True\n";  // as both examples; the loss is scaled by the coefficient
+        t += "    router_aux_loss_coef: " + (e.aux_loss_coeff > 0 ? num(e.aux_loss_coeff) : std::string("0.0")) + "\n";
+        t += "    normalize_top_k_affinities: " + pyBool(e.router == MoeRouter::SoftmaxNorm) + "\n";
+    }
     if (l.recompute == Recompute::Selective) {
         t += "  activations_checkpoint_granularity: selective\n";
         t += "  activations_checkpoint_recompute: [CoreAttention]\n";
