@@ -10,6 +10,19 @@
 
 namespace shardscope {
 
+bool allToAllCpSplitsHeads(const ModelSpec& m, int tp, int cp, int* queryHeads, int* kvHeads)
+{
+    if (tp < 1 || cp < 1)
+        return false;
+    const int q = m.heads / tp;
+    const int kv = m.mla.enabled() ? q : m.kv_heads % tp == 0 ? m.kv_heads / tp : 1;
+    if (queryHeads)
+        *queryHeads = q;
+    if (kvHeads)
+        *kvHeads = kv;
+    return q % cp == 0 && kv % cp == 0;
+}
+
 int microBatchesPerStep(const Layout& layout, const TrainingSpec& training)
 {
     const std::int64_t perStep = std::int64_t(layout.dp) * layout.micro_batch;
@@ -72,11 +85,14 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kOffloadNames, key, value, layout.offload, errors);
         } else if (key == "recompute_method") {
             parseEnumValue(kRecomputeMethodNames, key, value, layout.recompute_method, errors);
+        } else if (key == "cp_comm") {
+            parseEnumValue(kCpCommNames, key, value, layout.cp_comm, errors);
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
-                                               "recompute_method, recompute_layers, ep, etp, ep_comm_overlap)"});
+                                               "recompute_method, recompute_layers, ep, etp, ep_comm_overlap, "
+                                               "cp_comm)"});
         }
     }
     return layout;
@@ -105,6 +121,8 @@ std::string toString(const Layout& l)
         out << ",etp=" << l.etp;
     if (l.ep_comm_overlap)
         out << ",ep_comm_overlap=on";
+    if (l.cp_comm != CpComm::P2P)
+        out << ",cp_comm=" << toString(l.cp_comm);
     return out.str();
 }
 
@@ -222,6 +240,8 @@ FieldErrors validate(const Layout& l, const std::string& path)
             add("ep_comm_overlap", "overlapping the MoE all-to-all with pp > 1 needs the interleaved schedule "
                                    "(Megatron-LM asks for virtual pipeline stages)");
     }
+    if (l.cp_comm == CpComm::A2A && l.cp < 2)
+        add("cp_comm", "all-to-all context parallelism (cp_comm=a2a) needs cp > 1");
     if (l.overlap_param_gather && (l.zero_stage < 1 || l.zero_stage > 2))
         add("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (zero=1 "
                                     "or 2); ZeRO-3 gathers parameters per layer anyway");
@@ -314,6 +334,10 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
         add("ep_comm_overlap", "overlapping the MoE all-to-all needs 16-bit training (Megatron-LM: bf16 or fp16)");
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));
+    int qHeads = 0, kvHeads = 0;
+    if (l.cp_comm == CpComm::A2A && m.heads % l.tp == 0 && !allToAllCpSplitsHeads(m, l.tp, l.cp, &qHeads, &kvHeads))
+        add("cp_comm", "all-to-all context parallelism needs cp = " + s(l.cp) + " to divide a device's " + s(qHeads) +
+                           " query and " + s(kvHeads) + " key/value heads (heads / tp; Transformer Engine's a2a)");
     if (l.sequence_parallel && t.seq_len % (l.cp * l.tp) != 0)
         add("sp", "sequence parallelism needs tp x cp = " + s(l.cp * l.tp) + " to divide the sequence length " +
                       s(t.seq_len));
@@ -341,5 +365,6 @@ const char* toString(PipelineSchedule v) { return enumToString<PipelineSchedule>
 const char* toString(Recompute v) { return enumToString<Recompute>(kRecomputeNames, v); }
 const char* toString(Offload v) { return enumToString<Offload>(kOffloadNames, v); }
 const char* toString(RecomputeMethod v) { return enumToString<RecomputeMethod>(kRecomputeMethodNames, v); }
+const char* toString(CpComm v) { return enumToString<CpComm>(kCpCommNames, v); }
 
 } // namespace shardscope

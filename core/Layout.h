@@ -24,6 +24,11 @@ enum class Recompute { None, Selective, Full };
 // keeping their activations.
 enum class RecomputeMethod { Uniform, Block };
 enum class Offload { None, Optimizer };
+// How context parallelism exchanges the sequence (Megatron-LM's --cp-comm-type, run by Transformer
+// Engine): p2p, a ring passing K/V blocks around the cp group under the attention
+// (AttnFuncWithCPAndKVP2P); a2a, Ulysses-style all-to-alls that trade the sequence split for a
+// head split around the attention (AttnFuncWithCPAndQKVOA2A), DeepSpeed-Ulysses' scheme.
+enum class CpComm { P2P, A2A };
 
 // The largest device count (dp x tp x pp x cp) and model-chunk count (pp x v) a layout may
 // have: the planner and the engine count both in int.
@@ -69,6 +74,7 @@ struct Layout {
     // another's compute (Megatron-LM's combined 1F1B; needs ep > 1, no full recomputation, an
     // interleaved schedule when pp > 1, 16-bit training).
     bool ep_comm_overlap = false;
+    CpComm cp_comm = CpComm::P2P;  // with cp > 1
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -132,12 +138,18 @@ struct Layout {
     bool operator==(const Layout&) const = default;
 };
 
+// Whether all-to-all context parallelism can split a device's heads over cp: Transformer Engine
+// (context_parallel.py @ d0067d0, AttnFuncWithCPAndQKVOA2A) "requires num_heads % cp_size == 0 for
+// Q, K, V" — the heads after tp, an MLA model's KV heads its heads, a KV head replicated over tp
+// one per device. Sets the device's query and KV heads when given.
+bool allToAllCpSplitsHeads(const ModelSpec& model, int tp, int cp, int* queryHeads = nullptr, int* kvHeads = nullptr);
+
 // Micro-batches per step and pipeline: global batch / (dp x micro-batch).
 int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
 // (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
-// ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N" and ",ep_comm_overlap=on" when
+// ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on" and ",cp_comm=a2a" when
 // set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
@@ -157,5 +169,6 @@ const char* toString(PipelineSchedule v);
 const char* toString(Recompute v);
 const char* toString(Offload v);
 const char* toString(RecomputeMethod v);
+const char* toString(CpComm v);
 
 } // namespace shardscope

@@ -47,6 +47,10 @@ inline constexpr std::array kRecomputeMethodNames{
     EnumName<RecomputeMethod>{RecomputeMethod::Uniform, "uniform"},
     EnumName<RecomputeMethod>{RecomputeMethod::Block, "block"},
 };
+inline constexpr std::array kCpCommNames{
+    EnumName<CpComm>{CpComm::P2P, "p2p"},
+    EnumName<CpComm>{CpComm::A2A, "a2a"},
+};
 inline constexpr std::array kOffloadNames{
     EnumName<Offload>{Offload::None, "none"},
     EnumName<Offload>{Offload::Optimizer, "optimizer"},

@@ -570,6 +570,8 @@ QJsonObject toJson(const Layout& l)
         o.insert("etp", l.etp);
     if (l.ep_comm_overlap)
         o.insert("ep_comm_overlap", true);
+    if (l.cp_comm != CpComm::P2P)
+        o.insert("cp_comm", toString(l.cp_comm));
     return o;
 }
 
@@ -581,7 +583,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
-                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap"});
+                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
+                         "cp_comm"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -606,6 +609,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.ep = r.integer("ep", 1, false, 1, kMax);
     l.etp = r.integer("etp", 0, false, 0, kMax);
     l.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
+    l.cp_comm = r.enumeration<CpComm>("cp_comm", kCpCommNames, CpComm::P2P, false);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

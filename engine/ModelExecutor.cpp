@@ -128,6 +128,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (c.encoder_decoder && l.cp > 1)
         add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
                   "and cross-attention are not split over cp ranks");
+    if (l.cp_comm == CpComm::A2A)
+        add("cp_comm", "all-to-all context parallelism (cp_comm=a2a, Ulysses) is not executed by the engine yet: its "
+                       "attention runs the K/V ring (cp_comm=p2p)");
     if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
                                     " layers recomputed whole are not executed here (block, or groups of one layer)");

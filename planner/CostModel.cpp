@@ -69,12 +69,12 @@ struct CostModel::StageCost {
     // (MoE: the expert-tensor-parallel all-gather and reduce-scatter of the routed tokens, and the
     // all-to-all dispatch and combine over ep.)
     enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kEtpAllGather, kEtpReduceScatter, kEpAllToAll,
-                kEpCounts, kAuxCounts, kSlots };
+                kEpCounts, kAuxCounts, kCpAllToAll, kSlots };
     std::array<Collective, kSlots> comm{};
     double sp_norm_grad_bytes = 0;
     double cp_merge_s = 0;        // the CP ring steps' partial-result merges per micro-batch (not hidden)
     double tp_s = 0;              // exposed TP/SP collectives per micro-batch (the slots' sum)
-    double cp_s = 0;              // exposed CP ring per micro-batch, with the merges
+    double cp_s = 0;              // exposed CP ring (or all-to-alls) per micro-batch, with the merges
     double ep_s = 0;              // exposed MoE all-to-all per micro-batch
     double moe_buffer_bytes = 0;  // a MoE layer's dispatch buffers (all-to-all send and receive, ETP gather)
     double stored_bytes_per_mb = 0;   // activations kept per in-flight micro-batch
@@ -362,7 +362,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // parallelism as one call per ring step (Transformer Engine's AttnFuncWithCPAndKVP2P: cp
     // steps, each over this rank's s/cp queries and one s/cp block of keys; causal load
     // balancing gives every rank the same share of the unmasked scores).
-    const double ringSteps = D.c;
+    // All-to-all CP (cp_comm=a2a, TE's AttnFuncWithCPAndQKVOA2A) hands each device heads / cp of
+    // the heads over the whole sequence instead: one call at the full key length, the same FLOPs.
+    const bool a2a = l.cp > 1 && l.cp_comm == CpComm::A2A;
+    const double ringSteps = a2a ? 1.0 : D.c;
     // FlashAttention's backward recomputes the scores: 5 matmuls against the forward's 2 instead
     // of 4, i.e. 2.5x the forward's FLOPs rather than 2x (the FA benchmarks count it so too).
     const double backwardFactor = flash ? 2.5 : 2.0;
@@ -372,7 +375,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // short blocks run far below the long-sequence rate (FA3 causal hd128: 292 TFLOP/s at
         // 512 against 616 at 16k; resources/planner/attention-kernels.json).
         double forwardRate = 0, backwardRate = 0;
-        attentionRatesFor(l.cp, forwardRate, backwardRate);
+        attentionRatesFor(a2a ? 1 : l.cp, forwardRate, backwardRate);
         const double flops = 2 * D.b * D.heads_local * D.s_local * keys * (D.hd + D.hv);  // Q K^T and P V
         selfAttentionCore = flops / forwardRate + ringSteps * prm.kernel_overhead_s;
         attentionBackward = backwardFactor * flops / backwardRate + ringSteps * prm.kernel_overhead_s;
@@ -380,8 +383,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // No published rate for this chip (or unfused attention): the products as GEMMs at the
         // chip's matmul efficiency and shape curve, one pair per ring step.
         const double stepKeys = keys / ringSteps;
-        selfAttentionCore = ringSteps * (gemm(D.s_local, stepKeys, D.hd, D.b * D.heads_local) +  // Q K^T
-                                         gemm(D.s_local, D.hv, stepKeys, D.b * D.heads_local));  // P V
+        const double queries = a2a ? D.s : D.s_local, batch = a2a ? D.b * D.heads_local / D.c : D.b * D.heads_local;
+        selfAttentionCore = ringSteps * (gemm(queries, stepKeys, D.hd, batch) +  // Q K^T
+                                         gemm(queries, D.hv, stepKeys, batch));  // P V
         attentionBackward = backwardFactor * selfAttentionCore;
     }
     // A sliding layer's fused kernel computes only the band of W keys before each query: on
@@ -545,6 +549,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                         "sequence shards into the layers' inputs (SP)", 0, 0, 0, 0};
     sc.comm[StageCost::kCpRing] = {CommDimension::Cp, CommKind::SendRecv, CommPlacement::IntraDomain,
                                    "K/V blocks around the ring (backward: with the dK/dV partials)", 0, 0, 0, 0};
+    sc.comm[StageCost::kCpAllToAll] = {CommDimension::Cp, CommKind::AllToAll, CommPlacement::IntraDomain,
+                                       "q, k, v and the output between sequence and head splits (cp_comm=a2a; "
+                                       "backward: their gradients)", 0, 0, 0, 0};
     if (l.tp > 1) {
         const GroupPlacement tpGroup = placeGroup(D.t, 1, domain_devices_);
         const LinkModel tpLink = linkFor(D.t, 1);
@@ -745,7 +752,27 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // 2 (cp - 1) blocks. Each step's transfer hides behind the step's attention compute (one
     // cp-th of the core). A recomputed forward (full, or selective without fused attention)
     // runs the ring again. ----
-    if (l.cp > 1) {
+    if (a2a) {
+        // ---- all-to-all CP (TE's AttnFuncWithCPAndQKVOA2A, context_parallel.py @ d0067d0):
+        // forward, q, k and v all-to-all'd from the sequence split to the head split before the
+        // attention and its output back after it; backward, the output's gradient before and dq,
+        // dk, dv after. Each moves (cp - 1)/cp of the device's tensor to its peers; the attention
+        // waits for them (TE overlaps the all-to-alls only with each other's reordering): exposed.
+        // A recomputed forward runs its two again. No partial results to merge.
+        const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
+        const LinkModel cpLink = linkFor(D.c, D.t);
+        const double qkvBytes = D.b * D.s_local * (D.heads_local * D.hd + D.kv_local * (1 + D.hv / D.hd)) *
+                                activation_bytes_;
+        const double outBytes = D.b * D.s_local * D.heads_local * D.hv * activation_bytes_;
+        const double pass = allToAllTime(cpGroup, qkvBytes, cpLink) + allToAllTime(cpGroup, outBytes, cpLink);
+        const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
+        const double blocks = attentionBlocks;
+        Collective& exchange = sc.comm[StageCost::kCpAllToAll];
+        exchange.placement = cpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        exchange.calls = blocks * (forwards + 1) * 2;
+        exchange.bytes = blocks * (forwards + 1) * (qkvBytes + outBytes) * (D.c - 1) / D.c;
+        exchange.exposed_s = blocks * (forwards + 1) * pass;
+    } else if (l.cp > 1) {
         const GroupPlacement cpGroup = placeGroup(D.c, D.t, domain_devices_);
         const LinkModel cpLink = linkFor(D.c, D.t);
         // (K of hd and V of hv per KV head: 2 kv dims, MLA's 192 + 128 per head.)
@@ -781,7 +808,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
               sc.comm[StageCost::kTpAllGather].exposed_s + sc.comm[StageCost::kEtpAllGather].exposed_s +
               sc.comm[StageCost::kEtpReduceScatter].exposed_s + sc.comm[StageCost::kAuxCounts].exposed_s;
     sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s + sc.comm[StageCost::kEpCounts].exposed_s;
-    sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.cp_merge_s;
+    sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.comm[StageCost::kCpAllToAll].exposed_s + sc.cp_merge_s;
 
     // ---- activation memory [K22] ----
     // (Tensors in 16-bit units, times actScale; the norms' statistics are fp32 bytes already.)
@@ -1164,6 +1191,10 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
              "m x layers x per ring step max(0, send/recv of b s/cp x 2 kv bytes (backward middle steps: "
              "with dK/dV, twice) - the step's attention time at its s/cp block's rate), cp - 1 forward steps "
              "(twice when recomputed), cp backward");
+    book.add(Figure::CpComm, "CP all-to-alls of q, k, v and the output (cp_comm=a2a), not hidden",
+             m * slow.comm[StageCost::kCpAllToAll].exposed_s,
+             "m x layers x (forwards + backward) x (all-to-all of b s/cp x (q + k + v) dims + all-to-all of b s/cp x "
+             "heads x hv), each moving (cp - 1)/cp of it to the peers");
     book.add(Figure::CpComm, "CP ring: partial results merged after each step", m * slow.cp_merge_s,
              "m x layers x (cp - 1) x (forward: launch + 3 x b s/cp q bytes / HBM BW (log-sum-exp correction); "
              "backward: 2 launches + 3 x (dQ + dK/dV) bytes / HBM BW)");

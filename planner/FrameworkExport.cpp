@@ -44,6 +44,12 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+void refuseAllToAllCp(Refusals& refuse, const Layout& l, const std::string& why)
+{
+    if (l.cp > 1 && l.cp_comm == CpComm::A2A)
+        refuse.add("all-to-all context parallelism (cp_comm=a2a)", why);
+}
+
 void refuseExpertParallel(Refusals& refuse, const Layout& l, const std::string& why)
 {
     if (l.ep > 1)

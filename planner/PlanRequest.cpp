@@ -103,6 +103,7 @@ QJsonObject toJson(const SearchSpace& s)
         {"tp_comm_overlap", s.tp_comm_overlap},
         {"overlap_param_gather", s.overlap_param_gather},
         {"ep_comm_overlap", s.ep_comm_overlap},
+        {"cp_comm", s.cp_comm ? QJsonValue(QLatin1String(toString(*s.cp_comm))) : QJsonValue(QJsonValue::Null)},
         {"max_memory_fraction", s.max_memory_fraction},
         {"min_micro_batches", s.min_micro_batches},
         {"constraints", QString::fromStdString(constraintsText(s))},
@@ -116,7 +117,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
                          "recompute_layers", "sequence_parallel",
                          "schedules", "recompute", "offload",
-                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "max_memory_fraction",
+                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "max_memory_fraction",
                          "min_micro_batches", "constraints"});
     const JsonReader bounds = r.object("bounds", false);
     for (const BoundsKey& k : kBoundsKeys) {
@@ -169,6 +170,15 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     s.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
     s.overlap_param_gather = r.boolean("overlap_param_gather", false);
     s.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
+    const QJsonValue cpComm = json.value(QLatin1String("cp_comm"));
+    if (cpComm.isString()) {
+        if (auto c = enumFromString<CpComm>(kCpCommNames, cpComm.toString().toStdString()))
+            s.cp_comm = *c;
+        else
+            r.error("cp_comm", "unknown value (" + enumChoices<CpComm>(kCpCommNames) + ")");
+    } else if (!cpComm.isNull() && !cpComm.isUndefined()) {
+        r.error("cp_comm", "must be p2p, a2a or null");
+    }
     s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
     s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
     return s;

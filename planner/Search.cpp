@@ -28,7 +28,7 @@ bool layoutLess(const Layout& a, const Layout& b)
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
                                l.last_stage_layers, l.recompute_method, l.recompute_layers, l.ep, l.etp,
-                               l.ep_comm_overlap);
+                               l.ep_comm_overlap, l.cp_comm);
     };
     return key(a) < key(b);
 }
@@ -532,6 +532,13 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     }
 
     Layout l = s.layout();
+    // The sequence exchange of cp > 1 (SearchSpace::cp_comm): all-to-all where asked for (and for
+    // DeepSpeed, whose context parallelism is Ulysses') and the heads split over cp, else the ring.
+    if (s.cp > 1 && space_.cp_comm.value_or(space_framework_ == ExportFormat::DeepSpeed ? CpComm::A2A : CpComm::P2P) ==
+                        CpComm::A2A) {
+        if (allToAllCpSplitsHeads(problem_.model, s.tp, s.cp))
+            l.cp_comm = CpComm::A2A;
+    }
     const StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload

@@ -102,6 +102,10 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 space.ep_comm_overlap = *on;
             else if (on)
                 space.overlap_param_gather = *on;
+        } else if (key == "cp_comm") {
+            CpComm c{};
+            if (enumValue(kCpCommNames, field, value, c, errors))
+                space.cp_comm = c;
         } else if (key == "schedule") {
             PipelineSchedule s{};
             if (enumValue(kScheduleNames, field, value, s, errors))
@@ -118,7 +122,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
                                      "recompute, offload, tp_comm_overlap, overlap_param_gather, "
                                      "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
-                                     "etp, ep_comm_overlap)"});
+                                     "etp, ep_comm_overlap, cp_comm)"});
         }
     }
     return errors;
@@ -222,6 +226,8 @@ std::string fixedText(const SearchSpace& s)
         add("overlap_param_gather", "on");
     if (s.ep_comm_overlap)
         add("ep_comm_overlap", "on");
+    if (s.cp_comm)
+        add("cp_comm", toString(*s.cp_comm));
     return out;
 }
 

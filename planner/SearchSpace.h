@@ -70,6 +70,10 @@ struct SearchSpace {
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
     bool ep_comm_overlap = false;
+    // How layouts with cp > 1 exchange the sequence (Layout.h CpComm); unset: p2p (the ring), except
+    // for --framework deepspeed, whose context parallelism is Ulysses' all-to-all (a2a). A layout
+    // whose heads a2a cannot split keeps p2p.
+    std::optional<CpComm> cp_comm;
     std::vector<PipelineSchedule> schedules{PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
                                             PipelineSchedule::Interleaved};
     std::vector<Recompute> recomputes{Recompute::None, Recompute::Selective, Recompute::Full};
@@ -89,7 +93,7 @@ struct SearchSpace {
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
 // recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
-// recompute_method, recompute_layers, ep, etp, ep_comm_overlap). Errors name the key ("fix.tp: \"x\" is
+// recompute_method, recompute_layers, ep, etp, ep_comm_overlap, cp_comm). Errors name the key ("fix.tp: \"x\" is
 // not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
 // "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v, ep, etp.

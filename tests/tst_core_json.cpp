@@ -236,6 +236,26 @@ private slots:
         QVERIFY2(training && training->dropout, joinErrors(errors).c_str());
     }
 
+    // cp_comm=a2a: written in text and JSON only when set, read back, and refused where it cannot apply.
+    void allToAllContextParallelLayout()
+    {
+        FieldErrors errors;
+        Layout l = parseLayout("dp=2,cp=4,cp_comm=a2a", errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(l.cp_comm, CpComm::A2A);
+        QVERIFY(toString(l).find(",cp_comm=a2a") != std::string::npos);
+        const auto back = layoutFromJson(toJson(l), "layout", errors);
+        QVERIFY(back && *back == l && errors.empty());
+        QCOMPARE(toJson(l).value("cp_comm").toString(), QStringLiteral("a2a"));
+        l.cp_comm = CpComm::P2P;
+        QVERIFY(toString(l).find("cp_comm") == std::string::npos && !toJson(l).contains("cp_comm"));
+        parseLayout("cp=2,cp_comm=ulysses", errors);
+        QVERIFY(!errors.empty() && errors.front().text().find("layout.cp_comm: unknown value \"ulysses\" (one of: p2p, a2a)") !=
+                                       std::string::npos);
+        const FieldErrors one = validate(parseLayout("dp=2,cp_comm=a2a", errors));
+        QVERIFY(!one.empty() && one.front().text().find("cp_comm=a2a) needs cp > 1") != std::string::npos);
+    }
+
     void layoutErrors()
     {
         FieldErrors errors;

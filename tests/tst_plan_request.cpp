@@ -121,6 +121,29 @@ private slots:
                                                  "--min dp=4,pp=2,mb=2 --max pp=16,zero=2,v=4 --recompute selective,full"));
     }
 
+    // cp_comm (all-to-all or ring context parallelism) fixes like the other keys, in text and in JSON.
+    void cpCommInTheSearchSpace()
+    {
+        SearchSpace s;
+        QVERIFY(applyFixed(s, "cp=4,cp_comm=a2a").empty());
+        QCOMPARE(s.cp_comm, std::optional<CpComm>(CpComm::A2A));
+        QCOMPARE(constraintsText(s), std::string("--fix cp=4,cp_comm=a2a"));
+        SearchSpace back;
+        QVERIFY(applyFixed(back, fixedText(s)).empty());
+        QVERIFY(back == s);
+        FieldErrors errors;
+        QVERIFY(searchSpaceFromJson(toJson(s), "space", errors) == s);
+        QVERIFY(errors.empty());
+        QVERIFY(!searchSpaceFromJson(toJson(SearchSpace{}), "space", errors).cp_comm);
+        const FieldErrors bad = applyFixed(back, "cp_comm=ring");
+        QVERIFY(!bad.empty() && bad.front().text().find("fix.cp_comm: unknown value \"ring\" (one of: p2p, a2a)") !=
+                                    std::string::npos);
+        QJsonObject json = toJson(SearchSpace{});
+        json.insert("cp_comm", 3);
+        searchSpaceFromJson(json, "space", errors);
+        QVERIFY(!errors.empty() && errors.front().text().find("space.cp_comm") != std::string::npos);
+    }
+
     // Issue 16: the expert grid's keys fix and bound like the others, in text and in JSON.
     void expertKeysInTheSearchSpace()
     {

@@ -1059,6 +1059,69 @@ private slots:
         QVERIFY(pr.time_s.cp_comm >= merges);
     }
 
+    // All-to-all CP (cp_comm=a2a, TE's AttnFuncWithCPAndQKVOA2A): q, k, v all-to-all'd before the
+    // attention and its output after it, their gradients likewise backward, each moving (cp - 1)/cp
+    // of the device's tensor, exposed; the attention one call at the full key length (each device
+    // heads / cp of the heads over the whole sequence); no ring steps, no merges.
+    void contextParallelAllToAll()
+    {
+        ModelSpec m = megatronGpt(8, 4096, 32);
+        m.max_seq = 8192;
+        m.positions = PositionKind::Rotary;
+        Problem p = problem(m, 2, 64, 8192);
+        p.cluster.node = dgxH100();
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        const CostModelParams& prm = model.params();
+        const Layout a2a = layout("tp=2,cp=4,mb=1,cp_comm=a2a", p), ring = layout("tp=2,cp=4,mb=1", p);
+        QCOMPARE(a2a.cp_comm, CpComm::A2A);
+        CostLedger ledger;
+        const Prediction pr = model.evaluate(a2a, &ledger);
+        const double b = 1, s = 8192, c = 4, L = 8, bytes = 2, mbs = pr.micro_batches;
+        // tp 2: 16 heads of 128 per device for q, k, v (MHA) and the output.
+        const double qkv = b * s / c * 3 * 2048 * bytes, out = b * s / c * 2048 * bytes;
+        QVERIFY(near(pr.comm_bytes.all_to_all, mbs * L * 2 * (qkv + out) * (c - 1) / c, 1e-12));
+        QCOMPARE(pr.comm_bytes.send_recv, 0.0);  // no ring, and one stage
+        bool seen = false;
+        for (const Collective& k : ledger.collectives)
+            if (k.dimension == CommDimension::Cp) {
+                QCOMPARE(k.kind, CommKind::AllToAll);
+                QCOMPARE(k.placement, CommPlacement::IntraDomain);  // cp 4 x tp 2 in one node
+                QCOMPARE(k.calls, mbs * L * 2 * 2);
+                seen = true;
+            }
+        QVERIFY(seen);
+        // In one node: 3 of 4 shares over NVLink, one latency and one launch per all-to-all.
+        const double bw = 450e9 * prm.intra_link_efficiency;
+        auto allToAll = [&](double x) { return prm.collective_launch_s + prm.intra_latency_s + 3 * (x / c) / bw; };
+        QVERIFY2(near(pr.time_s.cp_comm, mbs * L * 2 * (allToAll(qkv) + allToAll(out)), 1e-9),
+                 qPrintable(QString::number(pr.time_s.cp_comm)));
+        QCOMPARE(pr.time_s.hidden.cp_comm, 0.0);
+        QCOMPARE(termValue(model.explain(a2a), "time_s.cp_comm", "CP ring: partial results merged"), 0.0);
+        // The attention: the same FLOPs as the ring's at the 8k key length's 602 TFLOP/s, one launch.
+        const double flops = 4 * (32 / 2) * (s / c) * (s / 2) * 128;
+        const double forward = termValue(model.explain(a2a), "time_s.compute", "attention core, forward") / mbs / L;
+        QVERIFY(near(forward, flops / 602e12 + prm.kernel_overhead_s, 1e-12));
+        const Prediction pring = model.evaluate(ring);
+        QCOMPARE(pring.comm_bytes.all_to_all, 0.0);
+        QVERIFY(pring.comm_bytes.send_recv > 0);
+        // Memory is the ring's: the same q, k, v and output elements are kept, split the other way.
+        QCOMPARE(pr.memory_bytes.activations, pring.memory_bytes.activations);
+        // GQA with 8 KV heads at tp 2: 4 per device split over cp 4, but not over cp 8.
+        ModelSpec gqa = m;
+        gqa.kv_heads = 8;
+        Problem pg = problem(gqa, 2, 64, 8192);
+        FieldErrors errors;
+        Layout l8 = parseLayout("tp=2,cp=8,mb=1,cp_comm=a2a", errors);
+        resolveDataParallel(l8, pg.cluster.devices(), errors);
+        errors = validate(l8, pg.model, pg.cluster, pg.training);
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(errors.front().path, std::string("layout.cp_comm"));
+        QVERIFY2(errors.front().message.find("16 query and 4 key/value heads") != std::string::npos,
+                 errors.front().message.c_str());
+        QVERIFY(validate(layout("tp=2,cp=4,mb=1,cp_comm=a2a", pg), pg.model, pg.cluster, pg.training).empty());
+    }
+
     // MFU in three conventions (core/Prediction.h): Megatron/Korthikanti's counts the full s x s
     // scores; PaLM's 6N + 12 L H Q T (N without the embeddings); the causal-aware one halves a
     // causal self-attention's scores.

@@ -627,11 +627,15 @@ private slots:
         QVERIFY(t.contains(QLatin1String("--grad_accum_usteps 128\n")));
     }
 
-    // DeepSpeed Ulysses for cp: sequence_parallel_size and data_parallel_size, the batch over dp.
+    // DeepSpeed Ulysses for cp: sequence_parallel_size and data_parallel_size, the batch over dp;
+    // the plan priced as Ulysses (cp_comm=a2a), a ring plan refused by name.
     void deepspeedUlysses()
     {
         const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 8192, Precision::BF16Mixed};
-        const ExportResult r = exported(ExportFormat::DeepSpeed, c, "cp=4,zero=3,mb=1,recompute=full");
+        const ExportResult ring = exported(ExportFormat::DeepSpeed, c, "cp=4,zero=3,mb=1,recompute=full");
+        QVERIFY(!ring.ok());
+        QCOMPARE(ring.refused.front().feature, std::string("context parallelism as a K/V ring (cp_comm=p2p)"));
+        const ExportResult r = exported(ExportFormat::DeepSpeed, c, "cp=4,zero=3,mb=1,recompute=full,cp_comm=a2a");
         QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
         const QJsonObject ds = QJsonDocument::fromJson(QByteArray::fromStdString(r.text)).object();
         QCOMPARE(ds["sequence_parallel_size"].toInt(), 4);
@@ -642,7 +646,32 @@ private slots:
         const ExportResult odd = exported(ExportFormat::DeepSpeed, {"gpt3-13b", "p5.48xlarge", 2, 64, 8192,
                                                                     Precision::BF16Mixed}, "cp=16,zero=3,mb=1");
         QVERIFY(!odd.ok());
-        QVERIFY(QString::fromStdString(odd.refusals.front()).contains("cp=16) over 40 attention heads"));
+        QVERIFY(std::any_of(odd.refusals.begin(), odd.refusals.end(),
+                            [](const std::string& x) { return x.find("cp=16) over 40 attention heads") != std::string::npos; }));
+    }
+
+    // cp_comm=a2a (Ulysses) in every exporter: Megatron's --cp-comm-type a2a (TransformerConfig.cp_comm_type
+    // for Megatron-Bridge), MaxText's context_parallel_strategy ulysses; the ring-only frameworks refuse it.
+    void allToAllContextParallelism()
+    {
+        const Case c{"llama-2-7b", "p5.48xlarge", 4, 512, 8192, Precision::BF16Mixed};
+        const char* a2a = "tp=2,sp=on,cp=4,zero=1,mb=1,recompute=full,cp_comm=a2a";
+        const ExportResult megatron = exported(ExportFormat::Megatron, c, a2a);
+        QVERIFY2(megatron.ok(), megatron.refusals.empty() ? "" : megatron.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(megatron.text).contains(QLatin1String("--cp-comm-type a2a\n")));
+        const ExportResult ringMegatron = exported(ExportFormat::Megatron, c, "tp=2,sp=on,cp=4,zero=1,mb=1,recompute=full");
+        QVERIFY(ringMegatron.ok() && !QString::fromStdString(ringMegatron.text).contains(QLatin1String("cp-comm-type")));
+        const ExportResult bridge = exported(ExportFormat::MegatronBridge, c, a2a);
+        QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(bridge.text).contains(QLatin1String("cp_comm_type=\"a2a\"")));
+        const ExportResult maxtext = exported(ExportFormat::MaxText, c, "cp=4,zero=3,mb=1,recompute=full,cp_comm=a2a");
+        QVERIFY2(maxtext.ok(), maxtext.refusals.empty() ? "" : maxtext.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(maxtext.text).contains(QLatin1String("context_parallel_strategy: \"ulysses\"\n")));
+        for (ExportFormat ringOnly : {ExportFormat::Torchtitan, ExportFormat::Fsdp}) {
+            const ExportResult r = exported(ringOnly, c, "tp=2,sp=on,cp=4,zero=3,mb=1,recompute=full,cp_comm=a2a");
+            QVERIFY(!r.ok());
+            QCOMPARE(r.refused.front().feature, std::string("all-to-all context parallelism (cp_comm=a2a)"));
+        }
     }
 
     // GPT-OSS through Megatron-LM: attention sinks, sliding window on alternate layers, YaRN,
@@ -1311,8 +1340,9 @@ private slots:
         const ExportResult r = exported(
             ExportFormat::DeepSpeed, c,
             "dp=8,tp=4,pp=4,cp=8,sp=on,zero=3,zero_group=1,mb=2,schedule=interleaved,v=5,recompute=selective");
-        // device, cp, sp, tp with pp, AutoTP with ZeRO-3, ZeRO-3 with pp, interleaved, selective.
-        QCOMPARE(r.refusals.size(), size_t(8));
+        // device, the cp ring, cp with AutoTP, sp, tp with pp, AutoTP with ZeRO-3, ZeRO-3 with pp,
+        // interleaved, selective.
+        QCOMPARE(r.refusals.size(), size_t(9));
     }
 
     void invalidLayoutIsRefused()

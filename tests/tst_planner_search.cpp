@@ -414,6 +414,8 @@ private slots:
                 for (bool overlaps : {false, true}) {
                     l.tp_comm_overlap = overlaps && l.sequence_parallel;
                     l.ep_comm_overlap = overlaps && l.ep > 1;
+                    l.cp_comm = overlaps && l.cp > 1 && allToAllCpSplitsHeads(p.model, l.tp, l.cp) ? CpComm::A2A
+                                                                                                  : CpComm::P2P;
                     l.overlap_param_gather = overlaps && (l.zero_stage == 1 || l.zero_stage == 2);
                     if (overlaps && !validate(l, p.model, p.cluster, p.training).empty())
                         continue;
@@ -681,6 +683,38 @@ private slots:
             QVERIFY(plan.layout.zero_stage >= 1);
         }
         QCOMPARE(reason(r.stats, "mesh: zero_group does not divide dp"), std::int64_t(10));  // the 10 shapes with dp = 1
+    }
+
+    // cp_comm (Layout.h): the ring unless asked, all-to-all where the space says so and the heads
+    // split over cp, and for DeepSpeed (Ulysses) without being asked.
+    void allToAllContextParallelism()
+    {
+        SearchOptions options;
+        options.top_k = 100'000;
+        Problem p = problem("llama-2-7b", "p5.48xlarge", 1, 16, 8192);
+        p.training.flash_attention = true;
+        auto cpLayouts = [](const SearchResult& r, CpComm want) {
+            int n = 0;
+            for (const Plan& plan : r.top)
+                if (plan.layout.cp > 1) {
+                    if (plan.layout.cp_comm != want)
+                        return -1;
+                    ++n;
+                }
+            return n;
+        };
+        const SearchResult ring = search(p, SearchSpace{}, options);
+        QVERIFY(cpLayouts(ring, CpComm::P2P) > 0);
+        SearchSpace a2a;
+        QVERIFY(applyFixed(a2a, "cp_comm=a2a").empty());
+        const SearchResult ulysses = search(p, a2a, options);
+        // (llama-2-7b: 32 heads, MHA; tp x cp <= 8 always splits them.)
+        QCOMPARE(cpLayouts(ulysses, CpComm::A2A), cpLayouts(ring, CpComm::P2P));
+        for (const Plan& plan : ulysses.top)
+            QVERIFY(plan.layout.cp > 1 || plan.layout.cp_comm == CpComm::P2P);
+        options.framework = ExportFormat::DeepSpeed;
+        const SearchResult deepspeed = search(p, SearchSpace{}, options);
+        QVERIFY(cpLayouts(deepspeed, CpComm::A2A) > 0);
     }
 
     void constraintParsing_data()

@@ -219,8 +219,8 @@ std::vector<CommandHelp> makeCommands()
                  problemOptions() +
                      Options{value("layout", "KEYS",
                                    "the layout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, recompute, "
-                                   "offload, ep, etp (e.g. \"tp=8,pp=4,sp=on,zero=1\"; MoE: \"ep=8\", etp "
-                                   "defaults to tp)"),
+                                   "offload, ep, etp, cp_comm (e.g. \"tp=8,pp=4,sp=on,zero=1\"; MoE: \"ep=8\", etp "
+                                   "defaults to tp; cp_comm=a2a: Ulysses all-to-all context parallelism, p2p the ring)"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
                                    ValueKind::File)} +
                      costModelOption() +

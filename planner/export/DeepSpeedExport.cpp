@@ -78,6 +78,10 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (vendor != "NVIDIA" && vendor != "AMD" && vendor != "Intel")
         refuse.device(p.cluster.node.chip.display_name,
                    "DeepSpeed's accelerators are CUDA and ROCm GPUs and Intel Gaudi");
+    if (l.cp > 1 && l.cp_comm != CpComm::A2A)
+        refuse.add("context parallelism as a K/V ring (cp_comm=p2p)",
+                   "DeepSpeed's sequence parallelism is Ulysses' all-to-all of heads (sequence_parallel_size): "
+                   "cp_comm=a2a, priced as such");
     if (l.cp > 1 && (l.tp > 1 || f.pipelined))
         refuse.add("context parallelism (cp=" + str(l.cp) + ") with " + (l.tp > 1 ? "AutoTP" : "pipeline parallelism"),
                    "Ulysses (sequence_parallel_size) meshes data and sequence parallelism only");
@@ -163,8 +167,8 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
         config.insert("data_parallel_size", l.dp);
         r.notes.push_back("sequence_parallel_size " + str(l.cp) + " (Ulysses): register UlyssesSPAttentionHF with "
                           "sequence_parallel_size=" + str(l.cp) + " and wrap the data loader in "
-                          "UlyssesSPDataLoaderAdapter; attention exchanges heads all-to-all, where the plan priced "
-                          "a K/V ring over the same " + str(l.cp) + "-way sequence split.");
+                          "UlyssesSPDataLoaderAdapter; attention exchanges q, k, v and its output all-to-all "
+                          "between the sequence and the head split, as the plan prices (cp_comm=a2a).");
     }
 
     if (l.tp > 1) {

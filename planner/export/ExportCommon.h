@@ -57,6 +57,8 @@ void refusePartialRecompute(Refusals& refuse, const Layout& layout, const char* 
 // every data-parallel rank, or has no MoE at all): ep > 1 and an etp other than tp, each
 // refused by name with `why`.
 void refuseExpertParallel(Refusals& refuse, const Layout& layout, const std::string& why);
+// cp_comm=a2a (Ulysses), refused by the frameworks whose context parallelism is a ring only.
+void refuseAllToAllCp(Refusals& refuse, const Layout& layout, const std::string& why);
 // "Experts: 8 routed experts over ep 8 (1 per rank), each expert's matrices over etp 1; expert
 // data-parallel size 4 = tp 4 x cp 1 x dp 8 / (ep 8 x etp 1)."
 std::string expertGridNote(const ModelSpec& model, const Layout& layout);

@@ -86,6 +86,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("fsdp", r);
     refuseMegatronOverlaps(refuse, l);
+    refuseAllToAllCp(refuse, l, "PyTorch's context_parallel (torch.distributed.tensor.experimental) patches attention with a K/V ring");
     refusePartialRecompute(refuse, l, "the exported wrapper checkpoints every transformer block");
     const Figures f = figures(p, l);
     const ModelSpec& m = p.model;

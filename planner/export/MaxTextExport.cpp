@@ -202,7 +202,11 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
     if (l.tp > 1)
         r.notes.push_back(std::string("Sequence parallelism (sp=") + (l.sequence_parallel ? "on" : "off") +
                           ") is not a MaxText setting: XLA shards the activations by logical_axis_rules.");
-    if (l.cp > 1)
+    const bool ulysses = l.cp > 1 && l.cp_comm == CpComm::A2A;
+    if (ulysses)
+        r.notes.push_back("context_parallel_strategy ulysses: q, k, v and the output exchanged all-to-all between the "
+                          "sequence and the head split, as the plan prices (cp_comm=a2a).");
+    else if (l.cp > 1)
         r.notes.push_back(tpu ? "context_parallel_strategy all_gather: K/V are all-gathered over the context axis "
                                 "(the plan's ring moves the same bytes, step by step)."
                               : "context_parallel_strategy ring: K/V pass around the context axis, as the plan prices.");
@@ -268,7 +272,7 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
     if (l.zero_stage == 1)
         t += "shard_optimizer_over_data: true\n";
     if (l.cp > 1)
-        t += std::string("context_parallel_strategy: \"") + (tpu ? "all_gather" : "ring") + "\"\n";
+        t += std::string("context_parallel_strategy: \"") + (ulysses ? "ulysses" : tpu ? "all_gather" : "ring") + "\"\n";
     if (f.pipelined) {
         t += "num_layers_per_pipeline_stage: " + str(m.layers / l.pp) + "\n";
         t += "num_pipeline_microbatches: " + str(f.micro_batches) + "\n";

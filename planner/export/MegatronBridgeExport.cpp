@@ -83,6 +83,10 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     kw("virtual_pipeline_model_parallel_size",
        f.pipelined && l.schedule == PipelineSchedule::Interleaved ? str(l.virtual_stages) : "None");
     kw("context_parallel_size", str(l.cp));
+    // TransformerConfig.cp_comm_type (megatron/core/transformer/transformer_config.py @ d98e8a64):
+    // None is p2p.
+    if (l.cp > 1 && l.cp_comm == CpComm::A2A)
+        kw("cp_comm_type", "\"a2a\"");
     // ModelParallelConfig's expert_model_parallel_size / expert_tensor_parallel_size, which
     // GPTModelProvider inherits through TransformerConfig; the library's MoE recipes set them
     // on cfg.model (recipes/deepseek/h100/deepseek_v3.py @ 067f987d).

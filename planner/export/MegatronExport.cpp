@@ -146,6 +146,9 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
             arg("--num-layers-per-virtual-pipeline-stage", str(m.layers / (l.pp * l.virtual_stages)));
     }
     arg("--context-parallel-size", str(l.cp));
+    // --cp-comm-type (arguments.py; TransformerConfig.cp_comm_type): p2p, the default, left out.
+    if (l.cp > 1 && l.cp_comm == CpComm::A2A)
+        arg("--cp-comm-type", "a2a");
     // Expert parallelism (ModelParallelConfig fields, options through ArgumentGroupFactory):
     // the experts over ep ranks of the stage's tp x cp x dp grid, each expert over etp; both
     // written for a MoE model, etp even where it is tp (validate_args' default).

@@ -53,6 +53,7 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("neuronx", r);
     refuseMegatronOverlaps(refuse, l);
+    refuseAllToAllCp(refuse, l, "NeuronX Distributed's context parallelism is ring attention");
     refusePartialRecompute(refuse, l, "the exported NxD config checkpoints every layer");
     refuseUnevenPipeline(refuse, l,
                          "this exporter writes NeuronX Distributed's even split of the layers over the "

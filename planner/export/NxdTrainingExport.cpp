@@ -48,6 +48,7 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("nxd-training", r);
     refuseMegatronOverlaps(refuse, l);
+    refuseAllToAllCp(refuse, l, "NxD Training's context parallelism is ring attention (fusions.ring_attention)");
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
     const Figures f = figures(p, l);

@@ -333,6 +333,8 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     ExportResult r;
     Refusals refuse("torchtitan", r);
     refuseMegatronOverlaps(refuse, l);
+    refuseAllToAllCp(refuse, l, "torchtitan's context parallelism rotates K/V around a ring (context_parallel_rotate_method "
+                                "allgather or alltoall moves the K/V blocks, not the heads)");
     const ModelSpec& m = p.model;
     const Figures f = figures(p, l);
     const bool moe = m.moe.enabled();
