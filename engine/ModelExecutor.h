@@ -294,6 +294,19 @@ private:
     Recompute recompute_ = Recompute::None;
     int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
         mb_ = 0, L_ = 0, Ls_ = 0;
+    // The fused qkv's parts: q rows (NHt hd) and the [k | v] rows (NKVt (hd + vd), vd the value head
+    // size); qdt_ is the attention output's rows (NHt vd).
+    std::int64_t qRows_ = 0, kvRows_ = 0;
+    // Multi-head latent attention (ModelConfig.h's MlaConfig): Q, R, P, Nd, Vd, the down product's
+    // rows, the q up product's input rows (Q, or C without q compression) and its output rows.
+    bool mla_ = false;
+    int mQ_ = 0, mR_ = 0, mP_ = 0, mN_ = 0, mV_ = 0, mDown_ = 0, mQin_ = 0;
+    std::int64_t mQup_ = 0, mKvup_ = 0;
+    void mlaAttentionForward(const Acts& a, Slot& s, const Layer& w);
+    void mlaAttentionBackward(const Acts& a, Slot& s, const Layer& w, const Layer& d, const T* x);
+    // gatherTokens/reduceTokens for a (rows, Ns) shard / (rows, Nm) partial.
+    const T* gatherRows(const T* shard, std::int64_t rows, T* full);
+    T* reduceRows(T* partial, std::int64_t rows);
     int chunks_ = 1, Lc_ = 0;  // v local chunks of Lc layers (Ls = v Lc)
     int firstLayer_ = 0;       // the model layer of local layer 0 (one chunk; uneven splits)
     int blockLayers_ = 0;      // recompute=full, method block: the first N layers of each chunk (0: all)
