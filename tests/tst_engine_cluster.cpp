@@ -85,6 +85,14 @@ ModelConfig catalogBlocksModel(const QString& kind)
         c.sliding_window = {3, {}};
     if (kind == "gpt-oss")  // windows on layers 0 and 2 of 4 only: each stage and chunk has one
         c.sliding_window = {3, {0, 2}};
+    // Multi-head latent attention (DeepSeek-V2/V3): a q latent of 12 and a kv latent of 10 with
+    // their norms, q/k heads of 6 + a shared RoPE key of 4, values of 5, YaRN's score factor;
+    // "mla-plain" without q compression (DeepSeek-V2-Lite's q projection).
+    if (kind == "mla" || kind == "mla-plain") {
+        c.kv_heads = 4;
+        c.mla = {kind == "mla" ? 12 : 0, 10, 6, 4, 5, 1.3};
+        c.head_dim = 10;
+    }
     return c;
 }
 
@@ -832,6 +840,14 @@ private slots:
             for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3",
                                     "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective"})
                 QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
+        // MLA: its latents duplicated over tp (sequence shards under sp), the up products split by
+        // heads, the RoPE key's gradient reduced over tp; with pp, ZeRO, cp (the ring carries the
+        // [k | v] blocks of q/k and value head sizes), recomputation.
+        for (const char* row : {"tp=2,sp=on", "tp=4,sp=on", "tp=2", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2",
+                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective"})
+            QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
+        for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
+            QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
     }
     void catalogBlocksReproduceOneDevice()
     {
