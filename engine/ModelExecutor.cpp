@@ -83,14 +83,14 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
             add("ep", s(ep) + " does not divide the " + s(c.moe.experts) + " experts");
         if (c.expertFfn() % l.expertTensorParallel() != 0)
             add("etp", s(l.expertTensorParallel()) + " does not divide the expert size " + s(c.expertFfn()));
+        if (c.sharedFfn() % l.tp != 0)
+            add("tp", s(l.tp) + " does not divide the shared experts' " + s(c.sharedFfn()) +
+                          " columns (split over tp as Megatron-LM's SharedExpertMLP)");
         if (l.tp > 1 && !l.sequence_parallel)
             add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
         if (l.zero_stage > 0)
             add("zero", "ZeRO over the expert parameters (Megatron's distributed optimizer over the expert-data-"
                         "parallel group) is not executed by the engine yet: zero=0");
-        if (l.recompute == Recompute::Full)
-            add("recompute", "full recomputation of MoE layers (the token dispatch again in the backward) is not "
-                             "executed by the engine yet: none or selective");
     } else if (l.ep > 1) {
         add("ep", s(l.ep) + ": expert parallelism needs a model with experts");
     }
@@ -236,10 +236,10 @@ void ModelExecutor<T>::buildTables()
                                 f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
                                 f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias)) ||
                        (tp_ > 1 && (f.role == TensorRole::QkNormWeight || f.role == TensorRole::QkNormBias)) ||
-                       // The router and the shared experts ran on this rank's token shard (Megatron marks
-                       // the router weight sequence_parallel, router.py reset_parameters @ d98e8a64).
-                       (sp_ && (f.role == TensorRole::RouterWeight || f.role == TensorRole::SharedInWeight ||
-                                f.role == TensorRole::SharedOutWeight)) ||
+                       // The router ran on this rank's token shard (Megatron marks the router weight
+                       // sequence_parallel, router.py reset_parameters @ d98e8a64); the shared experts
+                       // are split over tp (SharedExpertMLP), their gradients whole.
+                       (sp_ && f.role == TensorRole::RouterWeight) ||
                        // MLA's down product and latent norms run on the token shard, duplicated over tp
                        // (Megatron's 'duplicated' TELinear marks its weight sequence_parallel,
                        // megatron/core/extensions/transformer_engine.py @ d98e8a64).
@@ -426,6 +426,23 @@ void ModelExecutor<T>::buildTables()
                     runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
                 addTensor(f, Ft * C, tp_ == 1, runs);
                 break;
+            // The shared experts, a tp-split MLP (Megatron's SharedExpertMLP): columns [r Fst, ...)
+            // of gate and of up, the matching rows of the output.
+            case TensorRole::SharedInWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                runs.push_back({f.offset + r * Fst * C, 0, Fst * C});
+                if (cfg_.gated())
+                    runs.push_back({f.offset + (Fs + r * Fst) * C, Fst * C, Fst * C});
+                addTensor(f, std::int64_t(runs.size()) * Fst * C, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::SharedOutWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * Fs + r * Fst, j * Fst, Fst});
+                addTensor(f, Fst * C, tp_ == 1, runs);
+                break;
+            }
             case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...), each's etp slice:
             case TensorRole::ExpertOutWeight: {  // W_in's columns of gate and up, W_out's matching rows
                 const std::int64_t Fe = cfg_.expertFfn(), Fl = Fe / etp_, gate = cfg_.gated() ? 2 : 1, t = etpRank_;
@@ -611,9 +628,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         par.ep_rank = epRank_;
         par.etp = groups_.etp;
         par.etp_rank = etpRank_;
+        par.tpep = groups_.tpep;
         if (sp_) {  // the micro-batch's tokens are split over tp (sequence parallel) and cp
             par.token_groups[0] = groups_.tp;
             par.token_ranks[0] = tpRank_;
+            par.shared_tp = groups_.tp;  // the shared experts split over tp (SharedExpertMLP)
+            par.shared_tp_rank = tpRank_;
         }
         if (cp_ > 1) {
             par.token_groups[1] = groups_.cp;
@@ -1064,12 +1084,23 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         // The MoE block on this rank's tokens (the token shard under sp: Megatron's MoELayer input),
         // complete per token: no tensor-parallel reduction after it.
         MoeSaved<T>& saved = s.moe[size_t(k)];
-        moeAux_ += moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
-        for (size_t e = 0; e < routed_.size(); ++e)
-            routed_[e] += saved.kept[e];
-        mbCopies_ += saved.gathered;
-        dropped_ += saved.dropped;
+        const double aux =
+            moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
+        // Full recomputation: the block again in the backward (the dispatch and combine too, as
+        // Megatron-LM's recomputed MoE layer does), the same routing; counted once, and the first
+        // forward's saved set not kept (only the layer input is).
+        if (!recomputing_) {
+            moeAux_ += aux;
+            for (size_t e = 0; e < routed_.size(); ++e)
+                routed_[e] += saved.kept[e];
+            mbCopies_ += saved.gathered;
+            dropped_ += saved.dropped;
+        }
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
+        if (recomputes(k) && !recomputing_) {
+            saved.buffer.release();
+            saved.routing.release();
+        }
         releaseWeights(unit);
         return;
     }
@@ -1594,10 +1625,13 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
-    if (recomputes(k))
+    if (recomputes(k)) {
+        recomputing_ = true;
         layerForward(k, s);
-    else if (recompute_ == Recompute::Selective)
+        recomputing_ = false;
+    } else if (recompute_ == Recompute::Selective) {
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
+    }
     const Layer d = bind(acquireGrads(unit), unit);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
 

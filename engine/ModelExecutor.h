@@ -16,6 +16,11 @@
 //   T5: crossqw, crosskvw          columns of this rank's q heads, and kv heads of k and of v
 //       crossprojw                 the matching input rows (row split)
 //       enc.relb, dec.relb         this rank's heads' rows of each (heads, buckets) bias table
+//   MLA (ModelConfig.h's MlaConfig, Megatron-LM's MLASelfAttention layout):
+//       mladw, mlaqnw, mlakvnw     whole on every rank ('duplicated'), run on its tokens (the token
+//                                  shard under sp: gradients partial, summed with the SP norms')
+//       mlaqw, mlakvw              the columns of this rank's heads (column split)
+//       attprojw (NH/tp Vd, C)     the matching input rows (row split)
 //   norms, wpe, biases of row-split products: replicated.
 // A row-split product yields a partial sum (C, N): all-reduce over tp (g), or with
 // sequence parallelism (Korthikanti et al. 2022) reduce-scatter into a token shard
@@ -75,13 +80,15 @@
 // reduction after it). Expert parallelism (Megatron-LM's expert grid per stage, Cluster.h):
 // ep rank j holds experts [j E/ep, (j+1) E/ep), each split over the etp group as tp splits an
 // MLP (expin: columns [r Fe/etp, ...) of gate and up; expout: the matching input rows), the
-// router, its correction bias and the shared experts are whole on every
-// device (their gradients partial over tp under sp, as the SP norms'); tokens go to their
+// router and its correction bias are whole on every device (the router's gradient partial over
+// tp under sp, as the SP norms'), the shared experts split over tp as a dense MLP (Megatron-LM's
+// SharedExpertMLP: shin's columns of gate and up, shout's rows; MoeMlp.h); tokens go to their
 // experts and back by all-to-all-v over the ep group. The routed experts' gradients are summed
 // over the expert-data-parallel group (the stage's devices holding the same experts), the rest
-// as before. Not executed (refused by validateShardable, by name): ZeRO, full recomputation of
-// MoE layers.
-// Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
+// as before. Full recomputation runs a recomputed MoE layer's block again in its backward (the
+// dispatch and combine too), its first forward keeping nothing but the layer input. Not executed
+// (refused by validateShardable, by name): ZeRO.
+// Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
 #pragma once
@@ -376,6 +383,7 @@ private:
     std::unique_ptr<MoeMlp<T>> moe_;
     int epRank_ = 0, edpRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
+    bool recomputing_ = false;  // a full recomputation's forward of a layer, inside its backward
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
     std::int64_t mbCopies_ = 0, peakCopies_ = 0;  // (moePeakCopies)

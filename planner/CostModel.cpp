@@ -1534,7 +1534,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const double perToken = 2.0 * (double(model.qDim()) + double(model.valueDim())) * keys;
         recomputeFlops = perToken * tokensPerStep;
     }
-    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;
+    // MLA's down projection is 'duplicated' over tp (Megatron's TELinear, MlaCost.h): without sequence
+    // parallelism every tp rank runs it on all the micro-batch's tokens (with sp, on its shard).
+    double mlaReplicas = 0;
+    if (const ModelSpec& model = problem_.model; model.mla.enabled() && !l.sequence_parallel && l.tp > 1) {
+        const MlaSpec& a = model.mla;
+        const double down = 2.0 * model.hidden * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);
+        const double passes = 3.0 + (l.recompute == Recompute::Full ? recomputedShare : 0.0);
+        mlaReplicas = passes * down * model.layers * tokensPerStep * (double(l.tp) - 1);
+    }
+    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas + mlaReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
     // shard accumulation (1 per owned gradient and micro-batch). An offloaded optimizer and its
