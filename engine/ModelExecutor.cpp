@@ -661,8 +661,13 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
                                 double(S_) * (master ? 12 : 8), size_t((master ? 3 : 2) * S_), hb);
     // Recomputation scratch, shared by the micro-batches: tensors (e bytes) and statistics (4).
     std::int64_t scratchTensors = 0, scratchStats = 0;
+    // Whether this stage has a layer with the dense MLP (an MoE layer keeps its own set: MoeSaved).
+    denseMlpHere_ = false;
+    for (int k = 0; k < Ls_; ++k)
+        denseMlpHere_ |= !cfg_.moeLayer(chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_);
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
-        scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm + std::int64_t(Fin_ + Ft_) * Nm;
+        scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm +
+                         (denseMlpHere_ ? std::int64_t(Fin_ + Ft_) * Nm : 0);
         scratchStats = 2 * normStats;
         if (cfg_.qk_norm) {  // the q and k rows before QK-norm, its statistics per (head, token)
             scratchTensors += std::int64_t(qdt_ + kvdt_) * Nm;
@@ -1273,8 +1278,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         shared.atty = sten.take(std::int64_t(qdt_) * Nm);
         shared.res2 = sten.take(C * Ns);
         shared.ln2 = sten.take(C * Ns);
-        shared.fch = sten.take(std::int64_t(Fin_) * Nm);
-        shared.fchg = sten.take(std::int64_t(Ft_) * Nm);
+        shared.fch = denseMlpHere_ ? sten.take(std::int64_t(Fin_) * Nm) : nullptr;
+        shared.fchg = denseMlpHere_ ? sten.take(std::int64_t(Ft_) * Nm) : nullptr;
         if (encDec_) {
             shared.lnx = sten.take(C * Ns);
             shared.cq = sten.take(std::int64_t(qdt_) * Nm);

@@ -384,6 +384,7 @@ private:
     int epRank_ = 0, edpRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
     bool recomputing_ = false;  // a full recomputation's forward of a layer, inside its backward
+    bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
     std::int64_t mbCopies_ = 0, peakCopies_ = 0;  // (moePeakCopies)
