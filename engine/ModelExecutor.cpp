@@ -369,7 +369,7 @@ void ModelExecutor<T>::buildTables()
     // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
     firstLayerUnit_ = int(units_.size());
     for (int k = 0; k < Ls_; ++k) {
-        const int l = chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
+        const int l = modelLayerOf(k);
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         addUnit(name);
@@ -664,7 +664,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     // Whether this stage has a layer with the dense MLP (an MoE layer keeps its own set: MoeSaved).
     denseMlpHere_ = false;
     for (int k = 0; k < Ls_; ++k)
-        denseMlpHere_ |= !cfg_.moeLayer(chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_);
+        denseMlpHere_ |= !cfg_.moeLayer(modelLayerOf(k));
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
         scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm +
                          (denseMlpHere_ ? std::int64_t(Fin_ + Ft_) * Nm : 0);
@@ -1017,7 +1017,12 @@ template <class T>
 int ModelExecutor<T>::modelLayer(const Slot& s, int k) const
 {
     // Local layer j Lc + i of chunk j is the model's layer (j pp + stage) Lc + i (the units' order).
-    const int local = s.chunk * Lc_ + k;
+    return modelLayerOf(s.chunk * Lc_ + k);
+}
+
+template <class T>
+int ModelExecutor<T>::modelLayerOf(int local) const
+{
     return chunks_ == 1 ? firstLayer_ + local : ((local / Lc_) * stages_ + stage_) * Lc_ + local % Lc_;
 }
 

@@ -259,6 +259,7 @@ private:
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
     int modelLayer(const Slot& s, int k) const;  // the model's index of the slot's local layer k
+    int modelLayerOf(int local) const;            // ... of local layer `local` (chunk j's are j Lc + i)
     AttentionShape selfAttentionShape(const Slot& s, int k) const;  // a pre-norm layer's, with its window
     void ringAttentionForward(const Acts& a);
     void ringAttentionBackward(const Acts& a);
