@@ -1077,7 +1077,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
 
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     if (mla_) {
-        mlaAttentionForward(a, s, w);
+        mlaAttentionForward(a, w);
     } else {
         k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
         if (cfg_.qk_norm)
@@ -1669,7 +1669,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     else
         k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
     if (mla_) {
-        mlaAttentionBackward(a, s, w, d, x);
+        mlaAttentionBackward(a, w, d, x);
         releaseGrads(unit);
         releaseWeights(unit);
         return;
@@ -1703,9 +1703,8 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
 // gathered latents are transient.
 
 template <class T>
-void ModelExecutor<T>::mlaAttentionForward(const Acts& a, Slot& s, const Layer& w)
+void ModelExecutor<T>::mlaAttentionForward(const Acts& a, const Layer& w)
 {
-    (void)s;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, D = mDown_, Q = mQ_, R = mR_, P = mP_;
     const double eps = cfg_.norm_eps;
     k_.matmulForward(a.mdown, a.ln1, w.mdw, nullptr, nullptr, C, D, Ns);
@@ -1730,9 +1729,8 @@ void ModelExecutor<T>::mlaAttentionForward(const Acts& a, Slot& s, const Layer& 
 
 // From dqkv (the attention's input gradient) to d ln1 (C, Ns), which the caller's norm takes.
 template <class T>
-void ModelExecutor<T>::mlaAttentionBackward(const Acts& a, Slot& s, const Layer& w, const Layer& d, const T* x)
+void ModelExecutor<T>::mlaAttentionBackward(const Acts& a, const Layer& w, const Layer& d, const T* x)
 {
-    (void)s;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, D = mDown_, Q = mQ_, R = mR_, P = mP_;
     k_.mlaDisassemble(ws_->mq, ws_->mkv, ws_->mpe, ws_->dqkv, NHt_, mN_, mP_, mV_, Nm);
     for (int h = 0; h < NHt_; ++h)

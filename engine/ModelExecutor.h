@@ -310,8 +310,8 @@ private:
     bool mla_ = false;
     int mQ_ = 0, mR_ = 0, mP_ = 0, mN_ = 0, mV_ = 0, mDown_ = 0, mQin_ = 0;
     std::int64_t mQup_ = 0, mKvup_ = 0;
-    void mlaAttentionForward(const Acts& a, Slot& s, const Layer& w);
-    void mlaAttentionBackward(const Acts& a, Slot& s, const Layer& w, const Layer& d, const T* x);
+    void mlaAttentionForward(const Acts& a, const Layer& w);
+    void mlaAttentionBackward(const Acts& a, const Layer& w, const Layer& d, const T* x);
     // gatherTokens/reduceTokens for a (rows, Ns) shard / (rows, Nm) partial.
     const T* gatherRows(const T* shard, std::int64_t rows, T* full);
     T* reduceRows(T* partial, std::int64_t rows);
