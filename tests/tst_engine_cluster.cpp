@@ -1126,6 +1126,30 @@ private slots:
         QCOMPARE(flat.groups(0).tp->name(), std::string("tp(0,0)"));
     }
 
+    // The MoE dispatcher's counts gather runs over etp x ep in one call (Megatron's tp_ep group):
+    // dp = 4, tp = 2 (etp 2), ep = 2: on each of the 2 edp ranks a group of the 4 devices holding
+    // the same edp rank, device etp_rank + etp ep_rank in it, the union of its ep and etp groups;
+    // none when etp or ep is 1.
+    void expertTensorAndExpertParallelGroup()
+    {
+        EmulatedCluster c(parse("dp=4,tp=2,sp=on,ep=2"), roomyProfile(), baseRequest().links);
+        for (int id = 0; id < c.size(); ++id) {
+            const DeviceGroups& g = c.groups(id);
+            QVERIFY(g.tpep && g.ep && g.etp && g.edp);
+            QCOMPARE(g.tpep->size(), 4);
+            QCOMPARE(g.tpep->rankOf(id), g.etp->rankOf(id) + 2 * g.ep->rankOf(id));
+            for (const int member : g.ep->memberIds())
+                QVERIFY(g.tpep->rankOf(member) >= 0);
+            for (const int member : g.etp->memberIds())
+                QVERIFY(g.tpep->rankOf(member) >= 0);
+            QCOMPARE(g.edp->size(), 2);
+        }
+        for (const char* layout : {"dp=4,tp=2,sp=on,ep=2,etp=1", "dp=4,ep=2", "dp=2,tp=2,sp=on"}) {
+            EmulatedCluster other(parse(layout), roomyProfile(), baseRequest().links);
+            QVERIFY2(!other.groups(0).tpep, layout);
+        }
+    }
+
     void badLayoutsNameTheField_data()
     {
         QTest::addColumn<QString>("layout");
