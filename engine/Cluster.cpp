@@ -144,6 +144,15 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
                         for (int id : ids)
                             groups_[size_t(id)].etp = &tg;
                     }
+                for (int k = 0; k < edp && t == 0 && etp > 1 && ep > 1; ++k) {
+                    std::vector<int> ids;
+                    for (int j = 0; j < ep; ++j)
+                        for (int u = 0; u < etp; ++u)
+                            ids.push_back(pp * stage + u + etp * (j + ep * k));
+                    CommGroup& g = comm_->makeGroup(ids, "tpep(" + std::to_string(k) + "," + std::to_string(pp) + ")");
+                    for (int id : ids)
+                        groups_[size_t(id)].tpep = &g;
+                }
                 for (int j = 0; j < ep; ++j) {
                     std::vector<int> ids;
                     for (int k = 0; k < edp; ++k)

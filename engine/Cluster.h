@@ -56,6 +56,9 @@ struct DeviceGroups {
     CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above); null unless ep > 1
     CommGroup* edp = nullptr;        // expert data parallel: the stage's devices holding the same experts
     CommGroup* etp = nullptr;        // expert tensor parallel: the slices of the same experts; null unless etp > 1
+    // etp x ep of the same edp rank (Megatron's tp_ep group, the MoE dispatcher's counts gather);
+    // null unless etp > 1 and ep > 1 (otherwise it is the etp or the ep group). Rank etp_idx + etp ep_idx.
+    CommGroup* tpep = nullptr;
     CommGroup* world = nullptr;
 };
 

@@ -5,6 +5,8 @@
 #include "RelativePosition.h"
 #include "OpsEncoder.h"
 
+#include <algorithm>
+
 namespace shardscope::engine {
 
 using Eigen::Index;
@@ -70,10 +72,21 @@ void Kernels<T>::matmulForward(T* out, const T* inp, const T* w, const T* bias, 
 
 template <class T>
 void Kernels<T>::matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, std::int64_t IC,
-                                std::int64_t OC, std::int64_t N)
+                                std::int64_t OC, std::int64_t N, bool accumulate)
 {
     Vec<T> noBias;
-    if (dbias) {
+    if (accumulate) {
+        // dX += W dY as the GEMM's accumulating form (beta 1), then the weight and bias gradients.
+        gemm<T>(pool(), mat(dinp, IC, N), cmat(w, IC, OC), false, cmat(dout, OC, N), false, true);
+        gemm<T>(pool(), mat(dw, IC, OC), cmat(inp, IC, N), false, cmat(dout, OC, N), true, true);
+        if (dbias) {
+            MapV<T> db = vec(dbias, OC);
+            const CMapM<T> dy = cmat(dout, OC, N);
+            pool().parallelFor(OC, 16, [&](std::int64_t r0, std::int64_t r1) {
+                db.segment(Index(r0), Index(r1 - r0)) += dy.middleRows(Index(r0), Index(r1 - r0)).rowwise().sum();
+            });
+        }
+    } else if (dbias) {
         MapV<T> db = vec(dbias, OC);
         matmul_backward<T>(pool(), mat(dinp, IC, N), mat(dw, IC, OC), db, cmat(dout, OC, N), cmat(inp, IC, N),
                            cmat(w, IC, OC));
@@ -83,7 +96,8 @@ void Kernels<T>::matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T
     }
     // Two kernels, as cuBLAS/NKI run them: dgrad dX = W dY, wgrad dW += X dY^T (+ the bias gradient).
     const double ic = double(IC), oc = double(OC), n = double(N), b = dbias ? oc * e_ : 0;
-    dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * oc * e_ + oc * n * e_, ic * n * e_}, compute_);
+    dev_.charge(KernelKind::Matmul,
+                {2 * ic * oc * n, ic * oc * e_ + oc * n * e_ + (accumulate ? ic * n * e_ : 0), ic * n * e_}, compute_);
     dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * n * e_ + oc * n * e_ + ic * oc * e_ + b, ic * oc * e_ + b},
                 compute_);
     round(dinp, IC * N);
@@ -91,17 +105,19 @@ void Kernels<T>::matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T
 
 template <class T>
 void Kernels<T>::normForward(NormKind kind, T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b,
-                             std::int64_t C, std::int64_t N, double eps)
+                             std::int64_t C, std::int64_t N, double eps, std::int64_t inpRows)
 {
     const double c = double(C), n = double(N);
     const ops::ElementFlops f = ops::norm(kind);
+    const Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>> in(inp, Index(C), Index(N),
+                                                                 Eigen::OuterStride<>(Index(inpRows > 0 ? inpRows : C)));
     if (kind == NormKind::LayerNorm) {
-        layernorm_forward<T>(pool(), mat(out, C, N), vec(mean, N), vec(rstd, N), cmat(inp, C, N), cvec(w, C),
+        layernorm_forward<T>(pool(), mat(out, C, N), vec(mean, N), vec(rstd, N), in, cvec(w, C),
                              cvec(b, C), eps);
         dev_.charge(KernelKind::LayerNorm, {f.forward * c * n, c * n * e_ + 2 * c * e_, c * n * e_ + 2 * n * kStat},
                     compute_);
     } else {
-        rmsnorm_forward<T>(pool(), mat(out, C, N), vec(rstd, N), cmat(inp, C, N), cvec(w, C), eps);
+        rmsnorm_forward<T>(pool(), mat(out, C, N), vec(rstd, N), in, cvec(w, C), eps);
         dev_.charge(KernelKind::LayerNorm, {f.forward * c * n, c * n * e_ + c * e_, c * n * e_ + n * kStat}, compute_);
     }
     round(out, C * N);
@@ -109,23 +125,30 @@ void Kernels<T>::normForward(NormKind kind, T* out, T* mean, T* rstd, const T* i
 
 template <class T>
 void Kernels<T>::normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w,
-                              const T* mean, const T* rstd, std::int64_t C, std::int64_t N)
+                              const T* mean, const T* rstd, std::int64_t C, std::int64_t N, std::int64_t inpRows)
 {
     const double c = double(C), n = double(N);
     const ops::ElementFlops f = ops::norm(kind);
+    const Eigen::OuterStride<> ld(Index(inpRows > 0 ? inpRows : C));
+    Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>> din(dinp, Index(C), Index(N), ld);
+    const Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>> in(inp, Index(C), Index(N), ld);
     if (kind == NormKind::LayerNorm) {
-        layernorm_backward<T>(pool(), mat(dinp, C, N), vec(dw, C), vec(db, C), cmat(dout, C, N), cmat(inp, C, N),
+        layernorm_backward<T>(pool(), din, vec(dw, C), vec(db, C), cmat(dout, C, N), in,
                               cvec(w, C), cvec(mean, N), cvec(rstd, N));
         dev_.charge(KernelKind::LayerNorm,
                     {f.backward * c * n, 3 * c * n * e_ + 2 * n * kStat + 3 * c * e_, c * n * e_ + 2 * c * e_},
                     compute_);
     } else {
-        rmsnorm_backward<T>(pool(), mat(dinp, C, N), vec(dw, C), cmat(dout, C, N), cmat(inp, C, N), cvec(w, C),
-                            cvec(rstd, N));
+        rmsnorm_backward<T>(pool(), din, vec(dw, C), cmat(dout, C, N), in, cvec(w, C), cvec(rstd, N));
         dev_.charge(KernelKind::LayerNorm,
                     {f.backward * c * n, 3 * c * n * e_ + n * kStat + 2 * c * e_, c * n * e_ + c * e_}, compute_);
     }
-    round(dinp, C * N);
+    if (inpRows > 0 && inpRows != C) {
+        for (std::int64_t k = 0; k < N; ++k)
+            round(dinp + k * inpRows, C);
+    } else {
+        round(dinp, C * N);
+    }
 }
 
 template <class T>
@@ -277,13 +300,16 @@ void Kernels<T>::ropeBackward(T* dx, std::int64_t rows, std::int64_t row0, int h
 
 namespace {
 
+// The rows of a fused [q | k | v] column: q and k of hd per head, v of vd (MLA: v_head_dim), and
+// the attention output's (vd per query head). kv: a [k | v] block's rows.
 struct QkvRows {
-    std::int64_t qd, kvd, rows;
+    std::int64_t qd, kvd, vvd, od, rows, kv;
 };
 QkvRows qkvRows(const AttentionShape& s)
 {
     const std::int64_t qd = std::int64_t(s.NH) * s.hd, kvd = std::int64_t(s.NKV) * s.hd;
-    return {qd, kvd, qd + 2 * kvd};
+    const std::int64_t vvd = std::int64_t(s.NKV) * s.valueDim(), od = std::int64_t(s.NH) * s.valueDim();
+    return {qd, kvd, vvd, od, qd + kvd + vvd, kvd + vvd};
 }
 
 } // namespace
@@ -309,12 +335,12 @@ void Kernels<T>::attentionValues(T* out, const T* att, const T* qkv, const Atten
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
     CMapM<T> all = cmat(qkv, r.rows, N);
-    attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
-                                all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), s);
+    attention_values_forward<T>(pool(), mat(out, r.od, N), cmat(att, s.Tk, s.probColumns()),
+                                all.middleRows(Index(r.qd + r.kvd), Index(r.vvd)), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
-                                        double(r.qd) * n * e_}, compute_);
-    round(out, r.qd * N);
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.od) * n, probs * e_ + double(r.vvd) * nk * e_,
+                                        double(r.od) * n * e_}, compute_);
+    round(out, r.od * N);
 }
 
 template <class T>
@@ -326,15 +352,16 @@ void Kernels<T>::attentionBackward(T* dqkv, T* datt, const T* dout, const T* att
     CMapM<T> all = cmat(qkv, r.rows, N);
     MapM<T> dall = mat(dqkv, r.rows, N);
     attention_backward<T>(pool(), dall.topRows(Index(r.qd)), dall.middleRows(Index(r.qd), Index(r.kvd)),
-                          dall.middleRows(Index(r.qd + r.kvd), Index(r.kvd)), mat(datt, s.Tk, s.probColumns()),
-                          cmat(dout, r.qd, N), cmat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
-                          all.middleRows(Index(r.qd), Index(r.kvd)), all.middleRows(Index(r.qd + r.kvd), Index(r.kvd)),
+                          dall.middleRows(Index(r.qd + r.kvd), Index(r.vvd)), mat(datt, s.Tk, s.probColumns()),
+                          cmat(dout, r.od, N), cmat(att, s.Tk, s.probColumns()), all.topRows(Index(r.qd)),
+                          all.middleRows(Index(r.qd), Index(r.kvd)), all.middleRows(Index(r.qd + r.kvd), Index(r.vvd)),
                           s);
-    // Four products (dV, dP, dQ, dK) over the square; reads q, k, v, dout and the probabilities.
+    // Four products (dV, dP over v's size, dQ, dK over q's) over the square; reads q, k, v, dout
+    // and the probabilities.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
-                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    const double qkvBytes = (double(r.qd) * n + double(r.kv) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {4 * s.countedKeys() * double(r.qd + r.od) * n,
+                                        qkvBytes + double(r.od) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     round(dqkv, r.rows * N);
 }
@@ -364,7 +391,7 @@ void Kernels<T>::ringAttentionProbs(T* att, std::int64_t attRows, std::int64_t r
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
     attention_block_probs_forward<T>(pool(), rowBlock<T>(att, attRows, row0, s.Tk, cols), vec(lse, cols),
-                                     rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk), s,
+                                     rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, r.kv, 0, r.kvd, Nk), s,
                                      qpos, kpos);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
     dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n,
@@ -378,11 +405,11 @@ void Kernels<T>::ringAttentionValues(T* out, const T* att, std::int64_t attRows,
 {
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
-    attention_block_values_forward<T>(pool(), mat(out, r.qd, N), rowBlock<T>(att, attRows, row0, s.Tk, cols),
-                                      rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
+    attention_block_values_forward<T>(pool(), mat(out, r.od, N), rowBlock<T>(att, attRows, row0, s.Tk, cols),
+                                      rowBlock<T>(kv, r.kv, r.kvd, r.vvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
-                                        double(r.qd) * n * e_}, compute_);
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.od) * n, probs * e_ + double(r.vvd) * nk * e_,
+                                        double(r.od) * n * e_}, compute_);
 }
 
 template <class T>
@@ -390,8 +417,8 @@ void Kernels<T>::ringAttentionMerge(T* out, T* lse, const T* part, const T* part
 {
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, cols = s.probColumns();
-    attention_block_merge<T>(pool(), mat(out, r.qd, N), vec(lse, cols), cmat(part, r.qd, N), cvec(part_lse, cols), s);
-    const double on = double(r.qd) * double(N), c = double(cols);
+    attention_block_merge<T>(pool(), mat(out, r.od, N), vec(lse, cols), cmat(part, r.od, N), cvec(part_lse, cols), s);
+    const double on = double(r.od) * double(N), c = double(cols);
     dev_.charge(KernelKind::Attention, {0, 2 * on * e_ + 2 * c * kStat, on * e_ + c * kStat}, compute_);
 }
 
@@ -413,8 +440,8 @@ void Kernels<T>::ringAttentionDelta(T* delta, const T* dout, const T* out, const
 {
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, cols = s.probColumns();
-    attention_delta<T>(pool(), vec(delta, cols), cmat(dout, r.qd, N), cmat(out, r.qd, N), s);
-    dev_.charge(KernelKind::Attention, {0, 2 * double(r.qd) * double(N) * e_, double(cols) * kStat}, compute_);
+    attention_delta<T>(pool(), vec(delta, cols), cmat(dout, r.od, N), cmat(out, r.od, N), s);
+    dev_.charge(KernelKind::Attention, {0, 2 * double(r.od) * double(N) * e_, double(cols) * kStat}, compute_);
 }
 
 template <class T>
@@ -424,16 +451,16 @@ void Kernels<T>::ringAttentionBackward(T* dqkv, T* dkv, T* datt, const T* dout, 
 {
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk, cols = s.probColumns();
-    attention_block_backward<T>(pool(), rowBlock<T>(dqkv, r.rows, 0, r.qd, N), rowBlock<T>(dkv, 2 * r.kvd, 0, r.kvd, Nk),
-                                rowBlock<T>(dkv, 2 * r.kvd, r.kvd, r.kvd, Nk), mat(datt, s.Tk, cols), cmat(dout, r.qd, N),
+    attention_block_backward<T>(pool(), rowBlock<T>(dqkv, r.rows, 0, r.qd, N), rowBlock<T>(dkv, r.kv, 0, r.kvd, Nk),
+                                rowBlock<T>(dkv, r.kv, r.kvd, r.vvd, Nk), mat(datt, s.Tk, cols), cmat(dout, r.od, N),
                                 rowBlock<T>(att, attRows, row0, s.Tk, cols), cvec(delta, cols),
-                                rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, 2 * r.kvd, 0, r.kvd, Nk),
-                                rowBlock<T>(kv, 2 * r.kvd, r.kvd, r.kvd, Nk), s);
+                                rowBlock<T>(qkv, r.rows, 0, r.qd, N), rowBlock<T>(kv, r.kv, 0, r.kvd, Nk),
+                                rowBlock<T>(kv, r.kv, r.kvd, r.vvd, Nk), s);
     // The four products over this block's square, as attentionBackward charges them.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(cols);
-    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
-                                        qkvBytes + double(r.qd) * n * e_ + probs * e_ + double(cols) * kStat,
+    const double qkvBytes = (double(r.qd) * n + double(r.kv) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {4 * s.countedKeys() * double(r.qd + r.od) * n,
+                                        qkvBytes + double(r.od) * n * e_ + probs * e_ + double(cols) * kStat,
                                         qkvBytes}, compute_);
 }
 
@@ -620,12 +647,12 @@ void Kernels<T>::attentionValues(T* out, const T* att, const AttentionOperands<T
 {
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
-    attention_values_forward<T>(pool(), mat(out, r.qd, N), cmat(att, s.Tk, s.probColumns()),
-                                rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
+    attention_values_forward<T>(pool(), mat(out, r.od, N), cmat(att, s.Tk, s.probColumns()),
+                                rowBlock(x.kv, x.kvRows, r.kvd, r.vvd, Nk), s);
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.qd) * n, probs * e_ + double(r.kvd) * nk * e_,
-                                        double(r.qd) * n * e_}, compute_);
-    round(out, r.qd * N);
+    dev_.charge(KernelKind::Attention, {2 * s.countedKeys() * double(r.od) * n, probs * e_ + double(r.vvd) * nk * e_,
+                                        double(r.od) * n * e_}, compute_);
+    round(out, r.od * N);
 }
 
 template <class T>
@@ -635,19 +662,19 @@ void Kernels<T>::attentionBackward(T* dq, std::int64_t dqRows, T* dkv, std::int6
     const QkvRows r = qkvRows(s);
     const std::int64_t N = std::int64_t(s.B) * s.Tq, Nk = std::int64_t(s.B) * s.Tk;
     attention_backward<T>(pool(), rowBlock(dq, dqRows, 0, r.qd, N), rowBlock(dkv, dkvRows, 0, r.kvd, Nk),
-                          rowBlock(dkv, dkvRows, r.kvd, r.kvd, Nk), mat(datt, s.Tk, s.probColumns()),
-                          cmat(dout, r.qd, N), cmat(att, s.Tk, s.probColumns()), rowBlock(x.q, x.qRows, 0, r.qd, N),
-                          rowBlock(x.kv, x.kvRows, 0, r.kvd, Nk), rowBlock(x.kv, x.kvRows, r.kvd, r.kvd, Nk), s);
+                          rowBlock(dkv, dkvRows, r.kvd, r.vvd, Nk), mat(datt, s.Tk, s.probColumns()),
+                          cmat(dout, r.od, N), cmat(att, s.Tk, s.probColumns()), rowBlock(x.q, x.qRows, 0, r.qd, N),
+                          rowBlock(x.kv, x.kvRows, 0, r.kvd, Nk), rowBlock(x.kv, x.kvRows, r.kvd, r.vvd, Nk), s);
     // As the fused call: four products over the square.
     const double n = double(N), nk = double(Nk), probs = double(s.Tk) * double(s.probColumns());
-    const double qkvBytes = (double(r.qd) * n + 2 * double(r.kvd) * nk) * e_;
-    dev_.charge(KernelKind::Attention, {8 * s.countedKeys() * double(r.qd) * n,
-                                        qkvBytes + double(r.qd) * n * e_ + probs * e_,
+    const double qkvBytes = (double(r.qd) * n + double(r.kv) * nk) * e_;
+    dev_.charge(KernelKind::Attention, {4 * s.countedKeys() * double(r.qd + r.od) * n,
+                                        qkvBytes + double(r.od) * n * e_ + probs * e_,
                                         qkvBytes + probs * e_}, compute_);
     for (std::int64_t c = 0; c < N; ++c)
         round(dq + c * dqRows, r.qd);
     for (std::int64_t c = 0; c < Nk; ++c)
-        round(dkv + c * dkvRows, 2 * r.kvd);
+        round(dkv + c * dkvRows, r.kv);
 }
 
 template <class T>
@@ -656,6 +683,55 @@ void Kernels<T>::relativeBiasBackward(T* dtable, const T* datt, const ScoreBias<
     relative_bias_backward<T>(pool(), dtable, cmat(datt, s.Tk, s.probColumns()), bias, s);
     const double table = double(s.NH) * bias.count * e_;
     dev_.charge(KernelKind::Attention, {0, table, table}, compute_);  // accumulated: rounded with the gradients
+}
+
+template <class T>
+void Kernels<T>::mlaAssemble(T* qkv, const T* q, const T* kv, const T* kpe, int NH, int Nd, int Pd, int Vd,
+                             std::int64_t N)
+{
+    const std::int64_t qk = Nd + Pd, qd = std::int64_t(NH) * qk, kvIn = Nd + Vd, rows = 2 * qd + std::int64_t(NH) * Vd;
+    pool().parallelFor(N, 16, [&](std::int64_t n0, std::int64_t n1) {
+        for (std::int64_t n = n0; n < n1; ++n) {
+            T* col = qkv + n * rows;
+            std::copy_n(q + n * qd, qd, col);
+            const T* kvCol = kv + n * NH * kvIn;
+            for (int h = 0; h < NH; ++h) {
+                std::copy_n(kvCol + h * kvIn, Nd, col + qd + h * qk);                       // k_nope_h
+                std::copy_n(kpe + n * Pd, Pd, col + qd + h * qk + Nd);                      // the shared RoPE key
+                std::copy_n(kvCol + h * kvIn + Nd, Vd, col + 2 * qd + std::int64_t(h) * Vd);  // v_h
+            }
+        }
+    });
+    const double n = double(N);
+    dev_.charge(KernelKind::Elementwise,
+                {0, (double(qd) + double(NH) * kvIn + Pd) * n * e_, double(rows) * n * e_}, compute_);
+}
+
+template <class T>
+void Kernels<T>::mlaDisassemble(T* dq, T* dkv, T* dkpe, const T* dqkv, int NH, int Nd, int Pd, int Vd, std::int64_t N)
+{
+    const std::int64_t qk = Nd + Pd, qd = std::int64_t(NH) * qk, kvIn = Nd + Vd, rows = 2 * qd + std::int64_t(NH) * Vd;
+    pool().parallelFor(N, 16, [&](std::int64_t n0, std::int64_t n1) {
+        for (std::int64_t n = n0; n < n1; ++n) {
+            const T* col = dqkv + n * rows;
+            std::copy_n(col, qd, dq + n * qd);
+            T* kvCol = dkv + n * NH * kvIn;
+            T* pe = dkpe + n * Pd;
+            for (int h = 0; h < NH; ++h) {
+                std::copy_n(col + qd + h * qk, Nd, kvCol + h * kvIn);
+                std::copy_n(col + 2 * qd + std::int64_t(h) * Vd, Vd, kvCol + h * kvIn + Nd);
+                const T* k = col + qd + h * qk + Nd;
+                for (int i = 0; i < Pd; ++i)  // in head order: the same sum on any layout
+                    pe[i] = h == 0 ? k[i] : pe[i] + k[i];
+            }
+        }
+    });
+    const double n = double(N);
+    dev_.charge(KernelKind::Elementwise,
+                {ops::kGradientAdd * double(NH - 1) * Pd * n, double(rows) * n * e_,
+                 (double(qd) + double(NH) * kvIn + Pd) * n * e_},
+                compute_);
+    round(dkpe, Pd * N);
 }
 
 template <class T>

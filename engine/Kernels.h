@@ -51,17 +51,20 @@ public:
     // out (OC, N) = w^T inp + bias [+ residual]; bias, residual may be null.
     void matmulForward(T* out, const T* inp, const T* w, const T* bias, const T* residual, std::int64_t IC,
                        std::int64_t OC, std::int64_t N);
-    // dinp (IC, N) overwritten; dw (IC, OC) +=; dbias (OC) += when not null.
+    // dinp (IC, N) overwritten (+= when `accumulate`: the dgrad GEMM's C += A B, no extra pass);
+    // dw (IC, OC) +=; dbias (OC) += when not null.
     void matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, std::int64_t IC,
-                        std::int64_t OC, std::int64_t N);
+                        std::int64_t OC, std::int64_t N, bool accumulate = false);
 
     // out (C, N) = norm(inp); LayerNorm caches mean and rstd (N each), RMSNorm rstd only
-    // (mean may be null); bias null for RMSNorm.
+    // (mean may be null); bias null for RMSNorm. inpRows: inp's column stride when it is a row
+    // block of a taller buffer (MLA's latents in the down projection's output); 0: C.
     void normForward(NormKind kind, T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, std::int64_t C,
-                     std::int64_t N, double eps);
-    // dinp (C, N) += (the residual stream); dw, db +=.
+                     std::int64_t N, double eps, std::int64_t inpRows = 0);
+    // dinp (C, N) += (the residual stream); dw, db +=. inpRows: the column stride of inp and dinp
+    // (both row blocks of taller buffers); 0: C.
     void normBackward(NormKind kind, T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                      const T* rstd, std::int64_t C, std::int64_t N);
+                      const T* rstd, std::int64_t C, std::int64_t N, std::int64_t inpRows = 0);
 
     // QK-norm (Qwen3): the norm over hd of each query head (weight w[0, hd), bias b[0, hd)) and
     // each key head (w[hd, 2 hd), b[hd, 2 hd)) in rows [0, (NH + NKV) hd) of x (rows, N), in place;
@@ -124,6 +127,15 @@ public:
                            const T* att, const AttentionOperands<T>& x, const AttentionShape& s);
     // dtable (NH, bias.count) += the scores' gradient summed per (head, bucket), from datt.
     void relativeBiasBackward(T* dtable, const T* datt, const ScoreBias<T>& bias, const AttentionShape& s);
+    // Multi-head latent attention (ModelExecutor's MLA block): the attention operands assembled
+    // from the up projections, and their gradients taken apart again. NH heads; q (NH (Nd + Pd), N)
+    // from the q up projection, kv (NH (Nd + Vd), N) from kv_b ([k_nope | v] per head), kpe (Pd, N)
+    // the shared RoPE key (rotated): qkv (NH (2 (Nd + Pd) + Vd), N) = [q | k | v] with key head h =
+    // [k_nope_h | kpe] and value head h = v_h. Copies: bytes only.
+    void mlaAssemble(T* qkv, const T* q, const T* kv, const T* kpe, int NH, int Nd, int Pd, int Vd, std::int64_t N);
+    // The reverse, from dqkv: dq (NH (Nd + Pd), N), dkv (NH (Nd + Vd), N), and dkpe (Pd, N) = the sum
+    // over the heads of their keys' RoPE parts ((NH - 1) Pd adds per token: the broadcast's gradient).
+    void mlaDisassemble(T* dq, T* dkv, T* dkpe, const T* dqkv, int NH, int Nd, int Pd, int Vd, std::int64_t N);
     // x (count values) *= factor: T5's d_model^-0.5 before the tied head (and its gradient's).
     void scale(T* x, std::int64_t count, double factor);
 

@@ -36,6 +36,16 @@ std::string describe(const ModelConfig& c)
       << (c.encoder_decoder && c.tied_embeddings ? ", decoder output scaled by hidden^-0.5 before the head" : "");
     if (c.qk_norm)
         s << ", QK-norm";
+    if (const MlaConfig& a = c.mla; a.enabled()) {
+        s << ", MLA (";
+        if (a.q_lora_rank > 0)
+            s << "q rank " << a.q_lora_rank << ", ";
+        s << "kv rank " << a.kv_lora_rank << ", q/k " << a.qk_nope_head_dim << " + RoPE " << a.qk_rope_head_dim
+          << ", v " << a.v_head_dim;
+        if (a.softmax_mscale != 1)
+            s << ", scores x " << a.softmax_mscale;
+        s << ")";
+    }
     if (c.sliding_window.enabled()) {
         s << ", sliding window " << c.sliding_window.size;
         if (!c.sliding_window.layers.empty()) {
@@ -157,15 +167,30 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         add(h + "ln1w", C, false, TensorRole::NormWeight, l);
         if (cfg.layerNorm())
             add(h + "ln1b", C, false, TensorRole::NormBias, l);
-        add(h + "qkvw", C * (qd + 2 * kvd), true, TensorRole::QkvWeight, l);
-        if (cfg.qkvBias())
-            add(h + "qkvb", qd + 2 * kvd, false, TensorRole::QkvBias, l);
-        if (cfg.qk_norm) {
-            add(h + "qknw", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormWeight, l);
-            if (cfg.layerNorm())
-                add(h + "qknb", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormBias, l);
+        if (const MlaConfig& a = cfg.mla; a.enabled()) {  // multi-head latent attention (MlaConfig)
+            const std::int64_t NH = cfg.heads, Q = a.q_lora_rank, R = a.kv_lora_rank;
+            add(h + "mladw", C * a.downRows(), true, TensorRole::MlaDownWeight, l);
+            auto latentNorm = [&](const char* name, std::int64_t rank) {
+                add(h + name + "w", rank, false, TensorRole::MlaNormWeight, l);
+                if (cfg.layerNorm())
+                    add(h + name + "b", rank, false, TensorRole::MlaNormBias, l);
+            };
+            if (Q > 0)
+                latentNorm("mlaqn", Q);
+            latentNorm("mlakvn", R);
+            add(h + "mlaqw", (Q > 0 ? Q : C) * NH * a.qkHeadDim(), true, TensorRole::MlaQUpWeight, l);
+            add(h + "mlakvw", R * NH * (a.qk_nope_head_dim + a.v_head_dim), true, TensorRole::MlaKvUpWeight, l);
+        } else {
+            add(h + "qkvw", C * (qd + 2 * kvd), true, TensorRole::QkvWeight, l);
+            if (cfg.qkvBias())
+                add(h + "qkvb", qd + 2 * kvd, false, TensorRole::QkvBias, l);
+            if (cfg.qk_norm) {
+                add(h + "qknw", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormWeight, l);
+                if (cfg.layerNorm())
+                    add(h + "qknb", 2 * std::int64_t(cfg.headDim()), false, TensorRole::QkNormBias, l);
+            }
         }
-        add(h + "attprojw", qd * C, true, TensorRole::AttnProjWeight, l);
+        add(h + "attprojw", std::int64_t(cfg.valueDim()) * C, true, TensorRole::AttnProjWeight, l);
         if (cfg.bias)
             add(h + "attprojb", C, false, TensorRole::AttnProjBias, l);
         if (decoder) {
@@ -275,6 +300,32 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
         if (c.positions == PositionKind::Relative)
             errors.push_back({prefix + "positions", "relative position buckets are executed in the encoder-decoder "
                                                     "(T5) only"});
+    }
+    if (const MlaConfig& a = c.mla; a.enabled() || a.q_lora_rank != 0 || a.v_head_dim != 0) {
+        range("mla.kv_lora_rank", a.kv_lora_rank, 1, 1 << 16);
+        range("mla.q_lora_rank", a.q_lora_rank, 0, 1 << 16);
+        range("mla.qk_nope_head_dim", a.qk_nope_head_dim, 1, 1 << 12);
+        range("mla.v_head_dim", a.v_head_dim, 1, 1 << 12);
+        if (range("mla.qk_rope_head_dim", a.qk_rope_head_dim, 2, 1 << 12) && a.qk_rope_head_dim % 2 != 0)
+            errors.push_back({prefix + "mla.qk_rope_head_dim", "RoPE needs an even size, not " +
+                                                                   std::to_string(a.qk_rope_head_dim)});
+        if (!(a.softmax_mscale > 0))
+            errors.push_back({prefix + "mla.softmax_mscale", "must be positive"});
+        if (c.head_dim != a.qkHeadDim())
+            errors.push_back({prefix + "head_dim", std::to_string(c.head_dim) + ": with MLA the query and key head "
+                                                   "size is qk_nope_head_dim + qk_rope_head_dim = " +
+                                                   std::to_string(a.qkHeadDim())});
+        if (c.kvHeads() != c.heads)
+            errors.push_back({prefix + "kv_heads", "MLA expands its latent to every head: kv_heads = heads"});
+        if (c.encoder_decoder || c.post_norm || !c.causal || c.masked_lm)
+            errors.push_back({prefix + "mla", "multi-head latent attention is executed in causal pre-norm decoders only"});
+        if (c.positions != PositionKind::Rotary)
+            errors.push_back({prefix + "positions", "MLA's decoupled RoPE key needs rotary positions"});
+        if (c.bias || c.qkv_bias || c.qk_norm)
+            errors.push_back({prefix + "mla", "MLA's projections have no biases and no QK-norm (DeepSeek-V2/V3): "
+                                              "bias, qkv_bias and qk_norm off"});
+        if (c.sliding_window.enabled())
+            errors.push_back({prefix + "sliding_window", "a sliding window with MLA is not executed by the engine"});
     }
     if (c.qk_norm && (c.encoder_decoder || c.post_norm))
         errors.push_back({prefix + "qk_norm",
@@ -399,12 +450,14 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::EncoderNormWeight:
         case TensorRole::CrossNormWeight:
         case TensorRole::QkNormWeight:
+        case TensorRole::MlaNormWeight:
             std::fill(p, p + t.count, T(1));
             break;
         case TensorRole::NormBias:
         case TensorRole::EncoderNormBias:
         case TensorRole::CrossNormBias:
         case TensorRole::QkNormBias:
+        case TensorRole::MlaNormBias:
         case TensorRole::QkvBias:
         case TensorRole::AttnProjBias:
         case TensorRole::MlpInBias:

@@ -89,6 +89,36 @@ struct MoeConfig {
     bool operator==(const MoeConfig&) const = default;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3; core's MlaSpec), the engine's part of it. With it a
+// layer's attention is (transformers models/deepseek_v3/modular_deepseek_v3.py @ 000c33f,
+// DeepseekV3Attention; Megatron-LM megatron/core/transformer/multi_latent_attention.py @ d98e8a64,
+// FusedMLASelfAttention when q_lora_rank > 0, MLASelfAttention when it is 0):
+//   down   x (C) -> [q latent (Q) | kv latent (R) | k_pe (P)] in one product (mladw; without q
+//          compression only [kv latent | k_pe]: Megatron's linear_qkv_down_proj / linear_kv_down_proj)
+//   norms  the model's norm over the q latent (mlaqnw) and over the kv latent (mlakvnw)
+//   up     q = q latent -> NH (Nd + P) (mlaqw; without compression x -> NH (Nd + P)),
+//          kv = kv latent -> NH (Nd + Vd) ([k_nope | v] per head, mlakvw)
+//   RoPE   on the last P rows of each query head and on k_pe, which every head's key shares:
+//          key head h = [k_nope_h | k_pe], query head h = [q_nope_h | q_pe_h] (rotate-half pairing;
+//          HF's rope_interleave and Megatron's mla_rotary_interleaved pair the rows differently: a
+//          fixed permutation of the weights' columns, the same model)
+//   scores over Nd + P per head, scaled by mscale^2 / sqrt(Nd + P) (Megatron's softmax_scale with
+//          YaRN's mscale_all_dim; 1 without YaRN), values of Vd per head, the output (NH Vd, C).
+// Pre-norm decoders with rotary positions and no linear biases only (refused otherwise by name).
+struct MlaConfig {
+    int q_lora_rank = 0;    // Q; 0: the plain q projection
+    int kv_lora_rank = 0;   // R; 0: not MLA
+    int qk_nope_head_dim = 0;  // Nd
+    int qk_rope_head_dim = 0;  // P
+    int v_head_dim = 0;        // Vd
+    double softmax_mscale = 1; // the scores' extra factor (YaRN: mscale^2)
+    bool enabled() const { return kv_lora_rank > 0; }
+    int qkHeadDim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+    // The down projection's output rows: [Q | R | P] (Q = 0: [R | P]).
+    int downRows() const { return q_lora_rank + kv_lora_rank + qk_rope_head_dim; }
+    bool operator==(const MlaConfig&) const = default;
+};
+
 struct ModelConfig {
     int layers = 0;   // L
     int hidden = 0;   // C
@@ -133,8 +163,11 @@ struct ModelConfig {
     bool masked_lm = false;       // the masked-LM objective (its head), not next-token prediction
     bool pooler = false;          // pooler + next-sentence head (needs masked_lm)
     MoeConfig moe{};              // mixture of experts (see the header comment)
+    MlaConfig mla{};              // multi-head latent attention in place of the qkv projection
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+    // The attention output's width (the output projection's input): heads x v_head_dim with MLA.
+    int valueDim() const { return mla.enabled() ? heads * mla.v_head_dim : qDim(); }
     int headDim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
     int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
     int qDim() const { return heads * headDim(); }
@@ -210,6 +243,11 @@ enum class TensorRole {
     ExpertOutWeight,             // E blocks (Fe, C)
     SharedInWeight,              // (C, Fs) or (C, 2 Fs): every shared expert's columns, [gate | up]
     SharedOutWeight,             // (Fs, C)
+    // Multi-head latent attention (MlaConfig), in place of qkvw:
+    MlaDownWeight,               // (C, Q + R + P): [q latent | kv latent | k_pe] (Q = 0: (C, R + P))
+    MlaNormWeight, MlaNormBias,  // the q latent's norm (Q) when Q > 0, then the kv latent's (R)
+    MlaQUpWeight,                // (Q, NH (Nd + P)), or (C, NH (Nd + P)) when Q = 0: per head [nope | rope]
+    MlaKvUpWeight,               // (R, NH (Nd + Vd)): per head [k_nope | v]
 };
 // Whether a tensor is a routed expert's (reduced over the expert-data-parallel group).
 inline bool expertTensor(TensorRole r) { return r == TensorRole::ExpertInWeight || r == TensorRole::ExpertOutWeight; }
@@ -225,7 +263,7 @@ struct ParameterTensor {
 
 // The full model's parameter table, in the flat buffer's order: wte, wpe (learned
 // positions), [wtt] [embnw embnb] (token types, embedding norm), per layer ln1w [ln1b]
-// qkvw [qkvb] [qknw [qknb]] attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
+// qkvw [qkvb] [qknw [qknb]] (MLA: mladw [mlaqnw [mlaqnb]] mlakvnw [mlakvnb] mlaqw mlakvw) attprojw [attprojb] ln2w [ln2b] fcw [fcb] fcprojw [fcprojb] (bracketed:
 // LayerNorm biases, linear biases; an MoE layer has router [expbias] expin expout [shin shout]
 // in place of fcw .. fcprojb), then lnfw [lnfb] (pre-norm only), [poolw poolb]
 // [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence

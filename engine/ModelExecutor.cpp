@@ -83,14 +83,14 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
             add("ep", s(ep) + " does not divide the " + s(c.moe.experts) + " experts");
         if (c.expertFfn() % l.expertTensorParallel() != 0)
             add("etp", s(l.expertTensorParallel()) + " does not divide the expert size " + s(c.expertFfn()));
+        if (c.sharedFfn() % l.tp != 0)
+            add("tp", s(l.tp) + " does not divide the shared experts' " + s(c.sharedFfn()) +
+                          " columns (split over tp as Megatron-LM's SharedExpertMLP)");
         if (l.tp > 1 && !l.sequence_parallel)
             add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
         if (l.zero_stage > 0)
             add("zero", "ZeRO over the expert parameters (Megatron's distributed optimizer over the expert-data-"
                         "parallel group) is not executed by the engine yet: zero=0");
-        if (l.recompute == Recompute::Full)
-            add("recompute", "full recomputation of MoE layers (the token dispatch again in the backward) is not "
-                             "executed by the engine yet: none or selective");
     } else if (l.ep > 1) {
         add("ep", s(l.ep) + ": expert parallelism needs a model with experts");
     }
@@ -150,6 +150,7 @@ struct ModelExecutor<T>::Layer {
     T *qknw, *qknb;  // QK-norm (2 hd each): [q's | k's]
     T *nxw, *nxb, *cqw, *ckvw, *cpw;  // a T5 decoder layer's cross-attention (norm, q, [k | v], projection)
     T *router, *expbias, *ein, *eout, *sin, *sout;  // an MoE layer's block (this ep rank's experts)
+    T *mdw, *mqnw, *mqnb, *mkvnw, *mkvnb, *mqw, *mkvw;  // MLA: down, latent norms, q and kv up
 };
 
 template <class T>
@@ -161,6 +162,9 @@ struct ModelExecutor<T>::Acts {
     // A T5 decoder layer's cross-attention: its norm's output lnx and statistics, q (qdt, Nm),
     // [k | v] of the encoder output (2 kvdt, Nm), probabilities, output (qdt, Nm), residual resx (C, Ns).
     T *lnx, *cq, *ckv, *catt, *catty, *resx, *nxmean, *nxrstd;
+    // MLA: the down product's output (mDown, Ns) [q latent | kv latent | k_pe], the latent norms'
+    // outputs (Q, Ns) and (R, Ns) with their statistics; qkv holds the assembled [q | k | v].
+    T *mdown, *mqn, *mkvn, *mqmean, *mqrstd, *mkvmean, *mkvrstd;
 };
 
 // One (micro-batch, chunk) in flight: its saved activations and tokens.
@@ -194,6 +198,10 @@ struct ModelExecutor<T>::Work {
     T *encFull = nullptr, *dencFull = nullptr;  // T5: the gathered encoder output (SP), its gradient (C, Nm)
     T* dpost;     // (C, Ns): post-norm's and the encoder head's norm gradients (null if none)
     T *dpool, *dpoolIn;  // (C, mb) each: the pooler's gradients (null without one)
+    // MLA: the up products' outputs (and their gradients), the RoPE key (and its gradient), the
+    // gathered latents (SP), the latents' gradients and the down product's output gradient.
+    T *mq = nullptr, *mkv = nullptr, *mpe = nullptr, *mqg = nullptr, *mkvg = nullptr, *mdq = nullptr,
+      *mdkv = nullptr, *mddown = nullptr;
 };
 
 // ---------------------------------------------------------------- construction
@@ -202,7 +210,8 @@ template <class T>
 void ModelExecutor<T>::buildTables()
 {
     const std::vector<ParameterTensor> full = parameterTable(cfg_);
-    const std::int64_t C = C_, r = tpRank_, qd = cfg_.qDim(), kvd = cfg_.kvDim(), F = cfg_.ffn();
+    const std::int64_t C = C_, r = tpRank_, qd = cfg_.qDim(), kvd = cfg_.kvDim(), F = cfg_.ffn(),
+                       vd = cfg_.valueDim();
     const std::int64_t qdt = qdt_, kvdt = kvdt_, Ft = Ft_, Vt = Vt_;
     auto addUnit = [&](std::string name) {
         ShardUnit u;
@@ -230,10 +239,15 @@ void ModelExecutor<T>::buildTables()
                                 f.role == TensorRole::CrossNormWeight || f.role == TensorRole::CrossNormBias ||
                                 f.role == TensorRole::MlmDenseWeight || f.role == TensorRole::MlmDenseBias)) ||
                        (tp_ > 1 && (f.role == TensorRole::QkNormWeight || f.role == TensorRole::QkNormBias)) ||
-                       // The router and the shared experts ran on this rank's token shard (Megatron marks
-                       // the router weight sequence_parallel, router.py reset_parameters @ d98e8a64).
-                       (sp_ && (f.role == TensorRole::RouterWeight || f.role == TensorRole::SharedInWeight ||
-                                f.role == TensorRole::SharedOutWeight));
+                       // The router ran on this rank's token shard (Megatron marks the router weight
+                       // sequence_parallel, router.py reset_parameters @ d98e8a64); the shared experts
+                       // are split over tp (SharedExpertMLP), their gradients whole.
+                       (sp_ && f.role == TensorRole::RouterWeight) ||
+                       // MLA's down product and latent norms run on the token shard, duplicated over tp
+                       // (Megatron's 'duplicated' TELinear marks its weight sequence_parallel,
+                       // megatron/core/extensions/transformer_engine.py @ d98e8a64).
+                       (sp_ && (f.role == TensorRole::MlaDownWeight || f.role == TensorRole::MlaNormWeight ||
+                                f.role == TensorRole::MlaNormBias));
         t.expert = expertTensor(f.role);
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
@@ -358,7 +372,7 @@ void ModelExecutor<T>::buildTables()
     // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
     firstLayerUnit_ = int(units_.size());
     for (int k = 0; k < Ls_; ++k) {
-        const int l = chunks_ == 1 ? firstLayer_ + k : ((k / Lc_) * stages_ + stage_) * Lc_ + k % Lc_;
+        const int l = modelLayerOf(k);
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         addUnit(name);
@@ -386,11 +400,21 @@ void ModelExecutor<T>::buildTables()
                 addTensor(f, 2 * kvdt * C, tp_ == 1, runs);
                 break;
             case TensorRole::CrossProjWeight:
-            case TensorRole::AttnProjWeight:  // input rows [r qdt, ...) of every output column
+            case TensorRole::AttnProjWeight: {  // input rows [r qdt, ...) of every output column
+                const std::int64_t in = f.role == TensorRole::AttnProjWeight ? vd : qd;
                 for (std::int64_t j = 0; j < C; ++j)
-                    runs.push_back({f.offset + j * qd + r * qdt, j * qdt, qdt});
+                    runs.push_back({f.offset + j * in + r * qdt, j * qdt, qdt});
                 addTensor(f, qdt * C, tp_ == 1, runs);
                 break;
+            }
+            case TensorRole::MlaQUpWeight:   // MLA's up products: the columns of this rank's heads
+            case TensorRole::MlaKvUpWeight: {
+                const std::int64_t inRows = f.role == TensorRole::MlaQUpWeight ? mQin_ : mR_;
+                const std::int64_t cols = f.role == TensorRole::MlaQUpWeight ? mQup_ : mKvup_;
+                runs.push_back({f.offset + r * cols * inRows, 0, cols * inRows});
+                addTensor(f, cols * inRows, tp_ == 1, runs);
+                break;
+            }
             case TensorRole::MlpInWeight:  // columns [r Ft, ...) of the gate and of up
             case TensorRole::MlpInBias: {
                 const std::int64_t rows = f.role == TensorRole::MlpInWeight ? C : 1;
@@ -405,6 +429,23 @@ void ModelExecutor<T>::buildTables()
                     runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
                 addTensor(f, Ft * C, tp_ == 1, runs);
                 break;
+            // The shared experts, a tp-split MLP (Megatron's SharedExpertMLP): columns [r Fst, ...)
+            // of gate and of up, the matching rows of the output.
+            case TensorRole::SharedInWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                runs.push_back({f.offset + r * Fst * C, 0, Fst * C});
+                if (cfg_.gated())
+                    runs.push_back({f.offset + (Fs + r * Fst) * C, Fst * C, Fst * C});
+                addTensor(f, std::int64_t(runs.size()) * Fst * C, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::SharedOutWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * Fs + r * Fst, j * Fst, Fst});
+                addTensor(f, Fst * C, tp_ == 1, runs);
+                break;
+            }
             case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...), each's etp slice:
             case TensorRole::ExpertOutWeight: {  // W_in's columns of gate and up, W_out's matching rows
                 const std::int64_t Fe = cfg_.expertFfn(), Fl = Fe / etp_, gate = cfg_.gated() ? 2 : 1, t = etpRank_;
@@ -507,12 +548,28 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     hd_ = cfg_.headDim();
     NHt_ = cfg_.heads / tp_;
     NKVt_ = cfg_.kvHeads() / tp_;
-    qdt_ = NHt_ * hd_;
+    mla_ = cfg_.mla.enabled();
+    const int vd = mla_ ? cfg_.mla.v_head_dim : hd_;
+    qdt_ = NHt_ * vd;
     kvdt_ = NKVt_ * hd_;
+    qRows_ = std::int64_t(NHt_) * hd_;
+    kvRows_ = kvdt_ + std::int64_t(NKVt_) * vd;
+    if (mla_) {
+        const MlaConfig& a = cfg_.mla;
+        mQ_ = a.q_lora_rank;
+        mR_ = a.kv_lora_rank;
+        mP_ = a.qk_rope_head_dim;
+        mN_ = a.qk_nope_head_dim;
+        mV_ = a.v_head_dim;
+        mDown_ = a.downRows();
+        mQin_ = mQ_ > 0 ? mQ_ : cfg_.hidden;
+        mQup_ = std::int64_t(NHt_) * (mN_ + mP_);
+        mKvup_ = std::int64_t(NHt_) * (mN_ + mV_);
+    }
     Ft_ = cfg_.ffn() / tp_;
     Fin_ = cfg_.gated() ? 2 * Ft_ : Ft_;
     Vt_ = V_ / tp_;
-    qkvRows_ = std::int64_t(qdt_) + 2 * kvdt_;
+    qkvRows_ = qRows_ + kvRows_;
     mb_ = opts_.micro_batch;
     Tl_ = T_ / cp_;
     Nm_ = std::int64_t(mb_) * Tl_;
@@ -574,9 +631,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         par.ep_rank = epRank_;
         par.etp = groups_.etp;
         par.etp_rank = etpRank_;
+        par.tpep = groups_.tpep;
         if (sp_) {  // the micro-batch's tokens are split over tp (sequence parallel) and cp
             par.token_groups[0] = groups_.tp;
             par.token_ranks[0] = tpRank_;
+            par.shared_tp = groups_.tp;  // the shared experts split over tp (SharedExpertMLP)
+            par.shared_tp_rank = tpRank_;
         }
         if (cp_ > 1) {
             par.token_groups[1] = groups_.cp;
@@ -604,12 +664,21 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
                                 double(S_) * (master ? 12 : 8), size_t((master ? 3 : 2) * S_), hb);
     // Recomputation scratch, shared by the micro-batches: tensors (e bytes) and statistics (4).
     std::int64_t scratchTensors = 0, scratchStats = 0;
+    // Whether this stage has a layer with the dense MLP (an MoE layer keeps its own set: MoeSaved).
+    denseMlpHere_ = false;
+    for (int k = 0; k < Ls_; ++k)
+        denseMlpHere_ |= !cfg_.moeLayer(modelLayerOf(k));
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
-        scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm + std::int64_t(Fin_ + Ft_) * Nm;
+        scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm +
+                         (denseMlpHere_ ? std::int64_t(Fin_ + Ft_) * Nm : 0);
         scratchStats = 2 * normStats;
         if (cfg_.qk_norm) {  // the q and k rows before QK-norm, its statistics per (head, token)
             scratchTensors += std::int64_t(qdt_ + kvdt_) * Nm;
             scratchStats += (cfg_.layerNorm() ? 2 : 1) * std::int64_t(NHt_ + NKVt_) * Nm;
+        }
+        if (mla_) {  // MLA's latents and their norms' statistics
+            scratchTensors += std::int64_t(mDown_ + mQ_ + mR_) * Ns;
+            scratchStats += (mQ_ > 0 ? 2 : 1) * (cfg_.layerNorm() ? 2 : 1) * Ns;
         }
     } else if (recompute_ == Recompute::Selective) {
         scratchTensors = att;
@@ -627,15 +696,21 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
     // Ring attention: two messages [K V | dK dV] (4 kvdt, Nm), a block's partial output, the
     // running, per-step and backward softmax statistics.
-    const std::int64_t kvBlock = 2 * std::int64_t(kvdt_) * Nm, cols = std::int64_t(NHt_) * Nm;
+    const std::int64_t kvBlock = kvRows_ * Nm, cols = std::int64_t(NHt_) * Nm;
     const std::int64_t ring = cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
     const std::int64_t t5 = encDec_ ? (sp_ ? 2 : 1) * C * Nm : 0;  // encFull (SP), dencFull
     // BERT: a norm gradient buffer (post-norm layers, the embedding norm, the masked-LM transform)
     // and the pooler's two gradients.
     const bool dpost = cfg_.post_norm || cfg_.embedding_norm || cfg_.masked_lm;
     const std::int64_t encoder = (dpost ? C * Ns : 0) + (cfg_.pooler ? 2 * C * mb_ : 0);
+    // MLA: the up products' outputs, the RoPE key, the gathered latents (SP), their gradients
+    // and the down product's output gradient.
+    const std::int64_t mlaWork =
+        mla_ ? (mQup_ + mKvup_ + mP_) * Nm + (sp_ ? std::int64_t(mQ_ + mR_) * Nm : 0) + std::int64_t(mQ_ + mR_) * Nm +
+                   std::int64_t(mDown_) * Ns
+             : 0;
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5 + encoder;
+                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5 + encoder + mlaWork;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -652,6 +727,16 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     ws_->dpost = dpost ? w.take(C * Ns) : nullptr;
     ws_->dpool = cfg_.pooler ? w.take(C * mb_) : nullptr;
     ws_->dpoolIn = cfg_.pooler ? w.take(C * mb_) : nullptr;
+    if (mla_) {
+        ws_->mq = w.take(mQup_ * Nm);
+        ws_->mkv = w.take(mKvup_ * Nm);
+        ws_->mpe = w.take(std::int64_t(mP_) * Nm);
+        ws_->mqg = sp_ && mQ_ > 0 ? w.take(std::int64_t(mQ_) * Nm) : nullptr;
+        ws_->mkvg = sp_ ? w.take(std::int64_t(mR_) * Nm) : nullptr;
+        ws_->mdq = mQ_ > 0 ? w.take(std::int64_t(mQ_) * Nm) : nullptr;
+        ws_->mdkv = w.take(std::int64_t(mR_) * Nm);
+        ws_->mddown = w.take(std::int64_t(mDown_) * Ns);
+    }
     if (cp_ > 1) {
         ring_.msg[0] = w.take(2 * kvBlock);
         ring_.msg[1] = w.take(2 * kvBlock);
@@ -744,6 +829,12 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
         case TensorRole::ExpertOutWeight: y.eout = p; break;
         case TensorRole::SharedInWeight: y.sin = p; break;
         case TensorRole::SharedOutWeight: y.sout = p; break;
+        // MLA: with q compression the first latent norm is the q latent's, the second the kv latent's.
+        case TensorRole::MlaDownWeight: y.mdw = p; break;
+        case TensorRole::MlaNormWeight: (mQ_ > 0 && !y.mqnw ? y.mqnw : y.mkvnw) = p; break;
+        case TensorRole::MlaNormBias: (mQ_ > 0 && !y.mqnb ? y.mqnb : y.mkvnb) = p; break;
+        case TensorRole::MlaQUpWeight: y.mqw = p; break;
+        case TensorRole::MlaKvUpWeight: y.mkvw = p; break;
         default: break;
         }
     }
@@ -853,24 +944,36 @@ void ModelExecutor<T>::forEachGradRange(F&& fn, bool whole)
 template <class T>
 const T* ModelExecutor<T>::gatherTokens(const T* shard, T* full)
 {
-    if (!sp_)
-        return shard;
-    const std::int64_t n = std::int64_t(C_) * Ns_;
-    std::copy_n(shard, n, full + tpRank_ * n);
-    groups_.tp->allGather(tpRank_, full, size_t(C_ * Nm_), e_);
-    return full;
+    return gatherRows(shard, C_, full);
 }
 
 template <class T>
 T* ModelExecutor<T>::reduceTokens(T* partial)
 {
+    return reduceRows(partial, C_);
+}
+
+template <class T>
+const T* ModelExecutor<T>::gatherRows(const T* shard, std::int64_t rows, T* full)
+{
+    if (!sp_)
+        return shard;
+    const std::int64_t n = rows * Ns_;
+    std::copy_n(shard, n, full + tpRank_ * n);
+    groups_.tp->allGather(tpRank_, full, size_t(rows * Nm_), e_);
+    return full;
+}
+
+template <class T>
+T* ModelExecutor<T>::reduceRows(T* partial, std::int64_t rows)
+{
     if (tp_ == 1)
         return partial;
     if (sp_) {
-        groups_.tp->reduceScatter(tpRank_, partial, size_t(C_ * Nm_), ReduceOp::Sum, e_);
-        return partial + std::int64_t(tpRank_) * C_ * Ns_;
+        groups_.tp->reduceScatter(tpRank_, partial, size_t(rows * Nm_), ReduceOp::Sum, e_);
+        return partial + std::int64_t(tpRank_) * rows * Ns_;
     }
-    groups_.tp->allReduce(tpRank_, partial, size_t(C_ * Nm_), ReduceOp::Sum, e_);
+    groups_.tp->allReduce(tpRank_, partial, size_t(rows * Nm_), ReduceOp::Sum, e_);
     return partial;
 }
 
@@ -917,7 +1020,12 @@ template <class T>
 int ModelExecutor<T>::modelLayer(const Slot& s, int k) const
 {
     // Local layer j Lc + i of chunk j is the model's layer (j pp + stage) Lc + i (the units' order).
-    const int local = s.chunk * Lc_ + k;
+    return modelLayerOf(s.chunk * Lc_ + k);
+}
+
+template <class T>
+int ModelExecutor<T>::modelLayerOf(int local) const
+{
     return chunks_ == 1 ? firstLayer_ + local : ((local / Lc_) * stages_ + stage_) * Lc_ + local % Lc_;
 }
 
@@ -926,6 +1034,10 @@ AttentionShape ModelExecutor<T>::selfAttentionShape(const Slot& s, int k) const
 {
     AttentionShape shape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal};
     shape.window = cfg_.windowOf(modelLayer(s, k));  // the band on a sliding layer
+    if (mla_) {  // MLA: values of v_head_dim, scores scaled by mscale^2 / sqrt(qk head size)
+        shape.vd = mV_;
+        shape.scale = cfg_.mla.softmax_mscale / std::sqrt(double(hd_));
+    }
     return shape;
 }
 
@@ -967,12 +1079,16 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     const T* x = layerInput(s, k);
 
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
-    k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
-    if (cfg_.qk_norm)
-        k_.qkNormForward(cfg_.norm, a.qkv, a.qkpre, a.qkmean, a.qkrstd, w.qknw, w.qknb, qkvRows_, NHt_, NKVt_, hd_, Nm,
-                         cfg_.norm_eps);
-    if (!cfg_.learnedPositions())
-        k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    if (mla_) {
+        mlaAttentionForward(a, w);
+    } else {
+        k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
+        if (cfg_.qk_norm)
+            k_.qkNormForward(cfg_.norm, a.qkv, a.qkpre, a.qkmean, a.qkrstd, w.qknw, w.qknb, qkvRows_, NHt_, NKVt_, hd_,
+                             Nm, cfg_.norm_eps);
+        if (!cfg_.learnedPositions())
+            k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
+    }
     attentionCore(a, s);
     rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
 
@@ -981,12 +1097,23 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         // The MoE block on this rank's tokens (the token shard under sp: Megatron's MoELayer input),
         // complete per token: no tensor-parallel reduction after it.
         MoeSaved<T>& saved = s.moe[size_t(k)];
-        moeAux_ += moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
-        for (size_t e = 0; e < routed_.size(); ++e)
-            routed_[e] += saved.kept[e];
-        mbCopies_ += saved.gathered;
-        dropped_ += saved.dropped;
+        const double aux =
+            moe_->forward(saved, ws_->partial, a.ln2, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
+        // Full recomputation: the block again in the backward (the dispatch and combine too, as
+        // Megatron-LM's recomputed MoE layer does), the same routing; counted once, and the first
+        // forward's saved set not kept (only the layer input is).
+        if (!recomputing_) {
+            moeAux_ += aux;
+            for (size_t e = 0; e < routed_.size(); ++e)
+                routed_[e] += saved.kept[e];
+            mbCopies_ += saved.gathered;
+            dropped_ += saved.dropped;
+        }
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
+        if (recomputes(k) && !recomputing_) {
+            saved.buffer.release();
+            saved.routing.release();
+        }
         releaseWeights(unit);
         return;
     }
@@ -1151,11 +1278,16 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         shared.ln1 = sten.take(C * Ns);
         shared.qkv = sten.take(qkvRows_ * Nm);
         shared.qkpre = cfg_.qk_norm ? sten.take(qkNormed) : nullptr;
+        if (mla_) {
+            shared.mdown = sten.take(std::int64_t(mDown_) * Ns);
+            shared.mqn = mQ_ > 0 ? sten.take(std::int64_t(mQ_) * Ns) : nullptr;
+            shared.mkvn = sten.take(std::int64_t(mR_) * Ns);
+        }
         shared.atty = sten.take(std::int64_t(qdt_) * Nm);
         shared.res2 = sten.take(C * Ns);
         shared.ln2 = sten.take(C * Ns);
-        shared.fch = sten.take(std::int64_t(Fin_) * Nm);
-        shared.fchg = sten.take(std::int64_t(Ft_) * Nm);
+        shared.fch = denseMlpHere_ ? sten.take(std::int64_t(Fin_) * Nm) : nullptr;
+        shared.fchg = denseMlpHere_ ? sten.take(std::int64_t(Ft_) * Nm) : nullptr;
         if (encDec_) {
             shared.lnx = sten.take(C * Ns);
             shared.cq = sten.take(std::int64_t(qdt_) * Nm);
@@ -1178,6 +1310,11 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.ln1 = ten.take(C * Ns);
         a.qkv = ten.take(qkvRows_ * Nm);
         a.qkpre = cfg_.qk_norm ? ten.take(qkNormed) : nullptr;
+        if (mla_) {  // the down product's output and the latent norms' outputs (Megatron keeps them so)
+            a.mdown = ten.take(std::int64_t(mDown_) * Ns);
+            a.mqn = mQ_ > 0 ? ten.take(std::int64_t(mQ_) * Ns) : nullptr;
+            a.mkvn = ten.take(std::int64_t(mR_) * Ns);
+        }
         a.att = selective ? shared.att : ten.take(att);
         a.atty = ten.take(std::int64_t(qdt_) * Nm);
         a.res2 = ten.take(C * Ns);
@@ -1229,6 +1366,12 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sharedStats.n2rstd = sst.take(Ns);
         sharedStats.qkmean = cfg_.qk_norm && ln ? sst.take(qkHeads) : nullptr;
         sharedStats.qkrstd = cfg_.qk_norm ? sst.take(qkHeads) : nullptr;
+        if (mla_) {
+            sharedStats.mqmean = mQ_ > 0 && ln ? sst.take(Ns) : nullptr;
+            sharedStats.mqrstd = mQ_ > 0 ? sst.take(Ns) : nullptr;
+            sharedStats.mkvmean = ln ? sst.take(Ns) : nullptr;
+            sharedStats.mkvrstd = sst.take(Ns);
+        }
         if (encDec_) {
             sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
             sharedStats.nxrstd = sst.take(Ns);
@@ -1245,6 +1388,10 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.qkrstd = sharedStats.qkrstd;
             a.nxmean = sharedStats.nxmean;
             a.nxrstd = sharedStats.nxrstd;
+            a.mqmean = sharedStats.mqmean;
+            a.mqrstd = sharedStats.mqrstd;
+            a.mkvmean = sharedStats.mkvmean;
+            a.mkvrstd = sharedStats.mkvrstd;
             continue;
         }
         a.n1mean = ln ? st.take(Ns) : nullptr;
@@ -1253,6 +1400,12 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         a.n2rstd = st.take(Ns);
         a.qkmean = cfg_.qk_norm && ln ? st.take(qkHeads) : nullptr;
         a.qkrstd = cfg_.qk_norm ? st.take(qkHeads) : nullptr;
+        if (mla_) {
+            a.mqmean = mQ_ > 0 && ln ? st.take(Ns) : nullptr;
+            a.mqrstd = mQ_ > 0 ? st.take(Ns) : nullptr;
+            a.mkvmean = ln ? st.take(Ns) : nullptr;
+            a.mkvrstd = st.take(Ns);
+        }
     }
     for (int k = Lenc_; encDec_ && !full && k < Lc_; ++k) {
         s.layers[size_t(k)].nxmean = ln ? st.take(Ns) : nullptr;
@@ -1378,14 +1531,18 @@ void ModelExecutor<T>::ringRecv(T* data, std::int64_t count)
 template <class T>
 void ModelExecutor<T>::ringAttentionForward(const Acts& a)
 {
-    const std::int64_t Nm = Nm_, kv = 2 * std::int64_t(kvdt_) * Nm;
-    const AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    const std::int64_t Nm = Nm_, kv = kvRows_ * Nm;
+    AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    if (mla_) {
+        s.vd = mV_;
+        s.scale = cfg_.mla.softmax_mscale / std::sqrt(double(hd_));
+    }
     const std::int64_t cols = s.probColumns();
     const int* qpos = cpPositions_[size_t(cpRank_)].data();
     T* cur = ring_.msg[0];
     T* next = ring_.msg[1];
     for (std::int64_t n = 0; n < Nm; ++n)
-        std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, cur + n * 2 * kvdt_);
+        std::copy_n(a.qkv + n * qkvRows_ + qRows_, kvRows_, cur + n * kvRows_);
     k_.chargeCopy(kv);
     for (int i = 0; i < cp_; ++i) {
         const int owner = (cpRank_ - i + cp_) % cp_;
@@ -1417,14 +1574,18 @@ void ModelExecutor<T>::ringAttentionForward(const Acts& a)
 template <class T>
 void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
 {
-    const std::int64_t Nm = Nm_, kv = 2 * std::int64_t(kvdt_) * Nm;
-    const AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    const std::int64_t Nm = Nm_, kv = kvRows_ * Nm;
+    AttentionShape s{mb_, Tl_, Tl_, NHt_, NKVt_, hd_, cfg_.causal};
+    if (mla_) {
+        s.vd = mV_;
+        s.scale = cfg_.mla.softmax_mscale / std::sqrt(double(hd_));
+    }
     T* dqkv = ws_->dqkv;
     std::fill(dqkv, dqkv + qkvRows_ * Nm, T(0));
     k_.ringAttentionDelta(ring_.delta, ws_->datty, a.atty, s);
     auto pack = [&](T* block) {
         for (std::int64_t n = 0; n < Nm; ++n)
-            std::copy_n(a.qkv + n * qkvRows_ + qdt_, 2 * kvdt_, block + n * 2 * kvdt_);
+            std::copy_n(a.qkv + n * qkvRows_ + qRows_, kvRows_, block + n * kvRows_);
         k_.chargeCopy(kv);
     };
     T* cur = ring_.msg[0];
@@ -1454,7 +1615,7 @@ void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
     pack(own);
     k_.ringAttentionBackward(dqkv, own + kv, ws_->datt, ws_->datty, a.att, T_, 0, ring_.delta, a.qkv, own, s);
     for (std::int64_t n = 0; n < Nm; ++n)
-        std::copy_n(own + kv + n * 2 * kvdt_, 2 * kvdt_, dqkv + n * qkvRows_ + qdt_);
+        std::copy_n(own + kv + n * kvRows_, kvRows_, dqkv + n * qkvRows_ + qRows_);
     k_.chargeCopy(kv);
     k_.round(dqkv, qkvRows_ * Nm);
 }
@@ -1477,10 +1638,13 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
-    if (recomputes(k))
+    if (recomputes(k)) {
+        recomputing_ = true;
         layerForward(k, s);
-    else if (recompute_ == Recompute::Selective)
+        recomputing_ = false;
+    } else if (recompute_ == Recompute::Selective) {
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
+    }
     const Layer d = bind(acquireGrads(unit), unit);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
 
@@ -1507,6 +1671,12 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         ringAttentionBackward(a);
     else
         k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
+    if (mla_) {
+        mlaAttentionBackward(a, w, d, x);
+        releaseGrads(unit);
+        releaseWeights(unit);
+        return;
+    }
     if (!cfg_.learnedPositions())
         k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     if (cfg_.qk_norm)  // (datty, read by the attention's backward, is free again: the scratch)
@@ -1516,6 +1686,84 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, reduceTokens(ws_->partial), x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
     releaseGrads(unit);
     releaseWeights(unit);
+}
+
+// ---------------------------------------------------------------- multi-head latent attention
+//
+// MlaConfig's block (ModelConfig.h) under tp and sp as Megatron-LM lays it out (NVIDIA/Megatron-LM
+// @ d98e8a64, megatron/core/transformer/multi_latent_attention.py): the down product and the latent
+// norms 'duplicated' on every tp rank and run on the rank's tokens (its token shard under sp: their
+// gradients then partial, summed in the sp all-reduce); the up products column-parallel over the
+// heads (their inputs all-gathered under sp, again in backward for the weight gradients, their
+// input gradients reduce-scattered, or all-reduced without sp); the RoPE key gathered under sp
+// (gather_from_sequence_parallel_region) and its gradient, summed over this rank's heads, reduced
+// over tp likewise; the output projection row-parallel. (Without sp Megatron at d98e8a64 does not
+// reduce the RoPE key's gradient over tp, NVIDIA/Megatron-LM issue #1699 / pull request #6839: here
+// it is all-reduced, so every layout computes the single device's gradient.)
+// Saved for backward (what Megatron's autograd keeps): the down product's output (the norms'
+// inputs and the RoPE key before rotation), the latent norms' outputs and statistics, the
+// assembled q, k, v after RoPE and the attention output; the up products' outputs and the
+// gathered latents are transient.
+
+template <class T>
+void ModelExecutor<T>::mlaAttentionForward(const Acts& a, const Layer& w)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, D = mDown_, Q = mQ_, R = mR_, P = mP_;
+    const double eps = cfg_.norm_eps;
+    k_.matmulForward(a.mdown, a.ln1, w.mdw, nullptr, nullptr, C, D, Ns);
+    if (Q > 0)
+        k_.normForward(cfg_.norm, a.mqn, a.mqmean, a.mqrstd, a.mdown, w.mqnw, w.mqnb, Q, Ns, eps, D);
+    k_.normForward(cfg_.norm, a.mkvn, a.mkvmean, a.mkvrstd, a.mdown + Q, w.mkvnw, w.mkvnb, R, Ns, eps, D);
+    const T* qIn = Q > 0 ? gatherRows(a.mqn, Q, ws_->mqg) : gatherTokens(a.ln1, ws_->gath);
+    k_.matmulForward(ws_->mq, qIn, w.mqw, nullptr, nullptr, mQin_, mQup_, Nm);
+    k_.matmulForward(ws_->mkv, gatherRows(a.mkvn, R, ws_->mkvg), w.mkvw, nullptr, nullptr, R, mKvup_, Nm);
+    // The RoPE key: this rank's tokens' rows of the down product, gathered under sp, rotated once.
+    T* pe = ws_->mpe + (sp_ ? std::int64_t(tpRank_) * P * Ns : 0);
+    for (std::int64_t n = 0; n < Ns; ++n)
+        std::copy_n(a.mdown + n * D + Q + R, P, pe + n * P);
+    k_.chargeCopy(P * Ns);
+    if (sp_)
+        groups_.tp->allGather(tpRank_, ws_->mpe, size_t(P * Nm), e_);
+    for (int h = 0; h < NHt_; ++h)
+        k_.ropeForward(ws_->mq, mQup_, std::int64_t(h) * hd_ + mN_, 1, mP_, positions_.data(), Nm, cfg_.rope_base);
+    k_.ropeForward(ws_->mpe, P, 0, 1, mP_, positions_.data(), Nm, cfg_.rope_base);
+    k_.mlaAssemble(a.qkv, ws_->mq, ws_->mkv, ws_->mpe, NHt_, mN_, mP_, mV_, Nm);
+}
+
+// From dqkv (the attention's input gradient) to d ln1 (C, Ns), which the caller's norm takes.
+template <class T>
+void ModelExecutor<T>::mlaAttentionBackward(const Acts& a, const Layer& w, const Layer& d, const T* x)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, D = mDown_, Q = mQ_, R = mR_, P = mP_;
+    k_.mlaDisassemble(ws_->mq, ws_->mkv, ws_->mpe, ws_->dqkv, NHt_, mN_, mP_, mV_, Nm);
+    for (int h = 0; h < NHt_; ++h)
+        k_.ropeBackward(ws_->mq, mQup_, std::int64_t(h) * hd_ + mN_, 1, mP_, positions_.data(), Nm, cfg_.rope_base);
+    k_.ropeBackward(ws_->mpe, P, 0, 1, mP_, positions_.data(), Nm, cfg_.rope_base);
+    // The up products' backward on the gathered latents (gathered again: only the shards are kept).
+    T* dqIn = Q > 0 ? ws_->mdq : ws_->partial;
+    const T* qIn = Q > 0 ? gatherRows(a.mqn, Q, ws_->mqg) : gatherTokens(a.ln1, ws_->gath);
+    k_.matmulBackward(dqIn, d.mqw, nullptr, ws_->mq, qIn, w.mqw, mQin_, mQup_, Nm);
+    k_.matmulBackward(ws_->mdkv, d.mkvw, nullptr, ws_->mkv, gatherRows(a.mkvn, R, ws_->mkvg), w.mkvw, R, mKvup_, Nm);
+    // Partial sums over this rank's heads: reduced over tp (to the token shard under sp).
+    const T* dkvn = reduceRows(ws_->mdkv, R);
+    const T* dpe = reduceRows(ws_->mpe, P);
+    T* ddown = ws_->mddown;  // (D, Ns): the norms add their input gradients into it
+    k_.zero(ddown, D * Ns);
+    for (std::int64_t n = 0; n < Ns; ++n)
+        std::copy_n(dpe + n * P, P, ddown + n * D + Q + R);
+    k_.chargeCopy(P * Ns);
+    k_.normBackward(cfg_.norm, ddown + Q, d.mkvnw, d.mkvnb, dkvn, a.mdown + Q, w.mkvnw, a.mkvmean, a.mkvrstd, R, Ns, D);
+    T* dln1 = ws_->partial;
+    if (Q > 0) {
+        const T* dqn = reduceRows(ws_->mdq, Q);
+        k_.normBackward(cfg_.norm, ddown, d.mqnw, d.mqnb, dqn, a.mdown, w.mqnw, a.mqmean, a.mqrstd, Q, Ns, D);
+        k_.matmulBackward(dln1, d.mdw, nullptr, ddown, a.ln1, w.mdw, C, D, Ns);
+    } else {
+        // The q projection's input gradient (partial over tp) reduced first, the down product's added to it.
+        dln1 = reduceTokens(ws_->partial);
+        k_.matmulBackward(dln1, d.mdw, nullptr, ddown, a.ln1, w.mdw, C, D, Ns, true);
+    }
+    k_.normBackward(cfg_.norm, ws_->dres, d.n1w, d.n1b, dln1, x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
 }
 
 template <class T>

@@ -16,6 +16,11 @@
 //   T5: crossqw, crosskvw          columns of this rank's q heads, and kv heads of k and of v
 //       crossprojw                 the matching input rows (row split)
 //       enc.relb, dec.relb         this rank's heads' rows of each (heads, buckets) bias table
+//   MLA (ModelConfig.h's MlaConfig, Megatron-LM's MLASelfAttention layout):
+//       mladw, mlaqnw, mlakvnw     whole on every rank ('duplicated'), run on its tokens (the token
+//                                  shard under sp: gradients partial, summed with the SP norms')
+//       mlaqw, mlakvw              the columns of this rank's heads (column split)
+//       attprojw (NH/tp Vd, C)     the matching input rows (row split)
 //   norms, wpe, biases of row-split products: replicated.
 // A row-split product yields a partial sum (C, N): all-reduce over tp (g), or with
 // sequence parallelism (Korthikanti et al. 2022) reduce-scatter into a token shard
@@ -75,13 +80,15 @@
 // reduction after it). Expert parallelism (Megatron-LM's expert grid per stage, Cluster.h):
 // ep rank j holds experts [j E/ep, (j+1) E/ep), each split over the etp group as tp splits an
 // MLP (expin: columns [r Fe/etp, ...) of gate and up; expout: the matching input rows), the
-// router, its correction bias and the shared experts are whole on every
-// device (their gradients partial over tp under sp, as the SP norms'); tokens go to their
+// router and its correction bias are whole on every device (the router's gradient partial over
+// tp under sp, as the SP norms'), the shared experts split over tp as a dense MLP (Megatron-LM's
+// SharedExpertMLP: shin's columns of gate and up, shout's rows; MoeMlp.h); tokens go to their
 // experts and back by all-to-all-v over the ep group. The routed experts' gradients are summed
 // over the expert-data-parallel group (the stage's devices holding the same experts), the rest
-// as before. Not executed (refused by validateShardable, by name): ZeRO, full recomputation of
-// MoE layers.
-// Dimension legend: C hidden, qdt = NH/tp * hd, kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
+// as before. Full recomputation runs a recomputed MoE layer's block again in its backward (the
+// dispatch and combine too), its first forward keeping nothing but the layer input. Not executed
+// (refused by validateShardable, by name): ZeRO.
+// Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
 #pragma once
@@ -252,6 +259,7 @@ private:
     void layerForward(int k, Slot& s);
     void attentionCore(const Acts& a, Slot& s);
     int modelLayer(const Slot& s, int k) const;  // the model's index of the slot's local layer k
+    int modelLayerOf(int local) const;            // ... of local layer `local` (chunk j's are j Lc + i)
     AttentionShape selfAttentionShape(const Slot& s, int k) const;  // a pre-norm layer's, with its window
     void ringAttentionForward(const Acts& a);
     void ringAttentionBackward(const Acts& a);
@@ -294,6 +302,19 @@ private:
     Recompute recompute_ = Recompute::None;
     int C_ = 0, NHt_ = 0, NKVt_ = 0, hd_ = 0, qdt_ = 0, kvdt_ = 0, Ft_ = 0, Fin_ = 0, V_ = 0, Vt_ = 0, T_ = 0,
         mb_ = 0, L_ = 0, Ls_ = 0;
+    // The fused qkv's parts: q rows (NHt hd) and the [k | v] rows (NKVt (hd + vd), vd the value head
+    // size); qdt_ is the attention output's rows (NHt vd).
+    std::int64_t qRows_ = 0, kvRows_ = 0;
+    // Multi-head latent attention (ModelConfig.h's MlaConfig): Q, R, P, Nd, Vd, the down product's
+    // rows, the q up product's input rows (Q, or C without q compression) and its output rows.
+    bool mla_ = false;
+    int mQ_ = 0, mR_ = 0, mP_ = 0, mN_ = 0, mV_ = 0, mDown_ = 0, mQin_ = 0;
+    std::int64_t mQup_ = 0, mKvup_ = 0;
+    void mlaAttentionForward(const Acts& a, const Layer& w);
+    void mlaAttentionBackward(const Acts& a, const Layer& w, const Layer& d, const T* x);
+    // gatherTokens/reduceTokens for a (rows, Ns) shard / (rows, Nm) partial.
+    const T* gatherRows(const T* shard, std::int64_t rows, T* full);
+    T* reduceRows(T* partial, std::int64_t rows);
     int chunks_ = 1, Lc_ = 0;  // v local chunks of Lc layers (Ls = v Lc)
     int firstLayer_ = 0;       // the model layer of local layer 0 (one chunk; uneven splits)
     int blockLayers_ = 0;      // recompute=full, method block: the first N layers of each chunk (0: all)
@@ -363,6 +384,8 @@ private:
     std::unique_ptr<MoeMlp<T>> moe_;
     int epRank_ = 0, edpRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
+    bool recomputing_ = false;  // a full recomputation's forward of a layer, inside its backward
+    bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
     std::int64_t mbCopies_ = 0, peakCopies_ = 0;  // (moePeakCopies)

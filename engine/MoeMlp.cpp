@@ -56,6 +56,71 @@ MoeMlp<T>::MoeMlp(Kernels<T>& kernels, MoeShape shape, MoeParallel parallel) : k
                                     std::to_string(s_.ffn));
     Fl_ = s_.ffn / etp;
     Finl_ = s_.gated() ? 2 * Fl_ : Fl_;
+    stp_ = par_.shared_tp ? par_.shared_tp->size() : 1;
+    if (s_.shared_ffn % stp_ != 0)
+        throw std::invalid_argument("MoeMlp: tp " + std::to_string(stp_) + " does not divide the shared experts' " +
+                                    std::to_string(s_.shared_ffn) + " columns");
+    Fsl_ = s_.shared_ffn / stp_;
+    Fsinl_ = s_.gated() ? 2 * Fsl_ : Fsl_;
+}
+
+template <class T>
+void MoeMlp<T>::sharedForward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N)
+{
+    const std::int64_t C = s_.hidden, Nf = N * stp_;  // Nf: the tp group's tokens
+    const double e = k_.elementBytes();
+    CommGroup* tp = par_.shared_tp;
+    DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(C * Nf * (tp ? 2 : 1)) * e,
+                                                         size_t(C * Nf * (tp ? 2 : 1)), sizeof(T), false);
+    T* out = work.template as<T>();
+    const T* in = x;
+    if (tp) {  // the sequence shards gathered (the column-parallel fc1's input)
+        T* full = out + C * Nf;
+        std::copy_n(x, C * N, full + par_.shared_tp_rank * C * N);
+        tp->allGather(par_.shared_tp_rank, full, size_t(C * Nf), par_.element_bytes);
+        in = full;
+    }
+    k_.matmulForward(s.sharedPre, in, w.shared_in, nullptr, nullptr, C, Fsinl_, Nf);
+    k_.activationForward(s_.mlp, s.sharedAct, s.sharedPre, Fsl_, Nf);
+    k_.matmulForward(out, s.sharedAct, w.shared_out, nullptr, nullptr, Fsl_, C, Nf);
+    const T* mine = out;
+    if (tp) {  // the row-parallel fc2's partial sums, reduce-scattered to the token shard
+        tp->reduceScatter(par_.shared_tp_rank, out, size_t(C * Nf), ReduceOp::Sum, par_.element_bytes);
+        mine = out + par_.shared_tp_rank * C * N;
+    }
+    k_.accumulate(y, mine, C * N);  // + the routed output
+}
+
+template <class T>
+void MoeMlp<T>::sharedBackward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g,
+                               std::int64_t N)
+{
+    const std::int64_t C = s_.hidden, Nf = N * stp_;
+    const double e = k_.elementBytes();
+    CommGroup* tp = par_.shared_tp;
+    const std::int64_t count = Fsl_ * Nf + Fsinl_ * Nf + (tp ? 3 * C * Nf : 0);
+    DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e, size_t(count),
+                                                         sizeof(T), false);
+    Regions<T> r{work.template as<T>()};
+    T* sdact = r.take(Fsl_ * Nf);
+    T* sdpre = r.take(Fsinl_ * Nf);
+    auto gather = [&](const T* shard) -> const T* {
+        if (!tp)
+            return shard;
+        T* full = r.take(C * Nf);
+        std::copy_n(shard, C * N, full + par_.shared_tp_rank * C * N);
+        tp->allGather(par_.shared_tp_rank, full, size_t(C * Nf), par_.element_bytes);
+        return full;
+    };
+    k_.matmulBackward(sdact, g.shared_out, nullptr, gather(dy), s.sharedAct, w.shared_out, Fsl_, C, Nf);
+    k_.activationBackward(s_.mlp, sdpre, s.sharedPre, sdact, Fsl_, Nf);
+    const T* in = gather(s.x);  // (gathered again: only the shard is kept)
+    T* din = tp ? r.take(C * Nf) : dx;
+    k_.matmulBackward(din, g.shared_in, nullptr, sdpre, in, w.shared_in, C, Fsinl_, Nf);
+    if (tp) {
+        tp->reduceScatter(par_.shared_tp_rank, din, size_t(C * Nf), ReduceOp::Sum, par_.element_bytes);
+        std::copy_n(din + par_.shared_tp_rank * C * N, C * N, dx);
+    }
 }
 
 template <class T>
@@ -107,7 +172,34 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     s.chunks.assign(size_t(ep) * size_t(El_), 0);
     for (int e = 0; e < E; ++e)
         s.sendCounts[size_t(e / El_)] += size_t(s.kept[size_t(e)]);
-    if (!par_.ep) {
+    const int etp = par_.etpSize();
+    if (par_.tpep) {
+        // Megatron's preprocess under etp > 1 (token_dispatcher.py @ d98e8a64, MoEAlltoAllTokenDispatcher:
+        // gather_from_sequence_parallel_region(num_local_tokens_per_expert, group=self.tp_ep_group)):
+        // every (etp, ep) member's counts in one all-gather, member etp_rank + etp ep_rank at its slot.
+        std::vector<T> all(size_t(ep) * size_t(etp) * size_t(E));
+        const size_t me = size_t(par_.etp_rank) + size_t(etp) * size_t(par_.ep_rank);
+        for (int e = 0; e < E; ++e)
+            all[me * size_t(E) + size_t(e)] = T(s.kept[size_t(e)]);
+        par_.tpep->allGather(int(me), all.data(), all.size(), 8);  // int64 counts on the link
+        // chunks (etp member m, sending ep rank i, local expert le): the copies member (m, i) sends here.
+        s.chunks.assign(size_t(etp) * size_t(ep) * size_t(El_), 0);
+        s.etpCounts.assign(size_t(etp), 0);
+        for (int m = 0; m < etp; ++m)
+            for (int i = 0; i < ep; ++i)
+                for (int le = 0; le < El_; ++le) {
+                    const auto n = std::int64_t(
+                        all[(size_t(m) + size_t(etp) * size_t(i)) * size_t(E) + size_t(par_.ep_rank * El_ + le)]);
+                    s.chunks[(size_t(m) * size_t(ep) + size_t(i)) * size_t(El_) + size_t(le)] = n;
+                    s.etpCounts[size_t(m)] += size_t(n);
+                    if (m == par_.etp_rank)
+                        s.recvCounts[size_t(i)] += size_t(n);
+                }
+        s.received = std::int64_t(s.etpCounts[size_t(par_.etp_rank)]);
+        s.own = 0;
+        for (int m = 0; m < par_.etp_rank; ++m)
+            s.own += std::int64_t(s.etpCounts[size_t(m)]);
+    } else if (!par_.ep) {
         for (int e = 0; e < E; ++e)
             s.chunks[size_t(e)] = s.kept[size_t(e)];
         s.recvCounts[0] = s.sendCounts[0];
@@ -123,29 +215,30 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
                 s.recvCounts[size_t(i)] += size_t(n);
             }
     }
-    s.received = 0;
-    for (std::size_t n : s.recvCounts)
-        s.received += std::int64_t(n);
-    // Expert tensor parallelism: every etp member's chunks (Megatron gathers the counts over the
-    // tp x ep group), the gathered copies member by member.
-    const int etp = par_.etpSize();
-    s.etpCounts.assign(size_t(etp), 0);
-    s.own = 0;
-    if (par_.etp) {
-        const size_t each = s.chunks.size();
-        std::vector<T> all(size_t(etp) * each);
-        for (size_t c = 0; c < each; ++c)
-            all[size_t(par_.etp_rank) * each + c] = T(s.chunks[c]);
-        par_.etp->allGather(par_.etp_rank, all.data(), all.size(), 8);
-        s.chunks.resize(all.size());
-        for (size_t c = 0; c < all.size(); ++c) {
-            s.chunks[c] = std::int64_t(all[c]);
-            s.etpCounts[c / each] += size_t(s.chunks[c]);
+    if (!par_.tpep) {
+        s.received = 0;
+        for (std::size_t n : s.recvCounts)
+            s.received += std::int64_t(n);
+        s.etpCounts.assign(size_t(etp), 0);
+        s.own = 0;
+        // Expert tensor parallelism without ep: every etp member's chunks over the etp group (with
+        // ep, the tp x ep gather above), the gathered copies member by member.
+        if (par_.etp) {
+            const size_t each = s.chunks.size();
+            std::vector<T> all(size_t(etp) * each);
+            for (size_t c = 0; c < each; ++c)
+                all[size_t(par_.etp_rank) * each + c] = T(s.chunks[c]);
+            par_.etp->allGather(par_.etp_rank, all.data(), all.size(), 8);
+            s.chunks.resize(all.size());
+            for (size_t c = 0; c < all.size(); ++c) {
+                s.chunks[c] = std::int64_t(all[c]);
+                s.etpCounts[c / each] += size_t(s.chunks[c]);
+            }
+            for (int m = 0; m < par_.etp_rank; ++m)
+                s.own += std::int64_t(s.etpCounts[size_t(m)]);
+        } else {
+            s.etpCounts[0] = size_t(s.received);
         }
-        for (int m = 0; m < par_.etp_rank; ++m)
-            s.own += std::int64_t(s.etpCounts[size_t(m)]);
-    } else {
-        s.etpCounts[0] = size_t(s.received);
     }
     s.gathered = 0;
     for (std::size_t n : s.etpCounts)
@@ -182,7 +275,7 @@ template <class T>
 double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N)
 {
     const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = Fl_, Fin = Finl_;
-    const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
+    const std::int64_t Fs = s_.shared_ffn;
     const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr;
     const bool apart = ep || etp;  // the experts' copies in buffers of their own
     const double e = k_.elementBytes();
@@ -213,7 +306,9 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     // forward); on one rank they are the saved tensors themselves. On one device with dropped
     // copies the outputs keep a zero column for each (the combine reads every copy's slot).
     const std::int64_t inputs = apart ? G : NK;  // (one rank: the dispatch writes every copy, dropped ones last)
-    const std::int64_t tensors = C * inputs + Fin * G + F * G + C * NK + Fsin * N + Fs * N;
+    // (The shared experts' over the tp group's tokens, their columns' slice.)
+    const std::int64_t sharedTokens = N * stp_;
+    const std::int64_t tensors = C * inputs + Fin * G + F * G + C * NK + (Fsinl_ + Fsl_) * sharedTokens;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
     DeviceBuffer moving;
@@ -225,8 +320,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     s.hidden = r.take(Fin * G);
     s.act = r.take(F * G);
     s.combineIn = r.take(C * NK);
-    s.sharedPre = Fs > 0 ? r.take(Fsin * N) : nullptr;
-    s.sharedAct = Fs > 0 ? r.take(Fs * N) : nullptr;
+    s.sharedPre = Fs > 0 ? r.take(Fsinl_ * sharedTokens) : nullptr;
+    s.sharedAct = Fs > 0 ? r.take(Fsl_ * sharedTokens) : nullptr;
     Regions<T> m{apart ? moving.template as<T>() : nullptr};
     s.disp = apart ? m.take(C * NK) : s.recv;
     s.expertOut = apart ? m.take(C * G) : s.combineIn;
@@ -257,14 +352,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     moe_combine_forward<T>(s.perm, int(K), s.combineIn, s.topW, C, N, y);
     k_.device().charge(KernelKind::Elementwise, {2 * double(C * NK), double(C * NK) * e, double(C * N) * e},
                        k_.compute());
-    if (Fs > 0) {
-        DeviceBuffer out = k_.device().allocator().allocate(MemoryCategory::Workspace, double(C * N) * e, size_t(C * N),
-                                                            sizeof(T), false);
-        k_.matmulForward(s.sharedPre, x, w.shared_in, nullptr, nullptr, C, Fsin, N);
-        k_.activationForward(s_.mlp, s.sharedAct, s.sharedPre, Fs, N);
-        k_.matmulForward(out.template as<T>(), s.sharedAct, w.shared_out, nullptr, nullptr, Fs, C, N);
-        k_.accumulate(y, out.template as<T>(), C * N);  // + the routed output
-    }
+    if (Fs > 0)
+        sharedForward(s, y, x, w, N);
     k_.round(y, C * N);
     s.disp = s.expertOut = nullptr;  // (the moving buffers go with `moving`)
 
@@ -309,13 +398,13 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
 {
     const std::int64_t C = s_.hidden, E = s_.router.experts, K = s_.router.top_k, F = Fl_, Fin = Finl_, N = s.N,
                        NK = N * K, R = s.received, G = s.gathered;
-    const std::int64_t Fs = s_.shared_ffn, Fsin = s_.sharedIn();
+    const std::int64_t Fs = s_.shared_ffn;
     const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr, apart = ep || etp;
     const double e = k_.elementBytes();
     // Temporaries: d combine input, d weights, [d received outputs], d activations, d
     // pre-activations, [d received copies], d copies, d logits, d x scratch, the shared experts' two.
     const std::int64_t count = C * NK + K * N + (apart ? C * G : 0) + F * G + Fin * G + (apart ? C * G : 0) + C * NK +
-                               E * N + C * N + Fs * N + Fsin * N;
+                               E * N + C * N;
     DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e, size_t(count),
                                                          sizeof(T), false);
     Regions<T> r{work.template as<T>()};
@@ -330,14 +419,10 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
         dRecv = ddisp;
     T* dlogits = r.take(E * N);
     T* scratch = r.take(C * N);
-    T* sdact = r.take(Fs * N);
-    T* sdpre = r.take(Fsin * N);
 
     // Shared experts: d x from them first (overwrites dx).
     if (Fs > 0) {
-        k_.matmulBackward(sdact, g.shared_out, nullptr, dy, s.sharedAct, w.shared_out, Fs, C, N);
-        k_.activationBackward(s_.mlp, sdpre, s.sharedPre, sdact, Fs, N);
-        k_.matmulBackward(dx, g.shared_in, nullptr, sdpre, s.x, w.shared_in, C, Fsin, N);
+        sharedBackward(s, dx, dy, w, g, N);
     } else {
         std::fill(dx, dx + C * N, T(0));
     }

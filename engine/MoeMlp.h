@@ -9,7 +9,12 @@
 //   y = sum_k w_k expert_k(x)  [+ shared experts' MLP(x)]   (moe_combine_forward)
 //   aux = the load-balancing loss of the logits        (aux_loss_forward_backward)
 // Shared experts (DeepSeek-V3, Qwen-MoE) are one dense MLP of shared_ffn columns on every token
-// (S shared experts of size F' are one MLP of S F' columns).
+// (S shared experts of size F' are one MLP of S F' columns). Under tensor parallelism they are split
+// over the tp group as Megatron-LM's SharedExpertMLP, a tp-split MLP (megatron/core/transformer/moe/
+// shared_experts.py @ d98e8a64): this rank's tokens (its sequence shard) all-gathered over tp, the
+// columns [r Fs/tp, ...) of gate and of up, the matching rows of shared_out, the partial output
+// reduce-scattered back to the token shard; in backward the output gradient gathered, the input
+// gathered again for the weight gradient, the input gradient reduce-scattered.
 // Dropless (capacity_factor 0): every copy is computed. Capacity mode, Megatron-LM's
 // moe_expert_capacity_factor with its default drop policy "probs" and no padding (moe_utils.py
 // @ d98e8a64, apply_router_token_dropping and get_capacity): each expert takes at most
@@ -75,11 +80,18 @@ struct MoeParallel {
     int ep_rank = 0;
     CommGroup* etp = nullptr;  // the expert-tensor-parallel group (null: each expert whole here)
     int etp_rank = 0;
+    // etp x ep (Megatron's tp_ep group, rank etp_rank + etp ep_rank): the per-expert counts are
+    // gathered over it in one call when both are split; null: over ep, or etp, alone.
+    CommGroup* tpep = nullptr;
     // The groups a micro-batch's tokens are split over (tp under sequence parallelism, cp), with
     // this device's rank in each: the load-balancing loss's counts are summed over them.
     CommGroup* token_groups[2] = {nullptr, nullptr};
     int token_ranks[2] = {0, 0};
     double element_bytes = 0;  // a token value on the link (0: sizeof(T))
+    // The shared experts' tensor-parallel group (the tp group under sequence parallelism; null:
+    // whole here) and this rank in it: shared_in holds its Fs/tp columns of gate and of up.
+    CommGroup* shared_tp = nullptr;
+    int shared_tp_rank = 0;
     int epSize() const { return ep ? ep->size() : 1; }
     int etpSize() const { return etp ? etp->size() : 1; }
 };
@@ -160,6 +172,12 @@ private:
     MoeParallel par_;
     int El_ = 0;               // experts on this rank
     std::int64_t Fl_ = 0, Finl_ = 0;  // this rank's slice of an expert's F (and of W_in's columns)
+    std::int64_t Fsl_ = 0, Fsinl_ = 0;  // this rank's slice of the shared experts' columns (tp)
+    int stp_ = 1;                       // the shared experts' tp size
+    // The shared experts on this rank's N tokens: y += their output (forward); dx = their input
+    // gradient (backward, overwritten), their weight gradients accumulated.
+    void sharedForward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>& w, std::int64_t N);
+    void sharedBackward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>& w, const MoeGrads<T>& g, std::int64_t N);
     MoeSaved<T> own_;
 };
 

@@ -38,7 +38,7 @@ constexpr Index kKeyBlock = 64;
 
 void checkAttentionShape(const AttentionShape& s, const char* what)
 {
-    if (s.B < 1 || s.Tq < 1 || s.Tk < 1 || s.NH < 1 || s.NKV < 1 || s.hd < 1)
+    if (s.B < 1 || s.Tq < 1 || s.Tk < 1 || s.NH < 1 || s.NKV < 1 || s.hd < 1 || s.vd < 0)
         throw std::invalid_argument(std::string(what) + ": sizes must be positive");
     if (s.NH % s.NKV != 0)
         throw std::invalid_argument(std::string(what) + ": NH must be a multiple of NKV");
@@ -278,14 +278,14 @@ template <class T>
 void valuesForward(KernelPool& pool, MatRef<T> out, CRowsRef<T> att, CRowsRef<T> v, const AttentionShape& s,
                    const char* op)
 {
-    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
-    checkShape(out, NH * hd, Index(s.B) * Tq, op, "out");
+    const Index vd = s.valueDim(), Tq = s.Tq, Tk = s.Tk, NH = s.NH, R = s.NH / s.NKV;
+    checkShape(out, NH * vd, Index(s.B) * Tq, op, "out");
     checkShape(att, Tk, s.probColumns(), op, "att");
-    checkShape(v, Index(s.NKV) * hd, Index(s.B) * Tk, op, "v");
+    checkShape(v, Index(s.NKV) * vd, Index(s.B) * Tk, op, "v");
     pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
-            blockGemm<T>(out.block(h * hd, b * Tq, hd, Tq), v.block(g * hd, b * Tk, hd, Tk), false,
+            blockGemm<T>(out.block(h * vd, b * Tq, vd, Tq), v.block(g * vd, b * Tk, vd, Tk), false,
                          att.middleCols(i * Tq, Tq), false, false);
         }
     });
@@ -314,15 +314,15 @@ void backwardPasses(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> d
                     CRowsRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v, const AttentionShape& s,
                     const char* op, bool accumulate, SoftmaxBack&& softmaxBack)
 {
-    const Index hd = s.hd, Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
+    const Index hd = s.hd, vd = s.valueDim(), Tq = s.Tq, Tk = s.Tk, NH = s.NH, NKV = s.NKV, R = s.NH / s.NKV;
     const Index Nq = Index(s.B) * Tq, Nk = Index(s.B) * Tk;
     checkShape(dq, NH * hd, Nq, op, "dq");
     checkShape(q, NH * hd, Nq, op, "q");
-    checkShape(dout, NH * hd, Nq, op, "dout");
+    checkShape(dout, NH * vd, Nq, op, "dout");
     checkShape(dk, NKV * hd, Nk, op, "dk");
-    checkShape(dv, NKV * hd, Nk, op, "dv");
+    checkShape(dv, NKV * vd, Nk, op, "dv");
     checkShape(k, NKV * hd, Nk, op, "k");
-    checkShape(v, NKV * hd, Nk, op, "v");
+    checkShape(v, NKV * vd, Nk, op, "v");
     checkShape(att, Tk, s.probColumns(), op, "att");
     checkShape(datt, Tk, s.probColumns(), op, "datt");
 
@@ -330,8 +330,8 @@ void backwardPasses(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> d
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
             const auto kg = k.block(g * hd, b * Tk, hd, Tk);
-            const auto vg = v.block(g * hd, b * Tk, hd, Tk);
-            const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+            const auto vg = v.block(g * vd, b * Tk, vd, Tk);
+            const auto dy = dout.block(h * vd, b * Tq, vd, Tq);
             const auto P = att.middleCols(i * Tq, Tq);
             auto dS = datt.middleCols(i * Tq, Tq);
             blockGemm<T>(dS, vg, true, dy, false, false);  // d probs (Tk, Tq)
@@ -347,11 +347,11 @@ void backwardPasses(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> d
             const Index kb = i % keyBlocks, bg = i / keyBlocks, b = bg / NKV, g = bg % NKV;
             const Index t0 = kb * kKeyBlock, nt = std::min(kKeyBlock, Tk - t0);
             auto dkg = dk.block(g * hd, b * Tk + t0, hd, nt);
-            auto dvg = dv.block(g * hd, b * Tk + t0, hd, nt);
+            auto dvg = dv.block(g * vd, b * Tk + t0, vd, nt);
             for (Index j = 0; j < R; ++j) {
                 const Index h = g * R + j, col = (b * NH + h) * Tq;
                 const auto qh = q.block(h * hd, b * Tq, hd, Tq);
-                const auto dy = dout.block(h * hd, b * Tq, hd, Tq);
+                const auto dy = dout.block(h * vd, b * Tq, vd, Tq);
                 // (hd, Tq) * (Tq, nt): the keys' rows of this head's (Tk, Tq) blocks, transposed.
                 blockGemm<T>(dkg, qh, false, datt.block(t0, col, nt, Tq), true, accumulate || j > 0);
                 blockGemm<T>(dvg, dy, false, att.block(t0, col, nt, Tq), true, accumulate || j > 0);
@@ -414,7 +414,7 @@ void attention_block_probs_forward(KernelPool& pool, RowsRef<T> att, VecRef<T> l
     for (Index t = 1; t < Tk; ++t)
         if (kpos[t] < kpos[t - 1])
             throw std::invalid_argument("attention_block_probs_forward: key positions must be ascending");
-    const T scale = T(1) / std::sqrt(T(hd));
+    const T scale = T(s.scoreScale());
     pool.parallelFor(std::int64_t(s.B) * NH, 1, [&](std::int64_t i0, std::int64_t i1) {
         for (Index i = i0; i < i1; ++i) {
             const Index b = i / NH, h = i % NH, g = h / R;
@@ -451,9 +451,9 @@ void attention_block_merge(KernelPool& pool, MatRef<T> out, VecRef<T> lse, CMatR
                            const AttentionShape& s)
 {
     checkBlockShape(s, "attention_block_merge");
-    const Index hd = s.hd, Tq = s.Tq, NH = s.NH;
-    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_block_merge", "out");
-    checkShape(part, NH * hd, Index(s.B) * Tq, "attention_block_merge", "part");
+    const Index vd = s.valueDim(), Tq = s.Tq, NH = s.NH;
+    checkShape(out, NH * vd, Index(s.B) * Tq, "attention_block_merge", "out");
+    checkShape(part, NH * vd, Index(s.B) * Tq, "attention_block_merge", "part");
     if (lse.size() != s.probColumns() || part_lse.size() != s.probColumns())
         throw std::invalid_argument("attention_block_merge: lse has the wrong size");
     const T inf = std::numeric_limits<T>::infinity();
@@ -468,8 +468,8 @@ void attention_block_merge(KernelPool& pool, MatRef<T> out, VecRef<T> lse, CMatR
                 const T hi = std::max(a, p), lo = std::min(a, p);
                 const T merged = hi + std::log1p(std::exp(lo - hi));
                 const T wa = a == -inf ? T(0) : std::exp(a - merged), wp = std::exp(p - merged);
-                auto o = out.col(b * Tq + t1).segment(h * hd, hd);
-                o = wa * o + wp * part.col(b * Tq + t1).segment(h * hd, hd);
+                auto o = out.col(b * Tq + t1).segment(h * vd, vd);
+                o = wa * o + wp * part.col(b * Tq + t1).segment(h * vd, vd);
                 lse(c) = merged;
             }
         }
@@ -496,15 +496,15 @@ template <class T>
 void attention_delta(KernelPool& pool, VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const AttentionShape& s)
 {
     checkBlockShape(s, "attention_delta");
-    const Index hd = s.hd, Tq = s.Tq, NH = s.NH;
-    checkShape(out, NH * hd, Index(s.B) * Tq, "attention_delta", "out");
-    checkShape(dout, NH * hd, Index(s.B) * Tq, "attention_delta", "dout");
+    const Index vd = s.valueDim(), Tq = s.Tq, NH = s.NH;
+    checkShape(out, NH * vd, Index(s.B) * Tq, "attention_delta", "out");
+    checkShape(dout, NH * vd, Index(s.B) * Tq, "attention_delta", "dout");
     if (delta.size() != s.probColumns())
         throw std::invalid_argument("attention_delta: delta has the wrong size");
     pool.parallelFor(s.probColumns(), 16, [&](std::int64_t c0, std::int64_t c1) {
         for (Index c = c0; c < c1; ++c) {
             const Index i = c / Tq, t1 = c % Tq, b = i / NH, h = i % NH;
-            delta(c) = dout.col(b * Tq + t1).segment(h * hd, hd).dot(out.col(b * Tq + t1).segment(h * hd, hd));
+            delta(c) = dout.col(b * Tq + t1).segment(h * vd, vd).dot(out.col(b * Tq + t1).segment(h * vd, vd));
         }
     });
 }
@@ -517,7 +517,7 @@ void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, Ro
     checkBlockShape(s, "attention_block_backward");
     if (delta.size() != s.probColumns())
         throw std::invalid_argument("attention_block_backward: delta has the wrong size");
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     // dS = att o (V^T dout - delta) / sqrt(hd), with delta = rowsum(dout o out) of the merged
     // output (FlashAttention's); masked entries have att = 0, so dS is zero there. dq, dk, dv +=.
     backwardPasses<T>(pool, dq, dk, dv, datt, dout, att, q, k, v, s, "attention_block_backward", true,

@@ -81,6 +81,11 @@ struct AttentionShape {
     // Sliding window (Mistral, GPT-OSS; causal only): query t1 sees keys t2 in (t1 - window, t1],
     // itself and the window - 1 before it; 0: every key up to it.
     int window = 0;
+    // Value head size (multi-head latent attention: v_head_dim, while q and k have hd =
+    // qk_nope_head_dim + qk_rope_head_dim); 0: hd. The values, the output and their gradients
+    // have vd rows per head.
+    int vd = 0;
+    int valueDim() const { return vd > 0 ? vd : hd; }
     Eigen::Index probColumns() const { return Eigen::Index(B) * NH * Tq; }
     // Keys a query is charged for: Tk (Megatron's full-square convention, causal or not), the
     // window when it is shorter (core's attentionKeys).
@@ -104,11 +109,12 @@ struct ScoreBias {
 template <class T>
 void attention_probs_forward(KernelPool& pool, MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s,
                              const ScoreBias<T>& bias = {});
-// out (NH*hd, B*Tq): head h's rows = v_g * att_h. v (NKV*hd, B*Tk).
+// out (NH*vd, B*Tq): head h's rows = v_g * att_h. v (NKV*vd, B*Tk) (vd = s.valueDim()).
 template <class T>
 void attention_values_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> att, CRowsRef<T> v,
                               const AttentionShape& s);
-// dq, dk, dv overwritten (dk, dv summed over the query heads of their group);
+// dq, dk, dv overwritten (dk, dv summed over the query heads of their group; dv and dout have
+// vd rows per head);
 // datt (Tk, B*NH*Tq) is scratch, overwritten: it is left holding the gradient of the scaled
 // scores times the scale (what relative_bias_backward sums, divided by it).
 template <class T>

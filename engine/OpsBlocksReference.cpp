@@ -153,7 +153,7 @@ template <class T>
 void attention_probs_forward(MatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, const AttentionShape& s)
 {
     const int R = s.NH / s.NKV;
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     for (int b = 0; b < s.B; ++b)
         for (int h = 0; h < s.NH; ++h) {
             const int g = h / R;
@@ -188,11 +188,11 @@ void attention_values_forward(MatRef<T> out, CMatRef<T> att, CRowsRef<T> v, cons
             const int g = h / R;
             const Index a0 = (Index(b) * s.NH + h) * s.Tq;
             for (int t1 = 0; t1 < s.Tq; ++t1)
-                for (int d = 0; d < s.hd; ++d) {
+                for (int d = 0; d < s.valueDim(); ++d) {
                     T acc = 0;
                     for (int t2 = 0; t2 < s.Tk; ++t2)
-                        acc += att(t2, a0 + t1) * v(Index(g) * s.hd + d, Index(b) * s.Tk + t2);
-                    out(Index(h) * s.hd + d, Index(b) * s.Tq + t1) = acc;
+                        acc += att(t2, a0 + t1) * v(Index(g) * s.valueDim() + d, Index(b) * s.Tk + t2);
+                    out(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1) = acc;
                 }
         }
 }
@@ -202,7 +202,7 @@ void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> d
                         CMatRef<T> att, CRowsRef<T> q, CRowsRef<T> k, CRowsRef<T> v, const AttentionShape& s)
 {
     const int R = s.NH / s.NKV;
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     dq.setZero();
     dk.setZero();
     dv.setZero();
@@ -216,10 +216,10 @@ void attention_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRef<T> d
                 for (int t2 = 0; t2 < s.Tk; ++t2) {
                     const Index nk = Index(b) * s.Tk + t2;
                     T dp = 0;
-                    for (int d = 0; d < s.hd; ++d) {
-                        const T dy = dout(Index(h) * s.hd + d, nq);
-                        dp += v(Index(g) * s.hd + d, nk) * dy;
-                        dv(Index(g) * s.hd + d, nk) += att(t2, a0 + t1) * dy;
+                    for (int d = 0; d < s.valueDim(); ++d) {
+                        const T dy = dout(Index(h) * s.valueDim() + d, nq);
+                        dp += v(Index(g) * s.valueDim() + d, nk) * dy;
+                        dv(Index(g) * s.valueDim() + d, nk) += att(t2, a0 + t1) * dy;
                     }
                     datt(t2, a0 + t1) = dp;
                 }
@@ -247,7 +247,7 @@ void attention_block_probs_forward(RowsRef<T> att, VecRef<T> lse, CRowsRef<T> q,
                                    const AttentionShape& s, const int* qpos, const int* kpos)
 {
     const int R = s.NH / s.NKV;
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     for (int b = 0; b < s.B; ++b)
         for (int h = 0; h < s.NH; ++h) {
             const int g = h / R;
@@ -282,11 +282,11 @@ void attention_block_values_forward(MatRef<T> out, CRowsRef<T> att, CRowsRef<T> 
         for (int h = 0; h < s.NH; ++h) {
             const Index a0 = (Index(b) * s.NH + h) * s.Tq;
             for (int t1 = 0; t1 < s.Tq; ++t1)
-                for (int d = 0; d < s.hd; ++d) {
+                for (int d = 0; d < s.valueDim(); ++d) {
                     T acc = 0;
                     for (int t2 = 0; t2 < s.Tk; ++t2)
-                        acc += att(t2, a0 + t1) * v(Index(h / R) * s.hd + d, Index(b) * s.Tk + t2);
-                    out(Index(h) * s.hd + d, Index(b) * s.Tq + t1) = acc;
+                        acc += att(t2, a0 + t1) * v(Index(h / R) * s.valueDim() + d, Index(b) * s.Tk + t2);
+                    out(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1) = acc;
                 }
         }
 }
@@ -304,9 +304,9 @@ void attention_block_merge(MatRef<T> out, VecRef<T> lse, CMatRef<T> part, CVecRe
                 // log(e^a + e^p), and each side's weight in the merged softmax.
                 const T merged = a == -INFINITY ? p : std::max(a, p) + std::log(T(1) + std::exp(-std::fabs(a - p)));
                 const T wa = a == -INFINITY ? T(0) : std::exp(a - merged), wp = std::exp(p - merged);
-                for (int d = 0; d < s.hd; ++d) {
-                    T& o = out(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
-                    o = wa * o + wp * part(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
+                for (int d = 0; d < s.valueDim(); ++d) {
+                    T& o = out(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1);
+                    o = wa * o + wp * part(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1);
                 }
                 lse(c) = merged;
             }
@@ -327,8 +327,9 @@ void attention_delta(VecRef<T> delta, CMatRef<T> dout, CMatRef<T> out, const Att
         for (int h = 0; h < s.NH; ++h)
             for (int t1 = 0; t1 < s.Tq; ++t1) {
                 T acc = 0;
-                for (int d = 0; d < s.hd; ++d)
-                    acc += dout(Index(h) * s.hd + d, Index(b) * s.Tq + t1) * out(Index(h) * s.hd + d, Index(b) * s.Tq + t1);
+                for (int d = 0; d < s.valueDim(); ++d)
+                    acc += dout(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1) *
+                           out(Index(h) * s.valueDim() + d, Index(b) * s.Tq + t1);
                 delta((Index(b) * s.NH + h) * s.Tq + t1) = acc;
             }
 }
@@ -339,7 +340,7 @@ void attention_block_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRe
                               const AttentionShape& s)
 {
     const int R = s.NH / s.NKV;
-    const T scale = T(1) / std::sqrt(T(s.hd));
+    const T scale = T(s.scoreScale());
     for (int b = 0; b < s.B; ++b)
         for (int h = 0; h < s.NH; ++h) {
             const int g = h / R;
@@ -350,10 +351,10 @@ void attention_block_backward(RowsRef<T> dq, RowsRef<T> dk, RowsRef<T> dv, MatRe
                     const Index nk = Index(b) * s.Tk + t2;
                     const T p = att(t2, a0 + t1);
                     T dp = 0;
-                    for (int d = 0; d < s.hd; ++d) {
-                        const T dy = dout(Index(h) * s.hd + d, nq);
-                        dp += v(Index(g) * s.hd + d, nk) * dy;
-                        dv(Index(g) * s.hd + d, nk) += p * dy;
+                    for (int d = 0; d < s.valueDim(); ++d) {
+                        const T dy = dout(Index(h) * s.valueDim() + d, nq);
+                        dp += v(Index(g) * s.valueDim() + d, nk) * dy;
+                        dv(Index(g) * s.valueDim() + d, nk) += p * dy;
                     }
                     const T ds = p * (dp - delta(a0 + t1)) * scale;
                     datt(t2, a0 + t1) = ds;

@@ -473,8 +473,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     LayerActivationBytes encAct = layerActivationBytes(shape);
     shape.cross_attention = true;
     LayerActivationBytes decAct = layerActivationBytes(shape);
-    if (model.mla.enabled())  // MLA's latents, Q, K, V and output in place of the MHA count's (MlaCost.h)
-        encAct.inside_tp += T * mla.kept_bytes_per_token - (4.0 * T * D.q_local + 4.0 * T * D.kv_local);
+    if (model.mla.enabled()) {
+        // MLA's latents (on the token shard under sp), Q, K, V and output in place of the MHA
+        // count's, and its latent norms' statistics (MlaCost.h).
+        const double sp = l.sequence_parallel ? D.t : 1.0;
+        encAct.inside_tp += T * mla.kept_split_bytes_per_token - (4.0 * T * D.q_local + 4.0 * T * D.kv_local);
+        encAct.outside_tp += T / sp * mla.kept_duplicated_bytes_per_token;
+        encAct.statistics += mla.latent_norms * shape.norm_statistics * 4.0 * T / sp;
+    }
     if (flash) {  // only the softmax statistics are kept (fp32 per head and token: negligible)
         encAct.scores = 4.0 * D.heads_local * T;
         decAct.scores = 2 * encAct.scores;
@@ -600,6 +606,28 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             allReduce.exposed_s = calls * perCall;
             allReduce.bytes = calls * allReduceBytes(D.t, message);
         }
+        // MLA (MlaCost.h): the attention's input side moves its latents' rows, not the hidden size's
+        // (backward once; a recomputed forward gathers them again under sp), and under sp re-gathers
+        // the up projections' inputs for their weight gradients.
+        const double mlaLayers = model.mla.enabled() ? nEnc : 0.0;
+        if (mlaLayers > 0) {
+            const double in = T * mla.tp_input_rows * activation_bytes_;
+            const double regather = T * mla.tp_regather_rows * activation_bytes_;
+            if (l.sequence_parallel) {
+                const double moved = ringHalfBytes(D.t, in) - ringHalfBytes(D.t, message);
+                reduceScatter.bytes += mlaLayers * moved;
+                reduceScatter.exposed_s +=
+                    mlaLayers * (reduceScatterTime(tpGroup, in, tpLink) - reduceScatterTime(tpGroup, message, tpLink));
+                allGather.bytes +=
+                    mlaLayers * ((1 + recomputed) * moved + ringHalfBytes(D.t, regather) - ringHalfBytes(D.t, message));
+                allGather.exposed_s += mlaLayers * (1 + recomputed) *
+                                       (allGatherTime(tpGroup, in, tpLink) - allGatherTime(tpGroup, message, tpLink));
+            } else {
+                allReduce.bytes += mlaLayers * (allReduceBytes(D.t, in) - allReduceBytes(D.t, message));
+                allReduce.exposed_s +=
+                    mlaLayers * (allReduceTime(tpGroup, in, tpLink) - allReduceTime(tpGroup, message, tpLink));
+            }
+        }
         if (l.tp_comm_overlap) {
             // Megatron's --tp-comm-overlap (Transformer Engine userbuffers) splits each layer's
             // SP all-gather and reduce-scatter into tp chunks pipelined with the GEMM they feed
@@ -648,7 +676,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // (MoE: the router saw only the rank's token shard too; Megatron marks its weight
             // sequence_parallel, router.py @ d98e8a64.)
             const double router = moe.enabled() ? sc.moe_layers * (h + bias) * D.experts : 0.0;
-            const double norms = (l.sequence_parallel ? spNorms + router : 0.0) + (nEnc + 2 * nDec) * qkNorm;
+            // (MLA: its down projection and latent norms, duplicated over tp and run on the token shard.)
+            const double duplicated = model.mla.enabled() ? nEnc * mla.duplicated_params : 0.0;
+            const double norms = (l.sequence_parallel ? spNorms + router + duplicated : 0.0) + (nEnc + 2 * nDec) * qkNorm;
             // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
             const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
             sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
@@ -868,7 +898,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                             : model.positions == PositionKind::Rotary
                                 ? T * (double(model.qDim()) + double(model.kvDim())) / D.t : 0.0;
         // QK-norm normalises every query and key head of this tp rank, per attention block.
-        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : model.mla.enabled() ? T * mla.normed_per_token : 0.0;
+        const double qkNormed = model.qk_norm ? T * (D.q_local + D.kv_local) : model.mla.enabled() ? Ts * mla.normed_per_token : 0.0;
+        const double keyGradientAdds = model.mla.enabled() ? ops::kGradientAdd * T * mla.key_gradient_adds_per_token : 0.0;
         auto layerForward = [&](double norms, double projections, double attentions) {
             return norms * norm.forward * h * Ts + act.forward * ffn + projections * add * h * Ts +
                    ops::kRope.forward * rope + attentions * norm.forward * qkNormed;
@@ -876,7 +907,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // Post-norm adds each residual branch's gradient in a pass of its own, one per norm.
         auto layerBackward = [&](double norms, double attentions) {
             return norms * norm.backward * h * Ts + act.backward * ffn + ops::kRope.backward * rope +
-                   attentions * norm.backward * qkNormed + (post ? norms * ops::kGradientAdd * h * Ts : 0.0);
+                   attentions * norm.backward * qkNormed + (post ? norms * ops::kGradientAdd * h * Ts : 0.0) +
+                   attentions * keyGradientAdds;
         };
         double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
         double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
@@ -1533,7 +1565,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const double perToken = 2.0 * (double(model.qDim()) + double(model.valueDim())) * keys;
         recomputeFlops = perToken * tokensPerStep;
     }
-    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas;
+    // MLA's down projection is 'duplicated' over tp (Megatron's TELinear, MlaCost.h): without sequence
+    // parallelism every tp rank runs it on all the micro-batch's tokens (with sp, on its shard).
+    double mlaReplicas = 0;
+    if (const ModelSpec& model = problem_.model; model.mla.enabled() && !l.sequence_parallel && l.tp > 1) {
+        const MlaSpec& a = model.mla;
+        const double down = 2.0 * model.hidden * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);
+        const double passes = 3.0 + (l.recompute == Recompute::Full ? recomputedShare : 0.0);
+        mlaReplicas = passes * down * model.layers * tokensPerStep * (double(l.tp) - 1);
+    }
+    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas + mlaReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
     // shard accumulation (1 per owned gradient and micro-batch). An offloaded optimizer and its

@@ -30,17 +30,34 @@ struct MlaDeviceShapes {
     double params = 0;            // weights and latent norms of one layer on one device
     // Bytes per token (16-bit activations) the layer's attention keeps for its backward on one
     // device, in place of the MHA count's Q, K, V and output (4 q + 4 kv bytes, ActivationMemory.h):
-    //   duplicated on every rank: the q latent and its norm's output (2 x 2Q), the kv_a output
-    //     (2 (R + P): the latent into its norm and the RoPE key before rotation), the kv norm's
-    //     output (2R, kv_b's input);
-    //   split over tp by heads: Q and K after RoPE (2 x 2 heads (N + P)), V and the attention
-    //     output (2 x 2 heads V).
-    double kept_bytes_per_token = 0;
+    //   duplicated on every rank, over its tokens (the token shard under sequence parallelism:
+    //     Megatron runs the down projection and the latent norms on hidden_states' [s/tp] shard and
+    //     the up projections gather their inputs, keeping the shard): the q latent and its norm's
+    //     output (2 x 2Q), the down product's kv part (2 (R + P): the latent into its norm and the
+    //     RoPE key before rotation), the kv norm's output (2R, kv_b's input);
+    //   split over tp by heads (every token): Q and K after RoPE (2 x 2 heads (N + P)), V and the
+    //     attention output (2 x 2 heads V).
+    double kept_duplicated_bytes_per_token = 0;
+    double kept_split_bytes_per_token = 0;
+    int latent_norms = 0;  // 2 with q compression (fp32 statistics per token each), else 1
     // Element-wise work per token (vector FLOPs, core/OpConventions.h): RoPE rotates the rank's
-    // query heads' P-wide parts and the one shared P-wide key; the latent norms run over Q + R
-    // (duplicated on every rank).
+    // query heads' P-wide parts and the one shared P-wide key (after its gather: every token);
+    // the latent norms run over Q + R (duplicated on every rank, on its token shard under sp);
+    // the shared key's gradient sums the rank's heads' parts (heads - 1) P adds, backward.
     double rotated_per_token = 0;
     double normed_per_token = 0;
+    double key_gradient_adds_per_token = 0;
+    // Tensor parallelism: the rows per token the attention's tp collectives move in place of the
+    // hidden size's. Its input side: the up projections' inputs (the q latent, or the layer's normed
+    // input without q compression; the kv latent) and the RoPE key, all-gathered under sp (and their
+    // gradients reduce-scattered), their gradients all-reduced without sp; the up projections'
+    // inputs again in backward under sp (the weight gradients' re-gather). The output projection's
+    // collectives stay the hidden size's.
+    double tp_input_rows = 0;
+    double tp_regather_rows = 0;
+    // The duplicated parameters (down projection, latent norms): their gradients are partial over
+    // tp under sp, summed in the sequence-parallel all-reduce.
+    double duplicated_params = 0;
 
     // The largest of the projections on this device (what ZeRO-3 gathers at once).
     double largestMatrix() const
@@ -75,9 +92,15 @@ inline MlaDeviceShapes mlaDeviceShapes(const ModelSpec& m, double tp)
     add(headsLocal * (N + V), R);      // kv_b_proj, column-parallel
     add(h, headsLocal * V);            // o_proj, row-parallel
     s.params += norm * R;              // kv_a_layernorm, duplicated
-    s.kept_bytes_per_token = 2.0 * (2 * Q + (R + P) + R) + 2.0 * (2 * headsLocal * (N + P) + 2 * headsLocal * V);
+    s.kept_duplicated_bytes_per_token = 2.0 * (2 * Q + (R + P) + R);
+    s.kept_split_bytes_per_token = 2.0 * (2 * headsLocal * (N + P) + 2 * headsLocal * V);
+    s.latent_norms = Q > 0 ? 2 : 1;
     s.rotated_per_token = headsLocal * P + P;
     s.normed_per_token = Q + R;
+    s.key_gradient_adds_per_token = (headsLocal - 1) * P;
+    s.tp_input_rows = (Q > 0 ? Q : h) + R + P;
+    s.tp_regather_rows = (Q > 0 ? Q : h) + R;
+    s.duplicated_params = (Q > 0 ? Q * h : 0.0) + (R + P) * h + norm * (Q + R);
     return s;
 }
 

@@ -85,6 +85,14 @@ ModelConfig catalogBlocksModel(const QString& kind)
         c.sliding_window = {3, {}};
     if (kind == "gpt-oss")  // windows on layers 0 and 2 of 4 only: each stage and chunk has one
         c.sliding_window = {3, {0, 2}};
+    // Multi-head latent attention (DeepSeek-V2/V3): a q latent of 12 and a kv latent of 10 with
+    // their norms, q/k heads of 6 + a shared RoPE key of 4, values of 5, YaRN's score factor;
+    // "mla-plain" without q compression (DeepSeek-V2-Lite's q projection).
+    if (kind == "mla" || kind == "mla-plain") {
+        c.kv_heads = 4;
+        c.mla = {kind == "mla" ? 12 : 0, 10, 6, 4, 5, 1.3};
+        c.head_dim = 10;
+    }
     return c;
 }
 
@@ -832,6 +840,14 @@ private slots:
             for (const char* row : {"tp=2,sp=on", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3",
                                     "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective"})
                 QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
+        // MLA: its latents duplicated over tp (sequence shards under sp), the up products split by
+        // heads, the RoPE key's gradient reduced over tp; with pp, ZeRO, cp (the ring carries the
+        // [k | v] blocks of q/k and value head sizes), recomputation.
+        for (const char* row : {"tp=2,sp=on", "tp=4,sp=on", "tp=2", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2",
+                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective"})
+            QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
+        for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
+            QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
     }
     void catalogBlocksReproduceOneDevice()
     {
@@ -862,9 +878,15 @@ private slots:
                                 // Expert tensor parallelism (etp = tp, Megatron's default): each expert's
                                 // matrices split over the etp group, the copies gathered over it.
                                 "tp=2,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=4,tp=2,sp=on,ep=4",
-                                "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=4,tp=2,sp=on,ep=2,etp=2"})
+                                "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=4,tp=2,sp=on,ep=2,etp=2",
+                                // Full recomputation: the block (dispatch, experts, combine) again in backward.
+                                "dp=2,ep=2,recompute=full", "dp=2,tp=2,sp=on,ep=2,recompute=full",
+                                "dp=2,pp=2,ep=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
-        for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1"})
+        // (The shared expert split over tp as Megatron-LM's SharedExpertMLP under every tp row.)
+        for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
+                                "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
+                                "dp=2,ep=2,recompute=full"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
         // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
         // micro-batch's on one device when tp and cp do not split it.
@@ -902,10 +924,15 @@ private slots:
         const int ep = std::max(1, l.ep);
         const double tokens = double(l.micro_batch) * r.model.seq / l.cp / (l.sequence_parallel ? l.tp : 1);
         const double microBatches = double(r.batch) / (l.dp * l.micro_batch);
+        // (Full recomputation dispatches and combines a recomputed layer's copies once more: 2 more.)
         for (const DeviceMeasurement& d : m.devices) {
-            int held = 0;
-            for (int k = 0; k < r.model.layers / l.pp; ++k)
-                held += r.model.moeLayer(d.pp_rank * (r.model.layers / l.pp) + k) ? 1 : 0;
+            double held = 0;
+            for (int k = 0; k < r.model.layers / l.pp; ++k) {
+                const bool moe = r.model.moeLayer(d.pp_rank * (r.model.layers / l.pp) + k);
+                const bool recomputed = l.recompute == Recompute::Full &&
+                                        (l.recompute_method != RecomputeMethod::Block || k < l.recompute_layers);
+                held += moe ? (recomputed ? 1.5 : 1.0) : 0.0;
+            }
             const double expected = ep > 1 ? 4 * tokens * r.model.moe.top_k * r.model.hidden * 4.0 * held *
                                                  microBatches * r.steps
                                            : 0.0;
@@ -945,7 +972,6 @@ private slots:
         QTest::addColumn<QString>("field");
         QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
         QTest::newRow("zero") << "dp=2,ep=2,zero=1" << "layout.zero";
-        QTest::newRow("full recompute") << "dp=2,ep=2,recompute=full" << "layout.recompute";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
     }
     void moeRefusesWhatItDoesNotExecute()
@@ -1098,6 +1124,30 @@ private slots:
         QVERIFY(!flat.groups(0).cp);
         QCOMPARE(flat.groups(0).dp->name(), std::string("dp(0,0)"));
         QCOMPARE(flat.groups(0).tp->name(), std::string("tp(0,0)"));
+    }
+
+    // The MoE dispatcher's counts gather runs over etp x ep in one call (Megatron's tp_ep group):
+    // dp = 4, tp = 2 (etp 2), ep = 2: on each of the 2 edp ranks a group of the 4 devices holding
+    // the same edp rank, device etp_rank + etp ep_rank in it, the union of its ep and etp groups;
+    // none when etp or ep is 1.
+    void expertTensorAndExpertParallelGroup()
+    {
+        EmulatedCluster c(parse("dp=4,tp=2,sp=on,ep=2"), roomyProfile(), baseRequest().links);
+        for (int id = 0; id < c.size(); ++id) {
+            const DeviceGroups& g = c.groups(id);
+            QVERIFY(g.tpep && g.ep && g.etp && g.edp);
+            QCOMPARE(g.tpep->size(), 4);
+            QCOMPARE(g.tpep->rankOf(id), g.etp->rankOf(id) + 2 * g.ep->rankOf(id));
+            for (const int member : g.ep->memberIds())
+                QVERIFY(g.tpep->rankOf(member) >= 0);
+            for (const int member : g.etp->memberIds())
+                QVERIFY(g.tpep->rankOf(member) >= 0);
+            QCOMPARE(g.edp->size(), 2);
+        }
+        for (const char* layout : {"dp=4,tp=2,sp=on,ep=2,etp=1", "dp=4,ep=2", "dp=2,tp=2,sp=on"}) {
+            EmulatedCluster other(parse(layout), roomyProfile(), baseRequest().links);
+            QVERIFY2(!other.groups(0).tpep, layout);
+        }
     }
 
     void badLayoutsNameTheField_data()

@@ -83,6 +83,13 @@ ModelSpec specOf(const ModelConfig& c)
         m.decoder_layers = c.decoder_layers;
         m.relative_buckets = c.relative_buckets;
     }
+    if (c.mla.enabled()) {
+        m.mla.q_lora_rank = c.mla.q_lora_rank;
+        m.mla.kv_lora_rank = c.mla.kv_lora_rank;
+        m.mla.qk_nope_head_dim = c.mla.qk_nope_head_dim;
+        m.mla.qk_rope_head_dim = c.mla.qk_rope_head_dim;
+        m.mla.v_head_dim = c.mla.v_head_dim;
+    }
     return m;
 }
 
@@ -213,6 +220,15 @@ ModelConfig deepseekLike(int L, int C, int NH, int F, int Fe, int E, int K, int 
     return c;
 }
 
+// DeepSeek-V2/V3's multi-head latent attention on Llama's blocks (MHA heads, head_dim = Nd + P).
+ModelConfig mlaLike(int L, int C, int NH, int Q, int R, int Nd, int P, int Vd, int F, int V, int T)
+{
+    ModelConfig c = llamaLike(L, C, NH, NH, F, V, T);
+    c.mla = {Q, R, Nd, P, Vd};
+    c.head_dim = Nd + P;
+    return c;
+}
+
 // Qwen2's blocks: Llama's with biases on the q, k and v projections only.
 ModelConfig qwen2Like(int L, int C, int NH, int NKV, int F, int V, int T)
 {
@@ -336,6 +352,12 @@ private slots:
         interval.moe.router = MoeRouter::Softmax;
         for (const ModelConfig& c : {mixtralLike(2, 16, 4, 2, 12, 4, 2, 21, 6), interval,
                                      deepseekLike(3, 16, 4, 40, 12, 6, 2, 2, 8, 21, 6)})
+            QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
+        // MLA: the down product, latent norms and up products count as core counts them, with and
+        // without q compression, RMSNorm and LayerNorm.
+        ModelConfig mlaLayerNorm = mlaLike(2, 32, 4, 0, 12, 6, 4, 5, 40, 21, 6);
+        mlaLayerNorm.norm = NormKind::LayerNorm;
+        for (const ModelConfig& c : {mlaLike(2, 32, 4, 16, 12, 6, 4, 5, 40, 21, 6), mlaLayerNorm})
             QCOMPARE(engine::parameterCount(c), shardscope::parameterCount(specOf(c)));
         EmulatedDevice d(0, roomyProfile());
         const ModelConfig cfg = llamaLike(3, 24, 4, 2, 40, 50, 7);
@@ -635,6 +657,14 @@ private slots:
         QTest::newRow("moe capacity factor 0.75 (Megatron's drop policy probs)") << capacity;
         QTest::newRow("deepseek-like moe: dense first layer, sigmoid scaled, bias, 2 shared experts")
             << deepseekLike(2, 8, 2, 12, 6, 6, 2, 2, 4, 11, 5);
+        // MLA: q and kv latents with their norms, the shared RoPE key, q/k heads of 4 + 2 and values of 3,
+        // YaRN's score factor; and without q compression, LayerNorm latents (weights and biases).
+        ModelConfig mla = mlaLike(2, 8, 2, 6, 5, 4, 2, 3, 12, 11, 5);
+        mla.mla.softmax_mscale = 1.3;
+        QTest::newRow("mla: q rank 6, kv rank 5, rope 2, v 3, mscale 1.3") << mla;
+        ModelConfig mlaPlain = mlaLike(2, 8, 2, 0, 5, 4, 2, 3, 12, 11, 5);
+        mlaPlain.norm = NormKind::LayerNorm;
+        QTest::newRow("mla without q compression, layernorm latents") << mlaPlain;
     }
     void wholeModelGradientCheck()
     {
@@ -703,6 +733,7 @@ private slots:
     void recomputationKeepsGradients()
     {
         for (const ModelConfig& cfg : {ModelConfig{3, 16, 4, 23, 6}, llamaLike(3, 16, 4, 2, 24, 23, 6),
+                                       mlaLike(3, 16, 4, 8, 6, 4, 2, 3, 24, 23, 6),
                                        t5Like(2, 2, 16, 4, 24, 23, 6, 8), bertLike(3, 16, 4, 23, 6)}) {
             const StepData data = stepData(cfg, 2, 4);
             std::vector<std::vector<double>> grads;
@@ -774,6 +805,29 @@ private slots:
         QCOMPARE(c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)], expected);
         QVERIFY(d.clockSeconds() > 0);
         QVERIFY(c.bytes_read > 0 && c.bytes_written > 0);
+    }
+
+    // MLA's products: core's forward count (its projections, Q K^T over Nd + P and P V over Vd
+    // per head) x 3, full recomputation adding the layers' forward again.
+    void mlaFlopsMatchCoreFormula()
+    {
+        for (Recompute recompute : {Recompute::None, Recompute::Full})
+            for (int Q : {0, 12}) {
+                const ModelConfig cfg = mlaLike(2, 32, 4, Q, 10, 6, 4, 5, 88, 41, 12);
+                const int B = 3;
+                const double N = B * cfg.seq;
+                const double forward = double(forwardFlopsPerToken(specOf(cfg), cfg.seq)) * N;
+                const double layersForward = forward - 2.0 * cfg.hidden * cfg.vocab * N;
+                const double expected = 3 * forward + (recompute == Recompute::Full ? layersForward : 0.0);
+                EmulatedDevice d(0, roomyProfile());
+                ModelExecutor<float> m(cfg, optionsFor(B, cfg.seq), singleDevice(d, oneDevice(B, recompute)));
+                std::vector<int> in, tg;
+                tokens(B, cfg.seq, cfg.vocab, 1, in, tg);
+                m.forward(0, in.data(), tg.data());
+                m.backward(0);
+                const DeviceCounters& c = d.counters();
+                QCOMPARE(c.flops[size_t(KernelKind::Matmul)] + c.flops[size_t(KernelKind::Attention)], expected);
+            }
     }
 
     void t5FlopsMatchCoreFormula_data()

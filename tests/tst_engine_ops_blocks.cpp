@@ -109,13 +109,15 @@ struct AttentionData {
     AttentionData(const AttentionShape& shape, std::uint64_t seed, double scale = 1.0) : s(shape)
     {
         qStore = randomMat<T>(qRows() + 2, Eigen::Index(s.B) * s.Tq, seed, scale);
-        kvStore = randomMat<T>(2 * kvRows() + 2, Eigen::Index(s.B) * s.Tk, seed + 1);
+        kvStore = randomMat<T>(kvRows() + vRows() + 2, Eigen::Index(s.B) * s.Tk, seed + 1);
     }
     Eigen::Index qRows() const { return Eigen::Index(s.NH) * s.hd; }
     Eigen::Index kvRows() const { return Eigen::Index(s.NKV) * s.hd; }
+    Eigen::Index vRows() const { return Eigen::Index(s.NKV) * s.valueDim(); }    // (MLA: v of its own head size)
+    Eigen::Index outRows() const { return Eigen::Index(s.NH) * s.valueDim(); }
     auto q() { return qStore.middleRows(1, qRows()); }
     auto k() { return kvStore.middleRows(1, kvRows()); }
-    auto v() { return kvStore.middleRows(1 + kvRows(), kvRows()); }
+    auto v() { return kvStore.middleRows(1 + kvRows(), vRows()); }
 };
 
 // The gradients of q, k, v, in stores of the same padded layout, and the outputs.
@@ -130,7 +132,7 @@ struct AttentionGrads {
     }
     auto dq(const AttentionData<T>& d) { return dqStore.middleRows(1, d.qRows()); }
     auto dk(const AttentionData<T>& d) { return dkvStore.middleRows(1, d.kvRows()); }
-    auto dv(const AttentionData<T>& d) { return dkvStore.middleRows(1 + d.kvRows(), d.kvRows()); }
+    auto dv(const AttentionData<T>& d) { return dkvStore.middleRows(1 + d.kvRows(), d.vRows()); }
     // The padding rows are untouched.
     bool paddingIntact() const
     {
@@ -160,7 +162,7 @@ template <class T>
 void attentionForward(KernelPool& pool, AttentionData<T>& d, Mat<T>& att, Mat<T>& out)
 {
     att.resize(d.s.Tk, d.s.probColumns());
-    out.resize(d.qRows(), Eigen::Index(d.s.B) * d.s.Tq);
+    out.resize(d.outRows(), Eigen::Index(d.s.B) * d.s.Tq);
     attention_probs_forward<T>(pool, att, d.q(), d.k(), d.s);
     attention_values_forward<T>(pool, out, att, d.v(), d.s);
 }
@@ -599,6 +601,11 @@ private slots:
             QTest::newRow(qPrintable("GQA bidirectional Tq=5 Tk=9" + t)) << shape(2, 5, 9, 6, 2, 6, false) << threads;
             QTest::newRow(qPrintable("MHA bidirectional Tk=70" + t)) << shape(2, 3, 70, 2, 2, 4, false) << threads;
             QTest::newRow(qPrintable("MQA causal T=70" + t)) << shape(1, 70, 70, 4, 1, 6, true) << threads;
+            // MLA's shapes: q/k heads of 6, values of 4, the scores' own scale.
+            AttentionShape mla = shape(2, 9, 9, 4, 4, 6, true);
+            mla.vd = 4;
+            mla.scale = 0.7;
+            QTest::newRow(qPrintable("MLA hd=6 vd=4 scale 0.7 causal" + t)) << mla << threads;
             // Sliding windows (Mistral): narrower than T, of one key, and wider than T (all causal keys).
             for (int window : {3, 1, 80}) {
                 AttentionShape w = shape(2, 9, 9, 6, 2, 6, true);
@@ -614,10 +621,10 @@ private slots:
         QFETCH(int, threads);
         KernelPool pool(threads);
         AttentionData<float> d(s, 1);
-        const Mat<float> dout = randomMat<float>(d.qRows(), Eigen::Index(s.B) * s.Tq, 3);
+        const Mat<float> dout = randomMat<float>(d.outRows(), Eigen::Index(s.B) * s.Tq, 3);
         Mat<float> att, out;
         attentionForward(pool, d, att, out);
-        Mat<float> attRef(s.Tk, s.probColumns()), outRef(d.qRows(), Eigen::Index(s.B) * s.Tq);
+        Mat<float> attRef(s.Tk, s.probColumns()), outRef(d.outRows(), Eigen::Index(s.B) * s.Tq);
         reference::attention_probs_forward<float>(attRef, d.q(), d.k(), s);
         reference::attention_values_forward<float>(outRef, attRef, d.v(), s);
         QVERIFY(relDiff(att, attRef) < kFloatTol);
@@ -847,13 +854,17 @@ private slots:
         QTest::newRow("MQA NH=3 NKV=1 causal") << shape(1, 5, 5, 3, 1, 4, true);
         QTest::newRow("GQA bidirectional Tq=3 Tk=5") << shape(2, 3, 5, 4, 2, 2, false);
         QTest::newRow("MHA bidirectional Tq=4 Tk=2") << shape(1, 4, 2, 2, 2, 3, false);
+        AttentionShape mla = shape(2, 4, 4, 2, 2, 5, true);
+        mla.vd = 3;
+        mla.scale = 0.8;
+        QTest::newRow("MLA hd=5 vd=3 scale 0.8 causal") << mla;
     }
     void attentionBackwardIsItsDerivative()
     {
         QFETCH(AttentionShape, s);
         KernelPool pool(2);
         AttentionData<double> d(s, 11);
-        const Mat<double> R = randomMat<double>(d.qRows(), Eigen::Index(s.B) * s.Tq, 12);
+        const Mat<double> R = randomMat<double>(d.outRows(), Eigen::Index(s.B) * s.Tq, 12);
         auto loss = [&] {
             Mat<double> att, out;
             attentionForward(pool, d, att, out);

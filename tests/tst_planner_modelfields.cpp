@@ -148,17 +148,21 @@ private slots:
         const double tokens = 2048, q = heads * 96 / 2, v = heads * 64 / 2;
         const double mlaBytes = 2 * (2 * 512 + (256 + 32) + 256) + 2 * (2 * q + 2 * v);
         const double mhaBytes = 4 * q + 4 * q;
+        // (And the two latent norms' fp32 statistics, RMSNorm: one per token each.)
+        const double latentStatistics = 2 * 4.0;
         const Prediction a = CostModel::evaluate(pm, l), b = CostModel::evaluate(ph, l);
-        QCOMPARE(a.memory_bytes.activations - b.memory_bytes.activations, 8 * tokens * (mlaBytes - mhaBytes));
+        QCOMPARE(a.memory_bytes.activations - b.memory_bytes.activations,
+                 8 * tokens * (mlaBytes - mhaBytes + latentStatistics));
         // Model FLOPs: core's count (MLA's projections, Q K^T over 96 and P V over 64 per head).
         QCOMPARE(a.model_flops_per_step, 3.0 * 64 * tokens * double(forwardFlopsPerToken(m, 2048)));
         // Vector FLOPs (core/OpConventions.h): RoPE on the rank's 16 heads' 32-wide parts and the
         // shared 32-wide key (not on 2 x 16 heads of 96), the latent norms over 512 + 256, and the
         // optimizer over the parameters the device holds; 16 micro-batches on each of 8 devices.
+        // The shared key's gradient sums the rank's 16 heads' 32-wide parts (15 x 32 adds).
         const ops::ElementFlops rope = ops::kRope, rms = ops::norm(NormKind::RmsNorm);
-        const double rotated = 16 * 32 + 32 - (q + q), normed = 512 + 256;
-        const double perMicroBatch =
-            8 * tokens * ((rope.forward + rope.backward) * rotated + (rms.forward + rms.backward) * normed);
+        const double rotated = 16 * 32 + 32 - (q + q), normed = 512 + 256, keySum = 15 * 32;
+        const double perMicroBatch = 8 * tokens * ((rope.forward + rope.backward) * rotated +
+                                                   (rms.forward + rms.backward) * normed + ops::kGradientAdd * keySum);
         const double heldParameters = (weightBytes(m, 2) - weightBytes(mha, 2)) / perParameter;
         QCOMPARE(a.vector_flops_per_step - b.vector_flops_per_step,
                  8 * (16 * perMicroBatch + (ops::kAdamW + ops::kSquaredNorm) * heldParameters));
@@ -230,7 +234,6 @@ private slots:
         QTest::addColumn<QString>("named");
         QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
-        QTest::newRow("multi-head latent attention") << 4 << "multi-head latent attention (mla) is not executed";
     }
     void scaledEngineModelRefusesByName()
     {
@@ -240,8 +243,6 @@ private slots:
         if (field == 2)
             m.sliding_window = {4096, {}};
         m.attention_sinks = field == 3;
-        if (field == 4)
-            m.mla = {0, 64, 32, 16, 32};  // (a dense model: refused as MLA, not trained as MHA)
         Layout l;
         l.cp = field == 2 ? 2 : 1;
         try {
@@ -250,6 +251,27 @@ private slots:
         } catch (const InputError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(named), e.what());
         }
+    }
+
+    // Multi-head latent attention is executed (issue 16): the scaled model has it, without q
+    // compression when the model has none, and the same count as core's.
+    void mlaReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.qk_norm = false;
+        m.kv_heads = m.heads;
+        m.mla = {0, 256, 64, 32, 64};
+        m.head_dim = 96;
+        QVERIFY2(validate(m).empty(), joinErrors(validate(m)).c_str());
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QVERIFY(c.mla.enabled());
+        QCOMPARE(c.mla.q_lora_rank, 0);
+        QCOMPARE(c.mla.qk_rope_head_dim, 4);
+        QCOMPARE(c.mla.qk_nope_head_dim, 8);  // 64 : 32
+        QCOMPARE(c.mla.v_head_dim, 8);
+        QCOMPARE(c.mla.softmax_mscale, 1.0);  // no YaRN
+        QVERIFY(engine::validate(c).empty());
+        QCOMPARE(engine::parameterCount(c), parameterCount(engineModelSpec(c)));
     }
 
     // Biases on q, k and v only (Qwen2) are executed: the scaled model keeps them, and only them.

@@ -137,6 +137,20 @@ private slots:
             ++compared;
             const bool isExact = std::fabs(m->predicted - m->measured) <= 2 * 8.0;
             exact += isExact;
+            // Expert tensor parallelism all-gathers each member's received copies over etp and
+            // reduce-scatters their outputs back (MoeMlp.h): a routing-dependent count, which the
+            // planner prices at the balanced mean; within 10% there (the suite's: 0.3-5%), exact
+            // everywhere else.
+            const bool etpCopies = routingDependent(r) && r.c.request.layout.expertTensorParallel() > 1 &&
+                                   (metric == "all_gather_bytes" || metric == "reduce_scatter_bytes" ||
+                                    metric == "comm_bytes");
+            if (etpCopies) {
+                QVERIFY2(std::fabs(m->rel_error) < 0.10, qPrintable(QString("%1: predicted %2, measured %3")
+                                                                        .arg(r.c.name.c_str())
+                                                                        .arg(m->predicted)
+                                                                        .arg(m->measured)));
+                continue;
+            }
             QVERIFY2(isExact,
                      qPrintable(QString("%1: predicted %2, measured %3").arg(r.c.name.c_str()).arg(m->predicted).arg(m->measured)));
         }
@@ -316,6 +330,58 @@ private slots:
 
     // A catalog model is validated as itself: Llama 3 70B's blocks at engine size, its HSDP shard
     // groups kept HSDP, no note but size reductions; the memory exact against the planner.
+    // DeepSeek-V3 validates as itself (issue 16): its multi-head latent attention and MoE blocks at
+    // engine size, the ranks and head sizes in the model's ratios, YaRN's score factor from its
+    // rope_scaling, a plan with tp (sp), pp and ep; the exact metrics exact.
+    void deepseekV3ValidatesAsItself()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        Problem full;
+        full.model = specs.model("deepseek-v3");
+        full.cluster.node = specs.node("p5.48xlarge");
+        full.cluster.nodes = 256;
+        full.training.global_batch = 2048;
+        full.training.seq_len = 4096;
+        FieldErrors errors;
+        // 61 layers over 16 stages as 3 + 14 x 4 + 2; the experts over ep 64; full recomputation (the
+        // plan fits 80 GB with it: 31 GiB a device, not without: 95 GiB).
+        Layout layout = parseLayout("dp=64,tp=2,pp=16,sp=on,ep=64,etp=1,mb=1,first_stage_layers=3,last_stage_layers=2,"
+                                    "recompute=full", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QVERIFY(validate(layout, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        QVERIFY2(s.full_prediction.feasible, "the full-size plan fits its devices");
+        const engine::ModelConfig& m = s.validation.request.model;
+        const MlaSpec& a = full.model.mla;
+        QVERIFY(m.mla.enabled() && m.moe.enabled());
+        // 128 / 64 / 128 head parts as 8 / 4 / 8; ranks in their ratio to the hidden size.
+        QCOMPARE(m.mla.qk_rope_head_dim, 4);
+        QCOMPARE(m.mla.qk_nope_head_dim, 4 * a.qk_nope_head_dim / a.qk_rope_head_dim);
+        QCOMPARE(m.mla.v_head_dim, 4 * a.v_head_dim / a.qk_rope_head_dim);
+        QCOMPARE(m.head_dim, m.mla.qkHeadDim());
+        QVERIFY(std::abs(double(m.mla.q_lora_rank) / m.hidden - double(a.q_lora_rank) / full.model.hidden) <= 2.0 / m.hidden);
+        QVERIFY(std::abs(double(m.mla.kv_lora_rank) / m.hidden - double(a.kv_lora_rank) / full.model.hidden) <=
+                    2.0 / m.hidden ||
+                m.mla.kv_lora_rank == 4);
+        // DeepSeek-V3's yarn factor 40 and mscale_all_dim 1: (0.1 ln 40 + 1)^2 = 1.874.
+        const RopeScaling& rs = full.model.rope_scaling;
+        QCOMPARE(rs.type, RopeScalingKind::Yarn);
+        const double mscale = 0.1 * rs.mscale_all_dim * std::log(rs.factor) + 1.0;
+        QCOMPARE(m.mla.softmax_mscale, mscale * mscale);
+        QVERIFY(std::fabs(m.mla.softmax_mscale - 1.874) < 1e-3);
+        const ValidationResult r = runValidation(s.validation);
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        QVERIFY(r.problem.model.mla.enabled());
+        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
+                                   "all_reduce_bytes", "send_recv_bytes", "all_to_all_bytes"})
+            QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <=
+                         1e-9 * r.metric(metric)->measured + 16,
+                     qPrintable(QString("%1: predicted %2, measured %3")
+                                    .arg(metric)
+                                    .arg(r.metric(metric)->predicted)
+                                    .arg(r.metric(metric)->measured)));
+    }
+
     void scaledCaseKeepsTheArchitecture()
     {
         const SpecLookup& specs = BuiltinSpecs::instance();
@@ -349,9 +415,8 @@ private slots:
         QVERIFY2(r.error.empty(), r.error.c_str());
         for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "flops"})
             QVERIFY2(std::fabs(r.metric(metric)->rel_error) < 1e-9, metric);
-        // What the engine cannot express is refused by name, not trained as something else
-        // (DeepSeek-V3 has MoE too: MLA is named first).
-        for (const auto& [name, named] : {std::pair{"deepseek-v3", "multi-head latent attention"}}) {
+        // What the engine cannot express is refused by name, not trained as something else.
+        for (const auto& [name, named] : {std::pair{"gpt-oss-120b", "attention_sinks"}}) {
             Problem other = full;
             other.model = specs.model(name);
             try {
@@ -646,6 +711,10 @@ private slots:
                 if (QLatin1String(exact) == QLatin1String("activations_bytes") && m.value("rel_error").toDouble() != 0 &&
                     m.value("known_difference").toString().contains("routing-dependent"))
                     continue;  // (pp > 1: several micro-batches' routed sets in flight)
+                // (etp > 1: each member's received copies gathered over etp, said so.)
+                if (QLatin1String(exact) != QLatin1String("activations_bytes") && m.value("rel_error").toDouble() != 0 &&
+                    m.value("known_difference").toString().contains("expert tensor parallelism"))
+                    continue;
                 QVERIFY2(!m.contains("known_difference"), qPrintable(o.value("name").toString() + " " + exact));
             }
         }

@@ -47,6 +47,13 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
         m.moe.score_correction_bias = c.moe.score_correction_bias;
         m.moe.routed_scaling = c.moe.routed_scaling;
     }
+    if (c.mla.enabled()) {  // multi-head latent attention (its score factor changes no count)
+        m.mla.q_lora_rank = c.mla.q_lora_rank;
+        m.mla.kv_lora_rank = c.mla.kv_lora_rank;
+        m.mla.qk_nope_head_dim = c.mla.qk_nope_head_dim;
+        m.mla.qk_rope_head_dim = c.mla.qk_rope_head_dim;
+        m.mla.v_head_dim = c.mla.v_head_dim;
+    }
     if (c.encoder_decoder) {  // T5: decoder layers with cross-attention, one bias table per stack
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;

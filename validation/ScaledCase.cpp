@@ -15,11 +15,38 @@ std::string validationRunName(const Problem& full, const Layout& layout)
            toString(layout) + " (scaled)";
 }
 
+namespace {
+
+// Multi-head latent attention at engine size: the RoPE part 4 wide, the no-RoPE query/key part and
+// the value head in their ratios to it (DeepSeek-V3's 128 / 64 / 128: 8, 4, 8), the q and kv ranks
+// in their ratios to the hidden size (even, at least 4; a model without q compression keeps none);
+// the scores' YaRN factor as the model's (mscale^2, HF DeepseekV3Attention.scaling with
+// yarn_get_mscale(factor, mscale_all_dim), transformers models/deepseek_v3/modular_deepseek_v3.py
+// @ 000c33f; Megatron-LM's MLA softmax_scale, multi_latent_attention.py @ d98e8a64). The RoPE
+// frequencies stay unscaled: 32 tokens are far inside the original context.
+void scaleMla(const ModelSpec& m, engine::ModelConfig& c)
+{
+    const MlaSpec& a = m.mla;
+    const int P = 4;
+    auto even = [&](double ratio) { return std::max(4, 2 * int(std::lround(ratio * c.hidden / 2))); };
+    c.mla.qk_rope_head_dim = P;
+    c.mla.qk_nope_head_dim = std::max(2, int(std::lround(double(P) * a.qk_nope_head_dim / a.qk_rope_head_dim)));
+    c.mla.v_head_dim = std::max(2, int(std::lround(double(P) * a.v_head_dim / a.qk_rope_head_dim)));
+    c.mla.q_lora_rank = a.q_lora_rank > 0 ? even(double(a.q_lora_rank) / m.hidden) : 0;
+    c.mla.kv_lora_rank = even(double(a.kv_lora_rank) / m.hidden);
+    c.head_dim = c.mla.qkHeadDim();
+    c.kv_heads = c.heads;
+    const RopeScaling& r = m.rope_scaling;
+    if (r.type != RopeScalingKind::None && r.mscale_all_dim > 0 && r.factor > 1) {
+        const double mscale = 0.1 * r.mscale_all_dim * std::log(r.factor) + 1.0;
+        c.mla.softmax_mscale = mscale * mscale;
+    }
+}
+
+} // namespace
+
 engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
-    // (Issue 16 brings MLA to the engine; until then a model with it is refused, not trained as MHA.)
-    if (m.mla.enabled())
-        throw InputError(m.name + ": multi-head latent attention (mla) is not executed by the engine yet: no validation run");
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
     if (m.sliding_window.enabled() && l.cp > 1)
@@ -84,6 +111,8 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
             c.sliding_window = {};  // none of the scaled layers slides
     }
     c.tied_embeddings = m.tied_embeddings;
+    if (m.mla.enabled())
+        scaleMla(m, c);
     // MoE: the model's router, top-k, shared experts and width ratios on a few experts (at least
     // 2 per ep rank; engine::scaledMoe).
     c.moe = engine::scaledMoe(m, c.hidden, c.layers, l.ep);

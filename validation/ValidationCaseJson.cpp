@@ -106,6 +106,16 @@ QJsonObject toJson(const ValidationCase& c)
                                         {"routed_scaling", e.routed_scaling}});
         o.insert("model", model);
     }
+    if (const engine::MlaConfig& a = r.model.mla; a.enabled()) {  // (written only with MLA)
+        QJsonObject model = o.value("model").toObject();
+        model.insert("mla", QJsonObject{{"q_lora_rank", a.q_lora_rank},
+                                        {"kv_lora_rank", a.kv_lora_rank},
+                                        {"qk_nope_head_dim", a.qk_nope_head_dim},
+                                        {"qk_rope_head_dim", a.qk_rope_head_dim},
+                                        {"v_head_dim", a.v_head_dim},
+                                        {"softmax_mscale", a.softmax_mscale}});
+        o.insert("model", model);
+    }
     if (c.host.known())
         o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
     return o;
@@ -164,6 +174,16 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1e6);
         e.score_correction_bias = moe.boolean("score_correction_bias", false);
         e.routed_scaling = moe.number("routed_scaling", 0, false, 0, 1e6);
+    }
+    if (model.has("mla")) {
+        JsonReader mla = model.object("mla", false);
+        engine::MlaConfig& a = r.model.mla;
+        a.q_lora_rank = mla.integer("q_lora_rank", 0, false, 0, 1 << 16);
+        a.kv_lora_rank = mla.integer("kv_lora_rank", 0, true, 1, 1 << 16);
+        a.qk_nope_head_dim = mla.integer("qk_nope_head_dim", 0, true, 1, 1 << 12);
+        a.qk_rope_head_dim = mla.integer("qk_rope_head_dim", 0, true, 2, 1 << 12);
+        a.v_head_dim = mla.integer("v_head_dim", 0, true, 1, 1 << 12);
+        a.softmax_mscale = mla.number("softmax_mscale", 1, false, 1e-6, 1e6);
     }
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);
