@@ -79,8 +79,18 @@ std::string objectiveProblem(Objective objective, const Problem& problem)
 
 namespace {
 
-// Model states per device of one transformer layer, at least (memoryLowerBound's terms).
-double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
+// Model states per device of one transformer layer, at least (memoryLowerBound's terms): of a
+// dense layer and of a MoE layer.
+struct LayerStateBytes {
+    double dense = 0, moe = 0;
+    // Of `layers` layers on a stage, `moeLayers` of them MoE and `either` of either kind.
+    double stage(double denseLayers, double moeLayers, double either) const
+    {
+        return denseLayers * dense + moeLayers * moe + either * std::min(dense, moe);
+    }
+};
+
+LayerStateBytes layerStateBytesByKind(const CostModel& model, const Layout& l)
 {
     const Problem& p = model.problem();
     const ModelSpec& m = p.model;
@@ -88,8 +98,7 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
     // attention): attention Q, K, V, O and the MLP's 2 (3 when gated) matrices per expert.
     const double h = m.hidden;
     const bool gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu;
-    // (A model with dense and MoE layers: the smaller of the two MLPs for every layer.) Per device:
-    // tp splits the attention, the dense MLP and the shared experts; the routed experts are E / ep
+    // Per device: tp splits the attention, the dense MLP and the shared experts; the routed experts are E / ep
     // per device, each split over etp.
     const double matrices = gated ? 3.0 : 2.0;
     const double dense = matrices * h * m.ffn_hidden / l.tp;
@@ -98,7 +107,6 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
                                           : 0.0;
     const double moe = m.moe.enabled() ? routed + m.moe.shared_experts * double(m.moe.shared_ffn_hidden) * matrices * h / l.tp
                                        : dense;
-    const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
     const double attention = m.mla.enabled() ? mlaMatrixParams(m) : 2.0 * h * m.qDim() + 2.0 * h * m.kvDim();
     // The shard group spans zero_group x cp devices (gradients reduce over dp x cp); the experts'
     // the same share of their edp group (CostModel's rule).
@@ -109,10 +117,49 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
         const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, p.training.precision, p.training.optimizer);
         return s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
     };
-    // Per layer (replicated KV heads only add to this); every stage holds totalLayers / pp layers.
+    // Per layer (replicated KV heads only add to this).
     const double denseLayer = stateBytes(attention / l.tp + dense, shards);
     const double moeLayer = stateBytes(attention / l.tp + moe - routed, shards) + stateBytes(routed, expertShards);
-    return !m.moe.enabled() ? denseLayer : mixed ? std::min(denseLayer, moeLayer) : moeLayer;
+    return {denseLayer, m.moe.enabled() ? moeLayer : denseLayer};
+}
+
+// Of any layer (a model with dense and MoE layers: the smaller).
+double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
+{
+    const ModelSpec& m = model.problem().model;
+    const LayerStateBytes b = layerStateBytesByKind(model, l);
+    const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
+    return !m.moe.enabled() ? b.dense : mixed ? std::min(b.dense, b.moe) : b.moe;
+}
+
+// The states of the layers of the stages the memory figure compares (the mesh's first, last
+// and middle entries), at least.
+std::array<double, 3> stageStateBytes(const CostModel& model, const StepTimeBound::Mesh& mesh, const Layout& l)
+{
+    const LayerStateBytes states = layerStateBytesByKind(model, l);
+    std::array<double, 3> out{};
+    for (size_t k = 0; k < 3; ++k)
+        out[k] = states.stage(mesh.dense[k], mesh.moe[k], mesh.either[k]);
+    return out;
+}
+
+// The stages the memory figure compares: first, last, and the second under an uneven split
+// (with the middle one's costs: CostModel.cpp, memSecond).
+int memoryStages(const Layout& l) { return l.unevenPipeline() && l.pp > 2 ? 3 : 2; }
+
+// The memory of the peak stage at least: the most of the stages' states and activations, with the reserve.
+double stagesMemoryBytes(const std::array<double, 3>& states, const std::array<double, 3>& activations, int stages,
+                         double reserve)
+{
+    double most = 0;
+    for (size_t k = 0; k < size_t(stages); ++k)
+        most = std::max(most, states[k] + activations[k]);
+    return (reserve + most) * (1 - 1e-9);
+}
+
+double reserveBytes(const CostModel& model)
+{
+    return model.params().reserve_fraction * model.problem().cluster.node.chip.hbmBytesPerDevice();
 }
 
 } // namespace
@@ -121,7 +168,15 @@ double memoryLowerBound(const CostModel& model, const Layout& l)
 {
     const Problem& p = model.problem();
     const double states = layerStateBytesLowerBound(model, l) * double(p.model.totalLayers() / l.pp);
-    return states + model.params().reserve_fraction * p.cluster.node.chip.hbmBytesPerDevice();
+    return states + reserveBytes(model);
+}
+
+double stageMemoryLowerBound(const CostModel& model, const StepTimeBound& bound, const Layout& l)
+{
+    const StepTimeBound::Mesh mesh = bound.mesh(l);
+    return std::max(memoryLowerBound(model, l), stagesMemoryBytes(stageStateBytes(model, mesh, l),
+                                                                  bound.activationBytes(mesh, l), memoryStages(l),
+                                                                  reserveBytes(model)));
 }
 
 namespace {
@@ -363,6 +418,9 @@ struct Searcher::ZeroSibling {
     double step_s = std::numeric_limits<double>::quiet_NaN();  // NaN: not priced
     double memory_bytes = 0;
     int memory_stage = 0;
+    // The slowest stage's compute and recomputation per step: no ZeRO configuration's
+    // data-parallel traffic hides behind more (StepTimeBound::zeroStepTime).
+    double window_s = 0;
 
     static ZeroSibling of(const Prediction& pr, const Layout& l)
     {
@@ -372,6 +430,7 @@ struct Searcher::ZeroSibling {
         z.step_s = (t.compute + t.recompute + t.tp_comm + t.cp_comm + t.pp_comm + t.ep_comm + t.bubble) * (1 - 1e-9);
         z.memory_bytes = (m.activations + (l.zero_stage == 3 ? 0.0 : m.buffers) + m.reserve) * (1 - 1e-9);
         z.memory_stage = pr.memory_stage;
+        z.window_s = t.compute + t.recompute;
         return z;
     }
 };
@@ -406,17 +465,23 @@ Searcher::RankBound Searcher::rankBound(double step) const
 }
 
 // Whether no layout with a step time >= b.step and memory >= memoryBound can change this
-// worker's results: its objective is worse than the worst of a full top (keep_k_: the variants
-// too) and of a full infeasible top, and each front has a point that dominates it. Strictly
+// worker's results: its objective is worse than the worst of a full infeasible top and, unless
+// it cannot fit under the limit (then it is priced into that top only, Searcher::consider), of a
+// full top (keep_k_: the variants too), and each front has a point that dominates it. Strictly
 // worse objectives only, so that no tie broken by memory or layout could let it in.
+// A layout whose memory bound is over the limit can enter the infeasible top only.
 bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerResult& out) const
 {
     if (!std::isfinite(b.step) || !(b.step > 0))
         return false;
-    if (int(out.heap.size()) < keep_k_ || int(out.infeasible_heap.size()) < top_k_)
+    if (int(out.infeasible_heap.size()) < top_k_ ||
+        !(b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction)))
+        return false;
+    if (memoryBound > limit_)
+        return true;
+    if (int(out.heap.size()) < keep_k_)
         return false;
     return b.objective > objectiveValue(out.objective, out.heap.front().prediction) &&
-           b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction) &&
            frontDominates(out.time_cost, b.time_s, b.cost_usd) && frontDominates(out.step_memory, b.step, memoryBound);
 }
 
@@ -532,23 +597,37 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     }
 
     Layout l = s.layout();
-    const StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
+    StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
+    const double reserve = reserveBytes(model_);
+    const int stages = memoryStages(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
     // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
-    std::vector<double> memoryBounds(zeros.size()), layerStates(zeros.size());
+    std::vector<double> memoryBounds(zeros.size()), strongBounds(zeros.size());
+    // The states of each memory stage's layers (first, last, middle), at least.
+    std::vector<std::array<double, 3>> stageStates(zeros.size());
+    std::vector<StepTimeBound::ZeroTerms> zeroTerms(zeros.size());
+    std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
         l.etp = e.etp;
+        time_bound_.setExpertGrid(meshBound, l);
         // Depends only on the mesh shape, the ZeRO configuration and the expert grid: once per pair.
+        unbounded.clear();
         for (std::size_t i = 0; i < zeros.size(); ++i) {
             l.zero_stage = zeros[i].stage;
             l.zero_group = zeros[i].group;
             l.offload = zeros[i].offload;
             memoryBounds[i] = memoryLowerBound(model_, l);
-            layerStates[i] = layerStateBytesLowerBound(model_, l);
+            stageStates[i] = stageStateBytes(model_, meshBound, l);
+            zeroTerms[i] = time_bound_.zeroTerms(meshBound, l);
+            // The step-time bound applies only where the checks before pricing would not reject
+            // the layout anyway (those keep their own reasons).
+            if (memoryBounds[i] > limit_ || (l.offload == Offload::Optimizer && !model_.offloadPriced()))
+                unbounded.push_back(i);
         }
+        const auto boundedSiblings = std::int64_t(zeros.size() - unbounded.size());
         for (bool sp : sps) {
             l.sequence_parallel = sp;
             l.tp_comm_overlap = space_.tp_comm_overlap && sp;
@@ -585,8 +664,44 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                         const bool sharesTime = t.flash_attention && r != Recompute::Full;
                         RankBound stepBound = rankBound(std::max(time_bound_.stepTime(meshBound, l),
                                                                  sharesTime && !std::isnan(notFullStep) ? notFullStep : 0.0));
+                        if (options_.prune_by_time) {
+                            // Each sibling's memory at least: the states of a memory stage's layers with
+                            // that stage's activations (StepTimeBound) and the reserve. When the least of
+                            // them cannot rank, no sibling the bound applies to can: all skipped at once.
+                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, l);
+                            double least = std::numeric_limits<double>::infinity();
+                            for (std::size_t i = 0; i < zeros.size(); ++i) {
+                                strongBounds[i] =
+                                    std::max(memoryBounds[i], stagesMemoryBytes(stageStates[i], activations, stages, reserve));
+                                if (memoryBounds[i] <= limit_)
+                                    least = std::min(least, strongBounds[i]);
+                            }
+                            if (boundedSiblings > 0 && cannotRank(stepBound, least, out)) {
+                                // (Counted as candidates without validate(), as below.)
+                                out.candidates += boundedSiblings;
+                                out.pruned += boundedSiblings;
+                                out.pruned_by_time += boundedSiblings;
+                                for (std::size_t i : unbounded) {
+                                    const ZeroConfig& z = zeros[i];
+                                    l.zero_stage = z.stage;
+                                    l.zero_group = z.group;
+                                    l.offload = z.offload;
+                                    l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
+                                    consider(l, memoryBounds[i], out);
+                                }
+                                continue;
+                            }
+                        }
                         ZeroSibling sibling;  // the first ZeRO configuration priced
-                        double siblingLayers = 0;
+                        size_t siblingStage = 0;  // its peak memory stage's entry of the mesh (first, last, middle)
+                        // Configuration i's own terms on top: its optimizer step, and once a sibling
+                        // is priced (its compute the window of every overlap) its ZeRO traffic net of it.
+                        auto siblingBound = [&](std::size_t i, const ZeroSibling& priced) {
+                            const bool known = !std::isnan(priced.step_s);
+                            const double others = known ? std::max(stepBound.step, priced.step_s) : stepBound.step;
+                            const double own = time_bound_.zeroStepTime(zeroTerms[i], micro, known ? priced.window_s : -1.0);
+                            return rankBound(others + own);
+                        };
                         for (std::size_t i = 0; i < zeros.size(); ++i) {
                             const ZeroConfig& z = zeros[i];
                             l.zero_stage = z.stage;
@@ -598,15 +713,16 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             const double bound = memoryBounds[i];
                             // (A sibling's memory: at least the priced one's ZeRO-independent bytes
                             // on its peak stage plus this configuration's states of that stage's layers.)
+                            const double strong = options_.prune_by_time ? strongBounds[i] : bound;
                             const double memoryBound =
                                 std::isnan(sibling.step_s)
-                                    ? bound
-                                    : std::max(bound, sibling.memory_bytes + layerStates[i] * siblingLayers * (1 - 1e-9));
+                                    ? strong
+                                    : std::max(strong, sibling.memory_bytes + stageStates[i][siblingStage] * (1 - 1e-9));
                             // The step-time bound applies only where the checks before pricing would
                             // not reject the layout anyway (those keep their own reasons).
                             const bool timeBounded = options_.prune_by_time && bound <= limit_ &&
                                                      (l.offload != Offload::Optimizer || model_.offloadPriced());
-                            if (timeBounded && cannotRank(stepBound, memoryBound, out)) {
+                            if (timeBounded && cannotRank(siblingBound(i, sibling), memoryBound, out)) {
                                 // Counted as a candidate without validate(): the generator makes the
                                 // layouts validate() accepts (it checks every evaluated one).
                                 ++out.candidates;
@@ -618,7 +734,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             if (std::isnan(sibling.step_s) && std::isfinite(priced.step_s) &&
                                 std::isfinite(priced.memory_bytes)) {
                                 sibling = priced;
-                                siblingLayers = l.stageLayers(m.totalLayers(), priced.memory_stage);
+                                // (The second stage's costs are the middle one's: CostModel.cpp, memSecond.)
+                                siblingStage = priced.memory_stage == 0 ? 0 : priced.memory_stage == s.pp - 1 ? 1 : 2;
                                 stepBound = rankBound(std::max(stepBound.step, priced.step_s));
                                 if (sharesTime && std::isnan(notFullStep))
                                     notFullStep = priced.step_s;

@@ -40,6 +40,7 @@
 #include "Prediction.h"
 #include "Problem.h"
 #include "SearchSpace.h"
+#include "StepTimeBound.h"
 
 #include <atomic>
 #include <cstdint>
@@ -153,6 +154,10 @@ struct SearchResult {
 // offload matter): model states of the transformer layers alone, plus the reserve.
 // Never above CostModel::evaluate()'s memory_bytes.total().
 double memoryLowerBound(const CostModel& model, const Layout& layout);
+// A stronger one the step-time pruning uses (the memory pruning above decides what is priced, so
+// it stays as it is): on each stage the memory figure compares, the states of its layers by kind
+// (dense and MoE) with the activations StepTimeBound::activationBytes() bounds, plus the reserve.
+double stageMemoryLowerBound(const CostModel& model, const StepTimeBound& bound, const Layout& layout);
 
 SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options = {});
 SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options = {});
