@@ -455,7 +455,8 @@ bool frontDominates(const PlanFront& front, double x, double y)
 Searcher::RankBound Searcher::rankBound(double step) const
 {
     const TrainingSpec& t = problem_.training;
-    Prediction at;
+    // (One per thread, reused: a Prediction is large to clear, and only these fields are read.)
+    thread_local Prediction at;
     at.step_time_s = step;
     at.tokens_per_s = double(t.global_batch) * t.seq_len / at.step_time_s;
     at.time_to_train_s = t.tokens_to_train / at.tokens_per_s;
@@ -601,6 +602,16 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     const double reserve = reserveBytes(model_);
     const int stages = memoryStages(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
+    // A recomputation mode with what goes with it: its method and layers, the all-to-all overlap.
+    auto setRecompute = [&](Layout& layout, Recompute r) {
+        layout.recompute = r;
+        layout.ep_comm_overlap = space_.ep_comm_overlap && layout.ep > 1 && r != Recompute::Full &&
+                                 (s.pp == 1 || layout.schedule == PipelineSchedule::Interleaved) && overlapPrecision;
+        const bool partial = r == Recompute::Full;
+        layout.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
+                                          : RecomputeMethod::Uniform;
+        layout.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
+    };
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
     // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
@@ -609,6 +620,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     std::vector<std::array<double, 3>> stageStates(zeros.size());
     std::vector<StepTimeBound::ZeroTerms> zeroTerms(zeros.size());
     std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
+    std::vector<char> bounded(zeros.size());  // ... and whether it applies, by sibling
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
         l.etp = e.etp;
@@ -624,10 +636,26 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
             zeroTerms[i] = time_bound_.zeroTerms(meshBound, l);
             // The step-time bound applies only where the checks before pricing would not reject
             // the layout anyway (those keep their own reasons).
-            if (memoryBounds[i] > limit_ || (l.offload == Offload::Optimizer && !model_.offloadPriced()))
+            bounded[i] = !(memoryBounds[i] > limit_ || (l.offload == Offload::Optimizer && !model_.offloadPriced()));
+            if (!bounded[i])
                 unbounded.push_back(i);
         }
         const auto boundedSiblings = std::int64_t(zeros.size() - unbounded.size());
+        // A group of siblings none of which can rank: those the bound applies to counted as
+        // candidates pruned by time (without validate(), as below), the others considered.
+        auto skipSiblings = [&] {
+            out.candidates += boundedSiblings;
+            out.pruned += boundedSiblings;
+            out.pruned_by_time += boundedSiblings;
+            for (std::size_t i : unbounded) {
+                const ZeroConfig& z = zeros[i];
+                l.zero_stage = z.stage;
+                l.zero_group = z.group;
+                l.offload = z.offload;
+                l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
+                consider(l, memoryBounds[i], out);
+            }
+        };
         for (bool sp : sps) {
             l.sequence_parallel = sp;
             l.tp_comm_overlap = space_.tp_comm_overlap && sp;
@@ -635,6 +663,39 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                 l.micro_batch = mb;
                 if (cancelled())
                     return false;
+                // The whole micro-batch size at once: the least step-time bound of its schedules with
+                // nothing recomputed and every overlap on that the layout can take, and the least
+                // activations of its schedules and recomputation modes (each bound is monotone in
+                // them). If no sibling can rank with those, none of the size's layouts can.
+                const StepTimeBound::MicroBatch perMb = time_bound_.microBatch(meshBound, l);
+                bool wholeSizeSkipped = false;
+                if (options_.prune_by_time && boundedSiblings > 0 && !(sp && t.seq_len % (s.tp * s.cp) != 0)) {
+                    Layout probe = l;
+                    double step = std::numeric_limits<double>::infinity();
+                    std::array<double, 3> fewest{};
+                    fewest.fill(std::numeric_limits<double>::infinity());
+                    for (const auto& [schedule, v] : schedules) {
+                        if (schedule == PipelineSchedule::Interleaved && micro % s.pp != 0)
+                            continue;
+                        probe.schedule = schedule;
+                        probe.virtual_stages = v;
+                        // (Set up as no recomputation: every mode's bound is at least this one.)
+                        setRecompute(probe, Recompute::None);
+                        step = std::min(step, time_bound_.stepTimeParts(meshBound, perMb, probe, false).step_s);
+                        for (Recompute r : space_.recomputes) {
+                            setRecompute(probe, r);
+                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, perMb, probe);
+                            for (size_t k = 0; k < 3; ++k)
+                                fewest[k] = std::min(fewest[k], activations[k]);
+                        }
+                    }
+                    double least = std::numeric_limits<double>::infinity();
+                    for (std::size_t i = 0; i < zeros.size(); ++i)
+                        if (memoryBounds[i] <= limit_)
+                            least = std::min(least, std::max(memoryBounds[i],
+                                                             stagesMemoryBytes(stageStates[i], fewest, stages, reserve)));
+                    wholeSizeSkipped = std::isfinite(step) && std::isfinite(least) && cannotRank(rankBound(step), least, out);
+                }
                 for (const auto& [schedule, v] : schedules) {
                     l.schedule = schedule;
                     l.virtual_stages = v;
@@ -642,15 +703,9 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     // already does): its step-time terms are those of no recomputation (CostModel.cpp
                     // reads Recompute::Selective only without flash, apart from memory), so the two
                     // bound each other's ZeRO siblings' time, not their memory.
-                    double notFullStep = std::numeric_limits<double>::quiet_NaN();
+                    ZeroSibling notFull;  // the first priced of a mode other than full recomputation
                     for (Recompute r : space_.recomputes) {
-                        l.recompute = r;
-                        l.ep_comm_overlap = space_.ep_comm_overlap && l.ep > 1 && r != Recompute::Full &&
-                                            (s.pp == 1 || schedule == PipelineSchedule::Interleaved) && overlapPrecision;
-                        const bool partial = r == Recompute::Full;
-                        l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
-                                                     : RecomputeMethod::Uniform;
-                        l.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
+                        setRecompute(l, r);
                         // Rules that depend on the inner keys (not on ZeRO): every ZeRO sibling breaks them.
                         const auto siblings = std::int64_t(zeros.size());
                         if (sp && t.seq_len % (s.tp * s.cp) != 0) {
@@ -661,47 +716,46 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             out.reasons[kInterleavedMicroBatches] += siblings;
                             continue;
                         }
+                        if (wholeSizeSkipped) {
+                            skipSiblings();
+                            continue;
+                        }
                         const bool sharesTime = t.flash_attention && r != Recompute::Full;
-                        RankBound stepBound = rankBound(std::max(time_bound_.stepTime(meshBound, l),
-                                                                 sharesTime && !std::isnan(notFullStep) ? notFullStep : 0.0));
+                        const StepTimeBound::Seconds own = time_bound_.stepTimeParts(meshBound, perMb, l, true);
+                        // Configuration i's step at least: the bound with its ZeRO traffic net of the
+                        // overlap behind the bound's busy time and its optimizer step, or a priced
+                        // sibling's ZeRO-independent terms with its traffic net of that one's compute.
+                        auto siblingStep = [&](std::size_t i, const ZeroSibling& priced) {
+                            double step = own.step_s + time_bound_.zeroStepTime(zeroTerms[i], micro, time_bound_.busyWindow(own));
+                            if (sharesTime && !std::isnan(notFull.step_s))
+                                step = std::max(step, notFull.step_s +
+                                                          time_bound_.zeroStepTime(zeroTerms[i], micro, notFull.window_s));
+                            if (!std::isnan(priced.step_s))
+                                step = std::max(step, priced.step_s + time_bound_.zeroStepTime(zeroTerms[i], micro, priced.window_s));
+                            return step;
+                        };
                         if (options_.prune_by_time) {
                             // Each sibling's memory at least: the states of a memory stage's layers with
                             // that stage's activations (StepTimeBound) and the reserve. When the least of
                             // them cannot rank, no sibling the bound applies to can: all skipped at once.
-                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, l);
+                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, perMb, l);
                             double least = std::numeric_limits<double>::infinity();
                             for (std::size_t i = 0; i < zeros.size(); ++i) {
                                 strongBounds[i] =
                                     std::max(memoryBounds[i], stagesMemoryBytes(stageStates[i], activations, stages, reserve));
-                                if (memoryBounds[i] <= limit_)
+                                if (bounded[i])
                                     least = std::min(least, strongBounds[i]);
                             }
-                            if (boundedSiblings > 0 && cannotRank(stepBound, least, out)) {
-                                // (Counted as candidates without validate(), as below.)
-                                out.candidates += boundedSiblings;
-                                out.pruned += boundedSiblings;
-                                out.pruned_by_time += boundedSiblings;
-                                for (std::size_t i : unbounded) {
-                                    const ZeroConfig& z = zeros[i];
-                                    l.zero_stage = z.stage;
-                                    l.zero_group = z.group;
-                                    l.offload = z.offload;
-                                    l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
-                                    consider(l, memoryBounds[i], out);
-                                }
+                            // (The ZeRO terms, >= 0, are left to each sibling's own test below.)
+                            const double fastest =
+                                std::max(own.step_s, sharesTime && !std::isnan(notFull.step_s) ? notFull.step_s : 0.0);
+                            if (boundedSiblings > 0 && cannotRank(rankBound(fastest), least, out)) {
+                                skipSiblings();
                                 continue;
                             }
                         }
                         ZeroSibling sibling;  // the first ZeRO configuration priced
                         size_t siblingStage = 0;  // its peak memory stage's entry of the mesh (first, last, middle)
-                        // Configuration i's own terms on top: its optimizer step, and once a sibling
-                        // is priced (its compute the window of every overlap) its ZeRO traffic net of it.
-                        auto siblingBound = [&](std::size_t i, const ZeroSibling& priced) {
-                            const bool known = !std::isnan(priced.step_s);
-                            const double others = known ? std::max(stepBound.step, priced.step_s) : stepBound.step;
-                            const double own = time_bound_.zeroStepTime(zeroTerms[i], micro, known ? priced.window_s : -1.0);
-                            return rankBound(others + own);
-                        };
                         for (std::size_t i = 0; i < zeros.size(); ++i) {
                             const ZeroConfig& z = zeros[i];
                             l.zero_stage = z.stage;
@@ -722,7 +776,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             // not reject the layout anyway (those keep their own reasons).
                             const bool timeBounded = options_.prune_by_time && bound <= limit_ &&
                                                      (l.offload != Offload::Optimizer || model_.offloadPriced());
-                            if (timeBounded && cannotRank(siblingBound(i, sibling), memoryBound, out)) {
+                            if (timeBounded && cannotRank(rankBound(siblingStep(i, sibling)), memoryBound, out)) {
                                 // Counted as a candidate without validate(): the generator makes the
                                 // layouts validate() accepts (it checks every evaluated one).
                                 ++out.candidates;
@@ -736,9 +790,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                                 sibling = priced;
                                 // (The second stage's costs are the middle one's: CostModel.cpp, memSecond.)
                                 siblingStage = priced.memory_stage == 0 ? 0 : priced.memory_stage == s.pp - 1 ? 1 : 2;
-                                stepBound = rankBound(std::max(stepBound.step, priced.step_s));
-                                if (sharesTime && std::isnan(notFullStep))
-                                    notFullStep = priced.step_s;
+                                if (sharesTime && std::isnan(notFull.step_s))
+                                    notFull = priced;
                             }
                         }
                     }

@@ -16,7 +16,8 @@ StepTimeBound::StepTimeBound(const CostModel& model)
       half_dim_(model.params().matmul_half_dim),
       overhead_s_(model.params().kernel_overhead_s),
       activation_bytes_(model.activationBytes()),
-      sliding_(model.problem().model.slidingLayers(0, model.problem().model.layers) > 0)
+      sliding_(model.problem().model.slidingLayers(0, model.problem().model.layers) > 0),
+      dp_overlap_(model.params().dp_overlap)
 {
     // The bytes activationBytes() counts are the 16-bit (fp32: 32-bit) tensors the cost model
     // keeps at these precisions; a recipe that stores fewer bytes must be looked at before it
@@ -79,157 +80,167 @@ void StepTimeBound::setExpertGrid(Mesh& mesh, const Layout& l) const
     mesh.etp_group = placeGroup(mesh.etp, 1, mesh.etp_link.domain_devices);
 }
 
-// Stage `i`'s collectives per micro-batch that no overlap option hides (CostModel.cpp, stageCost),
-// each priced by the cost model's links and Collectives.h's functions on the same bytes.
-double StepTimeBound::communication(const Mesh& mesh, const Layout& l, size_t i, double recomputed,
-                                    double micro) const
-{
-    const Problem& p = model_.problem();
-    const ModelSpec& m = p.model;
-    const TrainingSpec& t = p.training;
-    const double h = m.hidden;
-    const double T = l.micro_batch * (double(t.seq_len) / l.cp);
-    const double passes = 2 + recomputed;  // forward, backward, the recomputed share of a forward
-    double seconds = 0;
-    if (l.tp > 1) {
-        // Two per layer (three per decoder layer of an encoder-decoder: counted as two), less a MoE
-        // layer's MLP pair when it has no shared experts (at most all of an encoder-decoder's).
-        const double message = T * h * activation_bytes_;
-        const double perCall = l.sequence_parallel ? reduceScatterTime(mesh.tp_group, message, mesh.tp_link) +
-                                                         allGatherTime(mesh.tp_group, message, mesh.tp_link)
-                                                   : allReduceTime(mesh.tp_group, message, mesh.tp_link);
-        const double withoutTpMlp =
-            m.moe.enabled() && m.moe.shared_experts == 0 ? double(mesh.moe[i] + mesh.either[i]) : 0.0;
-        const double layerComm = passes * (2.0 * mesh.layers[i] - withoutTpMlp) * perCall;
-        // tp-comm-overlap leaves one chunk of tp exposed at least.
-        seconds += l.tp_comm_overlap ? layerComm / l.tp : layerComm;
-    }
-    const double moeLayers = mesh.moe[i];
-    if (m.moe.enabled() && moeLayers > 0) {
-        const double tokens = T / (l.sequence_parallel ? l.tp : 1.0);  // T_moe
-        const double imbalance = t.moe_imbalance;
-        if (mesh.ep > 1) {
-            // Dispatch and combine per pass; ep_comm_overlap hides at most (m - 1) / m of them.
-            const double payload = tokens * m.moe.top_k * h * activation_bytes_;
-            const double a2a = 2 * passes * moeLayers * allToAllTime(mesh.ep_group, imbalance * payload, mesh.ep_link);
-            seconds += l.ep_comm_overlap && micro > 1 ? a2a / micro : a2a;
-        }
-        if (mesh.etp > 1) {
-            // The routed copies gathered after the dispatch and scattered before the combine.
-            const double gathered = tokens * m.moe.top_k * mesh.etp * h * activation_bytes_;
-            seconds += 2 * passes * moeLayers * allGatherTime(mesh.etp_group, imbalance * gathered, mesh.etp_link);
-        }
-    }
-    if (l.cp > 1 && !sliding_) {
-        // The ring's K/V block per step: the forward's cp - 1 sends (again per recomputed forward),
-        // the backward's first and last with one block, the cp - 2 between with two. Each step's
-        // attention (a cp-th of the core) and its exposed send take at least the send's time, so the
-        // sends alone bound the core and the ring's exposure together (a sliding layer's core is
-        // less than its steps: not bounded so).
-        const double kvHeads = m.kv_heads % l.tp == 0 ? double(m.kv_heads / l.tp) : 1.0;
-        const double hv = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
-        const double block = l.micro_batch * (double(t.seq_len) / l.cp) * kvHeads * m.head_dim *
-                             (1 + hv / m.head_dim) * activation_bytes_;
-        const bool crosses = mesh.cp_group.crossesDomains();
-        const double one = sendRecvTime(crosses, block, mesh.cp_link), two = sendRecvTime(crosses, 2 * block, mesh.cp_link);
-        const double c = l.cp;
-        // (Attention blocks: one per layer, two per decoder layer: at least the layers.)
-        seconds += mesh.layers[i] * ((1 + recomputed) * (c - 1) * one + 2 * one + (c - 2) * two);
-    }
-    return seconds;
-}
-
-double StepTimeBound::bound(const Mesh& mesh, const Layout& l, bool recompute) const
+StepTimeBound::MicroBatch StepTimeBound::microBatch(const Mesh& mesh, const Layout& l) const
 {
     const Problem& p = model_.problem();
     const ModelSpec& m = p.model;
     const TrainingSpec& t = p.training;
     const double h = m.hidden, tp = l.tp;
     const double T = l.micro_batch * (double(t.seq_len) / l.cp);  // tokens per micro-batch
+    const double sp = l.sequence_parallel ? tp : 1.0;
     const double matrices = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu ? 3 : 2;
+    MicroBatch out;
     // One layer's GEMMs, forward (CostModel.cpp, stageCost).
-    double projections = 0;
     if (m.mla.enabled()) {
         const MlaDeviceShapes mla = mlaDeviceShapes(m, l.tp);
         for (int i = 0; i < mla.gemm_count; ++i)
-            projections += gemm(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k, 1, efficiency_);
+            out.projections_s += gemm(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k, 1, efficiency_);
     } else {
         const double q = double(m.qDim()) / tp;
         const double kv = (m.kv_heads % l.tp == 0 ? double(m.kv_heads / l.tp) : 1.0) * m.head_dim;
-        projections = gemm(T, q + 2 * kv, h, 1, efficiency_) + gemm(T, h, q, 1, efficiency_);
+        out.projections_s = gemm(T, q + 2 * kv, h, 1, efficiency_) + gemm(T, h, q, 1, efficiency_);
     }
     const double f = double(m.ffn_hidden) / tp;
-    const double dense = gemm(T, (matrices - 1) * f, h, 1, efficiency_) + gemm(T, h, f, 1, efficiency_);
-    double moe = 0;
+    out.dense_s = gemm(T, (matrices - 1) * f, h, 1, efficiency_) + gemm(T, h, f, 1, efficiency_);
+    out.moe_s = out.dense_s;
+    const double tokens = T / sp;  // T_moe
+    const double etp = l.expertTensorParallel();
     if (m.moe.enabled()) {
-        const double tokens = T / (l.sequence_parallel ? tp : 1.0);  // T_moe
-        const double etp = l.expertTensorParallel();
         const double localExperts = double(m.moe.experts) / l.ep;
         const double expertFfn = double(m.expertFfn()) / etp;
         // The busiest rank's tokens per local expert: imbalance x T_moe x top-k x etp / local experts.
         const double busy = t.moe_imbalance * tokens * m.moe.top_k * etp / localExperts;
         const double shared = m.moe.shared_experts * double(m.moe.shared_ffn_hidden) / tp;
-        moe = gemm(busy, (matrices - 1) * expertFfn, h, localExperts, grouped_efficiency_) +
-              gemm(busy, h, expertFfn, localExperts, grouped_efficiency_) +
-              (shared > 0 ? gemm(T, (matrices - 1) * shared, h, 1, efficiency_) + gemm(T, h, shared, 1, efficiency_)
-                          : 0.0) +
-              gemm(tokens, m.moe.experts, h, 1, efficiency_);
+        out.moe_s = gemm(busy, (matrices - 1) * expertFfn, h, localExperts, grouped_efficiency_) +
+                    gemm(busy, h, expertFfn, localExperts, grouped_efficiency_) +
+                    (shared > 0 ? gemm(T, (matrices - 1) * shared, h, 1, efficiency_) + gemm(T, h, shared, 1, efficiency_)
+                                : 0.0) +
+                    gemm(tokens, m.moe.experts, h, 1, efficiency_);
     }
-    const double head = gemm(T, double(m.vocab) / tp, h, 1, efficiency_);  // logits, last stage
+    out.head_s = gemm(T, double(m.vocab) / tp, h, 1, efficiency_);  // logits, last stage
 
+    // One pass's collectives (CostModel.cpp, stageCost), each priced by the cost model's links and
+    // Collectives.h's functions on the same bytes.
+    if (l.tp > 1) {
+        // Per layer collective: sp's reduce-scatter and all-gather, or an all-reduce.
+        const double message = T * h * activation_bytes_;
+        out.tp_call_s = l.sequence_parallel ? reduceScatterTime(mesh.tp_group, message, mesh.tp_link) +
+                                                  allGatherTime(mesh.tp_group, message, mesh.tp_link)
+                                            : allReduceTime(mesh.tp_group, message, mesh.tp_link);
+    }
+    if (m.moe.enabled()) {
+        const double imbalance = t.moe_imbalance;
+        if (mesh.ep > 1) {
+            // Dispatch and combine of the busiest rank's copies.
+            const double payload = tokens * m.moe.top_k * h * activation_bytes_;
+            out.a2a_s = 2 * allToAllTime(mesh.ep_group, imbalance * payload, mesh.ep_link);
+        }
+        if (mesh.etp > 1) {
+            // The routed copies gathered after the dispatch and scattered before the combine.
+            const double gathered = tokens * m.moe.top_k * mesh.etp * h * activation_bytes_;
+            out.etp_s = 2 * allGatherTime(mesh.etp_group, imbalance * gathered, mesh.etp_link);
+        }
+    }
+    if (l.cp > 1 && !sliding_) {
+        // The ring's K/V block per step: the forward's cp - 1 sends, the backward's first and last
+        // with one block, the cp - 2 between with two. Each step's attention (a cp-th of the core)
+        // and its exposed send take at least the send's time, so the sends alone bound the core
+        // and the ring's exposure together (a sliding layer's core is less than its steps: not
+        // bounded so).
+        const double kvHeads = m.kv_heads % l.tp == 0 ? double(m.kv_heads / l.tp) : 1.0;
+        const double hv = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
+        const double block = T * kvHeads * m.head_dim * (1 + hv / m.head_dim) * activation_bytes_;
+        const bool crosses = mesh.cp_group.crossesDomains();
+        const double one = sendRecvTime(crosses, block, mesh.cp_link), two = sendRecvTime(crosses, 2 * block, mesh.cp_link);
+        const double c = l.cp;
+        out.cp_forward_s = (c - 1) * one;
+        out.cp_backward_s = 2 * one + (c - 2) * two;
+    }
+
+    // What a layer keeps outside tp at least: 8 sbh / sp (its norms' and blocks' inputs), and its
+    // input alone, 2 sbh / sp (what full recomputation checkpoints); in 16-bit units times the
+    // precision's share. A MoE layer's experts keep each busiest copy's pre-activation (2 f / etp
+    // gated) and activation (f / etp): moeSaved's largest part.
+    const double scale = activation_bytes_ / 2;
+    out.outside_bytes = 8.0 * T * h / sp * scale;
+    out.input_bytes = 2.0 * T * h / sp * scale;
+    if (m.moe.enabled()) {
+        const double expertF = double(m.expertFfn()) / etp;
+        const double gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu ? 2 : 1;
+        const double busyCopies = t.moe_imbalance * tokens * m.moe.top_k * etp;
+        out.expert_bytes = activation_bytes_ * (gated + 1) * expertF * busyCopies;
+    }
+    return out;
+}
+
+StepTimeBound::Seconds StepTimeBound::stepTimeParts(const Mesh& mesh, const Layout& l, bool recompute) const
+{
+    return stepTimeParts(mesh, microBatch(mesh, l), l, recompute);
+}
+
+StepTimeBound::Seconds StepTimeBound::stepTimeParts(const Mesh& mesh, const MicroBatch& mb, const Layout& l,
+                                                     bool recompute) const
+{
+    const ModelSpec& m = model_.problem().model;
     const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
-    const double micro = microBatchesPerStep(l, t);
+    const double micro = microBatchesPerStep(l, model_.problem().training);
+    const double cheaperMlp = std::min(mb.moe_s, mb.dense_s);
     std::array<double, 3> stage{};  // seconds per micro-batch, at least
     for (size_t i = 0; i < 3; ++i) {
-        const double layersForward = mesh.layers[i] * projections + mesh.moe[i] * moe + mesh.dense[i] * dense +
-                                     mesh.either[i] * (m.moe.enabled() ? std::min(moe, dense) : dense);
+        const double layers = mesh.layers[i], moeLayers = mesh.moe[i];
+        const double layersForward =
+            layers * mb.projections_s + moeLayers * mb.moe_s + mesh.dense[i] * mb.dense_s + mesh.either[i] * cheaperMlp;
         // Full recomputation repeats its share of the layers' forward (CostModel: recomputed x fwdLayers).
         const int chunkLayers = std::max(1, mesh.layers[i] / int(v));
         const double share = recompute ? double(l.recomputedLayers(chunkLayers)) / chunkLayers : 0.0;
+        const double passes = 2 + share;  // forward, backward, the recomputed share of a forward
+        // Collectives no overlap option hides: tp's two per layer (three per decoder layer of an
+        // encoder-decoder: counted as two), less a MoE layer's MLP pair when it has no shared
+        // experts (at most all of an encoder-decoder's), one chunk of tp exposed under
+        // tp-comm-overlap; the all-to-all of one micro-batch of m under ep_comm_overlap; the etp
+        // gather and scatter; the cp ring's sends (with the attention core they overlap).
+        double comm = 0;
+        if (mb.tp_call_s > 0) {
+            const double withoutTpMlp = m.moe.enabled() && m.moe.shared_experts == 0 ? moeLayers + mesh.either[i] : 0.0;
+            const double layerComm = passes * (2.0 * layers - withoutTpMlp) * mb.tp_call_s;
+            comm += l.tp_comm_overlap ? layerComm / l.tp : layerComm;
+        }
+        const double a2a = passes * moeLayers * mb.a2a_s;
+        comm += l.ep_comm_overlap && micro > 1 ? a2a / micro : a2a;
+        comm += passes * moeLayers * mb.etp_s;
+        comm += layers * ((1 + share) * mb.cp_forward_s + mb.cp_backward_s);
         // Backward: 2x the forward's GEMMs (activation and weight gradients).
-        stage[i] = 3 * (layersForward + (mesh.stage[i] == l.pp - 1 ? head : 0.0)) + share * layersForward +
-                   communication(mesh, l, i, share, micro);
+        stage[i] = 3 * (layersForward + (mesh.stage[i] == l.pp - 1 ? mb.head_s : 0.0)) + share * layersForward + comm;
     }
     // The slowest stage is the cost model's argmax of these three; the bubble's typical stage
     // the middle one, or the mean of the ends.
     const double slowest = std::max({stage[0], stage[1], stage[2]});
     const double typical = mesh.pp > 2 ? stage[2] : 0.5 * (stage[0] + stage[1]);
-    const double seconds = micro * slowest + (mesh.pp - 1) * typical / v;
+    const double busy = micro * slowest;
     // (A margin for the rounding of sums taken in another order than the cost model's.)
-    return seconds * (1 - 1e-9);
+    return {(busy + (mesh.pp - 1) * typical / v) * (1 - 1e-9), busy * (1 - 1e-9)};
 }
 
-double StepTimeBound::stepTime(const Mesh& mesh, const Layout& l) const { return bound(mesh, l, true); }
+double StepTimeBound::stepTime(const Mesh& mesh, const Layout& l) const { return stepTimeParts(mesh, l, true).step_s; }
 
 double StepTimeBound::stepTimeWithoutRecompute(const Mesh& mesh, const Layout& l) const
 {
-    return bound(mesh, l, false);
+    return stepTimeParts(mesh, l, false).step_s;
 }
 
 std::array<double, 3> StepTimeBound::activationBytes(const Mesh& mesh, const Layout& l) const
 {
+    return activationBytes(mesh, microBatch(mesh, l), l);
+}
+
+std::array<double, 3> StepTimeBound::activationBytes(const Mesh& mesh, const MicroBatch& mb, const Layout& l) const
+{
     std::array<double, 3> out{};
     if (!activations_bounded_)
         return out;
-    const Problem& p = model_.problem();
-    const ModelSpec& m = p.model;
-    const TrainingSpec& t = p.training;
-    const double h = m.hidden, sp = l.sequence_parallel ? l.tp : 1.0;
-    const double T = l.micro_batch * (double(t.seq_len) / l.cp);
-    const double scale = activation_bytes_ / 2;  // (LayerActivationBytes counts 16-bit tensors)
     const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
-    const int micro = microBatchesPerStep(l, t);
+    const int micro = microBatchesPerStep(l, model_.problem().training);
     const bool full = l.recompute == Recompute::Full;
-    // A MoE layer's experts keep each busiest copy's pre-activation (2 f / etp gated) and activation
-    // (f / etp): moeSaved's largest part.
-    double expertKept = 0;
-    if (m.moe.enabled()) {
-        const double etp = l.expertTensorParallel();
-        const double expertF = double(m.expertFfn()) / etp;
-        const double gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu ? 2 : 1;
-        const double busyCopies = t.moe_imbalance * (T / sp) * m.moe.top_k * etp;
-        expertKept = activation_bytes_ * (gated + 1) * expertF * busyCopies;
-    }
     // (first, last, second): the stage's layers from the mesh's first, last and middle entries.
     const std::array<int, 3> index{0, l.pp - 1, 1};
     const bool secondCounts = l.unevenPipeline() && l.pp > 2;
@@ -240,10 +251,10 @@ std::array<double, 3> StepTimeBound::activationBytes(const Mesh& mesh, const Lay
         const int chunkLayers = std::max(1, layers / int(v));
         const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
         const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
-        // Outside tp every layer keeps 8 sbh / sp at least (its norms' and blocks' inputs); full
-        // recomputation its checkpoints' inputs (2 sbh / sp).
-        const double perLayer = (full ? 2.0 * checkpoints : 8.0) * T * h / sp * scale;
-        const double perMicroBatch = layers * perLayer + mesh.moe[i] * expertKept * (full ? 1 - recomputed : 1.0);
+        // Every layer's outside-tp bytes, or under full recomputation its checkpoints' inputs; the
+        // MoE layers' experts' (those full recomputation does not recompute).
+        const double perLayer = full ? checkpoints * mb.input_bytes : mb.outside_bytes;
+        const double perMicroBatch = layers * perLayer + mesh.moe[i] * mb.expert_bytes * (full ? 1 - recomputed : 1.0);
         const int stage = index[i];
         double stored = 0;
         switch (l.schedule) {
@@ -356,15 +367,5 @@ StepTimeBound::ZeroTerms StepTimeBound::zeroTerms(const Mesh& mesh, const Layout
     return out;
 }
 
-double StepTimeBound::zeroStepTime(const ZeroTerms& z, double micro, double window_s) const
-{
-    const double hidden = model_.params().dp_overlap * window_s;
-    double least = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < 3; ++i) {
-        const double exposed = window_s >= 0 ? std::max(0.0, z.once_s[i] + micro * z.per_micro_batch_s[i] - hidden) : 0.0;
-        least = std::min(least, exposed + z.optimizer_s[i]);
-    }
-    return least * (1 - 1e-9);
-}
 
 } // namespace shardscope

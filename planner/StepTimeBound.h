@@ -34,7 +34,9 @@
 #include "CostModel.h"
 #include "Layout.h"
 
+#include <algorithm>
 #include <array>
+#include <limits>
 
 namespace shardscope {
 
@@ -67,6 +69,26 @@ public:
     double stepTime(const Mesh& mesh, const Layout& layout) const;
     // The same for every recomputation mode at once: the bound with nothing recomputed.
     double stepTimeWithoutRecompute(const Mesh& mesh, const Layout& layout) const;
+    // Either, with its share m x (the slowest stage per micro-batch): `busy_s` <= the step's
+    // m x slowest stage, which holds every window the data-parallel traffic hides behind.
+    struct Seconds {
+        double step_s = 0, busy_s = 0;
+    };
+    Seconds stepTimeParts(const Mesh& mesh, const Layout& layout, bool recompute) const;
+
+    // What a micro-batch of the layout's size and sp fixes on a mesh and expert grid: one layer's
+    // forward GEMMs by kind, one pass's collectives per layer, the bytes a layer keeps at least.
+    // The search computes it once for all the schedules and recomputation modes of that size.
+    struct MicroBatch {
+        double projections_s = 0, dense_s = 0, moe_s = 0, head_s = 0;
+        double tp_call_s = 0;      // one tp layer collective (sp: reduce-scatter and all-gather)
+        double a2a_s = 0;          // a MoE layer's dispatch and combine over ep
+        double etp_s = 0;          // ... its gather and scatter over etp
+        double cp_forward_s = 0, cp_backward_s = 0;  // a layer's cp ring sends, forward and backward
+        double outside_bytes = 0, input_bytes = 0, expert_bytes = 0;
+    };
+    MicroBatch microBatch(const Mesh& mesh, const Layout& layout) const;
+    Seconds stepTimeParts(const Mesh& mesh, const MicroBatch& mb, const Layout& layout, bool recompute) const;
 
     // What a ZeRO configuration (zero stage and group, offload) adds to the step at least, on each
     // stage the cost model may take the data-parallel time from (first, last, middle: the one
@@ -81,20 +103,35 @@ public:
     ZeroTerms zeroTerms(const Mesh& mesh, const Layout& layout) const;
     // The least over the stages of the traffic the overlap leaves exposed, when it hides at most
     // dp_overlap x `window_s` (a per-step time that holds every window the cost model hides it
-    // behind: the slowest stage's compute and recomputation), plus the optimizer's; with no window
-    // known (< 0), the optimizer's alone.
-    double zeroStepTime(const ZeroTerms& terms, double micro, double window_s) const;
+    // behind: a priced sibling's compute and recomputation), plus the optimizer's; with no window
+    // known (< 0), the optimizer's alone. It adds to a priced sibling's ZeRO-independent terms,
+    // or to the step-time bound with its busy_s as the window (busyWindow()): the step is at
+    // least x + max(0, traffic - overlap x) + ... for x = m x the slowest stage >= busy_s, and
+    // that grows with x when overlap <= 1.
+    // (Inline: the search asks for it for every ZeRO configuration of every group of siblings.)
+    double zeroStepTime(const ZeroTerms& terms, double micro, double window_s) const
+    {
+        const double hidden = dp_overlap_ * window_s;
+        double least = std::numeric_limits<double>::infinity();
+        for (size_t i = 0; i < 3; ++i) {
+            const double exposed =
+                window_s >= 0 ? std::max(0.0, terms.once_s[i] + micro * terms.per_micro_batch_s[i] - hidden) : 0.0;
+            least = std::min(least, exposed + terms.optimizer_s[i]);
+        }
+        return least * (1 - 1e-9);
+    }
+    double busyWindow(const Seconds& bound) const { return dp_overlap_ <= 1 ? bound.busy_s : -1.0; }
 
     // Whether activationBytes() bounds the cost model's activations for this problem's precision.
     bool activationsBounded() const { return activations_bounded_; }
     // Activations kept for the backward, at least, on the first, the last and the second stage
     // (0 where the memory figure does not look at it; all 0 unless activationsBounded()).
     std::array<double, 3> activationBytes(const Mesh& mesh, const Layout& layout) const;
+    std::array<double, 3> activationBytes(const Mesh& mesh, const MicroBatch& mb, const Layout& layout) const;
 
 private:
     double gemm(double M, double N, double K, double batch, double efficiency) const;
-    double bound(const Mesh& mesh, const Layout& layout, bool recompute) const;
-    double communication(const Mesh& mesh, const Layout& layout, size_t stage, double recomputed, double micro) const;
+
 
     const CostModel& model_;
     double peak_ = 0, efficiency_ = 0, grouped_efficiency_ = 0, half_dim_ = 0, overhead_s_ = 0;
@@ -102,6 +139,7 @@ private:
     bool sliding_ = false;  // the model has sliding-window layers (their attention core is cheaper)
     bool activations_bounded_ = false;
     double grad_bytes_ = 2, weight_bytes_ = 2, optimizer_bytes_ = 12;
+    double dp_overlap_ = 0;
 };
 
 } // namespace shardscope
