@@ -615,10 +615,11 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
     // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
-    std::vector<double> memoryBounds(zeros.size()), strongBounds(zeros.size());
+    std::vector<double> memoryBounds(zeros.size());
     // The states of each memory stage's layers (first, last, middle), at least.
     std::vector<std::array<double, 3>> stageStates(zeros.size());
     std::vector<StepTimeBound::ZeroTerms> zeroTerms(zeros.size());
+    std::vector<char> zeroTermsKnown(zeros.size());  // (computed when first asked for, per expert grid)
     std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
     std::vector<char> bounded(zeros.size());  // ... and whether it applies, by sibling
     for (const ExpertConfig& e : expertGrids) {
@@ -633,7 +634,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
             l.offload = zeros[i].offload;
             memoryBounds[i] = memoryLowerBound(model_, l);
             stageStates[i] = stageStateBytes(model_, meshBound, l);
-            zeroTerms[i] = time_bound_.zeroTerms(meshBound, l);
+            zeroTermsKnown[i] = 0;
             // The step-time bound applies only where the checks before pricing would not reject
             // the layout anyway (those keep their own reasons).
             bounded[i] = !(memoryBounds[i] > limit_ || (l.offload == Offload::Optimizer && !model_.offloadPriced()));
@@ -641,6 +642,31 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                 unbounded.push_back(i);
         }
         const auto boundedSiblings = std::int64_t(zeros.size() - unbounded.size());
+        // The least memory of the siblings the bound applies to, with a memory stage's activations
+        // (the stages' least states each: no more than any one sibling's).
+        std::array<double, 3> fewestStates{};
+        fewestStates.fill(std::numeric_limits<double>::infinity());
+        double fewestBound = std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < zeros.size(); ++i)
+            if (bounded[i]) {
+                fewestBound = std::min(fewestBound, memoryBounds[i]);
+                for (size_t k = 0; k < 3; ++k)
+                    fewestStates[k] = std::min(fewestStates[k], stageStates[i][k]);
+            }
+        auto leastMemory = [&](const std::array<double, 3>& activations) {
+            return std::max(fewestBound, stagesMemoryBytes(fewestStates, activations, stages, reserve));
+        };
+        auto zeroTermsOf = [&](std::size_t i) -> const StepTimeBound::ZeroTerms& {
+            if (!zeroTermsKnown[i]) {
+                Layout z = l;
+                z.zero_stage = zeros[i].stage;
+                z.zero_group = zeros[i].group;
+                z.offload = zeros[i].offload;
+                zeroTerms[i] = time_bound_.zeroTerms(meshBound, z);
+                zeroTermsKnown[i] = 1;
+            }
+            return zeroTerms[i];
+        };
         // A group of siblings none of which can rank: those the bound applies to counted as
         // candidates pruned by time (without validate(), as below), the others considered.
         auto skipSiblings = [&] {
@@ -689,11 +715,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                                 fewest[k] = std::min(fewest[k], activations[k]);
                         }
                     }
-                    double least = std::numeric_limits<double>::infinity();
-                    for (std::size_t i = 0; i < zeros.size(); ++i)
-                        if (memoryBounds[i] <= limit_)
-                            least = std::min(least, std::max(memoryBounds[i],
-                                                             stagesMemoryBytes(stageStates[i], fewest, stages, reserve)));
+                    const double least = leastMemory(fewest);
                     wholeSizeSkipped = std::isfinite(step) && std::isfinite(least) && cannotRank(rankBound(step), least, out);
                 }
                 for (const auto& [schedule, v] : schedules) {
@@ -726,30 +748,24 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                         // overlap behind the bound's busy time and its optimizer step, or a priced
                         // sibling's ZeRO-independent terms with its traffic net of that one's compute.
                         auto siblingStep = [&](std::size_t i, const ZeroSibling& priced) {
-                            double step = own.step_s + time_bound_.zeroStepTime(zeroTerms[i], micro, time_bound_.busyWindow(own));
+                            double step = own.step_s + time_bound_.zeroStepTime(zeroTermsOf(i), micro, time_bound_.busyWindow(own));
                             if (sharesTime && !std::isnan(notFull.step_s))
                                 step = std::max(step, notFull.step_s +
-                                                          time_bound_.zeroStepTime(zeroTerms[i], micro, notFull.window_s));
+                                                          time_bound_.zeroStepTime(zeroTermsOf(i), micro, notFull.window_s));
                             if (!std::isnan(priced.step_s))
-                                step = std::max(step, priced.step_s + time_bound_.zeroStepTime(zeroTerms[i], micro, priced.window_s));
+                                step = std::max(step, priced.step_s + time_bound_.zeroStepTime(zeroTermsOf(i), micro, priced.window_s));
                             return step;
                         };
+                        // Each sibling's memory at least: the states of a memory stage's layers with
+                        // that stage's activations (StepTimeBound) and the reserve. When the least of
+                        // them cannot rank, no sibling the bound applies to can: all skipped at once.
+                        std::array<double, 3> activations{};
                         if (options_.prune_by_time) {
-                            // Each sibling's memory at least: the states of a memory stage's layers with
-                            // that stage's activations (StepTimeBound) and the reserve. When the least of
-                            // them cannot rank, no sibling the bound applies to can: all skipped at once.
-                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, perMb, l);
-                            double least = std::numeric_limits<double>::infinity();
-                            for (std::size_t i = 0; i < zeros.size(); ++i) {
-                                strongBounds[i] =
-                                    std::max(memoryBounds[i], stagesMemoryBytes(stageStates[i], activations, stages, reserve));
-                                if (bounded[i])
-                                    least = std::min(least, strongBounds[i]);
-                            }
+                            activations = time_bound_.activationBytes(meshBound, perMb, l);
                             // (The ZeRO terms, >= 0, are left to each sibling's own test below.)
                             const double fastest =
                                 std::max(own.step_s, sharesTime && !std::isnan(notFull.step_s) ? notFull.step_s : 0.0);
-                            if (boundedSiblings > 0 && cannotRank(rankBound(fastest), least, out)) {
+                            if (boundedSiblings > 0 && cannotRank(rankBound(fastest), leastMemory(activations), out)) {
                                 skipSiblings();
                                 continue;
                             }
@@ -767,7 +783,10 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             const double bound = memoryBounds[i];
                             // (A sibling's memory: at least the priced one's ZeRO-independent bytes
                             // on its peak stage plus this configuration's states of that stage's layers.)
-                            const double strong = options_.prune_by_time ? strongBounds[i] : bound;
+                            const double strong =
+                                options_.prune_by_time
+                                    ? std::max(bound, stagesMemoryBytes(stageStates[i], activations, stages, reserve))
+                                    : bound;
                             const double memoryBound =
                                 std::isnan(sibling.step_s)
                                     ? strong
