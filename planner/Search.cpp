@@ -124,19 +124,16 @@ LayerStateBytes layerStateBytesByKind(const CostModel& model, const Layout& l)
 }
 
 // Of any layer (a model with dense and MoE layers: the smaller).
-double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
+double layerStateBytesLowerBound(const ModelSpec& m, const LayerStateBytes& b)
 {
-    const ModelSpec& m = model.problem().model;
-    const LayerStateBytes b = layerStateBytesByKind(model, l);
     const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
     return !m.moe.enabled() ? b.dense : mixed ? std::min(b.dense, b.moe) : b.moe;
 }
 
 // The states of the layers of the stages the memory figure compares (the mesh's first, last
 // and middle entries), at least.
-std::array<double, 3> stageStateBytes(const CostModel& model, const StepTimeBound::Mesh& mesh, const Layout& l)
+std::array<double, 3> stageStateBytes(const StepTimeBound::Mesh& mesh, const LayerStateBytes& states)
 {
-    const LayerStateBytes states = layerStateBytesByKind(model, l);
     std::array<double, 3> out{};
     for (size_t k = 0; k < 3; ++k)
         out[k] = states.stage(mesh.dense[k], mesh.moe[k], mesh.either[k]);
@@ -162,19 +159,24 @@ double reserveBytes(const CostModel& model)
     return model.params().reserve_fraction * model.problem().cluster.node.chip.hbmBytesPerDevice();
 }
 
+// memoryLowerBound() of a layout whose layers' states are `states`.
+double memoryLowerBoundOf(const CostModel& model, const Layout& l, const LayerStateBytes& states)
+{
+    const ModelSpec& m = model.problem().model;
+    return layerStateBytesLowerBound(m, states) * double(m.totalLayers() / l.pp) + reserveBytes(model);
+}
+
 } // namespace
 
 double memoryLowerBound(const CostModel& model, const Layout& l)
 {
-    const Problem& p = model.problem();
-    const double states = layerStateBytesLowerBound(model, l) * double(p.model.totalLayers() / l.pp);
-    return states + reserveBytes(model);
+    return memoryLowerBoundOf(model, l, layerStateBytesByKind(model, l));
 }
 
 double stageMemoryLowerBound(const CostModel& model, const StepTimeBound& bound, const Layout& l)
 {
     const StepTimeBound::Mesh mesh = bound.mesh(l);
-    return std::max(memoryLowerBound(model, l), stagesMemoryBytes(stageStateBytes(model, mesh, l),
+    return std::max(memoryLowerBound(model, l), stagesMemoryBytes(stageStateBytes(mesh, layerStateBytesByKind(model, l)),
                                                                   bound.activationBytes(mesh, l), memoryStages(l),
                                                                   reserveBytes(model)));
 }
@@ -632,8 +634,9 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
             l.zero_stage = zeros[i].stage;
             l.zero_group = zeros[i].group;
             l.offload = zeros[i].offload;
-            memoryBounds[i] = memoryLowerBound(model_, l);
-            stageStates[i] = stageStateBytes(model_, meshBound, l);
+            const LayerStateBytes states = layerStateBytesByKind(model_, l);
+            memoryBounds[i] = memoryLowerBoundOf(model_, l, states);
+            stageStates[i] = stageStateBytes(meshBound, states);
             zeroTermsKnown[i] = 0;
             // The step-time bound applies only where the checks before pricing would not reject
             // the layout anyway (those keep their own reasons).
