@@ -472,7 +472,6 @@ Searcher::RankBound Searcher::rankBound(double step) const
 // it cannot fit under the limit (then it is priced into that top only, Searcher::consider), of a
 // full top (keep_k_: the variants too), and each front has a point that dominates it. Strictly
 // worse objectives only, so that no tie broken by memory or layout could let it in.
-// A layout whose memory bound is over the limit can enter the infeasible top only.
 bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerResult& out) const
 {
     if (!std::isfinite(b.step) || !(b.step > 0))

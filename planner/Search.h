@@ -13,7 +13,11 @@
 //              and by a step-time lower bound (StepTimeBound.h, branch and bound):
 //              a layout is skipped when its worker's top plans and infeasible plans
 //              are full of better ones and both of its fronts hold a point that
-//              dominates (time bound, memory bound). The ZeRO configurations are
+//              dominates (time bound, memory bound), or when it cannot fit and the
+//              infeasible plans are full of better ones (the time bound with the
+//              collectives, the memory bound with the activations: StepTimeBound.h;
+//              a whole micro-batch size or group of ZeRO siblings at once when none
+//              of them can rank). The ZeRO configurations are
 //              searched innermost: they change only the data-parallel, optimizer and
 //              offload terms, so the first one priced bounds its siblings' step time
 //              (the other terms) and memory (its activations and buffers). Workers' results only merge

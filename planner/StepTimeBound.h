@@ -15,8 +15,9 @@
 //           + the cp ring's sends, which together with the attention core they overlap take at
 //             least the sends' time (the attention core is not in the GEMMs above)
 //         + (pp - 1) / v x (the cost model's typical stage, bounded the same way)
-// Every other term (element-wise work, data-parallel/ZeRO traffic, pipeline sends, the optimizer,
-// latency-only collectives) is >= 0 and left out. The GEMMs are stageCost()'s: attention
+// Every other term (element-wise work, pipeline sends, latency-only collectives) is >= 0 and left
+// out; the data-parallel/ZeRO traffic and the optimizer depend on the ZeRO configuration and are
+// bounded apart (zeroTerms(), zeroStepTime()). The GEMMs are stageCost()'s: attention
 // projections (MLA's own), the dense MLP or, per MoE layer, the local experts' grouped GEMMs
 // (imbalance x their share of the top-k copies, at the grouped-GEMM efficiency), the shared
 // experts and the router, the logits on the last stage. An encoder-decoder's layers are bounded
