@@ -316,12 +316,21 @@ private:
         }
     }
 
-    // A bound row with fused attention or not: fused, a MoE row on one node (the exhaustive MoE
-    // rows' size; its cp and ep then stay in the node, the dense rows' cross it).
-    static void fusedVariant(Problem& p, bool flash, int nodes)
+    // The current bound row's problem (boundProblems()), with fused attention or not: fused, a MoE
+    // row on one node (the exhaustive MoE rows' size; its cp and ep then stay in the node, the
+    // dense rows' cross it).
+    Problem boundProblem(bool flash) const
     {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        if (p.model.moe.experts > 16)
+            p.model.moe.experts = 16;
         p.training.flash_attention = flash;
         p.cluster.nodes = flash && p.model.moe.enabled() ? 1 : nodes;
+        return p;
     }
 
     // The exhaustive rows, and DeepSeek-V3 (its 256 experts cut to 16, so that the brute force
@@ -438,15 +447,8 @@ private slots:
     void memoryBoundIsALowerBound_data() { boundProblems(); }
     void memoryBoundIsALowerBound()
     {
-        QFETCH(QString, model);
-        QFETCH(QString, node);
-        QFETCH(int, nodes);
-        QFETCH(int, batch);
-        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
-        if (p.model.moe.experts > 16)
-            p.model.moe.experts = 16;
         for (bool flash : {false, true}) {
-            fusedVariant(p, flash, nodes);
+            const Problem p = boundProblem(flash);
             const CostModel cm(p);
             const StepTimeBound timeBound(cm);
             QVERIFY(timeBound.activationsBounded());
@@ -477,15 +479,8 @@ private slots:
     void stepTimeBoundIsALowerBound_data() { boundProblems(); }
     void stepTimeBoundIsALowerBound()
     {
-        QFETCH(QString, model);
-        QFETCH(QString, node);
-        QFETCH(int, nodes);
-        QFETCH(int, batch);
-        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
-        if (p.model.moe.experts > 16)
-            p.model.moe.experts = 16;
         for (bool flash : {false, true}) {
-            fusedVariant(p, flash, nodes);
+            const Problem p = boundProblem(flash);
             const CostModel cm(p);
             const StepTimeBound bound(cm);
             int checked = 0, siblings = 0;
