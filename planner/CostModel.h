@@ -58,6 +58,13 @@ public:
     // fused (flash) attention on a chip with an entry in resources/planner/attention-kernels.json;
     // null: GEMM pricing.
     const AttentionRates* attentionRates() const { return attention_ ? &*attention_ : nullptr; }
+    // The links a group of `size` devices at mesh `stride` runs its collectives on (public for
+    // StepTimeBound, which prices the same collectives on the same links).
+    struct LinkModel linkFor(double size, double stride) const;
+    // Bytes per element of the activations the collectives move and the layers keep.
+    double activationBytes() const { return activation_bytes_; }
+    double hbmBytesPerSecondDevice() const { return hbm_bytes_per_second_device_; }
+    double hostLinkBytesPerSecondDevice() const { return host_link_bytes_per_second_device_; }
 
 private:
     struct StageCost;
@@ -69,9 +76,6 @@ private:
     DataParallelGroups dataParallelGroups(const Layout& layout, const StageCost& slow, double m) const;
     void dataParallelCollectives(const Layout& layout, const DataParallelGroups& groups, const StageCost& sc,
                                  bool timed, StepCollectives& out) const;
-    // The links a group of `size` devices at mesh `stride` runs its collectives on.
-    struct LinkModel linkFor(double size, double stride) const;
-
     Problem problem_;
     CostModelParams params_;
 

@@ -79,8 +79,18 @@ std::string objectiveProblem(Objective objective, const Problem& problem)
 
 namespace {
 
-// Model states per device of one transformer layer, at least (memoryLowerBound's terms).
-double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
+// Model states per device of one transformer layer, at least (memoryLowerBound's terms): of a
+// dense layer and of a MoE layer.
+struct LayerStateBytes {
+    double dense = 0, moe = 0;
+    // Of `layers` layers on a stage, `moeLayers` of them MoE and `either` of either kind.
+    double stage(double denseLayers, double moeLayers, double either) const
+    {
+        return denseLayers * dense + moeLayers * moe + either * std::min(dense, moe);
+    }
+};
+
+LayerStateBytes layerStateBytesByKind(const CostModel& model, const Layout& l)
 {
     const Problem& p = model.problem();
     const ModelSpec& m = p.model;
@@ -88,8 +98,7 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
     // attention): attention Q, K, V, O and the MLP's 2 (3 when gated) matrices per expert.
     const double h = m.hidden;
     const bool gated = m.mlp == MlpKind::SwiGlu || m.mlp == MlpKind::GeGlu;
-    // (A model with dense and MoE layers: the smaller of the two MLPs for every layer.) Per device:
-    // tp splits the attention, the dense MLP and the shared experts; the routed experts are E / ep
+    // Per device: tp splits the attention, the dense MLP and the shared experts; the routed experts are E / ep
     // per device, each split over etp.
     const double matrices = gated ? 3.0 : 2.0;
     const double dense = matrices * h * m.ffn_hidden / l.tp;
@@ -98,7 +107,6 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
                                           : 0.0;
     const double moe = m.moe.enabled() ? routed + m.moe.shared_experts * double(m.moe.shared_ffn_hidden) * matrices * h / l.tp
                                        : dense;
-    const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
     const double attention = m.mla.enabled() ? mlaMatrixParams(m) : 2.0 * h * m.qDim() + 2.0 * h * m.kvDim();
     // The shard group spans zero_group x cp devices (gradients reduce over dp x cp); the experts'
     // the same share of their edp group (CostModel's rule).
@@ -109,19 +117,68 @@ double layerStateBytesLowerBound(const CostModel& model, const Layout& l)
         const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, p.training.precision, p.training.optimizer);
         return s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
     };
-    // Per layer (replicated KV heads only add to this); every stage holds totalLayers / pp layers.
+    // Per layer (replicated KV heads only add to this).
     const double denseLayer = stateBytes(attention / l.tp + dense, shards);
     const double moeLayer = stateBytes(attention / l.tp + moe - routed, shards) + stateBytes(routed, expertShards);
-    return !m.moe.enabled() ? denseLayer : mixed ? std::min(denseLayer, moeLayer) : moeLayer;
+    return {denseLayer, m.moe.enabled() ? moeLayer : denseLayer};
+}
+
+// Of any layer (a model with dense and MoE layers: the smaller).
+double layerStateBytesLowerBound(const ModelSpec& m, const LayerStateBytes& b)
+{
+    const bool mixed = m.moe.enabled() && m.moeLayers(0, m.layers) < m.layers;
+    return !m.moe.enabled() ? b.dense : mixed ? std::min(b.dense, b.moe) : b.moe;
+}
+
+// The states of the layers of the stages the memory figure compares (the mesh's first, last
+// and middle entries), at least.
+std::array<double, 3> stageStateBytes(const StepTimeBound::Mesh& mesh, const LayerStateBytes& states)
+{
+    std::array<double, 3> out{};
+    for (size_t k = 0; k < 3; ++k)
+        out[k] = states.stage(mesh.dense[k], mesh.moe[k], mesh.either[k]);
+    return out;
+}
+
+// The stages the memory figure compares: first, last, and the second under an uneven split
+// (with the middle one's costs: CostModel.cpp, memSecond).
+int memoryStages(const Layout& l) { return l.unevenPipeline() && l.pp > 2 ? 3 : 2; }
+
+// The memory of the peak stage at least: the most of the stages' states and activations, with the reserve.
+double stagesMemoryBytes(const std::array<double, 3>& states, const std::array<double, 3>& activations, int stages,
+                         double reserve)
+{
+    double most = 0;
+    for (size_t k = 0; k < size_t(stages); ++k)
+        most = std::max(most, states[k] + activations[k]);
+    return (reserve + most) * (1 - 1e-9);
+}
+
+double reserveBytes(const CostModel& model)
+{
+    return model.params().reserve_fraction * model.problem().cluster.node.chip.hbmBytesPerDevice();
+}
+
+// memoryLowerBound() of a layout whose layers' states are `states`.
+double memoryLowerBoundOf(const CostModel& model, const Layout& l, const LayerStateBytes& states)
+{
+    const ModelSpec& m = model.problem().model;
+    return layerStateBytesLowerBound(m, states) * double(m.totalLayers() / l.pp) + reserveBytes(model);
 }
 
 } // namespace
 
 double memoryLowerBound(const CostModel& model, const Layout& l)
 {
-    const Problem& p = model.problem();
-    const double states = layerStateBytesLowerBound(model, l) * double(p.model.totalLayers() / l.pp);
-    return states + model.params().reserve_fraction * p.cluster.node.chip.hbmBytesPerDevice();
+    return memoryLowerBoundOf(model, l, layerStateBytesByKind(model, l));
+}
+
+double stageMemoryLowerBound(const CostModel& model, const StepTimeBound& bound, const Layout& l)
+{
+    const StepTimeBound::Mesh mesh = bound.mesh(l);
+    return std::max(memoryLowerBound(model, l), stagesMemoryBytes(stageStateBytes(mesh, layerStateBytesByKind(model, l)),
+                                                                  bound.activationBytes(mesh, l), memoryStages(l),
+                                                                  reserveBytes(model)));
 }
 
 namespace {
@@ -363,6 +420,9 @@ struct Searcher::ZeroSibling {
     double step_s = std::numeric_limits<double>::quiet_NaN();  // NaN: not priced
     double memory_bytes = 0;
     int memory_stage = 0;
+    // The slowest stage's compute and recomputation per step: no ZeRO configuration's
+    // data-parallel traffic hides behind more (StepTimeBound::zeroStepTime).
+    double window_s = 0;
 
     static ZeroSibling of(const Prediction& pr, const Layout& l)
     {
@@ -372,6 +432,7 @@ struct Searcher::ZeroSibling {
         z.step_s = (t.compute + t.recompute + t.tp_comm + t.cp_comm + t.pp_comm + t.ep_comm + t.bubble) * (1 - 1e-9);
         z.memory_bytes = (m.activations + (l.zero_stage == 3 ? 0.0 : m.buffers) + m.reserve) * (1 - 1e-9);
         z.memory_stage = pr.memory_stage;
+        z.window_s = t.compute + t.recompute;
         return z;
     }
 };
@@ -396,7 +457,8 @@ bool frontDominates(const PlanFront& front, double x, double y)
 Searcher::RankBound Searcher::rankBound(double step) const
 {
     const TrainingSpec& t = problem_.training;
-    Prediction at;
+    // (One per thread, reused: a Prediction is large to clear, and only these fields are read.)
+    thread_local Prediction at;
     at.step_time_s = step;
     at.tokens_per_s = double(t.global_batch) * t.seq_len / at.step_time_s;
     at.time_to_train_s = t.tokens_to_train / at.tokens_per_s;
@@ -406,17 +468,22 @@ Searcher::RankBound Searcher::rankBound(double step) const
 }
 
 // Whether no layout with a step time >= b.step and memory >= memoryBound can change this
-// worker's results: its objective is worse than the worst of a full top (keep_k_: the variants
-// too) and of a full infeasible top, and each front has a point that dominates it. Strictly
+// worker's results: its objective is worse than the worst of a full infeasible top and, unless
+// it cannot fit under the limit (then it is priced into that top only, Searcher::consider), of a
+// full top (keep_k_: the variants too), and each front has a point that dominates it. Strictly
 // worse objectives only, so that no tie broken by memory or layout could let it in.
 bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerResult& out) const
 {
     if (!std::isfinite(b.step) || !(b.step > 0))
         return false;
-    if (int(out.heap.size()) < keep_k_ || int(out.infeasible_heap.size()) < top_k_)
+    if (int(out.infeasible_heap.size()) < top_k_ ||
+        !(b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction)))
+        return false;
+    if (memoryBound > limit_)
+        return true;
+    if (int(out.heap.size()) < keep_k_)
         return false;
     return b.objective > objectiveValue(out.objective, out.heap.front().prediction) &&
-           b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction) &&
            frontDominates(out.time_cost, b.time_s, b.cost_usd) && frontDominates(out.step_memory, b.step, memoryBound);
 }
 
@@ -539,23 +606,91 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         if (allToAllCpSplitsHeads(problem_.model, s.tp, s.cp))
             l.cp_comm = CpComm::A2A;
     }
-    const StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
+    StepTimeBound::Mesh meshBound = time_bound_.mesh(l);
+    const double reserve = reserveBytes(model_);
+    const int stages = memoryStages(l);
     const bool overlapPrecision = t.precision != Precision::FP32;
+    // A recomputation mode with what goes with it: its method and layers, the all-to-all overlap.
+    auto setRecompute = [&](Layout& layout, Recompute r) {
+        layout.recompute = r;
+        layout.ep_comm_overlap = space_.ep_comm_overlap && layout.ep > 1 && r != Recompute::Full &&
+                                 (s.pp == 1 || layout.schedule == PipelineSchedule::Interleaved) && overlapPrecision;
+        const bool partial = r == Recompute::Full;
+        layout.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
+                                          : RecomputeMethod::Uniform;
+        layout.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
+    };
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
     // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
-    std::vector<double> memoryBounds(zeros.size()), layerStates(zeros.size());
+    std::vector<double> memoryBounds(zeros.size());
+    // The states of each memory stage's layers (first, last, middle), at least.
+    std::vector<std::array<double, 3>> stageStates(zeros.size());
+    std::vector<StepTimeBound::ZeroTerms> zeroTerms(zeros.size());
+    std::vector<char> zeroTermsKnown(zeros.size());  // (computed when first asked for, per expert grid)
+    std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
+    std::vector<char> bounded(zeros.size());  // ... and whether it applies, by sibling
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
         l.etp = e.etp;
+        time_bound_.setExpertGrid(meshBound, l);
         // Depends only on the mesh shape, the ZeRO configuration and the expert grid: once per pair.
+        unbounded.clear();
         for (std::size_t i = 0; i < zeros.size(); ++i) {
             l.zero_stage = zeros[i].stage;
             l.zero_group = zeros[i].group;
             l.offload = zeros[i].offload;
-            memoryBounds[i] = memoryLowerBound(model_, l);
-            layerStates[i] = layerStateBytesLowerBound(model_, l);
+            const LayerStateBytes states = layerStateBytesByKind(model_, l);
+            memoryBounds[i] = memoryLowerBoundOf(model_, l, states);
+            stageStates[i] = stageStateBytes(meshBound, states);
+            zeroTermsKnown[i] = 0;
+            // The step-time bound applies only where the checks before pricing would not reject
+            // the layout anyway (those keep their own reasons).
+            bounded[i] = !(memoryBounds[i] > limit_ || (l.offload == Offload::Optimizer && !model_.offloadPriced()));
+            if (!bounded[i])
+                unbounded.push_back(i);
         }
+        const auto boundedSiblings = std::int64_t(zeros.size() - unbounded.size());
+        // The least memory of the siblings the bound applies to, with a memory stage's activations
+        // (the stages' least states each: no more than any one sibling's).
+        std::array<double, 3> fewestStates{};
+        fewestStates.fill(std::numeric_limits<double>::infinity());
+        double fewestBound = std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < zeros.size(); ++i)
+            if (bounded[i]) {
+                fewestBound = std::min(fewestBound, memoryBounds[i]);
+                for (size_t k = 0; k < 3; ++k)
+                    fewestStates[k] = std::min(fewestStates[k], stageStates[i][k]);
+            }
+        auto leastMemory = [&](const std::array<double, 3>& activations) {
+            return std::max(fewestBound, stagesMemoryBytes(fewestStates, activations, stages, reserve));
+        };
+        auto zeroTermsOf = [&](std::size_t i) -> const StepTimeBound::ZeroTerms& {
+            if (!zeroTermsKnown[i]) {
+                Layout z = l;
+                z.zero_stage = zeros[i].stage;
+                z.zero_group = zeros[i].group;
+                z.offload = zeros[i].offload;
+                zeroTerms[i] = time_bound_.zeroTerms(meshBound, z);
+                zeroTermsKnown[i] = 1;
+            }
+            return zeroTerms[i];
+        };
+        // A group of siblings none of which can rank: those the bound applies to counted as
+        // candidates pruned by time (without validate(), as below), the others considered.
+        auto skipSiblings = [&] {
+            out.candidates += boundedSiblings;
+            out.pruned += boundedSiblings;
+            out.pruned_by_time += boundedSiblings;
+            for (std::size_t i : unbounded) {
+                const ZeroConfig& z = zeros[i];
+                l.zero_stage = z.stage;
+                l.zero_group = z.group;
+                l.offload = z.offload;
+                l.overlap_param_gather = space_.overlap_param_gather && z.stage >= 1 && z.stage <= 2;
+                consider(l, memoryBounds[i], out);
+            }
+        };
         for (bool sp : sps) {
             l.sequence_parallel = sp;
             l.tp_comm_overlap = space_.tp_comm_overlap && sp;
@@ -563,6 +698,35 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                 l.micro_batch = mb;
                 if (cancelled())
                     return false;
+                // The whole micro-batch size at once: the least step-time bound of its schedules with
+                // nothing recomputed and every overlap on that the layout can take, and the least
+                // activations of its schedules and recomputation modes (each bound is monotone in
+                // them). If no sibling can rank with those, none of the size's layouts can.
+                const StepTimeBound::MicroBatch perMb = time_bound_.microBatch(meshBound, l);
+                bool wholeSizeSkipped = false;
+                if (options_.prune_by_time && boundedSiblings > 0 && !(sp && t.seq_len % (s.tp * s.cp) != 0)) {
+                    Layout probe = l;
+                    double step = std::numeric_limits<double>::infinity();
+                    std::array<double, 3> fewest{};
+                    fewest.fill(std::numeric_limits<double>::infinity());
+                    for (const auto& [schedule, v] : schedules) {
+                        if (schedule == PipelineSchedule::Interleaved && micro % s.pp != 0)
+                            continue;
+                        probe.schedule = schedule;
+                        probe.virtual_stages = v;
+                        // (Set up as no recomputation: every mode's bound is at least this one.)
+                        setRecompute(probe, Recompute::None);
+                        step = std::min(step, time_bound_.stepTimeParts(meshBound, perMb, probe, false).step_s);
+                        for (Recompute r : space_.recomputes) {
+                            setRecompute(probe, r);
+                            const std::array<double, 3> activations = time_bound_.activationBytes(meshBound, perMb, probe);
+                            for (size_t k = 0; k < 3; ++k)
+                                fewest[k] = std::min(fewest[k], activations[k]);
+                        }
+                    }
+                    const double least = leastMemory(fewest);
+                    wholeSizeSkipped = std::isfinite(step) && std::isfinite(least) && cannotRank(rankBound(step), least, out);
+                }
                 for (const auto& [schedule, v] : schedules) {
                     l.schedule = schedule;
                     l.virtual_stages = v;
@@ -570,15 +734,9 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                     // already does): its step-time terms are those of no recomputation (CostModel.cpp
                     // reads Recompute::Selective only without flash, apart from memory), so the two
                     // bound each other's ZeRO siblings' time, not their memory.
-                    double notFullStep = std::numeric_limits<double>::quiet_NaN();
+                    ZeroSibling notFull;  // the first priced of a mode other than full recomputation
                     for (Recompute r : space_.recomputes) {
-                        l.recompute = r;
-                        l.ep_comm_overlap = space_.ep_comm_overlap && l.ep > 1 && r != Recompute::Full &&
-                                            (s.pp == 1 || schedule == PipelineSchedule::Interleaved) && overlapPrecision;
-                        const bool partial = r == Recompute::Full;
-                        l.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
-                                                     : RecomputeMethod::Uniform;
-                        l.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
+                        setRecompute(l, r);
                         // Rules that depend on the inner keys (not on ZeRO): every ZeRO sibling breaks them.
                         const auto siblings = std::int64_t(zeros.size());
                         if (sp && t.seq_len % (s.tp * s.cp) != 0) {
@@ -589,11 +747,40 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             out.reasons[kInterleavedMicroBatches] += siblings;
                             continue;
                         }
+                        if (wholeSizeSkipped) {
+                            skipSiblings();
+                            continue;
+                        }
                         const bool sharesTime = t.flash_attention && r != Recompute::Full;
-                        RankBound stepBound = rankBound(std::max(time_bound_.stepTime(meshBound, l),
-                                                                 sharesTime && !std::isnan(notFullStep) ? notFullStep : 0.0));
+                        const StepTimeBound::Seconds own = time_bound_.stepTimeParts(meshBound, perMb, l, true);
+                        // Configuration i's step at least: the bound with its ZeRO traffic net of the
+                        // overlap behind the bound's busy time and its optimizer step, or a priced
+                        // sibling's ZeRO-independent terms with its traffic net of that one's compute.
+                        auto siblingStep = [&](std::size_t i, const ZeroSibling& priced) {
+                            double step = own.step_s + time_bound_.zeroStepTime(zeroTermsOf(i), micro, time_bound_.busyWindow(own));
+                            if (sharesTime && !std::isnan(notFull.step_s))
+                                step = std::max(step, notFull.step_s +
+                                                          time_bound_.zeroStepTime(zeroTermsOf(i), micro, notFull.window_s));
+                            if (!std::isnan(priced.step_s))
+                                step = std::max(step, priced.step_s + time_bound_.zeroStepTime(zeroTermsOf(i), micro, priced.window_s));
+                            return step;
+                        };
+                        // Each sibling's memory at least: the states of a memory stage's layers with
+                        // that stage's activations (StepTimeBound) and the reserve. When the least of
+                        // them cannot rank, no sibling the bound applies to can: all skipped at once.
+                        std::array<double, 3> activations{};
+                        if (options_.prune_by_time) {
+                            activations = time_bound_.activationBytes(meshBound, perMb, l);
+                            // (The ZeRO terms, >= 0, are left to each sibling's own test below.)
+                            const double fastest =
+                                std::max(own.step_s, sharesTime && !std::isnan(notFull.step_s) ? notFull.step_s : 0.0);
+                            if (boundedSiblings > 0 && cannotRank(rankBound(fastest), leastMemory(activations), out)) {
+                                skipSiblings();
+                                continue;
+                            }
+                        }
                         ZeroSibling sibling;  // the first ZeRO configuration priced
-                        double siblingLayers = 0;
+                        size_t siblingStage = 0;  // its peak memory stage's entry of the mesh (first, last, middle)
                         for (std::size_t i = 0; i < zeros.size(); ++i) {
                             const ZeroConfig& z = zeros[i];
                             l.zero_stage = z.stage;
@@ -605,15 +792,19 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             const double bound = memoryBounds[i];
                             // (A sibling's memory: at least the priced one's ZeRO-independent bytes
                             // on its peak stage plus this configuration's states of that stage's layers.)
+                            const double strong =
+                                options_.prune_by_time
+                                    ? std::max(bound, stagesMemoryBytes(stageStates[i], activations, stages, reserve))
+                                    : bound;
                             const double memoryBound =
                                 std::isnan(sibling.step_s)
-                                    ? bound
-                                    : std::max(bound, sibling.memory_bytes + layerStates[i] * siblingLayers * (1 - 1e-9));
+                                    ? strong
+                                    : std::max(strong, sibling.memory_bytes + stageStates[i][siblingStage] * (1 - 1e-9));
                             // The step-time bound applies only where the checks before pricing would
                             // not reject the layout anyway (those keep their own reasons).
                             const bool timeBounded = options_.prune_by_time && bound <= limit_ &&
                                                      (l.offload != Offload::Optimizer || model_.offloadPriced());
-                            if (timeBounded && cannotRank(stepBound, memoryBound, out)) {
+                            if (timeBounded && cannotRank(rankBound(siblingStep(i, sibling)), memoryBound, out)) {
                                 // Counted as a candidate without validate(): the generator makes the
                                 // layouts validate() accepts (it checks every evaluated one).
                                 ++out.candidates;
@@ -625,10 +816,10 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             if (std::isnan(sibling.step_s) && std::isfinite(priced.step_s) &&
                                 std::isfinite(priced.memory_bytes)) {
                                 sibling = priced;
-                                siblingLayers = l.stageLayers(m.totalLayers(), priced.memory_stage);
-                                stepBound = rankBound(std::max(stepBound.step, priced.step_s));
-                                if (sharesTime && std::isnan(notFullStep))
-                                    notFullStep = priced.step_s;
+                                // (The second stage's costs are the middle one's: CostModel.cpp, memSecond.)
+                                siblingStage = priced.memory_stage == 0 ? 0 : priced.memory_stage == s.pp - 1 ? 1 : 2;
+                                if (sharesTime && std::isnan(notFull.step_s))
+                                    notFull = priced;
                             }
                         }
                     }

@@ -13,7 +13,11 @@
 //              and by a step-time lower bound (StepTimeBound.h, branch and bound):
 //              a layout is skipped when its worker's top plans and infeasible plans
 //              are full of better ones and both of its fronts hold a point that
-//              dominates (time bound, memory bound). The ZeRO configurations are
+//              dominates (time bound, memory bound), or when it cannot fit and the
+//              infeasible plans are full of better ones (the time bound with the
+//              collectives, the memory bound with the activations: StepTimeBound.h;
+//              a whole micro-batch size or group of ZeRO siblings at once when none
+//              of them can rank). The ZeRO configurations are
 //              searched innermost: they change only the data-parallel, optimizer and
 //              offload terms, so the first one priced bounds its siblings' step time
 //              (the other terms) and memory (its activations and buffers). Workers' results only merge
@@ -40,6 +44,7 @@
 #include "Prediction.h"
 #include "Problem.h"
 #include "SearchSpace.h"
+#include "StepTimeBound.h"
 
 #include <atomic>
 #include <cstdint>
@@ -153,6 +158,10 @@ struct SearchResult {
 // offload matter): model states of the transformer layers alone, plus the reserve.
 // Never above CostModel::evaluate()'s memory_bytes.total().
 double memoryLowerBound(const CostModel& model, const Layout& layout);
+// A stronger one the step-time pruning uses (the memory pruning above decides what is priced, so
+// it stays as it is): on each stage the memory figure compares, the states of its layers by kind
+// (dense and MoE) with the activations StepTimeBound::activationBytes() bounds, plus the reserve.
+double stageMemoryLowerBound(const CostModel& model, const StepTimeBound& bound, const Layout& layout);
 
 SearchResult search(const CostModel& model, const SearchSpace& space, const SearchOptions& options = {});
 SearchResult search(const Problem& problem, const SearchSpace& space, const SearchOptions& options = {});

@@ -65,14 +65,15 @@ std::vector<Layout> bruteForce(const Problem& p)
                                 for (int mb = 1; mb <= B; ++mb)
                                     for (PipelineSchedule s : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
                                                                PipelineSchedule::Interleaved})
-                                        for (int v = 1; v <= (s == PipelineSchedule::Interleaved ? L : 1); ++v)
+                                        for (int v = 1; v <= (s == PipelineSchedule::Interleaved ? L / pp : 1); ++v)
                                             for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
                                                 for (Offload o : {Offload::None, Offload::Optimizer})
-                                                for (int ep = 1; ep <= std::max(1, p.model.moe.experts); ++ep)
+                                                for (int ep = 1; ep <= std::max(1, std::min(p.model.moe.experts, D)); ++ep)
                                                 for (int etp = 0; etp <= (p.model.moe.enabled() ? nodeDevices : 0);
                                                      etp = etp == 0 ? 1 : 2 * etp) {
-                                                    // Expert grids (MoE): ep any, etp as tp (0) or a power of
-                                                    // two up to a node's devices (etp = tp is written as 0).
+                                                    // Expert grids (MoE): ep any up to the devices, etp as tp (0)
+                                                    // or a power of two up to a node's devices (etp = tp is
+                                                    // written as 0). (v: a chunk holds a layer at least.)
                                                     if (etp == tp)
                                                         continue;
                                                     Layout l;
@@ -98,6 +99,52 @@ std::vector<Layout> bruteForce(const Problem& p)
     return out;
 }
 
+// Every legal layout of a problem with its prediction, enumerated and priced once for all the
+// tests that look at the same problem (the brute force and the pricing are most of this test's
+// time; the cost model is pure, so a prediction is the same whenever it is asked).
+struct Priced {
+    std::vector<Layout> layouts;
+    std::vector<Prediction> predictions;
+};
+
+const Priced& priced(const CostModel& model)
+{
+    const Problem& p = model.problem();
+    const std::string key = p.model.name + "|" + std::to_string(p.model.moe.experts) + "|" + p.cluster.node.name + "|" +
+                            std::to_string(p.cluster.nodes) + "|" + std::to_string(p.training.global_batch) + "|" +
+                            std::to_string(p.training.seq_len) + "|" + (p.training.flash_attention ? "fused" : "unfused");
+    static std::map<std::string, std::unique_ptr<Priced>> cache;
+    std::unique_ptr<Priced>& entry = cache[key];
+    if (!entry) {
+        entry = std::make_unique<Priced>();
+        entry->layouts = bruteForce(p);
+        entry->predictions.reserve(entry->layouts.size());
+        for (const Layout& l : entry->layouts)
+            entry->predictions.push_back(model.evaluate(l));
+    }
+    return *entry;
+}
+
+// What the search takes from a priced ZeRO sibling (Search.cpp, ZeroSibling): every step-time term
+// but the data-parallel, optimizer and offload ones, and the compute its traffic may hide behind.
+double zeroIndependentStep(const Prediction& p)
+{
+    const TimeBreakdown& t = p.time_s;
+    return t.compute + t.recompute + t.tp_comm + t.cp_comm + t.pp_comm + t.ep_comm + t.bubble;
+}
+double computeWindow(const Prediction& p) { return p.time_s.compute + p.time_s.recompute; }
+
+// A layout with its ZeRO fields cleared: the key its siblings share.
+std::string siblingKey(const Layout& l)
+{
+    Layout key = l;
+    key.zero_stage = 0;
+    key.zero_group = 0;
+    key.offload = Offload::None;
+    key.overlap_param_gather = false;
+    return toString(key);
+}
+
 struct Exhaustive {
     std::vector<Plan> feasible;  // sorted by planBetter
     std::int64_t candidates = 0;
@@ -105,14 +152,17 @@ struct Exhaustive {
 };
 
 // Evaluates every layout; feasibility as the search defines it (fits, finite, under the limit).
+// (`predictions`: the layouts' own, when already priced.)
 Exhaustive exhaustive(const CostModel& model, const std::vector<Layout>& layouts, Objective objective,
-                      double maxMemoryFraction = 1.0)
+                      double maxMemoryFraction = 1.0, const std::vector<Prediction>* predictions = nullptr)
 {
     Exhaustive e;
     const double limit = maxMemoryFraction * model.problem().cluster.node.chip.hbmBytesPerDevice();
-    for (const Layout& l : layouts) {
+    for (size_t i = 0; i < layouts.size(); ++i) {
+        const Layout& l = layouts[i];
         ++e.candidates;
-        const Prediction p = model.evaluate(l);
+        const Prediction evaluated = predictions ? Prediction{} : model.evaluate(l);
+        const Prediction& p = predictions ? (*predictions)[i] : evaluated;
         if (!p.feasible) {
             ++(p.reason == Infeasibility::OutOfMemory ? e.out_of_memory : e.missing_figure);
             continue;
@@ -133,19 +183,26 @@ Exhaustive exhaustive(const CostModel& model, const std::vector<Layout>& layouts
 std::vector<Layout> naiveFront(const std::vector<Plan>& plans, const std::function<double(const Plan&)>& x,
                                const std::function<double(const Plan&)>& y)
 {
+    // (The coordinates read once: the pairs are many.)
+    std::vector<double> xs, ys;
+    for (const Plan& p : plans) {
+        xs.push_back(x(p));
+        ys.push_back(y(p));
+    }
     std::vector<Layout> front;
-    for (const Plan& a : plans) {
+    for (size_t a = 0; a < plans.size(); ++a) {
         bool keep = true;
-        for (const Plan& b : plans) {
-            const bool dominates = x(b) <= x(a) && y(b) <= y(a) && (x(b) < x(a) || y(b) < y(a));
-            const bool earlierDuplicate = x(b) == x(a) && y(b) == y(a) && layoutLess(b.layout, a.layout);
+        for (size_t b = 0; b < plans.size(); ++b) {
+            const bool dominates = xs[b] <= xs[a] && ys[b] <= ys[a] && (xs[b] < xs[a] || ys[b] < ys[a]);
+            const bool earlierDuplicate =
+                xs[b] == xs[a] && ys[b] == ys[a] && layoutLess(plans[b].layout, plans[a].layout);
             if (dominates || earlierDuplicate) {
                 keep = false;
                 break;
             }
         }
         if (keep)
-            front.push_back(a.layout);
+            front.push_back(plans[a].layout);
     }
     std::sort(front.begin(), front.end(), layoutLess);
     return front;
@@ -243,6 +300,8 @@ private:
             {"t5-3b on 1 x p4d (encoder-decoder)", "t5-3b", "p4d.24xlarge", 1, 24},
             {"gpt3-13b on 1 x p5, fused attention", "gpt3-13b", "p5.48xlarge", 1, 16, true},
             {"llama-3-8b on 1 x p5, fused attention (GQA, cp)", "llama-3-8b", "p5.48xlarge", 1, 16, true},
+            {"mixtral-8x7b on 1 x p5, fused attention (MoE with ep and etp, cp)", "mixtral-8x7b", "p5.48xlarge", 1, 8,
+             true},
         };
         for (const Row& r : rows) {
             if (r.fused && !bothPrunings)
@@ -255,6 +314,32 @@ private:
                 QTest::addRow("%s%s", r.name, prune ? "" : ", no time pruning")
                     << r.model << r.node << r.nodes << r.batch << prune << r.fused;
         }
+    }
+
+    // The current bound row's problem (boundProblems()), with fused attention or not: fused, a MoE
+    // row on one node (the exhaustive MoE rows' size; its cp and ep then stay in the node, the
+    // dense rows' cross it).
+    Problem boundProblem(bool flash) const
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, node);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
+        if (p.model.moe.experts > 16)
+            p.model.moe.experts = 16;
+        p.training.flash_attention = flash;
+        p.cluster.nodes = flash && p.model.moe.enabled() ? 1 : nodes;
+        return p;
+    }
+
+    // The exhaustive rows, and DeepSeek-V3 (its 256 experts cut to 16, so that the brute force
+    // stays small; MLA, the shared expert, the dense first layers and the router kept).
+    void boundProblems()
+    {
+        smallProblems();
+        QTest::newRow("deepseek-v3 with 16 experts on 1 x p5 (MLA, MoE with dense layers)")
+            << "deepseek-v3" << "p5.48xlarge" << 1 << 4;
     }
 
 private slots:
@@ -283,9 +368,9 @@ private slots:
         Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
         p.training.flash_attention = fused;
         const CostModel cm(p);
-        const std::vector<Layout> all = bruteForce(p);
-        QVERIFY(all.size() > 1000);
-        const Exhaustive e = exhaustive(cm, all, Objective::Throughput);
+        const Priced& all = priced(cm);
+        QVERIFY(all.layouts.size() > 1000);
+        const Exhaustive e = exhaustive(cm, all.layouts, Objective::Throughput, 1.0, &all.predictions);
         QVERIFY2(!e.feasible.empty(), "the row should have feasible layouts");
 
         SearchOptions options;
@@ -356,61 +441,58 @@ private slots:
         QVERIFY(frontLayouts(r.pareto_time_cost) == naiveFront(e.feasible, timeOf, costOf));
     }
 
-    // The pruning bound is a lower bound of the cost model's memory for every legal layout.
-    void memoryBoundIsALowerBound_data() { smallProblems(); }
+    // The pruning bounds are lower bounds of the cost model's memory for every legal layout: the
+    // memory pruning's (states of the layers) and the step-time pruning's (the memory stages'
+    // states by kind with their activations), fused attention or not.
+    void memoryBoundIsALowerBound_data() { boundProblems(); }
     void memoryBoundIsALowerBound()
     {
-        QFETCH(QString, model);
-        QFETCH(QString, node);
-        QFETCH(int, nodes);
-        QFETCH(int, batch);
-        const Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
-        const CostModel cm(p);
-        int checked = 0;
-        for (const Layout& l : bruteForce(p)) {
-            const double bound = memoryLowerBound(cm, l);
-            const double actual = cm.evaluate(l).memory_bytes.total();
-            if (bound > actual)
-                QFAIL(qPrintable(QStringLiteral("bound %1 > predicted %2 for %3")
-                                     .arg(bound)
-                                     .arg(actual)
-                                     .arg(QString::fromStdString(toString(l)))));
-            ++checked;
+        for (bool flash : {false, true}) {
+            const Problem p = boundProblem(flash);
+            const CostModel cm(p);
+            const StepTimeBound timeBound(cm);
+            QVERIFY(timeBound.activationsBounded());
+            const Priced& all = priced(cm);
+            int checked = 0;
+            double tightest = 0;
+            for (size_t i = 0; i < all.layouts.size(); ++i) {
+                const Layout& l = all.layouts[i];
+                const double bound = memoryLowerBound(cm, l), stages = stageMemoryLowerBound(cm, timeBound, l);
+                const double actual = all.predictions[i].memory_bytes.total();
+                if (bound > actual || stages > actual || stages < bound)
+                    QFAIL(qPrintable(QStringLiteral("bounds %1 and %2 vs predicted %3 for %4")
+                                         .arg(bound)
+                                         .arg(stages)
+                                         .arg(actual)
+                                         .arg(QString::fromStdString(toString(l)))));
+                tightest = std::max(tightest, stages / actual);
+                ++checked;
+            }
+            QVERIFY(checked > 1000);
+            QVERIFY2(tightest > 0.6, qPrintable(QString::number(tightest)));  // a bound that can prune
         }
-        QVERIFY(checked > 1000);
     }
 
     // The step-time bound the search prunes by is a lower bound of the cost model's step time for
     // every legal layout, with every overlap option the layout can take on or off (dense, GQA,
     // MoE, MLA with MoE, encoder-decoder; every recomputation mode, schedule and ZeRO stage).
-    void stepTimeBoundIsALowerBound_data()
-    {
-        smallProblems();
-        // (Its 256 experts cut to 16, so that the brute force stays small; MLA, the shared expert,
-        // the dense first layers and the router kept.)
-        QTest::newRow("deepseek-v3 with 16 experts on 1 x p5 (MLA, MoE with dense layers)")
-            << "deepseek-v3" << "p5.48xlarge" << 1 << 4;
-    }
+    void stepTimeBoundIsALowerBound_data() { boundProblems(); }
     void stepTimeBoundIsALowerBound()
     {
-        QFETCH(QString, model);
-        QFETCH(QString, node);
-        QFETCH(int, nodes);
-        QFETCH(int, batch);
-        Problem p = problem(qPrintable(model), qPrintable(node), nodes, batch);
-        if (p.model.moe.experts > 16)
-            p.model.moe.experts = 16;
         for (bool flash : {false, true}) {
-            p.training.flash_attention = flash;
+            const Problem p = boundProblem(flash);
             const CostModel cm(p);
             const StepTimeBound bound(cm);
-            int checked = 0;
-            double tightest = 0;
-            // (Every layout of the small rows; an even sample of at most ~15000 of the others.)
-            const std::vector<Layout> all = bruteForce(p);
-            const size_t stride = std::max<size_t>(1, all.size() / 15000);
-            for (size_t i = 0; i < all.size(); i += stride) {
-                Layout l = all[i];
+            int checked = 0, siblings = 0;
+            double tightest = 0, tightestWithZero = 0;
+            // The first priced of each group of ZeRO siblings, as the search prices them.
+            std::map<std::string, Prediction> first;
+            // (Every layout of the small rows; an even sample of at most ~8000 of the others,
+            // each with its overlap options off and on.)
+            const Priced& all = priced(cm);
+            const size_t stride = std::max<size_t>(1, all.layouts.size() / 8000);
+            for (size_t i = 0; i < all.layouts.size(); i += stride) {
+                Layout l = all.layouts[i];
                 for (bool overlaps : {false, true}) {
                     l.tp_comm_overlap = overlaps && l.sequence_parallel;
                     l.ep_comm_overlap = overlaps && l.ep > 1;
@@ -419,20 +501,40 @@ private slots:
                     l.overlap_param_gather = overlaps && (l.zero_stage == 1 || l.zero_stage == 2);
                     if (overlaps && !validate(l, p.model, p.cluster, p.training).empty())
                         continue;
+                    const Prediction pr = overlaps ? cm.evaluate(l) : all.predictions[i];
+                    const double step = pr.step_time_s, micro = microBatchesPerStep(l, p.training);
                     const StepTimeBound::Mesh mesh = bound.mesh(l);
-                    const double lower = bound.stepTime(mesh, l), step = cm.evaluate(l).step_time_s;
+                    const StepTimeBound::Seconds parts = bound.stepTimeParts(mesh, l, true);
+                    const double lower = bound.stepTime(mesh, l);
+                    QCOMPARE(parts.step_s, lower);
+                    QVERIFY(parts.busy_s <= parts.step_s);
                     QVERIFY(bound.stepTimeWithoutRecompute(mesh, l) <= lower);
-                    if (!(lower > 0 && lower <= step))
-                        QFAIL(qPrintable(QStringLiteral("bound %1 s vs step %2 s for %3")
+                    // With the layout's own ZeRO terms: behind the bound's busy time, and behind a
+                    // priced sibling's compute on top of that sibling's ZeRO-independent terms.
+                    const StepTimeBound::ZeroTerms zero = bound.zeroTerms(mesh, l);
+                    const double withZero = lower + bound.zeroStepTime(zero, micro, bound.busyWindow(parts));
+                    QVERIFY(bound.zeroStepTime(zero, micro, -1) <= bound.zeroStepTime(zero, micro, 0));
+                    const auto [it, inserted] = first.try_emplace(siblingKey(l), pr);
+                    const double fromSibling =
+                        zeroIndependentStep(it->second) + bound.zeroStepTime(zero, micro, computeWindow(it->second));
+                    if (!(lower > 0 && lower <= step && withZero <= step && fromSibling <= step))
+                        QFAIL(qPrintable(QStringLiteral("bounds %1 s, %2 s with ZeRO terms, %3 s by a sibling vs step "
+                                                        "%4 s for %5")
                                              .arg(lower)
+                                             .arg(withZero)
+                                             .arg(fromSibling)
                                              .arg(step)
                                              .arg(QString::fromStdString(toString(l)))));
                     tightest = std::max(tightest, lower / step);
+                    tightestWithZero = std::max(tightestWithZero, withZero / step);
+                    siblings += inserted ? 0 : 1;
                     ++checked;
                 }
             }
             QVERIFY(checked > 1000);
+            QVERIFY(siblings > 100);
             QVERIFY2(tightest > 0.15, qPrintable(QString::number(tightest)));  // a bound that can prune
+            QVERIFY(tightestWithZero >= tightest);
         }
     }
 
@@ -451,15 +553,13 @@ private slots:
         const CostModel cm(p);
         std::map<std::string, Prediction> first;  // by the layout with its ZeRO fields cleared
         int compared = 0;
-        for (const Layout& l : bruteForce(p)) {
+        const Priced& all = priced(cm);
+        for (size_t i = 0; i < all.layouts.size(); ++i) {
+            const Layout& l = all.layouts[i];
             if (l.zero_stage == 3)
                 continue;  // (its buffers hold the gathered parameters: the search leaves them out)
-            Layout key = l;
-            key.zero_stage = 0;
-            key.zero_group = 0;
-            key.offload = Offload::None;
-            const Prediction pr = cm.evaluate(l);
-            const auto [it, inserted] = first.try_emplace(toString(key), pr);
+            const Prediction& pr = all.predictions[i];
+            const auto [it, inserted] = first.try_emplace(siblingKey(l), pr);
             if (inserted)
                 continue;
             const Prediction& a = it->second;
@@ -478,10 +578,12 @@ private slots:
         fused.training.flash_attention = true;
         const CostModel fusedModel(fused);
         int pairs = 0;
-        for (Layout l : bruteForce(fused)) {
+        const Priced& allFused = priced(fusedModel);
+        for (size_t i = 0; i < allFused.layouts.size(); ++i) {
+            Layout l = allFused.layouts[i];
             if (l.recompute != Recompute::Selective || pairs == 5000)
                 continue;
-            const Prediction selective = fusedModel.evaluate(l);
+            const Prediction& selective = allFused.predictions[i];
             l.recompute = Recompute::None;
             const Prediction none = fusedModel.evaluate(l);
             QVERIFY2(sameTimeButZero(selective.time_s, none.time_s), describe(l));
