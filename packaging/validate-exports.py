@@ -254,30 +254,30 @@ def _misspelt_key(text):
     return text.replace("ici_tensor_parallelism", "ici_tensor_paralelism")
 
 
-CONTROLS = [
-    ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", 3, _drop_max_connections),
-    ("deepspeed gpt3-13b with train_batch_size + 1", 9, _batch_off_by_one),
-    ("torchtitan llama-3-8b with tensor_parallel_degree doubled", 13, _tp_doubled),
-    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", 19, _misspelt_key),
-    ("megatron-bridge llama-2-70b with a misspelt DDP field (use_distributed_optimiser)", 16,
-     lambda text: text.replace("cfg.ddp.use_distributed_optimizer", "cfg.ddp.use_distributed_optimiser")),
-    ("megatron-bridge llama-2-70b with a misspelt GPTModelProvider argument (num_atention_heads)", 16,
-     lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
-    ("megatron qwen2-7b with --add-qkv-bias misspelt (--add-qkv-biases)", 22,
-     lambda text: text.replace("--add-qkv-bias", "--add-qkv-biases")),
-    ("torchtitan llama-3-8b with RoPE scaling \"off\" (not a Literal choice)", 13,
-     lambda text: text.replace('rope.scaling = "none"', 'rope.scaling = "off"')),
-    ("megatron deepseek-v3 with --kv-lora-rank misspelt (--kv-lora-ranks)", 31,
-     lambda text: text.replace("--kv-lora-rank", "--kv-lora-ranks")),
-    ("megatron-bridge deepseek-v3 with a misspelt MLAModelProvider field (kv_lora_rnk)", 33,
-     lambda text: text.replace("kv_lora_rank=", "kv_lora_rnk=")),
-    ("megatron-bridge deepseek-v3 with 7 router groups for 256 experts (finalize's check)", 33,
-     lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
-]
-
-
 def case_index(prefix):
     return next(i for i, case in enumerate(CASES) if case[0].startswith(prefix))
+
+
+CONTROLS = [
+    ("megatron llama-3-8b tp2 cp2 without CUDA_DEVICE_MAX_CONNECTIONS=1 (H100)", case_index("megatron llama-3-8b p5 tp2 cp2 zero1 no dropout flash"), _drop_max_connections),
+    ("deepspeed gpt3-13b with train_batch_size + 1", case_index("deepspeed gpt3-13b p4d zero3 mics8 full"), _batch_off_by_one),
+    ("torchtitan llama-3-8b with tensor_parallel_degree doubled", case_index("torchtitan llama-3-8b p5 tp2 cp2 fsdp full"), _tp_doubled),
+    ("maxtext llama-3-70b with ici_tensor_parallelism misspelt", case_index("maxtext llama-3-70b v5p tp4 fsdp full"), _misspelt_key),
+    ("megatron-bridge llama-2-70b with a misspelt DDP field (use_distributed_optimiser)", case_index("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective"),
+     lambda text: text.replace("cfg.ddp.use_distributed_optimizer", "cfg.ddp.use_distributed_optimiser")),
+    ("megatron-bridge llama-2-70b with a misspelt GPTModelProvider argument (num_atention_heads)", case_index("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved sp zero1 selective"),
+     lambda text: text.replace("num_attention_heads=", "num_atention_heads=")),
+    ("megatron qwen2-7b with --add-qkv-bias misspelt (--add-qkv-biases)", case_index("megatron qwen2-7b p5 tp4 (qkv bias, norm_eps)"),
+     lambda text: text.replace("--add-qkv-bias", "--add-qkv-biases")),
+    ("torchtitan llama-3-8b with RoPE scaling \"off\" (not a Literal choice)", case_index("torchtitan llama-3-8b p5 tp2 cp2 fsdp full"),
+     lambda text: text.replace('rope.scaling = "none"', 'rope.scaling = "off"')),
+    ("megatron deepseek-v3 with --kv-lora-rank misspelt (--kv-lora-ranks)", case_index("megatron deepseek-v3 (hf) p5 tp8 (MLA, YaRN mscale, MoE: shared expert, expert bias, groups, scaling)"),
+     lambda text: text.replace("--kv-lora-rank", "--kv-lora-ranks")),
+    ("megatron-bridge deepseek-v3 with a misspelt MLAModelProvider field (kv_lora_rnk)", case_index("megatron-bridge deepseek-v3 p5 tp8 (MLAModelProvider, MoE: dense first layers, expert bias, groups)"),
+     lambda text: text.replace("kv_lora_rank=", "kv_lora_rnk=")),
+    ("megatron-bridge deepseek-v3 with 7 router groups for 256 experts (finalize's check)", case_index("megatron-bridge deepseek-v3 p5 tp8 (MLAModelProvider, MoE: dense first layers, expert bias, groups)"),
+     lambda text: text.replace("moe_router_num_groups=8", "moe_router_num_groups=7")),
+]
 
 
 CONTROLS += [

@@ -141,7 +141,18 @@ StepTimeBound::MicroBatch StepTimeBound::microBatch(const Mesh& mesh, const Layo
             out.etp_s = 2 * allGatherTime(mesh.etp_group, imbalance * gathered, mesh.etp_link);
         }
     }
-    if (l.cp > 1 && !sliding_) {
+    if (l.cp > 1 && l.cp_comm == CpComm::A2A) {
+        // All-to-all CP (CostModel.cpp): q, k, v to the head split and the output back, exposed,
+        // per forward and once backward; the attention core itself is not in the bound.
+        // (The cost model's head sizes: head_dim for q and k, an MLA value head its own.)
+        const double qHeads = double(m.heads) / l.tp;
+        const double kvHeads = m.kv_heads % l.tp == 0 ? double(m.kv_heads / l.tp) : 1.0;
+        const double hd = m.head_dim, hv = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
+        const double qkv = T * (qHeads * hd + kvHeads * hd * (1 + hv / hd)) * activation_bytes_;
+        const double o = T * qHeads * hv * activation_bytes_;
+        out.cp_forward_s = out.cp_backward_s =
+            allToAllTime(mesh.cp_group, qkv, mesh.cp_link) + allToAllTime(mesh.cp_group, o, mesh.cp_link);
+    } else if (l.cp > 1 && !sliding_) {
         // The ring's K/V block per step: the forward's cp - 1 sends, the backward's first and last
         // with one block, the cp - 2 between with two. Each step's attention (a cp-th of the core)
         // and its exposed send take at least the send's time, so the sends alone bound the core

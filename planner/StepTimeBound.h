@@ -85,7 +85,9 @@ public:
         double tp_call_s = 0;      // one tp layer collective (sp: reduce-scatter and all-gather)
         double a2a_s = 0;          // a MoE layer's dispatch and combine over ep
         double etp_s = 0;          // ... its gather and scatter over etp
-        double cp_forward_s = 0, cp_backward_s = 0;  // a layer's cp ring sends, forward and backward
+        // A layer's cp exchange, forward and backward: the ring's sends (cp_comm=p2p), or the exposed
+        // all-to-alls of q, k, v and the output (cp_comm=a2a), the same each way.
+        double cp_forward_s = 0, cp_backward_s = 0;
         double outside_bytes = 0, input_bytes = 0, expert_bytes = 0;
     };
     MicroBatch microBatch(const Mesh& mesh, const Layout& layout) const;
