@@ -199,7 +199,7 @@ private slots:
         p.cluster.nodes = 16;
         p.training.global_batch = 512;
         p.training.seq_len = 4096;
-        p.training.precision = Precision::FP8Mixed;
+        p.training.precision = Precision::FP8Tensorwise;
         p.training.tokens_to_train = 1e12;
         p.training.flash_attention = true;
         p.training.dropout = false;

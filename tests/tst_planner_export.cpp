@@ -162,7 +162,7 @@ private slots:
         QTest::addColumn<int>("precision");
         QTest::addColumn<QByteArray>("layout");
         const int bf16 = int(Precision::BF16Mixed), fp16 = int(Precision::FP16Mixed), fp32 = int(Precision::FP32),
-                  fp8 = int(Precision::FP8Mixed);
+                  fp8 = int(Precision::FP8Tensorwise);
 
         QTest::newRow("megatron llama-2-70b p5 tp8 pp4 interleaved selective zero1")
             << ExportFormat::Megatron << "megatron-llama-2-70b-p5-interleaved.txt" << QByteArray("llama-2-70b")
@@ -896,7 +896,7 @@ private slots:
         QTest::addColumn<int>("precision");
         QTest::addColumn<QByteArray>("layout");
         QTest::addColumn<QString>("feature");
-        const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Mixed), fp32 = int(Precision::FP32);
+        const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Tensorwise), fp32 = int(Precision::FP32);
         const auto M = ExportFormat::Megatron, D = ExportFormat::DeepSpeed, N = ExportFormat::NeuronX,
                    F = ExportFormat::Fsdp, T = ExportFormat::Torchtitan, B = ExportFormat::MegatronBridge,
                    X = ExportFormat::MaxText, Y = ExportFormat::NxdTraining;

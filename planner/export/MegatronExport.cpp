@@ -103,6 +103,11 @@ void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& 
     if (m.moe.enabled() && m.bias && l.expertTensorParallel() > 1)
         refuse.add("biases in a mixture-of-experts model with etp=" + str(l.expertTensorParallel()),
                    "TransformerConfig supports MoE biases only with expert tensor parallelism 1");
+    // Megatron Core's quantized recipes are Transformer Engine's (Fp8Recipe / Fp4Recipe,
+    // megatron/core/enums.py @ d98e8a64): no row-wise scaling (torchao's recipe).
+    if (p.training.precision == Precision::FP8Rowwise)
+        refuse.add("fp8-rowwise precision", "Megatron Core's FP8 recipes are tensorwise, delayed, blockwise and mxfp8 "
+                                            "(Transformer Engine); row-wise scaling is torchao's");
     // initialize_model_parallel (megatron/core/parallel_state.py @ d98e8a64): "Expert data
     // parallel size should be divisible by partial DistOpt shard factor".
     const int instances = l.zero_stage >= 1 && l.zeroGroupSize() < l.dp ? l.dp / l.zeroGroupSize() : 1;
@@ -197,10 +202,30 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     switch (p.training.precision) {
     case Precision::BF16Mixed: arg("--bf16"); break;
     case Precision::FP16Mixed: arg("--fp16"); break;
-    case Precision::FP8Mixed:
+    // FP8/FP4 recipes (megatron/core/transformer/transformer_config.py @ d98e8a64: fp8 as --fp8-format
+    // e4m3|hybrid, fp8_recipe tensorwise|delayed|mxfp8|blockwise, fp4 as --fp4-format e2m1 with
+    // fp4_recipe nvfp4), the formats Megatron-Bridge's recipes pair them with (mixed_precision.py @
+    // 067f987d: hybrid = E4M3 forward, E5M2 gradients; MXFP8 E4M3 throughout).
+    case Precision::FP8Tensorwise:
+    case Precision::FP8Delayed:
+    case Precision::FP8Blockwise:
         arg("--bf16");
-        arg("--fp8-format", "hybrid");  // Transformer Engine: E4M3 forward, E5M2 gradients
+        arg("--fp8-format", "hybrid");
+        arg("--fp8-recipe", p.training.precision == Precision::FP8Tensorwise ? "tensorwise"
+                            : p.training.precision == Precision::FP8Delayed  ? "delayed"
+                                                                              : "blockwise");
         break;
+    case Precision::MXFP8:
+        arg("--bf16");
+        arg("--fp8-format", "e4m3");
+        arg("--fp8-recipe", "mxfp8");
+        break;
+    case Precision::NVFP4:
+        arg("--bf16");
+        arg("--fp4-format", "e2m1");
+        arg("--fp4-recipe", "nvfp4");
+        break;
+    case Precision::FP8Rowwise: break;  // refused above
     case Precision::FP32: break;
     }
     arg("--num-layers", str(m.layers));

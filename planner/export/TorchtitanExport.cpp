@@ -224,11 +224,18 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         refuse.add("attention sinks", "torchtitan's llama3 attention has no sink logits");
     if (moe) {
         refuseTorchtitanMoe(refuse, m, l, shardDegree);
-        if (p.training.precision == Precision::FP8Mixed)
-            refuse.add("fp8 precision with a MoE model", "the export converts the llama3 recipe's linears only");
+        if (quantizedRecipe(p.training.precision))
+            refuse.add(std::string(toString(p.training.precision)) + " precision with a MoE model",
+                       "the export converts the llama3 recipe's linears only");
     }
     if (m.mla.enabled())
         refuse.add("multi-head latent attention", "the export takes torchtitan's llama3 model (grouped-query attention)");
+    // torchtitan's float8 training is torchao's Float8LinearConverter, recipe_name "rowwise" or
+    // "rowwise_with_gw_hp" (torchtitan/components/quantization/float8.py @ b5bcd76c): no per-tensor,
+    // block or FP4 recipe of Transformer Engine's.
+    if (quantizedRecipe(p.training.precision) && p.training.precision != Precision::FP8Rowwise && !moe)
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "torchtitan's Float8LinearConverter runs torchao's rowwise recipe (fp8-rowwise) only");
     const RopeScaling& rope = m.rope_scaling;
     if (!moe && rope.enabled() && rope.type != RopeScalingKind::Llama3)
         refuse.add(std::string("RoPE scaling ") + toString(rope.type),
@@ -268,7 +275,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     const bool fsdp = l.zero_stage >= 2;
     const int shard = shardDegree;
     const int replicate = l.dp / shard;
-    const bool fp8 = p.training.precision == Precision::FP8Mixed;
+    const bool fp8 = p.training.precision == Precision::FP8Rowwise;
     const char* schedule = !f.pipelined                                   ? "1F1B"
                            : l.schedule == PipelineSchedule::GPipe        ? "GPipe"
                            : l.schedule == PipelineSchedule::Interleaved ? "Interleaved1F1B"
@@ -354,7 +361,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (fp8) {
         t += "    config.compile = CompileConfig(enable=True, components=[\"model\", \"loss\"])\n";
         t += "    config.model_spec = model_registry(\n        \"" + flavorName +
-             "\",\n        converters=[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"], "
+             "\",\n        converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\"], "
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";
