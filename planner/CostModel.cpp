@@ -1492,6 +1492,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         MemoryBreakdown total;
         double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0, moe_buffer = 0;
         double quantized_weights = 0;  // an FP8/FP4 recipe's weight copies (in total.weights)
+        double replaced_weights = 0;   // ... the bf16 weights they replace (primary quantized weights)
     };
     auto memoryOf = [&](const StageCost& sc, int stage) {
         StageMemory sm;
@@ -1507,7 +1508,9 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         // ZeRO-3 gathers a layer at a time: its copies are transient there (not counted).
         if (recipe_.quantized && l.zero_stage < 3) {
             sm.quantized_weights = sc.linear_params * recipe_.weight_copy_bytes;
-            mb.weights += sm.quantized_weights;
+            // With the distributed optimizer they are the weights themselves (primary_weights).
+            sm.replaced_weights = recipe_.primary_weights && l.zero_stage >= 1 ? sc.linear_params * weight_bytes_ : 0.0;
+            mb.weights += sm.quantized_weights - sm.replaced_weights;
         }
         mb.gradients = states.gradients + expertStates.gradients;
         mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer + expertStates.optimizer;
@@ -1576,8 +1579,11 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         peak = Second;
     const StageMemory& mem = peak == First ? memFirst : peak == Second ? memSecond : memLast;
     pr.memory_stage = peak == First ? 0 : peak == Second ? 1 : p - 1;
-    book.add(Figure::Weights, "weights", mem.total.weights - mem.quantized_weights,
+    book.add(Figure::Weights, "weights", mem.total.weights - mem.quantized_weights + mem.replaced_weights,
              "stage params x weight bytes / (ZeRO-3 shard)");
+    if (mem.replaced_weights > 0)
+        book.add(Figure::Weights, "FP8/FP4 recipe: linear layers' bf16 weights, replaced by their quantized copies",
+                 -mem.replaced_weights, "- linear layers' params x weight bytes (fp8/fp4-param-gather with ZeRO-1/2)");
     if (recipe_.quantized)
         book.add(Figure::Weights, "FP8/FP4 recipe: quantized weight copies", mem.quantized_weights,
                  "linear layers' params x (rowwise + columnwise copies with scales) bytes (0 under ZeRO-3)");

@@ -47,6 +47,11 @@ struct QuantizationRecipe {
     // support first / last layer in BF16"). The exporters write the same (MegatronExport.cpp).
     int bf16_layers_at_start = 0;
     int bf16_layers_at_end = 0;
+    // With a distributed optimizer (ZeRO-1/2) the quantized weights are the model's weights: no bf16
+    // copy beside them, the optimizer's fp32 master updating them (Megatron's --fp8-param-gather /
+    // --fp4-param-gather, which Megatron-Bridge's current-scaling, delayed, MXFP8 and NVFP4 recipes
+    // set and its blockwise recipe does not: mixed_precision.py @ 067f987d).
+    bool primary_weights = false;
 };
 
 inline QuantizationRecipe quantizationRecipe(Precision precision)
@@ -73,11 +78,21 @@ inline QuantizationRecipe quantizationRecipe(Precision precision)
     case Precision::FP8Tensorwise:  // current scaling: amax, then cast
         te(1.0, 0.0, true);
         r.bf16_layers_at_start = r.bf16_layers_at_end = 1;
+        r.primary_weights = true;
         break;
-    case Precision::FP8Delayed: te(1.0, 0.0, false); break;          // scale from the amax history, fused
+    case Precision::FP8Delayed:  // the scale from the amax history, the cast fused
+        te(1.0, 0.0, false);
+        r.primary_weights = true;
+        break;
     case Precision::FP8Blockwise: te(1.0, 4.0 / 128, false); break;  // fp32 scale per 1 x 128 block
-    case Precision::MXFP8: te(1.0, 1.0 / 32, false); break;          // E8M0 scale per 32 elements
-    case Precision::NVFP4: te(0.5, 1.0 / 16, true); break;           // E4M3 per 16 + per-tensor fp32 amax
+    case Precision::MXFP8:  // E8M0 scale per 32 elements
+        te(1.0, 1.0 / 32, false);
+        r.primary_weights = true;
+        break;
+    case Precision::NVFP4:  // E4M3 per 16 + a per-tensor fp32 scale from an amax pass
+        te(0.5, 1.0 / 16, true);
+        r.primary_weights = true;
+        break;
     case Precision::FP8Rowwise:
         // torchao: one cast per use (read bf16, write one fp8 copy with its row scales), the input
         // and weight kept in bf16 and cast again in the backward; no weight cache [AO].

@@ -48,6 +48,7 @@
 // as used by aws-neuron/neuronx-distributed examples/training/llama/tp_pp_llama_hf_pretrain/
 // run_llama2_70B_tp_pp.sh.
 #include "ExportCommon.h"
+#include "QuantizationRecipe.h"
 #include "MegatronModelFields.h"
 
 #include <algorithm>
@@ -228,6 +229,19 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     case Precision::FP8Rowwise: break;  // refused above
     case Precision::FP32: break;
     }
+    // What the planner priced for the recipe (QuantizationRecipe.h, Megatron-Bridge's recipes): the
+    // first and last layers in bf16 (TransformerConfig first_last_layers_bf16,
+    // num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16), the quantized weights as the model's
+    // own with the distributed optimizer (--fp8-param-gather / --fp4-param-gather: validate_args
+    // needs the distributed optimizer).
+    const QuantizationRecipe recipe = quantizationRecipe(p.training.precision);
+    if (recipe.bf16_layers_at_start > 0 || recipe.bf16_layers_at_end > 0) {
+        arg("--first-last-layers-bf16");
+        arg("--num-layers-at-start-in-bf16", str(recipe.bf16_layers_at_start));
+        arg("--num-layers-at-end-in-bf16", str(recipe.bf16_layers_at_end));
+    }
+    if (recipe.primary_weights && (l.zero_stage == 1 || l.zero_stage == 2))
+        arg(recipe.gemm_type == DataType::FP4 ? "--fp4-param-gather" : "--fp8-param-gather");
     arg("--num-layers", str(m.layers));
     arg("--hidden-size", str(m.hidden));
     arg("--ffn-hidden-size", str(m.ffn_hidden));
