@@ -417,6 +417,36 @@ private slots:
         QCOMPARE(allReduceBusBandwidth(1, 1e9), 0.0);
     }
 
+    // The cost model's data-parallel rings with NCCL's multi-NIC rings (network.multi_nic_rings): a
+    // dp group filling two DGX A100 nodes crosses with all 8 NICs of a node, 8 x 200/8 GB/s x 0.8
+    // (below the 300 x 0.8 GB/s NVLink share), instead of one NIC's 25 x 0.8; latency unchanged.
+    void multiNicRingsInTheCostModel()
+    {
+        const Problem p = problem(megatronGpt(4, 4096, 32), 2, 16);
+        const Layout l = layout("dp=16,mb=1,zero=0", p);
+        CostModelParams nics = defaultCostModelParams();
+        QVERIFY(!nics.multi_nic_rings);  // the shipped profile: off (cost-model.json says why)
+        nics.multi_nic_rings = true;
+        auto bucketTime = [&](const CostModelParams& params, double& grads, double& buckets) {
+            const CostLedger ledger = CostModel(p, params).ledger(l);
+            for (const Collective& c : ledger.collectives)
+                if (c.dimension == CommDimension::Dp && c.kind == CommKind::AllReduce && c.calls >= 1) {
+                    grads = c.bytes / (2 * 15.0 / 16);
+                    buckets = c.calls;
+                    return c.time_s();
+                }
+            return -1.0;
+        };
+        double grads = 0, buckets = 0;
+        const double flat = bucketTime(defaultCostModelParams(), grads, buckets);
+        const double latency = 2 * 15 * 2e-5;
+        QVERIFY(near(flat, buckets * latency + 2 * 15.0 / 16 * grads / (25e9 * 0.8), 1e-12));
+        QVERIFY(near(bucketTime(nics, grads, buckets), buckets * latency + 2 * 15.0 / 16 * grads / (200e9 * 0.8), 1e-12));
+        // A tp=8 layout's dp group has one member per node: its own NIC either way.
+        const Layout tp8 = layout("dp=2,tp=8,mb=1,zero=0", p);
+        QCOMPARE(CostModel(p, nics).evaluate(tp8).time_s.dp_comm, CostModel(p).evaluate(tp8).time_s.dp_comm);
+    }
+
     // Every figure of the prediction is the sum of its named terms.
     void termsSumToFigures_data()
     {
