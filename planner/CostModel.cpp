@@ -446,11 +446,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // An FP8/FP4 recipe that keeps the model's first and last layers in bf16 (QuantizationRecipe.h:
     // Megatron-Bridge's current-scaling recipe): this stage's share of quantized layers (the bf16
     // ones priced as an average layer of the stage).
-    const int totalLayers = model.totalLayers();
-    int bf16Layers = 0;
-    for (int layer = first; layer < first + D.layers_per_stage; ++layer)
-        if (layer < recipe_.bf16_layers_at_start || layer >= totalLayers - recipe_.bf16_layers_at_end)
-            ++bf16Layers;
+    // (The stage's layers [first, first + n) against [0, start) and [total - end, total), in closed form.)
+    const int totalLayers = model.totalLayers(), stageEnd = first + D.layers_per_stage;
+    const int bf16Layers =
+        recipe_.quantized
+            ? std::min(D.layers_per_stage,
+                       std::max(0, std::min(stageEnd, recipe_.bf16_layers_at_start) - first) +
+                           std::max(0, stageEnd - std::max({first, totalLayers - recipe_.bf16_layers_at_end,
+                                                            recipe_.bf16_layers_at_start})))
+            : 0;
     const double quantizedShare = recipe_.quantized ? 1.0 - double(bf16Layers) / std::max(1, D.layers_per_stage) : 0.0;
     // The token copies moved in memory per MoE layer, forward (the backward moves their gradients
     // alike): permuted by expert before the all-to-all and restored after the combine (T_moe k
