@@ -712,6 +712,9 @@ private slots:
         QVERIFY(std::fabs(weights - o.value("memory_bytes").toObject().value("weights").toDouble()) <= 1e-6 * weights);
         const RunResult plan = run(QStringList{"plan"} + problem + QStringList{"--top", "1"});
         QVERIFY2(plan.exitCode == 0, plan.describe().constData());
+        QVERIFY2(plan.out.contains(", " + precision.toUtf8() + " recipe, objective"), plan.describe().constData());
+        const RunResult text = run(QStringList{"predict"} + problem + QStringList{"--layout", "tp=2,sp=on,zero=1"});
+        QVERIFY2(text.out.contains("8192 tokens, " + precision.toUtf8() + " recipe\n"), text.describe().constData());
     }
 
     // predict --json carries the cost ledger (issue 15): the terms behind each figure and the
