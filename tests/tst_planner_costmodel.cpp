@@ -1269,6 +1269,18 @@ private slots:
                      0.5 * L * (fwdCurrent + bwdCurrent), 1e-12));
         QVERIFY(near(termValue(c, "memory_bytes.weights", "FP8/FP4 recipe"), 0.5 * L * 12 * h * h * 2, 1e-12));
         QVERIFY(near(stored - termValue(c, "memory_bytes.activations", "stored"), 0.5 * L * T * (h + h + h + ff), 1e-12));
+        // Over two stages (layers 0-1 and 2-3) each stage has one bf16 end layer: the first stage's
+        // copies are those of its one quantized layer.
+        const Layout pp2 = layout("dp=4,pp=2,mb=1,recompute=none", p);
+        const CostModel csModel(cs);
+        QCOMPARE(csModel.evaluate(pp2).memory_stage, 0);
+        QVERIFY(near(termValue(csModel.explain(pp2), "memory_bytes.weights", "FP8/FP4 recipe"), 1 * 12 * h * h * 2, 1e-12));
+        // A one-layer model keeps its only layer in bf16: nothing quantized, nothing counted twice.
+        Problem one = cs;
+        one.model = megatronGpt(1, 4096, 32);
+        const auto single = CostModel(one).explain(layout("dp=8,mb=1,recompute=none", one));
+        QCOMPARE(termValue(single, "memory_bytes.weights", "FP8/FP4 recipe"), 0.0);
+        QCOMPARE(termValue(single, "time_s.compute", "FP8/FP4 recipe"), 0.0);
 
         // MXFP8 (Blackwell): E8M0 scales per 32 elements, no amax pass; the input kept in 1 + 1/32 bytes.
         Problem mx = q;
