@@ -534,8 +534,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double groupLayers = l.recomputeGroupLayers(chunkLayers);
     // The forward's parts: the layers' GEMMs (an MoE stage's dense layers with the dense MLP), their
     // attention cores (a sliding layer's band: less the saving), their element-wise work.
-    sc.layer_matmul_fwd_s = recipe_.quantized ? quantizedShare * layerMatmuls(linear) + (1 - quantizedShare) * layerMatmuls(gemm)
-                                              : layerMatmuls(gemm);
+    // (Without a recipe `linear` prices as `gemm`; a recipe's bf16 layers priced apart. One call
+    // site, so that the compiler inlines the lambda on the hot path.)
+    double matmuls[2] = {0, 0};
+    const int pricings = recipe_.quantized && quantizedShare < 1 ? 2 : 1;
+    for (int i = 0; i < pricings; ++i)
+        matmuls[i] = layerMatmuls(i == 0 ? linear : gemm);
+    sc.layer_matmul_fwd_s = pricings == 2 ? quantizedShare * matmuls[0] + (1 - quantizedShare) * matmuls[1] : matmuls[0];
     sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
     // (A MoE layer's element-wise work: its permutations, and the traffic of what it keeps, as a
     // dense layer's is of its activations.)
