@@ -12,8 +12,17 @@ double ChipSpec::peakFlops(DataType type) const
     case DataType::BF16: return peak_flops_bf16;
     case DataType::FP16: return peak_flops_fp16 > 0 ? peak_flops_fp16 : peak_flops_bf16;
     case DataType::FP8: return peak_flops_fp8;
+    case DataType::FP4: return peak_flops_fp4;
     }
     return 0;
+}
+
+bool ChipSpec::runsRecipe(const std::string& precision) const
+{
+    for (const std::string& r : low_precision_recipes)
+        if (r == precision)
+            return true;
+    return false;
 }
 
 namespace {
@@ -40,7 +49,9 @@ FieldErrors validate(const ChipSpec& c, const std::string& path)
     checkFigure(errors, path, "peak_flops.bf16", c.peak_flops_bf16, 1e18, false);
     checkFigure(errors, path, "peak_flops.fp16", c.peak_flops_fp16, 1e18, false);
     checkFigure(errors, path, "peak_flops.fp8", c.peak_flops_fp8, 1e18, false);
-    if (c.peak_flops_fp32 == 0 && c.peak_flops_bf16 == 0 && c.peak_flops_fp16 == 0 && c.peak_flops_fp8 == 0)
+    checkFigure(errors, path, "peak_flops.fp4", c.peak_flops_fp4, 1e18, false);
+    if (c.peak_flops_fp32 == 0 && c.peak_flops_bf16 == 0 && c.peak_flops_fp16 == 0 && c.peak_flops_fp8 == 0 &&
+        c.peak_flops_fp4 == 0)
         errors.push_back({path + ".peak_flops", "at least one data type's peak is required"});
     checkFigure(errors, path, "hbm_bytes", c.hbm_bytes, 1e15, true);
     checkFigure(errors, path, "hbm_bytes_per_second", c.hbm_bytes_per_second, 1e15, true);

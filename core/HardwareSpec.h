@@ -8,10 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace shardscope {
 
-enum class DataType { FP32, BF16, FP16, FP8 };
+enum class DataType { FP32, BF16, FP16, FP8, FP4 };
 
 struct ChipSpec {
     std::string name;             // "trainium1"
@@ -21,12 +22,17 @@ struct ChipSpec {
     double peak_flops_bf16 = 0;
     double peak_flops_fp16 = 0;   // 0: same as bf16
     double peak_flops_fp8 = 0;
+    double peak_flops_fp4 = 0;    // dense FP4 (NVFP4 GEMMs)
     double hbm_bytes = 0;         // per chip
     double hbm_bytes_per_second = 0;
     int devices_per_chip = 1;     // units of parallelism sharing the chip's HBM (Trainium: NeuronCores)
+    // The FP8/FP4 training recipes the chip runs, by their --precision names ("fp8", "mxfp8", ...;
+    // TrainingSpec.h), as its frameworks check them (with a source); empty: none.
+    std::vector<std::string> low_precision_recipes;
     std::map<std::string, std::string> sources;  // field path -> source
 
     double peakFlops(DataType type) const;        // 0 when not published
+    bool runsRecipe(const std::string& precision) const;
     double hbmBytesPerDevice() const { return hbm_bytes / devices_per_chip; }
     bool operator==(const ChipSpec&) const = default;
 };

@@ -329,8 +329,7 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
             add("sp", "a mixture-of-experts model with tp > 1 is trained with sequence parallelism (Megatron-LM "
                       "refuses MoE layers under tp without it): set sp=on");
     }
-    if (l.ep_comm_overlap && t.precision != Precision::BF16Mixed && t.precision != Precision::FP16Mixed &&
-        t.precision != Precision::FP8Mixed)
+    if (l.ep_comm_overlap && t.precision == Precision::FP32)
         add("ep_comm_overlap", "overlapping the MoE all-to-all needs 16-bit training (Megatron-LM: bf16 or fp16)");
     if (t.seq_len % l.cp != 0)
         add("cp", s(l.cp) + " does not divide the sequence length " + s(t.seq_len));

@@ -15,6 +15,7 @@ inline constexpr std::array kDataTypeNames{
     EnumName<DataType>{DataType::BF16, "bf16"},
     EnumName<DataType>{DataType::FP16, "fp16"},
     EnumName<DataType>{DataType::FP8, "fp8"},
+    EnumName<DataType>{DataType::FP4, "fp4"},
 };
 inline constexpr std::array kTopologyNames{
     EnumName<Topology>{Topology::Ring, "ring"},
@@ -27,7 +28,12 @@ inline constexpr std::array kPrecisionNames{
     EnumName<Precision>{Precision::FP32, "fp32"},
     EnumName<Precision>{Precision::BF16Mixed, "bf16"},
     EnumName<Precision>{Precision::FP16Mixed, "fp16"},
-    EnumName<Precision>{Precision::FP8Mixed, "fp8"},
+    EnumName<Precision>{Precision::FP8Tensorwise, "fp8"},
+    EnumName<Precision>{Precision::FP8Delayed, "fp8-delayed"},
+    EnumName<Precision>{Precision::FP8Blockwise, "fp8-blockwise"},
+    EnumName<Precision>{Precision::FP8Rowwise, "fp8-rowwise"},
+    EnumName<Precision>{Precision::MXFP8, "mxfp8"},
+    EnumName<Precision>{Precision::NVFP4, "nvfp4"},
 };
 inline constexpr std::array kOptimizerNames{
     EnumName<Optimizer>{Optimizer::AdamW, "adamw"},

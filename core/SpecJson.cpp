@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonValue>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -91,6 +92,38 @@ RopeScaling readRopeScaling(JsonReader& s)
     out.mscale = s.number("mscale", 0, false, 0, 1e6);
     out.mscale_all_dim = s.number("mscale_all_dim", 0, false, 0, 1e6);
     out.truncate = s.boolean("truncate", true);
+    return out;
+}
+
+// "low_precision_recipes": ["fp8", "mxfp8", ...]: FP8/FP4 --precision names, each once.
+std::vector<std::string> readLowPrecisionRecipes(JsonReader& r)
+{
+    std::vector<std::string> out;
+    const QJsonValue value = r.json().value(QLatin1String("low_precision_recipes"));
+    if (value.isUndefined())
+        return out;
+    if (!value.isArray()) {
+        r.error("low_precision_recipes", "expected an array of FP8/FP4 recipe names (fp8, fp8-delayed, ...)");
+        return out;
+    }
+    const QJsonArray list = value.toArray();
+    for (qsizetype i = 0; i < list.size(); ++i) {
+        const std::string name = list.at(i).toString().toStdString();
+        const std::optional<Precision> p = enumFromString<Precision>(kPrecisionNames, name);
+        if (!list.at(i).isString() || !p || !quantizedRecipe(*p)) {
+            std::string choices;
+            for (const auto& e : kPrecisionNames)
+                if (quantizedRecipe(e.value))
+                    choices += std::string(choices.empty() ? "" : ", ") + e.name;
+            r.error("low_precision_recipes", "entry " + std::to_string(i) + " is not an FP8/FP4 recipe (" + choices + ")");
+            return {};
+        }
+        if (std::find(out.begin(), out.end(), name) != out.end()) {
+            r.error("low_precision_recipes", "\"" + name + "\" is listed twice");
+            return {};
+        }
+        out.push_back(name);
+    }
     return out;
 }
 
@@ -394,7 +427,14 @@ QJsonObject toJson(const ChipSpec& c)
     putIfPositive(peak, "bf16", c.peak_flops_bf16);
     putIfPositive(peak, "fp16", c.peak_flops_fp16);
     putIfPositive(peak, "fp8", c.peak_flops_fp8);
+    putIfPositive(peak, "fp4", c.peak_flops_fp4);
     o.insert("peak_flops", peak);
+    if (!c.low_precision_recipes.empty()) {
+        QJsonArray recipes;
+        for (const std::string& name : c.low_precision_recipes)
+            recipes.append(QString::fromStdString(name));
+        o.insert("low_precision_recipes", recipes);
+    }
     o.insert("hbm_bytes", c.hbm_bytes);
     o.insert("hbm_bytes_per_second", c.hbm_bytes_per_second);
     o.insert("devices_per_chip", c.devices_per_chip);
@@ -408,18 +448,20 @@ std::optional<ChipSpec> chipFromJson(const QJsonObject& json, const std::string&
     const size_t before = errors.size();
     JsonReader r(json, path, errors);
     checkSchema(r, "chip", kSpecSchemaVersion);
-    r.rejectUnknownKeys({"schema", "name", "vendor", "display_name", "peak_flops", "hbm_bytes",
-                         "hbm_bytes_per_second", "devices_per_chip", "sources"});
+    r.rejectUnknownKeys({"schema", "name", "vendor", "display_name", "peak_flops", "low_precision_recipes",
+                         "hbm_bytes", "hbm_bytes_per_second", "devices_per_chip", "sources"});
     ChipSpec c;
     c.name = r.string("name", true);
     c.vendor = r.string("vendor", false);
     c.display_name = r.string("display_name", false);
     JsonReader peak = r.object("peak_flops", true);
-    peak.rejectUnknownKeys({"fp32", "bf16", "fp16", "fp8"});
+    peak.rejectUnknownKeys({"fp32", "bf16", "fp16", "fp8", "fp4"});
     c.peak_flops_fp32 = peak.quantity("fp32", QuantityKind::FlopsPerSecond, false);
     c.peak_flops_bf16 = peak.quantity("bf16", QuantityKind::FlopsPerSecond, false);
     c.peak_flops_fp16 = peak.quantity("fp16", QuantityKind::FlopsPerSecond, false);
     c.peak_flops_fp8 = peak.quantity("fp8", QuantityKind::FlopsPerSecond, false);
+    c.peak_flops_fp4 = peak.quantity("fp4", QuantityKind::FlopsPerSecond, false);
+    c.low_precision_recipes = readLowPrecisionRecipes(r);
     c.hbm_bytes = r.quantity("hbm_bytes", QuantityKind::Bytes, true);
     c.hbm_bytes_per_second = r.quantity("hbm_bytes_per_second", QuantityKind::BytesPerSecond, true);
     c.devices_per_chip = r.integer("devices_per_chip", 1, false, 1, 256);

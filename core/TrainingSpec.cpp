@@ -11,9 +11,20 @@ DataType computeType(Precision p)
     case Precision::FP32: return DataType::FP32;
     case Precision::BF16Mixed: return DataType::BF16;
     case Precision::FP16Mixed: return DataType::FP16;
-    case Precision::FP8Mixed: return DataType::FP8;
+    case Precision::FP8Tensorwise:
+    case Precision::FP8Delayed:
+    case Precision::FP8Blockwise:
+    case Precision::FP8Rowwise:
+    case Precision::MXFP8: return DataType::FP8;
+    case Precision::NVFP4: return DataType::FP4;
     }
     return DataType::BF16;
+}
+
+bool quantizedRecipe(Precision p)
+{
+    const DataType t = computeType(p);
+    return t == DataType::FP8 || t == DataType::FP4;
 }
 
 FieldErrors validate(const TrainingSpec& t, const std::string& path)

@@ -7,8 +7,19 @@
 namespace shardscope {
 
 // Mixed precision keeps fp32 master weights and optimizer states (Rajbhandari et al.);
-// Fp32 trains everything in fp32.
-enum class Precision { FP32, BF16Mixed, FP16Mixed, FP8Mixed };
+// Fp32 trains everything in fp32. The FP8 and FP4 recipes are bf16 mixed precision whose linear
+// layers' GEMMs (forward, input gradient, weight gradient) run on quantized inputs, as Transformer
+// Engine names its recipes (transformer_engine/common/recipe/__init__.py @ d0067d0):
+//   FP8Tensorwise  "fp8"            per-tensor current scaling (Float8CurrentScaling; Megatron's
+//                                   --fp8-recipe tensorwise, Megatron-Bridge's "FP8-CS")
+//   FP8Delayed     "fp8-delayed"    per-tensor delayed scaling from an amax history (DelayedScaling)
+//   FP8Blockwise   "fp8-blockwise"  1 x 128 blocks of activations and gradients, 128 x 128 of
+//                                   weights, fp32 scales (Float8BlockScaling; DeepSeek-V3's)
+//   FP8Rowwise     "fp8-rowwise"    one scale per row (torchao's float8 "rowwise" recipe, torchtitan)
+//   MXFP8          "mxfp8"          32-element blocks, E8M0 scales (MXFP8BlockScaling)
+//   NVFP4          "nvfp4"          E2M1 in 16-element blocks with E4M3 scales and a per-tensor fp32
+//                                   scale (NVFP4BlockScaling)
+enum class Precision { FP32, BF16Mixed, FP16Mixed, FP8Tensorwise, FP8Delayed, FP8Blockwise, FP8Rowwise, MXFP8, NVFP4 };
 enum class Optimizer { AdamW, Sgd };
 
 struct TrainingSpec {
@@ -33,8 +44,10 @@ struct TrainingSpec {
     bool operator==(const TrainingSpec&) const = default;
 };
 
-// The data type the matmuls run in for a precision.
+// The data type the matmuls run in for a precision (the linear layers' under an FP8/FP4 recipe).
 DataType computeType(Precision p);
+// An FP8 or FP4 recipe: the linear layers' GEMMs on quantized inputs, the rest in bf16.
+bool quantizedRecipe(Precision p);
 
 FieldErrors validate(const TrainingSpec& training, const std::string& path = "training");
 

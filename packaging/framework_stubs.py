@@ -93,7 +93,9 @@ class StubModule(types.ModuleType):
     def __init__(self, name):
         super().__init__(name)
         self.__path__ = []  # a package: its submodules are stubs too
-        self.__version__ = "2.6.0"
+        # Transformer Engine: the version of the checkout the recipes were read at (NVIDIA/TransformerEngine
+        # build_tools/VERSION.txt @ d0067d0: NVFP4, which Megatron asks TE >= 2.7.0.dev0 for, is in it).
+        self.__version__ = "2.20.0.dev0" if name.split(".")[0] == "transformer_engine" else "2.6.0"
         if name == "torch":
             self.dtype = StubDtype
             for dtype in _DTYPES:

@@ -102,8 +102,8 @@ CASES = [
      ["--flash-attention"], "cp=4,zero=3,mb=1,recompute=full,cp_comm=a2a"),
     ("torchtitan llama-3-8b p5 tp2 cp2 fsdp full", "torchtitan", "llama-3-8b", "p5.48xlarge", 4, 256, 8192, [],
      "tp=2,sp=on,cp=2,zero=3,mb=1,recompute=full"),
-    ("torchtitan llama-3-70b p5 tp8 pp4 interleaved hsdp zero2 fp8", "torchtitan", "llama-3-70b", "p5.48xlarge",
-     32, 1024, 8192, ["--precision", "fp8"],
+    ("torchtitan llama-3-70b p5 tp8 pp4 interleaved hsdp zero2 fp8-rowwise", "torchtitan", "llama-3-70b", "p5.48xlarge",
+     32, 1024, 8192, ["--precision", "fp8-rowwise"],
      "tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full"),
     ("torchtitan llama-3-8b p5 ddp fp32", "torchtitan", "llama-3-8b", "p5.48xlarge", 2, 64, 2048,
      ["--precision", "fp32"], "zero=0,mb=1"),
@@ -225,6 +225,29 @@ CASES = [
     ("maxtext deepseek-v3 v5p refused (MLA, shared expert, dense layers, DeepSeek routing)", "maxtext",
      "deepseek-v3", "tpu-v5p-host", 64, 1024, 4096, [], "ep=8,zero=3,mb=1,recompute=full",
      "DeepSeek routing (correction bias, groups or routed scaling)"),
+    # FP8/FP4 recipes (issue 15; at the end: the first controls name cases by index): Megatron's --fp8-format/--fp8-recipe, --fp4-format/--fp4-recipe, the
+    # bf16 first/last layers and --fp8/fp4-param-gather (validate_args: distributed optimizer), Bridge's
+    # registered recipes; torchtitan refuses all but rowwise, Megatron rowwise.
+    ("megatron llama-3-8b p5 tp2 zero1 fp8 (current scaling, bf16 ends, fp8 params)", "megatron", "llama-3-8b",
+     "p5.48xlarge", 2, 256, 8192, ["--precision", "fp8"], "tp=2,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-8b p5 tp2 fp8-delayed", "megatron", "llama-3-8b", "p5.48xlarge", 2, 256, 8192,
+     ["--precision", "fp8-delayed"], "tp=2,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-8b p5 tp2 fp8-blockwise", "megatron", "llama-3-8b", "p5.48xlarge", 2, 256, 8192,
+     ["--precision", "fp8-blockwise"], "tp=2,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-70b b200 tp4 pp2 mxfp8", "megatron", "llama-3-70b", "p6-b200.48xlarge", 4, 256, 8192,
+     ["--precision", "mxfp8"], "tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-70b b200 tp4 pp2 nvfp4", "megatron", "llama-3-70b", "p6-b200.48xlarge", 4, 256, 8192,
+     ["--precision", "nvfp4"], "tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge llama-3-70b b200 tp4 pp2 mxfp8", "megatron-bridge", "llama-3-70b", "p6-b200.48xlarge", 4, 256,
+     8192, ["--precision", "mxfp8"], "tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge llama-3-70b b200 tp4 pp2 nvfp4", "megatron-bridge", "llama-3-70b", "p6-b200.48xlarge", 4, 256,
+     8192, ["--precision", "nvfp4"], "tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective"),
+    ("megatron-bridge llama-3-8b p5 tp2 fp8-blockwise", "megatron-bridge", "llama-3-8b", "p5.48xlarge", 2, 256, 8192,
+     ["--precision", "fp8-blockwise"], "tp=2,sp=on,zero=1,mb=1,recompute=selective"),
+    ("megatron llama-3-8b p5 fp8-rowwise (refused)", "megatron", "llama-3-8b", "p5.48xlarge", 2, 256, 8192,
+     ["--precision", "fp8-rowwise"], "tp=2,sp=on,zero=1,mb=1,recompute=selective", "fp8-rowwise precision"),
+    ("torchtitan llama-3-8b b200 mxfp8 (refused)", "torchtitan", "llama-3-8b", "p6-b200.48xlarge", 2, 64, 8192,
+     ["--precision", "mxfp8"], "zero=3,mb=1,recompute=full", "mxfp8 precision"),
 ]
 HF_FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "data", "hf")
 # Configs of this script's own (validate-exports-data/README.md), looked up after HF_FIXTURES.

@@ -5,8 +5,15 @@
 // scatter inside the domain, the cross-domain part over the node's network shared
 // by all its devices, all-gather inside (two-level, when `hierarchical`), or as one
 // flat ring whose cross-domain hops run at each device's share of the node
-// network (NCCL's default rings, DeepSpeed of 2021). Plain inline arithmetic: the cost model
-// calls these millions of times a second.
+// network (DeepSpeed of 2021), or — `multi_nic_rings` — as NCCL builds its rings: one channel per
+// NIC, each ring crossing the domain boundary through a different NIC, so a domain's k members
+// cross with k NICs side by side and a flat ring's crossing hop runs at k per-device shares of the
+// node network (one NIC per GPU on p4d/p5/DGX: the whole node's network when the group fills the
+// node). Bandwidths are bus bandwidths as nccl-tests defines them (doc/PERFORMANCE.md @ a0b82b22:
+// busbw = algbw x 2 (n - 1)/n for all-reduce, x (n - 1)/n for all-gather and reduce-scatter; "each
+// rank has a bandwidth to the outside world of B"): the time of a ring step sequence is (n - 1)/n S
+// over the slowest per-rank link. Plain inline arithmetic: the cost model calls these millions of
+// times a second.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +29,19 @@ struct LinkModel {
     double domain_devices = 1;          // devices in one scale-up domain
     bool hierarchical = false;          // two-level collectives across domains
     double launch_s = 0;                // once per collective call: launch and handshake
+    // Flat rings cross domains over all their members' NICs at once (NCCL's channels, one per NIC).
+    bool multi_nic_rings = false;
 };
+
+// nccl-tests' bus bandwidth of a collective from its algorithm bandwidth S / t (doc/PERFORMANCE.md).
+inline double allReduceBusBandwidth(double n, double algorithmBandwidth)
+{
+    return n > 1 ? algorithmBandwidth * 2 * (n - 1) / n : 0;
+}
+inline double ringHalfBusBandwidth(double n, double algorithmBandwidth)  // all-gather, reduce-scatter
+{
+    return n > 1 ? algorithmBandwidth * (n - 1) / n : 0;
+}
 
 // Where a group of n devices with mesh stride `stride` sits.
 struct GroupPlacement {
@@ -70,9 +89,13 @@ inline double reduceScatterStepsTime(const GroupPlacement& g, double bytes, cons
         return ringHalfTime(g.size, bytes, link.intra_bytes_per_second, link.intra_latency_s);
     const double k = g.members_per_domain;
     if (!link.hierarchical) {
-        // One ring over all members: every step waits for the slowest (cross-domain) hop.
-        return ringHalfTime(g.size, bytes, std::min(link.intra_bytes_per_second, link.inter_bytes_per_second),
-                            link.inter_latency_s);
+        // One ring over all members: every step waits for the slowest (cross-domain) hop. With one
+        // ring per NIC, the k members of a domain send their crossing hops through k NICs at once:
+        // the ring's data split over them crosses at k per-device shares (still no faster than the
+        // scale-up link every member's share of every ring runs through).
+        const double crossing = link.multi_nic_rings ? g.members_per_domain * link.inter_bytes_per_second
+                                                     : link.inter_bytes_per_second;
+        return ringHalfTime(g.size, bytes, std::min(link.intra_bytes_per_second, crossing), link.inter_latency_s);
     }
     return ringHalfTime(k, bytes, link.intra_bytes_per_second, link.intra_latency_s) +
            ringHalfTime(g.domains, bytes / k, link.inter_bytes_per_second, link.inter_latency_s);

@@ -62,6 +62,14 @@ struct CostModel::StageCost {
     double head_bwd_s = 0;           // 2x forward
     double fwd_s = 0;
     double bwd_s = 0;
+    // An FP8/FP4 recipe's quantization passes (QuantizationRecipe.h), in fwd_s and bwd_s: the linear
+    // layers' inputs per forward, their output gradients per backward; the weights' casts per step
+    // (cached) or per micro-batch (cast at every use); the linear layers' parameters on the device.
+    double quantize_fwd_s = 0;
+    double quantize_bwd_s = 0;
+    double weight_cast_step_s = 0;
+    double weight_cast_mb_s = 0;
+    double linear_params = 0;
     double recompute_s = 0;
     double vector_flops_mb = 0;   // vector FLOPs per micro-batch: forward, backward and recomputation
     // The stage's tensor- and context-parallel collectives per micro-batch, one slot per kind (calls 0:
@@ -91,6 +99,9 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     const double devicesPerChip = chip.devices_per_chip;
     peak_flops_device_ = chip.peakFlops(computeType(problem.training.precision)) / devicesPerChip;
     matmul_efficiency_ = params.matmulEfficiency(chip, computeType(problem.training.precision));
+    recipe_ = quantizationRecipe(problem.training.precision);
+    bf16_peak_flops_device_ = recipe_.quantized ? chip.peakFlops(DataType::BF16) / devicesPerChip : peak_flops_device_;
+    bf16_matmul_efficiency_ = recipe_.quantized ? params.matmulEfficiency(chip, DataType::BF16) : matmul_efficiency_;
     hbm_bytes_per_second_device_ = chip.hbm_bytes_per_second / devicesPerChip;
     hbm_capacity_device_ = chip.hbmBytesPerDevice();
     host_link_bytes_per_second_device_ = node.host_link_bytes_per_second / devicesPerChip;
@@ -180,7 +191,7 @@ LinkModel CostModel::linkFor(double size, double stride) const
 {
     LinkModel link{intra_bytes_per_second_device_, inter_bytes_per_second_device_, params_.intra_latency_s,
                    params_.inter_latency_s, domain_devices_, params_.hierarchical_collectives,
-                   params_.collective_launch_s};
+                   params_.collective_launch_s, params_.multi_nic_rings};
     const GroupPlacement g = placeGroup(size, stride, domain_devices_);
     // Chips one domain's members occupy: members at a stride below the chip's device count share chips.
     const double chips = g.members_per_domain * std::min(stride, devices_per_chip_) / devices_per_chip_;
@@ -203,8 +214,9 @@ namespace {
 
 // Time of one GEMM (M x K) . (K x N), `batch` times, on one device: the slower of its
 // compute at the shape's efficiency and its memory traffic, plus a launch overhead.
+// (Operands in `input_bytes` each, a quantized GEMM's fp8/fp4 inputs; the output in `bytes_per_element`.)
 struct GemmPricer {
-    double peak, efficiency, half_dim, hbm, overhead, bytes_per_element;
+    double peak, efficiency, half_dim, hbm, overhead, bytes_per_element, input_bytes;
 
     double operator()(double M, double N, double K, double batch = 1) const
     {
@@ -212,7 +224,7 @@ struct GemmPricer {
         const double n = std::min({M, N, K});
         const double eff = efficiency * n / (n + half_dim);
         const double compute = flops / (peak * eff);
-        const double memory = bytes_per_element * (M * K + K * N + M * N) * batch / hbm;
+        const double memory = (input_bytes * (M * K + K * N) + bytes_per_element * M * N) * batch / hbm;
         return std::max(compute, memory) + overhead;
     }
 };
@@ -337,8 +349,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.units = std::max(1.0, sc.units);
 
     // ---- forward time of one micro-batch ----
-    const GemmPricer gemm{peak_flops_device_, matmul_efficiency_, prm.matmul_half_dim, hbm_bytes_per_second_device_,
-                          prm.kernel_overhead_s, activation_bytes_};
+    // `gemm` prices the products outside the linear layers (attention core, head, router): bf16 under
+    // an FP8/FP4 recipe. `linear` the linear layers' (projections, MLPs, experts): at the recipe's
+    // rate on its quantized inputs (QuantizationRecipe.h); the same as `gemm` without a recipe.
+    const GemmPricer gemm{bf16_peak_flops_device_, bf16_matmul_efficiency_, prm.matmul_half_dim,
+                          hbm_bytes_per_second_device_, prm.kernel_overhead_s, activation_bytes_, activation_bytes_};
+    const GemmPricer linear{peak_flops_device_, matmul_efficiency_, prm.matmul_half_dim, hbm_bytes_per_second_device_,
+                            prm.kernel_overhead_s, activation_bytes_,
+                            recipe_.quantized ? recipe_.gemm_input_bytes : activation_bytes_};
     const double T = D.T;
     // MoE, as Megatron-LM's alltoall token dispatcher runs it (megatron/core/transformer/moe/
     // token_dispatcher.py @ d98e8a64, MoEAlltoAllTokenDispatcher): the router scores the device's
@@ -399,27 +417,49 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double bandKeys = W - W * W / (2 * D.s);
         slidingSaving = slidingLayers * (1 - std::min(1.0, bandKeys / keys)) * selfAttentionCore;
     }
-    double projections = gemm(T, D.q_local + 2 * D.kv_local, h) + gemm(T, h, D.q_local);
-    if (model.mla.enabled()) {
-        projections = 0;
-        for (int i = 0; i < mla.gemm_count; ++i)
-            projections += gemm(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k);
-    }
-    const double denseMlpTime = gemm(T, (D.matrices - 1) * D.f_local, h) + gemm(T, h, D.f_local);
     const double sharedLocalAll = moe.shared_experts * sharedLocal;
     // The local experts as one grouped GEMM per matrix (--moe-grouped-gemm: one launch), each
     // expert's M its tokens: small per-expert batches run low on the shape curve, and every
     // expert's weights are read.
     const double busyTokens = imbalance * perExpertTokens;
-    GemmPricer grouped = gemm;
-    grouped.efficiency *= prm.grouped_gemm_efficiency;
-    const double mlpTime =
-        moe.enabled() ? grouped(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
-                            grouped(busyTokens, h, expertLocal, localExperts) +
-                            (sharedLocalAll > 0 ? gemm(T, (D.matrices - 1) * sharedLocalAll, h) + gemm(T, h, sharedLocalAll)
-                                                : 0.0) +
-                            gemm(D.T_moe, D.experts, h)
-                      : denseMlpTime;
+    // The stage's linear-layer GEMMs of one forward with a pricer: projections and MLPs (a MoE
+    // layer's experts, shared experts and router; an MoE stage's dense layers with the dense MLP),
+    // a decoder layer's cross-attention projections.
+    auto layerMatmuls = [&](const GemmPricer& lin) {
+        double projections = lin(T, D.q_local + 2 * D.kv_local, h) + lin(T, h, D.q_local);
+        if (model.mla.enabled()) {
+            projections = 0;
+            for (int i = 0; i < mla.gemm_count; ++i)
+                projections += lin(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k);
+        }
+        const double denseMlpTime = lin(T, (D.matrices - 1) * D.f_local, h) + lin(T, h, D.f_local);
+        GemmPricer grouped = lin;
+        grouped.efficiency *= prm.grouped_gemm_efficiency;
+        const double mlpTime =
+            moe.enabled() ? grouped(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
+                                grouped(busyTokens, h, expertLocal, localExperts) +
+                                (sharedLocalAll > 0 ? lin(T, (D.matrices - 1) * sharedLocalAll, h) + lin(T, h, sharedLocalAll)
+                                                    : 0.0) +
+                                gemm(D.T_moe, D.experts, h)  // the router (bf16 under a recipe)
+                          : denseMlpTime;
+        const double crossProjections = lin(T, D.q_local, h) + lin(T, 2 * D.kv_local, h) + lin(T, h, D.q_local);
+        const double nLayers = sc.encoder_layers + sc.decoder_layers;
+        return nLayers * (projections + mlpTime) + sc.decoder_layers * crossProjections -
+               denseEncoderLayers * (mlpTime - denseMlpTime);
+    };
+    // An FP8/FP4 recipe that keeps the model's first and last layers in bf16 (QuantizationRecipe.h:
+    // Megatron-Bridge's current-scaling recipe): this stage's share of quantized layers (the bf16
+    // ones priced as an average layer of the stage).
+    // (The stage's layers [first, first + n) against [0, start) and [total - end, total), in closed form.)
+    const int totalLayers = model.totalLayers(), stageEnd = first + D.layers_per_stage;
+    const int bf16Layers =
+        recipe_.quantized
+            ? std::min(D.layers_per_stage,
+                       std::max(0, std::min(stageEnd, recipe_.bf16_layers_at_start) - first) +
+                           std::max(0, stageEnd - std::max({first, totalLayers - recipe_.bf16_layers_at_end,
+                                                            recipe_.bf16_layers_at_start})))
+            : 0;
+    const double quantizedShare = recipe_.quantized ? 1.0 - double(bf16Layers) / std::max(1, D.layers_per_stage) : 0.0;
     // The token copies moved in memory per MoE layer, forward (the backward moves their gradients
     // alike): permuted by expert before the all-to-all and restored after the combine (T_moe k
     // copies, read and written), and, with several local experts, sorted by expert after the
@@ -453,7 +493,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                              h * copies + (sharedFin + sharedF) * D.T_moe) +
                             4.0 * (D.experts + D.experts_active) * D.T_moe
                       : 0.0;
-    const double crossProjections = gemm(T, D.q_local, h) + gemm(T, 2 * D.kv_local, h) + gemm(T, h, D.q_local);
 
     LayerActivationShape shape;
     shape.tokens = T;
@@ -505,14 +544,77 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double groupLayers = l.recomputeGroupLayers(chunkLayers);
     // The forward's parts: the layers' GEMMs (an MoE stage's dense layers with the dense MLP), their
     // attention cores (a sliding layer's band: less the saving), their element-wise work.
-    sc.layer_matmul_fwd_s = (nEnc + nDec) * (projections + mlpTime) + nDec * crossProjections -
-                            denseEncoderLayers * (mlpTime - denseMlpTime);
+    // (Without a recipe `linear` prices as `gemm`; a recipe's bf16 layers priced apart. One call
+    // site, so that the compiler inlines the lambda on the hot path.)
+    double matmuls[2] = {0, 0};
+    const int pricings = recipe_.quantized && quantizedShare < 1 ? 2 : 1;
+    for (int i = 0; i < pricings; ++i)
+        matmuls[i] = layerMatmuls(i == 0 ? linear : gemm);
+    sc.layer_matmul_fwd_s = pricings == 2 ? quantizedShare * matmuls[0] + (1 - quantizedShare) * matmuls[1] : matmuls[0];
     sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
     // (A MoE layer's element-wise work: its permutations, and the traffic of what it keeps, as a
     // dense layer's is of its activations.)
     const double moeElementwise = moePermute + prm.elementwise_traffic_factor * moeSaved / hbm;
     sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise + sc.moe_layers * moeElementwise;
-    const double fwdLayers = sc.layer_matmul_fwd_s + sc.attention_fwd_s + sc.elementwise_fwd_s;
+    // ---- FP8/FP4 recipe (QuantizationRecipe.h): every linear layer's input quantized in the forward
+    // and its output gradient in the backward, memory-bound passes over the GEMM's M x K and M x N
+    // (under SP the norm outputs are quantized on their sequence shard, before the gather: TE's
+    // linear.py casts the local input when it all-gathers); the weights once per step or per use. ----
+    const double outProjIn = D.heads_local * D.hv;  // the attention output's width (MLA: v_head_dim)
+    const double denseLayers = nEnc + nDec - sc.moe_layers;
+    if (recipe_.quantized) {
+        auto cast = [&](double elements, double bytesPerElement) {
+            return elements * bytesPerElement / hbm + recipe_.casts_per_tensor * prm.kernel_overhead_s;
+        };
+        const double qa = recipe_.activation_cast_bytes, qg = recipe_.gradient_cast_bytes;
+        double attnFwd = 0, attnBwd = 0, attnWeights = 0, attnMatrices = 0;
+        if (model.mla.enabled()) {
+            for (int i = 0; i < mla.gemm_count; ++i) {
+                const double n = mla.gemms[size_t(i)].n, k = mla.gemms[size_t(i)].k;
+                attnFwd += cast(T * k / (k == h ? D.sp : 1.0), qa);
+                attnBwd += cast(T * n, qg);
+                attnWeights += n * k;
+                attnMatrices += 1;
+            }
+        } else {
+            attnFwd = cast(T * h / D.sp, qa) + cast(T * D.q_local, qa);
+            attnBwd = cast(T * (D.q_local + 2 * D.kv_local), qg) + cast(T * h, qg);
+            attnWeights = h * (D.q_local + 2 * D.kv_local) + D.q_local * h;
+            attnMatrices = 2;
+        }
+        const double denseFwd = cast(T * h / D.sp, qa) + cast(T * D.f_local, qa);
+        const double denseBwd = cast(T * (D.matrices - 1) * D.f_local, qg) + cast(T * h, qg);
+        double moeFwd = 0, moeBwd = 0, moeWeights = 0, moeMatrices = 0;
+        if (moe.enabled()) {
+            // The local experts' grouped GEMMs on the busiest rank's copies (one cast per grouped tensor).
+            const double R = imbalance * routedCopies;
+            moeFwd = cast(R * h, qa) + cast(R * expertLocal, qa);
+            moeBwd = cast(R * (D.matrices - 1) * expertLocal, qg) + cast(R * h, qg);
+            moeWeights = localExperts * D.matrices * h * expertLocal;
+            moeMatrices = 2;
+            if (sharedLocalAll > 0) {
+                moeFwd += cast(T * h / D.sp, qa) + cast(T * sharedLocalAll, qa);
+                moeBwd += cast(T * (D.matrices - 1) * sharedLocalAll, qg) + cast(T * h, qg);
+                moeWeights += D.matrices * h * sharedLocalAll;
+                moeMatrices += 2;
+            }
+        }
+        // (A decoder layer's cross-attention projections quantize like its self-attention's.)
+        const double attentionLayers = nEnc + 2 * nDec;
+        const double share = quantizedShare;  // (layers kept in bf16: no casts, no quantized copies)
+        sc.quantize_fwd_s = share * (attentionLayers * attnFwd + denseLayers * denseFwd + sc.moe_layers * moeFwd);
+        sc.quantize_bwd_s = share * (attentionLayers * attnBwd + denseLayers * denseBwd + sc.moe_layers * moeBwd);
+        sc.linear_params =
+            share * (attentionLayers * attnWeights + denseLayers * D.matrices * h * D.f_local + sc.moe_layers * moeWeights);
+        const double weightCasts = share * (attentionLayers * attnMatrices + denseLayers * 2 + sc.moe_layers * moeMatrices);
+        const double oneCast = sc.linear_params * recipe_.weight_cast_bytes / hbm +
+                               weightCasts * recipe_.casts_per_tensor * prm.kernel_overhead_s;
+        if (recipe_.weights_cached)
+            sc.weight_cast_step_s = oneCast;
+        else
+            sc.weight_cast_mb_s = recipe_.weight_casts_per_micro_batch * oneCast;
+    }
+    const double fwdLayers = sc.layer_matmul_fwd_s + sc.attention_fwd_s + sc.elementwise_fwd_s + sc.quantize_fwd_s;
     double head = 0;
     const bool mlm = maskedLanguageModel(model), post = postNorm(model);
     if (lastStage) {
@@ -532,7 +634,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s - sc.moe_layers * moePermute;  // (a permutation's backward: one)
     sc.head_bwd_s = 2 * head;
     sc.fwd_s = fwdLayers + sc.head_fwd_s;
-    sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.head_bwd_s;
+    sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.quantize_bwd_s + sc.head_bwd_s;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
@@ -880,6 +982,31 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (l.recompute == Recompute::Full)
             sc.working_bytes += groupLayers * moeSaved;
     }
+    if (recipe_.quantized) {
+        // FP8/FP4 activation storage (QuantizationRecipe.h, [TE] linear.py / layernorm_mlp.py): a
+        // linear layer keeps its quantized input for the weight gradient, stored_input_bytes per
+        // element instead of 2: the norm outputs into QKV and FC1 (their sequence shard under SP) and
+        // the activation into FC2 (fc1_out, the activation's own input, stays bf16). The attention
+        // output into the out-projection is one tensor with unfused attention; the fused kernel keeps
+        // its bf16 output for its own backward, so the quantized copy is kept beside it. A MoE layer:
+        // its experts' inputs and activations; its MLP input stays bf16 (the router keeps it) and a
+        // shared expert keeps a quantized copy of it.
+        const double s8 = recipe_.stored_input_bytes, saved = activation_bytes_ - s8;
+        const double attnSave = saved * T * h / D.sp + (flash ? -s8 : saved) * T * outProjIn;
+        const double denseSave = saved * (T * h / D.sp + T * D.f_local);
+        const double moeSave =
+            moe.enabled() ? saved * (h * (exchanged ? busyCopies : copies) + expertF * busyCopies + sharedF * D.T_moe) -
+                                (moe.shared_experts > 0 ? s8 * T * h / D.sp : 0.0)
+                          : 0.0;
+        const double stageSave = quantizedShare * ((nEnc + nDec) * attnSave + denseLayers * denseSave + sc.moe_layers * moeSave);
+        const double layers = std::max(1.0, nEnc + nDec);
+        if (l.recompute == Recompute::Full) {
+            sc.stored_bytes_per_mb -= (1 - recomputed) * stageSave;
+            sc.working_bytes -= groupLayers * stageSave / layers;
+        } else {
+            sc.stored_bytes_per_mb -= stageSave;
+        }
+    }
 
     // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
     // engine charges the same table): the norms, the MLP's activation (a gated MLP with its
@@ -1184,6 +1311,19 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     }
     book.add(Figure::Compute, "element-wise ops, forward and backward",
              m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s), "m x 3 x factor x stored activation bytes / HBM BW");
+    if (recipe_.quantized) {
+        book.add(Figure::Compute, "FP8/FP4 recipe: linear layers' inputs and output gradients quantized",
+                 m * (slow.quantize_fwd_s + slow.quantize_bwd_s),
+                 "m x per linear layer (input M x K forward, output gradient M x N backward) x bytes moved per "
+                 "element (read bf16, write rowwise + columnwise copies with scales, an amax pass for per-tensor "
+                 "current scaling and NVFP4) / HBM BW + launches");
+        book.add(Figure::Compute, "FP8/FP4 recipe: weights quantized",
+                 slow.weight_cast_step_s + m * slow.weight_cast_mb_s,
+                 recipe_.weights_cached ? "once per step (Transformer Engine caches the quantized weights over the "
+                                          "micro-batches): linear parameters x bytes moved per element / HBM BW"
+                                        : "m x 2 (forward and input-gradient GEMMs; torchao casts at every use) x "
+                                          "linear parameters x bytes moved per element / HBM BW");
+    }
     book.add(Figure::Compute, "logits and loss, forward and backward", m * (slow.head_fwd_s + slow.head_bwd_s),
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
     book.add(Figure::Recompute,
@@ -1423,6 +1563,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     struct StageMemory {
         MemoryBreakdown total;
         double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0, moe_buffer = 0;
+        double quantized_weights = 0;  // an FP8/FP4 recipe's weight copies (in total.weights)
+        double replaced_weights = 0;   // ... the bf16 weights they replace (primary quantized weights)
     };
     auto memoryOf = [&](const StageCost& sc, int stage) {
         StageMemory sm;
@@ -1433,6 +1575,15 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const ModelStateBytes expertStates =
             modelStateBytes(sc.expert_params, l.zero_stage, int(std::lround(expertShard)), tr.precision, tr.optimizer);
         mb.weights = states.weights + expertStates.weights;
+        // An FP8/FP4 recipe keeps each linear layer's quantized weight (rowwise and columnwise copies)
+        // for the step beside its bf16 weight (Transformer Engine's workspaces; QuantizationRecipe.h).
+        // ZeRO-3 gathers a layer at a time: its copies are transient there (not counted).
+        if (recipe_.quantized && l.zero_stage < 3) {
+            sm.quantized_weights = sc.linear_params * recipe_.weight_copy_bytes;
+            // With the distributed optimizer they are the weights themselves (primary_weights).
+            sm.replaced_weights = recipe_.primary_weights && l.zero_stage >= 1 ? sc.linear_params * weight_bytes_ : 0.0;
+            mb.weights += sm.quantized_weights - sm.replaced_weights;
+        }
         mb.gradients = states.gradients + expertStates.gradients;
         mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer + expertStates.optimizer;
         mb.experts = expertStates.weights + expertStates.gradients +
@@ -1500,7 +1651,14 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         peak = Second;
     const StageMemory& mem = peak == First ? memFirst : peak == Second ? memSecond : memLast;
     pr.memory_stage = peak == First ? 0 : peak == Second ? 1 : p - 1;
-    book.add(Figure::Weights, "weights", mem.total.weights, "stage params x weight bytes / (ZeRO-3 shard)");
+    book.add(Figure::Weights, "weights", mem.total.weights - mem.quantized_weights + mem.replaced_weights,
+             "stage params x weight bytes / (ZeRO-3 shard)");
+    if (mem.replaced_weights > 0)
+        book.add(Figure::Weights, "FP8/FP4 recipe: linear layers' bf16 weights, replaced by their quantized copies",
+                 -mem.replaced_weights, "- linear layers' params x weight bytes (fp8/fp4-param-gather with ZeRO-1/2)");
+    if (recipe_.quantized)
+        book.add(Figure::Weights, "FP8/FP4 recipe: quantized weight copies", mem.quantized_weights,
+                 "linear layers' params x (rowwise + columnwise copies with scales) bytes (0 under ZeRO-3)");
     book.add(Figure::Gradients, "gradients", mem.total.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
     book.add(Figure::OptimizerStates, "optimizer states", mem.total.optimizer,
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");

@@ -18,6 +18,7 @@
 #include "Layout.h"
 #include "Prediction.h"
 #include "Problem.h"
+#include "QuantizationRecipe.h"
 
 #include <optional>
 #include <string>
@@ -80,8 +81,14 @@ private:
     CostModelParams params_;
 
     // Resolved once per problem.
-    double peak_flops_device_ = 0;     // dense peak of the training precision per device
-    double matmul_efficiency_ = 0;     // large-GEMM efficiency for this chip
+    double peak_flops_device_ = 0;     // dense peak of the training precision per device (an FP8/FP4
+                                       // recipe's: its linear layers' GEMMs)
+    double matmul_efficiency_ = 0;     // large-GEMM efficiency for this chip (at that peak)
+    // The GEMMs outside the linear layers (attention core, logits head, router) under an FP8/FP4
+    // recipe run in bf16: its peak and efficiency (the same as above without a recipe).
+    double bf16_peak_flops_device_ = 0;
+    double bf16_matmul_efficiency_ = 0;
+    QuantizationRecipe recipe_;        // QuantizationRecipe.h: not quantized unless an FP8/FP4 recipe
     double hbm_bytes_per_second_device_ = 0;
     double hbm_capacity_device_ = 0;
     double host_link_bytes_per_second_device_ = 0;

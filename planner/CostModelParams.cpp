@@ -79,6 +79,11 @@ QJsonObject toJson(const CostModelParams& p)
         mm.insert("measured_fp8_flops_by_chip", mapToJson(p.measured_fp8_matmul_flops_by_chip));
         o.insert("matmul_efficiency", mm);
     }
+    if (p.multi_nic_rings) {
+        QJsonObject net = o.value("network").toObject();
+        net.insert("multi_nic_rings", true);
+        o.insert("network", net);
+    }
     if (p.grouped_gemm_efficiency != 1.0 || p.moe_layer_overhead_s != 0)
         o.insert("moe", QJsonObject{{"grouped_gemm_efficiency", p.grouped_gemm_efficiency},
                                     {"layer_overhead_s", p.moe_layer_overhead_s}});
@@ -117,13 +122,14 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.elementwise_traffic_factor = r.number("elementwise_traffic_factor", 0, true, 0, 100);
     JsonReader net = r.object("network", true);
     net.rejectUnknownKeys({"intra_link_efficiency", "inter_node_efficiency", "intra_latency_s", "inter_latency_s",
-                           "collective_launch_s", "hierarchical_collectives"});
+                           "collective_launch_s", "hierarchical_collectives", "multi_nic_rings"});
     p.intra_link_efficiency = net.number("intra_link_efficiency", 0, true, 1e-3, 1.0);
     p.inter_node_efficiency = net.number("inter_node_efficiency", 0, true, 1e-3, 1.0);
     p.intra_latency_s = net.number("intra_latency_s", 0, true, 0, 1e-2);
     p.inter_latency_s = net.number("inter_latency_s", 0, true, 0, 1e-2);
     p.collective_launch_s = net.number("collective_launch_s", 0, false, 0, 1e-2);
     p.hierarchical_collectives = net.boolean("hierarchical_collectives", false);
+    p.multi_nic_rings = net.boolean("multi_nic_rings", false);
     p.dp_overlap = r.number("dp_overlap", 0, true, 0, 1.0);
     JsonReader mem = r.object("memory", true);
     mem.rejectUnknownKeys({"reserve_fraction", "dp_bucket_bytes"});

@@ -49,6 +49,10 @@ struct CostModelParams {
     // Two-level collectives across scale-up domains (reduce-scatter inside first) instead of
     // flat rings. The calibration runs (Megatron-LM and DeepSpeed on Selene, 2021) used flat rings.
     bool hierarchical_collectives = false;
+    // Flat rings across domains cross over every NIC of the domain at once, as NCCL's rings do
+    // (Collectives.h); off: each member's crossing hop at its own share of the node network.
+    // Optional in JSON (false).
+    bool multi_nic_rings = false;
 
     // Fraction of the overlap window (backward compute; forward + backward for ZeRO-3)
     // that hides data-parallel / ZeRO traffic.

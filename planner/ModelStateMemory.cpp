@@ -11,7 +11,12 @@ StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer opt
         return {4.0, 4.0, moments};  // no separate master copy
     case Precision::BF16Mixed:
     case Precision::FP16Mixed:
-    case Precision::FP8Mixed:  // fp8 matmuls still keep 16-bit weights and gradients
+    case Precision::FP8Tensorwise:  // FP8/FP4 recipes keep bf16 weights and gradients, fp32 master
+    case Precision::FP8Delayed:     // weights and moments; their quantized weight copies are the cost
+    case Precision::FP8Blockwise:   // model's (QuantizationRecipe.h)
+    case Precision::FP8Rowwise:
+    case Precision::MXFP8:
+    case Precision::NVFP4:
         return {2.0, 2.0, 4.0 + moments};  // + fp32 master weights
     }
     return {2.0, 2.0, 4.0 + moments};

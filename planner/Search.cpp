@@ -113,9 +113,15 @@ LayerStateBytes layerStateBytesByKind(const CostModel& model, const Layout& l)
     const int shards = l.zero_stage > 0 ? l.zeroGroupSize() * l.cp : 1;
     const int expertShards =
         l.zero_stage > 0 ? std::max(1, int(std::lround(double(l.expertDataParallel()) * l.zeroGroupSize() / l.dp))) : 1;
+    // (An FP8/FP4 recipe's primary quantized weights under ZeRO-1/2 replace the bf16 ones: NVFP4's
+    // take fewer bytes than bf16; CostModel.cpp, QuantizationRecipe.h.)
+    const QuantizationRecipe recipe = quantizationRecipe(p.training.precision);
+    const double weightShare = recipe.quantized && recipe.primary_weights && (l.zero_stage == 1 || l.zero_stage == 2)
+                                   ? std::min(1.0, recipe.weight_copy_bytes / 2.0)
+                                   : 1.0;
     auto stateBytes = [&](double params, int group) {
         const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, p.training.precision, p.training.optimizer);
-        return s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
+        return weightShare * s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
     };
     // Per layer (replicated KV heads only add to this).
     const double denseLayer = stateBytes(attention / l.tp + dense, shards);

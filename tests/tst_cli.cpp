@@ -406,6 +406,28 @@ private slots:
             << QStringList{"calibrate", "--holdout", "0.3"} << none << QStringList{"--holdout", "--fit"};
         QTest::newRow("calibrate: a device for the published runs")
             << QStringList{"calibrate", "--device", "trainium1:0.001"} << none << QStringList{"--device", "--engine"};
+        // FP8/FP4 recipes (issue 15): a name that is not one, a chip that does not run the recipe
+        // (named with what it runs), and the emulated device's refusal to validate a quantized plan.
+        QTest::newRow("predict: unknown precision")
+            << (predict + QStringList{"tp=8", "--precision", "fp8-tensorwise"}) << none
+            << QStringList{"--precision", "fp8-delayed", "fp8-blockwise", "fp8-rowwise", "mxfp8", "nvfp4"};
+        QTest::newRow("predict: fp8 on Trainium")
+            << (predict + QStringList{"tp=8", "--precision", "fp8"}) << none
+            << QStringList{"training\\.precision", "fp8 is not a training recipe of trainium1", "use bf16"};
+        QTest::newRow("predict: mxfp8 on H100")
+            << QStringList{"predict", "--model", "llama-3-8b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                           "--global-batch", "64", "--seq", "8192", "--precision", "mxfp8", "--layout", "tp=8"}
+            << none
+            << QStringList{"mxfp8 is not a training recipe of h100-sxm \\(its FP8/FP4 recipes: fp8, fp8-delayed, "
+                           "fp8-blockwise, fp8-rowwise\\)"};
+        QTest::newRow("predict: fp8 on A100")
+            << QStringList{"predict", "--model", "gpt3-13b", "--node-type", "p4d.24xlarge", "--nodes", "1",
+                           "--global-batch", "64", "--seq", "2048", "--precision", "fp8-delayed", "--layout", "tp=8"}
+            << none << QStringList{"fp8-delayed is not a training recipe of a100-40gb"};
+        QTest::newRow("validate: an mxfp8 plan on the emulated device")
+            << QStringList{"validate", "--model", "llama-2-7b", "--node-type", "p6-b200.48xlarge", "--nodes", "1",
+                           "--global-batch", "256", "--seq", "4096", "--precision", "mxfp8", "--layout", "tp=8"}
+            << none << QStringList{"mxfp8 recipe", "emulated device computes fp32 or bf16"};
         QTest::newRow("predict: tp does not divide heads")
             << (predict + QStringList{"tp=3"}) << none << QStringList{"layout.tp", "heads 64"};
         QTest::newRow("predict: devices do not add up")
@@ -650,6 +672,49 @@ private slots:
         QVERIFY(o.value("mfu").toDouble() < 1);
         // 1024 sequences x 4096 tokens per step.
         QVERIFY(std::fabs(o.value("tokens_per_s").toDouble() * t.value("step").toDouble() - 1024.0 * 4096) < 1e-3);
+    }
+
+    // Every FP8/FP4 recipe by its name (issue 15), on B200 (which runs them all): predict --json names
+    // it in the problem and its terms in the ledger (the casts, and the quantized weight copies as the
+    // weights themselves under ZeRO-1 where the recipe keeps them so); plan accepts it too.
+    void quantizedRecipesByName_data()
+    {
+        QTest::addColumn<QString>("precision");
+        for (const char* name : {"fp8", "fp8-delayed", "fp8-blockwise", "fp8-rowwise", "mxfp8", "nvfp4"})
+            QTest::newRow(name) << QString::fromLatin1(name);
+    }
+    void quantizedRecipesByName()
+    {
+        QFETCH(QString, precision);
+        const QStringList problem{"--model", "llama-3-8b", "--node-type", "p6-b200.48xlarge", "--nodes", "1",
+                                  "--global-batch", "64", "--seq", "8192", "--flash-attention", "--precision", precision};
+        const RunResult r = run(QStringList{"predict"} + problem + QStringList{"--layout", "tp=2,sp=on,zero=1", "--json"});
+        QVERIFY2(r.exitCode == 0, r.describe().constData());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(o.value("problem").toObject().value("training").toObject().value("precision").toString(), precision);
+        double casts = 0, copies = 0, replaced = 0, weights = 0;
+        for (const QJsonValue& v : o.value("ledger").toObject().value("terms").toArray()) {
+            const QJsonObject t = v.toObject();
+            const QString name = t.value("name").toString();
+            if (name.startsWith("FP8/FP4 recipe: linear layers' inputs"))
+                casts += t.value("value").toDouble();
+            if (name == "FP8/FP4 recipe: quantized weight copies")
+                copies += t.value("value").toDouble();
+            if (name.startsWith("FP8/FP4 recipe: linear layers' bf16 weights"))
+                replaced += t.value("value").toDouble();
+            if (t.value("figure").toString() == "memory_bytes.weights")
+                weights += t.value("value").toDouble();
+        }
+        QVERIFY(casts > 0);
+        // torchao's rowwise caches no quantized weight; blockwise keeps the bf16 weights beside its copies.
+        QCOMPARE(copies > 0, precision != "fp8-rowwise");
+        QCOMPARE(replaced < 0, precision == "fp8" || precision == "fp8-delayed" || precision == "mxfp8" || precision == "nvfp4");
+        QVERIFY(std::fabs(weights - o.value("memory_bytes").toObject().value("weights").toDouble()) <= 1e-6 * weights);
+        const RunResult plan = run(QStringList{"plan"} + problem + QStringList{"--top", "1"});
+        QVERIFY2(plan.exitCode == 0, plan.describe().constData());
+        QVERIFY2(plan.out.contains(", " + precision.toUtf8() + " recipe, objective"), plan.describe().constData());
+        const RunResult text = run(QStringList{"predict"} + problem + QStringList{"--layout", "tp=2,sp=on,zero=1"});
+        QVERIFY2(text.out.contains("8192 tokens, " + precision.toUtf8() + " recipe\n"), text.describe().constData());
     }
 
     // predict --json carries the cost ledger (issue 15): the terms behind each figure and the

@@ -23,6 +23,7 @@ ChipSpec h100()
     c.peak_flops_fp32 = 66.9e12;
     c.hbm_bytes = 80e9;
     c.hbm_bytes_per_second = 3350e9;
+    c.low_precision_recipes = {"fp8", "fp8-delayed", "fp8-blockwise", "fp8-rowwise"};  // (round-tripped too)
     c.sources["hbm_bytes"] = "[V3]";
     return c;
 }
@@ -222,7 +223,7 @@ private slots:
         p.cluster.nodes = 16;
         p.training.global_batch = 512;
         p.training.seq_len = 4096;
-        p.training.precision = Precision::FP8Mixed;
+        p.training.precision = Precision::FP8Tensorwise;
         p.training.tokens_to_train = 1e12;
         p.training.flash_attention = true;
         p.training.dropout = false;

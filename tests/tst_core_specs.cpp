@@ -1,5 +1,6 @@
 // Units, layout strings and the field-level validation of layouts, hardware,
 // training settings and problems.
+#include "BuiltinSpecs.h"
 #include "HardwareSpec.h"
 #include "Layout.h"
 #include "ModelSpec.h"
@@ -7,6 +8,7 @@
 #include "SpecJson.h"
 #include "Units.h"
 
+#include <QJsonArray>
 #include <QTest>
 
 using namespace shardscope;
@@ -372,11 +374,51 @@ private slots:
         p.model.positions = PositionKind::Learned;
         p.training.seq_len = 8192;
         p.training.global_batch = 0;
-        p.training.precision = Precision::FP8Mixed;  // the test chip has no fp8 figure
+        p.training.precision = Precision::FP8Tensorwise;  // the test chip runs no FP8 recipe
         const FieldErrors errors = validate(p);
         QVERIFY2(hasError(errors, "training.seq_len", "learned position table of 4096"), qPrintable(dump(errors)));
         QVERIFY(hasError(errors, "training.global_batch", "out of range"));
-        QVERIFY(hasError(errors, "training.precision", "not published"));
+        QVERIFY(hasError(errors, "training.precision", "fp8 is not a training recipe of"));
+        // A chip that lists the recipe but publishes no peak for its data type.
+        p.cluster.node.chip.low_precision_recipes = {"nvfp4"};
+        p.training.precision = Precision::NVFP4;
+        QVERIFY(hasError(validate(p), "training.precision", "nvfp4 peak is not published"));
+    }
+
+    // The catalog's FP8/FP4 facts (chips.json, sources in it): which chips run which recipe, B200's
+    // FP4 peak; the chip document round-trips them and refuses a name that is not a recipe.
+    void lowPrecisionRecipes()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        auto chip = [&](const char* name) { return specs.chip(name); };
+        const std::vector<std::string> hopper{"fp8", "fp8-delayed", "fp8-blockwise", "fp8-rowwise"};
+        QCOMPARE(chip("h100-sxm").low_precision_recipes, hopper);
+        QCOMPARE(chip("h200-sxm").low_precision_recipes, hopper);
+        std::vector<std::string> blackwell = hopper;
+        blackwell.insert(blackwell.end(), {"mxfp8", "nvfp4"});
+        QCOMPARE(chip("b200-sxm").low_precision_recipes, blackwell);
+        QCOMPARE(chip("b200-sxm").peak_flops_fp4, 9000e12);
+        QCOMPARE(chip("b200-sxm").peakFlops(DataType::FP4), 9000e12);
+        for (const char* none : {"a100-40gb", "a100-80gb", "trainium1", "trainium2", "tpu-v4", "tpu-v5e", "gaudi2"}) {
+            QVERIFY2(chip(none).low_precision_recipes.empty(), none);
+            QVERIFY2(chip(none).sources.count("low_precision_recipes") || std::string(none).rfind("tpu", 0) == 0 ||
+                         std::string(none).rfind("a100", 0) == 0,
+                     none);
+        }
+        QVERIFY(chip("b200-sxm").sources.count("peak_flops.fp4"));
+        FieldErrors errors;
+        const QJsonObject json = toJson(chip("b200-sxm"));
+        const std::optional<ChipSpec> back = chipFromJson(json, "chip", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QCOMPARE(*back, chip("b200-sxm"));
+        QJsonObject bad = json;
+        bad.insert("low_precision_recipes", QJsonArray{"fp8", "bf16"});
+        QVERIFY(!chipFromJson(bad, "chip", errors));
+        QVERIFY(hasError(errors, "chip.low_precision_recipes", "entry 1 is not an FP8/FP4 recipe"));
+        errors.clear();
+        bad.insert("low_precision_recipes", QJsonArray{"mxfp8", "mxfp8"});
+        QVERIFY(!chipFromJson(bad, "chip", errors));
+        QVERIFY(hasError(errors, "chip.low_precision_recipes", "\"mxfp8\" is listed twice"));
     }
 };
 

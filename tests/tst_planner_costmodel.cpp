@@ -392,6 +392,59 @@ private slots:
         const GroupPlacement dp = placeGroup(16, 8, 8);
         QCOMPARE(dp.members_per_domain, 1.0);
         QCOMPARE(dp.domains, 16.0);
+
+        // NCCL's rings over every NIC (multi_nic_rings): the 8 members of a node cross through 8 NICs
+        // at once, 8 x 20 GB/s = 160 GB/s, below the 200 GB/s scale-up link.
+        link.multi_nic_rings = true;
+        QVERIFY(near(allReduceTime(g, S, link), 2 * 63 * 2e-5 + 2 * 63.0 / 64 * S / 160e9, 1e-12));
+        // 4 members per node (stride 2): 4 NICs, 80 GB/s; one per node: its own share, as before.
+        const GroupPlacement half = placeGroup(32, 2, 8);
+        QCOMPARE(half.members_per_domain, 4.0);
+        QVERIFY(near(reduceScatterTime(half, S, link), 31 * 2e-5 + 31.0 / 32 * S / 80e9, 1e-12));
+        QVERIFY(near(allGatherTime(dp, S, link), 15 * 2e-5 + 15.0 / 16 * S / 20e9, 1e-12));
+        // Never faster than the scale-up link every member's share of every ring runs through.
+        link.intra_bytes_per_second = 100e9;
+        QVERIFY(near(allGatherTime(g, S, link), 63 * 2e-5 + 63.0 / 64 * S / 100e9, 1e-12));
+        // The hierarchical variant already runs k cross-domain rings side by side: unchanged.
+        link.intra_bytes_per_second = 200e9;
+        link.hierarchical = true;
+        QVERIFY(near(allReduceTime(g, S, link), 2 * rsIntra + arInter, 1e-12));
+        // nccl-tests' bus bandwidth (doc/PERFORMANCE.md): without latency, the bottleneck link's rate.
+        link.hierarchical = false;
+        link.inter_latency_s = 0;
+        QVERIFY(near(allReduceBusBandwidth(64, S / allReduceTime(g, S, link)), 160e9, 1e-12));
+        QVERIFY(near(ringHalfBusBandwidth(64, S / allGatherTime(g, S, link)), 160e9, 1e-12));
+        QCOMPARE(allReduceBusBandwidth(1, 1e9), 0.0);
+    }
+
+    // The cost model's data-parallel rings with NCCL's multi-NIC rings (network.multi_nic_rings): a
+    // dp group filling two DGX A100 nodes crosses with all 8 NICs of a node, 8 x 200/8 GB/s x 0.8
+    // (below the 300 x 0.8 GB/s NVLink share), instead of one NIC's 25 x 0.8; latency unchanged.
+    void multiNicRingsInTheCostModel()
+    {
+        const Problem p = problem(megatronGpt(4, 4096, 32), 2, 16);
+        const Layout l = layout("dp=16,mb=1,zero=0", p);
+        CostModelParams nics = defaultCostModelParams();
+        QVERIFY(!nics.multi_nic_rings);  // the shipped profile: off (cost-model.json says why)
+        nics.multi_nic_rings = true;
+        auto bucketTime = [&](const CostModelParams& params, double& grads, double& buckets) {
+            const CostLedger ledger = CostModel(p, params).ledger(l);
+            for (const Collective& c : ledger.collectives)
+                if (c.dimension == CommDimension::Dp && c.kind == CommKind::AllReduce && c.calls >= 1) {
+                    grads = c.bytes / (2 * 15.0 / 16);
+                    buckets = c.calls;
+                    return c.time_s();
+                }
+            return -1.0;
+        };
+        double grads = 0, buckets = 0;
+        const double flat = bucketTime(defaultCostModelParams(), grads, buckets);
+        const double latency = 2 * 15 * 2e-5;
+        QVERIFY(near(flat, buckets * latency + 2 * 15.0 / 16 * grads / (25e9 * 0.8), 1e-12));
+        QVERIFY(near(bucketTime(nics, grads, buckets), buckets * latency + 2 * 15.0 / 16 * grads / (200e9 * 0.8), 1e-12));
+        // A tp=8 layout's dp group has one member per node: its own NIC either way.
+        const Layout tp8 = layout("dp=2,tp=8,mb=1,zero=0", p);
+        QCOMPARE(CostModel(p, nics).evaluate(tp8).time_s.dp_comm, CostModel(p).evaluate(tp8).time_s.dp_comm);
     }
 
     // Every figure of the prediction is the sum of its named terms.
@@ -1211,6 +1264,112 @@ private slots:
     // Full recomputation of some layers (Megatron-LM's --recompute-method block|uniform with
     // --recompute-num-layers): block N recomputes the first N layers of each chunk and keeps the
     // others' activations; uniform N keeps one checkpoint per group of N and recomputes all.
+    // FP8/FP4 recipes (QuantizationRecipe.h), on a DGX H100 with the catalog's FP8 figures and the
+    // default terms (measured FP8 MAMF 1402.6 TFLOP/s, HBM 3.35 TB/s, 5 us per launch): the linear
+    // layers' GEMMs at the FP8 rate, the attention core and the head as in bf16, the casts as
+    // memory-bound passes, the linear inputs kept in 1 byte, the quantized weight copies in memory.
+    void fp8Recipes()
+    {
+        Problem p = problem(megatronGpt(4, 4096, 32), 1, 8);
+        p.cluster.node = dgxH100();
+        p.cluster.node.chip.peak_flops_fp8 = 1978.9e12;
+        p.cluster.node.chip.low_precision_recipes = {"fp8", "fp8-delayed", "fp8-blockwise", "fp8-rowwise"};
+        const Layout l = layout("dp=8,mb=1,recompute=none", p);
+        const CostModel bf16(p);
+        Problem q = p;
+        q.training.precision = Precision::FP8Delayed;  // every layer quantized
+        QVERIFY(validate(q).empty());
+        const CostModel fp8(q);
+        const auto b = bf16.explain(l), f = fp8.explain(l);
+        const double L = 4, T = 2048, h = 4096, ff = 4 * h, hbm = 3350e9, launch = 5e-6;
+        // The layer GEMMs at the measured FP8 rate on the shape curve (compute-bound at these shapes).
+        const double rate = 1402.6e12;
+        auto gemm = [&](double M, double N, double K) {
+            const double n = std::min({M, N, K});
+            return 2 * M * N * K / (rate * n / (n + 128)) + launch;
+        };
+        const double layerFwd = gemm(T, 3 * h, h) + gemm(T, h, h) + gemm(T, ff, h) + gemm(T, h, ff);
+        QVERIFY(near(termValue(f, "time_s.compute", "layer matmuls, forward"), L * layerFwd, 1e-12));
+        // Outside the linear layers: bf16 as before.
+        QCOMPARE(termValue(f, "time_s.compute", "attention core"), termValue(b, "time_s.compute", "attention core"));
+        QCOMPARE(termValue(f, "time_s.compute", "logits and loss"), termValue(b, "time_s.compute", "logits and loss"));
+        // Delayed scaling: one fused cast reading bf16 and writing two fp8 copies, 2 + 2 bytes per
+        // element, one launch per tensor. Forward inputs QKV h, out-projection h, FC1 h, FC2 4h per
+        // token; backward output gradients 3h, h, 4h, h.
+        const double fwdCasts = 4 * T * (h + h + h + ff) / hbm + 4 * launch;
+        const double bwdCasts = 4 * T * (3 * h + h + ff + h) / hbm + 4 * launch;
+        const double casts = L * (fwdCasts + bwdCasts);
+        QVERIFY(near(termValue(f, "time_s.compute", "FP8/FP4 recipe: linear layers' inputs"), casts, 1e-12));
+        // The weights once per step (12 h^2 per layer, 4 matrices).
+        QVERIFY(near(termValue(f, "time_s.compute", "FP8/FP4 recipe: weights quantized"),
+                     L * (4 * 12 * h * h / hbm + 4 * launch), 1e-12));
+        QCOMPARE(termValue(b, "time_s.compute", "FP8/FP4 recipe"), 0.0);
+        // Memory: the rowwise + columnwise copies of every linear weight (2 bytes per parameter) ...
+        QVERIFY(near(termValue(f, "memory_bytes.weights", "FP8/FP4 recipe"), L * 12 * h * h * 2, 1e-12));
+        QCOMPARE(termValue(f, "memory_bytes.weights", "weights"), termValue(b, "memory_bytes.weights", "weights"));
+        QCOMPARE(fp8.evaluate(l).memory_bytes.optimizer, bf16.evaluate(l).memory_bytes.optimizer);
+        QCOMPARE(fp8.evaluate(l).memory_bytes.gradients, bf16.evaluate(l).memory_bytes.gradients);
+        // ... and the linear layers' inputs kept in 1 byte instead of 2: QKV and FC1 inputs h, the
+        // attention output h (unfused: one tensor), the FC2 input 4h per token.
+        const double stored = termValue(b, "memory_bytes.activations", "stored"), stored8 = termValue(f, "memory_bytes.activations", "stored");
+        QVERIFY(near(stored - stored8, L * T * (h + h + h + ff), 1e-12));
+        // Fused attention keeps its bf16 output for its own backward: the out-projection's fp8 copy is kept beside it.
+        Problem pf = p, qf = q;
+        pf.training.flash_attention = qf.training.flash_attention = true;
+        const double flashSaving = termValue(CostModel(pf).explain(l), "memory_bytes.activations", "stored") -
+                                   termValue(CostModel(qf).explain(l), "memory_bytes.activations", "stored");
+        QVERIFY(near(flashSaving, L * T * (h - h + h + ff), 1e-12));
+        // Per-tensor current scaling ("fp8", Megatron-Bridge's recipe): an amax pass more (6 bytes, two
+        // launches per tensor), and the first and last layers in bf16: half of these 4 layers.
+        Problem cs = q;
+        cs.training.precision = Precision::FP8Tensorwise;
+        const auto c = CostModel(cs).explain(l);
+        QVERIFY(near(termValue(c, "time_s.compute", "layer matmuls, forward"),
+                     0.5 * L * layerFwd + 0.5 * termValue(b, "time_s.compute", "layer matmuls, forward"), 1e-12));
+        const double fwdCurrent = 6 * T * (h + h + h + ff) / hbm + 4 * 2 * launch;
+        const double bwdCurrent = 6 * T * (3 * h + h + ff + h) / hbm + 4 * 2 * launch;
+        QVERIFY(near(termValue(c, "time_s.compute", "FP8/FP4 recipe: linear layers' inputs"),
+                     0.5 * L * (fwdCurrent + bwdCurrent), 1e-12));
+        QVERIFY(near(termValue(c, "memory_bytes.weights", "FP8/FP4 recipe"), 0.5 * L * 12 * h * h * 2, 1e-12));
+        QVERIFY(near(stored - termValue(c, "memory_bytes.activations", "stored"), 0.5 * L * T * (h + h + h + ff), 1e-12));
+        // Over two stages (layers 0-1 and 2-3) each stage has one bf16 end layer: the first stage's
+        // copies are those of its one quantized layer.
+        const Layout pp2 = layout("dp=4,pp=2,mb=1,recompute=none", p);
+        const CostModel csModel(cs);
+        QCOMPARE(csModel.evaluate(pp2).memory_stage, 0);
+        QVERIFY(near(termValue(csModel.explain(pp2), "memory_bytes.weights", "FP8/FP4 recipe"), 1 * 12 * h * h * 2, 1e-12));
+        // A one-layer model keeps its only layer in bf16: nothing quantized, nothing counted twice.
+        Problem one = cs;
+        one.model = megatronGpt(1, 4096, 32);
+        const auto single = CostModel(one).explain(layout("dp=8,mb=1,recompute=none", one));
+        QCOMPARE(termValue(single, "memory_bytes.weights", "FP8/FP4 recipe"), 0.0);
+        QCOMPARE(termValue(single, "time_s.compute", "FP8/FP4 recipe"), 0.0);
+
+        // MXFP8 (Blackwell): E8M0 scales per 32 elements, no amax pass; the input kept in 1 + 1/32 bytes.
+        Problem mx = q;
+        mx.training.precision = Precision::MXFP8;
+        const QuantizationRecipe r = quantizationRecipe(Precision::MXFP8);
+        QCOMPARE(r.stored_input_bytes, 1.0 + 1.0 / 32);
+        QCOMPARE(r.activation_cast_bytes, 2.0 + 2 * (1.0 + 1.0 / 32));
+        QCOMPARE(quantizationRecipe(Precision::NVFP4).stored_input_bytes, 0.5 + 1.0 / 16);
+        QCOMPARE(quantizationRecipe(Precision::NVFP4).gemm_type, DataType::FP4);
+        // torchao's rowwise keeps the bf16 input (saved in high precision) and caches no weight.
+        const QuantizationRecipe rowwise = quantizationRecipe(Precision::FP8Rowwise);
+        QCOMPARE(rowwise.stored_input_bytes, 2.0);
+        QCOMPARE(rowwise.weight_copy_bytes, 0.0);
+        QVERIFY(!quantizationRecipe(Precision::BF16Mixed).quantized);
+        // A chip that does not run the recipe is named with the recipes it runs.
+        const FieldErrors errors = validate(mx);
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(errors[0].path, std::string("training.precision"));
+        QCOMPARE(errors[0].message, std::string("mxfp8 is not a training recipe of h100-sxm (its FP8/FP4 recipes: fp8, "
+                                                "fp8-delayed, fp8-blockwise, fp8-rowwise)"));
+        Problem a100 = problem(megatronGpt(4, 4096, 32), 1, 8);
+        a100.training.precision = Precision::FP8Delayed;
+        QCOMPARE(validate(a100).at(0).message,
+                 std::string("fp8-delayed is not a training recipe of a100-80gb (it trains no FP8 or FP4 recipe: use bf16)"));
+    }
+
     void partialRecomputation()
     {
         const Problem p = problem(megatronGpt(8, 4096, 32), 2, 64);

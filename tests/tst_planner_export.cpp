@@ -162,7 +162,8 @@ private slots:
         QTest::addColumn<int>("precision");
         QTest::addColumn<QByteArray>("layout");
         const int bf16 = int(Precision::BF16Mixed), fp16 = int(Precision::FP16Mixed), fp32 = int(Precision::FP32),
-                  fp8 = int(Precision::FP8Mixed);
+                  fp8 = int(Precision::FP8Tensorwise), rowwise = int(Precision::FP8Rowwise), mxfp8 = int(Precision::MXFP8),
+                  nvfp4 = int(Precision::NVFP4), blockwise = int(Precision::FP8Blockwise);
 
         QTest::newRow("megatron llama-2-70b p5 tp8 pp4 interleaved selective zero1")
             << ExportFormat::Megatron << "megatron-llama-2-70b-p5-interleaved.txt" << QByteArray("llama-2-70b")
@@ -247,10 +248,31 @@ private slots:
             << ExportFormat::Torchtitan << "torchtitan-llama-3-8b-tp-cp.py" << QByteArray("llama-3-8b")
             << QByteArray("p5.48xlarge") << 4 << 256 << 8192 << bf16
             << QByteArray("tp=2,sp=on,cp=2,zero=3,mb=1,recompute=full");
-        QTest::newRow("torchtitan llama-3-70b p5 tp8 pp4 interleaved zero2 fp8")
+        QTest::newRow("torchtitan llama-3-70b p5 tp8 pp4 interleaved zero2 fp8-rowwise")
             << ExportFormat::Torchtitan << "torchtitan-llama-3-70b-pipeline-fp8.py" << QByteArray("llama-3-70b")
-            << QByteArray("p5.48xlarge") << 32 << 1024 << 8192 << fp8
+            << QByteArray("p5.48xlarge") << 32 << 1024 << 8192 << rowwise
             << QByteArray("tp=8,sp=on,pp=4,schedule=interleaved,v=2,zero=2,zero_group=4,mb=1,recompute=full");
+        // FP8/FP4 recipes: per-tensor current scaling with the bf16 first and last layers and the
+        // fp8 weights as the model's (distributed optimizer), blockwise, MXFP8 and NVFP4 on B200.
+        QTest::newRow("megatron llama-3-8b p5 tp2 zero1 fp8")
+            << ExportFormat::Megatron << "megatron-llama-3-8b-p5-fp8.txt" << QByteArray("llama-3-8b")
+            << QByteArray("p5.48xlarge") << 2 << 256 << 8192 << fp8 << QByteArray("tp=2,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron llama-3-8b p5 tp2 fp8-blockwise")
+            << ExportFormat::Megatron << "megatron-llama-3-8b-p5-fp8-blockwise.txt" << QByteArray("llama-3-8b")
+            << QByteArray("p5.48xlarge") << 2 << 256 << 8192 << blockwise
+            << QByteArray("tp=2,sp=on,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron llama-3-70b b200 tp4 pp2 mxfp8")
+            << ExportFormat::Megatron << "megatron-llama-3-70b-b200-mxfp8.txt" << QByteArray("llama-3-70b")
+            << QByteArray("p6-b200.48xlarge") << 4 << 256 << 8192 << mxfp8
+            << QByteArray("tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron llama-3-70b b200 tp4 pp2 nvfp4")
+            << ExportFormat::Megatron << "megatron-llama-3-70b-b200-nvfp4.txt" << QByteArray("llama-3-70b")
+            << QByteArray("p6-b200.48xlarge") << 4 << 256 << 8192 << nvfp4
+            << QByteArray("tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective");
+        QTest::newRow("megatron-bridge llama-3-70b b200 tp4 pp2 mxfp8")
+            << ExportFormat::MegatronBridge << "megatron-bridge-llama-3-70b-b200-mxfp8.py" << QByteArray("llama-3-70b")
+            << QByteArray("p6-b200.48xlarge") << 4 << 256 << 8192 << mxfp8
+            << QByteArray("tp=4,sp=on,pp=2,zero=1,mb=1,recompute=selective");
         QTest::newRow("megatron-bridge llama-2-70b p5 tp8 pp4 interleaved selective zero1")
             << ExportFormat::MegatronBridge << "megatron-bridge-llama-2-70b-p5-interleaved.py"
             << QByteArray("llama-2-70b") << QByteArray("p5.48xlarge") << 64 << 1024 << 4096 << bf16
@@ -1045,7 +1067,7 @@ private slots:
         QTest::addColumn<int>("precision");
         QTest::addColumn<QByteArray>("layout");
         QTest::addColumn<QString>("feature");
-        const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Mixed), fp32 = int(Precision::FP32);
+        const int bf16 = int(Precision::BF16Mixed), fp8 = int(Precision::FP8Tensorwise), fp32 = int(Precision::FP32);
         const auto M = ExportFormat::Megatron, D = ExportFormat::DeepSpeed, N = ExportFormat::NeuronX,
                    F = ExportFormat::Fsdp, T = ExportFormat::Torchtitan, B = ExportFormat::MegatronBridge,
                    X = ExportFormat::MaxText, Y = ExportFormat::NxdTraining;
@@ -1111,6 +1133,16 @@ private slots:
             << "selective recomputation (the core attention only)";
         QTest::newRow("torchtitan: fp16") << T << llama3 << p5 << 4 << int(Precision::FP16Mixed) << QByteArray("zero=3")
                                           << "torchtitan: fp16 precision";
+        QTest::newRow("torchtitan: fp8 (per-tensor)") << T << llama3 << p5 << 4 << fp8 << QByteArray("zero=3")
+                                                      << "torchtitan: fp8 precision";
+        QTest::newRow("torchtitan: mxfp8") << T << llama3 << QByteArray("p6-b200.48xlarge") << 4
+                                           << int(Precision::MXFP8) << QByteArray("zero=3") << "torchtitan: mxfp8 precision";
+        QTest::newRow("megatron: fp8-rowwise") << M << llama7 << p5 << 4 << int(Precision::FP8Rowwise)
+                                               << QByteArray("tp=8") << "megatron: fp8-rowwise precision";
+        QTest::newRow("megatron-bridge: fp8-rowwise") << B << llama7 << p5 << 4 << int(Precision::FP8Rowwise)
+                                                      << QByteArray("tp=8") << "megatron-bridge: fp8-rowwise precision";
+        QTest::newRow("maxtext: fp8") << X << llama7 << p5 << 4 << fp8 << QByteArray("zero=3")
+                                      << "maxtext: fp8 precision";
         QTest::newRow("torchtitan: cp without ZeRO") << T << llama3 << p5 << 4 << bf16 << QByteArray("cp=2,zero=0")
                                                      << "context parallelism (cp=2) without ZeRO";
         QTest::newRow("torchtitan: TPU") << T << llama3 << v5p << 4 << bf16 << QByteArray("zero=3")

@@ -473,6 +473,33 @@ private slots:
         }
     }
 
+    // ... and under the FP8/FP4 recipes, whose primary quantized weights (ZeRO-1/2) can take fewer
+    // bytes than bf16 (NVFP4), and whose time terms only add to the bf16 layers' (the step-time
+    // bound prices every GEMM at the recipe's rate).
+    void boundsHoldUnderQuantizedRecipes_data()
+    {
+        QTest::addColumn<int>("precision");
+        for (Precision r : {Precision::NVFP4, Precision::MXFP8, Precision::FP8Tensorwise})
+            QTest::newRow(toString(r)) << int(r);
+    }
+    void boundsHoldUnderQuantizedRecipes()
+    {
+        QFETCH(int, precision);
+        Problem p = problem("llama-3-8b", "p6-b200.48xlarge", 1, 16);
+        p.training.precision = Precision(precision);
+        QVERIFY(validate(p).empty());
+        const CostModel cm(p);
+        const StepTimeBound time(cm);
+        int checked = 0;
+        for (const Layout& l : bruteForce(p)) {
+            const Prediction pr = cm.evaluate(l);
+            QVERIFY2(memoryLowerBound(cm, l) <= pr.memory_bytes.total(), toString(l).c_str());
+            QVERIFY2(time.stepTime(time.mesh(l), l) <= pr.step_time_s, toString(l).c_str());
+            ++checked;
+        }
+        QVERIFY(checked > 1000);
+    }
+
     // The step-time bound the search prunes by is a lower bound of the cost model's step time for
     // every legal layout, with every overlap option the layout can take on or off (dense, GQA,
     // MoE, MLA with MoE, encoder-decoder; every recomputation mode, schedule and ZeRO stage).

@@ -250,6 +250,12 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     r.batch = l.dp * l.micro_batch * std::max(2, 2 * l.pp);
     r.steps = steps;
     r.layout = l;
+    // The emulated device computes in fp32 or bf16 (engine::PrecisionMode): an FP8/FP4 recipe's
+    // quantized GEMMs and casts cannot be run, so such a plan is not validated as something else.
+    if (quantizedRecipe(full.training.precision))
+        throw InputError(std::string("the plan trains with the ") + toString(full.training.precision) +
+                         " recipe; the emulated device computes fp32 or bf16 only (validate the plan with "
+                         "--precision bf16)");
     r.precision = full.training.precision == Precision::FP32 ? engine::PrecisionMode::FP32
                                                              : engine::PrecisionMode::BF16Mixed;
 

@@ -310,7 +310,11 @@ int runPlan(const std::vector<std::string>& args, Context& ctx)
     } else {
         ctx.out << problem.model.name << " on " << problem.cluster.nodes << " x " << problem.cluster.node.name << " ("
                 << problem.cluster.devices() << " devices), global batch " << problem.training.global_batch << " x "
-                << problem.training.seq_len << " tokens, objective " << toString(result.objective) << ", cost model "
+                << problem.training.seq_len << " tokens"
+                << (quantizedRecipe(problem.training.precision)
+                        ? std::string(", ") + toString(problem.training.precision) + " recipe"
+                        : std::string())
+                << ", objective " << toString(result.objective) << ", cost model "
                 << result.request.cost_model.name << ", constraints " << constraintsText(result.request.space)
                 << (result.request.framework ? std::string(", runnable by ") + toString(*result.request.framework)
                                              : std::string())

@@ -39,7 +39,9 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
 {
     char buf[256];
     o << p.model.name << " on " << p.cluster.nodes << " x " << p.cluster.node.name << " (" << p.cluster.devices()
-      << " devices), global batch " << p.training.global_batch << " x " << p.training.seq_len << " tokens\n";
+      << " devices), global batch " << p.training.global_batch << " x " << p.training.seq_len << " tokens"
+      << (quantizedRecipe(p.training.precision) ? std::string(", ") + toString(p.training.precision) + " recipe" : "")
+      << "\n";
     o << "layout " << toString(l) << "  (" << pr.micro_batches << " micro-batches per step)\n";
     if (l.zero_stage > 0) {
         // zero_group counts dp replicas (0: all of them); the shard group spans zero_group x cp devices.

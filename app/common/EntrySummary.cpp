@@ -194,7 +194,15 @@ std::vector<std::pair<std::string, std::string>> describe(const ChipSpec& c)
     peak("bf16", c.peak_flops_bf16);
     peak("fp16", c.peak_flops_fp16);
     peak("fp8", c.peak_flops_fp8);
+    peak("fp4", c.peak_flops_fp4);
     peak("fp32", c.peak_flops_fp32);
+    {
+        std::string recipes;
+        for (const std::string& r : c.low_precision_recipes)
+            recipes += (recipes.empty() ? "" : ", ") + r;
+        rows.emplace_back("FP8/FP4 recipes", (recipes.empty() ? std::string("none") : recipes) +
+                                                 sourceOf(c.sources, "low_precision_recipes"));
+    }
     rows.emplace_back("HBM", formatBytes(c.hbm_bytes) + sourceOf(c.sources, "hbm_bytes"));
     rows.emplace_back("HBM bandwidth", formatSi(c.hbm_bytes_per_second, "B/s") +
                                            sourceOf(c.sources, "hbm_bytes_per_second"));

@@ -113,8 +113,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (l.recompute == Recompute::Selective)
         refuse.add("selective recomputation",
                    "ds_config checkpoints whole layers; attention-only recomputation is model code");
-    if (p.training.precision == Precision::FP8Mixed)
-        refuse.add("fp8 precision", "ds_config has bf16 and fp16 sections, no fp8");
+    if (quantizedRecipe(p.training.precision))
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "ds_config has bf16 and fp16 sections, no FP8/FP4 recipe");
     const bool autoep = l.ep > 1;
     if (autoep) {
         if (l.expertTensorParallel() != 1)

@@ -109,8 +109,9 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
         refuse.add("ZeRO-1 (optimizer states only)", "fully_shard, FSDP2's only sharding, also shards gradients");
     if (l.offload == Offload::Optimizer)
         refuse.add("optimizer-only offload", "CPUOffloadPolicy moves parameters and gradients too");
-    if (p.training.precision == Precision::FP8Mixed)
-        refuse.add("fp8 precision", "MixedPrecisionPolicy takes torch dtypes for parameters and reduction; no fp8");
+    if (quantizedRecipe(p.training.precision))
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "MixedPrecisionPolicy takes torch dtypes for parameters and reduction; no FP8/FP4 recipe");
     if (refuse.any())
         return r;
 

@@ -107,7 +107,14 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     switch (p.training.precision) {
     case Precision::BF16Mixed: precision = "\"bf16_mixed\""; break;
     case Precision::FP16Mixed: precision = "\"fp16_mixed\""; break;
-    case Precision::FP8Mixed: precision = "\"bf16_with_fp8_delayed_scaling_mixed\""; break;
+    // The FP8/FP4 recipes registered in src/megatron/bridge/training/mixed_precision.py @ 067f987d
+    // (fp8_recipe tensorwise / delayed / blockwise / mxfp8, fp4_recipe nvfp4); torchao's rowwise has none.
+    case Precision::FP8Tensorwise: precision = "\"bf16_with_fp8_current_scaling_mixed\""; break;
+    case Precision::FP8Delayed: precision = "\"bf16_with_fp8_delayed_scaling_mixed\""; break;
+    case Precision::FP8Blockwise: precision = "\"bf16_with_fp8_subchannel_scaling_mixed\""; break;
+    case Precision::MXFP8: precision = "\"bf16_with_mxfp8_mixed\""; break;
+    case Precision::NVFP4: precision = "\"bf16_with_nvfp4_mixed\""; break;
+    case Precision::FP8Rowwise: break;  // refused with Megatron Core's limits
     case Precision::FP32: precision = "None"; break;
     }
     const char* strategy = l.zero_stage == 3 ? "optim_grads_params" : l.zero_stage == 2 ? "optim_grads" : "no_shard";

@@ -48,6 +48,7 @@
 // as used by aws-neuron/neuronx-distributed examples/training/llama/tp_pp_llama_hf_pretrain/
 // run_llama2_70B_tp_pp.sh.
 #include "ExportCommon.h"
+#include "QuantizationRecipe.h"
 #include "MegatronModelFields.h"
 
 #include <algorithm>
@@ -103,6 +104,11 @@ void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& 
     if (m.moe.enabled() && m.bias && l.expertTensorParallel() > 1)
         refuse.add("biases in a mixture-of-experts model with etp=" + str(l.expertTensorParallel()),
                    "TransformerConfig supports MoE biases only with expert tensor parallelism 1");
+    // Megatron Core's quantized recipes are Transformer Engine's (Fp8Recipe / Fp4Recipe,
+    // megatron/core/enums.py @ d98e8a64): no row-wise scaling (torchao's recipe).
+    if (p.training.precision == Precision::FP8Rowwise)
+        refuse.add("fp8-rowwise precision", "Megatron Core's FP8 recipes are tensorwise, delayed, blockwise and mxfp8 "
+                                            "(Transformer Engine); row-wise scaling is torchao's");
     // initialize_model_parallel (megatron/core/parallel_state.py @ d98e8a64): "Expert data
     // parallel size should be divisible by partial DistOpt shard factor".
     const int instances = l.zero_stage >= 1 && l.zeroGroupSize() < l.dp ? l.dp / l.zeroGroupSize() : 1;
@@ -200,12 +206,45 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     switch (p.training.precision) {
     case Precision::BF16Mixed: arg("--bf16"); break;
     case Precision::FP16Mixed: arg("--fp16"); break;
-    case Precision::FP8Mixed:
+    // FP8/FP4 recipes (megatron/core/transformer/transformer_config.py @ d98e8a64: fp8 as --fp8-format
+    // e4m3|hybrid, fp8_recipe tensorwise|delayed|mxfp8|blockwise, fp4 as --fp4-format e2m1 with
+    // fp4_recipe nvfp4), the formats Megatron-Bridge's recipes pair them with (mixed_precision.py @
+    // 067f987d: hybrid = E4M3 forward, E5M2 gradients; MXFP8 E4M3 throughout).
+    case Precision::FP8Tensorwise:
+    case Precision::FP8Delayed:
+    case Precision::FP8Blockwise:
         arg("--bf16");
-        arg("--fp8-format", "hybrid");  // Transformer Engine: E4M3 forward, E5M2 gradients
+        arg("--fp8-format", "hybrid");
+        arg("--fp8-recipe", p.training.precision == Precision::FP8Tensorwise ? "tensorwise"
+                            : p.training.precision == Precision::FP8Delayed  ? "delayed"
+                                                                              : "blockwise");
         break;
+    case Precision::MXFP8:
+        arg("--bf16");
+        arg("--fp8-format", "e4m3");
+        arg("--fp8-recipe", "mxfp8");
+        break;
+    case Precision::NVFP4:
+        arg("--bf16");
+        arg("--fp4-format", "e2m1");
+        arg("--fp4-recipe", "nvfp4");
+        break;
+    case Precision::FP8Rowwise: break;  // refused above
     case Precision::FP32: break;
     }
+    // What the planner priced for the recipe (QuantizationRecipe.h, Megatron-Bridge's recipes): the
+    // first and last layers in bf16 (TransformerConfig first_last_layers_bf16,
+    // num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16), the quantized weights as the model's
+    // own with the distributed optimizer (--fp8-param-gather / --fp4-param-gather: validate_args
+    // needs the distributed optimizer).
+    const QuantizationRecipe recipe = quantizationRecipe(p.training.precision);
+    if (recipe.bf16_layers_at_start > 0 || recipe.bf16_layers_at_end > 0) {
+        arg("--first-last-layers-bf16");
+        arg("--num-layers-at-start-in-bf16", str(recipe.bf16_layers_at_start));
+        arg("--num-layers-at-end-in-bf16", str(recipe.bf16_layers_at_end));
+    }
+    if (recipe.primary_weights && (l.zero_stage == 1 || l.zero_stage == 2))
+        arg(recipe.gemm_type == DataType::FP4 ? "--fp4-param-gather" : "--fp8-param-gather");
     arg("--num-layers", str(m.layers));
     arg("--hidden-size", str(m.hidden));
     arg("--ffn-hidden-size", str(m.ffn_hidden));

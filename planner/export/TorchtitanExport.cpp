@@ -365,8 +365,9 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                        "the export takes torchtitan's llama3 model (grouped-query attention) for a dense model");
     } else {
         refuseTorchtitanMoe(refuse, m, l, shardDegree);
-        if (p.training.precision == Precision::FP8Mixed)
-            refuse.add("fp8 precision with a MoE model", "the export converts the llama3 recipe's linears only");
+        if (quantizedRecipe(p.training.precision))
+            refuse.add(std::string(toString(p.training.precision)) + " precision with a MoE model",
+                       "the export converts the llama3 recipe's linears only");
     }
     // models/common/decoder.py: tensor_parallel_degree must divide n_heads and n_kv_heads (an MLA
     // model's KV heads are its heads).
@@ -374,6 +375,12 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (l.tp > 1 && kvHeads % l.tp != 0)
         refuse.add("tp=" + str(l.tp) + " over " + str(kvHeads) + " KV heads",
                    "models/common/decoder.py: tensor_parallel_degree must divide n_kv_heads");
+    // torchtitan's float8 training is torchao's Float8LinearConverter, recipe_name "rowwise" or
+    // "rowwise_with_gw_hp" (torchtitan/components/quantization/float8.py @ b5bcd76c): no per-tensor,
+    // block or FP4 recipe of Transformer Engine's.
+    if (quantizedRecipe(p.training.precision) && p.training.precision != Precision::FP8Rowwise && !moe)
+        refuse.add(std::string(toString(p.training.precision)) + " precision",
+                   "torchtitan's Float8LinearConverter runs torchao's rowwise recipe (fp8-rowwise) only");
     const RopeScaling& rope = m.rope_scaling;
     if (!moe && rope.enabled() && rope.type != RopeScalingKind::Llama3)
         refuse.add(std::string("RoPE scaling ") + toString(rope.type),
@@ -432,7 +439,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     const bool fsdp = l.zero_stage >= 2;
     const int shard = shardDegree;
     const int replicate = l.dp / shard;
-    const bool fp8 = p.training.precision == Precision::FP8Mixed;
+    const bool fp8 = p.training.precision == Precision::FP8Rowwise;
     const char* schedule = !f.pipelined                                   ? "1F1B"
                            : l.schedule == PipelineSchedule::GPipe        ? "GPipe"
                            : l.schedule == PipelineSchedule::Interleaved ? "Interleaved1F1B"
@@ -554,7 +561,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (fp8) {
         t += "    config.compile = CompileConfig(enable=True, components=[\"model\", \"loss\"])\n";
         t += "    config.model_spec = model_registry(\n        \"" + flavorName +
-             "\",\n        converters=[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"], "
+             "\",\n        converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\"], "
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";

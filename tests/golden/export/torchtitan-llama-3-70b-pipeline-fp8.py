@@ -25,7 +25,7 @@ def shardscope_config() -> Trainer.Config:
     config.compile = CompileConfig(enable=True, components=["model", "loss"])
     config.model_spec = model_registry(
         "70B",
-        converters=[Float8LinearConverter.Config(filter_fqns=["lm_head"], model_compile_enabled=True)],
+        converters=[Float8LinearConverter.Config(recipe_name="rowwise", filter_fqns=["lm_head"], model_compile_enabled=True)],
     )
     for layer in config.model_spec.model.layers:
         layer.attention.rope.scaling = "none"
