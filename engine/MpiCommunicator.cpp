@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace shardscope::engine {
@@ -63,6 +64,23 @@ MpiSession::MpiSession()
 }
 
 MpiSession::~MpiSession() { MPI_Finalize(); }
+
+void MpiSession::barrier() const { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+bool MpiSession::sameOnEveryRank(std::uint64_t value) const
+{
+    std::uint64_t low = 0, high = 0;
+    check(MPI_Allreduce(&value, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    check(MPI_Allreduce(&value, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return low == high;
+}
+
+void MpiSession::abort(int exit_code) const
+{
+    std::fflush(nullptr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; if it ever did, this rank still stops
+}
 
 std::unique_ptr<Communicator> makeMpiCommunicator(std::vector<EmulatedDevice*> devices, LinkSpec links,
                                                   const std::atomic<bool>* cancel)

@@ -8,6 +8,7 @@
 #include "Communicator.h"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -33,6 +34,12 @@ public:
     MpiSession& operator=(const MpiSession&) = delete;
     int rank() const { return rank_; }
     int size() const { return size_; }
+    void barrier() const;
+    // Whether every rank passed the same value (e.g. a fingerprint of what each one resolved).
+    bool sameOnEveryRank(std::uint64_t value) const;
+    // Stops every rank of the job with this exit code (MPI_Abort): what a rank does on an error
+    // the others may not share, since they would wait for it in MPI forever.
+    [[noreturn]] void abort(int exit_code) const;
 
 private:
     int rank_ = 0;

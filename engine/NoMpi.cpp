@@ -1,6 +1,8 @@
 // A build without Open MPI: the MPI backend says what it needs (MpiSession.h).
 #include "MpiSession.h"
 
+#include <cstdlib>
+
 namespace shardscope::engine {
 
 MpiUnavailable::MpiUnavailable()
@@ -14,6 +16,13 @@ bool mpiAvailable() { return false; }
 MpiSession::MpiSession() { throw MpiUnavailable(); }
 
 MpiSession::~MpiSession() = default;
+
+// No session exists without MPI (the constructor throws): these are never reached.
+void MpiSession::barrier() const {}
+
+bool MpiSession::sameOnEveryRank(std::uint64_t) const { return true; }
+
+void MpiSession::abort(int exit_code) const { std::exit(exit_code); }
 
 std::unique_ptr<Communicator> makeMpiCommunicator(std::vector<EmulatedDevice*>, LinkSpec, const std::atomic<bool>*)
 {
