@@ -608,6 +608,9 @@ std::vector<std::vector<char>> MpiCommunicator::allGatherBytes(const std::vector
 
 void MpiCommunicator::workerFailed(int device, const std::string& message, RunFaultKind kind)
 {
+    static std::atomic<bool> stopping{false};  // one message per rank: the first failure
+    if (stopping.exchange(true))
+        return;
     std::fprintf(stderr, "shardscope-cli: rank %d of %d, device %d: %s [%s]; stopping every rank\n", rank_, ranks_,
                  device, message.c_str(), toString(kind));
     std::fflush(stderr);
