@@ -3,10 +3,12 @@
 
 #include "MpiSession.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace shardscope::engine {
 
@@ -65,7 +67,18 @@ MpiSession::MpiSession()
 
 MpiSession::~MpiSession() { MPI_Finalize(); }
 
-void MpiSession::barrier() const { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+// Waiting ranks sleep instead of spinning in MPI_Barrier: ranks oversubscribe the cores, and a
+// rank that measures the host or runs a benchmark alone should have them.
+void MpiSession::barrier() const
+{
+    MPI_Request request;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+    for (int done = 0; !done;) {
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (!done)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
 
 bool MpiSession::sameOnEveryRank(std::uint64_t value) const
 {

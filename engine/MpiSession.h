@@ -34,7 +34,7 @@ public:
     MpiSession& operator=(const MpiSession&) = delete;
     int rank() const { return rank_; }
     int size() const { return size_; }
-    void barrier() const;
+    void barrier() const;  // every rank; the waiting ones sleep (ranks may oversubscribe the cores)
     // Whether every rank passed the same value (e.g. a fingerprint of what each one resolved).
     bool sameOnEveryRank(std::uint64_t value) const;
     // Stops every rank of the job with this exit code (MPI_Abort): what a rank does on an error
