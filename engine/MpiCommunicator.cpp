@@ -130,6 +130,10 @@ MpiCommGroup::MpiCommGroup(MpiCommunicator& comm, std::vector<EmulatedDevice*> m
         if (owner == comm.processIndex())
             local_.push_back(m);
     }
+    int next = 0;
+    for (const std::vector<int>& members : on_)
+        for (int m : members)
+            procOrdered_ = procOrdered_ && m == next++;
     if (n == 1)
         return;  // nothing to move
     // Every rank builds every group in the same order, so these collective calls match.
@@ -238,16 +242,24 @@ void MpiCommGroup::reduceBlocks(ReduceOp op)
         recvCounts_[size_t(p)] = mpiCount(localLength * on_[size_t(p)].size(), name());
         recvTotal += localLength * on_[size_t(p)].size();
     }
-    sendBuf_.resize(sendTotal * sizeof(T));
     recvBuf_.resize(recvTotal * sizeof(T));
-    T* out = reinterpret_cast<T*>(sendBuf_.data());
-    for (int p = 0; p < procs; ++p)
-        for (int c : on_[size_t(p)])
-            for (int i : local_) {
-                const T* from = static_cast<const T*>(buffers_[size_t(i)]) + offsets_[size_t(c)];
-                out = std::copy(from, from + lengths_[size_t(c)], out);
-            }
-    check(MPI_Alltoallv(sendBuf_.data(), sendCounts_.data(), sendDispls_.data(), mpiType<T>(), recvBuf_.data(),
+    const void* send = nullptr;
+    if (locals == 1 && procOrdered_) {  // the member's own buffer, block c at its offset
+        send = buffers_[size_t(local_.front())];
+        for (int p = 0; p < procs; ++p)
+            sendDispls_[size_t(p)] = mpiCount(offsets_[size_t(on_[size_t(p)].front())], name());
+    } else {
+        sendBuf_.resize(sendTotal * sizeof(T));
+        T* out = reinterpret_cast<T*>(sendBuf_.data());
+        for (int p = 0; p < procs; ++p)
+            for (int c : on_[size_t(p)])
+                for (int i : local_) {
+                    const T* from = static_cast<const T*>(buffers_[size_t(i)]) + offsets_[size_t(c)];
+                    out = std::copy(from, from + lengths_[size_t(c)], out);
+                }
+        send = sendBuf_.data();
+    }
+    check(MPI_Alltoallv(send, sendCounts_.data(), sendDispls_.data(), mpiType<T>(), recvBuf_.data(),
                         recvCounts_.data(), recvDispls_.data(), mpiType<T>(), mpi_),
           "MPI_Alltoallv");
     const T* in = reinterpret_cast<const T*>(recvBuf_.data());
@@ -280,6 +292,14 @@ void MpiCommGroup::gatherBlocks()
         recvDispls_[size_t(p)] = mpiCount(total, name());
         recvCounts_[size_t(p)] = mpiCount(fromP, name());
         total += fromP;
+    }
+    if (local_.size() == 1 && procOrdered_) {  // in place: every block lands at its offset
+        for (int p = 0; p < procs; ++p)
+            recvDispls_[size_t(p)] = mpiCount(offsets_[size_t(on_[size_t(p)].front())], name());
+        check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffers_[size_t(local_.front())], recvCounts_.data(),
+                             recvDispls_.data(), mpiType<T>(), mpi_),
+              "MPI_Allgatherv");
+        return;
     }
     std::size_t mine = 0;
     for (int c : local_)

@@ -92,6 +92,9 @@ private:
     std::vector<std::vector<int>> on_;   // on_[p]: the members on the group communicator's rank p
     std::vector<int> procOf_;            // member -> group communicator rank
     std::vector<int> indexOnProc_;       // member -> position among on_[procOf_]
+    // on_[0], on_[1], ... is 0, 1, ..., n - 1 (each rank's members consecutive, ranks in member
+    // order): with one local member its buffer is already MPI's send (or in-place) layout.
+    bool procOrdered_ = true;
 
     std::mutex mutex_;
     std::condition_variable cv_;
