@@ -162,6 +162,10 @@ protected:
     template <class CountsOf>
     double allToAllSeconds(CountsOf counts_of, double eb) const;
     double chunkValues(std::size_t count, int c) const;  // values in chunk c mod n
+    // An all-to-all of a one-member group: a copy, counted only under the payload convention.
+    template <class T>
+    void allToAllAlone(EmulatedDevice& d, const T* send, const std::size_t* send_counts, T* recv,
+                       const std::size_t* recv_counts, double eb, AllToAllBytes counted) const;
 
     LinkSpec links_;
 
@@ -169,6 +173,33 @@ private:
     std::vector<int> ids_;
     std::string name_;
     bool crosses_nodes_ = false;
+};
+
+// The collectives' float and double overloads forwarded to one template of each in `Impl`
+// (allReduceT, ...): what a backend's group derives from.
+template <class Impl>
+class CommGroupOf : public CommGroup {
+public:
+    using CommGroup::CommGroup;
+    void allReduce(int rank, float* data, std::size_t count, ReduceOp op, double eb) override { self().allReduceT(rank, data, count, op, eb); }
+    void allReduce(int rank, double* data, std::size_t count, ReduceOp op, double eb) override { self().allReduceT(rank, data, count, op, eb); }
+    void reduceScatter(int rank, float* data, std::size_t count, ReduceOp op, double eb) override { self().reduceScatterT(rank, data, count, op, eb); }
+    void reduceScatter(int rank, double* data, std::size_t count, ReduceOp op, double eb) override { self().reduceScatterT(rank, data, count, op, eb); }
+    void allGather(int rank, float* data, std::size_t count, double eb) override { self().allGatherT(rank, data, count, eb); }
+    void allGather(int rank, double* data, std::size_t count, double eb) override { self().allGatherT(rank, data, count, eb); }
+    void broadcast(int rank, int root, float* data, std::size_t count) override { self().broadcastT(rank, root, data, count); }
+    void broadcast(int rank, int root, double* data, std::size_t count) override { self().broadcastT(rank, root, data, count); }
+    void allToAllV(int rank, const float* send, const std::size_t* sc, float* recv, const std::size_t* rc, double eb,
+                   AllToAllBytes counted) override { self().allToAllVT(rank, send, sc, recv, rc, eb, counted); }
+    void allToAllV(int rank, const double* send, const std::size_t* sc, double* recv, const std::size_t* rc, double eb,
+                   AllToAllBytes counted) override { self().allToAllVT(rank, send, sc, recv, rc, eb, counted); }
+    void allGatherV(int rank, float* data, const std::size_t* counts, double eb) override { self().allGatherVT(rank, data, counts, eb); }
+    void allGatherV(int rank, double* data, const std::size_t* counts, double eb) override { self().allGatherVT(rank, data, counts, eb); }
+    void reduceScatterV(int rank, float* data, const std::size_t* counts, ReduceOp op, double eb) override { self().reduceScatterVT(rank, data, counts, op, eb); }
+    void reduceScatterV(int rank, double* data, const std::size_t* counts, ReduceOp op, double eb) override { self().reduceScatterVT(rank, data, counts, op, eb); }
+
+private:
+    Impl& self() { return static_cast<Impl&>(*this); }
 };
 
 class Communicator {
@@ -254,6 +285,20 @@ void reduceInRingOrder(int rank, int n, T* data, std::size_t b, std::size_t e, R
         }
         for (std::size_t i = 0; i < len; ++i)
             data[t + i] = combine(data[t + i], acc[i]);
+    }
+}
+
+template <class T>
+void CommGroup::allToAllAlone(EmulatedDevice& d, const T* send, const std::size_t* send_counts, T* recv,
+                              const std::size_t* recv_counts, double eb, AllToAllBytes counted) const
+{
+    if (recv_counts[0] != send_counts[0])
+        throw std::invalid_argument("allToAllV: member 0 receives " + std::to_string(recv_counts[0]) +
+                                    " values from itself but sends " + std::to_string(send_counts[0]));
+    std::copy_n(send, send_counts[0], recv);
+    if (counted != AllToAllBytes::Crossing) {  // the payload convention counts the own share
+        const double own = double(send_counts[0]) * eb, clock = d.clockSeconds();
+        d.communicate(CommKind::AllToAll, own, own, clock, clock);
     }
 }
 

@@ -109,7 +109,7 @@ std::unique_ptr<Communicator> makeMpiCommunicator(std::vector<EmulatedDevice*> d
 
 MpiCommGroup::MpiCommGroup(MpiCommunicator& comm, std::vector<EmulatedDevice*> members, std::vector<int> ids,
                            std::string name)
-    : CommGroup(comm.links(), std::move(ids), std::move(name)), comm_(comm), devices_(std::move(members)),
+    : CommGroupOf(comm.links(), std::move(ids), std::move(name)), comm_(comm), devices_(std::move(members)),
       procOf_(devices_.size(), -1), indexOnProc_(devices_.size(), -1), buffers_(devices_.size(), nullptr),
       clocks_(devices_.size(), 0.0), counts_(devices_.size(), nullptr)
 {
@@ -414,17 +414,8 @@ void MpiCommGroup::allToAllVT(int rank, const T* send, const std::size_t* send_c
 {
     const double eb = element_bytes > 0 ? element_bytes : double(sizeof(T));
     const int n = size();
-    if (n == 1) {
-        if (recv_counts[0] != send_counts[0])
-            throw std::invalid_argument("allToAllV: member 0 receives " + std::to_string(recv_counts[0]) +
-                                        " values from itself but sends " + std::to_string(send_counts[0]));
-        std::copy_n(send, send_counts[0], recv);
-        if (counted != AllToAllBytes::Crossing) {  // the payload convention counts the own share
-            const double own = double(send_counts[0]) * eb, clock = devices_[0]->clockSeconds();
-            devices_[0]->communicate(CommKind::AllToAll, own, own, clock, clock);
-        }
-        return;
-    }
+    if (n == 1)
+        return allToAllAlone(*devices_[0], send, send_counts, recv, recv_counts, eb, counted);
     counts_[size_t(rank)] = send_counts;
     // The exchange follows the senders' counts; a member whose recv_counts disagree with them
     // gets nothing written and throws below, like the threads backend.

@@ -25,29 +25,13 @@ namespace shardscope::engine {
 
 class ThreadCommunicator;
 
-class ThreadCommGroup final : public CommGroup {
+class ThreadCommGroup final : public CommGroupOf<ThreadCommGroup> {
 public:
     ThreadCommGroup(ThreadCommunicator& comm, std::vector<EmulatedDevice*> members, std::vector<int> ids,
                     std::string name);
 
-    void allReduce(int rank, float* data, std::size_t count, ReduceOp op, double eb) override { allReduceT(rank, data, count, op, eb); }
-    void allReduce(int rank, double* data, std::size_t count, ReduceOp op, double eb) override { allReduceT(rank, data, count, op, eb); }
-    void reduceScatter(int rank, float* data, std::size_t count, ReduceOp op, double eb) override { reduceScatterT(rank, data, count, op, eb); }
-    void reduceScatter(int rank, double* data, std::size_t count, ReduceOp op, double eb) override { reduceScatterT(rank, data, count, op, eb); }
-    void allGather(int rank, float* data, std::size_t count, double eb) override { allGatherT(rank, data, count, eb); }
-    void allGather(int rank, double* data, std::size_t count, double eb) override { allGatherT(rank, data, count, eb); }
-    void broadcast(int rank, int root, float* data, std::size_t count) override { broadcastT(rank, root, data, count); }
-    void broadcast(int rank, int root, double* data, std::size_t count) override { broadcastT(rank, root, data, count); }
-    void allToAllV(int rank, const float* send, const std::size_t* sc, float* recv, const std::size_t* rc, double eb,
-                   AllToAllBytes counted) override { allToAllVT(rank, send, sc, recv, rc, eb, counted); }
-    void allToAllV(int rank, const double* send, const std::size_t* sc, double* recv, const std::size_t* rc, double eb,
-                   AllToAllBytes counted) override { allToAllVT(rank, send, sc, recv, rc, eb, counted); }
-    void allGatherV(int rank, float* data, const std::size_t* counts, double eb) override { allGatherVT(rank, data, counts, eb); }
-    void allGatherV(int rank, double* data, const std::size_t* counts, double eb) override { allGatherVT(rank, data, counts, eb); }
-    void reduceScatterV(int rank, float* data, const std::size_t* counts, ReduceOp op, double eb) override { reduceScatterVT(rank, data, counts, op, eb); }
-    void reduceScatterV(int rank, double* data, const std::size_t* counts, ReduceOp op, double eb) override { reduceScatterVT(rank, data, counts, op, eb); }
-
 private:
+    friend class CommGroupOf<ThreadCommGroup>;
     template <class T> void allReduceT(int rank, T* data, std::size_t count, ReduceOp op, double eb);
     template <class T> void reduceScatterT(int rank, T* data, std::size_t count, ReduceOp op, double eb);
     template <class T> void allGatherT(int rank, T* data, std::size_t count, double eb);
