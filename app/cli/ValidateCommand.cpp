@@ -201,6 +201,9 @@ int validate(const std::vector<std::string>& args, Context& ctx, const BackendRu
     const EmulationHost host = emulationHost(hostDevice());
     if (backend.session && backend.writes())
         backend.session->barrier();
+    if (backend.session && profileKind == "host" && !backend.session->sameOnEveryRank(fingerprint(hostDevice())))
+        throw InputError("profile: the MPI ranks measured different hosts (--profile host): validate with "
+                         "--profile chip (the default) when the ranks run on several machines");
     // A full-size case (a plan's request, or a problem given here) scaled down to run here.
     auto runScaled = [&](const PlanRequest& request, const Layout& layout, const char* what) {
         ScaledCase scaled = scaledValidationCase(request.problem, layout, a.integer("steps", 3, 1, 1000),
