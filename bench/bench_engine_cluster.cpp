@@ -10,23 +10,43 @@
 //    2, 4 and 8 devices (worker threads), 1 MiB and 64 MiB per device. Counters:
 //    algbw_GBs = bytes / time, busbw_GBs = 2 (n-1)/n bytes / time (the data each
 //    device moves, NCCL's convention).
+//  - BM_AllReduceMpi (under mpirun -np N, N > 1): the same all-reduce on the MPI backend, one
+//    device per rank, N devices; rank 0 reports. The other benchmarks run on rank 0 alone (the
+//    other ranks skip them and sleep until it joins), so both backends are measured on the same
+//    machine in one run:
+//      mpirun --oversubscribe -np 4 build/bench/bench_engine_cluster --benchmark_filter=AllReduce
+//          --benchmark_repetitions=5 --benchmark_report_aggregates_only=true  (one line)
 //  - BM_ManyReplicas: a whole 2-step run (setup, thread start, teardown included) of a 2-layer
 //    model (hidden 16, vocab 16, seq 8) at dp = 256, 1024 and 4096, one sequence per replica:
 //    what scales with the device count (threads, barriers, data, initialisation).
 //   build/bench/bench_engine_cluster --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include "Cluster.h"
+#include "MpiSession.h"
 #include "Trainer.h"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 using namespace shardscope;
 using namespace shardscope::engine;
 
 namespace {
+
+std::unique_ptr<MpiSession> mpi;  // under mpirun
+
+// Under mpirun the single-process benchmarks run on rank 0 only.
+bool skipOnOtherRanks(benchmark::State& state)
+{
+    if (!mpi || mpi->rank() == 0)
+        return false;
+    state.SkipWithError("rank 0 runs it");
+    return true;
+}
 
 DeviceProfile benchProfile()
 {
@@ -61,6 +81,8 @@ double medianStepAfterWarmup(const Measurement& m)
 // range(0): 0 = one device, 1 thread; 1 = one device, 2 threads; 2 = dp=2; 3 = tp=2; 4 = pp=2.
 void BM_TrainStep(benchmark::State& state)
 {
+    if (skipOnOtherRanks(state))
+        return;
     const int which = int(state.range(0));
     static const char* labels[] = {"1 device, 1 thread", "1 device, 2 threads", "dp=2", "tp=2", "pp=2,mb=2,1f1b"};
     state.SetLabel(labels[which]);
@@ -87,19 +109,26 @@ void BM_TrainStep(benchmark::State& state)
     }
 }
 
-void BM_AllReduce(benchmark::State& state)
+// All-reduces of `bytes` per device on `devices` devices of `backend`; with MPI only this rank's
+// devices hold data, and the clock starts after a first all-reduce has lined the ranks up.
+void allReduceBench(benchmark::State& state, int devices, std::size_t bytes, ClusterBackend backend)
 {
-    const int devices = int(state.range(0));
-    const std::size_t bytes = std::size_t(state.range(1));
     const std::size_t count = bytes / sizeof(float);
     LinkSpec links;
     links.intra_bytes_per_second = 1e10;
-    EmulatedCluster cluster(devices, benchProfile(), links);
-    std::vector<std::vector<float>> data(static_cast<size_t>(devices), std::vector<float>(count, 1.0f));
+    EmulatedCluster cluster(devices, benchProfile(), links, nullptr, backend);
+    std::vector<std::vector<float>> data(static_cast<size_t>(devices));
+    for (int id = 0; id < devices; ++id)
+        if (cluster.runsDevice(id))
+            data[size_t(id)].assign(count, 1.0f);
     const int rounds = bytes >= (32u << 20) ? 3 : 50;
     for (auto _ : state) {
-        const auto t0 = std::chrono::steady_clock::now();
+        std::chrono::steady_clock::time_point t0;
         const auto failure = cluster.run([&](int id) {
+            float one = 1;
+            cluster.groups(id).world->allReduce(id, &one, 1);
+            if (id == 0 || !cluster.runsDevice(0))
+                t0 = std::chrono::steady_clock::now();
             for (int k = 0; k < rounds; ++k)
                 cluster.groups(id).world->allReduce(id, data[size_t(id)].data(), count);
         });
@@ -114,8 +143,32 @@ void BM_AllReduce(benchmark::State& state)
     }
 }
 
+void BM_AllReduce(benchmark::State& state)
+{
+    state.SetLabel("threads");
+    if (skipOnOtherRanks(state))
+        return;
+    allReduceBench(state, int(state.range(0)), std::size_t(state.range(1)), ClusterBackend::Threads);
+}
+
+// Registered in main() under mpirun: one device per rank.
+void BM_AllReduceMpi(benchmark::State& state, int ranks)
+{
+    state.SetLabel("mpi, " + std::to_string(ranks) + " ranks");
+    mpi->barrier();  // the others sleep while rank 0 runs the benchmarks before this one
+    allReduceBench(state, ranks, std::size_t(state.range(0)), ClusterBackend::Mpi);
+}
+
+class NullReporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
 void BM_ManyReplicas(benchmark::State& state)
 {
+    if (skipOnOtherRanks(state))
+        return;
     const int dp = int(state.range(0));
     TrainRequest r;
     r.model = ModelConfig{2, 16, 2, 16, 8};
@@ -145,4 +198,27 @@ BENCHMARK(BM_AllReduce)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv)
+{
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    // Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE in every rank it starts.
+    if (std::getenv("OMPI_COMM_WORLD_SIZE") && mpiAvailable())
+        mpi = std::make_unique<MpiSession>();
+    if (mpi && mpi->size() > 1)  // last: rank 0 reaches it after the others
+        for (int bytes : {1 << 20, 64 << 20})
+            benchmark::RegisterBenchmark("BM_AllReduceMpi", BM_AllReduceMpi, mpi->size())
+                ->Args({bytes})
+                ->Iterations(1)
+                ->Unit(benchmark::kMillisecond)
+                ->UseManualTime();
+    NullReporter quiet;
+    if (mpi && mpi->rank() != 0)
+        benchmark::RunSpecifiedBenchmarks(&quiet);
+    else
+        benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    mpi.reset();
+    return 0;
+}

@@ -1,6 +1,9 @@
 // EmulatedCluster: devices, mesh groups, worker threads; see Cluster.h.
 #include "Cluster.h"
 
+#include "MpiSession.h"
+#include "ThreadCommunicator.h"
+
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -19,17 +22,17 @@ Layout flatLayout(int devices)
 } // namespace
 
 EmulatedCluster::EmulatedCluster(const Layout& layout, const DeviceProfile& profile, const LinkSpec& links,
-                                 const std::atomic<bool>* cancel)
+                                 const std::atomic<bool>* cancel, ClusterBackend backend)
     : layout_(layout)
 {
-    build(profile, links, cancel);
+    build(profile, links, cancel, backend);
 }
 
 EmulatedCluster::EmulatedCluster(int devices, const DeviceProfile& profile, const LinkSpec& links,
-                                 const std::atomic<bool>* cancel)
+                                 const std::atomic<bool>* cancel, ClusterBackend backend)
     : layout_(flatLayout(devices))
 {
-    build(profile, links, cancel);
+    build(profile, links, cancel, backend);
 }
 
 EmulatedCluster::~EmulatedCluster() = default;
@@ -39,7 +42,8 @@ int EmulatedCluster::meshId(int tp, int cp, int dp, int pp) const
     return ((pp * layout_.dp + dp) * layout_.cp + cp) * layout_.tp + tp;
 }
 
-void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel)
+void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel,
+                            ClusterBackend backend)
 {
     const Layout& l = layout_;
     if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1)
@@ -53,7 +57,10 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
         devices_.push_back(std::make_unique<EmulatedDevice>(i, profile, 1));
         raw.push_back(devices_.back().get());
     }
-    comm_ = std::make_unique<Communicator>(raw, links, cancel);
+    if (backend == ClusterBackend::Mpi)
+        comm_ = makeMpiCommunicator(raw, links, cancel);
+    else
+        comm_ = std::make_unique<ThreadCommunicator>(raw, links, cancel);
     positions_.resize(size_t(n));
     groups_.resize(size_t(n));
     for (int pp = 0; pp < l.pp; ++pp)
@@ -216,11 +223,13 @@ std::optional<WorkerFailure> EmulatedCluster::run(const std::function<void(int)>
             if (!failure)
                 failure = WorkerFailure{id, message, kind};
         }
+        comm_->workerFailed(id, message, kind);  // MPI: every rank stops here
         comm_->abort();
     };
     try {
         for (int id = 0; id < size(); ++id)
-            workers.emplace_back(body, id);
+            if (comm_->runsDevice(id))
+                workers.emplace_back(body, id);
     } catch (const std::system_error& e) {
         // Could not start every worker: stop the started ones (they wait for the missing ones).
         std::lock_guard<std::mutex> lock(failureMutex);

@@ -24,6 +24,9 @@
 // Pipeline neighbours are reached by send/recv to stageNeighbour().
 //
 // Each device gets a KernelPool of one thread: the workers share the host's cores.
+// Backend (Communicator.h): with threads this process runs every device's worker; with MPI
+// every rank of the mpirun job builds the same cluster and runs its own devices' workers
+// (MpiCommunicator.h), the other devices' objects standing by unused.
 // Not here: what the workers compute.
 #pragma once
 
@@ -73,11 +76,12 @@ class EmulatedCluster {
 public:
     // layout.devices() devices of `profile` (device i named "device i (profile)").
     // Throws std::invalid_argument for a degree < 1 or a shard group that does not divide dp.
+    // ClusterBackend::Mpi needs an MpiSession (MpiSession.h; MpiUnavailable without MPI).
     EmulatedCluster(const Layout& layout, const DeviceProfile& profile, const LinkSpec& links,
-                    const std::atomic<bool>* cancel = nullptr);
+                    const std::atomic<bool>* cancel = nullptr, ClusterBackend backend = ClusterBackend::Threads);
     // A flat cluster of n devices (dp = n): for collectives alone.
     EmulatedCluster(int devices, const DeviceProfile& profile, const LinkSpec& links,
-                    const std::atomic<bool>* cancel = nullptr);
+                    const std::atomic<bool>* cancel = nullptr, ClusterBackend backend = ClusterBackend::Threads);
     ~EmulatedCluster();
     EmulatedCluster(const EmulatedCluster&) = delete;
     EmulatedCluster& operator=(const EmulatedCluster&) = delete;
@@ -93,16 +97,21 @@ public:
     int stageNeighbour(int id, int delta) const;
     int meshId(int tp, int cp, int dp, int pp) const;
 
-    // Runs work(device id) on one new thread per device and joins them all,
+    // Whether this process runs device `id` (every device with threads).
+    bool runsDevice(int id) const { return comm_->runsDevice(id); }
+
+    // Runs work(device id) on one new thread per device of this process and joins them all,
     // whatever happens. The first worker to throw (other than ClusterAborted)
     // aborts the communicator, so the others stop at their next collective;
     // its id and message are returned. A run stopped by the cancel flag
-    // returns nothing and sets cancelled(). One run at a time.
+    // returns nothing and sets cancelled(). One run at a time. With MPI a failure stops every
+    // rank (Communicator::workerFailed) instead of returning.
     std::optional<WorkerFailure> run(const std::function<void(int device)>& work);
     bool cancelled() const { return cancelled_; }
 
 private:
-    void build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel);
+    void build(const DeviceProfile& profile, const LinkSpec& links, const std::atomic<bool>* cancel,
+               ClusterBackend backend);
 
     Layout layout_;
     std::vector<std::unique_ptr<EmulatedDevice>> devices_;

@@ -2,6 +2,7 @@
 // Each worker runs the step loop of TrainingLoop.h on its own ModelExecutor.
 #include "Cluster.h"
 #include "MaskedLm.h"
+#include "MeasurementWire.h"
 #include "ModelExecutor.h"
 #include "Trainer.h"
 #include "TrainingLoop.h"
@@ -37,7 +38,9 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     const int micros = perReplica / layout.micro_batch;
     m.micro_batches = micros;
 
-    EmulatedCluster cluster(layout, profile, request.links, cancel);
+    EmulatedCluster cluster(layout, profile, request.links, cancel, request.backend);
+    if (request.keep_parameters && cluster.communicator().processCount() > 1)
+        throw std::invalid_argument("keep_parameters: the final parameters are not gathered across MPI ranks");
     const int n = cluster.size();
     std::vector<std::unique_ptr<ModelExecutor<float>>> shards(static_cast<size_t>(n));
     std::vector<WorkerRecord> records(static_cast<size_t>(n));
@@ -71,21 +74,15 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         m.error = RunError{failure->device, failure->message, failure->kind};
     m.cancelled = cluster.cancelled();
 
-    // Steps every device completed; the step's time is the slowest device's.
-    size_t done = records[0].loss.size();
-    for (const WorkerRecord& r : records)
-        done = std::min(done, r.device_s.size());
-    for (size_t k = 0; k < done; ++k) {
-        StepRecord s{int(k) + 1, records[0].loss[k], records[0].grad_norm[k], 0, 0};
-        for (const WorkerRecord& r : records) {
-            s.device_seconds = std::max(s.device_seconds, r.device_s[k]);
-            s.wall_seconds = std::max(s.wall_seconds, r.wall_s[k]);
-        }
-        m.steps.push_back(s);
-    }
+    // This process's devices, then (MPI) every rank's: each rank assembles the same measurement.
+    std::vector<DeviceReport> reports;
     for (int id = 0; id < n; ++id) {
+        if (!cluster.runsDevice(id))
+            continue;
         const WorkerRecord& r = records[size_t(id)];
-        DeviceMeasurement d = measureDevice(cluster.device(id), r.device_s, r.wall_s);
+        DeviceReport rep;
+        DeviceMeasurement& d = rep.device;
+        d = measureDevice(cluster.device(id), r.device_s, r.wall_s);
         d.memory_resident_bytes = r.resident;
         const MeshPosition& p = cluster.position(id);
         d.tp_rank = p.tp;
@@ -93,9 +90,44 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         d.dp_rank = p.dp;
         d.pp_rank = p.pp;
         d.node = p.node;
-        if (shards[size_t(id)])
-            d.moe_peak_copies = double(shards[size_t(id)]->moePeakCopies());
-        m.devices.push_back(d);
+        rep.loss = r.loss;
+        rep.grad_norm = r.grad_norm;
+        if (const ModelExecutor<float>* s = shards[size_t(id)].get()) {
+            d.moe_peak_copies = double(s->moePeakCopies());
+            rep.tokens_per_expert = s->tokensPerExpert();
+            rep.dropped_copies = s->droppedCopies();
+        }
+        reports.push_back(std::move(rep));
+    }
+    if (cluster.communicator().processCount() > 1) {
+        std::vector<char> mine;
+        for (const DeviceReport& r : reports)
+            appendDeviceReport(mine, r);
+        reports.clear();
+        for (const std::vector<char>& theirs : cluster.communicator().allGatherBytes(mine))
+            for (DeviceReport& r : readDeviceReports(theirs, profile))
+                reports.push_back(std::move(r));  // rank order is device order
+    }
+    // Steps every device completed; the step's time is the slowest device's.
+    size_t done = reports[0].loss.size();
+    for (const DeviceReport& r : reports)
+        done = std::min(done, r.device.device_step_times_s.size());
+    for (size_t k = 0; k < done; ++k) {
+        StepRecord s{int(k) + 1, reports[0].loss[k], reports[0].grad_norm[k], 0, 0};
+        for (const DeviceReport& r : reports) {
+            s.device_seconds = std::max(s.device_seconds, r.device.device_step_times_s[k]);
+            s.wall_seconds = std::max(s.wall_seconds, r.device.wall_step_times_s[k]);
+        }
+        m.steps.push_back(s);
+    }
+    for (const DeviceReport& r : reports) {
+        m.devices.push_back(r.device);
+        if (!r.tokens_per_expert.empty()) {  // every device routed its own tokens: the run's load is the sum
+            m.moe_tokens_per_expert.resize(r.tokens_per_expert.size(), 0);
+            for (size_t e = 0; e < m.moe_tokens_per_expert.size(); ++e)
+                m.moe_tokens_per_expert[e] += r.tokens_per_expert[e];
+            m.moe_dropped_copies += r.dropped_copies;
+        }
     }
     if (request.keep_parameters && !m.error) {
         m.final_parameters.assign(size_t(m.parameters), 0.0f);
@@ -103,13 +135,6 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
             if (s)
                 s->exportParameters(m.final_parameters.data());
     }
-    for (const auto& s : shards)  // every device routed its own tokens: the run's load is the sum
-        if (s && !s->tokensPerExpert().empty()) {
-            m.moe_tokens_per_expert.resize(s->tokensPerExpert().size(), 0);
-            for (size_t e = 0; e < m.moe_tokens_per_expert.size(); ++e)
-                m.moe_tokens_per_expert[e] += s->tokensPerExpert()[e];
-            m.moe_dropped_copies += s->droppedCopies();
-        }
     shards.clear();  // the workers are joined: their device buffers go back from this thread
     m.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return m;

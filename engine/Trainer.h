@@ -45,6 +45,9 @@ struct TrainRequest {
     // Stop with a "diverged" error when a step's loss exceeds this many times the run's start
     // (the larger of the first loss and ln V; RunFault.h DivergenceGuard); <= 0: never stop.
     double divergence_factor = 2.0;
+    // What carries a cluster run's collectives (runClusterTraining): this process's threads, or
+    // the ranks of an mpirun job (every rank calls with the same request; MpiSession.h).
+    ClusterBackend backend = ClusterBackend::Threads;
 };
 
 // Field names are the CLI's option names without dashes ("heads", "batch", "data"),

@@ -6,6 +6,8 @@
 # Runs apt as root directly, or through sudo when not root.
 #   sh packaging/install-deps.sh            # build + headless tests (what CI needs)
 #   sh packaging/install-deps.sh --review   # + Xvfb, screenshot/PDF/SVG viewing tools, headless Chromium
+#   sh packaging/install-deps.sh --no-mpi   # without Open MPI: the engine's MPI backend is not built
+#                                           # (SHARDSCOPE_MPI=AUTO finds none; --backend mpi says so)
 set -eu
 
 PKGS="build-essential cmake file
@@ -14,9 +16,19 @@ PKGS="build-essential cmake file
   libeigen3-dev libsqlite3-dev libbenchmark-dev
   fontconfig fonts-dejavu-core
   lintian man-db bash-completion desktop-file-utils appstream clang libclang-rt-dev"
+# The engine's MPI backend (CMake SHARDSCOPE_MPI=AUTO builds it when these are there).
+MPI_PKGS="openmpi-bin libopenmpi-dev"
 REVIEW_PKGS="xvfb xauth x11-utils x11-apps imagemagick poppler-utils librsvg2-bin chromium"
 
-[ "${1:-}" = "--review" ] && PKGS="$PKGS $REVIEW_PKGS"
+mpi=yes
+for arg in "$@"; do
+  case "$arg" in
+    --review) PKGS="$PKGS $REVIEW_PKGS" ;;
+    --no-mpi) mpi=no ;;
+    *) echo "install-deps: unknown option $arg (--review, --no-mpi)" >&2; exit 2 ;;
+  esac
+done
+[ "$mpi" = yes ] && PKGS="$PKGS $MPI_PKGS"
 
 missing=""
 for p in $PKGS; do

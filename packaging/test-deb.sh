@@ -33,7 +33,7 @@ esac
 deb=$(ls "$work"/out/shardscope_"$version"_*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || { echo "no shardscope_${version}_*.deb in $work/out:"; ls -la "$work/out"; cat "$work/cpack.log"; exit 1; }
 echo "package: $(basename "$deb")"
-dpkg-deb --field "$deb" Package Version Maintainer Depends
+dpkg-deb --field "$deb" Package Version Maintainer Depends Recommends
 
 # lintian at its default level: any error or warning fails (info and pedantic are shown only).
 echo "lintian:"
@@ -43,6 +43,19 @@ cat "$work/lintian.log"
 
 dpkg -x "$deb" "$work/root"
 root=$work/root
+
+# The MPI backend (SHARDSCOPE_MPI): binaries that link libmpi need Open MPI's library in Depends
+# (dpkg-shlibdeps finds it) and its launcher in Recommends (nothing links mpirun).
+depends=$(dpkg-deb --field "$deb" Depends)
+if readelf -d "$root/usr/bin/shardscope-cli" | grep NEEDED | grep -q 'libmpi\.so'; then
+  echo "$depends" | grep -q 'libopenmpi' || fail "shardscope-cli links libmpi but Depends lacks libopenmpi: $depends"
+  dpkg-deb --field "$deb" Recommends | grep -q 'openmpi-bin' || fail "shardscope-cli links libmpi but openmpi-bin is not recommended"
+  echo "MPI backend: Depends has $(echo "$depends" | tr ',' '\n' | grep libopenmpi | tr -d ' ')"
+else
+  echo "$depends" | grep -q 'libopenmpi' && fail "Depends names libopenmpi but shardscope-cli does not link libmpi"
+  echo "MPI backend: not built"
+fi
+
 for f in usr/bin/shardscope usr/bin/shardscope-cli usr/share/applications/shardscope.desktop \
          usr/share/icons/hicolor/scalable/apps/shardscope.svg \
          usr/share/metainfo/io.github.shardscope.shardscope.metainfo.xml \

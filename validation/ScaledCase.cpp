@@ -134,28 +134,31 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     return c;
 }
 
-ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps, const CostModelParams& fullTerms)
+ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, int steps, const CostModelParams& fullTerms,
+                                int maxDevices)
 {
+    if (maxDevices < 1)
+        throw InputError("max-devices: " + std::to_string(maxDevices) + " must be at least 1");
     ScaledCase out;
     std::vector<std::string>& notes = out.adaptations;
     Layout l = fullLayout;
     auto s = [](auto v) { return std::to_string(v); };
 
-    // Few enough devices for one worker thread each on this machine. An HSDP plan keeps
+    // Few enough devices for the engine here (a worker thread each; over MPI ranks, more). An HSDP plan keeps
     // dp >= 4: two shard groups of two.
     const std::int64_t before = l.devices();
     const bool hsdpPlan = l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp;
     const int dpFloor = hsdpPlan && l.dp >= 4 ? 4 : 2;
-    while (l.devices() > kMaxValidationDevices && l.dp > dpFloor) {
+    while (l.devices() > maxDevices && l.dp > dpFloor) {
         l.dp /= 2;
     }
-    while (l.devices() > kMaxValidationDevices && l.pp > 2)
+    while (l.devices() > maxDevices && l.pp > 2)
         l.pp /= 2;
-    while (l.devices() > kMaxValidationDevices && l.cp > 2)
+    while (l.devices() > maxDevices && l.cp > 2)
         l.cp /= 2;
-    while (l.devices() > kMaxValidationDevices && l.tp > 2)
+    while (l.devices() > maxDevices && l.tp > 2)
         l.tp /= 2;
-    while (l.devices() > kMaxValidationDevices && l.dp > 1)
+    while (l.devices() > maxDevices && l.dp > 1)
         l.dp /= 2;
     if (l.devices() != before)
         notes.push_back(s(before) + " devices reduced to " + s(l.devices()) + " (dp " + s(fullLayout.dp) + " -> " +

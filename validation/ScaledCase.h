@@ -5,8 +5,9 @@
 // The engine trains the plan's own blocks (norms, MLP kind, positions, query groups,
 // biases, tied or untied head) at a smaller depth, width, vocabulary and sequence.
 // What it cannot execute yet is mapped to the nearest case it can, and said: context
-// parallelism (folded into data parallelism) and more than kMaxValidationDevices devices (data
-// parallelism, then pipeline, then tensor degree reduced). Encoders train as BERT does (the
+// parallelism (folded into data parallelism) and more than kMaxValidationDevices devices, or the
+// caller's maximum (`--max-devices`: an MPI run spreads them over ranks), reduced: data
+// parallelism, then pipeline, then tensor degree. Encoders train as BERT does (the
 // masked-LM objective, the pooler by its next-sentence head). Architectures it cannot
 // express (encoder-decoders, mixture-of-experts) are refused by name.
 #pragma once
@@ -34,10 +35,11 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& model, const Layout& layo
 // The name a plan's validation runs are stored under in the history.
 std::string validationRunName(const Problem& full, const Layout& layout);
 
-// `steps` training steps. The memory pressure to reproduce comes from the full-size plan priced
-// with `fullTerms` (a plan's own request terms). Throws InputError when the plan's chip has no
-// figures to scale.
+// `steps` training steps on at most `max_devices` devices. The memory pressure to reproduce comes
+// from the full-size plan priced with `fullTerms` (a plan's own request terms). Throws InputError
+// when the plan's chip has no figures to scale or max_devices < 1.
 ScaledCase scaledValidationCase(const Problem& full, const Layout& layout, int steps,
-                                const CostModelParams& fullTerms = defaultCostModelParams());
+                                const CostModelParams& fullTerms = defaultCostModelParams(),
+                                int max_devices = kMaxValidationDevices);
 
 } // namespace shardscope

@@ -9,6 +9,7 @@
 #include "SpecEnums.h"
 #include "Trainer.h"
 #include "TrainingSpec.h"
+#include "ScaledCase.h"
 #include "Validation.h"
 
 #include <algorithm>
@@ -108,6 +109,18 @@ const std::string kSuiteDevice = std::string(kSuiteChip) + ":" + num(kSuiteChipS
 
 Options jsonOption(const char* what) { return {flag("json", std::string("print ") + what + " as JSON on stdout")}; }
 Options quietOption() { return {flag("quiet", "no progress on stderr (it is shown only when stderr is a terminal)")}; }
+
+// train's and validate's: what carries the emulated cluster's collectives (BackendArgs.h).
+Options backendOptions()
+{
+    return Options{choice("backend", {"threads", "mpi"},
+                          "what carries the emulated cluster's collectives: this process's threads, or MPI ranks "
+                          "(run under mpirun -np N, or give --hosts; rank 0 writes the output)",
+                          "threads"),
+                   value("hosts", "FILE",
+                         "--backend mpi: start the command under mpirun --hostfile FILE (one rank per slot)", {},
+                         ValueKind::File)};
+}
 
 // The problem of predict, plan, sweep and compare (ProblemArgs.h).
 Options problemOptions(bool nodesRequired = true)
@@ -365,6 +378,7 @@ std::vector<CommandHelp> makeCommands()
                         "the node type's"),
                   value("bucket-bytes", "N", "data-parallel gradient all-reduce bucket size",
                         std::to_string(train.bucket_bytes))} +
+                     backendOptions() +
                      jsonOption("the measurement"),
                  {"train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 8 --steps 200",
                   "train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 8 --steps 20 --devices 8 "
@@ -375,7 +389,9 @@ std::vector<CommandHelp> makeCommands()
                   "--layout \"tp=2,pp=2,sp=on,mb=2\"",
                   "train --layers 2 --hidden 64 --heads 4 --mlp swiglu --norm rmsnorm --positions rotary --experts 8 "
                   "--top-k 2 --shared-experts 1 --aux-loss-coeff 0.01 --vocab 64 --seq 32 --batch 8 --steps 20 "
-                  "--devices 4 --layout \"dp=4,ep=4\""}});
+                  "--devices 4 --layout \"dp=4,ep=4\"",
+                  "mpirun -np 4 shardscope-cli train --layers 2 --hidden 64 --heads 4 --vocab 32 --seq 32 --batch 16 "
+                  "--steps 5 --devices 16 --layout \"dp=4,tp=2,pp=2\" --backend mpi"}});
 
     c.push_back({"validate", "the planner's predictions against real engine runs",
                  {"validate --suite [--profile host|chip] [--device NAME[:scale]] [--cost-model NAME] [--json]",
@@ -401,7 +417,11 @@ std::vector<CommandHelp> makeCommands()
                          value("vocab", "V", "an engine-sized case: vocabulary size"),
                          value("batch", "B", "an engine-sized case: sequences per step"),
                          value("devices", "N", "devices (a full-size case: instead of --nodes)"),
-                         value("node-devices", "K", "an engine-sized case: devices per node")} +
+                         value("node-devices", "K", "an engine-sized case: devices per node"),
+                         value("max-devices", "N",
+                               "a plan or full-size case keeps its group sizes up to N devices (more with MPI ranks)",
+                               std::to_string(kMaxValidationDevices))} +
+                     backendOptions() +
                      [] {
                          Options o = problemOptions(false);
                          for (OptionHelp& x : o)
@@ -410,6 +430,7 @@ std::vector<CommandHelp> makeCommands()
                      }() +
                      costModelOption() + jsonOption("the validation document") + quietOption(),
                  {"validate --suite", "validate --plan plan.json --steps 10",
+                  "validate --plan plan.json --max-devices 64 --backend mpi --hosts hosts.txt",
                   "validate --model llama-2-7b --node-type trn1.32xlarge --devices 64 --global-batch 256 --seq 4096 "
                   "--layout \"tp=8,pp=2,zero=1,mb=1,recompute=full\""}});
     c.push_back({"history", "past validation runs",

@@ -6,6 +6,7 @@
 // per device the collectives' bytes; --json prints the measurement document.
 #include "HostProfileCache.h"
 #include "Store.h"
+#include "BackendArgs.h"
 #include "CliArgs.h"
 #include "CostModelParams.h"
 #include "Commands.h"
@@ -186,7 +187,9 @@ void printSummary(const Measurement& m, Context& ctx)
 
 } // namespace
 
-int runTrain(const std::vector<std::string>& args, Context& ctx)
+namespace {
+
+int train(const std::vector<std::string>& args, Context& ctx, const BackendRun& backend)
 {
     const CommandHelp& help = commandHelp("train");
     const std::string usage = usageText(help);
@@ -392,7 +395,20 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
     std::snprintf(scaleText, sizeof scaleText, ":%g", nodeScale);
     const std::string deviceSpec = a.value("device").value_or(
         node ? node->chip.name + (nodeScale != 1 ? std::string(scaleText) : std::string()) : std::string("host"));
-    DeviceProfile profile = resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json, a.flag("remeasure-host"));
+    if (backend.session && !clusterRun)
+        throw UsageError("--backend mpi: spreads a cluster over MPI ranks; give --devices or --layout");
+    // MPI: rank 0 measures this host (or reads it from the history) first, the other ranks then
+    // read what it stored; ranks on other hosts must arrive at the same profile (a catalog --device).
+    if (backend.session && !backend.writes())
+        backend.session->barrier();
+    DeviceProfile profile = resolveDevice(deviceSpec, clusterRun ? 1 : threads, ctx, json,
+                                          a.flag("remeasure-host") && backend.writes());
+    if (backend.session && backend.writes())
+        backend.session->barrier();
+    if (backend.session && !backend.session->sameOnEveryRank(fingerprint(profile)))
+        throw InputError("device: the MPI ranks resolved different device profiles for \"" + deviceSpec +
+                         "\" (each host measured itself): give the same catalog chip on every host with --device NAME");
+    r.backend = backend.backend;
     // Optimizer offload's host side: the node type's host link per device (scaled like the
     // device) or --host-bw, and the host memory bandwidth the cost model prices CPU Adam at.
     if (node && node->host_link_bytes_per_second > 0)
@@ -491,6 +507,13 @@ int runTrain(const std::vector<std::string>& args, Context& ctx)
         return kExitFailure;
     }
     return kExitOk;
+}
+
+} // namespace
+
+int runTrain(const std::vector<std::string>& args, Context& ctx)
+{
+    return runWithBackend(args, commandHelp("train"), ctx, train);
 }
 
 } // namespace shardscope::cli

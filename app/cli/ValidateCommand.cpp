@@ -15,6 +15,7 @@
 #include "RunHistory.h"
 #include "ScaledCase.h"
 #include "Store.h"
+#include "BackendArgs.h"
 #include "Units.h"
 #include "Validation.h"
 
@@ -156,7 +157,9 @@ void printSummary(std::ostream& o, const std::vector<ValidationResult>& results)
 
 } // namespace
 
-int runValidate(const std::vector<std::string>& args, Context& ctx)
+namespace {
+
+int validate(const std::vector<std::string>& args, Context& ctx, const BackendRun& backend)
 {
     const CommandHelp& help = commandHelp("validate");
     const std::string usage = usageText(help);
@@ -170,10 +173,16 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     const std::string profileKind = a.value("profile").value_or("chip");
     if (profileKind != "chip" && profileKind != "host")
         throw UsageError("--profile: \"" + profileKind + "\" is not host or chip");
-    Progress progress(ctx.err, a.flag("quiet"));
+    Progress progress(ctx.err, a.flag("quiet") || !backend.writes());
     if (a.flag("suite"))
         interruptFlag();  // Ctrl-C stops the suite between cases: nothing stored, nothing printed
     Store store(ctx.db_path, ctx.store_options);
+    const int maxDevices = a.integer("max-devices", kMaxValidationDevices, 1, 1 << 16);
+    // Every case runs on this backend (MPI: every rank runs the same cases in the same order).
+    auto onBackend = [&](ValidationCase c) {
+        c.request.backend = backend.backend;
+        return c;
+    };
     // A named cost-model profile (e.g. one fitted by `calibrate --engine --save NAME`): its
     // terms price the cases, on top of the emulated hardware's.
     const ValidationProfile base = store.runs().validationProfileNamed(a.value("cost-model").value_or("default"));
@@ -185,12 +194,20 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     // --profile host: this machine as the device (measured once, stored), so that the device
     // clock and the wall clock describe the same hardware.
     auto hostDevice = [&] { return cachedHostProfile(store.runs(), 1).profile; };
-    // Whatever the device, the host runs the emulation: its wall clock is predicted too.
+    // Whatever the device, the host runs the emulation: its wall clock is predicted too. MPI:
+    // rank 0 measures (or reads) it first, the others read what it stored.
+    if (backend.session && !backend.writes())
+        backend.session->barrier();
     const EmulationHost host = emulationHost(hostDevice());
+    if (backend.session && backend.writes())
+        backend.session->barrier();
+    if (backend.session && profileKind == "host" && !backend.session->sameOnEveryRank(fingerprint(hostDevice())))
+        throw InputError("profile: the MPI ranks measured different hosts (--profile host): validate with "
+                         "--profile chip (the default) when the ranks run on several machines");
     // A full-size case (a plan's request, or a problem given here) scaled down to run here.
     auto runScaled = [&](const PlanRequest& request, const Layout& layout, const char* what) {
         ScaledCase scaled = scaledValidationCase(request.problem, layout, a.integer("steps", 3, 1, 1000),
-                                                 request.cost_model);
+                                                 request.cost_model, maxDevices);
         if (profileKind == "host") {
             scaled.validation.profile = hostDevice();
             scaled.adaptations.push_back(std::string("the device is this host (measured), not the ") + what +
@@ -205,7 +222,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
                                {"layout", QString::fromStdString(toString(layout))},
                                {"prediction", toJson(scaled.full_prediction)}};
         progress.update("validate: training " + scaled.validation.name + " on the engine");
-        results.push_back(runValidation(scaled.validation, base));
+        results.push_back(runValidation(onBackend(scaled.validation), base));
     };
     if (a.flag("suite")) {
         profile = profileKind == "host" ? hostDevice()
@@ -216,7 +233,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
             progress.update("validate: case " + std::to_string(results.size() + 1) + " of " +
                             std::to_string(suite.size()) + ": " + c.name);
             c.host = host;
-            results.push_back(runValidation(c, base));
+            results.push_back(runValidation(onBackend(c), base));
         }
         throwIfInterrupted();
     } else if (direct) {
@@ -248,7 +265,7 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         runName = c.name;
         c.host = host;
         progress.update("validate: training " + c.name + " on the engine");
-        results.push_back(runValidation(c, base));
+        results.push_back(runValidation(onBackend(c), base));
     } else if (fullModel) {
         // A full-size problem and layout, as `predict` takes them, scaled down like a plan.
         // --devices N stands for --nodes: the nodes of --node-type that hold N devices.
@@ -294,6 +311,8 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
         doc.insert("full_size", *fullSize);
     doc.insert("device", QString::fromStdString(profile.name));
     doc.insert("cost_model", QString::fromStdString(base.terms.name));
+    if (!backend.writes())
+        return kExitOk;  // rank 0 stores the run and prints
     const int id = store.runs().storeValidationRun(runName, doc);
 
     if (a.flag("json")) {
@@ -328,6 +347,13 @@ int runValidate(const std::vector<std::string>& args, Context& ctx)
     }
     ctx.out << "device: " << profile.name << "; stored as run " << id << " in the history (shardscope-cli history)\n";
     return kExitOk;
+}
+
+} // namespace
+
+int runValidate(const std::vector<std::string>& args, Context& ctx)
+{
+    return runWithBackend(args, commandHelp("validate"), ctx, validate);
 }
 
 int runHistory(const std::vector<std::string>& args, Context& ctx)
