@@ -881,12 +881,18 @@ private slots:
                                 "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=4,tp=2,sp=on,ep=2,etp=2",
                                 // Full recomputation: the block (dispatch, experts, combine) again in backward.
                                 "dp=2,ep=2,recompute=full", "dp=2,tp=2,sp=on,ep=2,recompute=full",
-                                "dp=2,pp=2,ep=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1"})
+                                "dp=2,pp=2,ep=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1",
+                                // ZeRO: the routed experts sharded over their edp group, the rest over dp
+                                // (Megatron's distributed optimizer, expert buffers over intra_expt_dp_group).
+                                "dp=2,ep=2,zero=1", "dp=4,ep=2,zero=1", "dp=4,ep=2,zero=2", "dp=4,ep=2,zero=3",
+                                "dp=2,tp=2,sp=on,ep=2,etp=1,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=2",
+                                "dp=2,tp=2,sp=on,ep=2,etp=1,zero=3", "dp=2,pp=2,ep=2,mb=1,zero=2",
+                                "dp=2,cp=2,ep=2,zero=1", "dp=4,ep=2,zero=3,recompute=full"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
         // (The shared expert split over tp as Megatron-LM's SharedExpertMLP under every tp row.)
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
                                 "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
-                                "dp=2,ep=2,recompute=full"})
+                                "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
         // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
         // micro-batch's on one device when tp and cp do not split it.
@@ -971,7 +977,7 @@ private slots:
         QTest::addColumn<QString>("layout");
         QTest::addColumn<QString>("field");
         QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
-        QTest::newRow("zero") << "dp=2,ep=2,zero=1" << "layout.zero";
+        QTest::newRow("zero_group < dp (HSDP)") << "dp=4,ep=2,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
     }
     void moeRefusesWhatItDoesNotExecute()
