@@ -972,6 +972,41 @@ private slots:
         }
     }
 
+    // ZeRO on an MoE model (Megatron's distributed optimizer with its expert buffers): at dp=4, ep=2
+    // the routed experts' states are split over their expert-data-parallel group of 2 devices, the
+    // rest over dp = 4, and the gradients reduce-scattered (parameters gathered) over the same
+    // groups: (g - 1)/g of each unit's bytes a device sends per step (the planner's rule,
+    // planner/CostModel.cpp dataParallelCollectives). ZeRO-2 holds the gradients as those shards.
+    void zeroShardsTheExpertsOverTheirEdpGroup()
+    {
+        TrainRequest base = baseRequest(2);
+        base.model = moeModel("mixtral");
+        base.layout = parse("dp=4,ep=2");
+        const Measurement plain = cluster(base);  // (the dispatcher's own gathers: its expert counts)
+        QVERIFY(!plain.error);
+        for (const int zero : {1, 2}) {
+            TrainRequest r = base;
+            r.layout.zero_stage = zero;
+            const Measurement m = cluster(r);
+            QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+            const MoeConfig& e = r.model.moe;
+            const double experts = double(r.model.layers) * e.experts * 3 * r.model.hidden * e.expert_ffn;
+            const double dense = double(parameterCount(r.model)) - experts, local = experts / 2;  // this ep rank's
+            const double owned = dense / 4 + local / 2;
+            const double microBatches = double(r.batch) / (r.layout.dp * r.layout.micro_batch);
+            const double scatters = zero == 2 ? microBatches : 1.0;  // ZeRO-2: after each micro-batch's backward
+            for (size_t i = 0; i < m.devices.size(); ++i) {
+                const DeviceMeasurement& d = m.devices[i];
+                QCOMPARE(resident(d, MemoryCategory::Optimizer), 8 * owned);
+                if (zero == 2)
+                    QCOMPARE(resident(d, MemoryCategory::Gradients), 4 * owned);
+                QCOMPARE(sent(d, "reduce_scatter"), r.steps * scatters * 4 * (dense * 3 / 4 + local / 2));
+                QCOMPARE(sent(d, "all_gather") - sent(plain.devices[i], "all_gather"),
+                         r.steps * 4 * (dense * 3 / 4 + local / 2));
+            }
+        }
+    }
+
     void moeRefusesWhatItDoesNotExecute_data()
     {
         QTest::addColumn<QString>("layout");
