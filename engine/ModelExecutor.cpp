@@ -381,102 +381,104 @@ void ModelExecutor<T>::buildTables()
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
         layerUnits_[size_t(k)] = addUnit(name);
-        for (const bool experts : {false, true}) {
-            for (const ParameterTensor& f : full) {
-                if (f.layer != l || expertTensor(f.role) != experts)
-                    continue;
-                if (experts && expertUnits_[size_t(k)] < 0) {
-                    expertUnits_[size_t(k)] = addUnit(name + ".experts");
-                    units_.back().expert = true;
+        // The layer's tensors in the model's order, its routed experts' last (in their own unit).
+        std::vector<const ParameterTensor*> order;
+        for (const bool experts : {false, true})
+            for (const ParameterTensor& t : full)
+                if (t.layer == l && expertTensor(t.role) == experts)
+                    order.push_back(&t);
+        for (const ParameterTensor* tensor : order) {
+            const ParameterTensor& f = *tensor;
+            if (expertTensor(f.role) && expertUnits_[size_t(k)] < 0) {
+                expertUnits_[size_t(k)] = addUnit(name + ".experts");
+                units_.back().expert = true;
+            }
+            std::vector<ParameterRun> runs;
+            switch (f.role) {
+            case TensorRole::QkvWeight:  // columns of this rank's q heads, k heads, v heads
+            case TensorRole::QkvBias: {
+                const std::int64_t rows = f.role == TensorRole::QkvWeight ? C : 1;
+                runs.push_back({f.offset + r * qdt * rows, 0, qdt * rows});
+                runs.push_back({f.offset + (qd + r * kvdt) * rows, qdt * rows, kvdt * rows});
+                runs.push_back({f.offset + (qd + kvd + r * kvdt) * rows, (qdt + kvdt) * rows, kvdt * rows});
+                addTensor(f, (qdt + 2 * kvdt) * rows, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::CrossQWeight:  // T5: columns of this rank's query heads
+                runs.push_back({f.offset + r * qdt * C, 0, qdt * C});
+                addTensor(f, qdt * C, tp_ == 1, runs);
+                break;
+            case TensorRole::CrossKvWeight:  // T5: columns of this rank's kv heads, of k and of v
+                runs.push_back({f.offset + r * kvdt * C, 0, kvdt * C});
+                runs.push_back({f.offset + (kvd + r * kvdt) * C, kvdt * C, kvdt * C});
+                addTensor(f, 2 * kvdt * C, tp_ == 1, runs);
+                break;
+            case TensorRole::CrossProjWeight:
+            case TensorRole::AttnProjWeight: {  // input rows [r qdt, ...) of every output column
+                const std::int64_t in = f.role == TensorRole::AttnProjWeight ? vd : qd;
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * in + r * qdt, j * qdt, qdt});
+                addTensor(f, qdt * C, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::MlaQUpWeight:   // MLA's up products: the columns of this rank's heads
+            case TensorRole::MlaKvUpWeight: {
+                const std::int64_t inRows = f.role == TensorRole::MlaQUpWeight ? mQin_ : mR_;
+                const std::int64_t cols = f.role == TensorRole::MlaQUpWeight ? mQup_ : mKvup_;
+                runs.push_back({f.offset + r * cols * inRows, 0, cols * inRows});
+                addTensor(f, cols * inRows, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::MlpInWeight:  // columns [r Ft, ...) of the gate and of up
+            case TensorRole::MlpInBias: {
+                const std::int64_t rows = f.role == TensorRole::MlpInWeight ? C : 1;
+                runs.push_back({f.offset + r * Ft * rows, 0, Ft * rows});
+                if (cfg_.gated())
+                    runs.push_back({f.offset + (F + r * Ft) * rows, Ft * rows, Ft * rows});
+                addTensor(f, std::int64_t(runs.size()) * Ft * rows, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::MlpOutWeight:
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
+                addTensor(f, Ft * C, tp_ == 1, runs);
+                break;
+            // The shared experts, a tp-split MLP (Megatron's SharedExpertMLP): columns [r Fst, ...)
+            // of gate and of up, the matching rows of the output.
+            case TensorRole::SharedInWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                runs.push_back({f.offset + r * Fst * C, 0, Fst * C});
+                if (cfg_.gated())
+                    runs.push_back({f.offset + (Fs + r * Fst) * C, Fst * C, Fst * C});
+                addTensor(f, std::int64_t(runs.size()) * Fst * C, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::SharedOutWeight: {
+                const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
+                for (std::int64_t j = 0; j < C; ++j)
+                    runs.push_back({f.offset + j * Fs + r * Fst, j * Fst, Fst});
+                addTensor(f, Fst * C, tp_ == 1, runs);
+                break;
+            }
+            case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...), each's etp slice:
+            case TensorRole::ExpertOutWeight: {  // W_in's columns of gate and up, W_out's matching rows
+                const std::int64_t Fe = cfg_.expertFfn(), Fl = Fe / etp_, gate = cfg_.gated() ? 2 : 1, t = etpRank_;
+                const bool in = f.role == TensorRole::ExpertInWeight;
+                const std::int64_t block = in ? C * gate * Fe : Fe * C, local = in ? C * gate * Fl : Fl * C;
+                for (std::int64_t le = 0; le < El_; ++le) {
+                    const std::int64_t from = f.offset + (std::int64_t(epRank_) * El_ + le) * block, to = le * local;
+                    if (in)
+                        for (std::int64_t h = 0; h < gate; ++h)  // [gate | up]
+                            runs.push_back({from + (h * Fe + t * Fl) * C, to + h * Fl * C, Fl * C});
+                    else
+                        for (std::int64_t j = 0; j < C; ++j)
+                            runs.push_back({from + j * Fe + t * Fl, to + j * Fl, Fl});
                 }
-                std::vector<ParameterRun> runs;
-                switch (f.role) {
-                case TensorRole::QkvWeight:  // columns of this rank's q heads, k heads, v heads
-                case TensorRole::QkvBias: {
-                    const std::int64_t rows = f.role == TensorRole::QkvWeight ? C : 1;
-                    runs.push_back({f.offset + r * qdt * rows, 0, qdt * rows});
-                    runs.push_back({f.offset + (qd + r * kvdt) * rows, qdt * rows, kvdt * rows});
-                    runs.push_back({f.offset + (qd + kvd + r * kvdt) * rows, (qdt + kvdt) * rows, kvdt * rows});
-                    addTensor(f, (qdt + 2 * kvdt) * rows, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::CrossQWeight:  // T5: columns of this rank's query heads
-                    runs.push_back({f.offset + r * qdt * C, 0, qdt * C});
-                    addTensor(f, qdt * C, tp_ == 1, runs);
-                    break;
-                case TensorRole::CrossKvWeight:  // T5: columns of this rank's kv heads, of k and of v
-                    runs.push_back({f.offset + r * kvdt * C, 0, kvdt * C});
-                    runs.push_back({f.offset + (kvd + r * kvdt) * C, kvdt * C, kvdt * C});
-                    addTensor(f, 2 * kvdt * C, tp_ == 1, runs);
-                    break;
-                case TensorRole::CrossProjWeight:
-                case TensorRole::AttnProjWeight: {  // input rows [r qdt, ...) of every output column
-                    const std::int64_t in = f.role == TensorRole::AttnProjWeight ? vd : qd;
-                    for (std::int64_t j = 0; j < C; ++j)
-                        runs.push_back({f.offset + j * in + r * qdt, j * qdt, qdt});
-                    addTensor(f, qdt * C, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::MlaQUpWeight:   // MLA's up products: the columns of this rank's heads
-                case TensorRole::MlaKvUpWeight: {
-                    const std::int64_t inRows = f.role == TensorRole::MlaQUpWeight ? mQin_ : mR_;
-                    const std::int64_t cols = f.role == TensorRole::MlaQUpWeight ? mQup_ : mKvup_;
-                    runs.push_back({f.offset + r * cols * inRows, 0, cols * inRows});
-                    addTensor(f, cols * inRows, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::MlpInWeight:  // columns [r Ft, ...) of the gate and of up
-                case TensorRole::MlpInBias: {
-                    const std::int64_t rows = f.role == TensorRole::MlpInWeight ? C : 1;
-                    runs.push_back({f.offset + r * Ft * rows, 0, Ft * rows});
-                    if (cfg_.gated())
-                        runs.push_back({f.offset + (F + r * Ft) * rows, Ft * rows, Ft * rows});
-                    addTensor(f, std::int64_t(runs.size()) * Ft * rows, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::MlpOutWeight:
-                    for (std::int64_t j = 0; j < C; ++j)
-                        runs.push_back({f.offset + j * F + r * Ft, j * Ft, Ft});
-                    addTensor(f, Ft * C, tp_ == 1, runs);
-                    break;
-                // The shared experts, a tp-split MLP (Megatron's SharedExpertMLP): columns [r Fst, ...)
-                // of gate and of up, the matching rows of the output.
-                case TensorRole::SharedInWeight: {
-                    const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
-                    runs.push_back({f.offset + r * Fst * C, 0, Fst * C});
-                    if (cfg_.gated())
-                        runs.push_back({f.offset + (Fs + r * Fst) * C, Fst * C, Fst * C});
-                    addTensor(f, std::int64_t(runs.size()) * Fst * C, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::SharedOutWeight: {
-                    const std::int64_t Fs = cfg_.sharedFfn(), Fst = Fs / tp_;
-                    for (std::int64_t j = 0; j < C; ++j)
-                        runs.push_back({f.offset + j * Fs + r * Fst, j * Fst, Fst});
-                    addTensor(f, Fst * C, tp_ == 1, runs);
-                    break;
-                }
-                case TensorRole::ExpertInWeight:  // this ep rank's experts [ep_rank El, ...), each's etp slice:
-                case TensorRole::ExpertOutWeight: {  // W_in's columns of gate and up, W_out's matching rows
-                    const std::int64_t Fe = cfg_.expertFfn(), Fl = Fe / etp_, gate = cfg_.gated() ? 2 : 1, t = etpRank_;
-                    const bool in = f.role == TensorRole::ExpertInWeight;
-                    const std::int64_t block = in ? C * gate * Fe : Fe * C, local = in ? C * gate * Fl : Fl * C;
-                    for (std::int64_t le = 0; le < El_; ++le) {
-                        const std::int64_t from = f.offset + (std::int64_t(epRank_) * El_ + le) * block;
-                        const std::int64_t to = le * local;
-                        if (in)
-                            for (std::int64_t h = 0; h < gate; ++h)  // [gate | up]
-                                runs.push_back({from + (h * Fe + t * Fl) * C, to + h * Fl * C, Fl * C});
-                        else
-                            for (std::int64_t j = 0; j < C; ++j)
-                                runs.push_back({from + j * Fe + t * Fl, to + j * Fl, Fl});
-                    }
-                    addTensor(f, El_ * local, false, runs);
-                    break;
-                }
-                default:  // norms, and the biases of the row-split products: whole on every rank
-                    whole(f);
-                }
+                addTensor(f, El_ * local, false, runs);
+                break;
+            }
+            default:  // norms, and the biases of the row-split products: whole on every rank
+                whole(f);
             }
         }
     }
