@@ -88,9 +88,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
                           " columns (split over tp as Megatron-LM's SharedExpertMLP)");
         if (l.tp > 1 && !l.sequence_parallel)
             add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
-        if (l.zero_stage > 0)
-            add("zero", "ZeRO over the expert parameters (Megatron's distributed optimizer over the expert-data-"
-                        "parallel group) is not executed by the engine yet: zero=0");
+        if (l.zero_stage > 0 && l.zeroGroupSize() != l.dp)
+            add("zero_group", "ZeRO with a shard group smaller than dp (HSDP) is not executed for the routed "
+                              "experts (their shard group would be edp x zero_group / dp): zero_group=dp");
     } else if (l.ep > 1) {
         add("ep", s(l.ep) + ": expert parallelism needs a model with experts");
     }
@@ -369,16 +369,30 @@ void ModelExecutor<T>::buildTables()
         }
     }
     // The layer units, in local order: chunk j (the model's chunk j pp + s) holds layers
-    // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit firstLayerUnit_ + j Lc + i.
-    firstLayerUnit_ = int(units_.size());
+    // [(j pp + s) Lc, (j pp + s + 1) Lc); local layer j Lc + i is unit layerUnits_[j Lc + i].
+    // An MoE layer's routed experts form a unit of their own after it ("h3.experts"), sharded over
+    // the expert-data-parallel group: Megatron-LM's expert_parallel_buffers, whose gradients are
+    // reduced and whose distributed-optimizer state is sharded over intra_expt_dp_group
+    // (megatron/core/distributed/distributed_data_parallel.py @ d98e8a64).
+    layerUnits_.assign(size_t(Ls_), -1);
+    expertUnits_.assign(size_t(Ls_), -1);
     for (int k = 0; k < Ls_; ++k) {
         const int l = modelLayerOf(k);
         std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
         name += std::to_string(l);
-        addUnit(name);
-        for (const ParameterTensor& f : full) {
-            if (f.layer != l)
-                continue;
+        layerUnits_[size_t(k)] = addUnit(name);
+        // The layer's tensors in the model's order, its routed experts' last (in their own unit).
+        std::vector<const ParameterTensor*> order;
+        for (const bool experts : {false, true})
+            for (const ParameterTensor& t : full)
+                if (t.layer == l && expertTensor(t.role) == experts)
+                    order.push_back(&t);
+        for (const ParameterTensor* tensor : order) {
+            const ParameterTensor& f = *tensor;
+            if (expertTensor(f.role) && expertUnits_[size_t(k)] < 0) {
+                expertUnits_[size_t(k)] = addUnit(name + ".experts");
+                units_.back().expert = true;
+            }
             std::vector<ParameterRun> runs;
             switch (f.role) {
             case TensorRole::QkvWeight:  // columns of this rank's q heads, k heads, v heads
@@ -468,12 +482,13 @@ void ModelExecutor<T>::buildTables()
             }
         }
     }
-    // ZeRO chunks: member k of the shard group owns [count k / g, count (k+1) / g) of each unit.
-    const int g = zero_ > 0 ? groupSize(groups_.shard) : 1;
+    // ZeRO chunks: member k of the unit's shard group (the experts': edp) owns
+    // [count k / g, count (k+1) / g) of each unit.
     S_ = 0;
     for (ShardUnit& u : units_) {
-        u.chunk_begin = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, shardRank_));
-        u.chunk_end = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, shardRank_ + 1));
+        const int g = zero_ > 0 ? groupSize(shardGroupOf(u)) : 1, rank = zero_ > 0 ? shardRankOf(u) : 0;
+        u.chunk_begin = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, rank));
+        u.chunk_end = std::int64_t(CommGroup::chunkBegin(std::size_t(u.count), g, rank + 1));
         u.shard_offset = zero_ > 0 ? S_ : u.offset;
         S_ += u.chunk_end - u.chunk_begin;
     }
@@ -868,8 +883,8 @@ T* ModelExecutor<T>::acquireWeights(int unit)
                                       false);  // every value comes from the all-gather
         std::copy_n(weights_.template as<T>() + u.shard_offset, u.chunk_end - u.chunk_begin,
                     b.template as<T>() + u.chunk_begin);
-        if (groups_.shard)
-            groups_.shard->allGather(shardRank_, b.template as<T>(), size_t(u.count), e_);
+        if (CommGroup* sg = shardGroupOf(u))
+            sg->allGather(shardRankOf(u), b.template as<T>(), size_t(u.count), e_);
     }
     return heldWeights_[size_t(unit)].template as<T>();
 }
@@ -900,16 +915,50 @@ void ModelExecutor<T>::releaseGrads(int unit)
 {
     if (zero_ < 2 || --gradUsers_[size_t(unit)] > 0)
         return;
-    // ZeRO-2/3: reduce-scatter the unit's gradient over the shard group and accumulate the
+    // ZeRO-2/3: reduce-scatter the unit's gradient over its shard group and accumulate the
     // owned chunk into the shard (the replicas of HSDP sum their shards once per step).
     const ShardUnit& u = units_[size_t(unit)];
     T* b = heldGrads_[size_t(unit)].template as<T>();
-    if (groups_.shard)
-        groups_.shard->reduceScatter(shardRank_, b, size_t(u.count), ReduceOp::Sum, e_);
+    if (CommGroup* sg = shardGroupOf(u))
+        sg->reduceScatter(shardRankOf(u), b, size_t(u.count), ReduceOp::Sum, e_);
     const T* chunk = b + u.chunk_begin;
     const std::int64_t n = u.chunk_end - u.chunk_begin;
     k_.accumulate(grads_.template as<T>() + u.shard_offset, chunk, n);
     heldGrads_[size_t(unit)].release();
+}
+
+template <class T>
+int ModelExecutor<T>::layerUnit(const Slot& s, int k) const
+{
+    return layerUnits_[size_t(s.chunk * Lc_ + k)];
+}
+
+template <class T>
+typename ModelExecutor<T>::Layer ModelExecutor<T>::acquireLayer(const Slot& s, int k, bool grads)
+{
+    const int unit = layerUnit(s, k), experts = expertUnits_[size_t(s.chunk * Lc_ + k)];
+    Layer y = bind(grads ? acquireGrads(unit) : acquireWeights(unit), unit);
+    if (experts >= 0) {
+        const Layer e = bind(grads ? acquireGrads(experts) : acquireWeights(experts), experts);
+        y.ein = e.ein;
+        y.eout = e.eout;
+    }
+    return y;
+}
+
+template <class T>
+void ModelExecutor<T>::releaseLayer(const Slot& s, int k, bool grads)
+{
+    // The experts' unit first: acquired last.
+    const int unit = layerUnit(s, k), experts = expertUnits_[size_t(s.chunk * Lc_ + k)];
+    for (const int u : {experts, unit}) {
+        if (u < 0)
+            continue;
+        if (grads)
+            releaseGrads(u);
+        else
+            releaseWeights(u);
+    }
 }
 
 template <class T>
@@ -1072,8 +1121,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         postNormLayerForward(k, s);
         return;
     }
-    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
-    const Layer w = bind(acquireWeights(unit), unit);
+    const Layer w = acquireLayer(s, k, false);
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
@@ -1114,13 +1162,13 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
             saved.buffer.release();
             saved.routing.release();
         }
-        releaseWeights(unit);
+        releaseLayer(s, k, false);
         return;
     }
     k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
     k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
     rowParallelForward(a.res3, a.fchg, Ft_, w.pw, w.pb, a.res2);
-    releaseWeights(unit);
+    releaseLayer(s, k, false);
 }
 
 template <class T>
@@ -1633,10 +1681,9 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         postNormLayerBackward(k, s);
         return;
     }
-    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
-    const Layer w = bind(acquireWeights(unit), unit);
+    const Layer w = acquireLayer(s, k, false);
     const Acts& a = s.layers[size_t(k)];
     if (recomputes(k)) {
         recomputing_ = true;
@@ -1645,7 +1692,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     } else if (recompute_ == Recompute::Selective) {
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
     }
-    const Layer d = bind(acquireGrads(unit), unit);
+    const Layer d = acquireLayer(s, k, true);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
 
     if (cfg_.moeLayer(modelLayer(s, k))) {
@@ -1673,8 +1720,8 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
     if (mla_) {
         mlaAttentionBackward(a, w, d, x);
-        releaseGrads(unit);
-        releaseWeights(unit);
+        releaseLayer(s, k, true);
+        releaseLayer(s, k, false);
         return;
     }
     if (!cfg_.learnedPositions())
@@ -1684,8 +1731,8 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
                           qkvRows_, NHt_, NKVt_, hd_, Nm);
     k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, C, qkvRows_, Nm);
     k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, reduceTokens(ws_->partial), x, w.n1w, a.n1mean, a.n1rstd, C, Ns);
-    releaseGrads(unit);
-    releaseWeights(unit);
+    releaseLayer(s, k, true);
+    releaseLayer(s, k, false);
 }
 
 // ---------------------------------------------------------------- multi-head latent attention
@@ -1914,7 +1961,7 @@ void ModelExecutor<T>::backward(int micro, int chunk)
 template <class T>
 void ModelExecutor<T>::postNormLayerForward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
+    const int unit = layerUnit(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
@@ -1935,7 +1982,7 @@ void ModelExecutor<T>::postNormLayerForward(int k, Slot& s)
 template <class T>
 void ModelExecutor<T>::postNormLayerBackward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + s.chunk * Lc_ + k;
+    const int unit = layerUnit(s, k);
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);
@@ -2127,7 +2174,7 @@ double ModelExecutor<T>::reduceGradients()
         }
         if (P_ > at)
             dense.push_back({at, P_});
-        if (groupSize(groups_.edp) > 1)
+        if (zero_ == 0 && groupSize(groups_.edp) > 1)
             for (size_t i = tensors_.size(); i-- > 0;)
                 if (tensors_[i].expert)
                     groups_.edp->allReduce(edpRank_, g + tensors_[i].offset, size_t(tensors_[i].count), ReduceOp::Sum,
@@ -2146,9 +2193,17 @@ double ModelExecutor<T>::reduceGradients()
     // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
     // reduced: reduce-scatter over the shard group (then all-reduce the chunk over the
     // replicas, HSDP), half the bytes of an all-reduce; the update all-gathers the weights.
-    if (zero_ == 1 && dp > 1)
+    // The routed experts' units alike over their own group, edp (Megatron's expert buffers).
+    if (zero_ == 1)
         for (size_t ui = units_.size(); ui-- > 0;) {
             const ShardUnit& u = units_[ui];
+            if (u.expert) {
+                if (groupSize(groups_.edp) > 1)
+                    groups_.edp->reduceScatter(edpRank_, g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
+                continue;
+            }
+            if (dp <= 1)
+                continue;
             groups_.shard->reduceScatter(shardRank_, g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
             groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin, size_t(u.chunk_end - u.chunk_begin),
                                        ReduceOp::Sum, e_);
@@ -2162,9 +2217,10 @@ double ModelExecutor<T>::reduceGradients()
     const bool countsReplicas = zero_ >= 1 ? replicaIndex_ == 0 : dpRank_ == 0;
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
-        // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0.
-        const bool counted =
-            t.expert ? edpRank_ == 0 : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
+        // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0
+        // (ZeRO: each member's own chunk).
+        const bool counted = t.expert ? zero_ >= 1 || edpRank_ == 0
+                                      : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
         if (counted)
             sumSq += sum_of_squares<T>(k_.pool(), p, n);
     });
@@ -2218,9 +2274,10 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
     } else {
         k_.chargeAdamW(S_, mixed);
     }
-    if ((zero_ == 1 || zero_ == 2) && groups_.shard)
+    if (zero_ == 1 || zero_ == 2)
         for (const ShardUnit& u : units_)
-            groups_.shard->allGather(shardRank_, w + u.offset, size_t(u.count), e_);
+            if (CommGroup* sg = shardGroupOf(u))
+                sg->allGather(shardRankOf(u), w + u.offset, size_t(u.count), e_);
     const auto gradCount = std::int64_t(grads_.elements());
     if (cleared == gradCount)  // ranges are disjoint: every gradient was cleared once
         k_.chargeZero(gradCount);
@@ -2306,7 +2363,7 @@ void ModelExecutor<T>::t5CrossAttention(const Acts& a)
 template <class T>
 void ModelExecutor<T>::t5LayerForward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + k;
+    const int unit = layerUnits_[size_t(k)];
     const Layer w = bind(acquireWeights(unit), unit);
     const Acts& a = s.layers[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
@@ -2335,7 +2392,7 @@ void ModelExecutor<T>::t5LayerForward(int k, Slot& s)
 template <class T>
 void ModelExecutor<T>::t5LayerBackward(int k, Slot& s)
 {
-    const int unit = firstLayerUnit_ + k;
+    const int unit = layerUnits_[size_t(k)];
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, kv = 2 * std::int64_t(kvdt_);
     const T* x = layerInput(s, k);
     const Layer w = bind(acquireWeights(unit), unit);

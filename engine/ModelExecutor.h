@@ -46,8 +46,9 @@
 // Each (micro-batch, chunk) in flight owns an activation allocation, released after its
 // backward: the schedule's in-flight activations are what the allocator sees.
 // ZeRO (Rajbhandari et al. 2020) over the shard group of g devices: parameters are
-// grouped in units (the root: embeddings, final norm, head; then each layer); member k
-// owns chunk k of each unit.
+// grouped in units (the root: embeddings, final norm, head; then each layer, an MoE layer's
+// routed experts in a unit of their own sharded over the edp group); member k owns chunk k
+// of each unit.
 //   1: optimizer states of the owned chunks only; gradients reduce-scattered, each member
 //      updates its chunks, then the units are all-gathered.
 //   2: + gradients: a unit's gradient lives in a transient buffer while its backward
@@ -86,8 +87,11 @@
 // experts and back by all-to-all-v over the ep group. The routed experts' gradients are summed
 // over the expert-data-parallel group (the stage's devices holding the same experts), the rest
 // as before. Full recomputation runs a recomputed MoE layer's block again in its backward (the
-// dispatch and combine too), its first forward keeping nothing but the layer input. Not executed
-// (refused by validateShardable, by name): ZeRO.
+// dispatch and combine too), its first forward keeping nothing but the layer input. ZeRO: each MoE
+// layer's routed experts are a unit of their own, sharded over the edp group (Megatron-LM's
+// distributed optimizer over the expert-data-parallel group): their gradients reduce-scattered,
+// their optimizer states (ZeRO-2: gradients, ZeRO-3: parameters) held as edp chunks. Not executed
+// (refused by validateShardable, by name): ZeRO with a shard group smaller than dp (HSDP) on MoE.
 // Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
@@ -168,6 +172,7 @@ struct ShardUnit {
     int first_tensor = 0, tensors = 0;
     std::int64_t chunk_begin = 0, chunk_end = 0;  // the owned chunk, relative to offset (ZeRO >= 1)
     std::int64_t shard_offset = 0;                // the owned chunk's place in the shard buffers
+    bool expert = false;  // an MoE layer's routed experts ("h3.experts"): sharded over the edp group
 };
 
 // Layout rules against the model that the executor needs ("tp: 3 does not divide kv_heads 2").
@@ -323,7 +328,17 @@ private:
     std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;
-    int rootUnit_ = -1, firstLayerUnit_ = 0;
+    int rootUnit_ = -1;
+    // Local layer k's unit, and its routed experts' unit (-1: a dense layer).
+    std::vector<int> layerUnits_, expertUnits_;
+    int layerUnit(const Slot& s, int k) const;
+    // A layer's weights or gradients: its unit and its experts' (acquired and released together).
+    Layer acquireLayer(const Slot& s, int k, bool grads);
+    void releaseLayer(const Slot& s, int k, bool grads);
+    // The ZeRO shard group of a unit and this device's rank in it: the experts' is the edp group
+    // (Megatron's intra_expt_dp_group), the others' the shard group of dp x cp.
+    CommGroup* shardGroupOf(const ShardUnit& u) const { return u.expert ? groups_.edp : groups_.shard; }
+    int shardRankOf(const ShardUnit& u) const { return u.expert ? edpRank_ : shardRank_; }
     int embedUnit_ = -1;             // the tied word embedding's own unit (ZeRO-2/3 over stages), else -1
     int wteUnit_ = -1, headUnit_ = -1;  // the units holding wte and the head weights
     // fn(unit) for the units outside the layers on this device (root, embedding).

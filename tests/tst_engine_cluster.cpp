@@ -881,12 +881,18 @@ private slots:
                                 "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=4,tp=2,sp=on,ep=2,etp=2",
                                 // Full recomputation: the block (dispatch, experts, combine) again in backward.
                                 "dp=2,ep=2,recompute=full", "dp=2,tp=2,sp=on,ep=2,recompute=full",
-                                "dp=2,pp=2,ep=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1"})
+                                "dp=2,pp=2,ep=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1",
+                                // ZeRO: the routed experts sharded over their edp group, the rest over dp
+                                // (Megatron's distributed optimizer, expert buffers over intra_expt_dp_group).
+                                "dp=2,ep=2,zero=1", "dp=4,ep=2,zero=1", "dp=4,ep=2,zero=2", "dp=4,ep=2,zero=3",
+                                "dp=2,tp=2,sp=on,ep=2,etp=1,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=2",
+                                "dp=2,tp=2,sp=on,ep=2,etp=1,zero=3", "dp=2,pp=2,ep=2,mb=1,zero=2",
+                                "dp=2,cp=2,ep=2,zero=1", "dp=4,ep=2,zero=3,recompute=full"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
         // (The shared expert split over tp as Megatron-LM's SharedExpertMLP under every tp row.)
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
                                 "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
-                                "dp=2,ep=2,recompute=full"})
+                                "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
         // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
         // micro-batch's on one device when tp and cp do not split it.
@@ -966,12 +972,47 @@ private slots:
         }
     }
 
+    // ZeRO on an MoE model (Megatron's distributed optimizer with its expert buffers): at dp=4, ep=2
+    // the routed experts' states are split over their expert-data-parallel group of 2 devices, the
+    // rest over dp = 4, and the gradients reduce-scattered (parameters gathered) over the same
+    // groups: (g - 1)/g of each unit's bytes a device sends per step (the planner's rule,
+    // planner/CostModel.cpp dataParallelCollectives). ZeRO-2 holds the gradients as those shards.
+    void zeroShardsTheExpertsOverTheirEdpGroup()
+    {
+        TrainRequest base = baseRequest(2);
+        base.model = moeModel("mixtral");
+        base.layout = parse("dp=4,ep=2");
+        const Measurement plain = cluster(base);  // (the dispatcher's own gathers: its expert counts)
+        QVERIFY(!plain.error);
+        for (const int zero : {1, 2}) {
+            TrainRequest r = base;
+            r.layout.zero_stage = zero;
+            const Measurement m = cluster(r);
+            QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+            const MoeConfig& e = r.model.moe;
+            const double experts = double(r.model.layers) * e.experts * 3 * r.model.hidden * e.expert_ffn;
+            const double dense = double(parameterCount(r.model)) - experts, local = experts / 2;  // this ep rank's
+            const double owned = dense / 4 + local / 2;
+            const double microBatches = double(r.batch) / (r.layout.dp * r.layout.micro_batch);
+            const double scatters = zero == 2 ? microBatches : 1.0;  // ZeRO-2: after each micro-batch's backward
+            for (size_t i = 0; i < m.devices.size(); ++i) {
+                const DeviceMeasurement& d = m.devices[i];
+                QCOMPARE(resident(d, MemoryCategory::Optimizer), 8 * owned);
+                if (zero == 2)
+                    QCOMPARE(resident(d, MemoryCategory::Gradients), 4 * owned);
+                QCOMPARE(sent(d, "reduce_scatter"), r.steps * scatters * 4 * (dense * 3 / 4 + local / 2));
+                QCOMPARE(sent(d, "all_gather") - sent(plain.devices[i], "all_gather"),
+                         r.steps * 4 * (dense * 3 / 4 + local / 2));
+            }
+        }
+    }
+
     void moeRefusesWhatItDoesNotExecute_data()
     {
         QTest::addColumn<QString>("layout");
         QTest::addColumn<QString>("field");
         QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
-        QTest::newRow("zero") << "dp=2,ep=2,zero=1" << "layout.zero";
+        QTest::newRow("zero_group < dp (HSDP)") << "dp=4,ep=2,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
     }
     void moeRefusesWhatItDoesNotExecute()

@@ -428,6 +428,32 @@ private slots:
         }
     }
 
+    // A ZeRO plan of an MoE model with a shard group smaller than dp (HSDP) is validated with the
+    // whole dp group: the engine shards the routed experts over their whole edp group only.
+    void scaledMoeHsdpPlanWidensTheShardGroup()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        Problem full;
+        full.model = specs.model("mixtral-8x7b");
+        full.cluster.node = specs.node("p5.48xlarge");
+        full.cluster.nodes = 8;
+        full.training.global_batch = 512;
+        full.training.seq_len = 4096;
+        FieldErrors errors;
+        const Layout layout = parseLayout("dp=64,ep=8,zero=1,zero_group=8", errors);
+        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const Layout& l = s.validation.request.layout;
+        QCOMPARE(l.zero_stage, 1);
+        QCOMPARE(l.zero_group, 0);
+        bool noted = false;
+        for (const std::string& note : s.adaptations)
+            noted = noted || note.find("HSDP of the routed experts") != std::string::npos;
+        QVERIFY(noted);
+        QVERIFY2(engine::validate(s.validation.request).empty(),
+                 joinErrors(engine::validate(s.validation.request)).c_str());
+    }
+
     // An encoder is validated as itself: BERT large's blocks (post-norm, token types, embedding norm,
     // pooler with the next-sentence head, the masked-LM head), every exact metric exact.
     void scaledCaseTrainsBertAsItself()

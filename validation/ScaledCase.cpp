@@ -196,6 +196,12 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
             l.zero_group = 0;
         }
     }
+    // MoE: the engine shards the routed experts over their whole edp group only (engine/ModelExecutor.h).
+    if (full.model.moe.enabled() && l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp) {
+        notes.push_back("ZeRO shard group " + s(l.zero_group) + " widened to the whole dp group of " + s(l.dp) +
+                        " (HSDP of the routed experts is not executed)");
+        l.zero_group = 0;
+    }
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
     l.micro_batch = std::min(l.micro_batch, 2);

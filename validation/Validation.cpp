@@ -438,6 +438,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         // (The shared experts split over tp as Megatron-LM's SharedExpertMLP.)
         {"DeepSeek-style MoE, ep + tensor + sequence parallel (shared expert over tp, etp 1)",
          "dp=2,tp=2,sp=on,ep=2,etp=1", fp32, &deepseek},
+        // ZeRO on MoE: the routed experts' gradients reduce-scattered and their states sharded over
+        // edp, the rest over dp (Megatron's distributed optimizer with its expert buffers).
+        {"Mixtral blocks, ZeRO-1 + ep (expert states on edp)", "dp=4,ep=2,zero=1", fp32, &mixtral},
+        // (Without sp: under ZeRO-2/3 a device's owned chunks hold its own share of the SP-partial
+        // norms and router, which the planner prices as the mean.)
+        {"DeepSeek-style MoE, ZeRO-3 + ep (shared expert, dense first layer)", "dp=4,ep=2,zero=3", fp32, &deepseek},
         // Multi-head latent attention (issue 16): the latents duplicated over tp (on the token shard
         // under sp), the up projections split by heads, the RoPE key's gradient reduced over tp.
         {"MLA blocks (DeepSeek-V3 attention), single device", "dp=1,mb=8", fp32, &mla},
