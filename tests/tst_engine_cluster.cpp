@@ -281,6 +281,12 @@ private slots:
                               "dp=2,cp=2,zero=1",
                               "tp=2,cp=2,sp=on",
                               "cp=2,pp=2,mb=1",
+                              // All-to-all CP (TE's AttnFuncWithCPAndQKVOA2A): heads / cp heads over the
+                              // whole sequence on each cp rank.
+                              "cp=2,cp_comm=a2a",
+                              "cp=4,cp_comm=a2a",
+                              "tp=2,cp=2,sp=on,cp_comm=a2a",
+                              "dp=2,cp=2,zero=1,cp_comm=a2a",
                               // Uneven pipeline splits (Megatron's --decoder-first/last-pipeline-num-layers):
                               // 1 + 2 + 1 of the 4 layers over 3 stages, 3 + 1 over 2.
                               "pp=3,first_stage_layers=1,last_stage_layers=1,mb=1",
@@ -304,12 +310,17 @@ private slots:
                                    "tp=2,sp=on,recompute=selective",
                                    "pp=2,schedule=interleaved,v=2,mb=1",
                                    "dp=2,pp=2,mb=2,zero=3",  // an untied head: ZeRO-3 across stages
-                                   "dp=2,pp=2,mb=2,zero=2"};
+                                   "dp=2,pp=2,mb=2,zero=2",
+                                   // GQA under all-to-all CP: 2 query heads and 1 kv head a cp rank.
+                                   "cp=2,cp_comm=a2a",
+                                   "cp=2,cp_comm=a2a,recompute=selective",
+                                   "cp=2,cp_comm=a2a,recompute=full"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
             << "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective" << false;
-        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
+        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1",
+                                "cp=2,cp_comm=a2a", "tp=2,cp=2,sp=on,cp_comm=a2a", "cp=2,pp=2,mb=1,cp_comm=a2a"})
             QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective" << false;
         QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3" << false;
         // Full recomputation of the first layer of each stage only (Megatron's --recompute-method
@@ -1100,6 +1111,61 @@ private slots:
         }
     }
 
+    void contextParallelAllToAllBytes_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("cp");
+        QTest::addColumn<double>("forwards");  // attention forwards per layer and micro-batch
+        QTest::newRow("cp=2") << "cp=2,cp_comm=a2a" << 2 << 1.0;
+        QTest::newRow("cp=4") << "cp=4,cp_comm=a2a" << 4 << 1.0;
+        QTest::newRow("cp=2, selective recomputation") << "cp=2,cp_comm=a2a,recompute=selective" << 2 << 2.0;
+        QTest::newRow("cp=4, full recomputation") << "cp=4,cp_comm=a2a,recompute=full" << 4 << 2.0;
+    }
+    // Transformer Engine's AttnFuncWithCPAndQKVOA2A: a forward all-to-alls q, k, v (3 x C x mb T/cp
+    // values here, no GQA) and the output (C x mb T/cp) and a backward dout and dq, dk, dv: each
+    // sends (cp - 1)/cp of it off the device. Recomputation runs the forward's two again. The
+    // ring's point-to-point sends are gone.
+    void contextParallelAllToAllBytes()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, cp);
+        QFETCH(double, forwards);
+        TrainRequest r = baseRequest(2);
+        r.layout = parse(layout);
+        const Measurement m = cluster(r);
+        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+        const double tokens = kT / cp, micro = kB;  // mb = 1, dp = 1
+        const double pass = (3 * kC * tokens + kC * tokens) * 4 * (cp - 1) / cp;
+        const double perStep = micro * kL * (forwards + 1) * pass;
+        QCOMPARE(int(m.devices.size()), cp);
+        for (const DeviceMeasurement& d : m.devices) {
+            QCOMPARE(sent(d, "all_to_all") / 2, perStep);
+            QCOMPARE(d.comm_bytes_received.at("all_to_all") / 2, perStep);
+            QVERIFY(!d.comm_bytes.count("send_recv") || d.comm_bytes.at("send_recv") == 0);
+        }
+    }
+
+    // GQA at cp = 4 under all-to-all CP: 8 query heads sharing 4 kv heads (hd 4), one kv head and
+    // two query heads a cp rank; with tp = 2 and sp, 2 and 1 a device; each reproduces one device.
+    void contextParallelAllToAllGqa_data()
+    {
+        QTest::addColumn<QString>("layout");
+        for (const char* row : {"cp=4,cp_comm=a2a", "cp=4,cp_comm=a2a,recompute=selective",
+                                "cp=4,cp_comm=a2a,recompute=full", "tp=2,cp=2,sp=on,cp_comm=a2a",
+                                "tp=2,cp=2,sp=on,cp_comm=a2a,recompute=selective"})
+            QTest::newRow(row) << QString(row);
+    }
+    void contextParallelAllToAllGqa()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model = llamaModel();
+        r.model.heads = 8;
+        r.model.kv_heads = 4;
+        r.layout = parse(layout);
+        expectReproduces(single(r), cluster(r), r.model);
+    }
+
     void contextParallelGroups()
     {
         // dp = 2, cp = 2, tp = 2, ZeRO-1 over a group of 1 dp rank: the gradient group spans
@@ -1161,6 +1227,8 @@ private slots:
         QTest::newRow("interleaved, 1 micro-batch on pp=2") << "pp=2,schedule=interleaved,v=2,mb=8"
                                                             << "layout.schedule";
         QTest::newRow("2 cp chunks do not divide the sequence") << "cp=3" << "layout.cp";
+        QTest::newRow("all-to-all cp does not divide a device's heads")
+            << "tp=2,cp=4,cp_comm=a2a,sp=on" << "layout.cp_comm";
     }
     void badLayoutsNameTheField()
     {
