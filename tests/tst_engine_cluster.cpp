@@ -855,7 +855,9 @@ private slots:
         // heads, the RoPE key's gradient reduced over tp; with pp, ZeRO, cp (the ring carries the
         // [k | v] blocks of q/k and value head sizes), recomputation.
         for (const char* row : {"tp=2,sp=on", "tp=4,sp=on", "tp=2", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2",
-                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective"})
+                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective",
+                                // all-to-all CP: q/k heads of 10 and value heads of 5 split over cp
+                                "cp=2,cp_comm=a2a", "cp=2,cp_comm=a2a,recompute=full"})
             QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
         for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
             QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
@@ -1053,7 +1055,8 @@ private slots:
                                 "pp=4,schedule=gpipe,mb=1", "pp=2,schedule=interleaved,v=2,mb=1",
                                 "dp=2,tp=2,pp=2,zero=1,sp=on,mb=2", "dp=2,pp=2,mb=2,zero=3", "dp=2,pp=2,mb=2,zero=2",
                                 "cp=2", "cp=4", "tp=2,cp=2,sp=on", "dp=2,cp=2,zero=2,recompute=selective",
-                                "cp=2,pp=2,mb=1"})
+                                "cp=2,pp=2,mb=1", "cp=2,cp_comm=a2a", "cp=4,cp_comm=a2a,recompute=selective",
+                                "tp=2,cp=2,sp=on,cp_comm=a2a,recompute=full"})
             QTest::newRow(row) << row;
     }
     // BERT's blocks (post-norm, token types, embedding norm, bidirectional attention, the pooler with
@@ -1143,6 +1146,14 @@ private slots:
             QCOMPARE(d.comm_bytes_received.at("all_to_all") / 2, perStep);
             QVERIFY(!d.comm_bytes.count("send_recv") || d.comm_bytes.at("send_recv") == 0);
         }
+        // The activations kept are the ring's: the same q, k, v (head-split), probabilities and output.
+        TrainRequest ring = r;
+        ring.layout.cp_comm = CpComm::P2P;
+        const Measurement p2p = cluster(ring);
+        QVERIFY2(!p2p.error, p2p.error ? p2p.error->message.c_str() : "");
+        for (size_t i = 0; i < m.devices.size(); ++i)
+            QCOMPARE(m.devices[i].memory_peak_bytes[size_t(MemoryCategory::Activations)],
+                     p2p.devices[i].memory_peak_bytes[size_t(MemoryCategory::Activations)]);
     }
 
     // GQA at cp = 4 under all-to-all CP: 8 query heads sharing 4 kv heads (hd 4), one kv head and
