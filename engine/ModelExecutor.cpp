@@ -613,6 +613,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         cpNext_ = ring[size_t((cpRank_ + 1) % cp_)];
         cpPrev_ = ring[size_t((cpRank_ + cp_ - 1) % cp_)];
         cpA2a_ = l.cp_comm == CpComm::A2A;
+        // All-to-all CP: cp rank j's rows of q, k and v, and of the output (heads / cp of each).
+        const std::int64_t hq = NHt_ / cp_, hkv = NKVt_ / cp_, vd = mla_ ? mV_ : hd_;
+        heads_.qkvSplit[0] = {0, hq * hd_};
+        heads_.qkvSplit[1] = {qRows_, hkv * hd_};
+        heads_.qkvSplit[2] = {qRows_ + kvdt_, hkv * vd};
+        heads_.outSplit = {0, hq * vd};
     }
     buildTables();
     if (cfg_.moe.enabled()) {
@@ -699,11 +705,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const std::int64_t stageOut = sendsOutput ? C * Ns : 0;
     const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
     // Ring attention: two messages [K V | dK dV] (4 kvdt, Nm), a block's partial output, the
-    // running, per-step and backward softmax statistics.
+    // running, per-step and backward softmax statistics. All-to-all CP: the exchange's send and
+    // receive buffers, the head-split q k v, output and q k v gradient.
     const std::int64_t kvBlock = kvRows_ * Nm, cols = std::int64_t(NHt_) * Nm;
-    std::int64_t ring = cp_ > 1 && !cpA2a_ ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
-    if (cpA2a_)  // all-to-all CP: send, receive, head-split q k v, output, q k v gradient
-        ring = 4 * qkvRows_ * Nm + std::int64_t(qdt_) * Nm;
+    const std::int64_t cpWork = cpA2a_    ? 4 * qkvRows_ * Nm + std::int64_t(qdt_) * Nm
+                                : cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols
+                                          : 0;
     const std::int64_t t5 = encDec_ ? (sp_ ? 2 : 1) * C * Nm : 0;  // encFull (SP), dencFull
     // BERT: a norm gradient buffer (post-norm layers, the embedding norm, the masked-LM transform)
     // and the pooler's two gradients.
@@ -716,7 +723,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
                    std::int64_t(mDown_) * Ns
              : 0;
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5 + encoder + mlaWork;
+                              std::int64_t(qdt_) * Nm + att + stageOut + cpWork + t5 + encoder + mlaWork;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -1659,15 +1666,22 @@ bool ModelExecutor<T>::attentionRerun(int k) const
     return recomputes(k) || recompute_ == Recompute::Selective;
 }
 
-// x (rows, Nm) on this rank's tokens -> heads (per-rank rows, mb T) on this rank's heads, natural order.
+// The exchange of one head-split block (per-rank rows x Nm values) with every cp rank.
+template <class T>
+void ModelExecutor<T>::cpAllToAll(std::int64_t block)
+{
+    if constexpr (std::is_same_v<T, float>)
+        groups_.cp->allToAll(cpRank_, heads_.send, heads_.recv, size_t(block), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no context parallelism");
+}
+
+// x (rows, Nm) on this rank's tokens -> heads (per-rank rows, mb T) on this rank's heads, in
+// sequence order.
 template <class T>
 void ModelExecutor<T>::toHeadSplit(const T* x, std::int64_t rows, const RowSplit* splits, int count, T* heads)
 {
-    const std::int64_t Nm = Nm_;
-    std::int64_t per = 0;
-    for (int i = 0; i < count; ++i)
-        per += splits[i].per;
-    const std::int64_t block = per * Nm;
+    const std::int64_t Nm = Nm_, per = splitRows(splits, count), block = per * Nm;
     for (int j = 0; j < cp_; ++j)
         for (std::int64_t n = 0; n < Nm; ++n) {
             std::int64_t at = j * block + n * per;
@@ -1675,8 +1689,7 @@ void ModelExecutor<T>::toHeadSplit(const T* x, std::int64_t rows, const RowSplit
                 std::copy_n(x + n * rows + splits[i].row0 + j * splits[i].per, splits[i].per, heads_.send + at);
         }
     k_.chargeCopy(cp_ * block);
-    if constexpr (std::is_same_v<T, float>)
-        groups_.cp->allToAll(cpRank_, heads_.send, heads_.recv, size_t(block), e_);
+    cpAllToAll(block);
     for (int src = 0; src < cp_; ++src) {
         const int* pos = cpPositions_[size_t(src)].data();
         for (int b = 0; b < mb_; ++b)
@@ -1691,11 +1704,7 @@ void ModelExecutor<T>::toHeadSplit(const T* x, std::int64_t rows, const RowSplit
 template <class T>
 void ModelExecutor<T>::fromHeadSplit(const T* heads, const RowSplit* splits, int count, T* x, std::int64_t rows)
 {
-    const std::int64_t Nm = Nm_;
-    std::int64_t per = 0;
-    for (int i = 0; i < count; ++i)
-        per += splits[i].per;
-    const std::int64_t block = per * Nm;
+    const std::int64_t Nm = Nm_, per = splitRows(splits, count), block = per * Nm;
     for (int dst = 0; dst < cp_; ++dst) {
         const int* pos = cpPositions_[size_t(dst)].data();
         for (int b = 0; b < mb_; ++b)
@@ -1704,8 +1713,7 @@ void ModelExecutor<T>::fromHeadSplit(const T* heads, const RowSplit* splits, int
                             heads_.send + dst * block + (std::int64_t(b) * Tl_ + t) * per);
     }
     k_.chargeCopy(cp_ * block);
-    if constexpr (std::is_same_v<T, float>)
-        groups_.cp->allToAll(cpRank_, heads_.send, heads_.recv, size_t(block), e_);
+    cpAllToAll(block);
     for (int j = 0; j < cp_; ++j)
         for (std::int64_t n = 0; n < Nm; ++n) {
             std::int64_t at = j * block + n * per;
@@ -1720,15 +1728,12 @@ void ModelExecutor<T>::allToAllAttentionForward(const Acts& a, AttentionShape sh
 {
     shape.NH /= cp_;
     shape.NKV /= cp_;
-    const std::int64_t hq = shape.NH, hkv = shape.NKV, vd = shape.valueDim();
-    const RowSplit qkv[] = {{0, hq * hd_}, {qRows_, hkv * hd_}, {qRows_ + kvdt_, hkv * vd}};
-    const RowSplit out[] = {{0, hq * vd}};
     // Kept for the backward: into a.qkv itself (free once sent), unless the backward runs this again.
     T* heads = keepHeads ? a.qkv : heads_.qkv;
-    toHeadSplit(a.qkv, qkvRows_, qkv, 3, heads);
+    toHeadSplit(a.qkv, qkvRows_, heads_.qkvSplit, 3, heads);
     k_.attentionProbs(a.att, heads, shape);
     k_.attentionValues(heads_.out, a.att, heads, shape);
-    fromHeadSplit(heads_.out, out, 1, a.atty, qdt_);
+    fromHeadSplit(heads_.out, &heads_.outSplit, 1, a.atty, qdt_);
 }
 
 template <class T>
@@ -1736,12 +1741,9 @@ void ModelExecutor<T>::allToAllAttentionBackward(const Acts& a, AttentionShape s
 {
     shape.NH /= cp_;
     shape.NKV /= cp_;
-    const std::int64_t hq = shape.NH, hkv = shape.NKV, vd = shape.valueDim();
-    const RowSplit qkv[] = {{0, hq * hd_}, {qRows_, hkv * hd_}, {qRows_ + kvdt_, hkv * vd}};
-    const RowSplit out[] = {{0, hq * vd}};
-    toHeadSplit(ws_->datty, qdt_, out, 1, heads_.out);  // dout, head-split
+    toHeadSplit(ws_->datty, qdt_, &heads_.outSplit, 1, heads_.out);  // dout, head-split
     k_.attentionBackward(heads_.dqkv, ws_->datt, heads_.out, a.att, keptHeads ? a.qkv : heads_.qkv, shape);
-    fromHeadSplit(heads_.dqkv, qkv, 3, ws_->dqkv, qkvRows_);
+    fromHeadSplit(heads_.dqkv, heads_.qkvSplit, 3, ws_->dqkv, qkvRows_);
 }
 
 template <class T>

@@ -275,6 +275,14 @@ private:
     struct RowSplit {  // rows [row0 + j per, row0 + (j+1) per) of a tensor go to cp rank j
         std::int64_t row0, per;
     };
+    static std::int64_t splitRows(const RowSplit* splits, int count)  // a cp rank's rows of them
+    {
+        std::int64_t rows = 0;
+        for (int i = 0; i < count; ++i)
+            rows += splits[i].per;
+        return rows;
+    }
+    void cpAllToAll(std::int64_t block);
     void toHeadSplit(const T* x, std::int64_t rows, const RowSplit* splits, int count, T* heads);
     void fromHeadSplit(const T* heads, const RowSplit* splits, int count, T* x, std::int64_t rows);
     void ringRecv(T* data, std::int64_t count);
@@ -368,6 +376,7 @@ private:
     bool cpA2a_ = false;
     struct HeadSplit {
         T *send, *recv, *qkv, *out, *dqkv;
+        RowSplit qkvSplit[3], outSplit;  // cp rank j's rows of [q | k | v] and of the output
     } heads_{};
 
     // Encoder-decoder (T5, ModelConfig.h; one stage, no cp): local layers [0, Lenc_) are the
