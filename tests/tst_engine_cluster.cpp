@@ -1082,71 +1082,50 @@ private slots:
         expectReproduces(single(r), cluster(r), r.model);
     }
 
-    void contextParallelRingBytes_data()
+    void contextParallelBytes_data()
     {
         QTest::addColumn<QString>("layout");
         QTest::addColumn<int>("cp");
-        QTest::addColumn<double>("forwards");  // ring forwards per layer and micro-batch
-        QTest::newRow("cp=2") << "cp=2" << 2 << 1.0;
-        QTest::newRow("cp=4") << "cp=4" << 4 << 1.0;
-        QTest::newRow("cp=2, selective recomputation") << "cp=2,recompute=selective" << 2 << 2.0;
-        QTest::newRow("cp=4, full recomputation") << "cp=4,recompute=full" << 4 << 2.0;
+        QTest::addColumn<double>("forwards");  // attention forwards per layer and micro-batch
+        for (const char* comm : {"", ",cp_comm=a2a"}) {
+            const QString c(comm), name = c.isEmpty() ? QString(" ring") : QString(" a2a");
+            QTest::newRow(qPrintable("cp=2" + name)) << "cp=2" + c << 2 << 1.0;
+            QTest::newRow(qPrintable("cp=4" + name)) << "cp=4" + c << 4 << 1.0;
+            QTest::newRow(qPrintable("cp=2, selective recomputation" + name)) << "cp=2,recompute=selective" + c << 2 << 2.0;
+            QTest::newRow(qPrintable("cp=4, full recomputation" + name)) << "cp=4,recompute=full" + c << 4 << 2.0;
+        }
     }
     // Transformer Engine's ring (AttnFuncWithCPAndKVP2P): a forward sends this rank's K and V
     // block cp - 1 times; a backward sends K/V in its first cp - 1 steps and dK/dV in its last
     // cp - 1: 2 (cp - 1) blocks. A block is 2 x kv_dim x (mb T / cp) values of 4 bytes.
     // Recomputation runs the forward's ring again. Nothing else of the layout sends point to point.
-    void contextParallelRingBytes()
+    // Its all-to-all (AttnFuncWithCPAndQKVOA2A): a forward all-to-alls q, k, v (3 x C x mb T/cp
+    // values here, no GQA) and the output (C x mb T/cp), a backward dout and dq, dk, dv: each
+    // sends (cp - 1)/cp of it off the device; recomputation runs the forward's two again; no ring
+    // sends, and the activations kept are the ring's (the same q, k, v, probabilities and output).
+    void contextParallelBytes()
     {
         QFETCH(QString, layout);
         QFETCH(int, cp);
         QFETCH(double, forwards);
         TrainRequest r = baseRequest(2);
         r.layout = parse(layout);
-        const Measurement m = cluster(r);
-        QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
-        const double block = 2 * kC * (kT / cp) * 4, micro = kB;  // mb = 1, dp = 1
-        const double perStep = micro * kL * (forwards + 2) * (cp - 1) * block;
-        QCOMPARE(int(m.devices.size()), cp);
-        for (const DeviceMeasurement& d : m.devices) {
-            QCOMPARE(sent(d, "send_recv") / 2, perStep);
-            QCOMPARE(d.comm_bytes_received.at("send_recv") / 2, perStep);
-        }
-    }
-
-    void contextParallelAllToAllBytes_data()
-    {
-        QTest::addColumn<QString>("layout");
-        QTest::addColumn<int>("cp");
-        QTest::addColumn<double>("forwards");  // attention forwards per layer and micro-batch
-        QTest::newRow("cp=2") << "cp=2,cp_comm=a2a" << 2 << 1.0;
-        QTest::newRow("cp=4") << "cp=4,cp_comm=a2a" << 4 << 1.0;
-        QTest::newRow("cp=2, selective recomputation") << "cp=2,cp_comm=a2a,recompute=selective" << 2 << 2.0;
-        QTest::newRow("cp=4, full recomputation") << "cp=4,cp_comm=a2a,recompute=full" << 4 << 2.0;
-    }
-    // Transformer Engine's AttnFuncWithCPAndQKVOA2A: a forward all-to-alls q, k, v (3 x C x mb T/cp
-    // values here, no GQA) and the output (C x mb T/cp) and a backward dout and dq, dk, dv: each
-    // sends (cp - 1)/cp of it off the device. Recomputation runs the forward's two again. The
-    // ring's point-to-point sends are gone.
-    void contextParallelAllToAllBytes()
-    {
-        QFETCH(QString, layout);
-        QFETCH(int, cp);
-        QFETCH(double, forwards);
-        TrainRequest r = baseRequest(2);
-        r.layout = parse(layout);
+        const bool a2a = r.layout.cp_comm == CpComm::A2A;
         const Measurement m = cluster(r);
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
         const double tokens = kT / cp, micro = kB;  // mb = 1, dp = 1
-        const double pass = (3 * kC * tokens + kC * tokens) * 4 * (cp - 1) / cp;
-        const double perStep = micro * kL * (forwards + 1) * pass;
+        const double block = 2 * kC * tokens * 4, pass = (3 * kC * tokens + kC * tokens) * 4 * (cp - 1) / cp;
+        const double perStep = a2a ? micro * kL * (forwards + 1) * pass : micro * kL * (forwards + 2) * (cp - 1) * block;
+        const char* kind = a2a ? "all_to_all" : "send_recv";
         QCOMPARE(int(m.devices.size()), cp);
         for (const DeviceMeasurement& d : m.devices) {
-            QCOMPARE(sent(d, "all_to_all") / 2, perStep);
-            QCOMPARE(d.comm_bytes_received.at("all_to_all") / 2, perStep);
-            QVERIFY(!d.comm_bytes.count("send_recv") || d.comm_bytes.at("send_recv") == 0);
+            QCOMPARE(sent(d, kind) / 2, perStep);
+            QCOMPARE(d.comm_bytes_received.at(kind) / 2, perStep);
+            if (a2a)
+                QVERIFY(!d.comm_bytes.count("send_recv") || d.comm_bytes.at("send_recv") == 0);
         }
-        // The activations kept are the ring's: the same q, k, v (head-split), probabilities and output.
+        if (!a2a)
+            return;
         TrainRequest ring = r;
         ring.layout.cp_comm = CpComm::P2P;
         const Measurement p2p = cluster(ring);
