@@ -128,9 +128,12 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (c.encoder_decoder && l.cp > 1)
         add("cp", "context parallelism of an encoder-decoder (T5) is not executed: its relative position bias "
                   "and cross-attention are not split over cp ranks");
-    if (l.cp_comm == CpComm::A2A)
-        add("cp_comm", "all-to-all context parallelism (cp_comm=a2a, Ulysses) is not executed by the engine yet: its "
-                       "attention runs the K/V ring (cp_comm=p2p)");
+    // All-to-all CP hands each cp rank heads / cp of a device's query and key/value heads (core's
+    // allToAllCpSplitsHeads; Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts the same).
+    if (l.cp_comm == CpComm::A2A && l.cp > 1 && c.heads % l.tp == 0 && c.kvHeads() % l.tp == 0 &&
+        ((c.heads / l.tp) % l.cp != 0 || (c.kvHeads() / l.tp) % l.cp != 0))
+        add("cp_comm", "all-to-all context parallelism needs cp = " + s(l.cp) + " to divide a device's " +
+                           s(c.heads / l.tp) + " query and " + s(c.kvHeads() / l.tp) + " key/value heads (heads / tp)");
     if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
                                     " layers recomputed whole are not executed here (block, or groups of one layer)");
@@ -624,6 +627,13 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         const std::vector<int> ring = groups_.cp->memberIds();
         cpNext_ = ring[size_t((cpRank_ + 1) % cp_)];
         cpPrev_ = ring[size_t((cpRank_ + cp_ - 1) % cp_)];
+        cpA2a_ = l.cp_comm == CpComm::A2A;
+        // All-to-all CP: cp rank j's rows of q, k and v, and of the output (heads / cp of each).
+        const std::int64_t hq = NHt_ / cp_, hkv = NKVt_ / cp_, vd = mla_ ? mV_ : hd_;
+        heads_.qkvSplit[0] = {0, hq * hd_};
+        heads_.qkvSplit[1] = {qRows_, hkv * hd_};
+        heads_.qkvSplit[2] = {qRows_ + kvdt_, hkv * vd};
+        heads_.outSplit = {0, hq * vd};
     }
     buildTables();
     if (cfg_.moe.enabled()) {
@@ -710,9 +720,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const std::int64_t stageOut = sendsOutput ? C * Ns : 0;
     const std::int64_t dfchg = cfg_.gated() ? std::int64_t(Ft_) * Nm : 0;  // ungated: in place in dfch
     // Ring attention: two messages [K V | dK dV] (4 kvdt, Nm), a block's partial output, the
-    // running, per-step and backward softmax statistics.
+    // running, per-step and backward softmax statistics. All-to-all CP: the exchange's send and
+    // receive buffers, the head-split q k v, output and q k v gradient.
     const std::int64_t kvBlock = kvRows_ * Nm, cols = std::int64_t(NHt_) * Nm;
-    const std::int64_t ring = cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols : 0;
+    const std::int64_t cpWork = cpA2a_    ? 4 * qkvRows_ * Nm + std::int64_t(qdt_) * Nm
+                                : cp_ > 1 ? 2 * 2 * kvBlock + std::int64_t(qdt_) * Nm + (2 + cp_) * cols
+                                          : 0;
     const std::int64_t t5 = encDec_ ? (sp_ ? 2 : 1) * C * Nm : 0;  // encFull (SP), dencFull
     // BERT: a norm gradient buffer (post-norm layers, the embedding norm, the masked-LM transform)
     // and the pooler's two gradients.
@@ -725,7 +738,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
                    std::int64_t(mDown_) * Ns
              : 0;
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + ring + t5 + encoder + mlaWork;
+                              std::int64_t(qdt_) * Nm + att + stageOut + cpWork + t5 + encoder + mlaWork;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -752,7 +765,13 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         ws_->mdkv = w.take(std::int64_t(mR_) * Nm);
         ws_->mddown = w.take(std::int64_t(mDown_) * Ns);
     }
-    if (cp_ > 1) {
+    if (cpA2a_) {
+        heads_.send = w.take(qkvRows_ * Nm);
+        heads_.recv = w.take(qkvRows_ * Nm);
+        heads_.qkv = w.take(qkvRows_ * Nm);
+        heads_.out = w.take(std::int64_t(qdt_) * Nm);
+        heads_.dqkv = w.take(qkvRows_ * Nm);
+    } else if (cp_ > 1) {
         ring_.msg[0] = w.take(2 * kvBlock);
         ring_.msg[1] = w.take(2 * kvBlock);
         ring_.part = w.take(std::int64_t(qdt_) * Nm);
@@ -1093,11 +1112,16 @@ AttentionShape ModelExecutor<T>::selfAttentionShape(const Slot& s, int k) const
 template <class T>
 void ModelExecutor<T>::attentionCore(const Acts& a, Slot& s)
 {
+    const int k = int(&a - s.layers.data());
+    if (cpA2a_) {
+        allToAllAttentionForward(a, selfAttentionShape(s, k), !attentionRerun(k));
+        return;
+    }
     if (cp_ > 1) {
         ringAttentionForward(a);
         return;
     }
-    const AttentionShape shape = selfAttentionShape(s, int(&a - s.layers.data()));
+    const AttentionShape shape = selfAttentionShape(s, k);
     k_.attentionProbs(a.att, a.qkv, shape);
     k_.attentionValues(a.atty, a.att, a.qkv, shape);
 }
@@ -1668,6 +1692,119 @@ void ModelExecutor<T>::ringAttentionBackward(const Acts& a)
     k_.round(dqkv, qkvRows_ * Nm);
 }
 
+// ---------------------------------------------------------------- all-to-all attention (context parallelism)
+//
+// After Transformer Engine's AttnFuncWithCPAndQKVOA2A (transformer_engine/pytorch/attention/
+// dot_product_attention/context_parallel.py @ d0067d0): flash_attn_a2a_communicate all-to-alls q,
+// k and v from the sequence split to the head split (cp rank j gets heads [j h/cp, (j+1) h/cp)
+// of every rank's tokens; all_to_all_single over the cp group) and puts the load-balanced chunks
+// back in sequence order (reorder_seq_chunks_for_a2a_before_attn); the attention then runs as
+// on one device over the whole sequence on h/cp heads, and its output goes back the other way
+// (reorder_seq_chunks_for_a2a_after_attn, then the all-to-all). The backward all-to-alls dout to
+// the head split and dq, dk, dv back. Each call moves (cp - 1)/cp of the tensor off the device.
+// What the layer keeps is the ring's: q, k, v (head-split in place of the sequence-split ones
+// when the backward does not run the core again: the same values), the probabilities (h/cp
+// heads x T queries x T keys = h x T/cp x T) and the sequence-split output.
+
+template <class T>
+bool ModelExecutor<T>::attentionRerun(int k) const
+{
+    if (cfg_.post_norm)
+        return recompute_ != Recompute::None;  // postNormLayerBackward's rule
+    return recomputes(k) || recompute_ == Recompute::Selective;
+}
+
+// The exchange of one head-split block (per-rank rows x Nm values) with every cp rank.
+template <class T>
+void ModelExecutor<T>::cpAllToAll(std::int64_t block)
+{
+    if constexpr (std::is_same_v<T, float>)
+        groups_.cp->allToAll(cpRank_, heads_.send, heads_.recv, size_t(block), e_);
+    else
+        throw std::logic_error("ModelExecutor<double>: no context parallelism");
+}
+
+// x (rows, Nm) on this rank's tokens -> heads (per-rank rows, mb T) on this rank's heads, in
+// sequence order.
+template <class T>
+void ModelExecutor<T>::toHeadSplit(const T* x, std::int64_t rows, const RowSplit* splits, int count, T* heads)
+{
+    const std::int64_t Nm = Nm_, per = splitRows(splits, count), block = per * Nm;
+    for (int j = 0; j < cp_; ++j)
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            std::int64_t at = j * block + n * per;
+            for (int i = 0; i < count; at += splits[i].per, ++i)
+                std::copy_n(x + n * rows + splits[i].row0 + j * splits[i].per, splits[i].per, heads_.send + at);
+        }
+    k_.chargeCopy(cp_ * block);
+    cpAllToAll(block);
+    for (int src = 0; src < cp_; ++src) {
+        const int* pos = cpPositions_[size_t(src)].data();
+        for (int b = 0; b < mb_; ++b)
+            for (int t = 0; t < Tl_; ++t)
+                std::copy_n(heads_.recv + src * block + (std::int64_t(b) * Tl_ + t) * per, per,
+                            heads + (std::int64_t(b) * T_ + pos[t]) * per);
+    }
+    k_.chargeCopy(cp_ * block);
+}
+
+// The reverse: heads (per-rank rows, mb T) -> x (rows, Nm), every row of the splits written.
+template <class T>
+void ModelExecutor<T>::fromHeadSplit(const T* heads, const RowSplit* splits, int count, T* x, std::int64_t rows)
+{
+    const std::int64_t Nm = Nm_, per = splitRows(splits, count), block = per * Nm;
+    for (int dst = 0; dst < cp_; ++dst) {
+        const int* pos = cpPositions_[size_t(dst)].data();
+        for (int b = 0; b < mb_; ++b)
+            for (int t = 0; t < Tl_; ++t)
+                std::copy_n(heads + (std::int64_t(b) * T_ + pos[t]) * per, per,
+                            heads_.send + dst * block + (std::int64_t(b) * Tl_ + t) * per);
+    }
+    k_.chargeCopy(cp_ * block);
+    cpAllToAll(block);
+    for (int j = 0; j < cp_; ++j)
+        for (std::int64_t n = 0; n < Nm; ++n) {
+            std::int64_t at = j * block + n * per;
+            for (int i = 0; i < count; at += splits[i].per, ++i)
+                std::copy_n(heads_.recv + at, splits[i].per, x + n * rows + splits[i].row0 + j * splits[i].per);
+        }
+    k_.chargeCopy(cp_ * block);
+}
+
+template <class T>
+void ModelExecutor<T>::allToAllAttentionForward(const Acts& a, AttentionShape shape, bool keepHeads)
+{
+    shape.NH /= cp_;
+    shape.NKV /= cp_;
+    // Kept for the backward: into a.qkv itself (free once sent), unless the backward runs this again.
+    T* heads = keepHeads ? a.qkv : heads_.qkv;
+    toHeadSplit(a.qkv, qkvRows_, heads_.qkvSplit, 3, heads);
+    k_.attentionProbs(a.att, heads, shape);
+    k_.attentionValues(heads_.out, a.att, heads, shape);
+    fromHeadSplit(heads_.out, &heads_.outSplit, 1, a.atty, qdt_);
+}
+
+template <class T>
+void ModelExecutor<T>::allToAllAttentionBackward(const Acts& a, AttentionShape shape, bool keptHeads)
+{
+    shape.NH /= cp_;
+    shape.NKV /= cp_;
+    toHeadSplit(ws_->datty, qdt_, &heads_.outSplit, 1, heads_.out);  // dout, head-split
+    k_.attentionBackward(heads_.dqkv, ws_->datt, heads_.out, a.att, keptHeads ? a.qkv : heads_.qkv, shape);
+    fromHeadSplit(heads_.dqkv, heads_.qkvSplit, 3, ws_->dqkv, qkvRows_);
+}
+
+template <class T>
+void ModelExecutor<T>::attentionCoreBackward(const Acts& a, int k, const AttentionShape& shape)
+{
+    if (cpA2a_)
+        allToAllAttentionBackward(a, shape, !attentionRerun(k));
+    else if (cp_ > 1)
+        ringAttentionBackward(a);
+    else
+        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, shape);
+}
+
 // ---------------------------------------------------------------- backward
 
 template <class T>
@@ -1714,10 +1851,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
 
     // Attention.
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
-    if (cp_ > 1)
-        ringAttentionBackward(a);
-    else
-        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv, selfAttentionShape(s, k));
+    attentionCoreBackward(a, k, selfAttentionShape(s, k));
     if (mla_) {
         mlaAttentionBackward(a, w, d, x);
         releaseLayer(s, k, true);
@@ -2005,11 +2139,7 @@ void ModelExecutor<T>::postNormLayerBackward(int k, Slot& s)
     std::fill(dres, dres + C * Ns, T(0));
     k_.normBackward(cfg_.norm, dres, d.n1w, d.n1b, dsum, a.res2, w.n1w, a.n1mean, a.n1rstd, C, Ns);
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
-    if (cp_ > 1)
-        ringAttentionBackward(a);
-    else
-        k_.attentionBackward(ws_->dqkv, ws_->datt, ws_->datty, a.att, a.qkv,
-                             AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
+    attentionCoreBackward(a, k, AttentionShape{mb_, T_, T_, NHt_, NKVt_, hd_, cfg_.causal});
     if (!cfg_.learnedPositions())
         k_.ropeBackward(ws_->dqkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     k_.matmulBackward(ws_->partial, d.qkvw, d.qkvb, ws_->dqkv, gatherTokens(x, ws_->gath), w.qkvw, C, qkvRows_, Nm);

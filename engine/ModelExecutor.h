@@ -75,6 +75,9 @@
 // (cp behaves like dp there); attention is a ring over the cp group: the local queries meet
 // each rank's K/V block in cp steps, merged by log-sum-exp, and backward sends the blocks
 // round again with their dK/dV partials, which end at their owner (ringAttentionForward/Backward).
+// Under cp_comm=a2a (TE's AttnFuncWithCPAndQKVOA2A) q, k and v are all-to-all'd to the head split
+// instead (heads / cp heads of the whole sequence, in sequence order), the attention runs as on
+// one device, and the output goes back (allToAllAttentionForward/Backward).
 // Gradients are reduced over dp x cp (the cluster's dp group), ZeRO shards over g x cp.
 // Mixture of experts (ModelConfig.h, MoeMlp.h): an MoE layer's MLP is the MoE block on this
 // device's tokens (the token shard under sp, this cp rank's), complete per token (no tp
@@ -269,6 +272,24 @@ private:
     void ringAttentionForward(const Acts& a);
     void ringAttentionBackward(const Acts& a);
     void ringSend(const T* data, std::int64_t count);
+    // All-to-all CP (cp_comm=a2a): the attention on heads / cp heads of the whole sequence.
+    void allToAllAttentionForward(const Acts& a, AttentionShape shape, bool keepHeads);
+    void allToAllAttentionBackward(const Acts& a, AttentionShape shape, bool keptHeads);
+    void attentionCoreBackward(const Acts& a, int k, const AttentionShape& shape);  // layer k's
+    bool attentionRerun(int k) const;  // whether the backward runs layer k's attention core again
+    struct RowSplit {  // rows [row0 + j per, row0 + (j+1) per) of a tensor go to cp rank j
+        std::int64_t row0, per;
+    };
+    static std::int64_t splitRows(const RowSplit* splits, int count)  // a cp rank's rows of them
+    {
+        std::int64_t rows = 0;
+        for (int i = 0; i < count; ++i)
+            rows += splits[i].per;
+        return rows;
+    }
+    void cpAllToAll(std::int64_t block);
+    void toHeadSplit(const T* x, std::int64_t rows, const RowSplit* splits, int count, T* heads);
+    void fromHeadSplit(const T* heads, const RowSplit* splits, int count, T* x, std::int64_t rows);
     void ringRecv(T* data, std::int64_t count);
     void localTokens(const int* sequences, std::vector<int>& local) const;
     void layerBackward(int k, Slot& s);
@@ -365,6 +386,13 @@ private:
     struct Ring {
         T *msg[2], *dkvOwn, *part, *lse, *stepLse, *delta;
     } ring_{};
+    // All-to-all CP: the exchange's send and receive buffers, the head-split q, k, v (when the
+    // backward runs the attention again), output and q, k, v gradient (workspace).
+    bool cpA2a_ = false;
+    struct HeadSplit {
+        T *send, *recv, *qkv, *out, *dqkv;
+        RowSplit qkvSplit[3], outSplit;  // cp rank j's rows of [q | k | v] and of the output
+    } heads_{};
 
     // Encoder-decoder (T5, ModelConfig.h; one stage, no cp): local layers [0, Lenc_) are the
     // encoder's, [Lenc_, Ls_) the decoder's. The encoder output E lives in the Slot; under SP it is

@@ -944,6 +944,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
 
     // ---- activation memory [K22] ----
     // (Tensors in 16-bit units, times actScale; the norms' statistics are fp32 bytes already.)
+    // All-to-all CP with the fused kernel: TE's AttnFuncWithCPAndQKVOA2A saves the head-split
+    // output it computed (out_part, for the kernel's backward) while returning the all-to-all'd
+    // copy, which the out-projection keeps: one output more per layer than the ring, whose saved
+    // out_f16 is the returned tensor itself (context_parallel.py @ d0067d0). Its softmax
+    // statistics are the ring's count (heads/cp over s against heads over s/cp). Unfused
+    // attention (the scores kept) needs no output in its backward.
+    if (a2a && flash)
+        encAct.inside_tp += 2.0 * T * outProjIn;
     double perLayerStoredEnc = 0, perLayerStoredDec = 0;
     const double scoresEnc = nEnc > 0 ? encAct.scores : 0.0, scoresDec = nDec > 0 ? decAct.scores : 0.0;
     switch (l.recompute) {

@@ -281,6 +281,12 @@ private slots:
                               "dp=2,cp=2,zero=1",
                               "tp=2,cp=2,sp=on",
                               "cp=2,pp=2,mb=1",
+                              // All-to-all CP (TE's AttnFuncWithCPAndQKVOA2A): heads / cp heads over the
+                              // whole sequence on each cp rank.
+                              "cp=2,cp_comm=a2a",
+                              "cp=4,cp_comm=a2a",
+                              "tp=2,cp=2,sp=on,cp_comm=a2a",
+                              "dp=2,cp=2,zero=1,cp_comm=a2a",
                               // Uneven pipeline splits (Megatron's --decoder-first/last-pipeline-num-layers):
                               // 1 + 2 + 1 of the 4 layers over 3 stages, 3 + 1 over 2.
                               "pp=3,first_stage_layers=1,last_stage_layers=1,mb=1",
@@ -304,12 +310,17 @@ private slots:
                                    "tp=2,sp=on,recompute=selective",
                                    "pp=2,schedule=interleaved,v=2,mb=1",
                                    "dp=2,pp=2,mb=2,zero=3",  // an untied head: ZeRO-3 across stages
-                                   "dp=2,pp=2,mb=2,zero=2"};
+                                   "dp=2,pp=2,mb=2,zero=2",
+                                   // GQA under all-to-all CP: 2 query heads and 1 kv head a cp rank.
+                                   "cp=2,cp_comm=a2a",
+                                   "cp=2,cp_comm=a2a,recompute=selective",
+                                   "cp=2,cp_comm=a2a,recompute=full"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
             << "pp=2,schedule=interleaved,v=2,mb=1,recompute=selective" << false;
-        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1"})
+        for (const char* row : {"cp=2", "cp=4", "dp=2,cp=2,zero=1", "tp=2,cp=2,sp=on", "cp=2,pp=2,mb=1",
+                                "cp=2,cp_comm=a2a", "tp=2,cp=2,sp=on,cp_comm=a2a", "cp=2,pp=2,mb=1,cp_comm=a2a"})
             QTest::newRow(qPrintable(QString(row) + ",recompute=selective")) << QString(row) + ",recompute=selective" << false;
         QTest::newRow("dp=2,cp=2,zero=3") << "dp=2,cp=2,zero=3" << false;
         // Full recomputation of the first layer of each stage only (Megatron's --recompute-method
@@ -844,7 +855,9 @@ private slots:
         // heads, the RoPE key's gradient reduced over tp; with pp, ZeRO, cp (the ring carries the
         // [k | v] blocks of q/k and value head sizes), recomputation.
         for (const char* row : {"tp=2,sp=on", "tp=4,sp=on", "tp=2", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2",
-                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective"})
+                                "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective",
+                                // all-to-all CP: q/k heads of 10 and value heads of 5 split over cp
+                                "cp=2,cp_comm=a2a", "cp=2,cp_comm=a2a,recompute=full"})
             QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
         for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
             QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
@@ -1083,7 +1096,8 @@ private slots:
                                 "pp=4,schedule=gpipe,mb=1", "pp=2,schedule=interleaved,v=2,mb=1",
                                 "dp=2,tp=2,pp=2,zero=1,sp=on,mb=2", "dp=2,pp=2,mb=2,zero=3", "dp=2,pp=2,mb=2,zero=2",
                                 "cp=2", "cp=4", "tp=2,cp=2,sp=on", "dp=2,cp=2,zero=2,recompute=selective",
-                                "cp=2,pp=2,mb=1"})
+                                "cp=2,pp=2,mb=1", "cp=2,cp_comm=a2a", "cp=4,cp_comm=a2a,recompute=selective",
+                                "tp=2,cp=2,sp=on,cp_comm=a2a,recompute=full"})
             QTest::newRow(row) << row;
     }
     // BERT's blocks (post-norm, token types, embedding norm, bidirectional attention, the pooler with
@@ -1109,36 +1123,78 @@ private slots:
         expectReproduces(single(r), cluster(r), r.model);
     }
 
-    void contextParallelRingBytes_data()
+    void contextParallelBytes_data()
     {
         QTest::addColumn<QString>("layout");
         QTest::addColumn<int>("cp");
-        QTest::addColumn<double>("forwards");  // ring forwards per layer and micro-batch
-        QTest::newRow("cp=2") << "cp=2" << 2 << 1.0;
-        QTest::newRow("cp=4") << "cp=4" << 4 << 1.0;
-        QTest::newRow("cp=2, selective recomputation") << "cp=2,recompute=selective" << 2 << 2.0;
-        QTest::newRow("cp=4, full recomputation") << "cp=4,recompute=full" << 4 << 2.0;
+        QTest::addColumn<double>("forwards");  // attention forwards per layer and micro-batch
+        for (const char* comm : {"", ",cp_comm=a2a"}) {
+            const QString c(comm), name = c.isEmpty() ? QString(" ring") : QString(" a2a");
+            QTest::newRow(qPrintable("cp=2" + name)) << "cp=2" + c << 2 << 1.0;
+            QTest::newRow(qPrintable("cp=4" + name)) << "cp=4" + c << 4 << 1.0;
+            QTest::newRow(qPrintable("cp=2, selective recomputation" + name)) << "cp=2,recompute=selective" + c << 2 << 2.0;
+            QTest::newRow(qPrintable("cp=4, full recomputation" + name)) << "cp=4,recompute=full" + c << 4 << 2.0;
+        }
     }
     // Transformer Engine's ring (AttnFuncWithCPAndKVP2P): a forward sends this rank's K and V
     // block cp - 1 times; a backward sends K/V in its first cp - 1 steps and dK/dV in its last
     // cp - 1: 2 (cp - 1) blocks. A block is 2 x kv_dim x (mb T / cp) values of 4 bytes.
     // Recomputation runs the forward's ring again. Nothing else of the layout sends point to point.
-    void contextParallelRingBytes()
+    // Its all-to-all (AttnFuncWithCPAndQKVOA2A): a forward all-to-alls q, k, v (3 x C x mb T/cp
+    // values here, no GQA) and the output (C x mb T/cp), a backward dout and dq, dk, dv: each
+    // sends (cp - 1)/cp of it off the device; recomputation runs the forward's two again; no ring
+    // sends, and the activations kept are the ring's (the same q, k, v, probabilities and output).
+    void contextParallelBytes()
     {
         QFETCH(QString, layout);
         QFETCH(int, cp);
         QFETCH(double, forwards);
         TrainRequest r = baseRequest(2);
         r.layout = parse(layout);
+        const bool a2a = r.layout.cp_comm == CpComm::A2A;
         const Measurement m = cluster(r);
         QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
-        const double block = 2 * kC * (kT / cp) * 4, micro = kB;  // mb = 1, dp = 1
-        const double perStep = micro * kL * (forwards + 2) * (cp - 1) * block;
+        const double tokens = kT / cp, micro = kB;  // mb = 1, dp = 1
+        const double block = 2 * kC * tokens * 4, pass = (3 * kC * tokens + kC * tokens) * 4 * (cp - 1) / cp;
+        const double perStep = a2a ? micro * kL * (forwards + 1) * pass : micro * kL * (forwards + 2) * (cp - 1) * block;
+        const char* kind = a2a ? "all_to_all" : "send_recv";
         QCOMPARE(int(m.devices.size()), cp);
         for (const DeviceMeasurement& d : m.devices) {
-            QCOMPARE(sent(d, "send_recv") / 2, perStep);
-            QCOMPARE(d.comm_bytes_received.at("send_recv") / 2, perStep);
+            QCOMPARE(sent(d, kind) / 2, perStep);
+            QCOMPARE(d.comm_bytes_received.at(kind) / 2, perStep);
+            if (a2a)
+                QVERIFY(!d.comm_bytes.count("send_recv") || d.comm_bytes.at("send_recv") == 0);
         }
+        if (!a2a)
+            return;
+        TrainRequest ring = r;
+        ring.layout.cp_comm = CpComm::P2P;
+        const Measurement p2p = cluster(ring);
+        QVERIFY2(!p2p.error, p2p.error ? p2p.error->message.c_str() : "");
+        for (size_t i = 0; i < m.devices.size(); ++i)
+            QCOMPARE(m.devices[i].memory_peak_bytes[size_t(MemoryCategory::Activations)],
+                     p2p.devices[i].memory_peak_bytes[size_t(MemoryCategory::Activations)]);
+    }
+
+    // GQA at cp = 4 under all-to-all CP: 8 query heads sharing 4 kv heads (hd 4), one kv head and
+    // two query heads a cp rank; with tp = 2 and sp, 2 and 1 a device; each reproduces one device.
+    void contextParallelAllToAllGqa_data()
+    {
+        QTest::addColumn<QString>("layout");
+        for (const char* row : {"cp=4,cp_comm=a2a", "cp=4,cp_comm=a2a,recompute=selective",
+                                "cp=4,cp_comm=a2a,recompute=full", "tp=2,cp=2,sp=on,cp_comm=a2a",
+                                "tp=2,cp=2,sp=on,cp_comm=a2a,recompute=selective"})
+            QTest::newRow(row) << QString(row);
+    }
+    void contextParallelAllToAllGqa()
+    {
+        QFETCH(QString, layout);
+        TrainRequest r = baseRequest();
+        r.model = llamaModel();
+        r.model.heads = 8;
+        r.model.kv_heads = 4;
+        r.layout = parse(layout);
+        expectReproduces(single(r), cluster(r), r.model);
     }
 
     void contextParallelGroups()
@@ -1202,6 +1258,8 @@ private slots:
         QTest::newRow("interleaved, 1 micro-batch on pp=2") << "pp=2,schedule=interleaved,v=2,mb=8"
                                                             << "layout.schedule";
         QTest::newRow("2 cp chunks do not divide the sequence") << "cp=3" << "layout.cp";
+        QTest::newRow("all-to-all cp does not divide a device's heads")
+            << "tp=2,cp=4,cp_comm=a2a,sp=on" << "layout.cp_comm";
     }
     void badLayoutsNameTheField()
     {

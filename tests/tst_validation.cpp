@@ -158,6 +158,33 @@ private slots:
         qInfo("%s: %d of %d cases exact", qPrintable(metric), exact, compared);
     }
 
+    // All-to-all CP (cp_comm=a2a): the cases run as planned (cp_comm kept by the scaler, the
+    // heads divisible by tp x cp), their all-to-all bytes the planner's exactly and nonzero, no
+    // ring sends, and the activations exact (memoryIsExact).
+    void allToAllContextParallelIsExact()
+    {
+        int cases = 0;
+        for (const ValidationResult& r : results_) {
+            const Layout& l = r.c.request.layout;
+            if (l.cp_comm != CpComm::A2A)
+                continue;
+            ++cases;
+            QVERIFY2(r.error.empty(), r.error.c_str());
+            const engine::ModelConfig& m = r.c.request.model;
+            QCOMPARE(m.heads / l.tp % l.cp, 0);
+            QCOMPARE(m.kvHeads() / l.tp % l.cp, 0);
+            const MetricComparison* a2a = r.metric("all_to_all_bytes");
+            const MetricComparison* p2p = r.metric("send_recv_bytes");
+            QVERIFY(a2a && p2p);
+            QVERIFY2(a2a->measured > 0 && std::fabs(a2a->predicted - a2a->measured) <= 2 * 8.0,
+                     qPrintable(QString("%1: predicted %2, measured %3").arg(r.c.name.c_str()).arg(a2a->predicted).arg(a2a->measured)));
+            QCOMPARE(p2p->measured, 0.0);
+            QCOMPARE(p2p->predicted, 0.0);
+            qInfo("%s: %.0f all-to-all bytes a step, predicted %.0f", r.c.name.c_str(), a2a->measured, a2a->predicted);
+        }
+        QVERIFY(cases >= 2);
+    }
+
     // Issue 16: the MoE cases. The all-to-all's bytes (the payload, a dropless count) are exact
     // (collectiveBytes); the activations, which follow where the router sent the copies, agree
     // exactly once the planner prices the busiest device's measured load (one micro-batch in

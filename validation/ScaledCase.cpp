@@ -61,14 +61,17 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
                          " positions are not executed by the engine yet: no validation run");
     engine::ModelConfig c;
     const int tp = std::max(1, l.tp);
+    // All-to-all CP splits a device's query and key/value heads over cp (core's
+    // allToAllCpSplitsHeads): the heads come in multiples of tp x cp then.
+    const int split = l.cp_comm == CpComm::A2A && l.cp > 1 ? tp * l.cp : tp;
     const int ratio = std::clamp(m.kv_heads > 0 ? m.heads / m.kv_heads : 1, 1, 4);
     if (ratio == 1) {
-        c.heads = std::max(4, 2 * tp);
+        c.heads = (std::max(4, 2 * tp) + split - 1) / split * split;
         c.kv_heads = c.heads;
     } else {
         // Megatron-LM splits the query groups over tp: at least tp of them.
         const int groups = std::max(m.kv_heads == 1 ? 1 : 2, tp);
-        c.kv_heads = (groups + tp - 1) / tp * tp;
+        c.kv_heads = (groups + split - 1) / split * split;
         c.heads = c.kv_heads * ratio;
     }
     c.head_dim = 16;

@@ -459,6 +459,11 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"DeepSeek-V3 blocks (MLA + MoE), expert parallel", "dp=4,ep=4", fp32, &deepseekV3},
         {"DeepSeek-V3 blocks, pipeline 1F1B + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &deepseekV3},
         {"DeepSeek-V3 blocks, ep carved out of tp x dp (etp 1)", "dp=2,tp=2,sp=on,ep=4,etp=1", fp32, &deepseekV3},
+        // All-to-all context parallelism (cp_comm=a2a, TE's AttnFuncWithCPAndQKVOA2A): heads / cp
+        // heads over the whole sequence, q, k, v and the output exchanged by all-to-all.
+        {"all-to-all context + tensor + sequence parallel", "cp=2,tp=2,sp=on,cp_comm=a2a", fp32, &gpt2},
+        {"Llama blocks (GQA), all-to-all context parallel + selective recomputation",
+         "cp=2,cp_comm=a2a,recompute=selective", fp32, &llama},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
