@@ -265,6 +265,22 @@ private slots:
         QVERIFY(!dense.out.contains(" ep etp "));
     }
 
+    // cp_comm=a2a is not a column: the table's plans with all-to-all context parallelism are named.
+    void planTableNamesAllToAllContextParallelism()
+    {
+        const RunResult a2a = run({"plan", "--model", "llama-2-7b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                   "--global-batch", "16", "--seq", "8192", "--flash-attention", "--fix",
+                                   "cp=4,cp_comm=a2a", "--top", "2"});
+        QVERIFY2(a2a.finished && a2a.exitCode == 0, a2a.err.constData());
+        QVERIFY2(a2a.out.contains("all-to-all context parallelism (cp_comm=a2a, Ulysses) in plans 1, 2;"),
+                 a2a.out.constData());
+        const RunResult ring = run({"plan", "--model", "llama-2-7b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                    "--global-batch", "16", "--seq", "8192", "--flash-attention", "--fix", "cp=4",
+                                    "--top", "2"});
+        QVERIFY2(ring.finished && ring.exitCode == 0, ring.err.constData());
+        QVERIFY(!ring.out.contains("cp_comm=a2a"));
+    }
+
     void helpFormsAgree()
     {
         const RunResult a = run({QStringLiteral("plan"), QStringLiteral("--help")});

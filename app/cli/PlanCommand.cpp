@@ -233,6 +233,14 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
     }
     for (const std::string& split : splits)
         o << "uneven pipeline split, " << split << "\n";
+    // Nor is the cp exchange: the plans with all-to-all context parallelism named (the others, ring).
+    std::string a2a;
+    for (size_t i = 0; i < plans.size() && i < rows; ++i)
+        if (plans[i].layout.cp > 1 && plans[i].layout.cp_comm == CpComm::A2A)
+            a2a += (a2a.empty() ? "" : ", ") + std::to_string(i + 1);
+    if (!a2a.empty())
+        o << "all-to-all context parallelism (cp_comm=a2a, Ulysses) in plan" << (a2a.find(',') != std::string::npos ? "s " : " ")
+          << a2a << "; cp > 1 elsewhere is the K/V ring\n";
 }
 
 void printPlanBreakdown(std::ostream& o, const Problem& problem, const Plan& plan)
