@@ -386,6 +386,9 @@ private slots:
         QCOMPARE(details->prediction().step_time_s, best.prediction.step_time_s);
         QVERIFY(details->summary()->text().contains(
             predictionSummary(window_->lastProblem(), best.prediction).toHtmlEscaped()));
+        // ... and the precision (recipe) it was priced in.
+        QVERIFY(details->summary()->text().contains(
+            QStringLiteral("Precision: %1;").arg(QLatin1String(toString(window_->lastProblem().training.precision)))));
         // A cost says what kind of price it is (trn1.32xlarge: on-demand, per the catalog).
         if (best.prediction.cost_to_train_usd > 0 && !window_->lastProblem().cluster.node.price_kind.empty()) {
             QVERIFY(predictionSummary(window_->lastProblem(), best.prediction)

@@ -121,8 +121,9 @@ void PlanDetailsPage::showPlan(const PricedPlan& plan)
     summary_->setText(QStringLiteral("<b>%1</b><br>%2<br>%3<small>%4</small>")
                           .arg(q(toString(layout)).toHtmlEscaped(), predictionSummary(problem, p).toHtmlEscaped(),
                                experts.isEmpty() ? QString() : experts.toHtmlEscaped() + QStringLiteral("<br>"),
-                               tr("Cost model: %1; search constraints: %2")
-                                   .arg(q(plan_.request.cost_model.name), q(constraintsText(plan_.request.space)))
+                               tr("Precision: %1; cost model: %2; search constraints: %3")
+                                   .arg(QLatin1String(toString(problem.training.precision)),
+                                        q(plan_.request.cost_model.name), q(constraintsText(plan_.request.space)))
                                    .toHtmlEscaped()));
     setStackedBarChart(memory_, memoryChartData(p));
     setStackedBarChart(time_, stepTimeChartData(p));
