@@ -44,6 +44,17 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
         }
         cc.problem.cluster.nodes = c.integer("nodes", 1, true, 1, 1'000'000);
         cc.layout = parseLayout(c.string("layout", true), errors);
+        if (c.has("implementation")) {
+            JsonReader impl = c.object("implementation", false);
+            impl.rejectUnknownKeys({"multi_nic_rings", "overlap_grad_reduce", "dp_overlap", "why"});
+            if (impl.has("multi_nic_rings"))
+                cc.multi_nic_rings = impl.boolean("multi_nic_rings", true);
+            if (impl.has("overlap_grad_reduce"))
+                cc.overlap_grad_reduce = impl.boolean("overlap_grad_reduce", true);
+            if (impl.has("dp_overlap"))
+                cc.dp_overlap = impl.number("dp_overlap", 0, true, 0, 1.0);
+            cc.implementation_why = impl.string("why", true);
+        }
         if (errors.size() != before || !model || !training)
             continue;
         cc.problem.model = *model;
@@ -71,9 +82,21 @@ std::vector<CalibrationCase> builtinCalibrationCases()
     return cases;
 }
 
+CostModelParams CalibrationCase::ownTerms(const CostModelParams& params) const
+{
+    CostModelParams own = params;
+    if (multi_nic_rings)
+        own.multi_nic_rings = *multi_nic_rings;
+    if (overlap_grad_reduce)
+        own.overlap_grad_reduce = *overlap_grad_reduce;
+    if (dp_overlap)
+        own.dp_overlap = *dp_overlap;
+    return own;
+}
+
 double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible)
 {
-    const Prediction p = CostModel(c.problem, params).evaluate(c.layout);
+    const Prediction p = CostModel(c.problem, c.ownTerms(params)).evaluate(c.layout);
     if (feasible)
         *feasible = p.feasible;
     if (c.metric == "tflops_per_device")  // Megatron's paper reports hardware FLOPs (eq. 3, with recomputation)
@@ -141,6 +164,7 @@ const char* toString(FitTerm term)
 {
     switch (term) {
     case FitTerm::VendorMatmulEfficiency: return "matmul_efficiency.by_vendor";
+    case FitTerm::SustainedMatmulFraction: return "matmul_efficiency.sustained_fraction";
     case FitTerm::MatmulHalfDim: return "matmul_half_dim";
     case FitTerm::ElementwiseFactor: return "elementwise_traffic_factor";
     case FitTerm::DpOverlap: return "dp_overlap";
@@ -148,6 +172,8 @@ const char* toString(FitTerm term)
     case FitTerm::IntraLinkEfficiency: return "network.intra_link_efficiency";
     case FitTerm::GroupedGemmEfficiency: return "moe.grouped_gemm_efficiency";
     case FitTerm::MoeLayerOverhead: return "moe.layer_overhead_s";
+    case FitTerm::KernelOverhead: return "kernel_overhead_s";
+    case FitTerm::StepOverhead: return "step_overhead_s";
     }
     return "?";
 }
@@ -166,6 +192,7 @@ double get(const CostModelParams& p, FitTerm t, const std::string& vendor)
         auto it = p.matmul_efficiency_by_vendor.find(vendor);
         return logit(it != p.matmul_efficiency_by_vendor.end() ? it->second : p.matmul_efficiency_default);
     }
+    case FitTerm::SustainedMatmulFraction: return logit(std::clamp(p.measured_matmul_sustained_fraction, 1e-3, 1 - 1e-3));
     case FitTerm::MatmulHalfDim: return std::log(std::max(1e-3, p.matmul_half_dim));
     case FitTerm::ElementwiseFactor: return std::log(std::max(1e-3, p.elementwise_traffic_factor));
     case FitTerm::DpOverlap: return logit(std::clamp(p.dp_overlap, 1e-3, 1 - 1e-3));
@@ -173,6 +200,8 @@ double get(const CostModelParams& p, FitTerm t, const std::string& vendor)
     case FitTerm::IntraLinkEfficiency: return logit(p.intra_link_efficiency);
     case FitTerm::GroupedGemmEfficiency: return logit(std::clamp(p.grouped_gemm_efficiency, 1e-3, 1 - 1e-3));
     case FitTerm::MoeLayerOverhead: return std::log(std::max(1e-7, p.moe_layer_overhead_s));
+    case FitTerm::KernelOverhead: return std::log(std::max(1e-8, p.kernel_overhead_s));
+    case FitTerm::StepOverhead: return std::log(std::max(1e-5, p.step_overhead_s));
     }
     return 0;
 }
@@ -181,6 +210,7 @@ void set(CostModelParams& p, FitTerm t, double x, const std::string& vendor)
 {
     switch (t) {
     case FitTerm::VendorMatmulEfficiency: p.matmul_efficiency_by_vendor[vendor] = logistic(x); break;
+    case FitTerm::SustainedMatmulFraction: p.measured_matmul_sustained_fraction = logistic(x); break;
     case FitTerm::MatmulHalfDim: p.matmul_half_dim = std::exp(x); break;
     case FitTerm::ElementwiseFactor: p.elementwise_traffic_factor = std::exp(x); break;
     case FitTerm::DpOverlap: p.dp_overlap = logistic(x); break;
@@ -188,6 +218,8 @@ void set(CostModelParams& p, FitTerm t, double x, const std::string& vendor)
     case FitTerm::IntraLinkEfficiency: p.intra_link_efficiency = logistic(x); break;
     case FitTerm::GroupedGemmEfficiency: p.grouped_gemm_efficiency = logistic(x); break;
     case FitTerm::MoeLayerOverhead: p.moe_layer_overhead_s = std::exp(x); break;
+    case FitTerm::KernelOverhead: p.kernel_overhead_s = std::exp(x); break;
+    case FitTerm::StepOverhead: p.step_overhead_s = std::exp(x); break;
     }
 }
 

@@ -10,6 +10,7 @@
 #include "SpecLookup.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,14 @@ struct CalibrationCase {
     double measured = 0;
     Problem problem;
     Layout layout;
+    // How the row's framework ran its collectives where that differs from the cost model's
+    // default (NCCL's rings over every NIC of a node): "implementation" in the case's JSON, with
+    // the reason in its "why". The fit keeps the row's own setting.
+    std::optional<bool> multi_nic_rings, overlap_grad_reduce;
+    std::optional<double> dp_overlap;
+    std::string implementation_why;
+    // The cost model's terms with the row's own implementation settings.
+    CostModelParams ownTerms(const CostModelParams& params) const;
 };
 
 struct CaseResult {
@@ -56,8 +65,8 @@ std::vector<std::pair<std::string, ErrorSummary>> summarizeByFamily(const std::v
 std::string chipFamily(const struct ChipSpec& chip);
 
 // The terms a fit may move.
-enum class FitTerm { VendorMatmulEfficiency, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
-                     IntraLinkEfficiency, GroupedGemmEfficiency, MoeLayerOverhead };
+enum class FitTerm { VendorMatmulEfficiency, SustainedMatmulFraction, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
+                     IntraLinkEfficiency, GroupedGemmEfficiency, MoeLayerOverhead, KernelOverhead, StepOverhead };
 const char* toString(FitTerm term);
 
 struct FitResult {

@@ -1160,11 +1160,13 @@ CostModel::DataParallelGroups CostModel::dataParallelGroups(const Layout& l, con
     }
     // The slowest stage's backward (ZeRO-2: every micro-batch's; ZeRO-3: its whole step);
     // overlap-param-gather: the parameter gather behind its first forward.
+    // (Without overlap_grad_reduce the gradients are reduced after the backward: no window.)
+    const double backward = params_.overlap_grad_reduce ? slow.bwd_s : 0.0;
     switch (l.zero_stage) {
-    case 0: g.grads_window = slow.bwd_s; break;  // the last micro-batch's backward
+    case 0: g.grads_window = backward; break;  // the last micro-batch's backward
     case 1:
     case 2:
-        g.grads_window = (l.zero_stage == 2 ? m : 1.0) * slow.bwd_s;
+        g.grads_window = (l.zero_stage == 2 ? m : 1.0) * backward;
         g.gather_window = l.overlap_param_gather ? slow.fwd_s : g.grads_window;
         break;
     default: g.grads_window = m * (slow.fwd_s + slow.bwd_s + slow.recompute_s); break;
@@ -1550,6 +1552,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
              (l.offload == Offload::Optimizer ? heldGrads : localParams + heldGrads) * grad_bytes_ /
                  hbm_bytes_per_second_device_,
              "(owned + held gradients) x grad bytes / HBM BW");
+    book.add(Figure::Optimizer, "fixed host work per step", prm.step_overhead_s,
+             "step_overhead_s: synchronisations, optimizer launches, data loading, logging (fitted)");
     book.add(Figure::Optimizer, "ZeRO-2/3 shard accumulation",
              l.zero_stage >= 2 && dpGroupSize > 1 ? m * localParams * 3 * grad_bytes_ / hbm_bytes_per_second_device_ : 0.0,
              "m x shard x 3 x grad bytes / HBM BW");

@@ -15,7 +15,7 @@ double CostModelParams::matmulEfficiency(const ChipSpec& chip) const
 {
     if (auto it = measured_matmul_flops_by_chip.find(chip.name);
         it != measured_matmul_flops_by_chip.end() && chip.peak_flops_bf16 > 0)
-        return std::min(1.0, it->second / chip.peak_flops_bf16);
+        return std::min(1.0, measured_matmul_sustained_fraction * it->second / chip.peak_flops_bf16);
     if (auto it = matmul_efficiency_by_vendor.find(chip.vendor); it != matmul_efficiency_by_vendor.end())
         return it->second;
     return matmul_efficiency_default;
@@ -25,7 +25,7 @@ double CostModelParams::matmulEfficiency(const ChipSpec& chip, DataType type) co
 {
     if (type == DataType::FP8 && chip.peak_flops_fp8 > 0)
         if (auto it = measured_fp8_matmul_flops_by_chip.find(chip.name); it != measured_fp8_matmul_flops_by_chip.end())
-            return std::min(1.0, it->second / chip.peak_flops_fp8);
+            return std::min(1.0, measured_matmul_sustained_fraction * it->second / chip.peak_flops_fp8);
     return matmulEfficiency(chip);
 }
 
@@ -79,11 +79,20 @@ QJsonObject toJson(const CostModelParams& p)
         mm.insert("measured_fp8_flops_by_chip", mapToJson(p.measured_fp8_matmul_flops_by_chip));
         o.insert("matmul_efficiency", mm);
     }
+    if (p.measured_matmul_sustained_fraction != 1.0) {
+        QJsonObject mm = o.value("matmul_efficiency").toObject();
+        mm.insert("sustained_fraction", p.measured_matmul_sustained_fraction);
+        o.insert("matmul_efficiency", mm);
+    }
     if (p.multi_nic_rings) {
         QJsonObject net = o.value("network").toObject();
         net.insert("multi_nic_rings", true);
         o.insert("network", net);
     }
+    if (!p.overlap_grad_reduce)
+        o.insert("overlap_grad_reduce", false);
+    if (p.step_overhead_s != 0)
+        o.insert("step_overhead_s", p.step_overhead_s);
     if (p.grouped_gemm_efficiency != 1.0 || p.moe_layer_overhead_s != 0)
         o.insert("moe", QJsonObject{{"grouped_gemm_efficiency", p.grouped_gemm_efficiency},
                                     {"layer_overhead_s", p.moe_layer_overhead_s}});
@@ -97,12 +106,13 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     // "notes" and "fitted_on" document provenance; they are kept in the file only. "emulation_wall"
     // belongs to validation (validation/ValidationProfile.h), which reads the same document.
     r.rejectUnknownKeys({"schema", "name", "matmul_efficiency", "matmul_half_dim", "kernel_overhead_s",
-                         "elementwise_traffic_factor", "network", "dp_overlap", "memory",
+                         "elementwise_traffic_factor", "network", "dp_overlap", "overlap_grad_reduce", "step_overhead_s", "memory",
                          "host_memory_bytes_per_second", "moe", "emulation_wall", "notes", "fitted_on", "sources"});
     CostModelParams p;
     p.name = r.string("name", true);
     JsonReader mm = r.object("matmul_efficiency", true);
-    mm.rejectUnknownKeys({"default", "measured_bf16_flops_by_chip", "measured_fp8_flops_by_chip", "by_vendor", "sources"});
+    mm.rejectUnknownKeys({"default", "measured_bf16_flops_by_chip", "measured_fp8_flops_by_chip", "by_vendor",
+                          "sustained_fraction", "sources"});
     p.matmul_efficiency_default = mm.number("default", 0, true, 1e-3, 1.0);
     JsonReader measured = mm.object("measured_bf16_flops_by_chip", true);
     for (auto it = measured.json().begin(); it != measured.json().end(); ++it) {
@@ -117,8 +127,10 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
         }
     }
     p.matmul_efficiency_by_vendor = readFractions(mm.object("by_vendor", true));
+    p.measured_matmul_sustained_fraction = mm.number("sustained_fraction", 1.0, false, 0.1, 1.0);
     p.matmul_half_dim = r.number("matmul_half_dim", 0, true, 0, 1e5);
     p.kernel_overhead_s = r.number("kernel_overhead_s", 0, true, 0, 1e-2);
+    p.step_overhead_s = r.number("step_overhead_s", 0, false, 0, 10);
     p.elementwise_traffic_factor = r.number("elementwise_traffic_factor", 0, true, 0, 100);
     JsonReader net = r.object("network", true);
     net.rejectUnknownKeys({"intra_link_efficiency", "inter_node_efficiency", "intra_latency_s", "inter_latency_s",
@@ -131,6 +143,7 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.hierarchical_collectives = net.boolean("hierarchical_collectives", false);
     p.multi_nic_rings = net.boolean("multi_nic_rings", false);
     p.dp_overlap = r.number("dp_overlap", 0, true, 0, 1.0);
+    p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
     JsonReader mem = r.object("memory", true);
     mem.rejectUnknownKeys({"reserve_fraction", "dp_bucket_bytes"});
     p.reserve_fraction = mem.number("reserve_fraction", 0, true, 0, 0.5);

@@ -29,12 +29,23 @@ struct CostModelParams {
     // its bf16 fraction of the FP8 peak). Optional in JSON.
     std::map<std::string, double> measured_fp8_matmul_flops_by_chip;
     std::map<std::string, double> matmul_efficiency_by_vendor;    // vendor -> fraction
+    // The share of a measured maximum matmul rate that a training step's GEMMs sustain: the
+    // measurement (mamf-finder) is the best shape of a short burst, a step runs every shape of the
+    // model back to back at the clocks the chip holds under sustained power, with the
+    // communication kernels beside it. Fitted on the calibration rows of the chips that have a
+    // measurement (optional in JSON: 1).
+    double measured_matmul_sustained_fraction = 1.0;
 
     // Shape curve: a GEMM whose smallest per-device dimension is n runs at
     // efficiency x n / (n + matmul_half_dim): narrow shards after heavy TP, short
     // sequences and small head dimensions lose throughput.
     double matmul_half_dim = 0;
     double kernel_overhead_s = 0;  // per kernel launch
+    // Fixed host work per optimizer step, whatever the model's size: the loss and gradient-norm
+    // synchronisations, the optimizer's kernel launches, the next batch from the data loader,
+    // logging (what published throughputs include: "data loading, optimizer steps,
+    // communication, and logging", Megatron-LM README). Optional in JSON (0).
+    double step_overhead_s = 0;
 
     // Element-wise ops (norms, activations, softmax, dropout, residuals) are memory-bound:
     // forward traffic = factor x the layer's stored activation bytes; backward twice that.
@@ -57,6 +68,10 @@ struct CostModelParams {
     // Fraction of the overlap window (backward compute; forward + backward for ZeRO-3)
     // that hides data-parallel / ZeRO traffic.
     double dp_overlap = 0;
+    // Whether the gradients' collectives (ZeRO 0-2) start during the backward pass, bucket by
+    // bucket (PyTorch DDP, FSDP, DeepSpeed's overlap_comm, Megatron-LM's --overlap-grad-reduce,
+    // which its exporter sets), or after it (Megatron-LM of 2021). Optional in JSON (true).
+    bool overlap_grad_reduce = true;
 
     double reserve_fraction = 0;          // of HBM, for allocator fragmentation and the runtime
     double dp_bucket_bytes = 0;           // gradient bucket size for bucketed all-reduce

@@ -424,9 +424,10 @@ private slots:
     {
         const Problem p = problem(megatronGpt(4, 4096, 32), 2, 16);
         const Layout l = layout("dp=16,mb=1,zero=0", p);
-        CostModelParams nics = defaultCostModelParams();
-        QVERIFY(!nics.multi_nic_rings);  // the shipped profile: off (cost-model.json says why)
-        nics.multi_nic_rings = true;
+        const CostModelParams nics = defaultCostModelParams();
+        QVERIFY(nics.multi_nic_rings);  // the shipped profile: NCCL's rings (cost-model.json says why)
+        CostModelParams perDevice = nics;
+        perDevice.multi_nic_rings = false;
         auto bucketTime = [&](const CostModelParams& params, double& grads, double& buckets) {
             const CostLedger ledger = CostModel(p, params).ledger(l);
             for (const Collective& c : ledger.collectives)
@@ -438,13 +439,13 @@ private slots:
             return -1.0;
         };
         double grads = 0, buckets = 0;
-        const double flat = bucketTime(defaultCostModelParams(), grads, buckets);
+        const double flat = bucketTime(perDevice, grads, buckets);
         const double latency = 2 * 15 * 2e-5;
         QVERIFY(near(flat, buckets * latency + 2 * 15.0 / 16 * grads / (25e9 * 0.8), 1e-12));
         QVERIFY(near(bucketTime(nics, grads, buckets), buckets * latency + 2 * 15.0 / 16 * grads / (200e9 * 0.8), 1e-12));
         // A tp=8 layout's dp group has one member per node: its own NIC either way.
         const Layout tp8 = layout("dp=2,tp=8,mb=1,zero=0", p);
-        QCOMPARE(CostModel(p, nics).evaluate(tp8).time_s.dp_comm, CostModel(p).evaluate(tp8).time_s.dp_comm);
+        QCOMPARE(CostModel(p, nics).evaluate(tp8).time_s.dp_comm, CostModel(p, perDevice).evaluate(tp8).time_s.dp_comm);
     }
 
     // Every figure of the prediction is the sum of its named terms.
@@ -692,9 +693,11 @@ private slots:
         const double crossing = prm.collective_launch_s +
                                 std::max(prm.intra_latency_s + 3.0 / 8 * wideLoad / intraBw,
                                          prm.inter_latency_s + 4.0 / 8 * wideLoad / interBw);
-        // (The counts' gather over the 16 devices of etp x ep: one flat ring across the two nodes.)
+        // (The counts' gather over the 16 devices of etp x ep: one flat ring across the two nodes,
+        // crossing as NCCL's rings do, through the 8 NICs of a node at once.)
+        QVERIFY(prm.multi_nic_rings);
         const double wideCounts = prm.collective_launch_s + 15 * prm.inter_latency_s +
-                                  15.0 / 16 * (16 * 8 * 8.0) / std::min(intraBw, interBw);
+                                  15.0 / 16 * (16 * 8 * 8.0) / std::min(intraBw, 8 * interBw);
         QVERIFY2(near(c.time_s.ep_comm, wideCalls * crossing + 16 * L * wideCounts, 1e-9),
                  qPrintable(QString::number(c.time_s.ep_comm)));
         QVERIFY(near(c.comm_bytes.all_to_all, wideCalls * wideLoad, 1e-12));
@@ -777,6 +780,47 @@ private slots:
         QVERIFY(errors.empty() && parsed.tp_comm_overlap && parsed.overlap_param_gather);
         QVERIFY(toString(parsed).find(",tp_comm_overlap=on,overlap_param_gather=on") != std::string::npos);
         QVERIFY(toString(plain).find("overlap") == std::string::npos);  // off: the text is as before
+    }
+
+    // Issue 15's implementation terms: gradients reduced after the backward (Megatron-LM of 2021)
+    // hide nothing; the fixed host work of a step is one term of the optimizer figure; the share
+    // of the measured matmul rate a step sustains scales the GEMMs of chips with a measurement.
+    // All three survive the profile's JSON.
+    void implementationTerms()
+    {
+        const Problem p = problem(megatronGpt(24, 2048, 16), 8, 64);
+        const Layout l = layout("zero=0", p);  // 64-way data parallel, bucketed all-reduce
+        CostModelParams overlapped = defaultCostModelParams();
+        overlapped.step_overhead_s = 0;
+        CostModelParams after = overlapped;
+        after.overlap_grad_reduce = false;
+        const Prediction a = CostModel(p, overlapped).evaluate(l), b = CostModel(p, after).evaluate(l);
+        QVERIFY(a.time_s.hidden.dp_comm > 0);
+        QCOMPARE(b.time_s.hidden.dp_comm, 0.0);
+        QVERIFY(near(b.time_s.dp_comm, a.time_s.dp_comm + a.time_s.hidden.dp_comm, 1e-12));
+        QCOMPARE(b.comm_bytes.total(), a.comm_bytes.total());
+
+        CostModelParams host = overlapped;
+        host.step_overhead_s = 0.05;
+        const Prediction c = CostModel(p, host).evaluate(l);
+        QVERIFY(near(c.time_s.optimizer, a.time_s.optimizer + 0.05, 1e-12));
+        QVERIFY(near(c.step_time_s, a.step_time_s + 0.05, 1e-12));
+        QVERIFY(near(termValue(CostModel(p, host).explain(l), "time_s.optimizer", "fixed host work per step"), 0.05,
+                     1e-15));
+
+        // A100 80GB: its measured 271.2 TFLOP/s of 312, times the sustained share.
+        const ChipSpec& chip = p.cluster.node.chip;
+        CostModelParams slower = overlapped;
+        slower.measured_matmul_sustained_fraction = 0.5;
+        QVERIFY(near(slower.matmulEfficiency(chip), 0.5 * overlapped.matmulEfficiency(chip) /
+                                                        overlapped.measured_matmul_sustained_fraction, 1e-12));
+        QVERIFY(CostModel(p, slower).evaluate(l).time_s.compute > a.time_s.compute);
+
+        FieldErrors errors;
+        after.step_overhead_s = 0.05;
+        after.measured_matmul_sustained_fraction = 0.5;
+        QVERIFY(costModelParamsFromJson(toJson(after), "p", errors) == after);
+        QVERIFY(errors.empty());
     }
 
     // (gui18) The hidden (overlapped) seconds per kind: for each collective, exposed + hidden is
@@ -995,7 +1039,9 @@ private slots:
         // bandwidth (the norm and AdamW run on the host); without offload, the whole step is there.
         const Prediction kept = CostModel::evaluate(p, layout("zero=1", p));
         QVERIFY(ok.time_s.optimizer > 0 && ok.time_s.optimizer < kept.time_s.optimizer);
-        const double zeroing = ok.memory_bytes.gradients / p.cluster.node.chip.hbm_bytes_per_second;  // its held gradients
+        // (+ the fixed host work of every step, step_overhead_s.)
+        const double zeroing = ok.memory_bytes.gradients / p.cluster.node.chip.hbm_bytes_per_second +
+                               defaultCostModelParams().step_overhead_s;  // its held gradients
         QVERIFY2(std::fabs(ok.time_s.optimizer - zeroing) <= 1e-9 * zeroing + 1e-12,
                  qPrintable(QString("%1 vs %2").arg(ok.time_s.optimizer).arg(zeroing)));
     }
@@ -1291,8 +1337,9 @@ private slots:
         const CostModel fp8(q);
         const auto b = bf16.explain(l), f = fp8.explain(l);
         const double L = 4, T = 2048, h = 4096, ff = 4 * h, hbm = 3350e9, launch = 5e-6;
-        // The layer GEMMs at the measured FP8 rate on the shape curve (compute-bound at these shapes).
-        const double rate = 1402.6e12;
+        // The layer GEMMs at the measured FP8 rate, times the share of it a training step sustains,
+        // on the shape curve (compute-bound at these shapes).
+        const double rate = 1402.6e12 * defaultCostModelParams().measured_matmul_sustained_fraction;
         auto gemm = [&](double M, double N, double K) {
             const double n = std::min({M, N, K});
             return 2 * M * N * K / (rate * n / (n + 128)) + launch;

@@ -351,7 +351,10 @@ private slots:
         // Selective recomputation takes no --recompute-method in Megatron.
         QVERIFY(!t.contains(QLatin1String("--recompute-method")));
         QVERIFY(t.contains(QLatin1String("= dp 16.")));  // 512 / (8 x 4 x 1)
-        QVERIFY(!t.contains(QLatin1String("overlap")));  // not asked for
+        // The gradients' reduction overlapped with the backward, as the cost model prices it; the
+        // parameter gather and tp overlap only when the layout asks for them.
+        QVERIFY(t.contains(QLatin1String("--overlap-grad-reduce\n")));
+        QVERIFY(!t.contains(QLatin1String("--overlap-param-gather")) && !t.contains(QLatin1String("--tp-comm-overlap")));
     }
 
     // What validate_args and TransformerConfig of Megatron-LM d98e8a64 need: CUDA_DEVICE_MAX_CONNECTIONS

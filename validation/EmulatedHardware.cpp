@@ -121,6 +121,11 @@ CostModelParams engineCostModelParams(const engine::DeviceProfile& profile, cons
     p.intra_latency_s = links.intra_latency_s;
     p.inter_latency_s = links.inter_latency_s;
     p.hierarchical_collectives = false;
+    // The engine's rings cross emulated nodes over each device's own link (Communicator's clock),
+    // its device clock has no host work between steps, and its GEMMs run at the profile's rate.
+    p.multi_nic_rings = false;
+    p.step_overhead_s = 0;
+    p.measured_matmul_sustained_fraction = 1.0;
     p.dp_overlap = 0;
     p.reserve_fraction = 0;
     p.dp_bucket_bytes = double(bucket_bytes);

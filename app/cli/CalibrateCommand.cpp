@@ -252,17 +252,21 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             const size_t comma = std::min(list->find(',', start), list->size());
             const std::string name = list->substr(start, comma - start);
             bool known = false;
-            for (FitTerm t : {FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::ElementwiseFactor,
+            for (FitTerm t : {FitTerm::VendorMatmulEfficiency, FitTerm::SustainedMatmulFraction,
+                              FitTerm::MatmulHalfDim, FitTerm::ElementwiseFactor,
                               FitTerm::DpOverlap, FitTerm::InterNodeEfficiency, FitTerm::IntraLinkEfficiency,
-                              FitTerm::GroupedGemmEfficiency, FitTerm::MoeLayerOverhead})
+                              FitTerm::GroupedGemmEfficiency, FitTerm::MoeLayerOverhead, FitTerm::KernelOverhead,
+                              FitTerm::StepOverhead})
                 if (name == toString(t)) {
                     terms.push_back(t);
                     known = true;
                 }
             if (!known)
                 throw UsageError("--terms: unknown term \"" + name +
-                                 "\" (matmul_efficiency.by_vendor, matmul_half_dim, elementwise_traffic_factor, "
-                                 "dp_overlap, network.inter_node_efficiency, network.intra_link_efficiency)");
+                                 "\" (matmul_efficiency.by_vendor, matmul_efficiency.sustained_fraction, "
+                                 "matmul_half_dim, elementwise_traffic_factor, dp_overlap, "
+                                 "network.inter_node_efficiency, network.intra_link_efficiency, "
+                                 "moe.grouped_gemm_efficiency, moe.layer_overhead_s, kernel_overhead_s, step_overhead_s)");
             start = comma + 1;
         }
     }

@@ -167,7 +167,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     t += std::string("    cfg.ddp.data_parallel_sharding_strategy = \"") + strategy + "\"\n";
     if (f.partial_shard)
         t += "    cfg.ddp.num_distributed_optimizer_instances = " + str(l.dp / f.shard_group) + "\n";
-    t += "    cfg.ddp.overlap_grad_reduce = " + pyBool(l.overlap_param_gather) + "\n";
+    // The gradients' reduction hidden behind the backward, as the cost model prices it.
+    t += "    cfg.ddp.overlap_grad_reduce = " + pyBool(l.dp * l.cp > 1 || l.expertDataParallel() > 1 || l.overlap_param_gather) + "\n";
     t += "    cfg.ddp.overlap_param_gather = " + pyBool(l.overlap_param_gather) + "\n";
     if (megatronFsdp)
         t += "    cfg.checkpoint.ckpt_format = \"fsdp_dtensor\"  # Megatron-FSDP requires it\n";

@@ -186,11 +186,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     }
     if (l.tp_comm_overlap)
         arg("--tp-comm-overlap");  // validate_args: needs --sequence-parallel (the layout has it)
-    if (l.overlap_param_gather) {
-        // validate_args: --overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce.
+    // The cost model hides the gradients' reduction behind the backward pass (CostModelParams::
+    // overlap_grad_reduce): Megatron-LM does that only with --overlap-grad-reduce (arguments.py @
+    // d98e8a64: store_true, default False), so every plan with a gradient reduction asks for it.
+    if (l.dp * l.cp > 1 || l.expertDataParallel() > 1 || l.overlap_param_gather)
         arg("--overlap-grad-reduce");
+    if (l.overlap_param_gather)  // validate_args: needs the distributed optimizer and --overlap-grad-reduce
         arg("--overlap-param-gather");
-    }
     arg("--micro-batch-size", str(l.micro_batch));
     arg("--global-batch-size", str(p.training.global_batch));
     if (l.recompute == Recompute::Selective) {

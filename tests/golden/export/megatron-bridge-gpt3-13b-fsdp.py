@@ -51,7 +51,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
     cfg.ddp.use_megatron_fsdp = True
     cfg.ddp.data_parallel_sharding_strategy = "optim_grads_params"
     cfg.ddp.num_distributed_optimizer_instances = 4
-    cfg.ddp.overlap_grad_reduce = False
+    cfg.ddp.overlap_grad_reduce = True
     cfg.ddp.overlap_param_gather = False
     cfg.checkpoint.ckpt_format = "fsdp_dtensor"  # Megatron-FSDP requires it
     return cfg

@@ -52,7 +52,7 @@ def shardscope_pretrain_config() -> ConfigContainer:
     cfg.ddp.use_distributed_optimizer = True
     cfg.ddp.use_megatron_fsdp = False
     cfg.ddp.data_parallel_sharding_strategy = "no_shard"
-    cfg.ddp.overlap_grad_reduce = False
+    cfg.ddp.overlap_grad_reduce = True
     cfg.ddp.overlap_param_gather = False
     cfg.env_vars["CUDA_DEVICE_MAX_CONNECTIONS"] = 1  # Megatron Core with tp/cp before Blackwell
     return cfg
