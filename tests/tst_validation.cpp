@@ -455,28 +455,52 @@ private slots:
         }
     }
 
-    // A ZeRO plan of an MoE model with a shard group smaller than dp (HSDP) is validated with the
-    // whole dp group: the engine shards the routed experts over their whole edp group only.
-    void scaledMoeHsdpPlanWidensTheShardGroup()
+    // A ZeRO plan of an MoE model with a shard group smaller than dp (HSDP) is validated as HSDP: the
+    // routed experts shard over the slice of their edp group in each replica (Megatron's
+    // distributed-optimizer instances). Where the scaled mesh leaves the replicas not dividing the
+    // edp group (core's rule, Megatron's assertion), the group is widened to the smallest that does.
+    void scaledMoeHsdpPlanKeepsHsdp_data()
     {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("dp");
+        QTest::addColumn<int>("group");
+        QTest::addColumn<QString>("widened");
+        // 64 devices scaled to 16: dp 64 -> 16, ep 8, edp 2: zero_group 8 leaves 2 replicas, kept.
+        QTest::newRow("kept") << "dp=64,ep=8,zero=1,zero_group=8" << 8 << 16 << 8 << "";
+        // 512 devices: dp 64 -> 4 and tp 8 -> 4, ep 8 (etp 1), edp 64 -> 2: zero_group 1's 4 replicas
+        // do not divide it, 2 of 2 do.
+        QTest::newRow("widened") << "dp=64,tp=8,sp=on,ep=8,etp=1,zero=1,zero_group=1" << 64 << 4 << 2
+                                 << "ZeRO shard group 1 widened to 2 (2 replicas, HSDP as planned): the replicas "
+                                    "must divide the expert-data-parallel group of 2";
+    }
+    void scaledMoeHsdpPlanKeepsHsdp()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, nodes);
+        QFETCH(int, dp);
+        QFETCH(int, group);
+        QFETCH(QString, widened);
         const SpecLookup& specs = BuiltinSpecs::instance();
         Problem full;
         full.model = specs.model("mixtral-8x7b");
         full.cluster.node = specs.node("p5.48xlarge");
-        full.cluster.nodes = 8;
+        full.cluster.nodes = nodes;
         full.training.global_batch = 512;
         full.training.seq_len = 4096;
         FieldErrors errors;
-        const Layout layout = parseLayout("dp=64,ep=8,zero=1,zero_group=8", errors);
-        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
-        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const Layout planned = parseLayout(layout.toStdString(), errors);
+        QVERIFY(errors.empty() && validate(planned, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, planned, 2);
         const Layout& l = s.validation.request.layout;
+        QCOMPARE(l.dp, dp);
+        QCOMPARE(l.ep, 8);
         QCOMPARE(l.zero_stage, 1);
-        QCOMPARE(l.zero_group, 0);
+        QCOMPARE(l.zero_group, group);
         bool noted = false;
         for (const std::string& note : s.adaptations)
-            noted = noted || note.find("HSDP of the routed experts") != std::string::npos;
-        QVERIFY(noted);
+            noted = noted || (!widened.isEmpty() && note == widened.toStdString());
+        QCOMPARE(noted, !widened.isEmpty());
         QVERIFY2(engine::validate(s.validation.request).empty(),
                  joinErrors(engine::validate(s.validation.request)).c_str());
     }

@@ -444,6 +444,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         // (Without sp: under ZeRO-2/3 a device's owned chunks hold its own share of the SP-partial
         // norms and router, which the planner prices as the mean.)
         {"DeepSeek-style MoE, ZeRO-3 + ep (shared expert, dense first layer)", "dp=4,ep=2,zero=3", fp32, &deepseek},
+        // HSDP on MoE (dp / zero_group replicas, Megatron's --num-distributed-optimizer-instances):
+        // the experts' shard group the slice of edp inside a replica (edp x zero_group / dp devices:
+        // 2 of 4 here, 1 of 2 below), their owned chunks summed across the replicas with the dense ones.
+        {"Mixtral blocks, ZeRO-2 HSDP + ep (expert shards inside each replica)", "dp=8,ep=2,zero=2,zero_group=4", fp32,
+         &mixtral},
+        {"DeepSeek-style MoE, ZeRO-3 HSDP + ep", "dp=4,ep=2,zero=3,zero_group=2", fp32, &deepseek},
         // Multi-head latent attention (issue 16): the latents duplicated over tp (on the token shard
         // under sp), the up projections split by heads, the RoPE key's gradient reduced over tp.
         {"MLA blocks (DeepSeek-V3 attention), single device", "dp=1,mb=8", fp32, &mla},
