@@ -441,9 +441,13 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         // ZeRO on MoE: the routed experts' gradients reduce-scattered and their states sharded over
         // edp, the rest over dp (Megatron's distributed optimizer with its expert buffers).
         {"Mixtral blocks, ZeRO-1 + ep (expert states on edp)", "dp=4,ep=2,zero=1", fp32, &mixtral},
-        // (Without sp: under ZeRO-2/3 a device's owned chunks hold its own share of the SP-partial
-        // norms and router, which the planner prices as the mean.)
         {"DeepSeek-style MoE, ZeRO-3 + ep (shared expert, dense first layer)", "dp=4,ep=2,zero=3", fp32, &deepseek},
+        // Under ZeRO-2/3 with sp (or QK-norm under tp) each device sums over tp its own slice of the
+        // norms' and router's gradients (Megatron-FSDP's local shards): uneven, the busiest priced.
+        {"DeepSeek-style MoE, ZeRO-3 + ep + tensor + sequence parallel (owned norm slices)",
+         "dp=2,tp=2,sp=on,ep=2,etp=1,zero=3", fp32, &deepseek},
+        {"Llama blocks, ZeRO-2 + tensor + sequence parallel (owned norm slices)", "dp=2,tp=2,sp=on,zero=2", fp32, &llama},
+        {"Qwen3 blocks (QK-norm), ZeRO-3 + tensor parallel (owned QK-norm slices)", "dp=2,tp=2,zero=3", fp32, &qwen3},
         // HSDP on MoE (dp / zero_group replicas, Megatron's --num-distributed-optimizer-instances):
         // the experts' shard group the slice of edp inside a replica (edp x zero_group / dp devices:
         // 2 of 4 here, 1 of 2 below), their owned chunks summed across the replicas with the dense ones.
