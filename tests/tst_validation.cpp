@@ -185,6 +185,42 @@ private slots:
         QVERIFY(cases >= 2);
     }
 
+    // Under ZeRO-2/3 with sp (or QK-norm under tp) each device all-reduces over tp its own slices of
+    // the norms' (and router's) gradients, one call a step (Megatron-FSDP's local shards): uneven
+    // between the shard group's members, so the busiest sender's, not the mean, is what the planner
+    // prices — one call in its ledger, the bytes the engine's exactly (collectiveBytes).
+    void ownedNormSlicesAreOneCallOfTheBusiestMember()
+    {
+        int cases = 0;
+        for (const ValidationResult& r : results_) {
+            if (r.c.name.find("owned") == std::string::npos)
+                continue;
+            ++cases;
+            const engine::TrainRequest& q = r.c.request;
+            QVERIFY(q.layout.zero_stage >= 2);
+            const CostModel model(r.problem, engineCostModelParams(r.c.profile, q.links, q.bucket_bytes,
+                                                                   defaultCostModelParams()));
+            CostLedger ledger;
+            model.evaluate(q.layout, &ledger);
+            int found = 0;
+            for (const Collective& c : ledger.collectives)
+                if (c.kind == CommKind::AllReduce && std::string(c.what).starts_with("norm gradients")) {
+                    ++found;
+                    QCOMPARE(c.calls, 1.0);
+                }
+            QCOMPARE(found, 1);
+            QCOMPARE(r.metric("all_reduce_bytes")->predicted, r.metric("all_reduce_bytes")->measured);
+            // The members' shares differ: the devices' all-reduce bytes are not all the same.
+            double least = INFINITY, most = 0;
+            for (const engine::DeviceMeasurement& d : r.measurement.devices) {
+                least = std::min(least, d.comm_bytes.at("all_reduce"));
+                most = std::max(most, d.comm_bytes.at("all_reduce"));
+            }
+            QVERIFY2(most > least, r.c.name.c_str());
+        }
+        QCOMPARE(cases, 3);
+    }
+
     // Issue 16: the MoE cases. The all-to-all's bytes (the payload, a dropless count) are exact
     // (collectiveBytes); the activations, which follow where the router sent the copies, agree
     // exactly once the planner prices the busiest device's measured load (one micro-batch in
