@@ -65,6 +65,8 @@ public:
             return;
         }
         const std::int64_t n = unit.values(), g = members_;
+        if (n == 0 || copies <= 0)
+            return;
         std::int64_t at = 0;
         for (const UnitLayout::Segment& s : unit) {
             if (s.marked) {

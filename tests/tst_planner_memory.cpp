@@ -6,6 +6,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <initializer_list>
 
 using namespace shardscope;
 
@@ -35,33 +36,30 @@ private slots:
     // one value each: 1, 2 and 3 get one marked each): 4, 1, 1, 7 — the most 7, the mean 13 / 4.
     void markedSharesPerMember()
     {
-        UnitLayout a;
-        a.add(2, true);
-        a.add(5, false);
-        a.add(3, true);
-        UnitLayout b;
-        b.add(1, false);
-        b.add(3, true);
+        struct Run {  // values of a unit, marked or not
+            double values;
+            bool marked;
+        };
+        auto layoutOf = [](std::initializer_list<Run> runs) {
+            UnitLayout u;
+            for (const Run& r : runs)
+                u.add(r.values, r.marked);
+            return u;
+        };
         MarkedShares shares(4);
-        shares.addUnit(a, 2);
-        shares.addUnit(b, 1);
+        shares.addUnit(layoutOf({{2, true}, {5, false}, {3, true}}), 2);
+        shares.addUnit(layoutOf({{1, false}, {3, true}}), 1);
         QVERIFY(!shares.overflowed());
         QCOMPARE(shares.most(), 7.0);
         QCOMPARE(shares.mean(), 13.0 / 4);
         // A marked run across members: each its own chunk of it (8 over 4: 2 each); empty runs add nothing.
-        UnitLayout whole;
-        whole.add(8, true);
-        whole.add(0, false);
         MarkedShares even(4);
-        even.addUnit(whole, 3);
+        even.addUnit(layoutOf({{8, true}, {0, false}}), 3);
         QCOMPARE(even.most(), 6.0);
         QCOMPARE(even.mean(), 6.0);
         // Uneven chunks: 7 values over 2 members own [0,3) and [3,7); [3 marked][4] gives member 0 all 3.
-        UnitLayout head;
-        head.add(3, true);
-        head.add(4, false);
         MarkedShares two(2);
-        two.addUnit(head, 1);
+        two.addUnit(layoutOf({{3, true}, {4, false}}), 1);
         QCOMPARE(two.most(), 3.0);
         // More runs than a unit holds: overflowed, the caller prices the mean.
         UnitLayout many;
