@@ -214,6 +214,14 @@ FieldErrors validate(const Layout& l, const std::string& path)
             add("zero_group", "a shard group needs zero >= 1");
         else if (l.dp >= 1 && l.dp % l.zero_group != 0)
             add("zero_group", std::to_string(l.zero_group) + " does not divide dp " + std::to_string(l.dp));
+        else if (const int edp = l.expertDataParallel(); l.dp >= 1 && edp > 0 && edp % (l.dp / l.zero_group) != 0)
+            // HSDP's dp / zero_group replicas are Megatron-LM's distributed-optimizer instances, which
+            // split every expert-data-parallel group too: "Expert data parallel size should be
+            // divisible by partial DistOpt shard factor" (parallel_state.py @ d98e8a64).
+            add("zero_group", std::to_string(l.dp / l.zero_group) + " ZeRO replicas (dp " + std::to_string(l.dp) +
+                                  " / zero_group " + std::to_string(l.zero_group) +
+                                  ") do not divide the expert-data-parallel group edp = tp x cp x dp / (ep x etp) = " +
+                                  std::to_string(edp));
     }
     if (l.sequence_parallel && l.tp == 1)
         add("sp", "sequence parallelism splits over the tensor-parallel group and needs tp > 1");

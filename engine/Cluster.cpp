@@ -130,6 +130,19 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
     const int stage = l.tp * l.cp * l.dp, ep = std::max(1, l.ep), etp = l.expertTensorParallel();
     if (etp >= 1 && stage % (ep * etp) == 0) {
         const int edp = stage / (ep * etp);
+        // ZeRO with a shard group smaller than dp (HSDP): dp / zero_group distributed-optimizer
+        // instances (Megatron-LM's --num-distributed-optimizer-instances). Megatron splits each edp
+        // group into consecutive slices of edp / instances ranks, the experts' shard groups
+        // (create_hierarchical_groups level 0, _INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP), and asserts
+        // "Expert data parallel size should be divisible by partial DistOpt shard factor"
+        // (parallel_state.py @ d98e8a64). Across the instances, dense and expert gradients share one
+        // group (get_inter_distributed_optimizer_instance_group): the stage ranks r + k W / instances
+        // (W = tp x cp x dp), which is the replica group above.
+        const int replicas = l.zero_stage > 0 ? l.dp / g : 1;
+        if (edp % replicas != 0)
+            throw std::invalid_argument("EmulatedCluster: the " + std::to_string(replicas) +
+                                        " ZeRO replicas (dp / zero_group) must divide the expert-data-parallel group of " +
+                                        std::to_string(edp));
         for (int pp = 0; pp < l.pp; ++pp)
             for (int t = 0; t < etp; ++t) {
                 for (int k = 0; k < edp && ep > 1; ++k) {  // (ep = 1: no group, every expert is local)
@@ -167,7 +180,17 @@ void EmulatedCluster::build(const DeviceProfile& profile, const LinkSpec& links,
                     CommGroup& dg = comm_->makeGroup(ids, "edp(" + std::to_string(t) + "," + std::to_string(j) + "," +
                                                               std::to_string(pp) + ")");
                     for (int id : ids)
-                        groups_[size_t(id)].edp = &dg;
+                        groups_[size_t(id)].edp = groups_[size_t(id)].edp_shard = &dg;
+                    // HSDP: the experts' ZeRO shard groups, consecutive slices of edp / replicas ranks.
+                    for (int k = 0; replicas > 1 && k < replicas; ++k) {
+                        const std::vector<int> slice(ids.begin() + k * (edp / replicas),
+                                                     ids.begin() + (k + 1) * (edp / replicas));
+                        CommGroup& sg = comm_->makeGroup(slice, "edp_shard(" + std::to_string(t) + "," +
+                                                                    std::to_string(j) + "," + std::to_string(pp) +
+                                                                    ")#" + std::to_string(k));
+                        for (int id : slice)
+                            groups_[size_t(id)].edp_shard = &sg;
+                    }
                 }
             }
     }

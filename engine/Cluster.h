@@ -19,7 +19,8 @@
 //             cp dp_rank) is also etp_rank + etp (ep_rank + ep edp_rank); ep: the ep ranks of the
 //             same (etp, edp) ranks (experts/ep routed experts each), edp: the edp ranks of the
 //             same (etp, ep) ranks (the expert gradients' reduction); etp: the etp ranks of the
-//             same (ep, edp) ranks (each expert's matrices split over them)
+//             same (ep, edp) ranks (each expert's matrices split over them); edp_shard: under HSDP
+//             the consecutive slices of an edp group inside one replica (the experts' ZeRO shards)
 //   world     every device
 // Pipeline neighbours are reached by send/recv to stageNeighbour().
 //
@@ -58,6 +59,11 @@ struct DeviceGroups {
     CommGroup* embedding = nullptr;  // null unless pp > 1 and this is the first or last stage
     CommGroup* ep = nullptr;         // expert parallel (Megatron's expert grid, see above); null unless ep > 1
     CommGroup* edp = nullptr;        // expert data parallel: the stage's devices holding the same experts
+    // The experts' ZeRO shard group: edp itself, or under HSDP (zero_group < dp) the slice of edp / R
+    // consecutive edp ranks (R = dp / zero_group replicas) inside one replica of the dense shard
+    // groups; across the replicas the experts' shards are summed over `replica` (Megatron-LM's
+    // intra/inter partial expert-data-parallel groups).
+    CommGroup* edp_shard = nullptr;
     CommGroup* etp = nullptr;        // expert tensor parallel: the slices of the same experts; null unless etp > 1
     // etp x ep of the same edp rank (Megatron's tp_ep group, the MoE dispatcher's counts gather);
     // null unless etp > 1 and ep > 1 (otherwise it is the etp or the ep group). Rank etp_idx + etp ep_idx.

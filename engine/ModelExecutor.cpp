@@ -88,9 +88,6 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
                           " columns (split over tp as Megatron-LM's SharedExpertMLP)");
         if (l.tp > 1 && !l.sequence_parallel)
             add("sp", "MoE layers under tp > 1 need sequence parallelism (Megatron-LM's MoELayer): sp=on");
-        if (l.zero_stage > 0 && l.zeroGroupSize() != l.dp)
-            add("zero_group", "ZeRO with a shard group smaller than dp (HSDP) is not executed for the routed "
-                              "experts (their shard group would be edp x zero_group / dp): zero_group=dp");
     } else if (l.ep > 1) {
         add("ep", s(l.ep) + ": expert parallelism needs a model with experts");
     }
@@ -556,6 +553,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
             throw std::invalid_argument("ModelExecutor: etp > 1 needs the cluster's etp group");
         etpRank_ = groups_.etp ? groups_.etp->rankOf(id_) : 0;
         edpRank_ = groups_.edp ? groups_.edp->rankOf(id_) : 0;
+        edpShardRank_ = groups_.edp_shard ? groups_.edp_shard->rankOf(id_) : 0;
         El_ = cfg_.moe.experts / ep;
         routed_.assign(size_t(cfg_.moe.experts), 0);
     }
@@ -2323,20 +2321,18 @@ double ModelExecutor<T>::reduceGradients()
     // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
     // reduced: reduce-scatter over the shard group (then all-reduce the chunk over the
     // replicas, HSDP), half the bytes of an all-reduce; the update all-gathers the weights.
-    // The routed experts' units alike over their own group, edp (Megatron's expert buffers).
+    // The routed experts' units alike over their own group, edp or under HSDP its slice in this
+    // replica (Megatron's expert buffers), their chunks then over the same replicas.
     if (zero_ == 1)
         for (size_t ui = units_.size(); ui-- > 0;) {
             const ShardUnit& u = units_[ui];
-            if (u.expert) {
-                if (groupSize(groups_.edp) > 1)
-                    groups_.edp->reduceScatter(edpRank_, g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
+            if (u.expert ? groupSize(groups_.edp) <= 1 : dp <= 1)
                 continue;
-            }
-            if (dp <= 1)
-                continue;
-            groups_.shard->reduceScatter(shardRank_, g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
-            groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin, size_t(u.chunk_end - u.chunk_begin),
-                                       ReduceOp::Sum, e_);
+            if (CommGroup* sg = shardGroupOf(u); groupSize(sg) > 1)
+                sg->reduceScatter(shardRankOf(u), g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
+            if (groupSize(groups_.replica) > 1)
+                groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin,
+                                           size_t(u.chunk_end - u.chunk_begin), ReduceOp::Sum, e_);
         }
     // ZeRO-2/3 with HSDP: the accumulated shards are summed over the replicas, once per step.
     if (zero_ >= 2 && groupSize(groups_.replica) > 1)
@@ -2348,8 +2344,8 @@ double ModelExecutor<T>::reduceGradients()
     double sumSq = 0;
     forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
         // An expert's values are on the devices of one expert-data-parallel group: counted on its rank 0
-        // (ZeRO: each member's own chunk).
-        const bool counted = t.expert ? zero_ >= 1 || edpRank_ == 0
+        // (ZeRO: each member's own chunk, in the first replica).
+        const bool counted = t.expert ? (zero_ >= 1 ? replicaIndex_ == 0 : edpRank_ == 0)
                                       : countsReplicas && !t.tied_copy && !(t.tp_replicated && tpRank_ != 0);
         if (counted)
             sumSq += sum_of_squares<T>(k_.pool(), p, n);

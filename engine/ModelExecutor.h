@@ -93,8 +93,11 @@
 // dispatch and combine too), its first forward keeping nothing but the layer input. ZeRO: each MoE
 // layer's routed experts are a unit of their own, sharded over the edp group (Megatron-LM's
 // distributed optimizer over the expert-data-parallel group): their gradients reduce-scattered,
-// their optimizer states (ZeRO-2: gradients, ZeRO-3: parameters) held as edp chunks. Not executed
-// (refused by validateShardable, by name): ZeRO with a shard group smaller than dp (HSDP) on MoE.
+// their optimizer states (ZeRO-2: gradients, ZeRO-3: parameters) held as edp chunks. With a shard
+// group smaller than dp (HSDP, dp / zero_group replicas: Megatron-LM's
+// --num-distributed-optimizer-instances) the experts shard over the slice of their edp group inside
+// the device's replica (edp x zero_group / dp devices) and their owned chunks are summed over the
+// replicas with the dense ones (one inter-instance group for both, as Megatron's).
 // Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
@@ -358,8 +361,9 @@ private:
     void releaseLayer(const Slot& s, int k, bool grads);
     // The ZeRO shard group of a unit and this device's rank in it: the experts' is the edp group
     // (Megatron's intra_expt_dp_group), the others' the shard group of dp x cp.
-    CommGroup* shardGroupOf(const ShardUnit& u) const { return u.expert ? groups_.edp : groups_.shard; }
-    int shardRankOf(const ShardUnit& u) const { return u.expert ? edpRank_ : shardRank_; }
+    // Under HSDP the experts' is the slice of edp inside this device's replica (edp_shard; Cluster.h).
+    CommGroup* shardGroupOf(const ShardUnit& u) const { return u.expert ? groups_.edp_shard : groups_.shard; }
+    int shardRankOf(const ShardUnit& u) const { return u.expert ? edpShardRank_ : shardRank_; }
     int embedUnit_ = -1;             // the tied word embedding's own unit (ZeRO-2/3 over stages), else -1
     int wteUnit_ = -1, headUnit_ = -1;  // the units holding wte and the head weights
     // fn(unit) for the units outside the layers on this device (root, embedding).
@@ -425,7 +429,7 @@ private:
     std::vector<T> packed_;  // SP norm gradients packed for one all-reduce
     // Mixture of experts (MoeMlp.h): the block, this device's ep and edp ranks, its El experts.
     std::unique_ptr<MoeMlp<T>> moe_;
-    int epRank_ = 0, edpRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
+    int epRank_ = 0, edpRank_ = 0, edpShardRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
     bool recomputing_ = false;  // a full recomputation's forward of a layer, inside its backward
     bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)

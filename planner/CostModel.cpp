@@ -15,6 +15,7 @@
 #include "OpConventions.h"
 #include "PipelineSchedule.h"
 #include "TrainingObjective.h"
+#include "ZeroShardShare.h"
 
 #include <algorithm>
 #include <array>
@@ -781,9 +782,70 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // (MLA: its down projection and latent norms, duplicated over tp and run on the token shard.)
             const double duplicated = model.mla.enabled() ? nEnc * mla.duplicated_params : 0.0;
             const double norms = (l.sequence_parallel ? spNorms + router + duplicated : 0.0) + (nEnc + 2 * nDec) * qkNorm;
-            // (Under ZeRO-2/3 only the owned shard of the gradients exists by then: it is summed.)
-            const double held = l.zero_stage >= 2 ? double(l.zeroGroupSize()) * l.cp : 1.0;
-            sc.sp_norm_grad_bytes = allReduceBytes(D.t, norms * grad_bytes_ / held);
+            // Under ZeRO-2/3 only the owned slices of the gradients exist by then: a device sums its
+            // own slice of each of them, one call (ZeroShardShare.h); the busiest member's is priced.
+            // Its units as the engine lays them out (engine/ModelConfig.cpp parameterTable, in module
+            // order; ModelExecutor's units: each layer without its routed experts, the root, a tied
+            // embedding of its own across stages): marked are the gradients summed over tp.
+            auto ownedNormGradients = [&] {
+                const bool sp = l.sequence_parallel, qk = D.t > 1;
+                auto layer = [&](bool moeLayer, bool decoderLayer) {
+                    UnitLayout u;
+                    u.add(norm, sp);  // the input norm
+                    if (model.mla.enabled()) {
+                        u.add(mla.duplicated_params, sp);  // the down products and latent norms, then the rest
+                        u.add(mla.params - mla.duplicated_params, false);
+                    } else {
+                        u.add((h + bias + qkvBias) * (D.q_local + 2 * D.kv_local), false);  // qkv and its bias
+                        u.add(qkNorm, qk);
+                        u.add(D.q_local * h + bias * h + (model.attention_sinks ? D.heads_local : 0.0), false);
+                    }
+                    if (decoderLayer) {  // T5: the cross-attention's norm and products
+                        u.add(norm, sp);
+                        u.add(attention, false);
+                    }
+                    u.add(norm, sp);  // the MLP's norm
+                    if (moeLayer) {   // the router, its correction bias and the shared experts (the routed: their unit)
+                        u.add(h * D.experts, sp);
+                        u.add(mlp - routedMlp - h * D.experts, false);
+                    } else {
+                        u.add(denseMlp, false);
+                    }
+                    return u;
+                };
+                const bool ownEmbedding = model.tied_embeddings && l.pp > 1;  // (ZeRO-2/3: a unit of its own)
+                UnitLayout root, embedding;
+                if (firstStage) {
+                    (ownEmbedding ? embedding : root).add(D.V_local * h, false);
+                    if (model.positions == PositionKind::Learned)
+                        root.add(double(model.position_table > 0 ? model.position_table : model.max_seq) * h, false);
+                    if (model.positions == PositionKind::Relative)
+                        root.add(double(model.relative_buckets) * D.heads_local * (decoderBegins ? 2 : 1), false);
+                    if (encDec)
+                        root.add(norm, sp);  // the encoder's final norm
+                    root.add(double(model.token_types) * h, false);
+                    root.add(model.embedding_norm ? norm : 0.0, sp);
+                }
+                if (lastStage) {
+                    const ObjectiveHeadParameters heads = objectiveHeadParameters(model);
+                    root.add(model.final_norm ? norm : 0.0, sp);
+                    root.add(model.pooler ? h * h + h : 0.0, false);
+                    root.add(double(heads.mlm_transform + heads.mlm_norm), sp);
+                    root.add(double(heads.mlm_output_bias) / D.t, false);
+                    root.add(double(heads.next_sentence), false);
+                    if (!model.tied_embeddings || l.pp > 1)
+                        (ownEmbedding ? embedding : root).add(D.V_local * h, false);
+                }
+                MarkedShares shares(l.zeroGroupSize() * l.cp);
+                shares.addUnit(root, 1);
+                shares.addUnit(embedding, 1);
+                shares.addUnit(layer(false, false), denseEncoderLayers);
+                shares.addUnit(layer(moe.enabled(), false), sc.encoder_layers - denseEncoderLayers);
+                shares.addUnit(layer(moe.enabled(), true), sc.decoder_layers);
+                return shares.overflowed() ? shares.mean() : shares.most();
+            };
+            const double owned = l.zero_stage >= 2 ? ownedNormGradients() : norms;
+            sc.sp_norm_grad_bytes = allReduceBytes(D.t, owned * grad_bytes_);
         }
     }
 

@@ -561,7 +561,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         int stage, group;
         Offload offload;
     };
-    std::vector<ZeroConfig> zeros;
+    std::vector<ZeroConfig> meshZeros;
     for (int z = std::max(0, space_.zero.lo); z <= std::min(3, space_.zero.hi); ++z) {
         if (z == 0 && space_.zero_group && *space_.zero_group > 0)
             continue;  // a fixed shard group implies ZeRO
@@ -578,7 +578,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         for (int g : groups)
             for (Offload o : {Offload::None, Offload::Optimizer})
                 if (space_.allows(o) && (o == Offload::None || z >= 1))
-                    zeros.push_back({z, g, o});
+                    meshZeros.push_back({z, g, o});
     }
 
     // Expert grids (MoE): every ep dividing the routed experts, with etp = tp (the default, 0) or
@@ -629,17 +629,26 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
     // ZeRO field), so the first one priced bounds its siblings' step time and memory (ZeroSibling).
-    std::vector<double> memoryBounds(zeros.size());
+    // The ZeRO configurations of one expert grid: HSDP's replicas must divide its edp (core's rule,
+    // Megatron-LM's distributed-optimizer instances).
+    std::vector<ZeroConfig> zeros;
+    zeros.reserve(meshZeros.size());
+    std::vector<double> memoryBounds(meshZeros.size());
     // The states of each memory stage's layers (first, last, middle), at least.
-    std::vector<std::array<double, 3>> stageStates(zeros.size());
-    std::vector<StepTimeBound::ZeroTerms> zeroTerms(zeros.size());
-    std::vector<char> zeroTermsKnown(zeros.size());  // (computed when first asked for, per expert grid)
+    std::vector<std::array<double, 3>> stageStates(meshZeros.size());
+    std::vector<StepTimeBound::ZeroTerms> zeroTerms(meshZeros.size());
+    std::vector<char> zeroTermsKnown(meshZeros.size());  // (computed when first asked for, per expert grid)
     std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
-    std::vector<char> bounded(zeros.size());  // ... and whether it applies, by sibling
+    std::vector<char> bounded(meshZeros.size());  // ... and whether it applies, by sibling
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
         l.etp = e.etp;
         time_bound_.setExpertGrid(meshBound, l);
+        zeros.clear();
+        const int edp = l.expertDataParallel();
+        for (const ZeroConfig& z : meshZeros)  // (a fixed group not dividing dp: validate() names it)
+            if (z.group == 0 || s.dp % z.group != 0 || edp % (s.dp / z.group) == 0)
+                zeros.push_back(z);
         // Depends only on the mesh shape, the ZeRO configuration and the expert grid: once per pair.
         unbounded.clear();
         for (std::size_t i = 0; i < zeros.size(); ++i) {

@@ -224,6 +224,11 @@ private slots:
         QTest::newRow("sp needs tp") << "dp=128,sp=on" << "layout.sp" << "needs tp > 1";
         QTest::newRow("zero group") << "dp=128,zero=3,zero_group=3" << "layout.zero_group" << "does not divide dp 128";
         QTest::newRow("zero group needs zero") << "dp=128,zero_group=8" << "layout.zero_group" << "zero >= 1";
+        // Megatron-LM's distributed-optimizer instances split the expert-data-parallel group too
+        // (parallel_state.py @ d98e8a64): edp = 128 / 64 = 2 devices for 32 replicas.
+        QTest::newRow("zero group vs edp") << "dp=128,etp=64,zero=1,zero_group=4" << "layout.zero_group"
+                                           << "32 ZeRO replicas (dp 128 / zero_group 4) do not divide the "
+                                              "expert-data-parallel group edp = tp x cp x dp / (ep x etp) = 2";
         QTest::newRow("zero stage") << "dp=128,zero=4" << "layout.zero" << "not a ZeRO stage";
         QTest::newRow("offload needs zero") << "dp=128,offload=optimizer" << "layout.offload" << "zero >= 1";
         QTest::newRow("ep needs moe") << "dp=128,ep=2" << "layout.ep" << "llama-2-70b has no routed experts";

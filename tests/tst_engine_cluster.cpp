@@ -900,12 +900,20 @@ private slots:
                                 "dp=2,ep=2,zero=1", "dp=4,ep=2,zero=1", "dp=4,ep=2,zero=2", "dp=4,ep=2,zero=3",
                                 "dp=2,tp=2,sp=on,ep=2,etp=1,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=2",
                                 "dp=2,tp=2,sp=on,ep=2,etp=1,zero=3", "dp=2,pp=2,ep=2,mb=1,zero=2",
-                                "dp=2,cp=2,ep=2,zero=1", "dp=4,ep=2,zero=3,recompute=full"})
+                                "dp=2,cp=2,ep=2,zero=1", "dp=4,ep=2,zero=3,recompute=full",
+                                // HSDP (zero_group < dp: dp / zero_group replicas, Megatron's distributed-
+                                // optimizer instances): the experts shard over the slice of their edp group in
+                                // the replica (edp x zero_group / dp devices), summed across the replicas.
+                                "dp=4,ep=2,zero=1,zero_group=2", "dp=8,ep=2,zero=1,zero_group=4",
+                                "dp=8,ep=2,zero=2,zero_group=4", "dp=4,zero=3,zero_group=2",
+                                "dp=8,ep=2,zero=3,zero_group=4", "dp=4,tp=2,sp=on,ep=2,etp=1,zero=2,zero_group=2",
+                                "dp=2,cp=2,ep=2,zero=1,zero_group=1", "dp=4,pp=2,ep=2,mb=1,zero=3,zero_group=2"})
             QTest::newRow(qPrintable(QString("mixtral ") + row)) << "mixtral" << QString(row);
         // (The shared expert split over tp as Megatron-LM's SharedExpertMLP under every tp row.)
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
                                 "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
-                                "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3"})
+                                "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3",
+                                "dp=8,ep=2,zero=1,zero_group=4", "dp=4,tp=2,sp=on,ep=2,zero=3,zero_group=2"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
         // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
         // micro-batch's on one device when tp and cp do not split it.
@@ -1020,12 +1028,56 @@ private slots:
         }
     }
 
+    // HSDP on an MoE model (dp=8, ep=2, zero_group=4: two replicas, Megatron's
+    // --num-distributed-optimizer-instances 2): the routed experts' edp group of 4 splits into two
+    // shard groups of 2, one in each replica. Each device then holds a quarter of the dense states and
+    // half of its experts', reduce-scatters over its shard groups (g - 1)/g of each unit's gradient and
+    // all-reduces the owned chunks across the 2 replicas (2 (R - 1)/R of them) — the planner's rule
+    // (CostModel.cpp dataParallelCollectives: the experts' shard edp x zero_group / dp).
+    void hsdpShardsTheExpertsInsideEachReplica()
+    {
+        TrainRequest base = baseRequest(2);
+        base.model = moeModel("mixtral");
+        base.layout = parse("dp=8,ep=2");
+        const Measurement plain = cluster(base);
+        QVERIFY(!plain.error);
+        for (const int zero : {1, 2, 3}) {
+            TrainRequest r = base;
+            r.layout.zero_stage = zero;
+            const Measurement whole = cluster(r);  // one shard group of dp (no replicas)
+            r.layout.zero_group = 4;
+            const Measurement m = cluster(r);
+            QVERIFY2(!m.error && !whole.error, m.error ? m.error->message.c_str() : "");
+            const MoeConfig& e = r.model.moe;
+            const double experts = double(r.model.layers) * e.experts * 3 * r.model.hidden * e.expert_ffn;
+            const double dense = double(parameterCount(r.model)) - experts, local = experts / 2;  // this ep rank's
+            const double owned = dense / 4 + local / 2;
+            const double microBatches = double(r.batch) / (r.layout.dp * r.layout.micro_batch);
+            const double scatters = zero >= 2 ? microBatches : 1.0;
+            const double gathers = zero == 3 ? 2 * microBatches : 1.0;
+            for (size_t i = 0; i < m.devices.size(); ++i) {
+                const DeviceMeasurement& d = m.devices[i];
+                QCOMPARE(resident(d, MemoryCategory::Optimizer), 8 * owned);
+                if (zero >= 2)
+                    QCOMPARE(resident(d, MemoryCategory::Gradients), 4 * owned);
+                if (zero == 3)
+                    QCOMPARE(resident(d, MemoryCategory::Weights), 4 * owned);
+                QCOMPARE(sent(d, "reduce_scatter"), r.steps * scatters * 4 * (dense * 3 / 4 + local / 2));
+                // (Beside the step's loss and norm scalars, as with one shard group.)
+                QCOMPARE(sent(d, "all_reduce") - sent(whole.devices[i], "all_reduce"), r.steps * 4 * owned);
+                QCOMPARE(sent(d, "all_gather") - sent(plain.devices[i], "all_gather"),
+                         r.steps * gathers * 4 * (dense * 3 / 4 + local / 2));
+            }
+        }
+    }
+
     void moeRefusesWhatItDoesNotExecute_data()
     {
         QTest::addColumn<QString>("layout");
         QTest::addColumn<QString>("field");
         QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
-        QTest::newRow("zero_group < dp (HSDP)") << "dp=4,ep=2,zero=1,zero_group=2" << "layout.zero_group";
+        // (Megatron-LM: "Expert data parallel size should be divisible by partial DistOpt shard factor".)
+        QTest::newRow("2 HSDP replicas of an edp group of 1") << "dp=4,ep=4,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
     }
     void moeRefusesWhatItDoesNotExecute()

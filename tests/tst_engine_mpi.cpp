@@ -232,6 +232,8 @@ private slots:
         QTest::newRow("pp2 interleaved v2 tp2") << "pp=2,schedule=interleaved,v=2,mb=1,dp=2,tp=2" << false;
         QTest::newRow("moe dp4 ep4") << "dp=4,ep=4,pp=2" << true;
         QTest::newRow("moe tp2 sp ep2 etp2") << "dp=2,tp=2,sp=on,ep=2,etp=2,pp=2" << true;
+        // (HSDP on MoE: 2 replicas, the experts' shard groups 2 of their edp group of 4.)
+        QTest::newRow("moe dp8 ep2 zero2 hsdp4") << "dp=8,ep=2,zero=2,zero_group=4" << true;
     }
 
     void trainingMatchesThreads()

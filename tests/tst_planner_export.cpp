@@ -1208,12 +1208,6 @@ private slots:
         // Expert parallelism: Megatron-LM, Megatron-Bridge and DeepSpeed (AutoEP) have it; the
         // others refuse ep (and an etp other than tp) by name, beside the MoE model itself.
         const QByteArray v5pHost = "tpu-v5p-host";
-        QTest::newRow("megatron: expert dp vs optimizer instances")
-            << M << mixtral << p5 << 8 << bf16 << QByteArray("tp=4,sp=on,ep=8,zero=1,zero_group=4")
-            << "a shard group of 4 (4 distributed-optimizer instances) with an expert data-parallel size of 2";
-        QTest::newRow("megatron-bridge: expert dp vs optimizer instances")
-            << B << mixtral << p5 << 8 << bf16 << QByteArray("tp=4,sp=on,ep=8,zero=1,zero_group=4")
-            << "megatron-bridge: a shard group of 4";
         QTest::newRow("deepspeed: etp with AutoEP") << D << mixtral << p5 << 8 << bf16 << QByteArray("ep=8,etp=2,zero=2")
                                                     << "deepspeed: expert tensor parallelism (etp=2) is not expressible";
         QTest::newRow("deepspeed: etp without ep") << D << mixtral << p5 << 8 << bf16 << QByteArray("etp=2,zero=2")
@@ -1378,6 +1372,30 @@ private slots:
         // device, the cp ring, cp with AutoTP, sp, tp with pp, AutoTP with ZeRO-3, ZeRO-3 with pp,
         // interleaved, selective.
         QCOMPARE(r.refusals.size(), size_t(9));
+    }
+
+    // Megatron's "Expert data parallel size should be divisible by partial DistOpt shard factor"
+    // (parallel_state.py @ d98e8a64) is core's layout rule: every exporter refuses such a plan as an
+    // invalid layout, naming it. (64 devices: dp 16 x tp 4; ep 8 x etp 4 leaves edp 2 for 4 replicas.)
+    void expertDpVsOptimizerInstancesIsALayoutRule()
+    {
+        const Problem p = problem({"mixtral-8x7b", "p5.48xlarge", 8, 512, 2048, Precision::BF16Mixed});
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=16,tp=4,sp=on,ep=8,zero=1,zero_group=4", errors);
+        QVERIFY(errors.empty());
+        for (const ExportFormat f : {ExportFormat::Megatron, ExportFormat::MegatronBridge}) {
+            const ExportResult r = exportSettings(f, p, l);
+            QVERIFY(!r.ok());
+            QCOMPARE(r.refusals.size(), size_t(1));
+            QCOMPARE(r.refusals.front(), std::string(toString(f)) +
+                                             ": layout.zero_group: 4 ZeRO replicas (dp 16 / zero_group 4) do not "
+                                             "divide the expert-data-parallel group edp = tp x cp x dp / (ep x etp) = 2");
+        }
+        // With a shard group of 8 the 2 replicas divide it: exported.
+        const Layout two = parseLayout("dp=16,tp=4,sp=on,ep=8,zero=1,zero_group=8", errors);
+        const ExportResult ok = exportSettings(ExportFormat::Megatron, p, two);
+        QVERIFY2(ok.ok(), ok.refusals.empty() ? "" : ok.refusals.front().c_str());
+        QVERIFY(ok.text.find("--num-distributed-optimizer-instances 2") != std::string::npos);
     }
 
     void invalidLayoutIsRefused()

@@ -1,10 +1,12 @@
 // Model-state memory per device under ZeRO against the paper's own example
 // (Rajbhandari et al., SC'20, Figure 1: 7.5B parameters, 64 devices, K = 12).
 #include "ModelStateMemory.h"
+#include "ZeroShardShare.h"
 
 #include <QTest>
 
 #include <cmath>
+#include <initializer_list>
 
 using namespace shardscope;
 
@@ -26,6 +28,47 @@ private slots:
         QFETCH(double, publishedGB);
         const ModelStateBytes b = modelStateBytes(7.5e9, stage, 64, Precision::BF16Mixed, Optimizer::AdamW);
         QCOMPARE(std::round(b.total() / 1e8) / 10.0, publishedGB);
+    }
+
+    // The marked values each ZeRO shard member owns (ZeroShardShare.h), derived by hand. A unit of 10
+    // values, [2 marked][5][3 marked], over 4 members owns [0,2) [2,5) [5,7) [7,10): member 0 holds 2
+    // marked values, member 3 the last 3. Twice that unit and once a unit [1][3 marked] (members own
+    // one value each: 1, 2 and 3 get one marked each): 4, 1, 1, 7 — the most 7, the mean 13 / 4.
+    void markedSharesPerMember()
+    {
+        struct Run {  // values of a unit, marked or not
+            double values;
+            bool marked;
+        };
+        auto layoutOf = [](std::initializer_list<Run> runs) {
+            UnitLayout u;
+            for (const Run& r : runs)
+                u.add(r.values, r.marked);
+            return u;
+        };
+        MarkedShares shares(4);
+        shares.addUnit(layoutOf({{2, true}, {5, false}, {3, true}}), 2);
+        shares.addUnit(layoutOf({{1, false}, {3, true}}), 1);
+        QVERIFY(!shares.overflowed());
+        QCOMPARE(shares.most(), 7.0);
+        QCOMPARE(shares.mean(), 13.0 / 4);
+        // A marked run across members: each its own chunk of it (8 over 4: 2 each); empty runs add nothing.
+        MarkedShares even(4);
+        even.addUnit(layoutOf({{8, true}, {0, false}}), 3);
+        QCOMPARE(even.most(), 6.0);
+        QCOMPARE(even.mean(), 6.0);
+        // Uneven chunks: 7 values over 2 members own [0,3) and [3,7); [3 marked][4] gives member 0 all 3.
+        MarkedShares two(2);
+        two.addUnit(layoutOf({{3, true}, {4, false}}), 1);
+        QCOMPARE(two.most(), 3.0);
+        // More runs than a unit holds: overflowed, the caller prices the mean.
+        UnitLayout many;
+        for (int i = 0; i < UnitLayout::kMaxSegments + 1; ++i)
+            many.add(1, i % 2 == 0);
+        QVERIFY(!many.valid());
+        MarkedShares lost(2);
+        lost.addUnit(many, 1);
+        QVERIFY(lost.overflowed());
     }
 
     void formulaTerms()

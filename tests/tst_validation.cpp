@@ -185,6 +185,42 @@ private slots:
         QVERIFY(cases >= 2);
     }
 
+    // Under ZeRO-2/3 with sp (or QK-norm under tp) each device all-reduces over tp its own slices of
+    // the norms' (and router's) gradients, one call a step (Megatron-FSDP's local shards): uneven
+    // between the shard group's members, so the busiest sender's, not the mean, is what the planner
+    // prices — one call in its ledger, the bytes the engine's exactly (collectiveBytes).
+    void ownedNormSlicesAreOneCallOfTheBusiestMember()
+    {
+        int cases = 0;
+        for (const ValidationResult& r : results_) {
+            if (r.c.name.find("owned") == std::string::npos)
+                continue;
+            ++cases;
+            const engine::TrainRequest& q = r.c.request;
+            QVERIFY(q.layout.zero_stage >= 2);
+            const CostModel model(r.problem, engineCostModelParams(r.c.profile, q.links, q.bucket_bytes,
+                                                                   defaultCostModelParams()));
+            CostLedger ledger;
+            model.evaluate(q.layout, &ledger);
+            int found = 0;
+            for (const Collective& c : ledger.collectives)
+                if (c.kind == CommKind::AllReduce && std::string(c.what).starts_with("norm gradients")) {
+                    ++found;
+                    QCOMPARE(c.calls, 1.0);
+                }
+            QCOMPARE(found, 1);
+            QCOMPARE(r.metric("all_reduce_bytes")->predicted, r.metric("all_reduce_bytes")->measured);
+            // The members' shares differ: the devices' all-reduce bytes are not all the same.
+            double least = INFINITY, most = 0;
+            for (const engine::DeviceMeasurement& d : r.measurement.devices) {
+                least = std::min(least, d.comm_bytes.at("all_reduce"));
+                most = std::max(most, d.comm_bytes.at("all_reduce"));
+            }
+            QVERIFY2(most > least, r.c.name.c_str());
+        }
+        QCOMPARE(cases, 3);
+    }
+
     // Issue 16: the MoE cases. The all-to-all's bytes (the payload, a dropless count) are exact
     // (collectiveBytes); the activations, which follow where the router sent the copies, agree
     // exactly once the planner prices the busiest device's measured load (one micro-batch in
@@ -455,28 +491,52 @@ private slots:
         }
     }
 
-    // A ZeRO plan of an MoE model with a shard group smaller than dp (HSDP) is validated with the
-    // whole dp group: the engine shards the routed experts over their whole edp group only.
-    void scaledMoeHsdpPlanWidensTheShardGroup()
+    // A ZeRO plan of an MoE model with a shard group smaller than dp (HSDP) is validated as HSDP: the
+    // routed experts shard over the slice of their edp group in each replica (Megatron's
+    // distributed-optimizer instances). Where the scaled mesh leaves the replicas not dividing the
+    // edp group (core's rule, Megatron's assertion), the group is widened to the smallest that does.
+    void scaledMoeHsdpPlanKeepsHsdp_data()
     {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("dp");
+        QTest::addColumn<int>("group");
+        QTest::addColumn<QString>("widened");
+        // 64 devices scaled to 16: dp 64 -> 16, ep 8, edp 2: zero_group 8 leaves 2 replicas, kept.
+        QTest::newRow("kept") << "dp=64,ep=8,zero=1,zero_group=8" << 8 << 16 << 8 << "";
+        // 512 devices: dp 64 -> 4 and tp 8 -> 4, ep 8 (etp 1), edp 64 -> 2: zero_group 1's 4 replicas
+        // do not divide it, 2 of 2 do.
+        QTest::newRow("widened") << "dp=64,tp=8,sp=on,ep=8,etp=1,zero=1,zero_group=1" << 64 << 4 << 2
+                                 << "ZeRO shard group 1 widened to 2 (2 replicas, HSDP as planned): the replicas "
+                                    "must divide the expert-data-parallel group of 2";
+    }
+    void scaledMoeHsdpPlanKeepsHsdp()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, nodes);
+        QFETCH(int, dp);
+        QFETCH(int, group);
+        QFETCH(QString, widened);
         const SpecLookup& specs = BuiltinSpecs::instance();
         Problem full;
         full.model = specs.model("mixtral-8x7b");
         full.cluster.node = specs.node("p5.48xlarge");
-        full.cluster.nodes = 8;
+        full.cluster.nodes = nodes;
         full.training.global_batch = 512;
         full.training.seq_len = 4096;
         FieldErrors errors;
-        const Layout layout = parseLayout("dp=64,ep=8,zero=1,zero_group=8", errors);
-        QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
-        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const Layout planned = parseLayout(layout.toStdString(), errors);
+        QVERIFY(errors.empty() && validate(planned, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, planned, 2);
         const Layout& l = s.validation.request.layout;
+        QCOMPARE(l.dp, dp);
+        QCOMPARE(l.ep, 8);
         QCOMPARE(l.zero_stage, 1);
-        QCOMPARE(l.zero_group, 0);
+        QCOMPARE(l.zero_group, group);
         bool noted = false;
         for (const std::string& note : s.adaptations)
-            noted = noted || note.find("HSDP of the routed experts") != std::string::npos;
-        QVERIFY(noted);
+            noted = noted || (!widened.isEmpty() && note == widened.toStdString());
+        QCOMPARE(noted, !widened.isEmpty());
         QVERIFY2(engine::validate(s.validation.request).empty(),
                  joinErrors(engine::validate(s.validation.request)).c_str());
     }

@@ -199,11 +199,20 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
             l.zero_group = 0;
         }
     }
-    // MoE: the engine shards the routed experts over their whole edp group only (engine/ModelExecutor.h).
-    if (full.model.moe.enabled() && l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp) {
-        notes.push_back("ZeRO shard group " + s(l.zero_group) + " widened to the whole dp group of " + s(l.dp) +
-                        " (HSDP of the routed experts is not executed)");
-        l.zero_group = 0;
+    // MoE: HSDP's replicas must also divide the scaled expert-data-parallel group (core's rule,
+    // Megatron-LM's distributed-optimizer instances): the smallest larger shard group that leaves
+    // them dividing it, else the whole dp group.
+    if (full.model.moe.enabled() && l.zero_stage > 0 && l.zero_group > 0 && l.zero_group < l.dp &&
+        l.expertDataParallel() % (l.dp / l.zero_group) != 0) {
+        int g = 0;
+        for (int d = l.zero_group + 1; d < l.dp && g == 0; ++d)
+            if (l.dp % d == 0 && l.expertDataParallel() % (l.dp / d) == 0)
+                g = d;
+        notes.push_back("ZeRO shard group " + s(l.zero_group) +
+                        (g > 0 ? " widened to " + s(g) + " (" + s(l.dp / g) + " replicas, HSDP as planned)"
+                               : " widened to the whole dp group of " + s(l.dp)) +
+                        ": the replicas must divide the expert-data-parallel group of " + s(l.expertDataParallel()));
+        l.zero_group = g;
     }
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;

@@ -441,9 +441,19 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         // ZeRO on MoE: the routed experts' gradients reduce-scattered and their states sharded over
         // edp, the rest over dp (Megatron's distributed optimizer with its expert buffers).
         {"Mixtral blocks, ZeRO-1 + ep (expert states on edp)", "dp=4,ep=2,zero=1", fp32, &mixtral},
-        // (Without sp: under ZeRO-2/3 a device's owned chunks hold its own share of the SP-partial
-        // norms and router, which the planner prices as the mean.)
         {"DeepSeek-style MoE, ZeRO-3 + ep (shared expert, dense first layer)", "dp=4,ep=2,zero=3", fp32, &deepseek},
+        // Under ZeRO-2/3 with sp (or QK-norm under tp) each device sums over tp its own slice of the
+        // norms' and router's gradients (Megatron-FSDP's local shards): uneven, the busiest priced.
+        {"DeepSeek-style MoE, ZeRO-3 + ep + tensor + sequence parallel (owned norm slices)",
+         "dp=2,tp=2,sp=on,ep=2,etp=1,zero=3", fp32, &deepseek},
+        {"Llama blocks, ZeRO-2 + tensor + sequence parallel (owned norm slices)", "dp=2,tp=2,sp=on,zero=2", fp32, &llama},
+        {"Qwen3 blocks (QK-norm), ZeRO-3 + tensor parallel (owned QK-norm slices)", "dp=2,tp=2,zero=3", fp32, &qwen3},
+        // HSDP on MoE (dp / zero_group replicas, Megatron's --num-distributed-optimizer-instances):
+        // the experts' shard group the slice of edp inside a replica (edp x zero_group / dp devices:
+        // 2 of 4 here, 1 of 2 below), their owned chunks summed across the replicas with the dense ones.
+        {"Mixtral blocks, ZeRO-2 HSDP + ep (expert shards inside each replica)", "dp=8,ep=2,zero=2,zero_group=4", fp32,
+         &mixtral},
+        {"DeepSeek-style MoE, ZeRO-3 HSDP + ep", "dp=4,ep=2,zero=3,zero_group=2", fp32, &deepseek},
         // Multi-head latent attention (issue 16): the latents duplicated over tp (on the token shard
         // under sp), the up projections split by heads, the RoPE key's gradient reduced over tp.
         {"MLA blocks (DeepSeek-V3 attention), single device", "dp=1,mb=8", fp32, &mla},

@@ -109,14 +109,8 @@ void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& 
     if (p.training.precision == Precision::FP8Rowwise)
         refuse.add("fp8-rowwise precision", "Megatron Core's FP8 recipes are tensorwise, delayed, blockwise and mxfp8 "
                                             "(Transformer Engine); row-wise scaling is torchao's");
-    // initialize_model_parallel (megatron/core/parallel_state.py @ d98e8a64): "Expert data
-    // parallel size should be divisible by partial DistOpt shard factor".
-    const int instances = l.zero_stage >= 1 && l.zeroGroupSize() < l.dp ? l.dp / l.zeroGroupSize() : 1;
-    if (m.moe.enabled() && instances > 1 && l.expertDataParallel() % instances != 0)
-        refuse.add("a shard group of " + str(l.zeroGroupSize()) + " (" + str(instances) +
-                       " distributed-optimizer instances) with an expert data-parallel size of " +
-                       str(l.expertDataParallel()),
-                   "parallel_state.py needs the expert data-parallel size to divide by the instances");
+    // (initialize_model_parallel's "Expert data parallel size should be divisible by partial DistOpt
+    // shard factor", parallel_state.py @ d98e8a64, is core's layout rule: validate() refuses it first.)
 }
 
 // --- end of the shared part ---
