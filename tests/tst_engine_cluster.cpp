@@ -1027,6 +1027,11 @@ private slots:
         QTest::newRow("etp 2 does not divide an expert size of 25") << "dp=2,tp=2,sp=on,ep=2" << "layout.etp";
         QTest::newRow("zero_group < dp (HSDP)") << "dp=4,ep=2,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
+        // Selective recomputation of modules other than the attention core, and activation offload:
+        // priced by the planner, not executed.
+        QTest::newRow("recompute_modules=moe_act")
+            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe_act" << "layout.recompute_modules";
+        QTest::newRow("offload_activations=1") << "dp=2,ep=2,offload_activations=1" << "layout.offload_activations";
     }
     void moeRefusesWhatItDoesNotExecute()
     {
