@@ -132,10 +132,9 @@ struct CostModel::StageCost {
     std::array<double, kRecomputeModuleCount> module_recompute_s{};
     double module_recompute_flops_mb = 0;
     // Activation offload (offload_activations): the bytes moved to the host per micro-batch (not in
-    // stored_bytes_per_mb), the copies' exposed time per micro-batch (out and back) and hidden part.
+    // stored_bytes_per_mb) and the copies' exposed time per micro-batch (out and back).
     double offloaded_bytes_per_mb = 0;
     double offload_s = 0;
-    double offload_hidden_s = 0;
     double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s + ep_s + offload_s; }
 };
 
@@ -1296,7 +1295,6 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double copy = std::isfinite(link) ? layerBytes / link : 0.0;
         const double forward = fwdLayers / layers, backward = (sc.bwd_s - sc.head_bwd_s) / layers;
         sc.offload_s = n * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward));
-        sc.offload_hidden_s = n * (std::min(copy, forward) + std::min(copy, backward));
     }
     return sc;
 }
@@ -1526,7 +1524,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
              m * (slow.recompute_s - moduleRecompute), "m x forward time of what the recomputation mode discards");
     for (size_t k = 1; k < slow.module_recompute_s.size(); ++k)  // (core_attn: the term above)
         if (l.recomputedModules() & (1u << k))
-            book.add(Figure::Recompute, kModuleTerms[k].recompute, m * slow.module_recompute_s[k], kModuleTerms[k].time_formula);
+            book.add(Figure::Recompute, kModuleTerms[k].recompute, m * slow.module_recompute_s[k],
+                     kModuleTerms[k].time_formula);
     if (l.offload_activations > 0) {
         if (host_link_bytes_per_second_device_ <= 0) {
             pr.feasible = false;
@@ -1770,9 +1769,9 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         MemoryBreakdown total;
         double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0, moe_buffer = 0;
         double quantized_weights = 0;  // an FP8/FP4 recipe's weight copies (in total.weights)
+        double replaced_weights = 0;   // ... the bf16 weights they replace (primary quantized weights)
         std::array<double, kRecomputeModuleCount> module_freed{};  // discarded by recomputed modules (not in stored)
         double offloaded = 0;          // moved to the host (not in stored)
-        double replaced_weights = 0;   // ... the bf16 weights they replace (primary quantized weights)
     };
     // The bytes a stage keeps over its schedule's in-flight micro-batches, of a micro-batch's `bytes`:
     // its layers' (split evenly over the chunks), the head's (the last chunk), the embedding's (the first).
