@@ -425,22 +425,25 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     // "mla_up_proj in recompute_modules is only supported with multi_latent_attention"; moe_act
     // with delayed FP8 scaling refused; modules of layer kinds the model lacks named here, as
     // Megatron would recompute nothing for them).
-    if (const unsigned modules = l.recomputedModules(); modules != 0) {
-        auto lacks = [&](unsigned bit, const std::string& what) {
+    // (Only the modules beyond the default core_attn have rules; messages built only on error.)
+    if (const unsigned modules = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn); modules != 0) {
+        auto lacks = [&](unsigned bit, const char* what, const char* lacking) {
             if (modules & bit)
-                add("recompute_modules", std::string(recomputeModuleName(bit)) + " recomputes " + what);
+                add("recompute_modules", std::string(recomputeModuleName(bit)) + " recomputes " + what + "; " + m.name +
+                                             lacking);
         };
         if (!m.mla.enabled())
-            lacks(kRecomputeMlaUpProj, "multi-latent attention's up projections; " + m.name + " has no MLA");
+            lacks(kRecomputeMlaUpProj, "multi-latent attention's up projections", " has no MLA");
         if (!m.moe.enabled()) {
-            lacks(kRecomputeMoeAct, "the routed experts' activation; " + m.name + " has no routed experts");
-            lacks(kRecomputeMoe, "the MoE layers; " + m.name + " has no routed experts");
-            lacks(kRecomputeSharedExperts, "the shared experts; " + m.name + " has no routed experts");
+            lacks(kRecomputeMoeAct, "the routed experts' activation", " has no routed experts");
+            lacks(kRecomputeMoe, "the MoE layers", " has no routed experts");
+            lacks(kRecomputeSharedExperts, "the shared experts", " has no routed experts");
         } else if (m.moe.shared_experts == 0) {
-            lacks(kRecomputeSharedExperts, "the shared experts; " + m.name + " has none");
+            lacks(kRecomputeSharedExperts, "the shared experts", " has none");
         }
-        if (m.moe.enabled() && m.family != ModelFamily::EncoderDecoder && m.moeLayers(0, m.layers) == m.layers)
-            lacks(kRecomputeMlp, "the dense layers' MLP; every layer of " + m.name + " is a MoE layer");
+        if ((modules & kRecomputeMlp) && m.moe.enabled() && m.family != ModelFamily::EncoderDecoder &&
+            m.moeLayers(0, m.layers) == m.layers)
+            add("recompute_modules", "mlp recomputes the dense layers' MLP; every layer of " + m.name + " is a MoE layer");
         if (t.precision == Precision::FP8Delayed && (modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
             add("recompute_modules", "moe_act and layernorm recomputation do not run with delayed FP8 scaling "
                                      "(Megatron-LM: \"Delayed scaling does not support moe_act and layernorm "
