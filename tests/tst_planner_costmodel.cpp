@@ -115,6 +115,15 @@ Layout layout(const char* text, const Problem& p)
 
 bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
 
+// "path: message" of the first rule a layout text breaks against a problem ("" when none).
+std::string firstBrokenRule(const char* text, const Problem& p)
+{
+    FieldErrors parsed;
+    const Layout l = parseLayout(text, parsed);
+    const FieldErrors e = validate(l, p.model, p.cluster, p.training);
+    return e.empty() ? std::string() : e.front().path + ": " + e.front().message;
+}
+
 } // namespace
 
 class TstPlannerCostModel : public QObject {
@@ -1537,28 +1546,22 @@ private slots:
         errors.clear();
         parseLayout("dp=8,recompute=selective,recompute_modules=mlp+mlp", errors);
         QCOMPARE(errors.at(0).message, std::string("module \"mlp\" named twice"));
-        auto rule = [&](const char* text, const Problem& p) {
-            FieldErrors parsed;
-            const Layout l = parseLayout(text, parsed);
-            const FieldErrors e = validate(l, p.model, p.cluster, p.training);
-            return e.empty() ? std::string() : e.front().path + ": " + e.front().message;
-        };
-        QCOMPARE(rule("dp=8,recompute=selective,recompute_modules=mla_up_proj", dense),
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=mla_up_proj", dense),
                  std::string("layout.recompute_modules: mla_up_proj recomputes multi-latent attention's up "
                              "projections; gpt has no MLA"));
-        QCOMPARE(rule("dp=8,recompute=selective,recompute_modules=moe_act", dense),
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=moe_act", dense),
                  std::string("layout.recompute_modules: moe_act recomputes the routed experts' activation; gpt has no "
                              "routed experts"));
         const Problem moe = problem(moeGpt(4, 4096, 32), 1, 8);
-        QCOMPARE(rule("dp=8,recompute=selective,recompute_modules=shared_experts", moe),
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=shared_experts", moe),
                  std::string("layout.recompute_modules: shared_experts recomputes the shared experts; moe-gpt has none"));
-        QCOMPARE(rule("dp=8,recompute=selective,recompute_modules=mlp", moe),
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=mlp", moe),
                  std::string("layout.recompute_modules: mlp recomputes the dense layers' MLP; every layer of moe-gpt is "
                              "a MoE layer"));
-        QCOMPARE(rule("dp=8,recompute=full,recompute_modules=moe_act", moe),
+        QCOMPARE(firstBrokenRule("dp=8,recompute=full,recompute_modules=moe_act", moe),
                  std::string("layout.recompute_modules: recomputed modules (moe_act) need recompute=selective "
                              "(Megatron-LM's --recompute-granularity selective)"));
-        QCOMPARE(rule("dp=8,recompute=selective,recompute_modules=moe_act+layernorm", moe), std::string());
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=moe_act+layernorm", moe), std::string());
     }
 
     // Activation offload of N layers to the host (Megatron-LM's --cpu-offloading-num-layers,
@@ -1593,12 +1596,7 @@ private slots:
         QVERIFY(2 * 2 * copy - 2 * layerCompute > 0);  // (the link is slow enough for the bound to say something)
         QVERIFY(near(b.step_time_s - a.step_time_s, b.time_s.offload, 1e-9));
         // The rules: fewer layers than the stage's, pp = 1, no recomputation, a host link.
-        auto rule = [&](const char* text) {
-            FieldErrors parsed;
-            const Layout l = parseLayout(text, parsed);
-            const FieldErrors e = validate(l, p.model, p.cluster, p.training);
-            return e.empty() ? std::string() : e.front().path + ": " + e.front().message;
-        };
+        auto rule = [&](const char* text) { return firstBrokenRule(text, p); };
         QCOMPARE(rule("dp=8,offload_activations=8"),
                  std::string("layout.offload_activations: 8 offloaded layers: must be fewer than the 8 layers on the "
                              "stage (Megatron-LM offloads layers less than num_layers)"));
