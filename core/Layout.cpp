@@ -31,6 +31,19 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training)
 
 namespace {
 
+// Megatron-LM's names, in TransformerConfig.recompute_modules' documented order (transformer_config.py
+// @ d98e8a64); gdn_norm_out, gdp_in_proj, gdp_qkv and mhc belong to layer kinds this model format
+// has no counterpart for.
+constexpr std::array<std::pair<unsigned, const char*>, 7> kRecomputeModules{{
+    {kRecomputeCoreAttn, "core_attn"},
+    {kRecomputeMoeAct, "moe_act"},
+    {kRecomputeLayernorm, "layernorm"},
+    {kRecomputeMlaUpProj, "mla_up_proj"},
+    {kRecomputeMlp, "mlp"},
+    {kRecomputeMoe, "moe"},
+    {kRecomputeSharedExperts, "shared_experts"},
+}};
+
 template <class E, size_t N>
 void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& key, const std::string& value,
                     E& out, FieldErrors& errors)
@@ -42,6 +55,60 @@ void parseEnumValue(const std::array<EnumName<E>, N>& table, const std::string& 
 }
 
 } // namespace
+
+const char* recomputeModuleName(unsigned module)
+{
+    for (const auto& [bit, name] : kRecomputeModules)
+        if (bit == module)
+            return name;
+    return "";
+}
+
+unsigned recomputeModuleBit(const std::string& name)
+{
+    for (const auto& [bit, known] : kRecomputeModules)
+        if (name == known)
+            return bit;
+    return 0;
+}
+
+std::string recomputeModulesToString(unsigned modules)
+{
+    std::string out;
+    for (const auto& [bit, name] : kRecomputeModules)
+        if (modules & bit) {
+            if (!out.empty())
+                out += '+';
+            out += name;
+        }
+    return out;
+}
+
+unsigned parseRecomputeModules(const std::string& text, const std::string& path, FieldErrors& errors)
+{
+    unsigned modules = 0;
+    std::string known;
+    for (const auto& [bit, name] : kRecomputeModules) {
+        if (!known.empty())
+            known += ", ";
+        known += name;
+    }
+    size_t start = 0;
+    while (true) {
+        const size_t end = text.find('+', start);
+        const std::string name = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        const unsigned bit = recomputeModuleBit(name);
+        if (bit == 0)
+            errors.push_back({path, "unknown module " + quotedValue(name) + " (one of: " + known + "; joined by '+')"});
+        else if (modules & bit)
+            errors.push_back({path, "module " + quotedValue(name) + " named twice"});
+        modules |= bit;
+        if (end == std::string::npos)
+            break;
+        start = end + 1;
+    }
+    return modules;
+}
 
 Layout parseLayout(const std::string& text, FieldErrors& errors)
 {
@@ -62,6 +129,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         else if (key == "recompute_layers") intField = &layout.recompute_layers;
         else if (key == "ep") intField = &layout.ep;
         else if (key == "etp") intField = &layout.etp;
+        else if (key == "offload_activations") intField = &layout.offload_activations;
 
         if (intField) {
             if (!parseWholeInt(value, *intField))
@@ -87,12 +155,14 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kRecomputeMethodNames, key, value, layout.recompute_method, errors);
         } else if (key == "cp_comm") {
             parseEnumValue(kCpCommNames, key, value, layout.cp_comm, errors);
+        } else if (key == "recompute_modules") {
+            layout.recompute_modules = parseRecomputeModules(value, "layout." + key, errors);
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
                                                "recompute_method, recompute_layers, ep, etp, ep_comm_overlap, "
-                                               "cp_comm)"});
+                                               "cp_comm, recompute_modules, offload_activations)"});
         }
     }
     return layout;
@@ -123,6 +193,10 @@ std::string toString(const Layout& l)
         out << ",ep_comm_overlap=on";
     if (l.cp_comm != CpComm::P2P)
         out << ",cp_comm=" << toString(l.cp_comm);
+    if (l.recompute_modules != 0)
+        out << ",recompute_modules=" << recomputeModulesToString(l.recompute_modules);
+    if (l.offload_activations > 0)
+        out << ",offload_activations=" << l.offload_activations;
     return out.str();
 }
 
@@ -250,6 +324,24 @@ FieldErrors validate(const Layout& l, const std::string& path)
     }
     if (l.cp_comm == CpComm::A2A && l.cp < 2)
         add("cp_comm", "all-to-all context parallelism (cp_comm=a2a) needs cp > 1");
+    // Megatron-LM's rules (transformer_config.py @ d98e8a64): the modules belong to selective
+    // recomputation; CPU offloading runs neither with recomputation nor with pipeline parallelism.
+    if ((l.recompute_modules & ~kRecomputeModuleMask) != 0)
+        add("recompute_modules", "unknown module bits " + std::to_string(l.recompute_modules & ~kRecomputeModuleMask));
+    else if (l.recompute_modules != 0 && l.recompute != Recompute::Selective)
+        add("recompute_modules", "recomputed modules (" + recomputeModulesToString(l.recompute_modules) +
+                                     ") need recompute=selective (Megatron-LM's --recompute-granularity selective)");
+    if (l.offload_activations < 0 || l.offload_activations > 1'000'000)
+        add("offload_activations", std::to_string(l.offload_activations) + " is out of range [0 (none), 1000000]");
+    else if (l.offload_activations > 0) {
+        if (l.pp > 1)
+            add("offload_activations", "activation offload does not run with pipeline parallelism (Megatron-LM: "
+                                       "\"no support for Pipeline parallelism with CPU offloading\"): pp must be 1, "
+                                       "not " + std::to_string(l.pp));
+        if (l.recompute != Recompute::None)
+            add("offload_activations", "activation offload does not run with recomputation (Megatron-LM: \"CPU "
+                                       "offloading does not work when activation recomputation is enabled\")");
+    }
     if (l.overlap_param_gather && (l.zero_stage < 1 || l.zero_stage > 2))
         add("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (zero=1 "
                                     "or 2); ZeRO-3 gathers parameters per layer anyway");
@@ -337,6 +429,40 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
             add("sp", "a mixture-of-experts model with tp > 1 is trained with sequence parallelism (Megatron-LM "
                       "refuses MoE layers under tp without it): set sp=on");
     }
+    // Recomputed modules the model has (Megatron-LM's rules, transformer_config.py @ d98e8a64:
+    // "mla_up_proj in recompute_modules is only supported with multi_latent_attention"; moe_act
+    // with delayed FP8 scaling refused; modules of layer kinds the model lacks named here, as
+    // Megatron would recompute nothing for them).
+    // (Only the modules beyond the default core_attn have rules; messages built only on error.)
+    if (const unsigned modules = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn); modules != 0) {
+        auto lacks = [&](unsigned bit, const char* what, const char* lacking) {
+            if (modules & bit)
+                add("recompute_modules", std::string(recomputeModuleName(bit)) + " recomputes " + what + "; " + m.name +
+                                             lacking);
+        };
+        if (!m.mla.enabled())
+            lacks(kRecomputeMlaUpProj, "multi-latent attention's up projections", " has no MLA");
+        if (!m.moe.enabled()) {
+            lacks(kRecomputeMoeAct, "the routed experts' activation", " has no routed experts");
+            lacks(kRecomputeMoe, "the MoE layers", " has no routed experts");
+            lacks(kRecomputeSharedExperts, "the shared experts", " has no routed experts");
+        } else if (m.moe.shared_experts == 0) {
+            lacks(kRecomputeSharedExperts, "the shared experts", " has none");
+        }
+        if ((modules & kRecomputeMlp) && m.moe.enabled() && m.family != ModelFamily::EncoderDecoder &&
+            m.moeLayers(0, m.layers) == m.layers)
+            add("recompute_modules", "mlp recomputes the dense layers' MLP; every layer of " + m.name + " is a MoE layer");
+        if (t.precision == Precision::FP8Delayed && (modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
+            add("recompute_modules", "moe_act and layernorm recomputation do not run with delayed FP8 scaling "
+                                     "(Megatron-LM: \"Delayed scaling does not support moe_act and layernorm "
+                                     "recompute for fp8\")");
+    }
+    // Megatron-LM (transformer_config.py @ d98e8a64): "CPU offloading can be done only for layers
+    // less than num_layers" (pp = 1: the stage's layers are the model's).
+    if (l.offload_activations > 0 && l.offload_activations >= m.totalLayers())
+        add("offload_activations", s(l.offload_activations) + " offloaded layers: must be fewer than the " +
+                                       s(m.totalLayers()) + " layers on the stage (Megatron-LM offloads layers "
+                                       "less than num_layers)");
     if (l.ep_comm_overlap && t.precision == Precision::FP32)
         add("ep_comm_overlap", "overlapping the MoE all-to-all needs 16-bit training (Megatron-LM: bf16 or fp16)");
     if (t.seq_len % l.cp != 0)

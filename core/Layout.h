@@ -7,6 +7,7 @@
 #include "FieldError.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,34 @@ enum class Offload { None, Optimizer };
 // (AttnFuncWithCPAndKVP2P); a2a, Ulysses-style all-to-alls that trade the sequence split for a
 // head split around the attention (AttnFuncWithCPAndQKVOA2A), DeepSpeed-Ulysses' scheme.
 enum class CpComm { P2P, A2A };
+// The modules selective recomputation recomputes (Megatron-LM's --recompute-granularity selective
+// --recompute-modules ...: TransformerConfig.recompute_modules, megatron/core/transformer/
+// transformer_config.py @ d98e8a64; default ["core_attn"]), one bit each:
+//   core_attn       the attention core (checkpointed; the fused kernel recomputes its scores anyway)
+//   moe_act         the routed experts' activation function (output discarded: the FC2 input;
+//                   moe/experts.py, needs --moe-grouped-gemm)
+//   layernorm       input_layernorm and pre_mlp_layernorm where they are modules of their own
+//                   (output discarded; transformer_layer.py): in Megatron's Transformer Engine spec
+//                   (models/gpt/gpt_layer_specs.py) an MLA layer's input norm and a MoE layer's pre-MLP
+//                   norm; the other norms are fused into the next linear layer (IdentityOp)
+//   mla_up_proj     MLA's up projections and RoPE (output discarded: Q, K, V;
+//                   multi_latent_attention.py)
+//   mlp             a dense layer's MLP, its fused pre-MLP norm included (checkpointed)
+//   moe             a MoE layer whole: router, dispatch, experts, combine (checkpointed; moe_layer.py)
+//   shared_experts  a MoE layer's shared experts (checkpointed; moe/shared_experts.py)
+enum RecomputeModule : unsigned {
+    kRecomputeCoreAttn = 1u << 0,
+    kRecomputeMoeAct = 1u << 1,
+    kRecomputeLayernorm = 1u << 2,
+    kRecomputeMlaUpProj = 1u << 3,
+    kRecomputeMlp = 1u << 4,
+    kRecomputeMoe = 1u << 5,
+    kRecomputeSharedExperts = 1u << 6,
+};
+inline constexpr int kRecomputeModuleCount = 7;
+inline constexpr unsigned kRecomputeModuleMask = (1u << kRecomputeModuleCount) - 1;
+// A module bit's position (kRecomputeCoreAttn: 0), for tables indexed by module.
+inline constexpr int recomputeModuleIndex(unsigned bit) { return std::countr_zero(bit); }
 
 // The largest device count (dp x tp x pp x cp) and model-chunk count (pp x v) a layout may
 // have: the planner and the engine count both in int.
@@ -75,6 +104,15 @@ struct Layout {
     // interleaved schedule when pp > 1, 16-bit training).
     bool ep_comm_overlap = false;
     CpComm cp_comm = CpComm::P2P;  // with cp > 1
+    // With recompute=selective: the modules recomputed (RecomputeModule bits); 0, Megatron's
+    // default, the attention core alone.
+    unsigned recompute_modules = 0;
+    // Activations of the first N layers offloaded to the host (Megatron-LM's
+    // --cpu-offloading-num-layers N, which sets cpu_offloading; Transformer Engine's
+    // get_cpu_offload_context, transformer_engine/pytorch/cpu_offload.py @ d0067d0): each offloaded
+    // layer's saved tensors copied to pinned host memory on a stream of their own while the next
+    // layer computes, and brought back ahead of its backward. 0: none.
+    int offload_activations = 0;
 
     // dp x tp x pp x cp, or INT64_MAX when the product overflows (validate() refuses a layout
     // whose product passes kMaxLayoutProduct, naming it).
@@ -93,6 +131,14 @@ struct Layout {
     }
     bool expertParallel() const { return ep > 1 || etp > 0; }
     bool unevenPipeline() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+    // The modules selective recomputation recomputes (RecomputeModule bits; none without it).
+    unsigned recomputedModules() const
+    {
+        if (recompute != Recompute::Selective)
+            return 0;
+        return recompute_modules != 0 ? recompute_modules : unsigned(kRecomputeCoreAttn);
+    }
+    bool recomputes(RecomputeModule module) const { return (recomputedModules() & module) != 0; }
     // Of the `chunkLayers` layers of a model chunk: how many full recomputation recomputes
     // (block: N of them; uniform: all), and how many checkpoints it keeps (block: one per
     // recomputed layer; uniform: one per group of N).
@@ -149,8 +195,9 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
 // (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
-// ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on" and ",cp_comm=a2a" when
-// set: toString names them only then).
+// ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on", ",cp_comm=a2a",
+// ",recompute_modules=layernorm+moe_act" (Megatron's module names joined by '+') and
+// ",offload_activations=N" when set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);
@@ -170,5 +217,12 @@ const char* toString(Recompute v);
 const char* toString(Offload v);
 const char* toString(RecomputeMethod v);
 const char* toString(CpComm v);
+// "core_attn+layernorm" for RecomputeModule bits, in Megatron-LM's order; parsed back by
+// parseRecomputeModules (an unknown or repeated name is an error naming it).
+std::string recomputeModulesToString(unsigned modules);
+unsigned parseRecomputeModules(const std::string& text, const std::string& path, FieldErrors& errors);
+// Megatron-LM's name of one module bit ("core_attn"), and the bit of a name (0 when unknown).
+const char* recomputeModuleName(unsigned module);
+unsigned recomputeModuleBit(const std::string& name);
 
 } // namespace shardscope

@@ -16,6 +16,8 @@ struct MemoryBreakdown {      // bytes per device
     // Of weights + gradients + optimizer: the routed experts' share (MoE; 0 for a dense model).
     // A part of those three, not a fourth term: not in total().
     double experts = 0;
+    // Activations offloaded to pinned host memory (offload_activations): not on the device, not in total().
+    double host_activations = 0;
 
     double total() const { return weights + gradients + optimizer + activations + buffers + reserve; }
 };
@@ -31,7 +33,7 @@ struct TimeBreakdown {        // seconds per optimizer step, on the critical pat
     double ep_comm = 0;       // MoE token dispatch and combine (all-to-all over ep), exposed
     double bubble = 0;        // pipeline fill and drain
     double optimizer = 0;     // optimizer step (memory-bound)
-    double offload = 0;       // optimizer offload transfers over the host link
+    double offload = 0;       // optimizer offload transfers over the host link; activation offload's exposed copies
 
     // Communication the cost model hides behind compute, by kind (predict --json time_s.hidden):
     // it runs in a stream of its own while the compute above runs, so it is not in sum().

@@ -614,6 +614,15 @@ QJsonObject toJson(const Layout& l)
         o.insert("ep_comm_overlap", true);
     if (l.cp_comm != CpComm::P2P)
         o.insert("cp_comm", toString(l.cp_comm));
+    if (l.recompute_modules != 0) {
+        QJsonArray modules;  // Megatron-LM's list, as --recompute-modules takes it
+        for (unsigned bit = 1; bit <= kRecomputeModuleMask; bit <<= 1)
+            if (l.recompute_modules & bit)
+                modules.append(QLatin1String(recomputeModuleName(bit)));
+        o.insert("recompute_modules", modules);
+    }
+    if (l.offload_activations > 0)
+        o.insert("offload_activations", l.offload_activations);
     return o;
 }
 
@@ -626,7 +635,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
                          "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
-                         "cp_comm"});
+                         "cp_comm", "recompute_modules", "offload_activations"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -652,6 +661,27 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.etp = r.integer("etp", 0, false, 0, kMax);
     l.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
     l.cp_comm = r.enumeration<CpComm>("cp_comm", kCpCommNames, CpComm::P2P, false);
+    if (const QJsonValue modules = json.value(QLatin1String("recompute_modules")); modules.isArray()) {
+        const QJsonArray names = modules.toArray();
+        if (names.isEmpty())
+            r.error("recompute_modules", "an empty list (leave the key out for Megatron-LM's default, core_attn)");
+        for (qsizetype i = 0; i < names.size(); ++i) {
+            const std::string field = "recompute_modules[" + std::to_string(i) + "]";
+            if (!names[i].isString()) {
+                r.error(field.c_str(), "must be a module name");
+                continue;
+            }
+            const unsigned bit =
+                parseRecomputeModules(names[i].toString().toStdString(), r.fieldPath(field.c_str()), errors);
+            if (l.recompute_modules & bit)
+                r.error(field.c_str(), quotedValue(names[i].toString().toStdString()) + " named twice");
+            l.recompute_modules |= bit;
+        }
+    } else if (!modules.isUndefined()) {
+        r.error("recompute_modules", "must be a list of module names (core_attn, moe_act, layernorm, mla_up_proj, "
+                                     "mlp, moe, shared_experts)");
+    }
+    l.offload_activations = r.integer("offload_activations", 0, false, 0, kMax);
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

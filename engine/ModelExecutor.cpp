@@ -134,6 +134,14 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
                                     " layers recomputed whole are not executed here (block, or groups of one layer)");
+    // Selective recomputation runs the attention cores again (core_attn, Megatron's default); the
+    // other modules and activation offload to the host are priced by the planner, not executed.
+    if (const unsigned others = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn); others != 0)
+        add("recompute_modules", "recomputation of " + recomputeModulesToString(others) +
+                                     " is not executed here (selective recomputation runs core_attn only)");
+    if (l.offload_activations > 0)
+        add("offload_activations", "activation offload to the host (" + s(l.offload_activations) +
+                                       " layers) is not executed here");
     if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
         add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
                       " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");

@@ -21,6 +21,7 @@ const char* figureKey(Figure figure)
     case Figure::Activations: return "memory_bytes.activations";
     case Figure::Buffers: return "memory_bytes.buffers";
     case Figure::Reserve: return "memory_bytes.reserve";
+    case Figure::HostActivations: return "memory_bytes.host_activations";
     }
     return "?";
 }

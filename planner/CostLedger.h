@@ -22,8 +22,9 @@ namespace shardscope {
 enum class Figure : std::uint8_t {
     Compute, Recompute, TpComm, CpComm, PpComm, DpComm, EpComm, Bubble, Optimizer, Offload,  // time_s.*
     Weights, Gradients, OptimizerStates, Activations, Buffers, Reserve,             // memory_bytes.*
+    HostActivations,  // memory_bytes.host_activations: in host memory, not in the device's total
 };
-inline constexpr int kFigureCount = int(Figure::Reserve) + 1;
+inline constexpr int kFigureCount = int(Figure::HostActivations) + 1;
 const char* figureKey(Figure figure);  // "time_s.compute", "memory_bytes.activations"
 inline bool isTimeFigure(Figure figure) { return figure <= Figure::Offload; }
 

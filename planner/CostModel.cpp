@@ -29,6 +29,42 @@ namespace {
 
 bool gatedMlp(MlpKind k) { return k == MlpKind::SwiGlu || k == MlpKind::GeGlu; }
 
+// The ledger's terms of selective recomputation by module (Layout.h RecomputeModule, by index).
+struct ModuleTerms {
+    const char* recompute;
+    const char* time_formula;
+    const char* freed;
+    const char* bytes_formula;
+};
+constexpr std::array<ModuleTerms, kRecomputeModuleCount> kModuleTerms{{
+    {"recomputed attention core (core_attn)", "", "", ""},  // (the attention core's own terms)
+    {"recomputed experts' activation (recompute_modules: moe_act)",
+     "m x MoE layers x (factor x (2 f/etp gated + f/etp) x R copies x bytes / HBM BW + launch)",
+     "discarded: experts' activation outputs (recompute_modules: moe_act)",
+     "- in-flight x MoE layers x f/etp x R copies x (bytes - a recipe's quantized saving)"},
+    {"recomputed norms of their own (recompute_modules: layernorm)",
+     "m x (MLA layers' input norm + MoE layers' pre-MLP norm) x (factor x b s/sp h bytes / HBM BW + launch)",
+     "discarded: outputs of the norms of their own (recompute_modules: layernorm)",
+     "- in-flight x (MLA layers + MoE layers) x (b s/sp h bytes + fp32 statistics); fused norms discard nothing"},
+    {"recomputed MLA up projections and RoPE (recompute_modules: mla_up_proj)",
+     "m x MLA layers x (GEMMs q_b/q and kv_b over b s/cp tokens + factor x rebuilt bytes / HBM BW + launch)",
+     "discarded: MLA's Q, K (after RoPE) and V (recompute_modules: mla_up_proj)",
+     "- in-flight x MLA layers x b s/cp x 2 (2 heads/t (qk_nope + qk_rope) + heads/t v_head_dim) bytes"},
+    {"recomputed dense MLPs (recompute_modules: mlp)",
+     "m x dense layers x (MLP GEMMs + factor x rebuilt bytes / HBM BW); its tp collective again",
+     "discarded: dense MLPs' insides with their fused norm (recompute_modules: mlp)",
+     "- in-flight x dense layers x (b s/sp h + (6 gated, 4) b s f/t) bytes + norm statistics"},
+    {"recomputed MoE layers (recompute_modules: moe)",
+     "m x MoE layers x (router, experts' and shared experts' GEMMs + permutations + factor x kept bytes / HBM "
+     "BW); dispatch and combine again (ep_comm)",
+     "discarded: everything the MoE layers keep (recompute_modules: moe)",
+     "- in-flight x MoE layers x the layer's kept bytes (router, expert copies, pre-activations, shared experts)"},
+    {"recomputed shared experts (recompute_modules: shared_experts)",
+     "m x MoE layers x (shared experts' GEMMs + factor x rebuilt bytes / HBM BW)",
+     "discarded: shared experts' pre-activation and activation (recompute_modules: shared_experts)",
+     "- in-flight x MoE layers x 3 (gated) x S f_s x b s/(cp sp) bytes"},
+}};
+
 // Layout-dependent sizes per device, computed once per evaluate().
 struct Dims {
     double t, p, c, d, v, b, m;
@@ -90,7 +126,17 @@ struct CostModel::StageCost {
     double head_stored_bytes_per_mb = 0;  // ... of them the head's (last stage), kept by its last chunk
     double embed_stored_bytes_per_mb = 0; // ... of them the embedding norm's (first stage), by its first chunk
     double working_bytes = 0;         // live only for one micro-batch at a time
-    double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s + ep_s; }
+    // Selective recomputation of named modules (RecomputeModule bits, by recomputeModuleIndex): the
+    // stored bytes each discards per micro-batch (not in stored_bytes_per_mb), its recompute time (in
+    // recompute_s), and the matmul FLOPs they repeat.
+    std::array<double, kRecomputeModuleCount> module_freed_bytes{};
+    std::array<double, kRecomputeModuleCount> module_recompute_s{};
+    double module_recompute_flops_mb = 0;
+    // Activation offload (offload_activations): the bytes moved to the host per micro-batch (not in
+    // stored_bytes_per_mb) and the copies' exposed time per micro-batch (out and back).
+    double offloaded_bytes_per_mb = 0;
+    double offload_s = 0;
+    double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s + ep_s + offload_s; }
 };
 
 CostModel::CostModel(const Problem& problem, const CostModelParams& params) : problem_(problem), params_(params)
@@ -426,7 +472,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // The stage's linear-layer GEMMs of one forward with a pricer: projections and MLPs (a MoE
     // layer's experts, shared experts and router; an MoE stage's dense layers with the dense MLP),
     // a decoder layer's cross-attention projections.
-    auto layerMatmuls = [&](const GemmPricer& lin) {
+    // (`blocks` gets one dense MLP's and one MoE block's forward, for the modules recomputation repeats.)
+    auto layerMatmuls = [&](const GemmPricer& lin, double* blocks) {
         double projections = lin(T, D.q_local + 2 * D.kv_local, h) + lin(T, h, D.q_local);
         if (model.mla.enabled()) {
             projections = 0;
@@ -445,6 +492,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                           : denseMlpTime;
         const double crossProjections = lin(T, D.q_local, h) + lin(T, 2 * D.kv_local, h) + lin(T, h, D.q_local);
         const double nLayers = sc.encoder_layers + sc.decoder_layers;
+        blocks[0] = denseMlpTime;
+        blocks[1] = moe.enabled() ? mlpTime : 0.0;
         return nLayers * (projections + mlpTime) + sc.decoder_layers * crossProjections -
                denseEncoderLayers * (mlpTime - denseMlpTime);
     };
@@ -548,10 +597,16 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // (Without a recipe `linear` prices as `gemm`; a recipe's bf16 layers priced apart. One call
     // site, so that the compiler inlines the lambda on the hot path.)
     double matmuls[2] = {0, 0};
+    double blocks[2][2] = {{0, 0}, {0, 0}};  // per pricing: a dense MLP's, a MoE block's forward
     const int pricings = recipe_.quantized && quantizedShare < 1 ? 2 : 1;
     for (int i = 0; i < pricings; ++i)
-        matmuls[i] = layerMatmuls(i == 0 ? linear : gemm);
-    sc.layer_matmul_fwd_s = pricings == 2 ? quantizedShare * matmuls[0] + (1 - quantizedShare) * matmuls[1] : matmuls[0];
+        matmuls[i] = layerMatmuls(i == 0 ? linear : gemm, blocks[i]);
+    auto mixed = [&](const double* priced) {
+        return pricings == 2 ? quantizedShare * priced[0] + (1 - quantizedShare) * priced[1] : priced[0];
+    };
+    sc.layer_matmul_fwd_s = mixed(matmuls);
+    const double pricedDense[2] = {blocks[0][0], blocks[1][0]}, pricedMoe[2] = {blocks[0][1], blocks[1][1]};
+    const double denseMlpFwd = mixed(pricedDense), moeBlockFwd = mixed(pricedMoe);
     sc.attention_fwd_s = attentionBlocks * selfAttentionCore - slidingSaving;
     // (A MoE layer's element-wise work: its permutations, and the traffic of what it keeps, as a
     // dense layer's is of its activations.)
@@ -640,7 +695,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
         sc.recompute_s = recomputed * fwdLayers;
-    } else if (l.recompute == Recompute::Selective && !flash) {
+    } else if (l.recomputes(kRecomputeCoreAttn) && !flash) {
         // Recompute the attention core only [K22 Section 5]; fused attention already does.
         const double scoresElementwise = prm.elementwise_traffic_factor * encAct.scores * actScale / hbm;
         sc.recompute_s = nEnc * (selfAttentionCore + scoresElementwise) + nDec * 2 * (selfAttentionCore + scoresElementwise);
@@ -682,7 +737,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // column-parallel linear reduces it per layer: the same sum for more bytes.
         const double ends = (firstStage ? 1 : 0) + (lastStage ? 1 : 0) + (decoderBegins ? 1 : 0) + (encoderEnds ? 1 : 0);
         const double passes = 2.0 + recomputed;  // a recomputed layer's forward collectives again
-        const double layerCalls = passes * layerCollectives;
+        // (recompute_modules=mlp: a dense layer's MLP forward, its gather and scatter with it, runs again.)
+        const double layerCalls = passes * layerCollectives + (l.recomputes(kRecomputeMlp) ? denseLayers : 0.0);
         const double calls = layerCalls + ends;
         // Sequence parallelism runs each all-reduce as a reduce-scatter and an all-gather: the
         // same steps, two calls.
@@ -869,8 +925,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.comm[StageCost::kAuxCounts] = {CommDimension::Tp, CommKind::AllReduce, CommPlacement::IntraDomain,
                                       "MoE: copies per expert summed over tp x cp for the load-balancing loss", 0, 0, 0,
                                       0};
+    // (recompute_modules=moe: the layer's forward, its dispatch and combine with it, runs again.)
+    const double moeRecomputed = l.recomputes(kRecomputeMoe) ? 1.0 : 0.0;
     if (moe.enabled() && sc.moe_layers > 0) {
-        const double passes = 2.0 + recomputed;
+        const double passes = 2.0 + recomputed + moeRecomputed;
         if (D.etp > 1) {
             const GroupPlacement etpGroup = placeGroup(D.etp, 1, domain_devices_);
             const LinkModel etpLink = linkFor(D.etp, 1);
@@ -904,7 +962,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // gathers every rank's copies per expert over the etp x ep group (E int64 each), once per
         // forward; the load-balancing loss sums them over the ranks that split the micro-batch's
         // tokens (tp under sp, and cp: Megatron's tp_cp group) likewise.
-        const double forwards = 1.0 + recomputed;
+        const double forwards = 1.0 + recomputed + moeRecomputed;
         if (D.ep * D.etp > 1) {
             const double n = D.ep * D.etp, counts = n * D.experts * 8.0;
             const GroupPlacement g = placeGroup(n, 1, domain_devices_);
@@ -959,7 +1017,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                 activation_bytes_;
         const double outBytes = D.b * D.s_local * D.heads_local * D.hv * activation_bytes_;
         const double pass = allToAllTime(cpGroup, qkvBytes, cpLink) + allToAllTime(cpGroup, outBytes, cpLink);
-        const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
+        const double forwards = 1.0 + (l.recomputes(kRecomputeCoreAttn) && !flash ? 1.0 : recomputed);
         const double blocks = attentionBlocks;
         Collective& exchange = sc.comm[StageCost::kCpAllToAll];
         exchange.placement = cpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
@@ -988,7 +1046,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double outBytes = D.b * D.s_local * D.heads_local * D.hv * activation_bytes_;  // (q_local but with MLA)
         const double fwdMerge = (D.c - 1) * (prm.kernel_overhead_s + 3 * outBytes / hbm);
         const double bwdMerge = (D.c - 1) * (2 * prm.kernel_overhead_s + 3 * (outBytes + block) / hbm);
-        const double forwards = 1.0 + (l.recompute == Recompute::Selective && !flash ? 1.0 : recomputed);
+        const double forwards = 1.0 + (l.recomputes(kRecomputeCoreAttn) && !flash ? 1.0 : recomputed);
         const double blocks = attentionBlocks;
         Collective& ring = sc.comm[StageCost::kCpRing];
         ring.placement = cpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
@@ -1021,12 +1079,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         perLayerStoredEnc = encAct.all() * actScale + encAct.statistics;
         perLayerStoredDec = decAct.all() * actScale + decAct.statistics;
         break;
-    case Recompute::Selective:
-        perLayerStoredEnc = (encAct.all() - encAct.scores) * actScale + encAct.statistics;
-        perLayerStoredDec = (decAct.all() - decAct.scores) * actScale + decAct.statistics;
+    case Recompute::Selective: {
+        // (Without core_attn among the recomputed modules the scores stay.)
+        const double dropped = l.recomputes(kRecomputeCoreAttn) ? 1.0 : 0.0;
+        perLayerStoredEnc = (encAct.all() - dropped * encAct.scores) * actScale + encAct.statistics;
+        perLayerStoredDec = (decAct.all() - dropped * decAct.scores) * actScale + decAct.statistics;
         // The layer whose attention is recomputed holds its scores again during its backward.
-        sc.working_bytes += std::max(scoresEnc, scoresDec) * actScale;
+        sc.working_bytes += dropped * std::max(scoresEnc, scoresDec) * actScale;
         break;
+    }
     case Recompute::Full:
         // Checkpointed inputs, and the layers left out of the recomputation (block) with all
         // their activations; per layer, as fractions of the stage's.
@@ -1076,6 +1137,101 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         } else {
             sc.stored_bytes_per_mb -= stageSave;
         }
+    }
+    // ---- selective recomputation of named modules (Layout.h: Megatron-LM's recompute_modules,
+    // transformer_config.py @ d98e8a64, applied in transformer_layer.py, moe/experts.py,
+    // moe/moe_layer.py, moe/shared_experts.py, multi_latent_attention.py): per micro-batch, the
+    // stage's stored bytes each module discards and the forward work it repeats in the backward.
+    // Output-discarding modules (layernorm, moe_act, mla_up_proj) drop one tensor the next op saved
+    // and rebuild it from inputs kept anyway; checkpointed ones (mlp, moe, shared_experts) keep their
+    // input and drop everything inside. A layer's backward re-materialises its MLP side (pre-MLP norm,
+    // MLP or MoE block) and then its attention side (input norm, up projections): the larger is live
+    // once more (working set). Under an FP8/FP4 recipe a discarded tensor's quantized copy goes with
+    // it (Megatron sets save_original_input on the linear layer that reads it). ----
+    if (const unsigned modules = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn); modules != 0) {
+        const double s8 = recipe_.quantized ? recipe_.stored_input_bytes : 0.0;
+        // The recipe's saving per element on a linear layer's quantized input (the stage's share).
+        const double saved = recipe_.quantized ? (activation_bytes_ - s8) * quantizedShare : 0.0;
+        const double tokensSp = T / D.sp;
+        const double normStats = shape.norm_statistics * 4.0 * tokensSp;
+        const double perByte = prm.elementwise_traffic_factor / hbm;  // element-wise time per byte rebuilt
+        const double mlaLayers = model.mla.enabled() ? nEnc : 0.0;
+        double denseSide = 0, moeSide = 0, attentionSide = 0;  // one layer's rebuilt bytes
+        auto record = [&](unsigned bit, double layers, double bytes, double seconds, double flops) {
+            const int k = recomputeModuleIndex(bit);
+            sc.module_freed_bytes[size_t(k)] += layers * bytes;
+            sc.module_recompute_s[size_t(k)] += layers * seconds;
+            sc.module_recompute_flops_mb += layers * flops;
+        };
+        const bool wholeMoe = (modules & kRecomputeMoe) != 0;  // (its checkpoint holds moe_act's and shared_experts')
+        if (modules & kRecomputeLayernorm) {
+            // Megatron's TE spec (models/gpt/gpt_layer_specs.py @ d98e8a64) has two norms of their own:
+            // an MLA layer's input norm (its output into the down projections, quantized under a
+            // recipe) and a MoE layer's pre-MLP norm (into the router, the dispatch and the shared
+            // experts, which keep a quantized copy under a recipe); the others are fused into the
+            // next linear layer: nothing to discard. Each drops its output and fp32 statistics.
+            const double input = (activation_bytes_ - saved) * tokensSp * h + normStats;
+            const double preMlp = activation_bytes_ * tokensSp * h + normStats +
+                                  (moe.shared_experts > 0 ? s8 * quantizedShare * tokensSp * h : 0.0);
+            const double normTime = perByte * activation_bytes_ * tokensSp * h + prm.kernel_overhead_s;
+            record(kRecomputeLayernorm, mlaLayers, input, normTime, 0.0);
+            record(kRecomputeLayernorm, sc.moe_layers, preMlp, normTime, 0.0);
+            attentionSide += mlaLayers > 0 ? input : 0.0;
+            moeSide += sc.moe_layers > 0 ? preMlp : 0.0;
+        }
+        if ((modules & kRecomputeMoeAct) && !wholeMoe) {
+            // The experts' activation output, FC2's input (f/etp per busiest copy): rebuilt from the
+            // pre-activation, read (2 f/etp gated) and written.
+            const double bytes = (activation_bytes_ - saved) * expertF * busyCopies;
+            const double time = perByte * activation_bytes_ * (expertFin + expertF) * busyCopies + prm.kernel_overhead_s;
+            record(kRecomputeMoeAct, sc.moe_layers, bytes, time, 0.0);
+            moeSide += bytes;
+        }
+        if ((modules & kRecomputeMlaUpProj) && mlaLayers > 0) {
+            // Q and K after RoPE and V (MlaCost.h's split count without the attention output): the
+            // query and kv up projections and RoPE again.
+            const double bytes = (T * mla.kept_split_bytes_per_token - 2.0 * T * D.heads_local * D.hv) * actScale;
+            const MlaDeviceShapes::Gemm& q = mla.gemms[model.mla.q_lora_rank > 0 ? 1 : 0];
+            const MlaDeviceShapes::Gemm& kv = mla.gemms[model.mla.q_lora_rank > 0 ? 3 : 2];
+            const double time = linear(T, q.n, q.k) + linear(T, kv.n, kv.k) + perByte * bytes + prm.kernel_overhead_s;
+            record(kRecomputeMlaUpProj, mlaLayers, bytes, time, 2.0 * T * (q.n * q.k + kv.n * kv.k));
+            attentionSide += bytes;
+        }
+        if ((modules & kRecomputeMlp) && denseLayers > 0) {
+            // A dense MLP with its fused pre-MLP norm: the norm's output and statistics, FC1's output
+            // (gated: gate and up) and the activation; its input, the residual, is kept anyway.
+            const double inner = (gatedMlp(model.mlp) ? 6.0 : 4.0) * T * D.f_local * actScale - saved * T * D.f_local;
+            const double bytes = (activation_bytes_ - saved) * tokensSp * h + normStats + inner;
+            record(kRecomputeMlp, denseLayers, bytes, denseMlpFwd + perByte * bytes,
+                   2.0 * T * D.matrices * h * D.f_local);
+            denseSide += bytes;
+        }
+        if (wholeMoe && sc.moe_layers > 0) {
+            // Everything the MoE layer keeps (moeSaved, less the recipe's quantized inputs); its
+            // input, the pre-MLP norm's output, is the checkpoint's. The forward again: router,
+            // permutations, dispatch and combine (counted with the all-to-alls), experts, shared experts.
+            const double recipeSave =
+                saved * (h * (exchanged ? busyCopies : copies) + expertF * busyCopies + sharedF * D.T_moe) -
+                (moe.shared_experts > 0 ? s8 * quantizedShare * tokensSp * h : 0.0);
+            const double bytes = moeSaved - recipeSave;
+            const double flops = 2.0 * (routedCopies * D.matrices * h * expertLocal + T * D.matrices * h * sharedLocalAll +
+                                        D.T_moe * D.experts * h);
+            record(kRecomputeMoe, sc.moe_layers, bytes, moeBlockFwd + moePermute + perByte * moeSaved, flops);
+            moeSide += bytes;
+        }
+        if ((modules & kRecomputeSharedExperts) && !wholeMoe && sc.moe_layers > 0 && sharedLocalAll > 0) {
+            // The shared experts' pre-activation and activation over the tokens (moeSaved's share).
+            const double bytes = activation_bytes_ * (sharedFin + sharedF) * D.T_moe - saved * sharedF * D.T_moe;
+            const double time = linear(T, (D.matrices - 1) * sharedLocalAll, h) + linear(T, h, sharedLocalAll) +
+                                perByte * bytes;
+            record(kRecomputeSharedExperts, sc.moe_layers, bytes, time, 2.0 * T * D.matrices * h * sharedLocalAll);
+            moeSide += bytes;
+        }
+        for (size_t k = 0; k < sc.module_freed_bytes.size(); ++k) {
+            sc.stored_bytes_per_mb -= sc.module_freed_bytes[k];
+            sc.recompute_s += sc.module_recompute_s[k];
+        }
+        sc.working_bytes += std::max({denseLayers > 0 ? denseSide : 0.0, sc.moe_layers > 0 ? moeSide : 0.0, attentionSide});
     }
 
     // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
@@ -1177,6 +1333,30 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double spTokens = T / (l.sequence_parallel ? D.t : 1.0);
         sc.embed_stored_bytes_per_mb = spTokens * h * activation_bytes_ + shape.norm_statistics * 4.0 * spTokens;
         sc.stored_bytes_per_mb += sc.embed_stored_bytes_per_mb;
+    }
+    if (l.offload_activations > 0) {
+        // ---- activation offload of the first N layers (Layout.h; Transformer Engine's
+        // cpu_offload.py @ d0067d0, as Megatron-LM's transformer_block.py @ d98e8a64 runs it): a
+        // layer's saved tensors go to pinned host memory on a stream of their own while the next
+        // layer computes, and come back one layer ahead of its backward, "activation memory usage
+        // ... equal to (num_layers - num_offloaded_layers) x T". Priced per layer as the stage's
+        // average layer: each copy over the host link (no faster than the host memory) hidden
+        // behind one layer's forward (out) or backward (back), the rest exposed; the reloaded layer
+        // is held while the one before runs its backward (working set). ----
+        const double layers = std::max(1.0, nEnc + nDec);
+        const double layerBytes =
+            std::max(0.0, sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb - sc.embed_stored_bytes_per_mb) / layers;
+        const double n = std::min(double(l.offload_activations), layers);
+        sc.offloaded_bytes_per_mb = n * layerBytes;
+        sc.stored_bytes_per_mb -= sc.offloaded_bytes_per_mb;
+        sc.working_bytes += layerBytes;
+        const double link = std::min(host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
+                                                                             : std::numeric_limits<double>::infinity(),
+                                     prm.host_memory_bytes_per_second > 0 ? prm.host_memory_bytes_per_second
+                                                                          : std::numeric_limits<double>::infinity());
+        const double copy = std::isfinite(link) ? layerBytes / link : 0.0;
+        const double forward = fwdLayers / layers, backward = (sc.bwd_s - sc.head_bwd_s) / layers;
+        sc.offload_s = n * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward));
     }
     return sc;
 }
@@ -1398,11 +1578,28 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     }
     book.add(Figure::Compute, "logits and loss, forward and backward", m * (slow.head_fwd_s + slow.head_bwd_s),
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
+    double moduleRecompute = 0;
+    for (double seconds : slow.module_recompute_s)
+        moduleRecompute += seconds;
     book.add(Figure::Recompute,
              l.recompute != Recompute::Full ? "recomputed attention core"
              : recomputedShare < 1          ? "recomputed forward of the block's layers (recompute_method=block)"
                                             : "recomputed forward of every layer",
-             m * slow.recompute_s, "m x forward time of what the recomputation mode discards");
+             m * (slow.recompute_s - moduleRecompute), "m x forward time of what the recomputation mode discards");
+    for (size_t k = 1; k < slow.module_recompute_s.size(); ++k)  // (core_attn: the term above)
+        if (l.recomputedModules() & (1u << k))
+            book.add(Figure::Recompute, kModuleTerms[k].recompute, m * slow.module_recompute_s[k],
+                     kModuleTerms[k].time_formula);
+    if (l.offload_activations > 0) {
+        if (host_link_bytes_per_second_device_ <= 0) {
+            pr.feasible = false;
+            pr.reason = Infeasibility::MissingHardwareFigure;
+        }
+        book.add(Figure::Offload, "activations of the offloaded layers to the host and back, not hidden",
+                 m * slow.offload_s,
+                 "m x N layers x (max(0, layer's stored bytes / host link - layer forward) + max(0, ... - layer "
+                 "backward)): each copy on its own stream under the next layer's compute (Transformer Engine)");
+    }
     {
         double traffic = 0, hidden = 0;
         for (int k : {StageCost::kTpAllReduce, StageCost::kTpReduceScatter, StageCost::kTpAllGather,
@@ -1639,6 +1836,38 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         double stored = 0, working = 0, tp_buffer = 0, pp_buffer = 0, bucket = 0, zero_gather = 0, moe_buffer = 0;
         double quantized_weights = 0;  // an FP8/FP4 recipe's weight copies (in total.weights)
         double replaced_weights = 0;   // ... the bf16 weights they replace (primary quantized weights)
+        std::array<double, kRecomputeModuleCount> module_freed{};  // discarded by recomputed modules (not in stored)
+        double offloaded = 0;          // moved to the host (not in stored)
+    };
+    // The bytes a stage keeps over its schedule's in-flight micro-batches, of a micro-batch's `bytes`:
+    // its layers' (split evenly over the chunks), the head's (the last chunk), the embedding's (the first).
+    auto inFlight = [&](int stage, double bytes, double headBytes, double embedBytes) {
+        double stored = 0;
+        switch (l.schedule) {
+        case PipelineSchedule::GPipe: stored = m * bytes; break;
+        case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage)) * bytes; break;
+        case PipelineSchedule::Interleaved:
+            if (int(m) % p == 0) {
+                // Megatron-LM's interleaved order walked (PipelineSchedule.h, the engine runs the
+                // same): (p - s - 1) 2 + (v - 1) p + 1 (micro-batch, chunk) pairs at the peak of
+                // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
+                // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
+                // chunks; the head's are kept only by the model's last chunk.
+                // (On the stack up to 64 chunks, no allocation; a layout with more, on the heap.)
+                const int chunks = int(v);
+                std::array<double, 64> onStack;
+                std::vector<double> onHeap(chunks > int(onStack.size()) ? size_t(chunks) : 0);
+                double* chunk = chunks > int(onStack.size()) ? onHeap.data() : onStack.data();
+                std::fill(chunk, chunk + chunks, (bytes - headBytes - embedBytes) / v);
+                chunk[chunks - 1] += headBytes;
+                chunk[0] += embedBytes;
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);
+            } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
+                stored = std::min(m, double(p - stage) + double(p - 1) / v) * bytes;
+            }
+            break;
+        }
+        return stored;
     };
     auto memoryOf = [&](const StageCost& sc, int stage) {
         StageMemory sm;
@@ -1662,33 +1891,12 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         mb.optimizer = l.offload == Offload::Optimizer ? 0.0 : states.optimizer + expertStates.optimizer;
         mb.experts = expertStates.weights + expertStates.gradients +
                      (l.offload == Offload::Optimizer ? 0.0 : expertStates.optimizer);
-        double stored = 0;
-        switch (l.schedule) {
-        case PipelineSchedule::GPipe: stored = m * sc.stored_bytes_per_mb; break;
-        case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage)) * sc.stored_bytes_per_mb; break;
-        case PipelineSchedule::Interleaved:
-            if (int(m) % p == 0) {
-                // Megatron-LM's interleaved order walked (PipelineSchedule.h, the engine runs the
-                // same): (p - s - 1) 2 + (v - 1) p + 1 (micro-batch, chunk) pairs at the peak of
-                // stage s, i.e. p + (p - 2s - 1)/v micro-batches of the stage's layers; on stage 0
-                // [K22]'s factor 1 + (p - 1)/(p v). The layers' bytes are split evenly over the v
-                // chunks; the head's are kept only by the model's last chunk.
-                // (On the stack up to 64 chunks, no allocation; a layout with more, on the heap.)
-                const int chunks = int(v);
-                std::array<double, 64> onStack;
-                std::vector<double> onHeap(chunks > int(onStack.size()) ? size_t(chunks) : 0);
-                double* chunk = chunks > int(onStack.size()) ? onHeap.data() : onStack.data();
-                std::fill(chunk, chunk + chunks,
-                          (sc.stored_bytes_per_mb - sc.head_stored_bytes_per_mb - sc.embed_stored_bytes_per_mb) / v);
-                chunk[chunks - 1] += sc.head_stored_bytes_per_mb;
-                chunk[0] += sc.embed_stored_bytes_per_mb;
-                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);
-            } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
-                stored = std::min(m, double(p - stage) + double(p - 1) / v) * sc.stored_bytes_per_mb;
-            }
-            break;
-        }
-        sm.stored = stored;
+        sm.stored = inFlight(stage, sc.stored_bytes_per_mb, sc.head_stored_bytes_per_mb, sc.embed_stored_bytes_per_mb);
+        // What the recomputed modules discard and the offloaded layers move, over the same in-flight
+        // micro-batches (the layers' bytes: spread over the chunks as theirs are).
+        for (size_t k = 0; k < sc.module_freed_bytes.size(); ++k)
+            sm.module_freed[k] = sc.module_freed_bytes[k] > 0 ? inFlight(stage, sc.module_freed_bytes[k], 0, 0) : 0.0;
+        sm.offloaded = sc.offloaded_bytes_per_mb > 0 ? inFlight(stage, sc.offloaded_bytes_per_mb, 0, 0) : 0.0;
         sm.working = sc.working_bytes;
         mb.activations = sm.stored + sm.working;
         const double T = l.micro_batch * double(tr.seq_len) / l.cp;
@@ -1736,12 +1944,25 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     book.add(Figure::Gradients, "gradients", mem.total.gradients, "stage params x grad bytes / (ZeRO-2+ shard)");
     book.add(Figure::OptimizerStates, "optimizer states", mem.total.optimizer,
              "stage params x K / (ZeRO-1+ shard); 0 when offloaded");
-    book.add(Figure::Activations, "stored for backward", mem.stored,
+    double discarded = mem.offloaded;
+    for (double bytes : mem.module_freed)
+        discarded += bytes;
+    book.add(Figure::Activations, "stored for backward", mem.stored + discarded,
              "in-flight micro-batches x (stage layers x per-layer bytes [K22] + norm statistics; last stage: "
              "final norm, fp32 softmax over the vocabulary, losses); interleaved: the peak of the schedule's "
              "(micro-batch, chunk) pairs, the head's bytes on the last chunk only");
+    for (size_t k = 1; k < mem.module_freed.size(); ++k)
+        if (mem.module_freed[k] > 0)
+            book.add(Figure::Activations, kModuleTerms[k].freed, -mem.module_freed[k], kModuleTerms[k].bytes_formula);
+    if (l.offload_activations > 0) {
+        book.add(Figure::Activations, "moved to the host: the offloaded layers' (offload_activations)", -mem.offloaded,
+                 "- in-flight x N x the stage's stored bytes per layer");
+        book.add(Figure::HostActivations, "offloaded layers' activations in pinned host memory", mem.offloaded,
+                 "in-flight x N x the stage's stored bytes per layer (offload_activations)");
+    }
     book.add(Figure::Activations, "working set", mem.working,
-             "the recomputed layer's activations (full) or attention scores (selective)");
+             "the recomputed layer's activations (full), attention scores (selective) or modules' outputs "
+             "(recompute_modules: one layer's larger side, MLP or attention); one offloaded layer reloaded ahead");
     book.add(Figure::Buffers, "TP/SP collective staging", mem.tp_buffer, "2 x b s h bytes");
     book.add(Figure::Buffers, "pipeline send and receive", mem.pp_buffer, "2 x b s h / sp bytes");
     book.add(Figure::Buffers, "gradient bucket", mem.bucket, "min(bucket size, gradient bytes)");
@@ -1759,6 +1980,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     mb.activations = book.sum(Figure::Activations);
     mb.buffers = book.sum(Figure::Buffers);
     mb.reserve = book.sum(Figure::Reserve);
+    mb.host_activations = book.sum(Figure::HostActivations);
     mb.capacity = mem.total.capacity;
     mb.experts = mem.total.experts;
     if (mb.total() > mb.capacity) {
@@ -1786,7 +2008,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         // ends may recompute a slightly different share.)
         const ModelSpec& model = problem_.model;
         recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
-    } else if (l.recompute == Recompute::Selective && !tr.flash_attention) {
+    } else if (l.recomputes(kRecomputeCoreAttn) && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
         // The recomputed scores and values over each layer's keys: a sliding layer's window (core's
         // attentionKeys, as the model FLOPs count it), not the whole sequence.
@@ -1805,6 +2027,13 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const double down = 2.0 * model.hidden * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim);
         const double passes = 3.0 + (l.recompute == Recompute::Full ? recomputedShare : 0.0);
         mlaReplicas = passes * down * model.layers * tokensPerStep * (double(l.tp) - 1);
+    }
+    // Recomputed modules' matmuls: every device of each stage, per micro-batch.
+    if (l.recomputedModules() & ~unsigned(kRecomputeCoreAttn)) {
+        const double perStage = double(l.tp) * l.cp * l.dp;
+        recomputeFlops += perStage * m *
+                          (firstStage.module_recompute_flops_mb + (p > 1 ? lastStage.module_recompute_flops_mb : 0.0) +
+                           (p > 2 ? (p - 2) * middleStage.module_recompute_flops_mb : 0.0));
     }
     pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas + mlaReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,

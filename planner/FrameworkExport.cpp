@@ -139,6 +139,14 @@ void refusePartialRecompute(Refusals& refuse, const Layout& l, const char* why)
                    why);
 }
 
+void refuseModuleRecomputeAndOffload(Refusals& refuse, const Layout& l, const char* modulesWhy, const char* offloadWhy)
+{
+    if (l.recompute_modules != 0)
+        refuse.add("recompute_modules=" + recomputeModulesToString(l.recompute_modules), modulesWhy);
+    if (l.offload_activations > 0)
+        refuse.add("offload_activations=" + str(l.offload_activations), offloadWhy);
+}
+
 std::string problemLine(const Problem& p)
 {
     return p.model.name + " on " + str(p.cluster.nodes) + " x " + p.cluster.node.name + " (" +

@@ -96,6 +96,11 @@ QJsonObject toJson(const SearchSpace& s)
         {"recompute_method",
          s.recompute_method ? QJsonValue(QLatin1String(toString(*s.recompute_method))) : QJsonValue(QJsonValue::Null)},
         {"recompute_layers", s.recompute_layers ? QJsonValue(*s.recompute_layers) : QJsonValue(QJsonValue::Null)},
+        {"recompute_modules", s.recompute_modules
+                                  ? QJsonValue(QString::fromStdString(recomputeModulesToString(*s.recompute_modules)))
+                                  : QJsonValue(QJsonValue::Null)},
+        {"offload_activations",
+         s.offload_activations ? QJsonValue(*s.offload_activations) : QJsonValue(QJsonValue::Null)},
         {"sequence_parallel", s.sequence_parallel ? QJsonValue(*s.sequence_parallel) : QJsonValue(QJsonValue::Null)},
         {"schedules", namesJson(kScheduleNames, s.schedules)},
         {"recompute", namesJson(kRecomputeNames, s.recomputes)},
@@ -115,7 +120,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     SearchSpace s;
     JsonReader r(json, path, errors);
     r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
-                         "recompute_layers", "sequence_parallel",
+                         "recompute_layers", "recompute_modules", "offload_activations", "sequence_parallel",
                          "schedules", "recompute", "offload",
                          "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "max_memory_fraction",
                          "min_micro_batches", "constraints"});
@@ -150,6 +155,23 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     } else if (!method.isNull() && !method.isUndefined()) {
         r.error("recompute_method", "must be uniform, block or null");
     }
+    // Recomputed modules as the layout grammar writes them ("layernorm+moe_act"), an offload count.
+    const QJsonValue modules = json.value(QLatin1String("recompute_modules"));
+    if (modules.isString()) {
+        const size_t before = errors.size();
+        const unsigned bits = parseRecomputeModules(modules.toString().toStdString(), r.fieldPath("recompute_modules"),
+                                                    errors);
+        if (errors.size() == before)
+            s.recompute_modules = bits;
+    } else if (!modules.isNull() && !modules.isUndefined()) {
+        r.error("recompute_modules", "must be module names joined by '+' (\"layernorm+moe_act\") or null");
+    }
+    const QJsonValue offloaded = json.value(QLatin1String("offload_activations"));
+    if (offloaded.isDouble() && offloaded.toDouble() >= 0 && offloaded.toDouble() <= 1'000'000 &&
+        wholeInt(offloaded.toDouble()))
+        s.offload_activations = int(offloaded.toDouble());
+    else if (!offloaded.isNull() && !offloaded.isUndefined())
+        r.error("offload_activations", "must be a layer count (0 for none, or positive, at most 1000000) or null");
     for (const char* key : {"first_stage_layers", "last_stage_layers", "recompute_layers"}) {
         const QJsonValue v = json.value(QLatin1String(key));
         if (v.isDouble() && v.toDouble() >= 0 && wholeInt(v.toDouble()))

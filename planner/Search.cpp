@@ -28,7 +28,7 @@ bool layoutLess(const Layout& a, const Layout& b)
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
                                l.last_stage_layers, l.recompute_method, l.recompute_layers, l.ep, l.etp,
-                               l.ep_comm_overlap, l.cp_comm);
+                               l.ep_comm_overlap, l.cp_comm, l.recompute_modules, l.offload_activations);
     };
     return key(a) < key(b);
 }
@@ -625,6 +625,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         layout.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
                                           : RecomputeMethod::Uniform;
         layout.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
+        layout.recompute_modules = r == Recompute::Selective ? space_.recompute_modules.value_or(0) : 0;
+        layout.offload_activations = r == Recompute::None ? space_.offload_activations.value_or(0) : 0;
     };
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
@@ -766,7 +768,11 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
                             skipSiblings();
                             continue;
                         }
-                        const bool sharesTime = t.flash_attention && r != Recompute::Full;
+                        // (Recomputed modules other than core_attn, or offloaded activations, add time of
+                        // their own: no sharing then.)
+                        const bool sharesTime = t.flash_attention && r != Recompute::Full &&
+                                                (l.recomputedModules() & ~unsigned(kRecomputeCoreAttn)) == 0 &&
+                                                l.offload_activations == 0;
                         const StepTimeBound::Seconds own = time_bound_.stepTimeParts(meshBound, perMb, l, true);
                         // Configuration i's step at least: the bound with its ZeRO traffic net of the
                         // overlap behind the bound's busy time and its optimizer step, or a priced

@@ -76,6 +76,17 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                                              ", or positive)"});
             else
                 *layers = v;
+        } else if (key == "recompute_modules") {
+            const size_t before = errors.size();
+            const unsigned modules = parseRecomputeModules(value, field, errors);
+            if (errors.size() == before)
+                space.recompute_modules = modules;
+        } else if (key == "offload_activations") {
+            int v = 0;
+            if (!parseWholeInt(value, v) || v < 0)
+                errors.push_back({field, quotedValue(value) + " is not a layer count (0: none, or positive)"});
+            else
+                space.offload_activations = v;
         } else if (key == "recompute_method") {
             RecomputeMethod m{};
             if (enumValue(kRecomputeMethodNames, field, value, m, errors))
@@ -122,7 +133,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
                                      "recompute, offload, tp_comm_overlap, overlap_param_gather, "
                                      "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
-                                     "etp, ep_comm_overlap, cp_comm)"});
+                                     "etp, ep_comm_overlap, cp_comm, recompute_modules, offload_activations)"});
         }
     }
     return errors;
@@ -214,6 +225,10 @@ std::string fixedText(const SearchSpace& s)
         add("recompute_method", toString(*s.recompute_method));
     if (s.recompute_layers)
         add("recompute_layers", std::to_string(*s.recompute_layers));
+    if (s.recompute_modules)
+        add("recompute_modules", recomputeModulesToString(*s.recompute_modules));
+    if (s.offload_activations)
+        add("offload_activations", std::to_string(*s.offload_activations));
     if (s.sequence_parallel)
         add("sp", *s.sequence_parallel ? "on" : "off");
     if (s.schedules.size() == 1 && s.schedules != defaults.schedules)

@@ -66,6 +66,13 @@ struct SearchSpace {
     // unset: every layer recomputed (the search does not choose N itself).
     std::optional<RecomputeMethod> recompute_method;
     std::optional<int> recompute_layers;
+    // Fixed recomputed modules (Layout.h RecomputeModule bits), applied to the layouts with
+    // recompute=selective, and fixed activation offload (offload_activations=N), applied to the
+    // layouts without recomputation (Megatron-LM runs it only so, and only at pp = 1: validate()
+    // refuses the others). Unset: Megatron's default core_attn, no offload (the search does not
+    // choose modules or N itself).
+    std::optional<unsigned> recompute_modules;
+    std::optional<int> offload_activations;
     // Megatron's overlap options (Layout.h), applied to every layout that can use them.
     bool tp_comm_overlap = false;
     bool overlap_param_gather = false;
@@ -93,7 +100,8 @@ struct SearchSpace {
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
 // recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
-// recompute_method, recompute_layers, ep, etp, ep_comm_overlap, cp_comm). Errors name the key ("fix.tp: \"x\" is
+// recompute_method, recompute_layers, ep, etp, ep_comm_overlap, cp_comm, recompute_modules,
+// offload_activations). Errors name the key ("fix.tp: \"x\" is
 // not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");
 // "tp=16,pp=8": upper (or lower) bounds on the integer keys dp, tp, pp, cp, zero, mb, v, ep, etp.

@@ -271,8 +271,19 @@ std::array<double, 3> StepTimeBound::activationBytes(const Mesh& mesh, const Mic
         const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
         // Every layer's outside-tp bytes, or under full recomputation its checkpoints' inputs; the
         // MoE layers' experts' (those full recomputation does not recompute).
-        const double perLayer = full ? checkpoints * mb.input_bytes : mb.outside_bytes;
-        const double perMicroBatch = layers * perLayer + mesh.moe[i] * mb.expert_bytes * (full ? 1 - recomputed : 1.0);
+        // Recomputed modules (CostModel.cpp): layernorm and mlp discard norm outputs (the norms' inputs,
+        // 4 sbh / sp, stay); moe discards the experts' bytes, moe_act their activations (f of the
+        // 2 f + f gated). Offloaded layers keep nothing on the device: a share of the stage's.
+        const unsigned modules = l.recomputedModules();
+        const bool normsOut = (modules & (kRecomputeLayernorm | kRecomputeMlp)) != 0;
+        const double perLayer = full ? checkpoints * mb.input_bytes : normsOut ? 2 * mb.input_bytes : mb.outside_bytes;
+        const MlpKind mlp = model_.problem().model.mlp;
+        const double gated = mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu ? 2 : 1;
+        const double expertShare = (modules & kRecomputeMoe) ? 0.0 : (modules & kRecomputeMoeAct) ? gated / (gated + 1) : 1.0;
+        const double kept = l.offload_activations > 0 && layers > 0
+                                ? std::max(0.0, 1.0 - double(l.offload_activations) / layers) : 1.0;
+        const double perMicroBatch =
+            kept * (layers * perLayer + mesh.moe[i] * mb.expert_bytes * expertShare * (full ? 1 - recomputed : 1.0));
         const int stage = index[i];
         double stored = 0;
         switch (l.schedule) {

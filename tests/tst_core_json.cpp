@@ -6,6 +6,7 @@
 #include "MalformedDocuments.h"
 #include "SpecJson.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QTest>
 
@@ -255,6 +256,55 @@ private slots:
                                        std::string::npos);
         const FieldErrors one = validate(parseLayout("dp=2,cp_comm=a2a", errors));
         QVERIFY(!one.empty() && one.front().text().find("cp_comm=a2a) needs cp > 1") != std::string::npos);
+    }
+
+    // Recomputed modules and activation offload: text and JSON (Megatron's list) only when set, read
+    // back; bad names and values named.
+    void recomputeModulesAndOffloadLayout()
+    {
+        FieldErrors errors;
+        Layout l = parseLayout("dp=8,recompute=selective,recompute_modules=moe_act+layernorm", errors);
+        QVERIFY(errors.empty());
+        QCOMPARE(l.recompute_modules, unsigned(kRecomputeMoeAct | kRecomputeLayernorm));
+        QVERIFY(toString(l).ends_with(",recompute_modules=moe_act+layernorm"));
+        const QJsonObject json = toJson(l);
+        QCOMPARE(json.value("recompute_modules").toArray(), (QJsonArray{"moe_act", "layernorm"}));
+        auto back = layoutFromJson(throughText(json), "layout", errors);
+        QVERIFY(back && *back == l && errors.empty());
+        // Selective alone is Megatron's default, core_attn: nothing written.
+        l.recompute_modules = 0;
+        QVERIFY(toString(l).find("recompute_modules") == std::string::npos && !toJson(l).contains("recompute_modules"));
+        QCOMPARE(l.recomputedModules(), unsigned(kRecomputeCoreAttn));
+        Layout o = parseLayout("dp=8,offload_activations=3", errors);
+        QVERIFY(errors.empty() && o.offload_activations == 3 && toString(o).ends_with(",offload_activations=3"));
+        back = layoutFromJson(throughText(toJson(o)), "layout", errors);
+        QVERIFY(back && *back == o && errors.empty());
+        QCOMPARE(toJson(o).value("offload_activations").toInt(), 3);
+        o.offload_activations = 0;
+        QVERIFY(!toJson(o).contains("offload_activations"));
+        // JSON: an unknown name, one named twice, an empty list, a string for the list.
+        const auto bad = layoutFromJson(
+            parseJsonObject(R"({"dp":8,"recompute":"selective","recompute_modules":["moe_act","router","moe_act"]})",
+                            "layout", errors),
+            "layout", errors);
+        QVERIFY(!bad);
+        const std::string all = joinErrors(errors);
+        QVERIFY2(all.find("layout.recompute_modules[1]: unknown module \"router\"") != std::string::npos, all.c_str());
+        QVERIFY2(all.find("layout.recompute_modules[2]: \"moe_act\" named twice") != std::string::npos, all.c_str());
+        errors.clear();
+        QVERIFY(!layoutFromJson(parseJsonObject(R"({"dp":8,"recompute":"selective","recompute_modules":[]})", "layout",
+                                                errors),
+                                "layout", errors));
+        QVERIFY2(joinErrors(errors).find("layout.recompute_modules: an empty list") != std::string::npos,
+                 joinErrors(errors).c_str());
+        errors.clear();
+        QVERIFY(!layoutFromJson(parseJsonObject(R"({"dp":8,"offload_activations":-1})", "layout", errors), "layout",
+                                errors));
+        QVERIFY2(joinErrors(errors).find("layout.offload_activations") != std::string::npos, joinErrors(errors).c_str());
+        // Text: modules without selective recomputation.
+        errors.clear();
+        const FieldErrors rule = validate(parseLayout("dp=8,recompute_modules=mlp", errors));
+        QVERIFY(errors.empty() && !rule.empty() && rule.front().path == "layout.recompute_modules");
     }
 
     void layoutErrors()

@@ -1079,6 +1079,11 @@ private slots:
         // (Megatron-LM: "Expert data parallel size should be divisible by partial DistOpt shard factor".)
         QTest::newRow("2 HSDP replicas of an edp group of 1") << "dp=4,ep=4,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
+        // Selective recomputation of modules other than the attention core, and activation offload:
+        // priced by the planner, not executed.
+        QTest::newRow("recompute_modules=moe_act")
+            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe_act" << "layout.recompute_modules";
+        QTest::newRow("offload_activations=1") << "dp=2,ep=2,offload_activations=1" << "layout.offload_activations";
     }
     void moeRefusesWhatItDoesNotExecute()
     {

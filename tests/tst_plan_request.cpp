@@ -166,6 +166,36 @@ private slots:
         QVERIFY(!bad.empty() && bad.front().text().find("fix.ep") != std::string::npos);
     }
 
+    // Fixed recomputed modules and activation offload: text and JSON round trips, bad values named.
+    void modulesAndOffloadInTheSearchSpace()
+    {
+        SearchSpace s;
+        QVERIFY(applyFixed(s, "recompute_modules=layernorm+mla_up_proj,offload_activations=2").empty());
+        QCOMPARE(*s.recompute_modules, unsigned(kRecomputeLayernorm | kRecomputeMlaUpProj));
+        QCOMPARE(*s.offload_activations, 2);
+        QCOMPARE(constraintsText(s), std::string("--fix recompute_modules=layernorm+mla_up_proj,offload_activations=2"));
+        SearchSpace back;
+        QVERIFY(applyFixed(back, fixedText(s)).empty());
+        QVERIFY(back == s);
+        FieldErrors errors;
+        QVERIFY(searchSpaceFromJson(toJson(s), "space", errors) == s);
+        QVERIFY(errors.empty());
+        QCOMPARE(toJson(s).value("recompute_modules").toString(), QStringLiteral("layernorm+mla_up_proj"));
+        QVERIFY(toJson(SearchSpace{}).value("recompute_modules").isNull());
+        const FieldErrors unknown = applyFixed(back, "recompute_modules=attention");
+        QVERIFY(!unknown.empty() && unknown.front().text().find("fix.recompute_modules: unknown module \"attention\"") == 0);
+        QVERIFY(!applyFixed(back, "offload_activations=-1").empty());
+        QJsonObject json = toJson(s);
+        json.insert("recompute_modules", QJsonArray{"moe"});
+        json.insert("offload_activations", 1.5);
+        errors.clear();
+        searchSpaceFromJson(json, "space", errors);
+        const QString all = QString::fromStdString(joinErrors(errors));
+        QVERIFY2(all.contains("space.recompute_modules: must be module names") &&
+                     all.contains("space.offload_activations: must be a layer count"),
+                 qPrintable(all));
+    }
+
     void requestJsonRoundTrips()
     {
         PlanRequest r;

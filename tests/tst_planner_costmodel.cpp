@@ -115,6 +115,15 @@ Layout layout(const char* text, const Problem& p)
 
 bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
 
+// "path: message" of the first rule a layout text breaks against a problem ("" when none).
+std::string firstBrokenRule(const char* text, const Problem& p)
+{
+    FieldErrors parsed;
+    const Layout l = parseLayout(text, parsed);
+    const FieldErrors e = validate(l, p.model, p.cluster, p.training);
+    return e.empty() ? std::string() : e.front().path + ": " + e.front().message;
+}
+
 } // namespace
 
 class TstPlannerCostModel : public QObject {
@@ -509,6 +518,13 @@ private slots:
         QTest::newRow("moe etp apart, ZeRO-3") << "tp=2,sp=on,ep=4,etp=1,zero=3" << true << true;
         QTest::newRow("moe pp, full recompute") << "tp=2,sp=on,pp=2,ep=2,zero=2,recompute=full" << false << true;
         QTest::newRow("moe overlap") << "ep=8,ep_comm_overlap=on,zero=1" << false << true;
+        // Recomputed modules and activation offload (their terms in the ledger, the figures their sums).
+        QTest::newRow("moe recompute modules")
+            << "tp=2,sp=on,ep=4,recompute=selective,recompute_modules=layernorm+moe_act+moe" << true
+            << true;
+        QTest::newRow("dense recompute modules, pp") << "tp=2,sp=on,pp=4,recompute=selective,recompute_modules=core_attn+mlp"
+                                                     << false << false;
+        QTest::newRow("activation offload") << "tp=8,sp=on,mb=1,offload_activations=5" << true << false;
     }
     void ledgerIsThePrediction()
     {
@@ -539,7 +555,8 @@ private slots:
             {Figure::Bubble, t.bubble},       {Figure::Optimizer, t.optimizer}, {Figure::Offload, t.offload},
             {Figure::Weights, mem.weights},   {Figure::Gradients, mem.gradients},
             {Figure::OptimizerStates, mem.optimizer}, {Figure::Activations, mem.activations},
-            {Figure::Buffers, mem.buffers},   {Figure::Reserve, mem.reserve}};
+            {Figure::Buffers, mem.buffers},   {Figure::Reserve, mem.reserve},
+            {Figure::HostActivations, mem.host_activations}};
         QCOMPARE(int(figures.size()), kFigureCount);
         double step = 0;
         for (const auto& [figure, value] : figures) {
@@ -1469,6 +1486,174 @@ private slots:
         QVERIFY(errors.empty());
         const std::string text = toString(layout(block.c_str(), p)), suffix = ",recompute_method=block,recompute_layers=4";
         QCOMPARE(text.substr(text.size() - suffix.size()), suffix);
+    }
+
+    // Selective recomputation of named modules (Megatron-LM's --recompute-modules,
+    // transformer_config.py @ d98e8a64): what each discards, computed by hand from the module's
+    // source, and the time it adds.
+    void recomputeModules()
+    {
+        // 4 MoE layers of 8 experts (top 2), LayerNorm, 4h GeLU, bias: one stage, dp = 8, one
+        // micro-batch of 2048 tokens in flight; fused attention.
+        Problem p = problem(moeGpt(4, 4096, 32), 1, 8);
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        const double T = 2048, h = 4096, f = 4 * 4096.0, layers = 4, k = 2;
+        const std::string selective = "dp=8,mb=1,recompute=selective";
+        auto term = [&](const std::string& text, const char* figure, const char* name) {
+            return termValue(model.explain(layout(text.c_str(), p)), figure, name);
+        };
+        auto stored = [&](const std::string& text) {
+            return model.evaluate(layout(text.c_str(), p)).memory_bytes.activations -
+                   term(text, "memory_bytes.activations", "working set");
+        };
+        // moe_act (moe/experts.py: the activation's output, FC2's input, discarded): f bf16 values for
+        // each of the T k routed copies, per MoE layer.
+        const std::string moeAct = selective + ",recompute_modules=moe_act";
+        const double expertsActivation = layers * 2.0 * f * T * k;
+        QCOMPARE(term(moeAct, "memory_bytes.activations", "discarded: experts' activation outputs"), -expertsActivation);
+        // (With core_attn kept among them, the rest of what is stored is selective's.)
+        QVERIFY(near(stored(selective) - stored(selective + ",recompute_modules=core_attn+moe_act"), expertsActivation,
+                     1e-12));
+        // Its time: the activation rebuilt from the pre-activation (read f, write f) per copy, m = 1.
+        const CostModelParams& prm = model.params();
+        const double hbm = p.cluster.node.chip.hbm_bytes_per_second;
+        QVERIFY(near(term(moeAct, "time_s.recompute", "recomputed experts' activation"),
+                     layers * (prm.elementwise_traffic_factor * 2.0 * (f + f) * T * k / hbm + prm.kernel_overhead_s), 1e-12));
+        QCOMPARE(model.evaluate(layout(moeAct.c_str(), p)).time_s.recompute,
+                 term(moeAct, "time_s.recompute", "recomputed experts' activation"));
+        // layernorm (transformer_layer.py): in Megatron's TE spec a MoE layer's pre-MLP norm is a
+        // module of its own (its output into the router and the dispatch, 2 T h bytes, and its fp32
+        // mean and 1/std per token); the input norm is fused into the QKV linear layer.
+        const std::string norms = selective + ",recompute_modules=layernorm";
+        const double preMlpNorm = layers * (2.0 * T * h + 2 * 4.0 * T);
+        QCOMPARE(term(norms, "memory_bytes.activations", "discarded: outputs of the norms"), -preMlpNorm);
+        // A dense model's norms are all fused: nothing to discard, nothing to recompute.
+        const Problem dense = problem(megatronGpt(4, 4096, 32), 1, 8);
+        const CostModel denseModel(dense);
+        const Prediction plain = denseModel.evaluate(layout("dp=8,recompute=selective", dense));
+        const Prediction normed =
+            denseModel.evaluate(layout("dp=8,recompute=selective,recompute_modules=core_attn+layernorm", dense));
+        QCOMPARE(normed.memory_bytes.activations, plain.memory_bytes.activations);
+        QCOMPARE(normed.step_time_s, plain.step_time_s);
+        // mlp (transformer_layer.py, checkpointed with its fused pre-MLP norm): the norm's output
+        // and statistics, the 4h GeLU's input and output (2 T f + 2 T f bytes) of every dense layer.
+        const Prediction mlp =
+            denseModel.evaluate(layout("dp=8,recompute=selective,recompute_modules=core_attn+mlp", dense));
+        const double denseMlp = 2.0 * T * h + 2 * 4.0 * T + 4.0 * T * f;  // per layer
+        // Discarded from every layer, one layer's live again during its backward.
+        QVERIFY(near(plain.memory_bytes.activations - mlp.memory_bytes.activations, (layers - 1) * denseMlp, 1e-12));
+        // ... its matmuls again: 2 T h f x 2 per layer and device, in the hardware FLOPs.
+        QVERIFY(near(mlp.hardware_flops_per_step - plain.hardware_flops_per_step, 8 * layers * 2.0 * T * 2 * h * f, 1e-12));
+        // moe (moe_layer.py): the whole MoE layer checkpointed; it holds moe_act's discard and more,
+        // and runs the dispatch again (here ep = 1: no all-to-all).
+        const std::string whole = selective + ",recompute_modules=moe";
+        QVERIFY(-term(whole, "memory_bytes.activations", "discarded: everything the MoE layers keep") > expertsActivation);
+        QCOMPARE(term(selective + ",recompute_modules=moe+moe_act", "memory_bytes.activations", "discarded: experts'"), 0.0);
+        // The modules are named in the text form in Megatron's order and parsed back.
+        QCOMPARE(toString(layout((selective + ",recompute_modules=moe_act+layernorm").c_str(), p))
+                     .substr(toString(layout(selective.c_str(), p)).size()),
+                 std::string(",recompute_modules=moe_act+layernorm"));
+    }
+
+    // An MLA model's up projections (multi_latent_attention.py: Q, K after RoPE and V discarded) and
+    // its input norm, a module of its own in Megatron's MLA spec.
+    void recomputeMlaModules()
+    {
+        ModelSpec m = megatronGpt(4, 2048, 16);
+        m.name = "mla-gpt";
+        m.head_dim = 192;
+        m.mla.q_lora_rank = 1536;
+        m.mla.kv_lora_rank = 512;
+        m.mla.qk_nope_head_dim = 128;
+        m.mla.qk_rope_head_dim = 64;
+        m.mla.v_head_dim = 128;
+        Problem p = problem(m, 1, 8);
+        p.training.flash_attention = true;
+        const CostModel model(p);
+        const double T = 2048, heads = 16, layers = 4;
+        auto freed = [&](const char* modules, const char* name) {
+            const std::string text = std::string("dp=8,recompute=selective,recompute_modules=") + modules;
+            return -termValue(model.explain(layout(text.c_str(), p)), "memory_bytes.activations", name);
+        };
+        // 2 bytes x (Q: heads (nope + rope), K: the same, V: heads x v_head_dim) per token and layer.
+        QCOMPARE(freed("mla_up_proj", "discarded: MLA's Q, K"), layers * T * 2.0 * (2 * heads * 192 + heads * 128));
+        QCOMPARE(freed("layernorm", "discarded: outputs of the norms"), layers * (2.0 * T * 2048 + 2 * 4.0 * T));
+    }
+
+    // Bad input: each named.
+    void recomputeModulesRules()
+    {
+        const Problem dense = problem(megatronGpt(4, 4096, 32), 1, 8);
+        FieldErrors errors;
+        parseLayout("dp=8,recompute=selective,recompute_modules=core_attn+attn", errors);
+        QCOMPARE(errors.size(), size_t(1));
+        QCOMPARE(errors[0].path, std::string("layout.recompute_modules"));
+        QVERIFY2(errors[0].message.find("unknown module \"attn\"") == 0, errors[0].message.c_str());
+        errors.clear();
+        parseLayout("dp=8,recompute=selective,recompute_modules=mlp+mlp", errors);
+        QCOMPARE(errors.at(0).message, std::string("module \"mlp\" named twice"));
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=mla_up_proj", dense),
+                 std::string("layout.recompute_modules: mla_up_proj recomputes multi-latent attention's up "
+                             "projections; gpt has no MLA"));
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=moe_act", dense),
+                 std::string("layout.recompute_modules: moe_act recomputes the routed experts' activation; gpt has no "
+                             "routed experts"));
+        const Problem moe = problem(moeGpt(4, 4096, 32), 1, 8);
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=shared_experts", moe),
+                 std::string("layout.recompute_modules: shared_experts recomputes the shared experts; moe-gpt has none"));
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=mlp", moe),
+                 std::string("layout.recompute_modules: mlp recomputes the dense layers' MLP; every layer of moe-gpt is "
+                             "a MoE layer"));
+        QCOMPARE(firstBrokenRule("dp=8,recompute=full,recompute_modules=moe_act", moe),
+                 std::string("layout.recompute_modules: recomputed modules (moe_act) need recompute=selective "
+                             "(Megatron-LM's --recompute-granularity selective)"));
+        QCOMPARE(firstBrokenRule("dp=8,recompute=selective,recompute_modules=moe_act+layernorm", moe), std::string());
+    }
+
+    // Activation offload of N layers to the host (Megatron-LM's --cpu-offloading-num-layers,
+    // Transformer Engine's cpu_offload.py): the layers' stored bytes in host memory, the copies over
+    // the host link under the next layer's compute.
+    void activationOffload()
+    {
+        Problem p = problem(megatronGpt(8, 4096, 32), 1, 8);
+        p.cluster.node.host_link_bytes_per_second = 16e9;  // a slow link: the copies show
+        const CostModel model(p);
+        const Layout none = layout("dp=8,mb=1", p), two = layout("dp=8,mb=1,offload_activations=2", p);
+        // One layer's stored bytes: the 8-layer model's less the 4-layer one's (same head), over 4.
+        Problem half = p;
+        half.model.layers = 4;
+        auto stored = [](const CostModel& cm, const Layout& l) {
+            return termValue(cm.explain(l), "memory_bytes.activations", "stored for backward");
+        };
+        const double layerBytes = (stored(model, none) - stored(CostModel(half), none)) / 4;
+        const Prediction a = model.evaluate(none), b = model.evaluate(two);
+        const std::vector<Term> offloaded = model.explain(two);
+        QVERIFY(near(b.memory_bytes.host_activations, 2 * layerBytes, 1e-12));
+        QCOMPARE(termValue(offloaded, "memory_bytes.host_activations", "offloaded layers"), b.memory_bytes.host_activations);
+        QCOMPARE(termValue(offloaded, "memory_bytes.activations", "moved to the host"), -b.memory_bytes.host_activations);
+        QCOMPARE(a.memory_bytes.host_activations, 0.0);
+        // Device memory: two layers less, one layer more (reloaded ahead of its backward).
+        QVERIFY(near(a.memory_bytes.activations - b.memory_bytes.activations, layerBytes, 1e-12));
+        // Each copy hides behind one layer's forward (out) or backward (back), the rest exposed: two
+        // layers' copies out and back at most, less one layer's forward and backward at least.
+        const double copy = layerBytes / 16e9, layerCompute = a.time_s.compute / 8;
+        QVERIFY(b.time_s.offload <= 2 * 2 * copy * (1 + 1e-12));
+        QVERIFY(b.time_s.offload >= 2 * 2 * copy - 2 * layerCompute);
+        QVERIFY(2 * 2 * copy - 2 * layerCompute > 0);  // (the link is slow enough for the bound to say something)
+        QVERIFY(near(b.step_time_s - a.step_time_s, b.time_s.offload, 1e-9));
+        // The rules: fewer layers than the stage's, pp = 1, no recomputation, a host link.
+        auto rule = [&](const char* text) { return firstBrokenRule(text, p); };
+        QCOMPARE(rule("dp=8,offload_activations=8"),
+                 std::string("layout.offload_activations: 8 offloaded layers: must be fewer than the 8 layers on the "
+                             "stage (Megatron-LM offloads layers less than num_layers)"));
+        QVERIFY(rule("dp=4,pp=2,offload_activations=2")
+                    .starts_with("layout.offload_activations: activation offload does not run with pipeline parallelism"));
+        QVERIFY(rule("dp=8,recompute=selective,offload_activations=2")
+                    .starts_with("layout.offload_activations: activation offload does not run with recomputation"));
+        Problem noLink = p;
+        noLink.cluster.node.host_link_bytes_per_second = 0;
+        QCOMPARE(CostModel(noLink).evaluate(two).reason, Infeasibility::MissingHardwareFigure);
     }
 };
 

@@ -496,6 +496,34 @@ private slots:
                  d.refusals.front().c_str());
     }
 
+    // Recomputed modules (TransformerConfig.recompute_modules, --recompute-modules with nargs "+")
+    // and activation offload (--cpu-offloading-num-layers; cpu_offloading set by validate_args) as
+    // Megatron-LM @ d98e8a64 takes them; the Bridge recipe sets the same fields on cfg.model.
+    void megatronRecomputeModulesAndOffload()
+    {
+        const Case oss{"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed};
+        const char* modules = "ep=8,etp=1,zero=1,mb=1,recompute=selective,recompute_modules=layernorm+moe_act";
+        const QString m = QString::fromStdString(exported(ExportFormat::Megatron, oss, modules).text);
+        QVERIFY2(m.contains("--recompute-granularity selective\n") && m.contains("--recompute-modules moe_act layernorm\n"),
+                 qPrintable(m));
+        QVERIFY(m.contains("--moe-grouped-gemm"));  // (moe_act needs it)
+        const Case llama{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const QString o = QString::fromStdString(exported(ExportFormat::Megatron, llama, "tp=2,mb=1,offload_activations=6").text);
+        QVERIFY2(o.contains("--cpu-offloading-num-layers 6\n") && !o.contains("--cpu-offloading\n"), qPrintable(o));
+        QVERIFY(!o.contains("--recompute-granularity"));
+        const ExportResult b = exported(ExportFormat::MegatronBridge, llama,
+                                        "tp=2,mb=1,recompute=selective,recompute_modules=core_attn+mlp");
+        QVERIFY2(b.ok(), b.refusals.empty() ? "" : b.refusals.front().c_str());
+        QVERIFY2(QString::fromStdString(b.text).contains("recompute_modules=[\"core_attn\", \"mlp\"]"), b.text.c_str());
+        const QString bo = QString::fromStdString(exported(ExportFormat::MegatronBridge, llama, "tp=2,mb=1,offload_activations=6").text);
+        QVERIFY2(bo.contains("cpu_offloading=True") && bo.contains("cpu_offloading_num_layers=6") &&
+                     bo.contains("cpu_offloading_weights=False"),
+                 qPrintable(bo));
+        // Selective recomputation alone stays Megatron's default (core_attn), no list written.
+        const QString plain = QString::fromStdString(exported(ExportFormat::Megatron, llama, "tp=2,mb=1,recompute=selective").text);
+        QVERIFY(plain.contains("--recompute-granularity selective\n") && !plain.contains("--recompute-modules"));
+    }
+
     void deepspeedBatchArithmetic()
     {
         const Case c{"gpt3-13b", "p4d.24xlarge", 16, 1024, 2048, Precision::BF16Mixed};
@@ -1260,6 +1288,29 @@ private slots:
         QTest::newRow("torchtitan: gpt-oss aux loss") << T << QByteArray("hf:gpt-oss-120b") << p5 << 8 << bf16
                                                       << QByteArray("zero=3")
                                                       << "torchtitan: an auxiliary load-balancing loss (aux_loss_coeff 0.9)";
+        // Selective recomputation of named modules and activation offload: Megatron Core's only.
+        const QByteArray modules("recompute=selective,recompute_modules=core_attn+mlp"), offload("offload_activations=4");
+        QTest::newRow("deepspeed: recompute modules") << D << llama7 << p5 << 4 << bf16 << modules
+                                                      << "deepspeed: recompute_modules=core_attn+mlp";
+        QTest::newRow("deepspeed: activation offload") << D << llama7 << p5 << 4 << bf16 << offload
+                                                       << "deepspeed: offload_activations=4";
+        QTest::newRow("fsdp: recompute modules") << F << llama7 << p5 << 4 << bf16 << modules
+                                                 << "fsdp: recompute_modules=core_attn+mlp";
+        QTest::newRow("fsdp: activation offload") << F << llama7 << p5 << 4 << bf16 << offload
+                                                  << "fsdp: offload_activations=4";
+        QTest::newRow("torchtitan: recompute modules") << T << llama7 << p5 << 4 << bf16 << modules
+                                                       << "torchtitan: recompute_modules=core_attn+mlp";
+        QTest::newRow("torchtitan: activation offload") << T << llama7 << p5 << 4 << bf16 << offload
+                                                        << "torchtitan: offload_activations=4";
+        QTest::newRow("maxtext: recompute modules") << X << llama7 << v5p << 4 << bf16
+                                                    << QByteArray("zero=3,recompute=selective,recompute_modules=mlp")
+                                                    << "maxtext: recompute_modules=mlp";
+        QTest::newRow("neuronx: activation offload") << N << llama7 << trn1 << 4 << bf16
+                                                     << QByteArray("tp=8,offload_activations=4")
+                                                     << "neuronx: offload_activations=4";
+        QTest::newRow("nxd-training: recompute modules") << Y << llama7 << trn1 << 4 << bf16
+                                                         << QByteArray("tp=8,recompute=selective,recompute_modules=mlp")
+                                                         << "nxd-training: recompute_modules=mlp";
     }
 
     // torchtitan's llama3 flavors apply Llama 3.1's RoPE scaling (models/llama3/__init__.py @

@@ -1029,6 +1029,52 @@ private slots:
         QVERIFY(full > 0);
     }
 
+    // Recomputed modules and activation offload are searched as fixed (--fix recompute_modules=...,
+    // offload_activations=N): the selective layouts carry the modules, the layouts without
+    // recomputation the offload (pp = 1 only: Megatron's rule), and the bounds that prune the
+    // search stay below what the cost model prices (the same best plan with and without pruning).
+    void fixedModulesAndOffload_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("fixed");
+        QTest::newRow("dense, mlp and offload") << "gpt3-13b" << "recompute_modules=core_attn+mlp,offload_activations=4";
+        QTest::newRow("moe, experts' activation and norms") << "mixtral-8x7b" << "recompute_modules=moe_act+layernorm";
+        QTest::newRow("moe, whole layers") << "mixtral-8x7b" << "recompute_modules=moe";
+    }
+    void fixedModulesAndOffload()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, fixed);
+        SearchSpace space;
+        QVERIFY(applyFixed(space, fixed.toStdString()).empty());
+        QCOMPARE(fixedText(space), fixed.toStdString());
+        Problem p = problem(qPrintable(model), "p5.48xlarge", 2, 64);
+        p.training.flash_attention = true;
+        SearchOptions options;
+        options.top_k = 1000;
+        const SearchResult r = search(p, space, options);
+        QVERIFY(r.error.empty() && !r.top.empty());
+        int offloaded = 0, selective = 0;
+        for (const Plan& plan : r.top) {
+            const Layout& l = plan.layout;
+            selective += l.recompute == Recompute::Selective ? 1 : 0;
+            QCOMPARE(l.recompute_modules, l.recompute == Recompute::Selective ? *space.recompute_modules : 0u);
+            QCOMPARE(l.offload_activations, l.recompute == Recompute::None ? space.offload_activations.value_or(0) : 0);
+            QVERIFY(l.offload_activations == 0 || l.pp == 1);
+            offloaded += l.offload_activations > 0 ? 1 : 0;
+        }
+        QCOMPARE(offloaded > 0, space.offload_activations.has_value());
+        QVERIFY(selective > 0);
+        options.top_k = 5;
+        options.prune_by_time = false;
+        const SearchResult unpruned = search(p, space, options);
+        options.prune_by_time = true;
+        const SearchResult pruned = search(p, space, options);
+        QVERIFY(pruned.best() && unpruned.best());
+        QCOMPARE(toString(pruned.best()->layout), toString(unpruned.best()->layout));
+        QCOMPARE(pruned.best()->prediction.step_time_s, unpruned.best()->prediction.step_time_s);
+    }
+
     // ---- objectives ----
 
     void objectives()

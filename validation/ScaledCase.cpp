@@ -220,6 +220,12 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
     // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
     // whole chunk.
+    if (const unsigned others = fullLayout.recomputedModules() & ~unsigned(kRecomputeCoreAttn); others != 0)
+        throw InputError("recomputation of " + recomputeModulesToString(others) +
+                         " is not executed by the engine yet: no validation run");
+    if (fullLayout.offload_activations > 0)
+        throw InputError("activation offload to the host (offload_activations=" + s(fullLayout.offload_activations) +
+                         ") is not executed by the engine yet: no validation run");
     if (fullLayout.recompute_layers > 0) {
         if (fullLayout.recompute_method == RecomputeMethod::Uniform && fullLayout.recompute_layers > 1)
             throw InputError("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +

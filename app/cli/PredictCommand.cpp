@@ -81,6 +81,8 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
       << memLine("buffers", m.buffers, m.capacity) << memLine("reserve", m.reserve, m.capacity);
     if (p.model.moe.enabled())
         o << memLine("of which experts", m.experts, m.capacity);
+    if (m.host_activations > 0)
+        o << "  activations offloaded to host memory " << formatBytes(m.host_activations) << "\n";
     std::snprintf(buf, sizeof buf, "\nthroughput %s tokens/s, MFU %.1f%% (Megatron/Korthikanti), HFU %.1f%%\n",
                   formatSi(pr.tokens_per_s, "").c_str(), 100 * pr.mfu, 100 * pr.hfu);
     o << buf;

@@ -66,6 +66,11 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     ExportResult r;
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r);
+    refuseModuleRecomputeAndOffload(refuse, l,
+                                    "DeepSpeed's activation checkpointing recomputes whole layers (no list of "
+                                    "modules)",
+                                    "DeepSpeed's cpu_checkpointing moves the checkpoints of recomputed layers, "
+                                    "not the activations of N layers trained without recomputation");
     refuseMegatronOverlaps(refuse, l);
     refusePartialRecompute(refuse, l,
                            "the exported ds_config checkpoints every layer (activation_checkpoint_interval 1)");

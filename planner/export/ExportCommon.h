@@ -52,6 +52,10 @@ void refuseUnevenPipeline(Refusals& refuse, const Layout& layout, const char* wh
 // Full recomputation of some layers only (Megatron-LM's --recompute-method with
 // --recompute-num-layers) in a framework that recomputes every layer: refused by name.
 void refusePartialRecompute(Refusals& refuse, const Layout& layout, const char* why);
+// Selective recomputation of named modules (Megatron-LM's --recompute-modules) and activation
+// offload of N layers (--cpu-offloading-num-layers) in a framework without them: refused by name.
+void refuseModuleRecomputeAndOffload(Refusals& refuse, const Layout& layout, const char* modulesWhy,
+                                     const char* offloadWhy);
 
 // Expert parallelism in a framework that has no setting for it (it replicates the experts on
 // every data-parallel rank, or has no MoE at all): ep > 1 and an etp other than tp, each

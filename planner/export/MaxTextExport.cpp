@@ -116,6 +116,11 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("maxtext", r);
+    refuseModuleRecomputeAndOffload(refuse, l,
+                                    "MaxText's remat policies name its own tensors (remat_policy), not "
+                                    "Megatron's modules: not mapped",
+                                    "MaxText offloads the tensors its remat policy names, not N whole layers: "
+                                    "not mapped");
     refuseMegatronOverlaps(refuse, l);
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;

@@ -97,10 +97,34 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     kw("sequence_parallel", pyBool(l.sequence_parallel));
     if (l.recompute == Recompute::Selective) {
         kw("recompute_granularity", "\"selective\"");
+        // TransformerConfig.recompute_modules (Megatron Core @ d98e8a64), set on cfg.model as the
+        // library's performance overrides do (scripts/performance/utils/overrides.py @ 067f987d,
+        // _set_recompute_overrides); left out, Megatron's default ["core_attn"].
+        if (l.recompute_modules != 0) {
+            std::string list;
+            for (unsigned bit = 1; bit <= kRecomputeModuleMask; bit <<= 1)
+                if (l.recompute_modules & bit) {
+                    list += list.empty() ? "\"" : ", \"";
+                    list += recomputeModuleName(bit);
+                    list += '"';
+                }
+            kw("recompute_modules", "[" + list + "]");
+        }
     } else if (l.recompute == Recompute::Full) {
+        // (The layout's method and count, as the Megatron-LM export writes them.)
         kw("recompute_granularity", "\"full\"");
-        kw("recompute_method", "\"uniform\"");
-        kw("recompute_num_layers", "1");
+        kw("recompute_method", l.recompute_layers > 0 ? "\"" + std::string(toString(l.recompute_method)) + "\""
+                                                      : std::string("\"uniform\""));
+        kw("recompute_num_layers", l.recompute_layers > 0 ? str(l.recompute_layers) : "1");
+    }
+    if (l.offload_activations > 0) {
+        // Megatron Core's cpu_offloading / cpu_offloading_num_layers (model_parallel_config.py @
+        // d98e8a64; no argparse here to set cpu_offloading from the count), activations only, as
+        // the library's _set_recompute_overrides (scripts/performance/utils/overrides.py @ 067f987d)
+        // sets them.
+        kw("cpu_offloading", "True");
+        kw("cpu_offloading_weights", "False");
+        kw("cpu_offloading_num_layers", str(l.offload_activations));
     }
 
     const char* precision = nullptr;

@@ -173,6 +173,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     // A shard group smaller than dp: that many distributed-optimizer (or FSDP) copies across dp.
     if (f.partial_shard)
         arg("--num-distributed-optimizer-instances", str(l.dp / f.shard_group));
+    if (l.offload_activations > 0) {
+        // TransformerConfig.cpu_offloading_num_layers (model_parallel_config.py @ d98e8a64);
+        // cpu_offloading itself has no flag (excluded in arguments.py): validate_args sets it when
+        // "args.cpu_offloading_num_layers > 0". Activations only (cpu_offloading_activations is on
+        // by default, cpu_offloading_weights off).
+        arg("--cpu-offloading-num-layers", str(l.offload_activations));
+    }
     if (l.offload == Offload::Optimizer) {
         // validate_args: the CPU offload reuses the precision-aware optimizer's code path.
         arg("--optimizer-cpu-offload");
@@ -191,6 +198,15 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     arg("--global-batch-size", str(p.training.global_batch));
     if (l.recompute == Recompute::Selective) {
         arg("--recompute-granularity", "selective");
+        // TransformerConfig.recompute_modules (transformer_config.py @ d98e8a64), a List[str] field
+        // that megatron/training/argument_utils.py's ArgumentGroupFactory turns into
+        // --recompute-modules with nargs "+"; left out, Megatron's default ["core_attn"].
+        if (l.recompute_modules != 0) {
+            std::string names = recomputeModulesToString(l.recompute_modules);
+            std::replace(names.begin(), names.end(), '+', ' ');
+            arg("--recompute-modules", names);
+            // moe_act "is only supported with moe_grouped_gemm" (the exporter sets it for MoE).
+        }
     } else if (l.recompute == Recompute::Full) {
         // Every layer's input is kept and the whole layer recomputed: uniform groups of one layer;
         // or the layout's method and count (TransformerConfig @ d98e8a64: recompute_method

@@ -52,6 +52,10 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("neuronx", r);
+    refuseModuleRecomputeAndOffload(refuse, l,
+                                    "NeuronX Distributed recomputes whole layers or its attention core (no list "
+                                    "of modules)",
+                                    "the exported NxD config offloads no activations to the host");
     refuseMegatronOverlaps(refuse, l);
     refuseAllToAllCp(refuse, l, "NeuronX Distributed's context parallelism is ring attention");
     refusePartialRecompute(refuse, l, "the exported NxD config checkpoints every layer");

@@ -47,6 +47,10 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("nxd-training", r);
+    refuseModuleRecomputeAndOffload(refuse, l,
+                                    "NxD Training's activation_checkpoint_config is full or selective (the "
+                                    "attention core), no list of modules",
+                                    "the exported NxD Training config offloads no activations to the host");
     refuseMegatronOverlaps(refuse, l);
     refuseAllToAllCp(refuse, l, "NxD Training's context parallelism is ring attention (fusions.ring_attention)");
     const ModelSpec& m = p.model;

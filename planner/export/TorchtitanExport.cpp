@@ -332,6 +332,10 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("torchtitan", r);
+    refuseModuleRecomputeAndOffload(refuse, l,
+                                    "torchtitan's activation checkpointing is full or selective by op or layer "
+                                    "count, not by Megatron's modules",
+                                    "torchtitan's config has no activation offload to the host");
     refuseMegatronOverlaps(refuse, l);
     refuseAllToAllCp(refuse, l, "torchtitan's context parallelism rotates K/V around a ring (context_parallel_rotate_method "
                                 "allgather or alltoall moves the K/V blocks, not the heads)");
