@@ -256,6 +256,30 @@ private slots:
         QVERIFY(!data.empty_text.isEmpty());
     }
 
+    // (issue 15) Activations offloaded to the host: named in the plan's summary line and in the
+    // figures' names, outside the device's memory (which the memory bar draws).
+    void offloadedActivationsInTheSummary()
+    {
+        PlanRequest request;
+        request.problem.model = store_->specs().model("llama-2-7b");
+        request.problem.cluster.node = store_->specs().node("p5.48xlarge");
+        request.problem.cluster.nodes = 1;
+        request.problem.training.global_batch = 64;
+        request.problem.training.seq_len = 4096;
+        FieldErrors errors;
+        Layout layout = parseLayout("tp=2,mb=1,offload_activations=4", errors);
+        resolveDataParallel(layout, request.problem.cluster.devices(), errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        const Prediction p = pricePlan(request, layout).prediction;
+        QVERIFY(p.memory_bytes.host_activations > 0);
+        const QString line = predictionSummary(request.problem, p);
+        QVERIFY2(line.contains(QStringLiteral("(+ %1 of activations in host memory)")
+                                   .arg(QString::fromStdString(formatBytes(p.memory_bytes.host_activations)))),
+                 qPrintable(line));
+        layout.offload_activations = 0;
+        QVERIFY(!predictionSummary(request.problem, pricePlan(request, layout).prediction).contains("host memory"));
+    }
+
     // (issue 16) A mixtral-8x7b plan with expert parallelism, priced, then given by hand the MoE
     // figures the cost model fills (experts' memory, the all-to-all): the plans table's ep and
     // etp columns, the memory bar's experts, the step-time bar's all-to-all, the figures' names
@@ -366,6 +390,8 @@ private slots:
                  QStringLiteral("Step time: expert-parallel all-to-all (token dispatch and combine)"));
         QCOMPARE(figureName("memory_bytes.experts"),
                  QStringLiteral("Memory: routed experts (of weights, gradients and optimizer states)"));
+        QCOMPARE(figureName("memory_bytes.host_activations"),
+                 QStringLiteral("Host memory: offloaded activations (not in the device's total)"));
 
         // The plan's expert line (Plan details): 8 experts over ep 4, etp 1, edp 4, with the figures.
         const QString line = expertSummary(request.problem, layout, p);

@@ -47,6 +47,8 @@ QString figureName(const std::string& figure)
         {"memory_bytes.buffers", QT_TRANSLATE_NOOP("PlanFigures", "Memory: communication buffers")},
         {"memory_bytes.reserve", QT_TRANSLATE_NOOP("PlanFigures", "Memory: reserve")},
         {"memory_bytes.experts", QT_TRANSLATE_NOOP("PlanFigures", "Memory: routed experts (of weights, gradients and optimizer states)")},
+        {"memory_bytes.host_activations",
+         QT_TRANSLATE_NOOP("PlanFigures", "Host memory: offloaded activations (not in the device's total)")},
     };
     for (const auto& [key, name] : kNames)
         if (figure == key)
@@ -93,6 +95,9 @@ QString predictionSummary(const Problem& problem, const Prediction& p)
                     .arg(q(formatDuration(p.step_time_s)), q(formatSi(p.tokens_per_s, "")))
                     .arg(100 * p.mfu, 0, 'f', 1)
                     .arg(q(formatBytes(p.memory_bytes.total())), q(formatBytes(p.memory_bytes.capacity)));
+    // Offloaded activations live in host memory: named apart, never in the device's figure.
+    if (p.memory_bytes.host_activations > 0)
+        s += QObject::tr(" (+ %1 of activations in host memory)").arg(q(formatBytes(p.memory_bytes.host_activations)));
     s += QObject::tr(", %1 to train %2 tokens")
              .arg(q(formatDuration(p.time_to_train_s)), q(formatSi(problem.training.tokens_to_train, "")));
     if (p.cost_to_train_usd > 0) {
