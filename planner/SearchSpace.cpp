@@ -55,6 +55,7 @@ bool SearchSpace::allows(Offload o) const { return std::find(offloads.begin(), o
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path)
 {
     FieldErrors errors;
+    bool recomputeFixed = false;
     for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
         const std::string field = path + "." + printable(key);
         if (IntBounds* b = intKey(space, key)) {
@@ -123,6 +124,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                 space.schedules = {s};
         } else if (key == "recompute") {
             Recompute r{};
+            recomputeFixed = true;
             if (enumValue(kRecomputeNames, field, value, r, errors))
                 space.recomputes = {r};
         } else if (key == "offload") {
@@ -135,6 +137,18 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                                      "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
                                      "etp, ep_comm_overlap, cp_comm, recompute_modules, offload_activations)"});
         }
+    }
+    // A fixed module list or activation offload comes with its recomputation mode (modules need
+    // selective, offload none: Layout.cpp's rules), so that every candidate carries what was fixed
+    // instead of the search picking another mode that drops it (both fixed: each mode its own).
+    const bool modules = space.recompute_modules && *space.recompute_modules != 0;
+    const bool offload = space.offload_activations && *space.offload_activations > 0;
+    if (!recomputeFixed && (modules || offload)) {
+        space.recomputes.clear();
+        if (offload)
+            space.recomputes.push_back(Recompute::None);
+        if (modules)
+            space.recomputes.push_back(Recompute::Selective);
     }
     return errors;
 }

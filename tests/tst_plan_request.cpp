@@ -121,6 +121,26 @@ private slots:
                                                  "--min dp=4,pp=2,mb=2 --max pp=16,zero=2,v=4 --recompute selective,full"));
     }
 
+    // A fixed module list or activation offload brings its recomputation mode (Layout.cpp's rules:
+    // modules need selective, offload none), so every candidate honours the fix; a recompute mode
+    // fixed with them stays as given (the layout rule then names the conflict).
+    void fixedModulesAndOffloadBringTheirRecompute()
+    {
+        SearchSpace s;
+        QVERIFY(s.recomputes.size() > 1);
+        QVERIFY(applyFixed(s, "tp=2,offload_activations=4").empty());
+        QCOMPARE(s.recomputes, (std::vector<Recompute>{Recompute::None}));
+        SearchSpace m;
+        QVERIFY(applyFixed(m, "recompute_modules=layernorm+moe_act").empty());
+        QCOMPARE(m.recomputes, (std::vector<Recompute>{Recompute::Selective}));
+        SearchSpace both;
+        QVERIFY(applyFixed(both, "recompute_modules=mlp,offload_activations=2").empty());
+        QCOMPARE(both.recomputes, (std::vector<Recompute>{Recompute::None, Recompute::Selective}));
+        SearchSpace given;
+        QVERIFY(applyFixed(given, "recompute=full,offload_activations=2").empty());
+        QCOMPARE(given.recomputes, (std::vector<Recompute>{Recompute::Full}));
+    }
+
     // cp_comm (all-to-all or ring context parallelism) fixes like the other keys, in text and in JSON.
     void cpCommInTheSearchSpace()
     {
@@ -173,7 +193,9 @@ private slots:
         QVERIFY(applyFixed(s, "recompute_modules=layernorm+mla_up_proj,offload_activations=2").empty());
         QCOMPARE(*s.recompute_modules, unsigned(kRecomputeLayernorm | kRecomputeMlaUpProj));
         QCOMPARE(*s.offload_activations, 2);
-        QCOMPARE(constraintsText(s), std::string("--fix recompute_modules=layernorm+mla_up_proj,offload_activations=2"));
+        // (Each brings its recompute mode: fixedModulesAndOffloadBringTheirRecompute.)
+        QCOMPARE(constraintsText(s), std::string("--fix recompute_modules=layernorm+mla_up_proj,offload_activations=2 "
+                                                 "--recompute none,selective"));
         SearchSpace back;
         QVERIFY(applyFixed(back, fixedText(s)).empty());
         QVERIFY(back == s);
