@@ -94,6 +94,18 @@ private:
         return std::hypot(dx, dy);
     }
 
+    // A problem on `nodes` p5.48xlarge at sequence 4096, from the catalog.
+    PlanRequest p5Request(const char* model, int nodes, int batch) const
+    {
+        PlanRequest request;
+        request.problem.model = store_->specs().model(model);
+        request.problem.cluster.node = store_->specs().node("p5.48xlarge");
+        request.problem.cluster.nodes = nodes;
+        request.problem.training.global_batch = batch;
+        request.problem.training.seq_len = 4096;
+        return request;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -260,12 +272,7 @@ private slots:
     // figures' names, outside the device's memory (which the memory bar draws).
     void offloadedActivationsInTheSummary()
     {
-        PlanRequest request;
-        request.problem.model = store_->specs().model("llama-2-7b");
-        request.problem.cluster.node = store_->specs().node("p5.48xlarge");
-        request.problem.cluster.nodes = 1;
-        request.problem.training.global_batch = 64;
-        request.problem.training.seq_len = 4096;
+        const PlanRequest request = p5Request("llama-2-7b", 1, 64);
         FieldErrors errors;
         Layout layout = parseLayout("tp=2,mb=1,offload_activations=4", errors);
         resolveDataParallel(layout, request.problem.cluster.devices(), errors);
@@ -286,12 +293,7 @@ private slots:
     // and the plan's expert line.
     void mixtureOfExpertsPlanFigures()
     {
-        PlanRequest request;
-        request.problem.model = store_->specs().model("mixtral-8x7b");
-        request.problem.cluster.node = store_->specs().node("p5.48xlarge");
-        request.problem.cluster.nodes = 2;
-        request.problem.training.global_batch = 256;
-        request.problem.training.seq_len = 4096;
+        const PlanRequest request = p5Request("mixtral-8x7b", 2, 256);
         FieldErrors errors;
         Layout layout = parseLayout("tp=2,sp=on,pp=1,ep=4,etp=1,zero=1,mb=1", errors);
         resolveDataParallel(layout, request.problem.cluster.devices(), errors);
