@@ -244,7 +244,8 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
     // Every k-th published row (k = round(1 / holdout)) is held out of the fit and reported apart.
     const double holdout = a.number("holdout", 0, 0, 0.9);
     // Which efficiency terms the fit may move (default: the ones the shipped profile was fitted on).
-    std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::MatmulHalfDim, FitTerm::DpOverlap};
+    std::vector<FitTerm> terms{FitTerm::VendorMatmulEfficiency, FitTerm::SustainedMatmulFraction,
+                               FitTerm::ElementwiseFactor, FitTerm::StepOverhead, FitTerm::DpOverlap};
     if (auto list = a.value("terms")) {
         terms.clear();
         size_t start = 0;
