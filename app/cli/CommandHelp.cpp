@@ -462,8 +462,8 @@ std::vector<CommandHelp> makeCommands()
                  "validation runs, each reporting held-out cases.",
                  Options{flag("fit", "refit the efficiency terms on the published runs"),
                          value("terms", "a,b,...", "the terms --fit may move",
-                               "matmul_efficiency.by_vendor,matmul_efficiency.sustained_fraction,"
-                               "elementwise_traffic_factor,step_overhead_s,dp_overlap"),
+                               "matmul_efficiency.by_vendor, matmul_efficiency.sustained_fraction, "
+                               "elementwise_traffic_factor, step_overhead_s, dp_overlap"),
                          value("holdout", "F", "share of the cases held out of the fit",
                                "0 with --fit, " + num(kCalibrationHoldout) + " with --engine/--from-history"),
                          flag("engine", "fit on fresh engine runs of the validation suite"),
