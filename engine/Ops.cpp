@@ -47,13 +47,22 @@ void gemm(KernelPool& pool, MatRef<T> c, CMatRef<T> a, bool transA, CMatRef<T> b
         blockGemm<T>(c.block(r0, c0, nr, nc), transA ? a.block(0, r0, K, nr) : a.block(r0, 0, nr, K), transA,
                      transB ? b.block(c0, 0, nc, K) : b.block(0, c0, K, nc), transB, accumulate);
     };
+    // Split so that every thread count gives the same bits as one thread: each element of c must
+    // meet the same Eigen kernel. Row blocks are multiples of 48, three AVX-512 float packets (and
+    // so of every smaller ISA's and of double's): Eigen's GEBP takes rows three packets at a time,
+    // then two, then one, then singly, each with its own accumulation order, so a block boundary
+    // elsewhere changes the kernel rows meet. And the last row or column never runs alone: a
+    // one-column (or one-row) block is Eigen's GEMV, which sums in yet another order. (Split over
+    // n - 1 units, the part that ends at n - 1 takes the last one too.)
+    auto split = [&](Index n, std::int64_t grain, auto&& run) {
+        pool.parallelFor(n - 1, grain, [&](std::int64_t b0, std::int64_t b1) { run(b0, (b1 == n - 1 ? n : b1) - b0); });
+    };
     if (pool.threads() == 1 || double(M) * double(N) * double(K) < kParallelGemmMacs) {
         block(0, M, 0, N);
     } else if (N >= M) {
-        pool.parallelFor(N, 8, [&](std::int64_t b0, std::int64_t b1) { block(0, M, b0, b1 - b0); });
+        split(N, 8, [&](Index c0, Index nc) { block(0, M, c0, nc); });
     } else {
-        // Row blocks of 16: whole AVX-512 float registers, so packing stays aligned.
-        pool.parallelFor(M, 16, [&](std::int64_t r0, std::int64_t r1) { block(r0, r1 - r0, 0, N); });
+        split(M, 48, [&](Index r0, Index nr) { block(r0, nr, 0, N); });
     }
 }
 

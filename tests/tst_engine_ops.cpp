@@ -122,6 +122,34 @@ private slots:
         }
     }
 
+    // The same bits on every thread count (the engine's bf16 runs reproduce themselves across
+    // thread counts): products large enough to split, rows (tall) and columns (wide), with the
+    // sizes that leave one trailing row or column to a thread (GEMV in Eigen, summed in another
+    // order) and row blocks that change Eigen's row kernels (3, 2 and 1 packets).
+    void gemmIsTheSameOnEveryThreadCount()
+    {
+        KernelPool one(1), two(2), three(3), four(4);
+        for (auto [M, N, K] : {std::array{131, 67, 300}, std::array{45, 9, 700}, std::array{45, 17, 700},
+                               std::array{97, 33, 500}, std::array{16 * 3 + 1, 40, 600}, std::array{40, 200, 257},
+                               std::array{300, 257, 64}})
+            for (bool transA : {false, true})
+                for (bool transB : {false, true}) {
+                    const Mat<float> a = transA ? randomMat<float>(K, M, 1) : randomMat<float>(M, K, 1);
+                    const Mat<float> b = transB ? randomMat<float>(N, K, 2) : randomMat<float>(K, N, 2);
+                    Mat<float> reference = Mat<float>::Zero(M, N);
+                    gemm<float>(one, reference, a, transA, b, transB, false);
+                    for (KernelPool* pool : {&two, &three, &four}) {
+                        Mat<float> c = Mat<float>::Zero(M, N);
+                        gemm<float>(*pool, c, a, transA, b, transB, false);
+                        QVERIFY2(c == reference, qPrintable(QString("%1x%2x%3 %4%5, %6 threads: max diff %7")
+                                                               .arg(M).arg(N).arg(K)
+                                                               .arg(transA ? "At" : "A").arg(transB ? "Bt" : "B")
+                                                               .arg(pool->threads())
+                                                               .arg((c - reference).cwiseAbs().maxCoeff())));
+                    }
+                }
+    }
+
     // A portable build's per-level kernels (GemmIsa.h), every level this CPU supports: GEMM
     // blocks inside larger matrices (column strides larger than the rows) and the softmax, in
     // float and double.
