@@ -380,6 +380,7 @@ private slots:
         QCOMPARE(ep->values.front(), exposed);
         QCOMPARE(epHidden->values, (QVector<double>{0.0, hidden}));
         QVERIFY(epHidden->overlapped);
+        QVERIFY(!epHidden->in_legend);  // its exposed part is drawn: the same colour, hatched, names it
         QCOMPARE(ep->color, epHidden->color);
         QCOMPARE(time.categories, (QStringList{"critical path", "hidden behind compute"}));
         double drawn = 0;

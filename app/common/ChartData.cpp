@@ -325,6 +325,10 @@ StackedBarsData stepTimeChartData(const Prediction& p)
         if (part.hidden >= visible && part.hidden > 0) {
             BarSet set{QObject::tr("%1, hidden").arg(part.name), {0.0, part.hidden}, color};
             set.overlapped = true;
+            // Beside its exposed part it is the same colour, hatched, on the lane named "hidden
+            // behind compute": a legend entry of its own says nothing more and crowds the legend
+            // (at 1100x720 "DP/ZeRO comm, hidden" was cut). Its tooltip names it whole.
+            set.in_legend = !(part.exposed >= visible && part.exposed > 0);
             d.sets.push_back(set);
         } else if (part.hidden > 0) {
             tooSmall(QObject::tr("hidden %1").arg(part.name), part.hidden);
