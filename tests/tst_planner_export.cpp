@@ -489,27 +489,21 @@ private slots:
         const ExportResult r = exported(ExportFormat::Megatron, c, ends);
         QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
         const QString t = QString::fromStdString(r.text);
-        for (const char* expected : {"--pipeline-model-parallel-size 16
-", "--account-for-embedding-in-pipeline-split
-",
-                                     "--account-for-loss-in-pipeline-split
-", "--num-layers 126
-"})
+        for (const char* expected : {"--pipeline-model-parallel-size 16\n", "--account-for-embedding-in-pipeline-split\n",
+                                     "--account-for-loss-in-pipeline-split\n", "--num-layers 126\n"})
             QVERIFY2(t.contains(QLatin1String(expected)), expected);
         QVERIFY(!t.contains("pipeline-num-layers"));
         const ExportResult v = exported(ExportFormat::Megatron, c,
                                         "tp=8,pp=16,sp=on,zero=1,mb=1,schedule=interleaved,v=2,"
                                         "account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on");
         QVERIFY2(v.ok(), v.refusals.empty() ? "" : v.refusals.front().c_str());
-        QVERIFY(QString::fromStdString(v.text).contains("--num-virtual-stages-per-pipeline-rank 2
-"));
+        QVERIFY(QString::fromStdString(v.text).contains("--num-virtual-stages-per-pipeline-rank 2\n"));
         QVERIFY(!QString::fromStdString(v.text).contains("--num-layers-per-virtual-pipeline-stage"));
         // The loss alone: one flag.
         const Case small{"llama-2-7b", "p5.48xlarge", 3, 512, 2048, Precision::BF16Mixed};  // 33 over 3
         const ExportResult loss = exported(ExportFormat::Megatron, small, "tp=2,pp=3,mb=1,account_for_loss_in_pipeline_split=on");
         QVERIFY2(loss.ok(), loss.refusals.empty() ? "" : loss.refusals.front().c_str());
-        QVERIFY(QString::fromStdString(loss.text).contains("--account-for-loss-in-pipeline-split
-"));
+        QVERIFY(QString::fromStdString(loss.text).contains("--account-for-loss-in-pipeline-split\n"));
         QVERIFY(!QString::fromStdString(loss.text).contains("--account-for-embedding"));
 
         const ExportResult bridge = exported(ExportFormat::MegatronBridge, c, ends);
@@ -520,6 +514,9 @@ private slots:
         const ExportResult plain = exported(ExportFormat::MegatronBridge, c, "tp=8,pp=16,sp=on,zero=1,mb=1,"
                                                                              "first_stage_layers=7,last_stage_layers=7");
         QVERIFY(!QString::fromStdString(plain.text).contains("account_for"));
+        QVERIFY(QString::fromStdString(plain.text).contains("        num_layers_in_first_pipeline_stage=7,\n"));
+        QVERIFY(QString::fromStdString(plain.text).contains("        num_layers_in_last_pipeline_stage=7,\n"));
+        QVERIFY(!b.contains("num_layers_in_first_pipeline_stage"));
 
         // torchtitan: layers per stage 4 (128 / 32 virtual stages), one less on the first and the last.
         const ExportResult titan = exported(ExportFormat::Torchtitan, c,
