@@ -165,7 +165,8 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
                                                "account_for_embedding_in_pipeline_split, "
-                                               "account_for_loss_in_pipeline_split, recompute_method, recompute_layers, ep, etp, ep_comm_overlap, "
+                                               "account_for_loss_in_pipeline_split, recompute_method, "
+                                               "recompute_layers, ep, etp, ep_comm_overlap, "
                                                "cp_comm, recompute_modules, offload_activations)"});
         }
     }
@@ -381,7 +382,8 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     if (l.splitAccountsForEnds()) {
         // Megatron-LM's rules (transformer_config.py @ d98e8a64 __post_init__, transformer_block.py
         // get_num_layers_to_build): not with first/last stage counts; layers + 1 per end counted
-        // divisible by pp, each rank's share by v; the two lighter chunks still build >= 0 layers.
+        // divisible by pp, each rank's share by v (Megatron lets a chunk hold the embedding or the
+        // loss alone; a whole stage without a transformer layer is not modelled here).
         const int layers = m.totalLayers(), counted = layers + l.endLayers();
         const char* field = l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
                                                                     : "account_for_loss_in_pipeline_split";
