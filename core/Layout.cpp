@@ -134,10 +134,13 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
         if (intField) {
             if (!parseWholeInt(value, *intField))
                 errors.push_back({"layout." + key, quotedValue(value) + " is not an integer"});
-        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather" || key == "ep_comm_overlap") {
+        } else if (key == "sp" || key == "tp_comm_overlap" || key == "overlap_param_gather" || key == "ep_comm_overlap" ||
+                   key == "account_for_embedding_in_pipeline_split" || key == "account_for_loss_in_pipeline_split") {
             bool& flag = key == "sp"                ? layout.sequence_parallel
                          : key == "tp_comm_overlap" ? layout.tp_comm_overlap
                          : key == "ep_comm_overlap" ? layout.ep_comm_overlap
+                         : key == "account_for_embedding_in_pipeline_split" ? layout.account_for_embedding_in_pipeline_split
+                         : key == "account_for_loss_in_pipeline_split"      ? layout.account_for_loss_in_pipeline_split
                                                     : layout.overlap_param_gather;
             if (value == "on" || value == "true" || value == "1")
                 flag = true;
@@ -161,7 +164,9 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
                                                "overlap_param_gather, first_stage_layers, last_stage_layers, "
-                                               "recompute_method, recompute_layers, ep, etp, ep_comm_overlap, "
+                                               "account_for_embedding_in_pipeline_split, "
+                                               "account_for_loss_in_pipeline_split, recompute_method, "
+                                               "recompute_layers, ep, etp, ep_comm_overlap, "
                                                "cp_comm, recompute_modules, offload_activations)"});
         }
     }
@@ -183,6 +188,10 @@ std::string toString(const Layout& l)
         out << ",first_stage_layers=" << l.first_stage_layers;
     if (l.last_stage_layers > 0)
         out << ",last_stage_layers=" << l.last_stage_layers;
+    if (l.account_for_embedding_in_pipeline_split)
+        out << ",account_for_embedding_in_pipeline_split=on";
+    if (l.account_for_loss_in_pipeline_split)
+        out << ",account_for_loss_in_pipeline_split=on";
     if (l.recompute_layers > 0)
         out << ",recompute_method=" << toString(l.recompute_method) << ",recompute_layers=" << l.recompute_layers;
     if (l.ep > 1)
@@ -370,7 +379,31 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     if (m.ffn_hidden % l.tp != 0)
         add("tp", s(l.tp) + " does not divide ffn_hidden " + s(m.ffn_hidden));
     const int chunks = l.pp * l.virtual_stages;
-    if (!l.unevenPipeline()) {
+    if (l.splitAccountsForEnds()) {
+        // Megatron-LM's rules (transformer_config.py @ d98e8a64 __post_init__, transformer_block.py
+        // get_num_layers_to_build): not with first/last stage counts; layers + 1 per end counted
+        // divisible by pp, each rank's share by v (Megatron lets a chunk hold the embedding or the
+        // loss alone; a whole stage without a transformer layer is not modelled here).
+        const int layers = m.totalLayers(), counted = layers + l.endLayers();
+        const char* field = l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                                    : "account_for_loss_in_pipeline_split";
+        if (l.first_stage_layers > 0 || l.last_stage_layers > 0)
+            add(field, "cannot be set at the same time as first_stage_layers / last_stage_layers (Megatron-LM's "
+                       "num_layers_in_first/last_pipeline_stage)");
+        else if (m.family == ModelFamily::EncoderDecoder)
+            add(field, "counting the embedding or loss in the pipeline split is for decoder or encoder stacks, "
+                       "not an encoder-decoder");
+        else if (counted % l.pp != 0)
+            add(field, "the " + s(layers) + " layers + " + s(l.endLayers()) + " (embedding/loss counted) = " +
+                           s(counted) + " are not divisible by pp = " + s(l.pp));
+        else if (counted / l.pp % l.virtual_stages != 0)
+            add(field, "the " + s(counted / l.pp) + " layers on each pipeline rank (embedding/loss counted) are not "
+                           "divisible by v = " + s(l.virtual_stages));
+        else if (l.stageLayers(layers, 0) < 1 || l.stageLayers(layers, l.pp - 1) < 1)
+            add(field, "the first or last stage would hold no transformer layer (" + s(counted / l.pp) +
+                           " per rank, embedding/loss counted): a stage of the embedding or loss alone is not "
+                           "modelled");
+    } else if (!l.unevenPipeline()) {
         if (m.totalLayers() % chunks != 0)
             add("pp", "pp x v = " + s(chunks) + " does not divide the " + s(m.totalLayers()) + " layers");
     } else if (m.family == ModelFamily::EncoderDecoder) {
@@ -399,7 +432,7 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
                 }
     }
     if (l.recompute_method == RecomputeMethod::Block && l.recompute_layers > 0) {
-        const int chunkLayers = l.stageLayers(m.totalLayers(), l.pp > 2 ? 1 : 0) / l.virtual_stages;
+        const int chunkLayers = l.fullChunkLayers(m.totalLayers(), l.pp > 2 ? 1 : 0);
         if (chunkLayers > 0 && l.recompute_layers > chunkLayers)
             add("recompute_layers", s(l.recompute_layers) + " exceeds the " + s(chunkLayers) +
                                         " layers of a stage's model chunk (Megatron-LM: between 1 and the layers "

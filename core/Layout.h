@@ -88,6 +88,15 @@ struct Layout {
     // stages as 7 + 14 x 8 + 7, the end stages lighter for the embedding and the loss).
     int first_stage_layers = 0;
     int last_stage_layers = 0;
+    // Megatron-LM's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split
+    // (TransformerConfig.account_for_embedding_in_pipeline_split / _loss_, megatron/core/transformer/
+    // transformer_config.py @ d98e8a64): the embedding counts as one layer of the first model chunk
+    // of stage 0, the loss as one of the last chunk of the last stage, so that layers + 2 split
+    // evenly over pp x v chunks and those two chunks build one transformer layer fewer
+    // (transformer_block.py get_num_layers_to_build; Qwen3-235B-A22B: 94 layers over 8 x 4 chunks
+    // of 3, the first and the last with 2). Not with first/last_stage_layers (validate()).
+    bool account_for_embedding_in_pipeline_split = false;
+    bool account_for_loss_in_pipeline_split = false;
     // With recompute=full: N of Megatron-LM's --recompute-num-layers (0: uniform groups of one
     // layer, every layer recomputed on its own, Megatron's "uniform, 1").
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;
@@ -130,7 +139,17 @@ struct Layout {
         return expert > 0 && grid % expert == 0 ? int(grid / expert) : 0;
     }
     bool expertParallel() const { return ep > 1 || etp > 0; }
-    bool unevenPipeline() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+    // The pipeline split counts the embedding and/or the loss as layers (Megatron's account_for_*).
+    bool splitAccountsForEnds() const
+    {
+        return account_for_embedding_in_pipeline_split || account_for_loss_in_pipeline_split;
+    }
+    // Stages with layer counts of their own: first/last_stage_layers, or the end stages one layer
+    // lighter under account_for_*.
+    bool unevenPipeline() const
+    {
+        return first_stage_layers > 0 || last_stage_layers > 0 || splitAccountsForEnds();
+    }
     // The modules selective recomputation recomputes (RecomputeModule bits; none without it).
     unsigned recomputedModules() const
     {
@@ -164,9 +183,15 @@ struct Layout {
                    ? std::min(recompute_layers, chunkLayers) : 1;
     }
     // Layers on pipeline stage `stage` of a model of `layers` layers, and the first of them (a
-    // stage's layers are consecutive; the split must be valid: validate()).
+    // stage's layers are taken as consecutive; the split must be valid: validate()).
     int stageLayers(int layers, int stage) const
     {
+        if (splitAccountsForEnds()) {
+            // transformer_block.py @ d98e8a64 get_num_layers_to_build: (layers + ends) / pp per
+            // rank, less the embedding on stage 0 and the loss on the last stage.
+            return (layers + endLayers()) / pp - (stage == 0 && account_for_embedding_in_pipeline_split ? 1 : 0) -
+                   (stage == pp - 1 && account_for_loss_in_pipeline_split ? 1 : 0);
+        }
         if (stage == 0 && first_stage_layers > 0)
             return first_stage_layers;
         if (stage == pp - 1 && last_stage_layers > 0)
@@ -178,8 +203,52 @@ struct Layout {
     {
         if (stage == 0)
             return 0;
+        if (splitAccountsForEnds())  // transformer_layer.py @ d98e8a64 _get_layer_offset (v = 1)
+            return stage * ((layers + endLayers()) / pp) - (account_for_embedding_in_pipeline_split ? 1 : 0);
         const int head = first_stage_layers > 0 ? first_stage_layers : stageLayers(layers, 0);
         return head + (stage - 1) * stageLayers(layers, pp > 2 ? 1 : pp - 1);
+    }
+    // Layers of model chunk `chunk` (0 .. v - 1) of stage `stage`: a stage's share over its v
+    // chunks, less the embedding on stage 0's first chunk and the loss on the last stage's last
+    // (get_num_layers_to_build).
+    int chunkLayers(int layers, int stage, int chunk) const
+    {
+        const int v = std::max(1, virtual_stages);
+        if (!splitAccountsForEnds())
+            return stageLayers(layers, stage) / v;
+        return (layers + endLayers()) / pp / v -
+               (stage == 0 && chunk == 0 && account_for_embedding_in_pipeline_split ? 1 : 0) -
+               (stage == pp - 1 && chunk == v - 1 && account_for_loss_in_pipeline_split ? 1 : 0);
+    }
+    // The layers of a full model chunk of stage `stage` (its other chunks: at most one fewer).
+    int fullChunkLayers(int layers, int stage) const
+    {
+        const int v = std::max(1, virtual_stages);
+        return splitAccountsForEnds() ? (layers + endLayers()) / pp / v : stageLayers(layers, stage) / v;
+    }
+    // Of stage `stage`'s layers: the share full recomputation recomputes and the share whose input
+    // it keeps as a checkpoint, chunk by chunk (recomputedLayers / recomputeCheckpoints of each
+    // model chunk; an even split's chunks are alike, at least one layer each).
+    double recomputedShare(int layers, int stage) const { return chunkShare(layers, stage, false); }
+    double checkpointShare(int layers, int stage) const { return chunkShare(layers, stage, true); }
+    double chunkShare(int layers, int stage, bool checkpoints) const
+    {
+        if (!splitAccountsForEnds()) {
+            const int chunk = std::max(1, stageLayers(layers, stage) / std::max(1, virtual_stages));
+            return double(checkpoints ? recomputeCheckpoints(chunk) : recomputedLayers(chunk)) / chunk;
+        }
+        int counted = 0, held = 0;
+        for (int c = 0; c < std::max(1, virtual_stages); ++c) {
+            const int chunk = chunkLayers(layers, stage, c);
+            counted += checkpoints ? recomputeCheckpoints(chunk) : recomputedLayers(chunk);
+            held += chunk;
+        }
+        return held > 0 ? double(counted) / held : 0.0;
+    }
+    // The embedding and the loss where the split counts them as layers.
+    int endLayers() const
+    {
+        return (account_for_embedding_in_pipeline_split ? 1 : 0) + (account_for_loss_in_pipeline_split ? 1 : 0);
     }
     bool operator==(const Layout&) const = default;
 };
@@ -194,7 +263,8 @@ bool allToAllCpSplitsHeads(const ModelSpec& model, int tp, int cp, int* queryHea
 int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 
 // "dp=8,tp=8,pp=4,cp=1,sp=on,zero=1,zero_group=0,mb=1,schedule=1f1b,v=1,recompute=selective,offload=none"
-// (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N" and
+// (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N",
+// ",account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on" and
 // ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on", ",cp_comm=a2a",
 // ",recompute_modules=layernorm+moe_act" (Megatron's module names joined by '+') and
 // ",offload_activations=N" when set: toString names them only then).

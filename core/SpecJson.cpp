@@ -602,6 +602,10 @@ QJsonObject toJson(const Layout& l)
         o.insert("first_stage_layers", l.first_stage_layers);
     if (l.last_stage_layers > 0)
         o.insert("last_stage_layers", l.last_stage_layers);
+    if (l.account_for_embedding_in_pipeline_split)
+        o.insert("account_for_embedding_in_pipeline_split", true);
+    if (l.account_for_loss_in_pipeline_split)
+        o.insert("account_for_loss_in_pipeline_split", true);
     if (l.recompute_layers > 0) {
         o.insert("recompute_method", toString(l.recompute_method));
         o.insert("recompute_layers", l.recompute_layers);
@@ -634,7 +638,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
         checkSchema(r, "layout", kSpecSchemaVersion);
     r.rejectUnknownKeys({"schema", "dp", "tp", "pp", "cp", "sp", "zero", "zero_group", "mb", "schedule", "v",
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
-                         "last_stage_layers", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
+                         "last_stage_layers", "account_for_embedding_in_pipeline_split",
+                         "account_for_loss_in_pipeline_split", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
                          "cp_comm", "recompute_modules", "offload_activations"});
     constexpr int kMax = 1'000'000;
     Layout l;
@@ -654,6 +659,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.overlap_param_gather = r.boolean("overlap_param_gather", false);
     l.first_stage_layers = r.integer("first_stage_layers", 0, false, 0, kMax);
     l.last_stage_layers = r.integer("last_stage_layers", 0, false, 0, kMax);
+    l.account_for_embedding_in_pipeline_split = r.boolean("account_for_embedding_in_pipeline_split", false);
+    l.account_for_loss_in_pipeline_split = r.boolean("account_for_loss_in_pipeline_split", false);
     l.recompute_method = r.enumeration<RecomputeMethod>("recompute_method", kRecomputeMethodNames,
                                                         RecomputeMethod::Uniform, false);
     l.recompute_layers = r.integer("recompute_layers", 0, false, 0, kMax);

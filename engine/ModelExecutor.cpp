@@ -93,7 +93,22 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     }
     if (c.vocab % l.tp != 0)
         add("tp", s(l.tp) + " does not divide vocab " + s(c.vocab) + " (vocab-parallel embedding)");
-    if (l.unevenPipeline()) {
+    if (l.splitAccountsForEnds()) {
+        // The embedding / loss counted as a layer (Layout.h): stageLayers gives each stage its
+        // count, which one chunk per stage runs as any uneven split; interleaved chunks of
+        // unequal sizes are not run here.
+        if (l.schedule == PipelineSchedule::Interleaved)
+            add(l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                          : "account_for_loss_in_pipeline_split",
+                "a pipeline split counting the embedding or loss as a layer runs without interleaving here "
+                "(one chunk per stage)");
+        else if ((c.layers + l.endLayers()) % l.pp != 0 || l.stageLayers(c.layers, 0) < 1 ||
+                 l.stageLayers(c.layers, l.pp - 1) < 1)
+            add(l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                          : "account_for_loss_in_pipeline_split",
+                "the " + s(c.layers) + " layers + " + s(l.endLayers()) + " (embedding/loss) do not split over pp = " +
+                    s(l.pp) + " with a layer on every stage");
+    } else if (l.unevenPipeline()) {
         // Uneven pipeline splits (Layout.h) run with one chunk per stage; the split's own rules
         // are core/Layout.cpp's (validate()).
         const int rest = c.layers - l.first_stage_layers - l.last_stage_layers;

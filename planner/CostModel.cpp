@@ -588,10 +588,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // --recompute-num-layers N: the first N of each chunk's layers; uniform: every layer, one
     // checkpoint per group of N): the fraction of the stage's layers recomputed, and of its layers
     // whose input is kept as a checkpoint.
-    const int chunkLayers = std::max(1, D.layers_per_stage / int(D.v));
-    const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
-    const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
-    const double groupLayers = l.recomputeGroupLayers(chunkLayers);
+    // (Chunk by chunk: under account_for_* the first or last chunk holds a layer fewer; Layout.h.)
+    const double recomputed = l.recomputedShare(model.totalLayers(), stage);
+    const double checkpoints = l.checkpointShare(model.totalLayers(), stage);
+    const double groupLayers = l.recomputeGroupLayers(std::max(1, l.fullChunkLayers(model.totalLayers(), stage)));
     // The forward's parts: the layers' GEMMs (an MoE stage's dense layers with the dense MLP), their
     // attention cores (a sliding layer's band: less the saving), their element-wise work.
     // (Without a recipe `linear` prices as `gemm`; a recipe's bf16 layers priced apart. One call
@@ -1529,8 +1529,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     const double v = l.schedule == PipelineSchedule::Interleaved ? l.virtual_stages : 1;
     pr.micro_batches = int(m);
     // The share of a (middle) stage's layers full recomputation recomputes (block: N of a chunk's).
-    const int busyChunkLayers = std::max(1, l.stageLayers(problem_.model.totalLayers(), p > 2 ? 1 : 0) / int(v));
-    const double recomputedShare = double(l.recomputedLayers(busyChunkLayers)) / busyChunkLayers;
+    const double recomputedShare = l.recomputedShare(problem_.model.totalLayers(), p > 2 ? 1 : 0);
 
     // The stages that can be the most loaded: the first (embedding, most in-flight
     // micro-batches), the last (logits), and a middle one (sets the bubble).

@@ -125,7 +125,16 @@ std::string nonLlamaFeatures(const ModelSpec& m)
 
 void refuseUnevenPipeline(Refusals& refuse, const Layout& l, const char* why)
 {
-    if (l.unevenPipeline())
+    if (l.splitAccountsForEnds())
+        refuse.add(std::string("a pipeline split counting ") +
+                       (l.account_for_embedding_in_pipeline_split && l.account_for_loss_in_pipeline_split
+                            ? "the embedding and the loss as layers (account_for_embedding_in_pipeline_split=on, "
+                              "account_for_loss_in_pipeline_split=on)"
+                        : l.account_for_embedding_in_pipeline_split
+                            ? "the embedding as a layer (account_for_embedding_in_pipeline_split=on)"
+                            : "the loss as a layer (account_for_loss_in_pipeline_split=on)"),
+                   why);
+    else if (l.unevenPipeline())
         refuse.add("an uneven pipeline split (first_stage_layers=" + str(l.first_stage_layers) +
                        ", last_stage_layers=" + str(l.last_stage_layers) + ")",
                    why);

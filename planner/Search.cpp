@@ -27,7 +27,8 @@ bool layoutLess(const Layout& a, const Layout& b)
         return std::make_tuple(l.dp, l.tp, l.pp, l.cp, l.sequence_parallel, l.zero_stage, l.zero_group,
                                l.micro_batch, rank(l.schedule), l.virtual_stages, l.recompute, l.offload,
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
-                               l.last_stage_layers, l.recompute_method, l.recompute_layers, l.ep, l.etp,
+                               l.last_stage_layers, l.account_for_embedding_in_pipeline_split,
+                               l.account_for_loss_in_pipeline_split, l.recompute_method, l.recompute_layers, l.ep, l.etp,
                                l.ep_comm_overlap, l.cp_comm, l.recompute_modules, l.offload_activations);
     };
     return key(a) < key(b);

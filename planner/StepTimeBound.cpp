@@ -209,8 +209,7 @@ StepTimeBound::Seconds StepTimeBound::stepTimeParts(const Mesh& mesh, const Micr
         const double layersForward =
             layers * mb.projections_s + moeLayers * mb.moe_s + mesh.dense[i] * mb.dense_s + mesh.either[i] * cheaperMlp;
         // Full recomputation repeats its share of the layers' forward (CostModel: recomputed x fwdLayers).
-        const int chunkLayers = std::max(1, mesh.layers[i] / int(v));
-        const double share = recompute ? double(l.recomputedLayers(chunkLayers)) / chunkLayers : 0.0;
+        const double share = recompute ? l.recomputedShare(m.totalLayers(), mesh.stage[i]) : 0.0;
         const double passes = 2 + share;  // forward, backward, the recomputed share of a forward
         // Collectives no overlap option hides: tp's two per layer (three per decoder layer of an
         // encoder-decoder: counted as two), less a MoE layer's MLP pair when it has no shared
@@ -266,9 +265,8 @@ std::array<double, 3> StepTimeBound::activationBytes(const Mesh& mesh, const Mic
         if (i == 2 && !secondCounts)
             break;
         const int layers = mesh.layers[i];
-        const int chunkLayers = std::max(1, layers / int(v));
-        const double recomputed = double(l.recomputedLayers(chunkLayers)) / chunkLayers;
-        const double checkpoints = double(l.recomputeCheckpoints(chunkLayers)) / chunkLayers;
+        const double recomputed = l.recomputedShare(model_.problem().model.totalLayers(), index[i]);
+        const double checkpoints = l.checkpointShare(model_.problem().model.totalLayers(), index[i]);
         // Every layer's outside-tp bytes, or under full recomputation its checkpoints' inputs; the
         // MoE layers' experts' (those full recomputation does not recompute).
         // Recomputed modules (CostModel.cpp): layernorm and mlp discard norm outputs (the norms' inputs,

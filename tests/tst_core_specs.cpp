@@ -312,6 +312,88 @@ private slots:
                  QString());
     }
 
+    // Megatron-LM's account_for_embedding/loss_in_pipeline_split (transformer_block.py @ d98e8a64
+    // get_num_layers_to_build): 94 layers + the embedding + the loss = 96 over pp 8 x v 4 chunks of
+    // 3, the first chunk of stage 0 and the last of stage 7 with 2 (Qwen3-235B-A22B's recipe).
+    void pipelineSplitCountingEnds()
+    {
+        Problem p = llama70bOnTrn1(4);  // 128 devices
+        p.model.layers = 94;
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=8,tp=2,pp=8,sp=on,schedule=interleaved,v=4,"
+                                     "account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on",
+                                     errors);
+        QVERIFY2(errors.empty(), qPrintable(dump(errors)));
+        QVERIFY(l.account_for_embedding_in_pipeline_split && l.account_for_loss_in_pipeline_split && l.unevenPipeline());
+        QVERIFY2(validate(l, p.model, p.cluster, p.training).empty(),
+                 qPrintable(dump(validate(l, p.model, p.cluster, p.training))));
+        QCOMPARE(l.stageLayers(94, 0), 11);
+        QCOMPARE(l.stageLayers(94, 1), 12);
+        QCOMPARE(l.stageLayers(94, 6), 12);
+        QCOMPARE(l.stageLayers(94, 7), 11);
+        int total = 0;
+        for (int stage = 0; stage < 8; ++stage)
+            total += l.stageLayers(94, stage);
+        QCOMPARE(total, 94);
+        QCOMPARE(l.stageFirstLayer(94, 1), 11);
+        QCOMPARE(l.stageFirstLayer(94, 7), 11 + 6 * 12);
+        QCOMPARE(l.chunkLayers(94, 0, 0), 2);
+        QCOMPARE(l.chunkLayers(94, 0, 1), 3);
+        QCOMPARE(l.chunkLayers(94, 0, 3), 3);
+        QCOMPARE(l.chunkLayers(94, 4, 0), 3);
+        QCOMPARE(l.chunkLayers(94, 7, 2), 3);
+        QCOMPARE(l.chunkLayers(94, 7, 3), 2);
+        QCOMPARE(l.fullChunkLayers(94, 0), 3);
+        // Printed and written only when set, read back the same.
+        QVERIFY(QString::fromStdString(toString(l))
+                    .endsWith(",account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on"));
+        FieldErrors again;
+        QVERIFY(parseLayout(toString(l), again) == l && again.empty());
+        const QJsonObject json = toJson(l);
+        QVERIFY(json.value("account_for_embedding_in_pipeline_split").toBool() &&
+                json.value("account_for_loss_in_pipeline_split").toBool());
+        std::optional<Layout> fromJson = layoutFromJson(json, "layout", again);
+        QVERIFY(fromJson && *fromJson == l);
+        const Layout plain = parseLayout("dp=128", errors);
+        QVERIFY(!QString::fromStdString(toString(plain)).contains("account_for"));
+        QVERIFY(!toJson(plain).contains("account_for_embedding_in_pipeline_split") &&
+                !toJson(plain).contains("account_for_loss_in_pipeline_split"));
+        // The loss alone: 94 + 1 = 95 over pp 5 of 19 (v = 1), the last stage 18.
+        Problem five = p;
+        five.cluster.nodes = 5;  // 160 devices
+        const Layout loss = parseLayout("dp=16,tp=2,pp=5,sp=on,account_for_loss_in_pipeline_split=on", errors);
+        QVERIFY2(validate(loss, five.model, five.cluster, five.training).empty(),
+                 qPrintable(dump(validate(loss, five.model, five.cluster, five.training))));
+        QCOMPARE(loss.stageLayers(94, 0), 19);
+        QCOMPARE(loss.stageLayers(94, 4), 18);
+        QCOMPARE(loss.stageFirstLayer(94, 4), 4 * 19);
+
+        auto refused = [&](const char* text, const char* path, const char* fragment) {
+            FieldErrors e;
+            const Layout bad = parseLayout(text, e);
+            const FieldErrors rules = e.empty() ? validate(bad, p.model, p.cluster, p.training) : e;
+            return hasError(rules, path, fragment) ? QString() : dump(rules);
+        };
+        QCOMPARE(refused("dp=8,tp=2,pp=8,sp=on,account_for_embedding_in_pipeline_split=on,first_stage_layers=11",
+                         "layout.account_for_embedding_in_pipeline_split", "cannot be set at the same time"),
+                 QString());
+        QCOMPARE(refused("dp=8,tp=2,pp=8,sp=on,account_for_embedding_in_pipeline_split=on",
+                         "layout.account_for_embedding_in_pipeline_split", "= 95 are not divisible by pp = 8"),
+                 QString());
+        QCOMPARE(refused("dp=8,tp=2,pp=8,sp=on,schedule=interleaved,v=8,account_for_embedding_in_pipeline_split=on,"
+                         "account_for_loss_in_pipeline_split=on",
+                         "layout.account_for_embedding_in_pipeline_split", "the 12 layers on each pipeline rank"),
+                 QString());
+        QCOMPARE(refused("dp=8,tp=2,pp=8,sp=on,account_for_loss_in_pipeline_split=maybe",
+                         "layout.account_for_loss_in_pipeline_split", "unknown value \"maybe\""),
+                 QString());
+        p.model.layers = 6;  // 8 counted over 8 stages: the first and the last would hold none
+        QCOMPARE(refused("dp=8,tp=2,pp=8,sp=on,account_for_embedding_in_pipeline_split=on,"
+                         "account_for_loss_in_pipeline_split=on",
+                         "layout.account_for_embedding_in_pipeline_split", "would hold no transformer layer"),
+                 QString());
+    }
+
     void everyProblemReported()
     {
         // Several rules broken at once are all reported.

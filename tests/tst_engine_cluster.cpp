@@ -290,7 +290,10 @@ private slots:
                               // Uneven pipeline splits (Megatron's --decoder-first/last-pipeline-num-layers):
                               // 1 + 2 + 1 of the 4 layers over 3 stages, 3 + 1 over 2.
                               "pp=3,first_stage_layers=1,last_stage_layers=1,mb=1",
-                              "pp=2,first_stage_layers=3,mb=2"};
+                              "pp=2,first_stage_layers=3,mb=2",
+                              // The embedding and the loss counted as layers (Megatron's
+                              // --account-for-embedding/loss-in-pipeline-split): 4 + 2 over 3 stages, 1 + 2 + 1.
+                              "pp=3,account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on,mb=1"};
 
         for (const char* row : rows) {
             QTest::newRow(row) << QString(row) << false;

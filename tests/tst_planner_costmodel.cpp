@@ -1333,6 +1333,52 @@ private slots:
         QVERIFY(near(evenSplit.comm_bytes.dp, pr.comm_bytes.dp, 1e-9) || evenSplit.comm_bytes.dp > pr.comm_bytes.dp);
     }
 
+    // Megatron-LM's account_for_embedding/loss_in_pipeline_split: 14 layers + 2 over pp 4 split as
+    // 3 + 4 + 4 + 3 (v = 1), the same stages as first_stage_layers=3,last_stage_layers=3, so the same
+    // prediction; with v = 2 the chunks are 1 + 2 | 2 + 2 | 2 + 2 | 2 + 1. With a small vocabulary the
+    // ends' embedding and head weigh little: a middle stage's 4 layers set the step, as the 4 of
+    // any stage of 16 layers split evenly (which add the head to the last stage's 4).
+    void pipelineSplitCountingEnds()
+    {
+        ModelSpec m = megatronGpt(14, 4096, 32);
+        m.vocab = 1024;
+        const Problem p = problem(m, 1, 64);
+        const Layout ends = layout("dp=2,pp=4,mb=1,account_for_embedding_in_pipeline_split=on,"
+                                   "account_for_loss_in_pipeline_split=on", p);
+        const Layout counts = layout("dp=2,pp=4,mb=1,first_stage_layers=3,last_stage_layers=3", p);
+        for (int stage = 0; stage < 4; ++stage)
+            QCOMPARE(ends.stageLayers(14, stage), stage == 0 || stage == 3 ? 3 : 4);
+        const Prediction a = CostModel::evaluate(p, ends), b = CostModel::evaluate(p, counts);
+        QCOMPARE(a.step_time_s, b.step_time_s);
+        QCOMPARE(a.memory_bytes.total(), b.memory_bytes.total());
+        ModelSpec even = m;
+        even.layers = 16;
+        const Problem pe = problem(even, 1, 64);
+        const CostModel endsModel(p), evenModel(pe);
+        const auto ea = endsModel.explain(ends), ee = evenModel.explain(layout("dp=2,pp=4,mb=1", pe));
+        const double layerMatmuls = termValue(ea, "time_s.compute", "layer matmuls, forward");
+        QVERIFY(layerMatmuls > 0);
+        QVERIFY(near(layerMatmuls, termValue(ee, "time_s.compute", "layer matmuls, forward"), 1e-12));
+        // The even split's last stage adds the head to its 4 layers; the middle stage has none.
+        QVERIFY(a.time_s.compute < evenModel.evaluate(layout("dp=2,pp=4,mb=1", pe)).time_s.compute);
+
+        // Interleaved: chunks of 2, the first of stage 0 and the last of stage 3 with 1; block
+        // recomputation of 1 layer per chunk recomputes 2 of stage 0's 3 layers, 2 of a middle's 4.
+        const Layout v2 = layout("dp=2,pp=4,mb=1,schedule=interleaved,v=2,recompute=full,recompute_method=block,"
+                                 "recompute_layers=1,account_for_embedding_in_pipeline_split=on,"
+                                 "account_for_loss_in_pipeline_split=on", p);
+        QCOMPARE(v2.chunkLayers(14, 0, 0), 1);
+        QCOMPARE(v2.chunkLayers(14, 0, 1), 2);
+        QCOMPARE(v2.chunkLayers(14, 3, 1), 1);
+        QCOMPARE(v2.recomputedShare(14, 0), 2.0 / 3);
+        QCOMPARE(v2.recomputedShare(14, 1), 2.0 / 4);
+        QCOMPARE(v2.recomputedShare(14, 3), 2.0 / 3);
+        QCOMPARE(v2.checkpointShare(14, 0), 2.0 / 3);
+        // The middle stage's forward, and half of it recomputed: 1.5 x its 4 layers' forward GEMMs.
+        const auto ev = endsModel.explain(v2);
+        QVERIFY(near(termValue(ev, "time_s.compute", "layer matmuls, forward"), layerMatmuls, 1e-12));
+    }
+
     // Full recomputation of some layers (Megatron-LM's --recompute-method block|uniform with
     // --recompute-num-layers): block N recomputes the first N layers of each chunk and keeps the
     // others' activations; uniform N keeps one checkpoint per group of N and recomputes all.

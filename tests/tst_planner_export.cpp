@@ -476,6 +476,59 @@ private slots:
         QVERIFY(!QString::fromStdString(e.text).contains("pipeline-num-layers"));
     }
 
+    // The embedding and the loss counted as layers (arguments.py @ d98e8a64:
+    // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split): Llama 3
+    // 405B's 126 + 2 over 16 stages of 8, the ends with 7; with v = 2 the virtual stages per rank.
+    // Megatron-Bridge sets TransformerConfig's fields of the same names on cfg.model; torchtitan
+    // lightens its first and last virtual stage by one layer each, which is this split.
+    void pipelineSplitCountingEnds()
+    {
+        const Case c{"llama-3-405b", "p5.48xlarge", 128, 2048, 8192, Precision::BF16Mixed};
+        const char* ends = "tp=8,pp=16,sp=on,zero=1,mb=1,account_for_embedding_in_pipeline_split=on,"
+                           "account_for_loss_in_pipeline_split=on";
+        const ExportResult r = exported(ExportFormat::Megatron, c, ends);
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--pipeline-model-parallel-size 16\n", "--account-for-embedding-in-pipeline-split\n",
+                                     "--account-for-loss-in-pipeline-split\n", "--num-layers 126\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        QVERIFY(!t.contains("pipeline-num-layers"));
+        const ExportResult v = exported(ExportFormat::Megatron, c,
+                                        "tp=8,pp=16,sp=on,zero=1,mb=1,schedule=interleaved,v=2,"
+                                        "account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on");
+        QVERIFY2(v.ok(), v.refusals.empty() ? "" : v.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(v.text).contains("--num-virtual-stages-per-pipeline-rank 2\n"));
+        QVERIFY(!QString::fromStdString(v.text).contains("--num-layers-per-virtual-pipeline-stage"));
+        // The loss alone: one flag.
+        const Case small{"llama-2-7b", "p5.48xlarge", 3, 512, 2048, Precision::BF16Mixed};  // 33 over 3
+        const ExportResult loss = exported(ExportFormat::Megatron, small, "tp=2,pp=3,mb=1,account_for_loss_in_pipeline_split=on");
+        QVERIFY2(loss.ok(), loss.refusals.empty() ? "" : loss.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(loss.text).contains("--account-for-loss-in-pipeline-split\n"));
+        QVERIFY(!QString::fromStdString(loss.text).contains("--account-for-embedding"));
+
+        const ExportResult bridge = exported(ExportFormat::MegatronBridge, c, ends);
+        QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+        const QString b = QString::fromStdString(bridge.text);
+        QVERIFY(b.contains(QLatin1String("        account_for_embedding_in_pipeline_split=True,\n")));
+        QVERIFY(b.contains(QLatin1String("        account_for_loss_in_pipeline_split=True,\n")));
+        const ExportResult plain = exported(ExportFormat::MegatronBridge, c, "tp=8,pp=16,sp=on,zero=1,mb=1,"
+                                                                             "first_stage_layers=7,last_stage_layers=7");
+        QVERIFY(!QString::fromStdString(plain.text).contains("account_for"));
+        QVERIFY(QString::fromStdString(plain.text).contains("        num_layers_in_first_pipeline_stage=7,\n"));
+        QVERIFY(QString::fromStdString(plain.text).contains("        num_layers_in_last_pipeline_stage=7,\n"));
+        QVERIFY(!b.contains("num_layers_in_first_pipeline_stage"));
+
+        // torchtitan: layers per stage 4 (128 / 32 virtual stages), one less on the first and the last.
+        const ExportResult titan = exported(ExportFormat::Torchtitan, c,
+                                            "tp=8,sp=on,pp=16,schedule=interleaved,v=2,zero=3,mb=1,"
+                                            "account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on");
+        QVERIFY2(titan.ok(), titan.refusals.empty() ? "" : titan.refusals.front().c_str());
+        const QString tt = QString::fromStdString(titan.text);
+        for (const char* expected : {"pipeline_parallel_layers_per_stage=4,", "pipeline_parallel_first_stage_less_layers=1,",
+                                     "pipeline_parallel_last_stage_less_layers=1,"})
+            QVERIFY2(tt.contains(QLatin1String(expected)), expected);
+    }
+
     // Full recomputation of some layers as Megatron-LM names it (TransformerConfig @ d98e8a64:
     // recompute_method uniform|block, recompute_num_layers); every layer: uniform 1.
     void megatronPartialRecomputation()
@@ -1129,6 +1182,19 @@ private slots:
         QTest::newRow("deepspeed: uneven pipeline split")
             << D << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,first_stage_layers=17")
             << "deepspeed: an uneven pipeline split (first_stage_layers=17, last_stage_layers=0)";
+        QTest::newRow("deepspeed: embedding and loss counted in the pipeline split")
+            << D << llama7 << p5 << 4 << bf16
+            << QByteArray("pp=2,account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on")
+            << "deepspeed: a pipeline split counting the embedding and the loss as layers "
+               "(account_for_embedding_in_pipeline_split=on, account_for_loss_in_pipeline_split=on)";
+        QTest::newRow("neuronx: embedding and loss counted in the pipeline split")
+            << N << llama7 << trn1 << 4 << bf16
+            << QByteArray("tp=8,pp=2,account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on,"
+                          "recompute=full")
+            << "neuronx: a pipeline split counting the embedding and the loss as layers";
+        QTest::newRow("maxtext: uneven pipeline split")
+            << X << llama7 << p5 << 4 << bf16 << QByteArray("pp=2,first_stage_layers=17")
+            << "maxtext: an uneven pipeline split (first_stage_layers=17, last_stage_layers=0)";
         QTest::newRow("neuronx: uneven pipeline split")
             << N << llama7 << trn1 << 4 << bf16 << QByteArray("tp=8,pp=2,first_stage_layers=17,recompute=full")
             << "neuronx: an uneven pipeline split";

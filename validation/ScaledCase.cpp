@@ -84,7 +84,10 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     const int chunks = l.schedule == PipelineSchedule::Interleaved ? std::max(1, l.virtual_stages) : 1;
     c.layers = l.pp * std::max(2, chunks);
     // An uneven split (scaledValidationCase): the ends' own counts, 2 on every other stage.
-    if (l.unevenPipeline())
+    // The embedding / loss counted as a layer: 2 per rank counted, so the ends hold 1.
+    if (l.splitAccountsForEnds())
+        c.layers = 2 * l.pp - l.endLayers();
+    else if (l.unevenPipeline())
         c.layers = (l.first_stage_layers > 0 ? l.first_stage_layers : 2) +
                    (l.last_stage_layers > 0 ? l.last_stage_layers : 2) + 2 * (l.pp - 2);
     c.vocab = 64 * tp;
@@ -243,7 +246,14 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     // An uneven pipeline split keeps its shape at engine size: each end stage that the plan makes
     // lighter (heavier) than the even share holds 1 (3) layers, every other stage 2. The engine
     // runs uneven splits with one chunk per stage only.
-    if (fullLayout.unevenPipeline()) {
+    if (fullLayout.splitAccountsForEnds()) {
+        if (l.schedule == PipelineSchedule::Interleaved)
+            throw InputError("a pipeline split counting the embedding or loss as a layer "
+                             "(account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split) with the "
+                             "interleaved schedule is not executed by the engine yet: no validation run");
+        if (l.pp < 2)  // one stage at engine size: it holds the embedding and the loss anyway
+            l.account_for_embedding_in_pipeline_split = l.account_for_loss_in_pipeline_split = false;
+    } else if (fullLayout.unevenPipeline()) {
         if (l.schedule == PipelineSchedule::Interleaved)
             throw InputError("an uneven pipeline split with the interleaved schedule is not executed by the engine "
                              "yet: no validation run");

@@ -223,7 +223,14 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
         const Layout& l = plans[i].layout;
         if (!l.unevenPipeline())
             continue;
-        const std::string text = "pp=" + std::to_string(l.pp) + ": first stage " +
+        // (account_for_* splits, Layout.h: the search does not propose them; a loaded plan may hold one.)
+        const std::string text = l.splitAccountsForEnds()
+                                     ? "pp=" + std::to_string(l.pp) + ": the " +
+                                           (l.endLayers() == 2 ? std::string("embedding and the loss")
+                                            : l.account_for_embedding_in_pipeline_split ? std::string("embedding")
+                                                                                        : std::string("loss")) +
+                                           " counted as layers of the first / last model chunk"
+                                     : "pp=" + std::to_string(l.pp) + ": first stage " +
                                  (l.first_stage_layers > 0 ? std::to_string(l.first_stage_layers) : "even share") +
                                  ", last stage " +
                                  (l.last_stage_layers > 0 ? std::to_string(l.last_stage_layers) : "even share") +

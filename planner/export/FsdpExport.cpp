@@ -89,6 +89,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
                                     "the exported script's checkpoint_wrapper recomputes whole transformer "
                                     "blocks (no list of modules)",
                                     "the exported script offloads no activations to the host");
+    refuseUnevenPipeline(refuse, l, "the exported pipeline gives every model chunk the same layers");
     refuseMegatronOverlaps(refuse, l);
     refuseAllToAllCp(refuse, l, "PyTorch's context_parallel (torch.distributed.tensor.experimental) patches attention with a K/V ring");
     refusePartialRecompute(refuse, l, "the exported wrapper checkpoints every transformer block");

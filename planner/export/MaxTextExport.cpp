@@ -121,6 +121,7 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
                                     "Megatron's modules: not mapped",
                                     "MaxText offloads the tensors its remat policy names, not N whole layers: "
                                     "not mapped");
+    refuseUnevenPipeline(refuse, l, "MaxText's pipeline holds num_layers_per_pipeline_stage layers on every stage");
     refuseMegatronOverlaps(refuse, l);
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;

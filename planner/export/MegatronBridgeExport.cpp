@@ -82,6 +82,19 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     kw("pipeline_model_parallel_size", str(l.pp));
     kw("virtual_pipeline_model_parallel_size",
        f.pipelined && l.schedule == PipelineSchedule::Interleaved ? str(l.virtual_stages) : "None");
+    // TransformerConfig.num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage
+    // (transformer_config.py @ d98e8a64, "Uneven PP"): None, the even share, unless set.
+    if (l.first_stage_layers > 0)
+        kw("num_layers_in_first_pipeline_stage", str(l.first_stage_layers));
+    if (l.last_stage_layers > 0)
+        kw("num_layers_in_last_pipeline_stage", str(l.last_stage_layers));
+    // TransformerConfig.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+    // (megatron/core/transformer/transformer_config.py @ d98e8a64), set on cfg.model as the library's
+    // Qwen3 MoE recipes do (src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py @ 067f987d).
+    if (l.account_for_embedding_in_pipeline_split)
+        kw("account_for_embedding_in_pipeline_split", "True");
+    if (l.account_for_loss_in_pipeline_split)
+        kw("account_for_loss_in_pipeline_split", "True");
     kw("context_parallel_size", str(l.cp));
     // TransformerConfig.cp_comm_type (megatron/core/transformer/transformer_config.py @ d98e8a64):
     // None is p2p.

@@ -139,6 +139,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--decoder-first-pipeline-num-layers", str(l.first_stage_layers));
     if (l.last_stage_layers > 0)
         arg("--decoder-last-pipeline-num-layers", str(l.last_stage_layers));
+    // The embedding / loss counted as a layer of the first / last chunk (arguments.py @ d98e8a64:
+    // --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split; validate_args
+    // and TransformerConfig add one layer per flag before splitting over pp and v).
+    if (l.account_for_embedding_in_pipeline_split)
+        arg("--account-for-embedding-in-pipeline-split", "");
+    if (l.account_for_loss_in_pipeline_split)
+        arg("--account-for-loss-in-pipeline-split", "");
     if (f.pipelined && l.schedule == PipelineSchedule::Interleaved) {
         if (l.unevenPipeline())
             arg("--num-virtual-stages-per-pipeline-rank", str(l.virtual_stages));

@@ -51,6 +51,8 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
                                     "NxD Training's activation_checkpoint_config is full or selective (the "
                                     "attention core), no list of modules",
                                     "the exported NxD Training config offloads no activations to the host");
+    refuseUnevenPipeline(refuse, l,
+                         "NxD Training's pipeline_model_parallel_size splits the layers evenly over the stages");
     refuseMegatronOverlaps(refuse, l);
     refuseAllToAllCp(refuse, l, "NxD Training's context parallelism is ring attention (fusions.ring_attention)");
     const ModelSpec& m = p.model;

@@ -423,7 +423,13 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     // output weights) and only those two of all the virtual stages. An uneven split with ends
     // lighter than the middle is that: layers_per_stage = a middle stage's layers.
     int layersPerStage = m.layers / (l.pp * l.virtual_stages), firstLess = 0, lastLess = 0;
-    if (l.unevenPipeline()) {
+    if (l.splitAccountsForEnds()) {
+        // Megatron's account_for_* split is that one: every chunk of (layers + ends) / (pp x v)
+        // layers, the first and the last virtual stage one lighter for the embedding / the loss.
+        layersPerStage = l.fullChunkLayers(m.layers, 0);
+        firstLess = l.account_for_embedding_in_pipeline_split ? 1 : 0;
+        lastLess = l.account_for_loss_in_pipeline_split ? 1 : 0;
+    } else if (l.unevenPipeline()) {
         const int first = l.stageLayers(m.layers, 0), last = l.stageLayers(m.layers, l.pp - 1);
         const int middle = l.pp > 2 ? l.stageLayers(m.layers, 1) : std::max(first, last);
         if (l.virtual_stages > 1)
