@@ -487,7 +487,8 @@ void readDeepseekV3(Config& c, ModelSpec& m)
     // precision. The MTP module (num_nextn_predict_layers, layer 61) is not built by
     // DeepseekV3ForCausalLM ([DM] _keys_to_ignore_on_load_unexpected "model.layers.61.*"): it is
     // trained with the model, so it is read as the model's multi-token prediction depth (ModelSpec.h
-    // MtpSpec, outside the count; the config gives no loss weight: Megatron-LM's default). ep_size, seq_aux, rope_interleave and auto_map: no weights.
+    // MtpSpec, outside the count; the config gives no loss weight: Megatron-LM's default).
+    // ep_size, seq_aux, rope_interleave and auto_map: no weights.
     const QJsonValue quant = c.value("quantization_config");
     if (quant.isObject() && quant.toObject().value(QLatin1String("quant_method")).toString() != QLatin1String("fp8"))
         c.error("quantization_config", "only the published fp8 storage of the weights is read");

@@ -201,7 +201,8 @@ Count checkedForwardFlops(const ModelSpec& m, int seq)
     if (m.family == ModelFamily::EncoderDecoder) {
         // + cross attention: its projections and scores once more (a layer's less its MLP).
         const Count layer = layerForwardFlops(m, seq, m.moe.enabled(), false);
-        const Count cross = layerForwardFlops(m, seq, false, false) - Count(2) * (gated(m.mlp) ? 3 : 2) * h * m.ffn_hidden;
+        const Count cross =
+            layerForwardFlops(m, seq, false, false) - Count(2) * (gated(m.mlp) ? 3 : 2) * h * m.ffn_hidden;
         flops += Count(m.decoder_layers) * (layer + cross);
     }
     flops += Count(2) * h * m.vocab;  // logits
@@ -487,7 +488,8 @@ void validateMtp(const ModelSpec& m, Add& add)
     if (t == MtpSpec{})
         return;
     if (t.layers < 1 || t.layers > 64)
-        add("mtp.layers", std::to_string(t.layers) + " is out of range [1, 64] (leave mtp out: no multi-token prediction)");
+        add("mtp.layers",
+            std::to_string(t.layers) + " is out of range [1, 64] (leave mtp out: no multi-token prediction)");
     if (!(t.loss_scale > 0 && t.loss_scale <= 10)) {
         char text[32];
         std::snprintf(text, sizeof text, "%g", t.loss_scale);

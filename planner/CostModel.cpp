@@ -175,12 +175,16 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
         const ParameterBreakdown params = parameterBreakdown(m);
         // PaLM's 6N + 12 L H Q T is forward + backward; a third of it per forward (the convention
         // counts H x Q = the query width, and N without the embedding table).
-        palm_flops_per_token_ =
-            (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
+        // (Multi-token prediction: its modules' parameters and attention blocks too.)
+        const double mtpBlocks = m.mtp.enabled() ? m.mtp.layers : 0.0;
+        palm_flops_per_token_ = (6.0 * double(params.active_per_token - params.embeddings + params.mtp_active) +
+                                 12.0 * (attentionBlocks + mtpBlocks) * s * q) /
+                                3;
         // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
         // (2 s (q + v) per layer and token forward, v the value width: q but with MLA). Encoders
         // and cross-attention see every key.
-        const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
+        const double causalLayers =
+            m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers + mtpBlocks;
         causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 2.0 * s * (q + double(m.valueDim())) * causalLayers;
     }
     // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
@@ -706,9 +710,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // its layer the eh_proj GEMM over [enorm(embedding); hnorm(hidden)] and, after it, the final
     // norm: three norms of h, priced as the element-wise traffic of a read and a write each.
     sc.mtp_head_fwd_s = mtpLayers * head;
-    sc.mtp_fwd_s = mtpLayers > 0 ? mtpLayers * (linear(T, h / D.t, 2 * h) +
-                                                prm.elementwise_traffic_factor * 3 * 2 * T * h * activation_bytes_ / hbm)
-                                 : 0.0;
+    const double mtpNorms = prm.elementwise_traffic_factor * 3 * 2 * T * h * activation_bytes_ / hbm;
+    sc.mtp_fwd_s = mtpLayers > 0 ? mtpLayers * (linear(T, h / D.t, 2 * h) + mtpNorms) : 0.0;
     head += sc.mtp_head_fwd_s;
     sc.head_fwd_s = head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
