@@ -485,14 +485,16 @@ void readDeepseekV3(Config& c, ModelSpec& m)
     // The published checkpoint stores its weights in fp8 (e4m3, one fp32 scale per 128 x 128
     // block): the same weights, fewer bytes in the file; the model is planned in the training
     // precision. The MTP module (num_nextn_predict_layers, layer 61) is not built by
-    // DeepseekV3ForCausalLM ([DM] _keys_to_ignore_on_load_unexpected "model.layers.61.*"), so it
-    // is not in the count. ep_size, seq_aux, rope_interleave and auto_map: no weights.
+    // DeepseekV3ForCausalLM ([DM] _keys_to_ignore_on_load_unexpected "model.layers.61.*"): it is
+    // trained with the model, so it is read as the model's multi-token prediction depth (ModelSpec.h
+    // MtpSpec, outside the count; the config gives no loss weight: Megatron-LM's default).
+    // ep_size, seq_aux, rope_interleave and auto_map: no weights.
     const QJsonValue quant = c.value("quantization_config");
     if (quant.isObject() && quant.toObject().value(QLatin1String("quant_method")).toString() != QLatin1String("fp8"))
         c.error("quantization_config", "only the published fp8 storage of the weights is read");
     else if (!quant.isObject() && !quant.isUndefined() && !quant.isNull())
         c.error("quantization_config", "expected an object");
-    c.integer("num_nextn_predict_layers", 0, 0, 1000);
+    m.mtp.layers = c.integer("num_nextn_predict_layers", 0, 0, 1000);
     c.shapeFree({"ep_size", "seq_aux", "rope_interleave", "auto_map", "pretraining_tp"});
 }
 

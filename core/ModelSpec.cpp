@@ -3,6 +3,7 @@
 #include "ModelEnums.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <span>
 
 namespace shardscope {
@@ -107,10 +108,11 @@ Count moeBlockParams(const ModelSpec& m, bool active)
 
 struct CheckedBreakdown {
     Count embeddings, encoder_layer, decoder_layer, layers_total, final_norms, lm_head, pooler, total, active_per_token;
+    Count mtp, mtp_layer, mtp_active;
     bool overflowed() const
     {
         for (const Count& c : {embeddings, encoder_layer, decoder_layer, layers_total, final_norms, lm_head, pooler,
-                               total, active_per_token})
+                               total, active_per_token, mtp, mtp_layer, mtp_active})
             if (c.overflowed())
                 return true;
         return false;
@@ -154,35 +156,70 @@ CheckedBreakdown checkedBreakdown(const ModelSpec& m)
     const Count inactivePerBlock = m.moe.enabled() ? moeBlockParams(m, false) - moeBlockParams(m, true) : Count(0);
     const Count moeBlocks = moeLayers + Count(encDec && m.moe.enabled() ? m.decoder_layers : 0);
     b.active_per_token = b.total - moeBlocks * inactivePerBlock;
+
+    // MTP (MtpSpec): enorm, hnorm and the final norm, eh_proj (2h x h, no bias) and a layer of the
+    // last layer's kind; the embedding and the head are shared (counted once, above).
+    if (m.mtp.enabled()) {
+        const bool lastMoe = m.moeLayer(m.layers - 1);
+        const Count layer = attentionAndNorms + (lastMoe ? moeBlockParams(m, false) : denseMlpParams(m));
+        b.mtp_layer = Count(3) * normParams(m) + Count(2) * h * h + layer;
+        b.mtp = Count(m.mtp.layers) * b.mtp_layer;
+        b.mtp_active = b.mtp - (lastMoe ? Count(m.mtp.layers) * inactivePerBlock : Count(0));
+    }
     return b;
 }
 
-Count checkedForwardFlops(const ModelSpec& m, int seq)
+// Forward FLOPs per token of one layer of the main stack (decoder-only or encoder layer):
+// with the MoE block or the dense MLP, full or sliding attention.
+Count layerForwardFlops(const ModelSpec& m, int seq, bool moeBlock, bool sliding)
 {
     const Count h = m.hidden, q = qDim(m), kv = kvDim(m), f = m.ffn_hidden;
     const Count projections = Count(2) * (m.mla.enabled() ? mlaMatrixParams(m) : h * q + Count(2) * h * kv + q * h);
     // Q K^T (queries and keys of head_dim) and (softmax) V (values of head_dim, MLA's v_head_dim)
     // over the keys each query sees: the full sequence, or the window.
     const Count qPlusV = q + Count(m.heads) * (m.mla.enabled() ? m.mla.v_head_dim : m.head_dim);
-    auto scores = [&](bool sliding) { return Count(2) * attentionKeys(m, seq, sliding) * qPlusV; };
+    const Count scores = Count(2) * attentionKeys(m, seq, sliding) * qPlusV;
     const Count matrices = gated(m.mlp) ? 3 : 2;
     const Count denseMlp = Count(2) * matrices * h * f;
     // An MoE block: the top k routed experts, the shared experts and the router.
     const Count moeMlp = Count(m.moe.top_k) * 2 * matrices * h * m.expertFfn() +
                          Count(m.moe.shared_experts) * 2 * matrices * h * m.moe.shared_ffn_hidden +
                          Count(2) * h * m.moe.experts;
-    const Count mlp = m.moe.enabled() ? moeMlp : denseMlp;
-    const Count layer = projections + scores(false) + mlp;
+    return projections + scores + (moeBlock ? moeMlp : denseMlp);
+}
 
-    // Sliding windows are decoder-only (validate()): the encoder-decoder path never sees one.
+Count checkedForwardFlops(const ModelSpec& m, int seq)
+{
+    const Count h = m.hidden;
+    // Sliding windows are decoder-only (validate()): the encoder-decoder path never sees one; a
+    // sliding layer saves the same scores with either block.
     const int sliding = m.slidingLayers(0, m.layers);
-    const Count denseLayers = Count(m.layers) - m.moeLayers(0, m.layers);
-    Count flops = Count(m.layers) * layer + Count(sliding) * (scores(true) - scores(false)) +
-                  denseLayers * (denseMlp - mlp);
-    if (m.family == ModelFamily::EncoderDecoder)
-        flops += Count(m.decoder_layers) * (layer + projections + scores(false));  // + cross attention
+    const int moeLayers = m.moeLayers(0, m.layers);
+    Count flops = Count(moeLayers) * layerForwardFlops(m, seq, true, false) +
+                  Count(m.layers - moeLayers) * layerForwardFlops(m, seq, false, false) +
+                  Count(sliding) * (layerForwardFlops(m, seq, false, true) - layerForwardFlops(m, seq, false, false));
+    if (m.family == ModelFamily::EncoderDecoder) {
+        // + cross attention: its projections and scores once more (a layer's less its MLP).
+        const Count layer = layerForwardFlops(m, seq, m.moe.enabled(), false);
+        const Count cross =
+            layerForwardFlops(m, seq, false, false) - Count(2) * (gated(m.mlp) ? 3 : 2) * h * m.ffn_hidden;
+        flops += Count(m.decoder_layers) * (layer + cross);
+    }
     flops += Count(2) * h * m.vocab;  // logits
     return flops;
+}
+
+// MTP (MtpSpec; ModelSpec.h mtpForwardFlopsPerToken): per module the layer of the last layer's
+// kind, eh_proj, the three norms as Megatron counts them (3h multiply-adds) and the logits again.
+Count checkedMtpFlops(const ModelSpec& m, int seq)
+{
+    if (!m.mtp.enabled())
+        return Count(0);
+    const Count h = m.hidden;
+    const int last = m.layers - 1;
+    const Count module = layerForwardFlops(m, seq, m.moeLayer(last), m.slidingLayer(last)) +
+                         Count(2) * (Count(2) * h * h + Count(3) * h) + Count(2) * h * m.vocab;
+    return Count(m.mtp.layers) * module;
 }
 
 [[noreturn]] void throwOverflow(const ModelSpec& m, const char* what)
@@ -250,6 +287,9 @@ ParameterBreakdown parameterBreakdown(const ModelSpec& m)
     b.pooler = c.pooler.value();
     b.total = c.total.value();
     b.active_per_token = c.active_per_token.value();
+    b.mtp = c.mtp.value();
+    b.mtp_layer = c.mtp_layer.value();
+    b.mtp_active = c.mtp_active.value();
     return b;
 }
 
@@ -263,9 +303,18 @@ std::int64_t forwardFlopsPerToken(const ModelSpec& m, int seq)
     return flops.value();
 }
 
+std::int64_t mtpForwardFlopsPerToken(const ModelSpec& m, int seq)
+{
+    const Count flops = checkedMtpFlops(m, seq);
+    if (flops.overflowed())
+        throwOverflow(m, "multi-token prediction FLOP count per token");
+    return flops.value();
+}
+
 bool countsFit(const ModelSpec& m, int seq)
 {
-    return !checkedBreakdown(m).overflowed() && !checkedForwardFlops(m, seq).overflowed();
+    return !checkedBreakdown(m).overflowed() && !checkedForwardFlops(m, seq).overflowed() &&
+           !checkedMtpFlops(m, seq).overflowed();
 }
 
 namespace {
@@ -430,6 +479,26 @@ void validateSlidingWindow(const ModelSpec& m, Add& add)
     }
 }
 
+// MTP (MtpSpec): 1 to 64 depths (DeepSeek-V3 trains with 1), a positive loss weight up to 10
+// (the report's 0.3 and 0.1, Megatron's default 0.1), on a decoder-only model.
+template <class Add>
+void validateMtp(const ModelSpec& m, Add& add)
+{
+    const MtpSpec& t = m.mtp;
+    if (t == MtpSpec{})
+        return;
+    if (t.layers < 1 || t.layers > 64)
+        add("mtp.layers",
+            std::to_string(t.layers) + " is out of range [1, 64] (leave mtp out: no multi-token prediction)");
+    if (!(t.loss_scale > 0 && t.loss_scale <= 10)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", t.loss_scale);
+        add("mtp.loss_scale", std::string(text) + " is out of range (0, 10]: the MTP losses' weight");
+    }
+    if (m.family != ModelFamily::DecoderOnly)
+        add("mtp", "multi-token prediction applies to decoder-only models");
+}
+
 } // namespace
 
 FieldErrors validate(const ModelSpec& m, const std::string& path)
@@ -488,6 +557,7 @@ FieldErrors validate(const ModelSpec& m, const std::string& path)
     validateRopeScaling(m, add);
     validateSlidingWindow(m, add);
     validateMla(m, add);
+    validateMtp(m, add);
     // Every field in range can still multiply past int64: only then are the counts checked.
     if (errors.empty()) {
         if (checkedBreakdown(m).overflowed())

@@ -96,6 +96,26 @@ struct MlaSpec {
     bool operator==(const MlaSpec&) const = default;
 };
 
+// Multi-token prediction as DeepSeek-V3 trains with it (DeepSeek-V3 report arXiv:2412.19437
+// section 2.2; the project's JSON form "mtp": {"layers", "loss_scale"}). Each of the `layers`
+// sequential modules (depth k predicts token i + k + 1) is, per Megatron-LM's
+// megatron/core/transformer/multi_token_prediction.py @ d98e8a64 (MultiTokenPredictionLayer) and
+// torchtitan's torchtitan/models/deepseek_v3/mtp.py @ b5bcd76c (MTPTransformerBlock): enorm over
+// the shifted token embedding and hnorm over the previous depth's hidden state (h each), eh_proj
+// (2h -> h, no bias) over their concatenation, one transformer layer of the main stack's last
+// layer's kind (MoE or dense), and a final norm (h) before the output head; the embedding and
+// the output head are the main model's, shared. Training only: the published parameter counts
+// (DeepSeek-V3: 671B) leave the modules out, so ParameterBreakdown::total does too (mtp holds them).
+struct MtpSpec {
+    int layers = 0;         // D, the prediction depths; 0: no multi-token prediction
+    // lambda, the weight of the MTP losses' mean in the training loss (Megatron-LM
+    // --mtp-loss-scaling-factor, default 0.1: transformer_config.py @ d98e8a64; DeepSeek-V3:
+    // 0.3 for the first 10T tokens, then 0.1). No count or FLOP depends on it.
+    double loss_scale = 0.1;
+    bool enabled() const { return layers > 0; }
+    bool operator==(const MtpSpec&) const = default;
+};
+
 struct ModelSpec {
     std::string name;           // catalog id, lowercase ("llama-2-7b")
     std::string display_name;   // "Llama 2 7B"
@@ -141,6 +161,7 @@ struct ModelSpec {
     // Multi-head latent attention in place of the q, k, v projections (heads x head_dim stays the
     // query and key width; kv_heads == heads: the latent is expanded per head).
     MlaSpec mla;
+    MtpSpec mtp;
 
     int qDim() const { return heads * head_dim; }
     int kvDim() const { return kv_heads * head_dim; }
@@ -171,6 +192,11 @@ struct ParameterBreakdown {
     std::int64_t pooler = 0;
     std::int64_t total = 0;
     std::int64_t active_per_token = 0; // MoE: parameters used by one token (experts top_k of E)
+    // Multi-token prediction (MtpSpec): all its modules, outside `total` and `active_per_token`;
+    // one module's share of them, and what one token uses of it (its layer's top k experts).
+    std::int64_t mtp = 0;
+    std::int64_t mtp_layer = 0;
+    std::int64_t mtp_active = 0;
 };
 
 // Both counts below throw InputError naming the model when a count overflows int64, which
@@ -188,6 +214,13 @@ std::int64_t attentionKeys(const ModelSpec& model, int seq, bool sliding);
 // and the logit layer. Lookups, norms and softmax are not matmuls and are left out.
 // Encoder-decoder: encoder and decoder both see `seq` tokens; per decoder token.
 std::int64_t forwardFlopsPerToken(const ModelSpec& model, int seq);
+// The forward FLOPs per token the multi-token prediction modules add, as Megatron-LM's
+// num_floating_point_operations counts them (megatron/training/training.py @ d98e8a64): per
+// module one more layer of the last layer's kind, the eh_proj GEMM (2 x 2h x h), the enorm,
+// hnorm and final norm as 3h multiply-adds, and one more pass of the logit layer. 0 without MTP.
+// Not in forwardFlopsPerToken (the model's own count, as `flops_per_token` shows it): the
+// planner's model-FLOP count adds it.
+std::int64_t mtpForwardFlopsPerToken(const ModelSpec& model, int seq);
 // False when the parameter count, or the FLOP count per token at `seq`, overflows int64.
 bool countsFit(const ModelSpec& model, int seq);
 

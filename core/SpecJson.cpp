@@ -219,6 +219,23 @@ MlaSpec readMla(JsonReader& r)
     return a;
 }
 
+QJsonObject mtpToJson(const MtpSpec& t)
+{
+    return QJsonObject{{"layers", t.layers}, {"loss_scale", t.loss_scale}};
+}
+
+// "mtp": {"layers", "loss_scale"} (ModelSpec.h MtpSpec); loss_scale left out: Megatron-LM's
+// default 0.1. Values out of range: validate() names them.
+MtpSpec readMtp(JsonReader& r)
+{
+    MtpSpec t;
+    JsonReader mtp = r.object("mtp", false);
+    mtp.rejectUnknownKeys({"layers", "loss_scale"});
+    t.layers = mtp.integer("layers", 0, true, -(1 << 20), 1 << 20);
+    t.loss_scale = mtp.number("loss_scale", t.loss_scale, false, -1e30, 1e30);
+    return t;
+}
+
 // "moe": {"experts", "top_k", "shared_experts", "shared_ffn_hidden", "ffn_hidden" (per routed
 // expert), "dense_layers", "layer_interval", "router", "capacity_factor", "aux_loss_coeff"}
 // (issue 16's keys). capacity_factor left out: dropless.
@@ -330,11 +347,15 @@ QJsonObject toJson(const ModelSpec& m)
         o.insert("moe", moeToJson(m.moe));
     if (m.mla.enabled())
         o.insert("mla", mlaToJson(m.mla));
+    if (m.mtp.enabled())
+        o.insert("mtp", mtpToJson(m.mtp));
     // Derived, output only: doubles hold these counts exactly (< 2^53).
     const ParameterBreakdown counts = parameterBreakdown(m);
     o.insert("parameters", double(counts.total));
     if (m.moe.enabled())
         o.insert("active_parameters", double(counts.active_per_token));
+    if (m.mtp.enabled())
+        o.insert("mtp_parameters", double(counts.mtp));  // outside `parameters` (ModelSpec.h MtpSpec)
     o.insert("flops_per_token", double(forwardFlopsPerToken(m, m.max_seq)));
     return o;
 }
@@ -348,7 +369,8 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
                          "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp", "vocab", "max_seq", "position_table",
                          "token_types", "relative_buckets", "positions", "rope_base", "rope_scaling", "norm", "norm_eps",
                          "bias", "qk_norm", "attention_sinks", "sliding_window", "tied_embeddings", "embedding_norm", "final_norm",
-                         "pooler", "moe", "mla", "parameters", "active_parameters", "flops_per_token"});
+                         "pooler", "moe", "mla", "mtp", "parameters", "active_parameters", "mtp_parameters",
+                         "flops_per_token"});
     ModelSpec m;
     m.name = r.string("name", true);
     m.display_name = r.string("display_name", false);
@@ -404,6 +426,8 @@ std::optional<ModelSpec> modelFromJson(const QJsonObject& json, const std::strin
         if (!r.has("head_dim"))  // MLA's query and key width per head
             m.head_dim = m.mla.qkHeadDim();
     }
+    if (r.has("mtp"))
+        m.mtp = readMtp(r);
     if (errors.size() != before)
         return std::nullopt;
     if (!appendValidation(m, path, errors))

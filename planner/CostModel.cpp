@@ -92,7 +92,10 @@ struct CostModel::StageCost {
     double layer_matmul_fwd_s = 0;   // the layers' projections and MLPs (cross-attention's too), forward
     double attention_fwd_s = 0;      // the attention cores (a sliding layer's band), forward
     double elementwise_fwd_s = 0;    // element-wise ops, forward
-    double head_fwd_s = 0;           // logits and loss, forward
+    double head_fwd_s = 0;           // logits and loss, forward (with the MTP modules' head passes)
+    double mtp_head_fwd_s = 0;       // ... of it the MTP modules' head passes (ModelSpec.h MtpSpec)
+    double mtp_fwd_s = 0;            // the MTP modules' eh_proj GEMMs and norms, forward
+    double mtp_bwd_s = 0;            // 2x forward
     double layer_matmul_bwd_s = 0;   // 2x forward [M21]
     double attention_bwd_s = 0;      // 2x forward, 2.5x fused (the scores recomputed)
     double elementwise_bwd_s = 0;    // 2x forward
@@ -159,7 +162,9 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     intra_bytes_per_second_device_ = node.intra_link_bytes_per_second * params.intra_link_efficiency / devicesPerChip;
     inter_bytes_per_second_device_ =
         node.inter_node_bytes_per_second * params.inter_node_efficiency / node.devicesPerNode();
-    model_flops_per_token_ = double(forwardFlopsPerToken(problem.model, problem.training.seq_len));
+    // With multi-token prediction, its modules' FLOPs as Megatron-LM counts them (ModelSpec.h).
+    model_flops_per_token_ = double(forwardFlopsPerToken(problem.model, problem.training.seq_len)) +
+                             double(mtpForwardFlopsPerToken(problem.model, problem.training.seq_len));
     {
         // The other MFU conventions (Prediction.h). Attention blocks: each layer's self-attention,
         // and a decoder layer's cross-attention of an encoder-decoder.
@@ -170,12 +175,16 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
         const ParameterBreakdown params = parameterBreakdown(m);
         // PaLM's 6N + 12 L H Q T is forward + backward; a third of it per forward (the convention
         // counts H x Q = the query width, and N without the embedding table).
-        palm_flops_per_token_ =
-            (6.0 * double(params.active_per_token - params.embeddings) + 12.0 * attentionBlocks * s * q) / 3;
+        // (Multi-token prediction: its modules' parameters and attention blocks too.)
+        const double mtpBlocks = m.mtp.enabled() ? m.mtp.layers : 0.0;
+        palm_flops_per_token_ = (6.0 * double(params.active_per_token - params.embeddings + params.mtp_active) +
+                                 12.0 * (attentionBlocks + mtpBlocks) * s * q) /
+                                3;
         // A causal self-attention computes the scores below the diagonal: half of Q K^T and P V
         // (2 s (q + v) per layer and token forward, v the value width: q but with MLA). Encoders
         // and cross-attention see every key.
-        const double causalLayers = m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers;
+        const double causalLayers =
+            m.family == ModelFamily::EncoderOnly ? 0.0 : encDec ? m.decoder_layers : m.layers + mtpBlocks;
         causal_flops_per_token_ = model_flops_per_token_ - 0.5 * 2.0 * s * (q + double(m.valueDim())) * causalLayers;
     }
     // Fused attention at its published rates, per cp block (a ring step runs on s/cp keys).
@@ -323,6 +332,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     if (model.family != ModelFamily::EncoderDecoder)
         sc.encoder_layers = D.layers_per_stage;
     sc.decoder_layers = D.layers_per_stage - sc.encoder_layers;
+    // ---- multi-token prediction (ModelSpec.h MtpSpec) runs on the last stage, where Megatron-LM
+    // puts it unless a pipeline layout places it elsewhere (megatron/core/transformer/
+    // multi_token_prediction.py @ d98e8a64, mtp_on_this_rank: is_pipeline_last_stage). Each MTP
+    // module's transformer layer, of the main stack's last layer's kind, is one more layer of the
+    // stage: its projections, attention, MLP or MoE block, collectives, activations and states are
+    // priced as the stage's other layers are. Its eh_proj, norms and extra head pass: mtp_* below.
+    const int mtpLayers = model.mtp.enabled() && stage == l.pp - 1 ? model.mtp.layers : 0;
+    const int mainEncoderLayers = sc.encoder_layers;
+    const bool mtpMoe = mtpLayers > 0 && model.moeLayer(model.layers - 1);
+    const bool mtpSliding = mtpLayers > 0 && model.slidingLayer(model.layers - 1);
+    sc.encoder_layers += mtpLayers;
+    D.layers_per_stage += mtpLayers;
 
     // ---- parameters held by one device of this stage ----
     const double h = D.h;
@@ -353,7 +374,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double mlp = moe.enabled() ? routedMlp + moe.shared_experts * mlpOf(sharedLocal) +
                                            (h + bias + (moe.score_correction_bias ? 1.0 : 0.0)) * D.experts
                                      : denseMlp;
-    const int moeEncoderLayers = model.moeLayers(first, sc.encoder_layers);
+    const int moeEncoderLayers = model.moeLayers(first, mainEncoderLayers) + (mtpMoe ? mtpLayers : 0);
     sc.moe_layers = moe.enabled() ? double(moeEncoderLayers + sc.decoder_layers) : 0.0;
     sc.expert_params = sc.moe_layers * routedMlp;
     const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
@@ -393,6 +414,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         sc.params += double(heads.mlm_transform + heads.mlm_norm + heads.next_sentence) +
                      double(heads.mlm_output_bias) / D.t;
     }
+    // MTP: per module enorm, hnorm and the final norm (replicated) and eh_proj, 2h -> h split over
+    // tp by its output (Megatron-LM's MultiTokenPredictionLayer builds it column-parallel, no bias).
+    sc.params += mtpLayers * (3 * norm + 2 * h * h / D.t);
     sc.units = std::max(1.0, sc.units);
 
     // ---- forward time of one micro-batch ----
@@ -457,7 +481,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above), the forward's
     // share of the full core in proportion. Unfused attention computes the full matrix and masks
     // it: no saving. (Decoder-only; the CP ring is priced as for full attention.)
-    const int slidingLayers = model.slidingLayers(first, sc.encoder_layers);
+    const int slidingLayers = model.slidingLayers(first, mainEncoderLayers) + (mtpSliding ? mtpLayers : 0);
     double slidingSaving = 0;  // what the sliding layers of this stage save against full attention, forward
     if (slidingLayers > 0 && flash && model.sliding_window.size < D.s && keys > 0) {
         const double W = model.sliding_window.size;
@@ -682,6 +706,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (mlm && model.pooler)
             head += gemm(D.b, h, h) + gemm(D.b, 2, h);
     }
+    // MTP: each module runs the head (the shared output layer) and its loss once more, and before
+    // its layer the eh_proj GEMM over [enorm(embedding); hnorm(hidden)] and, after it, the final
+    // norm: three norms of h, priced as the element-wise traffic of a read and a write each.
+    sc.mtp_head_fwd_s = mtpLayers * head;
+    const double mtpNorms = prm.elementwise_traffic_factor * 3 * 2 * T * h * activation_bytes_ / hbm;
+    sc.mtp_fwd_s = mtpLayers > 0 ? mtpLayers * (linear(T, h / D.t, 2 * h) + mtpNorms) : 0.0;
+    head += sc.mtp_head_fwd_s;
     sc.head_fwd_s = head;
     // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
@@ -689,8 +720,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
     sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s - sc.moe_layers * moePermute;  // (a permutation's backward: one)
     sc.head_bwd_s = 2 * head;
-    sc.fwd_s = fwdLayers + sc.head_fwd_s;
-    sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.quantize_bwd_s + sc.head_bwd_s;
+    sc.mtp_bwd_s = 2 * sc.mtp_fwd_s;
+    sc.fwd_s = fwdLayers + sc.head_fwd_s + sc.mtp_fwd_s;
+    sc.bwd_s = sc.layer_matmul_bwd_s + sc.attention_bwd_s + sc.elementwise_bwd_s + sc.quantize_bwd_s + sc.head_bwd_s +
+               sc.mtp_bwd_s;
 
     // Recomputation time (its FLOPs for HFU are counted globally in evaluate()).
     if (l.recompute == Recompute::Full) {
@@ -1316,8 +1349,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double normed = (model.final_norm ? 1.0 : 0.0) + (mlm ? 1.0 : 0.0);
         const double finalNorm = kept * spTokens * h * activation_bytes_ + normed * shape.norm_statistics * 4.0 * spTokens;
         const double pooler = mlm && model.pooler ? 2 * D.b * h * activation_bytes_ + 3 * D.b * 4.0 : 0.0;
+        // (MTP: each module's head keeps its own fp32 softmax and losses, and the module its norms'
+        // inputs (2h), eh_proj's input (2h) and its final norm's input (h) per token.)
         const double logits = T * D.V_local * 4.0;
-        sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T + pooler;
+        const double mtpKept = mtpLayers * (logits + 4.0 * T + 5 * T * h * activation_bytes_);
+        sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T + pooler + mtpKept;
         sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
     }
     if (encoderEnds && model.final_norm) {
@@ -1575,8 +1611,17 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                                         : "m x 2 (forward and input-gradient GEMMs; torchao casts at every use) x "
                                           "linear parameters x bytes moved per element / HBM BW");
     }
-    book.add(Figure::Compute, "logits and loss, forward and backward", m * (slow.head_fwd_s + slow.head_bwd_s),
+    book.add(Figure::Compute, "logits and loss, forward and backward",
+             m * (slow.head_fwd_s - slow.mtp_head_fwd_s + slow.head_bwd_s - 2 * slow.mtp_head_fwd_s),
              "m x 3 x (GEMM T x h x V/t + cross-entropy traffic)");
+    if (problem_.model.mtp.enabled()) {
+        // (Each MTP module's transformer layer is one of the last stage's layers in the terms above.)
+        book.add(Figure::Compute, "multi-token prediction: logits and loss of the MTP modules, forward and backward",
+                 m * 3 * slow.mtp_head_fwd_s, "m x 3 x MTP layers x (GEMM T x h x V/t + cross-entropy traffic)");
+        book.add(Figure::Compute, "multi-token prediction: eh_proj and norms, forward and backward",
+                 m * (slow.mtp_fwd_s + slow.mtp_bwd_s),
+                 "m x 3 x MTP layers x (GEMM T x 2h x h/t + 3 norms' element-wise traffic)");
+    }
     double moduleRecompute = 0;
     for (double seconds : slow.module_recompute_s)
         moduleRecompute += seconds;

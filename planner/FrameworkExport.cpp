@@ -44,6 +44,14 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
 }
 
+void refuseMultiTokenPrediction(Refusals& refuse, const ModelSpec& m, const std::string& why)
+{
+    if (m.mtp.enabled())
+        refuse.add("multi-token prediction (" + std::to_string(m.mtp.layers) + " MTP layer" +
+                       (m.mtp.layers > 1 ? "s" : "") + ")",
+                   why);
+}
+
 void refuseAllToAllCp(Refusals& refuse, const Layout& l, const std::string& why)
 {
     if (l.cp > 1 && l.cp_comm == CpComm::A2A)

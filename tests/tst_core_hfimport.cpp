@@ -70,6 +70,7 @@ ModelSpec shapeOf(ModelSpec m)
     m.source.clear();
     m.norm_eps = 0;
     m.moe.aux_loss_coeff = 0;
+    m.mtp.loss_scale = 0;  // a training weight, not in a config.json
     return m;
 }
 

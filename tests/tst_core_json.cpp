@@ -425,6 +425,18 @@ private slots:
         QTest::newRow("q_lora_rank past hidden")
             << "deepseek-v3" << "mla" << "q_lora_rank" << QJsonValue(8192)
             << "model.mla.q_lora_rank: 8192 is out of range [1, 7168] (or null: no query compression)";
+        QTest::newRow("mtp layers 0")
+            << "deepseek-v3" << "mtp" << "layers" << QJsonValue(0)
+            << "model.mtp.layers: 0 is out of range [1, 64] (leave mtp out: no multi-token prediction)";
+        QTest::newRow("mtp loss scale 0")
+            << "deepseek-v3" << "mtp" << "loss_scale" << QJsonValue(0)
+            << "model.mtp.loss_scale: 0 is out of range (0, 10]: the MTP losses' weight";
+        QTest::newRow("mtp unknown key")
+            << "deepseek-v3" << "mtp" << "depth" << QJsonValue(2)
+            << "model.mtp.depth: unknown field";
+        QTest::newRow("mtp on an encoder")
+            << "bert-base" << "mtp" << "layers" << QJsonValue(1)
+            << "model.mtp: multi-token prediction applies to decoder-only models";
     }
     void mixtureOfExpertsBadInput()
     {

@@ -1604,6 +1604,52 @@ private slots:
 
     // An MLA model's up projections (multi_latent_attention.py: Q, K after RoPE and V discarded) and
     // its input norm, a module of its own in Megatron's MLA spec.
+    // Multi-token prediction on the last stage: its FLOPs in the model-FLOP count as Megatron-LM
+    // counts them, one more head pass per module in its own term, eh_proj and the norms in theirs,
+    // and the module's states: an MoE layer like the others plus eh_proj (2h x h / tp) and three
+    // norms.
+    void multiTokenPrediction()
+    {
+        const int h = 2048, seq = 2048, batch = 64;
+        ModelSpec plain = moeGpt(8, h, 16);
+        ModelSpec mtp = plain;
+        mtp.mtp.layers = 1;
+        mtp.mtp.loss_scale = 0.3;
+        QVERIFY(validate(mtp).empty());
+        const Problem pp = problem(plain, 1, batch, seq), pm = problem(mtp, 1, batch, seq);
+        const char* text = "tp=2,pp=2,sp=on,mb=1,recompute=none";
+        const Prediction a = CostModel::evaluate(pp, layout(text, pp));
+        const Prediction b = CostModel::evaluate(pm, layout(text, pm));
+        // Per token forward: one more MoE layer (what a ninth layer adds to the count), eh_proj
+        // 2 x 2h x h, the three norms as 3h multiply-adds, the logits 2 h V once more.
+        ModelSpec nine = plain;
+        nine.layers = 9;
+        const double layer = double(forwardFlopsPerToken(nine, seq) - forwardFlopsPerToken(plain, seq));
+        const double module = layer + 4.0 * h * h + 6.0 * h + 2.0 * h * 51200;
+        QCOMPARE(double(mtpForwardFlopsPerToken(mtp, seq)), module);
+        QVERIFY(near(b.model_flops_per_step - a.model_flops_per_step, 3 * module * batch * seq, 1e-12));
+        QVERIFY(b.step_time_s > a.step_time_s);
+
+        const CostModel withMtp(pm);
+        const auto terms = withMtp.explain(layout(text, pm));
+        const double head = termValue(terms, "time_s.compute", "logits and loss");
+        const double mtpHead = termValue(terms, "time_s.compute", "multi-token prediction: logits and loss");
+        QVERIFY(head > 0);
+        QVERIFY(near(mtpHead, head, 1e-12));  // one module: one more pass of the same head
+        const auto plainTerms = CostModel(pp).explain(layout(text, pp));
+        QVERIFY(near(head, termValue(plainTerms, "time_s.compute", "logits and loss"), 1e-12));
+        QVERIFY(termValue(terms, "time_s.compute", "multi-token prediction: eh_proj and norms") > 0);
+
+        // States on one stage (pp=1): the MTP model holds what a 9-layer model does, plus eh_proj
+        // and the three LayerNorms (2h each).
+        const char* one = "tp=2,sp=on,mb=1,recompute=none";
+        const Problem p9 = problem(nine, 1, batch, seq);
+        const double weightsMtp = termValue(CostModel(pm).explain(layout(one, pm)), "memory_bytes.weights", "weights");
+        const double weights9 = termValue(CostModel(p9).explain(layout(one, p9)), "memory_bytes.weights", "weights");
+        const double bytes = stateBytesPerParameter(pm.training.precision, pm.training.optimizer).weights;
+        QVERIFY(near(weightsMtp - weights9, (3.0 * 2 * h + 2.0 * h * h / 2) * bytes, 1e-9));
+    }
+
     void recomputeMlaModules()
     {
         ModelSpec m = megatronGpt(4, 2048, 16);

@@ -1007,8 +1007,17 @@ private slots:
     void torchtitanDeepSeekAndGptOss()
     {
         const Case c{"deepseek-v3", "p5.48xlarge", 32, 1024, 4096, Precision::BF16Mixed};
-        const ExportResult r =
-            exported(ExportFormat::Torchtitan, c, "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full");
+        const char* pipelined = "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full";
+        // The built-in trains with multi-token prediction, which torchtitan's MTPDecoder refuses
+        // under pipeline parallelism (models/deepseek_v3/mtp.py @ b5bcd76c): refused by name.
+        const ExportResult withMtp = exported(ExportFormat::Torchtitan, c, pipelined);
+        QVERIFY(!withMtp.ok());
+        QVERIFY(std::any_of(withMtp.refused.begin(), withMtp.refused.end(), [](const auto& x) {
+            return x.feature == "multi-token prediction with pipeline parallelism (pp=16)";
+        }));
+        Problem noMtp = problem(c);
+        noMtp.model.mtp = MtpSpec{};
+        const ExportResult r = exportSettings(ExportFormat::Torchtitan, noMtp, layout(pipelined, noMtp));
         QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
         const QString t = QString::fromStdString(r.text);
         for (const char* expected :
@@ -1033,6 +1042,13 @@ private slots:
                      "    for layer in config.model_spec.model.layers:\n        if layer.moe is not None:\n"
                      "            layer.moe.load_balance_coeff = None\n")),
                  off.text.c_str());
+        // Without pipeline parallelism the MTP layer and its loss weight are written (0.3: the
+        // built-in's, DeepSeek-V3's for its first 10T tokens).
+        for (const char* expected : {"from torchtitan.models.deepseek_v3.mtp import MTPLoss\n",
+                                     "    config.model_spec = model_registry(\"671B\", num_mtp_layers=1)\n",
+                                     "    config.loss = MTPLoss.Config(\n        global_vocab_size="
+                                     "decoder_vocab_size(config.model_spec),\n        mtp_scale=0.3,\n    )\n"})
+            QVERIFY2(QString::fromStdString(off.text).contains(QLatin1String(expected)), expected);
         // A dense model with MLA: torchtitan's dense flavors are llama3's (grouped-query attention).
         p = problem(c);
         p.model.moe = MoeSpec{};
@@ -1049,7 +1065,8 @@ private slots:
         QVERIFY2(QString::fromStdString(noFlavor.refusals.front()).contains("deepseek_v3 671B"),
                  noFlavor.refusals.front().c_str());
         // End stages heavier than the middle ones cannot be written as "less" layers.
-        const ExportResult heavy = exported(ExportFormat::Torchtitan, c, "pp=4,first_stage_layers=16,last_stage_layers=15,zero=3");
+        const ExportResult heavy = exportSettings(ExportFormat::Torchtitan, noMtp,
+                                                  layout("pp=4,first_stage_layers=16,last_stage_layers=15,zero=3", noMtp));
         QVERIFY(!heavy.ok());
         QCOMPARE(heavy.refused.front().feature, std::string("end stages heavier than the middle ones (16 + ... + 15)"));
         // With virtual stages only the first and last chunk could be lighter: refused (Llama 3 405B).
@@ -1297,6 +1314,20 @@ private slots:
                                       << "multi-head latent attention";
         QTest::newRow("nxd-training: MLA") << Y << deepseek << trn1 << 32 << bf16
                                            << QByteArray("tp=32,sp=on,zero=1,recompute=full") << "multi-head latent attention";
+        // Its multi-token prediction (1 MTP layer): Megatron-LM, Megatron-Bridge and torchtitan
+        // (without pp and cp) have it; the others refuse it by name.
+        const char* mtp = "multi-token prediction (1 MTP layer) is not expressible";
+        QTest::newRow("maxtext: MTP") << X << deepseek << v5p << 64 << bf16 << QByteArray("zero=3")
+                                      << QString("maxtext: ") + mtp + " (the export writes no MaxText";
+        QTest::newRow("neuronx: MTP") << N << deepseek << trn1 << 32 << bf16 << QByteArray("tp=32,sp=on,recompute=full")
+                                      << QString("neuronx: ") + mtp;
+        QTest::newRow("nxd-training: MTP") << Y << deepseek << trn1 << 32 << bf16
+                                           << QByteArray("tp=32,sp=on,zero=1,recompute=full")
+                                           << QString("nxd-training: ") + mtp;
+        QTest::newRow("deepspeed: MTP") << D << deepseek << p5 << 32 << bf16 << QByteArray("zero=3")
+                                        << QString("deepspeed: ") + mtp;
+        QTest::newRow("fsdp: MTP") << F << deepseek << p5 << 32 << bf16 << QByteArray("zero=3")
+                                   << QString("fsdp: ") + mtp;
         QTest::newRow("fsdp: tensor parallelism, MLA") << F << deepseek << p5 << 32 << bf16 << QByteArray("tp=8,sp=on,zero=3")
                                                        << "multi-head latent attention";
         // Expert parallelism: Megatron-LM, Megatron-Bridge and DeepSpeed (AutoEP) have it; the

@@ -137,6 +137,44 @@ private slots:
         QCOMPARE(qint64(c.find(name.toStdString())->document.value("parameters").toDouble()), parameters);
     }
 
+    // DeepSeek-V3's MTP module (D = 1), counted by hand from the architecture (h 7168, MLA ranks
+    // 1536 / 512, heads 128 of 128 + 64 / 128, 256 experts of 2048 top 8 and 1 shared): outside the
+    // published 671B and 37B, which stay as they are.
+    void deepseekV3MtpModule()
+    {
+        QTemporaryDir dir;
+        Store store(dir.filePath("c.sqlite"));
+        SpecCatalog& c = store.specs();
+        const ModelSpec ds = c.model("deepseek-v3");
+        QCOMPARE(ds.mtp.layers, 1);
+        QCOMPARE(ds.mtp.loss_scale, 0.3);
+        const qint64 h = 7168, heads = 128;
+        const qint64 mlaMatrices = h * 1536 + 1536 * heads * 192 + h * (512 + 64) + 512 * heads * (128 + 128) +
+                                   heads * 128 * h;
+        const qint64 attention = mlaMatrices + 1536 + 512;  // + q_a and kv_a norms
+        const qint64 expert = 3 * h * 2048, router = h * 256 + 256;  // + the score correction bias
+        const qint64 layer = attention + 2 * h + 256 * expert + expert + router;
+        const qint64 module = layer + 3 * h + 2 * h * h;  // enorm, hnorm, final norm; eh_proj
+        QCOMPARE(module, qint64(11'610'068'224));
+        const ParameterBreakdown b = parameterBreakdown(ds);
+        QCOMPARE(qint64(b.mtp_layer), module);
+        QCOMPARE(qint64(b.mtp), module);
+        QCOMPARE(qint64(b.mtp_active), module - 248 * expert);
+        QCOMPARE(qint64(b.total), qint64(671'026'419'200));
+        QCOMPARE(qint64(b.active_per_token), qint64(37'552'297'472));
+        const QJsonObject doc = c.find("deepseek-v3")->document;
+        QCOMPARE(qint64(doc.value("parameters").toDouble()), qint64(671'026'419'200));
+        QCOMPARE(qint64(doc.value("active_parameters").toDouble()), qint64(37'552'297'472));
+        QCOMPARE(qint64(doc.value("mtp_parameters").toDouble()), module);
+        // Forward FLOPs per token at 4096 as Megatron-LM counts them: the MoE layer (MLA
+        // projections, causal-free scores over 4096 keys, 8 + 1 experts, router), eh_proj and the
+        // three norms, and the logits once more.
+        const qint64 s = 4096;
+        const qint64 layerFlops = 2 * mlaMatrices + 2 * s * heads * (192 + 128) + 9 * 2 * expert + 2 * h * 256;
+        QCOMPARE(qint64(mtpForwardFlopsPerToken(ds, int(s))),
+                 layerFlops + 2 * (2 * h * h + 3 * h) + 2 * h * 129280);
+    }
+
     void everyHardwareFigureHasASource()
     {
         QTemporaryDir dir;

@@ -412,6 +412,16 @@ private slots:
                                     "recompute=full", errors);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
         QVERIFY(validate(layout, full.model, full.cluster, full.training).empty());
+        // The built-in trains with multi-token prediction, which the engine does not execute: refused
+        // by name; without its MTP module the model validates.
+        try {
+            scaledValidationCase(full, layout, 2);
+            QFAIL("multi-token prediction not refused");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains("multi-token prediction is not executed by the engine yet"),
+                     e.what());
+        }
+        full.model.mtp = MtpSpec{};
         const ScaledCase s = scaledValidationCase(full, layout, 2);
         QVERIFY2(s.full_prediction.feasible, "the full-size plan fits its devices");
         const engine::ModelConfig& m = s.validation.request.model;

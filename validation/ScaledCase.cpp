@@ -49,6 +49,12 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
+    // (ModelSpec.h MtpSpec: the engine's executor has no MTP module, and dropping it would validate
+    // another model than the plan's.)
+    if (m.mtp.enabled())
+        throw InputError(m.name + ": multi-token prediction is not executed by the engine yet (" +
+                         std::to_string(m.mtp.layers) + " MTP layer" + (m.mtp.layers > 1 ? "s" : "") +
+                         "): no validation run");
     if (m.sliding_window.enabled() && l.cp > 1)
         throw InputError(m.name + ": sliding_window attention under context parallelism (cp " + std::to_string(l.cp) +
                          ") is not executed by the engine: no validation run");

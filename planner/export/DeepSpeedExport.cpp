@@ -66,6 +66,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     ExportResult r;
     r.notes_in_text = false;
     Refusals refuse("deepspeed", r);
+    refuseMultiTokenPrediction(refuse, p.model,
+                               "the export trains a Hugging Face model under DeepSpeed (DeepseekV3ForCausalLM "
+                               "builds no MTP module)");
     refuseModuleRecomputeAndOffload(refuse, l,
                                     "DeepSpeed's activation checkpointing recomputes whole layers (no list of "
                                     "modules)",

@@ -63,6 +63,8 @@ void refuseModuleRecomputeAndOffload(Refusals& refuse, const Layout& layout, con
 void refuseExpertParallel(Refusals& refuse, const Layout& layout, const std::string& why);
 // cp_comm=a2a (Ulysses), refused by the frameworks whose context parallelism is a ring only.
 void refuseAllToAllCp(Refusals& refuse, const Layout& layout, const std::string& why);
+// Multi-token prediction (ModelSpec.h MtpSpec), for the frameworks that have none: `why` says so.
+void refuseMultiTokenPrediction(Refusals& refuse, const ModelSpec& model, const std::string& why);
 // "Experts: 8 routed experts over ep 8 (1 per rank), each expert's matrices over etp 1; expert
 // data-parallel size 4 = tp 4 x cp 1 x dp 8 / (ep 8 x etp 1)."
 std::string expertGridNote(const ModelSpec& model, const Layout& layout);

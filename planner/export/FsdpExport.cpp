@@ -85,6 +85,8 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("fsdp", r);
+    refuseMultiTokenPrediction(refuse, p.model,
+                               "the export's PyTorch FSDP training script builds no MTP module");
     refuseModuleRecomputeAndOffload(refuse, l,
                                     "the exported script's checkpoint_wrapper recomputes whole transformer "
                                     "blocks (no list of modules)",

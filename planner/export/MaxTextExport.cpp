@@ -116,6 +116,8 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("maxtext", r);
+    refuseMultiTokenPrediction(refuse, p.model,
+                               "the export writes no MaxText multi-token prediction settings");
     refuseModuleRecomputeAndOffload(refuse, l,
                                     "MaxText's remat policies name its own tensors (remat_policy), not "
                                     "Megatron's modules: not mapped",

@@ -1,6 +1,7 @@
 // The model-format fields beyond a Llama (norm epsilon, QKV-only bias, QK-norm, sliding window,
 // attention sinks, RoPE scaling, mixture of experts) as Megatron Core settings, one list for
-// Megatron-LM's pretrain_gpt.py options and Megatron-Bridge's GPTModelProvider fields.
+// Megatron-LM's pretrain_gpt.py options and Megatron-Bridge's GPTModelProvider fields (and
+// multi-token prediction).
 //
 // Looked up in NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553:
 //   megatron/core/transformer/transformer_config.py: TransformerConfig fields, which
@@ -287,6 +288,14 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
         // guide recommends; neither changes the trained model.
         flag("--moe-grouped-gemm", "moe_grouped_gemm");
         value("--moe-token-dispatcher-type", "alltoall", "moe_token_dispatcher_type", "\"alltoall\"");
+    }
+    // Multi-token prediction (ModelSpec.h MtpSpec): TransformerConfig.mtp_num_layers and
+    // mtp_loss_scaling_factor (transformer_config.py @ d98e8a64), options through
+    // ArgumentGroupFactory (arguments.py: not excluded); Megatron places the MTP layers on the last
+    // pipeline stage (multi_token_prediction.py mtp_on_this_rank), as the planner prices them.
+    if (m.mtp.enabled()) {
+        value("--mtp-num-layers", str(m.mtp.layers), "mtp_num_layers", str(m.mtp.layers));
+        value("--mtp-loss-scaling-factor", num(m.mtp.loss_scale), "mtp_loss_scaling_factor", num(m.mtp.loss_scale));
     }
     return out;
 }

@@ -52,6 +52,8 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("neuronx", r);
+    refuseMultiTokenPrediction(refuse, p.model,
+                               "the export writes no neuronx-nemo-megatron multi-token prediction settings");
     refuseModuleRecomputeAndOffload(refuse, l,
                                     "NeuronX Distributed recomputes whole layers or its attention core (no list "
                                     "of modules)",

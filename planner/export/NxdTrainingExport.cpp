@@ -47,6 +47,8 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
 {
     ExportResult r;
     Refusals refuse("nxd-training", r);
+    refuseMultiTokenPrediction(refuse, p.model,
+                               "the export writes no NxD Training multi-token prediction settings");
     refuseModuleRecomputeAndOffload(refuse, l,
                                     "NxD Training's activation_checkpoint_config is full or selective (the "
                                     "attention core), no list of modules",

@@ -369,6 +369,18 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                        "the export takes torchtitan's llama3 model (grouped-query attention) for a dense model");
     } else {
         refuseTorchtitanMoe(refuse, m, l, shardDegree);
+        // Multi-token prediction (torchtitan @ b5bcd76c models/deepseek_v3/MTP.md, mtp.py): DeepSeek-V3's
+        // model_registry(..., num_mtp_layers=N) builds the MTP layers from the last decoder layer and
+        // MTPLoss(mtp_scale) weighs their mean loss; MTPDecoder refuses pipeline and context
+        // parallelism ("MTP does not support pipeline parallelism yet").
+        if (m.mtp.enabled() && (!moeRecipe || std::string(moeRecipe->family) != "deepseek_v3"))
+            refuse.add("multi-token prediction", "torchtitan builds MTP layers in its deepseek_v3 model only");
+        if (m.mtp.enabled() && l.pp > 1)
+            refuse.add("multi-token prediction with pipeline parallelism (pp=" + str(l.pp) + ")",
+                       "torchtitan's MTP does not support pipeline parallelism yet (models/deepseek_v3/mtp.py)");
+        if (m.mtp.enabled() && l.cp > 1)
+            refuse.add("multi-token prediction with context parallelism (cp=" + str(l.cp) + ")",
+                       "torchtitan's MTP does not support context parallelism yet (models/deepseek_v3/mtp.py)");
         if (quantizedRecipe(p.training.precision))
             refuse.add(std::string(toString(p.training.precision)) + " precision with a MoE model",
                        "the export converts the llama3 recipe's linears only");
@@ -543,6 +555,7 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     // gpt_oss builds VarlenAttention by default, which context parallelism refuses
     // (models/common/decoder.py: "Use FlexAttention or disable CP").
     const std::string backend = family == "gpt_oss" && l.cp > 1 ? ", attn_backend=\"flex\"" : "";
+    const std::string mtpArgument = m.mtp.enabled() ? "        num_mtp_layers=" + str(m.mtp.layers) + ",\n" : "";
     if (!backend.empty())
         r.notes.push_back("Context parallelism needs FlexAttention: the gpt_oss flavor is built with attn_backend "
                           "\"flex\" (its default, varlen, is refused under cp).");
@@ -563,20 +576,28 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     t += "from torchtitan.config import CompileConfig, ParallelismConfig\n";
     if (l.recompute == Recompute::Full)
         t += "from torchtitan.distributed.activation_checkpoint import FullAC\n";
+    if (m.mtp.enabled())
+        t += "from torchtitan.models.common.config_utils import decoder_vocab_size\n";
     t += "from torchtitan.models." + family + " import model_registry\n";
+    if (m.mtp.enabled())
+        t += "from torchtitan.models.deepseek_v3.mtp import MTPLoss\n";
     t += "from torchtitan.models." + family + ".config_registry import " + base + "\n";
     t += "from torchtitan.trainer import Trainer\n\n\n";
     t += "def shardscope_config() -> Trainer.Config:\n";
     t += "    config = " + base + "()\n";
     if (fp8) {
         t += "    config.compile = CompileConfig(enable=True, components=[\"model\", \"loss\"])\n";
-        t += "    config.model_spec = model_registry(\n        \"" + flavorName +
-             "\",\n        converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\"], "
+        t += "    config.model_spec = model_registry(\n        \"" + flavorName + "\",\n" + mtpArgument +
+             "        converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\"], "
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";
-        t += "    config.model_spec = model_registry(\"" + flavorName + "\"" + backend + ")\n";
+        t += "    config.model_spec = model_registry(\"" + flavorName + "\"" + backend +
+             (m.mtp.enabled() ? ", num_mtp_layers=" + str(m.mtp.layers) : std::string()) + ")\n";
     }
+    if (m.mtp.enabled())
+        t += "    config.loss = MTPLoss.Config(\n        global_vocab_size=decoder_vocab_size(config.model_spec),\n"
+             "        mtp_scale=" + num(m.mtp.loss_scale) + ",\n    )\n";
     for (const std::string& line : ropeLines)
         layerLines.push_back(line);
     if (!layerLines.empty()) {

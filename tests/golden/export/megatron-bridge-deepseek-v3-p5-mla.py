@@ -63,6 +63,8 @@ def shardscope_pretrain_config() -> ConfigContainer:
         moe_aux_loss_coeff=0,
         moe_grouped_gemm=True,
         moe_token_dispatcher_type="alltoall",
+        mtp_num_layers=1,
+        mtp_loss_scaling_factor=0.3,
         tensor_model_parallel_size=8,
         pipeline_model_parallel_size=1,
         virtual_pipeline_model_parallel_size=None,
