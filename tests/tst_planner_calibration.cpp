@@ -100,8 +100,13 @@ private slots:
     // The experts' two terms are the fit on the MoE rows (the only rows they change).
     void shippedMoeTermsAreTheFit()
     {
+        // (Without the two Qwen3-235B-A22B H100 rows: their recipe's DeepEP dispatcher sends a token
+        // once per remote node, a cost the model does not price yet; cost-model.json "fitted_on".)
         std::vector<CalibrationCase> moe;
-        std::copy_if(cases_.begin(), cases_.end(), std::back_inserter(moe), moeRow);
+        std::copy_if(cases_.begin(), cases_.end(), std::back_inserter(moe), [](const CalibrationCase& c) {
+            return moeRow(c) && c.id.find("qwen3-235b-a22b-h100") == std::string::npos;
+        });
+        QCOMPARE(moe.size(), size_t(11));
         const FitResult refit =
             fitCostModel(moe, defaultCostModelParams(), {FitTerm::GroupedGemmEfficiency, FitTerm::MoeLayerOverhead});
         QVERIFY2(refit.after.rms_log >= 0.99 * refit.before.rms_log,
