@@ -152,8 +152,10 @@ CASES = [
      8, 512, 8192, [], "cp=2,zero=3,mb=1,recompute=full,cp_comm=a2a"),
     ("deepspeed gpt-oss-120b p5 zero3 (sinks, window, YaRN, MoE)", "deepspeed", "hf:gpt-oss-120b", "p5.48xlarge",
      8, 512, 4096, [], "zero=3,mb=1,recompute=full"),
-    ("deepspeed deepseek-v3 p5 zero3 (MLA, MoE)", "deepspeed", "hf:DeepSeek-V3", "p5.48xlarge", 32, 1024, 4096, [],
-     "zero=3,mb=1,recompute=full"),
+    ("deepspeed deepseek-v3 without MTP (own data) p5 zero3 (MLA, MoE)", "deepspeed", "hf:DeepSeek-V3-no-mtp",
+     "p5.48xlarge", 32, 1024, 4096, [], "zero=3,mb=1,recompute=full"),
+    ("deepspeed deepseek-v3 p5 refused (its MTP layer: DeepseekV3ForCausalLM has none)", "deepspeed",
+     "hf:DeepSeek-V3", "p5.48xlarge", 32, 1024, 4096, [], "zero=3,mb=1,recompute=full", "multi-token prediction"),
     # torchtitan: the llama3 flavors carry Llama 3.1's RoPE scaling (kept for Llama 3.1, switched off
     # for the Llama 3 built-ins above); the fields its llama3 model lacks are refused by name.
     ("torchtitan llama-3.1-8b p5 tp2 fsdp (llama3 RoPE scaling: the flavor's)", "torchtitan", "hf:Llama-3.1-8B",
@@ -172,9 +174,13 @@ CASES = [
     # sigmoid routing with groups, the expert bias kept; the model's norm eps on every RMSNorm) on an
     # uneven pipeline split (61 layers over 16 stages: 3 + 14 x 4 + 2 as layers_per_stage 4 with the
     # first and last lightened), and gpt_oss 120b under cp (FlexAttention).
-    ("torchtitan deepseek-v3 p5 pp16 uneven ep8 zero2 (deepseek_v3 671B flavor)", "torchtitan", "deepseek-v3",
-     "p5.48xlarge", 32, 1024, 4096, [],
+    ("torchtitan deepseek-v3 without MTP (own data) p5 pp16 uneven ep8 zero2 (deepseek_v3 671B flavor)",
+     "torchtitan", "hf:DeepSeek-V3-no-mtp", "p5.48xlarge", 32, 1024, 4096, [],
      "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full"),
+    ("torchtitan deepseek-v3 p5 pp16 refused (its MTP layer under pipeline parallelism)", "torchtitan",
+     "deepseek-v3", "p5.48xlarge", 32, 1024, 4096, [],
+     "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full",
+     "multi-token prediction"),
     ("torchtitan gpt-oss-120b without aux loss (own data) p5 cp2 ep8 fsdp (gpt_oss 120b flavor, flex)",
      "torchtitan", "hf:gpt-oss-120b-no-aux-loss", "p5.48xlarge", 8, 512, 8192, [],
      "dp=32,cp=2,ep=8,zero=3,mb=1,recompute=full"),
