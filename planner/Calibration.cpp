@@ -192,7 +192,8 @@ double get(const CostModelParams& p, FitTerm t, const std::string& vendor)
         auto it = p.matmul_efficiency_by_vendor.find(vendor);
         return logit(it != p.matmul_efficiency_by_vendor.end() ? it->second : p.matmul_efficiency_default);
     }
-    case FitTerm::SustainedMatmulFraction: return logit(std::clamp(p.measured_matmul_sustained_fraction, 1e-3, 1 - 1e-3));
+    case FitTerm::SustainedMatmulFraction:
+        return logit(std::clamp(p.measured_matmul_sustained_fraction, 1e-3, 1 - 1e-3));
     case FitTerm::MatmulHalfDim: return std::log(std::max(1e-3, p.matmul_half_dim));
     case FitTerm::ElementwiseFactor: return std::log(std::max(1e-3, p.elementwise_traffic_factor));
     case FitTerm::DpOverlap: return logit(std::clamp(p.dp_overlap, 1e-3, 1 - 1e-3));

@@ -65,8 +65,10 @@ std::vector<std::pair<std::string, ErrorSummary>> summarizeByFamily(const std::v
 std::string chipFamily(const struct ChipSpec& chip);
 
 // The terms a fit may move.
-enum class FitTerm { VendorMatmulEfficiency, SustainedMatmulFraction, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
-                     IntraLinkEfficiency, GroupedGemmEfficiency, MoeLayerOverhead, KernelOverhead, StepOverhead };
+enum class FitTerm {
+    VendorMatmulEfficiency, SustainedMatmulFraction, MatmulHalfDim, ElementwiseFactor, DpOverlap, InterNodeEfficiency,
+    IntraLinkEfficiency, GroupedGemmEfficiency, MoeLayerOverhead, KernelOverhead, StepOverhead
+};
 const char* toString(FitTerm term);
 
 struct FitResult {

@@ -106,8 +106,9 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     // "notes" and "fitted_on" document provenance; they are kept in the file only. "emulation_wall"
     // belongs to validation (validation/ValidationProfile.h), which reads the same document.
     r.rejectUnknownKeys({"schema", "name", "matmul_efficiency", "matmul_half_dim", "kernel_overhead_s",
-                         "elementwise_traffic_factor", "network", "dp_overlap", "overlap_grad_reduce", "step_overhead_s", "memory",
-                         "host_memory_bytes_per_second", "moe", "emulation_wall", "notes", "fitted_on", "sources"});
+                         "elementwise_traffic_factor", "network", "dp_overlap", "overlap_grad_reduce",
+                         "step_overhead_s", "memory", "host_memory_bytes_per_second", "moe", "emulation_wall", "notes",
+                         "fitted_on", "sources"});
     CostModelParams p;
     p.name = r.string("name", true);
     JsonReader mm = r.object("matmul_efficiency", true);
