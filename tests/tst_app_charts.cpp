@@ -106,6 +106,14 @@ private:
         return request;
     }
 
+    // `text` with dp filling the request's devices; the errors of parsing it, if any, in `errors`.
+    static Layout resolvedLayout(const PlanRequest& request, const char* text, FieldErrors& errors)
+    {
+        Layout layout = parseLayout(text, errors);
+        resolveDataParallel(layout, request.problem.cluster.devices(), errors);
+        return layout;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -274,8 +282,7 @@ private slots:
     {
         const PlanRequest request = p5Request("llama-2-7b", 1, 64);
         FieldErrors errors;
-        Layout layout = parseLayout("tp=2,mb=1,offload_activations=4", errors);
-        resolveDataParallel(layout, request.problem.cluster.devices(), errors);
+        Layout layout = resolvedLayout(request, "tp=2,mb=1,offload_activations=4", errors);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
         const Prediction p = pricePlan(request, layout).prediction;
         QVERIFY(p.memory_bytes.host_activations > 0);
@@ -295,8 +302,7 @@ private slots:
     {
         const PlanRequest request = p5Request("mixtral-8x7b", 2, 256);
         FieldErrors errors;
-        Layout layout = parseLayout("tp=2,sp=on,pp=1,ep=4,etp=1,zero=1,mb=1", errors);
-        resolveDataParallel(layout, request.problem.cluster.devices(), errors);
+        Layout layout = resolvedLayout(request, "tp=2,sp=on,pp=1,ep=4,etp=1,zero=1,mb=1", errors);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
         errors = validate(layout, request.problem.model, request.problem.cluster, request.problem.training);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
