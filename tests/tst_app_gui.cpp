@@ -1008,6 +1008,28 @@ private slots:
         QVERIFY2(dialog.messages()->text().contains(QLatin1String("model.moe.top_k: 300 must be between 1 and experts 256")),
                  qPrintable(dialog.messages()->text()));
         QVERIFY(!save->isEnabled());
+        // Multi-token prediction: DeepSeek-V3's one depth and its weight are controls; its module's
+        // 11,610,068,224 parameters (counted by hand in tst_store_catalog) are shown
+        // outside the 671B; two depths count it twice; none turns the weight off.
+        {
+            ModelDialog mtp(deepseek);
+            auto* weight = mtp.findChild<QDoubleSpinBox*>(QStringLiteral("mtp.loss_scale"));
+            QVERIFY(weight && weight->isEnabled());
+            QCOMPARE(mtp.field("mtp.layers")->value(), 1);
+            QCOMPARE(weight->value(), deepseek.mtp.loss_scale);
+            QVERIFY2(mtp.parameters()->text().contains(QStringLiteral("+ 11,610,068,224 in multi-token prediction")),
+                     qPrintable(mtp.parameters()->text()));
+            mtp.field("mtp.layers")->setValue(2);
+            QCOMPARE(qint64(parameterBreakdown(mtp.model()).mtp), qint64(2) * 11'610'068'224);
+            QCOMPARE(qint64(parameterCount(mtp.model())), qint64(parameterCount(deepseek)));
+            weight->setValue(0.3);
+            QCOMPARE(mtp.model().mtp.loss_scale, 0.3);
+            weight->setValue(0);
+            QVERIFY2(mtp.messages()->text().contains(QLatin1String("mtp.loss_scale")), qPrintable(mtp.messages()->text()));
+            mtp.field("mtp.layers")->setValue(0);
+            QVERIFY(!mtp.model().mtp.enabled() && !weight->isEnabled());
+            QVERIFY(!mtp.parameters()->text().contains(QLatin1String("multi-token")));
+        }
         // With no experts the router's settings are off.
         dialog.field("moe.experts")->setValue(0);
         dialog.field("moe.top_k")->setValue(0);

@@ -6,6 +6,7 @@
 #include "HfConfigImport.h"
 #include "JobRunner.h"
 #include "JsonReader.h"
+#include "ModelDialog.h"
 #include "PlanDetailsPage.h"
 #include "PlanJson.h"
 #include "PlansModel.h"
@@ -682,6 +683,13 @@ QStringList MainWindow::saveScreenshots(const QString& dir)
     const QList<QChartView*> exploreCharts = explore_->charts();
     for (int i = 0; i < exploreCharts.size(); ++i)
         save(exploreCharts[i], exploreNames.value(i));
+    // The model dialog (Catalog > Edit...) on the setup's model: every field a model has.
+    FieldErrors errors;
+    if (const auto request = setup_->request(errors)) {
+        ModelDialog dialog(request->plan.problem.model, this);
+        dialog.show();
+        save(&dialog, QStringLiteral("dialog-model"));
+    }
     return written;
 }
 

@@ -124,6 +124,17 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     qkNopeHeadDim_ = spin(start.mla.qk_nope_head_dim, 0, 1 << 14, this, "mla.qk_nope_head_dim");
     qkRopeHeadDim_ = spin(start.mla.qk_rope_head_dim, 0, 1 << 14, this, "mla.qk_rope_head_dim");
     vHeadDim_ = spin(start.mla.v_head_dim, 0, 1 << 14, this, "mla.v_head_dim");
+    mtpLayers_ = spin(start.mtp.layers, 0, 64, this, "mtp.layers");
+    mtpLayers_->setToolTip(tr("Multi-token prediction depths (DeepSeek-V3: 1; Megatron's --mtp-num-layers): each "
+                              "one more layer, projection and loss on the last pipeline stage"));
+    mtpLossScale_ = new QDoubleSpinBox(this);
+    mtpLossScale_->setObjectName(QStringLiteral("mtp.loss_scale"));
+    mtpLossScale_->setRange(0, 10);  // validate(): (0, 10]
+    mtpLossScale_->setDecimals(3);
+    mtpLossScale_->setSingleStep(0.05);
+    mtpLossScale_->setValue(start.mtp.loss_scale);
+    mtpLossScale_->setToolTip(tr("Weight of the MTP losses' mean in the training loss (Megatron's "
+                                 "--mtp-loss-scaling-factor, default 0.1)"));
     kvLoraRank_->setToolTip(tr("Rank of the key-value latent (DeepSeek-V3: 512); 0: not multi-head latent "
                                "attention. With MLA, head dimension = no-RoPE + RoPE part, KV heads = heads."));
 
@@ -181,8 +192,11 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     mla->addRow(tr("Per-head q/k without RoPE"), qkNopeHeadDim_);
     mla->addRow(tr("Per-head RoPE q/k"), qkRopeHeadDim_);
     mla->addRow(tr("Per-head value"), vHeadDim_);
+    QFormLayout* mtp = group(tr("Multi-token prediction"));
+    mtp->addRow(tr("Depths (0: none)"), mtpLayers_);
+    mtp->addRow(tr("Loss weight"), mtpLossScale_);
     auto* second = new QVBoxLayout;
-    for (QFormLayout* f : {structure, moe, mla})
+    for (QFormLayout* f : {structure, moe, mla, mtp})
         second->addWidget(f->parentWidget());
     second->addStretch();
     auto* columns = new QHBoxLayout;
@@ -209,9 +223,9 @@ ModelDialog::ModelDialog(const ModelSpec& start, QWidget* parent) : QDialog(pare
     for (QSpinBox* s : {layers_, decoderLayers_, hidden_, heads_, kvHeads_, headDim_, ffn_, vocab_, maxSeq_, experts_,
                         topK_, tokenTypes_, positionTable_, relativeBuckets_, slidingWindow_, expertFfn_,
                         sharedExperts_, sharedFfn_, denseLayers_, layerInterval_, kvLoraRank_, qLoraRank_,
-                        qkNopeHeadDim_, qkRopeHeadDim_, vHeadDim_})
+                        qkNopeHeadDim_, qkRopeHeadDim_, vHeadDim_, mtpLayers_})
         connect(s, &QSpinBox::valueChanged, this, &ModelDialog::refresh);
-    for (QDoubleSpinBox* s : {ropeBase_, capacityFactor_, auxLoss_})
+    for (QDoubleSpinBox* s : {ropeBase_, capacityFactor_, auxLoss_, mtpLossScale_})
         connect(s, &QDoubleSpinBox::valueChanged, this, &ModelDialog::refresh);
     for (QComboBox* c : {family_, mlp_, positions_, norm_, router_})
         connect(c, &QComboBox::currentIndexChanged, this, &ModelDialog::refresh);
@@ -307,6 +321,8 @@ ModelSpec ModelDialog::model() const
     m.mla = kvLoraRank_->value() > 0 ? MlaSpec{qLoraRank_->value(), kvLoraRank_->value(), qkNopeHeadDim_->value(),
                                                qkRopeHeadDim_->value(), vHeadDim_->value()}
                                      : MlaSpec{};
+    m.mtp.layers = mtpLayers_->value();
+    m.mtp.loss_scale = mtpLossScale_->value();
     return m;
 }
 
@@ -321,6 +337,7 @@ void ModelDialog::refresh()
         w->setEnabled(experts_->value() > 0);
     for (QSpinBox* s : {qLoraRank_, qkNopeHeadDim_, qkRopeHeadDim_, vHeadDim_})
         s->setEnabled(kvLoraRank_->value() > 0);
+    mtpLossScale_->setEnabled(mtpLayers_->value() > 0);
     const ModelSpec m = model();
     const FieldErrors errors = validate(m);
     buttons_->button(QDialogButtonBox::Save)->setEnabled(errors.empty());
@@ -334,6 +351,8 @@ void ModelDialog::refresh()
     QString text = tr("Parameters: %1").arg(QString::fromStdString(formatCount(p.total)));
     if (m.moe.enabled())
         text += tr(" (%1 active per token)").arg(QString::fromStdString(formatCount(p.active_per_token)));
+    if (m.mtp.enabled())  // outside the total, as DeepSeek-V3's 671B leaves its MTP module out
+        text += tr(" + %1 in multi-token prediction").arg(QString::fromStdString(formatCount(p.mtp)));
     text += tr("; forward FLOPs per token at %1: %2")
                 .arg(m.max_seq)
                 .arg(QString::fromStdString(formatSi(double(forwardFlopsPerToken(m, m.max_seq)), "FLOP")));

@@ -57,6 +57,9 @@ private:
     QDoubleSpinBox *capacityFactor_ = nullptr, *auxLoss_ = nullptr;
     QSpinBox *kvLoraRank_ = nullptr, *qLoraRank_ = nullptr, *qkNopeHeadDim_ = nullptr, *qkRopeHeadDim_ = nullptr,
              *vHeadDim_ = nullptr;
+    // Multi-token prediction (DeepSeek-V3): its depths and the weight of their mean loss.
+    QSpinBox* mtpLayers_ = nullptr;
+    QDoubleSpinBox* mtpLossScale_ = nullptr;
     QSpinBox *layers_ = nullptr, *decoderLayers_ = nullptr, *hidden_ = nullptr, *heads_ = nullptr,
              *kvHeads_ = nullptr, *headDim_ = nullptr, *ffn_ = nullptr, *vocab_ = nullptr, *maxSeq_ = nullptr,
              *experts_ = nullptr, *topK_ = nullptr, *expertFfn_ = nullptr, *sharedExperts_ = nullptr,
