@@ -69,6 +69,17 @@ private slots:
         MarkedShares lost(2);
         lost.addUnit(many, 1);
         QVERIFY(lost.overflowed());
+        // A group of 1000: a unit of 1000 values, the first 128 and the last 2 marked, each member one
+        // value. Twice: 130 ranks hold 2 each (past kMaxRanks: overflowed). The first 128 alone: 2 each.
+        MarkedShares wide(1000);
+        wide.addUnit(layoutOf({{128, true}, {872, false}}), 2);
+        QVERIFY(!wide.overflowed());
+        QCOMPARE(wide.most(), 2.0);
+        QCOMPARE(wide.mean(), 256.0 / 1000);
+        wide.addUnit(layoutOf({{1, true}, {999, false}}), 0.5);  // rank 0 again: 2.5
+        QCOMPARE(wide.most(), 2.5);
+        wide.addUnit(layoutOf({{998, false}, {2, true}}), 1);
+        QVERIFY(wide.overflowed());
     }
 
     void formulaTerms()
