@@ -204,6 +204,7 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     weight_bytes_ = state.weights;
     grad_bytes_ = state.gradients;
     optimizer_bytes_ = state.optimizer;
+    gather_bytes_ = state.gathered;
     activation_bytes_ = problem.training.precision == Precision::FP32 ? 4.0 : 2.0;
 }
 
@@ -1491,7 +1492,7 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
             c = Collective{dimension, CommKind::AllReduce, CommPlacement::IntraDomain, "", 0, 0, 0, 0};
         if (set.size <= 1 || params <= 0)
             return part;
-        const double grads = params * grad_bytes_, weights = params * weight_bytes_;
+        const double grads = params * grad_bytes_, weights = params * gather_bytes_;
         auto record = [&](CommKind kind, const GroupPlacement& group, const char* what, double bytes, double calls,
                           double time) {
             const bool none = group.size <= 1;

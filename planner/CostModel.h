@@ -112,6 +112,7 @@ private:
     std::vector<BlockRates> attention_by_cp_;
     void attentionRatesFor(int cp, double& forward, double& backward) const;
     double weight_bytes_ = 2, grad_bytes_ = 2, optimizer_bytes_ = 12, activation_bytes_ = 2;
+    double gather_bytes_ = 2;  // per parameter on the data-parallel all-gather (StateBytesPerParameter::gathered)
 };
 
 } // namespace shardscope
