@@ -239,7 +239,11 @@ std::vector<CommandHelp> makeCommands()
                                    "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; default core_attn); "
                                    "offload_activations=N: the first N layers' activations to host memory)"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
-                                   ValueKind::File)} +
+                                   ValueKind::File),
+                             choice("framework", split(exportFormatChoices(), '|'),
+                                    "price the layers' element-wise work with this framework's kernels (eager "
+                                    "PyTorch: one kernel per op; a plan file: its own framework)",
+                                    "fused kernels")} +
                      costModelOption() +
                      jsonOption("the prediction with its ledger (each figure's terms; the collectives: dimension, "
                                 "kind, placement, bytes, calls, exposed and hidden time)") +
