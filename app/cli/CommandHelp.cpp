@@ -162,7 +162,8 @@ Options searchOptions(int top)
             value("recompute", "LIST", "recomputation modes to search (none,selective,full)", "all"),
             value("threads", "N", "worker threads (0: one per core)", "0"),
             choice("framework", split(exportFormatChoices(), '|'),
-                   "keep only layouts this framework can run, so that the top plan exports", "any")} +
+                   "keep only layouts this framework can run, so that the top plan exports, and price their "
+                   "element-wise work with its kernels", "any")} +
            costModelOption() + jsonOption("the result");
 }
 
