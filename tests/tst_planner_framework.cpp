@@ -17,20 +17,24 @@ using namespace shardscope;
 
 namespace {
 
-// Llama-3-8B (h 4096, 32 heads / 8 KV heads of 128, f 14336, RMSNorm, RoPE, SwiGLU) on one
-// p5.48xlarge, FSDP-style: ZeRO-3 over the 8 GPUs, flash attention, no dropout.
-Problem llamaOnP5()
+// Llama-3-8B (h 4096, 32 heads / 8 KV heads of 128, f 14336, RMSNorm, RoPE, SwiGLU), flash
+// attention, no dropout, 8192-token sequences.
+Problem llama8b(const char* node, int nodes, int globalBatch, Precision precision = Precision::BF16Mixed)
 {
     Problem p;
     p.model = BuiltinSpecs::instance().model("llama-3-8b");
-    p.cluster.node = BuiltinSpecs::instance().node("p5.48xlarge");
-    p.cluster.nodes = 1;
-    p.training.global_batch = 32;
+    p.cluster.node = BuiltinSpecs::instance().node(node);
+    p.cluster.nodes = nodes;
+    p.training.global_batch = globalBatch;
     p.training.seq_len = 8192;
     p.training.flash_attention = true;
     p.training.dropout = false;
+    p.training.precision = precision;
     return p;
 }
+
+// On one p5.48xlarge, FSDP-style: ZeRO-3 over the 8 GPUs.
+Problem llamaOnP5() { return llama8b("p5.48xlarge", 1, 32); }
 
 Layout fsdpLayout()
 {
@@ -41,20 +45,8 @@ Layout fsdpLayout()
     return l;
 }
 
-// Llama-3-8B on 32 trn1.32xlarge as the trn1-nxd-llama-3.1-8b row runs it (tp 32, sp, ZeRO-1).
-Problem llamaOnTrn1(Precision precision)
-{
-    Problem p;
-    p.model = BuiltinSpecs::instance().model("llama-3-8b");
-    p.cluster.node = BuiltinSpecs::instance().node("trn1.32xlarge");
-    p.cluster.nodes = 32;
-    p.training.global_batch = 1024;
-    p.training.seq_len = 8192;
-    p.training.flash_attention = true;
-    p.training.dropout = false;
-    p.training.precision = precision;
-    return p;
-}
+// On 32 trn1.32xlarge as the trn1-nxd-llama-3.1-8b row runs it (tp 32, sp, ZeRO-1).
+Problem llamaOnTrn1(Precision precision) { return llama8b("trn1.32xlarge", 32, 1024, precision); }
 
 Layout trn1Layout()
 {
