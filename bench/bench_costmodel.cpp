@@ -70,11 +70,9 @@ std::vector<Layout> layoutMix(const Problem& p)
     return out;
 }
 
-void BM_CostModelEvaluate(benchmark::State& state)
+// evaluate() over the layout mix, one layout per iteration.
+void evaluateMix(benchmark::State& state, const CostModel& model, const std::vector<Layout>& layouts)
 {
-    const Problem problem = gpt3OnTrn1();
-    const CostModel model(problem);
-    const std::vector<Layout> layouts = layoutMix(problem);
     size_t i = 0;
     double sink = 0;
     for (auto _ : state) {
@@ -87,7 +85,22 @@ void BM_CostModelEvaluate(benchmark::State& state)
     state.SetItemsProcessed(state.iterations());
     state.counters["layouts"] = double(layouts.size());
 }
+
+void BM_CostModelEvaluate(benchmark::State& state)
+{
+    const Problem problem = gpt3OnTrn1();
+    evaluateMix(state, CostModel(problem), layoutMix(problem));
+}
 BENCHMARK(BM_CostModelEvaluate);
+
+// The same with an eager framework's element-wise kernels (ElementwisePasses.h): a few more
+// multiplications per stage, still no allocation.
+void BM_CostModelEvaluateEager(benchmark::State& state)
+{
+    const Problem problem = gpt3OnTrn1();
+    evaluateMix(state, CostModel(problem, defaultCostModelParams(), ExportFormat::Fsdp), layoutMix(problem));
+}
+BENCHMARK(BM_CostModelEvaluateEager);
 
 void BM_CostModelConstruct(benchmark::State& state)
 {

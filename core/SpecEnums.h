@@ -27,6 +27,7 @@ inline constexpr std::array kTopologyNames{
 inline constexpr std::array kPrecisionNames{
     EnumName<Precision>{Precision::FP32, "fp32"},
     EnumName<Precision>{Precision::BF16Mixed, "bf16"},
+    EnumName<Precision>{Precision::BF16Autocast, "bf16-autocast"},
     EnumName<Precision>{Precision::FP16Mixed, "fp16"},
     EnumName<Precision>{Precision::FP8Tensorwise, "fp8"},
     EnumName<Precision>{Precision::FP8Delayed, "fp8-delayed"},

@@ -9,7 +9,8 @@ DataType computeType(Precision p)
 {
     switch (p) {
     case Precision::FP32: return DataType::FP32;
-    case Precision::BF16Mixed: return DataType::BF16;
+    case Precision::BF16Mixed:
+    case Precision::BF16Autocast: return DataType::BF16;
     case Precision::FP16Mixed: return DataType::FP16;
     case Precision::FP8Tensorwise:
     case Precision::FP8Delayed:

@@ -19,7 +19,21 @@ namespace shardscope {
 //   MXFP8          "mxfp8"          32-element blocks, E8M0 scales (MXFP8BlockScaling)
 //   NVFP4          "nvfp4"          E2M1 in 16-element blocks with E4M3 scales and a per-tensor fp32
 //                                   scale (NVFP4BlockScaling)
-enum class Precision { FP32, BF16Mixed, FP16Mixed, FP8Tensorwise, FP8Delayed, FP8Blockwise, FP8Rowwise, MXFP8, NVFP4 };
+// BF16Autocast "bf16-autocast" is NeuronX Distributed's precision (NxD Training's precision.type
+// 'autocast', NxD's --use_gpu_compatible_precision 1, the "Autocast:BF16+FP32Optimizer" of AWS's
+// Trainium benchmarks): bf16 weights and matmuls, but the ZeRO-1 optimizer accumulates the
+// gradients in fp32 and runs its reduce-scatter and all-gather in fp32 (use_fp32_grad_acc ->
+// use_grad_acc_hook + higher_cc_precision), with fp32 master weights and moments:
+//   neuronx-distributed-training @ 9169aa0 lightning_modules/model/base.py (autocast sets
+//   use_master_weights and use_fp32_grad_acc), hf_models/llama_model.py (torch_dtype bf16 for every
+//   type but fp32; model.to(torch.bfloat16) when XLA_DOWNCAST_BF16=0, as autocast sets it),
+//   examples/training_orchestrator.py (autocast: XLA_USE_BF16=0, XLA_DOWNCAST_BF16=0);
+//   neuronx-distributed @ fbac349 trainer/trainer.py (use_fp32_grad_acc -> use_grad_acc_hook,
+//   higher_cc_precision).
+// (Appended last: the GUI keeps a precision as its enum value.)
+enum class Precision {
+    FP32, BF16Mixed, FP16Mixed, FP8Tensorwise, FP8Delayed, FP8Blockwise, FP8Rowwise, MXFP8, NVFP4, BF16Autocast
+};
 enum class Optimizer { AdamW, Sgd };
 
 struct TrainingSpec {

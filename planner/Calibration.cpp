@@ -46,13 +46,19 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
         cc.layout = parseLayout(c.string("layout", true), errors);
         if (c.has("implementation")) {
             JsonReader impl = c.object("implementation", false);
-            impl.rejectUnknownKeys({"multi_nic_rings", "overlap_grad_reduce", "dp_overlap", "why"});
+            impl.rejectUnknownKeys({"multi_nic_rings", "overlap_grad_reduce", "dp_overlap", "framework", "why"});
             if (impl.has("multi_nic_rings"))
                 cc.multi_nic_rings = impl.boolean("multi_nic_rings", true);
             if (impl.has("overlap_grad_reduce"))
                 cc.overlap_grad_reduce = impl.boolean("overlap_grad_reduce", true);
             if (impl.has("dp_overlap"))
                 cc.dp_overlap = impl.number("dp_overlap", 0, true, 0, 1.0);
+            if (impl.has("framework")) {
+                const std::string name = impl.string("framework", true);
+                cc.framework = exportFormatFromString(name);
+                if (!cc.framework)
+                    impl.error("framework", "unknown framework \"" + name + "\" (one of: " + exportFormatChoices() + ")");
+            }
             cc.implementation_why = impl.string("why", true);
         }
         if (errors.size() != before || !model || !training)
@@ -96,7 +102,7 @@ CostModelParams CalibrationCase::ownTerms(const CostModelParams& params) const
 
 double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible)
 {
-    const Prediction p = CostModel(c.problem, c.ownTerms(params)).evaluate(c.layout);
+    const Prediction p = CostModel(c.problem, c.ownTerms(params), c.framework).evaluate(c.layout);
     if (feasible)
         *feasible = p.feasible;
     if (c.metric == "tflops_per_device")  // Megatron's paper reports hardware FLOPs (eq. 3, with recomputation)

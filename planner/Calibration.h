@@ -5,6 +5,7 @@
 #pragma once
 
 #include "CostModelParams.h"
+#include "FrameworkExport.h"
 #include "Layout.h"
 #include "Problem.h"
 #include "SpecLookup.h"
@@ -30,6 +31,9 @@ struct CalibrationCase {
     // the reason in its "why". The fit keeps the row's own setting.
     std::optional<bool> multi_nic_rings, overlap_grad_reduce;
     std::optional<double> dp_overlap;
+    // The framework the row ran ("framework" in its implementation block): its element-wise kernels
+    // priced by their passes (ElementwisePasses.h); unset, the fused kernels the terms were fitted on.
+    std::optional<ExportFormat> framework;
     std::string implementation_why;
     // The cost model's terms with the row's own implementation settings.
     CostModelParams ownTerms(const CostModelParams& params) const;

@@ -142,7 +142,9 @@ struct CostModel::StageCost {
     double total() const { return fwd_s + bwd_s + recompute_s + tp_s + cp_s + ep_s + offload_s; }
 };
 
-CostModel::CostModel(const Problem& problem, const CostModelParams& params) : problem_(problem), params_(params)
+CostModel::CostModel(const Problem& problem, const CostModelParams& params, std::optional<ExportFormat> framework)
+    : problem_(problem), params_(params), framework_(framework),
+      elementwise_(elementwiseProfile(framework, problem.training.precision))
 {
     const ChipSpec& chip = problem.cluster.node.chip;
     const NodeType& node = problem.cluster.node;
@@ -204,6 +206,7 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params) : pr
     weight_bytes_ = state.weights;
     grad_bytes_ = state.gradients;
     optimizer_bytes_ = state.optimizer;
+    gather_bytes_ = state.gathered;
     activation_bytes_ = problem.training.precision == Precision::FP32 ? 4.0 : 2.0;
 }
 
@@ -636,6 +639,22 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // dense layer's is of its activations.)
     const double moeElementwise = moePermute + prm.elementwise_traffic_factor * moeSaved / hbm;
     sc.elementwise_fwd_s = nEnc * encElementwise + nDec * decElementwise + sc.moe_layers * moeElementwise;
+    // A framework's own kernels (ElementwisePasses.h): the layers' fused element-wise time (the scores'
+    // aside) scaled by its passes over the fused ones, forward and backward apart; zero when unset.
+    double frameworkFwd = 0, frameworkBwd = 0;
+    if (elementwise_) {
+        const LayerModelKinds kinds{model.norm == NormKind::RmsNorm, model.positions == PositionKind::Rotary};
+        LayerActivationShape encShape = shape;
+        encShape.cross_attention = false;
+        const OpPasses enc = elementwiseRatios(*elementwise_, encShape, kinds);
+        const OpPasses dec = elementwiseRatios(*elementwise_, shape, kinds);
+        const double perByte = prm.elementwise_traffic_factor * actScale / hbm;
+        const double encFused = nEnc * perByte * (encAct.all() - encAct.scores);
+        const double decFused = nDec * perByte * (decAct.all() - decAct.scores);
+        frameworkFwd = encFused * (enc.forward - 1) + decFused * (dec.forward - 1);
+        frameworkBwd = 2 * (encFused * (enc.backward - 1) + decFused * (dec.backward - 1));
+    }
+    sc.elementwise_fwd_s += frameworkFwd;
     // ---- FP8/FP4 recipe (QuantizationRecipe.h): every linear layer's input quantized in the forward
     // and its output gradient in the backward, memory-bound passes over the GEMM's M x K and M x N
     // (under SP the norm outputs are quantized on their sequence shard, before the gather: TE's
@@ -718,7 +737,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
     sc.layer_matmul_bwd_s = 2 * sc.layer_matmul_fwd_s;
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
-    sc.elementwise_bwd_s = 2 * sc.elementwise_fwd_s - sc.moe_layers * moePermute;  // (a permutation's backward: one)
+    sc.elementwise_bwd_s = 2 * (sc.elementwise_fwd_s - frameworkFwd) - sc.moe_layers * moePermute +  // (a permutation's
+                           frameworkBwd;                                                              // backward: one)
     sc.head_bwd_s = 2 * head;
     sc.mtp_bwd_s = 2 * sc.mtp_fwd_s;
     sc.fwd_s = fwdLayers + sc.head_fwd_s + sc.mtp_fwd_s;
@@ -1491,7 +1511,7 @@ void CostModel::dataParallelCollectives(const Layout& l, const DataParallelGroup
             c = Collective{dimension, CommKind::AllReduce, CommPlacement::IntraDomain, "", 0, 0, 0, 0};
         if (set.size <= 1 || params <= 0)
             return part;
-        const double grads = params * grad_bytes_, weights = params * weight_bytes_;
+        const double grads = params * grad_bytes_, weights = params * gather_bytes_;
         auto record = [&](CommKind kind, const GroupPlacement& group, const char* what, double bytes, double calls,
                           double time) {
             const bool none = group.size <= 1;
@@ -1596,8 +1616,9 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         book.add(Figure::Compute, "attention core, backward (GEMMs)", m * slow.attention_bwd_s,
                  "2 x forward, 2.5 x when fused (the scores recomputed)");
     }
-    book.add(Figure::Compute, "element-wise ops, forward and backward",
-             m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s), "m x 3 x factor x stored activation bytes / HBM BW");
+    const ElementwiseProfile& elementwise = elementwise_ ? *elementwise_ : kFusedElementwise;
+    book.add(Figure::Compute, elementwise.ledger, m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s),
+             elementwise.formula);
     if (recipe_.quantized) {
         book.add(Figure::Compute, "FP8/FP4 recipe: linear layers' inputs and output gradients quantized",
                  m * (slow.quantize_fwd_s + slow.quantize_bwd_s),

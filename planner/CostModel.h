@@ -15,6 +15,7 @@
 #include "AttentionKernels.h"
 #include "CostLedger.h"
 #include "CostModelParams.h"
+#include "ElementwisePasses.h"
 #include "Layout.h"
 #include "Prediction.h"
 #include "Problem.h"
@@ -37,7 +38,10 @@ struct Term {
 
 class CostModel {
 public:
-    explicit CostModel(const Problem& problem, const CostModelParams& params = defaultCostModelParams());
+    // `framework`: the framework the plan runs on prices the layers' element-wise work with its own
+    // kernels (ElementwisePasses.h); unset, with the fused kernels the terms were fitted on.
+    explicit CostModel(const Problem& problem, const CostModelParams& params = defaultCostModelParams(),
+                       std::optional<ExportFormat> framework = std::nullopt);
 
     // The layout must satisfy validate(layout, model, cluster, training); evaluate() does not check rules.
     // With a ledger: its terms and the reported stage's collectives recorded too (the figures are
@@ -51,6 +55,7 @@ public:
 
     const Problem& problem() const { return problem_; }
     const CostModelParams& params() const { return params_; }
+    std::optional<ExportFormat> framework() const { return framework_; }
     double peakFlopsPerDevice() const { return peak_flops_device_; }
     double matmulEfficiency() const { return matmul_efficiency_; }
     // Whether optimizer offload can be priced: the node type publishes its host link.
@@ -79,6 +84,8 @@ private:
                                  bool timed, StepCollectives& out) const;
     Problem problem_;
     CostModelParams params_;
+    std::optional<ExportFormat> framework_;
+    const ElementwiseProfile* elementwise_ = nullptr;  // the framework's element-wise kernels; null: fused
 
     // Resolved once per problem.
     double peak_flops_device_ = 0;     // dense peak of the training precision per device (an FP8/FP4
@@ -112,6 +119,7 @@ private:
     std::vector<BlockRates> attention_by_cp_;
     void attentionRatesFor(int cp, double& forward, double& backward) const;
     double weight_bytes_ = 2, grad_bytes_ = 2, optimizer_bytes_ = 12, activation_bytes_ = 2;
+    double gather_bytes_ = 2;  // per parameter on the data-parallel all-gather (StateBytesPerParameter::gathered)
 };
 
 } // namespace shardscope

@@ -8,7 +8,7 @@ StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer opt
     const double moments = optimizer == Optimizer::AdamW ? 8.0 : 4.0;
     switch (precision) {
     case Precision::FP32:
-        return {4.0, 4.0, moments};  // no separate master copy
+        return {4.0, 4.0, moments, 4.0};  // no separate master copy
     case Precision::BF16Mixed:
     case Precision::FP16Mixed:
     case Precision::FP8Tensorwise:  // FP8/FP4 recipes keep bf16 weights and gradients, fp32 master
@@ -17,9 +17,14 @@ StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer opt
     case Precision::FP8Rowwise:
     case Precision::MXFP8:
     case Precision::NVFP4:
-        return {2.0, 2.0, 4.0 + moments};  // + fp32 master weights
+        return {2.0, 2.0, 4.0 + moments, 2.0};  // + fp32 master weights
+    case Precision::BF16Autocast:
+        // bf16 weights; the gradients accumulated in fp32 buffers (torch_xla's ZeRO-1 use_grad_acc_hook:
+        // the accumulation in optimizer_dtype, fp32); fp32 master weights and moments. The updated
+        // parameters are gathered in fp32 too (higher_cc_precision: the collectives in optimizer_dtype).
+        return {2.0, 4.0, 4.0 + moments, 4.0};
     }
-    return {2.0, 2.0, 4.0 + moments};
+    return {2.0, 2.0, 4.0 + moments, 2.0};
 }
 
 ModelStateBytes modelStateBytes(double parameters, int zero_stage, int shards, Precision precision,

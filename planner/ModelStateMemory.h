@@ -23,6 +23,8 @@ struct StateBytesPerParameter {
     double weights;
     double gradients;
     double optimizer;  // K in the ZeRO paper
+    double gathered;   // bytes the data-parallel all-gather moves per parameter (the weights' width but
+                       // under bf16-autocast, whose ZeRO-1 gathers the fp32 shards)
 };
 StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer optimizer);
 

@@ -269,7 +269,7 @@ SearchResult savedResult(const PlanDocument& doc)
     r.request = doc.request;
     r.objective = doc.request.objective;
     r.stats = doc.stats;
-    const CostModel model(doc.request.problem, doc.request.cost_model);
+    const CostModel model(doc.request.problem, doc.request.cost_model, doc.request.framework);
     auto priced = [&](const Layout& layout) {
         Plan plan{layout, model.evaluate(layout), {}, {}};
         const MemoryBreakdown& m = plan.prediction.memory_bytes;

@@ -12,14 +12,14 @@ namespace shardscope {
 
 PricedPlan pricePlan(const PlanRequest& request, const Layout& layout)
 {
-    const CostModel model(request.problem, request.cost_model);
+    const CostModel model(request.problem, request.cost_model, request.framework);
     PricedPlan p{request, layout, model.evaluate(layout), model.explain(layout)};
     return p;
 }
 
 Prediction predictLayout(const PlanRequest& request, const Layout& layout)
 {
-    return CostModel(request.problem, request.cost_model).evaluate(layout);
+    return CostModel(request.problem, request.cost_model, request.framework).evaluate(layout);
 }
 
 namespace {

@@ -34,7 +34,9 @@ struct PlanRequest {
     Objective objective = Objective::Throughput;
     int top_k = 10;
     // The framework the plans must run on: the search keeps only layouts its exporter takes,
-    // so the top plan always exports. Unset: any layout the cost model can price.
+    // so the top plan always exports, and the cost model prices the layers' element-wise work
+    // with that framework's kernels (ElementwisePasses.h). Unset: any layout the cost model can
+    // price, element-wise work at the fused kernels' passes.
     std::optional<ExportFormat> framework;
 
     bool operator==(const PlanRequest&) const = default;

@@ -74,6 +74,7 @@ inline QuantizationRecipe quantizationRecipe(Precision precision)
     switch (precision) {
     case Precision::FP32:
     case Precision::BF16Mixed:
+    case Precision::BF16Autocast:
     case Precision::FP16Mixed: return r;
     case Precision::FP8Tensorwise:  // current scaling: amax, then cast
         te(1.0, 0.0, true);

@@ -1066,7 +1066,7 @@ SearchResult search(const PlanRequest& request, const SearchControl& control)
     options.cancel = control.cancel;
     options.progress = control.progress;
     options.framework = request.framework;
-    SearchResult result = search(CostModel(request.problem, request.cost_model), request.space, options);
+    SearchResult result = search(CostModel(request.problem, request.cost_model, request.framework), request.space, options);
     result.request.framework = request.framework;
     return result;
 }

@@ -26,10 +26,12 @@ StepTimeBound::StepTimeBound(const CostModel& model)
         stateBytesPerParameter(model.problem().training.precision, model.problem().training.optimizer);
     grad_bytes_ = state.gradients;
     weight_bytes_ = state.weights;
+    gather_bytes_ = state.gathered;
     optimizer_bytes_ = state.optimizer;
     switch (model.problem().training.precision) {
     case Precision::FP32:
     case Precision::BF16Mixed:
+    case Precision::BF16Autocast:
     case Precision::FP16Mixed: activations_bounded_ = true; break;
     // (The quantized recipes keep some linear inputs in 1 byte, or beside the bf16 copy: the
     // activation bound's 16-bit count is not a lower bound for every one of them.)
@@ -354,7 +356,7 @@ StepTimeBound::ZeroTerms StepTimeBound::zeroTerms(const Mesh& mesh, const Layout
     auto traffic = [&](const Set& set, double params) -> std::array<double, 2> {
         if (set.size <= 1 || params <= 0)
             return {0.0, 0.0};
-        const double grads = params * grad_bytes_, weights = params * weight_bytes_;
+        const double grads = params * grad_bytes_, weights = params * gather_bytes_;
         if (l.zero_stage == 0)
             return {allReduceTime(set.all, grads, set.all_link), 0.0};
         // ZeRO-1 scatters the gradients and gathers the parameters once a step, ZeRO-2 scatters

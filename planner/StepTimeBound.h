@@ -141,7 +141,7 @@ private:
     double activation_bytes_ = 2;
     bool sliding_ = false;  // the model has sliding-window layers (their attention core is cheaper)
     bool activations_bounded_ = false;
-    double grad_bytes_ = 2, weight_bytes_ = 2, optimizer_bytes_ = 12;
+    double grad_bytes_ = 2, weight_bytes_ = 2, optimizer_bytes_ = 12, gather_bytes_ = 2;
     double dp_overlap_ = 0;
 };
 

@@ -733,6 +733,36 @@ private slots:
         QVERIFY2(text.out.contains("8192 tokens, " + precision.toUtf8() + " recipe\n"), text.describe().constData());
     }
 
+    // predict --framework prices the layers' element-wise work with that framework's kernels (issue 15):
+    // Llama-3-8B under FSDP on one p5.48xlarge is slower than with Megatron's fused kernels, the
+    // ledger names the term with its framework, and --json says which framework priced it.
+    void predictFramework()
+    {
+        const QStringList problem{"predict", "--model", "llama-3-8b", "--node-type", "p5.48xlarge", "--nodes", "1",
+                                  "--global-batch", "32", "--seq", "8192", "--flash-attention", "--no-dropout",
+                                  "--layout", "zero=3,mb=1", "--json"};
+        auto elementwise = [](const QJsonObject& o) {
+            for (const QJsonValue& v : o.value("ledger").toObject().value("terms").toArray())
+                if (v.toObject().value("name").toString().startsWith("element-wise ops"))
+                    return v.toObject();
+            return QJsonObject();
+        };
+        const RunResult base = run(problem);
+        QVERIFY2(base.exitCode == 0, base.describe().constData());
+        const RunResult fsdp = run(problem + QStringList{"--framework", "fsdp"});
+        QVERIFY2(fsdp.exitCode == 0, fsdp.describe().constData());
+        const QJsonObject a = QJsonDocument::fromJson(base.out).object(), b = QJsonDocument::fromJson(fsdp.out).object();
+        QVERIFY(a.value("framework").isNull());
+        QCOMPARE(b.value("framework").toString(), QString("fsdp"));
+        QCOMPARE(elementwise(a).value("name").toString(), QString("element-wise ops, forward and backward"));
+        QVERIFY(elementwise(b).value("name").toString().contains("fsdp"));
+        QVERIFY(elementwise(b).value("value").toDouble() > 3 * elementwise(a).value("value").toDouble());
+        QVERIFY(b.value("mfu").toDouble() < a.value("mfu").toDouble());
+        const RunResult bad = run(problem + QStringList{"--framework", "pytorch"});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains("--framework"), bad.describe().constData());
+    }
+
     // predict --json carries the cost ledger (issue 15): the terms behind each figure and the
     // collectives behind the bytes, so a user can audit a figure: the terms of each figure sum to it
     // and the time terms to the step, the collectives' bytes to the bytes by kind.

@@ -1408,6 +1408,37 @@ private slots:
         QTest::newRow("nxd-training: recompute modules") << Y << llama7 << trn1 << 4 << bf16
                                                          << QByteArray("tp=8,recompute=selective,recompute_modules=mlp")
                                                          << "nxd-training: recompute_modules=mlp";
+        // bf16-autocast is NeuronX Distributed's precision: the GPU frameworks refuse it by name.
+        const int autocast = int(Precision::BF16Autocast);
+        for (const auto& [format, layoutText] : {std::pair{M, "tp=8"}, std::pair{B, "tp=8"}, std::pair{D, "zero=1"},
+                                                 std::pair{F, "zero=3"}, std::pair{T, "zero=3"}})
+            QTest::newRow((std::string(toString(format)) + ": bf16-autocast").c_str())
+                << format << llama7 << p5 << 4 << autocast << QByteArray(layoutText)
+                << QString(toString(format)) + ": bf16-autocast precision";
+        QTest::newRow("maxtext: bf16-autocast") << X << llama7 << v5p << 4 << autocast << QByteArray("zero=3")
+                                                << "maxtext: bf16-autocast precision";
+        // NxD Training's autocast is for its HF Llama models (config_overview.rst), not Mixtral.
+        QTest::newRow("nxd-training: bf16-autocast with MoE")
+            << Y << QByteArray("mixtral-8x7b") << trn1 << 4 << autocast
+            << QByteArray("tp=8,sp=on,pp=4,ep=4,zero=1,mb=1,recompute=selective")
+            << "nxd-training: bf16-autocast precision with a mixture-of-experts model";
+    }
+
+    // NxD Training writes precision.type 'autocast' for bf16-autocast; the NxD scripts take it with
+    // --use_gpu_compatible_precision 1 (what their benchmarks' "Autocast:BF16+FP32Optimizer" ran).
+    void neuronxAutocast()
+    {
+        const Case c{"llama-2-7b", "trn1.32xlarge", 4, 128, 4096, Precision::BF16Autocast};
+        const ExportResult nxdt = exported(ExportFormat::NxdTraining, c, "tp=8,sp=on,zero=1,mb=1,recompute=selective");
+        QVERIFY2(nxdt.ok(), nxdt.refusals.empty() ? "" : nxdt.refusals.front().c_str());
+        QVERIFY(nxdt.text.find("precision:\n  type: 'autocast'\n") != std::string::npos);
+        const ExportResult nxd = exported(ExportFormat::NeuronX, c, "tp=8,sp=on,zero=1,mb=1,recompute=selective");
+        QVERIFY2(nxd.ok(), nxd.refusals.empty() ? "" : nxd.refusals.front().c_str());
+        QVERIFY(nxd.text.find("--use_gpu_compatible_precision 1") != std::string::npos);
+        Case bf16 = c;
+        bf16.precision = Precision::BF16Mixed;
+        QVERIFY(exported(ExportFormat::NxdTraining, bf16, "tp=8,sp=on,zero=1,mb=1,recompute=selective").text.find(
+                    "type: 'mixed_precision'") != std::string::npos);
     }
 
     // torchtitan's llama3 flavors apply Llama 3.1's RoPE scaling (models/llama3/__init__.py @

@@ -363,6 +363,16 @@ private slots:
         Layout layout = parseLayout("dp=8,tp=8,pp=4,cp=2,sp=on,zero=1,schedule=interleaved,v=2,recompute=selective", errors);
         QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
 
+        // NxD's bf16-autocast has no engine counterpart (fp32 gradients): refused by name.
+        Problem autocast = full;
+        autocast.training.precision = Precision::BF16Autocast;
+        try {
+            scaledValidationCase(autocast, layout, 2);
+            QFAIL("bf16-autocast was validated as another precision");
+        } catch (const InputError& e) {
+            QVERIFY2(std::string(e.what()).find("bf16-autocast") != std::string::npos, e.what());
+        }
+
         const ScaledCase s = scaledValidationCase(full, layout, 2);
         const Layout& l = s.validation.request.layout;
         QVERIFY(l.devices() <= kMaxValidationDevices);

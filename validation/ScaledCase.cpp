@@ -299,6 +299,12 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         throw InputError(std::string("the plan trains with the ") + toString(full.training.precision) +
                          " recipe; the emulated device computes fp32 or bf16 only (validate the plan with "
                          "--precision bf16)");
+    // bf16-autocast accumulates and reduces the gradients in fp32 (TrainingSpec.h); the engine's
+    // bf16 mixed mode keeps bf16 gradients, so the comparison would be of another run.
+    if (full.training.precision == Precision::BF16Autocast)
+        throw InputError("the plan trains with bf16-autocast (fp32 gradient accumulation and ZeRO-1 collectives); "
+                         "the emulated device's bf16 mode keeps bf16 gradients (validate the plan with --precision "
+                         "bf16)");
     r.precision = full.training.precision == Precision::FP32 ? engine::PrecisionMode::FP32
                                                              : engine::PrecisionMode::BF16Mixed;
 

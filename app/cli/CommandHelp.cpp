@@ -162,7 +162,8 @@ Options searchOptions(int top)
             value("recompute", "LIST", "recomputation modes to search (none,selective,full)", "all"),
             value("threads", "N", "worker threads (0: one per core)", "0"),
             choice("framework", split(exportFormatChoices(), '|'),
-                   "keep only layouts this framework can run, so that the top plan exports", "any")} +
+                   "keep only layouts this framework can run, so that the top plan exports, and price their "
+                   "element-wise work with its kernels", "any")} +
            costModelOption() + jsonOption("the result");
 }
 
@@ -239,7 +240,11 @@ std::vector<CommandHelp> makeCommands()
                                    "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; default core_attn); "
                                    "offload_activations=N: the first N layers' activations to host memory)"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
-                                   ValueKind::File)} +
+                                   ValueKind::File),
+                             choice("framework", split(exportFormatChoices(), '|'),
+                                    "price the layers' element-wise work with this framework's kernels (eager "
+                                    "PyTorch: one kernel per op; a plan file: its own framework)",
+                                    "fused kernels")} +
                      costModelOption() +
                      jsonOption("the prediction with its ledger (each figure's terms; the collectives: dimension, "
                                 "kind, placement, bytes, calls, exposed and hidden time)") +

@@ -129,8 +129,21 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
     if (plan && a.value("cost-model"))
         throw UsageError("--cost-model: the plan file carries its own cost-model terms (profile \"" +
                          plan->request.cost_model.name + "\"); leave out --plan to price with another profile");
-    const CostModel model(problem, plan ? plan->request.cost_model
-                                        : store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")));
+    // Likewise its framework; --framework prices a problem given here with that framework's kernels.
+    if (plan && a.value("framework"))
+        throw UsageError("--framework: the plan file carries its own framework (" +
+                         std::string(plan->request.framework ? toString(*plan->request.framework) : "none") +
+                         "); leave out --plan to price with another");
+    std::optional<ExportFormat> framework = plan ? plan->request.framework : std::nullopt;
+    if (auto name = a.value("framework")) {
+        framework = exportFormatFromString(*name);
+        if (!framework)
+            throw UsageError("--framework: unknown framework \"" + *name + "\" (one of: " + exportFormatChoices() + ")");
+    }
+    const CostModel model(problem,
+                          plan ? plan->request.cost_model
+                               : store.runs().costModelParamsNamed(a.value("cost-model").value_or("default")),
+                          framework);
     // The ledger behind the figures (predict --json carries it: a user can audit each figure
     // against its terms and each byte count against its collectives).
     CostLedger ledger;
@@ -141,6 +154,7 @@ int runPredict(const std::vector<std::string>& args, Context& ctx)
         doc.insert("problem", toJson(problem));
         doc.insert("layout", toJson(layout));
         doc.insert("cost_model", QString::fromStdString(model.params().name));
+        doc.insert("framework", framework ? QJsonValue(QLatin1String(toString(*framework))) : QJsonValue());
         ctx.out << QJsonDocument(doc).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
     }

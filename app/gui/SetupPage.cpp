@@ -123,8 +123,9 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     framework_->addItem(tr("any"), -1);  // each plan then lists the frameworks that run it
     for (ExportFormat f : exportFormats())
         framework_->addItem(QString::fromLatin1(toString(f)), int(f));
-    framework_->setToolTip(tr("Search only the layouts this framework can run, so that the best plan exports "
-                              "(shardscope-cli plan --framework NAME)"));
+    framework_->setToolTip(tr("Search only the layouts this framework can run, so that the best plan exports, "
+                              "and price the layers' element-wise work with its kernels (eager PyTorch: one "
+                              "kernel per op) (shardscope-cli plan --framework NAME)"));
     costModel_ = new QComboBox(this);
     costModel_->setToolTip(tr("The cost model's efficiency terms: the built-in default (fitted on published "
                               "training runs) or a profile saved by shardscope-cli calibrate --save NAME"));

@@ -124,6 +124,10 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     if (quantizedRecipe(p.training.precision))
         refuse.add(std::string(toString(p.training.precision)) + " precision",
                    "ds_config has bf16 and fp16 sections, no FP8/FP4 recipe");
+    if (p.training.precision == Precision::BF16Autocast)
+        refuse.add("bf16-autocast precision",
+                   "NeuronX Distributed's precision gathers the updated parameters in fp32; DeepSpeed's bf16 "
+                   "optimizer gathers them in bf16 (grad_accum_dtype fp32 alone is not the same run)");
     const bool autoep = l.ep > 1;
     if (autoep) {
         if (l.expertTensorParallel() != 1)

@@ -119,6 +119,11 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
     if (quantizedRecipe(p.training.precision))
         refuse.add(std::string(toString(p.training.precision)) + " precision",
                    "MixedPrecisionPolicy takes torch dtypes for parameters and reduction; no FP8/FP4 recipe");
+    if (p.training.precision == Precision::BF16Autocast)
+        refuse.add("bf16-autocast precision",
+                   "NeuronX Distributed's precision keeps bf16 weights with fp32 gradient accumulation; "
+                   "MixedPrecisionPolicy(param_dtype=bf16) keeps the sharded parameters in fp32 and casts them "
+                   "at each gather, a different set of states");
     if (refuse.any())
         return r;
 

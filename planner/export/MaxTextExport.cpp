@@ -150,7 +150,8 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
         refuse.add(std::string("the ") + toString(l.schedule) + " schedule",
                    "MaxText's pipeline is a scanned loop JAX differentiates: every forward before the backwards "
                    "(the GPipe order)");
-    if (p.training.precision == Precision::FP16Mixed || quantizedRecipe(p.training.precision))
+    if (p.training.precision == Precision::FP16Mixed || p.training.precision == Precision::BF16Autocast ||
+        quantizedRecipe(p.training.precision))
         refuse.add(std::string(toString(p.training.precision)) + " precision",
                    "the export writes dtype bfloat16 or float32 with float32 weights");
     if (f.pipelined && (f.micro_batches % l.pp != 0))

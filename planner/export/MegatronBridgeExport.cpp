@@ -151,7 +151,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     case Precision::FP8Blockwise: precision = "\"bf16_with_fp8_subchannel_scaling_mixed\""; break;
     case Precision::MXFP8: precision = "\"bf16_with_mxfp8_mixed\""; break;
     case Precision::NVFP4: precision = "\"bf16_with_nvfp4_mixed\""; break;
-    case Precision::FP8Rowwise: break;  // refused with Megatron Core's limits
+    case Precision::FP8Rowwise:
+    case Precision::BF16Autocast: break;  // refused with Megatron Core's limits
     case Precision::FP32: precision = "None"; break;
     }
     const char* strategy = l.zero_stage == 3 ? "optim_grads_params" : l.zero_stage == 2 ? "optim_grads" : "no_shard";

@@ -106,6 +106,13 @@ void refuseMegatronCoreLimits(Refusals& refuse, const Problem& p, const Layout& 
                    "TransformerConfig supports MoE biases only with expert tensor parallelism 1");
     // Megatron Core's quantized recipes are Transformer Engine's (Fp8Recipe / Fp4Recipe,
     // megatron/core/enums.py @ d98e8a64): no row-wise scaling (torchao's recipe).
+    // bf16-autocast is NeuronX Distributed's precision: its ZeRO-1 gathers the updated parameters in
+    // fp32 (higher_cc_precision); Megatron's distributed optimizer gathers them in the weights' bf16
+    // (megatron/core/distributed/param_and_grad_buffer.py @ d98e8a64: the param buffer's dtype).
+    if (p.training.precision == Precision::BF16Autocast)
+        refuse.add("bf16-autocast precision",
+                   "NeuronX Distributed's precision (fp32 gradient accumulation and fp32 ZeRO-1 collectives); "
+                   "Megatron's --bf16 gathers its parameters in bf16: price it with bf16");
     if (p.training.precision == Precision::FP8Rowwise)
         refuse.add("fp8-rowwise precision", "Megatron Core's FP8 recipes are tensorwise, delayed, blockwise and mxfp8 "
                                             "(Transformer Engine); row-wise scaling is torchao's");
@@ -248,7 +255,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--fp4-format", "e2m1");
         arg("--fp4-recipe", "nvfp4");
         break;
-    case Precision::FP8Rowwise: break;  // refused above
+    case Precision::FP8Rowwise:
+    case Precision::BF16Autocast: break;  // refused above
     case Precision::FP32: break;
     }
     // What the planner priced for the recipe (QuantizationRecipe.h, Megatron-Bridge's recipes): the

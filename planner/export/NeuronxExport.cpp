@@ -86,7 +86,9 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
                    "the scripts checkpoint full layers unless selective checkpointing is on");
     if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
         refuse.add("the GPipe schedule", "NxD's pipeline runs 1F1B, interleaved with --virtual_pipeline_size");
-    if (p.training.precision != Precision::BF16Mixed)
+    // --use_gpu_compatible_precision 1 is bf16-autocast exactly (TrainingSpec.h); bf16 mixed is
+    // exported to the same scripts as before (its fp32 gradient accumulation is then not priced).
+    if (p.training.precision != Precision::BF16Mixed && p.training.precision != Precision::BF16Autocast)
         refuse.add(std::string(toString(p.training.precision)) + " precision",
                    "the scripts train in bf16 with fp32 master weights (--use_gpu_compatible_precision 1)");
     if (p.training.optimizer != Optimizer::AdamW)

@@ -104,9 +104,16 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     if (f.pipelined && l.schedule == PipelineSchedule::GPipe)
         refuse.add("the GPipe schedule",
                    "NxD's pipeline runs 1F1B, interleaved with virtual_pipeline_model_parallel_size");
-    if (p.training.precision != Precision::BF16Mixed && p.training.precision != Precision::FP32)
+    if (p.training.precision != Precision::BF16Mixed && p.training.precision != Precision::FP32 &&
+        p.training.precision != Precision::BF16Autocast)
         refuse.add(std::string(toString(p.training.precision)) + " precision",
-                   "precision.type mixed_precision is bf16 with fp32 master weights; fp32 is the other match");
+                   "precision.type mixed_precision is bf16 with fp32 master weights; fp32 and autocast are the "
+                   "other matches");
+    // docs/general/config_overview.rst @ 9169aa0: "Autocast is supported in this release for HF based
+    // LLama3 8B and Llama3 70B models" (not the Mixtral module).
+    if (p.training.precision == Precision::BF16Autocast && p.model.moe.enabled())
+        refuse.add("bf16-autocast precision with a mixture-of-experts model",
+                   "precision.type autocast is supported for the HF Llama models only");
     if (p.training.optimizer != Optimizer::AdamW)
         refuse.add(std::string("the optimizer ") + toString(p.training.optimizer), "the export writes optim.name adamw");
     if (l.recompute == Recompute::None && !p.training.flash_attention)
@@ -210,7 +217,14 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
         t += "    ring_attention: True\n";
     t += "  optim:\n    name: adamw\n\n";
     t += "precision:\n";
-    t += std::string("  type: '") + (p.training.precision == Precision::FP32 ? "fp32" : "mixed_precision") + "'\n";
+    // autocast: bf16 weights (llama_model.py casts the model), torch.autocast over the step, fp32
+    // master weights and gradient accumulation (base.py) and --auto-cast none for neuronx-cc
+    // (training_orchestrator.py): ShardScope's bf16-autocast.
+    t += std::string("  type: '") +
+         (p.training.precision == Precision::FP32           ? "fp32"
+          : p.training.precision == Precision::BF16Autocast ? "autocast"
+                                                            : "mixed_precision") +
+         "'\n";
     r.text = t;
     return r;
 }

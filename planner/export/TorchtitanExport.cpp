@@ -421,6 +421,11 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                    "not the attention-core recomputation the plan priced");
     if (p.training.precision == Precision::FP16Mixed)
         refuse.add("fp16 precision", "mixed_precision_param takes bfloat16 or float32");
+    if (p.training.precision == Precision::BF16Autocast)
+        refuse.add("bf16-autocast precision",
+                   "NeuronX Distributed's precision keeps bf16 weights with fp32 gradient accumulation; "
+                   "mixed_precision_param bfloat16 keeps FSDP2's sharded parameters in fp32 (a different set of "
+                   "states)");
     if (p.training.optimizer != Optimizer::AdamW)
         refuse.add(std::string("the optimizer ") + toString(p.training.optimizer),
                    "the export keeps the llama3 recipe's default_adamw");
