@@ -1197,7 +1197,8 @@ private slots:
         const QStringList chartsExpected{"chart-memory.png", "chart-step-time.png", "chart-pipeline-timeline.png",
                                          "chart-device-mesh.png", "chart-pareto-step-memory.png",
                                          "chart-pareto-time-cost.png", "chart-scaling.png", "chart-node-types.png",
-                                         "chart-validation-loss.png", "chart-validation-errors.png"};
+                                         "chart-validation-loss.png", "chart-validation-errors.png",
+                                         "dialog-model.png"};  // (the model dialog of the setup's model)
         QCOMPARE(files.size(), pagesExpected.size() + chartsExpected.size());
         const QSize windowSize = window_->size() * window_->devicePixelRatio();
         QList<QImage> pageImages;
