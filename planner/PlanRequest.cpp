@@ -109,6 +109,8 @@ QJsonObject toJson(const SearchSpace& s)
         {"overlap_param_gather", s.overlap_param_gather},
         {"ep_comm_overlap", s.ep_comm_overlap},
         {"cp_comm", s.cp_comm ? QJsonValue(QLatin1String(toString(*s.cp_comm))) : QJsonValue(QJsonValue::Null)},
+        {"moe_dispatcher", s.moe_dispatcher ? QJsonValue(QLatin1String(toString(*s.moe_dispatcher)))
+                                            : QJsonValue(QJsonValue::Null)},
         {"max_memory_fraction", s.max_memory_fraction},
         {"min_micro_batches", s.min_micro_batches},
         {"constraints", QString::fromStdString(constraintsText(s))},
@@ -122,8 +124,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
                          "recompute_layers", "recompute_modules", "offload_activations", "sequence_parallel",
                          "schedules", "recompute", "offload",
-                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "max_memory_fraction",
-                         "min_micro_batches", "constraints"});
+                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "moe_dispatcher",
+                         "max_memory_fraction", "min_micro_batches", "constraints"});
     const JsonReader bounds = r.object("bounds", false);
     for (const BoundsKey& k : kBoundsKeys) {
         const QJsonValue v = bounds.json().value(QLatin1String(k.key));
@@ -200,6 +202,15 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
             r.error("cp_comm", "unknown value (" + enumChoices<CpComm>(kCpCommNames) + ")");
     } else if (!cpComm.isNull() && !cpComm.isUndefined()) {
         r.error("cp_comm", "must be p2p, a2a or null");
+    }
+    const QJsonValue dispatcher = json.value(QLatin1String("moe_dispatcher"));
+    if (dispatcher.isString()) {
+        if (auto d = enumFromString<MoeDispatcher>(kMoeDispatcherNames, dispatcher.toString().toStdString()))
+            s.moe_dispatcher = *d;
+        else
+            r.error("moe_dispatcher", "unknown value (" + enumChoices<MoeDispatcher>(kMoeDispatcherNames) + ")");
+    } else if (!dispatcher.isNull() && !dispatcher.isUndefined()) {
+        r.error("moe_dispatcher", "must be alltoall, allgather, deepep, hybridep or null");
     }
     s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
     s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
