@@ -694,7 +694,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.etp = r.integer("etp", 0, false, 0, kMax);
     l.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
     l.cp_comm = r.enumeration<CpComm>("cp_comm", kCpCommNames, CpComm::P2P, false);
-    l.moe_dispatcher = r.enumeration<MoeDispatcher>("moe_dispatcher", kMoeDispatcherNames, MoeDispatcher::AllToAll, false);
+    l.moe_dispatcher =
+        r.enumeration<MoeDispatcher>("moe_dispatcher", kMoeDispatcherNames, MoeDispatcher::AllToAll, false);
     if (const QJsonValue modules = json.value(QLatin1String("recompute_modules")); modules.isArray()) {
         const QJsonArray names = modules.toArray();
         if (names.isEmpty())

@@ -994,7 +994,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double group = D.ep * D.etp;
         const GroupPlacement tpEp = placeGroup(group, 1, domain_devices_);
         const LinkModel tpEpLink = linkFor(group, 1);
-        const CommPlacement tpEpPlacement = tpEp.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        const CommPlacement tpEpPlacement =
+            tpEp.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
         const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s;
         auto overlap = [&](Collective& c) {  // --overlap-moe-expert-parallel-comm (alltoall and flex)
             if (l.ep_comm_overlap && D.m > 1) {

@@ -101,7 +101,8 @@ private slots:
         qInfo("MoE rows: median |error| %.1f%%, worst %.1f%%", 100 * experts.median_abs, 100 * experts.worst_abs);
         QVERIFY(experts.median_abs <= 0.15);
         std::vector<CalibrationCase> usual;  // (the worst bound without the named outlier, above)
-        std::copy_if(moe.begin(), moe.end(), std::back_inserter(usual), [](const CalibrationCase& c) { return !knownOutlier(c); });
+        std::copy_if(moe.begin(), moe.end(), std::back_inserter(usual),
+                     [](const CalibrationCase& c) { return !knownOutlier(c); });
         QVERIFY(summarize(evaluateCases(usual, defaultCostModelParams())).worst_abs <= 0.5);
     }
 

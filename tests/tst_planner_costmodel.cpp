@@ -849,7 +849,8 @@ private slots:
         model.evaluate(layout("tp=2,sp=on,ep=8,moe_dispatcher=hybridep", p), &hybridLedger);
         double hybridInter = 0, mapGather = 0;
         for (const Collective& c : hybridLedger.collectives) {
-            if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllToAll && c.placement == CommPlacement::InterDomain)
+            if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllToAll &&
+                c.placement == CommPlacement::InterDomain)
                 hybridInter += c.bytes;
             if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllGather)
                 mapGather += c.bytes;
@@ -885,8 +886,8 @@ private slots:
         moe.cluster.node = dgxH100();
         QCOMPARE(firstBrokenRule("dp=32,tp=2,sp=on,ep=8,moe_dispatcher=hybridep", moe), std::string());
         QVERIFY(firstBrokenRule("dp=64,moe_dispatcher=deepep", moe).find("needs etp x ep > 1") != std::string::npos);
-        QVERIFY(firstBrokenRule("dp=64,ep=8,ep_comm_overlap=on,moe_dispatcher=allgather", moe).find("moe_dispatcher: the allgather") !=
-                std::string::npos);
+        QVERIFY(firstBrokenRule("dp=64,ep=8,ep_comm_overlap=on,moe_dispatcher=allgather", moe)
+                    .find("moe_dispatcher: the allgather") != std::string::npos);
         const Problem dense = problem(megatronGpt(32, 4096, 32), 8, 512);
         QVERIFY(firstBrokenRule("dp=64,moe_dispatcher=allgather", dense).find("needs a mixture-of-experts model") !=
                 std::string::npos);

@@ -979,7 +979,8 @@ private slots:
             const char* megatron;
             const char* bridge;
         };
-        for (const Row& row : {Row{"alltoall", "--moe-token-dispatcher-type alltoall\n", "moe_token_dispatcher_type=\"alltoall\""},
+        for (const Row& row : {Row{"alltoall", "--moe-token-dispatcher-type alltoall\n",
+                                   "moe_token_dispatcher_type=\"alltoall\""},
                                Row{"allgather", "--moe-token-dispatcher-type allgather\n",
                                    "moe_token_dispatcher_type=\"allgather\""},
                                Row{"deepep", "--moe-token-dispatcher-type flex\n    --moe-flex-dispatcher-backend deepep\n",
