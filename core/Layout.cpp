@@ -334,6 +334,10 @@ FieldErrors validate(const Layout& l, const std::string& path)
         if (l.pp > 1 && l.schedule != PipelineSchedule::Interleaved)
             add("ep_comm_overlap", "overlapping the MoE all-to-all with pp > 1 needs the interleaved schedule "
                                    "(Megatron-LM asks for virtual pipeline stages)");
+        if (l.recomputes(kRecomputeMoe))
+            add("ep_comm_overlap", "overlapping the MoE all-to-all does not run with the MoE layers recomputed "
+                                   "(Megatron-LM: \"disable moe in recompute_modules when enabling "
+                                   "overlap_moe_expert_parallel_comm\")");
     }
     if (l.cp_comm == CpComm::A2A && l.cp < 2)
         add("cp_comm", "all-to-all context parallelism (cp_comm=a2a) needs cp > 1");

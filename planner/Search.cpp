@@ -630,6 +630,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         layout.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
         layout.recompute_modules = r == Recompute::Selective ? space_.recompute_modules.value_or(0) : 0;
         layout.offload_activations = r == Recompute::None ? space_.offload_activations.value_or(0) : 0;
+        if (layout.recomputes(kRecomputeMoe))  // (Megatron-LM overlaps no recomputed MoE layer: Layout.cpp)
+            layout.ep_comm_overlap = false;
     };
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no

@@ -286,6 +286,11 @@ private slots:
         QVERIFY(!layoutFromJson(bad, "layout", errors) && joinErrors(errors).find("moe_dispatcher") != std::string::npos);
         const FieldErrors overlap = validate(parseLayout("dp=8,ep=8,ep_comm_overlap=on,moe_dispatcher=allgather", errors));
         QVERIFY(!overlap.empty() && overlap.front().path == "layout.moe_dispatcher");
+        // (Nor does Megatron-LM overlap the dispatch of recomputed MoE layers.)
+        const FieldErrors recomputed =
+            validate(parseLayout("dp=8,ep=8,ep_comm_overlap=on,recompute=selective,recompute_modules=moe", errors));
+        QVERIFY(!recomputed.empty() && recomputed.front().text().find("disable moe in recompute_modules") !=
+                                           std::string::npos);
         const FieldErrors lone = validate(parseLayout("dp=8,moe_dispatcher=deepep", errors));
         QVERIFY(!lone.empty() && lone.front().text().find("DeepEP dispatcher requires TPxEP > 1") != std::string::npos);
     }
