@@ -158,6 +158,8 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kRecomputeMethodNames, key, value, layout.recompute_method, errors);
         } else if (key == "cp_comm") {
             parseEnumValue(kCpCommNames, key, value, layout.cp_comm, errors);
+        } else if (key == "moe_dispatcher") {
+            parseEnumValue(kMoeDispatcherNames, key, value, layout.moe_dispatcher, errors);
         } else if (key == "recompute_modules") {
             layout.recompute_modules = parseRecomputeModules(value, "layout." + key, errors);
         } else {
@@ -167,7 +169,7 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
                                                "account_for_embedding_in_pipeline_split, "
                                                "account_for_loss_in_pipeline_split, recompute_method, "
                                                "recompute_layers, ep, etp, ep_comm_overlap, "
-                                               "cp_comm, recompute_modules, offload_activations)"});
+                                               "cp_comm, moe_dispatcher, recompute_modules, offload_activations)"});
         }
     }
     return layout;
@@ -202,6 +204,8 @@ std::string toString(const Layout& l)
         out << ",ep_comm_overlap=on";
     if (l.cp_comm != CpComm::P2P)
         out << ",cp_comm=" << toString(l.cp_comm);
+    if (l.moe_dispatcher != MoeDispatcher::AllToAll)
+        out << ",moe_dispatcher=" << toString(l.moe_dispatcher);
     if (l.recompute_modules != 0)
         out << ",recompute_modules=" << recomputeModulesToString(l.recompute_modules);
     if (l.offload_activations > 0)
@@ -330,9 +334,22 @@ FieldErrors validate(const Layout& l, const std::string& path)
         if (l.pp > 1 && l.schedule != PipelineSchedule::Interleaved)
             add("ep_comm_overlap", "overlapping the MoE all-to-all with pp > 1 needs the interleaved schedule "
                                    "(Megatron-LM asks for virtual pipeline stages)");
+        if (l.recomputes(kRecomputeMoe))
+            add("ep_comm_overlap", "overlapping the MoE all-to-all does not run with the MoE layers recomputed "
+                                   "(Megatron-LM: \"disable moe in recompute_modules when enabling "
+                                   "overlap_moe_expert_parallel_comm\")");
     }
     if (l.cp_comm == CpComm::A2A && l.cp < 2)
         add("cp_comm", "all-to-all context parallelism (cp_comm=a2a) needs cp > 1");
+    // Megatron-LM (transformer_config.py @ d98e8a64): "overlap_moe_expert_parallel_comm is supported with
+    // alltoall/flex token dispatcher"; token_dispatcher.py MoEFlexTokenDispatcher: "DeepEP dispatcher
+    // requires TPxEP > 1" (its group is the etp x ep one).
+    if (l.ep_comm_overlap && l.moe_dispatcher == MoeDispatcher::AllGather)
+        add("moe_dispatcher", "the allgather dispatcher has no all-to-all to overlap (Megatron-LM runs "
+                              "ep_comm_overlap with the alltoall or flex dispatchers only)");
+    if (l.moe_dispatcher == MoeDispatcher::DeepEp && std::int64_t(l.ep) * l.expertTensorParallel() < 2)
+        add("moe_dispatcher", "the DeepEP dispatcher needs etp x ep > 1 (Megatron-LM: \"DeepEP dispatcher requires "
+                              "TPxEP > 1\")");
     // Megatron-LM's rules (transformer_config.py @ d98e8a64): the modules belong to selective
     // recomputation; CPU offloading runs neither with recomputation nor with pipeline parallelism.
     if ((l.recompute_modules & ~kRecomputeModuleMask) != 0)
@@ -445,6 +462,17 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
             add("etp", "expert tensor parallelism needs a mixture-of-experts model; " + m.name +
                            " has no routed experts");
     }
+    if (l.moe_dispatcher != MoeDispatcher::AllToAll && !m.moe.enabled())
+        add("moe_dispatcher", std::string("a token dispatcher (") + toString(l.moe_dispatcher) +
+                                  ") needs a mixture-of-experts model; " + m.name + " has no routed experts");
+    // DeepEP's internode kernels forward inside a node of at most 8 NVLink peers (csrc/kernels/legacy/
+    // internode.cu @ dd758caf: LEGACY_NUM_MAX_NVL_PEERS == 8); Megatron-LM: "Currently only "hybridep"
+    // backend supports the MNNVL case" (transformer_config.py @ d98e8a64).
+    if (l.moe_dispatcher == MoeDispatcher::DeepEp && c.node.scaleUpChips() * c.node.chip.devices_per_chip > 8 &&
+        std::int64_t(l.ep) * l.expertTensorParallel() > 8)
+        add("moe_dispatcher", "DeepEP forwards inside NVLink domains of at most 8 GPUs; " + c.node.name + " has " +
+                                  s(c.node.scaleUpChips() * c.node.chip.devices_per_chip) +
+                                  " (a multi-node NVLink domain: use moe_dispatcher=hybridep)");
     if (m.moe.enabled()) {
         // Megatron-LM (arguments.py @ d98e8a64): "Number of experts should be a multiple of
         // expert model parallel_size."
@@ -532,5 +560,6 @@ const char* toString(Recompute v) { return enumToString<Recompute>(kRecomputeNam
 const char* toString(Offload v) { return enumToString<Offload>(kOffloadNames, v); }
 const char* toString(RecomputeMethod v) { return enumToString<RecomputeMethod>(kRecomputeMethodNames, v); }
 const char* toString(CpComm v) { return enumToString<CpComm>(kCpCommNames, v); }
+const char* toString(MoeDispatcher v) { return enumToString<MoeDispatcher>(kMoeDispatcherNames, v); }
 
 } // namespace shardscope

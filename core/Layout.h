@@ -30,6 +30,22 @@ enum class Offload { None, Optimizer };
 // (AttnFuncWithCPAndKVP2P); a2a, Ulysses-style all-to-alls that trade the sequence split for a
 // head split around the attention (AttnFuncWithCPAndQKVOA2A), DeepSpeed-Ulysses' scheme.
 enum class CpComm { P2P, A2A };
+// How a MoE layer moves its tokens to their experts and back (Megatron-LM's
+// --moe-token-dispatcher-type allgather|alltoall|flex, with --moe-flex-dispatcher-backend
+// deepep|hybridep for flex: TransformerConfig.moe_token_dispatcher_type / moe_flex_dispatcher_backend,
+// megatron/core/transformer/transformer_config.py @ d98e8a64; token_dispatcher.py):
+//   alltoall  every top-k copy to its expert's ep rank (all-to-all over ep), then gathered over etp
+//             (MoEAlltoAllTokenDispatcher)
+//   allgather every token all-gathered over the etp x ep group, the expert outputs reduce-scattered
+//             back (MoEAllGatherTokenDispatcher: "this allgather spans the communication domain of TP*EP")
+//   deepep    flex over the etp x ep group with DeepEP's kernels: a token sent once to each GPU that
+//             holds one of its experts, across nodes once per remote node over RDMA and forwarded
+//             inside that node over NVLink (deepseek-ai/DeepEP; _DeepepManager)
+//   hybridep  flex with NVIDIA's HybridEP kernels (DeepEP branch hybrid-ep): the same node-then-GPU
+//             routing over NVLink domains (also multi-node NVLink ones), the routing map all-gathered
+//             over the group first (_HybridEPManager)
+// (Megatron's third flex backend, ncclep, is not modelled.)
+enum class MoeDispatcher { AllToAll, AllGather, DeepEp, HybridEp };
 // The modules selective recomputation recomputes (Megatron-LM's --recompute-granularity selective
 // --recompute-modules ...: TransformerConfig.recompute_modules, megatron/core/transformer/
 // transformer_config.py @ d98e8a64; default ["core_attn"]), one bit each:
@@ -113,6 +129,7 @@ struct Layout {
     // interleaved schedule when pp > 1, 16-bit training).
     bool ep_comm_overlap = false;
     CpComm cp_comm = CpComm::P2P;  // with cp > 1
+    MoeDispatcher moe_dispatcher = MoeDispatcher::AllToAll;  // MoE models only
     // With recompute=selective: the modules recomputed (RecomputeModule bits); 0, Megatron's
     // default, the attention core alone.
     unsigned recompute_modules = 0;
@@ -266,7 +283,7 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 // (+ ",tp_comm_overlap=on,overlap_param_gather=on", ",first_stage_layers=N,last_stage_layers=N",
 // ",account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on" and
 // ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on", ",cp_comm=a2a",
-// ",recompute_modules=layernorm+moe_act" (Megatron's module names joined by '+') and
+// ",moe_dispatcher=deepep", ",recompute_modules=layernorm+moe_act" (Megatron's module names joined by '+') and
 // ",offload_activations=N" when set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
@@ -287,6 +304,9 @@ const char* toString(Recompute v);
 const char* toString(Offload v);
 const char* toString(RecomputeMethod v);
 const char* toString(CpComm v);
+const char* toString(MoeDispatcher v);
+// The flex dispatchers (DeepEP, HybridEP): a token crosses to a node once, then is forwarded inside it.
+inline bool flexDispatcher(MoeDispatcher d) { return d == MoeDispatcher::DeepEp || d == MoeDispatcher::HybridEp; }
 // "core_attn+layernorm" for RecomputeModule bits, in Megatron-LM's order; parsed back by
 // parseRecomputeModules (an unknown or repeated name is an error naming it).
 std::string recomputeModulesToString(unsigned modules);

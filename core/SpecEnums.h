@@ -58,6 +58,12 @@ inline constexpr std::array kCpCommNames{
     EnumName<CpComm>{CpComm::P2P, "p2p"},
     EnumName<CpComm>{CpComm::A2A, "a2a"},
 };
+inline constexpr std::array kMoeDispatcherNames{
+    EnumName<MoeDispatcher>{MoeDispatcher::AllToAll, "alltoall"},
+    EnumName<MoeDispatcher>{MoeDispatcher::AllGather, "allgather"},
+    EnumName<MoeDispatcher>{MoeDispatcher::DeepEp, "deepep"},
+    EnumName<MoeDispatcher>{MoeDispatcher::HybridEp, "hybridep"},
+};
 inline constexpr std::array kOffloadNames{
     EnumName<Offload>{Offload::None, "none"},
     EnumName<Offload>{Offload::Optimizer, "optimizer"},

@@ -642,6 +642,8 @@ QJsonObject toJson(const Layout& l)
         o.insert("ep_comm_overlap", true);
     if (l.cp_comm != CpComm::P2P)
         o.insert("cp_comm", toString(l.cp_comm));
+    if (l.moe_dispatcher != MoeDispatcher::AllToAll)
+        o.insert("moe_dispatcher", toString(l.moe_dispatcher));
     if (l.recompute_modules != 0) {
         QJsonArray modules;  // Megatron-LM's list, as --recompute-modules takes it
         for (unsigned bit = 1; bit <= kRecomputeModuleMask; bit <<= 1)
@@ -664,7 +666,7 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
                          "last_stage_layers", "account_for_embedding_in_pipeline_split",
                          "account_for_loss_in_pipeline_split", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
-                         "cp_comm", "recompute_modules", "offload_activations"});
+                         "cp_comm", "moe_dispatcher", "recompute_modules", "offload_activations"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -692,6 +694,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
     l.etp = r.integer("etp", 0, false, 0, kMax);
     l.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
     l.cp_comm = r.enumeration<CpComm>("cp_comm", kCpCommNames, CpComm::P2P, false);
+    l.moe_dispatcher =
+        r.enumeration<MoeDispatcher>("moe_dispatcher", kMoeDispatcherNames, MoeDispatcher::AllToAll, false);
     if (const QJsonValue modules = json.value(QLatin1String("recompute_modules")); modules.isArray()) {
         const QJsonArray names = modules.toArray();
         if (names.isEmpty())

@@ -146,6 +146,10 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         ((c.heads / l.tp) % l.cp != 0 || (c.kvHeads() / l.tp) % l.cp != 0))
         add("cp_comm", "all-to-all context parallelism needs cp = " + s(l.cp) + " to divide a device's " +
                            s(c.heads / l.tp) + " query and " + s(c.kvHeads() / l.tp) + " key/value heads (heads / tp)");
+    // The engine's MoE layers dispatch as Megatron-LM's alltoall dispatcher does (MoeMlp).
+    if (l.moe_dispatcher != MoeDispatcher::AllToAll)
+        add("moe_dispatcher", std::string("the ") + toString(l.moe_dispatcher) +
+                                  " token dispatcher is not executed by the engine (its MoE layers run alltoall)");
     if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
                                     " layers recomputed whole are not executed here (block, or groups of one layer)");

@@ -11,6 +11,7 @@
 #include "ActivationMemory.h"
 #include "Collectives.h"
 #include "MlaCost.h"
+#include "MoeDispatch.h"
 #include "ModelStateMemory.h"
 #include "OpConventions.h"
 #include "PipelineSchedule.h"
@@ -116,8 +117,10 @@ struct CostModel::StageCost {
     // none), and the norms' gradients summed over tp once per step (bytes; latency only, no time).
     // (MoE: the expert-tensor-parallel all-gather and reduce-scatter of the routed tokens, and the
     // all-to-all dispatch and combine over ep.)
+    // (The allgather dispatcher's gather and scatter over etp x ep, and the flex dispatchers' network
+    // part beside their NVLink part in kEpAllToAll.)
     enum Slot { kTpAllReduce, kTpReduceScatter, kTpAllGather, kCpRing, kEtpAllGather, kEtpReduceScatter, kEpAllToAll,
-                kEpCounts, kAuxCounts, kCpAllToAll, kSlots };
+                kEpCounts, kAuxCounts, kCpAllToAll, kEpGather, kEpScatter, kEpNetwork, kSlots };
     std::array<Collective, kSlots> comm{};
     double sp_norm_grad_bytes = 0;
     double cp_merge_s = 0;        // the CP ring steps' partial-result merges per micro-batch (not hidden)
@@ -958,23 +961,45 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         }
     }
 
-    // ---- MoE token traffic per micro-batch (Megatron-LM's alltoall dispatcher, above): each pass
-    // (forward, backward, a recomputed forward) dispatches and combines every MoE layer's token
-    // copies over ep (2 all-to-alls of T_moe k h bytes; the ep group: ep members at stride etp),
-    // and gathers them over etp after the dispatch and reduce-scatters them before the combine
-    // (the R copies' buffer; the etp group: etp neighbours). The busiest rank moves `imbalance`
-    // times the mean: its time, not the bytes (a dropless count that does not depend on the
-    // routing). --overlap-moe-expert-parallel-comm runs one micro-batch's all-to-all under
-    // another's compute: all but the first forward's and the last backward's. ----
+    // ---- MoE token traffic per micro-batch, by dispatcher (Layout.h MoeDispatcher). alltoall
+    // (Megatron-LM's MoEAlltoAllTokenDispatcher, above): each pass (forward, backward, a recomputed
+    // forward) dispatches and combines every MoE layer's token copies over ep (2 all-to-alls of T_moe
+    // k h bytes; the ep group: ep members at stride etp), and gathers them over etp after the
+    // dispatch and reduce-scatters them before the combine (the R copies' buffer; the etp group: etp
+    // neighbours). The busiest rank moves `imbalance` times the mean: its time, not the bytes (a
+    // dropless count that does not depend on the routing). --overlap-moe-expert-parallel-comm runs
+    // one micro-batch's all-to-all under another's compute: all but the first forward's and the last
+    // backward's. ----
+    const MoeDispatcher dispatcher = l.moe_dispatcher;
+    const bool flexDispatch = flexDispatcher(dispatcher);
     sc.comm[StageCost::kEtpAllGather] = {CommDimension::Tp, CommKind::AllGather, CommPlacement::IntraDomain,
                                          "MoE: routed tokens gathered over etp after the dispatch", 0, 0, 0, 0};
     sc.comm[StageCost::kEtpReduceScatter] = {CommDimension::Tp, CommKind::ReduceScatter, CommPlacement::IntraDomain,
                                              "MoE: expert outputs scattered over etp before the combine", 0, 0, 0, 0};
-    sc.comm[StageCost::kEpAllToAll] = {CommDimension::Ep, CommKind::AllToAll, CommPlacement::IntraDomain,
-                                       "MoE: token copies dispatched to their experts and combined back", 0, 0, 0, 0};
+    sc.comm[StageCost::kEpAllToAll] = {
+        CommDimension::Ep, CommKind::AllToAll, CommPlacement::IntraDomain,
+        flexDispatch ? "MoE (flex): tokens to their experts' GPUs of the node and forwarded to them from the network, "
+                       "over NVLink, and back (at the same time as the network part)"
+                     : "MoE: token copies dispatched to their experts and combined back",
+        0, 0, 0, 0};
+    sc.comm[StageCost::kEpNetwork] = {CommDimension::Ep, CommKind::AllToAll, CommPlacement::InterDomain,
+                                      "MoE (flex): tokens once to each other node holding one of their experts, "
+                                      "over the GPU's NIC, and back",
+                                      0, 0, 0, 0};
+    sc.comm[StageCost::kEpGather] = {CommDimension::Ep, CommKind::AllGather, CommPlacement::IntraDomain,
+                                     "MoE (allgather): every token, its routing map and probabilities gathered over "
+                                     "etp x ep",
+                                     0, 0, 0, 0};
+    sc.comm[StageCost::kEpScatter] = {CommDimension::Ep, CommKind::ReduceScatter, CommPlacement::IntraDomain,
+                                      "MoE (allgather): the gathered tokens' expert outputs reduce-scattered back over "
+                                      "etp x ep",
+                                      0, 0, 0, 0};
     sc.comm[StageCost::kEpCounts] = {CommDimension::Ep, CommKind::AllGather, CommPlacement::IntraDomain,
-                                     "MoE: copies per expert (int64) gathered over etp x ep before the dispatch", 0, 0, 0,
-                                     0};
+                                     dispatcher == MoeDispatcher::HybridEp
+                                         ? "MoE (hybridep): routing map (a byte per token and expert GPU) gathered over "
+                                           "etp x ep before the dispatch"
+                                         : "MoE: copies per expert (int64) gathered over etp x ep before the dispatch",
+                                     0, 0, 0, 0};
     sc.comm[StageCost::kAuxCounts] = {CommDimension::Tp, CommKind::AllReduce, CommPlacement::IntraDomain,
                                       "MoE: copies per expert summed over tp x cp for the load-balancing loss", 0, 0, 0,
                                       0};
@@ -982,7 +1007,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double moeRecomputed = l.recomputes(kRecomputeMoe) ? 1.0 : 0.0;
     if (moe.enabled() && sc.moe_layers > 0) {
         const double passes = 2.0 + recomputed + moeRecomputed;
-        if (D.etp > 1) {
+        const double forwards = 1.0 + recomputed + moeRecomputed;
+        const double tokenBytes = h * activation_bytes_;
+        // The group of the allgather and flex dispatchers: Megatron's tp_ep group, etp x ep
+        // neighbours (ranks in tp-ep-dp order; token_dispatcher.py: pg_collection.tp_ep).
+        const double group = D.ep * D.etp;
+        const GroupPlacement tpEp = placeGroup(group, 1, domain_devices_);
+        const LinkModel tpEpLink = linkFor(group, 1);
+        const CommPlacement tpEpPlacement =
+            tpEp.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+        const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s;
+        auto overlap = [&](Collective& c) {  // --overlap-moe-expert-parallel-comm (alltoall and flex)
+            if (l.ep_comm_overlap && D.m > 1) {
+                c.hidden_s = std::min(c.exposed_s, window) * (D.m - 1) / D.m;
+                c.exposed_s -= c.hidden_s;
+            }
+        };
+        if (dispatcher == MoeDispatcher::AllToAll && D.etp > 1) {
             const GroupPlacement etpGroup = placeGroup(D.etp, 1, domain_devices_);
             const LinkModel etpLink = linkFor(D.etp, 1);
             const double gathered = routedCopies * h * activation_bytes_;
@@ -995,7 +1036,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                 c.exposed_s = calls * allGatherTime(etpGroup, imbalance * gathered, etpLink);
             }
         }
-        if (D.ep > 1) {
+        if (dispatcher == MoeDispatcher::AllToAll && D.ep > 1) {
             const GroupPlacement epGroup = placeGroup(D.ep, D.etp, domain_devices_);
             const LinkModel epLink = linkFor(D.ep, D.etp);
             const double payload = D.T_moe * D.experts_active * h * activation_bytes_;
@@ -1005,25 +1046,89 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             a2a.calls = calls;
             a2a.bytes = calls * payload;
             a2a.exposed_s = calls * allToAllTime(epGroup, imbalance * payload, epLink);
-            if (l.ep_comm_overlap && D.m > 1) {
-                const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s;
-                a2a.hidden_s = std::min(a2a.exposed_s, window) * (D.m - 1) / D.m;
-                a2a.exposed_s -= a2a.hidden_s;
-            }
+            overlap(a2a);
+        }
+        if (dispatcher == MoeDispatcher::AllGather && group > 1) {
+            // ---- allgather (MoEAllGatherTokenDispatcher, token_dispatcher.py @ d98e8a64): the etp x
+            // ep group all-gathers every member's T_moe tokens ("[(S/TP)*B, H] -> [S*B*EP, H]"), and in
+            // the forward their routing map (a bool per expert) and probabilities (E values, the
+            // model's dtype without moe_router_dtype); each member's experts take their copies from
+            // the gathered tokens, and the combine reduce-scatters the outputs of every gathered
+            // token back to its owner. The backward is the mirror: the gathers' gradients
+            // reduce-scattered, the scatter's gathered. One ring collective of the group each way.
+            // Every member moves every token whatever the routing: no imbalance in the bytes or time.
+            const double tokensGathered = group * D.T_moe * tokenBytes;
+            const double mapBytes = group * D.T_moe * D.experts, probBytes = mapBytes * activation_bytes_;
+            Collective& gather = sc.comm[StageCost::kEpGather];
+            Collective& scatter = sc.comm[StageCost::kEpScatter];
+            gather.placement = scatter.placement = tpEpPlacement;
+            gather.calls = sc.moe_layers * (passes + 2 * forwards);
+            gather.bytes = sc.moe_layers * (passes * ringHalfBytes(group, tokensGathered) +
+                                            forwards * ringHalfBytes(group, mapBytes + probBytes));
+            gather.exposed_s = sc.moe_layers * (passes * allGatherTime(tpEp, tokensGathered, tpEpLink) +
+                                                forwards * (allGatherTime(tpEp, mapBytes, tpEpLink) +
+                                                            allGatherTime(tpEp, probBytes, tpEpLink)));
+            scatter.calls = sc.moe_layers * passes;
+            scatter.bytes = scatter.calls * ringHalfBytes(group, tokensGathered);
+            scatter.exposed_s = scatter.calls * reduceScatterTime(tpEp, tokensGathered, tpEpLink);
+        }
+        if (flexDispatch && group > 1) {
+            // ---- flex (MoEFlexTokenDispatcher over the tp_ep group, token_dispatcher.py @ d98e8a64:
+            // the routing map expanded to every etp GPU of a chosen expert, router_topk = etp x k):
+            // DeepEP's or HybridEP's kernels send a token once per GPU that holds one of its
+            // experts, across nodes once per remote node over RDMA and forwarded there over NVLink
+            // (MoeDispatch.h: the sends per token on each link). The two links run at once: a call
+            // lasts as long as the busier one, plus its latency. The combine moves the same bytes
+            // back. Each dispatch of a forward carries the routing metadata with the tokens: DeepEP
+            // a top-k index (int64) and weight (fp32) per flex top-k (_DeepepManager: fused_dispatch
+            // of token_indices and token_probs), HybridEP an fp32 probability per expert of the
+            // receiving node (rdma_prob_buffer / prob_buffer: experts per rank x ranks per node,
+            // docs/Hybrid-EP_Implementation.md @ 94a9f8f6). Dropless: the bytes are the mean; the
+            // busiest rank's time `imbalance` times it.
+            const FlexSends sends =
+                flexSends(D.experts, D.experts_active, D.ep, tpEp.domains, tpEp.members_per_domain);
+            const double metadata = dispatcher == MoeDispatcher::DeepEp
+                                        ? D.etp * D.experts_active * (8.0 + 4.0)
+                                        : D.experts / D.ep * tpEp.members_per_domain * 4.0;
+            auto callTime = [&](double bytesPerToken, double& networkPart, double& nvlinkPart) {
+                const double net = imbalance * sends.network * D.T_moe * bytesPerToken;
+                const double nvl = imbalance * sends.nvlink * D.T_moe * bytesPerToken;
+                networkPart = net > 0 ? tpEpLink.inter_latency_s + net / tpEpLink.inter_bytes_per_second : 0.0;
+                nvlinkPart = nvl > 0 ? tpEpLink.intra_latency_s + nvl / tpEpLink.intra_bytes_per_second : 0.0;
+                return tpEpLink.launch_s + std::max(networkPart, nvlinkPart);
+            };
+            double netPlain = 0, nvlPlain = 0, netMeta = 0, nvlMeta = 0;
+            const double plain = callTime(tokenBytes, netPlain, nvlPlain);
+            const double withMetadata = callTime(tokenBytes + metadata, netMeta, nvlMeta);
+            const double calls = 2 * passes * sc.moe_layers;
+            const double time = sc.moe_layers * (forwards * withMetadata + (2 * passes - forwards) * plain);
+            const double tokenSends = sc.moe_layers * D.T_moe * (2 * passes * tokenBytes + forwards * metadata);
+            Collective& nvlink = sc.comm[StageCost::kEpAllToAll];
+            Collective& network = sc.comm[StageCost::kEpNetwork];
+            nvlink.calls = calls;
+            nvlink.bytes = sends.nvlink * tokenSends;
+            network.calls = sends.network > 0 ? calls : 0.0;
+            network.bytes = sends.network * tokenSends;
+            // (The call's time on the link that bounds it.)
+            Collective& bound = netPlain > nvlPlain ? network : nvlink;
+            bound.exposed_s = time;
+            overlap(bound);
         }
         // The dispatcher's preprocess (token_dispatcher.py, MoEAlltoAllTokenDispatcher.preprocess)
         // gathers every rank's copies per expert over the etp x ep group (E int64 each), once per
-        // forward; the load-balancing loss sums them over the ranks that split the micro-batch's
-        // tokens (tp under sp, and cp: Megatron's tp_cp group) likewise.
-        const double forwards = 1.0 + recomputed + moeRecomputed;
-        if (D.ep * D.etp > 1) {
-            const double n = D.ep * D.etp, counts = n * D.experts * 8.0;
-            const GroupPlacement g = placeGroup(n, 1, domain_devices_);
+        // forward; DeepEP's notify step exchanges the same counts before its dispatch (per rank
+        // and per expert); HybridEP gathers the routing map itself, a byte per token and expert
+        // GPU of the group (hybrid_ep.cu @ 94a9f8f6: allgather_routing_map; Megatron's flex map has
+        // etp x E columns). The load-balancing loss sums the copies per expert over the ranks that
+        // split the micro-batch's tokens (tp under sp, and cp: Megatron's tp_cp group) likewise.
+        if (group > 1 && dispatcher != MoeDispatcher::AllGather) {
+            const double counts = dispatcher == MoeDispatcher::HybridEp ? group * D.T_moe * D.etp * D.experts
+                                                                         : group * D.experts * 8.0;
             Collective& c = sc.comm[StageCost::kEpCounts];
-            c.placement = g.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
+            c.placement = tpEpPlacement;
             c.calls = forwards * sc.moe_layers;
-            c.bytes = c.calls * ringHalfBytes(n, counts);
-            c.exposed_s = c.calls * allGatherTime(g, counts, linkFor(n, 1));
+            c.bytes = c.calls * ringHalfBytes(group, counts);
+            c.exposed_s = c.calls * allGatherTime(tpEp, counts, tpEpLink);
         }
         const double tokenSplit = D.sp * D.c;
         if (moe.aux_loss_coeff > 0 && tokenSplit > 1) {
@@ -1047,6 +1152,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                                    (expertF + expertFin) * imbalance * routedCopies +
                                                    (D.experts + h) * D.T_moe +
                                                    (gatedMlp(model.mlp) ? 3 : 2) * sharedF * D.T_moe);
+        // (The allgather dispatcher's gathered tokens: the group's whole micro-batch, in Megatron's
+        // global memory buffer, use_global_buffer=True.)
+        if (dispatcher == MoeDispatcher::AllGather && D.ep * D.etp > 1)
+            sc.moe_buffer_bytes += activation_bytes_ * D.ep * D.etp * D.T_moe * h;
     }
 
     // ---- context parallelism: Transformer Engine's ring (AttnFuncWithCPAndKVP2P,
@@ -1112,7 +1221,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.tp_s = sc.comm[StageCost::kTpAllReduce].exposed_s + sc.comm[StageCost::kTpReduceScatter].exposed_s +
               sc.comm[StageCost::kTpAllGather].exposed_s + sc.comm[StageCost::kEtpAllGather].exposed_s +
               sc.comm[StageCost::kEtpReduceScatter].exposed_s + sc.comm[StageCost::kAuxCounts].exposed_s;
-    sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s + sc.comm[StageCost::kEpCounts].exposed_s;
+    sc.ep_s = sc.comm[StageCost::kEpAllToAll].exposed_s + sc.comm[StageCost::kEpNetwork].exposed_s +
+              sc.comm[StageCost::kEpGather].exposed_s + sc.comm[StageCost::kEpScatter].exposed_s +
+              sc.comm[StageCost::kEpCounts].exposed_s;
     sc.cp_s = sc.comm[StageCost::kCpRing].exposed_s + sc.comm[StageCost::kCpAllToAll].exposed_s + sc.cp_merge_s;
 
     // ---- activation memory [K22] ----
@@ -1681,16 +1792,49 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         ts.hidden.tp_comm = m * hidden;  // (gui18)
     }
     {
-        const Collective& a2a = slow.comm[StageCost::kEpAllToAll];
-        book.add(Figure::EpComm, "MoE token dispatch and combine (all-to-all over ep)", m * a2a.time_s(),
-                 "m x MoE layers x passes x 2 x all-to-all of imbalance x b s/(cp sp) x top-k x h bytes: max(peers in "
-                 "the node / ep x bytes / scale-up BW, peers elsewhere / ep x bytes / network share) + latency");
-        book.add(Figure::EpComm, "MoE copies per expert gathered before each dispatch",
-                 m * slow.comm[StageCost::kEpCounts].time_s(), "m x MoE layers x forwards x all-gather of E int64 over etp x ep");
+        // The dispatcher's terms (Layout.h MoeDispatcher; the slots of stageCost's MoE traffic).
+        double dispatch = 0, hidden = 0;
+        for (int k : {StageCost::kEpAllToAll, StageCost::kEpNetwork, StageCost::kEpGather, StageCost::kEpScatter}) {
+            dispatch += slow.comm[size_t(k)].time_s();
+            hidden += slow.comm[size_t(k)].hidden_s;
+        }
+        switch (l.moe_dispatcher) {
+        case MoeDispatcher::AllToAll:
+            book.add(Figure::EpComm, "MoE token dispatch and combine (alltoall dispatcher: all-to-all over ep)",
+                     m * dispatch,
+                     "m x MoE layers x passes x 2 x all-to-all of imbalance x b s/(cp sp) x top-k x h bytes: max(peers "
+                     "in the node / ep x bytes / scale-up BW, peers elsewhere / ep x bytes / network share) + latency");
+            break;
+        case MoeDispatcher::AllGather:
+            book.add(Figure::EpComm, "MoE token dispatch and combine (allgather dispatcher: gather and reduce-scatter "
+                                     "over etp x ep)",
+                     m * dispatch,
+                     "m x MoE layers x passes x (all-gather + reduce-scatter of etp x ep x b s/(cp sp) x h bytes), and "
+                     "per forward the routing map and probabilities (E per token) gathered");
+            break;
+        case MoeDispatcher::DeepEp:
+        case MoeDispatcher::HybridEp:
+            book.add(Figure::EpComm,
+                     l.moe_dispatcher == MoeDispatcher::DeepEp
+                         ? "MoE token dispatch and combine (deepep: once per remote node over RDMA, forwarded over NVLink)"
+                         : "MoE token dispatch and combine (hybridep: once per remote node over RDMA, forwarded over "
+                           "NVLink)",
+                     m * dispatch,
+                     "m x MoE layers x passes x 2 x max(imbalance x b s/(cp sp) x (N - 1) p x h bytes / network share, "
+                     "... x N (D - 1) q x h bytes / scale-up BW) + latency; p, q: a node's and a GPU's chance to hold "
+                     "one of a token's top-k experts (MoeDispatch.h), N nodes of D GPUs in etp x ep");
+            break;
+        }
+        book.add(Figure::EpComm,
+                 l.moe_dispatcher == MoeDispatcher::HybridEp ? "MoE routing map gathered before each dispatch"
+                                                             : "MoE copies per expert gathered before each dispatch",
+                 m * slow.comm[StageCost::kEpCounts].time_s(),
+                 "m x MoE layers x forwards x all-gather over etp x ep of E int64 (hybridep: b s/(cp sp) x etp x E "
+                 "bytes)");
         if (l.ep_comm_overlap)
-            book.add(Figure::EpComm, "hidden under another micro-batch's compute (ep_comm_overlap)", -m * a2a.hidden_s,
-                     "min(all-to-all, layer compute) x (m - 1) / m");
-        ts.hidden.ep_comm = m * a2a.hidden_s;
+            book.add(Figure::EpComm, "hidden under another micro-batch's compute (ep_comm_overlap)", -m * hidden,
+                     "min(dispatch and combine, layer compute) x (m - 1) / m");
+        ts.hidden.ep_comm = m * hidden;
     }
     const Collective& ring = slow.comm[StageCost::kCpRing];
     book.add(Figure::CpComm, "CP ring K/V (and dK/dV) send/recv not hidden by attention", m * ring.exposed_s,

@@ -52,6 +52,14 @@ void refuseMultiTokenPrediction(Refusals& refuse, const ModelSpec& m, const std:
                    why);
 }
 
+void refuseMoeDispatcher(Refusals& refuse, const Layout& l, const std::string& why)
+{
+    if (l.moe_dispatcher != MoeDispatcher::AllToAll)
+        refuse.add(std::string("the ") + toString(l.moe_dispatcher) + " MoE token dispatcher (moe_dispatcher=" +
+                       toString(l.moe_dispatcher) + ")",
+                   why);
+}
+
 void refuseAllToAllCp(Refusals& refuse, const Layout& l, const std::string& why)
 {
     if (l.cp > 1 && l.cp_comm == CpComm::A2A)

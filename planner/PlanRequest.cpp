@@ -109,11 +109,34 @@ QJsonObject toJson(const SearchSpace& s)
         {"overlap_param_gather", s.overlap_param_gather},
         {"ep_comm_overlap", s.ep_comm_overlap},
         {"cp_comm", s.cp_comm ? QJsonValue(QLatin1String(toString(*s.cp_comm))) : QJsonValue(QJsonValue::Null)},
+        {"moe_dispatcher", s.moe_dispatcher ? QJsonValue(QLatin1String(toString(*s.moe_dispatcher)))
+                                            : QJsonValue(QJsonValue::Null)},
         {"max_memory_fraction", s.max_memory_fraction},
         {"min_micro_batches", s.min_micro_batches},
         {"constraints", QString::fromStdString(constraintsText(s))},
     };
 }
+
+namespace {
+
+// A search-space key that is a name or null (not fixed): the name's value, or none with an error
+// naming the key for anything else.
+template <class E>
+std::optional<E> optionalEnum(const QJsonObject& json, JsonReader& r, const char* key,
+                              std::span<const EnumName<E>> names)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isString()) {
+        if (auto e = enumFromString<E>(names, v.toString().toStdString()))
+            return e;
+        r.error(key, "unknown value (" + enumChoices<E>(names) + ")");
+    } else if (!v.isNull() && !v.isUndefined()) {
+        r.error(key, "must be a name (" + enumChoices<E>(names) + ") or null");
+    }
+    return std::nullopt;
+}
+
+} // namespace
 
 SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path, FieldErrors& errors)
 {
@@ -122,8 +145,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
                          "recompute_layers", "recompute_modules", "offload_activations", "sequence_parallel",
                          "schedules", "recompute", "offload",
-                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "max_memory_fraction",
-                         "min_micro_batches", "constraints"});
+                         "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "moe_dispatcher",
+                         "max_memory_fraction", "min_micro_batches", "constraints"});
     const JsonReader bounds = r.object("bounds", false);
     for (const BoundsKey& k : kBoundsKeys) {
         const QJsonValue v = bounds.json().value(QLatin1String(k.key));
@@ -146,15 +169,7 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
         s.zero_group = int(group.toDouble());
     else if (!group.isNull() && !group.isUndefined())
         r.error("zero_group", "must be a shard-group size (0 or positive) or null");
-    const QJsonValue method = json.value(QLatin1String("recompute_method"));
-    if (method.isString()) {
-        if (auto m = enumFromString<RecomputeMethod>(kRecomputeMethodNames, method.toString().toStdString()))
-            s.recompute_method = *m;
-        else
-            r.error("recompute_method", "unknown value (" + enumChoices<RecomputeMethod>(kRecomputeMethodNames) + ")");
-    } else if (!method.isNull() && !method.isUndefined()) {
-        r.error("recompute_method", "must be uniform, block or null");
-    }
+    s.recompute_method = optionalEnum<RecomputeMethod>(json, r, "recompute_method", kRecomputeMethodNames);
     // Recomputed modules as the layout grammar writes them ("layernorm+moe_act"), an offload count.
     const QJsonValue modules = json.value(QLatin1String("recompute_modules"));
     if (modules.isString()) {
@@ -192,15 +207,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
     s.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
     s.overlap_param_gather = r.boolean("overlap_param_gather", false);
     s.ep_comm_overlap = r.boolean("ep_comm_overlap", false);
-    const QJsonValue cpComm = json.value(QLatin1String("cp_comm"));
-    if (cpComm.isString()) {
-        if (auto c = enumFromString<CpComm>(kCpCommNames, cpComm.toString().toStdString()))
-            s.cp_comm = *c;
-        else
-            r.error("cp_comm", "unknown value (" + enumChoices<CpComm>(kCpCommNames) + ")");
-    } else if (!cpComm.isNull() && !cpComm.isUndefined()) {
-        r.error("cp_comm", "must be p2p, a2a or null");
-    }
+    s.cp_comm = optionalEnum<CpComm>(json, r, "cp_comm", kCpCommNames);
+    s.moe_dispatcher = optionalEnum<MoeDispatcher>(json, r, "moe_dispatcher", kMoeDispatcherNames);
     s.max_memory_fraction = r.number("max_memory_fraction", 1.0, false, 0.01, 1.0);
     s.min_micro_batches = r.integer("min_micro_batches", 1, false, 1, 1'000'000);
     return s;

@@ -29,7 +29,8 @@ bool layoutLess(const Layout& a, const Layout& b)
                                l.tp_comm_overlap, l.overlap_param_gather, l.first_stage_layers,
                                l.last_stage_layers, l.account_for_embedding_in_pipeline_split,
                                l.account_for_loss_in_pipeline_split, l.recompute_method, l.recompute_layers, l.ep, l.etp,
-                               l.ep_comm_overlap, l.cp_comm, l.recompute_modules, l.offload_activations);
+                               l.ep_comm_overlap, l.cp_comm, l.moe_dispatcher, l.recompute_modules,
+                               l.offload_activations);
     };
     return key(a) < key(b);
 }
@@ -621,6 +622,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     auto setRecompute = [&](Layout& layout, Recompute r) {
         layout.recompute = r;
         layout.ep_comm_overlap = space_.ep_comm_overlap && layout.ep > 1 && r != Recompute::Full &&
+                                 layout.moe_dispatcher != MoeDispatcher::AllGather &&
                                  (s.pp == 1 || layout.schedule == PipelineSchedule::Interleaved) && overlapPrecision;
         const bool partial = r == Recompute::Full;
         layout.recompute_method = partial ? space_.recompute_method.value_or(RecomputeMethod::Uniform)
@@ -628,6 +630,8 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
         layout.recompute_layers = partial ? space_.recompute_layers.value_or(0) : 0;
         layout.recompute_modules = r == Recompute::Selective ? space_.recompute_modules.value_or(0) : 0;
         layout.offload_activations = r == Recompute::None ? space_.offload_activations.value_or(0) : 0;
+        if (layout.recomputes(kRecomputeMoe))  // (Megatron-LM overlaps no recomputed MoE layer: Layout.cpp)
+            layout.ep_comm_overlap = false;
     };
     // The ZeRO configurations innermost: they change only the data-parallel, optimizer and offload
     // terms of the step (CostModel.cpp: stageCost() and every other term of evaluate() read no
@@ -643,9 +647,22 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     std::vector<char> zeroTermsKnown(meshZeros.size());  // (computed when first asked for, per expert grid)
     std::vector<std::size_t> unbounded;  // siblings the step-time bound does not apply to
     std::vector<char> bounded(meshZeros.size());  // ... and whether it applies, by sibling
+    // The token dispatcher of a MoE model (SearchSpace::moe_dispatcher): the fixed one on the expert
+    // grids that can run it (DeepEP: etp x ep > 1, NVLink domains of at most 8 GPUs; Layout.cpp's
+    // rules), else Megatron-LM's alltoall.
+    const ClusterSpec& cluster = problem_.cluster;
+    const bool wideDomain = cluster.node.scaleUpChips() * cluster.node.chip.devices_per_chip > 8;
+    auto dispatcherFor = [&](int ep, int etp) {
+        const MoeDispatcher d = space_.moe_dispatcher.value_or(MoeDispatcher::AllToAll);
+        const std::int64_t group = std::int64_t(ep) * (etp > 0 ? etp : s.tp);
+        if (!m.moe.enabled() || (d == MoeDispatcher::DeepEp && (group < 2 || (wideDomain && group > 8))))
+            return MoeDispatcher::AllToAll;
+        return d;
+    };
     for (const ExpertConfig& e : expertGrids) {
         l.ep = e.ep;
         l.etp = e.etp;
+        l.moe_dispatcher = dispatcherFor(e.ep, e.etp);
         time_bound_.setExpertGrid(meshBound, l);
         zeros.clear();
         const int edp = l.expertDataParallel();

@@ -118,6 +118,10 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
             CpComm c{};
             if (enumValue(kCpCommNames, field, value, c, errors))
                 space.cp_comm = c;
+        } else if (key == "moe_dispatcher") {
+            MoeDispatcher d{};
+            if (enumValue(kMoeDispatcherNames, field, value, d, errors))
+                space.moe_dispatcher = d;
         } else if (key == "schedule") {
             PipelineSchedule s{};
             if (enumValue(kScheduleNames, field, value, s, errors))
@@ -135,7 +139,8 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
             errors.push_back({field, "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, "
                                      "recompute, offload, tp_comm_overlap, overlap_param_gather, "
                                      "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
-                                     "etp, ep_comm_overlap, cp_comm, recompute_modules, offload_activations)"});
+                                     "etp, ep_comm_overlap, cp_comm, moe_dispatcher, recompute_modules, "
+                                     "offload_activations)"});
         }
     }
     // A fixed module list or activation offload comes with its recomputation mode (modules need
@@ -257,6 +262,8 @@ std::string fixedText(const SearchSpace& s)
         add("ep_comm_overlap", "on");
     if (s.cp_comm)
         add("cp_comm", toString(*s.cp_comm));
+    if (s.moe_dispatcher)
+        add("moe_dispatcher", toString(*s.moe_dispatcher));
     return out;
 }
 

@@ -81,6 +81,11 @@ struct SearchSpace {
     // for --framework deepspeed, whose context parallelism is Ulysses' all-to-all (a2a). A layout
     // whose heads a2a cannot split keeps p2p.
     std::optional<CpComm> cp_comm;
+    // The MoE token dispatcher (Layout.h MoeDispatcher); unset: alltoall. Not searched: which one a run
+    // has is the framework's and the cluster's (DeepEP and HybridEP are libraries of their own, Megatron
+    // only), so it is fixed (--fix moe_dispatcher=deepep) and applied to every expert grid that can run
+    // it; the others keep alltoall.
+    std::optional<MoeDispatcher> moe_dispatcher;
     std::vector<PipelineSchedule> schedules{PipelineSchedule::OneFOneB, PipelineSchedule::GPipe,
                                             PipelineSchedule::Interleaved};
     std::vector<Recompute> recomputes{Recompute::None, Recompute::Selective, Recompute::Full};
@@ -100,7 +105,7 @@ struct SearchSpace {
 // "tp=8,pp=2,sp=on,schedule=interleaved,recompute=selective": fixes each key named
 // (the keys of parseLayout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v,
 // recompute, offload, tp_comm_overlap, overlap_param_gather, first_stage_layers, last_stage_layers,
-// recompute_method, recompute_layers, ep, etp, ep_comm_overlap, cp_comm, recompute_modules,
+// recompute_method, recompute_layers, ep, etp, ep_comm_overlap, cp_comm, moe_dispatcher, recompute_modules,
 // offload_activations). Errors name the key ("fix.tp: \"x\" is
 // not an integer").
 FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::string& path = "fix");

@@ -258,6 +258,43 @@ private slots:
         QVERIFY(!one.empty() && one.front().text().find("cp_comm=a2a) needs cp > 1") != std::string::npos);
     }
 
+    // moe_dispatcher: written in text and JSON only when not alltoall, read back; bad values and the
+    // layout's own rules named.
+    void moeDispatcherLayout()
+    {
+        for (const char* name : {"allgather", "deepep", "hybridep"}) {
+            FieldErrors errors;
+            Layout l = parseLayout(std::string("dp=8,ep=8,moe_dispatcher=") + name, errors);
+            QVERIFY(errors.empty());
+            QCOMPARE(std::string(toString(l.moe_dispatcher)), std::string(name));
+            QVERIFY(toString(l).ends_with(std::string(",moe_dispatcher=") + name));
+            const QJsonObject json = toJson(l);
+            QCOMPARE(json.value("moe_dispatcher").toString(), QString::fromLatin1(name));
+            const auto back = layoutFromJson(throughText(json), "layout", errors);
+            QVERIFY2(back && *back == l && errors.empty(), joinErrors(errors).c_str());
+        }
+        FieldErrors errors;
+        Layout l = parseLayout("dp=8,ep=8,moe_dispatcher=alltoall", errors);
+        QVERIFY(errors.empty() && l.moe_dispatcher == MoeDispatcher::AllToAll);
+        QVERIFY(toString(l).find("moe_dispatcher") == std::string::npos && !toJson(l).contains("moe_dispatcher"));
+        parseLayout("dp=8,moe_dispatcher=flex", errors);
+        QVERIFY(!errors.empty() && errors.front().text().find("layout.moe_dispatcher: unknown value \"flex\" (one of: "
+                                                              "alltoall, allgather, deepep, hybridep)") != std::string::npos);
+        QJsonObject bad = toJson(l);
+        bad.insert("moe_dispatcher", "nccl");
+        errors.clear();
+        QVERIFY(!layoutFromJson(bad, "layout", errors) && joinErrors(errors).find("moe_dispatcher") != std::string::npos);
+        const FieldErrors overlap = validate(parseLayout("dp=8,ep=8,ep_comm_overlap=on,moe_dispatcher=allgather", errors));
+        QVERIFY(!overlap.empty() && overlap.front().path == "layout.moe_dispatcher");
+        // (Nor does Megatron-LM overlap the dispatch of recomputed MoE layers.)
+        const FieldErrors recomputed =
+            validate(parseLayout("dp=8,ep=8,ep_comm_overlap=on,recompute=selective,recompute_modules=moe", errors));
+        QVERIFY(!recomputed.empty() && recomputed.front().text().find("disable moe in recompute_modules") !=
+                                           std::string::npos);
+        const FieldErrors lone = validate(parseLayout("dp=8,moe_dispatcher=deepep", errors));
+        QVERIFY(!lone.empty() && lone.front().text().find("DeepEP dispatcher requires TPxEP > 1") != std::string::npos);
+    }
+
     // Recomputed modules and activation offload: text and JSON (Megatron's list) only when set, read
     // back; bad names and values named.
     void recomputeModulesAndOffloadLayout()

@@ -164,6 +164,26 @@ private slots:
         QVERIFY(!errors.empty() && errors.front().text().find("space.cp_comm") != std::string::npos);
     }
 
+    // moe_dispatcher fixes like cp_comm, in text and in JSON; bad values named.
+    void moeDispatcherInTheSearchSpace()
+    {
+        SearchSpace s;
+        QVERIFY(applyFixed(s, "moe_dispatcher=hybridep").empty());
+        QCOMPARE(s.moe_dispatcher, std::optional<MoeDispatcher>(MoeDispatcher::HybridEp));
+        QCOMPARE(constraintsText(s), std::string("--fix moe_dispatcher=hybridep"));
+        SearchSpace back;
+        QVERIFY(applyFixed(back, fixedText(s)).empty() && back == s);
+        FieldErrors errors;
+        QVERIFY(searchSpaceFromJson(toJson(s), "space", errors) == s && errors.empty());
+        QVERIFY(!searchSpaceFromJson(toJson(SearchSpace{}), "space", errors).moe_dispatcher);
+        const FieldErrors bad = applyFixed(back, "moe_dispatcher=ncclep");
+        QVERIFY(!bad.empty() && bad.front().text().find("fix.moe_dispatcher: unknown value \"ncclep\"") != std::string::npos);
+        QJsonObject json = toJson(SearchSpace{});
+        json.insert("moe_dispatcher", "flex");
+        searchSpaceFromJson(json, "space", errors);
+        QVERIFY(!errors.empty() && errors.front().text().find("space.moe_dispatcher") != std::string::npos);
+    }
+
     // Issue 16: the expert grid's keys fix and bound like the others, in text and in JSON.
     void expertKeysInTheSearchSpace()
     {

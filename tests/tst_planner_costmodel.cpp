@@ -9,12 +9,14 @@
 #include "CostModel.h"
 #include "CostModelParams.h"
 #include "ModelStateMemory.h"
+#include "MoeDispatch.h"
 #include "TrainingObjective.h"
 
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QTest>
 
+#include <bit>
 #include <cmath>
 #include <map>
 
@@ -743,6 +745,160 @@ private slots:
         QVERIFY(e.time_s.hidden.ep_comm > 0);
         QVERIFY(near(e.time_s.ep_comm + e.time_s.hidden.ep_comm, a.time_s.ep_comm, 1e-9));
         QVERIFY(e.time_s.hidden.ep_comm <= 7.0 / 8 * calls * inNode * (1 + 1e-9));
+    }
+
+    // The flex dispatchers' expectation (MoeDispatch.h) against a brute-force count: every k-subset of
+    // E experts (top-k picks distinct experts, uniformly under force-balanced routing), the experts
+    // laid out in `bins` equal bins (nodes, or GPUs), the distinct bins each subset touches averaged.
+    void flexNodeCrossings_data()
+    {
+        QTest::addColumn<int>("experts");
+        QTest::addColumn<int>("topK");
+        QTest::addColumn<int>("bins");
+        QTest::newRow("16 experts, top 2, 2 nodes") << 16 << 2 << 2;
+        QTest::newRow("16 experts, top 4, 4 nodes") << 16 << 4 << 4;
+        QTest::newRow("16 experts, top 4, 16 GPUs") << 16 << 4 << 16;
+        QTest::newRow("20 experts, top 8, 5 nodes") << 20 << 8 << 5;
+        QTest::newRow("12 experts, top 12, 3 nodes") << 12 << 12 << 3;
+        QTest::newRow("8 experts, top 1, 8 GPUs") << 8 << 1 << 8;
+    }
+    void flexNodeCrossings()
+    {
+        QFETCH(int, experts);
+        QFETCH(int, topK);
+        QFETCH(int, bins);
+        const int binSize = experts / bins;
+        double touched = 0, subsets = 0, localTouched = 0;
+        for (unsigned mask = 0; mask < (1u << experts); ++mask) {
+            if (std::popcount(mask) != topK)
+                continue;
+            unsigned hit = 0;
+            for (int e = 0; e < experts; ++e)
+                if (mask & (1u << e))
+                    hit |= 1u << (e / binSize);
+            touched += std::popcount(hit);
+            localTouched += (hit & 1u) ? 1 : 0;  // bin 0: the sender's own
+            ++subsets;
+        }
+        QVERIFY(near(expectedBinsTouched(experts, topK, bins), touched / subsets, 1e-12));
+        // The remote crossings: the touched bins less the local one's share.
+        const FlexSends f = flexSends(experts, topK, bins, bins, 1);
+        QVERIFY(near(f.network, touched / subsets - localTouched / subsets, 1e-12) || (bins == 1 && f.network == 0));
+    }
+    // ... and with independent picks, the limit of many experts, N (1 - (1 - 1/N)^k).
+    void flexNodeCrossingsLimit()
+    {
+        for (const double nodes : {2.0, 4.0, 8.0}) {
+            const double independent = nodes * (1 - std::pow(1 - 1 / nodes, 8));
+            QVERIFY(near(expectedBinsTouched(1 << 20, 8, nodes), independent, 1e-4));
+            // (Fewer experts, fewer repeats in a bin: more bins touched than independent picks.)
+            QVERIFY(expectedBinsTouched(64, 8, nodes) > independent);
+        }
+    }
+
+    // The token dispatchers' bytes by link, derived by hand: the MoE GPT of expertParallelism (8
+    // experts, top 2, h 4096) on 8 DGX H100, tp 2 (sp), ep 8 with etp 2: the etp x ep group is 16
+    // neighbours, two nodes of 8. T_moe = 2048 / 2 = 1024 tokens, m = 512 / 32 = 16, 32 layers.
+    void dispatcherBytesByLink()
+    {
+        Problem p = problem(moeGpt(32, 4096, 32), 8, 512);
+        p.cluster.node = dgxH100();
+        const CostModel model(p);
+        const CostModelParams& prm = defaultCostModelParams();
+        const double h = 4096, T = 1024, m = 16, L = 32, token = h * 2;
+        // DeepEP: a node holds 4 of the 8 experts, a token misses it with C(4, 2)/C(8, 2) = 6/28, so
+        // it crosses to the other node with p = 22/28 = 11/14; a GPU's ep rank holds 1 expert, hit with
+        // q = 1 - C(7, 2)/C(8, 2) = 1 - 21/28 = 1/4: over NVLink 7 x 1/4 to its own node's GPUs and as
+        // much forwarded for its rail peer in the other node, 3.5 sends per token.
+        const double network = 11.0 / 14, nvlink = 3.5;
+        const FlexSends f = flexSends(8, 2, 8, 2, 8);
+        QVERIFY(near(f.network, network, 1e-12) && near(f.nvlink, nvlink, 1e-12));
+        // Per step: forward and backward, dispatch and combine each (2 x 2 calls a layer), the
+        // forward's dispatch with a top-k index (int64) and weight (fp32) per flex top-k (etp x k = 4).
+        const double metadata = 4 * 12.0, perToken = 4 * token + metadata;
+        CostLedger ledger;
+        const Prediction deepep = model.evaluate(layout("tp=2,sp=on,ep=8,moe_dispatcher=deepep", p), &ledger);
+        double inter = 0, intra = 0;
+        for (const Collective& c : ledger.collectives)
+            if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllToAll)
+                (c.placement == CommPlacement::InterDomain ? inter : intra) += c.bytes;
+        QVERIFY(near(inter, m * L * T * network * perToken, 1e-12));
+        QVERIFY(near(intra, m * L * T * nvlink * perToken, 1e-12));
+        QVERIFY(near(deepep.comm_bytes.all_to_all, inter + intra, 1e-12));
+        // No etp gather or scatter: the etp GPUs are in the flex group.
+        for (const Collective& c : ledger.collectives)
+            QVERIFY(!(c.dimension == CommDimension::Tp && std::string(c.what).rfind("MoE: routed", 0) == 0));
+        // Time: a call as long as the busier link (here the NIC, 400 GB/s over 8 GPUs x efficiency).
+        const double intraBw = 450e9 * prm.intra_link_efficiency, interBw = 400e9 * prm.inter_node_efficiency / 8;
+        auto call = [&](double bytes) {
+            return prm.collective_launch_s + std::max(prm.inter_latency_s + network * T * bytes / interBw,
+                                                      prm.intra_latency_s + nvlink * T * bytes / intraBw);
+        };
+        const double wideCounts = prm.collective_launch_s + 15 * prm.inter_latency_s +
+                                  15.0 / 16 * (16 * 8 * 8.0) / std::min(intraBw, 8 * interBw);
+        QVERIFY2(near(deepep.time_s.ep_comm, m * L * (call(token + metadata) + 3 * call(token) + wideCounts), 1e-9),
+                 qPrintable(QString::number(deepep.time_s.ep_comm)));
+        // Against the alltoall dispatcher's 2 copies a token, 4 of 8 ep peers in the other node.
+        const Prediction alltoall = model.evaluate(layout("tp=2,sp=on,ep=8", p));
+        QVERIFY(deepep.time_s.ep_comm < alltoall.time_s.ep_comm);
+
+        // HybridEP: the same sends, with a probability (fp32) per expert of the receiving node (1
+        // expert per ep rank x 8 GPUs), and the routing map (a byte per token and etp x E columns)
+        // gathered over the 16 GPUs before each forward's dispatch.
+        CostLedger hybridLedger;
+        model.evaluate(layout("tp=2,sp=on,ep=8,moe_dispatcher=hybridep", p), &hybridLedger);
+        double hybridInter = 0, mapGather = 0;
+        for (const Collective& c : hybridLedger.collectives) {
+            if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllToAll &&
+                c.placement == CommPlacement::InterDomain)
+                hybridInter += c.bytes;
+            if (c.dimension == CommDimension::Ep && c.kind == CommKind::AllGather)
+                mapGather += c.bytes;
+        }
+        QVERIFY(near(hybridInter, m * L * T * network * (4 * token + 8 * 4.0), 1e-12));
+        QVERIFY(near(mapGather, m * L * 15.0 / 16 * (16 * T * 2 * 8), 1e-12));
+
+        // allgather: every token of the 16 gathered (15/16 of the buffer sent) and reduce-scattered
+        // back each pass; the forward gathers the routing map (E bools) and probabilities (E bf16) too.
+        CostLedger gatherLedger;
+        const Prediction allgather = model.evaluate(layout("tp=2,sp=on,ep=8,moe_dispatcher=allgather", p), &gatherLedger);
+        double gathered = 0, scattered = 0;
+        for (const Collective& c : gatherLedger.collectives)
+            if (c.dimension == CommDimension::Ep) {
+                QCOMPARE(c.placement, CommPlacement::InterDomain);
+                (c.kind == CommKind::AllGather ? gathered : scattered) += c.kind == CommKind::AllToAll ? 0 : c.bytes;
+            }
+        const double buffer = 16 * T * token;
+        QVERIFY(near(gathered, m * L * 15.0 / 16 * (2 * buffer + 16 * T * 8 * 3), 1e-12));
+        QVERIFY(near(scattered, m * L * 15.0 / 16 * 2 * buffer, 1e-12));
+        QCOMPARE(allgather.comm_bytes.all_to_all, 0.0);
+        // ... and the gathered tokens held in the global buffer while the layer runs.
+        QVERIFY(allgather.memory_bytes.buffers > alltoall.memory_bytes.buffers);
+        // The explanation names the dispatcher.
+        QVERIFY(termValue(model.explain(layout("tp=2,sp=on,ep=8,moe_dispatcher=deepep", p)), "time_s.ep_comm",
+                          "MoE token dispatch and combine (deepep") > 0);
+    }
+
+    // The dispatchers' rules against a problem (Megatron-LM's, core/Layout.cpp).
+    void dispatcherRules()
+    {
+        Problem moe = problem(moeGpt(32, 4096, 32), 8, 512);
+        moe.cluster.node = dgxH100();
+        QCOMPARE(firstBrokenRule("dp=32,tp=2,sp=on,ep=8,moe_dispatcher=hybridep", moe), std::string());
+        QVERIFY(firstBrokenRule("dp=64,moe_dispatcher=deepep", moe).find("needs etp x ep > 1") != std::string::npos);
+        QVERIFY(firstBrokenRule("dp=64,ep=8,ep_comm_overlap=on,moe_dispatcher=allgather", moe)
+                    .find("moe_dispatcher: the allgather") != std::string::npos);
+        const Problem dense = problem(megatronGpt(32, 4096, 32), 8, 512);
+        QVERIFY(firstBrokenRule("dp=64,moe_dispatcher=allgather", dense).find("needs a mixture-of-experts model") !=
+                std::string::npos);
+        // An NVLink domain of 16 GPUs: DeepEP's NVLink forwarding stops at 8 peers.
+        Problem wide = moe;
+        wide.cluster.node.chips_per_node = 16;
+        wide.cluster.nodes = 4;
+        QVERIFY(firstBrokenRule("dp=64,ep=8,etp=2,moe_dispatcher=deepep", wide).find("use moe_dispatcher=hybridep") !=
+                std::string::npos);
+        QCOMPARE(firstBrokenRule("dp=64,ep=8,etp=2,moe_dispatcher=hybridep", wide), std::string());
+        QCOMPARE(firstBrokenRule("dp=64,ep=4,etp=2,moe_dispatcher=deepep", wide), std::string());  // 8: one NVLink node
     }
 
     // Megatron's --tp-comm-overlap: each layer's SP collectives pipelined with its GEMMs keep

@@ -967,6 +967,57 @@ private slots:
         QCOMPARE(bad.refused[1].feature, std::string("a capacity factor of 1.5"));
     }
 
+    // The MoE token dispatcher (moe_dispatcher): Megatron-LM's --moe-token-dispatcher-type, with
+    // --moe-flex-dispatcher-backend for DeepEP and HybridEP (transformer_config.py @ d98e8a64), the same
+    // two fields for Megatron-Bridge; torchtitan and DeepSpeed refuse what they cannot write, by name.
+    void moeTokenDispatcher()
+    {
+        const Case c{"hf:Qwen3-30B-A3B", "p5.48xlarge", 2, 1024, 4096, Precision::BF16Mixed};
+        Problem p = problem(c);
+        struct Row {
+            const char* dispatcher;
+            const char* megatron;
+            const char* bridge;
+        };
+        for (const Row& row : {Row{"alltoall", "--moe-token-dispatcher-type alltoall\n",
+                                   "moe_token_dispatcher_type=\"alltoall\""},
+                               Row{"allgather", "--moe-token-dispatcher-type allgather\n",
+                                   "moe_token_dispatcher_type=\"allgather\""},
+                               Row{"deepep", "--moe-token-dispatcher-type flex\n    --moe-flex-dispatcher-backend deepep\n",
+                                   "moe_flex_dispatcher_backend=\"deepep\""},
+                               Row{"hybridep", "--moe-token-dispatcher-type flex\n    --moe-flex-dispatcher-backend hybridep\n",
+                                   "moe_flex_dispatcher_backend=\"hybridep\""}}) {
+            const Layout l = layout((std::string("ep=16,zero=1,mb=1,moe_dispatcher=") + row.dispatcher).c_str(), p);
+            const ExportResult megatron = exportSettings(ExportFormat::Megatron, p, l);
+            QVERIFY2(megatron.ok(), megatron.refusals.empty() ? "" : megatron.refusals.front().c_str());
+            QVERIFY2(QString::fromStdString(megatron.text).contains(QLatin1String(row.megatron)), row.dispatcher);
+            QVERIFY(QString::fromStdString(megatron.text).contains(QLatin1String("moe-flex-dispatcher-backend")) ==
+                    flexDispatcher(l.moe_dispatcher));
+            const ExportResult bridge = exportSettings(ExportFormat::MegatronBridge, p, l);
+            QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+            QVERIFY2(QString::fromStdString(bridge.text).contains(QLatin1String(row.bridge)), row.dispatcher);
+            if (flexDispatcher(l.moe_dispatcher))
+                QVERIFY(QString::fromStdString(bridge.text).contains(QLatin1String("moe_token_dispatcher_type=\"flex\"")));
+            // (Megatron's deprecated --moe-enable-deepep is not written.)
+            QVERIFY(!QString::fromStdString(megatron.text).contains(QLatin1String("enable-deepep")));
+        }
+        p.model.moe.aux_loss_coeff = 0;  // (torchtitan has no auxiliary loss)
+        const Layout deepep = layout("ep=16,zero=3,mb=1,moe_dispatcher=deepep", p);
+        const ExportResult titan = exportSettings(ExportFormat::Torchtitan, p, deepep);
+        QVERIFY(!titan.ok());
+        QCOMPARE(titan.refused.front().feature, std::string("the deepep MoE token dispatcher (moe_dispatcher=deepep)"));
+        QVERIFY(titan.refused.front().reason.find("does not write yet") != std::string::npos);
+        const ExportResult titanGather =
+            exportSettings(ExportFormat::Torchtitan, p, layout("ep=16,zero=3,mb=1,moe_dispatcher=allgather", p));
+        QVERIFY(!titanGather.ok() && titanGather.refused.front().reason.find("no allgather dispatcher") != std::string::npos);
+        const ExportResult deepspeed =
+            exportSettings(ExportFormat::DeepSpeed, p, layout("ep=16,zero=2,mb=1,moe_dispatcher=hybridep", p));
+        QVERIFY(!deepspeed.ok());
+        QVERIFY(std::any_of(deepspeed.refused.begin(), deepspeed.refused.end(), [](const auto& x) {
+            return x.feature == "the hybridep MoE token dispatcher (moe_dispatcher=hybridep)";
+        }));
+    }
+
     // torchtitan's qwen3 MoE flavors with expert_parallel_degree (b5bcd76c): Qwen3-30B-A3B's shapes
     // (config.json) are the 30B-A3B flavor's; without a load-balancing loss (torchtitan has none) the
     // flavor's expert-bias balancing is switched off.

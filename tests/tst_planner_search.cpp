@@ -526,6 +526,10 @@ private slots:
                     l.cp_comm = overlaps && l.cp > 1 && allToAllCpSplitsHeads(p.model, l.tp, l.cp) ? CpComm::A2A
                                                                                                   : CpComm::P2P;
                     l.overlap_param_gather = overlaps && (l.zero_stage == 1 || l.zero_stage == 2);
+                    // (The token dispatchers in turn: the bound counts the alltoall one's collectives only.)
+                    l.moe_dispatcher = overlaps && p.model.moe.enabled() ? MoeDispatcher(i % 4) : MoeDispatcher::AllToAll;
+                    if (l.moe_dispatcher == MoeDispatcher::AllGather)
+                        l.ep_comm_overlap = false;
                     if (overlaps && !validate(l, p.model, p.cluster, p.training).empty())
                         continue;
                     const Prediction pr = overlaps ? cm.evaluate(l) : all.predictions[i];
@@ -849,6 +853,36 @@ private slots:
         options.framework = ExportFormat::DeepSpeed;
         const SearchResult deepspeed = search(p, SearchSpace{}, options);
         QVERIFY(cpLayouts(deepspeed, CpComm::A2A) > 0);
+    }
+
+    // moe_dispatcher (Layout.h): not searched; fixed, on every expert grid that can run it (DeepEP:
+    // etp x ep > 1), the others keep alltoall; allgather takes no ep_comm_overlap.
+    void fixedMoeDispatcher()
+    {
+        SearchOptions options;
+        options.top_k = 100'000;
+        const Problem p = problem("mixtral-8x7b", "p5.48xlarge", 2, 64, 4096);
+        const SearchResult plain = search(p, SearchSpace{}, options);
+        QVERIFY(!plain.top.empty());
+        for (const Plan& plan : plain.top)
+            QCOMPARE(plan.layout.moe_dispatcher, MoeDispatcher::AllToAll);
+        SearchSpace deepep;
+        QVERIFY(applyFixed(deepep, "moe_dispatcher=deepep,ep_comm_overlap=on").empty());
+        const SearchResult flex = search(p, deepep, options);
+        int flexPlans = 0;
+        for (const Plan& plan : flex.top) {
+            const Layout& l = plan.layout;
+            const bool runs = std::int64_t(l.ep) * l.expertTensorParallel() > 1;
+            QCOMPARE(l.moe_dispatcher, runs ? MoeDispatcher::DeepEp : MoeDispatcher::AllToAll);
+            flexPlans += runs ? 1 : 0;
+        }
+        QVERIFY(flexPlans > 0);
+        SearchSpace gather;
+        QVERIFY(applyFixed(gather, "moe_dispatcher=allgather,ep_comm_overlap=on").empty());
+        for (const Plan& plan : search(p, gather, options).top) {
+            QCOMPARE(plan.layout.moe_dispatcher, MoeDispatcher::AllGather);
+            QVERIFY(!plan.layout.ep_comm_overlap);
+        }
     }
 
     void constraintParsing_data()

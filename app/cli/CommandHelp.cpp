@@ -233,8 +233,10 @@ std::vector<CommandHelp> makeCommands()
                  problemOptions() +
                      Options{value("layout", "KEYS",
                                    "the layout: dp, tp, pp, cp, sp, zero, zero_group, mb, schedule, v, recompute, "
-                                   "offload, ep, etp, cp_comm, recompute_modules, offload_activations (e.g. "
-                                   "\"tp=8,pp=4,sp=on,zero=1\"; MoE: \"ep=8\", etp defaults to tp; cp_comm=a2a: "
+                                   "offload, ep, etp, cp_comm, moe_dispatcher, recompute_modules, offload_activations "
+                                   "(e.g. \"tp=8,pp=4,sp=on,zero=1\"; MoE: \"ep=8\", etp defaults to tp; "
+                                   "moe_dispatcher=alltoall (default), allgather, deepep or hybridep: Megatron-LM's "
+                                   "token dispatchers; cp_comm=a2a: "
                                    "Ulysses all-to-all context parallelism, p2p the ring; with recompute=selective, "
                                    "recompute_modules=layernorm+moe_act names Megatron-LM's modules (core_attn, "
                                    "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; default core_attn); "

@@ -75,6 +75,9 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
                                     "DeepSpeed's cpu_checkpointing moves the checkpoints of recomputed layers, "
                                     "not the activations of N layers trained without recomputation");
     refuseMegatronOverlaps(refuse, l);
+    refuseMoeDispatcher(refuse, l,
+                        "DeepSpeed's AutoEP exchanges tokens with its own all-to-all; it has neither Megatron's "
+                        "allgather dispatcher nor DeepEP/HybridEP kernels");
     refusePartialRecompute(refuse, l,
                            "the exported ds_config checkpoints every layer (activation_checkpoint_interval 1)");
     refuseUnevenPipeline(refuse, l,

@@ -63,6 +63,9 @@ void refuseModuleRecomputeAndOffload(Refusals& refuse, const Layout& layout, con
 void refuseExpertParallel(Refusals& refuse, const Layout& layout, const std::string& why);
 // cp_comm=a2a (Ulysses), refused by the frameworks whose context parallelism is a ring only.
 void refuseAllToAllCp(Refusals& refuse, const Layout& layout, const std::string& why);
+// moe_dispatcher other than alltoall (Megatron-LM's allgather and flex dispatchers), refused by the
+// frameworks that do not have it or whose exporter does not write it.
+void refuseMoeDispatcher(Refusals& refuse, const Layout& layout, const std::string& why);
 // Multi-token prediction (ModelSpec.h MtpSpec), for the frameworks that have none: `why` says so.
 void refuseMultiTokenPrediction(Refusals& refuse, const ModelSpec& model, const std::string& why);
 // "Experts: 8 routed experts over ep 8 (1 per rank), each expert's matrices over etp 1; expert

@@ -93,6 +93,8 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
                                     "the exported script offloads no activations to the host");
     refuseUnevenPipeline(refuse, l, "the exported pipeline gives every model chunk the same layers");
     refuseMegatronOverlaps(refuse, l);
+    refuseMoeDispatcher(refuse, l,
+                        "the wrapped Hugging Face MoE blocks compute their experts on every rank: no token dispatcher");
     refuseAllToAllCp(refuse, l, "PyTorch's context_parallel (torch.distributed.tensor.experimental) patches attention with a K/V ring");
     refusePartialRecompute(refuse, l, "the exported wrapper checkpoints every transformer block");
     const Figures f = figures(p, l);

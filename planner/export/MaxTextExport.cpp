@@ -125,6 +125,8 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
                                     "not mapped");
     refuseUnevenPipeline(refuse, l, "MaxText's pipeline holds num_layers_per_pipeline_stage layers on every stage");
     refuseMegatronOverlaps(refuse, l);
+    refuseMoeDispatcher(refuse, l, "MaxText's MoE has neither Megatron's allgather dispatcher nor DeepEP/HybridEP "
+                                   "kernels");
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;
     const Figures f = figures(p, l);

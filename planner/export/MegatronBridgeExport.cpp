@@ -78,6 +78,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     for (const CoreSetting& s : megatronModelSettings(refuse, m, true))
         if (!s.field.empty())  // (an option without a field: Megatron-LM's)
             kw(s.field, s.py_value);
+    for (const CoreSetting& s : megatronDispatcherSettings(m, l))
+        kw(s.field, s.py_value);
     kw("tensor_model_parallel_size", str(l.tp));
     kw("pipeline_model_parallel_size", str(l.pp));
     kw("virtual_pipeline_model_parallel_size",

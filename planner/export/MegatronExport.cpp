@@ -305,6 +305,8 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     for (const CoreSetting& s : megatronModelSettings(refuse, m, false))
         if (!s.option.empty())  // (a field without an option: Megatron-Bridge's)
             arg(s.option, s.cli_value);
+    for (const CoreSetting& s : megatronDispatcherSettings(m, l))
+        arg(s.option, s.cli_value);
     arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
     if (!p.training.dropout) {
         arg("--hidden-dropout", "0");

@@ -284,10 +284,9 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
             value("--moe-token-drop-policy", "probs", "moe_token_drop_policy", "\"probs\"");
         }
         value("--moe-aux-loss-coeff", num(e.aux_loss_coeff), "moe_aux_loss_coeff", num(e.aux_loss_coeff));
-        // The experts of a layer as one grouped GEMM, and the all-to-all dispatcher Megatron's MoE
-        // guide recommends; neither changes the trained model.
+        // The experts of a layer as one grouped GEMM: it does not change the trained model. (The
+        // token dispatcher is the layout's: megatronDispatcherSettings.)
         flag("--moe-grouped-gemm", "moe_grouped_gemm");
-        value("--moe-token-dispatcher-type", "alltoall", "moe_token_dispatcher_type", "\"alltoall\"");
     }
     // Multi-token prediction (ModelSpec.h MtpSpec): TransformerConfig.mtp_num_layers and
     // mtp_loss_scaling_factor (transformer_config.py @ d98e8a64), options through
@@ -296,6 +295,27 @@ std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec
     if (m.mtp.enabled()) {
         value("--mtp-num-layers", str(m.mtp.layers), "mtp_num_layers", str(m.mtp.layers));
         value("--mtp-loss-scaling-factor", num(m.mtp.loss_scale), "mtp_loss_scaling_factor", num(m.mtp.loss_scale));
+    }
+    return out;
+}
+
+std::vector<CoreSetting> megatronDispatcherSettings(const ModelSpec& m, const Layout& l)
+{
+    std::vector<CoreSetting> out;
+    if (!m.moe.enabled())
+        return out;
+    // TransformerConfig.moe_token_dispatcher_type (allgather | alltoall | flex) and, for flex,
+    // moe_flex_dispatcher_backend (deepep | hybridep | ncclep), transformer_config.py @ d98e8a64, options
+    // through ArgumentGroupFactory; moe_enable_deepep is deprecated there ("Please use
+    // --moe-flex-dispatcher-backend=deepep instead"), so it is not written. Megatron-Bridge's
+    // apply_flex_dispatcher_backend (src/megatron/bridge/training/flex_dispatcher_backend.py @ 067f987d)
+    // sets the same two fields. None of them changes the trained model.
+    const bool flex = flexDispatcher(l.moe_dispatcher);
+    const std::string type = flex ? "flex" : toString(l.moe_dispatcher);
+    out.push_back({"--moe-token-dispatcher-type", type, "moe_token_dispatcher_type", "\"" + type + "\""});
+    if (flex) {
+        const std::string backend = toString(l.moe_dispatcher);
+        out.push_back({"--moe-flex-dispatcher-backend", backend, "moe_flex_dispatcher_backend", "\"" + backend + "\""});
     }
     return out;
 }

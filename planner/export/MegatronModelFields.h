@@ -26,5 +26,8 @@ std::string megatronPositionType(const ModelSpec& model);
 // MoE (beyond the expert count and top-k); what Megatron Core cannot express is refused by name.
 // `bridge`: for Megatron-Bridge, which lacks the fields of some Megatron-LM options.
 std::vector<CoreSetting> megatronModelSettings(Refusals& refuse, const ModelSpec& model, bool bridge);
+// The MoE token dispatcher of the layout (Layout.h MoeDispatcher): moe_token_dispatcher_type and, for
+// DeepEP and HybridEP, moe_flex_dispatcher_backend (nothing without MoE).
+std::vector<CoreSetting> megatronDispatcherSettings(const ModelSpec& model, const Layout& layout);
 
 } // namespace shardscope::exportdetail

@@ -59,6 +59,8 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
                                     "of modules)",
                                     "the exported NxD config offloads no activations to the host");
     refuseMegatronOverlaps(refuse, l);
+    refuseMoeDispatcher(refuse, l, "NeuronX Distributed has neither Megatron's allgather dispatcher nor DeepEP/HybridEP "
+                                   "kernels");
     refuseAllToAllCp(refuse, l, "NeuronX Distributed's context parallelism is ring attention");
     refusePartialRecompute(refuse, l, "the exported NxD config checkpoints every layer");
     refuseUnevenPipeline(refuse, l,

@@ -56,6 +56,8 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
     refuseUnevenPipeline(refuse, l,
                          "NxD Training's pipeline_model_parallel_size splits the layers evenly over the stages");
     refuseMegatronOverlaps(refuse, l);
+    refuseMoeDispatcher(refuse, l, "NxD Training's MoE has neither Megatron's allgather dispatcher nor DeepEP/HybridEP "
+                                   "kernels");
     refuseAllToAllCp(refuse, l, "NxD Training's context parallelism is ring attention (fusions.ring_attention)");
     const ModelSpec& m = p.model;
     const ChipSpec& chip = p.cluster.node.chip;

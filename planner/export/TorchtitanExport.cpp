@@ -337,6 +337,15 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                                     "count, not by Megatron's modules",
                                     "torchtitan's config has no activation offload to the host");
     refuseMegatronOverlaps(refuse, l);
+    // torchtitan's EP token dispatchers (models/common/token_dispatcher.py @ b5bcd76c, chosen by
+    // config_utils.make_token_dispatcher_config from parallelism.expert_parallel_comm_backend):
+    // standard (all-to-all), deepep, hybridep, minimal_async_ep; no allgather one.
+    refuseMoeDispatcher(refuse, l,
+                        l.moe_dispatcher == MoeDispatcher::AllGather
+                            ? "torchtitan has no allgather dispatcher (its EP dispatchers: all-to-all, DeepEP, HybridEP, "
+                              "MinimalAsyncEP)"
+                            : "torchtitan has DeepEPTokenDispatcher and HybridEPTokenDispatcher "
+                              "(parallelism.expert_parallel_comm_backend), which this exporter does not write yet");
     refuseAllToAllCp(refuse, l, "torchtitan's context parallelism rotates K/V around a ring (context_parallel_rotate_method "
                                 "allgather or alltoall moves the K/V blocks, not the heads)");
     const ModelSpec& m = p.model;
