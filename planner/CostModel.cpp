@@ -1794,12 +1794,15 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     }
     // The step's loss and global gradient norm (for clipping) add two fp64 scalars all-reduced over
     // every device (latency only, so no time is charged).
+    // (MTP: its loss a third, all-reduced for the log as Megatron-LM's MTPLossLoggingHelper does.)
+    const bool mtpScalar = problem_.model.mtp.enabled();
     const Collective scalars{CommDimension::AllDevices, CommKind::AllReduce,
                              placeGroup(double(l.devices()), 1, domain_devices_).crossesDomains()
                                  ? CommPlacement::InterDomain
                                  : CommPlacement::IntraDomain,
-                             "loss and gradient norm (2 fp64 scalars)",
-                             l.devices() > 1 ? allReduceBytes(double(l.devices()), 2 * 8.0) : 0.0,
+                             mtpScalar ? "loss, MTP loss and gradient norm (3 fp64 scalars)"
+                                       : "loss and gradient norm (2 fp64 scalars)",
+                             l.devices() > 1 ? allReduceBytes(double(l.devices()), (mtpScalar ? 3 : 2) * 8.0) : 0.0,
                              l.devices() > 1 ? 1.0 : 0.0, 0, 0};
 
     // ---- the collectives one device of a stage runs in a step: its tp and cp collectives per
