@@ -98,6 +98,16 @@
 // --num-distributed-optimizer-instances) the experts shard over the slice of their edp group inside
 // the device's replica (edp x zero_group / dp devices) and their owned chunks are summed over the
 // replicas with the dense ones (one inter-instance group for both, as Megatron's).
+// Multi-token prediction (ModelConfig.h; Megatron-LM's MultiTokenPredictionLayer @ d98e8a64): the
+// depths run on the last stage after the head, each as local layer Lc + d (model layer L + d) with
+// its enorm, hnorm, eh_proj and final norm in that layer's unit ("mtp<d>"). eh_proj is
+// column-parallel: rank r holds output columns [r C/tp, ...) of its (2C, C) weight, runs on the
+// gathered tokens and its pieces are all-gathered along the hidden size (under sp then its token
+// shard kept); the norms run on the token shard (sp: partial gradients, summed with the SP norms').
+// The rolled tokens are embedded with the last stage's wte (a copy when pp > 1, tied or not, its
+// gradient all-reduced with stage 0's over the embedding group) and predicted by the shared head.
+// Full recomputation runs each depth's layer again in its backward whatever the method (eh_proj and
+// the norms are kept; Megatron-LM recomputes them too). Not with cp or the interleaved schedule.
 // Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).

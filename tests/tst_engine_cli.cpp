@@ -3,12 +3,13 @@
 // summary; --json is a shardscope.measurement/1 document; running out of the
 // emulated device's memory exits 1 with the device, category and bytes.
 #include <QJsonArray>
-#include <cmath>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <cmath>
 
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
