@@ -230,7 +230,10 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
     const ModelSpec& pm = r.problem.model;
     if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1) {
         const double sp = priced.sequence_parallel ? priced.tp : 1.0;
-        const double balanced = double(pm.moeLayers(0, pm.layers)) * priced.micro_batch * double(r.problem.training.seq_len) /
+        // (MTP: each depth's layer of the last layer's kind routes the micro-batch's copies too.)
+        const int mtpMoe = pm.mtp.enabled() && pm.moeLayer(pm.layers - 1) ? pm.mtp.layers : 0;
+        const double balanced = double(pm.moeLayers(0, pm.layers) + mtpMoe) * priced.micro_batch *
+                                double(r.problem.training.seq_len) /
                                 priced.cp / sp * pm.moe.top_k * priced.expertTensorParallel();
         double mostCopies = 0;
         for (const engine::DeviceMeasurement& d : m.devices)
@@ -486,7 +489,8 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
          "recompute_method=block,recompute_layers=1", fp32, &llamaMtp},
         {"Llama blocks + MTP, bf16 mixed, selective recomputation", "dp=2,tp=2,sp=on,recompute=selective", bf16,
          &llamaMtp},
-        {"DeepSeek-V3 blocks + MTP (MLA + MoE depth), pipeline + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &deepseekV3Mtp},
+        {"DeepSeek-V3 blocks + MTP (MLA + MoE depth), expert parallel", "dp=4,ep=4", fp32, &deepseekV3Mtp},
+        {"DeepSeek-V3 blocks + MTP, pipeline + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &deepseekV3Mtp},
         {"DeepSeek-V3 blocks + MTP, ep carved out of tp x dp + pipeline", "dp=2,tp=2,pp=2,sp=on,ep=4,etp=1,mb=2", fp32,
          &deepseekV3Mtp},
         // All-to-all context parallelism (cp_comm=a2a, TE's AttnFuncWithCPAndQKVOA2A): heads / cp
