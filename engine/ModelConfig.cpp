@@ -437,8 +437,8 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
         // Megatron-LM's MultiTokenPredictionBlock: GPT (decoder) models; the rolled embedding takes
         // rolled learned positions there, which the engine does not execute.
         if (range("mtp.layers", t.layers, 1, 64) && t.layers >= c.seq)
-            errors.push_back({prefix + "mtp.layers", std::to_string(t.layers) + " depths leave no target in a sequence of " +
-                                                         std::to_string(c.seq) + " tokens"});
+            errors.push_back({prefix + "mtp.layers", std::to_string(t.layers) + " depths leave no target in a "
+                                                         "sequence of " + std::to_string(c.seq) + " tokens"});
         if (!(t.loss_scale > 0 && t.loss_scale <= 10))
             errors.push_back({prefix + "mtp.loss_scale", "must be in (0, 10]: the MTP losses' weight"});
         if (c.encoder_decoder || c.post_norm || !c.causal || c.masked_lm)

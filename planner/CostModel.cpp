@@ -1419,8 +1419,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // input, h) and the final norm's output (the head's input, h), with the three norms' statistics:
         // ModelExecutor's Slot::Mtp, what Megatron's autograd keeps of MultiTokenPredictionLayer.)
         const double logits = T * D.V_local * 4.0;
-        const double mtpKept =
-            mtpLayers * (logits + 4.0 * T + 5 * spTokens * h * activation_bytes_ + 3 * shape.norm_statistics * 4.0 * spTokens);
+        const double mtpKept = mtpLayers * (logits + 4.0 * T + 5 * spTokens * h * activation_bytes_ +
+                                            3 * shape.norm_statistics * 4.0 * spTokens);
         sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T + pooler + mtpKept;
         sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
     }
@@ -2141,9 +2141,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const int sliding = model.slidingLayers(0, model.layers);
         // (MTP: each depth's layer too, of the last layer's kind.)
         const bool mtpSliding = model.slidingLayer(model.layers - 1);
-        const double mtpKeys = model.mtp.enabled()
-                                   ? model.mtp.layers * double(mtpSliding ? attentionKeys(model, tr.seq_len, true) : tr.seq_len)
-                                   : 0.0;
+        const double mtpLayerKeys = double(mtpSliding ? attentionKeys(model, tr.seq_len, true) : tr.seq_len);
+        const double mtpKeys = model.mtp.enabled() ? model.mtp.layers * mtpLayerKeys : 0.0;
         const double keys = double(model.layers - sliding) * tr.seq_len + mtpKeys +
                             double(sliding) * double(attentionKeys(model, tr.seq_len, true)) +
                             2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0) * tr.seq_len;
@@ -2168,8 +2167,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     }
     // (MTP's norms are in the model FLOPs as Megatron-LM counts them, 3h a depth and token forward:
     // core's mtpForwardFlopsPerToken; no matmul runs them, they are vector work: vector_flops_mb.)
-    const double mtpNorms =
-        problem_.model.mtp.enabled() ? 3 * problem_.model.mtp.layers * 2.0 * 3 * problem_.model.hidden * tokensPerStep : 0.0;
+    const MtpSpec& mtpSpec = problem_.model.mtp;
+    const double mtpNorms = mtpSpec.enabled() ? 3 * mtpSpec.layers * 2.0 * 3 * problem_.model.hidden * tokensPerStep : 0.0;
     pr.hardware_flops_per_step = pr.model_flops_per_step - mtpNorms + recomputeFlops + headReplicas + mlaReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
