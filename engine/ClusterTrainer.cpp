@@ -92,6 +92,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         d.node = p.node;
         rep.loss = r.loss;
         rep.grad_norm = r.grad_norm;
+        rep.mtp_loss = r.mtp_loss;
         if (const ModelExecutor<float>* s = shards[size_t(id)].get()) {
             d.moe_peak_copies = double(s->moePeakCopies());
             rep.tokens_per_expert = s->tokensPerExpert();
@@ -113,7 +114,8 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     for (const DeviceReport& r : reports)
         done = std::min(done, r.device.device_step_times_s.size());
     for (size_t k = 0; k < done; ++k) {
-        StepRecord s{int(k) + 1, reports[0].loss[k], reports[0].grad_norm[k], 0, 0};
+        StepRecord s{int(k) + 1, reports[0].loss[k], reports[0].grad_norm[k], 0, 0,
+                     k < reports[0].mtp_loss.size() ? reports[0].mtp_loss[k] : 0.0};
         for (const DeviceReport& r : reports) {
             s.device_seconds = std::max(s.device_seconds, r.device.device_step_times_s[k]);
             s.wall_seconds = std::max(s.wall_seconds, r.device.wall_step_times_s[k]);

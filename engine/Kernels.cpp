@@ -735,6 +735,17 @@ void Kernels<T>::mlaDisassemble(T* dq, T* dkv, T* dkpe, const T* dqkv, int NH, i
 }
 
 template <class T>
+void Kernels<T>::copyRows(T* dst, std::int64_t dstRows, std::int64_t dstRow0, const T* src, std::int64_t srcRows,
+                          std::int64_t srcRow0, std::int64_t rows, std::int64_t N)
+{
+    pool().parallelFor(N, 64, [&](std::int64_t n0, std::int64_t n1) {
+        for (std::int64_t n = n0; n < n1; ++n)
+            std::copy_n(src + n * srcRows + srcRow0, rows, dst + n * dstRows + dstRow0);
+    });
+    chargeCopy(rows * N);
+}
+
+template <class T>
 void Kernels<T>::scale(T* x, std::int64_t count, double factor)
 {
     const T f = T(factor);

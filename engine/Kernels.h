@@ -136,6 +136,13 @@ public:
     // The reverse, from dqkv: dq (NH (Nd + Pd), N), dkv (NH (Nd + Vd), N), and dkpe (Pd, N) = the sum
     // over the heads of their keys' RoPE parts ((NH - 1) Pd adds per token: the broadcast's gradient).
     void mlaDisassemble(T* dq, T* dkv, T* dkpe, const T* dqkv, int NH, int Nd, int Pd, int Vd, std::int64_t N);
+    // Rows [srcRow0, srcRow0 + rows) of each of the N columns of src (srcRows, N) into rows
+    // [dstRow0, ...) of dst (dstRows, N): multi-token prediction's concatenation [enorm | hnorm]
+    // before eh_proj and its split in backward, and eh_proj's output pieces of the tp ranks put
+    // together along the hidden dimension (Megatron's gather_from_tensor_model_parallel_region)
+    // and taken apart again. A copy: bytes only.
+    void copyRows(T* dst, std::int64_t dstRows, std::int64_t dstRow0, const T* src, std::int64_t srcRows,
+                  std::int64_t srcRow0, std::int64_t rows, std::int64_t N);
     // x (count values) *= factor: T5's d_model^-0.5 before the tied head (and its gradient's).
     void scale(T* x, std::int64_t count, double factor);
 

@@ -56,6 +56,8 @@ QJsonObject toJson(const Measurement& m)
                                    {"router", shardscope::toString(e.router)},
                                    {"capacity_factor", e.capacity_factor},
                                    {"aux_loss_coeff", e.aux_loss_coeff}};
+    if (const MtpConfig& t = r.model.mtp; t.enabled())
+        model["mtp"] = QJsonObject{{"layers", t.layers}, {"loss_scale", t.loss_scale}};
     const Layout& l = r.layout;
     const bool cluster = l.devices() > 1;
     QJsonObject layout{{"devices", int(m.devices.size())},
@@ -165,6 +167,13 @@ QJsonObject toJson(const Measurement& m)
                   {"devices", devices},
                   {"wall_seconds", m.wall_seconds},
                   {"cancelled", m.cancelled}};
+    if (r.model.mtp.enabled()) {
+        // Multi-token prediction: its loss apart from `losses` (the main one), as Megatron logs it.
+        QJsonArray mtp;
+        for (const StepRecord& s : m.steps)
+            mtp.append(s.mtp_loss);
+        o["mtp_losses"] = mtp;
+    }
     if (!m.moe_tokens_per_expert.empty()) {
         // The measured load, next to a planner's imbalance factor (issue 16).
         QJsonArray counts;

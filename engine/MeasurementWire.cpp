@@ -113,6 +113,7 @@ void fields(IO& io, Report& r, Device& d)
     io.value(d.node);
     io.vector(r.loss);
     io.vector(r.grad_norm);
+    io.vector(r.mtp_loss);
     io.vector(r.tokens_per_expert);
     io.value(r.dropped_copies);
 }

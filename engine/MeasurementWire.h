@@ -13,6 +13,7 @@ namespace shardscope::engine {
 struct DeviceReport {
     DeviceMeasurement device;  // its profile is not sent: every device of a run has the same
     std::vector<double> loss, grad_norm;              // the step loop's, the same on every device
+    std::vector<double> mtp_loss;                     // (multi-token prediction; else empty)
     std::vector<std::int64_t> tokens_per_expert;      // MoE: the copies its experts computed
     std::int64_t dropped_copies = 0;
 };

@@ -84,11 +84,16 @@ std::string describe(const ModelConfig& c)
         else
             s << ", dropless)";
     }
+    if (c.mtp.enabled())
+        s << ", MTP " << c.mtp.layers << (c.mtp.layers == 1 ? " depth" : " depths") << " (loss x " << c.mtp.loss_scale
+          << ")";
     return s.str();
 }
 
 bool ModelConfig::moeLayer(int index) const
 {
+    if (mtp.enabled() && index >= layers)  // an MTP depth's layer: the last layer's kind
+        index = layers - 1;
     // core/ModelSpec.cpp ModelSpec::moeLayer: from dense_layers on, the last of every interval.
     if (!moe.enabled() || index < moe.dense_layers)
         return false;
@@ -127,6 +132,8 @@ int ModelConfig::windowOf(int index) const
 {
     if (!sliding_window.enabled())
         return 0;
+    if (mtp.enabled() && index >= layers)  // an MTP depth's layer: the last layer's kind
+        index = layers - 1;
     const std::vector<int>& list = sliding_window.layers;
     return list.empty() || std::binary_search(list.begin(), list.end(), index) ? sliding_window.size : 0;
 }
@@ -153,17 +160,8 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         if (cfg.layerNorm())
             add("embnb", C, false, TensorRole::NormBias, -1);
     }
-    for (int l = 0; l < cfg.totalLayers(); ++l) {
-        const bool decoder = l >= cfg.layers;
-        if (decoder && l == cfg.layers) {  // the encoder's final norm, the decoder's bias table
-            add("enc.lnfw", C, false, TensorRole::EncoderNormWeight, -1);
-            if (cfg.layerNorm())
-                add("enc.lnfb", C, false, TensorRole::EncoderNormBias, -1);
-            add("dec.relb", relb, true, TensorRole::RelativeBias, -2);
-        }
-        std::string h = decoder ? "d" : "h";
-        h += std::to_string(decoder ? l - cfg.layers : l);
-        h += '.';
+    // Layer l's tensors named h (an MTP depth's layer is l = L + d, named "mtp<d>.").
+    auto addLayer = [&](const std::string& h, int l, bool decoder) {
         add(h + "ln1w", C, false, TensorRole::NormWeight, l);
         if (cfg.layerNorm())
             add(h + "ln1b", C, false, TensorRole::NormBias, l);
@@ -216,7 +214,7 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
                 add(h + "shin", C * gate * Fs, true, TensorRole::SharedInWeight, l);
                 add(h + "shout", Fs * C, true, TensorRole::SharedOutWeight, l);
             }
-            continue;
+            return;
         }
         add(h + "fcw", C * Fin, true, TensorRole::MlpInWeight, l);
         if (cfg.bias)
@@ -224,11 +222,40 @@ std::vector<ParameterTensor> parameterTable(const ModelConfig& cfg)
         add(h + "fcprojw", F * C, true, TensorRole::MlpOutWeight, l);
         if (cfg.bias)
             add(h + "fcprojb", C, false, TensorRole::MlpOutBias, l);
+        };
+    for (int l = 0; l < cfg.totalLayers(); ++l) {
+        const bool decoder = l >= cfg.layers;
+        if (decoder && l == cfg.layers) {  // the encoder's final norm, the decoder's bias table
+            add("enc.lnfw", C, false, TensorRole::EncoderNormWeight, -1);
+            if (cfg.layerNorm())
+                add("enc.lnfb", C, false, TensorRole::EncoderNormBias, -1);
+            add("dec.relb", relb, true, TensorRole::RelativeBias, -2);
+        }
+        std::string h = decoder ? "d" : "h";
+        h += std::to_string(decoder ? l - cfg.layers : l);
+        h += '.';
+        addLayer(h, l, decoder);
     }
     if (cfg.finalNorm()) {
         add("lnfw", C, false, TensorRole::NormWeight, -1);
         if (cfg.layerNorm())
             add("lnfb", C, false, TensorRole::NormBias, -1);
+    }
+    // Multi-token prediction: each depth's layer (the last layer's kind), then its enorm, hnorm,
+    // eh_proj and final norm (Megatron's MultiTokenPredictionLayer modules).
+    for (int d = 0; d < cfg.mtp.layers; ++d) {
+        std::string h = "mtp";
+        h += std::to_string(d);
+        h += '.';
+        const int l = cfg.mtpLayer(d);
+        addLayer(h, l, false);
+        for (const char* norm : {"mtpen", "mtphn", "mtplnf"}) {
+            if (std::string(norm) == "mtplnf")
+                add(h + "mtpehw", 2 * C * C, true, TensorRole::MtpProjWeight, l);
+            add(h + norm + "w", C, false, TensorRole::MtpNormWeight, l);
+            if (cfg.layerNorm())
+                add(h + norm + "b", C, false, TensorRole::MtpNormBias, l);
+        }
     }
     if (cfg.pooler) {
         add("poolw", C * C, true, TensorRole::PoolerWeight, -1);
@@ -406,6 +433,20 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
                               "linear biases with MoE blocks (GPT-OSS's router and expert biases) are not executed by "
                               "the engine"});
     }
+    if (const MtpConfig& t = c.mtp; t.enabled() || t.layers != 0) {
+        // Megatron-LM's MultiTokenPredictionBlock: GPT (decoder) models; the rolled embedding takes
+        // rolled learned positions there, which the engine does not execute.
+        if (range("mtp.layers", t.layers, 1, 64) && t.layers >= c.seq)
+            errors.push_back({prefix + "mtp.layers", std::to_string(t.layers) + " depths leave no target in a "
+                                                         "sequence of " + std::to_string(c.seq) + " tokens"});
+        if (!(t.loss_scale > 0 && t.loss_scale <= 10))
+            errors.push_back({prefix + "mtp.loss_scale", "must be in (0, 10]: the MTP losses' weight"});
+        if (c.encoder_decoder || c.post_norm || !c.causal || c.masked_lm)
+            errors.push_back({prefix + "mtp", "multi-token prediction is executed in causal pre-norm decoders only"});
+        if (c.positions != PositionKind::Rotary)
+            errors.push_back({prefix + "positions", "multi-token prediction with " + std::string(toString(c.positions)) +
+                                                        " positions is not executed by the engine (rotary only)"});
+    }
     return errors;
 }
 
@@ -451,6 +492,7 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::CrossNormWeight:
         case TensorRole::QkNormWeight:
         case TensorRole::MlaNormWeight:
+        case TensorRole::MtpNormWeight:
             std::fill(p, p + t.count, T(1));
             break;
         case TensorRole::NormBias:
@@ -458,6 +500,7 @@ void initializeParameters(const std::vector<ParameterTensor>& tensors, std::uint
         case TensorRole::CrossNormBias:
         case TensorRole::QkNormBias:
         case TensorRole::MlaNormBias:
+        case TensorRole::MtpNormBias:
         case TensorRole::QkvBias:
         case TensorRole::AttnProjBias:
         case TensorRole::MlpInBias:

@@ -51,6 +51,20 @@
 //   trained: its update rule is not executed), the load-balancing loss in the gradient.
 //   Pre-norm layers (decoders, pre-norm encoders) without linear biases only (refused otherwise
 //   by name).
+// Multi-token prediction (issue 16; core's MtpSpec; DeepSeek-V3 report arXiv:2412.19437 section 2.2,
+// Megatron-LM megatron/core/transformer/multi_token_prediction.py @ d98e8a64): after the final norm,
+// `mtp.layers` sequential depths d = 0.. on the last pipeline stage, each
+//   e    the shared embedding of the inputs rolled left by d + 1 (roll_tensor: the last d + 1
+//        positions of each sequence read token 0), RoPE at the unrolled positions (the main
+//        model's rotary_pos_emb), the causal mask unchanged
+//   x    eh_proj (2C -> C, no bias; ColumnParallelLinear) of [enorm(e) | hnorm(h_d)], h_0 the
+//        main model's final-norm output, h_{d+1} = the depth's final norm of its layer output
+//   one transformer layer of the main stack's last layer's kind (MoE or dense, MLA or not)
+//   the shared head and cross-entropy on the targets rolled left by d + 1 (the last d + 1
+//        positions masked), averaged over the mb (T - d - 1) valid tokens of the micro-batch
+// The loss in the gradient: main + loss_scale / layers x sum over d of the depth's mean
+// (process_mtp_loss, MTPLossAutoScaler); the reported loss is the main one (Megatron logs the
+// MTP losses apart, as "mtp_k loss"). Decoders with rotary positions only.
 // Not yet executed (refused by name in validate): T5 with pipeline
 // or context parallelism (Megatron-LM trains T5 without them: core/Layout.cpp); a sliding
 // window under context parallelism; attention sinks (GPT-OSS: no field here,
@@ -119,6 +133,14 @@ struct MlaConfig {
     bool operator==(const MlaConfig&) const = default;
 };
 
+// Multi-token prediction (core's MtpSpec; see the header comment).
+struct MtpConfig {
+    int layers = 0;          // D depths; 0: none
+    double loss_scale = 0.1; // lambda: Megatron-LM's mtp_loss_scaling_factor
+    bool enabled() const { return layers > 0; }
+    bool operator==(const MtpConfig&) const = default;
+};
+
 struct ModelConfig {
     int layers = 0;   // L
     int hidden = 0;   // C
@@ -164,6 +186,7 @@ struct ModelConfig {
     bool pooler = false;          // pooler + next-sentence head (needs masked_lm)
     MoeConfig moe{};              // mixture of experts (see the header comment)
     MlaConfig mla{};              // multi-head latent attention in place of the qkv projection
+    MtpConfig mtp{};              // multi-token prediction (see the header comment)
 
     int kvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
     // The attention output's width (the output projection's input): heads x v_head_dim with MLA.
@@ -179,9 +202,12 @@ struct ModelConfig {
     bool finalNorm() const { return !post_norm; }
     bool qkvBias() const { return bias || qkv_bias; }
     // The window of layer `index` (from 0): the size on a sliding layer, else 0 (full attention).
+    // Index L + d is MTP depth d's layer, of the last layer's kind (so for moeLayer).
     int windowOf(int index) const;
     // Whether layer `index` (from 0) has the MoE block: core's ModelSpec::moeLayer rule.
     bool moeLayer(int index) const;
+    // The model layer index of MTP depth d's transformer layer: L + d.
+    int mtpLayer(int depth) const { return layers + depth; }
     int expertFfn() const { return moe.expert_ffn > 0 ? moe.expert_ffn : ffn(); }
     int sharedFfn() const { return moe.shared_experts * moe.shared_ffn; }  // the shared experts' columns together
     bool operator==(const ModelConfig&) const = default;
@@ -248,6 +274,9 @@ enum class TensorRole {
     MlaNormWeight, MlaNormBias,  // the q latent's norm (Q) when Q > 0, then the kv latent's (R)
     MlaQUpWeight,                // (Q, NH (Nd + P)), or (C, NH (Nd + P)) when Q = 0: per head [nope | rope]
     MlaKvUpWeight,               // (R, NH (Nd + Vd)): per head [k_nope | v]
+    // Multi-token prediction (MtpConfig), each depth's, in its layer (L + d) after the layer's own:
+    MtpNormWeight, MtpNormBias,  // enorm, hnorm, the final norm (C each), in that order
+    MtpProjWeight,               // eh_proj (2C, C): input rows [enorm(e) | hnorm(h)]
 };
 // Whether a tensor is a routed expert's (reduced over the expert-data-parallel group).
 inline bool expertTensor(TensorRole r) { return r == TensorRole::ExpertInWeight || r == TensorRole::ExpertOutWeight; }
@@ -267,7 +296,8 @@ struct ParameterTensor {
 // LayerNorm biases, linear biases; an MoE layer has router [expbias] expin expout [shin shout]
 // in place of fcw .. fcprojb), then lnfw [lnfb] (pre-norm only), [poolw poolb]
 // [mlmw mlmb mlmnw mlmnb mlmbias] [nspw nspb] (pooler, masked-LM head, next-sentence
-// head), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
+// head), then the MTP depths (mtp0.: the layer's tensors, then mtpenw [mtpenb] mtphnw [mtphnb]
+// mtpehw mtplnfw [mtplnfb]; layer L + d), then lm_head when untied. Shards (ModelExecutor) map their tensors onto it.
 // Encoder-decoder: wte, enc.relb, the encoder layers h0.. (layer l), enc.lnfw [enc.lnfb],
 // dec.relb, the decoder layers d0.. (layer layers + j) with lnxw [lnxb] crossqw crosskvw
 // crossprojw between attprojw and ln2w, then lnfw [lnfb] (the decoder's), lm_head when untied.

@@ -161,6 +161,13 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (l.offload_activations > 0)
         add("offload_activations", "activation offload to the host (" + s(l.offload_activations) +
                                        " layers) is not executed here");
+    // Multi-token prediction (ModelConfig.h) runs on the last stage of a one-chunk pipeline, without cp
+    // (Megatron-LM's roll_tensor exchanges the rolled boundary between cp ranks: not executed).
+    if (c.mtp.enabled() && l.cp > 1)
+        add("cp", "context parallelism with multi-token prediction is not executed (the rolled tokens' boundary "
+                  "between cp ranks, Megatron-LM's roll_tensor with cp_group)");
+    if (c.mtp.enabled() && l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1)
+        add("schedule", "multi-token prediction under the interleaved schedule is not executed (one chunk per stage)");
     if (l.cp > 1 && c.seq % (2 * l.cp) != 0)
         add("cp", "2 x cp = " + s(2 * l.cp) + " does not divide the sequence length " + s(c.seq) +
                       " (causal load balancing cuts each sequence into 2 cp chunks, Megatron-LM's)");
@@ -178,6 +185,7 @@ struct ModelExecutor<T>::Layer {
     T *nxw, *nxb, *cqw, *ckvw, *cpw;  // a T5 decoder layer's cross-attention (norm, q, [k | v], projection)
     T *router, *expbias, *ein, *eout, *sin, *sout;  // an MoE layer's block (this ep rank's experts)
     T *mdw, *mqnw, *mqnb, *mkvnw, *mkvnb, *mqw, *mkvw;  // MLA: down, latent norms, q and kv up
+    T *mtpn[3], *mtpnb[3], *mtpeh;  // an MTP depth's enorm, hnorm, final norm (weights, biases) and eh_proj
 };
 
 template <class T>
@@ -215,7 +223,16 @@ struct ModelExecutor<T>::Slot {
     T *mlmPre = nullptr, *mlmAct = nullptr, *mlmOut = nullptr, *mlmMean = nullptr, *mlmRstd = nullptr;
     T *poolIn = nullptr, *pooled = nullptr, *nspProbs = nullptr, *nspLosses = nullptr;
     std::vector<int> tokenTypes, nextSentence;  // Nm, mb
-    std::vector<MoeSaved<T>> moe;  // Lc: each MoE layer's saved state (its own allocations)
+    std::vector<MoeSaved<T>> moe;  // Lc (+ D): each MoE layer's saved state (its own allocations)
+    // Multi-token prediction (the model's last chunk): per depth the rolled embedding e (C, Ns),
+    // eh_proj's input [enorm(e) | hnorm(h)] (2C, Ns), its output (the depth layer's input, C x Ns),
+    // the depth's final-norm output (C, Ns), the norms' statistics, the head's softmax (Vt, Nm, fp32)
+    // and losses (Nm), and the rolled tokens and targets (Nm, host).
+    struct Mtp {
+        T *emb, *cat, *x, *out, *emean, *erstd, *hmean, *hrstd, *fmean, *frstd, *probs, *losses;
+        std::vector<int> inputs, targets;
+    };
+    std::vector<Mtp> mtp;
 };
 
 template <class T>
@@ -229,6 +246,11 @@ struct ModelExecutor<T>::Work {
     // gathered latents (SP), the latents' gradients and the down product's output gradient.
     T *mq = nullptr, *mkv = nullptr, *mpe = nullptr, *mqg = nullptr, *mkvg = nullptr, *mdq = nullptr,
       *mdkv = nullptr, *mddown = nullptr;
+    // Multi-token prediction: the norms' outputs (or their gradients) (C, Ns each), the gradient into
+    // the previous depth's hidden state (C, Ns), eh_proj's gathered input (2C, Nm, SP), its input
+    // gradient (2C, Nm) and this rank's output-gradient rows (C/tp, Nm; tp > 1).
+    T *mtpE = nullptr, *mtpH = nullptr, *mtpCarry = nullptr, *mtpCatFull = nullptr, *mtpDcat = nullptr,
+      *mtpDy = nullptr;
 };
 
 // ---------------------------------------------------------------- construction
@@ -274,7 +296,10 @@ void ModelExecutor<T>::buildTables()
                        // (Megatron's 'duplicated' TELinear marks its weight sequence_parallel,
                        // megatron/core/extensions/transformer_engine.py @ d98e8a64).
                        (sp_ && (f.role == TensorRole::MlaDownWeight || f.role == TensorRole::MlaNormWeight ||
-                                f.role == TensorRole::MlaNormBias));
+                                f.role == TensorRole::MlaNormBias)) ||
+                       // MTP's enorm, hnorm and final norm run on the token shard (Megatron's TENorm
+                       // with sequence_parallel: multi_token_prediction.py @ d98e8a64).
+                       (sp_ && (f.role == TensorRole::MtpNormWeight || f.role == TensorRole::MtpNormBias));
         t.expert = expertTensor(f.role);
         t.unit = int(units_.size()) - 1;
         t.runs = std::move(runs);
@@ -307,8 +332,13 @@ void ModelExecutor<T>::buildTables()
     // embedding and head must share a unit), gathered once for a forward and once for a backward.
     // Under ZeRO-2/3 a word embedding tied across pipeline stages is a unit of its own on both
     // end stages, so that their owned chunks of it line up for the embedding all-reduce.
+    // With multi-token prediction the last stage embeds the rolled tokens with a copy of wte, tied
+    // or not (Megatron-LM's GPTModel builds the embedding where mtp_process; its gradient is
+    // all-reduced over the embedding group: finalize_model_grads.py _allreduce_word_embedding_grads
+    // with mtp_num_layers, @ d98e8a64).
     const bool ends = stage_ == 0 || stage_ == stages_ - 1;
-    const bool separate = ends && cfg_.tied_embeddings && stages_ > 1 && zero_ >= 2;
+    const bool sharedWte = cfg_.tied_embeddings || cfg_.mtp.enabled();
+    const bool separate = ends && sharedWte && stages_ > 1 && zero_ >= 2;
     if (ends && !separate)
         rootUnit_ = addUnit("root");
     if (stage_ == 0) {
@@ -386,11 +416,20 @@ void ModelExecutor<T>::buildTables()
         if (!cfg_.tied_embeddings) {
             headAt_ = units_.back().count;
             vocabRows(*find(TensorRole::LmHead, -1), false);
+            if (cfg_.mtp.enabled() && stages_ > 1) {  // MTP's copy of wte
+                if (separate)
+                    embedUnit_ = addUnit("embedding");
+                wteUnit_ = separate ? embedUnit_ : rootUnit_;
+                wteAt_ = units_.back().count;
+                vocabRows(*find(TensorRole::TokenEmbedding, -1), true);
+            }
         } else if (stages_ > 1) {
             if (separate)
                 headUnit_ = embedUnit_ = addUnit("embedding");
             headAt_ = units_.back().count;
             vocabRows(*find(TensorRole::TokenEmbedding, -1), true);
+            wteUnit_ = headUnit_;  // MTP embeds with it too
+            wteAt_ = headAt_;
         } else {
             headAt_ = wteAt_;
         }
@@ -401,12 +440,14 @@ void ModelExecutor<T>::buildTables()
     // the expert-data-parallel group: Megatron-LM's expert_parallel_buffers, whose gradients are
     // reduced and whose distributed-optimizer state is sharded over intra_expt_dp_group
     // (megatron/core/distributed/distributed_data_parallel.py @ d98e8a64).
-    layerUnits_.assign(size_t(Ls_), -1);
-    expertUnits_.assign(size_t(Ls_), -1);
-    for (int k = 0; k < Ls_; ++k) {
+    // The MTP depths' layers (their norms and eh_proj with them) follow as local layers Ls + d, model
+    // layers L + d, in units "mtp<d>".
+    layerUnits_.assign(size_t(Ls_ + D_), -1);
+    expertUnits_.assign(size_t(Ls_ + D_), -1);
+    for (int k = 0; k < Ls_ + D_; ++k) {
         const int l = modelLayerOf(k);
-        std::string name = "h";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
-        name += std::to_string(l);
+        std::string name = k < Ls_ ? "h" : "mtp";  // built by appending: GCC 12 warns (-Wrestrict) on "h" + to_string
+        name += std::to_string(k < Ls_ ? l : k - Ls_);
         layerUnits_[size_t(k)] = addUnit(name);
         // The layer's tensors in the model's order, its routed experts' last (in their own unit).
         std::vector<const ParameterTensor*> order;
@@ -504,6 +545,10 @@ void ModelExecutor<T>::buildTables()
                 addTensor(f, El_ * local, false, runs);
                 break;
             }
+            case TensorRole::MtpProjWeight:  // eh_proj, column-parallel: output columns [r C/tp, ...)
+                runs.push_back({f.offset + r * (C / tp_) * 2 * C, 0, (C / tp_) * 2 * C});
+                addTensor(f, (C / tp_) * 2 * C, tp_ == 1, runs);
+                break;
             default:  // norms, and the biases of the row-split products: whole on every rank
                 whole(f);
             }
@@ -620,6 +665,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     Ls_ = l.stageLayers(L_, stage_);  // L / pp, or this stage's count of an uneven split
     firstLayer_ = l.stageFirstLayer(L_, stage_);
     Lc_ = Ls_ / chunks_;
+    D_ = stage_ == stages_ - 1 ? cfg_.mtp.layers : 0;  // the MTP depths run on the last stage
     encDec_ = cfg_.encoder_decoder;
     if (encDec_) {  // one stage (validateShardable): the encoder's layers, then the decoder's
         Lenc_ = cfg_.layers;
@@ -716,7 +762,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     std::int64_t scratchTensors = 0, scratchStats = 0;
     // Whether this stage has a layer with the dense MLP (an MoE layer keeps its own set: MoeSaved).
     denseMlpHere_ = false;
-    for (int k = 0; k < Ls_; ++k)
+    for (int k = 0; k < Ls_ + D_; ++k)
         denseMlpHere_ |= !cfg_.moeLayer(modelLayerOf(k));
     if (recompute_ == Recompute::Full) {  // all of a layer but its output (carve())
         scratchTensors = att + 3 * C * Ns + qkvRows_ * Nm + std::int64_t(qdt_) * Nm +
@@ -762,8 +808,12 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         mla_ ? (mQup_ + mKvup_ + mP_) * Nm + (sp_ ? std::int64_t(mQ_ + mR_) * Nm : 0) + std::int64_t(mQ_ + mR_) * Nm +
                    std::int64_t(mDown_) * Ns
              : 0;
+    // MTP: the norms' outputs, the carried gradient, eh_proj's gathered input (SP), input gradient
+    // and output-gradient rows (tp > 1).
+    const std::int64_t mtpWork =
+        D_ > 0 ? 3 * C * Ns + (sp_ ? 2 * C * Nm : 0) + 2 * C * Nm + (tp_ > 1 ? C / tp_ * Nm : 0) : 0;
     const std::int64_t work = spExtra + C * Nm + C * Ns + std::int64_t(Fin_) * Nm + dfchg + qkvRows_ * Nm +
-                              std::int64_t(qdt_) * Nm + att + stageOut + cpWork + t5 + encoder + mlaWork;
+                              std::int64_t(qdt_) * Nm + att + stageOut + cpWork + t5 + encoder + mlaWork + mtpWork;
     workspace_ = alloc.allocate(MemoryCategory::Workspace, double(work) * e_, size_t(work), hb);
     ws_ = new Work{};
     Carver<T> w{workspace_.template as<T>(), 0};
@@ -789,6 +839,14 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         ws_->mdq = mQ_ > 0 ? w.take(std::int64_t(mQ_) * Nm) : nullptr;
         ws_->mdkv = w.take(std::int64_t(mR_) * Nm);
         ws_->mddown = w.take(std::int64_t(mDown_) * Ns);
+    }
+    if (D_ > 0) {
+        ws_->mtpE = w.take(C * Ns);
+        ws_->mtpH = w.take(C * Ns);
+        ws_->mtpCarry = w.take(C * Ns);
+        ws_->mtpCatFull = sp_ ? w.take(2 * C * Nm) : nullptr;
+        ws_->mtpDcat = w.take(2 * C * Nm);
+        ws_->mtpDy = tp_ > 1 ? w.take(C / tp_ * Nm) : nullptr;
     }
     if (cpA2a_) {
         heads_.send = w.take(qkvRows_ * Nm);
@@ -861,6 +919,7 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
     T* b = const_cast<T*>(base);
     Layer y{};
     int norms = 0, normBiases = 0;  // a layer's first norm is the attention's, the second the MLP's
+    int mtpNorms = 0, mtpNormBiases = 0;
     for (int i = 0; i < u.tensors; ++i) {
         const ShardTensor& t = tensors_[size_t(u.first_tensor + i)];
         T* p = b + (t.offset - u.offset);
@@ -894,6 +953,9 @@ typename ModelExecutor<T>::Layer ModelExecutor<T>::bind(const T* base, int unit)
         case TensorRole::MlaNormBias: (mQ_ > 0 && !y.mqnb ? y.mqnb : y.mkvnb) = p; break;
         case TensorRole::MlaQUpWeight: y.mqw = p; break;
         case TensorRole::MlaKvUpWeight: y.mkvw = p; break;
+        case TensorRole::MtpNormWeight: y.mtpn[mtpNorms++] = p; break;  // enorm, hnorm, final norm
+        case TensorRole::MtpNormBias: y.mtpnb[mtpNormBiases++] = p; break;
+        case TensorRole::MtpProjWeight: y.mtpeh = p; break;
         default: break;
         }
     }
@@ -1093,7 +1155,15 @@ const T* ModelExecutor<T>::layerInput(const Slot& s, int k) const
 {
     if (encDec_ && k == Lenc_)
         return s.decInput;  // T5: the decoder's first layer reads the decoder embedding
+    if (k >= Lc_ && !s.mtp.empty())
+        return s.mtp[size_t(k - Lc_)].x;  // an MTP depth's layer reads eh_proj's output
     return k == 0 ? s.input : s.layers[size_t(k - 1)].res3;
+}
+
+template <class T>
+const T* ModelExecutor<T>::stackOutput(const Slot& s) const
+{
+    return s.layers[size_t(Lc_ - 1)].res3;
 }
 
 // ---------------------------------------------------------------- forward
@@ -1274,7 +1344,7 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets, const int* nex
             throw std::out_of_range("ModelExecutor::forward: target id " + std::to_string(s.targets[size_t(n)]) +
                                     " outside [" + std::to_string(lowest) + ", vocab " + std::to_string(V_) + ")");
     const T* root = acquireWeights(rootUnit_);
-    const T* x = layerInput(s, Lc_);
+    const T* x = stackOutput(s);
     const T* hidden = x;  // the decoder's input: the final norm's output, the masked-LM transform's, or x
     if (lnfAt_ >= 0) {
         const T* lnfw = root + lnfAt_;
@@ -1306,8 +1376,19 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets, const int* nex
         nsp = poolerForward(s, root, x);
     }
     releaseWeights(rootUnit_);
+    crossEntropy(s.probs, s.losses, s.targets);
+    double sum = nsp;
+    for (std::int64_t n = 0; n < Nm; ++n)
+        sum += double(s.losses[n]);
+    return sum;
+}
+
+template <class T>
+void ModelExecutor<T>::crossEntropy(T* probs, T* losses, const std::vector<int>& targets)
+{
+    const std::int64_t Nm = Nm_, Vt = Vt_;
     if (tp_ == 1) {
-        k_.softmaxCrossEntropy(s.probs, s.losses, s.targets.data(), Vt, Nm);
+        k_.softmaxCrossEntropy(probs, losses, targets.data(), Vt, Nm);
     } else {
         // Vocab-parallel cross-entropy (Megatron): the max and then the sum of exponentials and the
         // target's logit (owned by one rank, zero elsewhere) are all-reduced over tp, in fp32.
@@ -1315,36 +1396,32 @@ double ModelExecutor<T>::headForward(Slot& s, const int* targets, const int* nex
         T* sumTarget = mx + Nm;  // [sum exp (Nm), target logit (Nm)]
         const int lo = tpRank_ * Vt_;
         for (std::int64_t n = 0; n < Nm; ++n) {
-            const T* col = s.probs + n * Vt;
+            const T* col = probs + n * Vt;
             mx[n] = *std::max_element(col, col + Vt);
         }
         groups_.tp->allReduce(tpRank_, mx, size_t(Nm), ReduceOp::Max);
         for (std::int64_t n = 0; n < Nm; ++n) {
-            const T* col = s.probs + n * Vt;
+            const T* col = probs + n * Vt;
             const T m = mx[n];
             T sum = 0;
             for (std::int64_t v = 0; v < Vt; ++v)
                 sum += std::exp(col[v] - m);
             sumTarget[n] = sum;
-            const int t = s.targets[size_t(n)];
+            const int t = targets[size_t(n)];
             sumTarget[Nm + n] = (t >= lo && t < lo + Vt_) ? col[t - lo] : T(0);
         }
         groups_.tp->allReduce(tpRank_, sumTarget, size_t(2 * Nm));
         for (std::int64_t n = 0; n < Nm; ++n) {
-            T* col = s.probs + n * Vt;
+            T* col = probs + n * Vt;
             const T m = mx[n];
             const T inv = T(1) / sumTarget[n];
             for (std::int64_t v = 0; v < Vt; ++v)
                 col[v] = std::exp(col[v] - m) * inv;
             // An ignored target (masked LM: not a masked position) has no loss.
-            s.losses[n] = s.targets[size_t(n)] < 0 ? T(0) : std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
+            losses[n] = targets[size_t(n)] < 0 ? T(0) : std::log(sumTarget[n]) - (sumTarget[Nm + n] - m);
         }
         k_.chargeCrossEntropy(false, Vt, Nm);
     }
-    double sum = nsp;
-    for (std::int64_t n = 0; n < Nm; ++n)
-        sum += double(s.losses[n]);
-    return sum;
 }
 
 template <class T>
@@ -1362,10 +1439,12 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sten.base = scratch_.template as<T>();
     }
     s.input = ten.take(C * Ns);
-    s.layers.assign(size_t(Lc_), Acts{});
-    if (moe_ && counting)
-        s.moe.resize(size_t(Lc_));
     const bool head = holdsHead(s);
+    const int depths = head ? D_ : 0;  // the MTP depths' layers follow the chunk's (local Lc + d)
+    s.layers.assign(size_t(Lc_ + depths), Acts{});
+    if (moe_ && counting)
+        s.moe.resize(size_t(Lc_ + depths));
+    s.mtp.resize(size_t(depths));
     Acts shared{};
     if (full || selective)
         shared.att = sten.take(att);
@@ -1423,6 +1502,12 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     }
     if (head && lnfAt_ >= 0)
         s.lnf = ten.take(C * Ns);
+    for (typename Slot::Mtp& m : s.mtp) {  // what Megatron's autograd keeps of an MTP depth besides its layer
+        m.emb = ten.take(C * Ns);
+        m.cat = ten.take(2 * C * Ns);
+        m.x = ten.take(C * Ns);
+        m.out = ten.take(C * Ns);
+    }
     // BERT: the embedding norm's input on the model's first chunk; the masked-LM transform's three
     // tensors and the pooler's two on its last (the pooler only on the cp rank of position 0).
     const bool embeds = firstStage() && s.chunk == 0, pooler = holdsPooler(s);
@@ -1534,6 +1619,16 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         s.probs = st.take(std::int64_t(Vt_) * Nm);
         s.losses = st.take(Nm);
     }
+    for (typename Slot::Mtp& m : s.mtp) {  // each MTP depth's norms' statistics, softmax and losses
+        m.emean = ln ? st.take(Ns) : nullptr;
+        m.erstd = st.take(Ns);
+        m.hmean = ln ? st.take(Ns) : nullptr;
+        m.hrstd = st.take(Ns);
+        m.fmean = ln ? st.take(Ns) : nullptr;
+        m.frstd = st.take(Ns);
+        m.probs = st.take(std::int64_t(Vt_) * Nm);
+        m.losses = st.take(Nm);
+    }
     if (counting)
         s.buffer = dev_.allocator().allocate(MemoryCategory::Activations,
                                              double(ten.used) * e_ + double(st.used) * kStat,
@@ -1582,12 +1677,15 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
             encoderToDecoder(s, targets);
         layerForward(k, s);
     }
-    peakCopies_ = std::max(peakCopies_, mbCopies_);
     double loss = 0;
+    mtpLoss_ = 0;
     if (head)
         loss = headForward(s, targets, next_sentence);
-    else
-        send(layerInput(s, Lc_), std::int64_t(C_) * Ns_);
+    if (head && D_ > 0)
+        mtpForward(s, inputs, targets);
+    peakCopies_ = std::max(peakCopies_, mbCopies_);
+    if (!head)
+        send(stackOutput(s), std::int64_t(C_) * Ns_);
     if (outer)
         forOuterUnits([&](int u) { releaseWeights(u); });
     return loss;
@@ -1973,18 +2071,16 @@ void ModelExecutor<T>::mlaAttentionBackward(const Acts& a, const Layer& w, const
 }
 
 template <class T>
-void ModelExecutor<T>::headBackward(Slot& s)
+void ModelExecutor<T>::crossEntropyBackward(T* probs, const std::vector<int>& targets, T dloss)
 {
-    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
-    // Every token's loss enters the step's mean over all replicas and micro-batches.
-    const T dloss = T(1.0 / double(opts_.global_tokens));
+    const std::int64_t Nm = Nm_, Vt = Vt_;
     if (tp_ == 1) {
-        k_.softmaxCrossEntropyBackward(s.probs, s.targets.data(), Vt, Nm, dloss);
+        k_.softmaxCrossEntropyBackward(probs, targets.data(), Vt, Nm, dloss);
     } else {
         const int lo = tpRank_ * Vt_;
         for (std::int64_t n = 0; n < Nm; ++n) {
-            T* col = s.probs + n * Vt;
-            const int t = s.targets[size_t(n)];
+            T* col = probs + n * Vt;
+            const int t = targets[size_t(n)];
             const T scale = t < 0 ? T(0) : dloss;  // an ignored target: no gradient
             for (std::int64_t v = 0; v < Vt; ++v)
                 col[v] *= scale;
@@ -1992,13 +2088,22 @@ void ModelExecutor<T>::headBackward(Slot& s)
                 col[t - lo] -= dloss;
         }
         k_.chargeCrossEntropy(true, Vt, Nm);
-        k_.round(s.probs, Vt * Nm);
+        k_.round(probs, Vt * Nm);
     }
+}
+
+template <class T>
+void ModelExecutor<T>::headBackward(Slot& s)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Vt = Vt_;
+    // Every token's loss enters the step's mean over all replicas and micro-batches.
+    const T dloss = T(1.0 / double(opts_.global_tokens));
+    crossEntropyBackward(s.probs, s.targets, dloss);
     const T* root = acquireWeights(rootUnit_);
     T* droot = acquireGrads(rootUnit_);
     const T* headW = acquireWeights(headUnit_) + headAt_;
     T* dhead = acquireGrads(headUnit_) + headAt_;
-    const T* x = layerInput(s, Lc_);
+    const T* x = stackOutput(s);
     const T* lnfOut = lnfAt_ >= 0 ? s.lnf : x;
     const T* hidden = mlmAt_ >= 0 ? s.mlmOut : lnfOut;
     k_.matmulBackward(ws_->partial, dhead, mlmBiasAt_ >= 0 ? droot + mlmBiasAt_ : nullptr, s.probs,
@@ -2006,6 +2111,8 @@ void ModelExecutor<T>::headBackward(Slot& s)
     releaseGrads(headUnit_);
     releaseWeights(headUnit_);
     T* dfromHead = reduceTokens(ws_->partial);
+    if (D_ > 0)  // + the MTP depths' gradient into the final norm's output (their first hnorm's input)
+        k_.accumulate(dfromHead, ws_->mtpCarry, C * Ns);
     if (encDec_ && cfg_.tied_embeddings)  // through T5's d_model^-0.5
         k_.scale(dfromHead, C * Ns, 1 / std::sqrt(double(C)));
     const T* dhidden = dfromHead;
@@ -2081,6 +2188,8 @@ void ModelExecutor<T>::backward(int micro, int chunk)
             acquireWeights(u);
             acquireGrads(u);
         });
+    if (head && D_ > 0)
+        mtpBackward(s);
     if (head)
         headBackward(s);
     else
@@ -2102,6 +2211,143 @@ void ModelExecutor<T>::backward(int micro, int chunk)
             releaseWeights(u);
         });
     s.buffer.release();
+}
+
+// ---------------------------------------------------------------- multi-token prediction
+//
+// ModelConfig.h's MTP depths as Megatron-LM runs them (NVIDIA/Megatron-LM @ d98e8a64,
+// megatron/core/transformer/multi_token_prediction.py: MultiTokenPredictionLayer._get_embeddings,
+// _concat_embeddings, _postprocess; process_mtp_loss; roll_tensor), on the last stage:
+//   tokens   input_ids and labels rolled left once per depth (torch.roll, the vacated last position
+//            filled with 0; the loss mask rolled with them): depth d's position p reads token
+//            p + d + 1, past the sequence's end token 0 with no target; RoPE at the positions unrolled
+//            (the GPT model's rotary_pos_emb goes to every MTP layer as it is)
+//   e        the shared embedding of the rolled tokens (VocabParallelEmbedding: reduced over tp, to
+//            the token shard under sp), no position table (rotary only: ModelConfig validate)
+//   eh_proj  ColumnParallelLinear (gather_output=False, no bias) of cat(enorm(e), hnorm(h)) over the
+//            gathered tokens (sp: all-gather of the (2C, Ns) input, in backward again for the weight
+//            gradient, its input gradient reduce-scattered; without sp copy_to_tensor_model_parallel
+//            _region: the input gradient all-reduced); this rank's C/tp output rows all-gathered along
+//            the hidden size (gather_from_tensor_model_parallel_region), then under sp this rank's
+//            tokens kept (scatter_to_sequence_parallel_region; its backward an all-gather)
+//   layer    the depth's transformer layer (local layer Lc + d, model layer L + d: the last layer's kind)
+//   head     final_layernorm, then the shared output layer and vocab-parallel cross-entropy on the
+//            rolled labels; the loss mtp_loss_scale x sum / num_tokens with mtp_loss_scale =
+//            loss_scale / D and num_tokens the rolled mask's count, mb (T - d - 1), under the same
+//            backward scale as the main loss (MTPLossAutoScaler: 1 / (micro-batches x dp) of the step)
+// Depth d's hidden input is depth d - 1's final-norm output, depth 0's the main final norm's output.
+
+template <class T>
+void ModelExecutor<T>::mtpForward(Slot& s, const int* inputs, const int* targets)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Ct = C / tp_;
+    const T* wte = acquireWeights(wteUnit_) + wteAt_;
+    const T* headW = acquireWeights(headUnit_) + headAt_;
+    const T* prev = s.lnf;
+    double total = 0;
+    for (int d = 0; d < D_; ++d) {
+        typename Slot::Mtp& m = s.mtp[size_t(d)];
+        const int k = Lc_ + d, shift = d + 1;
+        m.inputs.assign(size_t(Nm), 0);
+        m.targets.assign(size_t(Nm), -1);
+        for (int b = 0; b < mb_; ++b)
+            for (int p = 0; p + shift < T_; ++p) {
+                const std::int64_t n = std::int64_t(b) * T_ + p;
+                const int token = inputs[n + shift];
+                if (token < 0 || token >= V_)
+                    throw std::out_of_range("ModelExecutor::forward: token id " + std::to_string(token) +
+                                            " outside [0, vocab " + std::to_string(V_) + ")");
+                m.inputs[size_t(n)] = token;
+                m.targets[size_t(n)] = targets[n + shift];  // checked by headForward
+            }
+        const Layer w = acquireLayer(s, k, false);
+        T* e = tp_ == 1 ? m.emb : ws_->partial;
+        k_.embeddingForward(e, wte, nullptr, false, m.inputs.data(), positions_.data(), C, Nm, tpRank_ * Vt_, Vt_);
+        if (tp_ > 1)
+            std::copy_n(reduceTokens(ws_->partial), C * Ns, m.emb);
+        k_.round(m.emb, C * Ns);
+        k_.normForward(cfg_.norm, ws_->mtpE, m.emean, m.erstd, m.emb, w.mtpn[0], w.mtpnb[0], C, Ns, cfg_.norm_eps);
+        k_.normForward(cfg_.norm, ws_->mtpH, m.hmean, m.hrstd, prev, w.mtpn[1], w.mtpnb[1], C, Ns, cfg_.norm_eps);
+        k_.copyRows(m.cat, 2 * C, 0, ws_->mtpE, C, 0, C, Ns);  // torch.cat((decoder_input, hidden_states), -1)
+        k_.copyRows(m.cat, 2 * C, C, ws_->mtpH, C, 0, C, Ns);
+        const T* catFull = gatherRows(m.cat, 2 * C, ws_->mtpCatFull);
+        if (tp_ == 1) {
+            k_.matmulForward(m.x, catFull, w.mtpeh, nullptr, nullptr, 2 * C, C, Nm);
+        } else {
+            T* pieces = ws_->partial;  // rank r's (C/tp, Nm) rows at r C/tp Nm
+            k_.matmulForward(pieces + tpRank_ * Ct * Nm, catFull, w.mtpeh, nullptr, nullptr, 2 * C, Ct, Nm);
+            groups_.tp->allGather(tpRank_, pieces, size_t(C * Nm), e_);
+            const std::int64_t n0 = sp_ ? tpRank_ * Ns : 0;  // sp: this rank's tokens
+            for (int r = 0; r < tp_; ++r)
+                k_.copyRows(m.x, C, r * Ct, pieces + (r * Nm + n0) * Ct, Ct, 0, Ct, Ns);
+        }
+        layerForward(k, s);
+        k_.normForward(cfg_.norm, m.out, m.fmean, m.frstd, s.layers[size_t(k)].res3, w.mtpn[2], w.mtpnb[2], C, Ns,
+                       cfg_.norm_eps);
+        releaseLayer(s, k, false);
+        k_.matmulForward(m.probs, gatherTokens(m.out, ws_->gath), headW, nullptr, nullptr, C, Vt_, Nm);
+        crossEntropy(m.probs, m.losses, m.targets);
+        double sum = 0;
+        for (std::int64_t n = 0; n < Nm; ++n)
+            sum += double(m.losses[n]);
+        total += sum / (double(mb_) * (T_ - shift));
+        prev = m.out;
+    }
+    releaseWeights(headUnit_);
+    releaseWeights(wteUnit_);
+    mtpLoss_ = total / D_;
+}
+
+template <class T>
+void ModelExecutor<T>::mtpBackward(Slot& s)
+{
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, Ct = C / tp_;
+    const T* headW = acquireWeights(headUnit_) + headAt_;
+    T* dhead = acquireGrads(headUnit_) + headAt_;
+    T* dwte = acquireGrads(wteUnit_) + wteAt_;
+    T* carry = ws_->mtpCarry;  // d (the depth's hidden input), from the depth after it
+    for (int d = D_ - 1; d >= 0; --d) {
+        typename Slot::Mtp& m = s.mtp[size_t(d)];
+        const int k = Lc_ + d;
+        // loss_scale / D per valid token of the micro-batch's mb (T - d - 1), over the step as the main
+        // loss's mb T: T / (T - d - 1) / global_tokens.
+        const double perToken = cfg_.mtp.loss_scale / D_ * double(T_) / double(T_ - d - 1);
+        crossEntropyBackward(m.probs, m.targets, T(perToken / double(opts_.global_tokens)));
+        k_.matmulBackward(ws_->partial, dhead, nullptr, m.probs, gatherTokens(m.out, ws_->gath), headW, C, Vt_, Nm);
+        T* dout = reduceTokens(ws_->partial);
+        if (d < D_ - 1)
+            k_.accumulate(dout, carry, C * Ns);
+        const Layer w = acquireLayer(s, k, false);
+        const Layer g = acquireLayer(s, k, true);
+        std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
+        k_.normBackward(cfg_.norm, ws_->dres, g.mtpn[2], g.mtpnb[2], dout, s.layers[size_t(k)].res3, w.mtpn[2], m.fmean,
+                        m.frstd, C, Ns);
+        layerBackward(k, s);  // ws_->dres: d x, eh_proj's output
+        const T* dx = gatherTokens(ws_->dres, ws_->dresFull);
+        const T* dy = dx;
+        if (tp_ > 1) {  // the all-gather along the hidden size: this rank's rows back
+            k_.copyRows(ws_->mtpDy, Ct, 0, dx, C, tpRank_ * Ct, Ct, Nm);
+            dy = ws_->mtpDy;
+        }
+        k_.matmulBackward(ws_->mtpDcat, g.mtpeh, nullptr, dy, gatherRows(m.cat, 2 * C, ws_->mtpCatFull), w.mtpeh, 2 * C,
+                          Ct, Nm);
+        const T* dcat = reduceRows(ws_->mtpDcat, 2 * C);
+        k_.copyRows(ws_->mtpE, C, 0, dcat, 2 * C, 0, C, Ns);
+        k_.copyRows(ws_->mtpH, C, 0, dcat, 2 * C, C, C, Ns);
+        std::fill(ws_->dres, ws_->dres + C * Ns, T(0));
+        k_.normBackward(cfg_.norm, ws_->dres, g.mtpn[0], g.mtpnb[0], ws_->mtpE, m.emb, w.mtpn[0], m.emean, m.erstd, C,
+                        Ns);
+        k_.embeddingBackward(dwte, nullptr, gatherTokens(ws_->dres, ws_->dresFull), m.inputs.data(), positions_.data(),
+                             C, Nm, tpRank_ * Vt_, Vt_);
+        std::fill(carry, carry + C * Ns, T(0));
+        const T* prev = d == 0 ? s.lnf : s.mtp[size_t(d - 1)].out;
+        k_.normBackward(cfg_.norm, carry, g.mtpn[1], g.mtpnb[1], ws_->mtpH, prev, w.mtpn[1], m.hmean, m.hrstd, C, Ns);
+        releaseLayer(s, k, true);
+        releaseLayer(s, k, false);
+    }
+    releaseGrads(wteUnit_);
+    releaseGrads(headUnit_);
+    releaseWeights(headUnit_);
 }
 
 // ---------------------------------------------------------------- BERT-style encoders
@@ -2292,7 +2538,7 @@ void ModelExecutor<T>::sumAcrossTensorAndPipeline(bool whole)
             }
         }, whole);
     }
-    if (groups_.embedding && cfg_.tied_embeddings) {
+    if (groups_.embedding && (cfg_.tied_embeddings || cfg_.mtp.enabled())) {
         const int rank = groups_.embedding->rankOf(id_);
         forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
             if (t.word_embedding)

@@ -98,6 +98,16 @@
 // --num-distributed-optimizer-instances) the experts shard over the slice of their edp group inside
 // the device's replica (edp x zero_group / dp devices) and their owned chunks are summed over the
 // replicas with the dense ones (one inter-instance group for both, as Megatron's).
+// Multi-token prediction (ModelConfig.h; Megatron-LM's MultiTokenPredictionLayer @ d98e8a64): the
+// depths run on the last stage after the head, each as local layer Lc + d (model layer L + d) with
+// its enorm, hnorm, eh_proj and final norm in that layer's unit ("mtp<d>"). eh_proj is
+// column-parallel: rank r holds output columns [r C/tp, ...) of its (2C, C) weight, runs on the
+// gathered tokens and its pieces are all-gathered along the hidden size (under sp then its token
+// shard kept); the norms run on the token shard (sp: partial gradients, summed with the SP norms').
+// The rolled tokens are embedded with the last stage's wte (a copy when pp > 1, tied or not, its
+// gradient all-reduced with stage 0's over the embedding group) and predicted by the shared head.
+// Full recomputation runs each depth's layer again in its backward whatever the method (eh_proj and
+// the norms are kept; Megatron-LM recomputes them too). Not with cp or the interleaved schedule.
 // Dimension legend: C hidden, qdt = NH/tp * hd (MLA: NH/tp * Vd, the attention output), kvdt = NKV/tp * hd, Ft = F/tp, V vocab,
 // Vt = V/tp, T sequence, Tl = T/cp its local part, mb sequences per micro-batch, Nm = mb*Tl
 // tokens, Ns = Nm/tp under sequence parallelism (else Nm).
@@ -247,6 +257,11 @@ public:
     // The most token copies this device's MoE layers computed in one micro-batch's forward (their
     // saved sets grow with them): the measured load the planner's imbalance factor stands for.
     std::int64_t moePeakCopies() const { return peakCopies_; }
+    // Multi-token prediction (ModelConfig.h): the last forward() call's MTP loss, the mean over the
+    // depths of each depth's mean cross-entropy over its valid tokens (Megatron's logged "mtp_k loss"
+    // averaged over k; 0 off the model's last chunk). In the gradient with the weight loss_scale x
+    // micro-batch loss tokens / global_tokens, as lastAuxLoss.
+    double lastMtpLoss() const { return mtpLoss_; }
 
 private:
     struct Layer;
@@ -300,6 +315,15 @@ private:
     void embedBackward(Slot& s);
     double headForward(Slot& s, const int* targets, const int* next_sentence);
     void headBackward(Slot& s);
+    const T* stackOutput(const Slot& s) const;  // the last local layer's output (the head's input)
+    // The vocabulary softmax and cross-entropy of probs (Vt, Nm: the logits on entry), vocab-parallel
+    // over tp, into losses (targets < 0: none); and its backward, dloss per predicted token.
+    void crossEntropy(T* probs, T* losses, const std::vector<int>& targets);
+    void crossEntropyBackward(T* probs, const std::vector<int>& targets, T dloss);
+    // Multi-token prediction (ModelConfig.h): the D_ depths after the head, and back (before it);
+    // their gradient into the main final norm's output is left in ws_->mtpCarry.
+    void mtpForward(Slot& s, const int* inputs, const int* targets);
+    void mtpBackward(Slot& s);
     // BERT-style encoders (ModelConfig.h): post-norm layers, the masked-LM transform, the pooler
     // with its next-sentence head.
     void postNormLayerForward(int k, Slot& s);
@@ -348,7 +372,14 @@ private:
     int firstLayer_ = 0;       // the model layer of local layer 0 (one chunk; uneven splits)
     int blockLayers_ = 0;      // recompute=full, method block: the first N layers of each chunk (0: all)
     // Whether local layer k of a chunk is recomputed in its backward (full recomputation).
-    bool recomputes(int k) const { return recompute_ == Recompute::Full && (blockLayers_ == 0 || k < blockLayers_); }
+    // An MTP depth's layer (k >= Lc) is recomputed whenever recomputation is full (Megatron-LM's
+    // MultiTokenPredictionLayer checkpoints it under recompute_granularity full, whatever the method).
+    bool recomputes(int k) const
+    {
+        return recompute_ == Recompute::Full && (blockLayers_ == 0 || k < blockLayers_ || k >= Lc_);
+    }
+    int D_ = 0;            // MTP depths on this device (the last stage's)
+    double mtpLoss_ = 0;   // (lastMtpLoss)
     std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;

@@ -215,7 +215,8 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
         m.error = RunError{device.id(), e.what(), RunFaultKind::OutOfMemory};
     }
     for (size_t k = 0; k < record.device_s.size(); ++k)
-        m.steps.push_back(StepRecord{int(k) + 1, record.loss[k], record.grad_norm[k], record.device_s[k], record.wall_s[k]});
+        m.steps.push_back(StepRecord{int(k) + 1, record.loss[k], record.grad_norm[k], record.device_s[k], record.wall_s[k],
+                                     k < record.mtp_loss.size() ? record.mtp_loss[k] : 0.0});
     m.devices.push_back(snapshot(device, m.steps));
     m.devices.back().memory_resident_bytes = record.resident;
     m.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();

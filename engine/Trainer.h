@@ -71,6 +71,9 @@ struct StepRecord {
     double grad_norm = 0;         // before clipping
     double device_seconds = 0;    // device clock for this step
     double wall_seconds = 0;      // host wall clock for this step
+    // Multi-token prediction: the mean over the depths and micro-batches of each depth's mean
+    // cross-entropy (Megatron's logged "mtp_k loss"), unweighted; not in `loss`. 0 without MTP.
+    double mtp_loss = 0;
 };
 
 struct DeviceMeasurement {

@@ -105,7 +105,7 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         }
         const int* in = mlm ? masked.inputs.data() : inputs.data();
         const int* tg = mlm ? masked.targets.data() : targets.data();
-        double lossSum = 0;
+        double lossSum = 0, mtpSum = 0;
         for (const PipelineOp& op : order) {
             const size_t row = size_t(op.micro) * layout.micro_batch;  // within this replica's rows
             if (op.backward) {
@@ -118,10 +118,15 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
             if (!std::isfinite(l))
                 throw notFinite(step, "micro-batch " + std::to_string(op.micro) + ": the loss (" + std::to_string(l) + ")");
             lossSum += l;
+            mtpSum += shard.lastMtpLoss();
         }
-        double reduced[2] = {shard.reduceGradients(), shard.lastStage() && pos.tp == 0 ? lossSum : 0.0};
+        // (Multi-token prediction: its loss too, a third scalar, as Megatron-LM all-reduces its MTP
+        // losses for the log: MTPLossLoggingHelper.reduce_metrics_in_tracker @ d98e8a64.)
+        const bool mtp = request.model.mtp.enabled();
+        const bool counts = shard.lastStage() && pos.tp == 0;
+        double reduced[3] = {shard.reduceGradients(), counts ? lossSum : 0.0, counts ? mtpSum : 0.0};
         if (c.world)
-            c.world->allReduce(dev.id(), reduced, 2);
+            c.world->allReduce(dev.id(), reduced, mtp ? 3 : 2);
         const double norm = std::sqrt(reduced[0]);
         if (!std::isfinite(norm))
             throw notFinite(step, "the gradient norm");
@@ -131,8 +136,11 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
         rec.wall_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         rec.loss.push_back(reduced[1] / double(lossTokens(request.model, B)));
         rec.grad_norm.push_back(norm);
+        if (mtp)  // the mean over the step's micro-batches (every replica's) of each one's MTP loss
+            rec.mtp_loss.push_back(reduced[2] / (double(B) / layout.micro_batch));
         if (c.on_step && *c.on_step)
-            (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back()});
+            (*c.on_step)(StepRecord{step, rec.loss.back(), norm, rec.device_s.back(), rec.wall_s.back(),
+                                    mtp ? rec.mtp_loss.back() : 0.0});
         divergence.check(step, rec.loss.back());  // after the step is recorded: the measurement shows it
     }
     for (int k = 0; k < kMemoryCategories; ++k)

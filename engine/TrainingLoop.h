@@ -34,6 +34,7 @@ std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, i
 // What one worker records; written by its own thread only, read after the join.
 struct WorkerRecord {
     std::vector<double> device_s, wall_s, loss, grad_norm;
+    std::vector<double> mtp_loss;  // multi-token prediction: the step's MTP loss (StepRecord::mtp_loss)
     std::array<double, kMemoryCategories> resident{};
 };
 

@@ -412,8 +412,12 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double stacks = model.family == ModelFamily::EncoderDecoder ? 2 : 1;
         // Untied heads have their own matrix; a tied head on another stage than the embedding keeps a copy.
         const bool headCopy = !model.tied_embeddings || l.pp > 1;
+        // MTP embeds the rolled tokens on this stage: an untied model's last stage keeps a copy of the
+        // word embedding too (Megatron-LM's GPTModel builds the embedding where mtp_process, its
+        // gradient all-reduced with the first stage's: gpt_model.py, finalize_model_grads.py @ d98e8a64).
+        const bool mtpEmbeddingCopy = model.mtp.enabled() && !model.tied_embeddings && l.pp > 1;
         sc.params += (model.final_norm ? stacks * norm : 0) + (headCopy ? D.V_local * h : 0) +
-                     (model.pooler ? h * h + h : 0);
+                     (mtpEmbeddingCopy ? D.V_local * h : 0) + (model.pooler ? h * h + h : 0);
         // An encoder's pretraining heads (TrainingObjective.h): the masked-LM transform and its norm
         // and the next-sentence head replicated, the output bias split over the vocabulary.
         const ObjectiveHeadParameters heads = objectiveHeadParameters(model);
@@ -619,8 +623,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // checkpoint per group of N): the fraction of the stage's layers recomputed, and of its layers
     // whose input is kept as a checkpoint.
     // (Chunk by chunk: under account_for_* the first or last chunk holds a layer fewer; Layout.h.)
-    const double recomputed = l.recomputedShare(model.totalLayers(), stage);
-    const double checkpoints = l.checkpointShare(model.totalLayers(), stage);
+    // (MTP: each depth's layer is recomputed whenever recomputation is full, whatever the method:
+    // Megatron-LM's MultiTokenPredictionLayer checkpoints it under recompute_granularity full.)
+    const double mainLayers = D.layers_per_stage - mtpLayers;
+    auto withMtp = [&](double share) {
+        return mtpLayers > 0 && l.recompute == Recompute::Full ? (share * mainLayers + mtpLayers) / D.layers_per_stage
+                                                               : share;
+    };
+    const double recomputed = withMtp(l.recomputedShare(model.totalLayers(), stage));
+    const double checkpoints = withMtp(l.checkpointShare(model.totalLayers(), stage));
     const double groupLayers = l.recomputeGroupLayers(std::max(1, l.fullChunkLayers(model.totalLayers(), stage)));
     // The forward's parts: the layers' GEMMs (an MoE stage's dense layers with the dense MLP), their
     // attention cores (a sliding layer's band: less the saving), their element-wise work.
@@ -869,6 +880,40 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             allReduce.exposed_s += allReduceTime(tpGroup, stats, tpLink);
             allReduce.bytes += allReduceBytes(D.t, stats);
         }
+        if (mtpLayers > 0) {
+            // MTP, per depth (ModelExecutor's mtpForward/mtpBackward, after Megatron-LM's
+            // MultiTokenPredictionLayer @ d98e8a64): the rolled tokens' vocab-parallel embedding (a
+            // reduce-scatter under SP, else an all-reduce); eh_proj, column-parallel over [enorm | hnorm]
+            // (2h): under SP its input all-gathered (again in backward for the weight gradient) and its
+            // input gradient reduce-scattered, without SP the input gradient all-reduced
+            // (copy_to_tensor_model_parallel_region); its h/tp output rows all-gathered along the hidden
+            // size (gather_from_tensor_model_parallel_region; under SP then scattered to the token shard,
+            // whose backward all-gathers the gradient); the head once more (SP: its input gathered, again
+            // in backward, its input gradient reduce-scattered; else that gradient all-reduced), the
+            // enorm's gradient gathered back to the embedding (SP) and the cross-entropy's statistics.
+            const double depths = mtpLayers, wide = 2 * message, stats = 3 * T * 4.0;
+            if (l.sequence_parallel) {
+                reduceScatter.calls += depths * 3;
+                reduceScatter.bytes += depths * (2 * ringHalfBytes(D.t, message) + ringHalfBytes(D.t, wide));
+                reduceScatter.exposed_s +=
+                    depths * (2 * reduceScatterTime(tpGroup, message, tpLink) + reduceScatterTime(tpGroup, wide, tpLink));
+                allGather.calls += depths * 7;
+                allGather.bytes += depths * (5 * ringHalfBytes(D.t, message) + 2 * ringHalfBytes(D.t, wide));
+                allGather.exposed_s +=
+                    depths * (4 * allGatherTime(tpGroup, message, tpLink) + allGatherTime(tpGroup, wide, tpLink));
+            } else {
+                allReduce.calls += depths * 3;
+                allReduce.bytes += depths * (2 * allReduceBytes(D.t, message) + allReduceBytes(D.t, wide));
+                allReduce.exposed_s +=
+                    depths * (2 * allReduceTime(tpGroup, message, tpLink) + allReduceTime(tpGroup, wide, tpLink));
+                allGather.calls += depths;
+                allGather.bytes += depths * ringHalfBytes(D.t, message);
+                allGather.exposed_s += depths * allGatherTime(tpGroup, message, tpLink);
+            }
+            allReduce.calls += depths;
+            allReduce.bytes += depths * allReduceBytes(D.t, stats);
+            allReduce.exposed_s += depths * allReduceTime(tpGroup, stats, tpLink);
+        }
         if (lastStage && mlm && model.pooler && l.sequence_parallel) {
             // The pooler's first tokens, each on one tp rank's token shard: a (h, b) block summed
             // over tp so every rank runs the replicated pooler (ModelExecutor::poolerForward).
@@ -884,7 +929,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // replicated and run on the token shard, on the last.) QK-norm's weights saw only the
             // rank's heads under any tp: summed in the same all-reduce (q_layernorm / k_layernorm,
             // Megatron-LM megatron/core/distributed/finalize_model_grads.py @ d98e8a6).
-            const double spNorms = nEnc * 2 * norm + nDec * 3 * norm +
+            // (MTP: each depth's enorm, hnorm and final norm on the token shard too.)
+            const double spNorms = nEnc * 2 * norm + nDec * 3 * norm + mtpLayers * 3 * norm +
                                    (lastStage && model.final_norm ? (nDec > 0 ? 2 : 1) * norm : 0) +
                                    (firstStage && model.embedding_norm ? norm : 0) +
                                    (lastStage && mlm ? h * h + h + norm : 0);
@@ -925,7 +971,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                     }
                     return u;
                 };
-                const bool ownEmbedding = model.tied_embeddings && l.pp > 1;  // (ZeRO-2/3: a unit of its own)
+                // (ZeRO-2/3: a unit of its own; with MTP the last stage's copy of it, tied or not.)
+                const bool ownEmbedding = (model.tied_embeddings || model.mtp.enabled()) && l.pp > 1;
                 UnitLayout root, embedding;
                 if (firstStage) {
                     (ownEmbedding ? embedding : root).add(D.V_local * h, false);
@@ -946,13 +993,23 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                     root.add(double(heads.mlm_output_bias) / D.t, false);
                     root.add(double(heads.next_sentence), false);
                     if (!model.tied_embeddings || l.pp > 1)
-                        (ownEmbedding ? embedding : root).add(D.V_local * h, false);
+                        (ownEmbedding && model.tied_embeddings ? embedding : root).add(D.V_local * h, false);
+                    if (model.mtp.enabled() && !model.tied_embeddings && l.pp > 1)
+                        embedding.add(D.V_local * h, false);  // MTP's copy of the word embedding
                 }
                 MarkedShares shares(l.zeroGroupSize() * l.cp);
                 shares.addUnit(root, 1);
                 shares.addUnit(embedding, 1);
-                shares.addUnit(layer(false, false), denseEncoderLayers);
-                shares.addUnit(layer(moe.enabled(), false), sc.encoder_layers - denseEncoderLayers);
+                // An MTP depth's unit: its layer, then enorm, hnorm, eh_proj (column-split) and its final norm.
+                UnitLayout mtpUnit = layer(mtpMoe, false);
+                mtpUnit.add(norm, sp);
+                mtpUnit.add(norm, sp);
+                mtpUnit.add(2 * h * h / D.t, false);
+                mtpUnit.add(norm, sp);
+                shares.addUnit(layer(false, false), denseEncoderLayers - (mtpMoe ? 0 : mtpLayers));
+                shares.addUnit(layer(moe.enabled(), false),
+                               sc.encoder_layers - denseEncoderLayers - (mtpMoe ? mtpLayers : 0));
+                shares.addUnit(mtpUnit, mtpLayers);
                 shares.addUnit(layer(moe.enabled(), true), sc.decoder_layers);
                 return shares.overflowed() ? shares.mean() : shares.most();
             };
@@ -1450,6 +1507,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             if (model.embedding_norm)
                 sc.vector_flops_mb += (norm.forward + norm.backward) * h * Ts;
         }
+        // MTP, per depth: enorm, hnorm and the final norm, the head's softmax with cross-entropy once
+        // more, the rolled embedding's gradient scattered into wte, and the gradient carried into the
+        // previous depth's hidden state added to its head gradient (ModelExecutor's mtpBackward).
+        if (mtpLayers > 0)
+            sc.vector_flops_mb += mtpLayers * (3 * (norm.forward + norm.backward) * h * Ts +
+                                               (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) *
+                                                   D.V_local * T +
+                                               h * T + ops::kGradientAdd * h * Ts);
         if (lastStage)
             sc.vector_flops_mb += (model.final_norm ? (norm.forward + norm.backward) * h * Ts : 0.0) +
                                   (ops::kSoftmaxCrossEntropy.forward + ops::kSoftmaxCrossEntropy.backward) * D.V_local * T +
@@ -1480,10 +1545,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double normed = (model.final_norm ? 1.0 : 0.0) + (mlm ? 1.0 : 0.0);
         const double finalNorm = kept * spTokens * h * activation_bytes_ + normed * shape.norm_statistics * 4.0 * spTokens;
         const double pooler = mlm && model.pooler ? 2 * D.b * h * activation_bytes_ + 3 * D.b * 4.0 : 0.0;
-        // (MTP: each module's head keeps its own fp32 softmax and losses, and the module its norms'
-        // inputs (2h), eh_proj's input (2h) and its final norm's input (h) per token.)
+        // (MTP: each module's head keeps its own fp32 softmax and losses, and the module on its token
+        // shard the rolled embedding (enorm's input, h), eh_proj's input (2h), its output (the layer's
+        // input, h) and the final norm's output (the head's input, h), with the three norms' statistics:
+        // ModelExecutor's Slot::Mtp, what Megatron's autograd keeps of MultiTokenPredictionLayer.)
         const double logits = T * D.V_local * 4.0;
-        const double mtpKept = mtpLayers * (logits + 4.0 * T + 5 * T * h * activation_bytes_);
+        const double mtpKept = mtpLayers * (logits + 4.0 * T + 5 * spTokens * h * activation_bytes_ +
+                                            3 * shape.norm_statistics * 4.0 * spTokens);
         sc.head_stored_bytes_per_mb = finalNorm + logits + 4.0 * T + pooler + mtpKept;
         sc.stored_bytes_per_mb += sc.head_stored_bytes_per_mb;
     }
@@ -1878,7 +1946,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     const double shardGroup = l.zero_stage > 0 ? double(l.zeroGroupSize()) * l.cp : 1.0;
     Collective embedding{CommDimension::EmbeddingGroup, CommKind::AllReduce, CommPlacement::IntraDomain,
                          "tied embedding gradients", 0, 0, 0, 0};
-    if (p > 1 && problem_.model.tied_embeddings) {
+    // (MTP: the last stage's copy of the word embedding, tied or not, the same group.)
+    if (p > 1 && (problem_.model.tied_embeddings || problem_.model.mtp.enabled())) {
         const double embeddingBytes = double(problem_.model.vocab) / l.tp * problem_.model.hidden * grad_bytes_ /
                                       (l.zero_stage >= 2 ? shardGroup : 1.0);
         const double stride = double(l.tp) * l.cp * l.dp * (p - 1);
@@ -1890,12 +1959,15 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     }
     // The step's loss and global gradient norm (for clipping) add two fp64 scalars all-reduced over
     // every device (latency only, so no time is charged).
+    // (MTP: its loss a third, all-reduced for the log as Megatron-LM's MTPLossLoggingHelper does.)
+    const bool mtpScalar = problem_.model.mtp.enabled();
     const Collective scalars{CommDimension::AllDevices, CommKind::AllReduce,
                              placeGroup(double(l.devices()), 1, domain_devices_).crossesDomains()
                                  ? CommPlacement::InterDomain
                                  : CommPlacement::IntraDomain,
-                             "loss and gradient norm (2 fp64 scalars)",
-                             l.devices() > 1 ? allReduceBytes(double(l.devices()), 2 * 8.0) : 0.0,
+                             mtpScalar ? "loss, MTP loss and gradient norm (3 fp64 scalars)"
+                                       : "loss and gradient norm (2 fp64 scalars)",
+                             l.devices() > 1 ? allReduceBytes(double(l.devices()), (mtpScalar ? 3 : 2) * 8.0) : 0.0,
                              l.devices() > 1 ? 1.0 : 0.0, 0, 0};
 
     // ---- the collectives one device of a stage runs in a step: its tp and cp collectives per
@@ -2216,13 +2288,27 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         // (The busiest stage's recomputed fraction stands for every stage's: an uneven split's
         // ends may recompute a slightly different share.)
         const ModelSpec& model = problem_.model;
-        recomputeFlops = recomputedShare * (model_flops_per_token_ - 2.0 * model.hidden * model.vocab) * tokensPerStep;
+        const double logits = 2.0 * model.hidden * model.vocab;
+        // MTP (ModelExecutor's recomputes()): each depth's transformer layer runs again whenever
+        // recomputation is full, whatever the method; its eh_proj, norms and head pass do not
+        // (per module: the layer, 2 (2h^2 + 3h) for eh_proj and the norms, 2hV for the logits: core's
+        // mtpForwardFlopsPerToken).
+        const double mtp = double(mtpForwardFlopsPerToken(model, tr.seq_len));
+        const double h = model.hidden;
+        const double mtpLayer = model.mtp.enabled() ? mtp / model.mtp.layers - 2 * (2 * h * h + 3 * h) - logits : 0.0;
+        recomputeFlops = (recomputedShare * (model_flops_per_token_ - mtp - logits) +
+                          (model.mtp.enabled() ? model.mtp.layers * mtpLayer : 0.0)) *
+                         tokensPerStep;
     } else if (l.recomputes(kRecomputeCoreAttn) && !tr.flash_attention) {
         const ModelSpec& model = problem_.model;
         // The recomputed scores and values over each layer's keys: a sliding layer's window (core's
         // attentionKeys, as the model FLOPs count it), not the whole sequence.
         const int sliding = model.slidingLayers(0, model.layers);
-        const double keys = double(model.layers - sliding) * tr.seq_len +
+        // (MTP: each depth's layer too, of the last layer's kind.)
+        const bool mtpSliding = model.slidingLayer(model.layers - 1);
+        const double mtpLayerKeys = double(mtpSliding ? attentionKeys(model, tr.seq_len, true) : tr.seq_len);
+        const double mtpKeys = model.mtp.enabled() ? model.mtp.layers * mtpLayerKeys : 0.0;
+        const double keys = double(model.layers - sliding) * tr.seq_len + mtpKeys +
                             double(sliding) * double(attentionKeys(model, tr.seq_len, true)) +
                             2.0 * (model.family == ModelFamily::EncoderDecoder ? model.decoder_layers : 0) * tr.seq_len;
         const double perToken = 2.0 * (double(model.qDim()) + double(model.valueDim())) * keys;
@@ -2244,7 +2330,11 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                           (firstStage.module_recompute_flops_mb + (p > 1 ? lastStage.module_recompute_flops_mb : 0.0) +
                            (p > 2 ? (p - 2) * middleStage.module_recompute_flops_mb : 0.0));
     }
-    pr.hardware_flops_per_step = pr.model_flops_per_step + recomputeFlops + headReplicas + mlaReplicas;
+    // (MTP's norms are in the model FLOPs as Megatron-LM counts them, 3h a depth and token forward:
+    // core's mtpForwardFlopsPerToken; no matmul runs them, they are vector work: vector_flops_mb.)
+    const MtpSpec& mtpSpec = problem_.model.mtp;
+    const double mtpNorms = mtpSpec.enabled() ? 3 * mtpSpec.layers * 2.0 * 3 * problem_.model.hidden * tokensPerStep : 0.0;
+    pr.hardware_flops_per_step = pr.model_flops_per_step - mtpNorms + recomputeFlops + headReplicas + mlaReplicas;
     // Vector FLOPs: every device of each stage, per micro-batch, and per step the optimizer (AdamW,
     // 12 per owned parameter), the gradient norm (2 per owned gradient) and under ZeRO-2/3 the
     // shard accumulation (1 per owned gradient and micro-batch). An offloaded optimizer and its

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
+
 #ifndef SHARDSCOPE_CLI_PATH
 #error "SHARDSCOPE_CLI_PATH must name the shardscope-cli executable"
 #endif
@@ -91,6 +93,13 @@ private slots:
         QTest::newRow("negative capacity factor") << with(with(kSmall, "--experts", "4"), "--capacity-factor", "-1")
                                        << "--capacity-factor";
         QTest::newRow("unknown router") << with(with(kSmall, "--experts", "4"), "--router", "topk") << "--router";
+        // Multi-token prediction: its weight needs depths; learned positions and cp are not executed.
+        QTest::newRow("mtp loss scale without depths") << with(kSmall, "--mtp-loss-scale", "0.3") << "--mtp-layers";
+        QTest::newRow("mtp with learned positions") << with(kSmall, "--mtp-layers", "1") << "--positions";
+        QTest::newRow("mtp under cp")
+            << with(with(with(with(kSmall, "--mtp-layers", "1"), "--positions", "rotary"), "--devices", "2"), "--layout",
+                    "cp=2")
+            << "layout.cp";
         QTest::newRow("masked LM on bytes needs a [MASK] id")
             << with(with(QStringList(kSmall) << "--encoder", "--data", QStringLiteral(SHARDSCOPE_CLI_PATH)), "--vocab", "256")
             << "[MASK]";
@@ -253,6 +262,36 @@ private slots:
             QCOMPARE(v.toObject()["comm_bytes"].toObject()["all_to_all"].toDouble(), 3.0 * 2 * 2 * 4 * 8 * 2 * C * 4);
         const Run text = cli(args.mid(0, args.size() - 1));
         QVERIFY2(text.exitCode == 0 && text.out.contains("experts' load: token copies per expert"), text.describe());
+    }
+
+    // Issue 16: train ... --mtp-layers D [--mtp-loss-scale X] (DeepSeek-V3's multi-token prediction) on a
+    // cluster with tp, sp and pp: the model is core's count with the depth's modules, and the measurement
+    // reports the MTP loss apart from the main one, every step, in the JSON and the text.
+    void mtpTrainsAndReportsItsLoss()
+    {
+        const QStringList args{"--layers", "2", "--hidden", "32", "--heads", "4", "--ffn", "48", "--mlp", "swiglu",
+                               "--norm", "rmsnorm", "--positions", "rotary", "--no-bias", "--untied", "--mtp-layers",
+                               "1", "--mtp-loss-scale", "0.3", "--vocab", "16", "--seq", "8", "--batch", "8", "--steps",
+                               "20", "--lr", "0.01", "--devices", "4", "--layout", "tp=2,pp=2,sp=on,mb=2", "--json"};
+        const Run r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.describe());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject model = o["model"].toObject();
+        QCOMPARE(model["mtp"].toObject()["layers"].toInt(), 1);
+        QCOMPARE(model["mtp"].toObject()["loss_scale"].toDouble(), 0.3);
+        // P = 2 V C (untied) + 2 layers x (2 norms C + qkv and projection 4 C^2 + SwiGLU 3 C F) + the final
+        //     norm C + the depth: its layer, enorm, hnorm and its final norm (3 C) and eh_proj (2 C^2)
+        const double C = 32, V = 16, F = 48, layer = 2 * C + 4 * C * C + 3 * C * F;
+        QCOMPARE(model["parameters"].toDouble(), 2 * V * C + 2 * layer + C + layer + 3 * C + 2 * C * C);
+        const QJsonArray losses = o["losses"].toArray(), mtp = o["mtp_losses"].toArray();
+        QCOMPARE(mtp.size(), losses.size());
+        QCOMPARE(mtp.size(), 20);
+        // Near ln V at the start (a cross-entropy over 16 tokens), lower after 20 steps, and not the main loss.
+        QVERIFY(std::fabs(mtp[0].toDouble() - std::log(V)) < 0.3);
+        QVERIFY(mtp[19].toDouble() < mtp[0].toDouble() - 0.05);
+        QVERIFY(mtp[0].toDouble() != losses[0].toDouble());
+        const Run text = cli(args.mid(0, args.size() - 1));
+        QVERIFY2(text.exitCode == 0 && text.out.contains("mtp loss"), text.describe());
     }
 
     void jsonMeasurement()

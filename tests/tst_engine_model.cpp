@@ -665,6 +665,20 @@ private slots:
         ModelConfig mlaPlain = mlaLike(2, 8, 2, 0, 5, 4, 2, 3, 12, 11, 5);
         mlaPlain.norm = NormKind::LayerNorm;
         QTest::newRow("mla without q compression, layernorm latents") << mlaPlain;
+        // Multi-token prediction (ModelConfig.h): enorm, hnorm, eh_proj, the depth's layer and final norm,
+        // the shared embedding and head; two depths chain their hidden states; DeepSeek-V3's blocks
+        // (MLA + MoE last layer) for the depth's layer; tied, with LayerNorm (weights and biases).
+        ModelConfig mtp = llamaLike(2, 16, 4, 2, 24, 11, 5);
+        mtp.mtp = {2, 0.3};
+        QTest::newRow("mtp: 2 depths on llama blocks, untied, loss scale 0.3") << mtp;
+        ModelConfig mtpDs = mlaLike(2, 8, 2, 6, 5, 4, 2, 3, 12, 11, 5);
+        mtpDs.moe = deepseekLike(2, 8, 2, 12, 6, 6, 2, 2, 4, 11, 5).moe;
+        mtpDs.mtp = {1, 0.1};
+        QTest::newRow("mtp: deepseek-v3 blocks (mla + moe depth layer), 1 depth") << mtpDs;
+        ModelConfig mtpTied = gegluMqa(2, 12, 3, 6, 20, 11, 5);
+        mtpTied.positions = PositionKind::Rotary;
+        mtpTied.mtp = {1, 0.5};
+        QTest::newRow("mtp: tied head, layernorm, biases, geglu mqa, 1 depth") << mtpTied;
     }
     void wholeModelGradientCheck()
     {
@@ -690,7 +704,8 @@ private slots:
         // executor weighs it (this micro-batch's loss tokens over the step's: 1 here).
         auto loss = [&] {
             const double lm = m.forward(0, in.data(), tg.data(), 0, data.typesOrNull(), data.nspOrNull()) / tokensN;
-            return lm + m.lastAuxLoss() * tokensN / double(o.global_tokens);
+            const double mtp = config.mtp.loss_scale * m.lastMtpLoss();  // 0 without MTP
+            return lm + (m.lastAuxLoss() + mtp) * tokensN / double(o.global_tokens);
         };
         loss();
         m.backward(0);
@@ -728,6 +743,11 @@ private slots:
             QVERIFY(m.lastAuxLoss() > 0);
         if (config.moe.capacity_factor > 0)
             QVERIFY(m.droppedCopies() > 0);
+        if (config.mtp.enabled()) {
+            // A depth's loss is a cross-entropy over V outcomes near the uniform ln V at this scale.
+            QVERIFY(m.lastMtpLoss() > 0.5 * std::log(double(config.vocab)));
+            QVERIFY(m.lastMtpLoss() < 3 * std::log(double(config.vocab)));
+        }
     }
 
     void recomputationKeepsGradients()

@@ -1804,6 +1804,31 @@ private slots:
         const double weights9 = termValue(CostModel(p9).explain(layout(one, p9)), "memory_bytes.weights", "weights");
         const double bytes = stateBytesPerParameter(pm.training.precision, pm.training.optimizer).weights;
         QVERIFY(near(weightsMtp - weights9, (3.0 * 2 * h + 2.0 * h * h / 2) * bytes, 1e-9));
+
+        // Untied and pipelined: the last stage embeds the rolled tokens with its own copy of the word
+        // embedding (V/tp x h more than the plain model's last stage, the module besides), whose
+        // gradient is all-reduced with the first stage's over the embedding group (Megatron-LM's
+        // GPTModel where mtp_process, finalize_model_grads.py @ d98e8a64); the plain untied model has none.
+        // (Rotary positions: the first stage holds no position table, the last is the busier.)
+        ModelSpec untied = plain, untiedMtp = mtp;
+        untied.tied_embeddings = untiedMtp.tied_embeddings = false;
+        untied.positions = untiedMtp.positions = PositionKind::Rotary;
+        const Problem pu = problem(untied, 1, batch, seq), pum = problem(untiedMtp, 1, batch, seq);
+        const char* piped = "tp=2,pp=2,sp=on,mb=1,recompute=none";
+        const auto plainPiped = CostModel(pu).explain(layout(piped, pu));
+        const auto mtpPiped = CostModel(pum).explain(layout(piped, pum));
+        QCOMPARE(termValue(plainPiped, "time_s.dp_comm", "tied embedding gradients"), 0.0);
+        QVERIFY(termValue(mtpPiped, "time_s.dp_comm", "tied embedding gradients") > 0);
+        // (The depth's MoE layer on a device: what a ninth layer adds on one stage.)
+        auto weightsOf = [&](const ModelSpec& m, const char* text) {
+            const Problem q = problem(m, 1, batch, seq);
+            return termValue(CostModel(q).explain(layout(text, q)), "memory_bytes.weights", "weights");
+        };
+        const double moeLayer = weightsOf(nine, one) - weightsOf(plain, one);
+        const double lastStageExtra = weightsOf(untiedMtp, piped) - weightsOf(untied, piped);
+        // (The plain model's busiest device is its first stage, with more micro-batches in flight: the
+        // last stage's final norm, 2h, is the MTP model's difference too.)
+        QVERIFY(near(lastStageExtra, moeLayer + (3.0 * 2 * h + 2.0 * h * h / 2 + 51200.0 / 2 * h + 2.0 * h) * bytes, 1e-9));
     }
 
     void recomputeMlaModules()

@@ -235,8 +235,9 @@ private slots:
         QTest::addColumn<QString>("named");
         QTest::newRow("sliding window under cp") << 2 << "sliding_window attention under context parallelism";
         QTest::newRow("attention sinks") << 3 << "attention_sinks are not executed by the engine yet";
-        QTest::newRow("multi-token prediction") << 4 << "qwen3-like: multi-token prediction is not executed by the "
-                                                        "engine yet (2 MTP layers): no validation run";
+        // MTP is executed (mtpReachesTheEngine), not under context parallelism.
+        QTest::newRow("multi-token prediction under cp") << 4 << "qwen3-like: multi-token prediction under context "
+                                                                 "parallelism (cp 2) is not executed by the engine";
     }
     void scaledEngineModelRefusesByName()
     {
@@ -249,13 +250,33 @@ private slots:
         if (field == 4)
             m.mtp = {2, 0.1};
         Layout l;
-        l.cp = field == 2 ? 2 : 1;
+        l.cp = field == 2 || field == 4 ? 2 : 1;
         try {
             scaledEngineModel(m, l);
             QFAIL("not refused");
         } catch (const InputError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(named), e.what());
         }
+    }
+
+    // Multi-token prediction is executed (issue 16): the scaled model keeps the depths and their weight,
+    // and the engine's parameter table counts what core counts for the model and its MTP modules.
+    void mtpReachesTheEngine()
+    {
+        ModelSpec m = qwen3Like();
+        m.mtp = {2, 0.3};
+        const engine::ModelConfig c = scaledEngineModel(m, Layout{});
+        QCOMPARE(c.mtp.layers, 2);
+        QCOMPARE(c.mtp.loss_scale, 0.3);
+        const ParameterBreakdown b = parameterBreakdown(engineModelSpec(c));
+        QVERIFY(b.mtp > 0);
+        QCOMPARE(engine::parameterCount(c), b.total + b.mtp);
+        // DeepSeek-V3's blocks: the depth's layer is the last layer's kind (MLA + MoE).
+        const engine::ModelConfig d = scaledEngineModel(BuiltinSpecs::instance().model("deepseek-v3"), Layout{});
+        QCOMPARE(d.mtp.layers, 1);
+        QVERIFY(d.moeLayer(d.mtpLayer(0)));
+        const ParameterBreakdown db = parameterBreakdown(engineModelSpec(d));
+        QCOMPARE(engine::parameterCount(d), db.total + db.mtp);
     }
 
     // Multi-head latent attention is executed (issue 16): the scaled model has it, without q

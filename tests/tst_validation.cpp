@@ -403,9 +403,9 @@ private slots:
 
     // A catalog model is validated as itself: Llama 3 70B's blocks at engine size, its HSDP shard
     // groups kept HSDP, no note but size reductions; the memory exact against the planner.
-    // DeepSeek-V3 validates as itself (issue 16): its multi-head latent attention and MoE blocks at
-    // engine size, the ranks and head sizes in the model's ratios, YaRN's score factor from its
-    // rope_scaling, a plan with tp (sp), pp and ep; the exact metrics exact.
+    // DeepSeek-V3 validates as itself (issue 16): its multi-head latent attention, MoE blocks and
+    // multi-token prediction depth at engine size, the ranks and head sizes in the model's ratios,
+    // YaRN's score factor from its rope_scaling, a plan with tp (sp), pp and ep; the exact metrics exact.
     void deepseekV3ValidatesAsItself()
     {
         const SpecLookup& specs = BuiltinSpecs::instance();
@@ -422,21 +422,14 @@ private slots:
                                     "recompute=full", errors);
         QVERIFY2(errors.empty(), joinErrors(errors).c_str());
         QVERIFY(validate(layout, full.model, full.cluster, full.training).empty());
-        // The built-in trains with multi-token prediction, which the engine does not execute: refused
-        // by name; without its MTP module the model validates.
-        try {
-            scaledValidationCase(full, layout, 2);
-            QFAIL("multi-token prediction not refused");
-        } catch (const InputError& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains("multi-token prediction is not executed by the engine yet"),
-                     e.what());
-        }
-        full.model.mtp = MtpSpec{};
+        // The built-in trains with multi-token prediction (one depth): the scaled model keeps it.
         const ScaledCase s = scaledValidationCase(full, layout, 2);
         QVERIFY2(s.full_prediction.feasible, "the full-size plan fits its devices");
         const engine::ModelConfig& m = s.validation.request.model;
         const MlaSpec& a = full.model.mla;
         QVERIFY(m.mla.enabled() && m.moe.enabled());
+        QCOMPARE(m.mtp.layers, full.model.mtp.layers);
+        QCOMPARE(m.mtp.loss_scale, full.model.mtp.loss_scale);
         // 128 / 64 / 128 head parts as 8 / 4 / 8; ranks in their ratio to the hidden size.
         QCOMPARE(m.mla.qk_rope_head_dim, 4);
         QCOMPARE(m.mla.qk_nope_head_dim, 4 * a.qk_nope_head_dim / a.qk_rope_head_dim);
@@ -455,8 +448,10 @@ private slots:
         const ValidationResult r = runValidation(s.validation);
         QVERIFY2(r.error.empty(), r.error.c_str());
         QVERIFY(r.problem.model.mla.enabled());
+        QVERIFY(r.problem.model.mtp.enabled());
         for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
-                                   "all_reduce_bytes", "send_recv_bytes", "all_to_all_bytes"})
+                                   "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes", "send_recv_bytes",
+                                   "all_to_all_bytes"})
             QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <=
                          1e-9 * r.metric(metric)->measured + 16,
                      qPrintable(QString("%1: predicted %2, measured %3")

@@ -54,6 +54,10 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
         m.mla.qk_rope_head_dim = c.mla.qk_rope_head_dim;
         m.mla.v_head_dim = c.mla.v_head_dim;
     }
+    if (c.mtp.enabled()) {  // multi-token prediction (its loss weight changes no count)
+        m.mtp.layers = c.mtp.layers;
+        m.mtp.loss_scale = c.mtp.loss_scale;
+    }
     if (c.encoder_decoder) {  // T5: decoder layers with cross-attention, one bias table per stack
         m.family = ModelFamily::EncoderDecoder;
         m.decoder_layers = c.decoder_layers;

@@ -49,12 +49,17 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
 {
     if (m.attention_sinks)
         throw InputError(m.name + ": attention_sinks are not executed by the engine yet: no validation run");
-    // (ModelSpec.h MtpSpec: the engine's executor has no MTP module, and dropping it would validate
-    // another model than the plan's.)
-    if (m.mtp.enabled())
-        throw InputError(m.name + ": multi-token prediction is not executed by the engine yet (" +
-                         std::to_string(m.mtp.layers) + " MTP layer" + (m.mtp.layers > 1 ? "s" : "") +
-                         "): no validation run");
+    // Multi-token prediction (ModelSpec.h MtpSpec) runs in the engine's executor (ModelConfig.h); what it
+    // does not execute is named here rather than validating another model than the plan's.
+    if (m.mtp.enabled() && l.cp > 1)
+        throw InputError(m.name + ": multi-token prediction under context parallelism (cp " + std::to_string(l.cp) +
+                         ") is not executed by the engine: no validation run");
+    if (m.mtp.enabled() && l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1)
+        throw InputError(m.name + ": multi-token prediction under the interleaved pipeline schedule is not executed by "
+                         "the engine: no validation run");
+    if (m.mtp.enabled() && m.positions != PositionKind::Rotary)
+        throw InputError(m.name + ": multi-token prediction with " + std::string(toString(m.positions)) +
+                         " positions is not executed by the engine (rotary only): no validation run");
     if (m.sliding_window.enabled() && l.cp > 1)
         throw InputError(m.name + ": sliding_window attention under context parallelism (cp " + std::to_string(l.cp) +
                          ") is not executed by the engine: no validation run");
@@ -123,6 +128,8 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
             c.sliding_window = {};  // none of the scaled layers slides
     }
     c.tied_embeddings = m.tied_embeddings;
+    c.mtp.layers = m.mtp.layers;  // the model's depths and weight (ModelConfig.h MtpConfig)
+    c.mtp.loss_scale = m.mtp.loss_scale;
     if (m.mla.enabled())
         scaleMla(m, c);
     // MoE: the model's router, top-k, shared experts and width ratios on a few experts (at least

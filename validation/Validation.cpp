@@ -230,7 +230,10 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
     const ModelSpec& pm = r.problem.model;
     if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1) {
         const double sp = priced.sequence_parallel ? priced.tp : 1.0;
-        const double balanced = double(pm.moeLayers(0, pm.layers)) * priced.micro_batch * double(r.problem.training.seq_len) /
+        // (MTP: each depth's layer of the last layer's kind routes the micro-batch's copies too.)
+        const int mtpMoe = pm.mtp.enabled() && pm.moeLayer(pm.layers - 1) ? pm.mtp.layers : 0;
+        const double balanced = double(pm.moeLayers(0, pm.layers) + mtpMoe) * priced.micro_batch *
+                                double(r.problem.training.seq_len) /
                                 priced.cp / sp * pm.moe.top_k * priced.expertTensorParallel();
         double mostCopies = 0;
         for (const engine::DeviceMeasurement& d : m.devices)
@@ -340,6 +343,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     deepseekV3.kv_heads = 4;
     deepseekV3.head_dim = 12;
     deepseekV3.mla = mla.mla;
+    // Multi-token prediction (issue 16; ModelConfig.h): two depths on Llama's blocks, untied (the
+    // last stage keeps its own copy of wte under pp); DeepSeek-V3's blocks with its one depth.
+    engine::ModelConfig llamaMtp = llama;
+    llamaMtp.mtp = {2, 0.3};
+    engine::ModelConfig deepseekV3Mtp = deepseekV3;
+    deepseekV3Mtp.mtp = {1, 0.1};
     struct Row {
         const char* name;
         const char* layout;
@@ -469,6 +478,21 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"DeepSeek-V3 blocks (MLA + MoE), expert parallel", "dp=4,ep=4", fp32, &deepseekV3},
         {"DeepSeek-V3 blocks, pipeline 1F1B + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &deepseekV3},
         {"DeepSeek-V3 blocks, ep carved out of tp x dp (etp 1)", "dp=2,tp=2,sp=on,ep=4,etp=1", fp32, &deepseekV3},
+        // Multi-token prediction: eh_proj column-parallel (its input gathered under sp, its output
+        // pieces gathered along the hidden size), the depths on the last stage, the shared embedding's
+        // gradient over the embedding group, the depth's layer recomputed under full recomputation.
+        {"Llama blocks + MTP (2 depths), tensor + sequence parallel + pipeline", "tp=2,sp=on,pp=2,mb=2", fp32, &llamaMtp},
+        {"Llama blocks + MTP, tensor parallel without sp + ZeRO-1", "dp=2,tp=2,zero=1", fp32, &llamaMtp},
+        {"Llama blocks + MTP, pipeline + ZeRO-3 (wte shared with the last stage)", "dp=2,pp=2,zero=3,mb=2", fp32,
+         &llamaMtp},
+        {"Llama blocks + MTP, full recomputation of the first layer of each stage", "pp=2,mb=2,recompute=full,"
+         "recompute_method=block,recompute_layers=1", fp32, &llamaMtp},
+        {"Llama blocks + MTP, bf16 mixed, selective recomputation", "dp=2,tp=2,sp=on,recompute=selective", bf16,
+         &llamaMtp},
+        {"DeepSeek-V3 blocks + MTP (MLA + MoE depth), expert parallel", "dp=4,ep=4", fp32, &deepseekV3Mtp},
+        {"DeepSeek-V3 blocks + MTP, pipeline + ep", "dp=2,pp=2,mb=2,ep=2", fp32, &deepseekV3Mtp},
+        {"DeepSeek-V3 blocks + MTP, ep carved out of tp x dp + pipeline", "dp=2,tp=2,pp=2,sp=on,ep=4,etp=1,mb=2", fp32,
+         &deepseekV3Mtp},
         // All-to-all context parallelism (cp_comm=a2a, TE's AttnFuncWithCPAndQKVOA2A): heads / cp
         // heads over the whole sequence, q, k, v and the output exchanged by all-to-all.
         {"all-to-all context + tensor + sequence parallel", "cp=2,tp=2,sp=on,cp_comm=a2a", fp32, &gpt2},

@@ -116,6 +116,11 @@ QJsonObject toJson(const ValidationCase& c)
                                         {"softmax_mscale", a.softmax_mscale}});
         o.insert("model", model);
     }
+    if (const engine::MtpConfig& t = r.model.mtp; t.enabled()) {  // (written only with MTP)
+        QJsonObject model = o.value("model").toObject();
+        model.insert("mtp", QJsonObject{{"layers", t.layers}, {"loss_scale", t.loss_scale}});
+        o.insert("model", model);
+    }
     if (c.host.known())
         o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
     return o;
@@ -184,6 +189,11 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         a.qk_rope_head_dim = mla.integer("qk_rope_head_dim", 0, true, 2, 1 << 12);
         a.v_head_dim = mla.integer("v_head_dim", 0, true, 1, 1 << 12);
         a.softmax_mscale = mla.number("softmax_mscale", 1, false, 1e-6, 1e6);
+    }
+    if (model.has("mtp")) {
+        JsonReader mtp = model.object("mtp", false);
+        r.model.mtp.layers = mtp.integer("layers", 0, true, 1, 64);
+        r.model.mtp.loss_scale = mtp.number("loss_scale", 0.1, false, 1e-9, 10);
     }
     r.batch = in.integer("batch", 1, true, 1, 1 << 20);
     r.steps = in.integer("steps", 1, false, 1, 1 << 20);

@@ -355,6 +355,10 @@ std::vector<CommandHelp> makeCommands()
                         "weights dropped (Megatron's); 0: dropless",
                         "0"),
                   value("routed-scaling", "X", "factor on the routed experts' weights (DeepSeek-V3)", "1"),
+                  value("mtp-layers", "D", "multi-token prediction (DeepSeek-V3): D depths, each predicting one token "
+                                           "further (--positions rotary)"),
+                  value("mtp-loss-scale", "X", "the MTP losses' weight in the loss (Megatron's "
+                                               "--mtp-loss-scaling-factor)", "0.1"),
                   flag("encoder", "BERT: bidirectional, post-norm, token types, embedding norm, pooler + "
                                   "next-sentence head, masked-LM objective (15% of positions, [MASK] = vocab - 1)"),
                   value("token-types", "N", "segment embeddings (--encoder)", "2"),

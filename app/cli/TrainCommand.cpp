@@ -257,6 +257,12 @@ int train(const std::vector<std::string>& args, Context& ctx, const BackendRun& 
     // Sliding-window attention on every layer (Mistral): each query sees itself and W - 1 keys before it.
     r.model.sliding_window.size = a.integer("sliding-window", 0, 1, 1 << 16);
     r.model.tied_embeddings = !a.flag("untied");
+    // Multi-token prediction (DeepSeek-V3's MTP; engine/ModelConfig.h): D depths on the last stage,
+    // their losses' mean weighted by --mtp-loss-scale (Megatron's mtp_loss_scaling_factor).
+    r.model.mtp.layers = a.integer("mtp-layers", 0, 1, 64);
+    if (r.model.mtp.layers == 0 && a.value("mtp-loss-scale"))
+        throw UsageError("--mtp-loss-scale: the multi-token prediction losses' weight: give --mtp-layers D");
+    r.model.mtp.loss_scale = a.number("mtp-loss-scale", r.model.mtp.loss_scale, 1e-9, 10);
     r.model.decoder_layers = a.integer("decoder-layers", 0, 1, 1024);
     r.model.encoder_decoder = r.model.decoder_layers > 0;  // T5 (engine/ModelConfig.h)
     if (r.model.encoder_decoder) {
@@ -365,7 +371,8 @@ int train(const std::vector<std::string>& args, Context& ctx, const BackendRun& 
             {"moe.expert_ffn", "expert-ffn"},     {"moe.aux_loss_coeff", "aux-loss-coeff"},
             {"moe.dense_layers", "moe-dense-layers"}, {"moe.layer_interval", "moe-layer-interval"},
             {"moe.capacity_factor", "capacity-factor"}, {"moe.routed_scaling", "routed-scaling"},
-            {"moe", "experts"}};
+            {"moe", "experts"}, {"mtp.layers", "mtp-layers"}, {"mtp.loss_scale", "mtp-loss-scale"},
+            {"mtp", "mtp-layers"}};
         for (const auto& [field, option] : moeOptions)
             if (f.path == field)
                 f.path = option;
@@ -484,9 +491,13 @@ int train(const std::vector<std::string>& args, Context& ctx, const BackendRun& 
     auto onStep = [&](const StepRecord& s) {
         if (json)
             return;
-        char line[160];
-        std::snprintf(line, sizeof line, "step %*d/%d  loss %.4f  grad norm %.3f  device %s  wall %s\n", width, s.step,
-                      r.steps, s.loss, s.grad_norm, formatDuration(s.device_seconds).c_str(),
+        char line[192];
+        // (Multi-token prediction: its loss apart, as Megatron logs "mtp_1 loss" beside "lm loss".)
+        char mtp[32] = "";
+        if (r.model.mtp.enabled())
+            std::snprintf(mtp, sizeof mtp, "  mtp loss %.4f", s.mtp_loss);
+        std::snprintf(line, sizeof line, "step %*d/%d  loss %.4f%s  grad norm %.3f  device %s  wall %s\n", width, s.step,
+                      r.steps, s.loss, mtp, s.grad_norm, formatDuration(s.device_seconds).c_str(),
                       formatDuration(s.wall_seconds).c_str());
         ctx.out << line << std::flush;
     };
