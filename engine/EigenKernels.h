@@ -5,17 +5,9 @@
 #pragma once
 
 #include <cmath>
-#include <cstddef>
 #include <utility>
 
 namespace shardscope::engine {
-
-// GeLU, tanh approximation: 0.5 x (1 + tanh(kGeluC (x + kGeluA x^3))).
-inline constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-inline constexpr double kGeluA = 0.044715;
-// Fixed-size chunk for elementwise kernels that need several passes over the
-// same values (they stay in L1 between passes) without heap temporaries.
-inline constexpr std::ptrdiff_t kElementwiseChunk = 256;
 
 // c = op(a) * op(b), or += when accumulate, with Eigen's GEMM, with the runtime transposes
 // the engine's kernels use.
@@ -47,23 +39,6 @@ std::pair<T, T> eigenSoftmax(Column&& x, T scale)
     const T sum = x.sum();
     x *= T(1) / sum;
     return {mx, sum};
-}
-
-// out = GeLU(x) for array expressions of one length.
-template <class T, class Out, class In>
-void eigenGelu(Out&& out, const In& x)
-{
-    out = T(0.5) * x * (T(1) + (T(kGeluC) * (x + T(kGeluA) * x * x * x)).tanh());
-}
-
-// dinp = GeLU'(x) * dout for array expressions of one chunk; t: the caller's storage for
-// tanh(u) of the chunk.
-template <class T, class Out, class In, class Grad, class Tmp>
-void eigenGeluBackward(Out&& dinp, const In& x, const Grad& dout, Tmp&& t)
-{
-    t = (T(kGeluC) * (x + T(kGeluA) * x * x * x)).tanh();
-    const auto grad = T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
-    dinp = grad * dout;
 }
 
 } // namespace shardscope::engine

@@ -13,9 +13,7 @@ namespace shardscope::engine::isa {
     void gemmF32(const GemmBlock<float>&);                                                       \
     void gemmF64(const GemmBlock<double>&);                                                      \
     void softmaxF32(float* x, std::ptrdiff_t n, float scale, float* max, float* sum);            \
-    void softmaxF64(double* x, std::ptrdiff_t n, double scale, double* max, double* sum);            \
-    void geluF32(float* out, const float* x, std::ptrdiff_t n);                                  \
-    void geluBackwardF32(float* dx, const float* x, const float* dout, std::ptrdiff_t n);
+    void softmaxF64(double* x, std::ptrdiff_t n, double scale, double* max, double* sum);
 namespace v3 {
 SHARDSCOPE_LEVEL_KERNELS
 }
@@ -32,11 +30,9 @@ std::vector<LevelKernels> supportedLevelKernels()
     // __builtin_cpu_supports checks CPUID and that the OS saves the vector registers (XCR0).
     __builtin_cpu_init();
     if (__builtin_cpu_supports("x86-64-v4"))
-        out.push_back({"x86-64-v4", v4::gemmF32, v4::gemmF64, v4::softmaxF32, v4::softmaxF64, v4::geluF32,
-                       v4::geluBackwardF32});
+        out.push_back({"x86-64-v4", v4::gemmF32, v4::gemmF64, v4::softmaxF32, v4::softmaxF64});
     if (__builtin_cpu_supports("x86-64-v3"))
-        out.push_back({"x86-64-v3", v3::gemmF32, v3::gemmF64, v3::softmaxF32, v3::softmaxF64, v3::geluF32,
-                       v3::geluBackwardF32});
+        out.push_back({"x86-64-v3", v3::gemmF32, v3::gemmF64, v3::softmaxF32, v3::softmaxF64});
 #endif
     return out;
 }

@@ -33,19 +33,14 @@ struct GemmBlock {
 template <class T>
 using SoftmaxKernel = void (*)(T* x, std::ptrdiff_t n, T scale, T* max, T* sum);
 
-// One level's kernels: the products, the softmax of the vocabulary (a cross-entropy
-// exponentiates V values per token, the largest elementwise work of a step) and attention,
-// and the GeLU.
+// One level's kernels: the products, and the softmax of the vocabulary (a cross-entropy
+// exponentiates V values per token, the largest elementwise work of a step) and attention.
 struct LevelKernels {
     const char* level = "";  // "x86-64-v4", "x86-64-v3"; empty: none (the caller's own Eigen code)
     void (*f32)(const GemmBlock<float>&) = nullptr;
     void (*f64)(const GemmBlock<double>&) = nullptr;
     SoftmaxKernel<float> softmax32 = nullptr;
     SoftmaxKernel<double> softmax64 = nullptr;
-    // GeLU over n contiguous values, forward (out = GeLU(x)) and backward (dx = GeLU'(x) dout;
-    // dx may be dout): the MLP's elementwise work, a tanh per value (fp32 only).
-    void (*gelu32)(float* out, const float* x, std::ptrdiff_t n) = nullptr;
-    void (*geluBackward32)(float* dx, const float* x, const float* dout, std::ptrdiff_t n) = nullptr;
 };
 
 // Every level built into this binary that this CPU (and OS) supports, widest first; empty

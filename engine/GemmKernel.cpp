@@ -6,7 +6,6 @@
 
 #include <Eigen/Core>
 
-#include <algorithm>
 #include <tuple>
 
 #ifndef SHARDSCOPE_GEMM_LEVEL
@@ -38,23 +37,6 @@ void softmax(T* x, std::ptrdiff_t n, T scale, T* max, T* sum)
 }
 
 } // namespace
-
-void geluF32(float* out, const float* x, std::ptrdiff_t n)
-{
-    Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>> o(out, n);
-    eigenGelu<float>(o, Eigen::Map<const Eigen::Array<float, Eigen::Dynamic, 1>>(x, n));
-}
-
-void geluBackwardF32(float* dx, const float* x, const float* dout, std::ptrdiff_t n)
-{
-    Eigen::Array<float, kElementwiseChunk, 1> th;  // tanh(u) of one chunk, on the stack
-    for (std::ptrdiff_t c0 = 0; c0 < n; c0 += kElementwiseChunk) {
-        const std::ptrdiff_t m = std::min(kElementwiseChunk, n - c0);
-        Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>> d(dx + c0, m);
-        eigenGeluBackward<float>(d, Eigen::Map<const Eigen::Array<float, Eigen::Dynamic, 1>>(x + c0, m),
-                                 Eigen::Map<const Eigen::Array<float, Eigen::Dynamic, 1>>(dout + c0, m), th.head(m));
-    }
-}
 
 void gemmF32(const GemmBlock<float>& g) { gemm(g); }
 void gemmF64(const GemmBlock<double>& g) { gemm(g); }

@@ -221,13 +221,8 @@ template <class T>
 void gelu_forward(KernelPool& pool, VecRef<T> out, CVecRef<T> inp)
 {
     pool.parallelFor(inp.size(), 4096, [&](std::int64_t i0, std::int64_t i1) {
-        if constexpr (std::is_same_v<T, float>) {
-            if (const auto f = isa::levelKernels().gelu32) {  // the CPU's widest level (GemmIsa.h)
-                f(out.data() + i0, inp.data() + i0, i1 - i0);
-                return;
-            }
-        }
-        eigenGelu<T>(out.segment(i0, i1 - i0).array(), inp.segment(i0, i1 - i0).array());
+        const auto x = inp.segment(i0, i1 - i0).array();
+        out.segment(i0, i1 - i0).array() = T(0.5) * x * (T(1) + (T(kGeluC) * (x + T(kGeluA) * x * x * x)).tanh());
     });
 }
 
@@ -235,17 +230,15 @@ template <class T>
 void gelu_backward(KernelPool& pool, VecRef<T> dinp, CVecRef<T> inp, CVecRef<T> dout)
 {
     pool.parallelFor(inp.size(), 4096, [&](std::int64_t i0, std::int64_t i1) {
-        if constexpr (std::is_same_v<T, float>) {
-            if (const auto f = isa::levelKernels().geluBackward32) {
-                f(dinp.data() + i0, inp.data() + i0, dout.data() + i0, i1 - i0);
-                return;
-            }
-        }
         Eigen::Array<T, kChunk, 1> th;  // tanh(u) of one chunk, on the stack
         for (Index c0 = i0; c0 < i1; c0 += kChunk) {
             const Index n = std::min<Index>(kChunk, i1 - c0);
-            eigenGeluBackward<T>(dinp.segment(c0, n).array(), inp.segment(c0, n).array(),
-                                 dout.segment(c0, n).array(), th.head(n));
+            const auto x = inp.segment(c0, n).array();
+            auto t = th.head(n);
+            t = (T(kGeluC) * (x + T(kGeluA) * x * x * x)).tanh();
+            const auto grad = T(0.5) * (T(1) + t) +
+                              T(0.5) * x * (T(1) - t * t) * T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
+            dinp.segment(c0, n).array() = grad * dout.segment(c0, n).array();
         }
     });
 }

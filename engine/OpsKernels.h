@@ -18,11 +18,13 @@ namespace shardscope::engine::detail {
 // splitting them costs more in synchronisation than it saves.
 inline constexpr double kParallelGemmMacs = 64.0 * 64 * 64;
 
-// Fixed-size chunk for elementwise kernels (EigenKernels.h).
-inline constexpr Eigen::Index kChunk = kElementwiseChunk;
+// Fixed-size chunk for elementwise kernels that need several passes over the
+// same values (they stay in L1 between passes) without heap temporaries.
+inline constexpr Eigen::Index kChunk = 256;
 
-using engine::kGeluA;
-using engine::kGeluC;
+// GeLU, tanh approximation: 0.5 x (1 + tanh(kGeluC (x + kGeluA x^3))).
+inline constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+inline constexpr double kGeluA = 0.044715;
 
 // The x86-64 level's GEMM for T in a portable build (GemmIsa.h); nullptr: Eigen here.
 template <class T>
