@@ -84,6 +84,7 @@ private:
     std::uint64_t generation_ = 0;   // guarded by mutex_
     std::atomic<std::uint64_t> published_{0};  // mirrors generation_ for the spin phase
     int pending_ = 0;                // helper parts not yet finished, guarded by mutex_
+    std::atomic<int> unfinished_{0};  // mirrors pending_ for the owner's spin phase
     bool stop_ = false;
     std::exception_ptr error_;
 };

@@ -21,6 +21,10 @@ void waitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, 
     cv.wait(lock, [&] { return ready() || comm.aborted(); });
 }
 
+// The spin phase before sleeping (ThreadCommunicator.h): up to kSpinYields yields, a few
+// hundred microseconds at most, about the wait of a short kernel on the peer (as KernelPool).
+constexpr int kSpinYields = 2000;
+
 } // namespace
 
 // ---------------------------------------------------------------- group
@@ -40,8 +44,20 @@ void ThreadCommGroup::arrive()
     if (++arrived_ == size()) {
         arrived_ = 0;
         ++generation_;
+        published_.store(generation_, std::memory_order_release);
         cv_.notify_all();
         return;
+    }
+    if (comm_.spins()) {
+        // The last member's release of published_ follows every member's writes before the
+        // barrier (each made them before taking mutex_): the acquire below sees them.
+        lock.unlock();
+        for (int i = 0; i < kSpinYields && !comm_.aborted(); ++i) {
+            if (published_.load(std::memory_order_acquire) != generation)
+                return;
+            std::this_thread::yield();
+        }
+        lock.lock();
     }
     waitUntil(lock, cv_, comm_, [&] { return generation_ != generation; });
     if (generation_ == generation)
@@ -222,7 +238,8 @@ template void ThreadCommGroup::broadcastT<double>(int, int, double*, std::size_t
 
 ThreadCommunicator::ThreadCommunicator(std::vector<EmulatedDevice*> devices, LinkSpec links,
                                        const std::atomic<bool>* cancel)
-    : Communicator(std::move(devices), links, cancel)
+    : Communicator(std::move(devices), links, cancel),
+      spins_(deviceCount() <= int(std::max(1u, std::thread::hardware_concurrency())))
 {
     if (cancel_)
         watcher_ = std::thread([this] {
@@ -285,6 +302,7 @@ void ThreadCommunicator::send(int from, int to, const float* data, std::size_t c
         m.send_clock_s = t0;
         m.link_s = link;
         c.queue.push_back(std::move(m));
+        c.queued.store(c.queue.size(), std::memory_order_release);
     }
     c.cv.notify_all();
 }
@@ -294,6 +312,9 @@ void ThreadCommunicator::recv(int to, int from, float* data, std::size_t count, 
     checkpoint();
     Channel& c = channel(from, to);
     double sendClock = 0, link = 0;
+    if (spins_)
+        for (int i = 0; i < kSpinYields && c.queued.load(std::memory_order_acquire) == 0 && !aborted(); ++i)
+            std::this_thread::yield();
     {
         std::unique_lock<std::mutex> lock(c.mutex);
         waitUntil(lock, c.cv, *this, [&] { return !c.queue.empty(); });
@@ -309,6 +330,7 @@ void ThreadCommunicator::recv(int to, int from, float* data, std::size_t count, 
         link = m.link_s;
         c.spare.push_back(std::move(m.data));
         c.queue.pop_front();
+        c.queued.store(c.queue.size(), std::memory_order_relaxed);
     }
     recordRecv(to, count, element_bytes, sendClock, link);
 }

@@ -7,6 +7,11 @@
 //   chunk is read while its owner writes it. Uneven counts and count < n work.
 // - Send/recv: the sender copies into the channel and goes on; the receiver blocks until the
 //   message is there; recycled buffers.
+// - Waiting: while the cluster's workers fit on the host's cores (each worker on a core of its
+//   own), a waiter spins briefly on the barrier's generation before it sleeps: a futex sleep and
+//   wake cost tens of microseconds, and a two-way tensor-parallel step meets hundreds of
+//   barriers. With more workers than cores it sleeps at once (a spinner would take a core from
+//   the worker it waits for).
 // - Failure: abort() (an error on any device, or the run's cancel flag seen at a collective or
 //   by the communicator's watcher thread) wakes every waiting member; a collective never waits
 //   for a device that has stopped.
@@ -56,6 +61,7 @@ private:
     std::condition_variable cv_;
     int arrived_ = 0;                // guarded by mutex_
     std::uint64_t generation_ = 0;   // guarded by mutex_
+    std::atomic<std::uint64_t> published_{0};  // mirrors generation_ for the spin phase
     // Written by each member before a barrier, read by the others after it.
     std::vector<void*> buffers_;
     std::vector<double> clocks_;
@@ -72,6 +78,8 @@ public:
     void send(int from, int to, const float* data, std::size_t count, double element_bytes = 0) override;
     void recv(int to, int from, float* data, std::size_t count, double element_bytes = 0) override;
     void abort() override;
+    // Whether waiters spin before they sleep: every worker has a core of its own.
+    bool spins() const { return spins_; }
 
 private:
     struct Message {
@@ -83,10 +91,12 @@ private:
         std::mutex mutex;
         std::condition_variable cv;
         std::deque<Message> queue;            // guarded by mutex
+        std::atomic<std::size_t> queued{0};   // queue.size(), for the receiver's spin phase
         std::vector<std::vector<float>> spare; // recycled buffers, guarded by mutex
     };
     Channel& channel(int from, int to);
 
+    bool spins_ = false;
     std::mutex registry_;  // guards groups_ and channels_ (their creation)
     std::vector<std::unique_ptr<ThreadCommGroup>> groups_;
     std::map<std::pair<int, int>, std::unique_ptr<Channel>> channels_;

@@ -65,6 +65,44 @@ private slots:
             QVERIFY2(r.error.empty(), (r.c.name + ": " + r.error).c_str());
     }
 
+    // A case without routed experts or a pipeline measures the same in every step: where its
+    // wall clock is not compared it runs kSuiteExactSteps, and measures what more steps do.
+    void exactStepsWhereTheWallClockIsNotCompared()
+    {
+        for (const ValidationResult& r : results_) {
+            const bool exact = !r.c.request.model.moe.enabled() && r.c.request.layout.pp == 1;
+            QCOMPARE(r.c.exact_steps, exact ? kSuiteExactSteps : 0);
+            const size_t expected = exact && !wallClockComparable(r.c) ? size_t(kSuiteExactSteps) : 5;
+            QVERIFY2(r.measurement.steps.size() == expected, r.c.name.c_str());
+            QCOMPARE(size_t(r.c.request.steps), expected);
+        }
+        // The same case, every step run: the same bytes, FLOPs and communication, and the same
+        // emulated device time up to the rounding of a mean of more steps.
+        ValidationCase c;
+        for (const ValidationResult& r : results_)
+            if (r.c.name == "tensor parallel")
+                c = r.c;
+        c.host.cores = 1;  // fewer cores than its 4 devices, whatever this machine has
+        c.request.steps = 5;
+        QVERIFY(c.exact_steps > 0 && !wallClockComparable(c));
+        ValidationCase all = c;
+        all.exact_steps = 0;
+        all.request.steps = 2 * kSuiteExactSteps;
+        const ValidationResult shortRun = runValidation(c), longRun = runValidation(all);
+        QCOMPARE(shortRun.measurement.steps.size(), size_t(kSuiteExactSteps));
+        QCOMPARE(longRun.measurement.steps.size(), size_t(2 * kSuiteExactSteps));
+        for (const MetricComparison& m : shortRun.metrics) {
+            const MetricComparison* other = longRun.metric(m.metric);
+            QVERIFY(other);
+            if (m.metric == "wall_step_time_s")
+                continue;
+            const double tolerance = m.metric == "device_step_time_s" ? 1e-12 * std::fabs(m.measured) : 0.0;
+            QVERIFY2(std::fabs(m.measured - other->measured) <= tolerance,
+                     qPrintable(QString("%1: %2 vs %3").arg(QString::fromStdString(m.metric))
+                                    .arg(m.measured, 0, 'g', 17).arg(other->measured, 0, 'g', 17)));
+        }
+    }
+
     void suiteCoversEveryDimension()
     {
         bool dp = false, tp = false, sp = false, pp = false, gpipe = false, interleaved = false, full = false,
