@@ -130,6 +130,11 @@ CostModelParams engineCostModelParams(const engine::DeviceProfile& profile, cons
     p.multi_nic_rings = false;
     p.step_overhead_s = 0;
     p.measured_matmul_sustained_fraction = 1.0;
+    // Its expert GEMMs run one by one at the profile's rate, each with the profile's kernel overhead
+    // (no grouped-GEMM efficiency of a GPU kernel), and an MoE layer costs the device clock only
+    // the kernels it charges (the per-layer host synchronisations of a GPU MoE layer are not there).
+    p.grouped_gemm_efficiency = 1.0;
+    p.moe_layer_overhead_s = 0;
     p.dp_overlap = 0;
     p.reserve_fraction = 0;
     p.dp_bucket_bytes = double(bucket_bytes);
