@@ -42,6 +42,9 @@ void refuseMegatronOverlaps(Refusals& refuse, const Layout& l)
         refuse.add("tp_comm_overlap=on", "it is Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers)");
     if (l.overlap_param_gather)
         refuse.add("overlap_param_gather=on", "it is Megatron-LM's --overlap-param-gather of the distributed optimizer");
+    if (l.ep_comm_overlap)
+        refuse.add("ep_comm_overlap=on", "it is Megatron-LM's --overlap-moe-expert-parallel-comm (one micro-batch's "
+                                         "expert all-to-all under another's compute)");
 }
 
 void refuseMultiTokenPrediction(Refusals& refuse, const ModelSpec& m, const std::string& why)

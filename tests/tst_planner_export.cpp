@@ -1016,6 +1016,25 @@ private slots:
         QVERIFY(std::any_of(deepspeed.refused.begin(), deepspeed.refused.end(), [](const auto& x) {
             return x.feature == "the hybridep MoE token dispatcher (moe_dispatcher=hybridep)";
         }));
+
+        // The overlapped all-to-all (ep_comm_overlap=on): Megatron-LM's option, Megatron-Bridge's
+        // CommOverlapConfig field (which sets the model's), refused by name elsewhere.
+        const Layout overlapped = layout("ep=16,zero=1,mb=1,ep_comm_overlap=on", p);
+        QVERIFY(overlapped.ep_comm_overlap);
+        const ExportResult megatronOverlap = exportSettings(ExportFormat::Megatron, p, overlapped);
+        QVERIFY(megatronOverlap.ok());
+        QVERIFY(QString::fromStdString(megatronOverlap.text).contains(QLatin1String("--overlap-moe-expert-parallel-comm")));
+        QVERIFY(!QString::fromStdString(exportSettings(ExportFormat::Megatron, p, layout("ep=16,zero=1,mb=1", p)).text)
+                     .contains(QLatin1String("overlap-moe-expert")));
+        const ExportResult bridgeOverlap = exportSettings(ExportFormat::MegatronBridge, p, overlapped);
+        QVERIFY(bridgeOverlap.ok());
+        QVERIFY2(QString::fromStdString(bridgeOverlap.text)
+                     .contains(QLatin1String("cfg.comm_overlap = CommOverlapConfig(overlap_moe_expert_parallel_comm=True)")),
+                 bridgeOverlap.text.c_str());
+        const ExportResult titanOverlap = exportSettings(ExportFormat::Torchtitan, p, layout("ep=16,zero=3,mb=1,ep_comm_overlap=on", p));
+        QVERIFY(std::any_of(titanOverlap.refused.begin(), titanOverlap.refused.end(), [](const auto& x) {
+            return x.feature == "ep_comm_overlap=on" && x.reason.find("--overlap-moe-expert-parallel-comm") != std::string::npos;
+        }));
     }
 
     // torchtitan's qwen3 MoE flavors with expert_parallel_degree (b5bcd76c): Qwen3-30B-A3B's shapes

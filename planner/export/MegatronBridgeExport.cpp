@@ -184,7 +184,7 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     t += m.mla.enabled() ? "from megatron.bridge.models.mla_provider import MLAModelProvider\n"
                          : "from megatron.bridge.models.gpt_provider import GPTModelProvider\n";
     t += "from megatron.bridge.recipes.common import _pretrain_common\n";
-    if (l.tp_comm_overlap)
+    if (l.tp_comm_overlap || l.ep_comm_overlap)
         t += "from megatron.bridge.training.comm_overlap import CommOverlapConfig\n";
     t += "from megatron.bridge.training.config import ConfigContainer\n";
     t += "from megatron.bridge.training.gpt_step import forward_step\n";
@@ -216,8 +216,17 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
         t += "    cfg.optimizer.optimizer_cpu_offload = True\n";
         t += "    cfg.optimizer.use_precision_aware_optimizer = True\n";
     }
-    if (l.tp_comm_overlap)
-        t += "    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True)\n";
+    // CommOverlapConfig sets the model's overlap_moe_expert_parallel_comm from its own field (False
+    // unless asked: src/megatron/bridge/training/comm_overlap.py @ 067f987d), as the performance
+    // recipes ask for it (cfg.comm_overlap.overlap_moe_expert_parallel_comm = True).
+    if (l.tp_comm_overlap || l.ep_comm_overlap) {
+        std::string fields;
+        if (l.tp_comm_overlap)
+            fields += "tp_comm_overlap=True";
+        if (l.ep_comm_overlap)
+            fields += std::string(fields.empty() ? "" : ", ") + "overlap_moe_expert_parallel_comm=True";
+        t += "    cfg.comm_overlap = CommOverlapConfig(" + fields + ")\n";
+    }
     if (!megatronFsdp && (l.tp > 1 || l.cp > 1) && olderThanBlackwellGpu(p.cluster.node.chip))
         t += "    cfg.env_vars[\"CUDA_DEVICE_MAX_CONNECTIONS\"] = 1  # Megatron Core with tp/cp before Blackwell\n";
     t += "    return cfg\n\n\n";

@@ -307,6 +307,13 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
             arg(s.option, s.cli_value);
     for (const CoreSetting& s : megatronDispatcherSettings(m, l))
         arg(s.option, s.cli_value);
+    // ModelParallelConfig.overlap_moe_expert_parallel_comm (model_parallel_config.py @ d98e8a64, an
+    // option through ArgumentGroupFactory(TransformerConfig)): the all-to-all of one micro-batch under
+    // another's compute, as the planner prices ep_comm_overlap=on (its rules are
+    // TransformerConfig.__post_init__'s: ep > 1, alltoall or flex, interleaved under pp, no full
+    // recomputation, bf16).
+    if (l.ep_comm_overlap)
+        arg("--overlap-moe-expert-parallel-comm");
     arg("--attention-backend", p.training.flash_attention ? "auto" : "unfused");
     if (!p.training.dropout) {
         arg("--hidden-dropout", "0");
