@@ -135,7 +135,7 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
         return r;
     }
     const int devices = int(req.layout.devices());
-    r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
+    r.problem = emulatedProblem(req.model, req.batch, req.precision, req.fp32_gradients, c.profile, req.links, devices);
     const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base.terms);
     const CostModel model(r.problem, params);
     const Layout& priced = req.layout;

@@ -74,6 +74,13 @@ Problem problemFromArgs(const CliArgs& a, const SpecLookup& specs)
                              enumChoices<Precision>(kPrecisionNames) + ")");
         p.training.precision = *v;
     }
+    if (auto grads = a.value("main-grads")) {
+        auto v = enumFromString<MainGrads>(kMainGradsNames, *grads);
+        if (!v)
+            throw UsageError("--main-grads: unknown value \"" + *grads + "\" (" +
+                             enumChoices<MainGrads>(kMainGradsNames) + ")");
+        p.training.main_grads = *v;
+    }
     if (FieldErrors errors = validate(p); !errors.empty())
         throw InputError(errors);
     return p;
