@@ -2388,7 +2388,7 @@ double ModelExecutor<T>::reduceGradients()
     // its copy, inside the offloaded step).
     const double gc = zero_ >= 1 ? double(S_) : double(P_);
     if (!offload_)
-        k_.chargeSquaredNorm(std::int64_t(gc));
+        k_.chargeSquaredNorm(std::int64_t(gc), g_);
     return sumSq;
 }
 
@@ -2432,7 +2432,7 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
         const double weightPasses = opts_.precision == PrecisionMode::FP32 ? 2 : 1;
         k_.device().chargeHost({p * g_, p * e_, p * (2 * (8 + ms) + g_ + weightPasses * e_)});
     } else {
-        k_.chargeAdamW(S_, mixed);
+        k_.chargeAdamW(S_, mixed, g_);
     }
     if (zero_ == 1 || zero_ == 2)
         for (const ShardUnit& u : units_)
@@ -2440,9 +2440,9 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
                 sg->allGather(shardRankOf(u), w + u.offset, size_t(u.count), e_);
     const auto gradCount = std::int64_t(grads_.elements());
     if (cleared == gradCount)  // ranges are disjoint: every gradient was cleared once
-        k_.chargeZero(gradCount);
+        k_.chargeZero(gradCount, g_);
     else
-        k_.zero(grads_.template as<T>(), gradCount);
+        k_.zero(grads_.template as<T>(), gradCount, g_);
 }
 
 template <class T>
