@@ -1940,8 +1940,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         const ModelStateBytes states = modelStateBytes(sc.params - sc.expert_params, l.zero_stage, int(shardGroup),
                                                        tr.precision, tr.optimizer, tr.main_grads);
         // (The routed experts' states, sharded over their own edp shard group.)
-        const ModelStateBytes expertStates = modelStateBytes(sc.expert_params, l.zero_stage, int(std::lround(expertShard)),
-                                                             tr.precision, tr.optimizer, tr.main_grads);
+        const ModelStateBytes expertStates = modelStateBytes(
+            sc.expert_params, l.zero_stage, int(std::lround(expertShard)), tr.precision, tr.optimizer, tr.main_grads);
         mb.weights = states.weights + expertStates.weights;
         // An FP8/FP4 recipe keeps each linear layer's quantized weight (rowwise and columnwise copies)
         // for the step beside its bf16 weight (Transformer Engine's workspaces; QuantizationRecipe.h).

@@ -378,7 +378,8 @@ private slots:
         QCOMPARE(ds["data_types"].toObject()["grad_accum_dtype"].toString(), QString("fp32"));
         QCOMPARE(ds["communication_data_type"].toString(), QString("fp32"));
         QVERIFY(!text(ExportFormat::DeepSpeed, bf16, z3).contains("grad_accum_dtype"));
-        QVERIFY(refusals(ExportFormat::DeepSpeed, dsFp32, z3).contains("deepspeed: fp32 gradients (main_grads fp32) with ZeRO-3"));
+        QVERIFY(refusals(ExportFormat::DeepSpeed, dsFp32, z3)
+                    .contains("deepspeed: fp32 gradients (main_grads fp32) with ZeRO-3"));
         QVERIFY(!text(ExportFormat::MaxText, fp32, z3).contains("grad_dtype"));
         QVERIFY(text(ExportFormat::MaxText, bf16, z3).contains("grad_dtype: \"bfloat16\"\n"));
         // Trainium: NxD Training's mixed_precision accumulates fp32 gradients under zero1 only.
@@ -390,7 +391,8 @@ private slots:
         QVERIFY(!text(ExportFormat::NxdTraining, trn, trnZ1).isEmpty());
         QVERIFY(!text(ExportFormat::NxdTraining, trnBf16, trnZ0).isEmpty());
         QVERIFY(refusals(ExportFormat::NxdTraining, trn, trnZ0).contains("fp32 gradients without ZeRO-1"));
-        QVERIFY(refusals(ExportFormat::NxdTraining, trnBf16, trnZ1).contains("bf16 gradients (main_grads bf16) with ZeRO-1"));
+        QVERIFY(refusals(ExportFormat::NxdTraining, trnBf16, trnZ1)
+                    .contains("bf16 gradients (main_grads bf16) with ZeRO-1"));
         QVERIFY(refusals(ExportFormat::NeuronX, trnBf16, trnZ1).contains("neuronx: bf16 gradients (main_grads bf16)"));
     }
 

@@ -403,7 +403,8 @@ private slots:
         // reductions at 4 bytes, exact (collectiveBytes' 16 bytes of the step's fp64 scalars); a plan
         // with bf16 gradients runs bf16 ones, exact too.
         auto exact = [](const ValidationResult& v) {
-            for (const char* metric : {"gradients_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "all_gather_bytes"})
+            for (const char* metric :
+                 {"gradients_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "all_gather_bytes"})
                 QVERIFY2(std::fabs(v.metric(metric)->predicted - v.metric(metric)->measured) <= 2 * 8.0,
                          qPrintable(QString("%1: predicted %2, measured %3")
                                         .arg(metric)

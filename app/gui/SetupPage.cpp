@@ -85,8 +85,9 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     mainGrads_->addItem(tr("default (fp32 for bf16 and FP8/FP4)"), int(MainGrads::Default));
     mainGrads_->addItem(QStringLiteral("fp32"), int(MainGrads::FP32));
     mainGrads_->addItem(QStringLiteral("bf16"), int(MainGrads::BF16));
-    mainGrads_->setToolTip(tr("The type the gradients are accumulated and data-parallel reduced in: fp32 as Megatron-LM, "
-                              "Megatron-Bridge and torchtitan do by default; bf16 as Megatron's --grad-reduce-in-bf16"));
+    mainGrads_->setToolTip(tr("The type the gradients are accumulated and data-parallel reduced in: fp32 as "
+                              "Megatron-LM, Megatron-Bridge and torchtitan do by default; bf16 as Megatron's "
+                              "--grad-reduce-in-bf16"));
     tokens_ = new QLineEdit(QStringLiteral("300e9"), this);
     tokens_->setToolTip(tr("Tokens to train, for time and cost to train (e.g. 300e9)"));
     flash_ = new QCheckBox(tr("fused (flash) attention"), this);
