@@ -36,6 +36,11 @@ inline constexpr std::array kPrecisionNames{
     EnumName<Precision>{Precision::MXFP8, "mxfp8"},
     EnumName<Precision>{Precision::NVFP4, "nvfp4"},
 };
+inline constexpr std::array kMainGradsNames{
+    EnumName<MainGrads>{MainGrads::Default, "default"},
+    EnumName<MainGrads>{MainGrads::FP32, "fp32"},
+    EnumName<MainGrads>{MainGrads::BF16, "bf16"},
+};
 inline constexpr std::array kOptimizerNames{
     EnumName<Optimizer>{Optimizer::AdamW, "adamw"},
     EnumName<Optimizer>{Optimizer::Sgd, "sgd"},

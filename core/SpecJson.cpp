@@ -576,6 +576,8 @@ QJsonObject toJson(const TrainingSpec& t)
                   {"dropout", t.dropout}};
     if (t.moe_imbalance != 1.0)  // (documents of balanced runs stay as they were)
         o.insert("moe_imbalance", t.moe_imbalance);
+    if (t.main_grads != MainGrads::Default)  // (the frameworks' default is not written)
+        o.insert("main_grads", toString(t.main_grads));
     return o;
 }
 
@@ -587,7 +589,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
         checkSchema(r, "training", kSpecSchemaVersion);
     r.rejectUnknownKeys(
         {"schema", "global_batch", "seq_len", "precision", "optimizer", "tokens_to_train", "flash_attention", "dropout",
-         "moe_imbalance"});
+         "moe_imbalance", "main_grads"});
     TrainingSpec t;
     t.global_batch = r.integer("global_batch", 0, true, 1, 100'000'000);
     t.seq_len = r.integer("seq_len", 0, true, 1, 1 << 24);
@@ -597,6 +599,7 @@ std::optional<TrainingSpec> trainingFromJson(const QJsonObject& json, const std:
     t.flash_attention = r.boolean("flash_attention", false);
     t.dropout = r.boolean("dropout", true);
     t.moe_imbalance = r.number("moe_imbalance", 1.0, false, 1, 64);
+    t.main_grads = r.enumeration<MainGrads>("main_grads", kMainGradsNames, MainGrads::Default, false);
     if (errors.size() != before || !appendValidation(t, path, errors))
         return std::nullopt;
     return t;

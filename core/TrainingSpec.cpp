@@ -28,9 +28,28 @@ bool quantizedRecipe(Precision p)
     return t == DataType::FP8 || t == DataType::FP4;
 }
 
+DataType gradientType(Precision p, MainGrads g)
+{
+    switch (p) {
+    case Precision::FP32:
+    case Precision::BF16Autocast: return DataType::FP32;
+    case Precision::FP16Mixed: return DataType::FP16;
+    default: return g == MainGrads::BF16 ? DataType::BF16 : DataType::FP32;
+    }
+}
+
 FieldErrors validate(const TrainingSpec& t, const std::string& path)
 {
     FieldErrors errors;
+    // A precision that fixes its gradients' type takes only that type (or the default).
+    const bool fixed = t.precision == Precision::FP32 || t.precision == Precision::FP16Mixed ||
+                       t.precision == Precision::BF16Autocast;
+    if (fixed && t.main_grads != MainGrads::Default &&
+        !(t.main_grads == MainGrads::FP32 && gradientType(t) == DataType::FP32))
+        errors.push_back({path + ".main_grads",
+                          std::string(toString(t.main_grads)) + " gradients with " + toString(t.precision) +
+                              " precision: it keeps " + toString(gradientType(t)) +
+                              " gradients (main_grads applies to bf16 and the FP8/FP4 recipes)"});
     if (t.global_batch < 1 || t.global_batch > 100'000'000)
         errors.push_back({path + ".global_batch", std::to_string(t.global_batch) + " is out of range [1, 1e8]"});
     if (t.seq_len < 1 || t.seq_len > (1 << 24))
@@ -45,5 +64,6 @@ FieldErrors validate(const TrainingSpec& t, const std::string& path)
 
 const char* toString(Precision v) { return enumToString<Precision>(kPrecisionNames, v); }
 const char* toString(Optimizer v) { return enumToString<Optimizer>(kOptimizerNames, v); }
+const char* toString(MainGrads v) { return enumToString<MainGrads>(kMainGradsNames, v); }
 
 } // namespace shardscope

@@ -36,11 +36,23 @@ enum class Precision {
 };
 enum class Optimizer { AdamW, Sgd };
 
+// The data type the gradients are accumulated and data-parallel reduced in ("main grads"), for bf16
+// and the FP8/FP4 recipes. Default is the frameworks' default, fp32:
+//   Megatron-LM megatron/training/arguments.py @ d98e8a64 (--bf16 sets accumulate_allreduce_grads_in_fp32
+//   unless --grad-reduce-in-bf16: fp32 main_grad buffers, reduced in fp32); Megatron-Bridge
+//   training/mixed_precision.py @ 067f987 (grad_reduce_in_fp32 True); torchtitan
+//   torchtitan/config/configs.py @ b5bcd76 (mixed_precision_reduce "float32", its only choice).
+// BF16 keeps them in the weights' bf16 (Megatron's --grad-reduce-in-bf16, Megatron-Bridge's performance
+// recipes: perf_recipes/_common.py @ 067f987 sets grad_reduce_in_fp32 False). fp32, fp16 and
+// bf16-autocast precisions fix their gradients' type (fp32, fp16, fp32): only Default or the same.
+enum class MainGrads { Default, FP32, BF16 };
+
 struct TrainingSpec {
     int global_batch = 0;             // sequences per optimizer step
     int seq_len = 0;                  // tokens per sequence
     Precision precision = Precision::BF16Mixed;
     Optimizer optimizer = Optimizer::AdamW;
+    MainGrads main_grads = MainGrads::Default;
     double tokens_to_train = 300e9;   // token budget for time and cost to train
     // Fused attention (FlashAttention-style): causal blocks above the diagonal are skipped,
     // probabilities are not stored, scores are recomputed in the backward pass.
@@ -62,10 +74,14 @@ struct TrainingSpec {
 DataType computeType(Precision p);
 // An FP8 or FP4 recipe: the linear layers' GEMMs on quantized inputs, the rest in bf16.
 bool quantizedRecipe(Precision p);
+// The data type the gradients are accumulated and reduced in (MainGrads resolved for the precision).
+DataType gradientType(Precision p, MainGrads g);
+inline DataType gradientType(const TrainingSpec& t) { return gradientType(t.precision, t.main_grads); }
 
 FieldErrors validate(const TrainingSpec& training, const std::string& path = "training");
 
 const char* toString(Precision v);
 const char* toString(Optimizer v);
+const char* toString(MainGrads v);
 
 } // namespace shardscope

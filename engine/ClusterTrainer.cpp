@@ -49,6 +49,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
     options.micro_batch = layout.micro_batch;
     options.global_tokens = lossTokens(request.model, B);
     options.precision = request.precision;
+    options.fp32_gradients = request.fp32_gradients;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;
     const std::vector<float> initial = initialParameters<float>(request.model, options);  // once, for every device

@@ -580,16 +580,16 @@ void Kernels<T>::accumulate(T* dst, const T* src, std::int64_t n)
 }
 
 template <class T>
-void Kernels<T>::zero(T* x, std::int64_t count)
+void Kernels<T>::zero(T* x, std::int64_t count, double element_bytes)
 {
     std::fill(x, x + count, T(0));
-    chargeZero(count);
+    chargeZero(count, element_bytes);
 }
 
 template <class T>
-void Kernels<T>::chargeZero(std::int64_t count)
+void Kernels<T>::chargeZero(std::int64_t count, double element_bytes)
 {
-    dev_.charge(KernelKind::Elementwise, {0, 0, double(count) * e_}, compute_);
+    dev_.charge(KernelKind::Elementwise, {0, 0, double(count) * (element_bytes > 0 ? element_bytes : e_)}, compute_);
 }
 
 template <class T>
@@ -610,17 +610,18 @@ void Kernels<T>::chargeCrossEntropy(bool backward, std::int64_t V, std::int64_t 
 }
 
 template <class T>
-void Kernels<T>::chargeSquaredNorm(std::int64_t count)
+void Kernels<T>::chargeSquaredNorm(std::int64_t count, double grad_bytes)
 {
-    dev_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * double(count), double(count) * e_, 0}, compute_);
+    const double g = grad_bytes > 0 ? grad_bytes : e_;
+    dev_.charge(KernelKind::Optimizer, {ops::kSquaredNorm * double(count), double(count) * g, 0}, compute_);
 }
 
 template <class T>
-void Kernels<T>::chargeAdamW(std::int64_t count, bool master)
+void Kernels<T>::chargeAdamW(std::int64_t count, bool master, double grad_bytes)
 {
     // Per parameter: read weight, gradient, m, v (+ master), write weight, m, v (+ master).
-    const double p = double(count), ms = master ? 4 : 0;
-    dev_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (2 * e_ + 8 + ms), p * (e_ + 8 + ms)}, compute_);
+    const double p = double(count), ms = master ? 4 : 0, g = grad_bytes > 0 ? grad_bytes : e_;
+    dev_.charge(KernelKind::Optimizer, {ops::kAdamW * p, p * (e_ + g + 8 + ms), p * (e_ + 8 + ms)}, compute_);
 }
 
 // ---------------------------------------------------------------- attention on separate operands (T5)

@@ -174,10 +174,11 @@ public:
     void tanhBackward(T* dx, const T* out, std::int64_t n);
     // dst += src (n values): a ZeRO shard's reduced gradient into the accumulated one.
     void accumulate(T* dst, const T* src, std::int64_t n);
-    // count values of x set to 0 (the gradients, between steps).
-    void zero(T* x, std::int64_t count);
+    // count values of x set to 0 (the gradients, between steps). element_bytes: the values' stored
+    // width when not a tensor element's (fp32 main gradients in bf16 modes); 0: elementBytes().
+    void zero(T* x, std::int64_t count, double element_bytes = 0);
     // The cost of zero() alone, for values a fused pass has already cleared.
-    void chargeZero(std::int64_t count);
+    void chargeZero(std::int64_t count, double element_bytes = 0);
     // A device-side gather into a contiguous block (context parallelism's K/V messages): charged bytes.
     void chargeCopy(std::int64_t count);
     // The vocabulary softmax with cross-entropy when its reductions are all-reduced over tp
@@ -185,8 +186,9 @@ public:
     void chargeCrossEntropy(bool backward, std::int64_t V, std::int64_t N);
     // The optimizer's passes: the gradient norm's over `count` owned gradients, AdamW's over
     // `count` parameters (fp32 master weights read and written too when `master`).
-    void chargeSquaredNorm(std::int64_t count);
-    void chargeAdamW(std::int64_t count, bool master);
+    // grad_bytes: the gradients' width (0: elementBytes()).
+    void chargeSquaredNorm(std::int64_t count, double grad_bytes = 0);
+    void chargeAdamW(std::int64_t count, bool master, double grad_bytes = 0);
     void charge(KernelKind kind, const KernelCost& cost) { dev_.charge(kind, cost, compute_); }
     // bf16 store emulation of x (count values); nothing in fp32. The kernel that wrote x
     // charged the bf16 write: this pass costs the device nothing.

@@ -613,6 +613,9 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     replicaIndex_ = zero_ > 0 ? dpRank_ / g : dpRank_;
     sp_ = l.sequence_parallel && tp_ > 1;
     e_ = k_.elementBytes();
+    const bool fp32Grads = options.precision == PrecisionMode::BF16Mixed && options.fp32_gradients;
+    g_ = fp32Grads ? 4.0 : e_;
+    roundGrads_ = !fp32Grads;
     if (cfg_.moe.enabled()) {
         // Megatron's expert grid per stage (etp = 1): ep rank = stage rank % ep, the expert-data-
         // parallel rank = stage rank / ep (Cluster.h); one device: rank 0 of each.
@@ -749,7 +752,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     const bool master = opts_.precision == PrecisionMode::BF16Mixed;
     const std::size_t hb = sizeof(T);
     weights_ = alloc.allocate(MemoryCategory::Weights, double(wCount) * e_, size_t(wCount), hb);
-    grads_ = alloc.allocate(MemoryCategory::Gradients, double(gCount) * e_, size_t(gCount), hb);
+    grads_ = alloc.allocate(MemoryCategory::Gradients, double(gCount) * g_, size_t(gCount), hb);
     // Optimizer offload (ZeRO-Offload, Megatron-LM's --optimizer-cpu-offload): the states live in
     // the host's memory; each step sends the owned gradients down and the updated weights up.
     offload_ = l.offload == Offload::Optimizer;
@@ -1011,7 +1014,7 @@ T* ModelExecutor<T>::acquireGrads(int unit)
     if (zero_ < 2)
         return grads_.template as<T>() + u.offset;
     if (gradUsers_[size_t(unit)]++ == 0)
-        heldGrads_[size_t(unit)] = dev_.allocator().allocate(MemoryCategory::Gradients, double(u.count) * e_,
+        heldGrads_[size_t(unit)] = dev_.allocator().allocate(MemoryCategory::Gradients, double(u.count) * g_,
                                                              size_t(u.count), sizeof(T));  // zero-filled
     return heldGrads_[size_t(unit)].template as<T>();
 }
@@ -1026,10 +1029,17 @@ void ModelExecutor<T>::releaseGrads(int unit)
     const ShardUnit& u = units_[size_t(unit)];
     T* b = heldGrads_[size_t(unit)].template as<T>();
     if (CommGroup* sg = shardGroupOf(u))
-        sg->reduceScatter(shardRankOf(u), b, size_t(u.count), ReduceOp::Sum, e_);
+        sg->reduceScatter(shardRankOf(u), b, size_t(u.count), ReduceOp::Sum, g_);
     const T* chunk = b + u.chunk_begin;
     const std::int64_t n = u.chunk_end - u.chunk_begin;
-    k_.accumulate(grads_.template as<T>() + u.shard_offset, chunk, n);
+    T* shard = grads_.template as<T>() + u.shard_offset;
+    if (roundGrads_) {
+        k_.accumulate(shard, chunk, n);
+    } else {  // fp32 main gradients: the same sum, unrounded, its bytes at 4
+        for (std::int64_t i = 0; i < n; ++i)
+            shard[i] += chunk[i];
+        k_.charge(KernelKind::Elementwise, {double(n), 2 * double(n) * g_, double(n) * g_});
+    }
     heldGrads_[size_t(unit)].release();
 }
 
@@ -2529,7 +2539,7 @@ void ModelExecutor<T>::sumAcrossTensorAndPipeline(bool whole)
             if (t.sp_partial)
                 packed_.insert(packed_.end(), p, p + n);
         }, whole);
-        groups_.tp->allReduce(tpRank_, packed_.data(), packed_.size(), ReduceOp::Sum, e_);
+        groups_.tp->allReduce(tpRank_, packed_.data(), packed_.size(), ReduceOp::Sum, g_);
         size_t at = 0;
         forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
             if (t.sp_partial) {
@@ -2542,7 +2552,7 @@ void ModelExecutor<T>::sumAcrossTensorAndPipeline(bool whole)
         const int rank = groups_.embedding->rankOf(id_);
         forEachGradRange([&](const ShardTensor& t, std::int64_t, std::int64_t n, T* p) {
             if (t.word_embedding)
-                groups_.embedding->allReduce(rank, p, size_t(n), ReduceOp::Sum, e_);
+                groups_.embedding->allReduce(rank, p, size_t(n), ReduceOp::Sum, g_);
         }, whole);
     }
 }
@@ -2551,8 +2561,9 @@ template <class T>
 double ModelExecutor<T>::reduceGradients()
 {
     T* g = grads_.template as<T>();
-    // bf16 gradients: stored rounded once accumulated (ZeRO-2/3 round each reduced chunk).
-    if (zero_ < 2)
+    // bf16 gradients: stored rounded once accumulated (ZeRO-2/3 round each reduced chunk); fp32 main
+    // gradients stay as accumulated.
+    if (zero_ < 2 && roundGrads_)
         k_.round(g, P_);
     // Megatron-LM's order where gradients are held whole (no ZeRO, ZeRO-1): the tensor-parallel
     // and pipeline sums of whole tensors first, then the data-parallel reduction.
@@ -2579,16 +2590,16 @@ double ModelExecutor<T>::reduceGradients()
             for (size_t i = tensors_.size(); i-- > 0;)
                 if (tensors_[i].expert)
                     groups_.edp->allReduce(edpRank_, g + tensors_[i].offset, size_t(tensors_[i].count), ReduceOp::Sum,
-                                           e_);
+                                           g_);
     }
     // Data parallel without gradient sharding: all-reduce in buckets, the last layers'
     // first (the order a backward produces them, as PyTorch DDP does).
     if (zero_ == 0 && dp > 1) {
-        const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(double(opts_.bucket_bytes) / e_));
+        const std::int64_t bucket = std::max<std::int64_t>(1, std::int64_t(double(opts_.bucket_bytes) / g_));
         for (size_t r = dense.size(); r-- > 0;)
             for (std::int64_t end = dense[r].second; end > dense[r].first; end -= bucket) {
                 const std::int64_t begin = std::max<std::int64_t>(dense[r].first, end - bucket);
-                groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin), ReduceOp::Sum, e_);
+                groups_.dp->allReduce(dpRank_, g + begin, size_t(end - begin), ReduceOp::Sum, g_);
             }
     }
     // ZeRO-1: each member updates only the chunk it owns, so it needs only that chunk
@@ -2602,14 +2613,14 @@ double ModelExecutor<T>::reduceGradients()
             if (u.expert ? groupSize(groups_.edp) <= 1 : dp <= 1)
                 continue;
             if (CommGroup* sg = shardGroupOf(u); groupSize(sg) > 1)
-                sg->reduceScatter(shardRankOf(u), g + u.offset, size_t(u.count), ReduceOp::Sum, e_);
+                sg->reduceScatter(shardRankOf(u), g + u.offset, size_t(u.count), ReduceOp::Sum, g_);
             if (groupSize(groups_.replica) > 1)
                 groups_.replica->allReduce(replicaIndex_, g + u.offset + u.chunk_begin,
-                                           size_t(u.chunk_end - u.chunk_begin), ReduceOp::Sum, e_);
+                                           size_t(u.chunk_end - u.chunk_begin), ReduceOp::Sum, g_);
         }
     // ZeRO-2/3 with HSDP: the accumulated shards are summed over the replicas, once per step.
     if (zero_ >= 2 && groupSize(groups_.replica) > 1)
-        groups_.replica->allReduce(replicaIndex_, g, size_t(S_), ReduceOp::Sum, e_);
+        groups_.replica->allReduce(replicaIndex_, g, size_t(S_), ReduceOp::Sum, g_);
     if (zero_ >= 2)
         sumAcrossTensorAndPipeline(false);
     // This device's share of the squared norm: every value of the model counted once.
@@ -2627,7 +2638,7 @@ double ModelExecutor<T>::reduceGradients()
     // its copy, inside the offloaded step).
     const double gc = zero_ >= 1 ? double(S_) : double(P_);
     if (!offload_)
-        k_.chargeSquaredNorm(std::int64_t(gc));
+        k_.chargeSquaredNorm(std::int64_t(gc), g_);
     return sumSq;
 }
 
@@ -2669,9 +2680,9 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
         // Down: the owned gradients; on the host: read the gradient and read and write m, v (and
         // the fp32 master), write the weight (fp32: read it too); up: the updated weights.
         const double weightPasses = opts_.precision == PrecisionMode::FP32 ? 2 : 1;
-        k_.device().chargeHost({p * e_, p * e_, p * (2 * (8 + ms) + e_ + weightPasses * e_)});
+        k_.device().chargeHost({p * g_, p * e_, p * (2 * (8 + ms) + g_ + weightPasses * e_)});
     } else {
-        k_.chargeAdamW(S_, mixed);
+        k_.chargeAdamW(S_, mixed, g_);
     }
     if (zero_ == 1 || zero_ == 2)
         for (const ShardUnit& u : units_)
@@ -2679,9 +2690,9 @@ void ModelExecutor<T>::update(const AdamWSettings& settings, double grad_scale, 
                 sg->allGather(shardRankOf(u), w + u.offset, size_t(u.count), e_);
     const auto gradCount = std::int64_t(grads_.elements());
     if (cleared == gradCount)  // ranges are disjoint: every gradient was cleared once
-        k_.chargeZero(gradCount);
+        k_.chargeZero(gradCount, g_);
     else
-        k_.zero(grads_.template as<T>(), gradCount);
+        k_.zero(grads_.template as<T>(), gradCount, g_);
 }
 
 template <class T>

@@ -145,6 +145,7 @@ struct ExecutorOptions {
     int micro_batch = 1;              // mb sequences
     std::int64_t global_tokens = 1;   // tokens of the whole step (all replicas, micro-batches): the loss's mean
     PrecisionMode precision = PrecisionMode::FP32;
+    bool fp32_gradients = false;  // bf16-mixed: fp32 main gradients (TrainRequest::fp32_gradients)
     std::uint64_t seed = 1;
     double init_std = 0.02;
     std::size_t bucket_bytes = 25u << 20;  // data-parallel gradient all-reduce buckets (PyTorch DDP's default)
@@ -383,6 +384,10 @@ private:
     std::int64_t Nm_ = 0, Ns_ = 0, qkvRows_ = 0;
     std::int64_t P_ = 0, S_ = 0;
     double e_ = 4;
+    // A gradient's bytes, held and on the wire: e_, or 4 with bf16-mixed's fp32 main gradients, which
+    // are then never rounded to bf16 (roundGrads_ false).
+    double g_ = 4;
+    bool roundGrads_ = false;
     int rootUnit_ = -1;
     // Local layer k's unit, and its routed experts' unit (-1: a dense layer).
     std::vector<int> layerUnits_, expertUnits_;

@@ -176,6 +176,7 @@ Measurement runTraining(const TrainRequest& request, const TokenSource& source, 
     options.micro_batch = request.layout.micro_batch;
     options.global_tokens = lossTokens(request.model, request.batch);
     options.precision = request.precision;
+    options.fp32_gradients = request.fp32_gradients;
     options.seed = request.seed;
     options.bucket_bytes = request.bucket_bytes;
     m.micro_batches = request.batch / request.layout.micro_batch;

@@ -31,6 +31,9 @@ struct TrainRequest {
     int batch = 1;                 // sequences per step (B)
     int steps = 1;
     PrecisionMode precision = PrecisionMode::FP32;
+    // bf16-mixed: gradients accumulated unrounded in fp32, 4 bytes held and on the wire (the frameworks'
+    // fp32 main grads, core/TrainingSpec.h MainGrads); false: bf16 gradients. Other modes ignore it.
+    bool fp32_gradients = false;
     AdamWSettings optimizer{1e-3, 0.9, 0.95, 1e-8, 0.0};
     double grad_clip = 1.0;        // global-norm clipping; <= 0 disables
     std::uint64_t seed = 1;        // initialisation, data, stochastic rounding

@@ -80,6 +80,10 @@ CASES = [
      "zero=3"),
     ("megatron llama-2-7b p5 zero1 shard group 8 of 32", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
      "zero=1,zero_group=8"),
+    ("megatron llama-2-7b p5 zero1 bf16 main grads (--grad-reduce-in-bf16)", "megatron", "llama-2-7b", "p5.48xlarge", 4,
+     256, 4096, ["--main-grads", "bf16"], "tp=2,zero=1"),
+    ("megatron-bridge llama-2-7b p5 zero1 bf16 main grads (grad_reduce_in_fp32 False)", "megatron-bridge",
+     "llama-2-7b", "p5.48xlarge", 4, 256, 4096, ["--main-grads", "bf16"], "tp=2,zero=1"),
     ("megatron llama-2-7b p5 zero1 optimizer offload", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
      "zero=1,offload=optimizer"),
     ("megatron llama-2-7b p5 pp2 interleaved v2", "megatron", "llama-2-7b", "p5.48xlarge", 4, 256, 4096, [],
@@ -96,6 +100,12 @@ CASES = [
      "cp=4,zero=3,mb=1,recompute=full,cp_comm=a2a"),
     ("deepspeed llama-2-7b p5 cp4 ring refused (Ulysses only)", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 512,
      8192, [], "cp=4,zero=3,mb=1,recompute=full", "context parallelism as a K/V ring"),
+    # fp32 main gradients: data_types.grad_accum_dtype + communication_data_type fp32 (BF16_Optimizer, ZeRO-1
+    # without offload); under ZeRO-2/3 DeepSpeed keeps bf16 gradients, refused by name.
+    ("deepspeed llama-2-7b p5 zero1 fp32 main grads", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 256, 4096,
+     ["--main-grads", "fp32"], "zero=1,mb=1"),
+    ("deepspeed llama-2-7b p5 zero3 fp32 main grads refused", "deepspeed", "llama-2-7b", "p5.48xlarge", 4, 256,
+     4096, ["--main-grads", "fp32"], "zero=3,mb=1", "fp32 gradients (main_grads fp32) with ZeRO-3"),
     ("megatron llama-2-7b p5 tp2 cp4 a2a (--cp-comm-type a2a)", "megatron", "llama-2-7b", "p5.48xlarge", 4, 512,
      8192, ["--flash-attention"], "tp=2,sp=on,cp=4,zero=1,mb=1,recompute=full,cp_comm=a2a"),
     ("maxtext llama-2-7b h100 cp4 ulysses zero3", "maxtext", "llama-2-7b", "p5.48xlarge", 4, 512, 8192,
@@ -829,7 +839,8 @@ def check_megatron_bridge(case):
     sections = {"train": (config, "TrainingConfig"), "ddp": (config, "DistributedDataParallelConfig"),
                 "optimizer": (config, "OptimizerConfig"), "checkpoint": (config, "CheckpointConfig"),
                 "dataset": (config, "GPTDatasetConfig"),
-                "tokenizer": (os.path.join(bridge, "training", "tokenizers", "config.py"), "TokenizerConfig")}
+                "tokenizer": (os.path.join(bridge, "training", "tokenizers", "config.py"), "TokenizerConfig"),
+                "mixed_precision": (os.path.join(bridge, "training", "mixed_precision.py"), "MixedPrecisionConfig")}
     container = _class_fields(config, "ConfigContainer", importlib.import_module)
     checked = 0
     for target in assigned:
@@ -853,6 +864,11 @@ def check_megatron_bridge(case):
     registered = {n.name for n in recipes.body if isinstance(n, ast.FunctionDef)
                   and any(ast.unparse(d) == "register" for d in n.decorator_list)}
     precision = assigned.get("cfg.mixed_precision")
+    # A recipe resolved to its config to change a field (bf16 gradients): get_mixed_precision_config(name).
+    if calls.get("get_mixed_precision_config"):
+        (args, _), = calls["get_mixed_precision_config"]
+        assert precision == f"get_mixed_precision_config({args[0]!r})", precision
+        precision = args[0]
     assert precision is None or precision in registered, f"mixed_precision {precision!r} is not a registered recipe"
     return (f"{type(provider).__name__} built ({provider.num_layers} layers, tp {provider.tensor_model_parallel_size}, pp "
             f"{provider.pipeline_model_parallel_size}); {checked} cfg fields exist; mixed_precision {precision}{grid}")
@@ -865,6 +881,11 @@ def run_case(cli, checkouts, work, case, change=None):
     plan = os.path.join(work, "plan.json")
     problem = ["--model", model, "--node-type", node, "--nodes", str(nodes), "--global-batch", str(batch),
                "--seq", str(seq)] + flags
+    # DeepSpeed's cases are priced with its own bf16 default, bf16 gradients (engine.py: grad_accum_dtype None
+    # is the model's dtype), unless a case states the gradients' type.
+    precision = flags[flags.index("--precision") + 1] if "--precision" in flags else "bf16"
+    if fmt == "deepspeed" and "--main-grads" not in flags and precision == "bf16":
+        problem += ["--main-grads", "bf16"]
     db = ["--db", os.path.join(work, "catalog.sqlite")]
     if model.startswith("hf:"):
         # catalog import names the model after its folder (lowercase); importing it again is refused.

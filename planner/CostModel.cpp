@@ -205,7 +205,7 @@ CostModel::CostModel(const Problem& problem, const CostModelParams& params, std:
         }
     }
 
-    const StateBytesPerParameter state = stateBytesPerParameter(problem.training.precision, problem.training.optimizer);
+    const StateBytesPerParameter state = stateBytesPerParameter(problem.training);
     weight_bytes_ = state.weights;
     grad_bytes_ = state.gradients;
     optimizer_bytes_ = state.optimizer;
@@ -2154,10 +2154,10 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         StageMemory sm;
         MemoryBreakdown& mb = sm.total;
         const ModelStateBytes states = modelStateBytes(sc.params - sc.expert_params, l.zero_stage, int(shardGroup),
-                                                       tr.precision, tr.optimizer);
+                                                       tr.precision, tr.optimizer, tr.main_grads);
         // (The routed experts' states, sharded over their own edp shard group.)
-        const ModelStateBytes expertStates =
-            modelStateBytes(sc.expert_params, l.zero_stage, int(std::lround(expertShard)), tr.precision, tr.optimizer);
+        const ModelStateBytes expertStates = modelStateBytes(
+            sc.expert_params, l.zero_stage, int(std::lround(expertShard)), tr.precision, tr.optimizer, tr.main_grads);
         mb.weights = states.weights + expertStates.weights;
         // An FP8/FP4 recipe keeps each linear layer's quantized weight (rowwise and columnwise copies)
         // for the step beside its bf16 weight (Transformer Engine's workspaces; QuantizationRecipe.h).

@@ -2,7 +2,9 @@
 
 namespace shardscope {
 
-StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer optimizer)
+namespace {
+
+StateBytesPerParameter precisionStates(Precision precision, Optimizer optimizer)
 {
     // Adam keeps momentum and variance (2 x 4 bytes); SGD with momentum keeps one (4 bytes).
     const double moments = optimizer == Optimizer::AdamW ? 8.0 : 4.0;
@@ -27,10 +29,22 @@ StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer opt
     return {2.0, 2.0, 4.0 + moments, 2.0};
 }
 
-ModelStateBytes modelStateBytes(double parameters, int zero_stage, int shards, Precision precision,
-                                Optimizer optimizer)
+} // namespace
+
+StateBytesPerParameter stateBytesPerParameter(Precision precision, Optimizer optimizer, MainGrads grads)
 {
-    const StateBytesPerParameter per = stateBytesPerParameter(precision, optimizer);
+    // The gradients at their accumulation type; the weights, the optimizer and the all-gather of the
+    // updated parameters (in the weights' type) are the precision's (Megatron's distributed optimizer
+    // gathers bf16 parameters with fp32 main grads, dist_optimizer.md @ d98e8a64).
+    StateBytesPerParameter s = precisionStates(precision, optimizer);
+    s.gradients = gradientType(precision, grads) == DataType::FP32 ? 4.0 : 2.0;  // fp32, else bf16/fp16
+    return s;
+}
+
+ModelStateBytes modelStateBytes(double parameters, int zero_stage, int shards, Precision precision,
+                                Optimizer optimizer, MainGrads grads)
+{
+    const StateBytesPerParameter per = stateBytesPerParameter(precision, optimizer, grads);
     const double n = shards > 0 ? shards : 1;
     ModelStateBytes b;
     b.optimizer = parameters * per.optimizer / (zero_stage >= 1 ? n : 1.0);

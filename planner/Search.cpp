@@ -122,7 +122,8 @@ LayerStateBytes layerStateBytesByKind(const CostModel& model, const Layout& l)
                                    ? std::min(1.0, recipe.weight_copy_bytes / 2.0)
                                    : 1.0;
     auto stateBytes = [&](double params, int group) {
-        const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, p.training.precision, p.training.optimizer);
+        const TrainingSpec& t = p.training;
+        const ModelStateBytes s = modelStateBytes(params, l.zero_stage, group, t.precision, t.optimizer, t.main_grads);
         return weightShare * s.weights + s.gradients + (l.offload == Offload::Optimizer ? 0.0 : s.optimizer);
     };
     // Per layer (replicated KV heads only add to this).

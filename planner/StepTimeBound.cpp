@@ -22,8 +22,7 @@ StepTimeBound::StepTimeBound(const CostModel& model)
     // The bytes activationBytes() counts are the 16-bit (fp32: 32-bit) tensors the cost model
     // keeps at these precisions; a recipe that stores fewer bytes must be looked at before it
     // joins this list (no default: a new precision is a compiler warning here).
-    const StateBytesPerParameter state =
-        stateBytesPerParameter(model.problem().training.precision, model.problem().training.optimizer);
+    const StateBytesPerParameter state = stateBytesPerParameter(model.problem().training);
     grad_bytes_ = state.gradients;
     weight_bytes_ = state.weights;
     gather_bytes_ = state.gathered;

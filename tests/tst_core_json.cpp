@@ -238,6 +238,44 @@ private slots:
         QVERIFY2(training && training->dropout, joinErrors(errors).c_str());
     }
 
+    // main_grads: written only when set, read back; unknown values and settings a precision cannot
+    // take named.
+    void mainGradsRoundTripAndRefusals()
+    {
+        FieldErrors errors;
+        TrainingSpec t;
+        t.global_batch = 64;
+        t.seq_len = 2048;
+        QVERIFY(!toJson(t).contains("main_grads"));  // the default, fp32 for bf16
+        QCOMPARE(gradientType(t), DataType::FP32);
+        t.main_grads = MainGrads::BF16;
+        const QJsonObject json = toJson(t);
+        QCOMPARE(json.value("main_grads").toString(), QString("bf16"));
+        const auto back = trainingFromJson(throughText(json), "training", errors);
+        QVERIFY2(back && *back == t, joinErrors(errors).c_str());
+        QCOMPARE(gradientType(*back), DataType::BF16);
+        QJsonObject bad = json;
+        bad.insert("main_grads", "fp8");
+        QVERIFY(!trainingFromJson(bad, "training", errors));
+        QVERIFY2(joinErrors(errors).find("training.main_grads: unknown value \"fp8\"") != std::string::npos,
+                 joinErrors(errors).c_str());
+        // bf16 gradients where the precision fixes them: fp32 training, fp16 (fp16 gradients), and
+        // bf16-autocast (fp32 accumulation); fp32 with fp32 precision is the same run and accepted.
+        for (const Precision p : {Precision::FP32, Precision::FP16Mixed, Precision::BF16Autocast}) {
+            t.precision = p;
+            const FieldErrors e = validate(t);
+            QVERIFY2(!e.empty() && e.front().text().find("training.main_grads: bf16 gradients with") == 0,
+                     toString(p));
+        }
+        t.main_grads = MainGrads::FP32;
+        t.precision = Precision::FP16Mixed;
+        QVERIFY(!validate(t).empty());
+        for (const Precision p : {Precision::FP32, Precision::BF16Autocast, Precision::BF16Mixed, Precision::MXFP8}) {
+            t.precision = p;
+            QVERIFY2(validate(t).empty(), toString(p));
+        }
+    }
+
     // cp_comm=a2a: written in text and JSON only when set, read back, and refused where it cannot apply.
     void allToAllContextParallelLayout()
     {

@@ -486,6 +486,31 @@ private slots:
         }
     }
 
+    // bf16 mixed with fp32 main gradients (the frameworks' default; TrainRequest::fp32_gradients):
+    // ZeRO-2's gradient shard held at 4 bytes (4 P / 4 on dp = 4, against bf16's 2 P / 4), its
+    // reduce-scatters twice bf16's bytes, the weights' all-gathers in bf16 either way; it reproduces
+    // itself and trains as the bf16-gradient run does, within bf16's precision.
+    void bf16WithFp32MainGradients()
+    {
+        TrainRequest r = baseRequest(4);
+        r.precision = PrecisionMode::BF16Mixed;
+        r.layout = parse("dp=4,zero=2");
+        const Measurement bf16 = cluster(r);
+        r.fp32_gradients = true;
+        const Measurement fp32 = cluster(r);
+        QVERIFY2(!fp32.error, fp32.error ? fp32.error->message.c_str() : "");
+        QCOMPARE(cluster(r).losses(), fp32.losses());
+        for (size_t i = 0; i < fp32.devices.size(); ++i) {
+            QCOMPARE(resident(bf16.devices[i], MemoryCategory::Gradients), 2 * kP / 4);
+            QCOMPARE(resident(fp32.devices[i], MemoryCategory::Gradients), 4 * kP / 4);
+            QCOMPARE(resident(fp32.devices[i], MemoryCategory::Weights), 2 * kP);
+            QCOMPARE(sent(fp32.devices[i], "reduce_scatter"), 2 * sent(bf16.devices[i], "reduce_scatter"));
+            QCOMPARE(sent(fp32.devices[i], "all_gather"), sent(bf16.devices[i], "all_gather"));
+        }
+        QVERIFY(fp32.losses() != bf16.losses());  // unrounded gradients: another run
+        QVERIFY(std::fabs(fp32.steps.back().loss - bf16.steps.back().loss) < 0.05);
+    }
+
     void dataParallelAllReducesGradientsInBuckets()
     {
         // Ring all-reduce of S bytes on n devices moves 2 (n-1)/n S per device; summed over

@@ -242,22 +242,31 @@ private slots:
         QVERIFY(near(pr1.memory_bytes.activations, 4 * perLayer + recomputedScores + head, 1e-12));
     }
 
-    // Rajbhandari et al.: (2 + 2 + K) P, 2P + 2P + K P/d, 2P + (2 + K) P/d, (2 + 2 + K) P/d with K = 12.
+    // Rajbhandari et al. (bf16 gradients): (2 + 2 + K) P, 2P + 2P + K P/d, 2P + (2 + K) P/d,
+    // (2 + 2 + K) P/d with K = 12; with fp32 main gradients (the default) 4 bytes in place of 2.
     void zeroStatesPerDevice_data()
     {
         QTest::addColumn<int>("stage");
+        QTest::addColumn<int>("grads");
         QTest::addColumn<double>("bytesPerParameter");
-        QTest::newRow("none") << 0 << 16.0;
-        QTest::newRow("ZeRO-1") << 1 << 4 + 12.0 / 64;
-        QTest::newRow("ZeRO-2") << 2 << 2 + 14.0 / 64;
-        QTest::newRow("ZeRO-3") << 3 << 16.0 / 64;
+        const int bf16 = int(MainGrads::BF16), fp32 = int(MainGrads::Default);
+        QTest::newRow("none") << 0 << bf16 << 16.0;
+        QTest::newRow("ZeRO-1") << 1 << bf16 << 4 + 12.0 / 64;
+        QTest::newRow("ZeRO-2") << 2 << bf16 << 2 + 14.0 / 64;
+        QTest::newRow("ZeRO-3") << 3 << bf16 << 16.0 / 64;
+        QTest::newRow("none, fp32 grads") << 0 << fp32 << 18.0;
+        QTest::newRow("ZeRO-1, fp32 grads") << 1 << fp32 << 6 + 12.0 / 64;
+        QTest::newRow("ZeRO-2, fp32 grads") << 2 << fp32 << 2 + 16.0 / 64;
+        QTest::newRow("ZeRO-3, fp32 grads") << 3 << fp32 << 18.0 / 64;
     }
     void zeroStatesPerDevice()
     {
         QFETCH(int, stage);
+        QFETCH(int, grads);
         QFETCH(double, bytesPerParameter);
         const ModelSpec m = megatronGpt(36, 4096, 32);
-        const Problem p = problem(m, 8, 512);  // 64 devices, dp = 64
+        Problem p = problem(m, 8, 512);  // 64 devices, dp = 64
+        p.training.main_grads = MainGrads(grads);
         const QString text = QString("zero=%1").arg(stage);
         const Prediction pr = CostModel::evaluate(p, layout(text.toLatin1().constData(), p));
         const MemoryBreakdown& mb = pr.memory_bytes;
@@ -318,7 +327,8 @@ private slots:
         const Problem p = problem(m, 1, 8, 512);
         const Prediction pr = CostModel::evaluate(p, layout("dp=8,mb=1", p));
         const MemoryBreakdown& mb = pr.memory_bytes;
-        QCOMPARE(mb.weights + mb.gradients + mb.optimizer, 16.0 * 110'106'428);  // bf16 mixed, no ZeRO: whole on each of dp 8
+        // bf16 mixed with fp32 main gradients, no ZeRO: 2 + 4 + 12 bytes, whole on each of dp 8.
+        QCOMPARE(mb.weights + mb.gradients + mb.optimizer, 18.0 * 110'106'428);
         const double tokens = 8.0 * 512, h = 768;
         const double forward = double(forwardFlopsPerToken(m, 512)) * tokens + 2 * h * h * tokens + (2 * h * h + 4 * h) * 8;
         QVERIFY2(near(pr.model_flops_per_step, 3 * forward, 1e-12), qPrintable(QString::number(pr.model_flops_per_step)));
@@ -658,7 +668,7 @@ private slots:
         const CostModelParams& prm = defaultCostModelParams();
         const double h = 4096, f = 16384, L = 32, s = 2048, k = 2;
         const double expert = 2 * h * f + f + h;  // fc1, fc2 and their biases
-        const StateBytesPerParameter bytes = stateBytesPerParameter(p.training.precision, p.training.optimizer);
+        const StateBytesPerParameter bytes = stateBytesPerParameter(p.training);
         const double perParam = bytes.weights + bytes.gradients + bytes.optimizer;
 
         // ep=8, tp=1: one expert per GPU, the ep group one node.
@@ -1062,19 +1072,30 @@ private slots:
         const ModelSpec m = megatronGpt(8, 4096, 32);
         const Problem p = problem(m, 2, 64);  // 16 devices
         const double P = double(parameterCount(m)), b = 1, s = 2048, h = 4096;
-        // Data parallel: an all-reduce of the gradients, 2 (n - 1)/n x 2 bytes x P.
+        // Data parallel: an all-reduce of the gradients, 2 (n - 1)/n x 4 bytes x P (fp32 main gradients,
+        // the default), x 2 bytes with bf16 gradients.
         const Prediction dp = CostModel::evaluate(p, layout("dp=16,mb=4", p));
         // (+ the step's loss and gradient norm, two fp64 scalars, all-reduced over every device).
         const double scalars = 2 * 15.0 / 16 * 16;
-        QVERIFY(near(dp.comm_bytes.dp, 2 * 15.0 / 16 * 2 * P + scalars, 1e-12));
+        QVERIFY(near(dp.comm_bytes.dp, 2 * 15.0 / 16 * 4 * P + scalars, 1e-12));
+        Problem bf16Grads = p;
+        bf16Grads.training.main_grads = MainGrads::BF16;
+        const Prediction dp2 = CostModel::evaluate(bf16Grads, layout("dp=16,mb=4", bf16Grads));
+        QVERIFY(near(dp2.comm_bytes.dp, 2 * 15.0 / 16 * 2 * P + scalars, 1e-12));
         QCOMPARE(dp.comm_bytes.all_reduce, dp.comm_bytes.dp);
         QCOMPARE(dp.comm_bytes.tp + dp.comm_bytes.pp + dp.comm_bytes.cp, 0.0);
-        // ZeRO-3 with one micro-batch: all-gather before forward and backward, reduce-scatter: 1.5x.
-        const Prediction z3 = CostModel::evaluate(p, layout("dp=16,zero=3,mb=4", p));
+        // ZeRO-3 with one micro-batch (bf16 gradients): all-gather before forward and backward,
+        // reduce-scatter: 1.5x.
+        const Prediction z3 = CostModel::evaluate(bf16Grads, layout("dp=16,zero=3,mb=4", bf16Grads));
         QCOMPARE(z3.micro_batches, 1);
-        QVERIFY(near(z3.comm_bytes.dp - scalars, 1.5 * (dp.comm_bytes.dp - scalars), 1e-12));
+        QVERIFY(near(z3.comm_bytes.dp - scalars, 1.5 * (dp2.comm_bytes.dp - scalars), 1e-12));
         // By kind: two all-gathers of the weights and one reduce-scatter of the gradients.
         QVERIFY(near(z3.comm_bytes.all_gather, 2 * z3.comm_bytes.reduce_scatter, 1e-12));
+        // fp32 main gradients: the reduce-scatter at 4 bytes, (n - 1)/n x 4 P, the gathers of bf16
+        // weights unchanged: the all-gathers' bytes equal the reduce-scatter's.
+        const Prediction z3f = CostModel::evaluate(p, layout("dp=16,zero=3,mb=4", p));
+        QVERIFY(near(z3f.comm_bytes.reduce_scatter, 15.0 / 16 * 4 * P, 1e-12));
+        QVERIFY(near(z3f.comm_bytes.all_gather, z3.comm_bytes.all_gather, 1e-12));
         QVERIFY(near(z3.comm_bytes.all_gather + z3.comm_bytes.reduce_scatter + z3.comm_bytes.all_reduce,
                      z3.comm_bytes.total(), 1e-12));
         // Tensor parallel: 2 all-reduces of b s h per layer forward and 2 backward (+ the embedding's).
@@ -1095,10 +1116,10 @@ private slots:
         QVERIFY(near(sp.comm_bytes.all_reduce - sp.comm_bytes.dp, sp.micro_batches * statistics + norms, 1e-12));
         // Pipeline: a middle stage sends b s h per micro-batch forward and the same backward; an
         // end stage sends one direction and all-reduces the tied embedding's gradients with the
-        // other end (V h x 2 bytes, half of it sent). The busiest device is counted.
+        // other end (V h x the gradients' 4 bytes, half of it sent). The busiest device is counted.
         const Prediction pp = CostModel::evaluate(p, layout("pp=4,dp=4,mb=1", p));
         const double sends = pp.micro_batches * b * s * h * 2;
-        const double embedding = double(m.vocab) * h * 2;
+        const double embedding = double(m.vocab) * h * gradientBytes;
         QVERIFY(embedding > sends);  // here the ends are the busiest
         QVERIFY(near(pp.comm_bytes.pp, sends, 1e-12));
         const double stageGradients = pp.comm_bytes.dp - embedding;
@@ -1111,7 +1132,7 @@ private slots:
         QVERIFY(longer.comm_bytes.dp < stageGradients);
         // ... and their data-parallel traffic is their own layers' gradients (no embedding).
         const double layerParams = double(parameterCount(m) - parameterCount(megatronGpt(7, 4096, 32)));
-        QVERIFY(near(longer.comm_bytes.dp, 2 * 3.0 / 4 * 2 * layerParams * 2 + scalars, 1e-12));
+        QVERIFY(near(longer.comm_bytes.dp, 2 * 3.0 / 4 * 2 * layerParams * gradientBytes + scalars, 1e-12));
         // With sequence parallelism the pipeline message is scattered over tp; with two stages
         // each device sends one direction only.
         const Prediction ppsp = CostModel::evaluate(p, layout("pp=2,tp=4,dp=2,sp=on,mb=1", p));
@@ -1470,12 +1491,12 @@ private slots:
         QCOMPARE(refusal("tp=8,pp=2,first_stage_layers=66"), std::string());  // the last takes the other 60
 
         // The middle stages hold the most parameters (8 layers against 7 + the embedding or the
-        // head): their gradients are what data parallelism all-reduces, 2 (n - 1)/n x 2 bytes each.
+        // head): their gradients are what data parallelism all-reduces, 2 (n - 1)/n x 4 bytes each (fp32).
         const Prediction pr = CostModel::evaluate(p, l);
         // (Per device: the matrices split over tp = 8, the two RMSNorms' h weights replicated.)
         const double h = 16384, layer = (h * h + 2 * h * 1024 + h * h + 3 * h * 53248) / 8 + 2 * h;
         const double dpGroup = double(l.dp), scalars = 2 * (p.cluster.devices() - 1.0) / p.cluster.devices() * 16;
-        QVERIFY(near(pr.comm_bytes.dp, 2 * (dpGroup - 1) / dpGroup * 2 * 8 * layer + scalars, 1e-9));
+        QVERIFY(near(pr.comm_bytes.dp, 2 * (dpGroup - 1) / dpGroup * 4 * 8 * layer + scalars, 1e-9));
         // ... and the second stage the most memory: 8 layers with p - 1 = 15 micro-batches in flight
         // against the first stage's 7 with 16.
         QCOMPARE(pr.memory_stage, 1);
@@ -1802,7 +1823,7 @@ private slots:
         const Problem p9 = problem(nine, 1, batch, seq);
         const double weightsMtp = termValue(CostModel(pm).explain(layout(one, pm)), "memory_bytes.weights", "weights");
         const double weights9 = termValue(CostModel(p9).explain(layout(one, p9)), "memory_bytes.weights", "weights");
-        const double bytes = stateBytesPerParameter(pm.training.precision, pm.training.optimizer).weights;
+        const double bytes = stateBytesPerParameter(pm.training).weights;
         QVERIFY(near(weightsMtp - weights9, (3.0 * 2 * h + 2.0 * h * h / 2) * bytes, 1e-9));
 
         // Untied and pipelined: the last stage embeds the rolled tokens with its own copy of the word

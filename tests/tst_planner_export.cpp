@@ -46,6 +46,7 @@ struct Case {
     int global_batch;
     int seq;
     Precision precision;
+    MainGrads main_grads = MainGrads::Default;
 };
 
 // The first line that differs, for a readable failure.
@@ -105,6 +106,7 @@ private:
         p.training.global_batch = c.global_batch;
         p.training.seq_len = c.seq;
         p.training.precision = c.precision;
+        p.training.main_grads = c.main_grads;
         return p;
     }
 
@@ -120,8 +122,11 @@ private:
         return l;
     }
 
-    ExportResult exported(ExportFormat format, const Case& c, const char* layoutText) const
+    // DeepSpeed's cases are priced with its own bf16 default, bf16 gradients (DeepSpeedExport.cpp).
+    ExportResult exported(ExportFormat format, Case c, const char* layoutText) const
     {
+        if (format == ExportFormat::DeepSpeed && c.main_grads == MainGrads::Default)
+            c.main_grads = MainGrads::BF16;
         const Problem p = problem(c);
         return exportSettings(format, p, layout(layoutText, p));
     }
@@ -326,6 +331,69 @@ private slots:
         QVERIFY2(in.open(QIODevice::ReadOnly), qPrintable(path + " is missing (SHARDSCOPE_UPDATE_GOLDEN=1 writes it)"));
         const QByteArray expected = in.readAll();
         QVERIFY2(actual == expected, qPrintable(file + ": " + firstDifference(expected, actual)));
+    }
+
+    // main_grads as each framework writes it: fp32 (the default) nothing for Megatron-LM and
+    // Megatron-Bridge, --grad-reduce-in-bf16 / grad_reduce_in_fp32 False for bf16; FSDP2's
+    // reduce_dtype; DeepSpeed's grad_accum_dtype under ZeRO-1 only; MaxText's grad_dtype; refused by
+    // name where a framework cannot run it (torchtitan's float32-only reduce, NxD's zero1 rule).
+    void mainGradsExports()
+    {
+        const Case fp32{"llama-2-7b", "p4d.24xlarge", 2, 256, 4096, Precision::BF16Mixed};
+        Case bf16 = fp32;
+        bf16.main_grads = MainGrads::BF16;
+        auto text = [&](ExportFormat format, const Case& c, const char* l) {
+            const ExportResult r = exported(format, c, l);
+            if (!r.ok())
+                qWarning("%s", r.refusals.front().c_str());
+            return r.ok() ? QString::fromStdString(r.text) : QString();
+        };
+        auto refusals = [&](ExportFormat format, const Case& c, const char* l) {
+            QString all;
+            for (const std::string& refusal : exported(format, c, l).refusals)
+                all += QString::fromStdString(refusal) + "\n";
+            return all;
+        };
+        const char* z1 = "dp=8,tp=2,zero=1,mb=1";
+        const char* z3 = "dp=16,zero=3,mb=1";
+        QVERIFY(!text(ExportFormat::Megatron, fp32, z1).contains("grad-reduce-in-bf16"));
+        QVERIFY(!text(ExportFormat::Megatron, fp32, z1).isEmpty());
+        QVERIFY(text(ExportFormat::Megatron, bf16, z1).contains("--grad-reduce-in-bf16\n"));
+        const QString bridge = text(ExportFormat::MegatronBridge, bf16, z1);
+        QVERIFY(bridge.contains("cfg.mixed_precision = get_mixed_precision_config(\"bf16_mixed\")\n"));
+        QVERIFY(bridge.contains("cfg.mixed_precision.grad_reduce_in_fp32 = False\n"));
+        QVERIFY(bridge.contains("cfg.ddp.grad_reduce_in_fp32 = False\n"));
+        QVERIFY(!text(ExportFormat::MegatronBridge, fp32, z1).contains("grad_reduce_in_fp32"));
+        QVERIFY(text(ExportFormat::Fsdp, fp32, z3).contains("reduce_dtype=torch.float32)"));
+        QVERIFY(text(ExportFormat::Fsdp, bf16, z3).contains("reduce_dtype=torch.bfloat16)"));
+        Case titan = fp32;  // (torchtitan builds its registry's llama3 flavors)
+        titan.model = "llama-3-8b";
+        QVERIFY(text(ExportFormat::Torchtitan, titan, z3).contains("mixed_precision_reduce = \"float32\""));
+        titan.main_grads = MainGrads::BF16;
+        QVERIFY(refusals(ExportFormat::Torchtitan, titan, z3).contains("torchtitan: bf16 gradients (main_grads bf16)"));
+        Case dsFp32 = fp32;  // explicitly: exported() prices DeepSpeed's cases with its bf16 default
+        dsFp32.main_grads = MainGrads::FP32;
+        const QJsonObject ds =
+            QJsonDocument::fromJson(text(ExportFormat::DeepSpeed, dsFp32, "dp=16,zero=1,mb=1").toUtf8()).object();
+        QCOMPARE(ds["data_types"].toObject()["grad_accum_dtype"].toString(), QString("fp32"));
+        QCOMPARE(ds["communication_data_type"].toString(), QString("fp32"));
+        QVERIFY(!text(ExportFormat::DeepSpeed, bf16, z3).contains("grad_accum_dtype"));
+        QVERIFY(refusals(ExportFormat::DeepSpeed, dsFp32, z3)
+                    .contains("deepspeed: fp32 gradients (main_grads fp32) with ZeRO-3"));
+        QVERIFY(!text(ExportFormat::MaxText, fp32, z3).contains("grad_dtype"));
+        QVERIFY(text(ExportFormat::MaxText, bf16, z3).contains("grad_dtype: \"bfloat16\"\n"));
+        // Trainium: NxD Training's mixed_precision accumulates fp32 gradients under zero1 only.
+        const Case trn{"llama-2-7b", "trn1.32xlarge", 4, 1024, 4096, Precision::BF16Mixed};
+        Case trnBf16 = trn;
+        trnBf16.main_grads = MainGrads::BF16;
+        const char* trnZ1 = "tp=8,sp=on,zero=1,mb=1,recompute=full";
+        const char* trnZ0 = "tp=8,sp=on,mb=1,recompute=full";
+        QVERIFY(!text(ExportFormat::NxdTraining, trn, trnZ1).isEmpty());
+        QVERIFY(!text(ExportFormat::NxdTraining, trnBf16, trnZ0).isEmpty());
+        QVERIFY(refusals(ExportFormat::NxdTraining, trn, trnZ0).contains("fp32 gradients without ZeRO-1"));
+        QVERIFY(refusals(ExportFormat::NxdTraining, trnBf16, trnZ1)
+                    .contains("bf16 gradients (main_grads bf16) with ZeRO-1"));
+        QVERIFY(refusals(ExportFormat::NeuronX, trnBf16, trnZ1).contains("neuronx: bf16 gradients (main_grads bf16)"));
     }
 
     // The figures inside the exports, against the published shapes and the batch arithmetic.
@@ -1674,8 +1742,9 @@ private slots:
     // shardscope-cli export end to end on a small saved plan.
     void cliExport()
     {
+        // (bf16 gradients: DeepSpeed's ZeRO-2 keeps them so.)
         const CliRun plan = cli({"plan", "--model", "gpt2-small", "--node-type", "p4d.24xlarge", "--nodes", "1",
-                                 "--global-batch", "64", "--seq", "1024", "--out", planFile()});
+                                 "--global-batch", "64", "--seq", "1024", "--main-grads", "bf16", "--out", planFile()});
         QVERIFY2(plan.exitCode == 0, plan.err.constData());
 
         const CliRun fsdp = cli({"export", "--plan", planFile(), "--format", "fsdp", "--layout", "zero=3,mb=2"});

@@ -187,24 +187,31 @@ private slots:
         QCOMPARE(std::string(toString(Precision::BF16Autocast)), std::string("bf16-autocast"));
         QCOMPARE(computeType(Precision::BF16Autocast), DataType::BF16);
         QVERIFY(!quantizedRecipe(Precision::BF16Autocast));
-        const StateBytesPerParameter s = stateBytesPerParameter(Precision::BF16Autocast, Optimizer::AdamW);
+        const StateBytesPerParameter s = stateBytesPerParameter(Precision::BF16Autocast, Optimizer::AdamW, {});
         QCOMPARE(s.weights, 2.0);
         QCOMPARE(s.gradients, 4.0);
         QCOMPARE(s.optimizer, 12.0);
         QCOMPARE(s.gathered, 4.0);
-        QCOMPARE(stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).gathered, 2.0);
-        const ModelStateBytes z1 = modelStateBytes(1e9, 1, 32, Precision::BF16Autocast, Optimizer::AdamW);
+        QCOMPARE(stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW, MainGrads::Default).gathered, 2.0);
+        const ModelStateBytes z1 = modelStateBytes(1e9, 1, 32, Precision::BF16Autocast, Optimizer::AdamW, {});
         QCOMPARE(z1.weights, 2e9);
         QCOMPARE(z1.gradients, 4e9);
         QCOMPARE(z1.optimizer, 12e9 / 32);
     }
 
     // On the Trainium row: the gradients' memory and the ZeRO-1 reduce-scatter and all-gather bytes
-    // are twice bf16's, the matmuls and activations the same.
+    // are twice bf16's (with bf16 gradients), the matmuls and activations the same. Against bf16 with
+    // its default fp32 main gradients only the all-gather differs (bf16 parameters gathered).
     void autocastOnTrainium()
     {
-        const CostModel bf16(llamaOnTrn1(Precision::BF16Mixed));
+        Problem bf16Grads = llamaOnTrn1(Precision::BF16Mixed);
+        bf16Grads.training.main_grads = MainGrads::BF16;
+        const CostModel bf16(bf16Grads);
         const CostModel autocast(llamaOnTrn1(Precision::BF16Autocast));
+        const CostModel fp32Grads(llamaOnTrn1(Precision::BF16Mixed));
+        const CostLedger lf = fp32Grads.ledger(trn1Layout());
+        QCOMPARE(fp32Grads.evaluate(trn1Layout()).memory_bytes.gradients,
+                 autocast.evaluate(trn1Layout()).memory_bytes.gradients);
         const Prediction a = bf16.evaluate(trn1Layout()), b = autocast.evaluate(trn1Layout());
         QCOMPARE(b.memory_bytes.gradients, 2 * a.memory_bytes.gradients);
         QCOMPARE(b.memory_bytes.weights, a.memory_bytes.weights);
@@ -216,6 +223,8 @@ private slots:
         QVERIFY(rs > 0 && ag > 0);
         QCOMPARE(collectiveBytes(lb, CommDimension::Dp, CommKind::ReduceScatter), 2 * rs);
         QCOMPARE(collectiveBytes(lb, CommDimension::Dp, CommKind::AllGather), 2 * ag);
+        QCOMPARE(collectiveBytes(lf, CommDimension::Dp, CommKind::ReduceScatter), 2 * rs);
+        QCOMPARE(collectiveBytes(lf, CommDimension::Dp, CommKind::AllGather), ag);
         // Tensor-parallel collectives move bf16 activations either way (parallel_layers_reduce_dtype bf16).
         QCOMPARE(collectiveBytes(lb, CommDimension::Tp, CommKind::ReduceScatter),
                  collectiveBytes(la, CommDimension::Tp, CommKind::ReduceScatter));

@@ -26,7 +26,9 @@ private slots:
     {
         QFETCH(int, stage);
         QFETCH(double, publishedGB);
-        const ModelStateBytes b = modelStateBytes(7.5e9, stage, 64, Precision::BF16Mixed, Optimizer::AdamW);
+        // The paper's 2 + 2 + 12: 16-bit gradients.
+        const ModelStateBytes b =
+            modelStateBytes(7.5e9, stage, 64, Precision::BF16Mixed, Optimizer::AdamW, MainGrads::BF16);
         QCOMPARE(std::round(b.total() / 1e8) / 10.0, publishedGB);
     }
 
@@ -84,19 +86,58 @@ private slots:
 
     void formulaTerms()
     {
-        // (2 + 2 + K) P with K = 12, split by state.
-        const ModelStateBytes none = modelStateBytes(1e9, 0, 8, Precision::BF16Mixed, Optimizer::AdamW);
+        // (2 + 2 + K) P with K = 12, split by state (bf16 gradients).
+        const auto bf16 = MainGrads::BF16, fp32 = MainGrads::FP32;
+        const ModelStateBytes none = modelStateBytes(1e9, 0, 8, Precision::BF16Mixed, Optimizer::AdamW, bf16);
         QCOMPARE(none.weights, 2e9);
         QCOMPARE(none.gradients, 2e9);
         QCOMPARE(none.optimizer, 12e9);
-        const ModelStateBytes z2 = modelStateBytes(1e9, 2, 8, Precision::BF16Mixed, Optimizer::AdamW);
+        const ModelStateBytes z2 = modelStateBytes(1e9, 2, 8, Precision::BF16Mixed, Optimizer::AdamW, bf16);
         QCOMPARE(z2.weights, 2e9);
         QCOMPARE(z2.gradients, 2e9 / 8);
         QCOMPARE(z2.optimizer, 12e9 / 8);
+        // fp32 main gradients (the default): 4 bytes each, the ZeRO-2 shard 4/8; weights and K unchanged.
+        const ModelStateBytes f2 = modelStateBytes(1e9, 2, 8, Precision::BF16Mixed, Optimizer::AdamW, fp32);
+        QCOMPARE(f2.weights, 2e9);
+        QCOMPARE(f2.gradients, 4e9 / 8);
+        QCOMPARE(f2.optimizer, 12e9 / 8);
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::BF16Mixed, Optimizer::AdamW, MainGrads::Default).gradients, 4e9);
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::MXFP8, Optimizer::AdamW, MainGrads::Default).gradients, 4e9);
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::NVFP4, Optimizer::AdamW, bf16).gradients, 2e9);
+        // fp16 keeps fp16 gradients (Megatron's --fp16), whatever the default.
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::FP16Mixed, Optimizer::AdamW, MainGrads::Default).gradients, 2e9);
+        // The all-gather of the updated parameters stays at the weights' bf16.
+        QCOMPARE(stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW, fp32).gathered, 2.0);
         // fp32 training: 4 + 4 + 8 bytes, no master copy.
-        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::FP32, Optimizer::AdamW).total(), 16e9);
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::FP32, Optimizer::AdamW, MainGrads::Default).total(), 16e9);
         // SGD with momentum keeps one moment: K = 4 + 4.
-        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::BF16Mixed, Optimizer::Sgd).optimizer, 8e9);
+        QCOMPARE(modelStateBytes(1e9, 0, 1, Precision::BF16Mixed, Optimizer::Sgd, bf16).optimizer, 8e9);
+    }
+
+    // Megatron-LM's table of bytes per parameter (docs/user-guide/features/dist_optimizer.md @ d98e8a64):
+    // "bf16 parameters, fp32 gradients" 18 without the distributed optimizer, 6 + 12/d with it (ZeRO-1:
+    // the gradient buffer whole, the fp32 main weights and moments sharded); "fp32 parameters, fp32
+    // gradients" 16 and 8 + 8/d.
+    void megatronDistributedOptimizerTable_data()
+    {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("d");
+        QTest::addColumn<double>("withoutDO");
+        QTest::addColumn<double>("withDO");
+        for (const int d : {1, 8, 64}) {
+            QTest::addRow("bf16 params, fp32 grads, d=%d", d) << int(Precision::BF16Mixed) << d << 18.0 << 6 + 12.0 / d;
+            QTest::addRow("fp32 params, fp32 grads, d=%d", d) << int(Precision::FP32) << d << 16.0 << 8 + 8.0 / d;
+        }
+    }
+    void megatronDistributedOptimizerTable()
+    {
+        QFETCH(int, precision);
+        QFETCH(int, d);
+        QFETCH(double, withoutDO);
+        QFETCH(double, withDO);
+        const auto p = Precision(precision);
+        QCOMPARE(modelStateBytes(1, 0, d, p, Optimizer::AdamW, MainGrads::Default).total(), withoutDO);
+        QCOMPARE(modelStateBytes(1, 1, d, p, Optimizer::AdamW, MainGrads::Default).total(), withDO);
     }
 };
 

@@ -61,7 +61,7 @@ private slots:
     // A device holds its tp share of the q/k/v biases and the whole QK-norm weights (replicated).
     void newParametersInTheWeights()
     {
-        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW, {}).weights;
         const ModelSpec plain = qwen3Like();
         ModelSpec qkNorm = plain, qkvBias = plain;
         qkNorm.qk_norm = true;
@@ -80,7 +80,7 @@ private slots:
     // dense first layers and shared experts included (no expert parallelism yet).
     void moeWeightsAreTheModelsCount()
     {
-        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW, {}).weights;
         ModelSpec m = BuiltinSpecs::instance().model("mixtral-8x7b");
         m.layers = 8;
         m.moe.ffn_hidden = 2048;
@@ -116,7 +116,7 @@ private slots:
     // is split by heads. DeepSeek-V3 itself, its correction biases included, likewise.
     void mlaWeightsAndActivations()
     {
-        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW).weights;
+        const double perParameter = stateBytesPerParameter(Precision::BF16Mixed, Optimizer::AdamW, {}).weights;
         ModelSpec m = qwen3Like();
         m.name = "mla-like";
         m.kv_heads = m.heads;  // 32

@@ -401,7 +401,7 @@ private slots:
         Layout layout = parseLayout("dp=8,tp=8,pp=4,cp=2,sp=on,zero=1,schedule=interleaved,v=2,recompute=selective", errors);
         QVERIFY(errors.empty() && validate(layout, full.model, full.cluster, full.training).empty());
 
-        // NxD's bf16-autocast has no engine counterpart (fp32 gradients): refused by name.
+        // NxD's bf16-autocast has no engine counterpart (fp32 parameter gathers): refused by name.
         Problem autocast = full;
         autocast.training.precision = Precision::BF16Autocast;
         try {
@@ -437,6 +437,29 @@ private slots:
         QVERIFY2(std::fabs(smallFraction - fullFraction) < 0.01 * fullFraction,
                  qPrintable(QString("%1 vs %2").arg(smallFraction).arg(fullFraction)));
         QCOMPARE(r.metric("weights_bytes")->rel_error, 0.0);
+        // The plan's bf16 with its default fp32 main gradients is run so: gradients and their
+        // reductions at 4 bytes, exact (collectiveBytes' 16 bytes of the step's fp64 scalars); a plan
+        // with bf16 gradients runs bf16 ones, exact too.
+        auto exact = [](const ValidationResult& v) {
+            for (const char* metric :
+                 {"gradients_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "all_gather_bytes"})
+                QVERIFY2(std::fabs(v.metric(metric)->predicted - v.metric(metric)->measured) <= 2 * 8.0,
+                         qPrintable(QString("%1: predicted %2, measured %3")
+                                        .arg(metric)
+                                        .arg(v.metric(metric)->predicted)
+                                        .arg(v.metric(metric)->measured)));
+        };
+        QVERIFY(s.validation.request.fp32_gradients);
+        QCOMPARE(r.problem.training.main_grads, MainGrads::FP32);
+        exact(r);
+        Problem bf16Grads = full;
+        bf16Grads.training.main_grads = MainGrads::BF16;
+        const ScaledCase b = scaledValidationCase(bf16Grads, layout, 2);
+        QVERIFY(!b.validation.request.fp32_gradients);
+        const ValidationResult rb = runValidation(b.validation);
+        QVERIFY2(rb.error.empty(), rb.error.c_str());
+        QCOMPARE(rb.metric("gradients_bytes")->predicted, r.metric("gradients_bytes")->predicted / 2);
+        exact(rb);
     }
 
     // A catalog model is validated as itself: Llama 3 70B's blocks at engine size, its HSDP shard

@@ -96,7 +96,8 @@ NodeType emulatedNodeType(const engine::DeviceProfile& p, const engine::LinkSpec
 }
 
 Problem emulatedProblem(const engine::ModelConfig& config, int batch, engine::PrecisionMode precision,
-                        const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices)
+                        bool fp32_gradients, const engine::DeviceProfile& profile, const engine::LinkSpec& links,
+                        int devices)
 {
     Problem p;
     p.model = engineModelSpec(config);
@@ -105,6 +106,8 @@ Problem emulatedProblem(const engine::ModelConfig& config, int batch, engine::Pr
     p.training.global_batch = batch;
     p.training.seq_len = config.seq;
     p.training.precision = plannerPrecision(precision);
+    if (precision == engine::PrecisionMode::BF16Mixed)
+        p.training.main_grads = fp32_gradients ? MainGrads::FP32 : MainGrads::BF16;
     p.training.tokens_to_train = 1e9;
     p.training.dropout = false;  // the engine's model has no dropout
     return p;

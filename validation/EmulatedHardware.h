@@ -23,9 +23,11 @@ Precision plannerPrecision(engine::PrecisionMode mode);
 // One emulated node type: devices of `profile`, `node_devices` per node (0: all in one).
 NodeType emulatedNodeType(const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices);
 
-// The problem the planner prices for an engine run of `config` at `batch` sequences per step.
+// The problem the planner prices for an engine run of `config` at `batch` sequences per step;
+// `fp32_gradients` the run's bf16-mixed gradients (engine::TrainRequest): main_grads fp32, else bf16.
 Problem emulatedProblem(const engine::ModelConfig& config, int batch, engine::PrecisionMode precision,
-                        const engine::DeviceProfile& profile, const engine::LinkSpec& links, int devices);
+                        bool fp32_gradients, const engine::DeviceProfile& profile, const engine::LinkSpec& links,
+                        int devices);
 
 // Efficiency terms of an ideal roofline device: every matmul at peak, links at their
 // bandwidth, nothing hidden behind compute (the engine's collectives are synchronous),

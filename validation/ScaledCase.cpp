@@ -306,14 +306,16 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         throw InputError(std::string("the plan trains with the ") + toString(full.training.precision) +
                          " recipe; the emulated device computes fp32 or bf16 only (validate the plan with "
                          "--precision bf16)");
-    // bf16-autocast accumulates and reduces the gradients in fp32 (TrainingSpec.h); the engine's
-    // bf16 mixed mode keeps bf16 gradients, so the comparison would be of another run.
+    // bf16-autocast also gathers the updated parameters in fp32 (TrainingSpec.h); the engine's bf16
+    // mixed mode gathers them in bf16, so the comparison would be of another run.
     if (full.training.precision == Precision::BF16Autocast)
         throw InputError("the plan trains with bf16-autocast (fp32 gradient accumulation and ZeRO-1 collectives); "
-                         "the emulated device's bf16 mode keeps bf16 gradients (validate the plan with --precision "
-                         "bf16)");
+                         "the emulated device's bf16 mode gathers its parameters in bf16 (validate the plan with "
+                         "--precision bf16)");
     r.precision = full.training.precision == Precision::FP32 ? engine::PrecisionMode::FP32
                                                              : engine::PrecisionMode::BF16Mixed;
+    // The plan's gradients: fp32 main grads (the default) or bf16, run as priced.
+    r.fp32_gradients = r.precision == engine::PrecisionMode::BF16Mixed && gradientType(full.training) == DataType::FP32;
 
     // The chip scaled so that the small model fills the same fraction of its memory as the
     // full model does on the real chip.
@@ -325,7 +327,8 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     const double fraction = fullPrediction.memory_bytes.total() / fullPrediction.memory_bytes.capacity;
     engine::DeviceProfile unit = engine::profileFromChip(chip, 1.0);
     const engine::LinkSpec noLinks;
-    Problem small = emulatedProblem(r.model, r.batch, r.precision, unit, noLinks, int(l.devices()));
+    Problem small = emulatedProblem(r.model, r.batch, r.precision, r.fp32_gradients, unit, noLinks,
+                                    int(l.devices()));
     // MoE with the copies exchanged: the scaled run's tiny micro-batches route unevenly (the suite
     // measures the busiest rank at 1.3-1.5x the mean), so its memory is sized for the most copies
     // a rank can receive: every token of its ep group sending min(k, E / ep) of its k copies to

@@ -138,7 +138,7 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
         return r;
     }
     const int devices = int(req.layout.devices());
-    r.problem = emulatedProblem(req.model, req.batch, req.precision, c.profile, req.links, devices);
+    r.problem = emulatedProblem(req.model, req.batch, req.precision, req.fp32_gradients, c.profile, req.links, devices);
     const CostModelParams params = engineCostModelParams(c.profile, req.links, req.bucket_bytes, base.terms);
     const CostModel model(r.problem, params);
     const Layout& priced = req.layout;
@@ -357,6 +357,9 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         const char* layout;
         engine::PrecisionMode precision;
         const engine::ModelConfig* model;
+        // bf16 mixed keeps fp32 main gradients (the frameworks' default, TrainingSpec.h MainGrads)
+        // unless the row asks for bf16 ones (Megatron-LM's --grad-reduce-in-bf16).
+        bool bf16_gradients = false;
     };
     const auto fp32 = engine::PrecisionMode::FP32, bf16 = engine::PrecisionMode::BF16Mixed;
     const Row rows[] = {
@@ -380,6 +383,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"bf16 mixed, single device", "dp=1,mb=8", bf16, &gpt2},
         {"bf16 mixed, tensor + sequence parallel", "tp=2,sp=on", bf16, &gpt2},
         {"bf16 mixed, ZeRO-1", "dp=4,zero=1", bf16, &gpt2},
+        {"bf16 mixed, ZeRO-1, bf16 gradients", "dp=4,zero=1", bf16, &gpt2, true},
         {"Llama blocks, single device", "dp=1,mb=8", fp32, &llama},
         {"Llama blocks, data parallel", "dp=4", fp32, &llama},
         {"Llama blocks, ZeRO-3", "dp=4,zero=3", fp32, &llama},
@@ -426,6 +430,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"BERT blocks, selective recomputation", "tp=2,recompute=selective", fp32, &bert},
         {"BERT blocks, context parallel", "cp=2", fp32, &bert},
         {"BERT blocks, bf16 mixed, ZeRO-3 HSDP", "dp=4,zero=3,zero_group=2", bf16, &bert},
+        {"BERT blocks, bf16 mixed, ZeRO-3 HSDP, bf16 gradients", "dp=4,zero=3,zero_group=2", bf16, &bert, true},
         // Mixture of experts (issue 16): the experts over ep carved out of dp x cp (x tp with etp
         // below tp), their states on the edp group, the tokens dispatched and combined by all-to-all.
         {"Mixtral blocks (MoE), single device", "dp=1,mb=8", fp32, &mixtral},
@@ -512,6 +517,7 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         r.batch = 8;
         r.steps = steps;
         r.precision = row.precision;
+        r.fp32_gradients = row.precision == bf16 && !row.bf16_gradients;
         FieldErrors errors;
         r.layout = parseLayout(row.layout, errors);
         if (r.layout.dp == 0)

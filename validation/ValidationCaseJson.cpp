@@ -123,6 +123,8 @@ QJsonObject toJson(const ValidationCase& c)
     }
     if (c.host.known())
         o.insert("host", QJsonObject{{"device", engine::toJson(c.host.profile)}, {"cores", c.host.cores}});
+    if (r.fp32_gradients)  // (written only when set: older files read as bf16 gradients, as they ran)
+        o.insert("fp32_gradients", true);
     return o;
 }
 
@@ -203,6 +205,7 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         else
             in.error("precision", "unknown value \"" + text + "\" (fp32, bf16-mixed, bf16-rne, bf16-sr)");
     }
+    r.fp32_gradients = in.boolean("fp32_gradients", false);
     std::optional<Recompute> recompute;  // older runs: beside the layout
     if (const std::string text = in.string("recompute", false); !text.empty()) {
         if (auto v = engine::recomputeFromString(text))
@@ -246,7 +249,8 @@ ValidationResult validationResultFromJson(const QJsonObject& storedCase, const s
     r.c.name = storedCase.value(QLatin1String("name")).toString().toStdString();
     r.error = storedCase.value(QLatin1String("error")).toString().toStdString();
     const engine::TrainRequest& req = r.c.request;
-    r.problem = emulatedProblem(req.model, req.batch, req.precision, r.c.profile, req.links, int(req.layout.devices()));
+    r.problem = emulatedProblem(req.model, req.batch, req.precision, req.fp32_gradients, r.c.profile, req.links,
+                                int(req.layout.devices()));
     const QJsonObject metrics = storedCase.value(QLatin1String("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it) {
         const QJsonObject m = it.value().toObject();

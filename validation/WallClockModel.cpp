@@ -26,8 +26,8 @@ WallClockEstimate estimateWallClock(const engine::TrainRequest& request, const L
     links.inter_bytes_per_second = device.memory_bytes_per_second;
     links.node_devices = 0;
     // The host holds every value as a float (bf16 is rounded, not stored narrow): its traffic is fp32's.
-    const Problem problem = emulatedProblem(request.model, request.batch, engine::PrecisionMode::FP32, device, links,
-                                            devices);
+    const Problem problem =
+        emulatedProblem(request.model, request.batch, engine::PrecisionMode::FP32, false, device, links, devices);
     const CostModelParams roofline = engineCostModelParams(device, links, request.bucket_bytes, base.terms);
     auto stepWith = [&](double barrierS) {
         CostModelParams p = roofline;

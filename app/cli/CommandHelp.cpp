@@ -134,6 +134,10 @@ Options problemOptions(bool nodesRequired = true)
             required(value("global-batch", "B", "sequences per optimizer step")),
             required(value("seq", "S", "tokens per sequence")),
             choice("precision", names(kPrecisionNames), "training precision", toString(training.precision)),
+            choice("main-grads", names(kMainGradsNames),
+                   "bf16/FP8/FP4: the gradients' accumulation and reduction type (default: fp32, as Megatron-LM, "
+                   "Megatron-Bridge and torchtitan)",
+                   toString(training.main_grads)),
             value("tokens", "T", "tokens to train, for time and cost to train", num(training.tokens_to_train)),
             flag("flash-attention", "fused attention: no stored probabilities, scores recomputed"),
             flag("no-dropout", "the model trains without dropout (no masks kept)"),

@@ -7,6 +7,8 @@
 #include <QFile>
 #include <QFileInfo>
 
+#include <type_traits>
+
 namespace shardscope::cli {
 
 ModelSpec modelFromArg(const std::string& arg, const SpecLookup& specs)
@@ -67,13 +69,19 @@ Problem problemFromArgs(const CliArgs& a, const SpecLookup& specs)
     p.training.flash_attention = a.flag("flash-attention");
     p.training.dropout = !a.flag("no-dropout");
     p.training.moe_imbalance = a.number("moe-imbalance", 1.0, 1, 64);
-    if (auto precision = a.value("precision")) {
-        auto v = enumFromString<Precision>(kPrecisionNames, *precision);
-        if (!v)
-            throw UsageError("--precision: unknown value \"" + *precision + "\" (" +
-                             enumChoices<Precision>(kPrecisionNames) + ")");
-        p.training.precision = *v;
-    }
+    // An enum option's value by its spelling, or its field left as it is.
+    auto option = [&](const char* name, const auto& names, auto& field) {
+        using E = std::remove_reference_t<decltype(field)>;
+        if (auto text = a.value(name)) {
+            auto v = enumFromString<E>(names, *text);
+            if (!v)
+                throw UsageError(std::string("--") + name + ": unknown value \"" + *text + "\" (" +
+                                 enumChoices<E>(names) + ")");
+            field = *v;
+        }
+    };
+    option("precision", kPrecisionNames, p.training.precision);
+    option("main-grads", kMainGradsNames, p.training.main_grads);
     if (FieldErrors errors = validate(p); !errors.empty())
         throw InputError(errors);
     return p;

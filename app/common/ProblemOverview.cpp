@@ -47,9 +47,10 @@ std::string problemOverview(const Problem& p)
     const double trainFlops = 3.0 * flopsPerToken * p.training.tokens_to_train;
     const double peak = double(p.cluster.chips()) * chip.peakFlops(computeType(p.training.precision));
     const double hbmTotal = double(p.cluster.chips()) * chip.hbm_bytes;
-    const ModelStateBytes replicated = modelStateBytes(params, 0, 1, p.training.precision, p.training.optimizer);
+    const TrainingSpec& t = p.training;
+    const ModelStateBytes replicated = modelStateBytes(params, 0, 1, t.precision, t.optimizer, t.main_grads);
     const ModelStateBytes sharded =
-        modelStateBytes(params, 3, int(p.cluster.devices()), p.training.precision, p.training.optimizer);
+        modelStateBytes(params, 3, int(p.cluster.devices()), t.precision, t.optimizer, t.main_grads);
     const double secondsAtPeak = trainFlops / peak;
 
     o << "Model " << m.name << ": " << summarize(m) << "\n";

@@ -81,6 +81,13 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     for (const auto& p : kPrecisionNames)
         precision_->addItem(QString::fromLatin1(p.name), int(p.value));
     precision_->setCurrentIndex(precision_->findData(int(Precision::BF16Mixed)));
+    mainGrads_ = new QComboBox(this);
+    mainGrads_->addItem(tr("default (fp32 for bf16 and FP8/FP4)"), int(MainGrads::Default));
+    mainGrads_->addItem(QStringLiteral("fp32"), int(MainGrads::FP32));
+    mainGrads_->addItem(QStringLiteral("bf16"), int(MainGrads::BF16));
+    mainGrads_->setToolTip(tr("The type the gradients are accumulated and data-parallel reduced in: fp32 as "
+                              "Megatron-LM, Megatron-Bridge and torchtitan do by default; bf16 as Megatron's "
+                              "--grad-reduce-in-bf16"));
     tokens_ = new QLineEdit(QStringLiteral("300e9"), this);
     tokens_->setToolTip(tr("Tokens to train, for time and cost to train (e.g. 300e9)"));
     flash_ = new QCheckBox(tr("fused (flash) attention"), this);
@@ -102,6 +109,7 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
     problemForm->addRow(tr("&Global batch (sequences)"), batch_);
     problemForm->addRow(tr("Se&quence length"), seq_);
     problemForm->addRow(tr("Precisi&on"), precision_);
+    problemForm->addRow(tr("Gradients"), mainGrads_);
     problemForm->addRow(tr("To&kens to train"), tokens_);
     problemForm->addRow(QString(), flash_);
     problemForm->addRow(QString(), dropout_);
@@ -204,7 +212,7 @@ SetupPage::SetupPage(SpecCatalog& catalog, const RunStore& runs, QWidget* parent
         if (!loading_)
             debounce->start();
     };
-    for (QComboBox* c : {model_, node_, precision_, objective_, costModel_, framework_})
+    for (QComboBox* c : {model_, node_, precision_, mainGrads_, objective_, costModel_, framework_})
         connect(c, &QComboBox::currentIndexChanged, this, kick);
     for (QSpinBox* s : {nodes_, batch_, seq_, minMicroBatches_})
         connect(s, &QSpinBox::valueChanged, this, kick);
@@ -297,6 +305,7 @@ void SetupPage::fillProblem(const Problem& problem)
     batch_->setValue(problem.training.global_batch);
     seq_->setValue(problem.training.seq_len);
     precision_->setCurrentIndex(precision_->findData(int(problem.training.precision)));
+    mainGrads_->setCurrentIndex(mainGrads_->findData(int(problem.training.main_grads)));
     tokens_->setText(tokensText(problem.training.tokens_to_train));
     flash_->setChecked(problem.training.flash_attention);
     dropout_->setChecked(problem.training.dropout);
@@ -364,6 +373,7 @@ std::optional<SearchRequest> SetupPage::request(FieldErrors& errors) const
     r.problem.training.global_batch = batch_->value();
     r.problem.training.seq_len = seq_->value();
     r.problem.training.precision = Precision(precision_->currentData().toInt());
+    r.problem.training.main_grads = MainGrads(mainGrads_->currentData().toInt());
     r.problem.training.flash_attention = flash_->isChecked();
     r.problem.training.dropout = dropout_->isChecked();
     bool ok = false;

@@ -82,6 +82,7 @@ private:
     QSpinBox* batch_ = nullptr;
     QSpinBox* seq_ = nullptr;
     QComboBox* precision_ = nullptr;
+    QComboBox* mainGrads_ = nullptr;  // TrainingSpec::main_grads
     QLineEdit* tokens_ = nullptr;
     QCheckBox* flash_ = nullptr;
     QCheckBox* dropout_ = nullptr;

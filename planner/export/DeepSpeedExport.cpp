@@ -131,6 +131,15 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
         refuse.add("bf16-autocast precision",
                    "NeuronX Distributed's precision gathers the updated parameters in fp32; DeepSpeed's bf16 "
                    "optimizer gathers them in bf16 (grad_accum_dtype fp32 alone is not the same run)");
+    // bf16 keeps DeepSpeed's gradients in bf16 (engine.py @ edaa722: grad_accum_dtype None is the model's
+    // dtype, communication_data_type bf16); fp32 accumulation is its BF16_Optimizer's, chosen by
+    // _do_optimizer_sanity_check for ZeRO-1 without offload only (no ZeRO: NotImplementedError).
+    const bool fp32Grads = p.training.precision == Precision::BF16Mixed && gradientType(p.training) == DataType::FP32;
+    if (fp32Grads && (l.zero_stage != 1 || l.offload == Offload::Optimizer))
+        refuse.add("fp32 gradients (main_grads fp32) with " +
+                       (l.zero_stage == 1 ? std::string("the optimizer offloaded") : "ZeRO-" + str(l.zero_stage)),
+                   "DeepSpeed accumulates bf16 gradients there; data_types.grad_accum_dtype fp32 runs with ZeRO-1 "
+                   "without offload only (price it with --main-grads bf16)");
     const bool autoep = l.ep > 1;
     if (autoep) {
         if (l.expertTensorParallel() != 1)
@@ -164,6 +173,10 @@ ExportResult exportDeepSpeed(const Problem& p, const Layout& l)
     config.insert("gradient_accumulation_steps", f.micro_batches);
     if (p.training.precision == Precision::BF16Mixed)
         config.insert("bf16", QJsonObject{{"enabled", true}});
+    if (fp32Grads) {  // the gradients accumulated and reduced in fp32, as priced
+        config.insert("data_types", QJsonObject{{"grad_accum_dtype", "fp32"}});
+        config.insert("communication_data_type", "fp32");
+    }
     else if (p.training.precision == Precision::FP16Mixed)
         config.insert("fp16", QJsonObject{{"enabled", true}});
 

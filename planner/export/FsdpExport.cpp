@@ -137,11 +137,14 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
                            : l.schedule == PipelineSchedule::GPipe    ? "ScheduleGPipe"
                            : interleaved                              ? "ScheduleInterleaved1F1B"
                                                                       : "Schedule1F1B";
-    std::string dtype;
+    std::string dtype, reduceDtype;
     if (p.training.precision == Precision::BF16Mixed)
         dtype = "torch.bfloat16";
     else if (p.training.precision == Precision::FP16Mixed)
         dtype = "torch.float16";
+    // The gradients reduced in the priced type: fp32 main gradients reduce_dtype=torch.float32.
+    if (!dtype.empty())
+        reduceDtype = gradientType(p.training) == DataType::FP32 ? "torch.float32" : dtype;
 
     // The module wraps the user's model: the qkv bias, QK-norm, window, MoE, ... are its own.
     if (const std::string note = modelBuildNote(m); !note.empty())
@@ -240,7 +243,7 @@ ExportResult exportFsdp(const Problem& p, const Layout& l)
         t += "    wrap_for_recompute(blocks)\n";
     t += "    mp_policy = MixedPrecisionPolicy(";
     if (!dtype.empty())
-        t += "param_dtype=" + dtype + ", reduce_dtype=" + dtype;  // gradients reduced in 16 bits, as priced
+        t += "param_dtype=" + dtype + ", reduce_dtype=" + reduceDtype;  // the gradients' type, as priced
     t += ")\n";
     t += "    dp_mesh = mesh[\"dp_replicate\", \"dp_shard_cp\"]  # HSDP placement: replicate, shard\n";
     t += "    for block in blocks:\n";

@@ -295,6 +295,9 @@ ExportResult exportMaxText(const Problem& p, const Layout& l)
         t += "optimizer_memory_host_offload: true\n";
     t += std::string("dtype: \"") + (p.training.precision == Precision::FP32 ? "float32" : "bfloat16") + "\"\n";
     t += "weight_dtype: \"float32\"\n";
+    // Gradients cast to grad_dtype (float32 by default: base.yml, trainers/pre_train/train.py @ e591f30).
+    if (gradientType(p.training) == DataType::BF16)
+        t += "grad_dtype: \"bfloat16\"\n";
     t += std::string("attention: \"") + attention + "\"\n";
     t += std::string("opt_type: \"") + (p.training.optimizer == Optimizer::Sgd ? "sgd" : "adamw") + "\"\n";
     r.text = t;

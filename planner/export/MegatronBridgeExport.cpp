@@ -188,6 +188,8 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
         t += "from megatron.bridge.training.comm_overlap import CommOverlapConfig\n";
     t += "from megatron.bridge.training.config import ConfigContainer\n";
     t += "from megatron.bridge.training.gpt_step import forward_step\n";
+    if (gradientType(p.training) == DataType::BF16)
+        t += "from megatron.bridge.training.mixed_precision import get_mixed_precision_config\n";
     t += "from megatron.bridge.training.pretrain import pretrain\n\n\n";
     t += "def shardscope_pretrain_config() -> ConfigContainer:\n";
     t += "    cfg = _pretrain_common()\n";
@@ -201,7 +203,16 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
     t += "    cfg.dataset.seq_length = " + str(p.training.seq_len) + "\n";
     t += "    cfg.train.global_batch_size = " + str(p.training.global_batch) + "\n";
     t += "    cfg.train.micro_batch_size = " + str(l.micro_batch) + "\n";
-    t += std::string("    cfg.mixed_precision = ") + precision + "\n";
+    // The recipe's grad_reduce_in_fp32 (True for the bf16 ones) overwrites the DDP config's
+    // (mixed_precision.py @ 067f987d, update_config_with_precision_overrides): bf16 gradients set
+    // both, as the performance recipes do (perf_recipes/_common.py @ 067f987d).
+    if (gradientType(p.training) == DataType::BF16) {
+        t += std::string("    cfg.mixed_precision = get_mixed_precision_config(") + precision + ")\n";
+        t += "    cfg.mixed_precision.grad_reduce_in_fp32 = False\n";
+        t += "    cfg.ddp.grad_reduce_in_fp32 = False\n";
+    } else {
+        t += std::string("    cfg.mixed_precision = ") + precision + "\n";
+    }
     t += "    cfg.ddp.use_distributed_optimizer = " + pyBool(l.zero_stage >= 1) + "\n";
     t += "    cfg.ddp.use_megatron_fsdp = " + pyBool(megatronFsdp) + "\n";
     t += std::string("    cfg.ddp.data_parallel_sharding_strategy = \"") + strategy + "\"\n";

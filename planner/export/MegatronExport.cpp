@@ -259,6 +259,11 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
     case Precision::BF16Autocast: break;  // refused above
     case Precision::FP32: break;
     }
+    // --bf16 accumulates and reduces the gradients in fp32 unless --grad-reduce-in-bf16
+    // (megatron/training/arguments.py @ d98e8a64: it clears accumulate_allreduce_grads_in_fp32;
+    // --main-grads-dtype bf16 is the precision-aware optimizer's and needs it).
+    if (gradientType(p.training) == DataType::BF16)
+        arg("--grad-reduce-in-bf16");
     // What the planner priced for the recipe (QuantizationRecipe.h, Megatron-Bridge's recipes): the
     // first and last layers in bf16 (TransformerConfig first_last_layers_bf16,
     // num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16), the quantized weights as the model's

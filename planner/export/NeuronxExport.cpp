@@ -95,6 +95,9 @@ ExportResult exportNeuronX(const Problem& p, const Layout& l)
                    "the scripts train in bf16 with fp32 master weights (--use_gpu_compatible_precision 1)");
     if (p.training.optimizer != Optimizer::AdamW)
         refuse.add(std::string("the optimizer ") + toString(p.training.optimizer), "the scripts use AdamW");
+    if (gradientType(p.training) == DataType::BF16)
+        refuse.add("bf16 gradients (main_grads bf16)",
+                   "--use_gpu_compatible_precision 1 accumulates the gradients in fp32 (use_fp32_grad_acc)");
     if (refuse.any())
         return r;
 

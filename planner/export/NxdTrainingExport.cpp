@@ -118,6 +118,18 @@ ExportResult exportNxdTraining(const Problem& p, const Layout& l)
                    "precision.type autocast is supported for the HF Llama models only");
     if (p.training.optimizer != Optimizer::AdamW)
         refuse.add(std::string("the optimizer ") + toString(p.training.optimizer), "the export writes optim.name adamw");
+    // mixed_precision accumulates the gradients in fp32 exactly when zero1 is on (base.py @ 9169aa0:
+    // use_fp32_grad_acc and zero_one_enabled); without it they stay bf16.
+    if (p.training.precision == Precision::BF16Mixed) {
+        const bool fp32Grads = gradientType(p.training) == DataType::FP32;
+        if (fp32Grads && l.zero_stage == 0)
+            refuse.add("fp32 gradients without ZeRO-1",
+                       "precision.type mixed_precision accumulates fp32 gradients only with zero1 (price it with "
+                       "--main-grads bf16)");
+        if (!fp32Grads && l.zero_stage == 1)
+            refuse.add("bf16 gradients (main_grads bf16) with ZeRO-1",
+                       "precision.type mixed_precision with zero1 accumulates the gradients in fp32");
+    }
     if (l.recompute == Recompute::None && !p.training.flash_attention)
         refuse.add("no activation recomputation without flash attention",
                    "llama_model.py checkpoints the core attention whenever flash attention is off");

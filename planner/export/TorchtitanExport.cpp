@@ -430,6 +430,9 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                    "not the attention-core recomputation the plan priced");
     if (p.training.precision == Precision::FP16Mixed)
         refuse.add("fp16 precision", "mixed_precision_param takes bfloat16 or float32");
+    if (gradientType(p.training) == DataType::BF16)
+        refuse.add("bf16 gradients (main_grads bf16)",
+                   "mixed_precision_reduce takes \"float32\" only (torchtitan/config/configs.py @ b5bcd76)");
     if (p.training.precision == Precision::BF16Autocast)
         refuse.add("bf16-autocast precision",
                    "NeuronX Distributed's precision keeps bf16 weights with fp32 gradient accumulation; "
