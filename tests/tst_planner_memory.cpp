@@ -3,6 +3,10 @@
 #include "ModelStateMemory.h"
 #include "ZeroShardShare.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include <QTest>
 
 #include <cmath>
@@ -82,6 +86,40 @@ private slots:
         QCOMPARE(wide.most(), 2.5);
         wide.addUnit(layoutOf({{998, false}, {2, true}}), 1);
         QVERIFY(wide.overflowed());
+
+        // Against a count value by value: member k owns [floor(n k / g), floor(n (k + 1) / g)), for
+        // units of uneven runs over groups that divide them unevenly.
+        std::uint64_t state = 12345;
+        auto next = [&](int lo, int hi) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            return lo + int((state >> 33) % std::uint64_t(hi - lo + 1));
+        };
+        for (int trial = 0; trial < 200; ++trial) {
+            const int g = next(1, 40);
+            std::vector<Run> runs;
+            for (int r = next(1, 6); r > 0; --r)
+                runs.push_back({double(next(1, 50)), next(0, 1) == 1});
+            std::int64_t n = 0;
+            for (const Run& r : runs)
+                n += std::int64_t(r.values);
+            std::vector<double> owned(size_t(g), 0.0);
+            std::int64_t at = 0;
+            for (const Run& r : runs) {
+                for (std::int64_t x = at; x < at + std::int64_t(r.values); ++x)
+                    if (r.marked)
+                        for (int k = 0; k < g; ++k)
+                            if (x >= n * k / g && x < n * (k + 1) / g)
+                                owned[size_t(k)] += 3;  // 3 copies
+                at += std::int64_t(r.values);
+            }
+            UnitLayout u;
+            for (const Run& r : runs)
+                u.add(r.values, r.marked);
+            MarkedShares shares(g);
+            shares.addUnit(u, 3);
+            QVERIFY(!shares.overflowed());
+            QCOMPARE(shares.most(), *std::max_element(owned.begin(), owned.end()));
+        }
     }
 
     void formulaTerms()
