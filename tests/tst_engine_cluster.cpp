@@ -1181,10 +1181,12 @@ private slots:
                                     "pp=2,mb=1,recompute=full,recompute_method=block,recompute_layers=1",
                                     "tp=2,recompute=selective"})
                 QTest::newRow(qPrintable(QString(kind) + " " + row)) << QString(kind) << QString(row);
-        // (At tp=2,sp=on alone this model's run drifts to 1.7e-5 in one value of h1.mlakvw after 10 steps
-        // while every step's gradient norm agrees within 7e-7 relative: AdamW normalising a gradient
-        // component near zero, the T5 note above; tp=2 runs below with dp and ep.)
-        for (const char* row : {"dp=2,ep=2", "tp=4,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=2,pp=2,ep=2,mb=1",
+        // (This model's h1.mlakvw[192], a kv down-projection weight of the decoupled RoPE key, has a
+        // gradient near 1e-8: with AdamW's eps at 1e-8 its fp32 summation-order noise became a
+        // parameter difference of 2.2e-5 after 10 steps on AVX2 at dp=2,tp=2,sp=on,ep=2 (1e-5 on
+        // AVX-512), over this test's 1e-5, while every step's loss agreed within 2e-8. These rows
+        // run with eps 1e-6 (the test below): that component's difference is then 1.1e-6.)
+        for (const char* row : {"dp=2,ep=2", "tp=2,sp=on", "tp=4,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=2,pp=2,ep=2,mb=1",
                                 "dp=2,ep=2,zero=3", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,ep=2,recompute=full",
                                 "dp=2,pp=2,ep=2,zero=2,mb=1"})
             QTest::newRow(qPrintable(QString("mtp-deepseek ") + row)) << "mtp-deepseek" << QString(row);
@@ -1196,6 +1198,8 @@ private slots:
         TrainRequest r = baseRequest();
         r.model = mtpModel(kind);
         r.layout = parse(layout);
+        if (kind == "mtp-deepseek")
+            r.optimizer.eps = 1e-6;  // the note above
         Measurement ref, m;
         runReproducing(r, ref, m);
         if (r.model.moe.enabled() && !QTest::currentTestFailed())  // the depth's MoE layer routes the same copies
