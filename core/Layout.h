@@ -250,6 +250,12 @@ struct Layout {
     double checkpointShare(int layers, int stage) const { return chunkShare(layers, stage, true); }
     double chunkShare(int layers, int stage, bool checkpoints) const
     {
+        // (The search asks this of every candidate's stages: the common answers without a division.)
+        if (recompute != Recompute::Full)
+            return 0.0;
+        if ((recompute_layers <= 0 || (recompute_layers == 1 && recompute_method != RecomputeMethod::Block)) &&
+            !splitAccountsForEnds())
+            return 1.0;  // every layer of every chunk (at least one each), one checkpoint per layer
         if (!splitAccountsForEnds()) {
             const int chunk = std::max(1, stageLayers(layers, stage) / std::max(1, virtual_stages));
             return double(checkpoints ? recomputeCheckpoints(chunk) : recomputedLayers(chunk)) / chunk;

@@ -12,6 +12,8 @@
 // Formulas cite their sources in CostModel.cpp.
 #pragma once
 
+#include <cstdint>
+
 #include "AttentionKernels.h"
 #include "CostLedger.h"
 #include "CostModelParams.h"
@@ -84,6 +86,9 @@ private:
                                  bool timed, StepCollectives& out) const;
     Problem problem_;
     CostModelParams params_;
+    // This model's identity for caches of figures that depend on the problem and a few layout
+    // fields only (a CostModel does not change after construction; a copy has the same figures).
+    std::uint64_t id_ = 0;
     std::optional<ExportFormat> framework_;
     const ElementwiseProfile* elementwise_ = nullptr;  // the framework's element-wise kernels; null: fused
 

@@ -316,9 +316,11 @@ private:
     struct ZeroSibling;
     ZeroSibling consider(const Layout& layout, double bound, WorkerResult& out);
     struct RankBound {
-        double step, objective, time_s, cost_usd;
+        double step, objective, tokens_per_s;
     };
     RankBound rankBound(double step) const;
+    // Time and cost to train at a throughput: CostModel::evaluate's expressions (monotone in it).
+    std::pair<double, double> timeAndCost(double tokensPerS) const;
     bool cannotRank(const RankBound& bound, double memoryBound, const WorkerResult& out) const;
     void orderMeshShapes();
     bool cancelled() const { return options_.cancel && options_.cancel->load(std::memory_order_relaxed); }
@@ -466,14 +468,17 @@ bool frontDominates(const PlanFront& front, double x, double y)
 Searcher::RankBound Searcher::rankBound(double step) const
 {
     const TrainingSpec& t = problem_.training;
-    // (One per thread, reused: a Prediction is large to clear, and only these fields are read.)
-    thread_local Prediction at;
-    at.step_time_s = step;
-    at.tokens_per_s = double(t.global_batch) * t.seq_len / at.step_time_s;
-    at.time_to_train_s = t.tokens_to_train / at.tokens_per_s;
-    at.cost_to_train_usd =
-        at.time_to_train_s / 3600.0 * problem_.cluster.nodes * problem_.cluster.node.price_per_node_hour_usd;
-    return {step, objectiveValue(options_.objective, at), at.time_to_train_s, at.cost_to_train_usd};
+    const double tokensPerS = double(t.global_batch) * t.seq_len / step;
+    if (options_.objective == Objective::Throughput)
+        return {step, -tokensPerS, tokensPerS};  // (the time and cost only where cannotRank needs them)
+    const auto [time, cost] = timeAndCost(tokensPerS);
+    return {step, options_.objective == Objective::TimeToTrain ? time : cost, tokensPerS};
+}
+
+std::pair<double, double> Searcher::timeAndCost(double tokensPerS) const
+{
+    const double time = problem_.training.tokens_to_train / tokensPerS;
+    return {time, time / 3600.0 * problem_.cluster.nodes * problem_.cluster.node.price_per_node_hour_usd};
 }
 
 // Whether no layout with a step time >= b.step and memory >= memoryBound can change this
@@ -492,8 +497,11 @@ bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerRe
         return true;
     if (int(out.heap.size()) < keep_k_)
         return false;
-    return b.objective > objectiveValue(out.objective, out.heap.front().prediction) &&
-           frontDominates(out.time_cost, b.time_s, b.cost_usd) && frontDominates(out.step_memory, b.step, memoryBound);
+    if (!(b.objective > objectiveValue(out.objective, out.heap.front().prediction)) ||
+        !frontDominates(out.step_memory, b.step, memoryBound))
+        return false;
+    const auto [time, cost] = timeAndCost(b.tokens_per_s);
+    return frontDominates(out.time_cost, time, cost);
 }
 
 // Likely-good shapes first (the least step-time bound at one sample per micro-batch), so that
