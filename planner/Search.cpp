@@ -303,6 +303,11 @@ public:
         // Room for the variants folded into the top plans (collapseVariants).
         keep_k_ = top_k_ * kVariantHeadroom;
         space_framework_ = options.framework;
+        // Fixed keys the generator passes on as they are, for validate() to name the layouts they
+        // make illegal; without them the generator's layouts are legal by construction.
+        generator_legal_ = !space.zero_group && !space.first_stage_layers && !space.last_stage_layers &&
+                           !space.recompute_method && !space.recompute_layers && !space.recompute_modules &&
+                           !space.offload_activations && !space.cp_comm && !space.moe_dispatcher;
         if (space_framework_)
             frameworkReason_ = std::string("not runnable by ") + toString(*space_framework_);
     }
@@ -331,6 +336,7 @@ private:
     const Problem& problem_;
     StepTimeBound time_bound_;
     double capacity_ = 0, limit_ = 0;
+    bool generator_legal_ = false;
     int top_k_ = 1;
     static constexpr int kVariantHeadroom = 8;
     int keep_k_ = kVariantHeadroom;  // plans each worker keeps: the top-k and their likely variants
@@ -883,8 +889,18 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
 Searcher::ZeroSibling Searcher::consider(const Layout& l, double bound, WorkerResult& out)
 {
     const ZeroSibling kNotPriced;
+    // Over the memory bound with a space whose layouts are legal by construction: counted as
+    // the time bound counts its layouts, without validate() (the rules' integer divisions were
+    // a tenth of a MoE search's cycles, mostly for these).
+    if (generator_legal_ && bound > limit_ && (l.offload != Offload::Optimizer || model_.offloadPriced())) {
+        ++out.candidates;
+        ++out.pruned;
+        ++out.reasons[bound > capacity_ ? kOutOfMemory : kOverLimit];
+        return kNotPriced;
+    }
     // The generator above makes only legal layouts; validate() is the rule book that
-    // `predict` uses, so the two cannot drift apart silently. It allocates only on error.
+    // `predict` uses, so the two cannot drift apart silently: every priced layout passes it.
+    // It allocates only on error.
     const FieldErrors errors = validate(l, problem_.model, problem_.cluster, problem_.training);
     if (!errors.empty()) {
         ++out.other_reasons["rule: " + errors.front().text()];
