@@ -53,8 +53,13 @@ public:
         auto end = it;
         while (end != points_.end() && end->y >= y)
             ++end;
+        const auto at = it - points_.begin(), last = end - points_.begin();
         it = points_.erase(it, end);
         points_.insert(it, ParetoPoint<T>{x, y, item});
+        xs_.erase(xs_.begin() + at, xs_.begin() + last);
+        xs_.insert(xs_.begin() + at, x);
+        ys_.erase(ys_.begin() + at, ys_.begin() + last);
+        ys_.insert(ys_.begin() + at, y);
         return true;
     }
 
@@ -75,12 +80,15 @@ public:
 
     // Whether a point of the front is at least as good in both and better in one: inserting
     // (x, y) could not change the front (an exact tie might, by its item).
+    // By bisection over the coordinates alone (the search asks this of millions of bounds): the
+    // last point with x' <= x has the least y' of those (y strictly descending).
     bool dominates(double x, double y) const
     {
-        for (const ParetoPoint<T>& p : points_)
-            if (p.x <= x && p.y <= y && (p.x < x || p.y < y))
-                return true;
-        return false;
+        const auto it = std::upper_bound(xs_.begin(), xs_.end(), x);
+        if (it == xs_.begin())
+            return false;
+        const auto i = (it - xs_.begin()) - 1;
+        return ys_[i] < y || (ys_[i] == y && xs_[i] < x);
     }
 
     const std::vector<ParetoPoint<T>>& points() const { return points_; }
@@ -90,6 +98,7 @@ public:
 private:
     Less less_;
     std::vector<ParetoPoint<T>> points_;
+    std::vector<double> xs_, ys_;  // the points' coordinates, kept apart for dominates()
 };
 
 } // namespace shardscope

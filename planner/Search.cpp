@@ -285,6 +285,7 @@ struct WorkerResult {
     Objective objective;
     std::vector<Plan> heap;  // top-k, worst on top (std heap ordered by planBetter)
     std::vector<Plan> infeasible_heap;  // the same for priced layouts that do not fit
+    double heap_worst = 0, infeasible_worst = 0;  // the objective of each heap's front (once it has one)
     PlanFront step_memory;
     PlanFront time_cost;
     std::array<std::int64_t, kReasonCount> reasons{};
@@ -454,20 +455,6 @@ struct Searcher::ZeroSibling {
     }
 };
 
-// Whether a front holds a point that dominates (x, y) (at least as good in both, better in one;
-// Pareto.h's dominates()), by bisection: sorted by x ascending, y strictly descending, the last
-// point with x' <= x has the least y' of those.
-bool frontDominates(const PlanFront& front, double x, double y)
-{
-    const auto& points = front.points();
-    auto it = std::upper_bound(points.begin(), points.end(), x,
-                               [](double value, const ParetoPoint<Plan>& p) { return value < p.x; });
-    if (it == points.begin())
-        return false;
-    --it;
-    return it->y < y || (it->y == y && it->x < x);
-}
-
 // A step-time bound with the objective, time and cost it implies, computed by the cost model's
 // own expressions (CostModel.cpp, evaluate), which are monotone in the step time: a layout's
 // figures can only be worse (rounding is monotone too).
@@ -497,17 +484,17 @@ bool Searcher::cannotRank(const RankBound& b, double memoryBound, const WorkerRe
     if (!std::isfinite(b.step) || !(b.step > 0))
         return false;
     if (int(out.infeasible_heap.size()) < top_k_ ||
-        !(b.objective > objectiveValue(out.objective, out.infeasible_heap.front().prediction)))
+        !(b.objective > out.infeasible_worst))
         return false;
     if (memoryBound > limit_)
         return true;
     if (int(out.heap.size()) < keep_k_)
         return false;
-    if (!(b.objective > objectiveValue(out.objective, out.heap.front().prediction)) ||
-        !frontDominates(out.step_memory, b.step, memoryBound))
+    if (!(b.objective > out.heap_worst) ||
+        !out.step_memory.dominates(b.step, memoryBound))
         return false;
     const auto [time, cost] = timeAndCost(b.tokens_per_s);
-    return frontDominates(out.time_cost, time, cost);
+    return out.time_cost.dominates(time, cost);
 }
 
 // Likely-good shapes first (the least step-time bound at one sample per micro-batch), so that
@@ -932,6 +919,8 @@ Searcher::ZeroSibling Searcher::consider(const Layout& l, double bound, WorkerRe
             heap.back() = {layout, prediction, why, {}};
             std::push_heap(heap.begin(), heap.end(), worse);
         }
+        (&heap == &out.heap ? out.heap_worst : out.infeasible_worst) =
+            objectiveValue(out.objective, heap.front().prediction);
     };
     if (!std::isfinite(pr.step_time_s) || !(pr.tokens_per_s > 0) || !std::isfinite(memory)) {
         ++out.reasons[pr.feasible ? kNoFinite : pr.reason == Infeasibility::OutOfMemory ? kOutOfMemory : kMissingFigure];
