@@ -96,6 +96,7 @@ Measurement runClusterTraining(const TrainRequest& request, const TokenSource& s
         rep.mtp_loss = r.mtp_loss;
         if (const ModelExecutor<float>* s = shards[size_t(id)].get()) {
             d.moe_peak_copies = double(s->moePeakCopies());
+            d.moe_step_load = s->moeStepLoad();
             rep.tokens_per_expert = s->tokensPerExpert();
             rep.dropped_copies = s->droppedCopies();
         }

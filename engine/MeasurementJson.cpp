@@ -147,6 +147,7 @@ QJsonObject toJson(const Measurement& m)
                                    {"comm_seconds", byKindJson(d.comm_seconds)},
                                    {"comm_wait_seconds", d.comm_wait_seconds},
                                    {"moe_peak_copies", d.moe_peak_copies},
+                                   {"moe_step_load", d.moe_step_load},
                                    // Optimizer offload: bytes over the host link, host memory passes, their time.
                                    {"host_bytes_to_host", d.counters.host_bytes_to_host},
                                    {"host_bytes_to_device", d.counters.host_bytes_to_device},

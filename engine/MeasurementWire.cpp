@@ -101,6 +101,7 @@ void fields(IO& io, Report& r, Device& d)
     io.map(d.comm_seconds);
     io.value(d.comm_wait_seconds);
     io.value(d.moe_peak_copies);
+    io.value(d.moe_step_load);
     io.value(d.memory_resident_bytes);
     io.value(d.device_step_time_s);
     io.value(d.wall_step_time_s);

@@ -1285,6 +1285,8 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
                 routed_[e] += saved.kept[e];
             mbCopies_ += saved.gathered;
             dropped_ += saved.dropped;
+            busiestCopies_ += saved.busiest_copies;
+            meanCopies_ += saved.mean_copies;
         }
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
         if (recomputes(k) && !recomputing_) {

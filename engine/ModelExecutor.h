@@ -258,6 +258,9 @@ public:
     // The most token copies this device's MoE layers computed in one micro-batch's forward (their
     // saved sets grow with them): the measured load the planner's imbalance factor stands for.
     std::int64_t moePeakCopies() const { return peakCopies_; }
+    // Over the run's MoE layer calls (forward, recomputations not counted again): the ep group's
+    // busiest rank's copies over the group's mean (MoeSaved::busiest_copies); 0 without MoE.
+    double moeStepLoad() const { return meanCopies_ > 0 ? busiestCopies_ / meanCopies_ : 0.0; }
     // Multi-token prediction (ModelConfig.h): the last forward() call's MTP loss, the mean over the
     // depths of each depth's mean cross-entropy over its valid tokens (Megatron's logged "mtp_k loss"
     // averaged over k; 0 off the model's last chunk). In the gradient with the weight loss_scale x
@@ -472,6 +475,7 @@ private:
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;
     std::int64_t mbCopies_ = 0, peakCopies_ = 0;  // (moePeakCopies)
+    double busiestCopies_ = 0, meanCopies_ = 0;    // (moeStepLoad)
 };
 
 extern template class ModelExecutor<float>;

@@ -173,6 +173,21 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     for (int e = 0; e < E; ++e)
         s.sendCounts[size_t(e / El_)] += size_t(s.kept[size_t(e)]);
     const int etp = par_.etpSize();
+    // The copies each ep rank's experts compute: every sending member's counts for its experts
+    // (`rows` members' counts of E experts each, as the preprocess gathered them).
+    auto groupLoad = [&](const std::vector<T>& all, size_t rows) {
+        double most = 0, sum = 0;
+        for (int r = 0; r < ep; ++r) {
+            double copies = 0;
+            for (size_t row = 0; row < rows; ++row)
+                for (int le = 0; le < El_; ++le)
+                    copies += double(all[row * size_t(E) + size_t(r * El_ + le)]);
+            most = std::max(most, copies);
+            sum += copies;
+        }
+        s.busiest_copies = most;
+        s.mean_copies = sum / ep;
+    };
     if (par_.tpep) {
         // Megatron's preprocess under etp > 1 (token_dispatcher.py @ d98e8a64, MoEAlltoAllTokenDispatcher:
         // gather_from_sequence_parallel_region(num_local_tokens_per_expert, group=self.tp_ep_group)):
@@ -182,6 +197,7 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
         for (int e = 0; e < E; ++e)
             all[me * size_t(E) + size_t(e)] = T(s.kept[size_t(e)]);
         par_.tpep->allGather(int(me), all.data(), all.size(), 8);  // int64 counts on the link
+        groupLoad(all, size_t(ep) * size_t(etp));
         // chunks (etp member m, sending ep rank i, local expert le): the copies member (m, i) sends here.
         s.chunks.assign(size_t(etp) * size_t(ep) * size_t(El_), 0);
         s.etpCounts.assign(size_t(etp), 0);
@@ -208,6 +224,7 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
         for (int e = 0; e < E; ++e)
             all[size_t(par_.ep_rank) * size_t(E) + size_t(e)] = T(s.kept[size_t(e)]);
         par_.ep->allGather(par_.ep_rank, all.data(), all.size(), 8);  // int64 counts on the link
+        groupLoad(all, size_t(ep));
         for (int i = 0; i < ep; ++i)
             for (int le = 0; le < El_; ++le) {
                 const auto n = std::int64_t(all[size_t(i) * size_t(E) + size_t(par_.ep_rank * El_ + le)]);
@@ -243,6 +260,8 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
     s.gathered = 0;
     for (std::size_t n : s.etpCounts)
         s.gathered += std::int64_t(n);
+    if (!par_.ep)  // (one ep rank: the group is this rank, its copies the gathered ones)
+        s.busiest_copies = s.mean_copies = double(s.gathered);
     // The same splits in values (C a copy), for the collectives.
     auto values = [&](const std::vector<std::size_t>& copies, std::vector<std::size_t>& out) {
         out.resize(copies.size());
@@ -255,20 +274,103 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
 }
 
 template <class T>
+bool MoeMlp<T>::sortsCopies(const MoeSaved<T>& s) const
+{
+    return El_ > 1 && s.chunks.size() > size_t(El_);
+}
+
+template <class T>
+DeviceBuffer MoeMlp<T>::workspace(std::int64_t values)
+{
+    return k_.device().allocator().allocate(MemoryCategory::Workspace, double(values) * k_.elementBytes(),
+                                            size_t(values), sizeof(T), false);
+}
+
+template <class T>
+void MoeMlp<T>::permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted)
+{
+    // Chunk c (etp member, sending rank, local expert c % El) at its chunk-order offset, and at
+    // its place among its expert's copies in expert-major order.
+    const std::int64_t C = s_.hidden;
+    std::vector<std::int64_t> at(s.chunks.size() + 1, 0);
+    for (size_t c = 0; c < s.chunks.size(); ++c)
+        at[c + 1] = at[c] + s.chunks[c];
+    std::int64_t sorted = 0;
+    for (int le = 0; le < El_; ++le)
+        for (size_t c = size_t(le); c < s.chunks.size(); c += size_t(El_)) {
+            const std::int64_t n = s.chunks[c] * C;
+            if (toSorted)
+                std::copy_n(src + at[c] * C, n, dst + sorted);
+            else
+                std::copy_n(src + sorted, n, dst + at[c] * C);
+            sorted += n;
+        }
+    const double bytes = double(C * s.gathered) * k_.elementBytes();
+    k_.device().charge(KernelKind::Elementwise, {0, bytes, bytes}, k_.compute());  // each copy read and written once
+}
+
+template <class T>
+template <class Run>
+void MoeMlp<T>::forEachExpertRun(const MoeSaved<T>& s, const Run& run) const
+{
+    // The copies lie by chunk (etp member, sending rank, local expert), or sorted by expert
+    // (sortsCopies): consecutive copies of one expert are one run, computed as one GEMM per matrix
+    // (Megatron's experts see each expert's copies as one batch), not a GEMM per sender.
+    if (sortsCopies(s)) {
+        std::int64_t o = 0;
+        for (int le = 0; le < El_; ++le) {
+            std::int64_t n = 0;
+            for (size_t c = size_t(le); c < s.chunks.size(); c += size_t(El_))
+                n += s.chunks[c];
+            if (n > 0)
+                run(o, n, std::int64_t(le));
+            o += n;
+        }
+        return;
+    }
+    std::int64_t o = 0, begin = 0, count = 0, expert = -1;
+    for (size_t c = 0; c < s.chunks.size(); ++c) {
+        const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
+        if (n == 0)
+            continue;
+        if (le != expert || o != begin + count) {
+            if (count > 0)
+                run(begin, count, expert);
+            begin = o;
+            count = 0;
+            expert = le;
+        }
+        count += n;
+        o += n;
+    }
+    if (count > 0)
+        run(begin, count, expert);
+}
+
+template <class T>
 void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
 {
     const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
-    std::int64_t o = 0;
-    for (size_t c = 0; c < s.chunks.size(); ++c) {  // (etp member, sending rank, local expert)
-        const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
-        if (n > 0) {
-            k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin,
-                             n);
-            k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
-            k_.matmulForward(s.expertOut + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
-        }
-        o += n;
+    // Several local experts with copies from several members: sorted by expert first, as
+    // Megatron-LM's dispatcher does after the all-to-all (token_dispatcher.py @ d98e8a64,
+    // sort_chunks_by_idxs), so each expert computes its copies as one batch; the sorted copies are
+    // the ones kept for the backward, and the outputs go back to chunk order for the combine.
+    DeviceBuffer temp;
+    T* out = s.expertOut;
+    if (sortsCopies(s)) {
+        temp = workspace(C * s.gathered);
+        T* sorted = temp.template as<T>();
+        permuteCopies(s, sorted, s.recv, true);
+        std::copy_n(sorted, C * s.gathered, s.recv);  // (in place: the copy back is the emulation's, not charged)
+        out = sorted;
     }
+    forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t le) {
+        k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin, n);
+        k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
+        k_.matmulForward(out + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
+    });
+    if (out != s.expertOut)
+        permuteCopies(s, s.expertOut, out, false);
 }
 
 template <class T>
@@ -379,18 +481,26 @@ void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const Mo
                                 T* dhidden, T* din)
 {
     const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
-    std::int64_t o = 0;
-    for (size_t c = 0; c < s.chunks.size(); ++c) {
-        const std::int64_t n = s.chunks[c], le = std::int64_t(c) % El_;
-        if (n > 0) {
-            k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dout + o * C, s.act + o * F,
-                              w.expert_out + le * F * C, F, C, n);
-            k_.activationBackward(s_.mlp, dhidden + o * Fin, s.hidden + o * Fin, dact + o * F, F, n);
-            k_.matmulBackward(din + o * C, g.expert_in + le * C * Fin, nullptr, dhidden + o * Fin, s.recv + o * C,
-                              w.expert_in + le * C * Fin, C, Fin, n);
-        }
-        o += n;
+    // (Sorted as the forward sorted them: the output gradients by expert, the input gradients back.)
+    DeviceBuffer temp;
+    const T* dy = dout;
+    T* dx = din;
+    if (sortsCopies(s)) {
+        temp = workspace(2 * C * s.gathered);
+        T* sorted = temp.template as<T>();
+        permuteCopies(s, sorted, dout, true);
+        dy = sorted;
+        dx = sorted + C * s.gathered;
     }
+    forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t le) {
+        k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dy + o * C, s.act + o * F,
+                          w.expert_out + le * F * C, F, C, n);
+        k_.activationBackward(s_.mlp, dhidden + o * Fin, s.hidden + o * Fin, dact + o * F, F, n);
+        k_.matmulBackward(dx + o * C, g.expert_in + le * C * Fin, nullptr, dhidden + o * Fin, s.recv + o * C,
+                          w.expert_in + le * C * Fin, C, Fin, n);
+    });
+    if (dx != din)
+        permuteCopies(s, din, dx, false);
 }
 
 template <class T>

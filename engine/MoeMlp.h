@@ -135,6 +135,11 @@ struct MoeSaved {
     std::vector<std::size_t> sendValues, recvValues, etpValues;  // the three splits in values (C a copy)
     std::int64_t N = 0, received = 0, batchTokens = 0, dropped = 0;  // dropped: copies past the capacity
     std::int64_t own = 0, gathered = 0;      // this rank's received copies' place among the gathered ones, and all
+    // The ep group's load in this call: the copies the busiest ep rank's experts compute, and the
+    // mean over the group's ep ranks (each rank knows every rank's counts after the preprocess's
+    // all-gather). Every layer call waits for its busiest rank at the combine, so these summed
+    // over a step's calls give the step's effective imbalance (ModelExecutor::moeStepLoad).
+    double busiest_copies = 0, mean_copies = 0;
     const T* x = nullptr;
 };
 
@@ -163,6 +168,14 @@ private:
     void dropPastCapacity(MoeSaved<T>& s);
     void copyCopies(T* to, const T* from, std::int64_t count);  // a device copy, charged
     void exchange(MoeSaved<T>& s);
+    // Whether the received copies are sorted by expert for the experts (several local experts with
+    // copies from several members), and the sort (to expert-major order) or its inverse, charged.
+    bool sortsCopies(const MoeSaved<T>& s) const;
+    void permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted);
+    DeviceBuffer workspace(std::int64_t values);
+    // Calls run(first copy, copies, local expert) for each run of one expert's consecutive copies.
+    template <class Run>
+    void forEachExpertRun(const MoeSaved<T>& s, const Run& run) const;
     void expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w);
     void expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
                          T* dhidden, T* din);

@@ -92,6 +92,9 @@ struct DeviceMeasurement {
     std::map<std::string, double> comm_seconds;  // device-clock link time by kind
     double comm_wait_seconds = 0;             // device-clock time waiting for peers
     double moe_peak_copies = 0;  // MoE: the most token copies its layers computed in one micro-batch (ModelExecutor)
+    // MoE: its ep group's busiest rank's copies over the mean, over the run's layer calls (1: balanced;
+    // ModelExecutor::moeStepLoad), the load its step waited for; 0 without MoE.
+    double moe_step_load = 0;
     std::array<double, kMemoryCategories> memory_resident_bytes{};  // held after the last step
     double device_step_time_s = 0;            // mean over steps
     double wall_step_time_s = 0;              // mean over steps

@@ -1052,6 +1052,34 @@ private slots:
         }
     }
 
+    // Each local expert computes its copies as one batch (Megatron sorts the received copies by
+    // expert): at dp=2 a device's 4 experts are 4 GEMMs per matrix and pass, at dp=2,ep=2 its 2
+    // experts 2 — not one per sending rank and expert (4 again). Per MoE layer and micro-batch:
+    // 2 matrices x (forward, dgrad, wgrad) = 6 kernels an expert. The sort and its inverse are
+    // charged as memory passes (2 forward, 2 backward). The step load: 1 without ep, the ep
+    // group's busiest rank's copies over the mean with it (>= 1, not the balanced 1 of so few tokens).
+    void expertsComputeTheirCopiesAsOneBatch()
+    {
+        TrainRequest r = baseRequest(1);
+        r.model = moeModel("mixtral");
+        r.layout = parse("dp=2,mb=4");
+        const Measurement replicated = cluster(r);
+        r.layout = parse("dp=2,ep=2,mb=4");
+        const Measurement sharded = cluster(r);
+        QVERIFY(!replicated.error && !sharded.error);
+        const auto matmul = size_t(KernelKind::Matmul), elementwise = size_t(KernelKind::Elementwise);
+        const std::int64_t callsPerStep = std::int64_t(r.model.layers) * (r.batch / 2 / 4);  // layers x micro-batches
+        for (int d = 0; d < 2; ++d) {
+            const DeviceCounters& a = replicated.devices[size_t(d)].counters;
+            const DeviceCounters& b = sharded.devices[size_t(d)].counters;
+            QCOMPARE(a.calls[matmul] - b.calls[matmul], callsPerStep * (4 - 2) * 6);
+            QCOMPARE(b.calls[elementwise] - a.calls[elementwise], callsPerStep * 4);
+            QCOMPARE(replicated.devices[size_t(d)].moe_step_load, 1.0);
+            QVERIFY(sharded.devices[size_t(d)].moe_step_load >= 1.0);
+        }
+        QCOMPARE(sharded.devices[0].moe_step_load, sharded.devices[1].moe_step_load);  // one ep group
+    }
+
     // ZeRO on an MoE model (Megatron's distributed optimizer with its expert buffers): at dp=4, ep=2
     // the routed experts' states are split over their expert-data-parallel group of 2 devices, the
     // rest over dp = 4, and the gradients reduce-scattered (parameters gathered) over the same

@@ -292,6 +292,13 @@ private slots:
                                     .arg(r.moe_measured_load)));
             // The routing was not balanced by chance: the balanced prediction is below the measured.
             QVERIFY(r.metric("activations_bytes")->predicted <= m->measured);
+            // The step waited for each layer's busiest ep rank: priced at that load, the step is at
+            // least the balanced one (a rank's copies: at least the mean, at most all ep ranks').
+            QVERIFY2(r.moe_step_load > 1.0 && r.moe_step_load <= l.ep, r.c.name.c_str());
+            const MetricComparison* step = r.metric("device_step_time_s_at_measured_load");
+            QVERIFY2(step, r.c.name.c_str());
+            QCOMPARE(step->measured, r.metric("device_step_time_s")->measured);
+            QVERIFY(step->predicted >= r.metric("device_step_time_s")->predicted);
         }
         QVERIFY(moe >= 8 && exchanged >= 6 && atLoad >= 5);
         // The document carries the measured routing next to the factor.

@@ -21,7 +21,9 @@ double measured(const ValidationResult& r, const char* metric)
 double predictedStep(const ValidationResult& r, const ValidationProfile& base)
 {
     const engine::TrainRequest& req = r.c.request;
-    const CostModel model(r.problem, engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base.terms));
+    // (MoE: at the routing load the steps waited for, where the run measured it.)
+    const CostModel model(r.problemAtStepLoad(),
+                          engineCostModelParams(r.c.profile, req.links, req.bucket_bytes, base.terms));
     return model.evaluate(r.c.request.layout).step_time_s;
 }
 
@@ -158,6 +160,8 @@ EngineFit fitOnEngine(const std::vector<ValidationResult>& results, const Valida
     out.holdout_worst_before = heldBefore.worst;
     out.holdout_after = heldAfter.median;
     out.holdout_worst_after = heldAfter.worst;
+    out.holdout_errors_before = heldBefore.rel_errors;
+    out.holdout_errors_after = heldAfter.rel_errors;
     out.wall.fit_after = wallErrors(wallFit, out.profile);
     out.wall.holdout_after = wallErrors(wallHeld, out.profile);
     return out;

@@ -31,6 +31,7 @@ struct EngineFit {
     double fit_before = 0, fit_after = 0;     // median |error| of device step time on the fit cases
     double holdout_before = 0, holdout_after = 0;
     double holdout_worst_before = 0, holdout_worst_after = 0;
+    std::vector<double> holdout_errors_before, holdout_errors_after;  // predicted / measured - 1, per held-out case
     ClockFit wall;                            // host wall clock (cases with a known host only)
 };
 

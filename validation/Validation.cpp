@@ -75,6 +75,14 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
                "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
                "--engine --save NAME` and price with --cost-model NAME";
+    if (metric == "device_step_time_s" && r.moe_step_load > 1.0 + 1e-9) {
+        char text[220];
+        std::snprintf(text, sizeof text,
+                      "routing-dependent: each MoE layer waited for its ep group's busiest rank, %.2fx the mean "
+                      "copies over the run (the planner priced %.2fx); device_step_time_s_at_measured_load prices it",
+                      r.moe_step_load, r.problem.training.moe_imbalance);
+        return text;
+    }
     if (metric == "activations_bytes" && r.moe_measured_load > 0) {
         char text[200];
         std::snprintf(text, sizeof text,
@@ -113,6 +121,14 @@ const std::vector<std::string>& validationTableMetrics()
 bool wallClockComparable(const ValidationCase& c)
 {
     return c.host.known() && c.request.layout.devices() <= c.host.cores;
+}
+
+Problem ValidationResult::problemAtStepLoad() const
+{
+    Problem p = problem;
+    if (moe_step_load > 0)
+        p.training.moe_imbalance = std::clamp(moe_step_load, 1.0, 64.0);
+    return p;
 }
 
 const MetricComparison* ValidationResult::metric(const std::string& name) const
@@ -248,8 +264,22 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
         add("activations_bytes_at_measured_load", loaded.memory_bytes.activations,
             busiest(m, peak(engine::MemoryCategory::Activations)));
     }
-    add("device_step_time_s", r.prediction.step_time_s,
-        busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; }));
+    const auto deviceStep = busiest(m, [](const engine::DeviceMeasurement& d) { return d.device_step_time_s; });
+    add("device_step_time_s", r.prediction.step_time_s, deviceStep);
+    // (Not one of validationMetrics(): MoE cases with expert parallelism only.) Every MoE layer's
+    // combine waits for its group's busiest rank, whose copies in a micro-batch of these few tokens
+    // are well above the mean while the experts' totals over the run are balanced: the planner's
+    // stated factor (1) prices a balanced step. Priced again at the load the steps waited for, the
+    // step time checks the cost model's physics apart from the routing it cannot know. (pp = 1:
+    // under a pipeline each stage's groups wait for their own loads, which one factor for every
+    // stage does not price.)
+    if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1) {
+        for (const engine::DeviceMeasurement& d : m.devices)
+            r.moe_step_load = std::max(r.moe_step_load, d.moe_step_load);
+        if (r.moe_step_load > 0)
+            add("device_step_time_s_at_measured_load", CostModel(r.problemAtStepLoad(), params).evaluate(priced).step_time_s,
+                deviceStep);
+    }
     // Wall clock: the host doing the emulation's work (WallClockModel.h). The median over steps,
     // because the host is shared and the first step also touches fresh memory.
     // A prediction only where it means something: one core per device thread. Elsewhere the
@@ -589,6 +619,8 @@ QJsonObject validationDocument(const std::vector<ValidationResult>& results)
                             {"planner_imbalance", r.problem.training.moe_imbalance}};
             if (r.moe_measured_load > 0)
                 moe.insert("busiest_device_load", r.moe_measured_load);
+            if (r.moe_step_load > 0)
+                moe.insert("step_load", r.moe_step_load);
             c.insert("moe", moe);
         }
         if (r.error.empty()) {

@@ -60,6 +60,12 @@ struct ValidationResult {
     // in one micro-batch over the balanced count), next to the planner's stated factor
     // (problem.training.moe_imbalance); 0 when the case has none.
     double moe_measured_load = 0;
+    // MoE with expert parallelism: the load its steps waited for, the most of any device's ep group
+    // (engine::DeviceMeasurement::moe_step_load: the busiest ep rank's copies over the mean, over the
+    // run's layer calls); device_step_time_s_at_measured_load prices it. 0 when the case has none.
+    double moe_step_load = 0;
+    // The problem as priced at the measured step load (the stated imbalance where none was measured).
+    Problem problemAtStepLoad() const;
     const MetricComparison* metric(const std::string& name) const;
 };
 

@@ -251,6 +251,8 @@ ValidationResult validationResultFromJson(const QJsonObject& storedCase, const s
     const engine::TrainRequest& req = r.c.request;
     r.problem = emulatedProblem(req.model, req.batch, req.precision, req.fp32_gradients, r.c.profile, req.links,
                                 int(req.layout.devices()));
+    // (Stored since the step load was measured; older runs price the stated imbalance.)
+    r.moe_step_load = storedCase.value(QLatin1String("moe")).toObject().value(QLatin1String("step_load")).toDouble(0);
     const QJsonObject metrics = storedCase.value(QLatin1String("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it) {
         const QJsonObject m = it.value().toObject();

@@ -26,6 +26,18 @@ namespace shardscope::cli {
 
 namespace {
 
+// Each held-out case: its name and its relative error (predicted / measured - 1) before and after the fit.
+QJsonArray heldOutJson(const std::vector<std::string>& names, const std::vector<double>& before,
+                       const std::vector<double>& after)
+{
+    QJsonArray out;
+    for (size_t i = 0; i < names.size() && i < before.size() && i < after.size(); ++i)
+        out.append(QJsonObject{{"case", QString::fromStdString(names[i])},
+                               {"error_before", before[i]},
+                               {"error_after", after[i]}});
+    return out;
+}
+
 void printTable(std::ostream& out, const std::vector<CaseResult>& results)
 {
     char line[256];
@@ -161,7 +173,9 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                                                        {"holdout_median_before", fit.holdout_before},
                                                        {"holdout_median_after", fit.holdout_after},
                                                        {"holdout_worst_before", fit.holdout_worst_before},
-                                                       {"holdout_worst_after", fit.holdout_worst_after}}},
+                                                       {"holdout_worst_after", fit.holdout_worst_after},
+                                                       {"holdout", heldOutJson(fit.holdout_cases, fit.holdout_errors_before,
+                                                                               fit.holdout_errors_after)}}},
                       {"wall_step_time", QJsonObject{{"fit_cases", fit.wall.fit_before.cases},
                                                      {"holdout_cases", fit.wall.holdout_before.cases},
                                                      {"fit_median_before", fit.wall.fit_before.median},
@@ -169,7 +183,10 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                                                      {"holdout_median_before", fit.wall.holdout_before.median},
                                                      {"holdout_median_after", fit.wall.holdout_after.median},
                                                      {"holdout_worst_before", fit.wall.holdout_before.worst},
-                                                     {"holdout_worst_after", fit.wall.holdout_after.worst}}},
+                                                     {"holdout_worst_after", fit.wall.holdout_after.worst},
+                                                     {"holdout", heldOutJson(fit.wall.holdout_cases,
+                                                                             fit.wall.holdout_before.rel_errors,
+                                                                             fit.wall.holdout_after.rel_errors)}}},
                       {"params", toJson(fit.profile)}};
         ctx.out << QJsonDocument(o).toJson(QJsonDocument::Indented).toStdString();
         return kExitOk;
@@ -186,8 +203,14 @@ int calibrateOnEngine(const CliArgs& a, Context& ctx)
                   fit.holdout_cases.size(), 100 * fit.holdout_before, 100 * fit.holdout_after,
                   100 * fit.holdout_worst_before, 100 * fit.holdout_worst_after);
     ctx.out << line;
-    for (const std::string& name : fit.holdout_cases)
-        ctx.out << "  held out: " << name << "\n";
+    for (size_t i = 0; i < fit.holdout_cases.size(); ++i) {
+        if (i < fit.holdout_errors_after.size())
+            std::snprintf(line, sizeof line, "  held out: %-36s %+6.1f%% -> %+6.1f%%\n", fit.holdout_cases[i].c_str(),
+                          100 * fit.holdout_errors_before[i], 100 * fit.holdout_errors_after[i]);
+        else
+            std::snprintf(line, sizeof line, "  held out: %s\n", fit.holdout_cases[i].c_str());
+        ctx.out << line;
+    }
     if (fit.wall.fit_before.cases > 0) {
         const EmulationWallTerms& w = fit.profile.wall;
         std::snprintf(line, sizeof line,
