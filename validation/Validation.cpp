@@ -75,22 +75,20 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return "uncalibrated terms: the default cost model was fitted on published GPU and Trainium runs (matmul "
                "efficiency, element-wise traffic factor 2.7); fit this machine's with `shardscope-cli calibrate "
                "--engine --save NAME` and price with --cost-model NAME";
-    if (metric == "device_step_time_s" && r.moe_step_load > 1.0 + 1e-9) {
-        char text[220];
-        std::snprintf(text, sizeof text,
-                      "routing-dependent: each MoE layer waited for its ep group's busiest rank, %.2fx the mean "
+    // A measured routing load and the planner's stated factor, in a sentence.
+    auto atLoad = [&](const char* format, double load) {
+        char text[240];
+        std::snprintf(text, sizeof text, format, load, r.problem.training.moe_imbalance);
+        return std::string(text);
+    };
+    if (metric == "device_step_time_s" && r.moe_step_load > 1.0 + 1e-9)
+        return atLoad("routing-dependent: each MoE layer waited for its ep group's busiest rank, %.2fx the mean "
                       "copies over the run (the planner priced %.2fx); device_step_time_s_at_measured_load prices it",
-                      r.moe_step_load, r.problem.training.moe_imbalance);
-        return text;
-    }
-    if (metric == "activations_bytes" && r.moe_measured_load > 0) {
-        char text[200];
-        std::snprintf(text, sizeof text,
-                      "routing-dependent: the busiest device computed %.2fx the balanced token copies (the planner "
+                      r.moe_step_load);
+    if (metric == "activations_bytes" && r.moe_measured_load > 0)
+        return atLoad("routing-dependent: the busiest device computed %.2fx the balanced token copies (the planner "
                       "priced %.2fx); activations_bytes_at_measured_load prices the measured load",
-                      r.moe_measured_load, r.problem.training.moe_imbalance);
-        return text;
-    }
+                      r.moe_measured_load);
     if (metric == "activations_bytes" && r.problem.model.moe.enabled() && r.c.request.layout.pp > 1 &&
         (r.c.request.layout.ep > 1 || r.c.request.layout.expertTensorParallel() > 1))
         return "routing-dependent: the saved sets of the micro-batches in flight grow with the copies each was "
