@@ -196,6 +196,8 @@ private slots:
         QCOMPARE(relErrorText(std::nullopt), QStringLiteral("n/a"));
         QCOMPARE(metricValueText("wall_step_time_s", std::nan("")), QStringLiteral("—"));
         QCOMPARE(metricValueText("device_step_time_s", 0.2444), QStringLiteral("244 ms"));
+        QCOMPARE(metricValueText("device_step_time_s_at_measured_load", 0.2444), QStringLiteral("244 ms"));
+        QCOMPARE(metricWords("device_step_time_s_at_measured_load"), QStringLiteral("device step time at the measured MoE load"));
         QCOMPARE(metricValueText("weights_bytes", 425'800.0), QStringLiteral("415.8 KiB"));
         QCOMPARE(metricValueText("flops", 2.666e9), QStringLiteral("2.67 GFLOP"));
         QCOMPARE(metricWords("send_recv_bytes"), QStringLiteral("send/recv bytes"));

@@ -23,6 +23,10 @@ QString metricWords(const std::string& metric)
         {"send_recv_bytes", QT_TRANSLATE_NOOP("MetricText", "send/recv bytes")},
         {"device_step_time_s", QT_TRANSLATE_NOOP("MetricText", "device step time")},
         {"wall_step_time_s", QT_TRANSLATE_NOOP("MetricText", "wall step time")},
+        {"all_to_all_bytes", QT_TRANSLATE_NOOP("MetricText", "all-to-all bytes")},
+        {"activations_bytes_at_measured_load", QT_TRANSLATE_NOOP("MetricText", "activations at the measured MoE load")},
+        {"device_step_time_s_at_measured_load",
+         QT_TRANSLATE_NOOP("MetricText", "device step time at the measured MoE load")},
     };
     for (const auto& [key, text] : words)
         if (metric == key)
@@ -36,7 +40,8 @@ QString metricValueText(const std::string& metric, double value)
         return QStringLiteral("—");  // not compared: no prediction
     if (metric.find("bytes") != std::string::npos)
         return QString::fromStdString(formatBytes(value));
-    if (metric.size() > 2 && metric.compare(metric.size() - 2, 2, "_s") == 0)
+    if ((metric.size() > 2 && metric.compare(metric.size() - 2, 2, "_s") == 0) ||
+        metric.find("_time_s_") != std::string::npos)  // (device_step_time_s_at_measured_load)
         return QString::fromStdString(formatDuration(value));
     return QString::fromStdString(formatSi(value, "FLOP"));
 }
