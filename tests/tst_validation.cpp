@@ -833,6 +833,7 @@ private slots:
             QCOMPARE(stored[i].c.profile.peak_flops_fp32, results_[i].c.profile.peak_flops_fp32);
             QCOMPARE(stored[i].c.request.links.intra_bytes_per_second, results_[i].c.request.links.intra_bytes_per_second);
             QCOMPARE(stored[i].c.request.bucket_bytes, results_[i].c.request.bucket_bytes);
+            QCOMPARE(stored[i].moe_step_load, results_[i].moe_step_load);  // (0: none measured)
             // The rebuilt problem prices the case exactly as the live run did.
             const CostModel model(stored[i].problem,
                                   engineCostModelParams(stored[i].c.profile, stored[i].c.request.links,
@@ -843,6 +844,7 @@ private slots:
         const EngineFit history = fitOnEngine(stored, defaultCostModelParams(), 0.3);
         QCOMPARE(history.profile.terms.elementwise_traffic_factor, live.profile.terms.elementwise_traffic_factor);
         QCOMPARE(history.holdout_after, live.holdout_after);
+        QVERIFY(history.holdout_errors_after == live.holdout_errors_after);
         // The host came back too: the wall-clock fit is the same.
         QCOMPARE(stored[0].c.host.cores, results_[0].c.host.cores);
         QCOMPARE(stored[0].c.host.profile.peak_flops_fp32, results_[0].c.host.profile.peak_flops_fp32);
@@ -874,6 +876,17 @@ private slots:
         }
         bad.remove("request");
         QVERIFY_THROWS_EXCEPTION(InputError, validationResultFromJson(bad, "cases[0]"));
+        // A stored MoE step load below 1 (or not a number) is refused by its field, not priced.
+        for (const QJsonValue& load : {QJsonValue(0.5), QJsonValue("x")}) {
+            QJsonObject moe = cases[0].toObject();
+            moe.insert("moe", QJsonObject{{"step_load", load}});
+            try {
+                validationResultFromJson(moe, "cases[0]");
+                QFAIL("a malformed step load must be refused");
+            } catch (const InputError& e) {
+                QVERIFY2(QString(e.what()).contains("cases[0].moe.step_load"), e.what());
+            }
+        }
     }
 
     void documentContract()

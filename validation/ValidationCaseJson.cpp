@@ -251,8 +251,16 @@ ValidationResult validationResultFromJson(const QJsonObject& storedCase, const s
     const engine::TrainRequest& req = r.c.request;
     r.problem = emulatedProblem(req.model, req.batch, req.precision, req.fp32_gradients, r.c.profile, req.links,
                                 int(req.layout.devices()));
-    // (Stored since the step load was measured; older runs price the stated imbalance.)
-    r.moe_step_load = storedCase.value(QLatin1String("moe")).toObject().value(QLatin1String("step_load")).toDouble(0);
+    // The MoE step load the run measured (stored since the engine measures it): the engine fit
+    // prices the case at it. A run stored before has none and is priced at the stated imbalance.
+    const QJsonValue stepLoad = storedCase.value(QLatin1String("moe")).toObject().value(QLatin1String("step_load"));
+    if (!stepLoad.isUndefined()) {
+        if (!stepLoad.isDouble() || !(stepLoad.toDouble() >= 1.0) || !std::isfinite(stepLoad.toDouble()))
+            throw InputError(path + ".moe.step_load: must be a number >= 1 (the busiest ep rank's copies over the "
+                                    "mean), not " +
+                             (stepLoad.isDouble() ? std::to_string(stepLoad.toDouble()) : std::string("a non-number")));
+        r.moe_step_load = stepLoad.toDouble();
+    }
     const QJsonObject metrics = storedCase.value(QLatin1String("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it) {
         const QJsonObject m = it.value().toObject();
