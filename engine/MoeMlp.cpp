@@ -274,9 +274,12 @@ void MoeMlp<T>::exchange(MoeSaved<T>& s)
 }
 
 template <class T>
-bool MoeMlp<T>::sortsCopies(const MoeSaved<T>& s) const
+bool MoeMlp<T>::sortsCopies(const MoeSaved<T>&) const
 {
-    return El_ > 1 && s.chunks.size() > size_t(El_);
+    // Megatron-LM sorts whenever a rank has several local experts (token_dispatcher.py @ d98e8a64,
+    // MoEAlltoAllTokenDispatcher.dispatch_postprocess: `if self.num_local_experts > 1`), also where
+    // one member's copies are in expert order already (then the sort is an identity copy it runs).
+    return El_ > 1;
 }
 
 template <class T>
@@ -351,10 +354,11 @@ template <class T>
 void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
 {
     const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
-    // Several local experts with copies from several members: sorted by expert first, as
-    // Megatron-LM's dispatcher does after the all-to-all (token_dispatcher.py @ d98e8a64,
-    // sort_chunks_by_idxs), so each expert computes its copies as one batch; the sorted copies are
-    // the ones kept for the backward, and the outputs go back to chunk order for the combine.
+    // Several local experts: the copies sorted by expert first, as Megatron-LM's dispatcher does
+    // after the all-to-all (token_dispatcher.py @ d98e8a64, dispatch_postprocess:
+    // sort_chunks_by_idxs; combine_preprocess restores the order), so each expert computes its
+    // copies as one batch; the sorted copies are the ones kept for the backward, and the outputs go
+    // back to chunk order for the combine.
     DeviceBuffer temp;
     T* out = s.expertOut;
     if (sortsCopies(s)) {

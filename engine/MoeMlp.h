@@ -168,8 +168,8 @@ private:
     void dropPastCapacity(MoeSaved<T>& s);
     void copyCopies(T* to, const T* from, std::int64_t count);  // a device copy, charged
     void exchange(MoeSaved<T>& s);
-    // Whether the received copies are sorted by expert for the experts (several local experts with
-    // copies from several members), and the sort (to expert-major order) or its inverse, charged.
+    // Whether the received copies are sorted by expert for the experts (several local experts), and
+    // the sort (to expert-major order) or its inverse, charged.
     bool sortsCopies(const MoeSaved<T>& s) const;
     void permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted);
     DeviceBuffer workspace(std::int64_t values);

@@ -1052,32 +1052,48 @@ private slots:
         }
     }
 
-    // Each local expert computes its copies as one batch (Megatron sorts the received copies by
-    // expert): at dp=2 a device's 4 experts are 4 GEMMs per matrix and pass, at dp=2,ep=2 its 2
-    // experts 2 — not one per sending rank and expert (4 again). Per MoE layer and micro-batch:
-    // 2 matrices x (forward, dgrad, wgrad) = 6 kernels an expert. The sort and its inverse are
-    // charged as memory passes (2 forward, 2 backward). The step load: 1 without ep, the ep
-    // group's busiest rank's copies over the mean with it (>= 1, not the balanced 1 of so few tokens).
+    // Each local expert computes its copies as one batch (Megatron sorts a rank's copies by local
+    // expert whenever it has several, token_dispatcher.py @ d98e8a64 dispatch_postprocess): a
+    // device's El experts are El GEMMs per matrix and pass, not one per sending rank and expert.
+    // Per MoE layer and micro-batch: 2 matrices x (forward, dgrad, wgrad) = 6 kernels an expert;
+    // with El > 1 the sort and its inverse are 4 memory passes (2 forward, 2 backward), with one
+    // local expert none. At dp = ep = 2 the per-sender code ran 2 senders x 2 experts = 4 GEMMs,
+    // as many as dp=2's 4 experts. The step load: 1 without ep, the ep group's busiest rank's
+    // copies over the mean with it (>= 1), the same on every rank of the group.
+    void expertsComputeTheirCopiesAsOneBatch_data()
+    {
+        QTest::addColumn<QString>("replicated");
+        QTest::addColumn<QString>("sharded");
+        QTest::addColumn<int>("localExperts");
+        // (64 tokens a micro-batch: every expert gets copies in each, so every GEMM runs.)
+        QTest::newRow("ep=2: 2 local experts") << "dp=2,mb=8" << "dp=2,ep=2,mb=8" << 2;
+        QTest::newRow("ep=4: 1 local expert") << "dp=4,mb=8" << "dp=4,ep=4,mb=8" << 1;
+    }
     void expertsComputeTheirCopiesAsOneBatch()
     {
+        QFETCH(QString, replicated);
+        QFETCH(QString, sharded);
+        QFETCH(int, localExperts);
         TrainRequest r = baseRequest(1);
         r.model = moeModel("mixtral");
-        r.layout = parse("dp=2,mb=4");
-        const Measurement replicated = cluster(r);
-        r.layout = parse("dp=2,ep=2,mb=4");
-        const Measurement sharded = cluster(r);
-        QVERIFY(!replicated.error && !sharded.error);
+        r.batch = 32;
+        r.layout = parse(replicated);
+        const Measurement all = cluster(r);
+        r.layout = parse(sharded);
+        const Measurement split = cluster(r);
+        QVERIFY(!all.error && !split.error);
         const auto matmul = size_t(KernelKind::Matmul), elementwise = size_t(KernelKind::Elementwise);
-        const std::int64_t callsPerStep = std::int64_t(r.model.layers) * (r.batch / 2 / 4);  // layers x micro-batches
-        for (int d = 0; d < 2; ++d) {
-            const DeviceCounters& a = replicated.devices[size_t(d)].counters;
-            const DeviceCounters& b = sharded.devices[size_t(d)].counters;
-            QCOMPARE(a.calls[matmul] - b.calls[matmul], callsPerStep * (4 - 2) * 6);
-            QCOMPARE(b.calls[elementwise] - a.calls[elementwise], callsPerStep * 4);
-            QCOMPARE(replicated.devices[size_t(d)].moe_step_load, 1.0);
-            QVERIFY(sharded.devices[size_t(d)].moe_step_load >= 1.0);
+        const std::int64_t experts = r.model.moe.experts;
+        const std::int64_t calls = std::int64_t(r.model.layers) * (r.batch / r.layout.dp / r.layout.micro_batch);
+        for (size_t d = 0; d < split.devices.size(); ++d) {
+            const DeviceCounters& a = all.devices[d].counters;
+            const DeviceCounters& b = split.devices[d].counters;
+            QCOMPARE(a.calls[matmul] - b.calls[matmul], calls * (experts - localExperts) * 6);
+            QCOMPARE(a.calls[elementwise] - b.calls[elementwise], localExperts > 1 ? 0 : calls * 4);
+            QCOMPARE(all.devices[d].moe_step_load, 1.0);
+            QVERIFY(split.devices[d].moe_step_load >= 1.0);
+            QCOMPARE(split.devices[d].moe_step_load, split.devices[0].moe_step_load);  // one ep group
         }
-        QCOMPARE(sharded.devices[0].moe_step_load, sharded.devices[1].moe_step_load);  // one ep group
     }
 
     // ZeRO on an MoE model (Megatron's distributed optimizer with its expert buffers): at dp=4, ep=2
