@@ -221,9 +221,21 @@ void expectReproduces(const Measurement& ref, const Measurement& m, const ModelC
                  qPrintable(QString("step %1: loss %2 vs one device %3").arg(k + 1).arg(b, 0, 'g', 10).arg(a, 0, 'g', 10)));
     }
     QCOMPARE(m.final_parameters.size(), ref.final_parameters.size());
+    // The key bias gets no gradient in exact arithmetic (each query's scores all shift by q . b_k,
+    // and the softmax is shift-invariant; not so with QK-norm), so what either run computes for it
+    // is fp32 summation noise near 1e-9, which AdamW's eps of 1e-8 scales into parameter steps of
+    // up to lr / 10: run-to-run noise, not the layout's arithmetic, and left out here.
+    std::vector<bool> noiseOnly(ref.final_parameters.size(), false);
+    if (!model.qk_norm)
+        for (const ParameterTensor& t : parameterTable(model))
+            if (t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".qkvb") == 0)
+                for (std::int64_t k = 0; k < model.kvDim(); ++k)
+                    noiseOnly[size_t(t.offset + model.qDim() + k)] = true;
     double worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < ref.final_parameters.size(); ++i) {
+        if (noiseOnly[i])
+            continue;
         const double d = std::fabs(double(ref.final_parameters[i]) - double(m.final_parameters[i]));
         if (d > worst) {
             worst = d;
