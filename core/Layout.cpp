@@ -114,7 +114,10 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
 {
     Layout layout;
     layout.dp = 0;  // "fill the remaining devices" unless given
+    bool vGiven = false, scheduleGiven = false;
     for (const auto& [key, value] : splitKeyValues(text, "layout", errors)) {
+        vGiven = vGiven || key == "v";
+        scheduleGiven = scheduleGiven || key == "schedule";
         int* intField = nullptr;
         if (key == "dp") intField = &layout.dp;
         else if (key == "tp") intField = &layout.tp;
@@ -162,6 +165,12 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
             parseEnumValue(kMoeDispatcherNames, key, value, layout.moe_dispatcher, errors);
         } else if (key == "recompute_modules") {
             layout.recompute_modules = parseRecomputeModules(value, "layout." + key, errors);
+        } else if (key == "pipeline_layout") {
+            std::string why;
+            if (const std::optional<PipelineLayerLayout> parsed = PipelineLayerLayout::parse(value, why))
+                layout.pipeline_layout = internPipelineLayerLayout(*parsed);
+            else
+                errors.push_back({"layout.pipeline_layout", quotedValue(value) + ": " + why});
         } else {
             errors.push_back({"layout." + printable(key), "unknown key (known: dp, tp, pp, cp, sp, zero, zero_group, mb, "
                                                "schedule, v, recompute, offload, tp_comm_overlap, "
@@ -169,8 +178,17 @@ Layout parseLayout(const std::string& text, FieldErrors& errors)
                                                "account_for_embedding_in_pipeline_split, "
                                                "account_for_loss_in_pipeline_split, recompute_method, "
                                                "recompute_layers, ep, etp, ep_comm_overlap, "
-                                               "cp_comm, moe_dispatcher, recompute_modules, offload_activations)"});
+                                               "cp_comm, moe_dispatcher, recompute_modules, offload_activations, "
+                                               "pipeline_layout)"});
         }
+    }
+    // As Megatron-LM does (arguments.py @ d98e8a64): an explicit layout's chunk count sets the
+    // virtual stages, and more than one per rank runs the interleaved schedule, unless given.
+    if (const PipelineLayerLayout* custom = layout.layerLayout(); custom && layout.pp >= 1) {
+        if (!vGiven && custom->chunkCount() % layout.pp == 0)
+            layout.virtual_stages = custom->chunkCount() / layout.pp;
+        if (!scheduleGiven && layout.virtual_stages > 1)
+            layout.schedule = PipelineSchedule::Interleaved;
     }
     return layout;
 }
@@ -210,6 +228,8 @@ std::string toString(const Layout& l)
         out << ",recompute_modules=" << recomputeModulesToString(l.recompute_modules);
     if (l.offload_activations > 0)
         out << ",offload_activations=" << l.offload_activations;
+    if (const PipelineLayerLayout* custom = l.layerLayout())
+        out << ",pipeline_layout=" << custom->text();
     return out.str();
 }
 
@@ -396,7 +416,30 @@ FieldErrors validate(const Layout& l, const ModelSpec& m, const ClusterSpec& c, 
     if (m.ffn_hidden % l.tp != 0)
         add("tp", s(l.tp) + " does not divide ffn_hidden " + s(m.ffn_hidden));
     const int chunks = l.pp * l.virtual_stages;
-    if (l.splitAccountsForEnds()) {
+    if (const PipelineLayerLayout* custom = l.layerLayout()) {
+        // Megatron-LM's rules (transformer_config.py @ d98e8a64 __post_init__, "PP layout";
+        // pipeline_parallel_layer_layout.py validate_layer_layout), and what is modelled here.
+        if (l.first_stage_layers > 0 || l.last_stage_layers > 0 || l.splitAccountsForEnds())
+            add("pipeline_layout", "cannot be set with first_stage_layers, last_stage_layers or account_for_* "
+                                   "(Megatron-LM: \"pipeline_model_parallel_layout cannot be set with other pipeline "
+                                   "layout arguments\")");
+        else if (m.family == ModelFamily::EncoderDecoder)
+            add("pipeline_layout", "an explicit pipeline layout is for decoder or encoder stacks, not an "
+                                   "encoder-decoder (Megatron-LM: \"Encoder layer is not supported for flexible "
+                                   "pipeline layout\")");
+        else if (const std::vector<std::string> problems =
+                     custom->problems(l.pp, m.totalLayers(), m.mtp.enabled() ? m.mtp.layers : 0);
+                 !problems.empty()) {
+            std::string all;
+            for (const std::string& p : problems)
+                all += (all.empty() ? "" : "; ") + p;
+            add("pipeline_layout", all);
+        } else if (custom->chunkCount() != chunks)
+            add("v", "the layout's " + s(custom->chunkCount()) + " model chunks over pp = " + s(l.pp) + " make v = " +
+                         s(custom->chunkCount() / l.pp) + ", not " + s(l.virtual_stages) +
+                         " (Megatron-LM: \"virtual_pipeline_model_parallel_size conflicts with "
+                         "pipeline_model_parallel_layout\")");
+    } else if (l.splitAccountsForEnds()) {
         // Megatron-LM's rules (transformer_config.py @ d98e8a64 __post_init__, transformer_block.py
         // get_num_layers_to_build): not with first/last stage counts; layers + 1 per end counted
         // divisible by pp, each rank's share by v (Megatron lets a chunk hold the embedding or the

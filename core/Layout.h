@@ -5,6 +5,7 @@
 
 #include "CheckedMath.h"
 #include "FieldError.h"
+#include "PipelineLayerLayout.h"
 
 #include <algorithm>
 #include <bit>
@@ -113,6 +114,10 @@ struct Layout {
     // of 3, the first and the last with 2). Not with first/last_stage_layers (validate()).
     bool account_for_embedding_in_pipeline_split = false;
     bool account_for_loss_in_pipeline_split = false;
+    // An explicit layer layout (Megatron-LM's --pipeline-model-parallel-layout, PipelineLayerLayout.h):
+    // the id of its interned PipelineLayerLayout, 0 for none. It sets every chunk's layers (pp x v
+    // chunks: v follows from it), not with first/last_stage_layers or account_for_* (validate()).
+    int pipeline_layout = 0;
     // With recompute=full: N of Megatron-LM's --recompute-num-layers (0: uniform groups of one
     // layer, every layer recomputed on its own, Megatron's "uniform, 1").
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;
@@ -165,7 +170,51 @@ struct Layout {
     // lighter under account_for_*.
     bool unevenPipeline() const
     {
-        return first_stage_layers > 0 || last_stage_layers > 0 || splitAccountsForEnds();
+        return first_stage_layers > 0 || last_stage_layers > 0 || splitAccountsForEnds() || pipeline_layout > 0;
+    }
+    // The explicit layer layout, or null.
+    const PipelineLayerLayout* layerLayout() const
+    {
+        return pipeline_layout > 0 ? &pipelineLayerLayout(pipeline_layout) : nullptr;
+    }
+    // Chunks of a stage may differ in their layer counts (account_for_*, an explicit layout).
+    bool unevenChunks() const { return splitAccountsForEnds() || pipeline_layout > 0; }
+    // The middle stage the cost model prices as the pipeline's typical one: p / 2, or under an
+    // explicit layout the middle stage holding the most layers (the first such).
+    int middleStage(int layers) const
+    {
+        if (pp <= 2)
+            return 0;
+        if (pipeline_layout == 0)
+            return pp / 2;
+        int best = 1;
+        for (int s = 2; s < pp - 1; ++s)
+            if (stageLayers(layers, s) > stageLayers(layers, best))
+                best = s;
+        return best;
+    }
+    // Calls f(first, count) for each run of consecutive layers of stage `stage`: one without
+    // interleaving, else one per model chunk, which lie apart in the model: the layer ids walk
+    // chunk 0 of every stage, then chunk 1, ... (Megatron-LM's get_transformer_layer_offset and
+    // PipelineParallelLayerLayout.get_layer_offset @ d98e8a64; the engine's chunk order).
+    template <class F>
+    void forEachStageRun(int layers, int stage, F&& f) const
+    {
+        const int v = pipeline_layout > 0 ? layerLayout()->chunkCount() / std::max(1, pp)
+                      : schedule == PipelineSchedule::Interleaved ? std::max(1, virtual_stages)
+                                                                  : 1;
+        if (v <= 1) {
+            f(stageFirstLayer(layers, stage), stageLayers(layers, stage));
+            return;
+        }
+        int offset = 0;
+        for (int c = 0; c < v; ++c)
+            for (int s = 0; s < pp; ++s) {
+                const int n = chunkLayers(layers, s, c);
+                if (s == stage && n > 0)
+                    f(offset, n);
+                offset += n;
+            }
     }
     // The modules selective recomputation recomputes (RecomputeModule bits; none without it).
     unsigned recomputedModules() const
@@ -203,6 +252,8 @@ struct Layout {
     // stage's layers are taken as consecutive; the split must be valid: validate()).
     int stageLayers(int layers, int stage) const
     {
+        if (pipeline_layout > 0)
+            return layerLayout()->stageLayers(pp, stage);
         if (splitAccountsForEnds()) {
             // transformer_block.py @ d98e8a64 get_num_layers_to_build: (layers + ends) / pp per
             // rank, less the embedding on stage 0 and the loss on the last stage.
@@ -220,6 +271,8 @@ struct Layout {
     {
         if (stage == 0)
             return 0;
+        if (pipeline_layout > 0)  // its first chunk's (forEachStageRun gives every chunk's)
+            return layerLayout()->chunkFirstLayer(pp, stage, 0);
         if (splitAccountsForEnds())  // transformer_layer.py @ d98e8a64 _get_layer_offset (v = 1)
             return stage * ((layers + endLayers()) / pp) - (account_for_embedding_in_pipeline_split ? 1 : 0);
         const int head = first_stage_layers > 0 ? first_stage_layers : stageLayers(layers, 0);
@@ -231,6 +284,8 @@ struct Layout {
     int chunkLayers(int layers, int stage, int chunk) const
     {
         const int v = std::max(1, virtual_stages);
+        if (pipeline_layout > 0)
+            return layerLayout()->chunkLayers(pp, stage, chunk);
         if (!splitAccountsForEnds())
             return stageLayers(layers, stage) / v;
         return (layers + endLayers()) / pp / v -
@@ -241,6 +296,8 @@ struct Layout {
     int fullChunkLayers(int layers, int stage) const
     {
         const int v = std::max(1, virtual_stages);
+        if (pipeline_layout > 0)
+            return layerLayout()->largestChunkLayers(pp, stage);
         return splitAccountsForEnds() ? (layers + endLayers()) / pp / v : stageLayers(layers, stage) / v;
     }
     // Of stage `stage`'s layers: the share full recomputation recomputes and the share whose input
@@ -254,9 +311,9 @@ struct Layout {
         if (recompute != Recompute::Full)
             return 0.0;
         if ((recompute_layers <= 0 || (recompute_layers == 1 && recompute_method != RecomputeMethod::Block)) &&
-            !splitAccountsForEnds())
+            !unevenChunks())
             return 1.0;  // every layer of every chunk (at least one each), one checkpoint per layer
-        if (!splitAccountsForEnds()) {
+        if (!unevenChunks()) {
             const int chunk = std::max(1, stageLayers(layers, stage) / std::max(1, virtual_stages));
             return double(checkpoints ? recomputeCheckpoints(chunk) : recomputedLayers(chunk)) / chunk;
         }
@@ -290,7 +347,7 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 // ",account_for_embedding_in_pipeline_split=on,account_for_loss_in_pipeline_split=on" and
 // ",recompute_method=uniform|block,recompute_layers=N", ",ep=N,etp=N", ",ep_comm_overlap=on", ",cp_comm=a2a",
 // ",moe_dispatcher=deepep", ",recompute_modules=layernorm+moe_act" (Megatron's module names joined by '+') and
-// ",offload_activations=N" when set: toString names them only then).
+// ",offload_activations=N", ",pipeline_layout=Et*4|(t*4|)*14tmL" (no commas: they separate keys) when set: toString names them only then).
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);

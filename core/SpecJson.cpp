@@ -656,6 +656,8 @@ QJsonObject toJson(const Layout& l)
     }
     if (l.offload_activations > 0)
         o.insert("offload_activations", l.offload_activations);
+    if (const PipelineLayerLayout* custom = l.layerLayout())
+        o.insert("pipeline_layout", QString::fromStdString(custom->text()));
     return o;
 }
 
@@ -669,7 +671,8 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
                          "recompute", "offload", "tp_comm_overlap", "overlap_param_gather", "first_stage_layers",
                          "last_stage_layers", "account_for_embedding_in_pipeline_split",
                          "account_for_loss_in_pipeline_split", "recompute_method", "recompute_layers", "ep", "etp", "ep_comm_overlap",
-                         "cp_comm", "moe_dispatcher", "recompute_modules", "offload_activations"});
+                         "cp_comm", "moe_dispatcher", "recompute_modules", "offload_activations",
+                         "pipeline_layout"});
     constexpr int kMax = 1'000'000;
     Layout l;
     l.dp = r.integer("dp", 1, true, 1, kMax);
@@ -720,6 +723,19 @@ std::optional<Layout> layoutFromJson(const QJsonObject& json, const std::string&
                                      "mlp, moe, shared_experts)");
     }
     l.offload_activations = r.integer("offload_activations", 0, false, 0, kMax);
+    if (const std::string text = r.string("pipeline_layout", false); !text.empty()) {
+        std::string why;
+        if (const std::optional<PipelineLayerLayout> parsed = PipelineLayerLayout::parse(text, why)) {
+            l.pipeline_layout = internPipelineLayerLayout(*parsed);
+            // Its chunk count sets v and the schedule unless given, as in the text form (parseLayout).
+            if (!r.has("v") && parsed->chunkCount() % l.pp == 0)
+                l.virtual_stages = parsed->chunkCount() / l.pp;
+            if (!r.has("schedule") && l.virtual_stages > 1)
+                l.schedule = PipelineSchedule::Interleaved;
+        } else {
+            r.error("pipeline_layout", quotedValue(text) + ": " + why);
+        }
+    }
     if (errors.size() != before || !appendValidation(l, path, errors))
         return std::nullopt;
     return l;

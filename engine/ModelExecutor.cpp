@@ -108,6 +108,16 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
                                                           : "account_for_loss_in_pipeline_split",
                 "the " + s(c.layers) + " layers + " + s(l.endLayers()) + " (embedding/loss) do not split over pp = " +
                     s(l.pp) + " with a layer on every stage");
+    } else if (const PipelineLayerLayout* custom = l.layerLayout()) {
+        // An explicit layout (Layout.h) runs with one chunk per stage: stageLayers gives each stage's
+        // count, its layers consecutive; its own rules are core/Layout.cpp's, here against this model.
+        if (l.schedule == PipelineSchedule::Interleaved || custom->chunkCount() != l.pp)
+            add("pipeline_layout", "an explicit pipeline layout runs without interleaving here (one chunk per stage: " +
+                                       s(custom->chunkCount()) + " chunks over pp = " + s(l.pp) + ")");
+        else if (const std::vector<std::string> problems =
+                     custom->problems(l.pp, int(c.layers), c.mtp.enabled() ? c.mtp.layers : 0);
+                 !problems.empty())
+            add("pipeline_layout", problems.front());
     } else if (l.unevenPipeline()) {
         // Uneven pipeline splits (Layout.h) run with one chunk per stage; the split's own rules
         // are core/Layout.cpp's (validate()).

@@ -211,6 +211,16 @@ CASES = [
     ("megatron deepseek-v3 p5 tp2 pp8 (5 + 6 x 9 + 2 layers) ep8 etp1 (MLA, MoE)", "megatron", "deepseek-v3",
      "p5.48xlarge", 32, 1024, 4096, [],
      "tp=2,sp=on,pp=8,first_stage_layers=5,last_stage_layers=2,ep=8,etp=1,zero=1,mb=1,recompute=full"),
+    # An explicit pipeline layout (--pipeline-model-parallel-layout; Bridge's pipeline_model_parallel_layout):
+    # DeepSeek-V3 over pp 8 x v 2 as the 26.04.01 B200 recipe lays it out, MTP and loss in the last chunk.
+    ("megatron deepseek-v3 b200 pp8 v2 pipeline layout Et*4|(t*4|)*14tmL ep32 DeepEP overlapped", "megatron",
+     "deepseek-v3", "p6-b200.48xlarge", 32, 4096, 4096, ["--precision", "mxfp8", "--main-grads", "bf16"],
+     "pp=8,zero=1,mb=1,recompute=selective,recompute_modules=mla_up_proj+mlp,ep=32,moe_dispatcher=deepep,"
+     "ep_comm_overlap=on,pipeline_layout=Et*4|(t*4|)*14tmL"),
+    ("megatron-bridge deepseek-v3 b200 pp8 v2 pipeline layout ep32 DeepEP overlapped", "megatron-bridge",
+     "deepseek-v3", "p6-b200.48xlarge", 32, 4096, 4096, ["--precision", "mxfp8", "--main-grads", "bf16"],
+     "pp=8,zero=1,mb=1,recompute=selective,recompute_modules=mla_up_proj+mlp,ep=32,moe_dispatcher=deepep,"
+     "ep_comm_overlap=on,pipeline_layout=Et*4|(t*4|)*14tmL"),
     ("megatron qwen3-30b-a3b (hf) p5 tp2 ep16 etp1 (128 experts, QK-norm)", "megatron", "hf:Qwen3-30B-A3B",
      "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,etp=1,zero=1,mb=1,recompute=selective"),
     ("megatron qwen3-30b-a3b (hf) p5 tp2 ep16 DeepEP, all-to-all overlapped", "megatron", "hf:Qwen3-30B-A3B",

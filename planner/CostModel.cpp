@@ -306,7 +306,7 @@ namespace {
 // DeepSeek-V3 search's cycles).
 struct OwnedNormKey {
     std::uint64_t model = 0;
-    int tp = 0, pp = 0, stage = 0, members = 0, first_stage_layers = 0, last_stage_layers = 0;
+    int tp = 0, pp = 0, stage = 0, members = 0, first_stage_layers = 0, last_stage_layers = 0, pipeline_layout = 0;
     bool sp = false, embedding_in_split = false, loss_in_split = false;
     bool operator==(const OwnedNormKey&) const = default;
 };
@@ -321,6 +321,7 @@ double ownedNormGradientsCached(std::uint64_t model, const Layout& l, int stage,
                            l.zeroGroupSize() * l.cp,
                            l.first_stage_layers,
                            l.last_stage_layers,
+                           l.pipeline_layout,
                            l.sequence_parallel,
                            l.account_for_embedding_in_pipeline_split,
                            l.account_for_loss_in_pipeline_split};
@@ -333,7 +334,7 @@ double ownedNormGradientsCached(std::uint64_t model, const Layout& l, int stage,
     std::uint64_t hash = model * 0x9E3779B97F4A7C15ull;
     for (const std::uint64_t field :
          {std::uint64_t(key.tp), std::uint64_t(key.pp), std::uint64_t(key.stage), std::uint64_t(key.members),
-          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers),
+          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers), std::uint64_t(key.pipeline_layout),
           std::uint64_t(key.sp) | std::uint64_t(key.embedding_in_split) << 1 | std::uint64_t(key.loss_in_split) << 2})
         hash = (hash ^ field) * 0x100000001B3ull;
     Entry& e = table[(hash >> 32) % kEntries];
@@ -432,7 +433,17 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double mlp = moe.enabled() ? routedMlp + moe.shared_experts * mlpOf(sharedLocal) +
                                            (h + bias + (moe.score_correction_bias ? 1.0 : 0.0)) * D.experts
                                      : denseMlp;
-    const int moeEncoderLayers = model.moeLayers(first, mainEncoderLayers) + (mtpMoe ? mtpLayers : 0);
+    // (Of the stage's runs of consecutive layers: one, or under interleaving one per model chunk,
+    // the chunks of a stage lying apart in the model; Layout::forEachStageRun.)
+    auto onStage = [&](auto&& perRun, int oneRunCount) {
+        if ((D.v <= 1 && !l.layerLayout()) || model.family == ModelFamily::EncoderDecoder)
+            return perRun(first, oneRunCount);
+        int n = 0;
+        l.forEachStageRun(model.totalLayers(), stage, [&](int runFirst, int runLayers) { n += perRun(runFirst, runLayers); });
+        return n;
+    };
+    const int moeEncoderLayers =
+        onStage([&](int f, int n) { return model.moeLayers(f, n); }, mainEncoderLayers) + (mtpMoe ? mtpLayers : 0);
     sc.moe_layers = moe.enabled() ? double(moeEncoderLayers + sc.decoder_layers) : 0.0;
     sc.expert_params = sc.moe_layers * routedMlp;
     const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
@@ -543,7 +554,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // average W - W^2 / (2 s) keys per query when W < s (s/2 at W = s, as above), the forward's
     // share of the full core in proportion. Unfused attention computes the full matrix and masks
     // it: no saving. (Decoder-only; the CP ring is priced as for full attention.)
-    const int slidingLayers = model.slidingLayers(first, mainEncoderLayers) + (mtpSliding ? mtpLayers : 0);
+    const int slidingLayers =
+        onStage([&](int f, int n) { return model.slidingLayers(f, n); }, mainEncoderLayers) + (mtpSliding ? mtpLayers : 0);
     double slidingSaving = 0;  // what the sliding layers of this stage save against full attention, forward
     if (slidingLayers > 0 && flash && model.sliding_window.size < D.s && keys > 0) {
         const double W = model.sliding_window.size;
@@ -587,14 +599,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // Megatron-Bridge's current-scaling recipe): this stage's share of quantized layers (the bf16
     // ones priced as an average layer of the stage).
     // (The stage's layers [first, first + n) against [0, start) and [total - end, total), in closed form.)
-    const int totalLayers = model.totalLayers(), stageEnd = first + D.layers_per_stage;
-    const int bf16Layers =
-        recipe_.quantized
-            ? std::min(D.layers_per_stage,
-                       std::max(0, std::min(stageEnd, recipe_.bf16_layers_at_start) - first) +
-                           std::max(0, stageEnd - std::max({first, totalLayers - recipe_.bf16_layers_at_end,
-                                                            recipe_.bf16_layers_at_start})))
-            : 0;
+    const int totalLayers = model.totalLayers();
+    auto bf16InRun = [&](int runFirst, int runLayers) {
+        const int runEnd = runFirst + runLayers;
+        return std::max(0, std::min(runEnd, recipe_.bf16_layers_at_start) - runFirst) +
+               std::max(0, runEnd - std::max({runFirst, totalLayers - recipe_.bf16_layers_at_end,
+                                              recipe_.bf16_layers_at_start}));
+    };
+    const int bf16Layers = recipe_.quantized ? std::min(D.layers_per_stage, onStage(bf16InRun, D.layers_per_stage)) : 0;
     const double quantizedShare = recipe_.quantized ? 1.0 - double(bf16Layers) / std::max(1, D.layers_per_stage) : 0.0;
     // The token copies moved in memory per MoE layer, forward (the backward moves their gradients
     // alike): permuted by expert before the all-to-all and restored after the combine (T_moe k
@@ -1125,7 +1137,13 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const LinkModel tpEpLink = linkFor(group, 1);
         const CommPlacement tpEpPlacement =
             tpEp.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
-        const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s;
+        // What another micro-batch computes meanwhile: Megatron-LM's combined 1F1B runs the
+        // dispatch and combine on a communication stream beside the other micro-batch's layer
+        // ("EP A2A in forward step is hidden by the attention/mlp computation in the backward step,
+        // and vice versa": megatron/core/pipeline_parallel/combined_1f1b.py @ d98e8a64), every kernel
+        // of its attention and MLP blocks: GEMMs, attention core, element-wise and quantization passes.
+        const double window = (sc.layer_matmul_fwd_s + sc.attention_fwd_s) + sc.layer_matmul_bwd_s + sc.attention_bwd_s +
+                              sc.elementwise_fwd_s + sc.elementwise_bwd_s + sc.quantize_fwd_s + sc.quantize_bwd_s;
         auto overlap = [&](Collective& c) {  // --overlap-moe-expert-parallel-comm (alltoall and flex)
             if (l.ep_comm_overlap && D.m > 1) {
                 c.hidden_s = std::min(c.exposed_s, window) * (D.m - 1) / D.m;
@@ -1822,7 +1840,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     // micro-batches), the last (logits), and a middle one (sets the bubble).
     const StageCost firstStage = stageCost(l, 0);
     const StageCost lastStage = p > 1 ? stageCost(l, p - 1) : firstStage;
-    const StageCost middleStage = p > 2 ? stageCost(l, p / 2) : firstStage;
+    int middle = l.middleStage(problem_.model.totalLayers());  // p / 2 unless an explicit layout
+    StageCost middleStage = p > 2 ? stageCost(l, middle) : firstStage;
+    // An explicit layout's middle stages need not be alike (their layers' kinds and counts): the
+    // slowest of them.
+    for (int s = 1; l.layerLayout() && s < p - 1; ++s)
+        if (s != middle)
+            if (StageCost other = stageCost(l, s); other.total() > middleStage.total()) {
+                middleStage = std::move(other);
+                middle = s;
+            }
     const bool lastIsSlowest = lastStage.total() > firstStage.total() && lastStage.total() >= middleStage.total();
     const bool middleIsSlowest = !lastIsSlowest && middleStage.total() > firstStage.total();
     const StageCost& slow = lastIsSlowest ? lastStage : middleIsSlowest ? middleStage : firstStage;
@@ -2063,7 +2090,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     if (p > 1)
         stepCollectives(lastStage, p - 1, lastComm);
     if (p > 2)
-        stepCollectives(middleStage, p / 2, middleComm);
+        stepCollectives(middleStage, middle, middleComm);
 
     // ---- data-parallel / ZeRO time (grads reduced over dp x cp), on the stage holding the most
     // parameters ----
@@ -2104,10 +2131,10 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     if (p > 2)
         busier(middleComm);
     if (ledger) {
-        auto stageOf = [&](const StageCost* sc) { return sc == &firstStage ? 0 : sc == &lastStage ? p - 1 : p / 2; };
+        auto stageOf = [&](const StageCost* sc) { return sc == &firstStage ? 0 : sc == &lastStage ? p - 1 : middle; };
         ledger->time_stage = stageOf(&slow);
         ledger->dp_stage = stageOf(&heavy);
-        ledger->bytes_stage = busiest == &firstComm ? 0 : busiest == &lastComm ? p - 1 : p / 2;
+        ledger->bytes_stage = busiest == &firstComm ? 0 : busiest == &lastComm ? p - 1 : middle;
         ledger->collectives = *busiest;
     }
 
@@ -2192,6 +2219,16 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                 std::vector<double> onHeap(chunks > int(onStack.size()) ? size_t(chunks) : 0);
                 double* chunk = chunks > int(onStack.size()) ? onHeap.data() : onStack.data();
                 std::fill(chunk, chunk + chunks, (bytes - headBytes - embedBytes) / v);
+                if (l.unevenChunks()) {
+                    // Chunks of their own sizes (account_for_*, an explicit layout): each its
+                    // layers' share, the MTP layers with the last stage's last chunk.
+                    const int total = problem_.model.totalLayers();
+                    const int mtp = stage == p - 1 && problem_.model.mtp.enabled() ? problem_.model.mtp.layers : 0;
+                    const int held = l.stageLayers(total, stage) + mtp;
+                    for (int c = 0; held > 0 && c < chunks; ++c)
+                        chunk[c] = (bytes - headBytes - embedBytes) *
+                                   (l.chunkLayers(total, stage, c) + (c == chunks - 1 ? mtp : 0)) / held;
+                }
                 chunk[chunks - 1] += headBytes;
                 chunk[0] += embedBytes;
                 stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);

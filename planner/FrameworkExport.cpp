@@ -153,6 +153,8 @@ void refuseUnevenPipeline(Refusals& refuse, const Layout& l, const char* why)
                             ? "the embedding as a layer (account_for_embedding_in_pipeline_split=on)"
                             : "the loss as a layer (account_for_loss_in_pipeline_split=on)"),
                    why);
+    else if (const PipelineLayerLayout* custom = l.layerLayout())
+        refuse.add("an explicit pipeline layout (pipeline_layout=" + custom->text() + ")", why);
     else if (l.unevenPipeline())
         refuse.add("an uneven pipeline split (first_stage_layers=" + str(l.first_stage_layers) +
                        ", last_stage_layers=" + str(l.last_stage_layers) + ")",

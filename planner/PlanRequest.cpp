@@ -93,6 +93,9 @@ QJsonObject toJson(const SearchSpace& s)
         {"zero_group", s.zero_group ? QJsonValue(*s.zero_group) : QJsonValue(QJsonValue::Null)},
         {"first_stage_layers", s.first_stage_layers ? QJsonValue(*s.first_stage_layers) : QJsonValue(QJsonValue::Null)},
         {"last_stage_layers", s.last_stage_layers ? QJsonValue(*s.last_stage_layers) : QJsonValue(QJsonValue::Null)},
+        {"pipeline_layout", s.pipeline_layout
+                                ? QJsonValue(QString::fromStdString(pipelineLayerLayout(*s.pipeline_layout).text()))
+                                : QJsonValue(QJsonValue::Null)},
         {"recompute_method",
          s.recompute_method ? QJsonValue(QLatin1String(toString(*s.recompute_method))) : QJsonValue(QJsonValue::Null)},
         {"recompute_layers", s.recompute_layers ? QJsonValue(*s.recompute_layers) : QJsonValue(QJsonValue::Null)},
@@ -142,7 +145,8 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
 {
     SearchSpace s;
     JsonReader r(json, path, errors);
-    r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "recompute_method",
+    r.rejectUnknownKeys({"bounds", "zero_group", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+                         "recompute_method",
                          "recompute_layers", "recompute_modules", "offload_activations", "sequence_parallel",
                          "schedules", "recompute", "offload",
                          "tp_comm_overlap", "overlap_param_gather", "ep_comm_overlap", "cp_comm", "moe_dispatcher",
@@ -195,6 +199,17 @@ SearchSpace searchSpaceFromJson(const QJsonObject& json, const std::string& path
                                                        : s.recompute_layers) = int(v.toDouble());
         else if (!v.isNull() && !v.isUndefined())
             r.error(key, "must be a layer count (0 for the even split, or positive) or null");
+    }
+    const QJsonValue pipeline = json.value(QLatin1String("pipeline_layout"));
+    if (pipeline.isString()) {
+        std::string why;
+        if (const std::optional<PipelineLayerLayout> parsed =
+                PipelineLayerLayout::parse(pipeline.toString().toStdString(), why))
+            s.pipeline_layout = internPipelineLayerLayout(*parsed);
+        else
+            r.error("pipeline_layout", quotedValue(pipeline.toString().toStdString()) + ": " + why);
+    } else if (!pipeline.isNull() && !pipeline.isUndefined()) {
+        r.error("pipeline_layout", "must be Megatron-LM's layout string (\"Et*4|(t*4|)*14tmL\") or null");
     }
     const QJsonValue sp = json.value(QLatin1String("sequence_parallel"));
     if (sp.isBool())

@@ -30,7 +30,7 @@ bool layoutLess(const Layout& a, const Layout& b)
                                l.last_stage_layers, l.account_for_embedding_in_pipeline_split,
                                l.account_for_loss_in_pipeline_split, l.recompute_method, l.recompute_layers, l.ep, l.etp,
                                l.ep_comm_overlap, l.cp_comm, l.moe_dispatcher, l.recompute_modules,
-                               l.offload_activations);
+                               l.offload_activations, l.pipeline_layout);
     };
     return key(a) < key(b);
 }
@@ -220,6 +220,7 @@ const char* reasonName(int r)
 struct MeshShape {
     int dp, tp, pp, cp;
     int first_stage_layers = 0, last_stage_layers = 0;  // the shape's pipeline split (0: even)
+    int pipeline_layout = 0;                             // ... or the space's explicit layout
 
     // A layout of this shape, every other field at its default.
     Layout layout() const
@@ -231,6 +232,12 @@ struct MeshShape {
         l.cp = cp;
         l.first_stage_layers = first_stage_layers;
         l.last_stage_layers = last_stage_layers;
+        l.pipeline_layout = pipeline_layout;
+        if (pipeline_layout > 0) {  // its chunks over pp set v, and the schedule when more than one
+            l.virtual_stages = std::max(1, pipelineLayerLayout(pipeline_layout).chunkCount() / std::max(1, pp));
+            if (l.virtual_stages > 1)
+                l.schedule = PipelineSchedule::Interleaved;
+        }
         return l;
     }
 };
@@ -243,6 +250,9 @@ struct MeshShape {
 std::optional<std::pair<int, int>> pipelineSplit(const SearchSpace& space, const ModelSpec& m, int pp)
 {
     const int layers = m.totalLayers();
+    if (space.pipeline_layout)  // (the layout's own stages: pp must divide its chunks)
+        return pipelineLayerLayout(*space.pipeline_layout).chunkCount() % pp == 0 ? std::optional(std::pair{0, 0})
+                                                                                 : std::nullopt;
     if (space.first_stage_layers || space.last_stage_layers)
         return std::pair{space.first_stage_layers.value_or(0), space.last_stage_layers.value_or(0)};
     if (layers % pp == 0)
@@ -307,6 +317,7 @@ public:
         // Fixed keys the generator passes on as they are, for validate() to name the layouts they
         // make illegal; without them the generator's layouts are legal by construction.
         generator_legal_ = !space.zero_group && !space.first_stage_layers && !space.last_stage_layers &&
+                           !space.pipeline_layout &&
                            !space.recompute_method && !space.recompute_layers && !space.recompute_modules &&
                            !space.offload_activations && !space.cp_comm && !space.moe_dispatcher;
         if (space_framework_)
@@ -392,6 +403,7 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 }
                 s.first_stage_layers = split->first;
                 s.last_stage_layers = split->second;
+                s.pipeline_layout = space_.pipeline_layout.value_or(0);
                 if (t.seq_len % s.cp != 0) {
                     count("mesh: cp does not divide the sequence");
                     continue;
@@ -527,6 +539,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     split.pp = s.pp;
     split.first_stage_layers = s.first_stage_layers;
     split.last_stage_layers = s.last_stage_layers;
+    split.pipeline_layout = s.pipeline_layout;
     const int layersPerStage = std::gcd(std::gcd(split.stageLayers(m.totalLayers(), 0),
                                                  split.stageLayers(m.totalLayers(), s.pp - 1)),
                                         split.stageLayers(m.totalLayers(), s.pp > 2 ? 1 : 0));
@@ -542,12 +555,23 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     }
     // Schedules with their v.
     std::vector<std::pair<PipelineSchedule, int>> schedules;
-    if (space_.v.contains(1)) {
+    // An explicit layout fixes v (its chunks over pp): that v's schedules alone.
+    const int layoutV = s.pipeline_layout > 0 ? pipelineLayerLayout(s.pipeline_layout).chunkCount() / s.pp : 0;
+    if (layoutV > 0) {
+        if (layoutV == 1 && space_.v.contains(1)) {
+            for (PipelineSchedule sc : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+                if (space_.allows(sc))
+                    schedules.emplace_back(sc, 1);
+        } else if (layoutV > 1 && s.pp >= 2 && space_.allows(PipelineSchedule::Interleaved) &&
+                   space_.v.contains(layoutV)) {
+            schedules.emplace_back(PipelineSchedule::Interleaved, layoutV);
+        }
+    } else if (space_.v.contains(1)) {
         for (PipelineSchedule sc : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
             if (space_.allows(sc))
                 schedules.emplace_back(sc, 1);
     }
-    if (s.pp >= 2 && space_.allows(PipelineSchedule::Interleaved)) {
+    if (layoutV == 0 && s.pp >= 2 && space_.allows(PipelineSchedule::Interleaved)) {
         for (std::int64_t v : divisors(layersPerStage))
             if (v >= 2 && space_.v.contains(int(v)))
                 schedules.emplace_back(PipelineSchedule::Interleaved, int(v));

@@ -77,6 +77,12 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                                              ", or positive)"});
             else
                 *layers = v;
+        } else if (key == "pipeline_layout") {
+            std::string why;
+            if (const std::optional<PipelineLayerLayout> parsed = PipelineLayerLayout::parse(value, why))
+                space.pipeline_layout = internPipelineLayerLayout(*parsed);
+            else
+                errors.push_back({field, quotedValue(value) + ": " + why});
         } else if (key == "recompute_modules") {
             const size_t before = errors.size();
             const unsigned modules = parseRecomputeModules(value, field, errors);
@@ -140,7 +146,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
                                      "recompute, offload, tp_comm_overlap, overlap_param_gather, "
                                      "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, ep, "
                                      "etp, ep_comm_overlap, cp_comm, moe_dispatcher, recompute_modules, "
-                                     "offload_activations)"});
+                                     "offload_activations, pipeline_layout)"});
         }
     }
     // A fixed module list or activation offload comes with its recomputation mode (modules need
@@ -240,6 +246,8 @@ std::string fixedText(const SearchSpace& s)
         add("first_stage_layers", std::to_string(*s.first_stage_layers));
     if (s.last_stage_layers)
         add("last_stage_layers", std::to_string(*s.last_stage_layers));
+    if (s.pipeline_layout)
+        add("pipeline_layout", pipelineLayerLayout(*s.pipeline_layout).text());
     if (s.recompute_method)
         add("recompute_method", toString(*s.recompute_method));
     if (s.recompute_layers)

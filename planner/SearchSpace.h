@@ -62,6 +62,9 @@ struct SearchSpace {
     // Fixed uneven pipeline split (Layout.h); unset: the even split, or where pp does not divide
     // the layers the uneven one with the lighter ends (Search.cpp, pipelineSplit).
     std::optional<int> first_stage_layers, last_stage_layers;
+    // A fixed explicit layer layout (Layout::pipeline_layout's id, PipelineLayerLayout.h): the shapes
+    // whose pp divides its chunks, each with v = chunks / pp.
+    std::optional<int> pipeline_layout;
     // Fixed partial full recomputation (Layout.h), applied to the layouts with recompute=full;
     // unset: every layer recomputed (the search does not choose N itself).
     std::optional<RecomputeMethod> recompute_method;

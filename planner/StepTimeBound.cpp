@@ -55,7 +55,7 @@ StepTimeBound::Mesh StepTimeBound::mesh(const Layout& l) const
     const ModelSpec& m = model_.problem().model;
     Mesh out;
     out.pp = l.pp;
-    out.stage = {0, l.pp - 1, l.pp > 2 ? l.pp / 2 : 0};
+    out.stage = {0, l.pp - 1, l.middleStage(m.totalLayers())};
     const bool encoderDecoder = m.family == ModelFamily::EncoderDecoder;
     for (size_t i = 0; i < 3; ++i) {
         const int layers = l.stageLayers(m.totalLayers(), out.stage[i]);
@@ -64,7 +64,8 @@ StepTimeBound::Mesh StepTimeBound::mesh(const Layout& l) const
             (encoderDecoder && m.moe.enabled() ? out.either : out.dense)[i] = layers;
             continue;
         }
-        out.moe[i] = m.moeLayers(l.stageFirstLayer(m.totalLayers(), out.stage[i]), layers);
+        out.moe[i] = 0;
+        l.forEachStageRun(m.totalLayers(), out.stage[i], [&](int first, int n) { out.moe[i] += m.moeLayers(first, n); });
         out.dense[i] = layers - out.moe[i];
     }
     // The groups as stageCost() places them: tp innermost, cp at stride tp.

@@ -1556,6 +1556,109 @@ private slots:
         QVERIFY(near(termValue(ev, "time_s.compute", "layer matmuls, forward"), layerMatmuls, 1e-12));
     }
 
+    // Megatron-LM's --pipeline-model-parallel-layout (pipeline_parallel_layer_layout.py @ d98e8a64):
+    // the string's chunks, their stages (chunk k on rank k % pp) and layer offsets, its rules, and
+    // the cost model on it: a layout that spells out an even or a first/last split prices as that split.
+    void explicitPipelineLayout()
+    {
+        std::string why;
+        // Megatron-Bridge's DeepSeek-V3 layout for (pp 8, vp 2) and (pp 16, vp 1) (deepseek_v3.py @ c8101293).
+        const std::optional<PipelineLayerLayout> ds = PipelineLayerLayout::parse("Et*4|(t*4|)*14tmL", why);
+        QVERIFY2(ds, why.c_str());
+        QCOMPARE(ds->chunkCount(), 16);
+        QCOMPARE(ds->transformerLayers(), 61);
+        QCOMPARE(ds->mtpLayers(), 1);
+        QVERIFY(ds->chunk(0).embedding && ds->chunk(0).layers == 4 && !ds->chunk(0).loss);
+        QVERIFY(ds->chunk(15).loss && ds->chunk(15).layers == 1 && ds->chunk(15).mtp_layers == 1);
+        QCOMPARE(ds->stageLayers(8, 0), 8);  // chunks 0 and 8
+        QCOMPARE(ds->stageLayers(8, 3), 8);
+        QCOMPARE(ds->stageLayers(8, 7), 5);  // chunks 7 (4) and 15 (1)
+        QCOMPARE(ds->chunkFirstLayer(8, 0, 1), 4 + 7 * 4);
+        QCOMPARE(ds->chunkFirstLayer(8, 7, 1), 60);
+        QCOMPARE(ds->stageLayers(16, 0), 4);
+        QCOMPARE(ds->stageLayers(16, 15), 1);
+        QVERIFY(ds->problems(8, 61, 1).empty());
+        QVERIFY(ds->problems(16, 61, 1).empty());
+        // The argument's help example ("E|(t|)*3,m|m||L") and parse_str_to_list's ("Ettt|(tt|)*29,m|L").
+        const std::optional<PipelineLayerLayout> help = PipelineLayerLayout::parse("E|(t|)*3,m|m||L", why);
+        QVERIFY2(help, why.c_str());
+        QCOMPARE(help->text(), std::string("E|(t|)*3m|m||L"));
+        QCOMPARE(help->chunkCount(), 8);  // E, t, t, t, m, m, (empty), L
+        QCOMPARE(help->chunk(4).mtp_layers, 1);
+        QCOMPARE(help->chunk(6).layers + help->chunk(6).mtp_layers, 0);
+        const std::optional<PipelineLayerLayout> doc = PipelineLayerLayout::parse("Ettt|(tt|)*29,m|L", why);
+        QVERIFY2(doc, why.c_str());
+        QCOMPARE(doc->chunkCount(), 32);
+        QCOMPARE(doc->transformerLayers(), 61);
+        QCOMPARE(doc->chunk(30).mtp_layers, 1);
+        QVERIFY(doc->chunk(31).loss && doc->chunk(31).layers == 0);
+        // Its MTP layer sits on rank 14 of 16 (Megatron's standalone MTP): not modelled, named.
+        QVERIFY(!doc->problems(16, 61, 1).empty());
+        QVERIFY(QString::fromStdString(doc->problems(16, 61, 1).front()).contains("standalone"));
+        for (const char* bad : {"(tt|", "tt)", "t*", "(tt)", "Ex", "((t)*2)*2", "t*99999999", "(t*1000|)*1000000", ""}) {
+            why.clear();
+            QVERIFY2(!PipelineLayerLayout::parse(bad, why), bad);
+            QVERIFY2(!why.empty(), bad);
+        }
+
+        // A MoE model with dense first layers, 16 layers over pp = 4.
+        ModelSpec m = moeGpt(16, 2048, 16);
+        m.moe.dense_layers = 3;
+        const Problem p = problem(m, 2, 64);
+        // v = 1: "Et*3|t*5|t*5|t*3L" is first_stage_layers=3,last_stage_layers=3.
+        const Layout counts = layout("dp=4,pp=4,mb=1,ep=4,first_stage_layers=3,last_stage_layers=3", p);
+        const Layout spelled = layout("dp=4,pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*5|t*5|t*3L", p);
+        QCOMPARE(spelled.virtual_stages, 1);
+        QCOMPARE(spelled.schedule, PipelineSchedule::OneFOneB);
+        for (int stage = 0; stage < 4; ++stage) {
+            QCOMPARE(spelled.stageLayers(16, stage), counts.stageLayers(16, stage));
+            QCOMPARE(spelled.stageFirstLayer(16, stage), counts.stageFirstLayer(16, stage));
+        }
+        const Prediction a = CostModel::evaluate(p, counts), b = CostModel::evaluate(p, spelled);
+        QCOMPARE(b.step_time_s, a.step_time_s);
+        QCOMPARE(b.memory_bytes.total(), a.memory_bytes.total());
+        QCOMPARE(b.comm_bytes.dp, a.comm_bytes.dp);
+        // v = 2 from the chunk count, interleaved: chunks of 2 are the even interleaved split.
+        const Layout even = layout("dp=4,pp=4,mb=1,ep=4,schedule=interleaved,v=2", p);
+        const Layout evenSpelled = layout("dp=4,pp=4,mb=1,ep=4,pipeline_layout=Ett|(tt|)*6ttL", p);
+        QCOMPARE(evenSpelled.virtual_stages, 2);
+        QCOMPARE(evenSpelled.schedule, PipelineSchedule::Interleaved);
+        const Prediction c = CostModel::evaluate(p, even), d = CostModel::evaluate(p, evenSpelled);
+        QCOMPARE(d.step_time_s, c.step_time_s);
+        QCOMPARE(d.memory_bytes.total(), c.memory_bytes.total());
+        // Interleaved chunks lie apart in the model: stage 0 of "Et|t*3|t*3|t*3|t*2|t*2|t|tL" holds
+        // layers 0 and 10-11, so one of its three is dense (the 3 dense layers are 0-2), and its
+        // chunks weigh 1 and 2 layers in the schedule's in-flight activations.
+        const Layout apart = layout("dp=4,pp=4,mb=1,ep=4,pipeline_layout=Et|t*3|t*3|t*3|t*2|t*2|t|tL", p);
+        std::vector<std::pair<int, int>> runs;
+        apart.forEachStageRun(16, 0, [&](int first, int n) { runs.emplace_back(first, n); });
+        QCOMPARE(runs, (std::vector<std::pair<int, int>>{{0, 1}, {10, 2}}));
+        QCOMPARE(apart.stageLayers(16, 0), 3);
+        QCOMPARE(apart.chunkLayers(16, 3, 1), 1);
+        QCOMPARE(apart.fullChunkLayers(16, 1), 3);
+        QCOMPARE(apart.middleStage(16), 1);  // stages 1 (3 + 2) and 2 (3 + 1): the first holds more
+
+        // The rules, each refusal naming its key.
+        auto refusal = [&](const char* text) {
+            FieldErrors errors;
+            Layout bad = parseLayout(text, errors);
+            resolveDataParallel(bad, p.cluster.devices(), errors);
+            for (const FieldError& e : validate(bad, p.model, p.cluster, p.training))
+                errors.push_back(e);
+            return errors.empty() ? std::string() : errors.front().path;
+        };
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*5|t*5|t*2L"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=t*3E|t*5|t*5|t*3L"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*5|t*5|t*3mL"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*13L"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*8||t*8|L"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,first_stage_layers=3,pipeline_layout=Et*3|t*5|t*5|t*3L"),
+                 std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,schedule=interleaved,v=4,pipeline_layout=Ett|(tt|)*6ttL"), std::string("layout.v"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*5(|t*5|t*3L"), std::string("layout.pipeline_layout"));
+        QCOMPARE(refusal("pp=4,mb=1,ep=4,pipeline_layout=Et*3|t*5|t*5|t*3L"), std::string());
+    }
+
     // Full recomputation of some layers (Megatron-LM's --recompute-method block|uniform with
     // --recompute-num-layers): block N recomputes the first N layers of each chunk and keeps the
     // others' activations; uniform N keeps one checkpoint per group of N and recomputes all.

@@ -519,6 +519,46 @@ private slots:
                  qPrintable(refusals));
     }
 
+    // An explicit pipeline layout (Megatron-LM arguments.py @ d98e8a64 --pipeline-model-parallel-layout;
+    // Megatron-Bridge's TransformerConfig field, deepseek_llm_pretrain.py @ c8101293): DeepSeek-V3 over
+    // pp 8 x v 2 as the B200 recipe lays it out. Megatron takes v from the layout and allows no
+    // virtual-stage argument beside it; every exporter without such a layout refuses it by name.
+    void explicitPipelineLayout()
+    {
+        const Case c{"deepseek-v3", "p6-b200.48xlarge", 32, 4096, 4096, Precision::MXFP8, MainGrads::BF16};
+        const char* text = "dp=32,tp=1,pp=8,zero=1,mb=1,recompute=selective,recompute_modules=mla_up_proj+mlp,ep=32,"
+                           "moe_dispatcher=deepep,ep_comm_overlap=on,pipeline_layout=Et*4|(t*4|)*14tmL";
+        const ExportResult r = exported(ExportFormat::Megatron, c, text);
+        QVERIFY2(r.ok(), r.refusals.empty() ? "" : r.refusals.front().c_str());
+        const QString t = QString::fromStdString(r.text);
+        for (const char* expected : {"--pipeline-model-parallel-size 8\n", "--pipeline-model-parallel-layout 'Et*4|(t*4|)*14tmL'\n",
+                                     "--num-layers 61\n"})
+            QVERIFY2(t.contains(QLatin1String(expected)), expected);
+        for (const char* absent : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                                   "pipeline-num-layers", "--account-for"})
+            QVERIFY2(!t.contains(QLatin1String(absent)), absent);
+        const ExportResult bridge = exported(ExportFormat::MegatronBridge, c, text);
+        QVERIFY2(bridge.ok(), bridge.refusals.empty() ? "" : bridge.refusals.front().c_str());
+        const QString b = QString::fromStdString(bridge.text);
+        QVERIFY(b.contains(QLatin1String("        pipeline_model_parallel_layout=\"Et*4|(t*4|)*14tmL\",\n")));
+        QVERIFY(b.contains(QLatin1String("        virtual_pipeline_model_parallel_size=2,\n")));
+        QVERIFY(!b.contains("num_layers_in_first_pipeline_stage"));
+        // The others cannot place layers so: refused, the layout named.
+        const Case llama{"llama-2-7b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const char* spelled = "tp=2,pp=4,mb=1,pipeline_layout=Et*7|t*9|t*9|t*7L";
+        for (ExportFormat f : {ExportFormat::DeepSpeed, ExportFormat::Fsdp, ExportFormat::MaxText}) {
+            const ExportResult refused = exported(f, llama, spelled);
+            QVERIFY(!refused.ok());
+            QString all;
+            for (const std::string& line : refused.refusals)
+                all += QString::fromStdString(line) + QLatin1Char('\n');
+            QVERIFY2(all.contains(QLatin1String("pipeline_layout=Et*7|t*9|t*9|t*7L")), qPrintable(all));
+        }
+        const ExportResult llamaMegatron = exported(ExportFormat::Megatron, llama, spelled);
+        QVERIFY(llamaMegatron.ok());
+        QVERIFY(QString::fromStdString(llamaMegatron.text).contains("--pipeline-model-parallel-layout 'Et*7|t*9|t*9|t*7L'\n"));
+    }
+
     // Uneven pipeline splits as Megatron-LM names them (d98e8a64 arguments.py): the first and
     // last stage's layer counts; with interleaving, the virtual stages per rank (validate_args
     // asks for --num-virtual-stages-per-pipeline-rank when the split is uneven).

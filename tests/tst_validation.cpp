@@ -528,6 +528,62 @@ private slots:
                                     .arg(r.metric(metric)->measured)));
     }
 
+    // An explicit pipeline layout (pipeline_layout, Megatron-LM's --pipeline-model-parallel-layout)
+    // scales as the uneven split does: DeepSeek-V3's 3 + 14 x 4 + 2 spelled as a layout string trains
+    // for real, bytes and FLOPs exact; the interleaved layout of the B200 recipe is refused by name
+    // (the engine runs one chunk per stage).
+    void explicitPipelineLayoutScales()
+    {
+        const SpecLookup& specs = BuiltinSpecs::instance();
+        Problem full;
+        full.model = specs.model("deepseek-v3");
+        full.cluster.node = specs.node("p5.48xlarge");
+        full.cluster.nodes = 256;
+        full.training.global_batch = 2048;
+        full.training.seq_len = 4096;
+        FieldErrors errors;
+        Layout layout = parseLayout("dp=64,tp=2,pp=16,sp=on,ep=64,etp=1,mb=1,recompute=full,"
+                                    "pipeline_layout=Et*3|(t*4|)*14t*2mL", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QVERIFY(validate(layout, full.model, full.cluster, full.training).empty());
+        const ScaledCase s = scaledValidationCase(full, layout, 2);
+        const Layout& l = s.validation.request.layout;
+        QVERIFY(l.layerLayout());
+        QVERIFY(l.pp > 1);
+        // The lighter ends keep 1 layer each, every other stage 2; MTP and loss on the last.
+        QCOMPARE(l.stageLayers(s.validation.request.model.layers, 0), 1);
+        QCOMPARE(l.stageLayers(s.validation.request.model.layers, l.pp - 1), 1);
+        for (int stage = 1; stage + 1 < l.pp; ++stage)
+            QCOMPARE(l.stageLayers(s.validation.request.model.layers, stage), 2);
+        QVERIFY2(QString::fromStdString(l.layerLayout()->text()).endsWith("mL"), l.layerLayout()->text().c_str());
+        const ValidationResult r = runValidation(s.validation);
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
+                                   "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes", "send_recv_bytes",
+                                   "all_to_all_bytes"})
+            QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <=
+                         1e-9 * r.metric(metric)->measured + 16,
+                     qPrintable(QString("%1: predicted %2, measured %3")
+                                    .arg(metric)
+                                    .arg(r.metric(metric)->predicted)
+                                    .arg(r.metric(metric)->measured)));
+
+        Problem b200 = full;
+        b200.cluster.node = specs.node("p6-b200.48xlarge");
+        b200.cluster.nodes = 32;
+        b200.training.global_batch = 4096;
+        Layout interleaved = parseLayout("dp=32,pp=8,mb=1,ep=32,recompute=full,pipeline_layout=Et*4|(t*4|)*14tmL", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QCOMPARE(interleaved.virtual_stages, 2);
+        QVERIFY(validate(interleaved, b200.model, b200.cluster, b200.training).empty());
+        try {
+            scaledValidationCase(b200, interleaved, 2);
+            QFAIL("an interleaved explicit layout was validated as another layout");
+        } catch (const InputError& e) {
+            QVERIFY2(std::string(e.what()).find("pipeline_layout=Et*4|(t*4|)*14tmL") != std::string::npos, e.what());
+        }
+    }
+
     void scaledCaseKeepsTheArchitecture()
     {
         const SpecLookup& specs = BuiltinSpecs::instance();

@@ -96,7 +96,9 @@ engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
     c.layers = l.pp * std::max(2, chunks);
     // An uneven split (scaledValidationCase): the ends' own counts, 2 on every other stage.
     // The embedding / loss counted as a layer: 2 per rank counted, so the ends hold 1.
-    if (l.splitAccountsForEnds())
+    if (const PipelineLayerLayout* custom = l.layerLayout())
+        c.layers = custom->transformerLayers();  // (scaledValidationCase scales it stage by stage)
+    else if (l.splitAccountsForEnds())
         c.layers = 2 * l.pp - l.endLayers();
     else if (l.unevenPipeline())
         c.layers = (l.first_stage_layers > 0 ? l.first_stage_layers : 2) +
@@ -259,7 +261,40 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     // An uneven pipeline split keeps its shape at engine size: each end stage that the plan makes
     // lighter (heavier) than the even share holds 1 (3) layers, every other stage 2. The engine
     // runs uneven splits with one chunk per stage only.
-    if (fullLayout.splitAccountsForEnds()) {
+    if (const PipelineLayerLayout* custom = fullLayout.layerLayout()) {
+        // An explicit layout keeps its shape at engine size as the uneven split does: a stage holds
+        // 1, 2 or 3 layers as it holds fewer, as many or more than most stages do (with fewer
+        // stages, the ends keep theirs and the rest hold 2), the embedding first, the MTP layers
+        // and the loss last. The engine runs it with one chunk per stage.
+        if (l.schedule == PipelineSchedule::Interleaved)
+            throw InputError("an explicit pipeline layout (pipeline_layout=" + custom->text() +
+                             ") with the interleaved schedule is not executed by the engine yet: no validation run");
+        const int pp = fullLayout.pp;
+        std::vector<int> counts(static_cast<size_t>(pp));
+        for (int stage = 0; stage < pp; ++stage)
+            counts[size_t(stage)] = custom->stageLayers(pp, stage);
+        int common = counts.front(), most = 0;
+        for (int n : counts)
+            if (const int k = int(std::count(counts.begin(), counts.end(), n)); k > most || (k == most && n > common)) {
+                most = k;
+                common = n;
+            }
+        auto scaled = [&](int stage) { return counts[size_t(stage)] < common ? 1 : counts[size_t(stage)] > common ? 3 : 2; };
+        l.pipeline_layout = 0;
+        if (l.pp > 1) {
+            std::string text = "E";
+            for (int stage = 0; stage < l.pp; ++stage) {
+                const int n = l.pp == pp ? scaled(stage) : stage == 0 ? scaled(0) : stage == l.pp - 1 ? scaled(pp - 1) : 2;
+                text += std::string(size_t(n), 't') + (stage + 1 < l.pp ? "|" : "");
+            }
+            text += std::string(size_t(full.model.mtp.enabled() ? full.model.mtp.layers : 0), 'm') + "L";
+            std::string why;
+            l.pipeline_layout = internPipelineLayerLayout(*PipelineLayerLayout::parse(text, why));
+            notes.push_back("pipeline layout " + custom->text() + " scaled to " + text);
+        } else {
+            notes.push_back("pipeline layout " + custom->text() + " on one stage at engine size");
+        }
+    } else if (fullLayout.splitAccountsForEnds()) {
         if (l.schedule == PipelineSchedule::Interleaved)
             throw InputError("a pipeline split counting the embedding or loss as a layer "
                              "(account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split) with the "

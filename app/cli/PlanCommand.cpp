@@ -224,7 +224,10 @@ void printPlanTable(std::ostream& o, const std::vector<Plan>& plans, size_t rows
         if (!l.unevenPipeline())
             continue;
         // (account_for_* splits, Layout.h: the search does not propose them; a loaded plan may hold one.)
-        const std::string text = l.splitAccountsForEnds()
+        const PipelineLayerLayout* custom = l.layerLayout();
+        const std::string text = custom ? "pp=" + std::to_string(l.pp) + ", v=" + std::to_string(l.virtual_stages) +
+                                              ": layout " + custom->text() + " (Megatron-LM's pipeline layout)"
+                                 : l.splitAccountsForEnds()
                                      ? "pp=" + std::to_string(l.pp) + ": the " +
                                            (l.endLayers() == 2 ? std::string("embedding and the loss")
                                             : l.account_for_embedding_in_pipeline_split ? std::string("embedding")

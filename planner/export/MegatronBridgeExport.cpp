@@ -97,6 +97,11 @@ ExportResult exportMegatronBridge(const Problem& p, const Layout& l)
         kw("account_for_embedding_in_pipeline_split", "True");
     if (l.account_for_loss_in_pipeline_split)
         kw("account_for_loss_in_pipeline_split", "True");
+    // TransformerConfig.pipeline_model_parallel_layout, a string as Bridge's performance configs set
+    // it (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py @ c8101293: cfg.model.
+    // pipeline_model_parallel_layout = base_cfg.pp_layout); its v must equal the chunk count's.
+    if (const PipelineLayerLayout* custom = l.layerLayout())
+        kw("pipeline_model_parallel_layout", "\"" + custom->text() + "\"");
     kw("context_parallel_size", str(l.cp));
     // TransformerConfig.cp_comm_type (megatron/core/transformer/transformer_config.py @ d98e8a64):
     // None is p2p.

@@ -153,7 +153,12 @@ ExportResult exportMegatron(const Problem& p, const Layout& l)
         arg("--account-for-embedding-in-pipeline-split", "");
     if (l.account_for_loss_in_pipeline_split)
         arg("--account-for-loss-in-pipeline-split", "");
-    if (f.pipelined && l.schedule == PipelineSchedule::Interleaved) {
+    // An explicit layout (arguments.py @ d98e8a64 --pipeline-model-parallel-layout): validate_args
+    // takes v from its chunk count and allows neither virtual-stage argument beside it. Quoted for
+    // the shell ('|', '(' and '*').
+    if (const PipelineLayerLayout* custom = l.layerLayout())
+        arg("--pipeline-model-parallel-layout", "'" + custom->text() + "'");
+    else if (f.pipelined && l.schedule == PipelineSchedule::Interleaved) {
         if (l.unevenPipeline())
             arg("--num-virtual-stages-per-pipeline-rank", str(l.virtual_stages));
         else
