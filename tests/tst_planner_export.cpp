@@ -1127,10 +1127,19 @@ private slots:
         // 64 ranks: dp_shard 32 x tp 2 = 64 over ep 16: efsdp 4.
         QVERIFY2(t.contains(QLatin1String("torchtitan: efsdp = dp_shard x cp x tp / ep = 4.")), qPrintable(t));
         QVERIFY(!t.contains(QLatin1String("llama")));
-        // ep 1 (experts over tp, torchtitan's default): the degree written as 1.
+        // With ep > 1 CUDA graphs are switched off: qwen3_30b_a3b leaves them on, and trainer.py
+        // (_validate_cuda_graphs @ b5bcd76c) refuses them over the all-to-all dispatcher, which
+        // synchronizes with the host.
+        QVERIFY2(t.contains(QLatin1String("    config.training.disable_cuda_graphs = True  # CUDA graphs refuse "
+                                          "host-synchronizing EP dispatchers\n")),
+                 qPrintable(t));
+        QVERIFY(t.contains(QLatin1String("CUDA graphs are off (training.disable_cuda_graphs)")));
+        QVERIFY(!t.contains(QLatin1String("moe_comm_backend")));  // the standard all-to-all: the default
+        // ep 1 (experts over tp, torchtitan's default): the degree written as 1, CUDA graphs kept.
         const ExportResult one = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,zero=3,mb=1", p));
         QVERIFY2(one.ok(), one.refusals.empty() ? "" : one.refusals.front().c_str());
         QVERIFY(QString::fromStdString(one.text).contains(QLatin1String("        expert_parallel_degree=1,\n")));
+        QVERIFY(!QString::fromStdString(one.text).contains(QLatin1String("disable_cuda_graphs")));
         // A dense llama3 recipe writes no expert degree.
         const ExportResult dense = exported(ExportFormat::Torchtitan, {"llama-3-8b", "p5.48xlarge", 4, 256, 8192,
                                                                         Precision::BF16Mixed}, "tp=2,sp=on,zero=3,mb=1");

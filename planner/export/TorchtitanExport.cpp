@@ -17,7 +17,11 @@
 //   torchtitan/trainer.py: gradient accumulation = num_tokens_per_train_step /
 //     (num_tokens_per_microbatch_per_dp_rank x num_pp_microbatches x dp); the tokens of a pipeline
 //     micro-batch must divide by tp (with sequence parallelism) x 2cp (cp > 1); CUDA graphs
-//     refuse pipeline parallelism ("CUDA graphs do not support pipeline parallelism yet");
+//     (on unless training.disable_cuda_graphs) refuse pipeline parallelism ("CUDA graphs do not
+//     support pipeline parallelism yet") and, with expert_parallel_degree > 1, every token dispatcher
+//     that synchronizes with the host: all but HybridEP with non_blocking_capacity_factor set and
+//     MinimalAsyncEP (Trainer.Config._validate_cuda_graphs: "CUDA graphs support only expert parallel
+//     token dispatcher configurations without CPU synchronization");
 //   torchtitan/distributed/parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == WORLD_SIZE;
 //   torchtitan/distributed/pipeline_parallel.py: with pipeline_parallel_layers_per_stage, the
 //     stage count is ceil((layers + first_less + last_less) / layers_per_stage), single-stage
@@ -548,6 +552,10 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                           ". torchtitan's model has no dropout.");
         r.notes.push_back(expertGridNote(m, l) + " torchtitan: efsdp = dp_shard x cp x tp / ep = " +
                           str(std::int64_t(shard) * l.cp * l.tp / l.ep) + ".");
+        if (l.ep > 1)
+            r.notes.push_back("CUDA graphs are off (training.disable_cuda_graphs): with expert parallelism trainer.py "
+                              "refuses them over a token dispatcher that synchronizes with the host, as the all-to-all "
+                              "one does.");
     } else if (!rope.enabled()) {
         ropeLines.push_back("layer.attention.rope.scaling = \"none\"");
         r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
@@ -651,8 +659,17 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     t += std::string("    config.training.mixed_precision_param = \"") +
          (p.training.precision == Precision::FP32 ? "float32" : "bfloat16") + "\"\n";
     t += "    config.training.mixed_precision_reduce = \"float32\"\n";
-    if (f.pipelined)
-        t += "    config.training.disable_cuda_graphs = True  # CUDA graphs refuse pipeline parallelism\n";
+    // The recipes this one starts from leave CUDA graphs on (qwen3_30b_a3b, gpt_oss_*) or off
+    // (deepseek_v3_*); they are switched off wherever trainer.py refuses them: under pipeline
+    // parallelism and with expert parallelism over the all-to-all dispatcher (it synchronizes with the
+    // host: AllToAllTokenDispatcher's token-count exchange, models/common/token_dispatcher.py).
+    const bool hostSyncedEp = moe && l.ep > 1;
+    if (f.pipelined || hostSyncedEp)
+        t += std::string("    config.training.disable_cuda_graphs = True  # CUDA graphs refuse ") +
+             (f.pipelined && hostSyncedEp ? "pipeline parallelism and host-synchronizing EP dispatchers"
+              : f.pipelined               ? "pipeline parallelism"
+                                          : "host-synchronizing EP dispatchers") +
+             "\n";
     t += std::string("    config.activation_checkpoint = ") +
          (l.recompute == Recompute::Full ? "FullAC.Config()" : "None") + "\n";
     t += "    return config\n";
