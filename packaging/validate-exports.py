@@ -34,7 +34,14 @@ What runs, per case (a problem, a layout, a format), each in a process of its ow
              recipe a function of its config_registry.py; each layer.attention.rope.<field> the
              recipe sets a field of RoPE.Config (models/common/rope.py, read from the source),
              scaling one of its Literal choices; each layer.moe.<field> a field of MoE.Config
-             (models/common/moe.py) and expert_parallel_degree the plan's ep;
+             (models/common/moe.py) and expert_parallel_degree the plan's ep; for a MoE model the
+             token dispatcher model_registry's moe_comm_backend selects, built by torchtitan's
+             make_token_dispatcher_config (models/common/config_utils.py) and passed through
+             update_ep_token_dispatcher_config (models/common/token_dispatcher.py: expert parallelism,
+             the per-rank token capacity); for every recipe training.disable_cuda_graphs (the recipe's
+             or its base recipe's) through Trainer.Config._validate_cuda_graphs (trainer.py, the
+             method's source run on the recipe's values: pipeline parallelism, host-synchronizing EP
+             dispatchers);
   megatron-bridge  GPTModelProvider(**the recipe's arguments), MLAModelProvider for multi-head
              latent attention, then its finalize(), which runs Megatron Core's __post_init__ checks
              the providers defer (models/transformer_config.py; they do not check heads against
@@ -248,6 +255,26 @@ CASES = [
     ("torchtitan qwen3-30b-a3b without aux loss p5 refused (ep with etp = tp)", "torchtitan",
      "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [], "tp=2,sp=on,ep=16,zero=3,mb=1,recompute=full",
      "expert tensor parallelism (etp=2) with ep=16"),
+    # torchtitan's DeepEP and HybridEP dispatchers (model_registry(moe_comm_backend=...), b5bcd76c): both
+    # synchronize with the host (HybridEP in its blocking default), so the recipe switches CUDA graphs off;
+    # both need expert parallelism; DeepEP is CUDA-only.
+    ("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2 ep16 DeepEP (moe_comm_backend deepep)",
+     "torchtitan", "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full,moe_dispatcher=deepep"),
+    ("torchtitan deepseek-v3 without MTP (own data) p5 pp16 uneven ep8 zero2 HybridEP (moe_comm_backend hybridep)",
+     "torchtitan", "hf:DeepSeek-V3-no-mtp", "p5.48xlarge", 32, 1024, 4096, [],
+     "dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full,moe_dispatcher=hybridep"),
+    ("torchtitan gpt-oss-120b without aux loss (own data) p5 cp2 ep8 HybridEP (gpt_oss 120b flavor, flex)",
+     "torchtitan", "hf:gpt-oss-120b-no-aux-loss", "p5.48xlarge", 8, 512, 8192, [],
+     "dp=32,cp=2,ep=8,zero=3,mb=1,recompute=full,moe_dispatcher=hybridep"),
+    ("torchtitan qwen3-30b-a3b without aux loss p5 refused (DeepEP without ep)", "torchtitan",
+     "hf:Qwen3-30B-A3B-no-aux-loss", "p5.48xlarge", 8, 512, 4096, [],
+     "tp=2,sp=on,zero=3,mb=1,recompute=full,moe_dispatcher=deepep",
+     "the deepep MoE token dispatcher without expert parallelism (ep=1)"),
+    ("torchtitan qwen3-30b-a3b without aux loss mi300x refused (DeepEP is CUDA-only)", "torchtitan",
+     "hf:Qwen3-30B-A3B-no-aux-loss", "mi300x-8", 1, 512, 4096, [],
+     "tp=2,sp=on,ep=8,etp=1,zero=3,mb=1,recompute=full,moe_dispatcher=deepep",
+     "the deepep MoE token dispatcher on AMD Instinct MI300X"),
     ("maxtext qwen3-30b-a3b (hf) v5p ep8 zero3 (the expert axis out of fsdp)", "maxtext", "hf:Qwen3-30B-A3B",
      "tpu-v5p-host", 16, 256, 4096, [], "ep=8,zero=3,mb=1,recompute=full"),
     ("maxtext mixtral-8x7b (hf) v5p ep4 zero3 (mixtral block, aux loss / top_k)", "maxtext", "hf:Mixtral-8x7B-v0.1",
@@ -365,6 +392,17 @@ CONTROLS += [
     ("torchtitan qwen3-30b-a3b ep16 with the MoE field misspelt (load_balance_coef)",
      case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2"),
      lambda text: text.replace("layer.moe.load_balance_coeff", "layer.moe.load_balance_coef")),
+    ("torchtitan qwen3-30b-a3b ep16 DeepEP with CUDA graphs left on (trainer.py _validate_cuda_graphs)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2 ep16 DeepEP"),
+     lambda text: "".join(line for line in text.splitlines(True)
+                          if not line.startswith("    config.training.disable_cuda_graphs = True"))),
+    ("torchtitan qwen3-30b-a3b ep16 with moe_comm_backend \"deep_ep\" (make_token_dispatcher_config)",
+     case_index("torchtitan qwen3-30b-a3b without aux loss (own data) p5 tp2 ep16 DeepEP"),
+     lambda text: text.replace('moe_comm_backend="deepep"', 'moe_comm_backend="deep_ep"')),
+    ("torchtitan gpt-oss-120b ep8 HybridEP (blocking) with CUDA graphs left on (trainer.py _validate_cuda_graphs)",
+     case_index("torchtitan gpt-oss-120b without aux loss (own data) p5 cp2 ep8 HybridEP"),
+     lambda text: "".join(line for line in text.splitlines(True)
+                          if not line.startswith("    config.training.disable_cuda_graphs = True"))),
     ("deepspeed mixtral-8x7b AutoEP with expert_tensor_parallel_size 2 (validate_folding_global)",
      case_index("deepspeed mixtral-8x7b (hf) p5 AutoEP"),
      lambda text: json.dumps({**json.loads(text), "expert_parallel": {
@@ -698,9 +736,128 @@ def check_torchtitan(case):
     rope = check_torchtitan_rope(root, assigned)
     moe = check_torchtitan_moe(root, assigned, parallel, case)
     norms = check_torchtitan_norms(root, assigned)
+    dispatch = check_torchtitan_dispatch(root, calls, training, parallelism, init, registry, flavor, base, case)
     return (f"ParallelismConfig, TrainingConfig and ParallelDims accept it: dp_replicate {dims.dp_replicate} x "
             f"dp_shard {dims.dp_shard} x cp {dims.cp} x tp {dims.tp} x pp {dims.pp} = {dims.world_size}"
-            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}{norms}")
+            f"{f', ep {dims.ep}' if moe else ''}; {family} flavor {flavor}, base recipe {base}{rope}{moe}{norms}"
+            f"{dispatch}")
+
+
+def _keyword_default(function, name):
+    """The default of parameter `name` of a FunctionDef, literal_eval'd; KeyError without one."""
+    import ast
+
+    args = function.args
+    positional = args.posonlyargs + args.args
+    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if arg.arg == name:
+            return ast.literal_eval(default)
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if arg.arg == name and default is not None:
+            return ast.literal_eval(default)
+    raise KeyError(name)
+
+
+def _base_disables_cuda_graphs(registry, base, default):
+    """training.disable_cuda_graphs as the base recipe of config_registry.py leaves it: its
+    TrainingConfig(disable_cuda_graphs=...) or `config.training.disable_cuda_graphs = ...`, else that of
+    the recipe it starts from (`config = other()`), else TrainingConfig's default."""
+    import ast
+
+    functions = {n.name: n for n in registry.body if isinstance(n, ast.FunctionDef)}
+    value = default
+    for node in (node for statement in functions[base].body for node in ast.walk(statement)):  # in order
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "TrainingConfig":
+            for k in node.keywords:
+                if k.arg == "disable_cuda_graphs":
+                    value = ast.literal_eval(k.value)
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "config.training.disable_cuda_graphs":
+            value = ast.literal_eval(node.value)
+        elif (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "config"
+              and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) in functions):
+            value = _base_disables_cuda_graphs(registry, ast.unparse(node.value.func), default)
+    return value
+
+
+def check_torchtitan_dispatch(root, calls, training, parallelism, init, registry, flavor, base, case):
+    """The MoE token dispatcher and CUDA graphs, through torchtitan's own code: the recipe's
+    model_registry(moe_comm_backend=..., non_blocking_capacity_factor=...) (or the flavor builder's
+    default) through make_token_dispatcher_config (models/common/config_utils.py), the dispatcher config
+    it returns through update_ep_token_dispatcher_config (models/common/token_dispatcher.py: DeepEP,
+    HybridEP and MinimalAsyncEP need expert parallelism and the per-rank token capacity), and the
+    recipe's training.disable_cuda_graphs (or its base recipe's) through Trainer.Config's
+    _validate_cuda_graphs (trainer.py, read from the source and run as written: its class imports need
+    the whole trainer) with that dispatcher on every MoE layer. A dense recipe runs the last only."""
+    import ast
+    import dataclasses
+    import types
+
+    import framework_stubs as fs
+
+    # token_dispatcher.py imports torchtitan.config (bare here), triton through minimal_async_ep's kernels,
+    # and TORCH_DTYPE_MAP from torchtitan.config inside maybe_update_minimal_async_ep_config: the
+    # package's names set from the modules that define them, TORCH_DTYPE_MAP as __init__.py builds it.
+    fs.install(["triton"])
+    import torch
+    import torchtitan.config.configs as configs
+    from torchtitan.config.configurable import Configurable
+
+    package = sys.modules["torchtitan.config"]
+    package.Configurable = Configurable
+    for name in ("CommConfig", "CompileConfig", "DebugConfig", "ParallelismConfig", "TrainingConfig"):
+        setattr(package, name, getattr(configs, name))
+    package.TORCH_DTYPE_MAP = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16}
+    for name in ("torchtitan.models", "torchtitan.models.common"):
+        fs.bare_package(name, os.path.join(root, *name.split(".")))
+    from torchtitan.models.common import config_utils, token_dispatcher as td
+
+    moe = case.get("moe")
+    layers = []
+    summary = ""
+    if moe:
+        registry_fn = next(n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == "model_registry")
+        keywords = calls["model_registry"][0][1]
+        backend = keywords.get("moe_comm_backend", _keyword_default(registry_fn, "moe_comm_backend"))
+        if backend is None:
+            # qwen3's model_registry passes nothing on: the flavor builder's default.
+            family_configs = next(n.value for n in ast.walk(init) if isinstance(n, ast.Assign)
+                                  and ast.unparse(n.targets[0]).endswith("_configs"))
+            builder = next(ast.unparse(v) for k, v in zip(family_configs.keys, family_configs.values)
+                           if k.value == flavor)
+            backend = _keyword_default(next(n for n in init.body if isinstance(n, ast.FunctionDef)
+                                            and n.name == builder), "moe_comm_backend")
+        dispatcher = config_utils.make_token_dispatcher_config(
+            num_experts=moe["experts"], top_k=moe["top_k"], comm_backend=backend,
+            non_blocking_capacity_factor=keywords.get("non_blocking_capacity_factor"))
+        layers = [types.SimpleNamespace(moe=types.SimpleNamespace(
+            routed_experts=types.SimpleNamespace(token_dispatcher=dispatcher)))]
+        model = types.SimpleNamespace(dim=case["hidden"], layers=layers)
+        runtime = types.SimpleNamespace(parallelism=parallelism, training=configs.TrainingConfig(**training))
+        td.update_ep_token_dispatcher_config(model, runtime)
+        summary = f"; moe_comm_backend {backend!r}: {type(dispatcher).__qualname__}"
+        if getattr(dispatcher, "num_max_tokens_per_rank", None):
+            summary += f" (num_max_tokens_per_rank {dispatcher.num_max_tokens_per_rank})"
+    # Trainer.Config._validate_cuda_graphs, run on the recipe's values.
+    trainer = ast.parse(open(os.path.join(root, "torchtitan", "trainer.py")).read())
+    trainer_cls = next(n for n in trainer.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    config_cls = next(n for n in trainer_cls.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    validate = next(n for n in config_cls.body if isinstance(n, ast.FunctionDef) and n.name == "_validate_cuda_graphs")
+    scope = {"LocalTokenDispatcher": td.LocalTokenDispatcher, "HybridEPTokenDispatcher": td.HybridEPTokenDispatcher,
+             "MinimalAsyncEPTokenDispatcher": td.MinimalAsyncEPTokenDispatcher}
+    exec(compile(ast.Module(body=[validate], type_ignores=[]), "torchtitan/trainer.py", "exec"), scope)
+    default = next(f.default for f in dataclasses.fields(configs.TrainingConfig) if f.name == "disable_cuda_graphs")
+    disabled = training.get("disable_cuda_graphs", _base_disables_cuda_graphs(registry, base, default))
+
+    def traverse(cls):
+        return [(f"layers.{i}.moe.routed_experts.token_dispatcher", layer.moe.routed_experts.token_dispatcher, None,
+                 None) for i, layer in enumerate(layers)
+                if isinstance(layer.moe.routed_experts.token_dispatcher, cls)]
+
+    model_spec = types.SimpleNamespace(model=types.SimpleNamespace(traverse=traverse))
+    trainer_config = types.SimpleNamespace(training=types.SimpleNamespace(disable_cuda_graphs=disabled),
+                                           parallelism=parallelism, model_spec=model_spec)
+    scope["_validate_cuda_graphs"](trainer_config)
+    return summary + f"; _validate_cuda_graphs passes (CUDA graphs {'off' if disabled else 'on'})"
 
 
 def check_torchtitan_norms(root, assigned):
@@ -929,11 +1086,12 @@ def run_case(cli, checkouts, work, case, change=None):
     if not exported["runs"]:
         return False, "ShardScope refused: " + refusals
     model_json = subprocess.run([cli] + db + ["catalog", "show", model, "--json"], capture_output=True, text=True)
-    vocab = json.loads(model_json.stdout).get("vocab", 32000) if model_json.returncode == 0 else 32000
+    spec = json.loads(model_json.stdout) if model_json.returncode == 0 else {}
+    vocab = spec.get("vocab", 32000)
     sizes = layout_sizes(exported["layout"])
     payload = {"settings": exported["settings"], "layout": exported["layout"], "node": node, "global_batch": batch,
                "devices": sizes["dp"] * sizes["tp"] * sizes["pp"] * sizes["cp"], "vocab": vocab,
-               "format": fmt, **checkouts}
+               "hidden": spec.get("hidden"), "moe": spec.get("moe"), "format": fmt, **checkouts}
     if change:
         payload["settings"] = change(payload["settings"])
     check = subprocess.run([sys.executable, os.path.abspath(__file__), "--check"], input=json.dumps(payload),

@@ -1110,11 +1110,15 @@ private slots:
             QVERIFY(!QString::fromStdString(megatron.text).contains(QLatin1String("enable-deepep")));
         }
         p.model.moe.aux_loss_coeff = 0;  // (torchtitan has no auxiliary loss)
-        const Layout deepep = layout("ep=16,zero=3,mb=1,moe_dispatcher=deepep", p);
-        const ExportResult titan = exportSettings(ExportFormat::Torchtitan, p, deepep);
-        QVERIFY(!titan.ok());
-        QCOMPARE(titan.refused.front().feature, std::string("the deepep MoE token dispatcher (moe_dispatcher=deepep)"));
-        QVERIFY(titan.refused.front().reason.find("does not write yet") != std::string::npos);
+        // torchtitan writes DeepEP and HybridEP as model_registry's moe_comm_backend (torchtitanDeepEpHybridEp).
+        for (const char* dispatcher : {"deepep", "hybridep"}) {
+            const ExportResult titan = exportSettings(
+                ExportFormat::Torchtitan, p, layout((std::string("ep=16,zero=3,mb=1,moe_dispatcher=") + dispatcher).c_str(), p));
+            QVERIFY2(titan.ok(), titan.refusals.empty() ? "" : titan.refusals.front().c_str());
+            QVERIFY2(QString::fromStdString(titan.text)
+                         .contains(QString("model_registry(\"30B-A3B\", moe_comm_backend=\"%1\")\n").arg(dispatcher)),
+                     titan.text.c_str());
+        }
         const ExportResult titanGather =
             exportSettings(ExportFormat::Torchtitan, p, layout("ep=16,zero=3,mb=1,moe_dispatcher=allgather", p));
         QVERIFY(!titanGather.ok() && titanGather.refused.front().reason.find("no allgather dispatcher") != std::string::npos);
@@ -1167,14 +1171,118 @@ private slots:
         // 64 ranks: dp_shard 32 x tp 2 = 64 over ep 16: efsdp 4.
         QVERIFY2(t.contains(QLatin1String("torchtitan: efsdp = dp_shard x cp x tp / ep = 4.")), qPrintable(t));
         QVERIFY(!t.contains(QLatin1String("llama")));
-        // ep 1 (experts over tp, torchtitan's default): the degree written as 1.
+        // With ep > 1 CUDA graphs are switched off: qwen3_30b_a3b leaves them on, and trainer.py
+        // (_validate_cuda_graphs @ b5bcd76c) refuses them over the all-to-all dispatcher, which
+        // synchronizes with the host.
+        QVERIFY2(t.contains(QLatin1String("    config.training.disable_cuda_graphs = True  # CUDA graphs refuse "
+                                          "host-synchronizing EP dispatchers\n")),
+                 qPrintable(t));
+        QVERIFY(t.contains(QLatin1String("CUDA graphs are off (training.disable_cuda_graphs)")));
+        QVERIFY(!t.contains(QLatin1String("moe_comm_backend")));  // the standard all-to-all: the default
+        // ep 1 (experts over tp, torchtitan's default): the degree written as 1, CUDA graphs kept.
         const ExportResult one = exportSettings(ExportFormat::Torchtitan, p, layout("tp=2,sp=on,zero=3,mb=1", p));
         QVERIFY2(one.ok(), one.refusals.empty() ? "" : one.refusals.front().c_str());
         QVERIFY(QString::fromStdString(one.text).contains(QLatin1String("        expert_parallel_degree=1,\n")));
+        QVERIFY(!QString::fromStdString(one.text).contains(QLatin1String("disable_cuda_graphs")));
         // A dense llama3 recipe writes no expert degree.
         const ExportResult dense = exported(ExportFormat::Torchtitan, {"llama-3-8b", "p5.48xlarge", 4, 256, 8192,
                                                                         Precision::BF16Mixed}, "tp=2,sp=on,zero=3,mb=1");
         QVERIFY(dense.ok() && !QString::fromStdString(dense.text).contains(QLatin1String("expert")));
+    }
+
+    // torchtitan's DeepEP and HybridEP dispatchers (b5bcd76c): the family's model_registry(flavor,
+    // moe_comm_backend="deepep" | "hybridep"), which make_token_dispatcher_config (models/common/
+    // config_utils.py) turns into DeepEPTokenDispatcher / HybridEPTokenDispatcher configs, HybridEP in
+    // its blocking default (non_blocking_capacity_factor None); CUDA graphs off with ep > 1 (trainer.py
+    // _validate_cuda_graphs). Refused by name: either without expert parallelism
+    // (update_ep_token_dispatcher_config) and on AMD GPUs (deep_ep is CUDA-only).
+    void torchtitanDeepEpHybridEp()
+    {
+        Problem qwen = problem({"hf:Qwen3-30B-A3B", "p5.48xlarge", 8, 512, 4096, Precision::BF16Mixed});
+        qwen.model.moe.aux_loss_coeff = 0;
+        const ExportResult deepep = exportSettings(
+            ExportFormat::Torchtitan, qwen, layout("tp=2,sp=on,ep=16,etp=1,zero=3,mb=1,recompute=full,moe_dispatcher=deepep", qwen));
+        QVERIFY2(deepep.ok(), deepep.refusals.empty() ? "" : deepep.refusals.front().c_str());
+        const QString d = QString::fromStdString(deepep.text);
+        for (const char* expected :
+             {"    config.model_spec = model_registry(\"30B-A3B\", moe_comm_backend=\"deepep\")\n",
+              "        expert_parallel_degree=16,\n",
+              "    config.training.disable_cuda_graphs = True  # CUDA graphs refuse host-synchronizing EP dispatchers\n",
+              // 4096 tokens a micro-batch over cp 1 x tp 2.
+              "DeepEPTokenDispatcher", "2048 tokens per rank", "as the DeepEP one does."})
+            QVERIFY2(d.contains(QLatin1String(expected)), expected);
+        QVERIFY(!d.contains(QLatin1String("hybridep")) && !d.contains(QLatin1String("non_blocking_capacity_factor=")));
+
+        // DeepSeek-V3 without MTP (the 671B flavor) on its uneven pipeline, HybridEP over ep 8: one
+        // comment for both reasons CUDA graphs are off; 2 x 4096 tokens per rank.
+        const Case c{"deepseek-v3", "p5.48xlarge", 32, 1024, 4096, Precision::BF16Mixed};
+        Problem noMtp = problem(c);
+        noMtp.model.mtp = MtpSpec{};
+        const ExportResult hybrid = exportSettings(
+            ExportFormat::Torchtitan, noMtp,
+            layout("dp=16,pp=16,first_stage_layers=3,last_stage_layers=2,ep=8,zero=2,mb=2,recompute=full,"
+                   "moe_dispatcher=hybridep",
+                   noMtp));
+        QVERIFY2(hybrid.ok(), hybrid.refusals.empty() ? "" : hybrid.refusals.front().c_str());
+        const QString h = QString::fromStdString(hybrid.text);
+        for (const char* expected :
+             {"    config.model_spec = model_registry(\"671B\", moe_comm_backend=\"hybridep\")\n",
+              "    config.training.disable_cuda_graphs = True  # CUDA graphs refuse pipeline parallelism and "
+              "host-synchronizing EP dispatchers\n",
+              "HybridEPTokenDispatcher", "in its blocking mode", "8192 tokens per rank", "as the blocking HybridEP one does."})
+            QVERIFY2(h.contains(QLatin1String(expected)), expected);
+        QVERIFY(!h.contains(QLatin1String("non_blocking_capacity_factor=")));
+        // With its MTP layer (no pipeline) and on gpt-oss under cp, the argument joins the others.
+        const ExportResult mtp = exported(ExportFormat::Torchtitan, c, "ep=8,zero=3,mb=1,recompute=full,moe_dispatcher=hybridep");
+        QVERIFY2(mtp.ok(), mtp.refusals.empty() ? "" : mtp.refusals.front().c_str());
+        QVERIFY2(QString::fromStdString(mtp.text)
+                     .contains(QLatin1String("model_registry(\"671B\", num_mtp_layers=1, moe_comm_backend=\"hybridep\")\n")),
+                 mtp.text.c_str());
+        Problem oss = problem({"hf:gpt-oss-120b", "p5.48xlarge", 8, 512, 8192, Precision::BF16Mixed});
+        oss.model.moe.aux_loss_coeff = 0;
+        const ExportResult ossHybrid =
+            exportSettings(ExportFormat::Torchtitan, oss, layout("dp=32,cp=2,ep=8,zero=3,mb=1,moe_dispatcher=hybridep", oss));
+        QVERIFY2(ossHybrid.ok(), ossHybrid.refusals.empty() ? "" : ossHybrid.refusals.front().c_str());
+        const QString g = QString::fromStdString(ossHybrid.text);
+        QVERIFY2(g.contains(QLatin1String("model_registry(\"120b\", attn_backend=\"flex\", moe_comm_backend=\"hybridep\")\n")),
+                 qPrintable(g));
+        QVERIFY(g.contains(QLatin1String("4096 tokens per rank")));  // 8192 over cp 2
+
+        // Without expert parallelism: Megatron runs DeepEP over etp x ep = tp 2 and HybridEP at ep 1;
+        // torchtitan's update_ep_token_dispatcher_config refuses both.
+        const Layout deepepNoEp = layout("tp=2,sp=on,zero=3,mb=1,recompute=full,moe_dispatcher=deepep", qwen);
+        const ExportResult noEp = exportSettings(ExportFormat::Torchtitan, qwen, deepepNoEp);
+        QVERIFY(!noEp.ok());
+        QCOMPARE(noEp.refused.size(), size_t(1));
+        QCOMPARE(noEp.refused.front().feature, std::string("the deepep MoE token dispatcher without expert parallelism (ep=1)"));
+        QVERIFY2(noEp.refused.front().reason.find("DeepEPTokenDispatcher requires expert_parallel_degree > 1") !=
+                     std::string::npos,
+                 noEp.refused.front().reason.c_str());
+        const ExportResult hybridNoEp =
+            exportSettings(ExportFormat::Torchtitan, qwen, layout("zero=3,mb=1,recompute=full,moe_dispatcher=hybridep", qwen));
+        QVERIFY(!hybridNoEp.ok());
+        QCOMPARE(hybridNoEp.refused.size(), size_t(1));
+        QCOMPARE(hybridNoEp.refused.front().feature,
+                 std::string("the hybridep MoE token dispatcher without expert parallelism (ep=1)"));
+        QVERIFY(hybridNoEp.refused.front().reason.find("HybridEPTokenDispatcher requires") != std::string::npos);
+
+        // On AMD GPUs: deep_ep is CUDA-only; the all-to-all is exported there.
+        // (One node: the catalog's MI300X node has no published inter-node bandwidth.)
+        Problem amd = problem({"hf:Qwen3-30B-A3B", "mi300x-8", 1, 512, 4096, Precision::BF16Mixed});
+        amd.model.moe.aux_loss_coeff = 0;
+        for (const char* dispatcher : {"deepep", "hybridep"}) {
+            const ExportResult r = exportSettings(
+                ExportFormat::Torchtitan, amd,
+                layout((std::string("tp=2,sp=on,ep=8,etp=1,zero=3,mb=1,recompute=full,moe_dispatcher=") + dispatcher).c_str(), amd));
+            QVERIFY(!r.ok());
+            QCOMPARE(r.refused.size(), size_t(1));
+            QCOMPARE(r.refused.front().feature,
+                     std::string("the ") + dispatcher + " MoE token dispatcher on AMD Instinct MI300X");
+            QVERIFY2(r.refused.front().reason.find("CUDA-only") != std::string::npos, r.refused.front().reason.c_str());
+        }
+        const ExportResult amdAllToAll =
+            exportSettings(ExportFormat::Torchtitan, amd, layout("tp=2,sp=on,ep=8,etp=1,zero=3,mb=1,recompute=full", amd));
+        QVERIFY2(amdAllToAll.ok(), amdAllToAll.refusals.empty() ? "" : amdAllToAll.refusals.front().c_str());
     }
 
     // torchtitan's deepseek_v3 and gpt_oss flavors (b5bcd76c): DeepSeek-V3 is the 671B flavor (MLA,

@@ -17,7 +17,11 @@
 //   torchtitan/trainer.py: gradient accumulation = num_tokens_per_train_step /
 //     (num_tokens_per_microbatch_per_dp_rank x num_pp_microbatches x dp); the tokens of a pipeline
 //     micro-batch must divide by tp (with sequence parallelism) x 2cp (cp > 1); CUDA graphs
-//     refuse pipeline parallelism ("CUDA graphs do not support pipeline parallelism yet");
+//     (on unless training.disable_cuda_graphs) refuse pipeline parallelism ("CUDA graphs do not
+//     support pipeline parallelism yet") and, with expert_parallel_degree > 1, every token dispatcher
+//     that synchronizes with the host: all but HybridEP with non_blocking_capacity_factor set and
+//     MinimalAsyncEP (Trainer.Config._validate_cuda_graphs: "CUDA graphs support only expert parallel
+//     token dispatcher configurations without CPU synchronization");
 //   torchtitan/distributed/parallel_dims.py: dp_replicate x dp_shard x cp x tp x pp == WORLD_SIZE;
 //   torchtitan/distributed/pipeline_parallel.py: with pipeline_parallel_layers_per_stage, the
 //     stage count is ceil((layers + first_less + last_less) / layers_per_stage), single-stage
@@ -337,15 +341,37 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                                     "count, not by Megatron's modules",
                                     "torchtitan's config has no activation offload to the host");
     refuseMegatronOverlaps(refuse, l);
-    // torchtitan's EP token dispatchers (models/common/token_dispatcher.py @ b5bcd76c, chosen by
-    // config_utils.make_token_dispatcher_config from parallelism.expert_parallel_comm_backend):
-    // standard (all-to-all), deepep, hybridep, minimal_async_ep; no allgather one.
-    refuseMoeDispatcher(refuse, l,
-                        l.moe_dispatcher == MoeDispatcher::AllGather
-                            ? "torchtitan has no allgather dispatcher (its EP dispatchers: all-to-all, DeepEP, HybridEP, "
-                              "MinimalAsyncEP)"
-                            : "torchtitan has DeepEPTokenDispatcher and HybridEPTokenDispatcher "
-                              "(parallelism.expert_parallel_comm_backend), which this exporter does not write yet");
+    // torchtitan's MoE token dispatchers (torchtitan @ b5bcd76c): make_token_dispatcher_config
+    // (models/common/config_utils.py) builds every MoE layer's from the comm_backend the family's
+    // model_registry(flavor, moe_comm_backend=...) passes on (models/qwen3, deepseek_v3, gpt_oss
+    // __init__.py): "standard" (AllToAllTokenDispatcher, the default), "deepep" (DeepEPTokenDispatcher),
+    // "hybridep" (HybridEPTokenDispatcher), "minimal_async_ep"; no allgather one.
+    if (l.moe_dispatcher == MoeDispatcher::AllGather)
+        refuseMoeDispatcher(refuse, l,
+                            "torchtitan has no allgather dispatcher (its EP dispatchers: all-to-all, DeepEP, HybridEP, "
+                            "MinimalAsyncEP)");
+    const bool flexEp = flexDispatcher(l.moe_dispatcher);
+    const std::string commBackend = l.moe_dispatcher == MoeDispatcher::DeepEp    ? "deepep"
+                                    : l.moe_dispatcher == MoeDispatcher::HybridEp ? "hybridep"
+                                                                                  : "standard";
+    const std::string dispatcherClass =
+        l.moe_dispatcher == MoeDispatcher::DeepEp ? "DeepEPTokenDispatcher" : "HybridEPTokenDispatcher";
+    // update_ep_token_dispatcher_config (models/common/token_dispatcher.py @ b5bcd76c, run by
+    // decoder.py's update_from_config): "<DeepEP|HybridEP>TokenDispatcher.Config requires expert
+    // parallelism (expert_parallel_degree > 1)". (Its other rule, num_tokens_per_microbatch_per_dp_rank
+    // divisible by cp x tp, holds for every legal layout: a MoE model under tp > 1 has sequence
+    // parallelism, whose tp x cp divides the sequence, core/Layout.cpp.)
+    if (flexEp && l.ep == 1)
+        refuse.add("the " + commBackend + " MoE token dispatcher without expert parallelism (ep=1)",
+                   "torchtitan's " + dispatcherClass + " requires expert_parallel_degree > 1 "
+                   "(models/common/token_dispatcher.py update_ep_token_dispatcher_config)");
+    // Both run deepseek-ai/DeepEP's kernels (the deep_ep package; HybridEP is its hybrid-ep branch),
+    // built for CUDA only: tests/integration_tests/h100.py @ b5bcd76c skips the HybridEP test on ROCm
+    // ("deep_ep/NVSHMEM is CUDA-only").
+    if (flexEp && p.cluster.node.chip.vendor == "AMD")
+        refuse.add("the " + commBackend + " MoE token dispatcher on " + p.cluster.node.chip.display_name,
+                   "torchtitan's " + dispatcherClass + " runs deep_ep's kernels, which are CUDA-only (deep_ep/NVSHMEM; "
+                   "tests/integration_tests/h100.py skips them on ROCm)");
     refuseAllToAllCp(refuse, l, "torchtitan's context parallelism rotates K/V around a ring (context_parallel_rotate_method "
                                 "allgather or alltoall moves the K/V blocks, not the heads)");
     const ModelSpec& m = p.model;
@@ -548,6 +574,30 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
                           ". torchtitan's model has no dropout.");
         r.notes.push_back(expertGridNote(m, l) + " torchtitan: efsdp = dp_shard x cp x tp / ep = " +
                           str(std::int64_t(shard) * l.cp * l.tp / l.ep) + ".");
+        // update_ep_token_dispatcher_config (models/common/token_dispatcher.py @ b5bcd76c) sets the
+        // buffers' num_max_tokens_per_rank to num_tokens_per_microbatch_per_dp_rank / (cp x tp).
+        const std::string perRank = str(microTokens / (std::int64_t(l.cp) * l.tp));
+        if (l.moe_dispatcher == MoeDispatcher::DeepEp)
+            r.notes.push_back("MoE tokens move with DeepEP (moe_comm_backend \"deepep\": DeepEPTokenDispatcher, DeepEP "
+                              "v2's ElasticBuffer; deep_ep to be installed), its buffer sized by torchtitan for " +
+                              perRank + " tokens per rank (a micro-batch's tokens / (cp x tp)).");
+        else if (l.moe_dispatcher == MoeDispatcher::HybridEp)
+            r.notes.push_back("MoE tokens move with HybridEP (moe_comm_backend \"hybridep\": HybridEPTokenDispatcher; "
+                              "deep_ep's hybrid-ep branch to be installed) in its blocking mode "
+                              "(non_blocking_capacity_factor None, the default: every routed token kept, counted on "
+                              "the host after each dispatch), its buffer sized by torchtitan for " +
+                              perRank + " tokens per rank (a micro-batch's tokens / (cp x tp)). The non-blocking "
+                              "mode (non_blocking_capacity_factor, a model_registry argument of deepseek_v3 only) "
+                              "would keep CUDA graphs but sizes its output for the worst-case routing, memory the "
+                              "plan does not price.");
+        if (l.ep > 1)
+            r.notes.push_back(std::string("CUDA graphs are off (training.disable_cuda_graphs): with expert parallelism "
+                                          "trainer.py refuses them over a token dispatcher that synchronizes with the "
+                                          "host, as the ") +
+                              (l.moe_dispatcher == MoeDispatcher::DeepEp     ? "DeepEP"
+                               : l.moe_dispatcher == MoeDispatcher::HybridEp ? "blocking HybridEP"
+                                                                             : "all-to-all") +
+                              " one does.");
     } else if (!rope.enabled()) {
         ropeLines.push_back("layer.attention.rope.scaling = \"none\"");
         r.notes.push_back(std::string("The llama3 ") + flavor->name + " flavor has " + m.name +
@@ -573,6 +623,14 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     // (models/common/decoder.py: "Use FlexAttention or disable CP").
     const std::string backend = family == "gpt_oss" && l.cp > 1 ? ", attn_backend=\"flex\"" : "";
     const std::string mtpArgument = m.mtp.enabled() ? "        num_mtp_layers=" + str(m.mtp.layers) + ",\n" : "";
+    // model_registry(..., moe_comm_backend=...) for DeepEP and HybridEP; HybridEP in its blocking mode,
+    // non_blocking_capacity_factor None (HybridEPTokenDispatcher.Config's default and
+    // make_token_dispatcher_config's): the permuted tokens counted exactly on the host, none dropped.
+    // Nothing else is theirs to set: num_max_tokens_per_rank and hidden_dim are filled in by
+    // update_ep_token_dispatcher_config, HybridEP's SMs are distributed/deepep/hybridep.py's fixed 16 for
+    // dispatch and 16 for combine (the HYBRIDEP_NUM_SMS_* variables config_utils.py's docstring names
+    // are read nowhere), DeepEP's come from deep_ep's own heuristic (deepep.py _resolve_dispatch_num_sms).
+    const std::string dispatcherArgument = flexEp ? ", moe_comm_backend=\"" + commBackend + "\"" : "";
     if (!backend.empty())
         r.notes.push_back("Context parallelism needs FlexAttention: the gpt_oss flavor is built with attn_backend "
                           "\"flex\" (its default, varlen, is refused under cp).");
@@ -605,12 +663,13 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     if (fp8) {
         t += "    config.compile = CompileConfig(enable=True, components=[\"model\", \"loss\"])\n";
         t += "    config.model_spec = model_registry(\n        \"" + flavorName + "\",\n" + mtpArgument +
+             (flexEp ? "        moe_comm_backend=\"" + commBackend + "\",\n" : std::string()) +
              "        converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\"], "
              "model_compile_enabled=True)],\n    )\n";
     } else {
         t += "    config.compile = CompileConfig()\n";
         t += "    config.model_spec = model_registry(\"" + flavorName + "\"" + backend +
-             (m.mtp.enabled() ? ", num_mtp_layers=" + str(m.mtp.layers) : std::string()) + ")\n";
+             (m.mtp.enabled() ? ", num_mtp_layers=" + str(m.mtp.layers) : std::string()) + dispatcherArgument + ")\n";
     }
     if (m.mtp.enabled())
         t += "    config.loss = MTPLoss.Config(\n        global_vocab_size=decoder_vocab_size(config.model_spec),\n"
@@ -651,8 +710,19 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
     t += std::string("    config.training.mixed_precision_param = \"") +
          (p.training.precision == Precision::FP32 ? "float32" : "bfloat16") + "\"\n";
     t += "    config.training.mixed_precision_reduce = \"float32\"\n";
-    if (f.pipelined)
-        t += "    config.training.disable_cuda_graphs = True  # CUDA graphs refuse pipeline parallelism\n";
+    // The recipes this one starts from leave CUDA graphs on (qwen3_30b_a3b, gpt_oss_*) or off
+    // (deepseek_v3_*); they are switched off wherever trainer.py refuses them: under pipeline
+    // parallelism and with expert parallelism over the all-to-all, DeepEP or blocking HybridEP
+    // dispatcher (each synchronizes with the host: AllToAllTokenDispatcher's token-count exchange,
+    // DeepEP's compact training path, HybridEP's cudaStreamSynchronize after dispatch;
+    // models/common/token_dispatcher.py, distributed/deepep/hybridep.py).
+    const bool hostSyncedEp = moe && l.ep > 1;
+    if (f.pipelined || hostSyncedEp)
+        t += std::string("    config.training.disable_cuda_graphs = True  # CUDA graphs refuse ") +
+             (f.pipelined && hostSyncedEp ? "pipeline parallelism and host-synchronizing EP dispatchers"
+              : f.pipelined               ? "pipeline parallelism"
+                                          : "host-synchronizing EP dispatchers") +
+             "\n";
     t += std::string("    config.activation_checkpoint = ") +
          (l.recompute == Recompute::Full ? "FullAC.Config()" : "None") + "\n";
     t += "    return config\n";
