@@ -554,6 +554,16 @@ private slots:
                 all += QString::fromStdString(line) + QLatin1Char('\n');
             QVERIFY2(all.contains(QLatin1String("pipeline_layout=Et*7|t*9|t*9|t*7L")), qPrintable(all));
         }
+        // torchtitan lightens the two end stages only: a layout that is such a split exports, one
+        // whose middle stages differ does not.
+        const Case llama3{"llama-3-8b", "p5.48xlarge", 4, 512, 2048, Precision::BF16Mixed};
+        const ExportResult titanEnds = exported(ExportFormat::Torchtitan, llama3, "tp=2,pp=4,zero=3,mb=1,pipeline_layout=Et*7|t*9|t*9|t*7L");
+        QVERIFY2(titanEnds.ok(), titanEnds.refusals.empty() ? "" : titanEnds.refusals.front().c_str());
+        QVERIFY(QString::fromStdString(titanEnds.text).contains("pipeline_parallel_layers_per_stage=9,"));
+        const ExportResult titanMiddle = exported(ExportFormat::Torchtitan, llama3, "tp=2,pp=4,zero=3,mb=1,pipeline_layout=Et*6|t*10|t*9|t*7L");
+        QVERIFY(!titanMiddle.ok());
+        QVERIFY2(QString::fromStdString(titanMiddle.refusals.front()).contains("pipeline_layout=Et*6|t*10|t*9|t*7L"),
+                 titanMiddle.refusals.front().c_str());
         const ExportResult llamaMegatron = exported(ExportFormat::Megatron, llama, spelled);
         QVERIFY(llamaMegatron.ok());
         QVERIFY(QString::fromStdString(llamaMegatron.text).contains("--pipeline-model-parallel-layout 'Et*7|t*9|t*9|t*7L'\n"));

@@ -494,6 +494,15 @@ ExportResult exportTorchtitan(const Problem& p, const Layout& l)
         else if (first > middle || last > middle)
             refuse.add("end stages heavier than the middle ones (" + str(first) + " + ... + " + str(last) + ")",
                        "pipeline_parallel_first/last_stage_less_layers only lighten the end stages");
+        // An explicit layout may give its middle stages different counts: torchtitan cannot.
+        for (int stage = 2; l.layerLayout() && stage < l.pp - 1; ++stage)
+            if (l.stageLayers(m.layers, stage) != middle) {
+                refuse.add("pipeline_layout=" + l.layerLayout()->text() + " (middle stages of " + str(middle) +
+                               " and " + str(l.stageLayers(m.layers, stage)) + " layers)",
+                           "torchtitan gives every stage but the first and the last pipeline_parallel_layers_per_stage "
+                           "layers (pipeline_parallel.py)");
+                break;
+            }
         layersPerStage = middle;
         firstLess = middle - first;
         lastLess = middle - last;
