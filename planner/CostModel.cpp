@@ -1213,7 +1213,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // docs/Hybrid-EP_Implementation.md @ 94a9f8f6). Dropless: the bytes are the mean; the
             // busiest rank's time `imbalance` times it.
             const FlexSends sends =
-                flexSends(D.experts, D.experts_active, D.ep, tpEp.domains, tpEp.members_per_domain);
+                flexSends(D.experts, D.experts_active, D.ep, tpEp.domains, tpEp.members_per_domain,
+                          moe.expert_groups, moe.group_top_k);
             const double metadata = dispatcher == MoeDispatcher::DeepEp
                                         ? D.etp * D.experts_active * (8.0 + 4.0)
                                         : D.experts / D.ep * tpEp.members_per_domain * 4.0;

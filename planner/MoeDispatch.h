@@ -15,8 +15,7 @@
 // The combine is the mirror image, the same bytes on the same links.
 //
 // Expectations, for top-k routing that picks k distinct experts of E uniformly (force-balanced
-// routing, as the calibration rows run; group-limited routing, which caps the nodes, is not modelled:
-// an upper estimate there). A bin of B experts (a node's, or a GPU's) is missed by a token when all
+// routing, as the calibration rows run; group-limited routing below). A bin of B experts (a node's, or a GPU's) is missed by a token when all
 // k experts fall outside it: C(E - B, k) / C(E, k) = prod_{i<k} (E - B - i) / (E - i) (sampling without
 // replacement; independent picks, the E -> infinity limit, give (1 - B/E)^k, so over N bins of E/N
 // experts the expected bins touched N (1 - C(E - E/N, k) / C(E, k)) tend to N (1 - (1 - 1/N)^k)).
@@ -25,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 
 namespace shardscope {
 
@@ -37,6 +37,42 @@ inline double binTouchedProbability(double experts, double topK, double bin)
     for (int i = 0; i < int(topK); ++i)
         missed *= std::max(0.0, experts - bin - i) / (experts - i);
     return 1.0 - missed;
+}
+
+// C(n, r) as a double (small arguments: group counts).
+inline double choose(double n, double r)
+{
+    if (r < 0 || r > n)
+        return 0.0;
+    double c = 1.0;
+    for (int i = 0; i < int(r); ++i)
+        c *= (n - i) / (i + 1);
+    return c;
+}
+
+// ... under group-limited routing (DeepSeek-V3's node-limited routing; Megatron-LM's
+// --moe-router-num-groups G / --moe-router-group-topk g, moe_utils.py group_limited_topk
+// @ d98e8a64): a token first takes the g of G equal groups (S = E / G experts each) whose top k/g
+// scores sum highest, then its k experts among those groups' experts. With force-balanced (random)
+// scores the chosen groups are a uniform g-subset, and each holds about k/g of the picks, its own top
+// k/g: so a bin of b whole groups (a node's experts) is touched when one of its groups is chosen,
+// 1 - C(G - b, g) / C(G, g), and a bin of B experts inside one group (a GPU's) when its group is
+// chosen and one of the group's k/g picks falls in it, g/G (1 - C(S - B, k/g) / C(S, k/g)). (Checked
+// against Megatron's selection on random scores in tst_planner_costmodel: within 0.01 for a
+// DeepSeek-V3 node, 0.012 for a GPU.) Bins of other shapes, or k not a multiple of g: the ungrouped
+// figure (an upper estimate).
+inline double binTouchedProbability(double experts, double topK, double bin, int groups, int groupTopK)
+{
+    const double perGroup = groups > 0 ? experts / groups : 0.0;
+    const int picks = groupTopK > 0 ? int(topK) / groupTopK : 0;
+    if (groups <= 1 || groupTopK <= 0 || groupTopK >= groups || picks * groupTopK != int(topK) ||
+        perGroup * groups != experts || bin >= experts)
+        return binTouchedProbability(experts, topK, bin);
+    if (std::fmod(bin, perGroup) == 0.0)  // whole groups
+        return 1.0 - choose(groups - bin / perGroup, groupTopK) / choose(groups, groupTopK);
+    if (std::fmod(perGroup, bin) == 0.0)  // inside one group
+        return double(groupTopK) / groups * (1.0 - choose(perGroup - bin, picks) / choose(perGroup, picks));
+    return binTouchedProbability(experts, topK, bin);
 }
 
 // Expected distinct bins a token touches when `experts` are spread evenly over `bins` bins.
@@ -54,11 +90,13 @@ struct FlexSends {
                          // tokens of its rail peers in the N - 1 other nodes: N (D - 1) q
 };
 
-inline FlexSends flexSends(double experts, double topK, double ep, double nodes, double domainMembers)
+// (groups, groupTopK: group-limited routing, 0 for none.)
+inline FlexSends flexSends(double experts, double topK, double ep, double nodes, double domainMembers, int groups = 0,
+                           int groupTopK = 0)
 {
     FlexSends f;
-    const double p = binTouchedProbability(experts, topK, experts / nodes);  // a node's experts
-    const double q = binTouchedProbability(experts, topK, experts / ep);     // an ep rank's (its etp GPUs)
+    const double p = binTouchedProbability(experts, topK, experts / nodes, groups, groupTopK);  // a node's experts
+    const double q = binTouchedProbability(experts, topK, experts / ep, groups, groupTopK);     // an ep rank's (its etp GPUs)
     f.network = (nodes - 1) * p;
     // (Each of a node's D GPUs holds an ep rank's experts, etp GPUs per rank: a GPU receives the
     // token with probability q; the sender's own copy stays in its memory.)

@@ -12,6 +12,8 @@
 #include "MoeDispatch.h"
 #include "TrainingObjective.h"
 
+#include <random>
+#include <numeric>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QTest>
@@ -804,6 +806,60 @@ private slots:
             // (Fewer experts, fewer repeats in a bin: more bins touched than independent picks.)
             QVERIFY(expectedBinsTouched(64, 8, nodes) > independent);
         }
+    }
+
+    // Group-limited routing (Megatron-LM moe_utils.py group_limited_topk @ d98e8a64): the chance a
+    // token touches a bin of experts, against Megatron's selection run on random scores (force-balanced
+    // routing): DeepSeek-V3's 256 experts in 8 groups, top 4 groups, top 8, over ep 32 on 4 nodes
+    // (a node: 2 whole groups; a GPU: 8 experts of a group). Without groups: the uniform figure.
+    void groupLimitedRouting()
+    {
+        const int experts = 256, groups = 8, groupTopK = 4, topK = 8, perGroup = experts / groups;
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<double> uniform(0.0, 1.0);
+        const int trials = 40000;
+        int nodeHits = 0, gpuHits = 0;
+        std::vector<double> score(experts);
+        std::vector<int> order(groups), candidates;
+        for (int t = 0; t < trials; ++t) {
+            for (double& x : score)
+                x = uniform(rng);
+            std::vector<double> groupScore(groups);
+            for (int g = 0; g < groups; ++g) {
+                std::vector<double> members(score.begin() + g * perGroup, score.begin() + (g + 1) * perGroup);
+                std::partial_sort(members.begin(), members.begin() + topK / groupTopK, members.end(), std::greater<>());
+                groupScore[size_t(g)] = std::accumulate(members.begin(), members.begin() + topK / groupTopK, 0.0);
+            }
+            std::iota(order.begin(), order.end(), 0);
+            std::partial_sort(order.begin(), order.begin() + groupTopK, order.end(),
+                              [&](int a, int b) { return groupScore[size_t(a)] > groupScore[size_t(b)]; });
+            candidates.clear();
+            for (int g = 0; g < groupTopK; ++g)
+                for (int e = order[size_t(g)] * perGroup; e < (order[size_t(g)] + 1) * perGroup; ++e)
+                    candidates.push_back(e);
+            std::partial_sort(candidates.begin(), candidates.begin() + topK, candidates.end(),
+                              [&](int a, int b) { return score[size_t(a)] > score[size_t(b)]; });
+            bool node = false, gpu = false;
+            for (int i = 0; i < topK; ++i) {
+                node = node || candidates[size_t(i)] < experts / 4;
+                gpu = gpu || candidates[size_t(i)] < experts / 32;
+            }
+            nodeHits += node ? 1 : 0;
+            gpuHits += gpu ? 1 : 0;
+        }
+        const double p = binTouchedProbability(experts, topK, experts / 4, groups, groupTopK);
+        const double q = binTouchedProbability(experts, topK, experts / 32, groups, groupTopK);
+        QCOMPARE(p, 1.0 - 15.0 / 70.0);  // 1 - C(6, 4) / C(8, 4)
+        QVERIFY2(std::fabs(p - double(nodeHits) / trials) < 0.02, qPrintable(QString::number(double(nodeHits) / trials)));
+        QVERIFY2(std::fabs(q - double(gpuHits) / trials) < 0.02, qPrintable(QString::number(double(gpuHits) / trials)));
+        // Fewer node crossings than ungrouped routing (0.90 of a node's chance there).
+        QVERIFY(p < binTouchedProbability(experts, topK, experts / 4) - 0.1);
+        QCOMPARE(binTouchedProbability(experts, topK, experts / 4, 0, 0), binTouchedProbability(experts, topK, experts / 4));
+        // A bin that splits groups unevenly (3 nodes do not divide 8 groups): the ungrouped figure.
+        QCOMPARE(binTouchedProbability(experts, topK, experts / 3.0, groups, groupTopK),
+                 binTouchedProbability(experts, topK, experts / 3.0));
+        const FlexSends grouped = flexSends(experts, topK, 32, 4, 8, groups, groupTopK);
+        QVERIFY(near(grouped.network, 3 * p, 1e-12));
     }
 
     // The token dispatchers' bytes by link, derived by hand: the MoE GPT of expertParallelism (8
