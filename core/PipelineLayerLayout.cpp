@@ -8,8 +8,9 @@ namespace shardscope {
 
 namespace {
 
-// Expanded layouts longer than this are refused (a typed "t*99999999" must not eat the memory).
-constexpr size_t kMaxExpandedItems = 1'000'000;
+// Expanded layouts longer than this are refused (a typed "t*99999999" must not eat the memory; a
+// layout of 10,000 layers and chunks is beyond any model trained).
+constexpr size_t kMaxExpandedItems = 10'000;
 
 std::string s(long long n) { return std::to_string(n); }
 
@@ -145,24 +146,18 @@ std::optional<PipelineLayerLayout> PipelineLayerLayout::parse(const std::string&
     return out;
 }
 
-int PipelineLayerLayout::transformerLayers() const
+int PipelineLayerLayout::total(int PipelineChunkContents::*count) const
 {
     int n = 0;
     for (const PipelineChunkContents& c : chunks_)
-        n += c.layers;
-    return n;
-}
-
-int PipelineLayerLayout::mtpLayers() const
-{
-    int n = 0;
-    for (const PipelineChunkContents& c : chunks_)
-        n += c.mtp_layers;
+        n += c.*count;
     return n;
 }
 
 int PipelineLayerLayout::stageLayers(int pp, int stage) const
 {
+    if (pp < 1 || stage < 0)
+        return 0;
     int n = 0;
     for (int k = stage; k < chunkCount(); k += pp)
         n += chunks_[size_t(k)].layers;
@@ -172,13 +167,16 @@ int PipelineLayerLayout::stageLayers(int pp, int stage) const
 int PipelineLayerLayout::chunkFirstLayer(int pp, int stage, int vchunk) const
 {
     int offset = 0;
-    for (int k = 0; k < vchunk * pp + stage && k < chunkCount(); ++k)
+    const long long end = static_cast<long long>(vchunk) * pp + stage;
+    for (int k = 0; k < end && k < chunkCount(); ++k)
         offset += chunks_[size_t(k)].layers;
     return offset;
 }
 
 int PipelineLayerLayout::largestChunkLayers(int pp, int stage) const
 {
+    if (pp < 1 || stage < 0)
+        return 0;
     int most = 0;
     for (int k = stage; k < chunkCount(); k += pp)
         most = std::max(most, chunks_[size_t(k)].layers);

@@ -36,13 +36,18 @@ public:
     const PipelineChunkContents& chunk(int index) const { return chunks_[size_t(index)]; }
     // Chunk `vchunk` of pipeline rank `stage` among pp ranks (index vchunk x pp + stage).
     const PipelineChunkContents& chunk(int pp, int stage, int vchunk) const { return chunk(vchunk * pp + stage); }
-    int transformerLayers() const;
-    int mtpLayers() const;
+    int transformerLayers() const { return total(&PipelineChunkContents::layers); }
+    int mtpLayers() const { return total(&PipelineChunkContents::mtp_layers); }
 
     // For pp stages (chunkCount() divisible by pp): a stage's transformer layers, a chunk's, and the
     // id of a chunk's first layer (get_layer_offset: every earlier chunk's layers).
     int stageLayers(int pp, int stage) const;
-    int chunkLayers(int pp, int stage, int vchunk) const { return chunk(pp, stage, vchunk).layers; }
+    int chunkLayers(int pp, int stage, int vchunk) const
+    {
+        const long long index = static_cast<long long>(vchunk) * pp + stage;  // (0 outside the layout: an unchecked one)
+        return pp >= 1 && stage >= 0 && stage < pp && vchunk >= 0 && index < chunkCount() ? chunks_[size_t(index)].layers
+                                                                                          : 0;
+    }
     int chunkFirstLayer(int pp, int stage, int vchunk) const;
     // The most transformer layers any of a stage's chunks holds.
     int largestChunkLayers(int pp, int stage) const;
@@ -53,6 +58,8 @@ public:
     std::vector<std::string> problems(int pp, int layers, int mtpLayers) const;
 
 private:
+    int total(int PipelineChunkContents::*count) const;
+
     std::string text_;
     std::vector<PipelineChunkContents> chunks_;
 };

@@ -36,6 +36,33 @@ engine::DeviceProfile testProfile()
     return engine::profileFromChip(chip, 1e-3);
 }
 
+// DeepSeek-V3 on 256 p5.48xlarge (2,048 H100), global batch 2048 of 4096 tokens.
+Problem deepseekV3OnP5x256()
+{
+    const SpecLookup& specs = BuiltinSpecs::instance();
+    Problem full;
+    full.model = specs.model("deepseek-v3");
+    full.cluster.node = specs.node("p5.48xlarge");
+    full.cluster.nodes = 256;
+    full.training.global_batch = 2048;
+    full.training.seq_len = 4096;
+    return full;
+}
+
+// The metrics the planner prices exactly (bytes by state and collective, FLOPs), each within
+// 1e-9 relative (+16 bytes) of the engine's measurement.
+void expectExactMetrics(const ValidationResult& r)
+{
+    for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
+                               "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes", "send_recv_bytes",
+                               "all_to_all_bytes"})
+        QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <= 1e-9 * r.metric(metric)->measured + 16,
+                 qPrintable(QString("%1: predicted %2, measured %3")
+                                .arg(metric)
+                                .arg(r.metric(metric)->predicted)
+                                .arg(r.metric(metric)->measured)));
+}
+
 } // namespace
 
 class TstValidation : public QObject {
@@ -476,13 +503,7 @@ private slots:
     // YaRN's score factor from its rope_scaling, a plan with tp (sp), pp and ep; the exact metrics exact.
     void deepseekV3ValidatesAsItself()
     {
-        const SpecLookup& specs = BuiltinSpecs::instance();
-        Problem full;
-        full.model = specs.model("deepseek-v3");
-        full.cluster.node = specs.node("p5.48xlarge");
-        full.cluster.nodes = 256;
-        full.training.global_batch = 2048;
-        full.training.seq_len = 4096;
+        const Problem full = deepseekV3OnP5x256();
         FieldErrors errors;
         // 61 layers over 16 stages as 3 + 14 x 4 + 2; the experts over ep 64; full recomputation (the
         // plan fits 80 GB with it: 31 GiB a device, not without: 95 GiB).
@@ -517,15 +538,7 @@ private slots:
         QVERIFY2(r.error.empty(), r.error.c_str());
         QVERIFY(r.problem.model.mla.enabled());
         QVERIFY(r.problem.model.mtp.enabled());
-        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
-                                   "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes", "send_recv_bytes",
-                                   "all_to_all_bytes"})
-            QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <=
-                         1e-9 * r.metric(metric)->measured + 16,
-                     qPrintable(QString("%1: predicted %2, measured %3")
-                                    .arg(metric)
-                                    .arg(r.metric(metric)->predicted)
-                                    .arg(r.metric(metric)->measured)));
+        expectExactMetrics(r);
     }
 
     // An explicit pipeline layout (pipeline_layout, Megatron-LM's --pipeline-model-parallel-layout)
@@ -534,13 +547,7 @@ private slots:
     // (the engine runs one chunk per stage).
     void explicitPipelineLayoutScales()
     {
-        const SpecLookup& specs = BuiltinSpecs::instance();
-        Problem full;
-        full.model = specs.model("deepseek-v3");
-        full.cluster.node = specs.node("p5.48xlarge");
-        full.cluster.nodes = 256;
-        full.training.global_batch = 2048;
-        full.training.seq_len = 4096;
+        const Problem full = deepseekV3OnP5x256();
         FieldErrors errors;
         Layout layout = parseLayout("dp=64,tp=2,pp=16,sp=on,ep=64,etp=1,mb=1,recompute=full,"
                                     "pipeline_layout=Et*3|(t*4|)*14t*2mL", errors);
@@ -558,18 +565,10 @@ private slots:
         QVERIFY2(QString::fromStdString(l.layerLayout()->text()).endsWith("mL"), l.layerLayout()->text().c_str());
         const ValidationResult r = runValidation(s.validation);
         QVERIFY2(r.error.empty(), r.error.c_str());
-        for (const char* metric : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "flops", "matmul_flops",
-                                   "all_reduce_bytes", "reduce_scatter_bytes", "all_gather_bytes", "send_recv_bytes",
-                                   "all_to_all_bytes"})
-            QVERIFY2(std::fabs(r.metric(metric)->predicted - r.metric(metric)->measured) <=
-                         1e-9 * r.metric(metric)->measured + 16,
-                     qPrintable(QString("%1: predicted %2, measured %3")
-                                    .arg(metric)
-                                    .arg(r.metric(metric)->predicted)
-                                    .arg(r.metric(metric)->measured)));
+        expectExactMetrics(r);
 
         Problem b200 = full;
-        b200.cluster.node = specs.node("p6-b200.48xlarge");
+        b200.cluster.node = BuiltinSpecs::instance().node("p6-b200.48xlarge");
         b200.cluster.nodes = 32;
         b200.training.global_batch = 4096;
         Layout interleaved = parseLayout("dp=32,pp=8,mb=1,ep=32,recompute=full,pipeline_layout=Et*4|(t*4|)*14tmL", errors);
