@@ -115,9 +115,9 @@ struct Layout {
     bool account_for_embedding_in_pipeline_split = false;
     bool account_for_loss_in_pipeline_split = false;
     // An explicit layer layout (Megatron-LM's --pipeline-model-parallel-layout, PipelineLayerLayout.h):
-    // the id of its interned PipelineLayerLayout, 0 for none. It sets every chunk's layers (pp x v
-    // chunks: v follows from it), not with first/last_stage_layers or account_for_* (validate()).
-    int pipeline_layout = 0;
+    // its interned PipelineLayerLayout, null for none. It sets every chunk's layers (pp x v chunks:
+    // v follows from it), not with first/last_stage_layers or account_for_* (validate()).
+    PipelineLayoutRef pipeline_layout;
     // With recompute=full: N of Megatron-LM's --recompute-num-layers (0: uniform groups of one
     // layer, every layer recomputed on its own, Megatron's "uniform, 1").
     RecomputeMethod recompute_method = RecomputeMethod::Uniform;
@@ -170,22 +170,22 @@ struct Layout {
     // lighter under account_for_*.
     bool unevenPipeline() const
     {
-        return first_stage_layers > 0 || last_stage_layers > 0 || splitAccountsForEnds() || pipeline_layout > 0;
+        return first_stage_layers > 0 || last_stage_layers > 0 || splitAccountsForEnds() || pipeline_layout != nullptr;
     }
     // The explicit layer layout, or null.
     const PipelineLayerLayout* layerLayout() const
     {
-        return pipeline_layout > 0 ? &pipelineLayerLayout(pipeline_layout) : nullptr;
+        return pipeline_layout.get();
     }
     // Chunks of a stage may differ in their layer counts (account_for_*, an explicit layout).
-    bool unevenChunks() const { return splitAccountsForEnds() || pipeline_layout > 0; }
+    bool unevenChunks() const { return splitAccountsForEnds() || pipeline_layout != nullptr; }
     // The middle stage the cost model prices as the pipeline's typical one: p / 2, or under an
     // explicit layout the middle stage holding the most layers (the first such).
     int middleStage(int layers) const
     {
         if (pp <= 2)
             return 0;
-        if (pipeline_layout == 0)
+        if (!pipeline_layout)
             return pp / 2;
         int best = 1;
         for (int s = 2; s < pp - 1; ++s)
@@ -200,7 +200,7 @@ struct Layout {
     template <class F>
     void forEachStageRun(int layers, int stage, F&& f) const
     {
-        const int v = pipeline_layout > 0 ? layerLayout()->chunkCount() / std::max(1, pp)
+        const int v = pipeline_layout ? pipeline_layout->chunkCount() / std::max(1, pp)
                       : schedule == PipelineSchedule::Interleaved ? std::max(1, virtual_stages)
                                                                   : 1;
         if (v <= 1) {
@@ -252,7 +252,7 @@ struct Layout {
     // stage's layers are taken as consecutive; the split must be valid: validate()).
     int stageLayers(int layers, int stage) const
     {
-        if (pipeline_layout > 0)
+        if (pipeline_layout)
             return layerLayout()->stageLayers(pp, stage);
         if (splitAccountsForEnds()) {
             // transformer_block.py @ d98e8a64 get_num_layers_to_build: (layers + ends) / pp per
@@ -271,7 +271,7 @@ struct Layout {
     {
         if (stage == 0)
             return 0;
-        if (pipeline_layout > 0)  // its first chunk's (forEachStageRun gives every chunk's)
+        if (pipeline_layout)  // its first chunk's (forEachStageRun gives every chunk's)
             return layerLayout()->chunkFirstLayer(pp, stage, 0);
         if (splitAccountsForEnds())  // transformer_layer.py @ d98e8a64 _get_layer_offset (v = 1)
             return stage * ((layers + endLayers()) / pp) - (account_for_embedding_in_pipeline_split ? 1 : 0);
@@ -284,7 +284,7 @@ struct Layout {
     int chunkLayers(int layers, int stage, int chunk) const
     {
         const int v = std::max(1, virtual_stages);
-        if (pipeline_layout > 0)
+        if (pipeline_layout)
             return layerLayout()->chunkLayers(pp, stage, chunk);
         if (!splitAccountsForEnds())
             return stageLayers(layers, stage) / v;
@@ -296,7 +296,7 @@ struct Layout {
     int fullChunkLayers(int layers, int stage) const
     {
         const int v = std::max(1, virtual_stages);
-        if (pipeline_layout > 0)
+        if (pipeline_layout)
             return layerLayout()->largestChunkLayers(pp, stage);
         return splitAccountsForEnds() ? (layers + endLayers()) / pp / v : stageLayers(layers, stage) / v;
     }

@@ -1,8 +1,8 @@
 #include "PipelineLayerLayout.h"
 
 #include <algorithm>
-#include <deque>
 #include <mutex>
+#include <unordered_map>
 
 namespace shardscope {
 
@@ -236,7 +236,8 @@ namespace {
 
 struct LayoutTable {
     std::mutex mutex;
-    std::deque<PipelineLayerLayout> layouts;  // id - 1; a deque keeps references valid as it grows
+    std::unordered_map<std::string, std::weak_ptr<const PipelineLayerLayout>> byText;
+    size_t sweepAt = 64;  // the size at which expired entries are dropped next
 };
 
 LayoutTable& table()
@@ -247,22 +248,20 @@ LayoutTable& table()
 
 }  // namespace
 
-int internPipelineLayerLayout(const PipelineLayerLayout& layout)
+PipelineLayoutRef internPipelineLayerLayout(const PipelineLayerLayout& layout)
 {
     LayoutTable& t = table();
     std::lock_guard lock(t.mutex);
-    for (size_t i = 0; i < t.layouts.size(); ++i)
-        if (t.layouts[i].text() == layout.text())
-            return int(i + 1);
-    t.layouts.push_back(layout);
-    return int(t.layouts.size());
-}
-
-const PipelineLayerLayout& pipelineLayerLayout(int id)
-{
-    LayoutTable& t = table();
-    std::lock_guard lock(t.mutex);
-    return t.layouts.at(size_t(id - 1));
+    std::weak_ptr<const PipelineLayerLayout>& slot = t.byText[layout.text()];
+    if (PipelineLayoutRef held = slot.lock())
+        return held;
+    PipelineLayoutRef made = std::make_shared<const PipelineLayerLayout>(layout);
+    slot = made;
+    if (t.byText.size() >= t.sweepAt) {
+        std::erase_if(t.byText, [](const auto& entry) { return entry.second.expired(); });
+        t.sweepAt = std::max<size_t>(64, 2 * t.byText.size());
+    }
+    return made;
 }
 
 }  // namespace shardscope

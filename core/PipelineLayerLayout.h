@@ -7,6 +7,7 @@
 // pipeline rank k % pp as its virtual chunk k / pp (the layer-id order walks the chunks so).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,11 +65,11 @@ private:
     std::vector<PipelineChunkContents> chunks_;
 };
 
-// Layouts name their pipeline layout by a small id (Layout::pipeline_layout, 0: none) so that a
-// Layout stays a plain value that copies and compares by its fields: the same text always gets
-// the same id within a process. Thread-safe.
-int internPipelineLayerLayout(const PipelineLayerLayout& layout);
-// The layout of an id internPipelineLayerLayout returned (a reference that stays valid).
-const PipelineLayerLayout& pipelineLayerLayout(int id);
+// Layouts hold their pipeline layout by a shared, immutable reference (Layout::pipeline_layout, null:
+// none), interned: while any holder keeps one, the same text gives the same object, so a Layout
+// compares by its fields (the pointer included) and copies cheaply. The table keeps weak
+// references only (swept as it grows), so parsing many layouts does not keep them. Thread-safe.
+using PipelineLayoutRef = std::shared_ptr<const PipelineLayerLayout>;
+PipelineLayoutRef internPipelineLayerLayout(const PipelineLayerLayout& layout);
 
 }  // namespace shardscope

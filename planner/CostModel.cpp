@@ -306,7 +306,8 @@ namespace {
 // DeepSeek-V3 search's cycles).
 struct OwnedNormKey {
     std::uint64_t model = 0;
-    int tp = 0, pp = 0, stage = 0, members = 0, first_stage_layers = 0, last_stage_layers = 0, pipeline_layout = 0;
+    int tp = 0, pp = 0, stage = 0, members = 0, first_stage_layers = 0, last_stage_layers = 0;
+    const PipelineLayerLayout* pipeline_layout = nullptr;  // (the entry holds it: the address stays its)
     bool sp = false, embedding_in_split = false, loss_in_split = false;
     bool operator==(const OwnedNormKey&) const = default;
 };
@@ -321,25 +322,27 @@ double ownedNormGradientsCached(std::uint64_t model, const Layout& l, int stage,
                            l.zeroGroupSize() * l.cp,
                            l.first_stage_layers,
                            l.last_stage_layers,
-                           l.pipeline_layout,
+                           l.pipeline_layout.get(),
                            l.sequence_parallel,
                            l.account_for_embedding_in_pipeline_split,
                            l.account_for_loss_in_pipeline_split};
     struct Entry {
         OwnedNormKey key;
         double value = 0;
+        PipelineLayoutRef held;  // keeps the key's layout alive, so its address names no other
     };
     constexpr std::size_t kEntries = 64;
     thread_local std::array<Entry, kEntries> table{};
     std::uint64_t hash = model * 0x9E3779B97F4A7C15ull;
     for (const std::uint64_t field :
          {std::uint64_t(key.tp), std::uint64_t(key.pp), std::uint64_t(key.stage), std::uint64_t(key.members),
-          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers), std::uint64_t(key.pipeline_layout),
+          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers), std::uint64_t(reinterpret_cast<std::uintptr_t>(key.pipeline_layout)),
           std::uint64_t(key.sp) | std::uint64_t(key.embedding_in_split) << 1 | std::uint64_t(key.loss_in_split) << 2})
         hash = (hash ^ field) * 0x100000001B3ull;
     Entry& e = table[(hash >> 32) % kEntries];
     if (!(e.key == key)) {  // (model 0 is no model's: an empty entry never matches)
         e.key = key;
+        e.held = l.pipeline_layout;
         e.value = compute();
     }
     return e.value;

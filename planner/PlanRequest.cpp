@@ -94,7 +94,7 @@ QJsonObject toJson(const SearchSpace& s)
         {"first_stage_layers", s.first_stage_layers ? QJsonValue(*s.first_stage_layers) : QJsonValue(QJsonValue::Null)},
         {"last_stage_layers", s.last_stage_layers ? QJsonValue(*s.last_stage_layers) : QJsonValue(QJsonValue::Null)},
         {"pipeline_layout", s.pipeline_layout
-                                ? QJsonValue(QString::fromStdString(pipelineLayerLayout(*s.pipeline_layout).text()))
+                                ? QJsonValue(QString::fromStdString(s.pipeline_layout->text()))
                                 : QJsonValue(QJsonValue::Null)},
         {"recompute_method",
          s.recompute_method ? QJsonValue(QLatin1String(toString(*s.recompute_method))) : QJsonValue(QJsonValue::Null)},

@@ -30,7 +30,8 @@ bool layoutLess(const Layout& a, const Layout& b)
                                l.last_stage_layers, l.account_for_embedding_in_pipeline_split,
                                l.account_for_loss_in_pipeline_split, l.recompute_method, l.recompute_layers, l.ep, l.etp,
                                l.ep_comm_overlap, l.cp_comm, l.moe_dispatcher, l.recompute_modules,
-                               l.offload_activations, l.pipeline_layout);
+                               l.offload_activations,
+                               std::string_view(l.pipeline_layout ? l.pipeline_layout->text() : std::string_view()));
     };
     return key(a) < key(b);
 }
@@ -220,7 +221,7 @@ const char* reasonName(int r)
 struct MeshShape {
     int dp, tp, pp, cp;
     int first_stage_layers = 0, last_stage_layers = 0;  // the shape's pipeline split (0: even)
-    int pipeline_layout = 0;                             // ... or the space's explicit layout
+    PipelineLayoutRef pipeline_layout;                   // ... or the space's explicit layout
 
     // A layout of this shape, every other field at its default.
     Layout layout() const
@@ -233,8 +234,8 @@ struct MeshShape {
         l.first_stage_layers = first_stage_layers;
         l.last_stage_layers = last_stage_layers;
         l.pipeline_layout = pipeline_layout;
-        if (pipeline_layout > 0) {  // its chunks over pp set v, and the schedule when more than one
-            l.virtual_stages = std::max(1, pipelineLayerLayout(pipeline_layout).chunkCount() / std::max(1, pp));
+        if (pipeline_layout) {  // its chunks over pp set v, and the schedule when more than one
+            l.virtual_stages = std::max(1, pipeline_layout->chunkCount() / std::max(1, pp));
             if (l.virtual_stages > 1)
                 l.schedule = PipelineSchedule::Interleaved;
         }
@@ -251,7 +252,7 @@ std::optional<std::pair<int, int>> pipelineSplit(const SearchSpace& space, const
 {
     const int layers = m.totalLayers();
     if (space.pipeline_layout)  // (the layout's own stages: pp must divide its chunks)
-        return pipelineLayerLayout(*space.pipeline_layout).chunkCount() % pp == 0 ? std::optional(std::pair{0, 0})
+        return space.pipeline_layout->chunkCount() % pp == 0 ? std::optional(std::pair{0, 0})
                                                                                  : std::nullopt;
     if (space.first_stage_layers || space.last_stage_layers)
         return std::pair{space.first_stage_layers.value_or(0), space.last_stage_layers.value_or(0)};
@@ -403,7 +404,7 @@ void Searcher::enumerateMeshShapes(SearchResult& result)
                 }
                 s.first_stage_layers = split->first;
                 s.last_stage_layers = split->second;
-                s.pipeline_layout = space_.pipeline_layout.value_or(0);
+                s.pipeline_layout = space_.pipeline_layout;
                 if (t.seq_len % s.cp != 0) {
                     count("mesh: cp does not divide the sequence");
                     continue;
@@ -556,7 +557,7 @@ bool Searcher::searchShape(const MeshShape& s, WorkerResult& out)
     // Schedules with their v.
     std::vector<std::pair<PipelineSchedule, int>> schedules;
     // An explicit layout fixes v (its chunks over pp): that v's schedules alone.
-    const int layoutV = s.pipeline_layout > 0 ? pipelineLayerLayout(s.pipeline_layout).chunkCount() / s.pp : 0;
+    const int layoutV = s.pipeline_layout ? s.pipeline_layout->chunkCount() / s.pp : 0;
     if (layoutV > 0) {
         if (layoutV == 1 && space_.v.contains(1)) {
             for (PipelineSchedule sc : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})

@@ -247,7 +247,7 @@ std::string fixedText(const SearchSpace& s)
     if (s.last_stage_layers)
         add("last_stage_layers", std::to_string(*s.last_stage_layers));
     if (s.pipeline_layout)
-        add("pipeline_layout", pipelineLayerLayout(*s.pipeline_layout).text());
+        add("pipeline_layout", s.pipeline_layout->text());
     if (s.recompute_method)
         add("recompute_method", toString(*s.recompute_method));
     if (s.recompute_layers)

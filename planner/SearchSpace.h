@@ -64,7 +64,7 @@ struct SearchSpace {
     std::optional<int> first_stage_layers, last_stage_layers;
     // A fixed explicit layer layout (Layout::pipeline_layout's id, PipelineLayerLayout.h): the shapes
     // whose pp divides its chunks, each with v = chunks / pp.
-    std::optional<int> pipeline_layout;
+    PipelineLayoutRef pipeline_layout;
     // Fixed partial full recomputation (Layout.h), applied to the layouts with recompute=full;
     // unset: every layer recomputed (the search does not choose N itself).
     std::optional<RecomputeMethod> recompute_method;

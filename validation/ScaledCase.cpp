@@ -280,7 +280,7 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
                 common = n;
             }
         auto scaled = [&](int stage) { return counts[size_t(stage)] < common ? 1 : counts[size_t(stage)] > common ? 3 : 2; };
-        l.pipeline_layout = 0;
+        l.pipeline_layout = nullptr;
         if (l.pp > 1) {
             std::string text = "E";
             for (int stage = 0; stage < l.pp; ++stage) {
