@@ -2235,7 +2235,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                 }
                 chunk[chunks - 1] += headBytes;
                 chunk[0] += embedBytes;
-                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks);
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks, l.ep_comm_overlap ? 1 : 0);
             } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
                 stored = std::min(m, double(p - stage) + double(p - 1) / v) * bytes;
             }

@@ -168,7 +168,8 @@ void checkPeakArguments(PipelineSchedule schedule, int p, int stage, int m, int 
 // D(k + P) = D(k): the largest D is among the first P pairs. Sums of the same values in the
 // same order as the walk's, so the result is the walk's (peakInFlightBytesByWalk) exactly
 // when the bytes are whole numbers, as they are here.
-double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes, int chunks)
+double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, const double* chunk_bytes, int chunks,
+                         int extra_warmup)
 {
     const int v = schedule == PipelineSchedule::Interleaved ? chunks : 1;
     checkPeakArguments(schedule, p, stage, m, v, chunks);
@@ -177,7 +178,9 @@ double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, con
         return double(m) * chunk_bytes[0];
     const std::int64_t warmup = schedule == PipelineSchedule::OneFOneB
                                     ? std::min<std::int64_t>(p - stage - 1, m)
-                                    : std::min<std::int64_t>(std::int64_t(p - stage - 1) * 2 + std::int64_t(v - 1) * p, total);
+                                    : std::min<std::int64_t>(std::int64_t(p - stage - 1) * 2 + std::int64_t(v - 1) * p +
+                                                                 std::max(0, extra_warmup),
+                                                             total);
     const std::int64_t period = schedule == PipelineSchedule::Interleaved ? std::int64_t(p) * v : 1;
     double perPeriod = 0;  // the bytes one period adds to either sum
     for (int c = 0; c < v; ++c)

@@ -50,8 +50,10 @@ double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int m
                          const std::vector<double>& chunk_bytes);
 // The same over `chunks` values at chunk_bytes (the cost model's stack buffer: no allocation),
 // from the schedule's periodic structure in O(p v) rather than O(m v).
+// `extra_warmup` more forwards before the first backward (Megatron-LM's combined 1F1B with
+// overlap_moe_expert_parallel_comm schedules one: schedules.py @ d98e8a64, interleaved).
 double peakInFlightBytes(PipelineSchedule schedule, int stages, int stage, int microBatches, const double* chunk_bytes,
-                         int chunks);
+                         int chunks, int extra_warmup = 0);
 // The same by walking every op in order: the reference the tests hold the fast one to.
 double peakInFlightBytesByWalk(PipelineSchedule schedule, int stages, int stage, int microBatches,
                                const double* chunk_bytes, int chunks);

@@ -131,6 +131,11 @@ private slots:
                         const int pairs = warmup >= m * v ? m * v : warmup + 1;
                         QCOMPARE(peakInFlightBytes(PipelineSchedule::Interleaved, p, s, m, std::vector<double>(size_t(v), 3.0)),
                                  3.0 * pairs);
+                        // Megatron's combined 1F1B (overlap_moe_expert_parallel_comm): one warm-up
+                        // forward more, so one pair more at the peak (all m v at most).
+                        const std::vector<double> chunks(size_t(v), 3.0);
+                        QCOMPARE(peakInFlightBytes(PipelineSchedule::Interleaved, p, s, m, chunks.data(), v, 1),
+                                 3.0 * std::min(m * v, warmup + 1 >= m * v ? m * v : warmup + 2));
                     }
                 }
         // Unequal chunks: the peak is of the bytes, not of the count. p = 2, v = 2, m = 8 on stage 1

@@ -234,6 +234,14 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     }
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
+    // The engine runs each micro-batch's dispatch and combine in order: Megatron's combined 1F1B
+    // (its all-to-all under another micro-batch's compute, and its extra warm-up forward) is not
+    // executed, so the case is priced and run without it.
+    if (l.ep_comm_overlap) {
+        l.ep_comm_overlap = false;
+        notes.push_back("the all-to-all overlap (ep_comm_overlap: Megatron-LM's combined 1F1B) is not executed by the "
+                        "engine: validated without it");
+    }
     l.micro_batch = std::min(l.micro_batch, 2);
     // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
     // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
