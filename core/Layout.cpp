@@ -5,6 +5,7 @@
 #include "SpecEnums.h"
 #include "TrainingSpec.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string_view>
 
@@ -110,12 +111,43 @@ unsigned parseRecomputeModules(const std::string& text, const std::string& path,
     return modules;
 }
 
+namespace {
+
+// Megatron-LM's layout strings may hold cosmetic commas ("E|(t|)*3,m|m||L", arguments.py's help),
+// which here would split the layout's keys: the items after pipeline_layout= that are no key=value
+// belong to it, their commas dropped as Megatron drops them.
+std::string joinPipelineLayoutCommas(const std::string& text)
+{
+    if (text.find("pipeline_layout=") == std::string::npos)
+        return text;
+    std::string out;
+    bool inLayout = false;
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, end - start);
+        const bool keyValue = item.find('=') != std::string::npos;
+        if (inLayout && !keyValue && !item.empty()) {
+            out += item;
+        } else {
+            if (start > 0)
+                out += ',';
+            out += item;
+            inLayout = item.find("pipeline_layout=") != std::string::npos;
+        }
+        start = end + 1;
+    }
+    return out;
+}
+
+} // namespace
+
 Layout parseLayout(const std::string& text, FieldErrors& errors)
 {
     Layout layout;
     layout.dp = 0;  // "fill the remaining devices" unless given
     bool vGiven = false, scheduleGiven = false;
-    for (const auto& [key, value] : splitKeyValues(text, "layout", errors)) {
+    for (const auto& [key, value] : splitKeyValues(joinPipelineLayoutCommas(text), "layout", errors)) {
         vGiven = vGiven || key == "v";
         scheduleGiven = scheduleGiven || key == "schedule";
         int* intField = nullptr;

@@ -296,6 +296,42 @@ private slots:
         QVERIFY(!one.empty() && one.front().text().find("cp_comm=a2a) needs cp > 1") != std::string::npos);
     }
 
+    // pipeline_layout (Megatron-LM's --pipeline-model-parallel-layout): written in text and JSON only
+    // when set, without its cosmetic commas, read back equal (the same interned layout); v and the
+    // interleaved schedule follow from its chunks when not given (text and JSON alike); a malformed
+    // string is refused naming the key, with the reason.
+    void pipelineLayoutRoundTrip()
+    {
+        FieldErrors errors;
+        const Layout l = parseLayout("dp=2,pp=4,pipeline_layout=Et*3,t|(t*4|)*6t*3L", errors);
+        QVERIFY2(errors.empty(), joinErrors(errors).c_str());
+        QVERIFY(l.layerLayout());
+        QCOMPARE(l.virtual_stages, 2);
+        QCOMPARE(l.schedule, PipelineSchedule::Interleaved);
+        QVERIFY(toString(l).ends_with(",pipeline_layout=Et*3t|(t*4|)*6t*3L"));
+        const Layout again = parseLayout(toString(l), errors);
+        QVERIFY(errors.empty() && again == l);
+        const QJsonObject json = toJson(l);
+        QCOMPARE(json.value("pipeline_layout").toString(), QString("Et*3t|(t*4|)*6t*3L"));
+        const auto back = layoutFromJson(throughText(json), "layout", errors);
+        QVERIFY2(back && *back == l && errors.empty(), joinErrors(errors).c_str());
+        QJsonObject bare = json;  // without v and schedule: both from the layout
+        bare.remove("v");
+        bare.remove("schedule");
+        const auto inferred = layoutFromJson(bare, "layout", errors);
+        QVERIFY2(inferred && *inferred == l, joinErrors(errors).c_str());
+        const Layout plain = parseLayout("dp=8", errors);
+        QVERIFY(toString(plain).find("pipeline_layout") == std::string::npos && !toJson(plain).contains("pipeline_layout"));
+        parseLayout("dp=8,pipeline_layout=Et*3|tq", errors);
+        QVERIFY2(!errors.empty() && errors.front().path == "layout.pipeline_layout" &&
+                     errors.front().text().find("unknown item 'q'") != std::string::npos,
+                 joinErrors(errors).c_str());
+        QJsonObject bad = json;
+        bad.insert("pipeline_layout", "(Et*3|");
+        errors.clear();
+        QVERIFY(!layoutFromJson(bad, "layout", errors) && joinErrors(errors).find("layout.pipeline_layout") != std::string::npos);
+    }
+
     // moe_dispatcher: written in text and JSON only when not alltoall, read back; bad values and the
     // layout's own rules named.
     void moeDispatcherLayout()
