@@ -244,7 +244,9 @@ std::vector<CommandHelp> makeCommands()
                                    "Ulysses all-to-all context parallelism, p2p the ring; with recompute=selective, "
                                    "recompute_modules=layernorm+moe_act names Megatron-LM's modules (core_attn, "
                                    "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; default core_attn); "
-                                   "offload_activations=N: the first N layers' activations to host memory)"),
+                                   "offload_activations=N: the first N layers' activations to host memory; "
+                                   "pipeline_layout=Et*4|(t*4|)*14tmL: Megatron-LM's --pipeline-model-parallel-layout, "
+                                   "E embedding, t layer, m MTP layer, L loss, '|' between chunks, v from its chunks)"),
                              value("plan", "FILE", "a plan file (plan --out) instead of the problem options", {},
                                    ValueKind::File),
                              choice("framework", split(exportFormatChoices(), '|'),
