@@ -111,11 +111,6 @@ unsigned parseRecomputeModules(const std::string& text, const std::string& path,
     return modules;
 }
 
-namespace {
-
-// Megatron-LM's layout strings may hold cosmetic commas ("E|(t|)*3,m|m||L", arguments.py's help),
-// which here would split the layout's keys: the items after pipeline_layout= that are no key=value
-// belong to it, their commas dropped as Megatron drops them.
 std::string joinPipelineLayoutCommas(const std::string& text)
 {
     if (text.find("pipeline_layout=") == std::string::npos)
@@ -140,7 +135,6 @@ std::string joinPipelineLayoutCommas(const std::string& text)
     return out;
 }
 
-} // namespace
 
 Layout parseLayout(const std::string& text, FieldErrors& errors)
 {

@@ -351,6 +351,11 @@ int microBatchesPerStep(const Layout& layout, const TrainingSpec& training);
 // Keys left out keep the defaults; dp left out is returned as 0, meaning "fill the
 // devices" (resolveDataParallel). Unknown keys or values are errors naming the key.
 Layout parseLayout(const std::string& text, FieldErrors& errors);
+// Megatron-LM's layout strings may hold cosmetic commas ("E|(t|)*3,m|m||L", arguments.py's help),
+// which in a layout text would split its keys: the items after pipeline_layout= that are no
+// key=value belong to it, their commas dropped as Megatron drops them (parseLayout and the search's
+// fixed keys read texts through it).
+std::string joinPipelineLayoutCommas(const std::string& text);
 std::string toString(const Layout& layout);
 
 // dp = devices / (tp x pp x cp) when dp is 0.

@@ -56,7 +56,7 @@ FieldErrors applyFixed(SearchSpace& space, const std::string& text, const std::s
 {
     FieldErrors errors;
     bool recomputeFixed = false;
-    for (const auto& [key, value] : splitKeyValues(text, path, errors)) {
+    for (const auto& [key, value] : splitKeyValues(joinPipelineLayoutCommas(text), path, errors)) {
         const std::string field = path + "." + printable(key);
         if (IntBounds* b = intKey(space, key)) {
             int v = 0;

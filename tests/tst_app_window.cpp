@@ -444,6 +444,20 @@ private slots:
         QVERIFY(window_->lastResult()->best());
         QCOMPARE(window_->lastResult()->best()->layout.tp, 8);
         QVERIFY(stepBefore > 0);
+        // An explicit pipeline layout (Megatron-LM's string, cosmetic commas and all) is searched with
+        // its stages; a malformed one is named and not searched.
+        QVERIFY(window_->lastProblem().model.totalLayers() == 96);
+        setup->fixEdit()->setText(QStringLiteral("tp=8,pp=8,pipeline_layout=Et*11,|(t*12|)*6t*13L"));
+        QSignalSpy layoutSearch(window_.get(), &MainWindow::searchFinished);
+        QVERIFY(waitForSearch(layoutSearch, 1));
+        QVERIFY(window_->lastResult()->best());
+        const Layout& best = window_->lastResult()->best()->layout;
+        QVERIFY(best.layerLayout());
+        QCOMPARE(best.stageLayers(96, 0), 11);
+        QCOMPARE(best.stageLayers(96, 7), 13);
+        QVERIFY(window_->detailsPage()->layoutEdit()->text().contains(QLatin1String("pipeline_layout=Et*11|(t*12|)*6t*13L")));
+        setup->fixEdit()->setText(QStringLiteral("tp=8,pp=8,pipeline_layout=Et*11|(t*12"));
+        QTRY_VERIFY_WITH_TIMEOUT(setup->messages()->text().contains(QLatin1String("fix.pipeline_layout")), 10'000);
         setup->fixEdit()->clear();
         QSignalSpy again(window_.get(), &MainWindow::searchFinished);
         QVERIFY(waitForSearch(again, 1));
