@@ -336,7 +336,8 @@ double ownedNormGradientsCached(std::uint64_t model, const Layout& l, int stage,
     std::uint64_t hash = model * 0x9E3779B97F4A7C15ull;
     for (const std::uint64_t field :
          {std::uint64_t(key.tp), std::uint64_t(key.pp), std::uint64_t(key.stage), std::uint64_t(key.members),
-          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers), std::uint64_t(reinterpret_cast<std::uintptr_t>(key.pipeline_layout)),
+          std::uint64_t(key.first_stage_layers), std::uint64_t(key.last_stage_layers),
+          std::uint64_t(reinterpret_cast<std::uintptr_t>(key.pipeline_layout)),
           std::uint64_t(key.sp) | std::uint64_t(key.embedding_in_split) << 1 | std::uint64_t(key.loss_in_split) << 2})
         hash = (hash ^ field) * 0x100000001B3ull;
     Entry& e = table[(hash >> 32) % kEntries];
@@ -442,7 +443,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if ((D.v <= 1 && !l.layerLayout()) || model.family == ModelFamily::EncoderDecoder)
             return perRun(first, oneRunCount);
         int n = 0;
-        l.forEachStageRun(model.totalLayers(), stage, [&](int runFirst, int runLayers) { n += perRun(runFirst, runLayers); });
+        l.forEachStageRun(model.totalLayers(), stage,
+                          [&](int runFirst, int runLayers) { n += perRun(runFirst, runLayers); });
         return n;
     };
     const int moeEncoderLayers =
