@@ -312,7 +312,25 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             if (!held[i])
                 fitCases.push_back(cases[i]);
         }
-        fit = fitCostModel(fitCases, params, terms);
+        if (a.value("terms")) {
+            fit = fitCostModel(fitCases, params, terms);
+        } else {
+            // The shipped terms' own procedure (cost-model.json "fitted_on"): the dense terms on the
+            // dense rows, then the experts' two terms on the MoE rows with the dense ones fixed (the
+            // only rows those terms change), each on its rows outside the held-out ones.
+            std::vector<CalibrationCase> dense, experts;
+            for (const CalibrationCase& c : fitCases)
+                (c.problem.model.moe.enabled() ? experts : dense).push_back(c);
+            fit = fitCostModel(dense, params, terms);
+            if (!experts.empty()) {
+                const FitResult moe =
+                    fitCostModel(experts, fit.params, {FitTerm::GroupedGemmEfficiency, FitTerm::MoeLayerOverhead});
+                fit.params = moe.params;
+                fit.iterations += moe.iterations;
+                fit.before = summarize(evaluateCases(fitCases, params));
+                fit.after = summarize(evaluateCases(fitCases, fit.params));
+            }
+        }
         params = fit.params;
         params.name = "fitted";
         after = evaluateCases(cases, params);

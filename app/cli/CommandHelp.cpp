@@ -478,9 +478,11 @@ std::vector<CommandHelp> makeCommands()
                  "and wall-clock terms on fresh engine runs of the validation suite, --from-history on the stored "
                  "validation runs, each reporting held-out cases.",
                  Options{flag("fit", "refit the efficiency terms on the published runs"),
-                         value("terms", "a,b,...", "the terms --fit may move",
-                               "matmul_efficiency.by_vendor, matmul_efficiency.sustained_fraction, "
-                               "elementwise_traffic_factor, step_overhead_s, dp_overlap"),
+                         value("terms", "a,b,...", "the terms --fit may move, on every row",
+                               "the shipped procedure: matmul_efficiency.by_vendor, "
+                               "matmul_efficiency.sustained_fraction, elementwise_traffic_factor, step_overhead_s, "
+                               "dp_overlap on the dense rows, then moe.grouped_gemm_efficiency, moe.layer_overhead_s on "
+                               "the MoE rows"),
                          value("holdout", "F", "share of the cases held out of the fit",
                                "0 with --fit, " + num(kCalibrationHoldout) + " with --engine/--from-history"),
                          flag("engine", "fit on fresh engine runs of the validation suite"),
