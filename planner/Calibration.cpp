@@ -61,6 +61,8 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
             }
             cc.implementation_why = impl.string("why", true);
         }
+        if (c.has("left_out_of_fit"))
+            cc.left_out_of_fit = c.string("left_out_of_fit", true);
         if (errors.size() != before || !model || !training)
             continue;
         cc.problem.model = *model;

@@ -35,6 +35,9 @@ struct CalibrationCase {
     // priced by their passes (ElementwisePasses.h); unset, the fused kernels the terms were fitted on.
     std::optional<ExportFormat> framework;
     std::string implementation_why;
+    // Why the shipped terms were fitted without this row ("left_out_of_fit" in its JSON; empty: in
+    // the fit). calibrate --fit leaves it out too, so that it reproduces the shipped terms.
+    std::string left_out_of_fit;
     // The cost model's terms with the row's own implementation settings.
     CostModelParams ownTerms(const CostModelParams& params) const;
 };

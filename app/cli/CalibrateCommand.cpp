@@ -320,7 +320,8 @@ int runCalibrate(const std::vector<std::string>& args, Context& ctx)
             // only rows those terms change), each on its rows outside the held-out ones.
             std::vector<CalibrationCase> dense, experts;
             for (const CalibrationCase& c : fitCases)
-                (c.problem.model.moe.enabled() ? experts : dense).push_back(c);
+                if (c.left_out_of_fit.empty())  // (the rows the shipped fit left out, with their reason)
+                    (c.problem.model.moe.enabled() ? experts : dense).push_back(c);
             fit = fitCostModel(dense, params, terms);
             if (!experts.empty()) {
                 const FitResult moe =
