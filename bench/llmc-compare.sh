@@ -37,6 +37,12 @@
 # Measured on 2026-12-01 (2-core AVX-512 Xeon, llm.c f1e2ace, a portable build of the model
 # executor, a quiet machine: others% 0-2), medians: 1 thread llm.c 11.55 s, ours 1.71 s
 # (6.8x); 2 threads llm.c 6.37 s, ours 0.90 s (7.1x).
+# Measured on 2026-12-02 (2-core AMD EPYC Zen 4, family 25 model 17: AVX-512 on two 256-bit FMA
+# pipes, so the GEMM reaches ~100 GFLOP/s a core against ~190 on the Xeon), medians: 1 thread
+# llm.c 8.07 s, ours 2.29 s (3.52x); 2 threads llm.c 4.33 s, ours 1.18 s (3.66x). The goal (4x)
+# is out of reach there with this GEMM: the step's 191.6 GFLOP at the GEMM rate alone take 2.0 s
+# (llm.c / that = 4.1x); perf of the timed steps, 1 thread: Eigen's gebp 78.9%, its packing 7.9%,
+# AdamW 6.1% (bandwidth-bound, 32 B a parameter), GeLU 1.3%, the rest < 1% each.
 #
 # Environment: THREADS (default "1 2"), STEPS (default 10), REPS (default 5), QUIET_WAIT
 # (default 300), LLMC_DIR, LLMC_GIT, LLMC_REV, CC (default gcc), WORK (default
