@@ -40,6 +40,12 @@ inline constexpr ElementFlops mlpActivation(MlpKind kind)
     return kGelu;
 }
 
+// A MoE copy's router weight applied in its experts' activation (Megatron-LM's weighted SwiGLU,
+// moe/experts.py @ d98e8a64): 1 multiply per element forward; backward the weight's gradient (the
+// activation evaluated again, its forward's count, and a multiply-add per element) and the output
+// gradient scaled by the weight (1): 3 besides the activation's own.
+inline constexpr ElementFlops kRouterWeight{1, 3};
+
 // Bias and residual added after an output projection (a pass of its own after a
 // tensor-parallel reduction): 2 per output element.
 inline constexpr double kBiasResidualAdd = 2;

@@ -220,10 +220,8 @@ void Kernels<T>::qkNormBackward(NormKind kind, T* dx, T* scratch, T* dw, T* db, 
 }
 
 template <class T>
-void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
+void Kernels<T>::activate(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
 {
-    const double fn = double(F) * double(N);
-    const ops::ElementFlops f = ops::mlpActivation(kind);
     switch (kind) {
     case MlpKind::Gelu:
         gelu_forward<T>(pool(), vec(out, F * N), cvec(inp, F * N));
@@ -237,8 +235,30 @@ void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int6
                          kind == MlpKind::SwiGlu ? GateKind::SiLU : GateKind::GeLU);
         break;
     }
+}
+
+template <class T>
+void Kernels<T>::activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N)
+{
+    const double fn = double(F) * double(N);
+    activate(kind, out, inp, F, N);
     const double in = (kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu) ? 2 * fn : fn;
-    dev_.charge(KernelKind::Gelu, {f.forward * fn, in * e_, fn * e_}, compute_);
+    dev_.charge(KernelKind::Gelu, {ops::mlpActivation(kind).forward * fn, in * e_, fn * e_}, compute_);
+    round(out, F * N);
+}
+
+template <class T>
+void Kernels<T>::weightedActivationForward(MlpKind kind, T* out, const T* inp, const T* w, std::int64_t F,
+                                           std::int64_t N)
+{
+    const double fn = double(F) * double(N);
+    activate(kind, out, inp, F, N);
+    scale_columns<T>(pool(), mat(out, F, N), w);
+    const double in = (kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu) ? 2 * fn : fn;
+    dev_.charge(KernelKind::Gelu,
+                {(ops::mlpActivation(kind).forward + ops::kRouterWeight.forward) * fn, in * e_ + double(N) * kStat,
+                 fn * e_},
+                compute_);
     round(out, F * N);
 }
 
@@ -247,8 +267,36 @@ void Kernels<T>::activationBackward(MlpKind kind, T* dinp, const T* inp, const T
                                     std::int64_t N)
 {
     const double fn = double(F) * double(N);
-    const ops::ElementFlops f = ops::mlpActivation(kind);
     const bool gatedKind = kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu;
+    differentiate(kind, dinp, inp, dout, F, N);
+    const double in = gatedKind ? 2 * fn : fn;
+    dev_.charge(KernelKind::Gelu, {ops::mlpActivation(kind).backward * fn, (in + fn) * e_, in * e_}, compute_);
+    round(dinp, std::int64_t(in));
+}
+
+template <class T>
+void Kernels<T>::weightedActivationBackward(MlpKind kind, T* dinp, T* dw, const T* inp, const T* w, T* dout,
+                                            std::int64_t F, std::int64_t N)
+{
+    const double fn = double(F) * double(N);
+    const bool gatedKind = kind == MlpKind::SwiGlu || kind == MlpKind::GeGlu;
+    // The weights' gradient from the unscaled output gradient, then the activation's through w.
+    activation_column_dots<T>(pool(), dw, cmat(inp, gatedKind ? 2 * F : F, N), cmat(dout, F, N), gatedKind,
+                              kind == MlpKind::GeGlu ? GateKind::GeLU : GateKind::SiLU, kind == MlpKind::Relu);
+    scale_columns<T>(pool(), mat(dout, F, N), w);
+    differentiate(kind, dinp, inp, dout, F, N);
+    const double in = gatedKind ? 2 * fn : fn;
+    const ops::ElementFlops f = ops::mlpActivation(kind);
+    dev_.charge(KernelKind::Gelu,
+                {(f.backward + f.forward + ops::kRouterWeight.backward) * fn,
+                 (in + fn) * e_ + double(N) * kStat, in * e_ + double(N) * kStat},
+                compute_);
+    round(dinp, std::int64_t(in));
+}
+
+template <class T>
+void Kernels<T>::differentiate(MlpKind kind, T* dinp, const T* inp, const T* dout, std::int64_t F, std::int64_t N)
+{
     switch (kind) {
     case MlpKind::Gelu:
         gelu_backward<T>(pool(), vec(dinp, F * N), cvec(inp, F * N), cvec(dout, F * N));
@@ -262,9 +310,6 @@ void Kernels<T>::activationBackward(MlpKind kind, T* dinp, const T* inp, const T
                           kind == MlpKind::SwiGlu ? GateKind::SiLU : GateKind::GeLU);
         break;
     }
-    const double in = gatedKind ? 2 * fn : fn;
-    dev_.charge(KernelKind::Gelu, {f.backward * fn, (in + fn) * e_, in * e_}, compute_);
-    round(dinp, std::int64_t(in));
 }
 
 template <class T>

@@ -81,6 +81,13 @@ public:
     void activationForward(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N);
     // dinp (F or 2F, N) overwritten from dout (F, N); for ungated kinds dinp may alias dout.
     void activationBackward(MlpKind kind, T* dinp, const T* inp, const T* dout, std::int64_t F, std::int64_t N);
+    // A MoE layer's experts (Megatron-LM's weighted activation): out (F, N) = w[n] act(inp), the
+    // copies' router weights w (N values, fp32 as the router's) applied in the same kernel.
+    void weightedActivationForward(MlpKind kind, T* out, const T* inp, const T* w, std::int64_t F, std::int64_t N);
+    // From dout (F, N), overwritten on the way (scaled by w): dw (N) overwritten with
+    // sum_f act(inp) dout, dinp (F or 2F, N) overwritten (ungated kinds: may alias dout).
+    void weightedActivationBackward(MlpKind kind, T* dinp, T* dw, const T* inp, const T* w, T* dout, std::int64_t F,
+                                    std::int64_t N);
 
     // RoPE in place on rows [row0, row0 + heads*hd) of x (rows, N).
     void ropeForward(T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
@@ -195,6 +202,9 @@ public:
     void round(T* x, std::int64_t count);
 
 private:
+    // The activation and its gradient alone (no charge, no rounding).
+    void activate(MlpKind kind, T* out, const T* inp, std::int64_t F, std::int64_t N);
+    void differentiate(MlpKind kind, T* dinp, const T* inp, const T* dout, std::int64_t F, std::int64_t N);
     void rope(bool backward, T* x, std::int64_t rows, std::int64_t row0, int heads, int hd, const int* positions,
               std::int64_t N, double base);
 

@@ -290,11 +290,12 @@ DeviceBuffer MoeMlp<T>::workspace(std::int64_t values)
 }
 
 template <class T>
-void MoeMlp<T>::permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted)
+void MoeMlp<T>::permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted, std::int64_t width,
+                              double elementBytes)
 {
     // Chunk c (etp member, sending rank, local expert c % El) at its chunk-order offset, and at
     // its place among its expert's copies in expert-major order.
-    const std::int64_t C = s_.hidden;
+    const std::int64_t C = width > 0 ? width : s_.hidden;
     std::vector<std::int64_t> at(s.chunks.size() + 1, 0);
     for (size_t c = 0; c < s.chunks.size(); ++c)
         at[c + 1] = at[c] + s.chunks[c];
@@ -308,7 +309,7 @@ void MoeMlp<T>::permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool t
                 std::copy_n(src + sorted, n, dst + at[c] * C);
             sorted += n;
         }
-    const double bytes = double(C * s.gathered) * k_.elementBytes();
+    const double bytes = double(C * s.gathered) * (elementBytes > 0 ? elementBytes : k_.elementBytes());
     k_.device().charge(KernelKind::Elementwise, {0, bytes, bytes}, k_.compute());  // each copy read and written once
 }
 
@@ -362,15 +363,18 @@ void MoeMlp<T>::expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w)
     DeviceBuffer temp;
     T* out = s.expertOut;
     if (sortsCopies(s)) {
-        temp = workspace(C * s.gathered);
+        temp = workspace(C * s.gathered + s.gathered);
         T* sorted = temp.template as<T>();
         permuteCopies(s, sorted, s.recv, true);
         std::copy_n(sorted, C * s.gathered, s.recv);  // (in place: the copy back is the emulation's, not charged)
+        T* sortedProb = sorted + C * s.gathered;      // the weights with their copies
+        permuteCopies(s, sortedProb, s.prob, true, 1, kStat);
+        std::copy_n(sortedProb, s.gathered, s.prob);
         out = sorted;
     }
     forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t le) {
         k_.matmulForward(s.hidden + o * Fin, s.recv + o * C, w.expert_in + le * C * Fin, nullptr, nullptr, C, Fin, n);
-        k_.activationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, F, n);
+        k_.weightedActivationForward(s_.mlp, s.act + o * F, s.hidden + o * Fin, s.prob + o, F, n);
         k_.matmulForward(out + o * C, s.act + o * F, w.expert_out + le * F * C, nullptr, nullptr, F, C, n);
     });
     if (out != s.expertOut)
@@ -386,6 +390,7 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     const bool apart = ep || etp;  // the experts' copies in buffers of their own
     const double e = k_.elementBytes();
     s.buffer.release();
+    s.weights.release();
     s.routing.release();
     s.N = N;
     s.x = x;
@@ -404,48 +409,65 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     exchange(s);
     const std::int64_t NK = N * K, R = s.received, G = s.gathered;
 
-    // Saved for the backward, what Megatron-LM's experts and unpermute keep: the experts' input
-    // copies (the received, etp-gathered ones), pre-activations, activations, and the outputs back
-    // at the tokens' rank (the combine's weight gradient reads them); the shared experts' two. The
-    // dispatched copies before the all-to-all and the expert outputs before their way back are
-    // only the collectives' buffers when the copies move (workspace, released after the
-    // forward); on one rank they are the saved tensors themselves. On one device with dropped
-    // copies the outputs keep a zero column for each (the combine reads every copy's slot).
+    // Saved for the backward, what Megatron-LM's experts keep: the experts' input copies (the
+    // received, etp-gathered ones) and their router weights (fp32), pre-activations and weighted
+    // activations (FC2's input); the shared experts' two. The dispatched copies and weights before
+    // the all-to-all, the expert outputs before their way back and after it (the combine's input)
+    // are only buffers (workspace, released after the forward); on one rank the dispatched copies
+    // are the saved inputs themselves. On one device with dropped copies the outputs keep a zero
+    // column for each (the combine reads every copy's slot).
     const std::int64_t inputs = apart ? G : NK;  // (one rank: the dispatch writes every copy, dropped ones last)
     // (The shared experts' over the tp group's tokens, their columns' slice.)
     const std::int64_t sharedTokens = N * stp_;
-    const std::int64_t tensors = C * inputs + Fin * G + F * G + C * NK + (Fsinl_ + Fsl_) * sharedTokens;
+    const std::int64_t tensors = C * inputs + Fin * G + F * G + (Fsinl_ + Fsl_) * sharedTokens;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
-    DeviceBuffer moving;
-    if (apart)
-        moving = k_.device().allocator().allocate(MemoryCategory::Workspace, double(C * NK + C * G) * e,
-                                                  size_t(C * NK + C * G), sizeof(T), false);
+    s.weights = k_.device().allocator().allocate(MemoryCategory::Activations, double(inputs) * kStat, size_t(inputs),
+                                                 sizeof(T), false);
+    const std::int64_t movingValues = apart ? C * NK + C * G + C * NK : C * NK, movingWeights = apart ? NK : 0;
+    DeviceBuffer moving = k_.device().allocator().allocate(
+        MemoryCategory::Workspace, double(movingValues) * e + double(movingWeights) * kStat,
+        size_t(movingValues + movingWeights), sizeof(T), false);
     Regions<T> r{s.buffer.template as<T>()};
     s.recv = r.take(C * inputs);
     s.hidden = r.take(Fin * G);
     s.act = r.take(F * G);
-    s.combineIn = r.take(C * NK);
     s.sharedPre = Fs > 0 ? r.take(Fsinl_ * sharedTokens) : nullptr;
     s.sharedAct = Fs > 0 ? r.take(Fsl_ * sharedTokens) : nullptr;
-    Regions<T> m{apart ? moving.template as<T>() : nullptr};
+    s.prob = s.weights.template as<T>();
+    Regions<T> m{moving.template as<T>()};
     s.disp = apart ? m.take(C * NK) : s.recv;
-    s.expertOut = apart ? m.take(C * G) : s.combineIn;
+    s.expertOut = apart ? m.take(C * G) : nullptr;
+    s.combineIn = m.take(C * NK);
+    if (!apart)
+        s.expertOut = s.combineIn;
+    T* dispProb = apart ? m.take(NK) : s.prob;  // the weights in dispatch order
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
-    k_.device().charge(KernelKind::Elementwise, {0, double(C * sent) * e, double(C * sent) * e}, k_.compute());
+    for (std::int64_t j = 0; j < NK; ++j)
+        dispProb[j] = j < sent ? s.topW[s.perm.order[size_t(j)]] : T(0);
+    k_.device().charge(KernelKind::Elementwise,
+                       {0, double(C * sent) * e + double(sent) * kStat, double(C * sent) * e + double(sent) * kStat},
+                       k_.compute());
     const std::vector<std::size_t>& sendValues = s.sendValues;
     const std::vector<std::size_t>& recvValues = s.recvValues;
     const std::vector<std::size_t>& etpValues = s.etpValues;
     T* mine = s.recv + s.own * C;  // this rank's received copies among the gathered ones
-    if (ep)  // Megatron's token_dispatch: the copies to the ranks of their experts
+    T* mineProb = s.prob + s.own;
+    if (ep) {  // Megatron's token_dispatch: the copies to the ranks of their experts, then their weights
         par_.ep->allToAllV(par_.ep_rank, s.disp, sendValues.data(), mine, recvValues.data(), par_.element_bytes,
                            AllToAllBytes::OwnCopiesOut);
-    else if (etp)
+        par_.ep->allToAllV(par_.ep_rank, dispProb, s.sendCounts.data(), mineProb, s.recvCounts.data(), kStat,
+                           AllToAllBytes::OwnCopiesOut);
+    } else if (etp) {
         copyCopies(mine, s.disp, C * R);
-    if (etp)  // dispatch_postprocess: every etp member's copies
+        copyCopies(mineProb, dispProb, R);
+    }
+    if (etp) {  // dispatch_postprocess: every etp member's copies and weights
         par_.etp->allGatherV(par_.etp_rank, s.recv, etpValues.data(), par_.element_bytes);
+        par_.etp->allGatherV(par_.etp_rank, s.prob, s.etpCounts.data(), kStat);
+    }
     expertsForward(s, w);
     if (etp)  // combine_preprocess: the partial outputs summed back to the member that received them
         par_.etp->reduceScatterV(par_.etp_rank, s.expertOut, etpValues.data(), ReduceOp::Sum, par_.element_bytes);
@@ -455,13 +477,13 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     else if (etp)
         copyCopies(s.combineIn, s.expertOut + s.own * C, C * R);
     std::fill(s.combineIn + C * sent, s.combineIn + C * NK, T(0));  // a dropped copy adds nothing
-    moe_combine_forward<T>(s.perm, int(K), s.combineIn, s.topW, C, N, y);
-    k_.device().charge(KernelKind::Elementwise, {2 * double(C * NK), double(C * NK) * e, double(C * N) * e},
+    moe_combine_forward<T>(s.perm, int(K), s.combineIn, nullptr, C, N, y);  // (the weights are in the outputs)
+    k_.device().charge(KernelKind::Elementwise, {double(C * NK), double(C * NK) * e, double(C * N) * e},
                        k_.compute());
     if (Fs > 0)
         sharedForward(s, y, x, w, N);
     k_.round(y, C * N);
-    s.disp = s.expertOut = nullptr;  // (the moving buffers go with `moving`)
+    s.disp = s.expertOut = s.combineIn = nullptr;  // (the moving buffers go with `moving`)
 
     // The load-balancing loss over the micro-batch: the counts summed over its token groups.
     s.batchCounts = s.counts;
@@ -482,29 +504,35 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
 
 template <class T>
 void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
-                                T* dhidden, T* din)
+                                T* dhidden, T* din, T* dprob)
 {
     const std::int64_t C = s_.hidden, F = Fl_, Fin = Finl_;
-    // (Sorted as the forward sorted them: the output gradients by expert, the input gradients back.)
+    // (Sorted as the forward sorted them: the output gradients by expert, the input and weight
+    // gradients back.)
     DeviceBuffer temp;
     const T* dy = dout;
     T* dx = din;
+    T* dw = dprob;
     if (sortsCopies(s)) {
-        temp = workspace(2 * C * s.gathered);
+        temp = workspace(2 * C * s.gathered + s.gathered);
         T* sorted = temp.template as<T>();
         permuteCopies(s, sorted, dout, true);
         dy = sorted;
         dx = sorted + C * s.gathered;
+        dw = dx + C * s.gathered;
     }
     forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t le) {
         k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dy + o * C, s.act + o * F,
                           w.expert_out + le * F * C, F, C, n);
-        k_.activationBackward(s_.mlp, dhidden + o * Fin, s.hidden + o * Fin, dact + o * F, F, n);
+        k_.weightedActivationBackward(s_.mlp, dhidden + o * Fin, dw + o, s.hidden + o * Fin, s.prob + o, dact + o * F,
+                                      F, n);
         k_.matmulBackward(dx + o * C, g.expert_in + le * C * Fin, nullptr, dhidden + o * Fin, s.recv + o * C,
                           w.expert_in + le * C * Fin, C, Fin, n);
     });
-    if (dx != din)
+    if (dx != din) {
         permuteCopies(s, din, dx, false);
+        permuteCopies(s, dprob, dw, false, 1, kStat);
+    }
 }
 
 template <class T>
@@ -516,11 +544,14 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
     const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr, apart = ep || etp;
     const double e = k_.elementBytes();
     // Temporaries: d combine input, d weights, [d received outputs], d activations, d
-    // pre-activations, [d received copies], d copies, d logits, d x scratch, the shared experts' two.
+    // pre-activations, [d received copies], d copies, d logits, d x scratch; the computed copies'
+    // weight gradients [and the dispatched ones'] (fp32).
     const std::int64_t count = C * NK + K * N + (apart ? C * G : 0) + F * G + Fin * G + (apart ? C * G : 0) + C * NK +
                                E * N + C * N;
-    DeviceBuffer work = k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e, size_t(count),
-                                                         sizeof(T), false);
+    const std::int64_t weightCount = G + (apart ? NK : 0);
+    DeviceBuffer work =
+        k_.device().allocator().allocate(MemoryCategory::Workspace, double(count) * e + double(weightCount) * kStat,
+                                         size_t(count + weightCount), sizeof(T), false);
     Regions<T> r{work.template as<T>()};
     T* dCombineIn = r.take(C * NK);
     T* dTopW = r.take(K * N);
@@ -533,6 +564,8 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
         dRecv = ddisp;
     T* dlogits = r.take(E * N);
     T* scratch = r.take(C * N);
+    T* dprob = r.take(G);
+    T* dDispProb = apart ? r.take(NK) : dprob;
 
     // Shared experts: d x from them first (overwrites dx).
     if (Fs > 0) {
@@ -541,9 +574,8 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
         std::fill(dx, dx + C * N, T(0));
     }
     // Combine, experts (over the ep group: the gradients go the copies' way), dispatch.
-    moe_combine_backward<T>(s.perm, int(K), dy, s.combineIn, s.topW, C, N, dCombineIn, dTopW);
-    k_.device().charge(KernelKind::Elementwise, {4 * double(C * NK), double(C * N) * e + double(C * NK) * e,
-                                                 double(C * NK) * e}, k_.compute());
+    moe_combine_backward<T>(s.perm, int(K), dy, nullptr, nullptr, C, N, dCombineIn, nullptr);  // a copy each
+    k_.device().charge(KernelKind::Elementwise, {0, double(C * N) * e, double(C * NK) * e}, k_.compute());
     const std::vector<std::size_t>& sendValues = s.sendValues;
     const std::vector<std::size_t>& recvValues = s.recvValues;
     const std::vector<std::size_t>& etpValues = s.etpValues;
@@ -554,14 +586,24 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
         copyCopies(dExpertOut + s.own * C, dCombineIn, C * R);
     if (etp)
         par_.etp->allGatherV(par_.etp_rank, dExpertOut, etpValues.data(), par_.element_bytes);
-    expertsBackward(s, w, g, dExpertOut, dact, dhidden, dRecv);
-    if (etp)  // each slice's part of every copy's input gradient, summed back to its receiver
+    expertsBackward(s, w, g, dExpertOut, dact, dhidden, dRecv, dprob);
+    if (etp) {  // each slice's part of every copy's input and weight gradient, summed back to its receiver
         par_.etp->reduceScatterV(par_.etp_rank, dRecv, etpValues.data(), ReduceOp::Sum, par_.element_bytes);
-    if (ep)
+        par_.etp->reduceScatterV(par_.etp_rank, dprob, s.etpCounts.data(), ReduceOp::Sum, kStat);
+    }
+    if (ep) {  // the weights' gradients first, as Megatron's backward launches the probs' all-to-all first
+        par_.ep->allToAllV(par_.ep_rank, dprob + s.own, s.recvCounts.data(), dDispProb, s.sendCounts.data(), kStat,
+                           AllToAllBytes::OwnCopiesBack);
         par_.ep->allToAllV(par_.ep_rank, dRecv + s.own * C, recvValues.data(), ddisp, sendValues.data(),
                            par_.element_bytes, AllToAllBytes::OwnCopiesBack);
-    else if (etp)
+    } else if (etp) {
         copyCopies(ddisp, dRecv + s.own * C, C * R);
+        copyCopies(dDispProb, dprob + s.own, R);
+    }
+    // The router weights' gradients back at their copies (a dropped copy's: none).
+    std::fill(dTopW, dTopW + K * N, T(0));
+    for (std::int64_t j = 0; j < NK - s.dropped; ++j)
+        dTopW[s.perm.order[size_t(j)]] = dDispProb[j];
     std::fill(ddisp + C * (NK - s.dropped), ddisp + C * NK, T(0));  // nothing flows back from a dropped copy
     moe_dispatch_backward<T>(s.perm, int(K), ddisp, C, dx);
     k_.device().charge(KernelKind::Elementwise, {double(C * NK), double(C * NK) * e + double(C * N) * e,
@@ -575,6 +617,7 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
     k_.matmulBackward(scratch, g.router, nullptr, dlogits, s.x, w.router, C, E, N);
     k_.accumulate(dx, scratch, C * N);
     s.buffer.release();
+    s.weights.release();
     s.routing.release();
 }
 

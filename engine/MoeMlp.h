@@ -6,7 +6,8 @@
 //   [ep > 1: all-to-all-v of the copies to the ep ranks holding their experts]
 //   expert e on its copies: act(x W_in[e]) W_out[e]   the model's MLP kind (GeLU/ReLU or gated)
 //   [ep > 1: all-to-all-v of the expert outputs back to the tokens' ranks]
-//   y = sum_k w_k expert_k(x)  [+ shared experts' MLP(x)]   (moe_combine_forward)
+//   y = sum_k expert_k(x)  [+ shared experts' MLP(x)]   (moe_combine_forward; w_k applied in
+//                                                       the expert's activation, below)
 //   aux = the load-balancing loss of the logits        (aux_loss_forward_backward)
 // Shared experts (DeepSeek-V3, Qwen-MoE) are one dense MLP of shared_ffn columns on every token
 // (S shared experts of size F' are one MLP of S F' columns). Under tensor parallelism they are split
@@ -39,8 +40,16 @@
 // members' splits), each computes its column slice of every copy, and the partial outputs are
 // reduce-scattered back to the member that received them (combine_preprocess:
 // reduce_scatter_to_sequence_parallel_region) before the all-to-all back; the backward mirrors it.
-// Megatron also sends each copy's router weight along and applies it on the expert side; here it
-// stays with the token and is applied in the combine (the same sum; no probs all-to-all).
+// Each copy's router weight travels with it (Megatron's token_dispatch: the permuted probs in an
+// all-to-all of their own after the tokens', gathered over etp in dispatch_postprocess, sorted
+// with the copies) and is applied in the expert's activation (Megatron-LM since 2025-04, "Memory
+// efficient token permutation", 2659630721: moe/experts.py's weighted activation, `permuted_probs`
+// into it; the combine's unpermute then takes no probs): y = sum_k expert_k(x), each
+// expert_k(x) = W_out (w_k act(x W_in)). So the expert outputs are not kept for the weights'
+// gradient: the backward computes it at the expert, sum_f act . d(w act), from the kept
+// pre-activation, sums the etp slices' parts (the gather's mirror, a reduce-scatter) and sends it
+// back with an all-to-all of its own. The weights are fp32 on the link and kept in fp32 (the
+// engine's router computes in fp32; Megatron-Bridge's MoE recipes set moe_router_dtype "fp32").
 // The load-balancing loss counts the copies of the whole micro-batch: the counts are summed over
 // the groups its tokens are split over (Megatron's tp_cp_group, router.py _apply_aux_loss), the
 // scores are this rank's tokens', so the ranks' losses add up to the micro-batch's.
@@ -120,8 +129,9 @@ template <class T>
 struct MoeSaved {
     DeviceBuffer routing;  // logits (E, N) and weights (K, N), fp32
     DeviceBuffer buffer;   // the saved tensors from disp on
+    DeviceBuffer weights;  // the computed copies' router weights (fp32), in recv's order
     T *logits = nullptr, *topW = nullptr, *disp = nullptr, *recv = nullptr, *hidden = nullptr, *act = nullptr,
-      *expertOut = nullptr, *combineIn = nullptr, *sharedPre = nullptr, *sharedAct = nullptr;
+      *prob = nullptr, *expertOut = nullptr, *combineIn = nullptr, *sharedPre = nullptr, *sharedAct = nullptr;
     std::vector<int> topIdx;
     MoePermutation perm;
     std::vector<std::int64_t> counts;        // this rank's copies per expert (E), the router's choice
@@ -171,14 +181,17 @@ private:
     // Whether the received copies are sorted by expert for the experts (several local experts), and
     // the sort (to expert-major order) or its inverse, charged.
     bool sortsCopies(const MoeSaved<T>& s) const;
-    void permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted);
+    // width values a copy (C: the copies, 1: their weights, charged at elementBytes each).
+    void permuteCopies(const MoeSaved<T>& s, T* dst, const T* src, bool toSorted, std::int64_t width = 0,
+                       double elementBytes = 0);
     DeviceBuffer workspace(std::int64_t values);
     // Calls run(first copy, copies, local expert) for each run of one expert's consecutive copies.
     template <class Run>
     void forEachExpertRun(const MoeSaved<T>& s, const Run& run) const;
     void expertsForward(MoeSaved<T>& s, const MoeWeights<T>& w);
+    // dprob (G): the computed copies' weight gradients, in chunk order (the etp slice's part).
     void expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const MoeGrads<T>& g, const T* dout, T* dact,
-                         T* dhidden, T* din);
+                         T* dhidden, T* din, T* dprob);
 
     Kernels<T>& k_;
     MoeShape s_;

@@ -181,6 +181,46 @@ void gated_backward(KernelPool& pool, MatRef<T> dinp, CMatRef<T> inp, CMatRef<T>
     });
 }
 
+template <class T>
+void scale_columns(KernelPool& pool, MatRef<T> x, const T* w)
+{
+    pool.parallelFor(x.cols(), 8, [&](std::int64_t n0, std::int64_t n1) {
+        for (Index n = n0; n < n1; ++n)
+            x.col(n) *= w[n];
+    });
+}
+
+template <class T>
+void activation_column_dots(KernelPool& pool, T* dw, CMatRef<T> inp, CMatRef<T> dout, bool gated, GateKind gate,
+                            bool relu)
+{
+    const Index F = dout.rows(), N = dout.cols();
+    checkShape(inp, gated ? 2 * F : F, N, "activation_column_dots", "inp");
+    pool.parallelFor(N, 4, [&](std::int64_t n0, std::int64_t n1) {
+        Eigen::Array<T, kChunk, 1> a;  // the activation of one chunk, on the stack
+        for (Index n = n0; n < n1; ++n) {
+            T dot = 0;
+            for (Index c0 = 0; c0 < F; c0 += kChunk) {
+                const Index m = std::min<Index>(kChunk, F - c0);
+                const auto x = inp.col(n).segment(c0, m).array();
+                auto act = a.head(m);
+                if (relu)
+                    act = x.max(T(0));
+                else if (gated && gate == GateKind::SiLU)
+                    act = x / (T(1) + (-x).exp());
+                else
+                    act = T(0.5) * x * (T(1) + (T(kGeluC) * (x + T(kGeluA) * x * x * x)).tanh());
+                if (gated)
+                    act *= inp.col(n).segment(F + c0, m).array();
+                const auto dy = dout.col(n).segment(c0, m).array();
+                for (Index i = 0; i < m; ++i)
+                    dot += act[i] * dy[i];
+            }
+            dw[n] = dot;
+        }
+    });
+}
+
 // ---------------------------------------------------------------- rotary positions
 
 namespace {
@@ -544,6 +584,8 @@ void attention_block_backward(KernelPool& pool, RowsRef<T> dq, RowsRef<T> dk, Ro
     template void relu_backward<T>(KernelPool&, VecRef<T>, CVecRef<T>, CVecRef<T>);                               \
     template void gated_forward<T>(KernelPool&, MatRef<T>, CMatRef<T>, GateKind);                                 \
     template void gated_backward<T>(KernelPool&, MatRef<T>, CMatRef<T>, CMatRef<T>, GateKind);                    \
+    template void scale_columns<T>(KernelPool&, MatRef<T>, const T*);                                             \
+    template void activation_column_dots<T>(KernelPool&, T*, CMatRef<T>, CMatRef<T>, bool, GateKind, bool);       \
     template void rope_forward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                         \
     template void rope_backward<T>(KernelPool&, RowsRef<T>, const int*, int, int, double);                        \
     template void attention_probs_forward<T>(KernelPool&, MatRef<T>, CRowsRef<T>, CRowsRef<T>,                    \

@@ -56,6 +56,18 @@ void gated_forward(KernelPool& pool, MatRef<T> out, CMatRef<T> inp, GateKind kin
 template <class T>
 void gated_backward(KernelPool& pool, MatRef<T> dinp, CMatRef<T> inp, CMatRef<T> dout, GateKind kind);
 
+// The router weights of a MoE layer's copies, applied in the experts' activation as Megatron-LM
+// does (moe/experts.py @ d98e8a64: permuted_probs into the activation, fused_bias_swiglu.py
+// weighted_bias_swiglu_impl): x (F, N) column n *= w[n].
+template <class T>
+void scale_columns(KernelPool& pool, MatRef<T> x, const T* w);
+// The weights' gradient: dw[n] = sum_f act(inp)[f, n] dout[f, n] (overwritten), the activation
+// evaluated again from its input (inp (F, N); gated: (2F, N) [gate | up] with `gated` set, its
+// gate's kind). Each column summed in order: the same bits on any thread count.
+template <class T>
+void activation_column_dots(KernelPool& pool, T* dw, CMatRef<T> inp, CMatRef<T> dout, bool gated, GateKind gate,
+                            bool relu);
+
 // ---------------------------------------------------------------- rotary positions
 
 // In place on x (heads*hd, N): for each head and token n, the pair (i, i + hd/2),

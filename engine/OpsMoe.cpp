@@ -249,6 +249,11 @@ void moe_combine_forward(const MoePermutation& p, int K, const T* expert_out, co
         for (int k = 0; k < K; ++k) {
             const std::int64_t copy = n * K + k;
             const T* x = expert_out + p.slot[size_t(copy)] * C;
+            if (!top_w) {
+                for (std::int64_t i = 0; i < C; ++i)
+                    o[i] += x[i];
+                continue;
+            }
             const T w = top_w[copy];
             for (std::int64_t i = 0; i < C; ++i)
                 o[i] += w * x[i];
@@ -264,8 +269,12 @@ void moe_combine_backward(const MoePermutation& p, int K, const T* dout, const T
         const T* g = dout + n * C;
         for (int k = 0; k < K; ++k) {
             const std::int64_t copy = n * K + k, s = p.slot[size_t(copy)];
-            const T* x = expert_out + s * C;
             T* dx = dexpert_out + s * C;
+            if (!top_w) {  // unweighted: each copy's gradient is its token's
+                std::copy(g, g + C, dx);
+                continue;
+            }
+            const T* x = expert_out + s * C;
             const T w = top_w[copy];
             T dot = 0;
             for (std::int64_t i = 0; i < C; ++i) {

@@ -76,11 +76,13 @@ void moe_dispatch_forward(const MoePermutation& p, int K, const T* in, std::int6
 // din (C, N) += the slots' gradients, summed per token in slot order.
 template <class T>
 void moe_dispatch_backward(const MoePermutation& p, int K, const T* dout, std::int64_t C, T* din);
-// out (C, N) = sum_k top_w[n K + k] * expert_out(slot of n K + k), k in order (overwritten).
+// out (C, N) = sum_k top_w[n K + k] * expert_out(slot of n K + k), k in order (overwritten);
+// top_w null: the plain sum (the weights applied at the experts, MoeMlp).
 template <class T>
 void moe_combine_forward(const MoePermutation& p, int K, const T* expert_out, const T* top_w, std::int64_t C,
                          std::int64_t N, T* out);
-// d expert_out (C, N K) and d top_w (N K), overwritten, from d out (C, N).
+// d expert_out (C, N K) and d top_w (N K), overwritten, from d out (C, N); top_w null: the
+// unweighted combine's (expert_out and dtop_w unused).
 template <class T>
 void moe_combine_backward(const MoePermutation& p, int K, const T* dout, const T* expert_out, const T* top_w,
                           std::int64_t C, std::int64_t N, T* dexpert_out, T* dtop_w);

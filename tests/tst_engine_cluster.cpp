@@ -1017,7 +1017,9 @@ private slots:
         QVERIFY(m.moeMaxOverMean() >= 1.0);
         // All-to-all: each device dispatches and combines its tokens' K copies of C values in the
         // forward and their gradients in the backward, own share included (core/Prediction.h):
-        // 4 N K C e per MoE layer it holds and micro-batch, N its tokens of a micro-batch.
+        // 4 N K C e per MoE layer it holds and micro-batch, N its tokens of a micro-batch; plus the
+        // router weights (fp32) that go with the copies to the experts' weighted activation, 4 N K
+        // bytes out and their gradients back (Megatron-LM's moe_permute_fusion path since 2659630721).
         const Layout& l = r.layout;
         const int ep = std::max(1, l.ep);
         const double tokens = double(l.micro_batch) * r.model.seq / l.cp / (l.sequence_parallel ? l.tp : 1);
@@ -1031,9 +1033,9 @@ private slots:
                                         (l.recompute_method != RecomputeMethod::Block || k < l.recompute_layers);
                 held += moe ? (recomputed ? 1.5 : 1.0) : 0.0;
             }
-            const double expected = ep > 1 ? 4 * tokens * r.model.moe.top_k * r.model.hidden * 4.0 * held *
-                                                 microBatches * r.steps
-                                           : 0.0;
+            const double perCopyBytes = 4 * r.model.hidden * 4.0 + 2 * 4.0;
+            const double expected =
+                ep > 1 ? perCopyBytes * tokens * r.model.moe.top_k * held * microBatches * r.steps : 0.0;
             if (r.model.moe.capacity_factor > 0)  // the dropped copies are not sent
                 QVERIFY(sent(d, "all_to_all") < expected);
             else
@@ -1068,8 +1070,9 @@ private slots:
     // expert whenever it has several, token_dispatcher.py @ d98e8a64 dispatch_postprocess): a
     // device's El experts are El GEMMs per matrix and pass, not one per sending rank and expert.
     // Per MoE layer and micro-batch: 2 matrices x (forward, dgrad, wgrad) = 6 kernels an expert;
-    // with El > 1 the sort and its inverse are 4 memory passes (2 forward, 2 backward), with one
-    // local expert none. At dp = ep = 2 the per-sender code ran 2 senders x 2 experts = 4 GEMMs,
+    // with El > 1 the sort and its inverse are 6 memory passes (forward: the copies and their router
+    // weights sorted, the outputs unsorted; backward: the output gradients sorted, the input and the
+    // weight gradients unsorted), with one local expert none. At dp = ep = 2 the per-sender code ran 2 senders x 2 experts = 4 GEMMs,
     // as many as dp=2's 4 experts. The step load: 1 without ep, the ep group's busiest rank's
     // copies over the mean with it (>= 1), the same on every rank of the group.
     void expertsComputeTheirCopiesAsOneBatch_data()
@@ -1101,7 +1104,7 @@ private slots:
             const DeviceCounters& a = all.devices[d].counters;
             const DeviceCounters& b = split.devices[d].counters;
             QCOMPARE(a.calls[matmul] - b.calls[matmul], calls * (experts - localExperts) * 6);
-            QCOMPARE(a.calls[elementwise] - b.calls[elementwise], localExperts > 1 ? 0 : calls * 4);
+            QCOMPARE(a.calls[elementwise] - b.calls[elementwise], localExperts > 1 ? 0 : calls * 6);
             QCOMPARE(all.devices[d].moe_step_load, 1.0);
             QVERIFY(split.devices[d].moe_step_load >= 1.0);
             QCOMPARE(split.devices[d].moe_step_load, split.devices[0].moe_step_load);  // one ep group
