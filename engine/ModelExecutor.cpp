@@ -1300,8 +1300,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
         }
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
         if (recomputes(k) && !recomputing_) {
-            saved.buffer.release();
-            saved.routing.release();
+            saved.release();
         }
         releaseLayer(s, k, false);
         return;

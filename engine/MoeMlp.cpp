@@ -389,9 +389,7 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     const bool ep = par_.ep != nullptr, etp = par_.etp != nullptr;
     const bool apart = ep || etp;  // the experts' copies in buffers of their own
     const double e = k_.elementBytes();
-    s.buffer.release();
-    s.weights.release();
-    s.routing.release();
+    s.release();
     s.N = N;
     s.x = x;
     s.topIdx.resize(size_t(K * N));
@@ -616,9 +614,7 @@ void MoeMlp<T>::backward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeights<T>
                        k_.compute());
     k_.matmulBackward(scratch, g.router, nullptr, dlogits, s.x, w.router, C, E, N);
     k_.accumulate(dx, scratch, C * N);
-    s.buffer.release();
-    s.weights.release();
-    s.routing.release();
+    s.release();
 }
 
 template class MoeMlp<float>;

@@ -130,6 +130,13 @@ struct MoeSaved {
     DeviceBuffer routing;  // logits (E, N) and weights (K, N), fp32
     DeviceBuffer buffer;   // the saved tensors from disp on
     DeviceBuffer weights;  // the computed copies' router weights (fp32), in recv's order
+    // Drops what the layer keeps for its backward (after it, or when it is to be recomputed).
+    void release()
+    {
+        buffer.release();
+        weights.release();
+        routing.release();
+    }
     T *logits = nullptr, *topW = nullptr, *disp = nullptr, *recv = nullptr, *hidden = nullptr, *act = nullptr,
       *prob = nullptr, *expertOut = nullptr, *combineIn = nullptr, *sharedPre = nullptr, *sharedAct = nullptr;
     std::vector<int> topIdx;

@@ -257,9 +257,11 @@ private slots:
             copies += v.toDouble();
         QCOMPARE(copies, 3.0 * 8 * 8 * 2 * 2);
         QVERIFY(o["moe"].toObject()["max_over_mean"].toDouble() >= 1.0);
-        // Per device and step: 2 micro-batches of 8 tokens, 2 layers, 4 x N K C x 4 bytes each.
+        // Per device and step: 2 micro-batches of 8 tokens, 2 layers, 4 x N K C x 4 bytes each and
+        // the copies' router weights, N K fp32 out and their gradients back.
         for (const QJsonValue& v : o["devices"].toArray())
-            QCOMPARE(v.toObject()["comm_bytes"].toObject()["all_to_all"].toDouble(), 3.0 * 2 * 2 * 4 * 8 * 2 * C * 4);
+            QCOMPARE(v.toObject()["comm_bytes"].toObject()["all_to_all"].toDouble(),
+                     3.0 * 2 * 2 * (4 * C + 2) * 8 * 2 * 4);
         const Run text = cli(args.mid(0, args.size() - 1));
         QVERIFY2(text.exitCode == 0 && text.out.contains("experts' load: token copies per expert"), text.describe());
     }
