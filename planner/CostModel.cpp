@@ -630,12 +630,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // What a MoE layer keeps per micro-batch for its backward, as Megatron-LM's experts and
     // unpermute keep it and the engine's MoeMlp (MoeSaved) does: the router's logits and top-k
     // weights (fp32, E + k per token); the experts' input copies (R: received and etp-gathered;
-    // T_moe k on one rank), each one's pre-activation (2 f / etp gated) and activation (f / etp);
-    // the outputs back at their tokens' rank (T_moe k, for the combine's weight gradient); the
-    // shared experts' pre-activation and activation over the tokens (S f_s columns of T_moe
-    // tokens: Megatron's tp-split shared MLP over all T tokens holds the same). The copies before
-    // the dispatch and the outputs before the combine are the collectives' buffers, not kept. On
-    // the busiest rank R is `imbalance` x the mean.
+    // T_moe k on one rank) and their router weights (fp32), each one's pre-activation (2 f / etp
+    // gated) and weighted activation (f / etp); the shared experts' pre-activation and activation
+    // over the tokens (S f_s columns of T_moe tokens: Megatron's tp-split shared MLP over all T
+    // tokens holds the same). The router weights are applied in the experts' activation
+    // (Megatron-LM since 2659630721, "Memory efficient token permutation": moe/experts.py's
+    // weighted activation, the unpermute without probs), so the outputs are not kept for the
+    // weights' gradient. The copies before the dispatch and the outputs before and after the
+    // combine are the collectives' buffers, not kept. On the busiest rank R is `imbalance` x the mean.
     const double copies = D.T_moe * D.experts_active;  // T_moe k
     const double busyCopies = imbalance * routedCopies;  // R on the busiest rank
     const bool exchanged = D.ep > 1 || D.etp > 1;
@@ -643,8 +645,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const double sharedF = double(moe.shared_experts) * moe.shared_ffn_hidden, sharedFin = (gatedMlp(model.mlp) ? 2 : 1) * sharedF;
     const double moeSaved =
         moe.enabled() ? activation_bytes_ * (h * (exchanged ? busyCopies : copies) + (expertFin + expertF) * busyCopies +
-                                             h * copies + (sharedFin + sharedF) * D.T_moe) +
-                            4.0 * (D.experts + D.experts_active) * D.T_moe
+                                             (sharedFin + sharedF) * D.T_moe) +
+                            4.0 * ((D.experts + D.experts_active) * D.T_moe + (exchanged ? busyCopies : copies))
                       : 0.0;
 
     LayerActivationShape shape;
@@ -1092,7 +1094,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // forward) dispatches and combines every MoE layer's token copies over ep (2 all-to-alls of T_moe
     // k h bytes; the ep group: ep members at stride etp), and gathers them over etp after the
     // dispatch and reduce-scatters them before the combine (the R copies' buffer; the etp group: etp
-    // neighbours). The busiest rank moves `imbalance` times the mean: its time, not the bytes (a
+    // neighbours). The copies' router weights (fp32, 4 bytes a copy) go with them, in an
+    // all-to-all and an etp gather of their own in each forward (token_dispatcher.py @ d98e8a64:
+    // token_dispatch's probs all-to-all, dispatch_postprocess's gather), and their gradients come
+    // back once in the backward (an etp reduce-scatter, then an all-to-all); the combine moves
+    // the weighted outputs alone. The busiest rank moves `imbalance` times the mean: its time, not the bytes (a
     // dropless count that does not depend on the routing). --overlap-moe-expert-parallel-comm runs
     // one micro-batch's all-to-all under another's compute: all but the first forward's and the last
     // backward's. ----
@@ -1158,26 +1164,31 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         if (dispatcher == MoeDispatcher::AllToAll && D.etp > 1) {
             const GroupPlacement etpGroup = placeGroup(D.etp, 1, domain_devices_);
             const LinkModel etpLink = linkFor(D.etp, 1);
-            const double gathered = routedCopies * h * activation_bytes_;
+            const double gathered = routedCopies * h * activation_bytes_, weights = routedCopies * 4.0;
             const double calls = passes * sc.moe_layers;
             for (int slot : {StageCost::kEtpAllGather, StageCost::kEtpReduceScatter}) {
                 Collective& c = sc.comm[size_t(slot)];
+                // (The weights: gathered in each forward, their gradients reduce-scattered once.)
+                const double weightCalls = (slot == StageCost::kEtpAllGather ? forwards : 1.0) * sc.moe_layers;
                 c.placement = etpGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
-                c.calls = calls;
-                c.bytes = calls * ringHalfBytes(D.etp, gathered);
-                c.exposed_s = calls * allGatherTime(etpGroup, imbalance * gathered, etpLink);
+                c.calls = calls + weightCalls;
+                c.bytes = calls * ringHalfBytes(D.etp, gathered) + weightCalls * ringHalfBytes(D.etp, weights);
+                c.exposed_s = calls * allGatherTime(etpGroup, imbalance * gathered, etpLink) +
+                              weightCalls * allGatherTime(etpGroup, imbalance * weights, etpLink);
             }
         }
         if (dispatcher == MoeDispatcher::AllToAll && D.ep > 1) {
             const GroupPlacement epGroup = placeGroup(D.ep, D.etp, domain_devices_);
             const LinkModel epLink = linkFor(D.ep, D.etp);
             const double payload = D.T_moe * D.experts_active * h * activation_bytes_;
-            const double calls = 2 * passes * sc.moe_layers;
+            const double weights = D.T_moe * D.experts_active * 4.0;  // (one call each pass)
+            const double calls = 2 * passes * sc.moe_layers, weightCalls = passes * sc.moe_layers;
             Collective& a2a = sc.comm[StageCost::kEpAllToAll];
             a2a.placement = epGroup.crossesDomains() ? CommPlacement::InterDomain : CommPlacement::IntraDomain;
-            a2a.calls = calls;
-            a2a.bytes = calls * payload;
-            a2a.exposed_s = calls * allToAllTime(epGroup, imbalance * payload, epLink);
+            a2a.calls = calls + weightCalls;
+            a2a.bytes = calls * payload + weightCalls * weights;
+            a2a.exposed_s = calls * allToAllTime(epGroup, imbalance * payload, epLink) +
+                            weightCalls * allToAllTime(epGroup, imbalance * weights, epLink);
             overlap(a2a);
         }
         if (dispatcher == MoeDispatcher::AllGather && group > 1) {
@@ -1277,14 +1288,16 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         // (the engine's MoeMlp::backward, as Megatron's autograd materialises them): the gradients
         // of the combine's input and weights, of the received outputs and copies when they move,
         // of each copy's activation and pre-activation, of the dispatched copies, the logits, the
-        // input scratch and the shared experts' two.
+        // input scratch and the shared experts' two; the computed copies' router-weight gradients
+        // and, when the copies move, the dispatched ones' (fp32).
         const double moving = D.ep > 1 || D.etp > 1 ? 2 * h * imbalance * routedCopies : 0.0;
         const double expertF = double(model.expertFfn()) / D.etp, expertFin = (gatedMlp(model.mlp) ? 2 : 1) * expertF;
         const double sharedF = double(moe.shared_experts) * moe.shared_ffn_hidden;
         sc.moe_buffer_bytes = activation_bytes_ * (2 * h * D.T_moe * D.experts_active + D.experts_active * D.T_moe + moving +
                                                    (expertF + expertFin) * imbalance * routedCopies +
                                                    (D.experts + h) * D.T_moe +
-                                                   (gatedMlp(model.mlp) ? 3 : 2) * sharedF * D.T_moe);
+                                                   (gatedMlp(model.mlp) ? 3 : 2) * sharedF * D.T_moe) +
+                              4.0 * (imbalance * routedCopies + (D.ep > 1 || D.etp > 1 ? D.T_moe * D.experts_active : 0.0));
         // (The allgather dispatcher's gathered tokens: the group's whole micro-batch, in Megatron's
         // global memory buffer, use_global_buffer=True.)
         if (dispatcher == MoeDispatcher::AllGather && D.ep * D.etp > 1)
@@ -1564,14 +1577,19 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
         if (sc.moe_layers > 0) {
             // A MoE layer (the engine's MoeMlp charges): the experts' and shared experts'
-            // activations, the weighted combine of the k copies (2 C per copy forward; its
-            // backward 4 C, the dispatch's scatter-add C per copy, and the router's input
-            // gradient added to the block's, C per token). Per device on average (R = T_moe k etp):
-            // summed over the devices the routing does not matter.
-            const double activated = expertF * routedCopies + sharedF * D.T_moe;
+            // activations, the routed ones weighted by their copies' router weights (its
+            // backward evaluates the activation again for the weights' gradient), the combine's
+            // sum of the k copies (C per copy forward; its backward hands each copy its token's
+            // gradient), the dispatch's scatter-add (C per copy) and the router's input gradient
+            // added to the block's (C per token). Per device on average (R = T_moe k etp): summed
+            // over the devices the routing does not matter.
+            const double routedActivated = expertF * routedCopies, activated = routedActivated + sharedF * D.T_moe;
             // (The shared experts' output is added to the routed ones', C per token.)
-            forward += sc.moe_layers * (act.forward * activated + 2 * h * copies + (sharedF > 0 ? h * D.T_moe : 0.0));
-            backward += sc.moe_layers * (act.backward * activated + 5 * h * copies + h * D.T_moe);
+            forward += sc.moe_layers * (act.forward * activated + ops::kRouterWeight.forward * routedActivated +
+                                        h * copies + (sharedF > 0 ? h * D.T_moe : 0.0));
+            backward += sc.moe_layers * (act.backward * activated +
+                                         (act.forward + ops::kRouterWeight.backward) * routedActivated + h * copies +
+                                         h * D.T_moe);
         }
         sc.vector_flops_mb = forward + backward + recomputed * forward;
         if (firstStage) {

@@ -689,17 +689,21 @@ private slots:
             }
         QVERIFY(near(edpBytes, 2.0 * 7 / 8 * L * expert * bytes.gradients, 1e-12));
         // The all-to-all: per micro-batch and MoE layer 2 forward and 2 backward calls, each handing
-        // over the 2048 tokens' 2 copies of h bf16 values; m = 512 / 64 = 8.
-        const double payload = s * k * h * 2, calls = 8 * L * 4;
-        QVERIFY(near(a.comm_bytes.all_to_all, calls * payload, 1e-12));
+        // over the 2048 tokens' 2 copies of h bf16 values, and the copies' router weights (fp32)
+        // forward and their gradients backward; m = 512 / 64 = 8.
+        const double payload = s * k * h * 2, calls = 8 * L * 4, weights = s * k * 4.0;
+        QVERIFY(near(a.comm_bytes.all_to_all, calls * payload + 8 * L * 2 * weights, 1e-12));
         // ... and on ep besides, the copies per expert (8 int64) gathered before each forward dispatch.
         QVERIFY(near(a.comm_bytes.ep, a.comm_bytes.all_to_all + 8 * L * (7.0 / 8 * 8 * 8 * 8), 1e-12));
         // In one node: 7 of 8 shares over NVLink (450 GB/s x efficiency), one latency.
         const double intraBw = 450e9 * prm.intra_link_efficiency, interBw = 400e9 * prm.inter_node_efficiency / 8;
-        const double inNode = prm.collective_launch_s + prm.intra_latency_s + 7.0 / 8 * payload / intraBw;
+        auto inNodeCall = [&](double bytes) {
+            return prm.collective_launch_s + prm.intra_latency_s + 7.0 / 8 * bytes / intraBw;
+        };
+        const double inNode = inNodeCall(payload);
         // (+ the copies per expert gathered once per forward: a ring all-gather of 8 x 8 int64.)
         const double countsGather = prm.collective_launch_s + 7 * prm.intra_latency_s + 7.0 / 8 * (8 * 8 * 8.0) / intraBw;
-        QVERIFY2(near(a.time_s.ep_comm, calls * inNode + 8 * L * countsGather, 1e-9),
+        QVERIFY2(near(a.time_s.ep_comm, calls * inNode + 8 * L * 2 * inNodeCall(weights) + 8 * L * countsGather, 1e-9),
                  qPrintable(QString::number(a.time_s.ep_comm)));
         QCOMPARE(a.time_s.hidden.ep_comm, 0.0);
 
@@ -720,19 +724,23 @@ private slots:
         const Layout wide = layout("tp=2,sp=on,ep=8", p);
         const double wideCalls = 16 * L * 4;
         const Prediction c = model.evaluate(wide);
-        const double wideLoad = (s / 2) * k * h * 2;
-        const double crossing = prm.collective_launch_s +
-                                std::max(prm.intra_latency_s + 3.0 / 8 * wideLoad / intraBw,
-                                         prm.inter_latency_s + 4.0 / 8 * wideLoad / interBw);
+        const double wideLoad = (s / 2) * k * h * 2, wideWeights = (s / 2) * k * 4.0;
+        auto crossingCall = [&](double bytes) {
+            return prm.collective_launch_s + std::max(prm.intra_latency_s + 3.0 / 8 * bytes / intraBw,
+                                                      prm.inter_latency_s + 4.0 / 8 * bytes / interBw);
+        };
+        const double crossing = crossingCall(wideLoad);
         // (The counts' gather over the 16 devices of etp x ep: one flat ring across the two nodes,
         // crossing as NCCL's rings do, through the 8 NICs of a node at once.)
         QVERIFY(prm.multi_nic_rings);
         const double wideCounts = prm.collective_launch_s + 15 * prm.inter_latency_s +
                                   15.0 / 16 * (16 * 8 * 8.0) / std::min(intraBw, 8 * interBw);
-        QVERIFY2(near(c.time_s.ep_comm, wideCalls * crossing + 16 * L * wideCounts, 1e-9),
+        QVERIFY2(near(c.time_s.ep_comm,
+                      wideCalls * crossing + 16 * L * 2 * crossingCall(wideWeights) + 16 * L * wideCounts, 1e-9),
                  qPrintable(QString::number(c.time_s.ep_comm)));
-        QVERIFY(near(c.comm_bytes.all_to_all, wideCalls * wideLoad, 1e-12));
-        // ... and the routed copies gathered and scattered over etp = 2: R = 1024 x 2 x 2 copies.
+        QVERIFY(near(c.comm_bytes.all_to_all, wideCalls * wideLoad + 16 * L * 2 * wideWeights, 1e-12));
+        // ... and the routed copies gathered and scattered over etp = 2: R = 1024 x 2 x 2 copies,
+        // with their router weights (fp32) once per forward.
         CostLedger wideLedger;
         model.evaluate(wide, &wideLedger);
         double etpGather = 0;
@@ -740,7 +748,7 @@ private slots:
             if (c2.dimension == CommDimension::Tp && c2.kind == CommKind::AllGather &&
                 std::string(c2.what).rfind("MoE", 0) == 0)
                 etpGather += c2.bytes;
-        QVERIFY(near(etpGather, 16 * 2 * L * 0.5 * (1024 * k * 2) * h * 2, 1e-12));
+        QVERIFY(near(etpGather, 16 * L * 0.5 * (1024 * k * 2) * (2 * h * 2 + 4.0), 1e-12));
 
         // A busier rank (1.5x the mean) takes longer in its experts and its all-to-all; the
         // bytes (a dropless count) stay.
@@ -756,7 +764,7 @@ private slots:
         const Prediction e = model.evaluate(layout("ep=8,ep_comm_overlap=on", p));
         QVERIFY(e.time_s.hidden.ep_comm > 0);
         QVERIFY(near(e.time_s.ep_comm + e.time_s.hidden.ep_comm, a.time_s.ep_comm, 1e-9));
-        QVERIFY(e.time_s.hidden.ep_comm <= 7.0 / 8 * calls * inNode * (1 + 1e-9));
+        QVERIFY(e.time_s.hidden.ep_comm <= 7.0 / 8 * (calls * inNode + 8 * L * 2 * inNodeCall(weights)) * (1 + 1e-9));
     }
 
     // The flex dispatchers' expectation (MoeDispatch.h) against a brute-force count: every k-subset of
