@@ -94,6 +94,9 @@ struct CostModel::StageCost {
     double layer_matmul_fwd_s = 0;   // the layers' projections and MLPs (cross-attention's too), forward
     double attention_fwd_s = 0;      // the attention cores (a sliding layer's band), forward
     double elementwise_fwd_s = 0;    // element-wise ops, forward
+    // ... of the element-wise time forward and backward, the MoE layers' routing: the copies'
+    // permutations and the fixed per-layer overhead (moe.layer_overhead_s), a term of its own.
+    double moe_routing_s = 0;
     double head_fwd_s = 0;           // logits and loss, forward (with the MTP modules' head passes)
     double mtp_head_fwd_s = 0;       // ... of it the MTP modules' head passes (ModelSpec.h MtpSpec)
     double mtp_fwd_s = 0;            // the MTP modules' eh_proj GEMMs and norms, forward
@@ -824,6 +827,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
     sc.elementwise_bwd_s = 2 * (sc.elementwise_fwd_s - frameworkFwd) - sc.moe_layers * moePermute +  // (a permutation's
                            frameworkBwd;                                                              // backward: one)
+    sc.moe_routing_s = 2 * sc.moe_layers * moePermute;
     sc.head_bwd_s = 2 * head;
     sc.mtp_bwd_s = 2 * sc.mtp_fwd_s;
     sc.fwd_s = fwdLayers + sc.head_fwd_s + sc.mtp_fwd_s;
@@ -1899,8 +1903,15 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                  "2 x forward, 2.5 x when fused (the scores recomputed)");
     }
     const ElementwiseProfile& elementwise = elementwise_ ? *elementwise_ : kFusedElementwise;
-    book.add(Figure::Compute, elementwise.ledger, m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s),
-             elementwise.formula);
+    book.add(Figure::Compute, elementwise.ledger,
+             m * (slow.elementwise_fwd_s + slow.elementwise_bwd_s - slow.moe_routing_s), elementwise.formula);
+    if (slow.moe_layers > 0)
+        book.add(Figure::Compute, "MoE routing: the copies' permutations and the fixed per-layer overhead",
+                 m * slow.moe_routing_s,
+                 "m x MoE layers x (forward + backward) x (permutations: 2 x copies x h bytes / HBM BW (a rank's "
+                 "T k copies before the dispatch and after the combine; its R copies sorted by local expert when it "
+                 "has several) + launches + moe.layer_overhead_s, fitted on the MoE rows: router top-k, the token "
+                 "counts synchronised to the host, index building)");
     if (recipe_.quantized) {
         book.add(Figure::Compute, "FP8/FP4 recipe: linear layers' inputs and output gradients quantized",
                  m * (slow.quantize_fwd_s + slow.quantize_bwd_s),

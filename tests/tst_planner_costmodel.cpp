@@ -679,6 +679,16 @@ private slots:
         CostLedger ledger;
         const Prediction a = model.evaluate(ep8, &ledger);
         QVERIFY(near(a.memory_bytes.experts, L * 1 * expert * perParam, 1e-12));
+        // The routing is a term of its own: per micro-batch and MoE layer, forward and backward, the
+        // fitted fixed overhead plus the permutations' launches (2 kernels: one local expert) and
+        // their traffic (the T k copies before the dispatch and after the combine, read and written).
+        double routing = -1;
+        for (const LedgerTerm& term : ledger.terms)
+            if (std::string(term.name).rfind("MoE routing", 0) == 0)
+                routing = term.value;
+        const double permuted = 2 * (2 * s * k) * h * 2 / p.cluster.node.chip.hbm_bytes_per_second;
+        QVERIFY2(near(routing, 8 * L * 2 * (prm.moe_layer_overhead_s + 2 * prm.kernel_overhead_s + permuted), 1e-9),
+                 qPrintable(QString::number(routing)));
         // Expert gradients all-reduced over edp = 8 (ring volume 2 (n - 1)/n), nothing else on edp.
         double edpBytes = 0;
         for (const Collective& c : ledger.collectives)
