@@ -61,6 +61,21 @@ std::vector<CalibrationCase> calibrationCasesFromJson(const QJsonObject& json, c
             }
             cc.implementation_why = impl.string("why", true);
         }
+        if (c.has("tuned")) {
+            JsonReader tuned = c.object("tuned", false);
+            tuned.rejectUnknownKeys({"mb", "why"});
+            const QJsonArray sizes = tuned.json().value(QLatin1String("mb")).toArray();
+            for (const QJsonValue& v : sizes) {
+                const int mb = v.toInt(0);
+                if (mb < 1 || double(mb) != v.toDouble())
+                    tuned.error("mb", "micro-batch sizes must be positive integers");
+                else
+                    cc.tuned_micro_batches.push_back(mb);
+            }
+            if (cc.tuned_micro_batches.empty())
+                tuned.error("mb", "expected a list of micro-batch sizes, e.g. [1, 2, 4]");
+            cc.tuned_why = tuned.string("why", true);
+        }
         if (c.has("left_out_of_fit"))
             cc.left_out_of_fit = c.string("left_out_of_fit", true);
         if (errors.size() != before || !model || !training)
@@ -102,18 +117,56 @@ CostModelParams CalibrationCase::ownTerms(const CostModelParams& params) const
     return own;
 }
 
+namespace {
+
+double metricOf(const CalibrationCase& c, const Layout& layout, const Prediction& p)
+{
+    if (c.metric == "tflops_per_device")  // Megatron's paper reports hardware FLOPs (eq. 3, with recomputation)
+        return p.hardware_flops_per_step / (p.step_time_s * double(layout.devices())) / 1e12;
+    if (c.metric == "model_tflops_per_device")  // Megatron-Core's logs: model FLOPs, no recomputation
+        return p.model_flops_per_step / (p.step_time_s * double(layout.devices())) / 1e12;
+    if (c.metric == "tokens_per_s_per_device")  // Megatron-Bridge's performance summary: tokens/s/GPU
+        return p.tokens_per_s / double(layout.devices());
+    return double(c.problem.training.global_batch) / p.step_time_s;
+}
+
+} // namespace
+
+Layout CalibrationCase::predictedLayout(const CostModelParams& params) const
+{
+    if (tuned_micro_batches.empty())
+        return layout;
+    const CostModel model(problem, ownTerms(params), framework);
+    Layout best = layout;
+    double bestStep = 0;
+    bool bestFeasible = false;
+    for (int mb : tuned_micro_batches) {
+        Layout candidate = layout;
+        candidate.micro_batch = mb;
+        // whole micro-batches per data-parallel rank, as every framework requires
+        if (problem.training.global_batch % (int64_t(candidate.dp) * mb) != 0 ||
+            !validate(candidate, problem.model, problem.cluster, problem.training, "layout").empty())
+            continue;
+        const Prediction p = model.evaluate(candidate);
+        // a run that happened fitted: prefer what fits, then the fastest
+        const bool better = bestStep == 0 || (p.feasible && !bestFeasible) ||
+                            (p.feasible == bestFeasible && p.step_time_s < bestStep);
+        if (better) {
+            best = candidate;
+            bestStep = p.step_time_s;
+            bestFeasible = p.feasible;
+        }
+    }
+    return best;
+}
+
 double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible)
 {
-    const Prediction p = CostModel(c.problem, c.ownTerms(params), c.framework).evaluate(c.layout);
+    const Layout layout = c.predictedLayout(params);
+    const Prediction p = CostModel(c.problem, c.ownTerms(params), c.framework).evaluate(layout);
     if (feasible)
         *feasible = p.feasible;
-    if (c.metric == "tflops_per_device")  // Megatron's paper reports hardware FLOPs (eq. 3, with recomputation)
-        return p.hardware_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
-    if (c.metric == "model_tflops_per_device")  // Megatron-Core's logs: model FLOPs, no recomputation
-        return p.model_flops_per_step / (p.step_time_s * double(c.layout.devices())) / 1e12;
-    if (c.metric == "tokens_per_s_per_device")  // Megatron-Bridge's performance summary: tokens/s/GPU
-        return p.tokens_per_s / double(c.layout.devices());
-    return double(c.problem.training.global_batch) / p.step_time_s;
+    return metricOf(c, layout, p);
 }
 
 std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases, const CostModelParams& params)
@@ -126,6 +179,8 @@ std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases,
         r.family = c.family;
         r.measured = c.measured;
         r.predicted = predictMetric(c, params, &r.feasible);
+        r.micro_batch = c.predictedLayout(params).micro_batch;
+        r.micro_batch_tuned = !c.tuned_micro_batches.empty();
         r.relative_error = r.predicted / r.measured - 1;
         out.push_back(r);
     }

@@ -35,11 +35,19 @@ struct CalibrationCase {
     // priced by their passes (ElementwisePasses.h); unset, the fused kernels the terms were fitted on.
     std::optional<ExportFormat> framework;
     std::string implementation_why;
+    // Micro-batch sizes the row's source does not state ("tuned" in its JSON, with the reason in
+    // its "why"): the row is predicted at the fastest of them that divides its batch and fits, as a
+    // tuned benchmark ran; empty: the layout's own mb.
+    std::vector<int> tuned_micro_batches;
+    std::string tuned_why;
     // Why the shipped terms were fitted without this row ("left_out_of_fit" in its JSON; empty: in
     // the fit). calibrate --fit leaves it out too, so that it reproduces the shipped terms.
     std::string left_out_of_fit;
     // The cost model's terms with the row's own implementation settings.
     CostModelParams ownTerms(const CostModelParams& params) const;
+    // The layout the row is predicted with under `params`: its own, or with the fastest of its
+    // tuned micro-batch sizes.
+    Layout predictedLayout(const CostModelParams& params) const;
 };
 
 struct CaseResult {
@@ -49,6 +57,8 @@ struct CaseResult {
     double predicted = 0;
     double relative_error = 0;  // predicted / measured - 1
     bool feasible = true;
+    int micro_batch = 1;        // the micro-batch it was predicted at
+    bool micro_batch_tuned = false;  // chosen by the model among the row's "tuned" sizes
 };
 
 // Reads a "shardscope.calibration-cases/1" document; node types by name from `specs`.

@@ -44,8 +44,11 @@ void printTable(std::ostream& out, const std::vector<CaseResult>& results)
     std::snprintf(line, sizeof line, "%-44s %10s %10s %8s\n", "CASE", "MEASURED", "PREDICTED", "ERROR");
     out << line;
     for (const CaseResult& r : results) {
-        std::snprintf(line, sizeof line, "%-44s %10.2f %10.2f %+7.1f%%%s\n", r.id.c_str(), r.measured, r.predicted,
-                      100 * r.relative_error, r.feasible ? "" : "  (out of memory)");
+        char tuned[32] = "";
+        if (r.micro_batch_tuned)
+            std::snprintf(tuned, sizeof tuned, "  (mb %d, tuned)", r.micro_batch);
+        std::snprintf(line, sizeof line, "%-44s %10.2f %10.2f %+7.1f%%%s%s\n", r.id.c_str(), r.measured, r.predicted,
+                      100 * r.relative_error, r.feasible ? "" : "  (out of memory)", tuned);
         out << line;
     }
 }
@@ -89,7 +92,9 @@ QJsonArray resultsJson(const std::vector<CaseResult>& results)
                              {"measured", r.measured},
                              {"predicted", r.predicted},
                              {"relative_error", r.relative_error},
-                             {"feasible", r.feasible}});
+                             {"feasible", r.feasible},
+                             {"micro_batch", r.micro_batch},
+                             {"micro_batch_tuned", r.micro_batch_tuned}});
     return a;
 }
 
