@@ -77,6 +77,8 @@ std::string describe(const ModelConfig& c)
             s << ", aux loss " << m.aux_loss_coeff;
         if (m.score_correction_bias)
             s << ", score-correction bias";
+        if (m.expert_groups > 0)
+            s << ", top " << m.group_top_k << " of " << m.expert_groups << " expert groups";
         if (m.routed_scaling > 0)
             s << ", scaling " << m.routed_scaling;
         if (m.capacity_factor > 0)
@@ -125,6 +127,23 @@ MoeConfig scaledMoe(const ModelSpec& spec, int hidden, int layers, int ep)
     c.aux_loss_coeff = m.aux_loss_coeff;
     c.score_correction_bias = m.score_correction_bias;
     c.routed_scaling = m.routed_scaling;
+    // Group-limited routing keeps its shape on the scaled experts: k = g x picks as in DeepSeek-V3
+    // (8 = 4 groups x 2), each group at least twice the picks, so a choice within it remains, and
+    // fewer groups chosen than there are (g < G), so a choice among them remains.
+    if (m.expert_groups > 0 && m.group_top_k > 0) {
+        const int picks = std::max(1, std::min(m.top_k / m.group_top_k, c.top_k / 2));
+        int groups = 0;
+        for (int G = std::min(m.expert_groups, c.experts); G >= 2 && groups == 0; --G)
+            if (c.experts % G == 0 && c.experts / G >= 2 * picks)
+                groups = G;
+        if (groups > 0) {
+            const int chosen = std::clamp(int(std::lround(double(m.group_top_k) * groups / m.expert_groups)), 1,
+                                          groups - 1);
+            c.expert_groups = groups;
+            c.group_top_k = chosen;
+            c.top_k = chosen * picks;
+        }
+    }
     return c;
 }
 
@@ -421,6 +440,25 @@ FieldErrors validate(const ModelConfig& c, const std::string& prefix)
             errors.push_back({prefix + "moe.aux_loss_coeff", "must be between 0 and 1000"});
         if (!(m.routed_scaling >= 0 && m.routed_scaling <= 1000))
             errors.push_back({prefix + "moe.routed_scaling", "must be between 0 and 1000"});
+        if (m.expert_groups != 0 || m.group_top_k != 0) {
+            // As the router checks them (OpsMoe.cpp): G divides E, g in [1, G], k between g and
+            // the experts of g groups.
+            const bool groupsOk = range("moe.expert_groups", m.expert_groups, 1, 64) && expertsOk &&
+                                  m.experts % m.expert_groups == 0;
+            if (!groupsOk && m.expert_groups >= 1 && m.expert_groups <= 64)
+                errors.push_back({prefix + "moe.expert_groups", std::to_string(m.expert_groups) +
+                                                                    " groups do not divide the " +
+                                                                    std::to_string(m.experts) + " experts"});
+            if (groupsOk && range("moe.group_top_k", m.group_top_k, 1, m.expert_groups) &&
+                (m.top_k < m.group_top_k || m.top_k > m.group_top_k * (m.experts / m.expert_groups)))
+                errors.push_back({prefix + "moe.group_top_k", "top " + std::to_string(m.top_k) +
+                                                                  " must be between the " +
+                                                                  std::to_string(m.group_top_k) +
+                                                                  " chosen groups and the experts they hold (" +
+                                                                  std::to_string(m.group_top_k *
+                                                                                 (m.experts / m.expert_groups)) +
+                                                                  ")"});
+        }
         if (m.score_correction_bias && (m.router == MoeRouter::Softmax || m.router == MoeRouter::SoftmaxNorm))
             errors.push_back({prefix + "moe.score_correction_bias", "steers a sigmoid router's choice (DeepSeek-V3's "
                                                                     "noaux_tc), not a softmax router's"});

@@ -99,6 +99,8 @@ struct MoeConfig {
     double aux_loss_coeff = 0;
     bool score_correction_bias = false;
     double routed_scaling = 0;   // 0: none (1)
+    int expert_groups = 0;       // group-limited routing (OpsMoe.h): G groups, a token's top k in its
+    int group_top_k = 0;         // best g of them; 0: none
     bool enabled() const { return experts > 0; }
     bool operator==(const MoeConfig&) const = default;
 };

@@ -733,6 +733,8 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
             kind == MoeRouter::Sigmoid || kind == MoeRouter::SigmoidNorm ? RouterScore::Sigmoid : RouterScore::Softmax;
         shape.router.normalize = kind == MoeRouter::SoftmaxNorm || kind == MoeRouter::SigmoidNorm;
         shape.router.scaling = cfg_.moe.routed_scaling > 0 ? cfg_.moe.routed_scaling : 1.0;
+        shape.router.groups = cfg_.moe.expert_groups;
+        shape.router.group_top_k = cfg_.moe.group_top_k;
         shape.aux_loss_coeff = cfg_.moe.aux_loss_coeff;
         shape.capacity_factor = cfg_.moe.capacity_factor;
         MoeParallel par;

@@ -484,10 +484,12 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     s.disp = s.expertOut = s.combineIn = nullptr;  // (the moving buffers go with `moving`)
 
     // The load-balancing loss over the micro-batch: the counts summed over its token groups.
-    s.batchCounts = s.counts;
+    s.batchCounts = s_.aux_loss_coeff > 0 && (s_.router.groups > 0 || w.expert_bias)
+                        ? tokensPerExpertForAuxLoss<T>(s_.router, s.logits, N)
+                        : s.counts;
     s.batchTokens = N;
     if (s_.aux_loss_coeff > 0) {
-        std::vector<T> sum(s.counts.begin(), s.counts.end());
+        std::vector<T> sum(s.batchCounts.begin(), s.batchCounts.end());
         for (int g = 0; g < 2; ++g)
             if (CommGroup* group = par_.token_groups[g]; group && group->size() > 1) {
                 group->allReduce(par_.token_ranks[g], sum.data(), sum.size(), ReduceOp::Sum, 8);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +18,65 @@ void checkSpec(const RouterSpec& r)
     if (r.top_k < 1 || r.top_k > r.experts)
         throw std::invalid_argument("router: top_k " + std::to_string(r.top_k) + " must be in [1, experts " +
                                     std::to_string(r.experts) + "]");
+    if (r.groups == 0 && r.group_top_k == 0)
+        return;
+    // (Megatron's TransformerConfig checks the first two; the third keeps every top-k full.)
+    if (r.groups < 1 || r.groups > 64 || r.experts % r.groups != 0)
+        throw std::invalid_argument("router: " + std::to_string(r.groups) + " expert groups must divide the " +
+                                    std::to_string(r.experts) + " experts (at most 64 groups)");
+    if (r.group_top_k < 1 || r.group_top_k > r.groups)
+        throw std::invalid_argument("router: group_top_k " + std::to_string(r.group_top_k) + " must be in [1, groups " +
+                                    std::to_string(r.groups) + "]");
+    if (r.top_k > r.group_top_k * (r.experts / r.groups) || r.top_k < r.group_top_k)
+        throw std::invalid_argument("router: top_k " + std::to_string(r.top_k) + " must be between the " +
+                                    std::to_string(r.group_top_k) + " chosen groups and the " +
+                                    std::to_string(r.group_top_k * (r.experts / r.groups)) + " experts they hold");
+}
+
+// Group-limited routing's mask: bit j set when group j is among the token's best g groups, each
+// scored by the sum of its best `picks` choice scores (ties: the lower index). No allocation.
+template <class Score>
+std::uint64_t chosenGroups(const RouterSpec& r, Score&& choiceScore)
+{
+    if (r.groups == 0)
+        return ~std::uint64_t(0);
+    const int per = r.experts / r.groups, picks = r.top_k / r.group_top_k;
+    using T = decltype(choiceScore(0));
+    T groupScore[64];
+    for (int j = 0; j < r.groups; ++j) {
+        // The group's best `picks` scores, in order: each pick the best of those ranked below the
+        // previous one (score, then the lower index first).
+        auto ranksAbove = [&](int a, T sa, int b, T sb) { return sa > sb || (sa == sb && a < b); };
+        T sum = 0;
+        int prev = -1;
+        T prevScore = T(0);
+        for (int p = 0; p < picks; ++p) {
+            int best = -1;
+            T bestScore = T(0);
+            for (int e = j * per; e < (j + 1) * per; ++e) {
+                const T s = choiceScore(e);
+                if (prev >= 0 && !ranksAbove(prev, prevScore, e, s))
+                    continue;
+                if (best < 0 || ranksAbove(e, s, best, bestScore)) {
+                    best = e;
+                    bestScore = s;
+                }
+            }
+            sum += bestScore;
+            prev = best;
+            prevScore = bestScore;
+        }
+        groupScore[j] = sum;
+    }
+    std::uint64_t mask = 0;
+    for (int k = 0; k < r.group_top_k; ++k) {
+        int best = -1;
+        for (int j = 0; j < r.groups; ++j)
+            if (!(mask >> j & 1) && (best < 0 || groupScore[j] > groupScore[best]))
+                best = j;
+        mask |= std::uint64_t(1) << best;
+    }
+    return mask;
 }
 
 template <class T>
@@ -46,11 +106,21 @@ void router_topk_forward(const RouterSpec& r, const T* logits, std::int64_t N, c
                 return l[e];
             return sigmoid(l[e]) + (expert_bias ? expert_bias[e] : T(0));
         };
+        // Groups are scored on what Megatron's top-k sees: the logits (softmax after the top-k),
+        // the softmax's numerators (softmax before it: use_pre_softmax), the biased sigmoid.
+        T lmax = l[0];
+        if (r.groups > 0 && r.score == RouterScore::Softmax && !r.normalize)
+            for (int e = 1; e < E; ++e)
+                lmax = std::max(lmax, l[e]);
+        const std::uint64_t groups = chosenGroups(r, [&](int e) {
+            return r.score == RouterScore::Softmax && !r.normalize ? std::exp(l[e] - lmax) : choiceScore(e);
+        });
+        const int perGroup = r.groups > 0 ? E / r.groups : E;
         for (int k = 0; k < K; ++k) {
             int best = -1;
             T bestScore = T(0);
             for (int e = 0; e < E; ++e) {
-                if (std::find(idx, idx + k, e) != idx + k)
+                if (!(groups >> (e / perGroup) & 1) || std::find(idx, idx + k, e) != idx + k)
                     continue;
                 const T s = choiceScore(e);
                 if (best < 0 || s > bestScore) {  // strict: ties keep the lower index
@@ -83,6 +153,32 @@ void router_topk_forward(const RouterSpec& r, const T* logits, std::int64_t N, c
                 w[k] *= scale;
         }
     }
+}
+
+template <class T>
+std::vector<std::int64_t> tokensPerExpertForAuxLoss(const RouterSpec& r, const T* logits, std::int64_t N)
+{
+    checkSpec(r);
+    const int E = r.experts, K = r.top_k;
+    std::vector<std::int64_t> counts(size_t(E), 0);
+    for (std::int64_t n = 0; n < N; ++n) {
+        const T* l = logits + n * E;
+        // The scores' order is the logits' (softmax and sigmoid are monotonic): K times the best
+        // below the previous pick (ties: the lower index first), as router_topk_forward ranks.
+        int prev = -1;
+        for (int k = 0; k < K; ++k) {
+            int best = -1;
+            for (int e = 0; e < E; ++e) {
+                if (prev >= 0 && !(l[prev] > l[e] || (l[prev] == l[e] && prev < e)))
+                    continue;
+                if (best < 0 || l[e] > l[best])
+                    best = e;
+            }
+            ++counts[size_t(best)];
+            prev = best;
+        }
+    }
+    return counts;
 }
 
 template <class T>
@@ -290,6 +386,7 @@ void moe_combine_backward(const MoePermutation& p, int K, const T* dout, const T
     template void router_topk_forward<T>(const RouterSpec&, const T*, std::int64_t, const T*, int*, T*);          \
     template void router_topk_backward<T>(const RouterSpec&, const T*, std::int64_t, const int*, const T*,       \
                                           const T*, T*);                                                         \
+    template std::vector<std::int64_t> tokensPerExpertForAuxLoss<T>(const RouterSpec&, const T*, std::int64_t);  \
     template double aux_loss_forward_backward<T>(const RouterSpec&, const T*, std::int64_t,                       \
                                                  const std::vector<std::int64_t>&, double, T, T*, std::int64_t);  \
     template void moe_dispatch_forward<T>(const MoePermutation&, int, const T*, std::int64_t, T*);                \

@@ -14,7 +14,11 @@
 //   sigmoid  s = sigmoid(logits); top-k of s (+ the expert bias, for the choice only: DeepSeek-V3's
 //            noaux_tc); normalised: s_k / (sum of the K chosen s + 1e-20) when K > 1, else s_k
 //   both     times the scaling factor (DeepSeek-V3's routed_scaling_factor; 1 otherwise)
-// Ties choose the lower expert index, so routing is deterministic.
+// Group-limited (DeepSeek-V3's node-limited routing; Megatron's --moe-router-num-groups G,
+// --moe-router-group-topk g, moe_utils.py group_limited_topk): the E experts in G equal groups of
+// consecutive indices, each group scored by the sum of its best K / g choice scores; the top K
+// experts are chosen within the token's best g groups only.
+// Ties choose the lower expert (and group) index, so routing is deterministic.
 // Load balancing (Switch Transformer; Megatron's switch_load_balancing_loss_func):
 //   aux = coeff * E / (K * T^2) * sum_e tokens_e * sum_n p(e, n)
 //   p: the softmax over all E logits (softmax router) or the sigmoid normalised over all E
@@ -37,11 +41,14 @@ struct RouterSpec {
     RouterScore score = RouterScore::Softmax;
     double scaling = 1.0;       // routed_scaling_factor
     bool normalize = true;      // the K weights renormalised (core's MoeRouter *Norm kinds)
+    int groups = 0;             // G expert groups for group-limited routing (0: none), at most 64
+    int group_top_k = 0;        // g groups a token may choose from
 };
 
 // Per token n: the chosen experts top_idx[n K + k] (best first), their weights top_w[n K + k];
 // `expert_bias` (E values, may be null) shifts the choice only. logits (E, N).
-// Throws std::invalid_argument for K outside [1, E].
+// Throws std::invalid_argument for K outside [1, E] or groups that do not divide E, g outside
+// [1, G], or g groups too few to hold K experts.
 template <class T>
 void router_topk_forward(const RouterSpec& r, const T* logits, std::int64_t N, const T* expert_bias, int* top_idx,
                          T* top_w);
@@ -52,6 +59,12 @@ void router_topk_backward(const RouterSpec& r, const T* logits, std::int64_t N, 
 
 // The copies routed to each expert (E values) from the choice.
 std::vector<std::int64_t> tokensPerExpert(const int* top_idx, std::int64_t N, int K, int E);
+
+// The counts the load-balancing loss is of: Megatron's compute_routing_scores_for_aux_loss takes
+// the plain top k of the scores, without the expert bias and the group limit (router.py @
+// d98e8a64, routing): with neither, the choice's own counts.
+template <class T>
+std::vector<std::int64_t> tokensPerExpertForAuxLoss(const RouterSpec& r, const T* logits, std::int64_t N);
 
 // The load-balancing loss of the logits (E, N) with those counts, and (when dlogits is not
 // null) its gradient added to dlogits, times dloss. total_tokens: T of the formula, the tokens

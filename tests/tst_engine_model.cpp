@@ -372,7 +372,8 @@ private slots:
     // Catalog MoE models scaled down (engine::scaledMoe): Mixtral 8x7B keeps its 8 experts, top-2
     // and softmax-renormalised router, its expert width ratio (14336 / 4096); DeepSeek-V3's MoE
     // part (its MLA attention is not executed by the engine: validation refuses the model by name)
-    // 8 of its 256 experts, top-4 of them, the sigmoid router with its scaling and correction bias,
+    // 8 of its 256 experts in 2 groups, top-2 of them within the best group (its top 4 of 8 groups,
+    // 2 experts each), the sigmoid router with its scaling and correction bias,
     // the shared expert, one dense first layer. Each trains as a valid model counted as core counts it.
     void catalogMoeModelsScaleDown()
     {
@@ -385,7 +386,13 @@ private slots:
                 const MoeConfig& m = c.moe;
                 QCOMPARE(m.experts, std::min(spec.moe.experts, 8));
                 QCOMPARE(m.experts % ep, 0);
-                QCOMPARE(m.top_k, std::min(spec.moe.top_k, m.experts / 2));
+                if (spec.moe.expert_groups == 0) {
+                    QCOMPARE(m.top_k, std::min(spec.moe.top_k, m.experts / 2));
+                } else {  // DeepSeek-V3's node-limited routing: 1 of 2 groups of 4, 2 experts in it (8 = 4 x 2)
+                    QCOMPARE(m.expert_groups, 2);
+                    QCOMPARE(m.group_top_k, 1);
+                    QCOMPARE(m.top_k, 2);
+                }
                 QCOMPARE(m.router, spec.moe.router);
                 QCOMPARE(m.score_correction_bias, spec.moe.score_correction_bias);
                 QCOMPARE(m.routed_scaling, spec.moe.routed_scaling);

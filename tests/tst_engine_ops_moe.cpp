@@ -11,6 +11,7 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -112,6 +113,93 @@ private slots:
         const double s0 = sigmoid(1), s1 = sigmoid(3);
         QVERIFY(std::fabs(w[0] - 2.5 * s0 / (s0 + s1 + 1e-20)) < 1e-15);
         QVERIFY(std::fabs(w[0] + w[1] - 2.5) < 1e-14);
+    }
+
+    // Group-limited routing (Megatron-LM moe_utils.py group_limited_topk @ d98e8a64): the groups
+    // scored by the sum of their best k / g scores, the top k among the best g groups' experts;
+    // the load-balancing loss counts the plain top k (compute_routing_scores_for_aux_loss).
+    void groupLimitedRoutingChoosesWithinTheBestGroups()
+    {
+        // Plain top 2 of {5, 0, 4, 3.9} is {0, 2}; the groups {0, 1} and {2, 3} score 5 and 7.9:
+        // the token takes experts 2 and 3.
+        RouterSpec grouped{4, 2, RouterScore::Softmax, 1.0};
+        grouped.groups = 2;
+        grouped.group_top_k = 1;
+        const std::vector<double> logits{5, 0, 4, 3.9};
+        std::vector<int> idx(2);
+        std::vector<double> w(2);
+        router_topk_forward<double>(grouped, logits.data(), 1, nullptr, idx.data(), w.data());
+        QCOMPARE(idx, (std::vector<int>{2, 3}));
+        QVERIFY(std::fabs(w[0] - 1 / (1 + std::exp(-0.1))) < 1e-15);  // softmax over the chosen two
+        QCOMPARE(tokensPerExpertForAuxLoss<double>(grouped, logits.data(), 1),
+                 (std::vector<std::int64_t>{1, 0, 1, 0}));
+
+        // Against a direct transcription of Megatron's steps, every score kind, random logits.
+        const int E = 16, G = 4, g = 2, K = 4, N = 64;
+        const std::vector<double> many = randomValues(size_t(E * N), 41), bias = randomValues(size_t(E), 42, 0.3);
+        for (int kind = 0; kind < 3; ++kind) {
+            RouterSpec r{E, K, kind == 2 ? RouterScore::Sigmoid : RouterScore::Softmax, 1.0, kind != 1};
+            r.groups = G;
+            r.group_top_k = g;
+            const double* b = kind == 2 ? bias.data() : nullptr;
+            std::vector<int> got(static_cast<size_t>(N * K));
+            std::vector<double> gw(static_cast<size_t>(N * K));
+            router_topk_forward<double>(r, many.data(), N, b, got.data(), gw.data());
+            for (int n = 0; n < N; ++n) {
+                const double* l = many.data() + n * E;
+                // Megatron's scores for the choice: logits (softmax after the top-k), the softmax
+                // (use_pre_softmax), sigmoid + bias.
+                double m = *std::max_element(l, l + E), z = 0;
+                for (int e = 0; e < E; ++e)
+                    z += std::exp(l[e] - m);
+                std::vector<double> score(static_cast<size_t>(E));
+                for (int e = 0; e < E; ++e)
+                    score[size_t(e)] = kind == 0 ? l[e] : kind == 1 ? std::exp(l[e] - m) / z : sigmoid(l[e]) + bias[size_t(e)];
+                auto order = [&](std::vector<int> ids, const std::vector<double>& v) {
+                    std::stable_sort(ids.begin(), ids.end(), [&](int a, int c) { return v[size_t(a)] > v[size_t(c)]; });
+                    return ids;
+                };
+                std::vector<double> groupScore(static_cast<size_t>(G));
+                for (int j = 0; j < G; ++j) {
+                    std::vector<int> members;
+                    for (int e = j * (E / G); e < (j + 1) * (E / G); ++e)
+                        members.push_back(e);
+                    const std::vector<int> best = order(members, score);
+                    for (int p = 0; p < K / g; ++p)
+                        groupScore[size_t(j)] += score[size_t(best[size_t(p)])];
+                }
+                std::vector<int> groups(static_cast<size_t>(G));
+                std::iota(groups.begin(), groups.end(), 0);
+                groups = order(groups, groupScore);
+                std::vector<int> allowed;
+                for (int e = 0; e < E; ++e)
+                    if (std::find(groups.begin(), groups.begin() + g, e / (E / G)) != groups.begin() + g)
+                        allowed.push_back(e);
+                const std::vector<int> chosen = order(allowed, score);
+                for (int k = 0; k < K; ++k)
+                    QCOMPARE(got[size_t(n * K + k)], chosen[size_t(k)]);
+            }
+        }
+
+        // Settings Megatron's TransformerConfig refuses, and k beyond the chosen groups' experts.
+        auto spec = [](int groups, int groupTopK, int k) {
+            RouterSpec r{8, k, RouterScore::Softmax, 1.0};
+            r.groups = groups;
+            r.group_top_k = groupTopK;
+            return r;
+        };
+        const std::vector<double> zeros(8, 0.0);
+        std::vector<int> i8(8);
+        std::vector<double> w8(8);
+        for (const RouterSpec& bad : {spec(3, 1, 2), spec(4, 5, 4), spec(4, 1, 4), spec(4, 2, 1)})
+            QVERIFY_THROWS_EXCEPTION(std::invalid_argument, router_topk_forward<double>(bad, zeros.data(), 1, nullptr,
+                                                                                         i8.data(), w8.data()));
+        try {
+            router_topk_forward<double>(spec(3, 1, 2), zeros.data(), 1, nullptr, i8.data(), w8.data());
+        } catch (const std::invalid_argument& e) {
+            QVERIFY2(std::string(e.what()).find("3 expert groups must divide the 8 experts") != std::string::npos,
+                     e.what());
+        }
     }
 
     void softmaxWeightsAreTheFullSoftmaxRenormalised()

@@ -17,6 +17,7 @@
 #include <QJsonArray>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -517,6 +518,19 @@ private slots:
         const engine::ModelConfig& m = s.validation.request.model;
         const MlaSpec& a = full.model.mla;
         QVERIFY(m.mla.enabled() && m.moe.enabled());
+        // Node-limited routing (the top 4 of 8 groups, 2 experts from each) on the scaled experts:
+        // k = g x 2 as in the full model, fewer groups chosen than there are, each group with a
+        // choice left within it; the adaptation says how it was scaled.
+        QCOMPARE(full.model.moe.expert_groups, 8);
+        QVERIFY(m.moe.expert_groups >= 2 && m.moe.group_top_k >= 1 && m.moe.group_top_k < m.moe.expert_groups);
+        QCOMPARE(m.moe.experts % m.moe.expert_groups, 0);
+        QCOMPARE(m.moe.top_k, m.moe.group_top_k * (full.model.moe.top_k / full.model.moe.group_top_k));
+        QVERIFY(m.moe.experts / m.moe.expert_groups >= 2 * (m.moe.top_k / m.moe.group_top_k));
+        const std::string groupsNote = "group-limited routing's top 4 of 8 groups scaled to top " +
+                                       std::to_string(m.moe.group_top_k) + " of " + std::to_string(m.moe.expert_groups);
+        QVERIFY2(std::any_of(s.adaptations.begin(), s.adaptations.end(),
+                             [&](const std::string& a) { return a.find(groupsNote) != std::string::npos; }),
+                 groupsNote.c_str());
         QCOMPARE(m.mtp.layers, full.model.mtp.layers);
         QCOMPARE(m.mtp.loss_scale, full.model.mtp.loss_scale);
         // 128 / 64 / 128 head parts as 8 / 4 / 8; ranks in their ratio to the hidden size.

@@ -46,6 +46,8 @@ ModelSpec engineModelSpec(const engine::ModelConfig& c)
         m.moe.aux_loss_coeff = c.moe.aux_loss_coeff;
         m.moe.score_correction_bias = c.moe.score_correction_bias;
         m.moe.routed_scaling = c.moe.routed_scaling;
+        m.moe.expert_groups = c.moe.expert_groups;
+        m.moe.group_top_k = c.moe.group_top_k;
     }
     if (c.mla.enabled()) {  // multi-head latent attention (its score factor changes no count)
         m.mla.q_lora_rank = c.mla.q_lora_rank;

@@ -43,6 +43,19 @@ void scaleMla(const ModelSpec& m, engine::ModelConfig& c)
     }
 }
 
+// How group-limited routing was scaled with the experts (engine/ModelConfig.cpp scaledMoe).
+std::string scaledGroupsNote(const MoeSpec& full, const engine::MoeConfig& scaled)
+{
+    if (full.expert_groups == 0)
+        return "";
+    if (scaled.expert_groups == 0)
+        return "; group-limited routing (top " + std::to_string(full.group_top_k) + " of " +
+               std::to_string(full.expert_groups) + " groups) has no choice left at this size: routed without groups";
+    return "; group-limited routing's top " + std::to_string(full.group_top_k) + " of " +
+           std::to_string(full.expert_groups) + " groups scaled to top " + std::to_string(scaled.group_top_k) +
+           " of " + std::to_string(scaled.expert_groups);
+}
+
 } // namespace
 
 engine::ModelConfig scaledEngineModel(const ModelSpec& m, const Layout& l)
@@ -338,8 +351,7 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     if (r.model.moe.enabled() && (r.model.moe.experts != full.model.moe.experts || r.model.moe.top_k != full.model.moe.top_k))
         notes.push_back(s(full.model.moe.experts) + " routed experts (top " + s(full.model.moe.top_k) + ") scaled to " +
                         s(r.model.moe.experts) + " (top " + s(r.model.moe.top_k) + "), each expert's width in its ratio "
-                        "to the hidden size" +
-                        (full.model.moe.expert_groups > 0 ? "; group-limited routing not executed" : ""));
+                        "to the hidden size" + scaledGroupsNote(full.model.moe, r.model.moe));
     r.batch = l.dp * l.micro_batch * std::max(2, 2 * l.pp);
     r.steps = steps;
     r.layout = l;

@@ -360,6 +360,10 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
     deepseek.moe.score_correction_bias = true;
     deepseek.moe.routed_scaling = 2.5;
     deepseek.moe.aux_loss_coeff = 0;
+    // DeepSeek-V3's node-limited routing in small: the 4 experts in 2 groups, a token's 2 in its
+    // better group (with ep 2: every copy of a token to one rank).
+    deepseek.moe.expert_groups = 2;
+    deepseek.moe.group_top_k = 1;
     // DeepSeek-V2/V3's multi-head latent attention on Llama's blocks (MHA heads): a q latent of 16
     // and a kv latent of 12 with their norms, q/k heads of 8 + a shared RoPE key of 4, values of
     // 8, YaRN's score factor as DeepSeek-V3's (mscale 1.369 squared); DeepSeek-V2-Lite's kind

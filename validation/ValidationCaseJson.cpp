@@ -103,7 +103,9 @@ QJsonObject toJson(const ValidationCase& c)
                                         {"capacity_factor", e.capacity_factor},
                                         {"aux_loss_coeff", e.aux_loss_coeff},
                                         {"score_correction_bias", e.score_correction_bias},
-                                        {"routed_scaling", e.routed_scaling}});
+                                        {"routed_scaling", e.routed_scaling},
+                                        {"expert_groups", e.expert_groups},
+                                        {"group_top_k", e.group_top_k}});
         o.insert("model", model);
     }
     if (const engine::MlaConfig& a = r.model.mla; a.enabled()) {  // (written only with MLA)
@@ -181,6 +183,8 @@ ValidationCase validationCaseFromJson(const QJsonObject& o, const std::string& p
         e.aux_loss_coeff = moe.number("aux_loss_coeff", 0, false, 0, 1e6);
         e.score_correction_bias = moe.boolean("score_correction_bias", false);
         e.routed_scaling = moe.number("routed_scaling", 0, false, 0, 1e6);
+        e.expert_groups = moe.integer("expert_groups", 0, false, 0, 64);
+        e.group_top_k = moe.integer("group_top_k", 0, false, 0, 64);
     }
     if (model.has("mla")) {
         JsonReader mla = model.object("mla", false);
