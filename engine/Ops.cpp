@@ -23,6 +23,7 @@ using detail::blockGemm;
 using detail::kChunk;
 using detail::kGeluA;
 using detail::kGeluC;
+using detail::kGemmRowChunk;
 using detail::kParallelGemmMacs;
 using detail::softmaxColumn;
 
@@ -44,8 +45,14 @@ void gemm(KernelPool& pool, MatRef<T> c, CMatRef<T> a, bool transA, CMatRef<T> b
     // One block: rows [r0, r0+nr) and columns [c0, c0+nc) of c, with the rows of op(a) and
     // the columns of op(b) it needs.
     auto block = [&](Index r0, Index nr, Index c0, Index nc) {
-        blockGemm<T>(c.block(r0, c0, nr, nc), transA ? a.block(0, r0, K, nr) : a.block(r0, 0, nr, K), transA,
-                     transB ? b.block(c0, 0, nc, K) : b.block(0, c0, K, nc), transB, accumulate);
+        for (Index r = r0; r < r0 + nr; r += kGemmRowChunk) {
+            // (A last chunk of one row would be Eigen's GEMV: it joins the one before.)
+            const Index rows = r0 + nr - r <= kGemmRowChunk + 1 ? r0 + nr - r : kGemmRowChunk;
+            blockGemm<T>(c.block(r, c0, rows, nc), transA ? a.block(0, r, K, rows) : a.block(r, 0, rows, K), transA,
+                         transB ? b.block(c0, 0, nc, K) : b.block(0, c0, K, nc), transB, accumulate);
+            if (rows != kGemmRowChunk)
+                break;
+        }
     };
     // Split so that every thread count gives the same bits as one thread: each element of c must
     // meet the same Eigen kernel. Row blocks are multiples of 48, three AVX-512 float packets (and

@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -17,6 +18,12 @@ namespace shardscope::engine::detail {
 // Products smaller than this many multiply-adds run on the calling thread:
 // splitting them costs more in synchronisation than it saves.
 inline constexpr double kParallelGemmMacs = 64.0 * 64 * 64;
+// Rows of c one Eigen product takes at most: Eigen packs a kc x rows block of op(a), and with
+// every row of a vocabulary head in one block (50257 x 392 floats for GPT-2's) the pack is a
+// fresh 79 MB mapping each call (glibc maps blocks above 32 MB and unmaps them on free: 19k page
+// faults a step). 48 x 160 rows keep it under 13 MB, which glibc's allocator reuses; a multiple of
+// 48 so that every row meets the same GEBP kernel as in one block (Ops.cpp gemm).
+inline constexpr std::int64_t kGemmRowChunk = 48 * 160;
 
 // Fixed-size chunk for elementwise kernels that need several passes over the
 // same values (they stay in L1 between passes) without heap temporaries.

@@ -6,6 +6,7 @@
 //   random R, so the analytic gradient is backward(dout = R).
 #include "GemmIsa.h"
 #include "Ops.h"
+#include "OpsKernels.h"
 #include "OpsReference.h"
 #include "Random.h"
 #include "Bf16.h"
@@ -148,6 +149,32 @@ private slots:
                                                                .arg((c - reference).cwiseAbs().maxCoeff())));
                     }
                 }
+    }
+
+    // Tall products (a vocabulary head's) run in row chunks of kGemmRowChunk, multiples of 48, so
+    // that Eigen's pack of op(a) stays small: the same bits on every thread count still, the chunk
+    // left with one row joined to the one before (not Eigen's GEMV), and the naive product's values.
+    void tallGemmIsChunkedWithTheSameBits()
+    {
+        using detail::kGemmRowChunk;
+        QCOMPARE(kGemmRowChunk % 48, std::int64_t(0));
+        KernelPool one(1), two(2), three(3);
+        for (const int M : {int(kGemmRowChunk) + 1, 2 * int(kGemmRowChunk) + 49})
+            for (bool transA : {false, true}) {
+                const int N = 17, K = 64;
+                const Mat<float> a = transA ? randomMat<float>(K, M, 1) : randomMat<float>(M, K, 1);
+                const Mat<float> b = randomMat<float>(K, N, 2);
+                Mat<float> reference = Mat<float>::Zero(M, N);
+                gemm<float>(one, reference, a, transA, b, false, false);
+                const Mat<double> exact = (transA ? Mat<double>(a.cast<double>().transpose()) : a.cast<double>()) *
+                                          b.cast<double>();
+                QVERIFY(relDiff(reference.cast<double>(), exact) < kFloatTol);
+                for (KernelPool* pool : {&two, &three}) {
+                    Mat<float> c = Mat<float>::Zero(M, N);
+                    gemm<float>(*pool, c, a, transA, b, false, false);
+                    QVERIFY2(c == reference, qPrintable(QString("%1 rows, %2 threads").arg(M).arg(pool->threads())));
+                }
+            }
     }
 
     // A portable build's per-level kernels (GemmIsa.h), every level this CPU supports: GEMM
