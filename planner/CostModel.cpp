@@ -2137,6 +2137,9 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                 traffic += c.time_s();
                 hidden += c.hidden_s;
             }
+        // (Summed in another order the hidden parts can exceed the traffic by an ulp: a figure of
+        // -7e-12 s where everything is hidden.)
+        hidden = std::min(hidden, traffic);
         book.add(Figure::DpComm, "data-parallel/ZeRO traffic", traffic,
                  "ring/hierarchical collectives of the stage's gradients (and parameters for ZeRO); MoE: the routed "
                  "experts' over edp = tp x cp x dp / (ep x etp)");
