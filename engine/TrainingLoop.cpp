@@ -13,7 +13,7 @@ namespace shardscope::engine {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v)
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v, int extra_warmup)
 {
     std::vector<PipelineOp> order;
     if (schedule == PipelineSchedule::Interleaved) {
@@ -32,7 +32,7 @@ std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, i
         const int total = m * v;
         auto forwardOp = [&](int k) { return PipelineOp{(k / (p * v)) * p + k % p, false, (k / p) % v}; };
         auto backwardOp = [&](int k) { return PipelineOp{(k / (p * v)) * p + k % p, true, v - 1 - (k / p) % v}; };
-        const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+        const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p + extra_warmup, total);
         int f = 0, b = 0;
         for (; f < warmup; ++f)
             order.push_back(forwardOp(f));
@@ -44,14 +44,16 @@ std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, i
             order.push_back(backwardOp(b++));
         return order;
     }
-    if (schedule == PipelineSchedule::GPipe) {
+    if (schedule == PipelineSchedule::GPipe && extra_warmup == 0) {
         for (int i = 0; i < m; ++i)
             order.push_back({i, false});
         for (int i = 0; i < m; ++i)
             order.push_back({i, true});
         return order;
     }
-    const int warmup = std::min(p - s - 1, m);
+    // (At pp = 1 the combined schedule is this order whatever the schedule's name: Megatron-LM
+    // does not pipeline one stage.)
+    const int warmup = std::min(p - s - 1 + extra_warmup, m);
     int f = 0, b = 0;
     for (; f < warmup; ++f)
         order.push_back({f, false});
@@ -74,7 +76,8 @@ void trainWorker(const WorkerContext& c, WorkerRecord& rec)
     const int B = request.batch, T = request.model.seq;
     const int perReplica = B / layout.dp;
     const int chunks = layout.schedule == PipelineSchedule::Interleaved ? layout.virtual_stages : 1;
-    const std::vector<PipelineOp> order = pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks);
+    const std::vector<PipelineOp> order =
+        pipelineOrder(layout.schedule, layout.pp, pos.pp, c.micro_batches, chunks, layout.ep_comm_overlap ? 1 : 0);
     // This replica's rows of the global batch only: dp replicas drawing all B rows each
     // made the data quadratic in dp (4,096 replicas drew 16.8M sequences a step). The masked
     // LM's next-sentence pairs also read the row after the replica's last: one more row.

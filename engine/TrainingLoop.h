@@ -27,9 +27,13 @@ struct PipelineOp {
 // (backwards through the chunks in reverse), (p - s - 1) x 2 + (v - 1) x p warm-up
 // forwards, then one forward one backward, then the remaining backwards. Interleaved
 // needs m % p == 0 (throws std::invalid_argument otherwise, as Megatron-LM refuses it).
+// `extra_warmup` more warm-up forwards: Megatron-LM's combined 1F1B (--overlap-moe-expert-
+// parallel-comm) schedules one, so that each steady-state forward and backward are of different
+// micro-batches (schedules.py @ d98e8a64, get_pp_rank_microbatches; at pp = 1
+// combined_1f1b_schedule_for_no_pipelining: F0, then B0 with F1, ..., then the last backward).
 // Executed with a send after each op and a receive before it, FIFO per device pair, the
 // messages match and nothing waits forever (tst_engine_cluster checks it for many p, v, m).
-std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v = 1);
+std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v = 1, int extra_warmup = 0);
 
 // What one worker records; written by its own thread only, read after the join.
 struct WorkerRecord {

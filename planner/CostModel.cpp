@@ -1161,7 +1161,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                               sc.elementwise_fwd_s + sc.elementwise_bwd_s + sc.quantize_fwd_s + sc.quantize_bwd_s;
         auto overlap = [&](Collective& c) {  // --overlap-moe-expert-parallel-comm (alltoall and flex)
             if (l.ep_comm_overlap && D.m > 1) {
-                c.hidden_s = std::min(c.exposed_s, window) * (D.m - 1) / D.m;
+                c.hidden_s = std::min(c.exposed_s, params_.ep_overlap * window) * (D.m - 1) / D.m;
                 c.exposed_s -= c.hidden_s;
             }
         };
@@ -2241,9 +2241,15 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     // its layers' (split evenly over the chunks), the head's (the last chunk), the embedding's (the first).
     auto inFlight = [&](int stage, double bytes, double headBytes, double embedBytes) {
         double stored = 0;
-        switch (l.schedule) {
+        // Megatron-LM's combined 1F1B (ep_comm_overlap) runs one more forward before the first
+        // backward, so that each steady-state forward and backward are of different micro-batches:
+        // at pp = 1 two micro-batches are held whatever the schedule is named
+        // (combined_1f1b_schedule_for_no_pipelining @ d98e8a64; the engine runs the same order).
+        const int extra = l.ep_comm_overlap ? 1 : 0;
+        const PipelineSchedule schedule = extra > 0 && p == 1 ? PipelineSchedule::OneFOneB : l.schedule;
+        switch (schedule) {
         case PipelineSchedule::GPipe: stored = m * bytes; break;
-        case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage)) * bytes; break;
+        case PipelineSchedule::OneFOneB: stored = std::min(m, double(p - stage + extra)) * bytes; break;
         case PipelineSchedule::Interleaved:
             if (int(m) % p == 0) {
                 // Megatron-LM's interleaved order walked (PipelineSchedule.h, the engine runs the
@@ -2269,7 +2275,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
                 }
                 chunk[chunks - 1] += headBytes;
                 chunk[0] += embedBytes;
-                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks, l.ep_comm_overlap ? 1 : 0);
+                stored = peakInFlightBytes(l.schedule, p, stage, int(m), chunk, chunks, extra);
             } else {  // not a schedule Megatron-LM runs (validate refuses it): [K22]'s first-stage count
                 stored = std::min(m, double(p - stage) + double(p - 1) / v) * bytes;
             }

@@ -93,9 +93,13 @@ QJsonObject toJson(const CostModelParams& p)
         o.insert("overlap_grad_reduce", false);
     if (p.step_overhead_s != 0)
         o.insert("step_overhead_s", p.step_overhead_s);
-    if (p.grouped_gemm_efficiency != 1.0 || p.moe_layer_overhead_s != 0)
-        o.insert("moe", QJsonObject{{"grouped_gemm_efficiency", p.grouped_gemm_efficiency},
-                                    {"layer_overhead_s", p.moe_layer_overhead_s}});
+    if (p.grouped_gemm_efficiency != 1.0 || p.moe_layer_overhead_s != 0 || p.ep_overlap != 1.0) {
+        QJsonObject moe{{"grouped_gemm_efficiency", p.grouped_gemm_efficiency},
+                        {"layer_overhead_s", p.moe_layer_overhead_s}};
+        if (p.ep_overlap != 1.0)
+            moe.insert("ep_overlap", p.ep_overlap);
+        o.insert("moe", moe);
+    }
     return o;
 }
 
@@ -152,9 +156,10 @@ CostModelParams costModelParamsFromJson(const QJsonObject& json, const std::stri
     p.host_memory_bytes_per_second = r.number("host_memory_bytes_per_second", 0, true, 1e6, 1e13);
     if (r.has("moe")) {
         JsonReader moe = r.object("moe", false);
-        moe.rejectUnknownKeys({"grouped_gemm_efficiency", "layer_overhead_s"});
+        moe.rejectUnknownKeys({"grouped_gemm_efficiency", "layer_overhead_s", "ep_overlap"});
         p.grouped_gemm_efficiency = moe.number("grouped_gemm_efficiency", 1.0, false, 1e-3, 1.0);
         p.moe_layer_overhead_s = moe.number("layer_overhead_s", 0, false, 0, 1e-1);
+        p.ep_overlap = moe.number("ep_overlap", 1.0, false, 0, 1.0);
     }
     return p;
 }

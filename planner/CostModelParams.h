@@ -84,6 +84,11 @@ struct CostModelParams {
     // permutation index building: Megatron-LM's dispatcher syncs on them).
     double grouped_gemm_efficiency = 1.0;
     double moe_layer_overhead_s = 0;
+    // With ep_comm_overlap (combined 1F1B), the share of the other micro-batch's compute under which
+    // the dispatch and combine run: 1 where they have a stream of their own (Megatron-LM's
+    // set_streams in combined_1f1b.py); 0 on a device that does one thing at a time (the engine's
+    // emulated device). Optional in JSON ("moe": {"ep_overlap"}, 1).
+    double ep_overlap = 1.0;
 
     double matmulEfficiency(const struct ChipSpec& chip) const;
     // For a data type: FP8 at the measured FP8 rate where there is one.

@@ -177,7 +177,7 @@ double peakInFlightBytes(PipelineSchedule schedule, int p, int stage, int m, con
     if (schedule == PipelineSchedule::GPipe)
         return double(m) * chunk_bytes[0];
     const std::int64_t warmup = schedule == PipelineSchedule::OneFOneB
-                                    ? std::min<std::int64_t>(p - stage - 1, m)
+                                    ? std::min<std::int64_t>(p - stage - 1 + std::max(0, extra_warmup), m)
                                     : std::min<std::int64_t>(std::int64_t(p - stage - 1) * 2 + std::int64_t(v - 1) * p +
                                                                  std::max(0, extra_warmup),
                                                              total);

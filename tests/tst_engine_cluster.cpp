@@ -653,6 +653,48 @@ private slots:
                     }
     }
 
+    // Megatron-LM's combined 1F1B (ep_comm_overlap): one more warm-up forward, so that each
+    // steady-state forward and backward are of different micro-batches; at pp = 1 F0, then B0
+    // with F1, ..., then the last backward (combined_1f1b_schedule_for_no_pipelining @ d98e8a64).
+    // The bytes the engine's order holds at its peak are the planner's (peakInFlightBytes with
+    // extra_warmup 1), chunk by chunk.
+    void combinedOneFOneBRunsOneMoreForward()
+    {
+        const std::vector<engine::PipelineOp> flat = pipelineOrder(PipelineSchedule::OneFOneB, 1, 0, 4, 1, 1);
+        const std::vector<std::pair<int, bool>> expected{{0, false}, {1, false}, {0, true}, {2, false},
+                                                         {1, true},  {3, false}, {2, true}, {3, true}};
+        QCOMPARE(flat.size(), expected.size());
+        for (size_t i = 0; i < flat.size(); ++i)
+            QVERIFY(flat[i].micro == expected[i].first && flat[i].backward == expected[i].second);
+        // (Megatron does not pipeline one stage: GPipe's name at pp = 1 runs the same order.)
+        const std::vector<engine::PipelineOp> named = pipelineOrder(PipelineSchedule::GPipe, 1, 0, 4, 1, 1);
+        for (size_t i = 0; i < flat.size(); ++i)
+            QVERIFY(named[i].micro == flat[i].micro && named[i].backward == flat[i].backward);
+        auto walkedPeak = [](const std::vector<engine::PipelineOp>& order, const std::vector<double>& bytes) {
+            double held = 0, peak = 0;
+            for (const engine::PipelineOp& op : order) {
+                held += op.backward ? -bytes[size_t(op.chunk)] : bytes[size_t(op.chunk)];
+                peak = std::max(peak, held);
+            }
+            return peak;
+        };
+        QCOMPARE(walkedPeak(flat, {5}), 10.0);
+        QCOMPARE(peakInFlightBytes(PipelineSchedule::OneFOneB, 1, 0, 4, std::vector<double>{5}.data(), 1, 1), 10.0);
+        for (int p = 2; p <= 4; ++p)
+            for (int v = 2; v <= 3; ++v)
+                for (const int m : {p, 2 * p, 3 * p}) {
+                    std::vector<double> bytes;
+                    for (int c = 0; c < v; ++c)
+                        bytes.push_back(double(3 + 2 * c));
+                    for (int s = 0; s < p; ++s) {
+                        const double walked = walkedPeak(pipelineOrder(PipelineSchedule::Interleaved, p, s, m, v, 1), bytes);
+                        QVERIFY2(walked == peakInFlightBytes(PipelineSchedule::Interleaved, p, s, m, bytes.data(), v, 1) &&
+                                     walked >= walkedPeak(pipelineOrder(PipelineSchedule::Interleaved, p, s, m, v), bytes),
+                                 qPrintable(QString("p=%1 v=%2 m=%3 stage %4").arg(p).arg(v).arg(m).arg(s)));
+                    }
+                }
+    }
+
     void interleavedMessagesMatchPerDevicePair()
     {
         // The step loop receives a chunk's input before its forward (its output gradient before
@@ -664,6 +706,8 @@ private slots:
             bool backward;
             int micro, chunk;  // the model's chunk that sent it
         };
+        // (With the combined 1F1B's extra warm-up forward too.)
+        for (int extra = 0; extra <= 1; ++extra)
         for (int p = 2; p <= 5; ++p)
             for (int v = 2; v <= 4; ++v)
                 for (const int m : {p, 2 * p, 3 * p, 5 * p}) {
@@ -671,7 +715,7 @@ private slots:
                     std::map<std::pair<int, int>, std::deque<Message>> channels;
                     std::vector<std::vector<engine::PipelineOp>> orders;
                     for (int s = 0; s < p; ++s)
-                        orders.push_back(pipelineOrder(PipelineSchedule::Interleaved, p, s, m, v));
+                        orders.push_back(pipelineOrder(PipelineSchedule::Interleaved, p, s, m, v, extra));
                     std::vector<size_t> next(size_t(p), 0);
                     for (bool progressed = true; progressed;) {
                         progressed = false;

@@ -140,7 +140,9 @@ CostModelParams engineCostModelParams(const engine::DeviceProfile& profile, cons
     // the kernels it charges (the per-layer host synchronisations of a GPU MoE layer are not there).
     p.grouped_gemm_efficiency = 1.0;
     p.moe_layer_overhead_s = 0;
+    // One worker does one thing at a time (Communicator.h): nothing runs under other compute.
     p.dp_overlap = 0;
+    p.ep_overlap = 0;
     p.reserve_fraction = 0;
     p.dp_bucket_bytes = double(bucket_bytes);
     // The emulated host of an offloaded optimizer runs at the profile's host memory bandwidth.

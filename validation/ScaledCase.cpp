@@ -247,13 +247,13 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     }
     if (l.sequence_parallel && l.tp == 1)
         l.sequence_parallel = false;
-    // The engine runs each micro-batch's dispatch and combine in order: Megatron's combined 1F1B
-    // (its all-to-all under another micro-batch's compute, and its extra warm-up forward) is not
-    // executed, so the case is priced and run without it.
-    if (l.ep_comm_overlap) {
+    // Megatron's combined 1F1B (ep_comm_overlap) runs as its schedule: the extra warm-up forward,
+    // each steady-state forward beside another micro-batch's backward (TrainingLoop.h); the emulated
+    // device does one thing at a time, so it hides nothing under the other compute and is priced so
+    // (EmulatedHardware.cpp: ep_overlap 0). Without an all-to-all left there is nothing to overlap.
+    if (l.ep_comm_overlap && l.ep == 1) {
         l.ep_comm_overlap = false;
-        notes.push_back("the all-to-all overlap (ep_comm_overlap: Megatron-LM's combined 1F1B) is not executed by the "
-                        "engine: validated without it");
+        notes.push_back("ep_comm_overlap dropped with ep reduced to 1: no all-to-all left to overlap");
     }
     l.micro_batch = std::min(l.micro_batch, 2);
     // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's

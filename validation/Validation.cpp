@@ -89,7 +89,8 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return atLoad("routing-dependent: the busiest device computed %.2fx the balanced token copies (the planner "
                       "priced %.2fx); activations_bytes_at_measured_load prices the measured load",
                       r.moe_measured_load);
-    if (metric == "activations_bytes" && r.problem.model.moe.enabled() && r.c.request.layout.pp > 1 &&
+    if (metric == "activations_bytes" && r.problem.model.moe.enabled() &&
+        (r.c.request.layout.pp > 1 || r.c.request.layout.ep_comm_overlap) &&
         (r.c.request.layout.ep > 1 || r.c.request.layout.expertTensorParallel() > 1))
         return "routing-dependent: the saved sets of the micro-batches in flight grow with the copies each was "
                "routed (the planner prices the stated factor, balanced by default)";
@@ -242,10 +243,11 @@ ValidationResult runValidation(const ValidationCase& c, const ValidationProfile&
     // (Not one of validationMetrics(): only MoE cases with expert parallelism have it.)
     // MoE with its copies exchanged: the saved sets grow with the copies the router sent to each
     // rank, a measured load; the planner prices the stated factor (1: balanced). Priced again at
-    // the busiest device's measured load, the activations must agree exactly (pp = 1: one
-    // micro-batch's sets at the peak).
+    // the busiest device's measured load, the activations must agree exactly (pp = 1 without the
+    // combined 1F1B's extra forward: one micro-batch's sets at the peak).
     const ModelSpec& pm = r.problem.model;
-    if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1) {
+    if (pm.moe.enabled() && (priced.ep > 1 || priced.expertTensorParallel() > 1) && priced.pp == 1 &&
+        !priced.ep_comm_overlap) {
         const double sp = priced.sequence_parallel ? priced.tp : 1.0;
         // (MTP: each depth's layer of the last layer's kind routes the micro-batch's copies too.)
         const int mtpMoe = pm.mtp.enabled() && pm.moeLayer(pm.layers - 1) ? pm.mtp.layers : 0;
@@ -475,6 +477,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Mixtral blocks, context parallel + ep", "dp=2,cp=2,ep=4", fp32, &mixtral},
         {"Mixtral blocks, selective recomputation + ep", "dp=4,ep=2,recompute=selective", fp32, &mixtral},
         {"Mixtral blocks, bf16 mixed, expert parallel", "dp=4,ep=4", bf16, &mixtral},
+        // Megatron-LM's combined 1F1B (--overlap-moe-expert-parallel-comm, 16-bit training): one
+        // more forward in flight, at pp 1 and interleaved (which it needs when pp > 1).
+        {"Mixtral blocks, bf16 mixed, ep + all-to-all overlap (combined 1F1B)", "dp=4,mb=1,ep=4,ep_comm_overlap=on", bf16,
+         &mixtral},
+        {"Mixtral blocks, bf16 mixed, pipeline interleaved + ep + all-to-all overlap",
+         "dp=2,pp=2,v=2,schedule=interleaved,mb=1,ep=2,ep_comm_overlap=on", bf16, &mixtral},
         // (Without ep: every copy computed where it is routed, the activations exact.)
         {"Mixtral blocks, full recomputation", "dp=2,recompute=full", fp32, &mixtral},
         {"DeepSeek-style MoE (shared expert, dense first layer, sigmoid), expert parallel", "dp=4,ep=4", fp32,

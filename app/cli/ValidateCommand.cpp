@@ -330,7 +330,12 @@ int validate(const std::vector<std::string>& args, Context& ctx, const BackendRu
                     << formatDuration(pr.value(QLatin1String("time_s")).toObject().value(QLatin1String("step")).toDouble())
                     << " per step (cost model "
                     << fullSize->value(QLatin1String("cost_model")).toString().toStdString() << ", constraints "
-                    << fullSize->value(QLatin1String("constraints")).toString().toStdString() << ")\n";
+                    << fullSize->value(QLatin1String("constraints")).toString().toStdString() << ")";
+            // A plan that does not fit its devices is scaled with the same pressure: the emulated
+            // devices run out of memory too, and the reason belongs beside the figure.
+            if (!pr.value(QLatin1String("feasible")).toBool(true))
+                ctx.out << "; NOT FEASIBLE at full size: " << pr.value(QLatin1String("reason")).toString().toStdString();
+            ctx.out << "\n";
         }
         ctx.out << "  engine model: " << r.c.request.model.totalLayers() << " layers, hidden " << r.c.request.model.hidden
                 << ", " << r.c.request.model.heads << " heads, vocab " << r.c.request.model.vocab << ", seq "
