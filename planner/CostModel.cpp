@@ -101,7 +101,7 @@ struct CostModel::StageCost {
     double mtp_head_fwd_s = 0;       // ... of it the MTP modules' head passes (ModelSpec.h MtpSpec)
     double mtp_fwd_s = 0;            // the MTP modules' eh_proj GEMMs and norms, forward
     double mtp_bwd_s = 0;            // 2x forward
-    double layer_matmul_bwd_s = 0;   // 2x forward [M21]
+    double layer_matmul_bwd_s = 0;   // dgrad + wgrad: 2x the forward's FLOPs [M21], their own rooflines
     double attention_bwd_s = 0;      // 2x forward, 2.5x fused (the scores recomputed)
     double elementwise_bwd_s = 0;    // 2x forward
     double head_bwd_s = 0;           // 2x forward
@@ -283,8 +283,15 @@ namespace {
 // Time of one GEMM (M x K) . (K x N), `batch` times, on one device: the slower of its
 // compute at the shape's efficiency and its memory traffic, plus a launch overhead.
 // (Operands in `input_bytes` each, a quantized GEMM's fp8/fp4 inputs; the output in `bytes_per_element`.)
+// `backward` prices the layer's two backward GEMMs instead, each its own roofline (as cuBLAS and
+// the engine's kernels run them, engine/Kernels.cpp matmulBackward): dgrad dX = dY W^T reads dY
+// and W, writes dX; wgrad dW += X^T dY reads X and dY and reads and writes the gradient in its own
+// type (`grad_bytes`: Megatron-LM's fused wgrad accumulates into the fp32 main_grad), which makes
+// small-token GEMMs (few tokens an expert, a sequence shard) memory-bound in the backward.
 struct GemmPricer {
     double peak, efficiency, half_dim, hbm, overhead, bytes_per_element, input_bytes;
+    double grad_bytes = 0;
+    bool backward = false;
 
     double operator()(double M, double N, double K, double batch = 1) const
     {
@@ -292,8 +299,20 @@ struct GemmPricer {
         const double n = std::min({M, N, K});
         const double eff = efficiency * n / (n + half_dim);
         const double compute = flops / (peak * eff);
+        if (backward) {
+            const double dgrad = (input_bytes * (M * N + N * K) + bytes_per_element * M * K) * batch / hbm;
+            const double wgrad = (input_bytes * (M * K + M * N) + 2 * grad_bytes * K * N) * batch / hbm;
+            return std::max(compute, dgrad) + std::max(compute, wgrad) + 2 * overhead;
+        }
         const double memory = (input_bytes * (M * K + K * N) + bytes_per_element * M * N) * batch / hbm;
         return std::max(compute, memory) + overhead;
+    }
+    GemmPricer backwardPass(double gradientBytes) const
+    {
+        GemmPricer b = *this;
+        b.grad_bytes = gradientBytes;
+        b.backward = true;
+        return b;
     }
 };
 
@@ -594,7 +613,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                 grouped(busyTokens, h, expertLocal, localExperts) +
                                 (sharedLocalAll > 0 ? lin(T, (D.matrices - 1) * sharedLocalAll, h) + lin(T, h, sharedLocalAll)
                                                     : 0.0) +
-                                gemm(D.T_moe, D.experts, h)  // the router (bf16 under a recipe)
+                                (lin.backward ? gemm.backwardPass(grad_bytes_) : gemm)(D.T_moe, D.experts, h)  // the router (bf16 under a recipe)
                           : denseMlpTime;
         const double crossProjections = lin(T, D.q_local, h) + lin(T, 2 * D.kv_local, h) + lin(T, h, D.q_local);
         const double nLayers = sc.encoder_layers + sc.decoder_layers;
@@ -711,11 +730,15 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // attention cores (a sliding layer's band: less the saving), their element-wise work.
     // (Without a recipe `linear` prices as `gemm`; a recipe's bf16 layers priced apart. One call
     // site, so that the compiler inlines the lambda on the hot path.)
-    double matmuls[2] = {0, 0};
+    double matmuls[2] = {0, 0}, matmulsBackward[2] = {0, 0};
     double blocks[2][2] = {{0, 0}, {0, 0}};  // per pricing: a dense MLP's, a MoE block's forward
+    double blocksBackward[2][2] = {{0, 0}, {0, 0}};
     const int pricings = recipe_.quantized && quantizedShare < 1 ? 2 : 1;
-    for (int i = 0; i < pricings; ++i)
-        matmuls[i] = layerMatmuls(i == 0 ? linear : gemm, blocks[i]);
+    for (int i = 0; i < pricings; ++i) {
+        const GemmPricer& pricer = i == 0 ? linear : gemm;
+        matmuls[i] = layerMatmuls(pricer, blocks[i]);
+        matmulsBackward[i] = layerMatmuls(pricer.backwardPass(grad_bytes_), blocksBackward[i]);
+    }
     auto mixed = [&](const double* priced) {
         return pricings == 2 ? quantizedShare * priced[0] + (1 - quantizedShare) * priced[1] : priced[0];
     };
@@ -821,9 +844,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     sc.mtp_fwd_s = mtpLayers > 0 ? mtpLayers * (linear(T, h / D.t, 2 * h) + mtpNorms) : 0.0;
     head += sc.mtp_head_fwd_s;
     sc.head_fwd_s = head;
-    // Activation and weight gradients: 2x forward [M21]; flash attention recomputes its scores.
+    // Activation and weight gradients: twice the forward's FLOPs [M21], each GEMM at its own
+    // roofline (GemmPricer::backward); flash attention recomputes its scores.
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
-    sc.layer_matmul_bwd_s = 2 * sc.layer_matmul_fwd_s;
+    sc.layer_matmul_bwd_s = mixed(matmulsBackward);
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);
     sc.elementwise_bwd_s = 2 * (sc.elementwise_fwd_s - frameworkFwd) - sc.moe_layers * moePermute +  // (a permutation's
                            frameworkBwd;                                                              // backward: one)
@@ -1887,7 +1911,7 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
     book.add(Figure::Compute, "layer matmuls, forward", m * slow.layer_matmul_fwd_s,
              "m x sum of GEMMs: max(2MNK / (peak x eff x n/(n+n_half)), bytes / HBM BW) + launch overhead");
     book.add(Figure::Compute, "layer matmuls, backward", m * slow.layer_matmul_bwd_s,
-             "2 x forward (activation and weight gradients)");
+             "m x per GEMM: dgrad max(2MNK / rate, (dY + W + dX) bytes / HBM BW) + wgrad max(2MNK / rate, (X + dY + 2 x dW in the gradient type) bytes / HBM BW) + 2 launches");
     if (attention_ && tr.flash_attention) {
         book.add(Figure::Compute, "attention core, forward (fused kernel at its published rate)", m * slow.attention_fwd_s,
                  "m x layers x 4 b heads/t s/cp keys hd / (published FLOP/s at key length s/cp; "

@@ -244,6 +244,33 @@ private slots:
         QVERIFY(near(pr1.memory_bytes.activations, 4 * perLayer + recomputedScores + head, 1e-12));
     }
 
+    // The backward's two GEMMs each at their own roofline (GemmPricer::backward): compute-bound, the
+    // layer matmuls' backward is twice the forward (twice its FLOPs, two launches); with a few tokens
+    // a micro-batch the weight gradients are memory-bound, and reading and writing them in fp32
+    // (Megatron's main_grad) instead of bf16 costs 2 x 2 bytes more per weight and micro-batch:
+    // m x layers x 4 B x the 12 h^2 weights of a GPT layer (QKV 3h^2, projection h^2, MLP 8h^2) / HBM BW.
+    void backwardGemmsAtTheirOwnRoofline()
+    {
+        const ModelSpec m = megatronGpt(4, 1024, 16);
+        auto backwardAndForward = [&](int seq, MainGrads grads) {
+            Problem p = problem(m, 1, 8, seq);
+            p.training.main_grads = grads;
+            const std::vector<Term> terms = CostModel(p, defaultCostModelParams()).explain(layout("dp=8,mb=1", p));
+            return std::pair{termValue(terms, "time_s.compute", "layer matmuls, backward"),
+                             termValue(terms, "time_s.compute", "layer matmuls, forward")};
+        };
+        const auto [bigBackward, bigForward] = backwardAndForward(2048, MainGrads::Default);
+        QVERIFY2(near(bigBackward, 2 * bigForward, 1e-12), qPrintable(QString::number(bigBackward / bigForward)));
+        const auto [fp32Backward, smallForward] = backwardAndForward(16, MainGrads::FP32);
+        const auto [bf16Backward, sameForward] = backwardAndForward(16, MainGrads::BF16);
+        QCOMPARE(smallForward, sameForward);
+        QVERIFY(fp32Backward > 2 * smallForward);
+        const double h = 1024, layers = 4, microBatches = 1;
+        const double expected = microBatches * layers * 2 * (4 - 2) * 12 * h * h / dgxA100().chip.hbm_bytes_per_second;
+        QVERIFY2(near(fp32Backward - bf16Backward, expected, 1e-9),
+                 qPrintable(QString("%1 vs %2").arg(fp32Backward - bf16Backward).arg(expected)));
+    }
+
     // Rajbhandari et al. (bf16 gradients): (2 + 2 + K) P, 2P + 2P + K P/d, 2P + (2 + K) P/d,
     // (2 + 2 + K) P/d with K = 12; with fp32 main gradients (the default) 4 bytes in place of 2.
     void zeroStatesPerDevice_data()
