@@ -11,6 +11,7 @@
 
 #include "Layout.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,8 @@ struct PipelineTimeline {
     double makespan_s = 0;
     double busy_s = 0;            // sum of op durations on the busiest stage
     // Idle fraction of the makespan on the busiest stage = bubble / makespan.
-    double bubbleFraction() const { return makespan_s > 0 ? 1 - busy_s / makespan_s : 0; }
+    // (At least 0: the ops summed one by one can end an ulp before m x (forward + backward).)
+    double bubbleFraction() const { return makespan_s > 0 ? std::max(0.0, 1 - busy_s / makespan_s) : 0; }
 };
 
 // Forward and backward time of one micro-batch through a whole stage (all its chunks).

@@ -479,10 +479,15 @@ void ValidatePage::reloadHistory()
         const int row = history_->rowCount();
         history_->insertRow(row);
         const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
-        const double step = summary.value(QLatin1String("device_step_time_s"))
-                                .toObject()
-                                .value(QLatin1String("median_rel_error"))
-                                .toDouble();
+        const QJsonObject stepSummary = summary.value(QLatin1String("device_step_time_s")).toObject();
+        const double step = stepSummary.value(QLatin1String("median_rel_error")).toDouble();
+        // A run whose cases could not be compared (out of memory, a refusal) has no error to show:
+        // "failed", with the first case's reason in the tooltip, not a 0.0% that reads as perfect.
+        QString failure;
+        for (const QJsonValue& c : r.document.value(QLatin1String("cases")).toArray())
+            if (failure.isEmpty())
+                failure = c.toObject().value(QLatin1String("error")).toString();
+        const bool compared = stepSummary.value(QLatin1String("cases")).toInt(0) > 0;
         // Local time to the minute: the stored UTC stamp (with seconds) is in the tooltip.
         const QDateTime when = QDateTime::fromString(q(r.created_at), Qt::ISODateWithMs);
         const QStringList cells{QString::number(r.id),
@@ -490,13 +495,18 @@ void ValidatePage::reloadHistory()
                                                : q(r.created_at),
                                 q(r.software_version),
                                 QString::number(r.document.value(QLatin1String("cases")).toArray().size()),
-                                QStringLiteral("%1%").arg(100 * step, 0, 'f', 1), q(r.name)};
+                                compared             ? QStringLiteral("%1%").arg(100 * step, 0, 'f', 1)
+                                : failure.isEmpty() ? QStringLiteral("-")
+                                                    : tr("failed"),
+                                q(r.name)};
         for (int c = 0; c < cells.size(); ++c) {
             auto* item = new QTableWidgetItem(cells[c]);
             if (c == 0)
                 item->setData(Qt::UserRole, r.id);
             if (c == 1)
                 item->setToolTip(q(r.created_at));
+            if (c == 4 && !compared && !failure.isEmpty())
+                item->setToolTip(failure);
             if (c == cells.size() - 1)
                 item->setToolTip(q(r.name));  // long plan names are elided in the cell
             history_->setItem(row, c, item);
