@@ -283,36 +283,36 @@ namespace {
 // Time of one GEMM (M x K) . (K x N), `batch` times, on one device: the slower of its
 // compute at the shape's efficiency and its memory traffic, plus a launch overhead.
 // (Operands in `input_bytes` each, a quantized GEMM's fp8/fp4 inputs; the output in `bytes_per_element`.)
-// `backward` prices the layer's two backward GEMMs instead, each its own roofline (as cuBLAS and
-// the engine's kernels run them, engine/Kernels.cpp matmulBackward): dgrad dX = dY W^T reads dY
-// and W, writes dX; wgrad dW += X^T dY reads X and dY and reads and writes the gradient in its own
-// type (`grad_bytes`: Megatron-LM's fused wgrad accumulates into the fp32 main_grad), which makes
-// small-token GEMMs (few tokens an expert, a sequence shard) memory-bound in the backward.
+// A GEMM's forward time and its backward's, the two GEMMs each at its own roofline (as cuBLAS
+// and the engine's kernels run them, engine/Kernels.cpp matmulBackward): dgrad dX = dY W^T reads
+// dY and W, writes dX; wgrad dW += X^T dY reads X and dY and reads and writes the gradient in its
+// own type (Megatron-LM's fused wgrad accumulates into the fp32 main_grad), which makes small-token
+// GEMMs (few tokens an expert, a sequence shard) memory-bound in the backward. Sums and multiples
+// of them are the stage's (layerMatmuls), both passes at once.
+struct GemmCost {
+    double fwd = 0, bwd = 0;
+    GemmCost operator+(const GemmCost& o) const { return {fwd + o.fwd, bwd + o.bwd}; }
+    GemmCost operator-(const GemmCost& o) const { return {fwd - o.fwd, bwd - o.bwd}; }
+    GemmCost& operator+=(const GemmCost& o) { return *this = *this + o; }
+    friend GemmCost operator*(double k, const GemmCost& c) { return {k * c.fwd, k * c.bwd}; }
+};
+
 struct GemmPricer {
     double peak, efficiency, half_dim, hbm, overhead, bytes_per_element, input_bytes;
-    double grad_bytes = 0;
-    bool backward = false;
 
-    double operator()(double M, double N, double K, double batch = 1) const
+    double operator()(double M, double N, double K, double batch = 1) const { return both(M, N, K, 0, batch).fwd; }
+    // `grad_bytes`: the weight gradient's bytes per element.
+    GemmCost both(double M, double N, double K, double grad_bytes, double batch = 1) const
     {
         const double flops = 2 * M * N * K * batch;
         const double n = std::min({M, N, K});
         const double eff = efficiency * n / (n + half_dim);
         const double compute = flops / (peak * eff);
-        if (backward) {
-            const double dgrad = (input_bytes * (M * N + N * K) + bytes_per_element * M * K) * batch / hbm;
-            const double wgrad = (input_bytes * (M * K + M * N) + 2 * grad_bytes * K * N) * batch / hbm;
-            return std::max(compute, dgrad) + std::max(compute, wgrad) + 2 * overhead;
-        }
         const double memory = (input_bytes * (M * K + K * N) + bytes_per_element * M * N) * batch / hbm;
-        return std::max(compute, memory) + overhead;
-    }
-    GemmPricer backwardPass(double gradientBytes) const
-    {
-        GemmPricer b = *this;
-        b.grad_bytes = gradientBytes;
-        b.backward = true;
-        return b;
+        const double dgrad = (input_bytes * (M * N + N * K) + bytes_per_element * M * K) * batch / hbm;
+        const double wgrad = (input_bytes * (M * K + M * N) + 2 * grad_bytes * K * N) * batch / hbm;
+        return {std::max(compute, memory) + overhead,
+                std::max(compute, dgrad) + std::max(compute, wgrad) + 2 * overhead};
     }
 };
 
@@ -598,29 +598,33 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // layer's experts, shared experts and router; an MoE stage's dense layers with the dense MLP),
     // a decoder layer's cross-attention projections.
     // (`blocks` gets one dense MLP's and one MoE block's forward, for the modules recomputation repeats.)
+    // Forward and backward at once (GemmCost).
+    const double gb = grad_bytes_;
     auto layerMatmuls = [&](const GemmPricer& lin, double* blocks) {
-        double projections = lin(T, D.q_local + 2 * D.kv_local, h) + lin(T, h, D.q_local);
+        GemmCost projections = lin.both(T, D.q_local + 2 * D.kv_local, h, gb) + lin.both(T, h, D.q_local, gb);
         if (model.mla.enabled()) {
-            projections = 0;
+            projections = {};
             for (int i = 0; i < mla.gemm_count; ++i)
-                projections += lin(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k);
+                projections += lin.both(T, mla.gemms[size_t(i)].n, mla.gemms[size_t(i)].k, gb);
         }
-        const double denseMlpTime = lin(T, (D.matrices - 1) * D.f_local, h) + lin(T, h, D.f_local);
+        const GemmCost denseMlp = lin.both(T, (D.matrices - 1) * D.f_local, h, gb) + lin.both(T, h, D.f_local, gb);
         GemmPricer grouped = lin;
         grouped.efficiency *= prm.grouped_gemm_efficiency;
-        const double mlpTime =
-            moe.enabled() ? grouped(busyTokens, (D.matrices - 1) * expertLocal, h, localExperts) +
-                                grouped(busyTokens, h, expertLocal, localExperts) +
-                                (sharedLocalAll > 0 ? lin(T, (D.matrices - 1) * sharedLocalAll, h) + lin(T, h, sharedLocalAll)
-                                                    : 0.0) +
-                                (lin.backward ? gemm.backwardPass(grad_bytes_) : gemm)(D.T_moe, D.experts, h)  // the router (bf16 under a recipe)
-                          : denseMlpTime;
-        const double crossProjections = lin(T, D.q_local, h) + lin(T, 2 * D.kv_local, h) + lin(T, h, D.q_local);
+        const GemmCost mlp =
+            moe.enabled() ? grouped.both(busyTokens, (D.matrices - 1) * expertLocal, h, gb, localExperts) +
+                                grouped.both(busyTokens, h, expertLocal, gb, localExperts) +
+                                (sharedLocalAll > 0 ? lin.both(T, (D.matrices - 1) * sharedLocalAll, h, gb) +
+                                                          lin.both(T, h, sharedLocalAll, gb)
+                                                    : GemmCost{}) +
+                                gemm.both(D.T_moe, D.experts, h, gb)  // the router (bf16 under a recipe)
+                          : denseMlp;
+        const GemmCost crossProjections =
+            lin.both(T, D.q_local, h, gb) + lin.both(T, 2 * D.kv_local, h, gb) + lin.both(T, h, D.q_local, gb);
         const double nLayers = sc.encoder_layers + sc.decoder_layers;
-        blocks[0] = denseMlpTime;
-        blocks[1] = moe.enabled() ? mlpTime : 0.0;
-        return nLayers * (projections + mlpTime) + sc.decoder_layers * crossProjections -
-               denseEncoderLayers * (mlpTime - denseMlpTime);
+        blocks[0] = denseMlp.fwd;
+        blocks[1] = moe.enabled() ? mlp.fwd : 0.0;
+        return nLayers * (projections + mlp) + sc.decoder_layers * crossProjections -
+               denseEncoderLayers * (mlp - denseMlp);
     };
     // An FP8/FP4 recipe that keeps the model's first and last layers in bf16 (QuantizationRecipe.h:
     // Megatron-Bridge's current-scaling recipe): this stage's share of quantized layers (the bf16
@@ -732,12 +736,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     // site, so that the compiler inlines the lambda on the hot path.)
     double matmuls[2] = {0, 0}, matmulsBackward[2] = {0, 0};
     double blocks[2][2] = {{0, 0}, {0, 0}};  // per pricing: a dense MLP's, a MoE block's forward
-    double blocksBackward[2][2] = {{0, 0}, {0, 0}};
     const int pricings = recipe_.quantized && quantizedShare < 1 ? 2 : 1;
     for (int i = 0; i < pricings; ++i) {
-        const GemmPricer& pricer = i == 0 ? linear : gemm;
-        matmuls[i] = layerMatmuls(pricer, blocks[i]);
-        matmulsBackward[i] = layerMatmuls(pricer.backwardPass(grad_bytes_), blocksBackward[i]);
+        const GemmCost c = layerMatmuls(i == 0 ? linear : gemm, blocks[i]);
+        matmuls[i] = c.fwd;
+        matmulsBackward[i] = c.bwd;
     }
     auto mixed = [&](const double* priced) {
         return pricings == 2 ? quantizedShare * priced[0] + (1 - quantizedShare) * priced[1] : priced[0];
