@@ -30,7 +30,7 @@ constexpr double kStat = 4;  // fp32 statistics
 template <class T>
 Kernels<T>::Kernels(EmulatedDevice& device, PrecisionMode precision)
     : dev_(device), compute_(precision == PrecisionMode::FP32 ? DataType::FP32 : DataType::BF16),
-      e_(precision == PrecisionMode::FP32 ? 4 : 2)
+      e_(precision == PrecisionMode::FP32 ? 4 : 2), gb_(e_)
 {
 }
 
@@ -95,10 +95,11 @@ void Kernels<T>::matmulBackward(T* dinp, T* dw, T* dbias, const T* dout, const T
                            cmat(w, IC, OC));
     }
     // Two kernels, as cuBLAS/NKI run them: dgrad dX = W dY, wgrad dW += X dY^T (+ the bias gradient).
-    const double ic = double(IC), oc = double(OC), n = double(N), b = dbias ? oc * e_ : 0;
+    // The weight and bias gradients are read and written at their own width (gb_).
+    const double ic = double(IC), oc = double(OC), n = double(N), b = dbias ? oc * gb_ : 0;
     dev_.charge(KernelKind::Matmul,
                 {2 * ic * oc * n, ic * oc * e_ + oc * n * e_ + (accumulate ? ic * n * e_ : 0), ic * n * e_}, compute_);
-    dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * n * e_ + oc * n * e_ + ic * oc * e_ + b, ic * oc * e_ + b},
+    dev_.charge(KernelKind::Matmul, {2 * ic * oc * n, ic * n * e_ + oc * n * e_ + ic * oc * gb_ + b, ic * oc * gb_ + b},
                 compute_);
     round(dinp, IC * N);
 }

@@ -46,6 +46,10 @@ public:
     KernelPool& pool() { return dev_.pool(); }
     DataType compute() const { return compute_; }
     double elementBytes() const { return e_; }   // device bytes of a stored tensor element
+    // The weight gradients' width that wgrad reads and writes: elementBytes(), or 4 with bf16-mixed's
+    // fp32 main gradients (Megatron's gradient_accumulation_fusion: wgrad accumulates into the fp32
+    // main_grad), as the planner's GemmCost charges it.
+    void setGradientBytes(double bytes) { gb_ = bytes; }
     bool bf16() const { return compute_ == DataType::BF16; }
 
     // out (OC, N) = w^T inp + bias [+ residual]; bias, residual may be null.
@@ -211,6 +215,7 @@ private:
     EmulatedDevice& dev_;
     DataType compute_;
     double e_;
+    double gb_;
 };
 
 extern template class Kernels<float>;

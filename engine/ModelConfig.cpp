@@ -130,18 +130,20 @@ MoeConfig scaledMoe(const ModelSpec& spec, int hidden, int layers, int ep)
     // Group-limited routing keeps its shape on the scaled experts: k = g x picks as in DeepSeek-V3
     // (8 = 4 groups x 2), each group at least twice the picks, so a choice within it remains, and
     // fewer groups chosen than there are (g < G), so a choice among them remains.
+    // For each group count (most first), the groups chosen keep the model's share of them, and the
+    // picks per chosen group are the model's, as many as the scaled top-k leaves.
     if (m.expert_groups > 0 && m.group_top_k > 0) {
-        const int picks = std::max(1, std::min(m.top_k / m.group_top_k, c.top_k / 2));
-        int groups = 0;
-        for (int G = std::min(m.expert_groups, c.experts); G >= 2 && groups == 0; --G)
-            if (c.experts % G == 0 && c.experts / G >= 2 * picks)
-                groups = G;
-        if (groups > 0) {
-            const int chosen = std::clamp(int(std::lround(double(m.group_top_k) * groups / m.expert_groups)), 1,
-                                          groups - 1);
-            c.expert_groups = groups;
+        for (int G = std::min(m.expert_groups, c.experts); G >= 2; --G) {
+            if (c.experts % G != 0)
+                continue;
+            const int chosen = std::clamp(int(std::lround(double(m.group_top_k) * G / m.expert_groups)), 1, G - 1);
+            const int picks = std::max(1, std::min(m.top_k / m.group_top_k, c.top_k / chosen));
+            if (c.experts / G < 2 * picks)
+                continue;
+            c.expert_groups = G;
             c.group_top_k = chosen;
             c.top_k = chosen * picks;
+            break;
         }
     }
     return c;

@@ -625,6 +625,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     e_ = k_.elementBytes();
     const bool fp32Grads = options.precision == PrecisionMode::BF16Mixed && options.fp32_gradients;
     g_ = fp32Grads ? 4.0 : e_;
+    k_.setGradientBytes(g_);
     roundGrads_ = !fp32Grads;
     if (cfg_.moe.enabled()) {
         // Megatron's expert grid per stage (etp = 1): ep rank = stage rank % ep, the expert-data-

@@ -46,8 +46,10 @@ void gemm(KernelPool& pool, MatRef<T> c, CMatRef<T> a, bool transA, CMatRef<T> b
     // the columns of op(b) it needs.
     auto block = [&](Index r0, Index nr, Index c0, Index nc) {
         for (Index r = r0; r < r0 + nr; r += kGemmRowChunk) {
-            // (A last chunk of one row would be Eigen's GEMV: it joins the one before.)
-            const Index rows = r0 + nr - r <= kGemmRowChunk + 1 ? r0 + nr - r : kGemmRowChunk;
+            // (A last chunk shorter than 48 rows joins the one before: one row would be Eigen's
+            // GEMV, a few with tiny K and N its coefficient-based product, each summing in another
+            // order than the GEBP kernel that a thread block ending there would meet.)
+            const Index rows = r0 + nr - r < kGemmRowChunk + 48 ? r0 + nr - r : kGemmRowChunk;
             blockGemm<T>(c.block(r, c0, rows, nc), transA ? a.block(0, r, K, rows) : a.block(r, 0, rows, K), transA,
                          transB ? b.block(c0, 0, nc, K) : b.block(0, c0, K, nc), transB, accumulate);
             if (rows != kGemmRowChunk)

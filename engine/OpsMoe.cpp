@@ -161,21 +161,23 @@ std::vector<std::int64_t> tokensPerExpertForAuxLoss(const RouterSpec& r, const T
     checkSpec(r);
     const int E = r.experts, K = r.top_k;
     std::vector<std::int64_t> counts(size_t(E), 0);
+    std::vector<int> picked(static_cast<size_t>(K));
     for (std::int64_t n = 0; n < N; ++n) {
         const T* l = logits + n * E;
         // The scores' order is the logits' (softmax and sigmoid are monotonic): K times the best
-        // below the previous pick (ties: the lower index first), as router_topk_forward ranks.
-        int prev = -1;
+        // not yet picked (ties: the lower index first), as router_topk_forward ranks. A NaN logit
+        // never wins a comparison, so every pick is still a distinct expert: the loss check after
+        // the forward names the NaN.
         for (int k = 0; k < K; ++k) {
             int best = -1;
             for (int e = 0; e < E; ++e) {
-                if (prev >= 0 && !(l[prev] > l[e] || (l[prev] == l[e] && prev < e)))
+                if (std::find(picked.begin(), picked.begin() + k, e) != picked.begin() + k)
                     continue;
                 if (best < 0 || l[e] > l[best])
                     best = e;
             }
             ++counts[size_t(best)];
-            prev = best;
+            picked[size_t(k)] = best;
         }
     }
     return counts;

@@ -16,6 +16,11 @@ using Clock = std::chrono::steady_clock;
 std::vector<PipelineOp> pipelineOrder(PipelineSchedule schedule, int p, int s, int m, int v, int extra_warmup)
 {
     std::vector<PipelineOp> order;
+    // Megatron-LM adds the combined schedule's extra warm-up forward in the interleaved schedule
+    // only (and at pp = 1, where it does not pipeline): core's layout rules refuse the rest.
+    if (extra_warmup > 0 && p > 1 && schedule != PipelineSchedule::Interleaved)
+        throw std::invalid_argument("an extra warm-up forward (ep_comm_overlap) at pp = " + std::to_string(p) +
+                                    " needs the interleaved schedule");
     if (schedule == PipelineSchedule::Interleaved) {
         // Megatron-LM, megatron/core/pipeline_parallel/schedules.py at commit
         // d98e8a64ddf34856e74b24714e3bedb2f5a39553, forward_backward_pipelining_with_interleaving

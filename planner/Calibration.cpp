@@ -132,14 +132,12 @@ double metricOf(const CalibrationCase& c, const Layout& layout, const Prediction
 
 } // namespace
 
-Layout CalibrationCase::predictedLayout(const CostModelParams& params) const
+CalibrationCase::Predicted CalibrationCase::predicted(const CostModelParams& params) const
 {
-    if (tuned_micro_batches.empty())
-        return layout;
     const CostModel model(problem, ownTerms(params), framework);
-    Layout best = layout;
-    double bestStep = 0;
-    bool bestFeasible = false;
+    Predicted best;
+    best.layout = layout;
+    bool found = false;
     for (int mb : tuned_micro_batches) {
         Layout candidate = layout;
         candidate.micro_batch = mb;
@@ -147,26 +145,32 @@ Layout CalibrationCase::predictedLayout(const CostModelParams& params) const
         if (problem.training.global_batch % (int64_t(candidate.dp) * mb) != 0 ||
             !validate(candidate, problem.model, problem.cluster, problem.training, "layout").empty())
             continue;
-        const Prediction p = model.evaluate(candidate);
+        Prediction p = model.evaluate(candidate);
         // a run that happened fitted: prefer what fits, then the fastest
-        const bool better = bestStep == 0 || (p.feasible && !bestFeasible) ||
-                            (p.feasible == bestFeasible && p.step_time_s < bestStep);
+        const bool better = !found || (p.feasible && !best.prediction.feasible) ||
+                            (p.feasible == best.prediction.feasible && p.step_time_s < best.prediction.step_time_s);
         if (better) {
-            best = candidate;
-            bestStep = p.step_time_s;
-            bestFeasible = p.feasible;
+            best.layout = candidate;
+            best.prediction = std::move(p);
+            best.tuned = found = true;
         }
     }
+    if (!found)
+        best.prediction = model.evaluate(layout);
     return best;
+}
+
+Layout CalibrationCase::predictedLayout(const CostModelParams& params) const
+{
+    return predicted(params).layout;
 }
 
 double predictMetric(const CalibrationCase& c, const CostModelParams& params, bool* feasible)
 {
-    const Layout layout = c.predictedLayout(params);
-    const Prediction p = CostModel(c.problem, c.ownTerms(params), c.framework).evaluate(layout);
+    const CalibrationCase::Predicted p = c.predicted(params);
     if (feasible)
-        *feasible = p.feasible;
-    return metricOf(c, layout, p);
+        *feasible = p.prediction.feasible;
+    return metricOf(c, p.layout, p.prediction);
 }
 
 std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases, const CostModelParams& params)
@@ -178,9 +182,11 @@ std::vector<CaseResult> evaluateCases(const std::vector<CalibrationCase>& cases,
         r.id = c.id;
         r.family = c.family;
         r.measured = c.measured;
-        r.predicted = predictMetric(c, params, &r.feasible);
-        r.micro_batch = c.predictedLayout(params).micro_batch;
-        r.micro_batch_tuned = !c.tuned_micro_batches.empty();
+        const CalibrationCase::Predicted p = c.predicted(params);
+        r.predicted = metricOf(c, p.layout, p.prediction);
+        r.feasible = p.prediction.feasible;
+        r.micro_batch = p.layout.micro_batch;
+        r.micro_batch_tuned = p.tuned;
         r.relative_error = r.predicted / r.measured - 1;
         out.push_back(r);
     }

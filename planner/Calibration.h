@@ -7,6 +7,7 @@
 #include "CostModelParams.h"
 #include "FrameworkExport.h"
 #include "Layout.h"
+#include "Prediction.h"
 #include "Problem.h"
 #include "SpecLookup.h"
 
@@ -46,8 +47,17 @@ struct CalibrationCase {
     // The cost model's terms with the row's own implementation settings.
     CostModelParams ownTerms(const CostModelParams& params) const;
     // The layout the row is predicted with under `params`: its own, or with the fastest of its
-    // tuned micro-batch sizes.
+    // tuned micro-batch sizes; with its prediction, and whether a tuned size was taken (false when
+    // none divides the batch and validates: the row's own mb).
+    struct Predicted;
+    Predicted predicted(const CostModelParams& params) const;
     Layout predictedLayout(const CostModelParams& params) const;
+};
+
+struct CalibrationCase::Predicted {
+    Layout layout;
+    Prediction prediction;
+    bool tuned = false;
 };
 
 struct CaseResult {

@@ -848,7 +848,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     head += sc.mtp_head_fwd_s;
     sc.head_fwd_s = head;
     // Activation and weight gradients: twice the forward's FLOPs [M21], each GEMM at its own
-    // roofline (GemmPricer::backward); flash attention recomputes its scores.
+    // roofline (GemmPricer::both); flash attention recomputes its scores. The head and the MTP
+    // modules keep 2 x forward: the vocabulary GEMM is compute-bound at every shape a plan has.
     // (A sliding layer's recomputed scores are its band: half its own core, hence 0.5 x the saving.)
     sc.layer_matmul_bwd_s = mixed(matmulsBackward);
     sc.attention_bwd_s = attentionBlocks * attentionBackward - 2 * slidingSaving - (flash ? 0.5 * slidingSaving : 0.0);

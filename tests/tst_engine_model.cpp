@@ -369,6 +369,14 @@ private slots:
         QCOMPARE(sum, m.localParameters());
     }
 
+    static ModelSpec spec8Experts(const SpecLookup& specs)
+    {
+        ModelSpec s = specs.model("mixtral-8x7b");
+        s.moe.expert_groups = 2;
+        s.moe.group_top_k = 1;
+        return s;
+    }
+
     // Catalog MoE models scaled down (engine::scaledMoe): Mixtral 8x7B keeps its 8 experts, top-2
     // and softmax-renormalised router, its expert width ratio (14336 / 4096); DeepSeek-V3's MoE
     // part (its MLA attention is not executed by the engine: validation refuses the model by name)
@@ -405,6 +413,27 @@ private slots:
         }
         QCOMPARE(scaledMoe(specs.model("mixtral-8x7b"), 64, 4).expert_ffn, 224);  // 3.5 x 64
         QCOMPARE(scaledMoe(specs.model("llama-3-8b"), 64, 4).enabled(), false);
+        {
+            // A group-limited model small enough already keeps its routing: 8 experts in 2 groups,
+            // the best 1 chosen, top-2 within it (top-1 would leave a softmax-after-top-k router no
+            // gradient); 160 experts, top-6 in 3 of 8 groups (DeepSeek-V2's shape) keeps 2 picks per group.
+            ModelSpec small = spec8Experts(specs);
+            const MoeConfig m = scaledMoe(small, 64, 4);
+            QCOMPARE(m.experts, 8);
+            QCOMPARE(m.expert_groups, 2);
+            QCOMPARE(m.group_top_k, 1);
+            QCOMPARE(m.top_k, 2);
+            ModelSpec v2 = small;
+            v2.moe.experts = 160;
+            v2.moe.top_k = 6;
+            v2.moe.expert_groups = 8;
+            v2.moe.group_top_k = 3;
+            const MoeConfig m2 = scaledMoe(v2, 64, 4);
+            QCOMPARE(m2.experts, 8);
+            QCOMPARE(m2.expert_groups, 2);
+            QCOMPARE(m2.group_top_k, 1);
+            QCOMPARE(m2.top_k, 2);  // 8 experts: top-4 at most, 1 group of 4 chosen, 2 picks
+        }
         // The scaled Mixtral trains: 2 steps, every token's copies routed.
         TrainRequest r;
         r.model = llamaLike(2, 32, 4, 2, 4 * 32, 32, 8);

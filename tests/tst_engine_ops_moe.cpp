@@ -133,6 +133,11 @@ private slots:
         QVERIFY(std::fabs(w[0] - 1 / (1 + std::exp(-0.1))) < 1e-15);  // softmax over the chosen two
         QCOMPARE(tokensPerExpertForAuxLoss<double>(grouped, logits.data(), 1),
                  (std::vector<std::int64_t>{1, 0, 1, 0}));
+        // A NaN logit (a diverging run) still counts K distinct experts, every count in range.
+        const std::vector<double> nan{std::nan(""), 1, std::nan(""), 2};
+        const std::vector<std::int64_t> counted = tokensPerExpertForAuxLoss<double>(grouped, nan.data(), 1);
+        QCOMPARE(std::accumulate(counted.begin(), counted.end(), std::int64_t(0)), std::int64_t(2));
+        QVERIFY(std::all_of(counted.begin(), counted.end(), [](std::int64_t c) { return c == 0 || c == 1; }));
 
         // Against a direct transcription of Megatron's steps, every score kind, random logits.
         const int E = 16, G = 4, g = 2, K = 4, N = 64;

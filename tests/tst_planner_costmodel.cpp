@@ -244,7 +244,7 @@ private slots:
         QVERIFY(near(pr1.memory_bytes.activations, 4 * perLayer + recomputedScores + head, 1e-12));
     }
 
-    // The backward's two GEMMs each at their own roofline (GemmPricer::backward): compute-bound, the
+    // The backward's two GEMMs each at their own roofline (GemmPricer::both): compute-bound, the
     // layer matmuls' backward is twice the forward (twice its FLOPs, two launches); with a few tokens
     // a micro-batch the weight gradients are memory-bound, and reading and writing them in fp32
     // (Megatron's main_grad) instead of bf16 costs 2 x 2 bytes more per weight and micro-batch:

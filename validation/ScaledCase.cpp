@@ -46,7 +46,8 @@ void scaleMla(const ModelSpec& m, engine::ModelConfig& c)
 // How group-limited routing was scaled with the experts (engine/ModelConfig.cpp scaledMoe).
 std::string scaledGroupsNote(const MoeSpec& full, const engine::MoeConfig& scaled)
 {
-    if (full.expert_groups == 0)
+    if (full.expert_groups == 0 ||
+        (scaled.expert_groups == full.expert_groups && scaled.group_top_k == full.group_top_k))
         return "";
     if (scaled.expert_groups == 0)
         return "; group-limited routing (top " + std::to_string(full.group_top_k) + " of " +
@@ -352,6 +353,9 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         notes.push_back(s(full.model.moe.experts) + " routed experts (top " + s(full.model.moe.top_k) + ") scaled to " +
                         s(r.model.moe.experts) + " (top " + s(r.model.moe.top_k) + "), each expert's width in its ratio "
                         "to the hidden size" + scaledGroupsNote(full.model.moe, r.model.moe));
+    else if (const std::string groups = r.model.moe.enabled() ? scaledGroupsNote(full.model.moe, r.model.moe) : "";
+             !groups.empty())
+        notes.push_back(groups.substr(2));  // (without the leading "; ")
     r.batch = l.dp * l.micro_batch * std::max(2, 2 * l.pp);
     r.steps = steps;
     r.layout = l;

@@ -381,14 +381,27 @@ int runHistory(const std::vector<std::string>& args, Context& ctx)
     }
     for (const RunStore::ValidationRun& r : runs) {
         const QJsonObject summary = r.document.value(QLatin1String("summary")).toObject();
-        const double step = summary.value(QLatin1String("device_step_time_s")).toObject().value(
-            QLatin1String("median_rel_error")).toDouble();
-        const int cases = int(r.document.value(QLatin1String("cases")).toArray().size());
-        char line[512];
-        std::snprintf(line, sizeof line, "%4d  %s  %s  %d case%s, device step time median |error| %.1f%%  %s\n", r.id,
-                      r.created_at.c_str(), r.software_version.c_str(), cases, cases == 1 ? "" : "s", 100 * step,
-                      r.name.c_str());
-        ctx.out << line;
+        const QJsonObject stepSummary = summary.value(QLatin1String("device_step_time_s")).toObject();
+        const double step = stepSummary.value(QLatin1String("median_rel_error")).toDouble();
+        const QJsonArray caseList = r.document.value(QLatin1String("cases")).toArray();
+        const int cases = int(caseList.size());
+        // A run whose cases could not be compared has no error to show (as the Validate page):
+        // "failed" with the first case's reason, not a 0.0% that reads as perfect.
+        std::string result;
+        if (stepSummary.value(QLatin1String("cases")).toInt(0) > 0) {
+            char figure[96];
+            std::snprintf(figure, sizeof figure, "device step time median |error| %.1f%%", 100 * step);
+            result = figure;
+        } else {
+            QString failure;
+            for (const QJsonValue& c : caseList)
+                if (failure.isEmpty())
+                    failure = c.toObject().value(QLatin1String("error")).toString();
+            result = failure.isEmpty() ? std::string("nothing compared") : "failed: " + failure.toStdString();
+        }
+        ctx.out << std::string(4 - std::min<size_t>(4, std::to_string(r.id).size()), ' ') << r.id << "  " << r.created_at
+                << "  " << r.software_version << "  " << cases << (cases == 1 ? " case, " : " cases, ") << result << "  "
+                << r.name << "\n";
     }
     if (runs.empty())
         ctx.out << "no validation runs yet: shardscope-cli validate --suite\n";
