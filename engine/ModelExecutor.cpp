@@ -163,11 +163,19 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
                                     " layers recomputed whole are not executed here (block, or groups of one layer)");
-    // Selective recomputation runs the attention cores again (core_attn, Megatron's default); the
-    // other modules and activation offload to the host are priced by the planner, not executed.
-    if (const unsigned others = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn); others != 0)
+    // Selective recomputation runs the attention cores again (core_attn, Megatron's default), the
+    // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act)
+    // and the dense MLP (mlp), in pre-norm decoder layers; the other modules and activation
+    // offload to the host are priced by the planner, not executed.
+    const unsigned executed = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp;
+    if (const unsigned others = l.recomputedModules() & ~executed; others != 0)
         add("recompute_modules", "recomputation of " + recomputeModulesToString(others) +
-                                     " is not executed here (selective recomputation runs core_attn only)");
+                                     " is not executed here (core_attn, layernorm, moe_act and mlp are)");
+    if (const unsigned named = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn);
+        named != 0 && (c.post_norm || c.encoder_decoder))
+        add("recompute_modules", "recomputation of " + recomputeModulesToString(named) + " in " +
+                                     (c.encoder_decoder ? "an encoder-decoder's" : "post-norm") +
+                                     " layers is not executed here (pre-norm decoder layers only)");
     if (l.offload_activations > 0)
         add("offload_activations", "activation offload to the host (" + s(l.offload_activations) +
                                        " layers) is not executed here");
@@ -616,6 +624,15 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     dpRank_ = pos.dp * cp_ + pos.cp;  // in the dp x cp gradient group (Cluster.h)
     zero_ = l.zero_stage;
     recompute_ = l.recompute;
+    {
+        const unsigned modules = l.recomputedModules();
+        // (The post-norm and encoder-decoder layers recompute their attention cores under selective
+        // recomputation whatever the modules: validate() refuses the other modules there.)
+        rerunCore_ = l.recompute == Recompute::Selective &&
+                     ((modules & kRecomputeCoreAttn) != 0 || cfg_.post_norm || cfg_.encoder_decoder);
+        rebuildNorms_ = (modules & kRecomputeLayernorm) != 0;
+        rebuildMlp_ = (modules & kRecomputeMlp) != 0;
+    }
     blockLayers_ =
         l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Block ? l.recompute_layers : 0;
     const int g = zero_ > 0 ? l.zeroGroupSize() * cp_ : 1;  // the shard group spans g x cp
@@ -738,6 +755,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         shape.router.group_top_k = cfg_.moe.group_top_k;
         shape.aux_loss_coeff = cfg_.moe.aux_loss_coeff;
         shape.capacity_factor = cfg_.moe.capacity_factor;
+        shape.recompute_activation = (l.recomputedModules() & kRecomputeMoeAct) != 0;
         MoeParallel par;
         par.ep = groupSize(groups_.ep) > 1 ? groups_.ep : nullptr;
         par.ep_rank = epRank_;
@@ -793,7 +811,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
             scratchStats += (mQ_ > 0 ? 2 : 1) * (cfg_.layerNorm() ? 2 : 1) * Ns;
         }
     } else if (recompute_ == Recompute::Selective) {
-        scratchTensors = att;
+        scratchTensors = rerunCore_ ? att : 0;  // (named modules: rebuiltMlpSide / rebuiltInputNorm)
     }
     if (encDec_ && recompute_ != Recompute::None)  // a T5 decoder layer's cross-attention too
         scratchTensors += att + (recompute_ == Recompute::Full ? 2 * C * Ns + (2 * std::int64_t(qdt_) + 2 * kvdt_) * Nm : 0);
@@ -1253,6 +1271,60 @@ void ModelExecutor<T>::rowParallelForward(T* out, const T* in, std::int64_t inne
 }
 
 template <class T>
+bool ModelExecutor<T>::rebuildsInputNorm() const
+{
+    return recompute_ == Recompute::Selective && rebuildNorms_ && mla_ && !cfg_.post_norm && !encDec_;
+}
+
+template <class T>
+bool ModelExecutor<T>::rebuildsPreMlp(bool moeLayer) const
+{
+    return recompute_ == Recompute::Selective && !cfg_.post_norm && !encDec_ &&
+           (moeLayer ? rebuildNorms_ : rebuildMlp_);
+}
+
+template <class T>
+DeviceBuffer ModelExecutor<T>::rebuiltMlpSide(Slot& s, int k, bool backward)
+{
+    const bool moe = cfg_.moeLayer(modelLayer(s, k));
+    if (recomputes(k) || !rebuildsPreMlp(moe))
+        return {};
+    const std::int64_t C = C_, Nm = Nm_, Ns = Ns_, stats = (cfg_.layerNorm() ? 2 : 1) * Ns;
+    // The pre-MLP norm's output; a dense MLP's FC1 output and activation, and in the backward its
+    // output again (dropped); the norm's statistics (fp32) last.
+    const std::int64_t tensors = C * Ns + (moe ? 0 : std::int64_t(Fin_ + Ft_) * Nm + (backward ? C * Ns : 0));
+    DeviceBuffer b = dev_.allocator().allocate(MemoryCategory::Activations, double(tensors) * e_ + double(stats) * kStat,
+                                               size_t(tensors + stats), sizeof(T), false);
+    Acts& a = s.layers[size_t(k)];
+    Carver<T> r{b.template as<T>()};
+    a.ln2 = r.take(C * Ns);
+    if (!moe) {
+        a.fch = r.take(std::int64_t(Fin_) * Nm);
+        a.fchg = r.take(std::int64_t(Ft_) * Nm);
+        mlpRerunOut_ = backward ? r.take(C * Ns) : nullptr;
+    }
+    a.n2mean = cfg_.layerNorm() ? r.take(Ns) : nullptr;
+    a.n2rstd = r.take(Ns);
+    return b;
+}
+
+template <class T>
+DeviceBuffer ModelExecutor<T>::rebuiltInputNorm(Slot& s, int k)
+{
+    if (recomputes(k) || !rebuildsInputNorm())
+        return {};
+    const std::int64_t C = C_, Ns = Ns_, stats = (cfg_.layerNorm() ? 2 : 1) * Ns;
+    DeviceBuffer b = dev_.allocator().allocate(MemoryCategory::Activations, double(C * Ns) * e_ + double(stats) * kStat,
+                                               size_t(C * Ns + stats), sizeof(T), false);
+    Acts& a = s.layers[size_t(k)];
+    Carver<T> r{b.template as<T>()};
+    a.ln1 = r.take(C * Ns);
+    a.n1mean = cfg_.layerNorm() ? r.take(Ns) : nullptr;
+    a.n1rstd = r.take(Ns);
+    return b;
+}
+
+template <class T>
 void ModelExecutor<T>::layerForward(int k, Slot& s)
 {
     if (encDec_) {
@@ -1268,9 +1340,11 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     const std::int64_t C = C_, Nm = Nm_, Ns = Ns_;
     const T* x = layerInput(s, k);
 
+    DeviceBuffer inputNorm = rebuiltInputNorm(s, k);  // (layernorm on MLA: this side's only)
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     if (mla_) {
         mlaAttentionForward(a, w);
+        inputNorm.release();
     } else {
         k_.matmulForward(a.qkv, gatherTokens(a.ln1, ws_->gath), w.qkvw, w.qkvb, nullptr, C, qkvRows_, Nm);
         if (cfg_.qk_norm)
@@ -1282,6 +1356,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     attentionCore(a, s);
     rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
 
+    const DeviceBuffer mlpSide = rebuiltMlpSide(s, k, false);  // (released with the layer's forward)
     k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, a.res2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
     if (cfg_.moeLayer(modelLayer(s, k))) {
         // The MoE block on this rank's tokens (the token shard under sp: Megatron's MoELayer input),
@@ -1470,7 +1545,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         s.moe.resize(size_t(Lc_ + depths));
     s.mtp.resize(size_t(depths));
     Acts shared{};
-    if (full || selective)
+    if (full || rerunCore_)
         shared.att = sten.take(att);
     if (encDec_ && (full || selective))
         shared.catt = sten.take(att);
@@ -1496,6 +1571,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             shared.resx = sten.take(C * Ns);
         }
     }
+    // Selective recomputation of named modules: what they rebuild is allocated per layer while it
+    // runs (rebuiltMlpSide, rebuiltInputNorm), not kept.
     // A chunk's output is sent to the next device and its own backward does not read it
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
     // norm's input.
@@ -1507,7 +1584,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.res3 = output(a);  // the next layer's input: the only tensor kept
             continue;
         }
-        a.ln1 = ten.take(C * Ns);
+        const bool moe = cfg_.moeLayer(modelLayer(s, int(k)));  // the MoE block keeps its own (MoeSaved)
+        a.ln1 = rebuildsInputNorm() ? nullptr : ten.take(C * Ns);
         a.qkv = ten.take(qkvRows_ * Nm);
         a.qkpre = cfg_.qk_norm ? ten.take(qkNormed) : nullptr;
         if (mla_) {  // the down product's output and the latent norms' outputs (Megatron keeps them so)
@@ -1515,13 +1593,13 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.mqn = mQ_ > 0 ? ten.take(std::int64_t(mQ_) * Ns) : nullptr;
             a.mkvn = ten.take(std::int64_t(mR_) * Ns);
         }
-        a.att = selective ? shared.att : ten.take(att);
+        a.att = rerunCore_ ? shared.att : ten.take(att);
         a.atty = ten.take(std::int64_t(qdt_) * Nm);
         a.res2 = ten.take(C * Ns);
-        a.ln2 = ten.take(C * Ns);
-        const bool moe = cfg_.moeLayer(modelLayer(s, int(k)));  // the MoE block keeps its own (MoeSaved)
-        a.fch = moe ? nullptr : ten.take(std::int64_t(Fin_) * Nm);
-        a.fchg = moe ? nullptr : ten.take(std::int64_t(Ft_) * Nm);
+        const bool rebuilt = rebuildsPreMlp(moe);
+        a.ln2 = rebuilt ? nullptr : ten.take(C * Ns);
+        a.fch = moe || rebuilt ? nullptr : ten.take(std::int64_t(Fin_) * Nm);
+        a.fchg = moe || rebuilt ? nullptr : ten.take(std::int64_t(Ft_) * Nm);
         a.res3 = output(a);
     }
     if (head && lnfAt_ >= 0)
@@ -1600,10 +1678,11 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.mkvrstd = sharedStats.mkvrstd;
             continue;
         }
-        a.n1mean = ln ? st.take(Ns) : nullptr;
-        a.n1rstd = st.take(Ns);
-        a.n2mean = ln ? st.take(Ns) : nullptr;
-        a.n2rstd = st.take(Ns);
+        const bool inputNorm = !rebuildsInputNorm(), preMlp = !rebuildsPreMlp(cfg_.moeLayer(modelLayer(s, int(k))));
+        a.n1mean = inputNorm && ln ? st.take(Ns) : nullptr;
+        a.n1rstd = inputNorm ? st.take(Ns) : nullptr;
+        a.n2mean = preMlp && ln ? st.take(Ns) : nullptr;
+        a.n2rstd = preMlp ? st.take(Ns) : nullptr;
         a.qkmean = cfg_.qk_norm && ln ? st.take(qkHeads) : nullptr;
         a.qkrstd = cfg_.qk_norm ? st.take(qkHeads) : nullptr;
         if (mla_) {
@@ -1858,7 +1937,7 @@ bool ModelExecutor<T>::attentionRerun(int k) const
 {
     if (cfg_.post_norm)
         return recompute_ != Recompute::None;  // postNormLayerBackward's rule
-    return recomputes(k) || recompute_ == Recompute::Selective;
+    return recomputes(k) || rerunCore_;
 }
 
 // The exchange of one head-split block (per-rank rows x Nm values) with every cp rank.
@@ -1973,13 +2052,29 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         recomputing_ = true;
         layerForward(k, s);
         recomputing_ = false;
-    } else if (recompute_ == Recompute::Selective) {
+    } else if (rerunCore_) {
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
     }
     const Layer d = acquireLayer(s, k, true);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
+    const bool moeLayer = cfg_.moeLayer(modelLayer(s, k));
+    // Named modules (selective), one side at a time as the backward reads them: the MLP side's
+    // first. The pre-MLP norm of an MoE layer (layernorm; the block reads it as its input) or a
+    // dense layer's MLP with its norm (mlp: its forward run whole, the row-parallel reduction too,
+    // its output dropped).
+    DeviceBuffer mlpSide = rebuiltMlpSide(s, k, true);
+    if (mlpSide.elements() > 0) {
+        k_.normForward(cfg_.norm, a.ln2, a.n2mean, a.n2rstd, a.res2, w.n2w, w.n2b, C, Ns, cfg_.norm_eps);
+        if (moeLayer) {
+            s.moe[size_t(k)].x = a.ln2;
+        } else {
+            k_.matmulForward(a.fch, gatherTokens(a.ln2, ws_->gath), w.fw, w.fb, nullptr, C, Fin_, Nm);
+            k_.activationForward(cfg_.mlp, a.fchg, a.fch, Ft_, Nm);
+            rowParallelForward(mlpRerunOut_, a.fchg, Ft_, w.pw, w.pb, a.res2);
+        }
+    }
 
-    if (cfg_.moeLayer(modelLayer(s, k))) {
+    if (moeLayer) {
         // The MoE block; its load-balancing loss weighs 1 / (micro-batches x dp) of the step, as
         // Megatron scales it (router.py attach_and_log_load_balancing_loss): this micro-batch's
         // loss tokens over the step's.
@@ -1996,10 +2091,15 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
                         C, Ns);
     }
 
+    mlpSide.release();
+
     // Attention.
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
     attentionCoreBackward(a, k, selfAttentionShape(s, k));
     if (mla_) {
+        const DeviceBuffer inputNorm = rebuiltInputNorm(s, k);  // its input norm (layernorm)
+        if (inputNorm.elements() > 0)
+            k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
         mlaAttentionBackward(a, w, d, x);
         releaseLayer(s, k, true);
         releaseLayer(s, k, false);

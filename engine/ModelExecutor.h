@@ -471,6 +471,22 @@ private:
     int epRank_ = 0, edpRank_ = 0, edpShardRank_ = 0, El_ = 0, etp_ = 1, etpRank_ = 0;
     double moeAux_ = 0;
     bool recomputing_ = false;  // a full recomputation's forward of a layer, inside its backward
+    // Selective recomputation's modules (Layout::recomputedModules, Megatron-LM's recompute_modules):
+    // the attention cores again (core_attn); the pre-MLP norm of an MoE layer and the input norm of
+    // an MLA layer, the norms Megatron's TE spec runs on their own (layernorm); the dense MLP with
+    // its fused norm, checkpointed (mlp). moe_act is the MoE block's (MoeShape).
+    bool rerunCore_ = false, rebuildNorms_ = false, rebuildMlp_ = false;
+    // The MLP again under "mlp": its output (the layer's, kept) rebuilt here and dropped.
+    T* mlpRerunOut_ = nullptr;
+    // Whether a pre-norm decoder layer's input norm (MLA, layernorm) or its MLP side (an MoE
+    // layer's pre-MLP norm under layernorm, a dense layer's norm and MLP under mlp) is rebuilt.
+    bool rebuildsInputNorm() const;
+    bool rebuildsPreMlp(bool moeLayer) const;
+    // The rebuilt tensors of local layer k's MLP side or input norm, allocated (activations) while
+    // the side runs, forward or backward (with the MLP's dropped output), the layer's Acts pointed
+    // at them; empty when nothing is rebuilt there.
+    DeviceBuffer rebuiltMlpSide(Slot& s, int k, bool backward);
+    DeviceBuffer rebuiltInputNorm(Slot& s, int k);
     bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;

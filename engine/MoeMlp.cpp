@@ -417,19 +417,22 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     const std::int64_t inputs = apart ? G : NK;  // (one rank: the dispatch writes every copy, dropped ones last)
     // (The shared experts' over the tp group's tokens, their columns' slice.)
     const std::int64_t sharedTokens = N * stp_;
-    const std::int64_t tensors = C * inputs + Fin * G + F * G + (Fsinl_ + Fsl_) * sharedTokens;
+    // (moe_act recomputed: the activations live in the forward's workspace only.)
+    const std::int64_t keptAct = s_.recompute_activation ? 0 : F * G;
+    const std::int64_t tensors = C * inputs + Fin * G + keptAct + (Fsinl_ + Fsl_) * sharedTokens;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
     s.weights = k_.device().allocator().allocate(MemoryCategory::Activations, double(inputs) * kStat, size_t(inputs),
                                                  sizeof(T), false);
-    const std::int64_t movingValues = apart ? C * NK + C * G + C * NK : C * NK, movingWeights = apart ? NK : 0;
+    const std::int64_t movingValues = (apart ? C * NK + C * G + C * NK : C * NK) + (F * G - keptAct),
+                       movingWeights = apart ? NK : 0;
     DeviceBuffer moving = k_.device().allocator().allocate(
         MemoryCategory::Workspace, double(movingValues) * e + double(movingWeights) * kStat,
         size_t(movingValues + movingWeights), sizeof(T), false);
     Regions<T> r{s.buffer.template as<T>()};
     s.recv = r.take(C * inputs);
     s.hidden = r.take(Fin * G);
-    s.act = r.take(F * G);
+    s.act = s_.recompute_activation ? nullptr : r.take(F * G);
     s.sharedPre = Fs > 0 ? r.take(Fsinl_ * sharedTokens) : nullptr;
     s.sharedAct = Fs > 0 ? r.take(Fsl_ * sharedTokens) : nullptr;
     s.prob = s.weights.template as<T>();
@@ -440,6 +443,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     if (!apart)
         s.expertOut = s.combineIn;
     T* dispProb = apart ? m.take(NK) : s.prob;  // the weights in dispatch order
+    if (s_.recompute_activation)
+        s.act = m.take(F * G);
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
@@ -482,6 +487,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
         sharedForward(s, y, x, w, N);
     k_.round(y, C * N);
     s.disp = s.expertOut = s.combineIn = nullptr;  // (the moving buffers go with `moving`)
+    if (s_.recompute_activation)
+        s.act = nullptr;
 
     // The load-balancing loss over the micro-batch: the counts summed over its token groups.
     s.batchCounts = s_.aux_loss_coeff > 0 && (s_.router.groups > 0 || w.expert_bias)
@@ -521,8 +528,22 @@ void MoeMlp<T>::expertsBackward(MoeSaved<T>& s, const MoeWeights<T>& w, const Mo
         dx = sorted + C * s.gathered;
         dw = dx + C * s.gathered;
     }
+    // moe_act: the activations again, from the kept pre-activations and weights (the same kernel,
+    // the same values), live until FC2's weight gradient has read them.
+    DeviceBuffer rebuilt;
+    const T* act = s.act;
+    if (s_.recompute_activation) {
+        // (An activation again, as the planner's working set counts it: not a workspace.)
+        rebuilt = k_.device().allocator().allocate(MemoryCategory::Activations, double(F * s.gathered) * k_.elementBytes(),
+                                                   size_t(F * s.gathered), sizeof(T), false);
+        T* a = rebuilt.template as<T>();
+        forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t) {
+            k_.weightedActivationForward(s_.mlp, a + o * F, s.hidden + o * Fin, s.prob + o, F, n);
+        });
+        act = a;
+    }
     forEachExpertRun(s, [&](std::int64_t o, std::int64_t n, std::int64_t le) {
-        k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dy + o * C, s.act + o * F,
+        k_.matmulBackward(dact + o * F, g.expert_out + le * F * C, nullptr, dy + o * C, act + o * F,
                           w.expert_out + le * F * C, F, C, n);
         k_.weightedActivationBackward(s_.mlp, dhidden + o * Fin, dw + o, s.hidden + o * Fin, s.prob + o, dact + o * F,
                                       F, n);

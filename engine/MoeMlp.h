@@ -75,6 +75,10 @@ struct MoeShape {
     RouterSpec router;
     double aux_loss_coeff = 0;
     double capacity_factor = 0;  // 0: dropless
+    // Megatron-LM's recompute_modules "moe_act": the experts' activation output (FC2's input) is not
+    // kept; the backward computes it again from the pre-activation (moe/experts.py
+    // CheckpointWithoutOutput around the activation @ d98e8a64).
+    bool recompute_activation = false;
 
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     std::int64_t ffnIn() const { return gated() ? 2 * std::int64_t(ffn) : ffn; }

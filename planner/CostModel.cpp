@@ -88,6 +88,7 @@ struct CostModel::StageCost {
     double params = 0;            // parameters held by one device of the stage, before ZeRO sharding
     double expert_params = 0;     // ... of them the routed experts' (sharded over ep x etp, reduced over edp)
     double moe_layers = 0;        // the stage's layers with a MoE block
+    bool last_layer_moe = false;  // the layer whose backward runs first (the last chunk's last) has one
     double units = 0;             // ZeRO/FSDP units: each layer, and a root unit on the end stages
     // Compute per micro-batch, part by part as the named terms of time_s.compute add it; fwd_s and
     // bwd_s are the sums of the parts (set where the parts are).
@@ -472,6 +473,11 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
     const int moeEncoderLayers =
         onStage([&](int f, int n) { return model.moeLayers(f, n); }, mainEncoderLayers) + (mtpMoe ? mtpLayers : 0);
     sc.moe_layers = moe.enabled() ? double(moeEncoderLayers + sc.decoder_layers) : 0.0;
+    {
+        int last = -1;
+        onStage([&](int f, int n) { return n > 0 ? (last = f + n - 1, 0) : 0; }, mainEncoderLayers);
+        sc.last_layer_moe = moe.enabled() && (mtpLayers > 0 ? mtpMoe : last >= 0 && model.moeLayer(last));
+    }
     sc.expert_params = sc.moe_layers * routedMlp;
     const double denseEncoderLayers = sc.encoder_layers - moeEncoderLayers;
     const double encoderLayerParams = attention + mlp + 2 * norm;
@@ -1546,7 +1552,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             const double bytes = (activation_bytes_ - saved) * tokensSp * h + normStats + inner;
             record(kRecomputeMlp, denseLayers, bytes, denseMlpFwd + perByte * bytes,
                    2.0 * T * D.matrices * h * D.f_local);
-            denseSide += bytes;
+            // The checkpoint's forward again also makes the MLP's output, live through the MLP's
+            // backward and then dropped (tensor_parallel.checkpoint's backward re-runs the function).
+            denseSide += bytes + activation_bytes_ * tokensSp * h;
         }
         if (wholeMoe && sc.moe_layers > 0) {
             // Everything the MoE layer keeps (moeSaved, less the recipe's quantized inputs); its
@@ -1573,7 +1581,14 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             sc.stored_bytes_per_mb -= sc.module_freed_bytes[k];
             sc.recompute_s += sc.module_recompute_s[k];
         }
-        sc.working_bytes += std::max({denseLayers > 0 ? denseSide : 0.0, sc.moe_layers > 0 ? moeSide : 0.0, attentionSide});
+        // The peak is at the backward that runs first, the stage's last layer's (the last chunk's):
+        // everything the stage keeps is still there; the later ones have freed more than they
+        // rebuild. (An encoder-decoder's stage mixes both: the larger side.)
+        const bool mixed = model.family == ModelFamily::EncoderDecoder;
+        const double mlpSide = mixed ? std::max(denseLayers > 0 ? denseSide : 0.0, sc.moe_layers > 0 ? moeSide : 0.0)
+                               : sc.last_layer_moe ? moeSide
+                                                   : (denseLayers > 0 ? denseSide : 0.0);
+        sc.working_bytes += std::max(mlpSide, attentionSide);
     }
 
     // ---- vector (non-matmul) FLOPs per micro-batch, per element, by core/OpConventions.h (the
@@ -1624,6 +1639,18 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                                          h * D.T_moe);
         }
         sc.vector_flops_mb = forward + backward + recomputed * forward;
+        // Named modules run their element-wise forward once more: the rebuilt norms (an MLA layer's
+        // input norm, an MoE layer's pre-MLP norm), the experts' weighted activation, the dense MLP
+        // with its norm and its output's residual add.
+        if (const unsigned modules = l.recomputedModules(); modules != 0) {
+            if (modules & kRecomputeLayernorm)
+                sc.vector_flops_mb += (sc.moe_layers + (model.mla.enabled() ? nEnc : 0.0)) * norm.forward * h * Ts;
+            if ((modules & kRecomputeMoeAct) && !(modules & kRecomputeMoe) && sc.moe_layers > 0)
+                sc.vector_flops_mb +=
+                    sc.moe_layers * (act.forward + ops::kRouterWeight.forward) * expertF * routedCopies;
+            if (modules & kRecomputeMlp)
+                sc.vector_flops_mb += denseLayers * (norm.forward * h * Ts + act.forward * T * D.f_local + add * h * Ts);
+        }
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;
             sc.vector_flops_mb += ((learned ? ops::kEmbedding.forward : 0) + (learned ? 2 : 1)) * h * T;

@@ -360,7 +360,12 @@ private slots:
                                    // GQA under all-to-all CP: 2 query heads and 1 kv head a cp rank.
                                    "cp=2,cp_comm=a2a",
                                    "cp=2,cp_comm=a2a,recompute=selective",
-                                   "cp=2,cp_comm=a2a,recompute=full"};
+                                   "cp=2,cp_comm=a2a,recompute=full",
+                                   // Named modules (Megatron's recompute_modules): the dense MLP
+                                   // checkpointed (its row-parallel reduction again), without core_attn
+                                   // (the scores kept) and with it.
+                                   "tp=2,sp=on,recompute=selective,recompute_modules=mlp",
+                                   "pp=2,mb=1,recompute=selective,recompute_modules=core_attn+mlp"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
@@ -972,7 +977,9 @@ private slots:
         for (const char* row : {"tp=2,sp=on", "tp=4,sp=on", "tp=2", "pp=2,schedule=1f1b,mb=2", "dp=2,zero=3", "cp=2",
                                 "dp=2,tp=2,pp=2,sp=on,mb=1", "tp=2,sp=on,recompute=full", "tp=2,cp=2,recompute=selective",
                                 // all-to-all CP: q/k heads of 10 and value heads of 5 split over cp
-                                "cp=2,cp_comm=a2a", "cp=2,cp_comm=a2a,recompute=full"})
+                                "cp=2,cp_comm=a2a", "cp=2,cp_comm=a2a,recompute=full",
+                                // layernorm: MLA's input norm rebuilt (the TE spec's own norm)
+                                "tp=2,sp=on,recompute=selective,recompute_modules=layernorm+mlp"})
             QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
         for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
             QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
@@ -1003,6 +1010,9 @@ private slots:
                                 "dp=4,pp=2,ep=4,mb=1", "cp=2,ep=2", "dp=2,tp=2,pp=2,sp=on,ep=2,etp=1,mb=1",
                                 "dp=2,pp=2,ep=2,schedule=interleaved,v=2,mb=1", "dp=2,ep=2,recompute=selective",
                                 "dp=2,cp=2,ep=4",
+                                // Named modules: the pre-MLP norm and the experts' activation rebuilt.
+                                "dp=2,ep=2,recompute=selective,recompute_modules=layernorm+moe_act",
+                                "dp=2,tp=2,sp=on,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act",
                                 // Expert tensor parallelism (etp = tp, Megatron's default): each expert's
                                 // matrices split over the etp group, the copies gathered over it.
                                 "tp=2,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=4,tp=2,sp=on,ep=4",
@@ -1028,7 +1038,9 @@ private slots:
         for (const char* row : {"dp=2,ep=2", "dp=4,ep=4", "dp=2,tp=2,sp=on,ep=4,etp=1", "dp=2,pp=2,ep=2,mb=1",
                                 "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
                                 "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3",
-                                "dp=8,ep=2,zero=1,zero_group=4", "dp=4,tp=2,sp=on,ep=2,zero=3,zero_group=2"})
+                                "dp=8,ep=2,zero=1,zero_group=4", "dp=4,tp=2,sp=on,ep=2,zero=3,zero_group=2",
+                                // (the dense first layer's MLP checkpointed, the shared expert's kept)
+                                "dp=2,tp=2,sp=on,ep=2,etp=1,recompute=selective,recompute_modules=moe_act+mlp"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
         // Capacity mode: the capacity is of each rank's tokens (Megatron's router input), the same
         // micro-batch's on one device when tp and cp do not split it.
@@ -1233,6 +1245,33 @@ private slots:
         }
     }
 
+    // Each named module keeps less on the device than the layout without it, the same training
+    // otherwise (moeLayoutReproducesOneDevice): the experts' activations (moe_act), the pre-MLP
+    // norms of the MoE layers (layernorm), the dense first layer's MLP (mlp).
+    void namedRecomputeModulesKeepLess()
+    {
+        auto peak = [](const Measurement& m) {
+            double most = 0;
+            for (const DeviceMeasurement& d : m.devices)
+                most = std::max(most, d.memory_peak_bytes[size_t(MemoryCategory::Activations)]);
+            return most;
+        };
+        TrainRequest r = baseRequest();
+        r.model = moeModel("deepseek");
+        r.steps = 1;
+        r.layout = parse("dp=2,ep=2,recompute=selective");
+        const Measurement base = cluster(r);
+        QVERIFY2(!base.error, base.error ? base.error->message.c_str() : "");
+        double last = peak(base);
+        for (const char* modules : {"core_attn+moe_act", "core_attn+moe_act+layernorm", "core_attn+moe_act+layernorm+mlp"}) {
+            r.layout = parse(QString("dp=2,ep=2,recompute=selective,recompute_modules=") + modules);
+            const Measurement m = cluster(r);
+            QVERIFY2(!m.error, m.error ? m.error->message.c_str() : "");
+            QVERIFY2(peak(m) < last, modules);
+            last = peak(m);
+        }
+    }
+
     void moeRefusesWhatItDoesNotExecute_data()
     {
         QTest::addColumn<QString>("layout");
@@ -1241,10 +1280,10 @@ private slots:
         // (Megatron-LM: "Expert data parallel size should be divisible by partial DistOpt shard factor".)
         QTest::newRow("2 HSDP replicas of an edp group of 1") << "dp=4,ep=4,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
-        // Selective recomputation of modules other than the attention core, and activation offload:
-        // priced by the planner, not executed.
-        QTest::newRow("recompute_modules=moe_act")
-            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe_act" << "layout.recompute_modules";
+        // Selective recomputation of the whole MoE layer (moe), and activation offload: priced by
+        // the planner, not executed.
+        QTest::newRow("recompute_modules=moe")
+            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe" << "layout.recompute_modules";
         QTest::newRow("offload_activations=1") << "dp=2,ep=2,offload_activations=1" << "layout.offload_activations";
     }
     void moeRefusesWhatItDoesNotExecute()
@@ -1291,7 +1330,9 @@ private slots:
         // run with eps 1e-6 (the test below): that component's difference is then 1.1e-6.)
         for (const char* row : {"dp=2,ep=2", "tp=2,sp=on", "tp=4,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=2,pp=2,ep=2,mb=1",
                                 "dp=2,ep=2,zero=3", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,ep=2,recompute=full",
-                                "dp=2,pp=2,ep=2,zero=2,mb=1"})
+                                "dp=2,pp=2,ep=2,zero=2,mb=1",
+                                // (the depth's MoE layer rebuilds its norms and activation as the others do)
+                                "dp=2,pp=2,ep=2,mb=1,recompute=selective,recompute_modules=layernorm+moe_act"})
             QTest::newRow(qPrintable(QString("mtp-deepseek ") + row)) << "mtp-deepseek" << QString(row);
     }
     void mtpLayoutReproducesOneDevice()

@@ -1968,8 +1968,10 @@ private slots:
         const Prediction mlp =
             denseModel.evaluate(layout("dp=8,recompute=selective,recompute_modules=core_attn+mlp", dense));
         const double denseMlp = 2.0 * T * h + 2 * 4.0 * T + 4.0 * T * f;  // per layer
-        // Discarded from every layer, one layer's live again during its backward.
-        QVERIFY(near(plain.memory_bytes.activations - mlp.memory_bytes.activations, (layers - 1) * denseMlp, 1e-12));
+        // Discarded from every layer, one layer's live again during its backward with the MLP's
+        // output, which the checkpoint's forward makes again (2 T h bytes).
+        QVERIFY(near(plain.memory_bytes.activations - mlp.memory_bytes.activations,
+                     (layers - 1) * denseMlp - 2.0 * T * h, 1e-12));
         // ... its matmuls again: 2 T h f x 2 per layer and device, in the hardware FLOPs.
         QVERIFY(near(mlp.hardware_flops_per_step - plain.hardware_flops_per_step, 8 * layers * 2.0 * T * 2 * h * f, 1e-12));
         // moe (moe_layer.py): the whole MoE layer checkpointed; it holds moe_act's discard and more,

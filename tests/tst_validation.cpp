@@ -312,7 +312,11 @@ private slots:
             QVERIFY2(r.moe_measured_load >= 1.0, r.c.name.c_str());
             const MetricComparison* m = r.metric("activations_bytes_at_measured_load");
             QVERIFY2(m, r.c.name.c_str());
-            QVERIFY2(std::fabs(m->predicted - m->measured) <= 1e-9 * m->measured,
+            // (moe_act's rebuilt activations at the peak are one layer's, the layer whose backward
+            // runs first, at its own load; the measured load is the step's over all layers: within
+            // the 3% for activations.)
+            const bool rebuiltAct = (l.recomputedModules() & kRecomputeMoeAct) != 0;
+            QVERIFY2(std::fabs(m->predicted - m->measured) <= (rebuiltAct ? 0.03 : 1e-9) * m->measured,
                      qPrintable(QString("%1: predicted %2, measured %3 at load %4")
                                     .arg(r.c.name.c_str())
                                     .arg(m->predicted)

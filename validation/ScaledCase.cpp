@@ -260,9 +260,16 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
     // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
     // whole chunk.
-    if (const unsigned others = fullLayout.recomputedModules() & ~unsigned(kRecomputeCoreAttn); others != 0)
+    // The engine rebuilds the attention cores, the TE spec's own norms, the experts' activation and
+    // the dense MLP (engine/ModelExecutor.cpp validate), in pre-norm decoder layers.
+    const unsigned executedModules = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp;
+    if (const unsigned others = fullLayout.recomputedModules() & ~executedModules; others != 0)
         throw InputError("recomputation of " + recomputeModulesToString(others) +
                          " is not executed by the engine yet: no validation run");
+    if (const unsigned named = fullLayout.recomputedModules() & ~unsigned(kRecomputeCoreAttn);
+        named != 0 && (postNorm(full.model) || full.model.family == ModelFamily::EncoderDecoder))
+        throw InputError("recomputation of " + recomputeModulesToString(named) +
+                         " is executed by the engine in pre-norm decoder layers only: no validation run");
     if (fullLayout.offload_activations > 0)
         throw InputError("activation offload to the host (offload_activations=" + s(fullLayout.offload_activations) +
                          ") is not executed by the engine yet: no validation run");

@@ -546,6 +546,17 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"all-to-all context + tensor + sequence parallel", "cp=2,tp=2,sp=on,cp_comm=a2a", fp32, &gpt2},
         {"Llama blocks (GQA), all-to-all context parallel + selective recomputation",
          "cp=2,cp_comm=a2a,recompute=selective", fp32, &llama},
+        // Selective recomputation of named modules (Megatron-LM's recompute_modules): the norms the
+        // TE spec runs on their own (an MLA layer's input norm, an MoE layer's pre-MLP norm), the
+        // experts' activation, the dense MLP checkpointed (its row-parallel reduction run again).
+        {"DeepSeek-V3 blocks, ep + recomputed layernorm + moe_act (DeepSeek-V3's and GPT-OSS's recipes)",
+         "dp=4,ep=4,recompute=selective,recompute_modules=layernorm+moe_act", fp32, &deepseekV3},
+        {"DeepSeek-style MoE, ep + tensor + sequence parallel + recomputed mlp + moe_act (dense first layer)",
+         "dp=2,tp=2,sp=on,ep=2,etp=1,recompute=selective,recompute_modules=core_attn+moe_act+mlp", fp32, &deepseek},
+        {"Llama blocks, pipeline 1F1B + recomputed mlp", "pp=2,mb=2,recompute=selective,recompute_modules=mlp", fp32,
+         &llama},
+        {"Mixtral blocks, bf16 mixed, ep + recomputed layernorm + moe_act",
+         "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act", bf16, &mixtral},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
