@@ -323,11 +323,34 @@ void EmulatedDevice::chargeHost(const HostCost& cost)
     clock_s_ += t;
 }
 
+double EmulatedDevice::copyAsync(bool to_host, double bytes, double not_before_s)
+{
+    const double link = std::min(profile_.host_link_bytes_per_second > 0 ? profile_.host_link_bytes_per_second : 0.0,
+                                 profile_.host_memory_bytes_per_second > 0 ? profile_.host_memory_bytes_per_second
+                                                                           : profile_.host_link_bytes_per_second);
+    if (!(link > 0))
+        throw std::invalid_argument(label() + ": the profile has no host link: activation offload cannot be emulated "
+                                              "(the node type publishes no host link)");
+    double& busy = copy_done_s_[to_host ? 0 : 1];
+    busy = std::max({busy, clock_s_, not_before_s}) + bytes / link;
+    (to_host ? counters_.host_bytes_to_host : counters_.host_bytes_to_device) += bytes;
+    return busy;
+}
+
+void EmulatedDevice::waitFor(double done_s)
+{
+    if (done_s > clock_s_) {
+        counters_.host_seconds += done_s - clock_s_;
+        clock_s_ = done_s;
+    }
+}
+
 void EmulatedDevice::resetCounters()
 {
     counters_ = DeviceCounters{};
     comm_ = CommCounters{};
     clock_s_ = 0;
+    copy_done_s_[0] = copy_done_s_[1] = 0;
 }
 
 const char* toString(CommKind k)

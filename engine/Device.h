@@ -235,6 +235,13 @@ public:
     // directions one after the other, then the host makes its memory passes. Throws
     // std::invalid_argument when the profile has no host link or host memory bandwidth.
     void chargeHost(const HostCost& cost);
+    // Activation offload: a copy of `bytes` over the host link on a copy engine of its own per
+    // direction (to the host / to the device), as a DMA stream runs beside the kernels. It starts
+    // when issued (the clock), its direction's previous copy and `not_before_s` are done, takes bytes / the
+    // slower of the link and the host memory; returns its completion time. waitFor(t): the
+    // device waits (the clock to at least t), the wait counted as host-link time.
+    double copyAsync(bool to_host, double bytes, double not_before_s = 0);
+    void waitFor(double done_s);
     double clockSeconds() const { return clock_s_; }
     const DeviceCounters& counters() const { return counters_; }
     const CommCounters& comm() const { return comm_; }
@@ -253,6 +260,7 @@ private:
     DeviceCounters counters_;
     CommCounters comm_;
     double clock_s_ = 0;
+    double copy_done_s_[2] = {0, 0};  // each direction's copy engine busy until (to host, to device)
 };
 
 } // namespace shardscope::engine

@@ -176,9 +176,20 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("recompute_modules", "recomputation of " + recomputeModulesToString(named) + " in " +
                                      (c.encoder_decoder ? "an encoder-decoder's" : "post-norm") +
                                      " layers is not executed here (pre-norm decoder layers only)");
-    if (l.offload_activations > 0)
-        add("offload_activations", "activation offload to the host (" + s(l.offload_activations) +
-                                       " layers) is not executed here");
+    // Activation offload runs on pre-norm decoder layers with their tensors in the chunk's carve:
+    // not the MoE block's own allocations, not recomputed layers, one chunk per stage, no cp.
+    if (l.offload_activations > 0) {
+        const char* why = c.moe.enabled()                     ? "MoE layers (their saved state is the block's own)"
+                          : c.encoder_decoder || c.post_norm ? "encoder-decoder and post-norm layers"
+                          : l.recompute == Recompute::Full    ? "full recomputation"
+                          : l.cp > 1                          ? "context parallelism"
+                          : l.schedule == PipelineSchedule::Interleaved && l.virtual_stages > 1
+                              ? "the interleaved schedule"
+                              : nullptr;
+        if (why)
+            add("offload_activations", "activation offload to the host (" + s(l.offload_activations) +
+                                           " layers) with " + why + " is not executed here");
+    }
     // Multi-token prediction (ModelConfig.h) runs on the last stage of a one-chunk pipeline, without cp
     // (Megatron-LM's roll_tensor exchanges the rolled boundary between cp ranks: not executed).
     if (c.mtp.enabled() && l.cp > 1)
@@ -251,6 +262,17 @@ struct ModelExecutor<T>::Slot {
         std::vector<int> inputs, targets;
     };
     std::vector<Mtp> mtp;
+    // Activation offload (the chunk's first offloaded layers): each layer's kept tensors, its input
+    // first, then its statistics, in an allocation of its own while on the device (base non-null),
+    // in the host's memory between its forward and its backward; their sizes (from the counting
+    // carve) and the copies' completion times on the device clock.
+    struct Offloaded {
+        DeviceBuffer device, host;
+        T* base = nullptr;
+        std::int64_t tensors = 0, stats = 0;
+        double done_s = 0;
+    };
+    std::vector<Offloaded> offloaded;
 };
 
 template <class T>
@@ -790,6 +812,11 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
     if (offload_ && (!(dev_.profile().host_link_bytes_per_second > 0) || !(dev_.profile().host_memory_bytes_per_second > 0)))
         throw InputError("layout.offload: " + dev_.label() +
                          " has no host link or host memory bandwidth to offload the optimizer to");
+    // Activation offload (Megatron-LM's --cpu-offloading-num-layers on Transformer Engine's
+    // cpu_offload): the first N layers of the chunk keep their tensors in the host's memory.
+    offloadActivations_ = std::min(l.offload_activations, Lc_);
+    if (offloadActivations_ > 0 && !(dev_.profile().host_link_bytes_per_second > 0))
+        throw InputError("layout.offload_activations: " + dev_.label() + " has no host link to offload activations to");
     optimizer_ = alloc.allocate(offload_ ? MemoryCategory::Host : MemoryCategory::Optimizer,
                                 double(S_) * (master ? 12 : 8), size_t((master ? 3 : 2) * S_), hb);
     // Recomputation scratch, shared by the micro-batches: tensors (e bytes) and statistics (4).
@@ -1537,7 +1564,21 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         ten.base = s.buffer.template as<T>();
         sten.base = scratch_.template as<T>();
     }
-    s.input = ten.take(C * Ns);
+    // Offloaded layers (the chunk's first offloadLayers_): a carver each, for its input and tensors
+    // and for its statistics (no base while the layer is in the host's memory).
+    const int offloaded = offloadedLayers();
+    s.offloaded.resize(size_t(offloaded));
+    std::vector<Carver<T>> offTen(static_cast<size_t>(offloaded)), offSt(static_cast<size_t>(offloaded));
+    for (int k = 0; k < offloaded; ++k) {
+        typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+        if (!counting && o.base) {
+            offTen[size_t(k)].base = o.base;
+            offSt[size_t(k)].base = o.base + o.tensors;
+        }
+    }
+    auto tensorsOf = [&](size_t k) -> Carver<T>& { return int(k) < offloaded ? offTen[k] : ten; };
+    auto statsOf = [&](size_t k) -> Carver<T>& { return int(k) < offloaded ? offSt[k] : st; };
+    s.input = tensorsOf(0).take(C * Ns);
     const bool head = holdsHead(s);
     const int depths = head ? D_ : 0;  // the MTP depths' layers follow the chunk's (local Lc + d)
     s.layers.assign(size_t(Lc_ + depths), Acts{});
@@ -1576,7 +1617,11 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     // A chunk's output is sent to the next device and its own backward does not read it
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
     // norm's input.
-    auto output = [&](const Acts& a) { return &a == &s.layers.back() && !head ? ws_->stageOut : ten.take(C * Ns); };
+    // (An offloaded layer's input is the one before's output: carved with the offloaded layer.)
+    auto output = [&](const Acts& a) {
+        const size_t next = size_t(&a - s.layers.data()) + 1;
+        return &a == &s.layers.back() && !head ? ws_->stageOut : tensorsOf(next).take(C * Ns);
+    };
     for (size_t k = 0; k < s.layers.size(); ++k) {
         Acts& a = s.layers[k];
         if (recomputes(int(k))) {
@@ -1584,22 +1629,23 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.res3 = output(a);  // the next layer's input: the only tensor kept
             continue;
         }
+        Carver<T>& lt = tensorsOf(k);
         const bool moe = cfg_.moeLayer(modelLayer(s, int(k)));  // the MoE block keeps its own (MoeSaved)
-        a.ln1 = rebuildsInputNorm() ? nullptr : ten.take(C * Ns);
-        a.qkv = ten.take(qkvRows_ * Nm);
-        a.qkpre = cfg_.qk_norm ? ten.take(qkNormed) : nullptr;
+        a.ln1 = rebuildsInputNorm() ? nullptr : lt.take(C * Ns);
+        a.qkv = lt.take(qkvRows_ * Nm);
+        a.qkpre = cfg_.qk_norm ? lt.take(qkNormed) : nullptr;
         if (mla_) {  // the down product's output and the latent norms' outputs (Megatron keeps them so)
-            a.mdown = ten.take(std::int64_t(mDown_) * Ns);
-            a.mqn = mQ_ > 0 ? ten.take(std::int64_t(mQ_) * Ns) : nullptr;
-            a.mkvn = ten.take(std::int64_t(mR_) * Ns);
+            a.mdown = lt.take(std::int64_t(mDown_) * Ns);
+            a.mqn = mQ_ > 0 ? lt.take(std::int64_t(mQ_) * Ns) : nullptr;
+            a.mkvn = lt.take(std::int64_t(mR_) * Ns);
         }
-        a.att = rerunCore_ ? shared.att : ten.take(att);
-        a.atty = ten.take(std::int64_t(qdt_) * Nm);
-        a.res2 = ten.take(C * Ns);
+        a.att = rerunCore_ ? shared.att : lt.take(att);
+        a.atty = lt.take(std::int64_t(qdt_) * Nm);
+        a.res2 = lt.take(C * Ns);
         const bool rebuilt = rebuildsPreMlp(moe);
-        a.ln2 = rebuilt ? nullptr : ten.take(C * Ns);
-        a.fch = moe || rebuilt ? nullptr : ten.take(std::int64_t(Fin_) * Nm);
-        a.fchg = moe || rebuilt ? nullptr : ten.take(std::int64_t(Ft_) * Nm);
+        a.ln2 = rebuilt ? nullptr : lt.take(C * Ns);
+        a.fch = moe || rebuilt ? nullptr : lt.take(std::int64_t(Fin_) * Nm);
+        a.fchg = moe || rebuilt ? nullptr : lt.take(std::int64_t(Ft_) * Nm);
         a.res3 = output(a);
     }
     if (head && lnfAt_ >= 0)
@@ -1678,18 +1724,19 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.mkvrstd = sharedStats.mkvrstd;
             continue;
         }
+        Carver<T>& ls = statsOf(k);
         const bool inputNorm = !rebuildsInputNorm(), preMlp = !rebuildsPreMlp(cfg_.moeLayer(modelLayer(s, int(k))));
-        a.n1mean = inputNorm && ln ? st.take(Ns) : nullptr;
-        a.n1rstd = inputNorm ? st.take(Ns) : nullptr;
-        a.n2mean = preMlp && ln ? st.take(Ns) : nullptr;
-        a.n2rstd = preMlp ? st.take(Ns) : nullptr;
-        a.qkmean = cfg_.qk_norm && ln ? st.take(qkHeads) : nullptr;
-        a.qkrstd = cfg_.qk_norm ? st.take(qkHeads) : nullptr;
+        a.n1mean = inputNorm && ln ? ls.take(Ns) : nullptr;
+        a.n1rstd = inputNorm ? ls.take(Ns) : nullptr;
+        a.n2mean = preMlp && ln ? ls.take(Ns) : nullptr;
+        a.n2rstd = preMlp ? ls.take(Ns) : nullptr;
+        a.qkmean = cfg_.qk_norm && ln ? ls.take(qkHeads) : nullptr;
+        a.qkrstd = cfg_.qk_norm ? ls.take(qkHeads) : nullptr;
         if (mla_) {
-            a.mqmean = mQ_ > 0 && ln ? st.take(Ns) : nullptr;
-            a.mqrstd = mQ_ > 0 ? st.take(Ns) : nullptr;
-            a.mkvmean = ln ? st.take(Ns) : nullptr;
-            a.mkvrstd = st.take(Ns);
+            a.mqmean = mQ_ > 0 && ln ? ls.take(Ns) : nullptr;
+            a.mqrstd = mQ_ > 0 ? ls.take(Ns) : nullptr;
+            a.mkvmean = ln ? ls.take(Ns) : nullptr;
+            a.mkvrstd = ls.take(Ns);
         }
     }
     for (int k = Lenc_; encDec_ && !full && k < Lc_; ++k) {
@@ -1733,10 +1780,64 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         m.losses = st.take(Nm);
     }
     if (counting)
+        for (int k = 0; k < offloaded; ++k) {
+            s.offloaded[size_t(k)].tensors = offTen[size_t(k)].used;
+            s.offloaded[size_t(k)].stats = offSt[size_t(k)].used;
+        }
+    if (counting)
         s.buffer = dev_.allocator().allocate(MemoryCategory::Activations,
                                              double(ten.used) * e_ + double(st.used) * kStat,
                                              size_t(ten.used + st.used), sizeof(T),
                                              false);
+}
+
+template <class T>
+int ModelExecutor<T>::offloadedLayers() const
+{
+    return offloadActivations_;
+}
+
+template <class T>
+void ModelExecutor<T>::placeOffloaded(Slot& s, int k)
+{
+    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    o.device = dev_.allocator().allocate(MemoryCategory::Activations, double(o.tensors) * e_ + double(o.stats) * kStat,
+                                         size_t(o.tensors + o.stats), sizeof(T), false);
+    o.base = o.device.template as<T>();
+    carve(s, false);
+}
+
+template <class T>
+void ModelExecutor<T>::offloadToHost(Slot& s, int k)
+{
+    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    const std::size_t n = size_t(o.tensors + o.stats);
+    o.host = dev_.allocator().allocate(MemoryCategory::Host, double(o.tensors) * e_ + double(o.stats) * kStat, n,
+                                       sizeof(T), false);
+    std::copy_n(o.base, n, o.host.template as<T>());
+    o.done_s = dev_.copyAsync(true, double(o.tensors) * e_ + double(o.stats) * kStat);
+}
+
+template <class T>
+void ModelExecutor<T>::freeOffloaded(Slot& s, int k)
+{
+    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    // (Poisoned before it goes back to the allocator, which may hand the same host block to the
+    // reload: what the backward reads is what came back from the host.)
+    std::fill_n(o.base, size_t(o.tensors + o.stats), std::numeric_limits<T>::quiet_NaN());
+    o.device.release();
+    o.base = nullptr;
+}
+
+template <class T>
+void ModelExecutor<T>::reloadOffloaded(Slot& s, int k)
+{
+    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    placeOffloaded(s, k);
+    std::copy_n(o.host.template as<T>(), size_t(o.tensors + o.stats), o.base);
+    o.host.release();
+    // (Not before its copy to the host is done.)
+    o.done_s = dev_.copyAsync(false, double(o.tensors) * e_ + double(o.stats) * kStat, o.done_s);
 }
 
 template <class T>
@@ -1770,6 +1871,9 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     moeAux_ = 0;
     if (outer)
         forOuterUnits([&](int u) { acquireWeights(u); });
+    const int offloaded = offloadedLayers();
+    if (offloaded > 0)
+        placeOffloaded(s, 0);  // (its input: the embedding or what the previous stage sends)
     if (embeds)
         embedForward(s, inputs, token_types);
     else
@@ -1778,7 +1882,24 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     for (int k = 0; k < Lc_; ++k) {
         if (encDec_ && k == Lenc_)
             encoderToDecoder(s, targets);
+        // An offloaded layer's tensors go to the host on the copy engine while the next layer
+        // computes. (The engine holds a micro-batch's kept tensors from its forward's start, not
+        // as they are made: an offloaded layer's device copy is given back when its copy is issued,
+        // and its output, the next offloaded layer's input, waits in a workspace (d res3, free in
+        // a forward) until that layer's allocation, so that the device holds one offloaded layer at
+        // a time and the forward stays under the step's peak as Megatron-LM's does.)
+        const bool chained = k + 1 < offloaded;
+        if (chained)
+            s.layers[size_t(k)].res3 = ws_->dres;
         layerForward(k, s);
+        if (k < offloaded) {
+            offloadToHost(s, k);
+            freeOffloaded(s, k);
+        }
+        if (chained) {
+            placeOffloaded(s, k + 1);
+            std::copy_n(ws_->dres, std::int64_t(C_) * Ns_, s.layers[size_t(k)].res3);
+        }
     }
     double loss = 0;
     mtpLoss_ = 0;
@@ -2320,8 +2441,22 @@ void ModelExecutor<T>::backward(int micro, int chunk)
         recv(ws_->dres, n, place_.next_stage);
     if (encDec_)
         decoderBackwardBegin(s);
+    const int offloaded = offloadedLayers();
     for (int k = Lc_ - 1; k >= 0; --k) {
+        // An offloaded layer comes back one layer ahead, during the backward of the layer after
+        // it. (The engine frees a micro-batch's kept tensors when its whole backward is done, not
+        // layer by layer as autograd does: a layer after an offloaded one reloads it only once
+        // its own copy is freed, so that the device holds one reloaded layer at a time as
+        // Megatron-LM's does; that reload waits.)
+        if (k < offloaded && !s.offloaded[size_t(k)].base)
+            reloadOffloaded(s, k);
+        if (k >= 1 && k - 1 < offloaded && k >= offloaded)
+            reloadOffloaded(s, k - 1);
+        if (k < offloaded)
+            dev_.waitFor(s.offloaded[size_t(k)].done_s);
         layerBackward(k, s);
+        if (k < offloaded)
+            freeOffloaded(s, k);
         if (encDec_ && k == Lenc_)
             decoderToEncoder(s);
     }

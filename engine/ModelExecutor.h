@@ -487,6 +487,15 @@ private:
     // at them; empty when nothing is rebuilt there.
     DeviceBuffer rebuiltMlpSide(Slot& s, int k, bool backward);
     DeviceBuffer rebuiltInputNorm(Slot& s, int k);
+    // Activation offload of the chunk's first offloadedLayers() layers (Slot::Offloaded): a layer's
+    // allocation on the device (its tensors pointed at it), its copy to the host (asynchronous, on
+    // the device's copy engine), its device copy freed, and its way back.
+    int offloadedLayers() const;
+    void placeOffloaded(Slot& s, int k);
+    void offloadToHost(Slot& s, int k);
+    void freeOffloaded(Slot& s, int k);
+    void reloadOffloaded(Slot& s, int k);
+    int offloadActivations_ = 0;
     bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;

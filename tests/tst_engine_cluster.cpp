@@ -36,6 +36,8 @@ DeviceProfile roomyProfile()
     p.peak_flops_fp32 = 1e12;
     p.peak_flops_bf16 = 4e12;
     p.memory_bytes_per_second = 1e11;
+    p.host_link_bytes_per_second = 2e10;  // (for offload)
+    p.host_memory_bytes_per_second = 5e10;
     return p;
 }
 
@@ -365,7 +367,12 @@ private slots:
                                    // checkpointed (its row-parallel reduction again), without core_attn
                                    // (the scores kept) and with it.
                                    "tp=2,sp=on,recompute=selective,recompute_modules=mlp",
-                                   "pp=2,mb=1,recompute=selective,recompute_modules=core_attn+mlp"};
+                                   "pp=2,mb=1,recompute=selective,recompute_modules=core_attn+mlp",
+                                   // Activation offload (--cpu-offloading-num-layers): the first layers'
+                                   // tensors to the host and back: one of four, two, all four (pp 1: Megatron-LM has no
+                                   // offload with pipeline parallelism).
+                                   "dp=2,offload_activations=1", "dp=2,tp=2,sp=on,offload_activations=2",
+                                   "offload_activations=4"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
@@ -1270,6 +1277,34 @@ private slots:
             QVERIFY2(peak(m) < last, modules);
             last = peak(m);
         }
+    }
+
+    // Activation offload: each offloaded layer's kept tensors leave the device (its activations'
+    // peak falls by one layer for each beyond the first: one layer is back for its backward), sit
+    // in the host's memory and cross the host link both ways, the same bytes out and back.
+    void activationOffloadMovesLayersToTheHost()
+    {
+        auto peak = [](const Measurement& m, MemoryCategory c) { return m.devices[0].memory_peak_bytes[size_t(c)]; };
+        TrainRequest r = baseRequest();
+        r.model = llamaModel();
+        r.steps = 2;
+        Measurement runs[3];
+        for (int n = 0; n < 3; ++n) {
+            r.layout = parse(QString("dp=2,offload_activations=%1").arg(n));
+            runs[n] = cluster(r);
+            QVERIFY2(!runs[n].error, runs[n].error ? runs[n].error->message.c_str() : "");
+        }
+        const double layer = peak(runs[1], MemoryCategory::Host);  // one layer of one micro-batch
+        QVERIFY(layer > 0);
+        QCOMPARE(peak(runs[0], MemoryCategory::Host), 0.0);
+        QCOMPARE(peak(runs[1], MemoryCategory::Activations), peak(runs[0], MemoryCategory::Activations));
+        QCOMPARE(peak(runs[2], MemoryCategory::Activations), peak(runs[0], MemoryCategory::Activations) - layer);
+        QCOMPARE(peak(runs[2], MemoryCategory::Host), 2 * layer);
+        const DeviceCounters& c = runs[2].devices[0].counters;
+        QVERIFY(c.host_bytes_to_host > 0);
+        QCOMPARE(c.host_bytes_to_host, c.host_bytes_to_device);
+        QCOMPARE(runs[0].devices[0].counters.host_bytes_to_host, 0.0);
+        QCOMPARE(runs[2].steps.back().loss, runs[0].steps.back().loss);
     }
 
     void moeRefusesWhatItDoesNotExecute_data()

@@ -270,9 +270,6 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         named != 0 && (postNorm(full.model) || full.model.family == ModelFamily::EncoderDecoder))
         throw InputError("recomputation of " + recomputeModulesToString(named) +
                          " is executed by the engine in pre-norm decoder layers only: no validation run");
-    if (fullLayout.offload_activations > 0)
-        throw InputError("activation offload to the host (offload_activations=" + s(fullLayout.offload_activations) +
-                         ") is not executed by the engine yet: no validation run");
     if (fullLayout.recompute_layers > 0) {
         if (fullLayout.recompute_method == RecomputeMethod::Uniform && fullLayout.recompute_layers > 1)
             throw InputError("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +
@@ -356,6 +353,15 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     ValidationCase& c = out.validation;
     engine::TrainRequest& r = c.request;
     r.model = scaledEngineModel(full.model, l);
+    // Activation offload keeps its shape at engine size: the first layer of the scaled stage when
+    // the plan offloads some of its layers, every layer when it offloads them all.
+    if (fullLayout.offload_activations > 0) {
+        const int fullLayers = fullLayout.stageLayers(full.model.totalLayers(), 0), layers = r.model.layers / l.pp;
+        l.offload_activations = fullLayout.offload_activations >= fullLayers ? layers : 1;
+        if (l.offload_activations != fullLayout.offload_activations)
+            notes.push_back("activation offload of " + s(fullLayout.offload_activations) + " of " + s(fullLayers) +
+                            " layers scaled to " + s(l.offload_activations) + " of " + s(layers));
+    }
     if (r.model.moe.enabled() && (r.model.moe.experts != full.model.moe.experts || r.model.moe.top_k != full.model.moe.top_k))
         notes.push_back(s(full.model.moe.experts) + " routed experts (top " + s(full.model.moe.top_k) + ") scaled to " +
                         s(r.model.moe.experts) + " (top " + s(r.model.moe.top_k) + "), each expert's width in its ratio "

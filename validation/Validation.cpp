@@ -557,6 +557,13 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
          &llama},
         {"Mixtral blocks, bf16 mixed, ep + recomputed layernorm + moe_act",
          "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act", bf16, &mixtral},
+        // Activation offload (Megatron-LM's --cpu-offloading-num-layers, TE's cpu_offload): the first
+        // layers' tensors to the host on a copy engine while the next layer computes, back one
+        // layer ahead of their backward.
+        {"Llama blocks, activation offload of 1 layer", "dp=2,offload_activations=1", fp32, &llama},
+        {"Llama blocks, bf16 mixed, tensor + sequence parallel + activation offload of 1 layer",
+         "dp=2,tp=2,sp=on,offload_activations=1", bf16, &llama},
+        {"GPT-2 blocks, ZeRO-1 + activation offload of 2 layers", "dp=2,zero=1,offload_activations=2", fp32, &gpt2},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
@@ -584,8 +591,9 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         r.links.inter_latency_s = 2e-5;
         r.links.node_devices = 4;
         // The offload rows' host: a PCIe-like link a quarter of the scale-up link's bandwidth, and
-        // the host memory bandwidth the default cost model prices CPU Adam at.
-        if (r.layout.offload == Offload::Optimizer) {
+        // the host memory bandwidth the default cost model prices CPU Adam at (and caps the
+        // activations' copies at).
+        if (r.layout.offload == Offload::Optimizer || r.layout.offload_activations > 0) {
             c.profile.host_link_bytes_per_second = r.links.intra_bytes_per_second / 4;
             c.profile.host_memory_bytes_per_second = defaultCostModelParams().host_memory_bytes_per_second;
         }
