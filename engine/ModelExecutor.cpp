@@ -160,9 +160,11 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     if (l.moe_dispatcher != MoeDispatcher::AllToAll)
         add("moe_dispatcher", std::string("the ") + toString(l.moe_dispatcher) +
                                   " token dispatcher is not executed by the engine (its MoE layers run alltoall)");
-    if (l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1)
-        add("recompute_layers", "uniform groups of " + s(l.recompute_layers) +
-                                    " layers recomputed whole are not executed here (block, or groups of one layer)");
+    if (l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Uniform && l.recompute_layers > 1 &&
+        (c.encoder_decoder || c.post_norm))
+        add("recompute_layers", "uniform groups of " + s(l.recompute_layers) + " layers recomputed whole in " +
+                                    (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers") +
+                                    " are not executed here (pre-norm decoder layers are)");
     // Selective recomputation runs the attention cores again (core_attn, Megatron's default), the
     // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act)
     // and the dense MLP (mlp), in pre-norm decoder layers; the other modules and activation
@@ -837,6 +839,10 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
             scratchTensors += std::int64_t(mDown_ + mQ_ + mR_) * Ns;
             scratchStats += (mQ_ > 0 ? 2 : 1) * (cfg_.layerNorm() ? 2 : 1) * Ns;
         }
+        // Uniform groups: a set per layer of the group and its inner outputs (carve()).
+        recomputeGroup_ = place_.layout.recomputeGroupLayers(Lc_);
+        scratchTensors = recomputeGroup_ * scratchTensors + (recomputeGroup_ - 1) * C * Ns;
+        scratchStats *= recomputeGroup_;
     } else if (recompute_ == Recompute::Selective) {
         scratchTensors = rerunCore_ ? att : 0;  // (named modules: rebuiltMlpSide / rebuiltInputNorm)
     }
@@ -1585,7 +1591,15 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     if (moe_ && counting)
         s.moe.resize(size_t(Lc_ + depths));
     s.mtp.resize(size_t(depths));
-    Acts shared{};
+    // Full recomputation in uniform groups of G layers (Megatron-LM's --recompute-method uniform
+    // --recompute-num-layers G): a set of scratch tensors for each layer of a group, and the
+    // outputs of its first G - 1 layers (the next ones' inputs), all rebuilt together in the
+    // backward of the group's last layer; only the group's input is kept.
+    const int G = full ? recomputeGroup_ : 1;
+    std::vector<Acts> sets(static_cast<size_t>(G));
+    std::vector<T*> innerOutputs(static_cast<size_t>(G - 1));
+    for (int j = 0; j < G; ++j) {
+    Acts& shared = sets[size_t(j)];
     if (full || rerunCore_)
         shared.att = sten.take(att);
     if (encDec_ && (full || selective))
@@ -1612,6 +1626,13 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             shared.resx = sten.take(C * Ns);
         }
     }
+    }
+    for (T*& out : innerOutputs)
+        out = sten.take(C * Ns);
+    const Acts& shared = sets[0];
+    // A recomputed layer's place in its group (MTP depths' layers: alone), and whether it ends it.
+    auto inGroup = [&](size_t k) { return k < size_t(Lc_) ? k % size_t(G) : 0; };
+    auto endsGroup = [&](size_t k) { return k >= size_t(Lc_) - 1 || inGroup(k) == size_t(G) - 1; };
     // Selective recomputation of named modules: what they rebuild is allocated per layer while it
     // runs (rebuiltMlpSide, rebuiltInputNorm), not kept.
     // A chunk's output is sent to the next device and its own backward does not read it
@@ -1625,8 +1646,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     for (size_t k = 0; k < s.layers.size(); ++k) {
         Acts& a = s.layers[k];
         if (recomputes(int(k))) {
-            a = shared;
-            a.res3 = output(a);  // the next layer's input: the only tensor kept
+            a = sets[inGroup(k)];
+            // the next layer's input: the only tensor kept (a group's inner ones: rebuilt)
+            a.res3 = endsGroup(k) ? output(a) : innerOutputs[inGroup(k)];
             continue;
         }
         Carver<T>& lt = tensorsOf(k);
@@ -1688,7 +1710,8 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         st.base = ten.base + ten.used;
         sst.base = sten.base ? sten.base + sten.used : nullptr;
     }
-    Acts sharedStats{};
+    std::vector<Acts> statSets(static_cast<size_t>(G));
+    for (Acts& sharedStats : statSets)
     if (full) {
         sharedStats.n1mean = ln ? sst.take(Ns) : nullptr;
         sharedStats.n1rstd = sst.take(Ns);
@@ -1710,6 +1733,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     for (size_t k = 0; k < s.layers.size(); ++k) {
         Acts& a = s.layers[k];
         if (recomputes(int(k))) {
+            const Acts& sharedStats = statSets[inGroup(k)];
             a.n1mean = sharedStats.n1mean;
             a.n1rstd = sharedStats.n1rstd;
             a.n2mean = sharedStats.n2mean;
@@ -2170,8 +2194,16 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     const Layer w = acquireLayer(s, k, false);
     const Acts& a = s.layers[size_t(k)];
     if (recomputes(k)) {
+        // (A uniform group's forward runs again, whole, in the backward of its last layer.)
         recomputing_ = true;
-        layerForward(k, s);
+        if (recomputeGroup_ > 1 && k < Lc_) {
+            const int first = k / recomputeGroup_ * recomputeGroup_;
+            if (k == std::min(Lc_, first + recomputeGroup_) - 1)
+                for (int i = first; i <= k; ++i)
+                    layerForward(i, s);
+        } else {
+            layerForward(k, s);
+        }
         recomputing_ = false;
     } else if (rerunCore_) {
         attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does

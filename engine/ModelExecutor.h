@@ -496,6 +496,7 @@ private:
     void freeOffloaded(Slot& s, int k);
     void reloadOffloaded(Slot& s, int k);
     int offloadActivations_ = 0;
+    int recomputeGroup_ = 1;  // full recomputation's uniform group (Layout::recomputeGroupLayers)
     bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)
     std::int64_t dropped_ = 0;
     std::vector<std::int64_t> routed_;

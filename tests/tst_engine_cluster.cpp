@@ -372,7 +372,13 @@ private slots:
                                    // tensors to the host and back: one of four, two, all four (pp 1: Megatron-LM has no
                                    // offload with pipeline parallelism).
                                    "dp=2,offload_activations=1", "dp=2,tp=2,sp=on,offload_activations=2",
-                                   "offload_activations=4"};
+                                   "offload_activations=4",
+                                   // Full recomputation in uniform groups (--recompute-method uniform
+                                   // --recompute-num-layers N): each group rebuilt whole in the backward
+                                   // of its last layer; 3 of 4 layers leave a group of one.
+                                   "tp=2,sp=on,recompute=full,recompute_method=uniform,recompute_layers=2",
+                                   "pp=2,mb=2,recompute=full,recompute_method=uniform,recompute_layers=2",
+                                   "dp=2,recompute=full,recompute_method=uniform,recompute_layers=3"};
         for (const char* row : llamaRows)
             QTest::newRow(qPrintable(QString("llama ") + row)) << QString(row) << true;
         QTest::newRow("pp=2,schedule=interleaved,v=2,mb=1,recompute=selective")
@@ -1046,6 +1052,7 @@ private slots:
                                 "tp=2,sp=on", "dp=2,tp=2,pp=2,sp=on,ep=2,mb=1", "dp=2,tp=2,sp=on,ep=2",
                                 "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3",
                                 "dp=8,ep=2,zero=1,zero_group=4", "dp=4,tp=2,sp=on,ep=2,zero=3,zero_group=2",
+                                "dp=2,ep=2,recompute=full,recompute_method=uniform,recompute_layers=2",
                                 // (the dense first layer's MLP checkpointed, the shared expert's kept)
                                 "dp=2,tp=2,sp=on,ep=2,etp=1,recompute=selective,recompute_modules=moe_act+mlp"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);

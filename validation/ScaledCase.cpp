@@ -271,9 +271,11 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
         throw InputError("recomputation of " + recomputeModulesToString(named) +
                          " is executed by the engine in pre-norm decoder layers only: no validation run");
     if (fullLayout.recompute_layers > 0) {
+        // Uniform groups of several layers keep that shape: the scaled chunk's layers recomputed
+        // as one group (engine::ModelExecutor rebuilds a group whole in its last layer's backward).
         if (fullLayout.recompute_method == RecomputeMethod::Uniform && fullLayout.recompute_layers > 1)
-            throw InputError("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +
-                             " layers is not executed by the engine yet: no validation run");
+            notes.push_back("uniform recomputation in groups of " + s(fullLayout.recompute_layers) +
+                            " layers scaled to groups of the scaled chunk's layers");
         if (fullLayout.recompute_method == RecomputeMethod::Block) {
             const int chunkLayers = fullLayout.stageLayers(full.model.totalLayers(), fullLayout.pp > 2 ? 1 : 0) /
                                     fullLayout.virtual_stages;

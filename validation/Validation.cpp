@@ -564,6 +564,12 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
         {"Llama blocks, bf16 mixed, tensor + sequence parallel + activation offload of 1 layer",
          "dp=2,tp=2,sp=on,offload_activations=1", bf16, &llama},
         {"GPT-2 blocks, ZeRO-1 + activation offload of 2 layers", "dp=2,zero=1,offload_activations=2", fp32, &gpt2},
+        // Full recomputation in uniform groups (--recompute-method uniform --recompute-num-layers 2):
+        // only each group's input kept, the group rebuilt whole in its last layer's backward.
+        {"Llama blocks, tensor + sequence parallel + full recomputation in uniform groups of 2",
+         "tp=2,sp=on,recompute=full,recompute_method=uniform,recompute_layers=2", fp32, &llama},
+        {"Mixtral blocks, full recomputation in uniform groups of 2",
+         "dp=2,recompute=full,recompute_method=uniform,recompute_layers=2", fp32, &mixtral},
     };
     std::vector<ValidationCase> cases;
     for (const Row& row : rows) {
