@@ -166,13 +166,13 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
                                     (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers") +
                                     " are not executed here (pre-norm decoder layers are)");
     // Selective recomputation runs the attention cores again (core_attn, Megatron's default), the
-    // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act)
-    // and the dense MLP (mlp), in pre-norm decoder layers; the other modules and activation
-    // offload to the host are priced by the planner, not executed.
-    const unsigned executed = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp;
+    // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act),
+    // the dense MLP (mlp) and the whole MoE block (moe), in pre-norm decoder layers; mla_up_proj
+    // and shared_experts are priced by the planner, not executed.
+    const unsigned executed = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp | kRecomputeMoe;
     if (const unsigned others = l.recomputedModules() & ~executed; others != 0)
         add("recompute_modules", "recomputation of " + recomputeModulesToString(others) +
-                                     " is not executed here (core_attn, layernorm, moe_act and mlp are)");
+                                     " is not executed here (core_attn, layernorm, moe_act, mlp and moe are)");
     if (const unsigned named = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn);
         named != 0 && (c.post_norm || c.encoder_decoder))
         add("recompute_modules", "recomputation of " + recomputeModulesToString(named) + " in " +
@@ -656,6 +656,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
                      ((modules & kRecomputeCoreAttn) != 0 || cfg_.post_norm || cfg_.encoder_decoder);
         rebuildNorms_ = (modules & kRecomputeLayernorm) != 0;
         rebuildMlp_ = (modules & kRecomputeMlp) != 0;
+        rebuildMoe_ = (modules & kRecomputeMoe) != 0;
     }
     blockLayers_ =
         l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Block ? l.recompute_layers : 0;
@@ -1317,6 +1318,12 @@ bool ModelExecutor<T>::rebuildsPreMlp(bool moeLayer) const
 }
 
 template <class T>
+bool ModelExecutor<T>::rebuildsMoe() const
+{
+    return recompute_ == Recompute::Selective && rebuildMoe_ && !cfg_.post_norm && !encDec_;
+}
+
+template <class T>
 DeviceBuffer ModelExecutor<T>::rebuiltMlpSide(Slot& s, int k, bool backward)
 {
     const bool moe = cfg_.moeLayer(modelLayer(s, k));
@@ -1410,7 +1417,8 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
             meanCopies_ += saved.mean_copies;
         }
         k_.biasResidual(a.res3, ws_->partial, nullptr, a.res2, C, Ns);
-        if (recomputes(k) && !recomputing_) {
+        // (moe: the block checkpointed, its input kept; everything it saved is rebuilt.)
+        if ((recomputes(k) || rebuildsMoe()) && !recomputing_) {
             saved.release();
         }
         releaseLayer(s, k, false);
@@ -1599,33 +1607,33 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     std::vector<Acts> sets(static_cast<size_t>(G));
     std::vector<T*> innerOutputs(static_cast<size_t>(G - 1));
     for (int j = 0; j < G; ++j) {
-    Acts& shared = sets[size_t(j)];
-    if (full || rerunCore_)
-        shared.att = sten.take(att);
-    if (encDec_ && (full || selective))
-        shared.catt = sten.take(att);
-    if (full) {
-        shared.ln1 = sten.take(C * Ns);
-        shared.qkv = sten.take(qkvRows_ * Nm);
-        shared.qkpre = cfg_.qk_norm ? sten.take(qkNormed) : nullptr;
-        if (mla_) {
-            shared.mdown = sten.take(std::int64_t(mDown_) * Ns);
-            shared.mqn = mQ_ > 0 ? sten.take(std::int64_t(mQ_) * Ns) : nullptr;
-            shared.mkvn = sten.take(std::int64_t(mR_) * Ns);
+        Acts& shared = sets[size_t(j)];
+        if (full || rerunCore_)
+            shared.att = sten.take(att);
+        if (encDec_ && (full || selective))
+            shared.catt = sten.take(att);
+        if (full) {
+            shared.ln1 = sten.take(C * Ns);
+            shared.qkv = sten.take(qkvRows_ * Nm);
+            shared.qkpre = cfg_.qk_norm ? sten.take(qkNormed) : nullptr;
+            if (mla_) {
+                shared.mdown = sten.take(std::int64_t(mDown_) * Ns);
+                shared.mqn = mQ_ > 0 ? sten.take(std::int64_t(mQ_) * Ns) : nullptr;
+                shared.mkvn = sten.take(std::int64_t(mR_) * Ns);
+            }
+            shared.atty = sten.take(std::int64_t(qdt_) * Nm);
+            shared.res2 = sten.take(C * Ns);
+            shared.ln2 = sten.take(C * Ns);
+            shared.fch = denseMlpHere_ ? sten.take(std::int64_t(Fin_) * Nm) : nullptr;
+            shared.fchg = denseMlpHere_ ? sten.take(std::int64_t(Ft_) * Nm) : nullptr;
+            if (encDec_) {
+                shared.lnx = sten.take(C * Ns);
+                shared.cq = sten.take(std::int64_t(qdt_) * Nm);
+                shared.ckv = sten.take(2 * std::int64_t(kvdt_) * Nm);
+                shared.catty = sten.take(std::int64_t(qdt_) * Nm);
+                shared.resx = sten.take(C * Ns);
+            }
         }
-        shared.atty = sten.take(std::int64_t(qdt_) * Nm);
-        shared.res2 = sten.take(C * Ns);
-        shared.ln2 = sten.take(C * Ns);
-        shared.fch = denseMlpHere_ ? sten.take(std::int64_t(Fin_) * Nm) : nullptr;
-        shared.fchg = denseMlpHere_ ? sten.take(std::int64_t(Ft_) * Nm) : nullptr;
-        if (encDec_) {
-            shared.lnx = sten.take(C * Ns);
-            shared.cq = sten.take(std::int64_t(qdt_) * Nm);
-            shared.ckv = sten.take(2 * std::int64_t(kvdt_) * Nm);
-            shared.catty = sten.take(std::int64_t(qdt_) * Nm);
-            shared.resx = sten.take(C * Ns);
-        }
-    }
     }
     for (T*& out : innerOutputs)
         out = sten.take(C * Ns);
@@ -1711,23 +1719,24 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         sst.base = sten.base ? sten.base + sten.used : nullptr;
     }
     std::vector<Acts> statSets(static_cast<size_t>(G));
-    for (Acts& sharedStats : statSets)
-    if (full) {
-        sharedStats.n1mean = ln ? sst.take(Ns) : nullptr;
-        sharedStats.n1rstd = sst.take(Ns);
-        sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
-        sharedStats.n2rstd = sst.take(Ns);
-        sharedStats.qkmean = cfg_.qk_norm && ln ? sst.take(qkHeads) : nullptr;
-        sharedStats.qkrstd = cfg_.qk_norm ? sst.take(qkHeads) : nullptr;
-        if (mla_) {
-            sharedStats.mqmean = mQ_ > 0 && ln ? sst.take(Ns) : nullptr;
-            sharedStats.mqrstd = mQ_ > 0 ? sst.take(Ns) : nullptr;
-            sharedStats.mkvmean = ln ? sst.take(Ns) : nullptr;
-            sharedStats.mkvrstd = sst.take(Ns);
-        }
-        if (encDec_) {
-            sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
-            sharedStats.nxrstd = sst.take(Ns);
+    for (Acts& sharedStats : statSets) {
+        if (full) {
+            sharedStats.n1mean = ln ? sst.take(Ns) : nullptr;
+            sharedStats.n1rstd = sst.take(Ns);
+            sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
+            sharedStats.n2rstd = sst.take(Ns);
+            sharedStats.qkmean = cfg_.qk_norm && ln ? sst.take(qkHeads) : nullptr;
+            sharedStats.qkrstd = cfg_.qk_norm ? sst.take(qkHeads) : nullptr;
+            if (mla_) {
+                sharedStats.mqmean = mQ_ > 0 && ln ? sst.take(Ns) : nullptr;
+                sharedStats.mqrstd = mQ_ > 0 ? sst.take(Ns) : nullptr;
+                sharedStats.mkvmean = ln ? sst.take(Ns) : nullptr;
+                sharedStats.mkvrstd = sst.take(Ns);
+            }
+            if (encDec_) {
+                sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
+                sharedStats.nxrstd = sst.take(Ns);
+            }
         }
     }
     for (size_t k = 0; k < s.layers.size(); ++k) {
@@ -2232,8 +2241,19 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
         // Megatron scales it (router.py attach_and_log_load_balancing_loss): this micro-batch's
         // loss tokens over the step's.
         const double batchTokens = double(mb_) * (cfg_.masked_lm ? predictedPerSequence(cfg_) : T_);
+        DeviceBuffer rerunOutput;
+        if (!recomputes(k) && rebuildsMoe()) {
+            // moe: the block's forward again from its input (Megatron-LM's checkpointed MoELayer):
+            // the router, the dispatch and combine with their all-to-alls, the experts; the same
+            // routing; its output live through the block's backward and dropped.
+            rerunOutput = dev_.allocator().allocate(MemoryCategory::Activations, double(C * Ns) * e_, size_t(C * Ns),
+                                                    sizeof(T), false);
+            moe_->forward(s.moe[size_t(k)], rerunOutput.template as<T>(), a.ln2,
+                          {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias}, Ns);
+        }
         moe_->backward(s.moe[size_t(k)], ws_->partial, dres, {w.router, w.ein, w.eout, w.sin, w.sout, w.expbias},
                        {d.router, d.ein, d.eout, d.sin, d.sout}, T(batchTokens / double(opts_.global_tokens)));
+        rerunOutput.release();
         k_.normBackward(cfg_.norm, dres, d.n2w, d.n2b, ws_->partial, a.res2, w.n2w, a.n2mean, a.n2rstd, C, Ns);
     } else {
         // MLP. The row-split product needs the whole output gradient: under SP gather it.

@@ -475,7 +475,8 @@ private:
     // the attention cores again (core_attn); the pre-MLP norm of an MoE layer and the input norm of
     // an MLA layer, the norms Megatron's TE spec runs on their own (layernorm); the dense MLP with
     // its fused norm, checkpointed (mlp). moe_act is the MoE block's (MoeShape).
-    bool rerunCore_ = false, rebuildNorms_ = false, rebuildMlp_ = false;
+    bool rerunCore_ = false, rebuildNorms_ = false, rebuildMlp_ = false, rebuildMoe_ = false;
+    bool rebuildsMoe() const;  // the MoE block checkpointed (moe)
     // The MLP again under "mlp": its output (the layer's, kept) rebuilt here and dropped.
     T* mlpRerunOut_ = nullptr;
     // Whether a pre-norm decoder layer's input norm (MLA, layernorm) or its MLP side (an MoE

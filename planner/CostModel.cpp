@@ -1567,7 +1567,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             const double flops = 2.0 * (routedCopies * D.matrices * h * expertLocal + T * D.matrices * h * sharedLocalAll +
                                         D.T_moe * D.experts * h);
             record(kRecomputeMoe, sc.moe_layers, bytes, moeBlockFwd + moePermute + perByte * moeSaved, flops);
-            moeSide += bytes;
+            // (with its output, made again and live through the block's backward, as mlp's)
+            moeSide += bytes + activation_bytes_ * tokensSp * h;
         }
         if ((modules & kRecomputeSharedExperts) && !wholeMoe && sc.moe_layers > 0 && sharedLocalAll > 0) {
             // The shared experts' pre-activation and activation over the tokens (moeSaved's share).
@@ -1622,6 +1623,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         };
         double forward = nEnc * layerForward(2, 2, 1) + nDec * layerForward(3, 3, 2);
         double backward = nEnc * layerBackward(2, 1) + nDec * layerBackward(3, 2);
+        double moeForward = 0;  // one MoE layer's forward
         if (sc.moe_layers > 0) {
             // A MoE layer (the engine's MoeMlp charges): the experts' and shared experts'
             // activations, the routed ones weighted by their copies' router weights (its
@@ -1632,8 +1634,9 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             // over the devices the routing does not matter.
             const double routedActivated = expertF * routedCopies, activated = routedActivated + sharedF * D.T_moe;
             // (The shared experts' output is added to the routed ones', C per token.)
-            forward += sc.moe_layers * (act.forward * activated + ops::kRouterWeight.forward * routedActivated +
-                                        h * copies + (sharedF > 0 ? h * D.T_moe : 0.0));
+            moeForward = act.forward * activated + ops::kRouterWeight.forward * routedActivated + h * copies +
+                         (sharedF > 0 ? h * D.T_moe : 0.0);
+            forward += sc.moe_layers * moeForward;
             backward += sc.moe_layers * (act.backward * activated +
                                          (act.forward + ops::kRouterWeight.backward) * routedActivated + h * copies +
                                          h * D.T_moe);
@@ -1650,6 +1653,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                     sc.moe_layers * (act.forward + ops::kRouterWeight.forward) * expertF * routedCopies;
             if (modules & kRecomputeMlp)
                 sc.vector_flops_mb += denseLayers * (norm.forward * h * Ts + act.forward * T * D.f_local + add * h * Ts);
+            if (modules & kRecomputeMoe)
+                sc.vector_flops_mb += sc.moe_layers * moeForward;
         }
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;

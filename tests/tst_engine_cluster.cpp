@@ -1026,6 +1026,9 @@ private slots:
                                 // Named modules: the pre-MLP norm and the experts' activation rebuilt.
                                 "dp=2,ep=2,recompute=selective,recompute_modules=layernorm+moe_act",
                                 "dp=2,tp=2,sp=on,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act",
+                                // The MoE block checkpointed (moe): its dispatch and combine again.
+                                "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe",
+                                "dp=2,tp=2,sp=on,ep=2,recompute=selective,recompute_modules=layernorm+moe",
                                 // Expert tensor parallelism (etp = tp, Megatron's default): each expert's
                                 // matrices split over the etp group, the copies gathered over it.
                                 "tp=2,sp=on", "dp=2,tp=2,sp=on,ep=2", "dp=4,tp=2,sp=on,ep=4",
@@ -1094,13 +1097,15 @@ private slots:
         const int ep = std::max(1, l.ep);
         const double tokens = double(l.micro_batch) * r.model.seq / l.cp / (l.sequence_parallel ? l.tp : 1);
         const double microBatches = double(r.batch) / (l.dp * l.micro_batch);
-        // (Full recomputation dispatches and combines a recomputed layer's copies once more: 2 more.)
+        // (Full recomputation, and recompute_modules=moe, dispatch and combine a recomputed layer's
+        // copies once more: 2 more.)
         for (const DeviceMeasurement& d : m.devices) {
             double held = 0;
             for (int k = 0; k < r.model.layers / l.pp; ++k) {
                 const bool moe = r.model.moeLayer(d.pp_rank * (r.model.layers / l.pp) + k);
-                const bool recomputed = l.recompute == Recompute::Full &&
-                                        (l.recompute_method != RecomputeMethod::Block || k < l.recompute_layers);
+                const bool recomputed = (l.recompute == Recompute::Full &&
+                                         (l.recompute_method != RecomputeMethod::Block || k < l.recompute_layers)) ||
+                                        l.recomputes(kRecomputeMoe);  // (the block checkpointed: the same)
                 held += moe ? (recomputed ? 1.5 : 1.0) : 0.0;
             }
             const double perCopyBytes = 4 * r.model.hidden * 4.0 + 2 * 4.0;
@@ -1322,10 +1327,10 @@ private slots:
         // (Megatron-LM: "Expert data parallel size should be divisible by partial DistOpt shard factor".)
         QTest::newRow("2 HSDP replicas of an edp group of 1") << "dp=4,ep=4,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
-        // Selective recomputation of the whole MoE layer (moe), and activation offload: priced by
-        // the planner, not executed.
-        QTest::newRow("recompute_modules=moe")
-            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+moe" << "layout.recompute_modules";
+        // Selective recomputation of the shared experts alone, and activation offload with MoE:
+        // priced by the planner, not executed.
+        QTest::newRow("recompute_modules=shared_experts")
+            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+shared_experts" << "layout.recompute_modules";
         QTest::newRow("offload_activations=1") << "dp=2,ep=2,offload_activations=1" << "layout.offload_activations";
     }
     void moeRefusesWhatItDoesNotExecute()

@@ -312,11 +312,12 @@ private slots:
             QVERIFY2(r.moe_measured_load >= 1.0, r.c.name.c_str());
             const MetricComparison* m = r.metric("activations_bytes_at_measured_load");
             QVERIFY2(m, r.c.name.c_str());
-            // (moe_act's rebuilt activations at the peak are one layer's, the layer whose backward
-            // runs first, at its own load; the measured load is the step's over all layers: within
-            // the 3% for activations.)
-            const bool rebuiltAct = (l.recomputedModules() & kRecomputeMoeAct) != 0;
-            QVERIFY2(std::fabs(m->predicted - m->measured) <= (rebuiltAct ? 0.03 : 1e-9) * m->measured,
+            // (What moe_act and moe rebuild at the peak is one layer's, the layer whose backward runs
+            // first, at its own load; the measured load is the step's over all its MoE layers, which
+            // on these 2-4 layer models with tiny micro-batches differ by up to 1.5x (moe rebuilds
+            // the whole saved set, half the peak here): within 10%.)
+            const bool rebuilt = (l.recomputedModules() & (kRecomputeMoeAct | kRecomputeMoe)) != 0;
+            QVERIFY2(std::fabs(m->predicted - m->measured) <= (rebuilt ? 0.10 : 1e-9) * m->measured,
                      qPrintable(QString("%1: predicted %2, measured %3 at load %4")
                                     .arg(r.c.name.c_str())
                                     .arg(m->predicted)

@@ -260,9 +260,10 @@ ScaledCase scaledValidationCase(const Problem& full, const Layout& fullLayout, i
     // Block recomputation of some of a chunk's layers keeps that shape on the scaled model's
     // chunks (1 to 3 layers): their first layer, or every layer when the plan recomputes a
     // whole chunk.
-    // The engine rebuilds the attention cores, the TE spec's own norms, the experts' activation and
-    // the dense MLP (engine/ModelExecutor.cpp validate), in pre-norm decoder layers.
-    const unsigned executedModules = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp;
+    // The engine rebuilds the attention cores, the TE spec's own norms, the experts' activation, the
+    // dense MLP and the MoE block (engine/ModelExecutor.cpp validate), in pre-norm decoder layers.
+    const unsigned executedModules =
+        kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp | kRecomputeMoe;
     if (const unsigned others = fullLayout.recomputedModules() & ~executedModules; others != 0)
         throw InputError("recomputation of " + recomputeModulesToString(others) +
                          " is not executed by the engine yet: no validation run");

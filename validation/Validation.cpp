@@ -557,6 +557,8 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
          &llama},
         {"Mixtral blocks, bf16 mixed, ep + recomputed layernorm + moe_act",
          "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act", bf16, &mixtral},
+        {"DeepSeek-style MoE, ep + recomputed moe (the block checkpointed, its all-to-alls again)",
+         "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+moe", fp32, &deepseek},
         // Activation offload (Megatron-LM's --cpu-offloading-num-layers, TE's cpu_offload): the first
         // layers' tensors to the host on a copy engine while the next layer computes, back one
         // layer ahead of their backward.
