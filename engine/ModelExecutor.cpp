@@ -169,10 +169,23 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
     // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act),
     // the dense MLP (mlp) and the whole MoE block (moe), in pre-norm decoder layers; mla_up_proj
     // and shared_experts are priced by the planner, not executed.
-    const unsigned executed = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp | kRecomputeMoe;
+    const unsigned executed =
+        kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp | kRecomputeMoe | kRecomputeMlaUpProj;
     if (const unsigned others = l.recomputedModules() & ~executed; others != 0)
         add("recompute_modules", "recomputation of " + recomputeModulesToString(others) +
-                                     " is not executed here (core_attn, layernorm, moe_act, mlp and moe are)");
+                                     " is not executed here (core_attn, layernorm, moe_act, mlp, moe and mla_up_proj are)");
+    // mla_up_proj rebuilds q, k, v from the latents a device keeps, without the RoPE key's gather
+    // under sp again (Megatron keeps its checkpoint's inputs gathered), on one cp rank, and from the
+    // kept input norm when q is not compressed.
+    if (l.recomputes(kRecomputeMlaUpProj) && c.mla.enabled()) {
+        const char* why = l.sequence_parallel && l.tp > 1 ? "sequence parallelism"
+                          : l.cp > 1                       ? "context parallelism"
+                          : c.mla.q_lora_rank == 0 && l.recomputes(kRecomputeLayernorm)
+                              ? "layernorm recomputed too without q compression"
+                              : nullptr;
+        if (why)
+            add("recompute_modules", std::string("recomputation of mla_up_proj with ") + why + " is not executed here");
+    }
     if (const unsigned named = l.recomputedModules() & ~unsigned(kRecomputeCoreAttn);
         named != 0 && (c.post_norm || c.encoder_decoder))
         add("recompute_modules", "recomputation of " + recomputeModulesToString(named) + " in " +
@@ -657,6 +670,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         rebuildNorms_ = (modules & kRecomputeLayernorm) != 0;
         rebuildMlp_ = (modules & kRecomputeMlp) != 0;
         rebuildMoe_ = (modules & kRecomputeMoe) != 0;
+        rebuildUpProj_ = (modules & kRecomputeMlaUpProj) != 0;
     }
     blockLayers_ =
         l.recompute == Recompute::Full && l.recompute_method == RecomputeMethod::Block ? l.recompute_layers : 0;
@@ -1318,6 +1332,23 @@ bool ModelExecutor<T>::rebuildsPreMlp(bool moeLayer) const
 }
 
 template <class T>
+bool ModelExecutor<T>::rebuildsUpProj() const
+{
+    return recompute_ == Recompute::Selective && rebuildUpProj_ && mla_ && !cfg_.post_norm && !encDec_;
+}
+
+template <class T>
+DeviceBuffer ModelExecutor<T>::rebuiltQkv(Slot& s, int k)
+{
+    if (recomputes(k) || !rebuildsUpProj())
+        return {};
+    DeviceBuffer b = dev_.allocator().allocate(MemoryCategory::Activations, double(qkvRows_ * Nm_) * e_,
+                                               size_t(qkvRows_ * Nm_), sizeof(T), false);
+    s.layers[size_t(k)].qkv = b.template as<T>();
+    return b;
+}
+
+template <class T>
 bool ModelExecutor<T>::rebuildsMoe() const
 {
     return recompute_ == Recompute::Selective && rebuildMoe_ && !cfg_.post_norm && !encDec_;
@@ -1381,6 +1412,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
     const T* x = layerInput(s, k);
 
     DeviceBuffer inputNorm = rebuiltInputNorm(s, k);  // (layernorm on MLA: this side's only)
+    DeviceBuffer upProjected = rebuiltQkv(s, k);      // (mla_up_proj: until the attention has run)
     k_.normForward(cfg_.norm, a.ln1, a.n1mean, a.n1rstd, x, w.n1w, w.n1b, C, Ns, cfg_.norm_eps);
     if (mla_) {
         mlaAttentionForward(a, w);
@@ -1394,6 +1426,7 @@ void ModelExecutor<T>::layerForward(int k, Slot& s)
             k_.ropeForward(a.qkv, qkvRows_, 0, NHt_ + NKVt_, hd_, positions_.data(), Nm, cfg_.rope_base);
     }
     attentionCore(a, s);
+    upProjected.release();
     rowParallelForward(a.res2, a.atty, qdt_, w.aw, w.ab, x);
 
     const DeviceBuffer mlpSide = rebuiltMlpSide(s, k, false);  // (released with the layer's forward)
@@ -1662,7 +1695,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         Carver<T>& lt = tensorsOf(k);
         const bool moe = cfg_.moeLayer(modelLayer(s, int(k)));  // the MoE block keeps its own (MoeSaved)
         a.ln1 = rebuildsInputNorm() ? nullptr : lt.take(C * Ns);
-        a.qkv = lt.take(qkvRows_ * Nm);
+        a.qkv = rebuildsUpProj() ? nullptr : lt.take(qkvRows_ * Nm);
         a.qkpre = cfg_.qk_norm ? lt.take(qkNormed) : nullptr;
         if (mla_) {  // the down product's output and the latent norms' outputs (Megatron keeps them so)
             a.mdown = lt.take(std::int64_t(mDown_) * Ns);
@@ -2214,9 +2247,14 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
             layerForward(k, s);
         }
         recomputing_ = false;
-    } else if (rerunCore_) {
-        attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
     }
+    // mla_up_proj: q, k, v again from the kept latents (the up products and RoPE), before the
+    // attention core reads them (its rerun under core_attn too), freed after its backward.
+    DeviceBuffer upProjected = rebuiltQkv(s, k);
+    if (upProjected.elements() > 0)
+        mlaUpProjection(a, w);
+    if (!recomputes(k) && rerunCore_)
+        attentionCore(a, s);  // the attention over V too, as Megatron-LM's checkpoint of the core does
     const Layer d = acquireLayer(s, k, true);
     T* dres = ws_->dres;  // (C, Ns): d res3 on entry, d x on exit
     const bool moeLayer = cfg_.moeLayer(modelLayer(s, k));
@@ -2269,6 +2307,7 @@ void ModelExecutor<T>::layerBackward(int k, Slot& s)
     // Attention.
     k_.matmulBackward(ws_->datty, d.aw, d.ab, gatherTokens(dres, ws_->dresFull), a.atty, w.aw, qdt_, C, Nm);
     attentionCoreBackward(a, k, selfAttentionShape(s, k));
+    upProjected.release();
     if (mla_) {
         const DeviceBuffer inputNorm = rebuiltInputNorm(s, k);  // its input norm (layernorm)
         if (inputNorm.elements() > 0)
@@ -2315,6 +2354,15 @@ void ModelExecutor<T>::mlaAttentionForward(const Acts& a, const Layer& w)
     if (Q > 0)
         k_.normForward(cfg_.norm, a.mqn, a.mqmean, a.mqrstd, a.mdown, w.mqnw, w.mqnb, Q, Ns, eps, D);
     k_.normForward(cfg_.norm, a.mkvn, a.mkvmean, a.mkvrstd, a.mdown + Q, w.mkvnw, w.mkvnb, R, Ns, eps, D);
+    mlaUpProjection(a, w);
+}
+
+// The up products, RoPE and the assembled q, k, v (a.qkv) from the kept latents: the forward's
+// second half, and what recompute_modules=mla_up_proj runs again before the attention's backward.
+template <class T>
+void ModelExecutor<T>::mlaUpProjection(const Acts& a, const Layer& w)
+{
+    const std::int64_t Ns = Ns_, Nm = Nm_, D = mDown_, Q = mQ_, R = mR_, P = mP_;
     const T* qIn = Q > 0 ? gatherRows(a.mqn, Q, ws_->mqg) : gatherTokens(a.ln1, ws_->gath);
     k_.matmulForward(ws_->mq, qIn, w.mqw, nullptr, nullptr, mQin_, mQup_, Nm);
     k_.matmulForward(ws_->mkv, gatherRows(a.mkvn, R, ws_->mkvg), w.mkvw, nullptr, nullptr, R, mKvup_, Nm);

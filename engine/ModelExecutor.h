@@ -368,6 +368,7 @@ private:
     int mQ_ = 0, mR_ = 0, mP_ = 0, mN_ = 0, mV_ = 0, mDown_ = 0, mQin_ = 0;
     std::int64_t mQup_ = 0, mKvup_ = 0;
     void mlaAttentionForward(const Acts& a, const Layer& w);
+    void mlaUpProjection(const Acts& a, const Layer& w);
     void mlaAttentionBackward(const Acts& a, const Layer& w, const Layer& d, const T* x);
     // gatherTokens/reduceTokens for a (rows, Ns) shard / (rows, Nm) partial.
     const T* gatherRows(const T* shard, std::int64_t rows, T* full);
@@ -477,6 +478,9 @@ private:
     // its fused norm, checkpointed (mlp). moe_act is the MoE block's (MoeShape).
     bool rerunCore_ = false, rebuildNorms_ = false, rebuildMlp_ = false, rebuildMoe_ = false;
     bool rebuildsMoe() const;  // the MoE block checkpointed (moe)
+    bool rebuildUpProj_ = false;
+    bool rebuildsUpProj() const;  // MLA's q, k, v rebuilt from the latents (mla_up_proj)
+    DeviceBuffer rebuiltQkv(Slot& s, int k);
     // The MLP again under "mlp": its output (the layer's, kept) rebuilt here and dropped.
     T* mlpRerunOut_ = nullptr;
     // Whether a pre-norm decoder layer's input norm (MLA, layernorm) or its MLP side (an MoE

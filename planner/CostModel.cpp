@@ -1655,6 +1655,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                 sc.vector_flops_mb += denseLayers * (norm.forward * h * Ts + act.forward * T * D.f_local + add * h * Ts);
             if (modules & kRecomputeMoe)
                 sc.vector_flops_mb += sc.moe_layers * moeForward;
+            if ((modules & kRecomputeMlaUpProj) && model.mla.enabled())  // RoPE on q and the key again
+                sc.vector_flops_mb += nEnc * ops::kRope.forward * rope;
         }
         if (firstStage) {
             const bool learned = model.positions == PositionKind::Learned;

@@ -992,9 +992,13 @@ private slots:
                                 // all-to-all CP: q/k heads of 10 and value heads of 5 split over cp
                                 "cp=2,cp_comm=a2a", "cp=2,cp_comm=a2a,recompute=full",
                                 // layernorm: MLA's input norm rebuilt (the TE spec's own norm)
-                                "tp=2,sp=on,recompute=selective,recompute_modules=layernorm+mlp"})
+                                "tp=2,sp=on,recompute=selective,recompute_modules=layernorm+mlp",
+                                // mla_up_proj: q, k, v rebuilt from the latents (DeepSeek-V3's recipes)
+                                "tp=2,recompute=selective,recompute_modules=mla_up_proj",
+                                "dp=2,pp=2,mb=1,recompute=selective,recompute_modules=core_attn+layernorm+mla_up_proj"})
             QTest::newRow(qPrintable(QString("mla ") + row)) << QString("mla") << QString(row);
-        for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2"})
+        for (const char* row : {"tp=2,sp=on", "tp=2", "dp=2,pp=2,zero=1,mb=2",
+                                "dp=2,recompute=selective,recompute_modules=core_attn+mla_up_proj"})
             QTest::newRow(qPrintable(QString("mla-plain ") + row)) << QString("mla-plain") << QString(row);
     }
     void catalogBlocksReproduceOneDevice()

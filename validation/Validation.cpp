@@ -557,6 +557,10 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
          &llama},
         {"Mixtral blocks, bf16 mixed, ep + recomputed layernorm + moe_act",
          "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+layernorm+moe_act", bf16, &mixtral},
+        {"DeepSeek-V3 blocks, ep + recomputed mla_up_proj + mlp (DeepSeek-V3's 26.04.01 recipe)",
+         "dp=4,ep=4,recompute=selective,recompute_modules=mla_up_proj+mlp", fp32, &deepseekV3},
+        {"MLA blocks, tensor parallel + recomputed core_attn + mla_up_proj", "tp=2,recompute=selective,"
+         "recompute_modules=core_attn+mla_up_proj", fp32, &mla},
         {"DeepSeek-style MoE, ep + recomputed moe (the block checkpointed, its all-to-alls again)",
          "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+moe", fp32, &deepseek},
         // Activation offload (Megatron-LM's --cpu-offloading-num-layers, TE's cpu_offload): the first
