@@ -277,17 +277,19 @@ struct ModelExecutor<T>::Slot {
         std::vector<int> inputs, targets;
     };
     std::vector<Mtp> mtp;
-    // Activation offload (the chunk's first offloaded layers): each layer's kept tensors, its input
-    // first, then its statistics, in an allocation of its own while on the device (base non-null),
-    // in the host's memory between its forward and its backward; their sizes (from the counting
-    // carve) and the copies' completion times on the device clock.
-    struct Offloaded {
+    // A pre-norm decoder layer's kept tensors, its input first, then its statistics, in an
+    // allocation of its own (base non-null while on the device), made before the layer before it
+    // writes that input and freed after the layer's backward, as autograd frees a layer's saved
+    // tensors; an offloaded layer's (the chunk's first offloadedLayers()) are in the host's memory
+    // between its forward and its backward. Their sizes (from the counting carve) and the copies'
+    // completion times on the device clock.
+    struct LayerBuffer {
         DeviceBuffer device, host;
         T* base = nullptr;
         std::int64_t tensors = 0, stats = 0;
         double done_s = 0;
     };
-    std::vector<Offloaded> offloaded;
+    std::vector<LayerBuffer> own;
 };
 
 template <class T>
@@ -1611,20 +1613,20 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         ten.base = s.buffer.template as<T>();
         sten.base = scratch_.template as<T>();
     }
-    // Offloaded layers (the chunk's first offloadLayers_): a carver each, for its input and tensors
-    // and for its statistics (no base while the layer is in the host's memory).
-    const int offloaded = offloadedLayers();
-    s.offloaded.resize(size_t(offloaded));
-    std::vector<Carver<T>> offTen(static_cast<size_t>(offloaded)), offSt(static_cast<size_t>(offloaded));
-    for (int k = 0; k < offloaded; ++k) {
-        typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    // Layers with allocations of their own (ownedLayers()): a carver each, for its input and
+    // tensors and for its statistics (no base while the layer is not on the device).
+    const int owned = ownedLayers();
+    s.own.resize(size_t(owned));
+    std::vector<Carver<T>> offTen(static_cast<size_t>(owned)), offSt(static_cast<size_t>(owned));
+    for (int k = 0; k < owned; ++k) {
+        typename Slot::LayerBuffer& o = s.own[size_t(k)];
         if (!counting && o.base) {
             offTen[size_t(k)].base = o.base;
             offSt[size_t(k)].base = o.base + o.tensors;
         }
     }
-    auto tensorsOf = [&](size_t k) -> Carver<T>& { return int(k) < offloaded ? offTen[k] : ten; };
-    auto statsOf = [&](size_t k) -> Carver<T>& { return int(k) < offloaded ? offSt[k] : st; };
+    auto tensorsOf = [&](size_t k) -> Carver<T>& { return int(k) < owned ? offTen[k] : ten; };
+    auto statsOf = [&](size_t k) -> Carver<T>& { return int(k) < owned ? offSt[k] : st; };
     s.input = tensorsOf(0).take(C * Ns);
     const bool head = holdsHead(s);
     const int depths = head ? D_ : 0;  // the MTP depths' layers follow the chunk's (local Lc + d)
@@ -1679,7 +1681,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
     // A chunk's output is sent to the next device and its own backward does not read it
     // (Megatron-LM frees it once sent): only the model's last chunk keeps it, as the final
     // norm's input.
-    // (An offloaded layer's input is the one before's output: carved with the offloaded layer.)
+    // (A layer's input is the one before's output: carved with the layer that reads it.)
     auto output = [&](const Acts& a) {
         const size_t next = size_t(&a - s.layers.data()) + 1;
         return &a == &s.layers.back() && !head ? ws_->stageOut : tensorsOf(next).take(C * Ns);
@@ -1846,9 +1848,9 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         m.losses = st.take(Nm);
     }
     if (counting)
-        for (int k = 0; k < offloaded; ++k) {
-            s.offloaded[size_t(k)].tensors = offTen[size_t(k)].used;
-            s.offloaded[size_t(k)].stats = offSt[size_t(k)].used;
+        for (int k = 0; k < owned; ++k) {
+            s.own[size_t(k)].tensors = offTen[size_t(k)].used;
+            s.own[size_t(k)].stats = offSt[size_t(k)].used;
         }
     if (counting)
         s.buffer = dev_.allocator().allocate(MemoryCategory::Activations,
@@ -1864,9 +1866,16 @@ int ModelExecutor<T>::offloadedLayers() const
 }
 
 template <class T>
-void ModelExecutor<T>::placeOffloaded(Slot& s, int k)
+int ModelExecutor<T>::ownedLayers() const
 {
-    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    // (T5's encoder output and BERT's post-norm layers keep the slot's one allocation.)
+    return encDec_ || cfg_.post_norm ? 0 : Lc_;
+}
+
+template <class T>
+void ModelExecutor<T>::placeLayer(Slot& s, int k)
+{
+    typename Slot::LayerBuffer& o = s.own[size_t(k)];
     o.device = dev_.allocator().allocate(MemoryCategory::Activations, double(o.tensors) * e_ + double(o.stats) * kStat,
                                          size_t(o.tensors + o.stats), sizeof(T), false);
     o.base = o.device.template as<T>();
@@ -1876,7 +1885,7 @@ void ModelExecutor<T>::placeOffloaded(Slot& s, int k)
 template <class T>
 void ModelExecutor<T>::offloadToHost(Slot& s, int k)
 {
-    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
+    typename Slot::LayerBuffer& o = s.own[size_t(k)];
     const std::size_t n = size_t(o.tensors + o.stats);
     o.host = dev_.allocator().allocate(MemoryCategory::Host, double(o.tensors) * e_ + double(o.stats) * kStat, n,
                                        sizeof(T), false);
@@ -1885,21 +1894,24 @@ void ModelExecutor<T>::offloadToHost(Slot& s, int k)
 }
 
 template <class T>
-void ModelExecutor<T>::freeOffloaded(Slot& s, int k)
+void ModelExecutor<T>::freeLayer(Slot& s, int k, bool afterCopy)
 {
-    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
-    // (Poisoned before it goes back to the allocator, which may hand the same host block to the
-    // reload: what the backward reads is what came back from the host.)
-    std::fill_n(o.base, size_t(o.tensors + o.stats), std::numeric_limits<T>::quiet_NaN());
+    typename Slot::LayerBuffer& o = s.own[size_t(k)];
+    if (afterCopy)
+        dev_.waitFor(o.done_s);
+    // (An offloaded layer's is poisoned before it goes back to the allocator, which may hand the
+    // same host block to the reload: what the backward reads is what came back from the host.)
+    if (k < offloadedLayers())
+        std::fill_n(o.base, size_t(o.tensors + o.stats), std::numeric_limits<T>::quiet_NaN());
     o.device.release();
     o.base = nullptr;
 }
 
 template <class T>
-void ModelExecutor<T>::reloadOffloaded(Slot& s, int k)
+void ModelExecutor<T>::reloadLayer(Slot& s, int k)
 {
-    typename Slot::Offloaded& o = s.offloaded[size_t(k)];
-    placeOffloaded(s, k);
+    typename Slot::LayerBuffer& o = s.own[size_t(k)];
+    placeLayer(s, k);
     std::copy_n(o.host.template as<T>(), size_t(o.tensors + o.stats), o.base);
     o.host.release();
     // (Not before its copy to the host is done.)
@@ -1937,9 +1949,9 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     moeAux_ = 0;
     if (outer)
         forOuterUnits([&](int u) { acquireWeights(u); });
-    const int offloaded = offloadedLayers();
-    if (offloaded > 0)
-        placeOffloaded(s, 0);  // (its input: the embedding or what the previous stage sends)
+    const int owned = ownedLayers(), offloaded = offloadedLayers();
+    if (owned > 0)
+        placeLayer(s, 0);  // (its input: the embedding or what the previous stage sends)
     if (embeds)
         embedForward(s, inputs, token_types);
     else
@@ -1948,22 +1960,24 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
     for (int k = 0; k < Lc_; ++k) {
         if (encDec_ && k == Lenc_)
             encoderToDecoder(s, targets);
-        // An offloaded layer's tensors go to the host on the copy engine while the next layer
-        // computes. (The engine holds a micro-batch's kept tensors from its forward's start, not
-        // as they are made: an offloaded layer's device copy is given back when its copy is issued,
-        // and its output, the next offloaded layer's input, waits in a workspace (d res3, free in
-        // a forward) until that layer's allocation, so that the device holds one offloaded layer at
-        // a time and the forward stays under the step's peak as Megatron-LM's does.)
-        const bool chained = k + 1 < offloaded;
-        if (chained)
+        // This layer's output is the next one's input. (While an offloaded layer's copy is in
+        // flight, it waits in a workspace, d res3, free in a forward, until that layer is freed:
+        // the device holds the offloaded layer in flight and the one computing, as Megatron-LM's does.)
+        const bool staged = offloaded > 0 && k <= offloaded && k + 1 < owned;
+        if (k + 1 < owned && !staged)
+            placeLayer(s, k + 1);
+        if (staged)
             s.layers[size_t(k)].res3 = ws_->dres;
         layerForward(k, s);
-        if (k < offloaded) {
+        // An offloaded layer's tensors go to the host on the copy engine while the next layer
+        // computes; its device copy is freed once that copy is done, at the end of the next layer
+        // (Transformer Engine's cpu_offload synchronises there).
+        if (k < offloaded)
             offloadToHost(s, k);
-            freeOffloaded(s, k);
-        }
-        if (chained) {
-            placeOffloaded(s, k + 1);
+        if (k >= 1 && k - 1 < offloaded)
+            freeLayer(s, k - 1, true);
+        if (staged) {
+            placeLayer(s, k + 1);
             std::copy_n(ws_->dres, std::int64_t(C_) * Ns_, s.layers[size_t(k)].res3);
         }
     }
@@ -2541,22 +2555,19 @@ void ModelExecutor<T>::backward(int micro, int chunk)
         recv(ws_->dres, n, place_.next_stage);
     if (encDec_)
         decoderBackwardBegin(s);
-    const int offloaded = offloadedLayers();
+    const int owned = ownedLayers(), offloaded = offloadedLayers();
     for (int k = Lc_ - 1; k >= 0; --k) {
-        // An offloaded layer comes back one layer ahead, during the backward of the layer after
-        // it. (The engine frees a micro-batch's kept tensors when its whole backward is done, not
-        // layer by layer as autograd does: a layer after an offloaded one reloads it only once
-        // its own copy is freed, so that the device holds one reloaded layer at a time as
-        // Megatron-LM's does; that reload waits.)
-        if (k < offloaded && !s.offloaded[size_t(k)].base)
-            reloadOffloaded(s, k);
-        if (k >= 1 && k - 1 < offloaded && k >= offloaded)
-            reloadOffloaded(s, k - 1);
+        // An offloaded layer comes back one layer ahead, during the backward of the layer after it
+        // (Transformer Engine's double buffer); a layer's allocation is freed after its backward.
+        if (k < offloaded && !s.own[size_t(k)].base)
+            reloadLayer(s, k);
+        if (k >= 1 && k - 1 < offloaded)
+            reloadLayer(s, k - 1);
         if (k < offloaded)
-            dev_.waitFor(s.offloaded[size_t(k)].done_s);
+            dev_.waitFor(s.own[size_t(k)].done_s);
         layerBackward(k, s);
-        if (k < offloaded)
-            freeOffloaded(s, k);
+        if (k < owned)
+            freeLayer(s, k, false);
         if (encDec_ && k == Lenc_)
             decoderToEncoder(s);
     }

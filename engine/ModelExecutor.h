@@ -492,14 +492,16 @@ private:
     // at them; empty when nothing is rebuilt there.
     DeviceBuffer rebuiltMlpSide(Slot& s, int k, bool backward);
     DeviceBuffer rebuiltInputNorm(Slot& s, int k);
-    // Activation offload of the chunk's first offloadedLayers() layers (Slot::Offloaded): a layer's
-    // allocation on the device (its tensors pointed at it), its copy to the host (asynchronous, on
-    // the device's copy engine), its device copy freed, and its way back.
+    // A layer's own allocation (Slot::LayerBuffer, ownedLayers() of them): made (its tensors
+    // pointed at it), copied to the host (asynchronous, on the device's copy engine: activation
+    // offload of the chunk's first offloadedLayers()), freed (after its copy to the host is done,
+    // when `afterCopy`), and back from the host.
     int offloadedLayers() const;
-    void placeOffloaded(Slot& s, int k);
+    int ownedLayers() const;
+    void placeLayer(Slot& s, int k);
     void offloadToHost(Slot& s, int k);
-    void freeOffloaded(Slot& s, int k);
-    void reloadOffloaded(Slot& s, int k);
+    void freeLayer(Slot& s, int k, bool afterCopy);
+    void reloadLayer(Slot& s, int k);
     int offloadActivations_ = 0;
     int recomputeGroup_ = 1;  // full recomputation's uniform group (Layout::recomputeGroupLayers)
     bool denseMlpHere_ = true;  // some layer of this stage has the dense MLP (not the MoE block)

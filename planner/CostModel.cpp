@@ -1744,7 +1744,10 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double n = std::min(double(l.offload_activations), layers);
         sc.offloaded_bytes_per_mb = n * layerBytes;
         sc.stored_bytes_per_mb -= sc.offloaded_bytes_per_mb;
-        sc.working_bytes += layerBytes;
+        // The backward of the first kept layer brings the last offloaded one back (TE's double
+        // buffer): two layers on the device then, which is above what the stage keeps only when it
+        // keeps fewer than two layers' worth (the layers after have freed theirs).
+        sc.working_bytes += layerBytes * std::max(0.0, 2.0 - (layers - n));
         const double link = std::min(host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
                                                                              : std::numeric_limits<double>::infinity(),
                                      prm.host_memory_bytes_per_second > 0 ? prm.host_memory_bytes_per_second
