@@ -165,15 +165,13 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("recompute_layers", "uniform groups of " + s(l.recompute_layers) + " layers recomputed whole in " +
                                     (c.encoder_decoder ? "an encoder-decoder" : "post-norm layers") +
                                     " are not executed here (pre-norm decoder layers are)");
-    // Selective recomputation runs the attention cores again (core_attn, Megatron's default), the
-    // norms Megatron's TE spec runs on their own (layernorm), the MoE experts' activation (moe_act),
-    // the dense MLP (mlp) and the whole MoE block (moe), in pre-norm decoder layers; mla_up_proj
-    // and shared_experts are priced by the planner, not executed.
-    const unsigned executed =
-        kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct | kRecomputeMlp | kRecomputeMoe | kRecomputeMlaUpProj;
-    if (const unsigned others = l.recomputedModules() & ~executed; others != 0)
-        add("recompute_modules", "recomputation of " + recomputeModulesToString(others) +
-                                     " is not executed here (core_attn, layernorm, moe_act, mlp, moe and mla_up_proj are)");
+    // Selective recomputation runs every module Megatron-LM names, in pre-norm decoder layers: the
+    // attention cores again (core_attn, its default), the norms its TE spec runs on their own
+    // (layernorm), the MoE experts' activation (moe_act), the dense MLP (mlp), the whole MoE block
+    // (moe), MLA's up projections (mla_up_proj) and the shared experts (shared_experts, on one tp rank).
+    if (l.recomputes(kRecomputeSharedExperts) && l.tp > 1)
+        add("recompute_modules", "recomputation of shared_experts under tp " + s(l.tp) +
+                                     " is not executed here (their collectives run once: one tp rank only)");
     // mla_up_proj rebuilds q, k, v from the latents a device keeps, without the RoPE key's gather
     // under sp again (Megatron keeps its checkpoint's inputs gathered), on one cp rank, and from the
     // kept input norm when q is not compressed.
@@ -797,6 +795,7 @@ ModelExecutor<T>::ModelExecutor(const ModelConfig& config, const ExecutorOptions
         shape.aux_loss_coeff = cfg_.moe.aux_loss_coeff;
         shape.capacity_factor = cfg_.moe.capacity_factor;
         shape.recompute_activation = (l.recomputedModules() & kRecomputeMoeAct) != 0;
+        shape.recompute_shared = (l.recomputedModules() & kRecomputeSharedExperts) != 0;
         MoeParallel par;
         par.ep = groupSize(groups_.ep) > 1 ? groups_.ep : nullptr;
         par.ep_rank = epRank_;
@@ -1753,21 +1752,25 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
         st.base = ten.base + ten.used;
         sst.base = sten.base ? sten.base + sten.used : nullptr;
     }
+    // A layer's norm statistics (those of the norms it keeps) from carver c.
+    auto takeStats = [&](Acts& a, Carver<T>& c, bool inputNorm, bool preMlp) {
+        a.n1mean = inputNorm && ln ? c.take(Ns) : nullptr;
+        a.n1rstd = inputNorm ? c.take(Ns) : nullptr;
+        a.n2mean = preMlp && ln ? c.take(Ns) : nullptr;
+        a.n2rstd = preMlp ? c.take(Ns) : nullptr;
+        a.qkmean = cfg_.qk_norm && ln ? c.take(qkHeads) : nullptr;
+        a.qkrstd = cfg_.qk_norm ? c.take(qkHeads) : nullptr;
+        if (mla_) {
+            a.mqmean = mQ_ > 0 && ln ? c.take(Ns) : nullptr;
+            a.mqrstd = mQ_ > 0 ? c.take(Ns) : nullptr;
+            a.mkvmean = ln ? c.take(Ns) : nullptr;
+            a.mkvrstd = c.take(Ns);
+        }
+    };
     std::vector<Acts> statSets(static_cast<size_t>(G));
     for (Acts& sharedStats : statSets) {
         if (full) {
-            sharedStats.n1mean = ln ? sst.take(Ns) : nullptr;
-            sharedStats.n1rstd = sst.take(Ns);
-            sharedStats.n2mean = ln ? sst.take(Ns) : nullptr;
-            sharedStats.n2rstd = sst.take(Ns);
-            sharedStats.qkmean = cfg_.qk_norm && ln ? sst.take(qkHeads) : nullptr;
-            sharedStats.qkrstd = cfg_.qk_norm ? sst.take(qkHeads) : nullptr;
-            if (mla_) {
-                sharedStats.mqmean = mQ_ > 0 && ln ? sst.take(Ns) : nullptr;
-                sharedStats.mqrstd = mQ_ > 0 ? sst.take(Ns) : nullptr;
-                sharedStats.mkvmean = ln ? sst.take(Ns) : nullptr;
-                sharedStats.mkvrstd = sst.take(Ns);
-            }
+            takeStats(sharedStats, sst, true, true);
             if (encDec_) {
                 sharedStats.nxmean = ln ? sst.take(Ns) : nullptr;
                 sharedStats.nxrstd = sst.take(Ns);
@@ -1792,20 +1795,7 @@ void ModelExecutor<T>::carve(Slot& s, bool counting)
             a.mkvrstd = sharedStats.mkvrstd;
             continue;
         }
-        Carver<T>& ls = statsOf(k);
-        const bool inputNorm = !rebuildsInputNorm(), preMlp = !rebuildsPreMlp(cfg_.moeLayer(modelLayer(s, int(k))));
-        a.n1mean = inputNorm && ln ? ls.take(Ns) : nullptr;
-        a.n1rstd = inputNorm ? ls.take(Ns) : nullptr;
-        a.n2mean = preMlp && ln ? ls.take(Ns) : nullptr;
-        a.n2rstd = preMlp ? ls.take(Ns) : nullptr;
-        a.qkmean = cfg_.qk_norm && ln ? ls.take(qkHeads) : nullptr;
-        a.qkrstd = cfg_.qk_norm ? ls.take(qkHeads) : nullptr;
-        if (mla_) {
-            a.mqmean = mQ_ > 0 && ln ? ls.take(Ns) : nullptr;
-            a.mqrstd = mQ_ > 0 ? ls.take(Ns) : nullptr;
-            a.mkvmean = ln ? ls.take(Ns) : nullptr;
-            a.mkvrstd = ls.take(Ns);
-        }
+        takeStats(a, statsOf(k), !rebuildsInputNorm(), !rebuildsPreMlp(cfg_.moeLayer(modelLayer(s, int(k)))));
     }
     for (int k = Lenc_; encDec_ && !full && k < Lc_; ++k) {
         s.layers[size_t(k)].nxmean = ln ? st.take(Ns) : nullptr;

@@ -104,6 +104,20 @@ void MoeMlp<T>::sharedBackward(MoeSaved<T>& s, T* dx, const T* dy, const MoeWeig
     Regions<T> r{work.template as<T>()};
     T* sdact = r.take(Fsl_ * Nf);
     T* sdpre = r.take(Fsinl_ * Nf);
+    // shared_experts: their forward again from the kept input (one tp rank), its output live
+    // through their backward and dropped.
+    DeviceBuffer rebuilt;
+    if (s_.recompute_shared) {
+        const std::int64_t values = (Fsinl_ + Fsl_ + C) * Nf;
+        rebuilt = k_.device().allocator().allocate(MemoryCategory::Activations, double(values) * e, size_t(values),
+                                                   sizeof(T), false);
+        s.sharedPre = rebuilt.template as<T>();
+        s.sharedAct = s.sharedPre + Fsinl_ * Nf;
+        T* out = s.sharedAct + Fsl_ * Nf;
+        k_.matmulForward(s.sharedPre, s.x, w.shared_in, nullptr, nullptr, C, Fsinl_, Nf);
+        k_.activationForward(s_.mlp, s.sharedAct, s.sharedPre, Fsl_, Nf);
+        k_.matmulForward(out, s.sharedAct, w.shared_out, nullptr, nullptr, Fsl_, C, Nf);
+    }
     auto gather = [&](const T* shard) -> const T* {
         if (!tp)
             return shard;
@@ -419,12 +433,15 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     const std::int64_t sharedTokens = N * stp_;
     // (moe_act recomputed: the activations live in the forward's workspace only.)
     const std::int64_t keptAct = s_.recompute_activation ? 0 : F * G;
-    const std::int64_t tensors = C * inputs + Fin * G + keptAct + (Fsinl_ + Fsl_) * sharedTokens;
+    const std::int64_t keptShared = s_.recompute_shared ? 0 : (Fsinl_ + Fsl_) * sharedTokens;
+    const std::int64_t tensors = C * inputs + Fin * G + keptAct + keptShared;
     s.buffer = k_.device().allocator().allocate(MemoryCategory::Activations, double(tensors) * e, size_t(tensors),
                                                 sizeof(T), false);
     s.weights = k_.device().allocator().allocate(MemoryCategory::Activations, double(inputs) * kStat, size_t(inputs),
                                                  sizeof(T), false);
-    const std::int64_t movingValues = (apart ? C * NK + C * G + C * NK : C * NK) + (F * G - keptAct),
+    const std::int64_t movingValues =
+                           (apart ? C * NK + C * G + C * NK : C * NK) + (F * G - keptAct) +
+                           ((Fsinl_ + Fsl_) * sharedTokens - keptShared),
                        movingWeights = apart ? NK : 0;
     DeviceBuffer moving = k_.device().allocator().allocate(
         MemoryCategory::Workspace, double(movingValues) * e + double(movingWeights) * kStat,
@@ -433,8 +450,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     s.recv = r.take(C * inputs);
     s.hidden = r.take(Fin * G);
     s.act = s_.recompute_activation ? nullptr : r.take(F * G);
-    s.sharedPre = Fs > 0 ? r.take(Fsinl_ * sharedTokens) : nullptr;
-    s.sharedAct = Fs > 0 ? r.take(Fsl_ * sharedTokens) : nullptr;
+    s.sharedPre = Fs > 0 && !s_.recompute_shared ? r.take(Fsinl_ * sharedTokens) : nullptr;
+    s.sharedAct = Fs > 0 && !s_.recompute_shared ? r.take(Fsl_ * sharedTokens) : nullptr;
     s.prob = s.weights.template as<T>();
     Regions<T> m{moving.template as<T>()};
     s.disp = apart ? m.take(C * NK) : s.recv;
@@ -445,6 +462,10 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     T* dispProb = apart ? m.take(NK) : s.prob;  // the weights in dispatch order
     if (s_.recompute_activation)
         s.act = m.take(F * G);
+    if (Fs > 0 && s_.recompute_shared) {  // (in the forward's workspace only)
+        s.sharedPre = m.take(Fsinl_ * sharedTokens);
+        s.sharedAct = m.take(Fsl_ * sharedTokens);
+    }
 
     moe_dispatch_forward<T>(s.perm, int(K), x, C, s.disp);
     const std::int64_t sent = NK - s.dropped;  // the dispatched copies (the dropped ones sort last)
@@ -489,6 +510,8 @@ double MoeMlp<T>::forward(MoeSaved<T>& s, T* y, const T* x, const MoeWeights<T>&
     s.disp = s.expertOut = s.combineIn = nullptr;  // (the moving buffers go with `moving`)
     if (s_.recompute_activation)
         s.act = nullptr;
+    if (s_.recompute_shared)
+        s.sharedPre = s.sharedAct = nullptr;
 
     // The load-balancing loss over the micro-batch: the counts summed over its token groups.
     s.batchCounts = s_.aux_loss_coeff > 0 && (s_.router.groups > 0 || w.expert_bias)

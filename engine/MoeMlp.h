@@ -79,6 +79,10 @@ struct MoeShape {
     // kept; the backward computes it again from the pre-activation (moe/experts.py
     // CheckpointWithoutOutput around the activation @ d98e8a64).
     bool recompute_activation = false;
+    // recompute_modules "shared_experts": the shared experts checkpointed (moe/shared_experts.py):
+    // their pre-activation and activation not kept, their forward run again before their backward
+    // (with one tp rank: no collectives to repeat).
+    bool recompute_shared = false;
 
     bool gated() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
     std::int64_t ffnIn() const { return gated() ? 2 * std::int64_t(ffn) : ffn; }

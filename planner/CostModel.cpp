@@ -1576,7 +1576,7 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
             const double time = linear(T, (D.matrices - 1) * sharedLocalAll, h) + linear(T, h, sharedLocalAll) +
                                 perByte * bytes;
             record(kRecomputeSharedExperts, sc.moe_layers, bytes, time, 2.0 * T * D.matrices * h * sharedLocalAll);
-            moeSide += bytes;
+            moeSide += bytes + activation_bytes_ * D.T_moe * h;  // (with their output, made again)
         }
         for (size_t k = 0; k < sc.module_freed_bytes.size(); ++k) {
             sc.stored_bytes_per_mb -= sc.module_freed_bytes[k];
@@ -1655,6 +1655,8 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
                 sc.vector_flops_mb += denseLayers * (norm.forward * h * Ts + act.forward * T * D.f_local + add * h * Ts);
             if (modules & kRecomputeMoe)
                 sc.vector_flops_mb += sc.moe_layers * moeForward;
+            if ((modules & kRecomputeSharedExperts) && !(modules & kRecomputeMoe) && sc.moe_layers > 0)
+                sc.vector_flops_mb += sc.moe_layers * act.forward * sharedF * D.T_moe;
             if ((modules & kRecomputeMlaUpProj) && model.mla.enabled())  // RoPE on q and the key again
                 sc.vector_flops_mb += nEnc * ops::kRope.forward * rope;
         }

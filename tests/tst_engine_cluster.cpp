@@ -1060,6 +1060,7 @@ private slots:
                                 "dp=2,ep=2,recompute=full", "dp=4,ep=2,zero=1", "dp=2,tp=2,sp=on,ep=2,zero=3",
                                 "dp=8,ep=2,zero=1,zero_group=4", "dp=4,tp=2,sp=on,ep=2,zero=3,zero_group=2",
                                 "dp=2,ep=2,recompute=full,recompute_method=uniform,recompute_layers=2",
+                                "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+shared_experts",
                                 // (the dense first layer's MLP checkpointed, the shared expert's kept)
                                 "dp=2,tp=2,sp=on,ep=2,etp=1,recompute=selective,recompute_modules=moe_act+mlp"})
             QTest::newRow(qPrintable(QString("deepseek ") + row)) << "deepseek" << QString(row);
@@ -1332,10 +1333,11 @@ private slots:
         // (Megatron-LM: "Expert data parallel size should be divisible by partial DistOpt shard factor".)
         QTest::newRow("2 HSDP replicas of an edp group of 1") << "dp=4,ep=4,zero=1,zero_group=2" << "layout.zero_group";
         QTest::newRow("ep 3 of 4 experts") << "dp=3,ep=3" << "layout.ep";
-        // Selective recomputation of the shared experts alone, and activation offload with MoE:
+        // Selective recomputation of the shared experts under tp, and activation offload with MoE:
         // priced by the planner, not executed.
-        QTest::newRow("recompute_modules=shared_experts")
-            << "dp=2,ep=2,recompute=selective,recompute_modules=core_attn+shared_experts" << "layout.recompute_modules";
+        QTest::newRow("recompute_modules=shared_experts under tp")
+            << "dp=2,tp=2,sp=on,ep=2,recompute=selective,recompute_modules=core_attn+shared_experts"
+            << "layout.recompute_modules";
         QTest::newRow("offload_activations=1") << "dp=2,ep=2,offload_activations=1" << "layout.offload_activations";
     }
     void moeRefusesWhatItDoesNotExecute()

@@ -561,6 +561,8 @@ std::vector<ValidationCase> validationSuite(const engine::DeviceProfile& profile
          "dp=4,ep=4,recompute=selective,recompute_modules=mla_up_proj+mlp", fp32, &deepseekV3},
         {"MLA blocks, tensor parallel + recomputed core_attn + mla_up_proj", "tp=2,recompute=selective,"
          "recompute_modules=core_attn+mla_up_proj", fp32, &mla},
+        {"DeepSeek-style MoE, ep + recomputed shared_experts", "dp=4,ep=2,recompute=selective,"
+         "recompute_modules=core_attn+shared_experts", fp32, &deepseek},
         {"DeepSeek-style MoE, ep + recomputed moe (the block checkpointed, its all-to-alls again)",
          "dp=4,ep=2,recompute=selective,recompute_modules=core_attn+moe", fp32, &deepseek},
         // Activation offload (Megatron-LM's --cpu-offloading-num-layers, TE's cpu_offload): the first
