@@ -79,6 +79,9 @@ enum class Infeasibility {
 struct Prediction {
     bool feasible = true;
     Infeasibility reason = Infeasibility::None;
+    // MissingHardwareFigure: which figure, and what needs it (a static text: no allocation on the
+    // search's path); null otherwise.
+    const char* missing_figure = nullptr;
 
     MemoryBreakdown memory_bytes;
     TimeBreakdown time_s;

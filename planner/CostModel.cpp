@@ -2019,6 +2019,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         if (host_link_bytes_per_second_device_ <= 0) {
             pr.feasible = false;
             pr.reason = Infeasibility::MissingHardwareFigure;
+            pr.missing_figure = "the node type's host link (host_link_bytes_per_second), which activation offload "
+                                "copies the layers over";
         }
         book.add(Figure::Offload, "activations of the offloaded layers to the host and back, not hidden",
                  m * slow.offload_s,
@@ -2256,6 +2258,8 @@ Prediction CostModel::evaluate(const Layout& l, CostLedger* ledger) const
         if (host_link_bytes_per_second_device_ <= 0) {
             pr.feasible = false;
             pr.reason = Infeasibility::MissingHardwareFigure;
+            pr.missing_figure = "the node type's host link (host_link_bytes_per_second), which optimizer offload "
+                                "moves the gradients and weights over";
         }
         const double link = host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
                                                                     : std::numeric_limits<double>::infinity();

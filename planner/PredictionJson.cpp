@@ -106,6 +106,8 @@ QJsonObject toJson(const Prediction& p, const std::vector<Term>& terms, const Co
     }
     if (ledger)
         o.insert("ledger", toJson(*ledger));
+    if (p.missing_figure)
+        o.insert(QLatin1String("missing_figure"), QString::fromUtf8(p.missing_figure));
     return o;
 }
 

@@ -1,7 +1,8 @@
 // A second process for tst_store_concurrency: opens the catalog the way the CLI and the GUI
 // do (Store), imports one user model named NAME-model when asked, stores COUNT validation
 // runs named NAME, one transaction each, and prints how many runs the catalog then holds.
-//   store_writer PATH COUNT NAME [--import]
+//   store_writer PATH COUNT NAME [--import] [--wait-ms MS]
+// (--wait-ms: the store's busy timeout, for runs where many processes start on a loaded machine.)
 // Exit 0, or 1 with the store's error on stderr.
 #include "Store.h"
 #include "StoreError.h"
@@ -25,9 +26,16 @@ int main(int argc, char** argv)
     const QString path = QString::fromLocal8Bit(argv[1]);
     const int count = std::atoi(argv[2]);
     const std::string name = argv[3];
-    const bool import = argc > 4 && std::string(argv[4]) == "--import";
+    bool import = false;
+    DatabaseOptions options;
+    for (int i = 4; i < argc; ++i) {
+        if (std::string(argv[i]) == "--import")
+            import = true;
+        else if (std::string(argv[i]) == "--wait-ms" && i + 1 < argc)
+            options.busy_timeout_ms = std::atoi(argv[++i]);
+    }
     try {
-        Store store(path);
+        Store store(path, options);
         if (import) {
             // The shape of tests/MalformedDocuments.h's valid model, under this process's name.
             store.specs().importDocument(QJsonObject{

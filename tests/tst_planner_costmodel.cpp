@@ -2157,7 +2157,12 @@ private slots:
                     .starts_with("layout.offload_activations: activation offload does not run with recomputation"));
         Problem noLink = p;
         noLink.cluster.node.host_link_bytes_per_second = 0;
-        QCOMPARE(CostModel(noLink).evaluate(two).reason, Infeasibility::MissingHardwareFigure);
+        const Prediction unlinked = CostModel(noLink).evaluate(two);
+        QCOMPARE(unlinked.reason, Infeasibility::MissingHardwareFigure);
+        // (The figure is named: the catalog field to fill in.)
+        QVERIFY(unlinked.missing_figure && std::string(unlinked.missing_figure).find("host_link_bytes_per_second") !=
+                                               std::string::npos);
+        QCOMPARE(model.evaluate(two).missing_figure, nullptr);
     }
 };
 

@@ -120,12 +120,15 @@ private:
     bool mounted_ = false;
 };
 
-std::unique_ptr<QProcess> startWriter(const QString& path, int count, const QString& name, bool import = false)
+std::unique_ptr<QProcess> startWriter(const QString& path, int count, const QString& name, bool import = false,
+                                      int waitMs = 0)
 {
     auto p = std::make_unique<QProcess>();
     QStringList args{path, QString::number(count), name};
     if (import)
         args << "--import";
+    if (waitMs > 0)
+        args << "--wait-ms" << QString::number(waitMs);
     p->start(QStringLiteral(SHARDSCOPE_STORE_WRITER), args);
     return p;
 }
@@ -297,8 +300,10 @@ private slots:
         QTemporaryDir dir;
         const QString path = dir.filePath("new/catalog.sqlite");
         std::vector<std::unique_ptr<QProcess>> writers;
+        // (They wait up to 60 s, not the store's default 10: on a 2-core machine under the rest of
+        // the suite, 20 processes seeding and importing in turn can take longer than 10 s.)
         for (int i = 0; i < 20; ++i)
-            writers.push_back(startWriter(path, 1, QStringLiteral("w%1").arg(i), true));
+            writers.push_back(startWriter(path, 1, QStringLiteral("w%1").arg(i), true, 60'000));
         for (auto& p : writers) {
             QVERIFY(p->waitForFinished(120'000));
             QVERIFY2(p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0, p->readAllStandardError().constData());

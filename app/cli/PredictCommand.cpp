@@ -64,7 +64,8 @@ void printReadable(std::ostream& o, const Problem& p, const Layout& l, const Pre
         o << "note: Transformer Engine runs cp > 1 on fused attention only; this problem trains unfused attention "
              "(priced as asked, as the engine runs it; the search offers cp only with --flash-attention)\n";
     if (!pr.feasible)
-        o << "NOT FEASIBLE: " << toString(pr.reason) << "\n";
+        o << "NOT FEASIBLE: " << toString(pr.reason) << (pr.missing_figure ? std::string(": ") + pr.missing_figure : "")
+          << "\n";
     o << "\nstep time " << formatDuration(pr.step_time_s) << "\n";
     const TimeBreakdown& t = pr.time_s;
     o << line("compute", t.compute, pr.step_time_s) << line("recompute", t.recompute, pr.step_time_s)

@@ -334,7 +334,11 @@ int validate(const std::vector<std::string>& args, Context& ctx, const BackendRu
             // A plan that does not fit its devices is scaled with the same pressure: the emulated
             // devices run out of memory too, and the reason belongs beside the figure.
             if (!pr.value(QLatin1String("feasible")).toBool(true))
+            {
                 ctx.out << "; NOT FEASIBLE at full size: " << pr.value(QLatin1String("reason")).toString().toStdString();
+                if (const QString figure = pr.value(QLatin1String("missing_figure")).toString(); !figure.isEmpty())
+                    ctx.out << ": " << figure.toStdString();
+            }
             ctx.out << "\n";
         }
         ctx.out << "  engine model: " << r.c.request.model.totalLayers() << " layers, hidden " << r.c.request.model.hidden
