@@ -189,8 +189,9 @@ FieldErrors validateShardable(const ModelConfig& c, const Layout& l, int micro_b
         add("recompute_modules", "recomputation of " + recomputeModulesToString(named) + " in " +
                                      (c.encoder_decoder ? "an encoder-decoder's" : "post-norm") +
                                      " layers is not executed here (pre-norm decoder layers only)");
-    // Activation offload runs on pre-norm decoder layers with their tensors in the chunk's carve:
-    // not the MoE block's own allocations, not recomputed layers, one chunk per stage, no cp.
+    // Activation offload moves a pre-norm decoder layer's own allocation (Slot::LayerBuffer): not
+    // the MoE block's saved state (its own allocations), not fully recomputed layers, one chunk per
+    // stage, no cp.
     if (l.offload_activations > 0) {
         const char* why = c.moe.enabled()                     ? "MoE layers (their saved state is the block's own)"
                           : c.encoder_decoder || c.post_norm ? "encoder-decoder and post-norm layers"
