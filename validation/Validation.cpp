@@ -85,6 +85,10 @@ std::string explainDifference(const ValidationResult& r, const std::string& metr
         return atLoad("routing-dependent: each MoE layer waited for its ep group's busiest rank, %.2fx the mean "
                       "copies over the run (the planner priced %.2fx); device_step_time_s_at_measured_load prices it",
                       r.moe_step_load);
+    if (metric == "activations_bytes_at_measured_load" &&
+        (q.layout.recomputedModules() & (kRecomputeMoeAct | kRecomputeMoe)) != 0)
+        return "routing-dependent: what moe_act or moe rebuild at the peak is one MoE layer's, the one whose backward "
+               "runs first, at its own load; the measured load is the mean over the step's MoE layers";
     if (metric == "activations_bytes" && r.moe_measured_load > 0)
         return atLoad("routing-dependent: the busiest device computed %.2fx the balanced token copies (the planner "
                       "priced %.2fx); activations_bytes_at_measured_load prices the measured load",
