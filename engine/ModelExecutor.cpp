@@ -1857,6 +1857,12 @@ int ModelExecutor<T>::offloadedLayers() const
 }
 
 template <class T>
+bool ModelExecutor<T>::offloadOverlaps() const
+{
+    return Lc_ - offloadActivations_ >= 2;
+}
+
+template <class T>
 int ModelExecutor<T>::ownedLayers() const
 {
     // (T5's encoder output and BERT's post-norm layers keep the slot's one allocation.)
@@ -1963,9 +1969,15 @@ double ModelExecutor<T>::forward(int micro, const int* inputs, const int* target
         // An offloaded layer's tensors go to the host on the copy engine while the next layer
         // computes; its device copy is freed once that copy is done, at the end of the next layer
         // (Transformer Engine's cpu_offload synchronises there).
+        // With fewer than two kept layers the device may hold one layer's set only (Transformer
+        // Engine's default scheduling, cpu_offloading.rst @ d0067d0: "at most (model_layers -
+        // num_layers) sets of activations are on GPU at any time; both compute and reload may be
+        // stalled"): the next layer waits for this copy.
         if (k < offloaded)
             offloadToHost(s, k);
-        if (k >= 1 && k - 1 < offloaded)
+        if (k < offloaded && !offloadOverlaps())
+            freeLayer(s, k, true);
+        else if (k >= 1 && k - 1 < offloaded && offloadOverlaps())
             freeLayer(s, k - 1, true);
         if (staged) {
             placeLayer(s, k + 1);
@@ -2552,7 +2564,7 @@ void ModelExecutor<T>::backward(int micro, int chunk)
         // (Transformer Engine's double buffer); a layer's allocation is freed after its backward.
         if (k < offloaded && !s.own[size_t(k)].base)
             reloadLayer(s, k);
-        if (k >= 1 && k - 1 < offloaded)
+        if (k >= 1 && k - 1 < offloaded && offloadOverlaps())
             reloadLayer(s, k - 1);
         if (k < offloaded)
             dev_.waitFor(s.own[size_t(k)].done_s);

@@ -498,6 +498,7 @@ private:
     // when `afterCopy`), and back from the host.
     int offloadedLayers() const;
     int ownedLayers() const;
+    bool offloadOverlaps() const;  // two or more kept layers: copies overlap the next layer
     void placeLayer(Slot& s, int k);
     void offloadToHost(Slot& s, int k);
     void freeLayer(Slot& s, int k, bool afterCopy);

@@ -1746,17 +1746,17 @@ CostModel::StageCost CostModel::stageCost(const Layout& l, int stage) const
         const double n = std::min(double(l.offload_activations), layers);
         sc.offloaded_bytes_per_mb = n * layerBytes;
         sc.stored_bytes_per_mb -= sc.offloaded_bytes_per_mb;
-        // The backward of the first kept layer brings the last offloaded one back (TE's double
-        // buffer): two layers on the device then, which is above what the stage keeps only when it
-        // keeps fewer than two layers' worth (the layers after have freed theirs).
-        sc.working_bytes += layerBytes * std::max(0.0, 2.0 - (layers - n));
+        // Transformer Engine keeps at most (layers - N) layers' sets on the device, stalling compute
+        // and reloads to hold it (cpu_offloading.rst @ d0067d0, "Default Offloading Scheduling"):
+        // the reloaded layer never adds to the peak; with one kept layer nothing overlaps.
         const double link = std::min(host_link_bytes_per_second_device_ > 0 ? host_link_bytes_per_second_device_
                                                                              : std::numeric_limits<double>::infinity(),
                                      prm.host_memory_bytes_per_second > 0 ? prm.host_memory_bytes_per_second
                                                                           : std::numeric_limits<double>::infinity());
         const double copy = std::isfinite(link) ? layerBytes / link : 0.0;
         const double forward = fwdLayers / layers, backward = (sc.bwd_s - sc.head_bwd_s) / layers;
-        sc.offload_s = n * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward));
+        sc.offload_s = layers - n >= 2 ? n * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward))
+                                       : n * 2 * copy;
     }
     return sc;
 }

@@ -852,6 +852,21 @@ private slots:
         }
     }
 
+    // A run that compared nothing lists as failed, with the reason, not as a 0.0% error.
+    void historyNamesAFailedRun()
+    {
+        const QString db = file("failed-history.sqlite");
+        const RunResult r = run({"--db", db, "validate", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab",
+                                 "96", "--seq", "32", "--batch", "8", "--layout", "dp=2,offload_activations=1", "--steps",
+                                 "1"});
+        QVERIFY2(r.out.contains("could not compare"), r.describe().constData());
+        const RunResult history = run({"--db", db, "history"});
+        QVERIFY2(history.exitCode == 0, history.describe().constData());
+        QVERIFY2(history.out.contains("1 case, failed: layout.offload_activations:"), history.describe().constData());
+        QVERIFY2(history.out.contains("no host link"), history.describe().constData());
+        QVERIFY2(!history.out.contains("|error| 0.0%"), history.describe().constData());
+    }
+
     void validateDirectCase()
     {
         // Nothing stored yet: --from-history says what to run first.
